@@ -1,0 +1,190 @@
+"""The agentkit exception tree.
+
+Every error agentkit raises derives from :class:`AgentKitError`. Where a builtin
+exception says the same thing, the agentkit error subclasses it too, so existing
+``except ValueError`` / ``except KeyError`` clauses keep working::
+
+    AgentKitError
+    ├── ExceedMaxIterationsError
+    ├── TransferError
+    ├── AgentConfigError (ValueError)
+    ├── AgentFrozenError (RuntimeError)
+    ├── InstructionFormatError (ValueError)
+    ├── ResumeError
+    ├── AgentCancelledError
+    ├── CheckpointError
+    │   ├── CheckpointNotFoundError (KeyError)
+    │   └── CheckpointBusyError
+    ├── ToolError
+    │   ├── ToolArgumentsError (ValueError)
+    │   └── ToolNotFoundError (LookupError)
+    └── ModelError
+        ├── APIConnectionError (ConnectionError)
+        │   ├── APITimeoutError (TimeoutError)
+        │   └── IncompleteStreamError
+        └── APIStatusError
+            ├── BadRequestError          400
+            ├── AuthenticationError      401
+            ├── PermissionDeniedError    403
+            └── RateLimitError           429
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "APIConnectionError",
+    "APIStatusError",
+    "APITimeoutError",
+    "AgentCancelledError",
+    "AgentConfigError",
+    "AgentFrozenError",
+    "AgentKitError",
+    "AuthenticationError",
+    "BadRequestError",
+    "CheckpointBusyError",
+    "CheckpointError",
+    "CheckpointNotFoundError",
+    "ExceedMaxIterationsError",
+    "IncompleteStreamError",
+    "InstructionFormatError",
+    "ModelError",
+    "PermissionDeniedError",
+    "RateLimitError",
+    "ResumeError",
+    "ToolArgumentsError",
+    "ToolError",
+    "ToolNotFoundError",
+    "TransferError",
+]
+
+
+class AgentKitError(Exception):
+    """Base class of every error raised by agentkit."""
+
+
+class ExceedMaxIterationsError(AgentKitError):
+    """A ChatModelAgent called its model ``max_iterations`` times without finishing."""
+
+    def __init__(self, message: str = "exceeds max iterations") -> None:
+        super().__init__(message)
+
+
+class TransferError(AgentKitError):
+    """A transfer between agents failed (for example: unknown destination agent)."""
+
+
+class AgentConfigError(AgentKitError, ValueError):
+    """An agent, or the tree of agents, was configured in a way that cannot work."""
+
+
+class AgentFrozenError(AgentKitError, RuntimeError):
+    """An agent was reconfigured after its first run (agents freeze when they first run)."""
+
+
+class InstructionFormatError(AgentKitError, ValueError):
+    """A ChatModelAgent instruction could not be formatted with the session values."""
+
+
+class ResumeError(AgentKitError):
+    """A run could not be resumed from its checkpoint (the agent tree does not match it)."""
+
+
+class AgentCancelledError(AgentKitError):
+    """The run was cancelled (``CancelHandle.cancel()`` or the event iterator was closed).
+
+    Attributes:
+        mode: the :class:`~agentkit.CancelMode` that took effect.
+        escalated: ``True`` when a safe-point cancel escalated to an immediate one after its timeout.
+    """
+
+    def __init__(self, mode: Any = None, escalated: bool = False) -> None:
+        mode_text = getattr(mode, "name", mode)
+        super().__init__(f"agent canceled: mode={mode_text}, escalated={escalated}")
+        self.mode = mode
+        self.escalated = escalated
+
+
+class CheckpointError(AgentKitError):
+    """A checkpoint could not be saved, loaded or trusted."""
+
+
+class CheckpointNotFoundError(CheckpointError, KeyError):
+    """No checkpoint is stored under the requested id."""
+
+    def __str__(self) -> str:  # KeyError quotes its argument; keep the message readable
+        return str(self.args[0]) if self.args else ""
+
+
+class CheckpointBusyError(CheckpointError):
+    """Another resume of the same checkpoint id is running (in this or another process)."""
+
+
+class ToolError(AgentKitError):
+    """A tool call failed.
+
+    Attributes:
+        tool_name: the name of the tool.
+        call_id: the id of the tool call, ``""`` when unknown.
+    """
+
+    def __init__(self, message: str, *, tool_name: str = "", call_id: str = "") -> None:
+        super().__init__(message)
+        self.tool_name = tool_name
+        self.call_id = call_id
+
+
+class ToolArgumentsError(ToolError, ValueError):
+    """The arguments of a tool call do not match the tool's parameters."""
+
+
+class ToolNotFoundError(ToolError, LookupError):
+    """The model called a tool that the agent does not have."""
+
+
+class ModelError(AgentKitError):
+    """A chat model call failed.
+
+    Attributes:
+        status_code: the HTTP status, when the server answered.
+        body: the decoded error body the server sent, when there was one.
+    """
+
+    def __init__(self, message: str, *, status_code: int | None = None, body: Any = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status_code = status_code
+        self.body = body
+
+
+class APIConnectionError(ModelError, ConnectionError):
+    """The model server could not be reached, or the connection broke."""
+
+
+class APITimeoutError(APIConnectionError, TimeoutError):
+    """The model server did not answer within the timeout."""
+
+
+class IncompleteStreamError(APIConnectionError):
+    """A streamed response ended before the server finished it (no ``[DONE]``, no finish reason)."""
+
+
+class APIStatusError(ModelError):
+    """The model server answered with an error status."""
+
+
+class BadRequestError(APIStatusError):
+    """HTTP 400: the server rejected the request."""
+
+
+class AuthenticationError(APIStatusError):
+    """HTTP 401: the API key is missing or wrong."""
+
+
+class PermissionDeniedError(APIStatusError):
+    """HTTP 403: the API key may not use this model or endpoint."""
+
+
+class RateLimitError(APIStatusError):
+    """HTTP 429: too many requests (retried with backoff before it is raised)."""

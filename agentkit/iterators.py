@@ -1,0 +1,169 @@
+"""The :class:`AsyncIterator` / :class:`AsyncGenerator` pair: a thread-safe, unbounded FIFO.
+
+"Async" means the producer and the consumer are decoupled, each in its own thread; nothing
+here uses asyncio, so it works the same in scripts, inside Jupyter's running event loop and
+in WSGI request threads. The queue is the standard library's C-implemented
+:class:`queue.SimpleQueue`.
+
+When a run produces into the pair, the iterator knows the run's worker thread: reaching the
+end of the iterator, or closing it, returns only after that thread has ended, so no thread
+outlives the run.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable, Iterator
+from typing import Generic, TypeVar
+
+__all__ = ["AsyncGenerator", "AsyncIterator", "new_async_iterator_pair"]
+
+T = TypeVar("T")
+
+_END = object()
+
+
+class _Pair:
+    """State shared by the two ends."""
+
+    __slots__ = ("consumer_closed", "lock", "on_close", "producer_closed", "queue", "threads")
+
+    def __init__(self) -> None:
+        self.queue: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self.lock = threading.Lock()
+        self.producer_closed = False
+        self.consumer_closed = False
+        self.on_close: list[Callable[[], object]] = []
+        self.threads: list[threading.Thread] = []
+
+
+class AsyncGenerator(Generic[T]):
+    """The producing end: :meth:`send` items, then :meth:`close`."""
+
+    __slots__ = ("_pair",)
+
+    def __init__(self, pair: _Pair) -> None:
+        self._pair = pair
+
+    def send(self, item: T) -> bool:
+        """Append an item; never blocks. Returns ``False`` once the consumer closed the iterator.
+
+        Raises:
+            RuntimeError: the generator was closed already.
+        """
+        pair = self._pair
+        if pair.consumer_closed:
+            return False
+        if pair.producer_closed:
+            raise RuntimeError("send() on a closed AsyncGenerator")
+        pair.queue.put(item)
+        return True
+
+    @property
+    def closed_by_consumer(self) -> bool:
+        """``True`` once the consumer closed the iterator (the producer should stop)."""
+        return self._pair.consumer_closed
+
+    def close(self) -> None:
+        """Mark the end of the items; the consumer sees it after draining them. Idempotent."""
+        pair = self._pair
+        with pair.lock:
+            if pair.producer_closed:
+                return
+            pair.producer_closed = True
+        pair.queue.put(_END)
+
+
+class AsyncIterator(Generic[T]):
+    """The consuming end: call :meth:`next`, or iterate with ``for``.
+
+    Use it as a context manager to close it when the block ends::
+
+        with runner.query("hi") as events:
+            for event in events:
+                ...
+    """
+
+    __slots__ = ("_finished", "_pair")
+
+    def __init__(self, pair: _Pair) -> None:
+        self._pair = pair
+        self._finished = False
+
+    def next(self) -> tuple[T | None, bool]:
+        """Block until the next item: ``(item, True)``, or ``(None, False)`` at the end."""
+        if self._finished:
+            return None, False
+        item = self._pair.queue.get()
+        if item is _END:
+            self._finish()
+            return None, False
+        return item, True  # type: ignore[return-value]
+
+    def __iter__(self) -> Iterator[T]:
+        return self
+
+    def __next__(self) -> T:
+        if self._finished:
+            raise StopIteration
+        item = self._pair.queue.get()
+        if item is _END:
+            self._finish()
+            raise StopIteration
+        return item  # type: ignore[return-value]
+
+    def close(self, timeout: float | None = None) -> None:
+        """Stop consuming: cancel the run producing into this iterator and wait for it to end.
+
+        The producer's next :meth:`AsyncGenerator.send` returns ``False``; a run started by
+        agentkit stops at its next step boundary and closes its open model streams. Returns
+        once the producing threads have ended, or after ``timeout`` seconds. Idempotent.
+        """
+        pair = self._pair
+        with pair.lock:
+            already = pair.consumer_closed
+            pair.consumer_closed = True
+            callbacks = [] if already else pair.on_close[:]
+        for callback in callbacks:
+            callback()
+        self._finished = True
+        self._join(timeout)
+
+    def __enter__(self) -> AsyncIterator[T]:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _finish(self) -> None:
+        self._finished = True
+        # Put the end marker back so a concurrent or later next() also ends.
+        self._pair.queue.put(_END)
+        self._join(None)
+
+    def _join(self, timeout: float | None) -> None:
+        current = threading.current_thread()
+        for thread in self._pair.threads:
+            if thread is not current:
+                thread.join(timeout)
+
+
+def new_async_iterator_pair() -> tuple[AsyncIterator[T], AsyncGenerator[T]]:
+    """Return a connected ``(iterator, generator)`` pair (unbounded)."""
+    pair = _Pair()
+    return AsyncIterator(pair), AsyncGenerator(pair)
+
+
+def _attach_producer(
+    iterator: AsyncIterator[object],
+    thread: threading.Thread | None = None,
+    on_close: Callable[[], object] | None = None,
+) -> None:
+    """Tie a producer thread and a cancel hook to an iterator (used by run_in_worker)."""
+    pair = iterator._pair
+    with pair.lock:
+        if thread is not None:
+            pair.threads.append(thread)
+        if on_close is not None:
+            pair.on_close.append(on_close)

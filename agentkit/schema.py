@@ -1,0 +1,321 @@
+"""Chat messages: the data exchanged with models, tools and agents.
+
+All types are attrs classes. List and dict fields get a fresh default per instance.
+A message that was sent in an event is never mutated by agentkit afterwards.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+
+__all__ = [
+    "FunctionCall",
+    "Message",
+    "ResponseMeta",
+    "Role",
+    "TokenUsage",
+    "ToolCall",
+    "ToolInfo",
+    "assistant_message",
+    "concat_messages",
+    "system_message",
+    "tool_message",
+    "user_message",
+]
+
+
+class Role(str, enum.Enum):
+    """The author of a message."""
+
+    SYSTEM = "system"
+    USER = "user"
+    ASSISTANT = "assistant"
+    TOOL = "tool"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@attrs.define
+class FunctionCall:
+    """The function a tool call invokes; ``arguments`` is JSON text exactly as the model sent it."""
+
+    name: str = ""
+    arguments: str = ""
+
+
+@attrs.define
+class ToolCall:
+    """One tool call requested by a model.
+
+    ``index`` is the position of the call in a streamed response: fragments of the same call
+    share an index and are merged by :func:`concat_messages`.
+    """
+
+    id: str = ""
+    function: FunctionCall = attrs.Factory(FunctionCall)
+    type: str = "function"
+    index: int | None = None
+
+
+@attrs.define
+class TokenUsage:
+    """Token counts reported by the model server."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+
+
+@attrs.define
+class ResponseMeta:
+    """Metadata of a model response: why it finished and what it cost."""
+
+    finish_reason: str = ""
+    usage: TokenUsage | None = None
+
+
+@attrs.define
+class ToolInfo:
+    """What a model is told about a tool: its name, description and JSON Schema parameters.
+
+    ``parameters`` is a JSON Schema object such as
+    ``{"type": "object", "properties": {...}, "required": [...]}``.
+    """
+
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = attrs.Factory(
+        lambda: {"type": "object", "properties": {}}
+    )
+
+
+def _forget_wire_form(instance: Message, attribute: Any, value: Any) -> Any:
+    # A message's encoded request form is cached by model clients; any field change drops it.
+    object.__setattr__(instance, "_wire", None)
+    return value
+
+
+@attrs.define(
+    getstate_setstate=False,
+    on_setattr=attrs.setters.pipe(attrs.setters.convert, _forget_wire_form),
+)
+class Message:
+    """A chat message.
+
+    Args:
+        role: who wrote it (a :class:`Role`, or its string value).
+        content: the text.
+        tool_calls: tool calls requested by an assistant message.
+        tool_call_id: for a tool message, the id of the call it answers.
+        tool_name: for a tool message, the name of the tool that produced it.
+        name: an optional participant name.
+        response_meta: finish reason and token usage of a model response.
+        extra: anything else; must be JSON-safe for :meth:`to_dict`.
+    """
+
+    role: Role = attrs.field(converter=Role)
+    content: str = ""
+    tool_calls: list[ToolCall] = attrs.Factory(list)
+    tool_call_id: str = ""
+    tool_name: str = ""
+    name: str = ""
+    response_meta: ResponseMeta | None = None
+    extra: dict[str, Any] = attrs.Factory(dict)
+    # Cache of the encoded wire form, owned by model clients (see agentkit.models).
+    _wire: Any = attrs.field(default=None, init=False, eq=False, repr=False)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {
+            "role": self.role,
+            "content": self.content,
+            "tool_calls": self.tool_calls,
+            "tool_call_id": self.tool_call_id,
+            "tool_name": self.tool_name,
+            "name": self.name,
+            "response_meta": self.response_meta,
+            "extra": self.extra,
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for key, value in state.items():
+            object.__setattr__(self, key, value)
+        object.__setattr__(self, "role", Role(self.role))
+        object.__setattr__(self, "_wire", None)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-safe dict in the OpenAI message shape (empty fields left out)."""
+        data: dict[str, Any] = {"role": self.role.value, "content": self.content}
+        if self.tool_calls:
+            data["tool_calls"] = [_tool_call_to_dict(call) for call in self.tool_calls]
+        if self.tool_call_id:
+            data["tool_call_id"] = self.tool_call_id
+        if self.tool_name:
+            data["tool_name"] = self.tool_name
+        if self.name:
+            data["name"] = self.name
+        if self.response_meta is not None:
+            meta: dict[str, Any] = {"finish_reason": self.response_meta.finish_reason}
+            usage = self.response_meta.usage
+            if usage is not None:
+                meta["usage"] = {
+                    "prompt_tokens": usage.prompt_tokens,
+                    "completion_tokens": usage.completion_tokens,
+                    "total_tokens": usage.total_tokens,
+                }
+            data["response_meta"] = meta
+        if self.extra:
+            data["extra"] = dict(self.extra)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Message:
+        """Build a message from :meth:`to_dict` output (or an OpenAI-style message dict)."""
+        if "role" not in data:
+            raise ValueError(f"a message dict needs a 'role' key (got keys {sorted(data)})")
+        meta = data.get("response_meta")
+        response_meta = None
+        if meta is not None:
+            usage = meta.get("usage")
+            response_meta = ResponseMeta(
+                finish_reason=meta.get("finish_reason") or "",
+                usage=None if usage is None else TokenUsage(**usage),
+            )
+        return cls(
+            role=data["role"],
+            content=data.get("content") or "",
+            tool_calls=[_tool_call_from_dict(call) for call in data.get("tool_calls") or ()],
+            tool_call_id=data.get("tool_call_id") or "",
+            tool_name=data.get("tool_name") or "",
+            name=data.get("name") or "",
+            response_meta=response_meta,
+            extra=dict(data.get("extra") or {}),
+        )
+
+
+def _tool_call_to_dict(call: ToolCall) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "id": call.id,
+        "type": call.type,
+        "function": {"name": call.function.name, "arguments": call.function.arguments},
+    }
+    if call.index is not None:
+        data["index"] = call.index
+    return data
+
+
+def _tool_call_from_dict(data: dict[str, Any]) -> ToolCall:
+    function = data.get("function") or {}
+    return ToolCall(
+        id=data.get("id") or "",
+        function=FunctionCall(
+            name=function.get("name") or "", arguments=function.get("arguments") or ""
+        ),
+        type=data.get("type") or "function",
+        index=data.get("index"),
+    )
+
+
+def user_message(content: str) -> Message:
+    """Return a user message."""
+    return Message(Role.USER, content)
+
+
+def system_message(content: str) -> Message:
+    """Return a system message."""
+    return Message(Role.SYSTEM, content)
+
+
+def assistant_message(content: str, tool_calls: Sequence[ToolCall] | None = None) -> Message:
+    """Return an assistant message, optionally requesting tool calls."""
+    return Message(Role.ASSISTANT, content, list(tool_calls or ()))
+
+
+def tool_message(content: str, tool_call_id: str, tool_name: str = "") -> Message:
+    """Return the result of a tool call."""
+    return Message(Role.TOOL, content, tool_call_id=tool_call_id, tool_name=tool_name)
+
+
+def concat_messages(chunks: Sequence[Message]) -> Message:
+    """Merge the chunks of a streamed message into one message.
+
+    Contents are concatenated. Tool calls are merged by ``index``: the id, type and name come
+    from the first fragment that has them and the ``arguments`` are concatenated; merged calls
+    are ordered by index, followed by calls without an index in the order they came. The last
+    non-empty finish reason and the usage of the last chunk that has one are kept. ``extra``
+    dicts are merged (string values concatenated, other values: last one wins).
+
+    Raises:
+        ValueError: no chunks, or chunks with different roles.
+    """
+    if not chunks:
+        raise ValueError("concat_messages() needs at least one chunk")
+    first = chunks[0]
+    if len(chunks) == 1:
+        return attrs.evolve(first, tool_calls=list(first.tool_calls), extra=dict(first.extra))
+    role = first.role
+    contents: list[str] = []
+    name = tool_call_id = tool_name = ""
+    finish_reason = ""
+    usage: TokenUsage | None = None
+    extra: dict[str, Any] = {}
+    indexed: dict[int, list[ToolCall]] = {}
+    unindexed: list[ToolCall] = []
+    for chunk in chunks:
+        if chunk.role != role:
+            raise ValueError(
+                f"cannot concatenate messages of different roles: {role.value!r} and "
+                f"{chunk.role.value!r}"
+            )
+        if chunk.content:
+            contents.append(chunk.content)
+        name = name or chunk.name
+        tool_call_id = tool_call_id or chunk.tool_call_id
+        tool_name = tool_name or chunk.tool_name
+        for call in chunk.tool_calls:
+            if call.index is None:
+                unindexed.append(call)
+            else:
+                indexed.setdefault(call.index, []).append(call)
+        meta = chunk.response_meta
+        if meta is not None:
+            finish_reason = meta.finish_reason or finish_reason
+            usage = meta.usage if meta.usage is not None else usage
+        for key, value in chunk.extra.items():
+            previous = extra.get(key)
+            if isinstance(previous, str) and isinstance(value, str):
+                extra[key] = previous + value
+            else:
+                extra[key] = value
+    tool_calls = [_merge_fragments(index, indexed[index]) for index in sorted(indexed)]
+    tool_calls.extend(
+        ToolCall(c.id, FunctionCall(c.function.name, c.function.arguments), c.type, c.index)
+        for c in unindexed
+    )
+    response_meta = None
+    if finish_reason or usage is not None or any(c.response_meta for c in chunks):
+        response_meta = ResponseMeta(finish_reason=finish_reason, usage=usage)
+    return Message(
+        role,
+        "".join(contents),
+        tool_calls,
+        tool_call_id=tool_call_id,
+        tool_name=tool_name,
+        name=name,
+        response_meta=response_meta,
+        extra=extra,
+    )
+
+
+def _merge_fragments(index: int, fragments: list[ToolCall]) -> ToolCall:
+    call_id = call_type = function_name = ""
+    for fragment in fragments:
+        call_id = call_id or fragment.id
+        call_type = call_type or fragment.type
+        function_name = function_name or fragment.function.name
+    arguments = "".join(fragment.function.arguments for fragment in fragments)
+    return ToolCall(call_id, FunctionCall(function_name, arguments), call_type or "function", index)

@@ -1,0 +1,441 @@
+"""Streams of chunks between threads: :func:`pipe`, :class:`StreamReader`, :class:`StreamWriter`.
+
+A :class:`StreamReader` has one consumer. :meth:`StreamReader.copy` hands out independent
+readers of the same chunks. Copies share one buffer: copying a copy adds a reader to that
+buffer instead of stacking buffers, so a model stream read by the user, the history and the
+agent is buffered once. Readers of a lazily produced stream (an HTTP response, a generator)
+pull from the source themselves; no thread is started to pump a stream.
+
+Errors travel in band: a producer sends an error, the reader's :meth:`~StreamReader.recv`
+raises it, and the stream is over.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+if TYPE_CHECKING:
+    from agentkit.schema import Message
+
+__all__ = [
+    "StreamEOF",
+    "StreamReader",
+    "StreamWriter",
+    "concat_message_stream",
+    "pipe",
+    "stream_from_iterator",
+    "stream_from_list",
+]
+
+T = TypeVar("T")
+U = TypeVar("U")
+
+
+class StreamEOF(EOFError):
+    """Raised by :meth:`StreamReader.recv` when the stream has no more chunks."""
+
+
+class StreamReader(Generic[T]):
+    """The reading end of a stream of chunks; iterate it or call :meth:`recv`.
+
+    Subclasses provide ``_recv``; this class adds iteration, copying and closing.
+    """
+
+    __slots__ = ("_copied", "__weakref__")
+
+    def __init__(self) -> None:
+        self._copied = False
+
+    def recv(self) -> T:
+        """Return the next chunk.
+
+        Raises:
+            StreamEOF: the stream is finished.
+            BaseException: the error the producer sent (the stream is finished afterwards).
+            RuntimeError: this reader was replaced by :meth:`copy`.
+        """
+        if self._copied:
+            raise RuntimeError("this StreamReader was copied; read one of its copies instead")
+        return self._recv()
+
+    def _recv(self) -> T:
+        raise NotImplementedError  # pragma: no cover - abstract
+
+    def close(self) -> None:
+        """Stop reading: the producer is told to stop and buffered chunks are dropped. Idempotent."""
+
+    def __iter__(self) -> Iterator[T]:
+        return self
+
+    def __next__(self) -> T:
+        try:
+            return self.recv()
+        except StreamEOF:
+            raise StopIteration from None
+
+    def __enter__(self) -> StreamReader[T]:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def copy(self, n: int) -> list[StreamReader[T]]:
+        """Return ``n`` independent readers of the chunks this reader has not read yet.
+
+        This reader must not be read afterwards (it raises ``RuntimeError``).
+        """
+        if n < 1:
+            raise ValueError(f"copy() needs n >= 1 (got {n})")
+        if self._copied:
+            raise RuntimeError("this StreamReader was copied already; copy one of its copies")
+        self._copied = True
+        return _TeeBuffer(self).readers(n)
+
+
+# --- pipe -------------------------------------------------------------------------------
+
+
+class _Channel(Generic[T]):
+    """A FIFO of (chunk, error) items with optional capacity and two-sided close."""
+
+    __slots__ = ("capacity", "cond", "items", "reader_closed", "writer_closed")
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.cond = threading.Condition(threading.Lock())
+        self.items: deque[tuple[T | None, BaseException | None]] = deque()
+        self.reader_closed = False
+        self.writer_closed = False
+
+
+class StreamWriter(Generic[T]):
+    """The writing end of a :func:`pipe`."""
+
+    __slots__ = ("_channel",)
+
+    def __init__(self, channel: _Channel[T]) -> None:
+        self._channel = channel
+
+    def send(self, chunk: T | None, error: BaseException | None = None) -> bool:
+        """Send a chunk, or an error that ends the stream (``chunk`` is then ignored).
+
+        Blocks while a bounded pipe is full. Returns ``False`` once the reader was closed:
+        the producer should stop.
+
+        Raises:
+            RuntimeError: the writer was closed.
+        """
+        channel = self._channel
+        with channel.cond:
+            if channel.writer_closed:
+                raise RuntimeError("send() on a closed StreamWriter")
+            while (
+                channel.capacity
+                and len(channel.items) >= channel.capacity
+                and not channel.reader_closed
+            ):
+                channel.cond.wait()
+            if channel.reader_closed:
+                return False
+            channel.items.append((chunk, error))
+            channel.cond.notify_all()
+            return True
+
+    def close(self) -> None:
+        """End the stream; the reader gets ``StreamEOF`` after the buffered chunks. Idempotent."""
+        channel = self._channel
+        with channel.cond:
+            channel.writer_closed = True
+            channel.cond.notify_all()
+
+    def __enter__(self) -> StreamWriter[T]:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+class _PipeReader(StreamReader[T]):
+    __slots__ = ("_channel", "_failed")
+
+    def __init__(self, channel: _Channel[T]) -> None:
+        super().__init__()
+        self._channel = channel
+        self._failed = False
+
+    def _recv(self) -> T:
+        channel = self._channel
+        with channel.cond:
+            while True:
+                if self._failed or channel.reader_closed:
+                    raise StreamEOF
+                if channel.items:
+                    chunk, error = channel.items.popleft()
+                    channel.cond.notify_all()
+                    if error is not None:
+                        self._failed = True
+                        raise error
+                    return chunk  # type: ignore[return-value]
+                if channel.writer_closed:
+                    raise StreamEOF
+                channel.cond.wait()
+
+    def close(self) -> None:
+        channel = self._channel
+        with channel.cond:
+            channel.reader_closed = True
+            channel.items.clear()
+            channel.cond.notify_all()
+
+
+def pipe(capacity: int = 0) -> tuple[StreamReader[T], StreamWriter[T]]:
+    """Return a connected ``(reader, writer)`` pair; ``capacity`` 0 means unbounded.
+
+    With a capacity, :meth:`StreamWriter.send` blocks while that many chunks are unread
+    (back-pressure) and returns ``False`` as soon as the reader closes.
+    """
+    if capacity < 0:
+        raise ValueError(f"pipe() capacity must be >= 0 (got {capacity})")
+    channel: _Channel[T] = _Channel(capacity)
+    return _PipeReader(channel), StreamWriter(channel)
+
+
+# --- lazy sources -----------------------------------------------------------------------
+
+
+class _IteratorReader(StreamReader[T]):
+    """Reads a Python iterator on demand, in the reading thread."""
+
+    __slots__ = ("_done", "_iterator", "_on_close")
+
+    def __init__(self, iterator: Iterator[T], on_close: Callable[[], object] | None) -> None:
+        super().__init__()
+        self._iterator = iterator
+        self._on_close = on_close
+        self._done = False
+
+    def _recv(self) -> T:
+        if self._done:
+            raise StreamEOF
+        try:
+            return next(self._iterator)
+        except StopIteration:
+            self._finish()
+            raise StreamEOF from None
+        except BaseException:
+            self._finish()
+            raise
+
+    def _finish(self) -> None:
+        self._done = True
+        on_close, self._on_close = self._on_close, None
+        if on_close is not None:
+            on_close()
+
+    def close(self) -> None:
+        if self._done:
+            return
+        self._done = True
+        close = getattr(self._iterator, "close", None)
+        try:
+            if close is not None:
+                close()
+        finally:
+            self._finish()
+
+
+def stream_from_iterator(
+    iterator: Iterable[T], on_close: Callable[[], object] | None = None
+) -> StreamReader[T]:
+    """Return a reader that pulls ``iterator`` lazily; an exception it raises is the stream error.
+
+    ``on_close`` runs once when the stream ends, fails or is closed (release a connection here).
+    """
+    return _IteratorReader(iter(iterator), on_close)
+
+
+class _ListReader(StreamReader[T]):
+    __slots__ = ("_items", "_position")
+
+    def __init__(self, items: list[T]) -> None:
+        super().__init__()
+        self._items = items
+        self._position = 0
+
+    def _recv(self) -> T:
+        position = self._position
+        if position >= len(self._items):
+            raise StreamEOF
+        self._position = position + 1
+        return self._items[position]
+
+    def close(self) -> None:
+        self._position = len(self._items)
+
+
+def stream_from_list(items: Iterable[T]) -> StreamReader[T]:
+    """Return a reader of the given chunks."""
+    return _ListReader(list(items))
+
+
+# --- copies -------------------------------------------------------------------------------
+
+
+class _TeeBuffer(Generic[T]):
+    """Chunks read once from a source and shared by any number of cursors.
+
+    Whichever cursor needs a chunk that is not buffered yet reads the source (one at a time);
+    the others wait for it. Results derived from the whole stream (a concatenated message) are
+    memoised here so they are computed once.
+    """
+
+    __slots__ = ("chunks", "cond", "done", "error", "memo", "open_readers", "reading", "source")
+
+    def __init__(self, source: StreamReader[T]) -> None:
+        self.source = source
+        self.chunks: list[T] = []
+        self.cond = threading.Condition(threading.Lock())
+        self.done = False
+        self.error: BaseException | None = None
+        self.reading = False
+        self.open_readers = 0
+        self.memo: dict[Any, Any] = {}
+
+    def readers(self, n: int, start: int = 0) -> list[StreamReader[T]]:
+        with self.cond:
+            self.open_readers += n
+        return [_CopyReader(self, start) for _ in range(n)]
+
+    def chunk_at(self, position: int) -> T:
+        """Return chunk ``position``, reading the source if needed; StreamEOF/error at the end."""
+        cond = self.cond
+        with cond:
+            while True:
+                if position < len(self.chunks):
+                    return self.chunks[position]
+                if self.done:
+                    raise StreamEOF
+                if not self.reading:
+                    self.reading = True
+                    break
+                cond.wait()
+        try:
+            chunk = self.source.recv()
+        except StreamEOF:
+            with cond:
+                self.done = True
+                self.reading = False
+                cond.notify_all()
+            raise
+        except BaseException as error:
+            with cond:
+                self.done = True
+                self.error = error
+                self.reading = False
+                cond.notify_all()
+            raise
+        with cond:
+            self.chunks.append(chunk)
+            self.reading = False
+            cond.notify_all()
+        return chunk
+
+    def release(self) -> None:
+        with self.cond:
+            self.open_readers -= 1
+            last = self.open_readers == 0 and not self.done
+            if last:
+                self.done = True
+        if last:
+            self.source.close()
+
+
+class _CopyReader(StreamReader[T]):
+    __slots__ = ("_buffer", "_closed", "_error_seen", "_position")
+
+    def __init__(self, buffer: _TeeBuffer[T], position: int) -> None:
+        super().__init__()
+        self._buffer = buffer
+        self._position = position
+        self._closed = False
+        self._error_seen = False
+
+    def _recv(self) -> T:
+        if self._closed or self._error_seen:
+            raise StreamEOF
+        buffer = self._buffer
+        try:
+            chunk = buffer.chunk_at(self._position)
+        except StreamEOF:
+            error = buffer.error
+            if error is not None:
+                self._error_seen = True
+                raise error from None
+            raise
+        except BaseException:
+            self._error_seen = True
+            raise
+        self._position += 1
+        return chunk
+
+    def copy(self, n: int) -> list[StreamReader[T]]:
+        if n < 1:
+            raise ValueError(f"copy() needs n >= 1 (got {n})")
+        if self._copied or self._closed:
+            raise RuntimeError("this StreamReader was copied or closed already")
+        # A copy of a copy joins the same buffer: one buffer however many readers there are.
+        readers = self._buffer.readers(n, self._position)
+        self._copied = True
+        self._closed = True
+        self._buffer.release()
+        return readers
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._buffer.release()
+
+    def _read_rest(self) -> tuple[int, list[T]]:
+        """Read to the end; return the start position and the chunks read (raises the error)."""
+        start = self._position
+        while True:
+            try:
+                self._recv()
+            except StreamEOF:
+                break
+        return start, self._buffer.chunks[start:]
+
+
+def _collect(reader: StreamReader[T]) -> list[T]:
+    return list(reader)
+
+
+def concat_message_stream(reader: StreamReader[Message]) -> Message:
+    """Read a message stream to its end and return the concatenated message.
+
+    The result for copies of one stream is computed once and shared. Raises the stream's
+    error if it has one, and ``ValueError`` for a stream without chunks.
+    """
+    from agentkit.schema import concat_messages
+
+    if isinstance(reader, _CopyReader) and not reader._copied:
+        start, chunks = reader._read_rest()
+        buffer = reader._buffer
+        key = ("concat_messages", start)
+        with buffer.cond:
+            cached = buffer.memo.get(key)
+        if cached is not None:
+            return cached  # type: ignore[no-any-return]
+        if not chunks:
+            raise ValueError("no messages in MessageVariant.MessageStream")
+        result = concat_messages(chunks)
+        with buffer.cond:
+            buffer.memo[key] = result
+        return result
+    chunks = _collect(reader)
+    if not chunks:
+        raise ValueError("no messages in MessageVariant.MessageStream")
+    return concat_messages(chunks)
