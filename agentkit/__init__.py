@@ -1,3 +1,247 @@
-"""agentkit: a thread-based synchronous agent development kit."""
+"""agentkit: a thread-based synchronous agent development kit, after CloudWeGo Eino ADK.
+
+Agents return an event iterator at once and run in worker threads; nothing here uses
+asyncio, so agentkit works the same in scripts, Jupyter notebooks and WSGI apps::
+
+    from agentkit import ChatModelAgent, Runner, print_events
+    from agentkit.models import OpenAIChatModel
+
+    agent = ChatModelAgent("assistant", "answers questions", OpenAIChatModel("gpt-4o-mini"))
+    print_events(Runner(agent).query("Hello!"))
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from agentkit.agents.chatmodel import ChatModelAgent, GenModelInput
+from agentkit.agents.flow import (
+    HistoryEntry,
+    HistoryRewriter,
+    agent_with_options,
+    set_sub_agents,
+)
+from agentkit.agents.workflow import LoopAgent, ParallelAgent, SequentialAgent
+from agentkit.cancel import CancelHandle, CancelMode, with_cancel
+from agentkit.display import print_events
+from agentkit.errors import (
+    AgentCancelledError,
+    AgentConfigError,
+    AgentFrozenError,
+    AgentKitError,
+    APIConnectionError,
+    APIStatusError,
+    APITimeoutError,
+    AuthenticationError,
+    BadRequestError,
+    CheckpointBusyError,
+    CheckpointError,
+    CheckpointNotFoundError,
+    ExceedMaxIterationsError,
+    IncompleteStreamError,
+    InstructionFormatError,
+    ModelError,
+    PermissionDeniedError,
+    RateLimitError,
+    ResumeError,
+    ToolArgumentsError,
+    ToolError,
+    ToolNotFoundError,
+    TransferError,
+)
+from agentkit.events import (
+    Agent,
+    AgentAction,
+    AgentEvent,
+    AgentInput,
+    AgentOutput,
+    BreakLoopAction,
+    InterruptContext,
+    InterruptInfo,
+    MessageVariant,
+    OnSubAgents,
+    ResumableAgent,
+    ResumeInfo,
+    RunStep,
+    TransferToAgentAction,
+    event_from_message,
+    gen_transfer_messages,
+    new_break_loop_action,
+    new_exit_action,
+    new_transfer_to_agent_action,
+)
+from agentkit.interrupt import get_interrupt_state, interrupt, interrupt_event
+from agentkit.iterators import AsyncGenerator, AsyncIterator, new_async_iterator_pair
+from agentkit.models.base import ChatModel, ModelOptions, ToolCallingChatModel
+from agentkit.models.scripted import ModelCall, ScriptedChatModel
+from agentkit.options import (
+    AgentRunOption,
+    get_impl_specific_options,
+    with_chat_model_options,
+    with_checkpoint_id,
+    with_session_values,
+    with_skip_transfer_messages,
+    with_tool_options,
+    wrap_impl_specific_opt_fn,
+)
+from agentkit.runctx import (
+    add_session_value,
+    add_session_values,
+    get_session_value,
+    get_session_values,
+    get_tool_options,
+    send_tool_gen_action,
+)
+from agentkit.runner import Runner
+from agentkit.schema import (
+    FunctionCall,
+    Message,
+    ResponseMeta,
+    Role,
+    TokenUsage,
+    ToolCall,
+    ToolInfo,
+    assistant_message,
+    concat_messages,
+    system_message,
+    tool_message,
+    user_message,
+)
+from agentkit.streams import (
+    StreamEOF,
+    StreamReader,
+    StreamWriter,
+    concat_message_stream,
+    pipe,
+    stream_from_iterator,
+    stream_from_list,
+)
+from agentkit.tools.base import BaseTool, InvokableTool, StreamableTool
+from agentkit.tools.exit import ExitTool
+from agentkit.tools.function import tool
+from agentkit.worker import run_in_worker
+
+if TYPE_CHECKING:
+    from agentkit.models.openai import OpenAIChatModel
 
 __version__ = "0.1.0"
+
+__all__ = [
+    "APIConnectionError",
+    "APIStatusError",
+    "APITimeoutError",
+    "Agent",
+    "AgentAction",
+    "AgentCancelledError",
+    "AgentConfigError",
+    "AgentEvent",
+    "AgentFrozenError",
+    "AgentInput",
+    "AgentKitError",
+    "AgentOutput",
+    "AgentRunOption",
+    "AsyncGenerator",
+    "AsyncIterator",
+    "AuthenticationError",
+    "BadRequestError",
+    "BaseTool",
+    "BreakLoopAction",
+    "CancelHandle",
+    "CancelMode",
+    "ChatModel",
+    "ChatModelAgent",
+    "CheckpointBusyError",
+    "CheckpointError",
+    "CheckpointNotFoundError",
+    "ExceedMaxIterationsError",
+    "ExitTool",
+    "FunctionCall",
+    "GenModelInput",
+    "HistoryEntry",
+    "HistoryRewriter",
+    "IncompleteStreamError",
+    "LoopAgent",
+    "ParallelAgent",
+    "SequentialAgent",
+    "InstructionFormatError",
+    "InterruptContext",
+    "InterruptInfo",
+    "InvokableTool",
+    "Message",
+    "MessageVariant",
+    "ModelCall",
+    "ModelError",
+    "ModelOptions",
+    "OnSubAgents",
+    "OpenAIChatModel",
+    "PermissionDeniedError",
+    "RateLimitError",
+    "ResponseMeta",
+    "ResumableAgent",
+    "ResumeError",
+    "ResumeInfo",
+    "Role",
+    "RunStep",
+    "Runner",
+    "ScriptedChatModel",
+    "StreamEOF",
+    "StreamReader",
+    "StreamWriter",
+    "StreamableTool",
+    "TokenUsage",
+    "ToolArgumentsError",
+    "ToolCall",
+    "ToolCallingChatModel",
+    "ToolError",
+    "ToolInfo",
+    "ToolNotFoundError",
+    "TransferError",
+    "TransferToAgentAction",
+    "__version__",
+    "add_session_value",
+    "add_session_values",
+    "agent_with_options",
+    "assistant_message",
+    "concat_message_stream",
+    "concat_messages",
+    "event_from_message",
+    "gen_transfer_messages",
+    "get_impl_specific_options",
+    "get_interrupt_state",
+    "get_session_value",
+    "get_session_values",
+    "get_tool_options",
+    "interrupt",
+    "interrupt_event",
+    "new_async_iterator_pair",
+    "new_break_loop_action",
+    "new_exit_action",
+    "new_transfer_to_agent_action",
+    "pipe",
+    "print_events",
+    "run_in_worker",
+    "send_tool_gen_action",
+    "set_sub_agents",
+    "stream_from_iterator",
+    "stream_from_list",
+    "system_message",
+    "tool",
+    "tool_message",
+    "user_message",
+    "with_cancel",
+    "with_chat_model_options",
+    "with_checkpoint_id",
+    "with_session_values",
+    "with_skip_transfer_messages",
+    "with_tool_options",
+    "wrap_impl_specific_opt_fn",
+]
+
+
+def __getattr__(name: str) -> Any:
+    # The HTTP client (httpx, tenacity) is imported on first use, keeping `import agentkit` fast.
+    if name == "OpenAIChatModel":
+        from agentkit.models.openai import OpenAIChatModel
+
+        return OpenAIChatModel
+    raise AttributeError(f"module 'agentkit' has no attribute {name!r}")

@@ -12,6 +12,7 @@ raises it, and the stream is over.
 
 from __future__ import annotations
 
+import abc
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -38,7 +39,7 @@ class StreamEOF(EOFError):
     """Raised by :meth:`StreamReader.recv` when the stream has no more chunks."""
 
 
-class StreamReader(Generic[T]):
+class StreamReader(Generic[T], abc.ABC):
     """The reading end of a stream of chunks; iterate it or call :meth:`recv`.
 
     Subclasses provide ``_recv``; this class adds iteration, copying and closing.
@@ -61,8 +62,9 @@ class StreamReader(Generic[T]):
             raise RuntimeError("this StreamReader was copied; read one of its copies instead")
         return self._recv()
 
+    @abc.abstractmethod
     def _recv(self) -> T:
-        raise NotImplementedError  # pragma: no cover - abstract
+        """Return the next chunk (subclasses read their source here)."""
 
     def close(self) -> None:
         """Stop reading: the producer is told to stop and buffered chunks are dropped. Idempotent."""
@@ -323,7 +325,7 @@ class _TeeBuffer(Generic[T]):
                     break
                 cond.wait()
         try:
-            chunk = self.source.recv()
+            chunk = self.source._recv()
         except StreamEOF:
             with cond:
                 self.done = True

@@ -1,0 +1,1 @@
+"""Built-in agents: ChatModelAgent, the flow wrapper and the workflow agents."""

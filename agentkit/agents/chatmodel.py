@@ -1,0 +1,596 @@
+"""ChatModelAgent: a chat model in a ReAct loop with tools."""
+
+from __future__ import annotations
+
+import contextvars
+import queue
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from agentkit.cancel import CancelMode, Point, RunScope
+from agentkit.errors import (
+    AgentCancelledError,
+    AgentConfigError,
+    AgentFrozenError,
+    ExceedMaxIterationsError,
+    InstructionFormatError,
+    ToolError,
+    ToolNotFoundError,
+)
+from agentkit.events import (
+    Agent,
+    AgentEvent,
+    AgentInput,
+    ResumeInfo,
+    event_from_message,
+)
+from agentkit.interrupt import (
+    InterruptSignal,
+    ToolRoundState,
+    resume_tool_round,
+    signal_event,
+)
+from agentkit.options import AgentRunOption, ChatModelAgentOptions, get_impl_specific_options
+from agentkit.runctx import RunFrame, ToolCallFrame, current_frame, use_frame
+from agentkit.schema import Message, Role, ToolCall, system_message, tool_message
+from agentkit.streams import StreamReader, concat_message_stream, stream_from_iterator
+from agentkit.tools.base import BaseTool, as_tool
+from agentkit.tools.transfer import TransferToAgentTool, transfer_instruction
+from agentkit.worker import EventSink, run_in_worker
+
+if TYPE_CHECKING:
+    from agentkit.iterators import AsyncIterator
+    from agentkit.models.base import ChatModel, ModelOptions
+
+__all__ = ["ChatModelAgent", "GenModelInput"]
+
+GenModelInput = Callable[[str, AgentInput], Sequence[Message]]
+"""``gen_model_input(instruction, input) -> messages``: builds what the model is sent."""
+
+_FORMAT_ERROR = (
+    "defaultGenModelInput: failed to format instruction using FString template. This "
+    "formatting is triggered automatically when SessionValues are present. If your "
+    "instruction contains literal curly braces (e.g., JSON), provide a custom GenModelInput "
+    "that uses another format. If you are using SessionValues for purposes other than "
+    "instruction formatting, provide a custom GenModelInput that does no formatting at all: "
+    "{detail} (to do either, pass gen_model_input=... to ChatModelAgent)"
+)
+
+
+@attrs.frozen
+class _Frozen:
+    """What an agent computes on its first run and never changes afterwards."""
+
+    instruction: str
+    tools: dict[str, BaseTool]
+    return_directly: frozenset[str]
+    model: Any
+
+
+@attrs.define(eq=False)
+class ReactState:
+    """The ReAct loop's state: the conversation and the model calls left."""
+
+    messages: list[Message]
+    remaining: int
+
+
+class ChatModelAgent:
+    """An agent that answers with a chat model, calling tools in a ReAct loop.
+
+    Without tools it makes one model call. With tools it calls the model, runs the tool
+    calls of its reply (concurrently; events in completion order, history in call order),
+    and repeats until the model answers without tool calls, a return-directly tool ran, or
+    ``max_iterations`` model calls were made (then the run ends with
+    :class:`~agentkit.ExceedMaxIterationsError`).
+
+    Args:
+        name: the agent's name (used in run paths, transfers and as a tool name).
+        description: what the agent does (shown to other agents and models).
+        model: a :class:`~agentkit.models.ChatModel`; a ``ToolCallingChatModel`` when tools are given.
+        instruction: the system prompt. When the run's session holds values it is formatted
+            with them (``{name}`` placeholders, ``str.format`` rules, ``{{``/``}}`` for braces);
+            otherwise it is used verbatim.
+        tools: tools, or plain functions (wrapped with :func:`~agentkit.tool`).
+        return_directly: names of tools whose result ends the run as the final answer.
+        exit_tool: an exit tool (:class:`~agentkit.ExitTool`); calling it ends the run with Exit.
+        output_key: store the final answer's text in this session key.
+        max_iterations: the most model calls one run may make (default 20).
+        gen_model_input: ``(instruction, input) -> messages`` replacing the default
+            ``[system(instruction)] + input.messages``.
+        emit_internal_events: forward the events of agents used as tools (AgentTool).
+
+    The agent is configured once: its first run freezes it (sub-agents can no longer be
+    set). A frozen agent holds no per-run state, so one instance can serve many runs from
+    many threads at once.
+    """
+
+    _agentkit_push = True
+
+    def __init__(
+        self,
+        name: str,
+        description: str,
+        model: ChatModel,
+        *,
+        instruction: str = "",
+        tools: Iterable[BaseTool | Callable[..., Any]] = (),
+        return_directly: Iterable[str] = (),
+        exit_tool: BaseTool | None = None,
+        output_key: str | None = None,
+        max_iterations: int = 20,
+        gen_model_input: GenModelInput | None = None,
+        emit_internal_events: bool = False,
+    ) -> None:
+        if model is None:
+            raise AgentConfigError("agent 'Model' is required")
+        if not isinstance(name, str):
+            raise AgentConfigError(f"name must be a string (got {name!r})")
+        if isinstance(max_iterations, bool) or not isinstance(max_iterations, int):
+            raise AgentConfigError(f"max_iterations must be an int (got {max_iterations!r})")
+        if max_iterations < 1:
+            raise AgentConfigError(f"max_iterations must be at least 1 (got {max_iterations})")
+        if isinstance(return_directly, str):
+            raise AgentConfigError(
+                f"return_directly takes tool names, not one string (got {return_directly!r}); "
+                f"write return_directly=[{return_directly!r}]"
+            )
+        self._name = name
+        self._description = description
+        self._model = model
+        self.instruction = instruction
+        self._tools = [as_tool(item) for item in tools]
+        self._return_directly = frozenset(return_directly)
+        self._exit_tool = exit_tool
+        self.output_key = output_key
+        self.max_iterations = max_iterations
+        self._gen_model_input = gen_model_input
+        self.emit_internal_events = emit_internal_events
+        self._lock = threading.Lock()
+        self._frozen: _Frozen | None = None
+        self._sub_agents: list[Agent] | None = None
+        self._parent: Agent | None = None
+        self._disallow_transfer_to_parent = False
+
+    @property
+    def name(self) -> str:
+        """The agent's name."""
+        return self._name
+
+    @property
+    def description(self) -> str:
+        """What the agent does."""
+        return self._description
+
+    @property
+    def model(self) -> ChatModel:
+        """The chat model the agent calls."""
+        return self._model
+
+    def __repr__(self) -> str:
+        return f"ChatModelAgent(name={self._name!r})"
+
+    # --- sub-agent registration (OnSubAgents) ---
+
+    def on_set_sub_agents(self, sub_agents: Sequence[Agent]) -> None:
+        """Record the agents this one may transfer to (called by ``set_sub_agents``)."""
+        with self._lock:
+            self._check_not_frozen()
+            if self._sub_agents is not None:
+                raise AgentConfigError("agent's sub-agents has already been set")
+            self._sub_agents = list(sub_agents)
+
+    def on_set_as_sub_agent(self, parent: Agent) -> None:
+        """Record the parent this agent may transfer back to."""
+        with self._lock:
+            self._check_not_frozen()
+            if self._parent is not None:
+                raise AgentConfigError(
+                    "agent has already been set as a sub-agent of another agent"
+                )
+            self._parent = parent
+
+    def on_disallow_transfer_to_parent(self) -> None:
+        """Do not offer the parent as a transfer target."""
+        with self._lock:
+            self._check_not_frozen()
+            self._disallow_transfer_to_parent = True
+
+    def _check_not_frozen(self) -> None:
+        if self._frozen is not None:
+            raise AgentFrozenError("agent has been frozen after run")
+
+    def _freeze(self) -> _Frozen:
+        frozen = self._frozen
+        if frozen is not None:
+            return frozen
+        with self._lock:
+            if self._frozen is None:
+                self._frozen = self._compute_frozen()
+            return self._frozen
+
+    def _compute_frozen(self) -> _Frozen:
+        instruction = self.instruction
+        tools = list(self._tools)
+        return_directly = set(self._return_directly)
+        targets = list(self._sub_agents or ())
+        if self._parent is not None and not self._disallow_transfer_to_parent:
+            targets.append(self._parent)
+        if targets:
+            text = transfer_instruction(targets)
+            instruction = f"{instruction}\n\n{text}" if instruction else text
+            transfer = TransferToAgentTool()
+            tools.append(transfer)
+            return_directly.add(transfer.info().name)
+        if self._exit_tool is not None:
+            exit_tool = as_tool(self._exit_tool)
+            tools.append(exit_tool)
+            return_directly.add(exit_tool.info().name)
+        by_name: dict[str, BaseTool] = {}
+        infos = []
+        for item in tools:
+            info = item.info()
+            if info.name in by_name:
+                raise AgentConfigError(
+                    f"agent {self._name!r} has two tools named {info.name!r}; tool names "
+                    "must be unique"
+                )
+            by_name[info.name] = item
+            infos.append(info)
+        model: Any = self._model
+        if infos:
+            with_tools = getattr(model, "with_tools", None)
+            if with_tools is None:
+                raise AgentConfigError(
+                    f"agent {self._name!r} has tools but its model {model!r} cannot call tools "
+                    "(it has no with_tools method); use a ToolCallingChatModel"
+                )
+            model = with_tools(infos)
+        return _Frozen(instruction, by_name, frozenset(return_directly), model)
+
+    # --- running ---
+
+    def run(self, input: AgentInput, *options: AgentRunOption) -> AsyncIterator[AgentEvent]:
+        """Run the agent in a worker thread; returns the event iterator at once."""
+        self._freeze()
+        return run_in_worker(lambda sink: self._run_into(input, sink, options))
+
+    def resume(self, info: ResumeInfo, *options: AgentRunOption) -> AsyncIterator[AgentEvent]:
+        """Continue an interrupted run (tools that finished are not run again)."""
+        self._freeze()
+        return run_in_worker(lambda sink: self._resume_into(info, sink, options))
+
+    def _run_into(
+        self, input: AgentInput | None, sink: EventSink, options: tuple[AgentRunOption, ...]
+    ) -> None:
+        frozen = self._freeze()
+        frame = _require_frame()
+        if input is None:
+            input = AgentInput()
+        messages = self._model_input(frozen.instruction, input, frame)
+        state = ReactState(messages=messages, remaining=self.max_iterations)
+        try:
+            self._loop(frozen, state, None, input.enable_streaming, sink, frame, options)
+        except InterruptSignal as signal:
+            sink.send(signal_event(signal.node))
+
+    def _resume_into(
+        self, info: ResumeInfo, sink: EventSink, options: tuple[AgentRunOption, ...]
+    ) -> None:
+        frozen = self._freeze()
+        frame = _require_frame()
+        saved = info.interrupt_state
+        if not isinstance(saved, ToolRoundState):
+            raise AgentConfigError(
+                f"ChatModelAgent.Resume: agent '{self._name}' was asked to resume but has "
+                f"invalid interrupt state type: {type(saved).__name__}"
+                if saved is not None
+                else f"ChatModelAgent.Resume: agent '{self._name}' was asked to resume but has "
+                "no state"
+            )
+        resume_state = frame.resume
+        for index, call in enumerate(saved.calls):
+            if index not in saved.done and resume_state is not None:
+                address = (*frame.address, f"tool:{call.function.name}:{call.id}")
+                saved.resume_of[index] = resume_state.at(address)
+        state = ReactState(messages=list(saved.messages), remaining=saved.remaining)
+        try:
+            self._loop(frozen, state, saved, info.enable_streaming, sink, frame, options)
+        except InterruptSignal as signal:
+            sink.send(signal_event(signal.node))
+
+    def _model_input(self, instruction: str, input: AgentInput, frame: RunFrame) -> list[Message]:
+        if self._gen_model_input is not None:
+            return list(self._gen_model_input(instruction, input))
+        session = frame.session
+        if instruction and session:
+            instruction = _format_instruction(instruction, session.snapshot())
+        messages = [system_message(instruction)] if instruction else []
+        messages.extend(input.messages)
+        return messages
+
+    def _loop(
+        self,
+        frozen: _Frozen,
+        state: ReactState,
+        pending_round: ToolRoundState | None,
+        streaming: bool,
+        sink: EventSink,
+        frame: RunFrame,
+        options: tuple[AgentRunOption, ...],
+    ) -> None:
+        scope = frame.scope
+        agent_options = get_impl_specific_options(ChatModelAgentOptions(), *options)
+        model_options = _model_options(agent_options.model_options)
+        final: Message | None = None
+        if pending_round is not None:
+            final = self._tool_round(
+                frozen, state, pending_round, streaming, sink, frame, agent_options.tool_options
+            )
+            if final is None:
+                scope.check(Point.AFTER_TOOL_CALLS)
+        while final is None:
+            scope.check()
+            if not frozen.tools:
+                final = self._call_model(frozen, state.messages, model_options, streaming, sink, scope)
+                break
+            if state.remaining <= 0:
+                raise ExceedMaxIterationsError()
+            state.remaining -= 1
+            reply = self._call_model(frozen, state.messages, model_options, streaming, sink, scope)
+            state.messages.append(reply)
+            if not reply.tool_calls:
+                final = reply
+                break
+            scope.check(Point.AFTER_CHAT_MODEL)
+            round_state = ToolRoundState(
+                messages=list(state.messages), remaining=state.remaining, calls=list(reply.tool_calls)
+            )
+            final = self._tool_round(
+                frozen, state, round_state, streaming, sink, frame, agent_options.tool_options
+            )
+            if final is None:
+                scope.check(Point.AFTER_TOOL_CALLS)
+        if self.output_key is not None and frame.session is not None:
+            frame.session.set(self.output_key, final.content)
+
+    def _call_model(
+        self,
+        frozen: _Frozen,
+        messages: list[Message],
+        options: ModelOptions | None,
+        streaming: bool,
+        sink: EventSink,
+        scope: RunScope,
+    ) -> Message:
+        model = frozen.model
+        if not streaming:
+            reply: Message = model.generate(list(messages), options)
+            _emit(sink, event_from_message(reply, None, Role.ASSISTANT), scope)
+            return reply
+        stream: StreamReader[Message] = model.stream(list(messages), options)
+        scope.open(stream)
+        try:
+            for_user, for_history = stream.copy(2)
+            _emit(sink, event_from_message(None, for_user, Role.ASSISTANT), scope)
+            try:
+                return concat_message_stream(for_history)
+            except Exception as error:
+                if scope.mode is CancelMode.IMMEDIATE:
+                    raise AgentCancelledError(scope.mode, scope.escalated) from error
+                raise
+        finally:
+            scope.closed(stream)
+
+    def _tool_round(
+        self,
+        frozen: _Frozen,
+        state: ReactState,
+        round_state: ToolRoundState,
+        streaming: bool,
+        sink: EventSink,
+        frame: RunFrame,
+        tool_options: dict[str, Any],
+    ) -> Message | None:
+        """Run the tool calls of one model reply; return the final message if the run ends."""
+        calls = round_state.calls
+        return_directly_id: str | None = None
+        for call in calls:
+            if call.function.name in frozen.return_directly:
+                return_directly_id = call.id
+        results: dict[int, Message] = dict(round_state.done)
+        pending = [index for index in range(len(calls)) if index not in results]
+        held: AgentEvent | None = None
+        errors: list[BaseException] = []
+        signals: dict[int, InterruptSignal] = {}
+        scope = frame.scope
+
+        def handle(item: _ToolItem) -> None:
+            nonlocal held
+            if item.event is not None:
+                if calls[item.index].id == return_directly_id and return_directly_id:
+                    held = item.event
+                else:
+                    _emit(sink, item.event, scope)
+            if item.message is not None:
+                results[item.index] = item.message
+            if item.error is not None:
+                if isinstance(item.error, InterruptSignal):
+                    signals[item.index] = item.error
+                else:
+                    errors.append(item.error)
+
+        resumed = round_state.resume_of
+        if len(pending) == 1:
+            index = pending[0]
+            self._call_tool(frozen, calls[index], index, streaming, frame, tool_options,
+                            resumed.get(index), handle)
+        else:
+            inbox: queue.SimpleQueue[_ToolItem | None] = queue.SimpleQueue()
+            for index in pending:
+                context = contextvars.copy_context()
+                scope.submit(
+                    context.run, self._call_tool_to_queue, frozen, calls[index], index,
+                    streaming, frame, tool_options, resumed.get(index), inbox,
+                )
+            finished = 0
+            while finished < len(pending):
+                item = inbox.get()
+                if item is None:
+                    finished += 1
+                    continue
+                handle(item)
+        if errors:
+            for error in errors:
+                if not isinstance(error, AgentCancelledError):
+                    raise error
+            raise errors[0]
+        if signals:
+            done = {index: message for index, message in results.items()}
+            raise resume_tool_round(
+                self._name, round_state, done, signals, state_messages=state.messages
+            )
+        if held is not None:
+            _emit(sink, held, scope)
+        for index in range(len(calls)):
+            state.messages.append(results[index])
+        if return_directly_id:
+            for index, call in enumerate(calls):
+                if call.id == return_directly_id:
+                    final = results[index]
+            return final
+        return None
+
+    def _call_tool_to_queue(
+        self,
+        frozen: _Frozen,
+        call: ToolCall,
+        index: int,
+        streaming: bool,
+        frame: RunFrame,
+        tool_options: dict[str, Any],
+        resume: Any,
+        inbox: queue.SimpleQueue[_ToolItem | None],
+    ) -> None:
+        try:
+            self._call_tool(frozen, call, index, streaming, frame, tool_options, resume, inbox.put)
+        finally:
+            inbox.put(None)
+
+    def _call_tool(
+        self,
+        frozen: _Frozen,
+        call: ToolCall,
+        index: int,
+        streaming: bool,
+        frame: RunFrame,
+        tool_options: dict[str, Any],
+        resume: Any,
+        put: Callable[[_ToolItem], object],
+    ) -> None:
+        """Run one tool call, reporting its event, message and error through ``put``."""
+        name = call.function.name
+        try:
+            frame.scope.check()
+            tool = frozen.tools.get(name)
+            if tool is None:
+                raise ToolNotFoundError(
+                    f"tool {name} not found in toolsNode indexes", tool_name=name, call_id=call.id
+                )
+            call_frame = ToolCallFrame(name=name, call_id=call.id, options=tool_options, resume=resume)
+            tool_frame = attrs.evolve(
+                frame, tool=call_frame, address=(*frame.address, f"tool:{name}:{call.id}")
+            )
+            with use_frame(tool_frame):
+                use_stream = _streams(tool, streaming)
+                try:
+                    if use_stream:
+                        chunks = tool.stream(call.function.arguments, **tool_options)  # type: ignore[attr-defined]
+                        reader = _tool_message_stream(chunks, call.id, name)
+                        for_user, for_history = reader.copy(2)
+                        event = event_from_message(None, for_user, Role.TOOL, name)
+                        event.action = call_frame.action
+                        put(_ToolItem(index, event=event))
+                        message = concat_message_stream(for_history)
+                    else:
+                        result = tool.invoke(call.function.arguments, **tool_options)  # type: ignore[attr-defined]
+                        if not isinstance(result, str):
+                            raise TypeError(
+                                f"tool {name!r} returned {type(result).__name__}, not str"
+                            )
+                        message = tool_message(result, call.id, name)
+                except InterruptSignal:
+                    raise
+                except AgentCancelledError:
+                    raise
+                except Exception as error:
+                    raise ToolError(
+                        f"failed to invoke tool[name:{name} id:{call.id}]: {error}",
+                        tool_name=name,
+                        call_id=call.id,
+                    ) from error
+            if use_stream:
+                put(_ToolItem(index, message=message))
+            else:
+                event = event_from_message(message, None, Role.TOOL, name)
+                event.action = call_frame.action
+                put(_ToolItem(index, event=event, message=message))
+        except BaseException as error:
+            put(_ToolItem(index, error=error))
+
+
+@attrs.define(eq=False)
+class _ToolItem:
+    index: int
+    event: AgentEvent | None = None
+    message: Message | None = None
+    error: BaseException | None = None
+
+
+def _require_frame() -> RunFrame:
+    frame = current_frame()
+    if frame is None:
+        raise RuntimeError("agents run inside a run context; call run(), not _run_into()")
+    return frame
+
+
+def _emit(sink: EventSink, event: AgentEvent, scope: RunScope) -> None:
+    if not sink.send(event):
+        # Nobody reads the events any more: stop the run at the next step boundary.
+        scope.request_cancel(CancelMode.IMMEDIATE)
+
+
+def _streams(tool: BaseTool, streaming: bool) -> bool:
+    can_stream = callable(getattr(tool, "stream", None))
+    if not can_stream:
+        return False
+    if streaming:
+        return True
+    return not callable(getattr(tool, "invoke", None))
+
+
+def _tool_message_stream(chunks: StreamReader[str], call_id: str, name: str) -> StreamReader[Message]:
+    return stream_from_iterator(
+        (tool_message(chunk, call_id, name) for chunk in chunks), on_close=chunks.close
+    )
+
+
+def _format_instruction(instruction: str, values: dict[str, Any]) -> str:
+    try:
+        return instruction.format_map(values)
+    except KeyError as error:
+        detail = f"could not find key: {error.args[0]}"
+        raise InstructionFormatError(_FORMAT_ERROR.format(detail=detail)) from error
+    except (ValueError, IndexError, AttributeError) as error:
+        raise InstructionFormatError(_FORMAT_ERROR.format(detail=str(error))) from error
+
+
+def _model_options(values: dict[str, Any]) -> ModelOptions | None:
+    if not values:
+        return None
+    from agentkit.models.base import ModelOptions
+
+    return ModelOptions(**values)

@@ -1,0 +1,439 @@
+"""The flow wrapper: run paths, history, and transfer between agents.
+
+Every agent a :class:`~agentkit.Runner` runs goes through a :class:`FlowAgent`. It adds one
+behaviour: the agent takes part in a multi-agent flow. It names the agent's events, records
+them in the run's history, builds the agent's input from the history, and performs the
+transfer the agent's last event asks for.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from agentkit.errors import AgentConfigError, ResumeError, TransferError
+from agentkit.events import (
+    Agent,
+    AgentAction,
+    AgentEvent,
+    AgentInput,
+    ResumeInfo,
+    RunStep,
+)
+from agentkit.options import (
+    AgentRunOption,
+    RunOptions,
+    filter_options,
+    get_impl_specific_options,
+)
+from agentkit.runctx import EventLog, RecordedEvent, RunFrame, Session, current_frame, use_frame
+from agentkit.schema import Message, Role, user_message
+from agentkit.worker import EventSink, drive, is_builtin, run_in_worker
+
+if TYPE_CHECKING:
+    from agentkit.iterators import AsyncIterator
+
+__all__ = [
+    "FlowAgent",
+    "HistoryEntry",
+    "HistoryRewriter",
+    "agent_with_options",
+    "set_sub_agents",
+]
+
+
+@attrs.define
+class HistoryEntry:
+    """One message of a run's history, as a history rewriter sees it.
+
+    ``agent_name`` is ``""`` for the user's input.
+    """
+
+    is_user_input: bool
+    agent_name: str
+    message: Message
+
+
+HistoryRewriter = Callable[[list[HistoryEntry]], list[Message]]
+"""Turns the run's history into the input messages of one agent."""
+
+
+def rewrite_message(message: Message, agent_name: str) -> Message:
+    """Return another agent's message as a ``For context: ...`` user message."""
+    text = "For context:"
+    if message.role is Role.ASSISTANT:
+        if message.content:
+            text += f" [{agent_name}] said: {message.content}."
+        for call in message.tool_calls:
+            text += (
+                f" [{agent_name}] called tool: `{call.function.name}` with arguments: "
+                f"{call.function.arguments}."
+            )
+    elif message.role is Role.TOOL and message.content:
+        text += f" [{agent_name}] `{message.tool_name}` tool returned result: {message.content}."
+    return user_message(text)
+
+
+def default_history_rewriter(agent_name: str) -> HistoryRewriter:
+    """The default rewriter for ``agent_name``: its own messages verbatim, others' as context."""
+
+    def rewrite(entries: list[HistoryEntry]) -> list[Message]:
+        return [
+            entry.message
+            if entry.is_user_input or entry.agent_name == agent_name
+            else rewrite_message(entry.message, entry.agent_name)
+            for entry in entries
+        ]
+
+    return rewrite
+
+
+class _FlowSink:
+    """Names an agent's events, records its own ones, and remembers the last action."""
+
+    __slots__ = ("downstream", "last_action", "log", "name", "run_path", "steps")
+
+    def __init__(
+        self, downstream: EventSink, name: str, run_path: tuple[RunStep, ...], log: EventLog
+    ) -> None:
+        self.downstream = downstream
+        self.name = name
+        self.run_path = run_path
+        self.steps = list(run_path)
+        self.log = log
+        self.last_action: AgentAction | None = None
+
+    def send(self, item: AgentEvent) -> bool:
+        if not item.run_path:
+            item.agent_name = self.name
+            item.run_path = list(self.steps)
+            own = True
+        else:
+            own = len(item.run_path) == len(self.steps) and item.run_path == self.steps
+        if own:
+            action = item.action
+            if action is None or action.interrupted is None:
+                self.log.append(RecordedEvent.of(item))
+            self.last_action = action
+        return self.downstream.send(item)
+
+
+class FlowAgent:
+    """An agent taking part in a multi-agent flow (see :func:`set_sub_agents`).
+
+    You rarely make one yourself: :func:`set_sub_agents`, :func:`agent_with_options`, the
+    workflow agents and the Runner wrap agents for you.
+    """
+
+    _agentkit_push = True
+
+    def __init__(
+        self,
+        agent: Agent,
+        *,
+        disallow_transfer_to_parent: bool = False,
+        history_rewriter: HistoryRewriter | None = None,
+    ) -> None:
+        if isinstance(agent, FlowAgent):
+            raise TypeError("wrap the inner agent, not a FlowAgent")
+        for attribute in ("name", "description", "run"):
+            if not hasattr(agent, attribute):
+                raise TypeError(
+                    f"{agent!r} is not an agent: it needs name, description and run() "
+                    "(see agentkit.Agent)"
+                )
+        self.agent = agent
+        self.sub_agents: list[FlowAgent] = []
+        self.parent: FlowAgent | None = None
+        self.disallow_transfer_to_parent = disallow_transfer_to_parent
+        self.history_rewriter = history_rewriter
+
+    @property
+    def name(self) -> str:
+        """The wrapped agent's name."""
+        return str(self.agent.name)
+
+    @property
+    def description(self) -> str:
+        """The wrapped agent's description."""
+        return str(self.agent.description)
+
+    def __repr__(self) -> str:
+        subs = ", ".join(sub.name for sub in self.sub_agents)
+        return f"FlowAgent({self.agent!r}, sub_agents=[{subs}])"
+
+    def run(self, input: AgentInput, *options: AgentRunOption) -> AsyncIterator[AgentEvent]:
+        """Run the flow starting at this agent; returns the event iterator at once."""
+        return run_in_worker(lambda sink: self._run_into(input, sink, options))
+
+    def resume(self, info: ResumeInfo, *options: AgentRunOption) -> AsyncIterator[AgentEvent]:
+        """Resume the flow from a run context restored by the Runner."""
+        return run_in_worker(lambda sink: self._resume_into(info, sink, options))
+
+    # --- running ---
+
+    def _run_into(
+        self, input: AgentInput | None, sink: EventSink, options: tuple[AgentRunOption, ...]
+    ) -> None:
+        frame = _flow_frame(input)
+        hop: tuple[FlowAgent, RunFrame] | None = (self, frame)
+        while hop is not None:
+            agent, at = hop
+            with use_frame(at):
+                hop = agent._run_once(sink, options)
+
+    def _resume_into(
+        self, info: ResumeInfo, sink: EventSink, options: tuple[AgentRunOption, ...]
+    ) -> None:
+        frame = _flow_frame(None)
+        with use_frame(frame):
+            hop = self._resume_once(info, sink, options)
+        while hop is not None:
+            agent, at = hop
+            with use_frame(at):
+                hop = agent._run_once(sink, options)
+
+    def _enter(self) -> RunFrame:
+        frame = _current()
+        return attrs.evolve(
+            frame,
+            run_path=(*frame.run_path, RunStep(self.name)),
+            address=(*frame.address, f"agent:{self.name}"),
+        )
+
+    def _run_once(
+        self, sink: EventSink, options: tuple[AgentRunOption, ...]
+    ) -> tuple[FlowAgent, RunFrame] | None:
+        frame = self._enter()
+        with use_frame(frame):
+            try:
+                agent_input = self._build_input(frame, options)
+            except Exception as error:
+                sink.send(AgentEvent(err=error))
+                return None
+            if getattr(self.agent, "_agentkit_workflow", False):
+                # Workflows pass their children's events through; the children record them.
+                drive(self.agent, agent_input, sink, options)
+                return None
+            flow_sink = _FlowSink(sink, self.name, frame.run_path, frame.log)
+            drive(self.agent, agent_input, flow_sink, filter_options(options, self.name))
+        return self._after(flow_sink.last_action, frame, sink)
+
+    def _resume_once(
+        self, info: ResumeInfo, sink: EventSink, options: tuple[AgentRunOption, ...]
+    ) -> tuple[FlowAgent, RunFrame] | None:
+        frame = self._enter()
+        resume_state = frame.resume
+        if resume_state is None:
+            raise ResumeError(f"agent {self.name!r} was asked to resume outside a resumed run")
+        point = resume_state.at(frame.address)
+        with use_frame(frame):
+            if point.was_interrupted:
+                if not _resumable(self.agent):
+                    sink.send(
+                        AgentEvent(
+                            err=ResumeError(
+                                f"failed to resume agent: agent '{self.name}' is an interrupt "
+                                "point but is not a ResumableAgent"
+                            )
+                        )
+                    )
+                    return None
+                own_info = ResumeInfo(
+                    enable_streaming=info.enable_streaming,
+                    interrupt_info=info.interrupt_info,
+                    was_interrupted=point.was_interrupted,
+                    interrupt_state=point.state,
+                    is_resume_target=point.is_resume_target,
+                    resume_data=point.data,
+                )
+                if getattr(self.agent, "_agentkit_workflow", False):
+                    drive(self.agent, None, sink, options, resume=own_info)
+                    return None
+                flow_sink = _FlowSink(sink, self.name, frame.run_path, frame.log)
+                drive(self.agent, None, flow_sink, filter_options(options, self.name), own_info)
+                return self._after(flow_sink.last_action, frame, sink)
+            hops = resume_state.next_hops(frame.address)
+            if not hops:
+                sink.send(
+                    AgentEvent(
+                        err=ResumeError(
+                            "failed to get next agent leading to interruption: no child agents "
+                            "leading to interrupted agent were found"
+                        )
+                    )
+                )
+                return None
+            if len(hops) > 1:
+                sink.send(
+                    AgentEvent(
+                        err=ResumeError(
+                            "agent has multiple child agents leading to interruption, but "
+                            "concurrent transfer is not supported"
+                        )
+                    )
+                )
+                return None
+            kind, _, name = hops[0].partition(":")
+            dest = self._find(name) if kind == "agent" else None
+            if dest is None:
+                if not self.sub_agents and _resumable(self.agent):
+                    drive(self.agent, None, sink, options, resume=info)
+                    return None
+                sink.send(
+                    AgentEvent(
+                        err=ResumeError(
+                            f"failed to resume agent: sub-agent '{name}' not found in agent "
+                            f"'{self.name}'"
+                        )
+                    )
+                )
+                return None
+            nxt = dest._resume_once(info, sink, options)
+        return nxt
+
+    def _after(
+        self, action: AgentAction | None, frame: RunFrame, sink: EventSink
+    ) -> tuple[FlowAgent, RunFrame] | None:
+        if action is None or action.interrupted is not None or action.exit:
+            return None
+        if action.transfer_to_agent is None:
+            return None
+        dest_name = action.transfer_to_agent.dest_agent_name
+        dest = self._find(dest_name)
+        if dest is None:
+            sink.send(
+                AgentEvent(
+                    err=TransferError(
+                        f"transfer failed: agent '{dest_name}' not found when transferring "
+                        f"from '{self.name}'"
+                    )
+                )
+            )
+            return None
+        frame.scope.check()
+        return dest, frame
+
+    def _find(self, name: str) -> FlowAgent | None:
+        for sub in self.sub_agents:
+            if sub.name == name:
+                return sub
+        if self.parent is not None and self.parent.name == name:
+            return self.parent
+        return None
+
+    def _build_input(
+        self, frame: RunFrame, options: tuple[AgentRunOption, ...]
+    ) -> AgentInput:
+        root = frame.root_input
+        entries = [
+            HistoryEntry(is_user_input=True, agent_name="", message=message)
+            for message in (root.messages if root is not None else ())
+        ]
+        skip_transfers = get_impl_specific_options(RunOptions(), *options).skip_transfer_messages
+        for record in frame.log.visible():
+            if skip_transfers and record.is_transfer:
+                if record.variant is not None and record.variant.role is Role.TOOL and entries:
+                    entries.pop()
+                continue
+            message = record.message()
+            if message is None:
+                continue
+            entries.append(HistoryEntry(False, record.agent_name, message))
+        rewriter = self.history_rewriter or default_history_rewriter(self.name)
+        return AgentInput(
+            messages=list(rewriter(entries)),
+            enable_streaming=root.enable_streaming if root is not None else False,
+        )
+
+
+def _current() -> RunFrame:
+    frame = current_frame()
+    if frame is None:
+        raise RuntimeError("a FlowAgent runs inside a run context; call run(), not _run_into()")
+    return frame
+
+
+def _flow_frame(input: AgentInput | None) -> RunFrame:
+    """The current frame, given a session and root input if this is a bare flow run."""
+    frame = _current()
+    changes: dict[str, Any] = {}
+    if frame.session is None:
+        changes["session"] = Session()
+    if frame.root_input is None and not frame.run_path and input is not None:
+        changes["root_input"] = input
+    return attrs.evolve(frame, **changes) if changes else frame
+
+
+def _resumable(agent: object) -> bool:
+    return (is_builtin(agent) and hasattr(agent, "_resume_into")) or callable(
+        getattr(agent, "resume", None)
+    )
+
+
+# --- wiring -------------------------------------------------------------------------------------
+
+
+def _wrap(agent: Agent) -> FlowAgent:
+    if isinstance(agent, FlowAgent):
+        wrapper = copy.copy(agent)
+        wrapper.sub_agents = list(agent.sub_agents)
+        return wrapper
+    return FlowAgent(agent)
+
+
+def set_sub_agents(agent: Agent, sub_agents: Sequence[Agent]) -> FlowAgent:
+    """Make ``sub_agents`` transfer targets of ``agent``; return the agent to run.
+
+    Run the returned agent, not the original. A sub-agent can transfer back to its parent
+    unless it was made with ``agent_with_options(..., disallow_transfer_to_parent=True)``.
+
+    Raises:
+        AgentConfigError: sub-agents were set already, or a sub-agent already has a parent.
+        AgentFrozenError: an agent has run already (agents are configured before they run).
+    """
+    parent = _wrap(agent)
+    if parent.sub_agents:
+        raise AgentConfigError("agent's sub-agents has already been set")
+    subs = [_wrap(sub) for sub in sub_agents]
+    hook = getattr(parent.agent, "on_set_sub_agents", None)
+    if callable(hook):
+        hook(subs)
+    for sub in subs:
+        if sub.parent is not None:
+            raise AgentConfigError("agent has already been set as a sub-agent of another agent")
+        sub.parent = parent
+        as_sub = getattr(sub.agent, "on_set_as_sub_agent", None)
+        if callable(as_sub):
+            as_sub(parent)
+        if sub.disallow_transfer_to_parent:
+            disallow = getattr(sub.agent, "on_disallow_transfer_to_parent", None)
+            if callable(disallow):
+                disallow()
+    parent.sub_agents = subs
+    return parent
+
+
+def agent_with_options(
+    agent: Agent,
+    *,
+    disallow_transfer_to_parent: bool = False,
+    history_rewriter: HistoryRewriter | None = None,
+) -> FlowAgent:
+    """Return ``agent`` configured for a flow.
+
+    Args:
+        disallow_transfer_to_parent: when made a sub-agent, do not offer the parent as a
+            transfer target.
+        history_rewriter: builds the agent's input from the run's history instead of the
+            default (own messages verbatim, other agents' as ``For context:`` user messages).
+    """
+    wrapper = _wrap(agent)
+    if disallow_transfer_to_parent:
+        wrapper.disallow_transfer_to_parent = True
+    if history_rewriter is not None:
+        wrapper.history_rewriter = history_rewriter
+    return wrapper

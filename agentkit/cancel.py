@@ -1,0 +1,234 @@
+"""Cancellation: :class:`CancelHandle`, :class:`CancelMode` and the per-run cancel scope.
+
+Cancellation is cooperative. A run checks for it at step boundaries: before each model call,
+before each tool call, between sub-agents. An immediate cancel also closes the run's open
+model streams, so a run blocked reading a slow response stops at once.
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from agentkit.errors import AgentCancelledError
+from agentkit.options import AgentRunOption, RunOptions, wrap_impl_specific_opt_fn
+
+__all__ = ["CancelHandle", "CancelMode", "with_cancel"]
+
+
+class CancelMode(enum.Enum):
+    """When a cancel takes effect."""
+
+    IMMEDIATE = "immediate"
+    """Stop at the next step boundary and abort open model streams."""
+    AFTER_CHAT_MODEL = "after_chat_model"
+    """Stop after a model call that asked for tools, before the tools run."""
+    AFTER_TOOL_CALLS = "after_tool_calls"
+    """Stop after a round of tool calls, before the next model call."""
+
+
+class Point(enum.Enum):
+    """Places where a run checks for cancellation (framework-internal)."""
+
+    STEP = "step"
+    AFTER_CHAT_MODEL = "after_chat_model"
+    AFTER_TOOL_CALLS = "after_tool_calls"
+    TRANSITION = "transition"
+
+
+class CancelHandle:
+    """Cancels a run from any thread.
+
+    Example::
+
+        handle = CancelHandle()
+        events = runner.query("long task", with_cancel(handle))
+        ...
+        handle.cancel(CancelMode.AFTER_TOOL_CALLS, timeout=5.0)
+        handle.wait()
+
+    A handle belongs to one run at a time; a cancel requested before the run starts takes
+    effect as soon as it does.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._scope: RunScope | None = None
+        self._pending: tuple[CancelMode, float | None] | None = None
+        self._stopped = threading.Event()
+        self._took_effect = False
+
+    def cancel(self, mode: CancelMode = CancelMode.IMMEDIATE, timeout: float | None = None) -> bool:
+        """Ask the run to stop; returns ``False`` if it already ended.
+
+        ``timeout`` (seconds) applies to the safe-point modes: if the safe point has not come
+        by then, the cancel escalates to an immediate one.
+        """
+        if not isinstance(mode, CancelMode):
+            raise TypeError(f"mode must be a CancelMode (got {mode!r})")
+        if timeout is not None and timeout < 0:
+            raise ValueError(f"timeout must be >= 0 seconds (got {timeout})")
+        with self._lock:
+            if self._stopped.is_set():
+                return False
+            scope = self._scope
+            if scope is None:
+                self._pending = (mode, timeout)
+                return True
+        scope.request_cancel(mode, timeout)
+        return True
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the run stopped; ``True`` if the cancel took effect, ``False`` otherwise.
+
+        Raises:
+            TimeoutError: the run did not stop within ``timeout`` seconds.
+        """
+        if not self._stopped.wait(timeout):
+            raise TimeoutError(f"the run did not stop within {timeout} seconds")
+        return self._took_effect
+
+    def _attach(self, scope: RunScope) -> None:
+        with self._lock:
+            self._scope = scope
+            self._stopped.clear()
+            self._took_effect = False
+            pending, self._pending = self._pending, None
+        if pending is not None:
+            scope.request_cancel(*pending)
+
+    def _run_ended(self, cancelled: bool) -> None:
+        with self._lock:
+            self._scope = None
+            self._took_effect = cancelled
+        self._stopped.set()
+
+
+def with_cancel(handle: CancelHandle) -> AgentRunOption:
+    """Let ``handle`` cancel the run."""
+    if not isinstance(handle, CancelHandle):
+        raise TypeError(f"with_cancel() needs a CancelHandle (got {handle!r})")
+
+    def apply(options: RunOptions) -> None:
+        options.cancel_handle = handle
+
+    return wrap_impl_specific_opt_fn(RunOptions, apply)
+
+
+class RunScope:
+    """Per-run resources and cancel state (framework-internal).
+
+    Owns the run's tool-call thread pool (created on first use, shut down when the run
+    ends) and the model streams open right now (closed by an immediate cancel).
+    """
+
+    __slots__ = (
+        "_closeables",
+        "_executor",
+        "_handles",
+        "_lock",
+        "_timer",
+        "escalated",
+        "mode",
+    )
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.mode: CancelMode | None = None
+        self.escalated = False
+        self._closeables: set[Any] = set()
+        self._executor: ThreadPoolExecutor | None = None
+        self._timer: threading.Timer | None = None
+        self._handles: list[CancelHandle] = []
+
+    # --- cancel state ---
+
+    @property
+    def cancelled(self) -> bool:
+        """``True`` once any cancel was requested."""
+        return self.mode is not None
+
+    def request_cancel(self, mode: CancelMode, timeout: float | None = None) -> None:
+        """Record a cancel request; an immediate one closes open streams."""
+        with self._lock:
+            if self.mode is CancelMode.IMMEDIATE:
+                return
+            self.mode = mode
+            if mode is not CancelMode.IMMEDIATE and timeout is not None and self._timer is None:
+                self._timer = threading.Timer(timeout, self._escalate)
+                self._timer.daemon = True
+                self._timer.start()
+            closeables = list(self._closeables) if mode is CancelMode.IMMEDIATE else []
+        for closeable in closeables:
+            closeable.close()
+
+    def _escalate(self) -> None:
+        with self._lock:
+            if self.mode is CancelMode.IMMEDIATE or self.mode is None:
+                return
+            self.escalated = True
+        self.request_cancel(CancelMode.IMMEDIATE)
+
+    def check(self, point: Point = Point.STEP) -> None:
+        """Raise :class:`AgentCancelledError` if a cancel applies at ``point``."""
+        mode = self.mode
+        if mode is None:
+            return
+        if (
+            mode is CancelMode.IMMEDIATE
+            or point is Point.TRANSITION
+            or (point is Point.AFTER_CHAT_MODEL and mode is CancelMode.AFTER_CHAT_MODEL)
+            or (point is Point.AFTER_TOOL_CALLS and mode is CancelMode.AFTER_TOOL_CALLS)
+        ):
+            raise AgentCancelledError(mode, self.escalated)
+
+    # --- resources ---
+
+    def open(self, closeable: Any) -> None:
+        """Track an open stream so an immediate cancel can close it."""
+        with self._lock:
+            immediate = self.mode is CancelMode.IMMEDIATE
+            if not immediate:
+                self._closeables.add(closeable)
+        if immediate:
+            closeable.close()
+            raise AgentCancelledError(CancelMode.IMMEDIATE, self.escalated)
+
+    def closed(self, closeable: Any) -> None:
+        """Stop tracking a stream."""
+        with self._lock:
+            self._closeables.discard(closeable)
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run ``fn(*args)`` on the run's thread pool (the caller copies its context)."""
+        with self._lock:
+            if self._executor is None:
+                # Threads are created on demand, one per concurrently running call; the cap
+                # only guards against runaway fan-out.
+                self._executor = ThreadPoolExecutor(
+                    max_workers=256, thread_name_prefix="agentkit-tool"
+                )
+            executor = self._executor
+        return executor.submit(fn, *args)
+
+    def attach(self, handle: CancelHandle) -> None:
+        """Let ``handle`` cancel this run."""
+        self._handles.append(handle)
+        handle._attach(self)
+
+    def finish(self) -> None:
+        """Release the run's resources: join pool threads, stop the escalation timer."""
+        with self._lock:
+            executor, self._executor = self._executor, None
+            timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.cancel()
+            if timer is not threading.current_thread():
+                timer.join()
+        if executor is not None:
+            executor.shutdown(wait=True)
+        for handle in self._handles:
+            handle._run_ended(self.mode is not None)

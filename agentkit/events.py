@@ -1,0 +1,412 @@
+"""Agent core types: inputs, events, outputs, actions, interrupt data and the agent protocols.
+
+An agent run is a stream of :class:`AgentEvent` objects. Each event carries an output (a
+model message or a tool result, plain or streamed), an action (exit, transfer, interrupt,
+break loop) or an error. ``agent_name`` and ``run_path`` are filled in by the framework.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+import attrs
+
+from agentkit.schema import FunctionCall, Message, Role, ToolCall, assistant_message, tool_message
+from agentkit.streams import StreamReader, concat_message_stream
+
+if TYPE_CHECKING:
+    from agentkit.iterators import AsyncIterator
+    from agentkit.options import AgentRunOption
+
+__all__ = [
+    "TRANSFER_TO_AGENT_TOOL_NAME",
+    "Agent",
+    "AgentAction",
+    "AgentEvent",
+    "AgentInput",
+    "AgentOutput",
+    "BreakLoopAction",
+    "InterruptContext",
+    "InterruptInfo",
+    "MessageVariant",
+    "OnSubAgents",
+    "ResumableAgent",
+    "ResumeInfo",
+    "RunStep",
+    "TransferToAgentAction",
+    "event_from_message",
+    "gen_transfer_messages",
+    "new_break_loop_action",
+    "new_exit_action",
+    "new_transfer_to_agent_action",
+]
+
+TRANSFER_TO_AGENT_TOOL_NAME = "transfer_to_agent"
+
+
+@attrs.frozen(eq=False)
+class RunStep:
+    """One step of a run path: the name of an agent. ``str(step)`` is the name."""
+
+    agent_name: str
+
+    def __str__(self) -> str:
+        return self.agent_name
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, RunStep):
+            return self.agent_name == other.agent_name
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.agent_name)
+
+
+@attrs.define
+class AgentInput:
+    """What an agent is run with: the conversation so far and whether to stream."""
+
+    messages: list[Message] = attrs.Factory(list)
+    enable_streaming: bool = False
+
+
+@attrs.define
+class MessageVariant:
+    """A message output: either a whole :class:`Message` or a stream of message chunks.
+
+    ``role`` is ``assistant`` for model output and ``tool`` for tool results; it is set even
+    for streams, so consumers can route events without reading them.
+    """
+
+    is_streaming: bool
+    message: Message | None
+    message_stream: StreamReader[Message] | None
+    role: Role = attrs.field(converter=Role)
+    tool_name: str = ""
+    _materialized: Message | None = attrs.field(default=None, init=False, eq=False, repr=False)
+
+    def get_message(self) -> Message:
+        """Return the message, concatenating the stream if this variant streams.
+
+        The stream is read once: ``message_stream`` is replaced by an unread copy, so the
+        variant stays consumable, and the concatenated message is kept for later calls.
+        Raises the stream's error, or ``ValueError`` for a stream without chunks.
+        """
+        if not self.is_streaming:
+            if self.message is None:
+                raise ValueError("this MessageVariant has no message")
+            return self.message
+        if self._materialized is not None:
+            return self._materialized
+        if self.message_stream is None:
+            raise ValueError("this streaming MessageVariant has no message_stream")
+        keep, read = self.message_stream.copy(2)
+        self.message_stream = keep
+        self._materialized = concat_message_stream(read)
+        return self._materialized
+
+    def copy(self) -> MessageVariant:
+        """Return a variant with its own stream reader (the stream is copied, not re-read)."""
+        if not self.is_streaming or self.message_stream is None:
+            return attrs.evolve(self)
+        keep, other = self.message_stream.copy(2)
+        self.message_stream = keep
+        copied = MessageVariant(
+            is_streaming=True,
+            message=None,
+            message_stream=other,
+            role=self.role,
+            tool_name=self.tool_name,
+        )
+        copied._materialized = self._materialized
+        return copied
+
+
+@attrs.define
+class AgentOutput:
+    """What an event outputs: a message (plain or streamed) and/or anything custom."""
+
+    message_output: MessageVariant | None = None
+    customized_output: Any = None
+
+
+@attrs.define
+class TransferToAgentAction:
+    """Hand the conversation to the agent named ``dest_agent_name``."""
+
+    dest_agent_name: str
+
+
+@attrs.define(eq=False)
+class InterruptContext:
+    """One point of a run that interrupted.
+
+    Attributes:
+        id: a fresh opaque id minted each time the point interrupts; resume data is keyed by it.
+        info: what the point said about itself (shown to the user).
+        address: the point's path, segments ``agent:<name>`` and ``tool:<tool name>:<call id>``.
+        is_root_cause: ``True`` for the point that actually interrupted (a leaf).
+        parent: the enclosing interrupted component, if any.
+    """
+
+    id: str
+    info: Any
+    address: tuple[str, ...] = attrs.field(converter=tuple)
+    is_root_cause: bool
+    parent: InterruptContext | None = None
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, InterruptContext):
+            return NotImplemented
+        return (
+            self.id == other.id
+            and self.address == other.address
+            and self.is_root_cause == other.is_root_cause
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+@attrs.define
+class InterruptInfo:
+    """Why a run interrupted. ``contexts`` lists the root-cause interrupt points."""
+
+    data: Any = None
+    contexts: list[InterruptContext] = attrs.Factory(list)
+
+
+@attrs.define
+class BreakLoopAction:
+    """Stop the innermost enclosing :class:`~agentkit.LoopAgent` after the current sub-agent.
+
+    The loop sets ``done`` and ``current_iterations`` (0-based) when it acts on it.
+    """
+
+    from_agent: str
+    done: bool = False
+    current_iterations: int = 0
+
+
+@attrs.define
+class AgentAction:
+    """A control action carried by an event."""
+
+    exit: bool = False
+    interrupted: InterruptInfo | None = None
+    transfer_to_agent: TransferToAgentAction | None = None
+    break_loop: BreakLoopAction | None = None
+    customized_action: Any = None
+    # The interrupt signal tree behind ``interrupted`` (framework-internal).
+    _signal: Any = attrs.field(default=None, eq=False, repr=False, alias="_signal")
+
+
+def _run_path_converter(value: Sequence[RunStep | str]) -> list[RunStep]:
+    return [step if isinstance(step, RunStep) else RunStep(step) for step in value]
+
+
+@attrs.define
+class AgentEvent:
+    """One event of an agent run: an output, an action, or a terminal error.
+
+    ``agent_name`` and ``run_path`` are filled by the framework when the event leaves the
+    agent that made it. An agent sends at most one error event, as its last event.
+    """
+
+    agent_name: str = ""
+    run_path: list[RunStep] = attrs.field(factory=list, converter=_run_path_converter)
+    output: AgentOutput | None = None
+    action: AgentAction | None = None
+    err: BaseException | None = None
+
+    def get_message(self) -> Message | None:
+        """Return the event's message (streams concatenated), or ``None`` without one."""
+        if self.output is None or self.output.message_output is None:
+            return None
+        return self.output.message_output.get_message()
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-safe dict: streams materialized, the error as type and message."""
+        data: dict[str, Any] = {
+            "agent_name": self.agent_name,
+            "run_path": [str(step) for step in self.run_path],
+        }
+        if self.output is not None:
+            output: dict[str, Any] = {}
+            variant = self.output.message_output
+            if variant is not None:
+                output["message"] = variant.get_message().to_dict()
+                output["role"] = variant.role.value
+                output["is_streaming"] = variant.is_streaming
+                if variant.tool_name:
+                    output["tool_name"] = variant.tool_name
+            if self.output.customized_output is not None:
+                output["customized_output"] = _json_safe(self.output.customized_output)
+            data["output"] = output
+        if self.action is not None:
+            data["action"] = _action_to_dict(self.action)
+        if self.err is not None:
+            data["error"] = {"type": type(self.err).__name__, "message": str(self.err)}
+        return data
+
+
+def _action_to_dict(action: AgentAction) -> dict[str, Any]:
+    data: dict[str, Any] = {}
+    if action.exit:
+        data["exit"] = True
+    if action.transfer_to_agent is not None:
+        data["transfer_to_agent"] = action.transfer_to_agent.dest_agent_name
+    if action.break_loop is not None:
+        brk = action.break_loop
+        data["break_loop"] = {
+            "from_agent": brk.from_agent,
+            "done": brk.done,
+            "current_iterations": brk.current_iterations,
+        }
+    if action.interrupted is not None:
+        data["interrupted"] = {
+            "data": _json_safe(action.interrupted.data),
+            "contexts": [
+                {
+                    "id": ctx.id,
+                    "info": _json_safe(ctx.info),
+                    "address": list(ctx.address),
+                    "is_root_cause": ctx.is_root_cause,
+                }
+                for ctx in action.interrupted.contexts
+            ],
+        }
+    if action.customized_action is not None:
+        data["customized_action"] = _json_safe(action.customized_action)
+    return data
+
+
+def _json_safe(value: Any) -> Any:
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    if isinstance(value, dict):
+        return {str(key): _json_safe(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(item) for item in value]
+    if isinstance(value, Message):
+        return value.to_dict()
+    if attrs.has(type(value)):
+        return _json_safe(attrs.asdict(value, recurse=False))
+    return repr(value)
+
+
+@attrs.define
+class ResumeInfo:
+    """What a resumable agent is told when its run is resumed.
+
+    Attributes:
+        enable_streaming: the streaming mode of the interrupted run.
+        interrupt_info: the interrupt info of the event that stopped the run.
+        was_interrupted: this agent itself saved interrupt state.
+        interrupt_state: that state (or ``None``).
+        is_resume_target: this agent, or something inside it, was targeted with resume data.
+        resume_data: data targeted exactly at this agent.
+    """
+
+    enable_streaming: bool = False
+    interrupt_info: InterruptInfo | None = None
+    was_interrupted: bool = False
+    interrupt_state: Any = None
+    is_resume_target: bool = False
+    resume_data: Any = None
+
+
+# --- protocols ------------------------------------------------------------------------------
+
+
+@runtime_checkable
+class Agent(Protocol):
+    """Anything with a name, a description and a ``run`` that returns an event iterator at once."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def description(self) -> str: ...
+
+    def run(self, input: AgentInput, *options: AgentRunOption) -> AsyncIterator[AgentEvent]: ...
+
+
+@runtime_checkable
+class ResumableAgent(Agent, Protocol):
+    """An agent that can continue an interrupted run."""
+
+    def resume(self, info: ResumeInfo, *options: AgentRunOption) -> AsyncIterator[AgentEvent]: ...
+
+
+@runtime_checkable
+class OnSubAgents(Protocol):
+    """Hooks :func:`~agentkit.set_sub_agents` calls on agents that care about their neighbours."""
+
+    def on_set_sub_agents(self, sub_agents: Sequence[Agent]) -> None: ...
+
+    def on_set_as_sub_agent(self, parent: Agent) -> None: ...
+
+    def on_disallow_transfer_to_parent(self) -> None: ...
+
+
+# --- helpers --------------------------------------------------------------------------------
+
+
+def event_from_message(
+    msg: Message | None,
+    stream: StreamReader[Message] | None,
+    role: Role | str,
+    tool_name: str = "",
+) -> AgentEvent:
+    """Return an event whose output is ``msg``, or ``stream`` when one is given."""
+    variant = MessageVariant(
+        is_streaming=stream is not None,
+        message=None if stream is not None else msg,
+        message_stream=stream,
+        role=role,
+        tool_name=tool_name,
+    )
+    return AgentEvent(output=AgentOutput(message_output=variant))
+
+
+def new_exit_action() -> AgentAction:
+    """Return an action that ends the current agent (and stops Sequential/Loop workflows)."""
+    return AgentAction(exit=True)
+
+
+def new_transfer_to_agent_action(dest: str) -> AgentAction:
+    """Return an action that transfers the conversation to the agent named ``dest``."""
+    return AgentAction(transfer_to_agent=TransferToAgentAction(dest))
+
+
+def new_break_loop_action(agent_name: str) -> AgentAction:
+    """Return an action that stops the innermost enclosing loop, sent by ``agent_name``."""
+    return AgentAction(break_loop=BreakLoopAction(from_agent=agent_name))
+
+
+def transfer_result_text(dest: str) -> str:
+    """The tool result of a transfer to ``dest``."""
+    return f"successfully transferred to agent [{dest}]"
+
+
+def gen_transfer_messages(dest: str) -> tuple[Message, Message]:
+    """Return the (assistant tool call, tool result) pair that records a transfer to ``dest``.
+
+    The call's arguments are JSON, ``{"agent_name": "<dest>"}``, so a model API accepts the
+    history when it is replayed (Eino puts the bare name there).
+    """
+    import json
+
+    call_id = uuid.uuid4().hex
+    call = ToolCall(
+        id=call_id,
+        function=FunctionCall(
+            name=TRANSFER_TO_AGENT_TOOL_NAME, arguments=json.dumps({"agent_name": dest})
+        ),
+    )
+    return (
+        assistant_message("", [call]),
+        tool_message(transfer_result_text(dest), call_id, TRANSFER_TO_AGENT_TOOL_NAME),
+    )

@@ -1,0 +1,268 @@
+"""The run context: session values, run path, event history and interrupt address.
+
+It lives in one :class:`contextvars.ContextVar` holding an immutable :class:`RunFrame`.
+Moving to a nested position (an agent inside a flow, a tool call) sets a new frame for the
+duration; starting a thread copies the context (``contextvars.copy_context().run``), so the
+thread sees the same session and position.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import itertools
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from agentkit.cancel import RunScope
+from agentkit.events import AgentAction, AgentEvent, AgentInput, MessageVariant, RunStep
+from agentkit.schema import Message
+
+if TYPE_CHECKING:
+    from agentkit.interrupt import ResumeState
+
+__all__ = [
+    "add_session_value",
+    "add_session_values",
+    "get_session_value",
+    "get_session_values",
+    "get_tool_options",
+    "send_tool_gen_action",
+]
+
+
+class Session:
+    """Session values shared by every agent of one run (thread-safe)."""
+
+    __slots__ = ("_lock", "_values")
+
+    def __init__(self, values: Mapping[str, Any] | None = None) -> None:
+        self._lock = threading.Lock()
+        self._values: dict[str, Any] = dict(values or {})
+
+    def get(self, key: str, default: Any = None) -> Any:
+        with self._lock:
+            return self._values.get(key, default)
+
+    def snapshot(self) -> dict[str, Any]:
+        with self._lock:
+            return dict(self._values)
+
+    def set(self, key: str, value: Any) -> None:
+        with self._lock:
+            self._values[key] = value
+
+    def update(self, values: Mapping[str, Any]) -> None:
+        with self._lock:
+            self._values.update(values)
+
+    def __bool__(self) -> bool:
+        with self._lock:
+            return bool(self._values)
+
+
+_sequence = itertools.count()
+
+
+@attrs.define(eq=False)
+class RecordedEvent:
+    """An agent's own event as kept in the run's history (a copy; streams teed)."""
+
+    seq: int
+    agent_name: str
+    run_path: tuple[RunStep, ...]
+    variant: MessageVariant | None
+    is_transfer: bool
+    err: BaseException | None = None
+
+    @classmethod
+    def of(cls, event: AgentEvent) -> RecordedEvent:
+        variant = event.output.message_output if event.output is not None else None
+        if variant is not None:
+            variant = variant.copy()
+        action = event.action
+        return cls(
+            seq=next(_sequence),
+            agent_name=event.agent_name,
+            run_path=tuple(event.run_path),
+            variant=variant,
+            is_transfer=action is not None and action.transfer_to_agent is not None,
+            err=event.err,
+        )
+
+    def message(self) -> Message | None:
+        """The event's message (a stream is read once and kept)."""
+        return None if self.variant is None else self.variant.get_message()
+
+    def materialize(self) -> None:
+        """Replace a streamed output by its concatenated message (for checkpoints)."""
+        variant = self.variant
+        if variant is not None and variant.is_streaming:
+            self.variant = MessageVariant(
+                is_streaming=False,
+                message=variant.get_message(),
+                message_stream=None,
+                role=variant.role,
+                tool_name=variant.tool_name,
+            )
+
+
+class EventLog:
+    """The events recorded in one run, with lanes for parallel branches.
+
+    A lane sees the entries its parent had when the lane forked, plus its own. Lanes are
+    committed to their parent in the order their entries were created.
+    """
+
+    __slots__ = ("_base", "_entries", "_lock", "_parent")
+
+    def __init__(self, parent: EventLog | None = None) -> None:
+        self._lock = threading.Lock()
+        self._entries: list[RecordedEvent] = []
+        self._parent = parent
+        self._base = len(parent.visible()) if parent is not None else 0
+
+    def append(self, entry: RecordedEvent) -> None:
+        with self._lock:
+            self._entries.append(entry)
+
+    def own(self) -> list[RecordedEvent]:
+        with self._lock:
+            return list(self._entries)
+
+    def visible(self) -> list[RecordedEvent]:
+        """Entries this log's readers see, oldest first."""
+        with self._lock:
+            own = list(self._entries)
+        if self._parent is None:
+            return own
+        return self._parent.visible()[: self._base] + own
+
+    def fork(self) -> EventLog:
+        return EventLog(self)
+
+    def commit(self, lanes: list[EventLog]) -> None:
+        """Append the entries of ``lanes`` (forked from this log) in creation order."""
+        merged = sorted((entry for lane in lanes for entry in lane.own()), key=lambda e: e.seq)
+        with self._lock:
+            self._entries.extend(merged)
+
+    def restore(self, entries: list[RecordedEvent]) -> None:
+        with self._lock:
+            self._entries.extend(entries)
+
+
+@attrs.define(eq=False)
+class ToolCallFrame:
+    """The tool call running in this context."""
+
+    name: str
+    call_id: str
+    options: dict[str, Any]
+    action: AgentAction | None = None
+    resume: Any = None  # interrupt bookkeeping of this call (agentkit.interrupt)
+
+
+@attrs.frozen(eq=False)
+class RunFrame:
+    """Where in which run the current code is (framework-internal)."""
+
+    scope: RunScope
+    log: EventLog
+    session: Session | None = None
+    root_input: AgentInput | None = None
+    run_path: tuple[RunStep, ...] = ()
+    address: tuple[str, ...] = ()
+    tool: ToolCallFrame | None = None
+    resume: ResumeState | None = None
+    skip_transfer_messages: bool = False
+
+
+_frame: contextvars.ContextVar[RunFrame | None] = contextvars.ContextVar(
+    "agentkit_run_frame", default=None
+)
+
+
+def current_frame() -> RunFrame | None:
+    """The frame of the run the caller is part of, or ``None`` outside a run."""
+    return _frame.get()
+
+
+@contextmanager
+def use_frame(frame: RunFrame) -> Iterator[RunFrame]:
+    """Make ``frame`` current for the block."""
+    token = _frame.set(frame)
+    try:
+        yield frame
+    finally:
+        _frame.reset(token)
+
+
+# --- public accessors -----------------------------------------------------------------------
+
+
+def _session_for_write(what: str) -> Session:
+    frame = _frame.get()
+    if frame is None or frame.session is None:
+        raise RuntimeError(
+            f"{what}() needs an agent run: call it from an agent, a tool or a nested agent "
+            "run by a Runner (outside a run there is no session to write to)"
+        )
+    return frame.session
+
+
+def get_session_value(key: str, default: Any = None) -> Any:
+    """Return the session value ``key`` of the current run, or ``default``."""
+    frame = _frame.get()
+    if frame is None or frame.session is None:
+        return default
+    return frame.session.get(key, default)
+
+
+def get_session_values() -> dict[str, Any]:
+    """Return a copy of the current run's session values (``{}`` outside a run)."""
+    frame = _frame.get()
+    if frame is None or frame.session is None:
+        return {}
+    return frame.session.snapshot()
+
+
+def add_session_value(key: str, value: Any) -> None:
+    """Set the session value ``key`` for the rest of the run (every agent sees it).
+
+    Raises:
+        RuntimeError: called outside an agent run.
+    """
+    _session_for_write("add_session_value").set(key, value)
+
+
+def add_session_values(values: Mapping[str, Any]) -> None:
+    """Set several session values at once.
+
+    Raises:
+        RuntimeError: called outside an agent run.
+    """
+    _session_for_write("add_session_values").update(values)
+
+
+def get_tool_options() -> dict[str, Any]:
+    """Inside a tool call: the options passed with ``with_tool_options`` (``{}`` otherwise)."""
+    frame = _frame.get()
+    if frame is None or frame.tool is None:
+        return {}
+    return dict(frame.tool.options)
+
+
+def send_tool_gen_action(action: AgentAction) -> None:
+    """Inside a tool call: attach ``action`` to this call's result event.
+
+    Raises:
+        RuntimeError: called outside a tool call of a ChatModelAgent.
+    """
+    frame = _frame.get()
+    if frame is None or frame.tool is None:
+        raise RuntimeError("send_tool_gen_action() works only inside a tool call of an agent run")
+    frame.tool.action = action

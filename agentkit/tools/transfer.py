@@ -1,0 +1,79 @@
+"""The ``transfer_to_agent`` tool and the transfer instruction added to the system prompt."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from agentkit.errors import ToolArgumentsError
+from agentkit.events import (
+    TRANSFER_TO_AGENT_TOOL_NAME,
+    Agent,
+    new_transfer_to_agent_action,
+    transfer_result_text,
+)
+from agentkit.runctx import send_tool_gen_action
+from agentkit.schema import ToolInfo
+
+__all__ = ["TransferToAgentTool", "transfer_instruction"]
+
+_TRANSFER_INFO = ToolInfo(
+    name=TRANSFER_TO_AGENT_TOOL_NAME,
+    description="Transfer the question to another agent.",
+    parameters={
+        "type": "object",
+        "properties": {
+            "agent_name": {"type": "string", "description": "the name of the agent to transfer to"}
+        },
+        "required": ["agent_name"],
+    },
+)
+
+_INSTRUCTION = """Available other agents: {agents}
+
+Decision rule:
+- If you're best suited for the question according to your description: ANSWER
+- If another agent is better according its description: CALL '{tool}' function with their agent name
+
+When transferring: OUTPUT ONLY THE FUNCTION CALL"""
+
+
+def transfer_instruction(targets: Sequence[Agent]) -> str:
+    """Return the system-prompt text that lists ``targets`` and tells the model how to transfer."""
+    agents = "".join(
+        f"\n- Agent name: {agent.name}\n  Agent description: {agent.description}"
+        for agent in targets
+    )
+    return _INSTRUCTION.format(agents=agents, tool=TRANSFER_TO_AGENT_TOOL_NAME)
+
+
+class TransferToAgentTool:
+    """The ``transfer_to_agent`` tool; the flow wrapper performs the transfer after the round."""
+
+    def info(self) -> ToolInfo:
+        """Return the tool's name, description and ``agent_name`` parameter."""
+        return _TRANSFER_INFO
+
+    def invoke(self, arguments: str, **tool_options: Any) -> str:
+        """Attach a transfer action to this call's event and confirm the transfer."""
+        try:
+            parsed = json.loads(arguments or "{}")
+        except json.JSONDecodeError as error:
+            raise ToolArgumentsError(
+                f"{TRANSFER_TO_AGENT_TOOL_NAME}: arguments are not valid JSON: {error} "
+                f"(got {arguments!r})",
+                tool_name=TRANSFER_TO_AGENT_TOOL_NAME,
+            ) from error
+        dest = parsed.get("agent_name") if isinstance(parsed, dict) else None
+        if not isinstance(dest, str):
+            raise ToolArgumentsError(
+                f"{TRANSFER_TO_AGENT_TOOL_NAME}: 'agent_name' is required and must be a string "
+                f"(got {parsed!r})",
+                tool_name=TRANSFER_TO_AGENT_TOOL_NAME,
+            )
+        send_tool_gen_action(new_transfer_to_agent_action(dest))
+        return transfer_result_text(dest)
+
+    def __repr__(self) -> str:
+        return "TransferToAgentTool()"

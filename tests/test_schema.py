@@ -1,0 +1,110 @@
+"""Messages: constructors, to_dict/from_dict round trips and concat_messages."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from agentkit import (
+    FunctionCall,
+    Message,
+    ResponseMeta,
+    Role,
+    TokenUsage,
+    ToolCall,
+    assistant_message,
+    concat_messages,
+    system_message,
+    tool_message,
+    user_message,
+)
+from tests.strategies import messages, names, texts
+
+
+def test_constructors_set_role_and_fields() -> None:
+    assert user_message("hi") == Message(Role.USER, "hi")
+    assert system_message("be brief").role is Role.SYSTEM
+    call = ToolCall("c1", FunctionCall("f", "{}"))
+    assert assistant_message("", [call]).tool_calls == [call]
+    tool = tool_message("ok", "c1", "f")
+    assert (tool.role, tool.tool_call_id, tool.tool_name) == (Role.TOOL, "c1", "f")
+
+
+def test_list_defaults_are_fresh_per_instance() -> None:
+    a, b = Message(Role.USER), Message(Role.USER)
+    a.tool_calls.append(ToolCall("x"))
+    a.extra["k"] = 1
+    assert b.tool_calls == [] and b.extra == {}
+
+
+def test_role_accepts_its_string_value() -> None:
+    assert Message("assistant").role is Role.ASSISTANT
+    assert str(Role.TOOL) == "tool"
+
+
+@given(messages)
+def test_to_dict_round_trips_through_json(message: Message) -> None:
+    data = json.loads(json.dumps(message.to_dict()))
+    assert Message.from_dict(data) == message
+
+
+def test_from_dict_without_role_says_what_is_missing() -> None:
+    with pytest.raises(ValueError, match="'role'"):
+        Message.from_dict({"content": "x"})
+
+
+@given(st.lists(texts, min_size=1, max_size=8))
+def test_concat_joins_contents_in_order(parts: list[str]) -> None:
+    chunks = [Message(Role.ASSISTANT, part) for part in parts]
+    assert concat_messages(chunks).content == "".join(parts)
+
+
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 3), names, st.text(max_size=6)), min_size=1, max_size=12
+    )
+)
+def test_concat_merges_tool_call_fragments_by_index(fragments: list[tuple[int, str, str]]) -> None:
+    chunks = []
+    first: dict[int, str] = {}
+    args: dict[int, str] = {}
+    for index, name, arg in fragments:
+        is_first = index not in first
+        if is_first:
+            first[index] = name
+        args[index] = args.get(index, "") + arg
+        call = ToolCall(
+            id=f"id{index}" if is_first else "",
+            function=FunctionCall(name if is_first else "", arg),
+            index=index,
+        )
+        chunks.append(Message(Role.ASSISTANT, tool_calls=[call]))
+    merged = concat_messages(chunks)
+    assert [c.index for c in merged.tool_calls] == sorted(first)
+    for call in merged.tool_calls:
+        assert call.index is not None
+        assert call.id == f"id{call.index}"
+        assert call.function.name == first[call.index]
+        assert call.function.arguments == args[call.index]
+
+
+def test_concat_keeps_last_finish_reason_and_usage() -> None:
+    usage = TokenUsage(1, 2, 3)
+    merged = concat_messages(
+        [
+            Message(Role.ASSISTANT, "a", response_meta=ResponseMeta("", TokenUsage(9, 9, 9))),
+            Message(Role.ASSISTANT, "b", response_meta=ResponseMeta("stop")),
+            Message(Role.ASSISTANT, "", response_meta=ResponseMeta("", usage)),
+        ]
+    )
+    assert merged.response_meta == ResponseMeta("stop", usage)
+
+
+def test_concat_rejects_mixed_roles_and_empty_input() -> None:
+    with pytest.raises(ValueError, match="role"):
+        concat_messages([user_message("a"), assistant_message("b")])
+    with pytest.raises(ValueError):
+        concat_messages([])

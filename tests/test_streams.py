@@ -1,0 +1,185 @@
+"""Streams: pipe, back-pressure, errors in band, copies, concatenation."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agentkit import (
+    Message,
+    Role,
+    StreamEOF,
+    concat_message_stream,
+    pipe,
+    stream_from_iterator,
+    stream_from_list,
+)
+
+
+@given(st.lists(st.integers(), max_size=50), st.integers(0, 4))
+@settings(deadline=None, max_examples=50)
+def test_pipe_preserves_order_across_threads(items: list[int], capacity: int) -> None:
+    reader, writer = pipe(capacity)
+
+    def produce() -> None:
+        for item in items:
+            writer.send(item)
+        writer.close()
+
+    thread = threading.Thread(target=produce)
+    thread.start()
+    assert list(reader) == items
+    thread.join()
+
+
+def test_recv_raises_eof_at_the_end_and_keeps_raising() -> None:
+    reader, writer = pipe()
+    writer.send(1)
+    writer.close()
+    writer.close()  # idempotent
+    assert reader.recv() == 1
+    with pytest.raises(StreamEOF):
+        reader.recv()
+    with pytest.raises(EOFError):
+        reader.recv()
+
+
+def test_error_is_raised_once_then_stream_is_over() -> None:
+    reader, writer = pipe()
+    writer.send(1)
+    writer.send(None, error=ValueError("boom"))
+    assert reader.recv() == 1
+    with pytest.raises(ValueError, match="boom"):
+        reader.recv()
+    with pytest.raises(StreamEOF):
+        reader.recv()
+
+
+def test_send_returns_false_once_reader_closed() -> None:
+    reader, writer = pipe()
+    assert writer.send(1)
+    reader.close()
+    assert writer.send(2) is False
+
+
+def test_bounded_pipe_blocks_the_writer_until_the_reader_takes() -> None:
+    reader, writer = pipe(capacity=2)
+    sent: list[int] = []
+    third_sent = threading.Event()
+
+    def produce() -> None:
+        for item in range(3):
+            writer.send(item)
+            sent.append(item)
+            if item == 2:
+                third_sent.set()
+        writer.close()
+
+    thread = threading.Thread(target=produce)
+    thread.start()
+    # The third send cannot complete while two chunks wait unread.
+    assert not third_sent.wait(0.2)
+    assert sent == [0, 1]
+    assert reader.recv() == 0
+    assert third_sent.wait(10)
+    assert list(reader) == [1, 2]
+    thread.join()
+
+
+def test_closing_the_reader_releases_a_blocked_writer() -> None:
+    reader, writer = pipe(capacity=1)
+    writer.send(0)
+    results: list[bool] = []
+    thread = threading.Thread(target=lambda: results.append(writer.send(1)))
+    thread.start()
+    reader.close()
+    thread.join(10)
+    assert results == [False]
+
+
+@given(st.lists(st.integers(), max_size=30), st.integers(1, 4), st.data())
+@settings(deadline=None, max_examples=40)
+def test_copies_are_independent(items: list[int], n: int, data: st.DataObject) -> None:
+    source = stream_from_list(items)
+    copies = source.copy(n)
+    # read the copies in a random interleaving
+    results: list[list[int]] = [[] for _ in copies]
+    active = list(range(n))
+    while active:
+        index = data.draw(st.sampled_from(active))
+        try:
+            results[index].append(copies[index].recv())
+        except StreamEOF:
+            active.remove(index)
+    assert results == [items] * n
+
+
+def test_reading_the_original_after_copy_raises() -> None:
+    source = stream_from_list([1])
+    source.copy(2)
+    with pytest.raises(RuntimeError):
+        source.recv()
+
+
+def test_copy_of_a_copy_shares_one_buffer_and_one_read_of_the_source() -> None:
+    pulled: list[int] = []
+
+    def generate():  # type: ignore[no-untyped-def]
+        for item in range(3):
+            pulled.append(item)
+            yield item
+
+    a, b = stream_from_iterator(generate()).copy(2)
+    c, d = a.copy(2)
+    assert list(b) == [0, 1, 2]
+    assert list(c) == [0, 1, 2] and list(d) == [0, 1, 2]
+    assert pulled == [0, 1, 2]
+
+
+def test_copies_see_the_error_too() -> None:
+    reader, writer = pipe()
+    writer.send(1)
+    writer.send(None, error=KeyError("k"))
+    a, b = reader.copy(2)
+    for copy in (a, b):
+        assert copy.recv() == 1
+        with pytest.raises(KeyError):
+            copy.recv()
+
+
+def test_closing_all_copies_closes_the_source() -> None:
+    closed = threading.Event()
+    source = stream_from_iterator(iter([1, 2, 3]), on_close=closed.set)
+    a, b = source.copy(2)
+    a.close()
+    assert not closed.is_set()
+    b.close()
+    assert closed.is_set()
+
+
+def test_stream_from_iterator_is_lazy_and_propagates_errors() -> None:
+    def generate():  # type: ignore[no-untyped-def]
+        yield 1
+        raise RuntimeError("late")
+
+    reader = stream_from_iterator(generate())
+    assert reader.recv() == 1
+    with pytest.raises(RuntimeError, match="late"):
+        reader.recv()
+
+
+@given(st.lists(st.text(max_size=5), min_size=1, max_size=10))
+def test_concat_message_stream_is_computed_once_for_copies(parts: list[str]) -> None:
+    chunks = [Message(Role.ASSISTANT, p) for p in parts]
+    a, b = stream_from_list(chunks).copy(2)
+    first = concat_message_stream(a)
+    assert first.content == "".join(parts)
+    assert concat_message_stream(b) is first
+
+
+def test_concat_of_empty_stream_names_the_problem() -> None:
+    with pytest.raises(ValueError, match="no messages in MessageVariant.MessageStream"):
+        concat_message_stream(stream_from_list([]))
