@@ -96,7 +96,8 @@ class AgentCancelledError(AgentKitError):
 
     Attributes:
         mode: the :class:`~agentkit.CancelMode` that took effect.
-        escalated: ``True`` when a safe-point cancel escalated to an immediate one after its timeout.
+        escalated: ``True`` when a safe-point cancel escalated to an immediate one after its
+            timeout.
     """
 
     def __init__(self, mode: Any = None, escalated: bool = False) -> None:

@@ -139,6 +139,10 @@ class TransferToAgentAction:
     dest_agent_name: str
 
 
+def _address_converter(value: Sequence[str]) -> tuple[str, ...]:
+    return tuple(value)
+
+
 @attrs.define(eq=False)
 class InterruptContext:
     """One point of a run that interrupted.
@@ -153,7 +157,7 @@ class InterruptContext:
 
     id: str
     info: Any
-    address: tuple[str, ...] = attrs.field(converter=tuple)
+    address: tuple[str, ...] = attrs.field(converter=_address_converter)
     is_root_cause: bool
     parent: InterruptContext | None = None
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Callable, Iterator
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 __all__ = ["AsyncGenerator", "AsyncIterator", "new_async_iterator_pair"]
 
@@ -156,7 +156,7 @@ def new_async_iterator_pair() -> tuple[AsyncIterator[T], AsyncGenerator[T]]:
 
 
 def _attach_producer(
-    iterator: AsyncIterator[object],
+    iterator: AsyncIterator[Any],
     thread: threading.Thread | None = None,
     on_close: Callable[[], object] | None = None,
 ) -> None:

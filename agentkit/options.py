@@ -88,7 +88,9 @@ def get_impl_specific_options(base: T, *options: AgentRunOption) -> T:
     return base
 
 
-def filter_options(options: Iterable[AgentRunOption], agent_name: str) -> tuple[AgentRunOption, ...]:
+def filter_options(
+    options: Iterable[AgentRunOption], agent_name: str
+) -> tuple[AgentRunOption, ...]:
     """Return the options the agent named ``agent_name`` sees."""
     return tuple(option for option in options if option.applies_to(agent_name))
 

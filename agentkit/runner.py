@@ -276,7 +276,9 @@ class _RunnerSink:
             return self.downstream.send(item)
         if self.interrupted:
             return self.downstream.send(
-                AgentEvent(err=AgentKitError("multiple interrupt actions should not happen in Runner"))
+                AgentEvent(
+                    err=AgentKitError("multiple interrupt actions should not happen in Runner")
+                )
             )
         self.interrupted = True
         node: SignalNode = action._signal

@@ -45,7 +45,7 @@ class StreamReader(Generic[T], abc.ABC):
     Subclasses provide ``_recv``; this class adds iteration, copying and closing.
     """
 
-    __slots__ = ("_copied", "__weakref__")
+    __slots__ = ("__weakref__", "_copied")
 
     def __init__(self) -> None:
         self._copied = False
@@ -67,7 +67,7 @@ class StreamReader(Generic[T], abc.ABC):
         """Return the next chunk (subclasses read their source here)."""
 
     def close(self) -> None:
-        """Stop reading: the producer is told to stop and buffered chunks are dropped. Idempotent."""
+        """Stop reading: the producer is told to stop, buffered chunks are dropped. Idempotent."""
 
     def __iter__(self) -> Iterator[T]:
         return self

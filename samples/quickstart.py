@@ -22,9 +22,9 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _common import live, make_model  # noqa: E402
+from _common import live, make_model
 
-from agentkit import (  # noqa: E402
+from agentkit import (
     AgentEvent,
     ChatModelAgent,
     Message,
@@ -33,7 +33,7 @@ from agentkit import (  # noqa: E402
     print_events,
     tool,
 )
-from agentkit.testing import call, calls_message  # noqa: E402
+from agentkit.testing import call, calls_message
 
 WEATHER = {
     "paris": "sunny, 21°C",
@@ -124,7 +124,9 @@ def build_agent() -> ChatModelAgent:
 def main(argv: Sequence[str] | None = None) -> list[AgentEvent]:
     """Run the assistant on a question and print the run live."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("question", nargs="?", default="What's the weather in Paris, and what is 17 * 23?")
+    parser.add_argument(
+        "question", nargs="?", default="What's the weather in Paris, and what is 17 * 23?"
+    )
     parser.add_argument("--no-stream", action="store_true", help="do not stream model output")
     args = parser.parse_args(argv)
     mode = "live" if live() else "offline (scripted model; set OPENAI_API_KEY to go live)"

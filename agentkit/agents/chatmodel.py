@@ -10,13 +10,14 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from agentkit.cancel import CancelMode, Point, RunScope
+from agentkit.cancel import CancelMode, Point
 from agentkit.errors import (
     AgentCancelledError,
     AgentConfigError,
     AgentFrozenError,
     ExceedMaxIterationsError,
     InstructionFormatError,
+    ResumeError,
     ToolError,
     ToolNotFoundError,
 )
@@ -90,7 +91,8 @@ class ChatModelAgent:
     Args:
         name: the agent's name (used in run paths, transfers and as a tool name).
         description: what the agent does (shown to other agents and models).
-        model: a :class:`~agentkit.models.ChatModel`; a ``ToolCallingChatModel`` when tools are given.
+        model: a :class:`~agentkit.models.ChatModel`; a ``ToolCallingChatModel`` when
+            tools are given.
         instruction: the system prompt. When the run's session holds values it is formatted
             with them (``{name}`` placeholders, ``str.format`` rules, ``{{``/``}}`` for braces);
             otherwise it is used verbatim.
@@ -272,8 +274,9 @@ class ChatModelAgent:
             input = AgentInput()
         messages = self._model_input(frozen.instruction, input, frame)
         state = ReactState(messages=messages, remaining=self.max_iterations)
+        run = _ReactRun(self, frozen, frame, sink, options, input.enable_streaming)
         try:
-            self._loop(frozen, state, None, input.enable_streaming, sink, frame, options)
+            run.loop(state, None)
         except InterruptSignal as signal:
             sink.send(signal_event(signal.node))
 
@@ -284,12 +287,14 @@ class ChatModelAgent:
         frame = _require_frame()
         saved = info.interrupt_state
         if not isinstance(saved, ToolRoundState):
-            raise AgentConfigError(
-                f"ChatModelAgent.Resume: agent '{self._name}' was asked to resume but has "
-                f"invalid interrupt state type: {type(saved).__name__}"
-                if saved is not None
-                else f"ChatModelAgent.Resume: agent '{self._name}' was asked to resume but has "
+            problem = (
                 "no state"
+                if saved is None
+                else f"invalid interrupt state type: {type(saved).__name__}"
+            )
+            raise ResumeError(
+                f"ChatModelAgent.Resume: agent '{self._name}' was asked to resume but has "
+                f"{problem}"
             )
         resume_state = frame.resume
         for index, call in enumerate(saved.calls):
@@ -297,8 +302,9 @@ class ChatModelAgent:
                 address = (*frame.address, f"tool:{call.function.name}:{call.id}")
                 saved.resume_of[index] = resume_state.at(address)
         state = ReactState(messages=list(saved.messages), remaining=saved.remaining)
+        run = _ReactRun(self, frozen, frame, sink, options, info.enable_streaming)
         try:
-            self._loop(frozen, state, saved, info.enable_streaming, sink, frame, options)
+            run.loop(state, saved)
         except InterruptSignal as signal:
             sink.send(signal_event(signal.node))
 
@@ -312,70 +318,90 @@ class ChatModelAgent:
         messages.extend(input.messages)
         return messages
 
-    def _loop(
+
+class _ReactRun:
+    """One run of a ChatModelAgent: everything that is per run, nothing kept afterwards."""
+
+    __slots__ = (
+        "agent",
+        "frame",
+        "frozen",
+        "model_options",
+        "scope",
+        "sink",
+        "streaming",
+        "tool_options",
+    )
+
+    def __init__(
         self,
+        agent: ChatModelAgent,
         frozen: _Frozen,
-        state: ReactState,
-        pending_round: ToolRoundState | None,
-        streaming: bool,
-        sink: EventSink,
         frame: RunFrame,
+        sink: EventSink,
         options: tuple[AgentRunOption, ...],
+        streaming: bool,
     ) -> None:
-        scope = frame.scope
+        self.agent = agent
+        self.frozen = frozen
+        self.frame = frame
+        self.scope = frame.scope
+        self.sink = sink
+        self.streaming = streaming
         agent_options = get_impl_specific_options(ChatModelAgentOptions(), *options)
-        model_options = _model_options(agent_options.model_options)
+        self.model_options = _model_options(agent_options.model_options)
+        self.tool_options = agent_options.tool_options
+
+    def emit(self, event: AgentEvent) -> None:
+        if not self.sink.send(event):
+            # Nobody reads the events any more: stop the run at the next step boundary.
+            self.scope.request_cancel(CancelMode.IMMEDIATE)
+
+    def loop(self, state: ReactState, pending_round: ToolRoundState | None) -> None:
+        scope = self.scope
         final: Message | None = None
         if pending_round is not None:
-            final = self._tool_round(
-                frozen, state, pending_round, streaming, sink, frame, agent_options.tool_options
-            )
+            final = self.tool_round(state, pending_round)
             if final is None:
                 scope.check(Point.AFTER_TOOL_CALLS)
         while final is None:
             scope.check()
-            if not frozen.tools:
-                final = self._call_model(frozen, state.messages, model_options, streaming, sink, scope)
+            if not self.frozen.tools:
+                final = self.call_model(state.messages)
                 break
             if state.remaining <= 0:
                 raise ExceedMaxIterationsError()
             state.remaining -= 1
-            reply = self._call_model(frozen, state.messages, model_options, streaming, sink, scope)
+            reply = self.call_model(state.messages)
             state.messages.append(reply)
             if not reply.tool_calls:
                 final = reply
                 break
             scope.check(Point.AFTER_CHAT_MODEL)
             round_state = ToolRoundState(
-                messages=list(state.messages), remaining=state.remaining, calls=list(reply.tool_calls)
+                messages=list(state.messages),
+                remaining=state.remaining,
+                calls=list(reply.tool_calls),
             )
-            final = self._tool_round(
-                frozen, state, round_state, streaming, sink, frame, agent_options.tool_options
-            )
+            final = self.tool_round(state, round_state)
             if final is None:
                 scope.check(Point.AFTER_TOOL_CALLS)
-        if self.output_key is not None and frame.session is not None:
-            frame.session.set(self.output_key, final.content)
+        output_key = self.agent.output_key
+        if output_key is not None and self.frame.session is not None:
+            self.frame.session.set(output_key, final.content)
 
-    def _call_model(
-        self,
-        frozen: _Frozen,
-        messages: list[Message],
-        options: ModelOptions | None,
-        streaming: bool,
-        sink: EventSink,
-        scope: RunScope,
-    ) -> Message:
-        model = frozen.model
-        if not streaming:
-            reply: Message = model.generate(list(messages), options)
-            _emit(sink, event_from_message(reply, None, Role.ASSISTANT), scope)
+    def call_model(self, messages: list[Message]) -> Message:
+        model = self.frozen.model
+        scope = self.scope
+        if not self.streaming:
+            reply: Message = model.generate(list(messages), self.model_options)
+            self.emit(event_from_message(reply, None, Role.ASSISTANT))
             return reply
-        stream: StreamReader[Message] = model.stream(list(messages), options)
+        stream: StreamReader[Message] = model.stream(list(messages), self.model_options)
         scope.open(stream)
         try:
             for_user, for_history = stream.copy(2)
-            _emit(sink, event_from_message(None, for_user, Role.ASSISTANT), scope)
+            self.emit(event_from_message(None, for_user, Role.ASSISTANT))
             try:
                 return concat_message_stream(for_history)
             except Exception as error:
@@ -385,36 +411,26 @@ class ChatModelAgent:
         finally:
             scope.closed(stream)
 
-    def _tool_round(
-        self,
-        frozen: _Frozen,
-        state: ReactState,
-        round_state: ToolRoundState,
-        streaming: bool,
-        sink: EventSink,
-        frame: RunFrame,
-        tool_options: dict[str, Any],
-    ) -> Message | None:
+    def tool_round(self, state: ReactState, round_state: ToolRoundState) -> Message | None:
         """Run the tool calls of one model reply; return the final message if the run ends."""
         calls = round_state.calls
         return_directly_id: str | None = None
         for call in calls:
-            if call.function.name in frozen.return_directly:
+            if call.function.name in self.frozen.return_directly:
                 return_directly_id = call.id
         results: dict[int, Message] = dict(round_state.done)
         pending = [index for index in range(len(calls)) if index not in results]
         held: AgentEvent | None = None
         errors: list[BaseException] = []
         signals: dict[int, InterruptSignal] = {}
-        scope = frame.scope
 
         def handle(item: _ToolItem) -> None:
             nonlocal held
             if item.event is not None:
-                if calls[item.index].id == return_directly_id and return_directly_id:
+                if return_directly_id and calls[item.index].id == return_directly_id:
                     held = item.event
                 else:
-                    _emit(sink, item.event, scope)
+                    self.emit(item.event)
             if item.message is not None:
                 results[item.index] = item.message
             if item.error is not None:
@@ -426,105 +442,78 @@ class ChatModelAgent:
         resumed = round_state.resume_of
         if len(pending) == 1:
             index = pending[0]
-            self._call_tool(frozen, calls[index], index, streaming, frame, tool_options,
-                            resumed.get(index), handle)
+            self.call_tool(calls[index], index, resumed.get(index), handle)
         else:
             inbox: queue.SimpleQueue[_ToolItem | None] = queue.SimpleQueue()
             for index in pending:
                 context = contextvars.copy_context()
-                scope.submit(
-                    context.run, self._call_tool_to_queue, frozen, calls[index], index,
-                    streaming, frame, tool_options, resumed.get(index), inbox,
+                self.scope.submit(
+                    context.run, self.call_tool_to_queue, calls[index], index,
+                    resumed.get(index), inbox,
                 )
             finished = 0
             while finished < len(pending):
                 item = inbox.get()
                 if item is None:
                     finished += 1
-                    continue
-                handle(item)
+                else:
+                    handle(item)
         if errors:
             for error in errors:
                 if not isinstance(error, AgentCancelledError):
                     raise error
             raise errors[0]
         if signals:
-            done = {index: message for index, message in results.items()}
             raise resume_tool_round(
-                self._name, round_state, done, signals, state_messages=state.messages
+                self.agent.name, round_state, results, signals, state_messages=state.messages
             )
         if held is not None:
-            _emit(sink, held, scope)
-        for index in range(len(calls)):
-            state.messages.append(results[index])
-        if return_directly_id:
-            for index, call in enumerate(calls):
-                if call.id == return_directly_id:
-                    final = results[index]
-            return final
-        return None
+            self.emit(held)
+        state.messages.extend(results[index] for index in range(len(calls)))
+        if not return_directly_id:
+            return None
+        final = None
+        for index, call in enumerate(calls):
+            if call.id == return_directly_id:
+                final = results[index]
+        return final
 
-    def _call_tool_to_queue(
+    def call_tool_to_queue(
         self,
-        frozen: _Frozen,
         call: ToolCall,
         index: int,
-        streaming: bool,
-        frame: RunFrame,
-        tool_options: dict[str, Any],
         resume: Any,
         inbox: queue.SimpleQueue[_ToolItem | None],
     ) -> None:
         try:
-            self._call_tool(frozen, call, index, streaming, frame, tool_options, resume, inbox.put)
+            self.call_tool(call, index, resume, inbox.put)
         finally:
             inbox.put(None)
 
-    def _call_tool(
-        self,
-        frozen: _Frozen,
-        call: ToolCall,
-        index: int,
-        streaming: bool,
-        frame: RunFrame,
-        tool_options: dict[str, Any],
-        resume: Any,
-        put: Callable[[_ToolItem], object],
+    def call_tool(
+        self, call: ToolCall, index: int, resume: Any, put: Callable[[_ToolItem], object]
     ) -> None:
         """Run one tool call, reporting its event, message and error through ``put``."""
         name = call.function.name
+        frame = self.frame
         try:
-            frame.scope.check()
-            tool = frozen.tools.get(name)
+            self.scope.check()
+            tool = self.frozen.tools.get(name)
             if tool is None:
                 raise ToolNotFoundError(
                     f"tool {name} not found in toolsNode indexes", tool_name=name, call_id=call.id
                 )
-            call_frame = ToolCallFrame(name=name, call_id=call.id, options=tool_options, resume=resume)
+            call_frame = ToolCallFrame(
+                name=name, call_id=call.id, options=self.tool_options, resume=resume
+            )
             tool_frame = attrs.evolve(
                 frame, tool=call_frame, address=(*frame.address, f"tool:{name}:{call.id}")
             )
             with use_frame(tool_frame):
-                use_stream = _streams(tool, streaming)
+                use_stream = _streams(tool, self.streaming)
                 try:
-                    if use_stream:
-                        chunks = tool.stream(call.function.arguments, **tool_options)  # type: ignore[attr-defined]
-                        reader = _tool_message_stream(chunks, call.id, name)
-                        for_user, for_history = reader.copy(2)
-                        event = event_from_message(None, for_user, Role.TOOL, name)
-                        event.action = call_frame.action
-                        put(_ToolItem(index, event=event))
-                        message = concat_message_stream(for_history)
-                    else:
-                        result = tool.invoke(call.function.arguments, **tool_options)  # type: ignore[attr-defined]
-                        if not isinstance(result, str):
-                            raise TypeError(
-                                f"tool {name!r} returned {type(result).__name__}, not str"
-                            )
-                        message = tool_message(result, call.id, name)
-                except InterruptSignal:
-                    raise
-                except AgentCancelledError:
+                    message = self._invoke(tool, call, use_stream, call_frame, index, put)
+                except (InterruptSignal, AgentCancelledError):
                     raise
                 except Exception as error:
                     raise ToolError(
@@ -540,6 +529,29 @@ class ChatModelAgent:
                 put(_ToolItem(index, event=event, message=message))
         except BaseException as error:
             put(_ToolItem(index, error=error))
+
+    def _invoke(
+        self,
+        tool: BaseTool,
+        call: ToolCall,
+        use_stream: bool,
+        call_frame: ToolCallFrame,
+        index: int,
+        put: Callable[[_ToolItem], object],
+    ) -> Message:
+        name = call.function.name
+        if use_stream:
+            chunks = tool.stream(call.function.arguments, **self.tool_options)  # type: ignore[attr-defined]
+            reader = _tool_message_stream(chunks, call.id, name)
+            for_user, for_history = reader.copy(2)
+            event = event_from_message(None, for_user, Role.TOOL, name)
+            event.action = call_frame.action
+            put(_ToolItem(index, event=event))
+            return concat_message_stream(for_history)
+        result = tool.invoke(call.function.arguments, **self.tool_options)  # type: ignore[attr-defined]
+        if not isinstance(result, str):
+            raise TypeError(f"tool {name!r} returned {type(result).__name__}, not str")
+        return tool_message(result, call.id, name)
 
 
 @attrs.define(eq=False)
@@ -557,12 +569,6 @@ def _require_frame() -> RunFrame:
     return frame
 
 
-def _emit(sink: EventSink, event: AgentEvent, scope: RunScope) -> None:
-    if not sink.send(event):
-        # Nobody reads the events any more: stop the run at the next step boundary.
-        scope.request_cancel(CancelMode.IMMEDIATE)
-
-
 def _streams(tool: BaseTool, streaming: bool) -> bool:
     can_stream = callable(getattr(tool, "stream", None))
     if not can_stream:
@@ -572,7 +578,9 @@ def _streams(tool: BaseTool, streaming: bool) -> bool:
     return not callable(getattr(tool, "invoke", None))
 
 
-def _tool_message_stream(chunks: StreamReader[str], call_id: str, name: str) -> StreamReader[Message]:
+def _tool_message_stream(
+    chunks: StreamReader[str], call_id: str, name: str
+) -> StreamReader[Message]:
     return stream_from_iterator(
         (tool_message(chunk, call_id, name) for chunk in chunks), on_close=chunks.close
     )
