@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from agentkit.agents.agenttool import AgentTool
 from agentkit.agents.chatmodel import ChatModelAgent, GenModelInput
 from agentkit.agents.flow import (
     HistoryEntry,
@@ -140,6 +141,7 @@ __all__ = [
     "AgentKitError",
     "AgentOutput",
     "AgentRunOption",
+    "AgentTool",
     "AsyncGenerator",
     "AsyncIterator",
     "AuthenticationError",

@@ -164,6 +164,10 @@ class ToolCallFrame:
     options: dict[str, Any]
     action: AgentAction | None = None
     resume: Any = None  # interrupt bookkeeping of this call (agentkit.interrupt)
+    agent_name: str = ""  # the calling agent
+    history: list[Message] = attrs.Factory(list)  # the caller's conversation, ending in the call
+    streaming: bool = False  # whether the caller streams
+    forward: Any = None  # Callable[[AgentEvent], None]: emit an event in the caller's stream
 
 
 @attrs.frozen(eq=False)

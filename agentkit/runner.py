@@ -158,12 +158,11 @@ class Runner:
         from agentkit.checkpoint import lease_for
 
         lease = lease_for(store, checkpoint_id)
-        lease.__enter__()
         try:
             checkpoint = self._load(store, checkpoint_id)
             resume_state = _resume_state(checkpoint, targets)
         except BaseException:
-            lease.__exit__(None, None, None)
+            lease.release()
             raise
         run_options = get_impl_specific_options(RunOptions(), *options)
         session = Session(checkpoint.session_values)
@@ -191,7 +190,7 @@ class Runner:
             agent._resume_into(info, sink, options)
 
         return start_worker(
-            work, frame, owns_scope=True, on_finish=lambda: lease.__exit__(None, None, None)
+            work, frame, owns_scope=True, on_finish=lease.release
         )
 
     def _load(self, store: CheckPointStore, checkpoint_id: str) -> Checkpoint:

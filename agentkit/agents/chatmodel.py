@@ -427,7 +427,9 @@ class _ReactRun:
         def handle(item: _ToolItem) -> None:
             nonlocal held
             if item.event is not None:
-                if return_directly_id and calls[item.index].id == return_directly_id:
+                if item.forwarded:
+                    self.emit(item.event)
+                elif return_directly_id and calls[item.index].id == return_directly_id:
                     held = item.event
                 else:
                     self.emit(item.event)
@@ -440,16 +442,17 @@ class _ReactRun:
                     errors.append(item.error)
 
         resumed = round_state.resume_of
+        history = round_state.messages
         if len(pending) == 1:
             index = pending[0]
-            self.call_tool(calls[index], index, resumed.get(index), handle)
+            self.call_tool(calls[index], index, resumed.get(index), history, handle)
         else:
             inbox: queue.SimpleQueue[_ToolItem | None] = queue.SimpleQueue()
             for index in pending:
                 context = contextvars.copy_context()
                 self.scope.submit(
                     context.run, self.call_tool_to_queue, calls[index], index,
-                    resumed.get(index), inbox,
+                    resumed.get(index), history, inbox,
                 )
             finished = 0
             while finished < len(pending):
@@ -483,15 +486,21 @@ class _ReactRun:
         call: ToolCall,
         index: int,
         resume: Any,
+        history: list[Message],
         inbox: queue.SimpleQueue[_ToolItem | None],
     ) -> None:
         try:
-            self.call_tool(call, index, resume, inbox.put)
+            self.call_tool(call, index, resume, history, inbox.put)
         finally:
             inbox.put(None)
 
     def call_tool(
-        self, call: ToolCall, index: int, resume: Any, put: Callable[[_ToolItem], object]
+        self,
+        call: ToolCall,
+        index: int,
+        resume: Any,
+        history: list[Message],
+        put: Callable[[_ToolItem], object],
     ) -> None:
         """Run one tool call, reporting its event, message and error through ``put``."""
         name = call.function.name
@@ -503,8 +512,21 @@ class _ReactRun:
                 raise ToolNotFoundError(
                     f"tool {name} not found in toolsNode indexes", tool_name=name, call_id=call.id
                 )
+            forward = None
+            if self.agent.emit_internal_events:
+
+                def forward(event: AgentEvent) -> None:
+                    put(_ToolItem(index, event=event, forwarded=True))
+
             call_frame = ToolCallFrame(
-                name=name, call_id=call.id, options=self.tool_options, resume=resume
+                name=name,
+                call_id=call.id,
+                options=self.tool_options,
+                resume=resume,
+                agent_name=self.agent.name,
+                history=history,
+                streaming=self.streaming,
+                forward=forward,
             )
             tool_frame = attrs.evolve(
                 frame, tool=call_frame, address=(*frame.address, f"tool:{name}:{call.id}")
@@ -560,6 +582,7 @@ class _ToolItem:
     event: AgentEvent | None = None
     message: Message | None = None
     error: BaseException | None = None
+    forwarded: bool = False
 
 
 def _require_frame() -> RunFrame:

@@ -1,0 +1,217 @@
+"""AgentTool: an agent used as a tool by another agent."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from agentkit.agents.flow import FlowAgent, rewrite_message
+from agentkit.cancel import RunScope
+from agentkit.errors import AgentConfigError, AgentKitError, ToolArgumentsError
+from agentkit.events import Agent, AgentEvent, AgentInput, ResumeInfo, gen_transfer_messages
+from agentkit.interrupt import InterruptSignal, PointResume, SignalNode, composite_signal
+from agentkit.runctx import EventLog, RecordedEvent, RunFrame, Session, current_frame, use_frame
+from agentkit.schema import Message, Role, ToolInfo, user_message
+
+__all__ = ["AgentTool"]
+
+_REQUEST_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"request": {"type": "string", "description": "request to be processed"}},
+    "required": ["request"],
+}
+
+
+@attrs.define(eq=False)
+class AgentToolState:
+    """What an interrupted agent tool keeps: its inner run's input and history."""
+
+    root_input: AgentInput
+    history: list[RecordedEvent]
+
+
+class _InnerSink:
+    """Collects the inner run's outcome; forwards its events to the caller when asked."""
+
+    __slots__ = ("error", "forward", "interrupt", "last", "outer_path")
+
+    def __init__(self, forward: Any, outer_path: list[Any]) -> None:
+        self.forward = forward
+        self.outer_path = outer_path
+        self.last: AgentEvent | None = None
+        self.error: BaseException | None = None
+        self.interrupt: SignalNode | None = None
+
+    def send(self, item: AgentEvent) -> bool:
+        action = item.action
+        if action is not None and action.interrupted is not None and action._signal is not None:
+            self.interrupt = action._signal
+            return True
+        self.last = item
+        if item.err is not None and self.error is None:
+            self.error = item.err
+        if self.forward is not None:
+            forwarded = attrs.evolve(item, run_path=[*self.outer_path, *item.run_path])
+            variant = item.output.message_output if item.output is not None else None
+            if variant is not None and variant.is_streaming:
+                # The caller's copy gets its own reader of the stream; the tool reads the other.
+                forwarded.output = attrs.evolve(item.output, message_output=variant.copy())
+            self.forward(forwarded)
+        return True
+
+
+class AgentTool:
+    """An agent used as a tool: the model calls it with a ``request``; it answers with the
+    inner agent's final message.
+
+    The inner agent runs as a fresh run (its own run path and history) that shares the
+    caller's session values, streams when the caller streams, and runs in the calling tool's
+    thread. Its actions (exit, transfer, break loop) never affect the caller; its error is the
+    tool's error; its interrupts surface through the caller (addresses like
+    ``agent:Boss;tool:Payer:o1;agent:Payer;tool:pay:i1``) and resume through it. With
+    ``emit_internal_events=True`` on the calling :class:`~agentkit.ChatModelAgent`, the inner
+    events (not interrupts) are forwarded live with run path outer + inner.
+
+    Args:
+        agent: the agent; it needs a name (the tool name) and a description.
+        full_chat_history_as_input: give the inner agent the caller's conversation (other
+            agents' messages rewritten as context) instead of the request.
+        input_schema: a JSON Schema for the tool's parameters instead of ``request``; the inner
+            agent then receives the raw JSON arguments as its user message.
+
+    Raises:
+        AgentConfigError: the agent has no name or no description.
+    """
+
+    def __init__(
+        self,
+        agent: Agent,
+        *,
+        full_chat_history_as_input: bool = False,
+        input_schema: Mapping[str, Any] | None = None,
+    ) -> None:
+        if not getattr(agent, "name", ""):
+            raise AgentConfigError("agent tool requires a non-empty Name")
+        if not getattr(agent, "description", ""):
+            raise AgentConfigError("agent tool requires a non-empty Description")
+        self._agent = agent
+        self._flow = agent if isinstance(agent, FlowAgent) else FlowAgent(agent)
+        self._full_history = full_chat_history_as_input
+        self._schema = dict(input_schema) if input_schema is not None else None
+        self._info = ToolInfo(
+            name=agent.name,
+            description=agent.description,
+            parameters=self._schema if self._schema is not None else dict(_REQUEST_SCHEMA),
+        )
+
+    @property
+    def agent(self) -> Agent:
+        """The wrapped agent."""
+        return self._agent
+
+    def info(self) -> ToolInfo:
+        """Return the tool's name and description (the agent's) and its parameters."""
+        return self._info
+
+    def __repr__(self) -> str:
+        return f"AgentTool({self._agent!r})"
+
+    def invoke(self, arguments: str, **tool_options: Any) -> str:
+        """Run the inner agent and return the text of its last message."""
+        frame = current_frame()
+        owns_scope = frame is None
+        if frame is None:
+            frame = RunFrame(scope=RunScope(), log=EventLog(), session=Session())
+        try:
+            return self._invoke(frame, arguments)
+        finally:
+            if owns_scope:
+                frame.scope.finish()
+
+    def _invoke(self, frame: RunFrame, arguments: str) -> str:
+        call = frame.tool
+        resume = call.resume if call is not None else None
+        streaming = call.streaming if call is not None else False
+        state: AgentToolState | None = None
+        if isinstance(resume, PointResume) and resume.was_interrupted:
+            if not isinstance(resume.state, AgentToolState):
+                raise AgentKitError(
+                    f"agent tool '{self._info.name}' interrupt has happened, but cannot find "
+                    "interrupt state"
+                )
+            state = resume.state
+        if state is None:
+            root_input = AgentInput(self._input_messages(arguments, call), streaming)
+            log = EventLog()
+        else:
+            root_input = state.root_input
+            log = EventLog()
+            log.restore(state.history)
+        inner_frame = RunFrame(
+            scope=frame.scope,
+            log=log,
+            session=frame.session if frame.session is not None else Session(),
+            root_input=root_input,
+            run_path=(),
+            address=frame.address,
+            resume=frame.resume if state is not None else None,
+        )
+        forward = call.forward if call is not None else None
+        sink = _InnerSink(forward, list(frame.run_path))
+        with use_frame(inner_frame):
+            if state is None:
+                self._flow._run_into(root_input, sink, ())
+            else:
+                info = ResumeInfo(enable_streaming=root_input.enable_streaming)
+                self._flow._resume_into(info, sink, ())
+        if sink.interrupt is not None:
+            for record in log.visible():
+                record.materialize()
+            saved = AgentToolState(root_input=root_input, history=log.visible())
+            node = composite_signal(
+                "agent tool interrupt", saved, [sink.interrupt], address=frame.address
+            )
+            raise InterruptSignal(node)
+        if sink.error is not None:
+            raise sink.error
+        if sink.last is None:
+            raise AgentKitError("no event returned")
+        message = sink.last.get_message()
+        return message.content if message is not None else ""
+
+    def _input_messages(self, arguments: str, call: Any) -> list[Message]:
+        if self._full_history:
+            return self._history_input(call)
+        if self._schema is not None:
+            return [user_message(arguments)]
+        try:
+            parsed = json.loads(arguments or "{}")
+        except json.JSONDecodeError as error:
+            raise ToolArgumentsError(
+                f"{self._info.name}: arguments are not valid JSON: {error} (got {arguments!r})",
+                tool_name=self._info.name,
+            ) from error
+        request = parsed.get("request") if isinstance(parsed, dict) else None
+        if not isinstance(request, str):
+            raise ToolArgumentsError(
+                f"{self._info.name}: 'request' is required and must be a string (got {parsed!r})",
+                tool_name=self._info.name,
+            )
+        return [user_message(request)]
+
+    def _history_input(self, call: Any) -> list[Message]:
+        history: list[Message] = list(call.history[:-1]) if call is not None else []
+        caller = call.agent_name if call is not None else ""
+        history.extend(gen_transfer_messages(self._info.name))
+        messages = []
+        for message in history:
+            if message.role is Role.SYSTEM:
+                continue
+            if message.role in (Role.ASSISTANT, Role.TOOL):
+                messages.append(rewrite_message(message, caller))
+            else:
+                messages.append(message)
+        return messages
