@@ -1,0 +1,220 @@
+"""AgentTool: an agent used as a tool."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agentkit import (
+    AgentConfigError,
+    AgentTool,
+    ChatModelAgent,
+    ExitTool,
+    Role,
+    Runner,
+    add_session_value,
+    get_session_value,
+    interrupt,
+    tool,
+    with_checkpoint_id,
+    with_session_values,
+)
+from agentkit.checkpoint import InMemoryCheckPointStore
+from agentkit.testing import ScriptedChatModel, call, calls_message, no_thread_leak, summarize
+
+
+def collect(events):  # type: ignore[no-untyped-def]
+    with no_thread_leak():
+        return list(events)
+
+
+@tool
+def lookup(topic: str) -> str:
+    """Look a topic up."""
+    add_session_value("looked_up", topic)
+    return f"facts about {topic}"
+
+
+def researcher(model: ScriptedChatModel) -> ChatModelAgent:
+    return ChatModelAgent("Researcher", "researches topics", model, tools=[lookup])
+
+
+def test_info_comes_from_the_agent_with_a_request_parameter() -> None:
+    info = AgentTool(researcher(ScriptedChatModel([]))).info()
+    assert (info.name, info.description) == ("Researcher", "researches topics")
+    assert info.parameters == {
+        "type": "object",
+        "properties": {"request": {"type": "string", "description": "request to be processed"}},
+        "required": ["request"],
+    }
+
+
+def test_agent_without_name_or_description_is_rejected() -> None:
+    with pytest.raises(AgentConfigError, match="non-empty Name"):
+        AgentTool(ChatModelAgent("", "d", ScriptedChatModel([])))
+    with pytest.raises(AgentConfigError, match="non-empty Description"):
+        AgentTool(ChatModelAgent("n", "", ScriptedChatModel([])))
+
+
+def boss(inner_model: ScriptedChatModel, boss_model: ScriptedChatModel, **kwargs) -> ChatModelAgent:  # type: ignore[no-untyped-def]
+    return ChatModelAgent("Boss", "delegates", boss_model, tools=[AgentTool(researcher(inner_model))], **kwargs)
+
+
+def inner_script() -> ScriptedChatModel:
+    return ScriptedChatModel([calls_message(call("lookup", {"topic": "owls"}, id="i1")), "owls are birds"])
+
+
+def test_result_is_the_inner_final_message_and_inner_events_stay_inside() -> None:
+    inner = inner_script()
+    outer = ScriptedChatModel([calls_message(call("Researcher", {"request": "owls?"}, id="o1")), "summary"])
+    events = collect(Runner(boss(inner, outer)).query("tell me about owls"))
+    assert [summarize(e) for e in events] == [
+        ("Boss", ["Boss"], "assistant", "", None),
+        ("Boss", ["Boss"], "tool/Researcher", "owls are birds", None),
+        ("Boss", ["Boss"], "assistant", "summary", None),
+    ]
+    assert inner.calls[0].messages[-1].content == "owls?"
+    assert inner.calls[0].messages[-1].role is Role.USER
+    assert len(inner.calls[0].messages) == 1
+
+
+def test_emit_internal_events_forwards_inner_events_with_nested_run_paths() -> None:
+    inner = inner_script()
+    outer = ScriptedChatModel([calls_message(call("Researcher", {"request": "owls?"}, id="o1")), "summary"])
+    events = collect(Runner(boss(inner, outer, emit_internal_events=True)).query("owls"))
+    assert [summarize(e) for e in events] == [
+        ("Boss", ["Boss"], "assistant", "", None),
+        ("Researcher", ["Boss", "Researcher"], "assistant", "", None),
+        ("Researcher", ["Boss", "Researcher"], "tool/lookup", "facts about owls", None),
+        ("Researcher", ["Boss", "Researcher"], "assistant", "owls are birds", None),
+        ("Boss", ["Boss"], "tool/Researcher", "owls are birds", None),
+        ("Boss", ["Boss"], "assistant", "summary", None),
+    ]
+    # forwarded events are not part of the outer history
+    assert [m.role for m in outer.calls[1].messages] == [Role.USER, Role.ASSISTANT, Role.TOOL]
+
+
+def test_streaming_caller_streams_the_inner_run() -> None:
+    inner = inner_script()
+    outer = ScriptedChatModel([calls_message(call("Researcher", {"request": "q"})), "done"])
+    events = collect(Runner(boss(inner, outer, emit_internal_events=True), enable_streaming=True).query("x"))
+    assert inner.calls[0].streaming
+    forwarded = [e for e in events if e.agent_name == "Researcher" and e.output.message_output.role is Role.ASSISTANT]  # type: ignore[union-attr]
+    assert all(e.output.message_output.is_streaming for e in forwarded)  # type: ignore[union-attr]
+    assert forwarded[-1].get_message().content == "owls are birds"  # type: ignore[union-attr]
+
+
+def test_session_values_are_shared_both_ways() -> None:
+    seen: list[object] = []
+
+    @tool
+    def check() -> str:
+        """Read what the inner agent wrote."""
+        seen.append(get_session_value("looked_up"))
+        return "checked"
+
+    inner = ScriptedChatModel([
+        lambda messages: calls_message(call("lookup", {"topic": str(get_session_value("who"))})),
+        "inner done",
+    ])
+    outer = ScriptedChatModel([
+        calls_message(call("Researcher", {"request": "go"})),
+        calls_message(call("check")),
+        "end",
+    ])
+    agent = ChatModelAgent("Boss", "d", outer, tools=[AgentTool(researcher(inner)), check])
+    collect(Runner(agent).query("x", with_session_values({"who": "ada"})))
+    assert seen == ["ada"]
+
+
+def test_inner_exit_does_not_end_the_outer_run() -> None:
+    inner = ScriptedChatModel([calls_message(call("exit", {"final_result": "inner final"}))])
+    inner_agent = ChatModelAgent("Quitter", "quits", inner, exit_tool=ExitTool())
+    outer = ScriptedChatModel([calls_message(call("Quitter", {"request": "q"})), "outer continues"])
+    events = collect(Runner(ChatModelAgent("Boss", "d", outer, tools=[AgentTool(inner_agent)])).query("x"))
+    assert [summarize(e)[2:] for e in events] == [
+        ("assistant", "", None), ("tool/Quitter", "inner final", None), ("assistant", "outer continues", None),
+    ]
+
+
+def test_inner_error_becomes_the_tool_error() -> None:
+    inner = ScriptedChatModel([ValueError("inner broke")])
+    outer = ScriptedChatModel([calls_message(call("Researcher", {"request": "q"}, id="o"))])
+    events = collect(Runner(boss(inner, outer)).query("x"))
+    assert "failed to invoke tool[name:Researcher id:o]" in str(events[-1].err)
+    assert "inner broke" in str(events[-1].err)
+
+
+def test_custom_input_schema_passes_raw_arguments() -> None:
+    inner = ScriptedChatModel(["ok"])
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    agent_tool = AgentTool(ChatModelAgent("Geo", "geography", inner), input_schema=schema)
+    assert agent_tool.info().parameters == schema
+    outer = ScriptedChatModel([calls_message(call("Geo", {"city": "Oslo"})), "done"])
+    collect(Runner(ChatModelAgent("Boss", "d", outer, tools=[agent_tool])).query("x"))
+    assert json.loads(inner.calls[0].messages[-1].content) == {"city": "Oslo"}
+
+
+def test_full_chat_history_as_input_rewrites_the_callers_conversation() -> None:
+    inner = ScriptedChatModel(["inner answer"])
+    agent_tool = AgentTool(ChatModelAgent("Helper", "helps", inner), full_chat_history_as_input=True)
+    outer = ScriptedChatModel([
+        calls_message(call("Helper", {"request": "ignored"}), content="first assistant response"),
+        "done",
+    ])
+    collect(Runner(ChatModelAgent("Boss", "d", outer, instruction="sys", tools=[agent_tool])).query("question"))
+    texts = [m.content for m in inner.calls[0].messages]
+    assert texts[0] == "question"
+    assert texts[1].startswith("For context: [Boss] called tool: `transfer_to_agent` with arguments:")
+    assert texts[2] == "For context: [Boss] `transfer_to_agent` tool returned result: successfully transferred to agent [Helper]."
+    assert all(m.role is Role.USER for m in inner.calls[0].messages)
+
+
+def test_nested_agent_tools_compose_run_paths() -> None:
+    innermost = ScriptedChatModel(["deep answer"])
+    middle = ScriptedChatModel([calls_message(call("Deep", {"request": "q2"})), "middle answer"])
+    middle_agent = ChatModelAgent("Middle", "m", middle, tools=[AgentTool(ChatModelAgent("Deep", "d", innermost))],
+                                  emit_internal_events=True)
+    outer = ScriptedChatModel([calls_message(call("Middle", {"request": "q1"})), "top answer"])
+    top = ChatModelAgent("Top", "t", outer, tools=[AgentTool(middle_agent)], emit_internal_events=True)
+    events = collect(Runner(top).query("x"))
+    paths = [summarize(e)[1] for e in events]
+    assert ["Top", "Middle", "Deep"] in paths
+    assert summarize(events[-1]) == ("Top", ["Top"], "assistant", "top answer", None)
+
+
+def test_interrupt_inside_an_agent_tool_surfaces_and_resumes_through_the_caller() -> None:
+    @tool
+    def pay(amount: int) -> str:
+        """Pay after approval."""
+        return f"paid {amount}" if interrupt("approve?") else "declined"
+
+    inner = ScriptedChatModel([calls_message(call("pay", {"amount": 4}, id="i1")), "inner paid"])
+    payer = ChatModelAgent("Payer", "pays", inner, tools=[pay])
+    outer = ScriptedChatModel([calls_message(call("Payer", {"request": "pay 4"}, id="o1")), "boss done"])
+    agent = ChatModelAgent("Boss", "d", outer, tools=[AgentTool(payer)], emit_internal_events=True)
+    store = InMemoryCheckPointStore()
+    runner = Runner(agent, checkpoint_store=store)
+    first = collect(runner.query("x", with_checkpoint_id("n")))
+    last = first[-1]
+    assert summarize(last)[4] == "interrupt"
+    (context,) = last.action.interrupted.contexts  # type: ignore[union-attr]
+    assert ";".join(context.address) == "agent:Boss;tool:Payer:o1;agent:Payer;tool:pay:i1"
+    chain = []
+    node = context.parent
+    while node is not None:
+        chain.append((";".join(node.address), node.info))
+        node = node.parent
+    assert chain == [
+        ("agent:Boss;tool:Payer:o1;agent:Payer", None),
+        ("agent:Boss;tool:Payer:o1", "agent tool interrupt"),
+        ("agent:Boss", None),
+    ]
+    rest = collect(runner.resume("n", targets={context.id: True}))
+    assert [summarize(e) for e in rest] == [
+        ("Payer", ["Boss", "Payer"], "tool/pay", "paid 4", None),
+        ("Payer", ["Boss", "Payer"], "assistant", "inner paid", None),
+        ("Boss", ["Boss"], "tool/Payer", "inner paid", None),
+        ("Boss", ["Boss"], "assistant", "boss done", None),
+    ]
