@@ -1,0 +1,69 @@
+"""Checkpoints: where interrupted runs are saved, and how they are encoded.
+
+* Stores keep checkpoint bytes under string ids: :class:`InMemoryCheckPointStore`,
+  :class:`FileCheckPointStore`, :class:`SQLiteCheckPointStore`, :class:`RedisCheckPointStore`,
+  or any object with the :class:`CheckPointStore` shape. Stores that also implement
+  :class:`LeasingCheckPointStore` make a resume exclusive across processes.
+* :class:`PickleSerializer` encodes checkpoint state: pickle in a versioned envelope, read by a
+  restricted unpickler, optionally signed with HMAC-SHA256.
+* :func:`lease_for` takes the lease that makes a resume exclusive.
+
+The store and serializer modules are imported on first use, so importing this package is cheap
+(and never imports ``sqlite3`` or ``redis``).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from agentkit.checkpoint.base import (
+    DEFAULT_LEASE_TTL,
+    CheckPointStore,
+    Lease,
+    LeasingCheckPointStore,
+    lease_for,
+)
+
+if TYPE_CHECKING:
+    from agentkit.checkpoint.file import FileCheckPointStore
+    from agentkit.checkpoint.memory import InMemoryCheckPointStore
+    from agentkit.checkpoint.redis import RedisCheckPointStore
+    from agentkit.checkpoint.serializer import PickleSerializer, Serializer
+    from agentkit.checkpoint.sqlite import SQLiteCheckPointStore
+
+__all__ = [
+    "DEFAULT_LEASE_TTL",
+    "CheckPointStore",
+    "FileCheckPointStore",
+    "InMemoryCheckPointStore",
+    "Lease",
+    "LeasingCheckPointStore",
+    "PickleSerializer",
+    "RedisCheckPointStore",
+    "SQLiteCheckPointStore",
+    "Serializer",
+    "lease_for",
+]
+
+_LAZY = {
+    "FileCheckPointStore": "agentkit.checkpoint.file",
+    "InMemoryCheckPointStore": "agentkit.checkpoint.memory",
+    "PickleSerializer": "agentkit.checkpoint.serializer",
+    "RedisCheckPointStore": "agentkit.checkpoint.redis",
+    "SQLiteCheckPointStore": "agentkit.checkpoint.sqlite",
+    "Serializer": "agentkit.checkpoint.serializer",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -1,0 +1,253 @@
+"""The checkpoint store protocols and the lease that makes a resume exclusive.
+
+A store keeps opaque bytes under string ids (:class:`CheckPointStore`). A store that can be
+shared by several processes should also implement :class:`LeasingCheckPointStore`, so that two
+processes never resume the same checkpoint at once. :func:`lease_for` takes a lease from any
+store: through the store's lease methods when it has them, otherwise from a registry local to
+this process.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+from types import TracebackType
+from typing import Protocol, runtime_checkable
+
+from agentkit.errors import CheckpointBusyError
+
+__all__ = [
+    "DEFAULT_LEASE_TTL",
+    "CheckPointStore",
+    "Lease",
+    "LeasingCheckPointStore",
+    "lease_for",
+    "new_lease_owner",
+]
+
+DEFAULT_LEASE_TTL = 600.0
+"""Seconds a resume lease lasts unless refreshed (10 minutes)."""
+
+
+@runtime_checkable
+class CheckPointStore(Protocol):
+    """Where a :class:`~agentkit.Runner` keeps checkpoints: bytes under string ids.
+
+    Any ``str`` is a valid id (empty, unicode, slashes, ``..``, quotes, NUL...) and must
+    round-trip: a store encodes ids as it needs, and an id is never interpreted as a path, a
+    query or a pattern. Implementations must be safe to call from several threads; a ``set``
+    is atomic (a concurrent ``get`` sees the old or the new value, never a mix).
+    """
+
+    def get(self, checkpoint_id: str) -> bytes | None:
+        """Return the bytes stored under ``checkpoint_id``, or ``None`` when there are none."""
+        ...
+
+    def set(self, checkpoint_id: str, data: bytes) -> None:
+        """Store ``data`` under ``checkpoint_id``, replacing what was there."""
+        ...
+
+    def delete(self, checkpoint_id: str) -> None:
+        """Remove the checkpoint; an unknown id is not an error."""
+        ...
+
+
+@runtime_checkable
+class LeasingCheckPointStore(CheckPointStore, Protocol):
+    """A store that also grants expiring, named leases on checkpoint ids.
+
+    A lease is independent of the data: it may be taken on an id that holds no checkpoint,
+    and deleting a checkpoint does not release its lease.
+    """
+
+    def acquire_lease(self, checkpoint_id: str, owner: str, ttl: float) -> bool:
+        """Try to lease ``checkpoint_id`` for ``owner`` during ``ttl`` seconds.
+
+        Returns ``True`` when the lease is now held by ``owner``: it was free, it had expired
+        (an expired lease is taken over), or ``owner`` already held it (then its expiry is
+        pushed to ``ttl`` seconds from now). Returns ``False`` while another owner holds an
+        unexpired lease. Never blocks waiting for the lease.
+        """
+        ...
+
+    def release_lease(self, checkpoint_id: str, owner: str) -> None:
+        """Release the lease if ``owner`` still holds it; otherwise do nothing."""
+        ...
+
+
+def new_lease_owner() -> str:
+    """Return a fresh, globally unique lease owner name (host, process id and a random part)."""
+    import socket  # only needed once a lease is taken; keeps the package import cheap
+
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex}"
+
+
+class Lease:
+    """A lease held on one checkpoint id; returned by :func:`lease_for`.
+
+    The lease is held from the moment :func:`lease_for` returns. Leaving a ``with`` block or
+    calling :meth:`release` gives it back; :meth:`refresh` extends it.
+
+    Attributes:
+        checkpoint_id: the leased id.
+        owner: the unique owner name this lease was taken under.
+        ttl: the lease duration in seconds.
+    """
+
+    __slots__ = ("_released", "_store", "checkpoint_id", "owner", "ttl")
+
+    def __init__(self, store: CheckPointStore, checkpoint_id: str, owner: str, ttl: float) -> None:
+        self._store = store
+        self.checkpoint_id = checkpoint_id
+        self.owner = owner
+        self.ttl = ttl
+        self._released = False
+
+    @property
+    def released(self) -> bool:
+        """Whether :meth:`release` was called."""
+        return self._released
+
+    def refresh(self, ttl: float | None = None) -> bool:
+        """Extend the lease to ``ttl`` (default: the original ttl) seconds from now.
+
+        Returns ``False`` when the lease was lost meanwhile (it expired and another run took
+        it) or was released; the caller should then stop working on the checkpoint.
+        """
+        if self._released:
+            return False
+        ttl = self.ttl if ttl is None else ttl
+        _check_ttl(ttl)
+        return _acquire(self._store, self.checkpoint_id, self.owner, ttl)
+
+    def release(self) -> None:
+        """Give the lease back. Idempotent; does nothing if another owner took it over."""
+        if self._released:
+            return
+        self._released = True
+        _release(self._store, self.checkpoint_id, self.owner)
+
+    def __enter__(self) -> Lease:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.release()
+
+    def __repr__(self) -> str:
+        state = "released" if self._released else "held"
+        return f"<Lease {self.checkpoint_id!r} owner={self.owner!r} ttl={self.ttl:g} {state}>"
+
+
+def lease_for(store: CheckPointStore, checkpoint_id: str, ttl: float = DEFAULT_LEASE_TTL) -> Lease:
+    """Take the lease on ``checkpoint_id`` in ``store`` now, or raise :class:`CheckpointBusyError`.
+
+    Stores that implement :class:`LeasingCheckPointStore` grant the lease themselves, which
+    makes it exclusive across every process sharing the store. For other stores the lease
+    comes from a thread-safe registry in this process, keyed by the store object and the id,
+    so it is exclusive within this process only. Either way the lease expires after ``ttl``
+    seconds unless refreshed, so a run that died without releasing it cannot block the id
+    forever.
+
+    The returned :class:`Lease` is already held; use it as a context manager, or call
+    :meth:`Lease.release` yourself (for example when an event iterator ends)::
+
+        with lease_for(store, "run-1"):
+            ...  # only this run resumes "run-1" meanwhile
+
+    Raises:
+        CheckpointBusyError: another owner holds an unexpired lease on the id.
+        ValueError: ``ttl`` is not positive.
+    """
+    _check_ttl(ttl)
+    owner = new_lease_owner()
+    if not _acquire(store, checkpoint_id, owner, ttl):
+        raise CheckpointBusyError(
+            f"checkpoint {checkpoint_id!r} is being resumed by another run; try again when it "
+            "has finished (the claim of a run that crashed expires by itself)"
+        )
+    return Lease(store, checkpoint_id, owner, ttl)
+
+
+def _acquire(store: CheckPointStore, checkpoint_id: str, owner: str, ttl: float) -> bool:
+    if isinstance(store, LeasingCheckPointStore):
+        return store.acquire_lease(checkpoint_id, owner, ttl)
+    return _LOCAL_LEASES.acquire(store, checkpoint_id, owner, ttl)
+
+
+def _release(store: CheckPointStore, checkpoint_id: str, owner: str) -> None:
+    if isinstance(store, LeasingCheckPointStore):
+        store.release_lease(checkpoint_id, owner)
+    else:
+        _LOCAL_LEASES.release(store, checkpoint_id, owner)
+
+
+# Helpers shared by the stores of this package.
+
+
+def _check_ttl(ttl: float) -> None:
+    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not ttl > 0:
+        raise ValueError(f"a lease ttl must be a positive number of seconds, got {ttl!r}")
+
+
+def _check_id(checkpoint_id: object) -> str:
+    if not isinstance(checkpoint_id, str):
+        raise TypeError(f"checkpoint_id must be a str, not {type(checkpoint_id).__name__}")
+    return checkpoint_id
+
+
+def _encode_id(checkpoint_id: object) -> bytes:
+    """Encode any ``str`` id reversibly (lone surrogates included) as bytes."""
+    return _check_id(checkpoint_id).encode("utf-8", "surrogatepass")
+
+
+def _check_data(data: object) -> bytes:
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise TypeError(f"checkpoint data must be bytes, not {type(data).__name__}")
+    return bytes(data)
+
+
+def _check_owner(owner: object) -> str:
+    if not isinstance(owner, str) or not owner:
+        raise ValueError(f"a lease owner must be a non-empty str, got {owner!r}")
+    return owner
+
+
+class _LocalLeases:
+    """Leases for stores without lease methods, keyed by (store identity, checkpoint id)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        # (id(store), checkpoint id) -> (owner, monotonic deadline, store). Keeping the store
+        # referenced stops its id() from being reused by another store while the lease exists.
+        self._leases: dict[tuple[int, str], tuple[str, float, CheckPointStore]] = {}
+
+    def acquire(self, store: CheckPointStore, checkpoint_id: str, owner: str, ttl: float) -> bool:
+        _check_ttl(ttl)
+        key = (id(store), checkpoint_id)
+        now = time.monotonic()
+        with self._lock:
+            current = self._leases.get(key)
+            if current is not None and current[0] != owner and current[1] > now:
+                return False
+            # Drop expired leases, so abandoned ones do not keep their stores alive forever.
+            for stale in [k for k, lease in self._leases.items() if lease[1] <= now]:
+                del self._leases[stale]
+            self._leases[key] = (owner, now + ttl, store)
+            return True
+
+    def release(self, store: CheckPointStore, checkpoint_id: str, owner: str) -> None:
+        key = (id(store), checkpoint_id)
+        with self._lock:
+            current = self._leases.get(key)
+            if current is not None and current[0] == owner and current[2] is store:
+                del self._leases[key]
+
+
+_LOCAL_LEASES = _LocalLeases()

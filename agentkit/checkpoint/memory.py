@@ -1,0 +1,74 @@
+"""A checkpoint store in a dict: for tests, notebooks and single-process runs."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from agentkit.checkpoint.base import _check_data, _check_id, _check_owner, _check_ttl
+
+__all__ = ["InMemoryCheckPointStore"]
+
+
+class InMemoryCheckPointStore:
+    """Checkpoints kept in memory, lost when the process ends; thread-safe, with leases.
+
+    Leases are exclusive among the threads of this process that share the store object.
+
+    Example::
+
+        store = InMemoryCheckPointStore()
+        runner = Runner(agent, checkpoint_store=store)
+        store.get("run-1")   # the checkpoint bytes after an interrupted run, else None
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._data: dict[str, bytes] = {}
+        # checkpoint id -> (owner, time.monotonic() deadline)
+        self._leases: dict[str, tuple[str, float]] = {}
+
+    def get(self, checkpoint_id: str) -> bytes | None:
+        """Return the bytes stored under ``checkpoint_id``, or ``None``."""
+        _check_id(checkpoint_id)
+        with self._lock:
+            return self._data.get(checkpoint_id)
+
+    def set(self, checkpoint_id: str, data: bytes) -> None:
+        """Store a copy of ``data`` under ``checkpoint_id``."""
+        _check_id(checkpoint_id)
+        data = _check_data(data)
+        with self._lock:
+            self._data[checkpoint_id] = data
+
+    def delete(self, checkpoint_id: str) -> None:
+        """Remove the checkpoint; an unknown id is not an error."""
+        _check_id(checkpoint_id)
+        with self._lock:
+            self._data.pop(checkpoint_id, None)
+
+    def acquire_lease(self, checkpoint_id: str, owner: str, ttl: float) -> bool:
+        """Lease ``checkpoint_id`` for ``owner``; see :class:`LeasingCheckPointStore`."""
+        _check_id(checkpoint_id)
+        _check_owner(owner)
+        _check_ttl(ttl)
+        now = time.monotonic()
+        with self._lock:
+            current = self._leases.get(checkpoint_id)
+            if current is not None and current[0] != owner and current[1] > now:
+                return False
+            self._leases[checkpoint_id] = (owner, now + ttl)
+            return True
+
+    def release_lease(self, checkpoint_id: str, owner: str) -> None:
+        """Release the lease if ``owner`` holds it."""
+        _check_id(checkpoint_id)
+        with self._lock:
+            current = self._leases.get(checkpoint_id)
+            if current is not None and current[0] == owner:
+                del self._leases[checkpoint_id]
+
+    def __repr__(self) -> str:
+        with self._lock:
+            count = len(self._data)
+        return f"<InMemoryCheckPointStore: {count} checkpoints>"

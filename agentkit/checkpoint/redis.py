@@ -1,0 +1,189 @@
+"""A checkpoint store in Redis (redis-py, the ``agentkit[redis]`` extra), shareable by hosts."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+from agentkit.checkpoint.base import _check_data, _check_owner, _check_ttl, _encode_id
+from agentkit.errors import CheckpointError
+
+__all__ = ["RedisCheckPointStore"]
+
+_T = TypeVar("_T")
+
+DEFAULT_URL = "redis://localhost:6379/0"
+
+# Byte 0xFF never occurs in UTF-8, so a lease key can never equal a data key
+# (prefix + UTF-8 id), whatever the prefix and the ids are.
+_LEASE_INFIX = b"\xfflease:"
+
+# KEYS[1] = lease key, ARGV[1] = owner: delete the lease only if the owner still holds it.
+_RELEASE_SCRIPT = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+    return redis.call('DEL', KEYS[1])
+end
+return 0
+"""
+# KEYS[1] = lease key, ARGV[1] = owner, ARGV[2] = ttl in ms: refresh the owner's own lease.
+_REFRESH_SCRIPT = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+    return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+"""
+
+
+def _redact(url: str) -> str:
+    """Hide the credentials of a Redis URL (for reprs and messages)."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]))
+
+
+class RedisCheckPointStore:
+    """Checkpoints as Redis strings, with leases; usable by every process that reaches Redis.
+
+    Args:
+        url: a ``redis://`` / ``rediss://`` / ``unix://`` URL; default: the ``REDIS_URL``
+            environment variable, else ``redis://localhost:6379/0``. Ignored when ``client``
+            is given.
+        client: an existing ``redis.Redis`` client to use (it must not decode responses).
+            The store does not close a client it was given.
+        prefix: prepended to every key; a checkpoint lives at ``prefix + id``.
+        ttl: when given, checkpoints expire this many seconds after they were last written.
+
+    A lease on an id is a key holding the owner name, set with ``SET NX PX`` (so Redis itself
+    expires it) and refreshed or released only by its owner, through small Lua scripts that
+    compare and then ``PEXPIRE`` / ``DEL`` atomically. Lease keys are
+    ``prefix + b"\\xfflease:" + id`` and can never collide with a checkpoint key.
+
+    redis-py is imported when a store is constructed, not when this module is imported.
+    Redis errors are raised as :class:`~agentkit.errors.CheckpointError`.
+
+    Example::
+
+        store = RedisCheckPointStore("redis://localhost:6379/0", ttl=7 * 24 * 3600)
+        runner = Runner(agent, checkpoint_store=store)
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        client: Any = None,
+        prefix: str = "agentkit:checkpoint:",
+        ttl: float | None = None,
+    ) -> None:
+        if ttl is not None:
+            _check_ttl(ttl)
+        if not isinstance(prefix, str):
+            raise TypeError(f"prefix must be a str, not {type(prefix).__name__}")
+        self._prefix = prefix.encode("utf-8")
+        self._ttl_ms = None if ttl is None else max(1, round(ttl * 1000))
+        self._owns_client = client is None
+        if client is None:
+            try:
+                import redis
+            except ImportError as exc:
+                raise ImportError(
+                    "RedisCheckPointStore needs redis-py: pip install 'agentkit[redis]'"
+                ) from exc
+            url = url or os.environ.get("REDIS_URL") or DEFAULT_URL
+            client = redis.Redis.from_url(url)
+        self._client = client
+        self._url = url
+        self._release_script = client.register_script(_RELEASE_SCRIPT)
+        self._refresh_script = client.register_script(_REFRESH_SCRIPT)
+
+    @property
+    def client(self) -> Any:
+        """The ``redis.Redis`` client in use."""
+        return self._client
+
+    def key_for(self, checkpoint_id: str) -> bytes:
+        """Return the Redis key of the checkpoint ``checkpoint_id``."""
+        return self._prefix + _encode_id(checkpoint_id)
+
+    def get(self, checkpoint_id: str) -> bytes | None:
+        """Return the bytes stored under ``checkpoint_id``, or ``None``."""
+        key = self.key_for(checkpoint_id)
+        value = self._run(f"read checkpoint {checkpoint_id!r}", lambda: self._client.get(key))
+        if value is None or isinstance(value, bytes):
+            return value
+        raise CheckpointError(
+            f"Redis returned {type(value).__name__} for checkpoint {checkpoint_id!r}; create the "
+            "client with decode_responses=False so checkpoints stay bytes"
+        )
+
+    def set(self, checkpoint_id: str, data: bytes) -> None:
+        """Store ``data`` under ``checkpoint_id`` (expiring after ``ttl`` when one was given)."""
+        key = self.key_for(checkpoint_id)
+        data = _check_data(data)
+        self._run(
+            f"write checkpoint {checkpoint_id!r}",
+            lambda: self._client.set(key, data, px=self._ttl_ms),
+        )
+
+    def delete(self, checkpoint_id: str) -> None:
+        """Remove the checkpoint; an unknown id is not an error."""
+        key = self.key_for(checkpoint_id)
+        self._run(f"delete checkpoint {checkpoint_id!r}", lambda: self._client.delete(key))
+
+    def acquire_lease(self, checkpoint_id: str, owner: str, ttl: float) -> bool:
+        """Lease ``checkpoint_id`` for ``owner``; see :class:`LeasingCheckPointStore`."""
+        key = self._lease_key(checkpoint_id)
+        _check_owner(owner)
+        _check_ttl(ttl)
+        ttl_ms = max(1, round(ttl * 1000))
+
+        def acquire() -> bool:
+            if self._client.set(key, owner.encode("utf-8"), nx=True, px=ttl_ms):
+                return True
+            refreshed = self._refresh_script(keys=[key], args=[owner.encode("utf-8"), ttl_ms])
+            return bool(refreshed)
+
+        return self._run(f"take the lease on checkpoint {checkpoint_id!r}", acquire)
+
+    def release_lease(self, checkpoint_id: str, owner: str) -> None:
+        """Release the lease if ``owner`` holds it."""
+        key = self._lease_key(checkpoint_id)
+        self._run(
+            f"release the lease on checkpoint {checkpoint_id!r}",
+            lambda: self._release_script(keys=[key], args=[owner.encode("utf-8")]),
+        )
+
+    def close(self) -> None:
+        """Close the client if this store created it."""
+        if self._owns_client:
+            self._client.close()
+
+    def __enter__(self) -> RedisCheckPointStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        where = _redact(self._url) if self._owns_client and self._url else "client=..."
+        return f"RedisCheckPointStore({where!r}, prefix={self._prefix.decode('utf-8')!r})"
+
+    def _lease_key(self, checkpoint_id: str) -> bytes:
+        return self._prefix + _LEASE_INFIX + _encode_id(checkpoint_id)
+
+    def _run(self, what: str, operation: Callable[[], _T]) -> _T:
+        import redis
+
+        try:
+            return operation()
+        except redis.RedisError as exc:
+            raise CheckpointError(f"cannot {what} in Redis: {exc}") from exc

@@ -1,0 +1,192 @@
+"""A checkpoint store in an SQLite database file (stdlib ``sqlite3``), shareable by processes."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from types import TracebackType
+from typing import TYPE_CHECKING, TypeVar
+
+from agentkit.checkpoint.base import _check_data, _check_owner, _check_ttl, _encode_id
+from agentkit.errors import CheckpointError
+
+if TYPE_CHECKING:
+    import sqlite3
+
+__all__ = ["SQLiteCheckPointStore"]
+
+_T = TypeVar("_T")
+
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS agentkit_checkpoints (
+        id BLOB PRIMARY KEY,
+        data BLOB NOT NULL,
+        updated_at REAL NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS agentkit_checkpoint_leases (
+        id BLOB PRIMARY KEY,
+        owner TEXT NOT NULL,
+        expires_at REAL NOT NULL
+    )""",
+)
+_GET = "SELECT data FROM agentkit_checkpoints WHERE id = ?"
+_SET = """INSERT INTO agentkit_checkpoints (id, data, updated_at) VALUES (?, ?, ?)
+    ON CONFLICT (id) DO UPDATE SET data = excluded.data, updated_at = excluded.updated_at"""
+_DELETE = "DELETE FROM agentkit_checkpoints WHERE id = ?"
+# Taken when free; taken over when expired; refreshed when already ours. One statement, so
+# the check and the write are a single atomic step for every process using the file.
+_ACQUIRE = """INSERT INTO agentkit_checkpoint_leases (id, owner, expires_at) VALUES (?, ?, ?)
+    ON CONFLICT (id) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at
+    WHERE agentkit_checkpoint_leases.expires_at <= ?
+       OR agentkit_checkpoint_leases.owner = excluded.owner"""
+_RELEASE = "DELETE FROM agentkit_checkpoint_leases WHERE id = ? AND owner = ?"
+
+
+class SQLiteCheckPointStore:
+    """Checkpoints as rows of an SQLite database file, with leases; thread- and process-safe.
+
+    The database is opened in WAL mode, so readers do not block the writer, and several
+    processes can use the same file (on a local file system; SQLite does not support network
+    file systems well). Every statement is parameterized; ids are stored as the bytes of their
+    UTF-8 encoding, so any string is a valid id. A connection is shared by the threads of a
+    process under a lock (a forked child opens its own); ``timeout`` is how long a statement
+    waits for another process's write lock (SQLite's busy timeout).
+
+    Tables: ``agentkit_checkpoints(id, data, updated_at)`` and
+    ``agentkit_checkpoint_leases(id, owner, expires_at)``; a lease is taken with one
+    ``INSERT ... ON CONFLICT DO UPDATE ... WHERE expired OR same owner`` statement. Lease
+    expiry uses the wall clock, shared by the processes of one machine.
+
+    Database errors are raised as :class:`~agentkit.errors.CheckpointError`. The store is a
+    context manager; :meth:`close` closes its connection.
+
+    Example::
+
+        with SQLiteCheckPointStore("checkpoints.db") as store:
+            runner = Runner(agent, checkpoint_store=store)
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, timeout: float = 30.0) -> None:
+        self._path = os.fspath(path)
+        self._timeout = timeout
+        self._lock = threading.Lock()
+        self._connection: sqlite3.Connection | None = None
+        self._pid = 0
+        self._closed = False
+        # Connections inherited through fork() are kept, never used or closed in the child.
+        self._inherited: list[sqlite3.Connection] = []
+        self._run("open the database", lambda connection: None)
+
+    @property
+    def path(self) -> str:
+        """The database file."""
+        return self._path
+
+    def get(self, checkpoint_id: str) -> bytes | None:
+        """Return the bytes stored under ``checkpoint_id``, or ``None``."""
+        key = _encode_id(checkpoint_id)
+
+        def get(connection: sqlite3.Connection) -> bytes | None:
+            row = connection.execute(_GET, (key,)).fetchone()
+            return None if row is None else bytes(row[0])
+
+        return self._run(f"read checkpoint {checkpoint_id!r}", get)
+
+    def set(self, checkpoint_id: str, data: bytes) -> None:
+        """Store ``data`` under ``checkpoint_id`` (one atomic, durable transaction)."""
+        key = _encode_id(checkpoint_id)
+        data = _check_data(data)
+        self._run(
+            f"write checkpoint {checkpoint_id!r}",
+            lambda connection: connection.execute(_SET, (key, data, time.time())),
+        )
+
+    def delete(self, checkpoint_id: str) -> None:
+        """Remove the checkpoint; an unknown id is not an error."""
+        key = _encode_id(checkpoint_id)
+        self._run(
+            f"delete checkpoint {checkpoint_id!r}",
+            lambda connection: connection.execute(_DELETE, (key,)),
+        )
+
+    def acquire_lease(self, checkpoint_id: str, owner: str, ttl: float) -> bool:
+        """Lease ``checkpoint_id`` for ``owner``; see :class:`LeasingCheckPointStore`."""
+        key = _encode_id(checkpoint_id)
+        _check_owner(owner)
+        _check_ttl(ttl)
+
+        def acquire(connection: sqlite3.Connection) -> bool:
+            now = time.time()
+            cursor = connection.execute(_ACQUIRE, (key, owner, now + ttl, now))
+            return cursor.rowcount == 1
+
+        return self._run(f"take the lease on checkpoint {checkpoint_id!r}", acquire)
+
+    def release_lease(self, checkpoint_id: str, owner: str) -> None:
+        """Release the lease if ``owner`` holds it."""
+        key = _encode_id(checkpoint_id)
+        self._run(
+            f"release the lease on checkpoint {checkpoint_id!r}",
+            lambda connection: connection.execute(_RELEASE, (key, owner)),
+        )
+
+    def close(self) -> None:
+        """Close the database connection; the store cannot be used afterwards."""
+        with self._lock:
+            self._closed = True
+            if self._connection is not None and self._pid == os.getpid():
+                self._connection.close()
+            self._connection = None
+
+    def __enter__(self) -> SQLiteCheckPointStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"SQLiteCheckPointStore({self._path!r})"
+
+    def _run(self, what: str, operation: Callable[[sqlite3.Connection], _T]) -> _T:
+        import sqlite3
+
+        with self._lock:
+            if self._closed:
+                raise CheckpointError(f"cannot {what}: the SQLite checkpoint store was closed")
+            try:
+                return operation(self._connect())
+            except sqlite3.Error as exc:
+                raise CheckpointError(
+                    f"cannot {what} in SQLite database {self._path!r}: {exc}"
+                ) from exc
+
+    def _connect(self) -> sqlite3.Connection:
+        """Return this process's connection, opening it (and the schema) on first use."""
+        import sqlite3
+
+        if self._connection is not None and self._pid == os.getpid():
+            return self._connection
+        if self._connection is not None:
+            self._inherited.append(self._connection)
+            self._connection = None
+        # isolation_level=None: autocommit; every statement above is its own transaction.
+        connection = sqlite3.connect(
+            self._path, timeout=self._timeout, isolation_level=None, check_same_thread=False
+        )
+        try:
+            connection.execute("PRAGMA journal_mode = WAL")
+            for statement in _SCHEMA:
+                connection.execute(statement)
+        except BaseException:
+            connection.close()
+            raise
+        self._connection = connection
+        self._pid = os.getpid()
+        return connection

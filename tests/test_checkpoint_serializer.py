@@ -1,0 +1,537 @@
+"""PickleSerializer: round trips, the signed envelope, and refusing everything it should."""
+
+from __future__ import annotations
+
+import collections
+import datetime
+import enum
+import hashlib
+import hmac
+import io
+import os
+import pathlib
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agentkit.checkpoint import PickleSerializer, Serializer
+from agentkit.checkpoint.file import FileCheckPointStore
+from agentkit.errors import CheckpointError, ToolError
+from agentkit.schema import FunctionCall, Message, ResponseMeta, Role, TokenUsage, ToolCall
+from agentkit.streams import stream_from_list
+
+KEY = b"k" * 32
+OTHER_KEY = b"o" * 32
+HEADER_LEN = 9
+MAC_LEN = 32
+
+
+def envelope(payload: bytes, *, checkpoint_id: str, key: bytes | None = None) -> bytes:
+    """Build a checkpoint envelope by hand, following the documented format."""
+    header = b"AGKCKPT" + bytes([1, 0 if key is None else 1])
+    if key is None:
+        return header + payload
+    encoded_id = checkpoint_id.encode("utf-8")
+    signed = header + len(encoded_id).to_bytes(4, "big") + encoded_id + payload
+    return header + hmac.new(key, signed, hashlib.sha256).digest() + payload
+
+
+# -- user types ----------------------------------------------------------------------------
+
+
+@attrs.define
+class Order:
+    number: int
+    items: list[str] = attrs.Factory(list)
+
+
+class Priority(enum.Enum):
+    LOW = 1
+    HIGH = 2
+
+
+class PlainPoint:
+    def __init__(self, x: int, y: int) -> None:
+        self.x, self.y = x, y
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PlainPoint) and (self.x, self.y) == (other.x, other.y)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class Touch:
+    """Unpickling this would create a file (os.system / open / Path.touch, by variant)."""
+
+    def __init__(self, how: str, path: Path) -> None:
+        self.how, self.path = how, path
+
+    def __reduce__(self) -> Any:
+        if self.how == "os.system":
+            return (os.system, (f"touch {self.path}",))
+        if self.how == "open":
+            return (open, (str(self.path), "w"))
+        if self.how == "Path.touch":
+            return (pathlib.Path.touch, (self.path,))
+        if self.how == "subprocess":
+            return (subprocess.call, (["touch", str(self.path)],))
+        if self.how == "exec":
+            return (exec, (f"open({str(self.path)!r}, 'w').close()",))
+        if self.how == "agentkit-class":
+            # An agentkit class that is not a data type; constructing it makes a directory.
+            return (FileCheckPointStore, (str(self.path),))
+        raise AssertionError(self.how)
+
+
+EXPLOITS = ["os.system", "open", "Path.touch", "subprocess", "exec", "agentkit-class"]
+
+
+# -- strategies ----------------------------------------------------------------------------
+
+hashables = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.text(max_size=10),
+    st.binary(max_size=10),
+    st.floats(allow_nan=False),
+    st.uuids(),
+    st.dates(),
+)
+timezones = st.one_of(
+    st.none(),
+    st.just(datetime.timezone.utc),
+    st.builds(
+        datetime.timezone,
+        st.timedeltas(
+            min_value=datetime.timedelta(hours=-23), max_value=datetime.timedelta(hours=23)
+        ),
+    ),
+)
+scalars = st.one_of(
+    hashables,
+    st.complex_numbers(allow_nan=False),
+    st.decimals(allow_nan=False),
+    st.fractions(),
+    st.datetimes(timezones=timezones),
+    st.times(),
+    st.timedeltas(),
+    st.builds(bytearray, st.binary(max_size=10)),
+    st.builds(range, st.integers(-5, 5), st.integers(-5, 5), st.integers(1, 3)),
+    st.builds(slice, st.integers(), st.integers()),
+    st.sampled_from(Role),
+)
+tool_calls = st.builds(
+    ToolCall,
+    id=st.text(max_size=8),
+    function=st.builds(FunctionCall, name=st.text(max_size=8), arguments=st.text(max_size=20)),
+    index=st.none() | st.integers(0, 5),
+)
+messages = st.builds(
+    Message,
+    role=st.sampled_from(Role),
+    content=st.text(max_size=30),
+    tool_calls=st.lists(tool_calls, max_size=3),
+    tool_call_id=st.text(max_size=8),
+    response_meta=st.none()
+    | st.builds(
+        ResponseMeta, finish_reason=st.text(max_size=5), usage=st.none() | st.builds(TokenUsage)
+    ),
+    extra=st.dictionaries(st.text(max_size=5), st.integers(), max_size=3),
+)
+values = st.recursive(
+    st.one_of(scalars, messages, tool_calls),
+    lambda children: st.one_of(
+        st.lists(children, max_size=4),
+        st.tuples(children, children),
+        st.dictionaries(hashables, children, max_size=4),
+        st.sets(hashables, max_size=4),
+        st.frozensets(hashables, max_size=4),
+        st.builds(
+            collections.OrderedDict, st.dictionaries(st.text(max_size=4), children, max_size=3)
+        ),
+        st.builds(collections.deque, st.lists(children, max_size=3)),
+    ),
+    max_leaves=25,
+)
+checkpoint_ids = st.text(max_size=20)
+
+
+# -- round trips ---------------------------------------------------------------------------
+
+
+@settings(max_examples=150, deadline=None)
+@given(value=values, checkpoint_id=checkpoint_ids, keyed=st.booleans())
+def test_allowed_values_round_trip(value: Any, checkpoint_id: str, keyed: bool) -> None:
+    serializer = PickleSerializer(KEY if keyed else None)
+    data = serializer.dumps(value, checkpoint_id=checkpoint_id)
+    assert serializer.loads(data, checkpoint_id=checkpoint_id) == value
+
+
+def test_agentkit_types_round_trip_with_their_types() -> None:
+    serializer = PickleSerializer()
+    message = Message(
+        role=Role.ASSISTANT,
+        content="hi",
+        tool_calls=[ToolCall(id="c1", function=FunctionCall("pay", '{"x": 1}'), index=0)],
+        response_meta=ResponseMeta("stop", TokenUsage(1, 2, 3)),
+        extra={"k": [1, 2]},
+    )
+    value = {"messages": [message], "role": Role.TOOL, "type": Message}
+    loaded = serializer.loads(serializer.dumps(value, checkpoint_id="x"), checkpoint_id="x")
+    assert loaded == value
+    assert type(loaded["messages"][0].role) is Role
+    assert loaded["type"] is Message
+
+
+def test_builtin_and_agentkit_errors_round_trip() -> None:
+    serializer = PickleSerializer()
+    errors = [ValueError("bad", 1), KeyError("k"), ToolError("boom", tool_name="pay", call_id="c1")]
+    loaded = serializer.loads(serializer.dumps(errors, checkpoint_id="e"), checkpoint_id="e")
+    assert [type(error) for error in loaded] == [ValueError, KeyError, ToolError]
+    assert [error.args for error in loaded] == [("bad", 1), ("k",), ("boom",)]
+    assert (loaded[2].tool_name, loaded[2].call_id) == ("pay", "c1")
+
+
+def test_allowed_user_types_round_trip() -> None:
+    serializer = PickleSerializer(allowed_types=[Order, Priority, PlainPoint])
+    value = {"order": Order(7, ["tea"]), "priority": Priority.HIGH, "point": PlainPoint(1, 2)}
+    assert serializer.loads(serializer.dumps(value, checkpoint_id="u"), checkpoint_id="u") == value
+
+
+def test_the_envelope_has_the_documented_layout() -> None:
+    payload_only = pickle.dumps({"a": 1}, protocol=5)
+    keyless = PickleSerializer().dumps({"a": 1}, checkpoint_id="id")
+    assert keyless == envelope(payload_only, checkpoint_id="id")
+    keyed = PickleSerializer(KEY).dumps({"a": 1}, checkpoint_id="id")
+    assert keyed == envelope(payload_only, checkpoint_id="id", key=KEY)
+    assert keyed[HEADER_LEN + MAC_LEN :] == payload_only
+
+
+def test_the_serializer_satisfies_the_serializer_protocol() -> None:
+    assert isinstance(PickleSerializer(), Serializer)
+
+
+# -- keys ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("writer_key", "reader_key", "error"),
+    [
+        (None, None, None),
+        (KEY, KEY, None),
+        (None, KEY, "is not signed; this serializer has a secret key"),
+        (KEY, None, "is signed; a secret key is needed to load it"),
+        (KEY, OTHER_KEY, "failed its signature check"),
+    ],
+)
+def test_key_matrix(writer_key: bytes | None, reader_key: bytes | None, error: str | None) -> None:
+    data = PickleSerializer(writer_key).dumps([1, "two"], checkpoint_id="run")
+    reader = PickleSerializer(reader_key)
+    if error is None:
+        assert reader.loads(data, checkpoint_id="run") == [1, "two"]
+    else:
+        with pytest.raises(CheckpointError, match=error):
+            reader.loads(data, checkpoint_id="run")
+
+
+def test_a_signed_checkpoint_replayed_under_another_id_is_refused() -> None:
+    serializer = PickleSerializer(KEY)
+    data = serializer.dumps({"approved": False}, checkpoint_id="alice")
+    with pytest.raises(CheckpointError, match="saved under another checkpoint id"):
+        serializer.loads(data, checkpoint_id="bob")
+
+
+def test_unsigned_checkpoints_are_not_bound_to_their_id() -> None:
+    serializer = PickleSerializer()
+    data = serializer.dumps("value", checkpoint_id="alice")
+    assert serializer.loads(data, checkpoint_id="bob") == "value"
+
+
+def test_from_env_is_keyed_by_agentkit_checkpoint_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGENTKIT_CHECKPOINT_KEY", "s3cret")
+    keyed = PickleSerializer.from_env(allowed_types=[Order])
+    assert keyed.signed
+    assert keyed.allowed_types == frozenset({Order})
+    data = keyed.dumps(Order(1), checkpoint_id="x")
+    assert PickleSerializer(b"s3cret", [Order]).loads(data, checkpoint_id="x") == Order(1)
+    monkeypatch.setenv("AGENTKIT_CHECKPOINT_KEY", "")
+    assert not PickleSerializer.from_env().signed
+    monkeypatch.delenv("AGENTKIT_CHECKPOINT_KEY")
+    assert not PickleSerializer.from_env().signed
+
+
+def test_constructor_validates_its_arguments() -> None:
+    with pytest.raises(TypeError, match=r"not str: pass secret.encode\('utf-8'\)"):
+        PickleSerializer("text key")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="empty"):
+        PickleSerializer(b"")
+    with pytest.raises(TypeError, match="classes only"):
+        PickleSerializer(allowed_types=[len])  # type: ignore[list-item]
+
+    class Local:
+        pass
+
+    with pytest.raises(TypeError, match="inside a function"):
+        PickleSerializer(allowed_types=[Local])
+
+
+def test_repr_does_not_show_the_key() -> None:
+    text = repr(PickleSerializer(b"very-secret", allowed_types=[Order]))
+    assert "very-secret" not in text
+    assert "signed=True" in text
+    assert "Order" in text
+
+
+# -- refusing on dumps ---------------------------------------------------------------------
+
+
+def test_dumps_refuses_a_disallowed_type_naming_it() -> None:
+    name = f"{Order.__module__}.Order"
+    value = {"history": [Message(role=Role.USER, extra={"order": Order(1)})]}
+    with pytest.raises(CheckpointError) as caught:
+        PickleSerializer().dumps(value, checkpoint_id="x")
+    assert str(caught.value) == (
+        f"cannot checkpoint value of type {name!r}: "
+        f"add it to PickleSerializer(allowed_types=[{name}])"
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (len, "cannot checkpoint function 'builtins.len'"),
+        (os.system, "cannot checkpoint function '"),
+        (lambda: 1, "cannot checkpoint function '"),
+        ([].append, "cannot checkpoint function '"),
+        (Message.to_dict, "cannot checkpoint function 'agentkit.schema.Message.to_dict'"),
+        (os, "cannot checkpoint module 'os'"),
+        (object(), "cannot checkpoint value of type 'builtins.object'"),
+        (type, "cannot checkpoint value of type 'builtins.type'"),
+        (Path("/tmp"), "cannot checkpoint value of type 'pathlib."),
+        (io.BytesIO(), "cannot checkpoint value of type '_io.BytesIO'"),
+        (collections.defaultdict(list), "'collections.defaultdict'"),
+        (Priority.LOW, "Priority"),
+        (stream_from_list([1]), "only agentkit's data types"),
+        (PickleSerializer(), "only agentkit's data types"),
+    ],
+    ids=lambda value: type(value).__name__,
+)
+def test_dumps_refuses_what_loads_would_refuse(value: Any, message: str) -> None:
+    with pytest.raises(CheckpointError, match=message.replace("(", r"\(").replace(".", r"\.")):
+        PickleSerializer().dumps({"nested": [value]}, checkpoint_id="x")
+
+
+def test_dumps_refuses_an_allowed_type_whose_reduce_names_a_function(tmp_path: Path) -> None:
+    serializer = PickleSerializer(allowed_types=[Touch])
+    with pytest.raises(CheckpointError, match=r"cannot checkpoint function '(posix|nt)\.system'"):
+        serializer.dumps(Touch("os.system", tmp_path / "x"), checkpoint_id="x")
+    with pytest.raises(
+        CheckpointError, match=r"cannot checkpoint function 'pathlib(\._local)?\.Path\.touch'"
+    ):
+        serializer.dumps(Touch("Path.touch", tmp_path / "x"), checkpoint_id="x")
+
+
+def test_dumps_refuses_values_nested_too_deeply() -> None:
+    value: list[Any] = []
+    for _ in range(100_000):
+        value = [value]
+    with pytest.raises(CheckpointError, match="nested too deeply"):
+        PickleSerializer().dumps(value, checkpoint_id="x")
+
+
+# -- refusing on loads ---------------------------------------------------------------------
+
+
+def test_a_foreign_raw_pickle_is_refused() -> None:
+    with pytest.raises(CheckpointError, match="'x' is not an agentkit checkpoint"):
+        PickleSerializer().loads(pickle.dumps({"a": 1}), checkpoint_id="x")
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b"", "is empty"),
+        (b"AGK", "is truncated"),
+        (b"AGKCKPT", "is truncated"),
+        (b"AGKCKPT\x02\x00" + pickle.dumps(1, protocol=5), "format version 2"),
+        (b"AGKCKPT\x01\x04" + pickle.dumps(1, protocol=5), "unknown flags"),
+        (b"AGKCKPT\x01\x00not a pickle at all", "is corrupt or truncated"),
+        (b"AGKCKPT\x01\x00" + pickle.dumps(1, protocol=5)[:-1], "is corrupt or truncated"),
+        (b"AGKCKPT\x01\x00" + pickle.dumps(1, protocol=5) + b"junk", "unexpected bytes"),
+        (b'{"json": true}', "not an agentkit checkpoint"),
+    ],
+)
+def test_corrupt_data_is_refused(data: bytes, message: str) -> None:
+    with pytest.raises(CheckpointError, match=message):
+        PickleSerializer().loads(data, checkpoint_id="x")
+
+
+def test_a_signed_checkpoint_shorter_than_its_mac_is_truncated() -> None:
+    with pytest.raises(CheckpointError, match="is truncated"):
+        PickleSerializer(KEY).loads(b"AGKCKPT\x01\x01" + b"m" * 10, checkpoint_id="x")
+
+
+def test_loads_refuses_a_type_the_reader_does_not_allow() -> None:
+    data = PickleSerializer(allowed_types=[Order]).dumps(Order(1), checkpoint_id="x")
+    name = f"{Order.__module__}.Order"
+    with pytest.raises(CheckpointError, match=rf"refers to '{name}', which is not an allowed"):
+        PickleSerializer().loads(data, checkpoint_id="x")
+
+
+def test_loads_refuses_persistent_ids() -> None:
+    class WithPid(pickle.Pickler):
+        def persistent_id(self, obj: Any) -> Any:
+            return "pid" if obj == "secret" else None
+
+    buffer = io.BytesIO()
+    WithPid(buffer, protocol=5).dump(["secret"])
+    with pytest.raises(CheckpointError, match="persistent ids"):
+        PickleSerializer().loads(envelope(buffer.getvalue(), checkpoint_id="x"), checkpoint_id="x")
+
+
+@pytest.mark.parametrize(
+    "global_name",
+    [
+        "builtins eval",
+        "builtins exec",
+        "builtins getattr",
+        "builtins __import__",
+        "builtins object",
+        "builtins type",
+        "builtins open",
+        "os system",
+        "posix system",
+        "subprocess Popen",
+        "copyreg _reconstructor",
+        "collections defaultdict",
+        "functools partial",
+        "agentkit.schema concat_messages",
+        "agentkit.schema attrs",
+        "agentkit.schema Any",
+        "agentkit.schema Message.__init__",
+        "agentkit.schema Message.to_dict",
+        "agentkit.checkpoint.serializer PickleSerializer",
+        "agentkit.checkpoint.file os",
+        "agentkit.checkpoint.file FileCheckPointStore",
+        "agentkit.no_such_module Thing",
+        "agentkit..schema Message",
+        "agentkit.schema.__builtins__ eval",
+        "agentkit.__main__ X",
+    ],
+)
+def test_loads_refuses_globals_that_are_not_allowed(global_name: str) -> None:
+    module, name = global_name.split(" ")
+    payload = b"\x80\x05c" + module.encode() + b"\n" + name.encode() + b"\n."
+    for key in (None, KEY):
+        data = envelope(payload, checkpoint_id="x", key=key)
+        with pytest.raises(CheckpointError, match="refusing to load it"):
+            PickleSerializer(key).loads(data, checkpoint_id="x")
+
+
+def test_loads_resolves_agentkit_data_types_by_module_and_name() -> None:
+    for module, name in [("agentkit.schema", "Message"), ("agentkit.schema", "Role"),
+                         ("agentkit.errors", "CheckpointBusyError")]:  # fmt: skip
+        payload = b"\x80\x05c" + module.encode() + b"\n" + name.encode() + b"\n."
+        loaded = PickleSerializer().loads(envelope(payload, checkpoint_id="x"), checkpoint_id="x")
+        assert loaded is getattr(sys.modules[module], name)
+
+
+@attrs.define
+class ReExported:
+    value: int
+
+
+def test_agentkit_types_re_exported_from_the_package_root_round_trip(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Public classes get __module__ = "agentkit"; pickle then names them agentkit.<Name>.
+    import agentkit
+
+    monkeypatch.setattr(ReExported, "__module__", "agentkit")
+    monkeypatch.setattr(agentkit, "ReExported", ReExported, raising=False)
+    serializer = PickleSerializer()
+    data = serializer.dumps([ReExported(3)], checkpoint_id="x")
+    assert b"ReExported" in data
+    assert serializer.loads(data, checkpoint_id="x") == [ReExported(3)]
+
+
+@pytest.mark.parametrize("how", EXPLOITS)
+@pytest.mark.parametrize("key", [None, KEY], ids=["keyless", "signed-with-the-key"])
+def test_a_malicious_pickle_executes_nothing(how: str, key: bytes | None, tmp_path: Path) -> None:
+    target = tmp_path / "pwned"
+    payload = pickle.dumps(Touch(how, target), protocol=5)
+    data = envelope(payload, checkpoint_id="x", key=key)
+    with pytest.raises(CheckpointError, match="refusing to load it"):
+        PickleSerializer(key).loads(data, checkpoint_id="x")
+    assert not target.exists()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_malicious_pickle_signed_with_another_key_fails_the_signature_first(
+    tmp_path: Path,
+) -> None:
+    target = tmp_path / "pwned"
+    data = envelope(pickle.dumps(Touch("open", target)), checkpoint_id="x", key=OTHER_KEY)
+    with pytest.raises(CheckpointError, match="signature check"):
+        PickleSerializer(KEY).loads(data, checkpoint_id="x")
+    assert not target.exists()
+
+
+# -- tampering -----------------------------------------------------------------------------
+
+sample = {"messages": [Message(role=Role.USER, content="pay 100 EUR")], "approved": False}
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_any_flipped_byte_of_a_signed_checkpoint_is_refused(data: st.DataObject) -> None:
+    serializer = PickleSerializer(KEY)
+    blob = bytearray(serializer.dumps(sample, checkpoint_id="run"))
+    position = data.draw(st.integers(0, len(blob) - 1))
+    blob[position] ^= data.draw(st.integers(1, 255))
+    with pytest.raises(CheckpointError):
+        serializer.loads(bytes(blob), checkpoint_id="run")
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data(), keyed=st.booleans())
+def test_any_truncation_or_extension_is_refused(data: st.DataObject, keyed: bool) -> None:
+    serializer = PickleSerializer(KEY if keyed else None)
+    blob = serializer.dumps(sample, checkpoint_id="run")
+    if data.draw(st.booleans()):
+        damaged = blob[: data.draw(st.integers(0, len(blob) - 1))]
+    else:
+        damaged = blob + data.draw(st.binary(min_size=1, max_size=8))
+    with pytest.raises(CheckpointError):
+        serializer.loads(damaged, checkpoint_id="run")
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_flipped_bytes_of_an_unsigned_checkpoint_load_or_raise_checkpoint_error(
+    data: st.DataObject,
+) -> None:
+    serializer = PickleSerializer()
+    blob = bytearray(serializer.dumps(sample, checkpoint_id="run"))
+    for _ in range(data.draw(st.integers(1, 3))):
+        blob[data.draw(st.integers(0, len(blob) - 1))] ^= data.draw(st.integers(1, 255))
+    try:
+        serializer.loads(bytes(blob), checkpoint_id="run")
+    except CheckpointError:
+        pass
+
+
+def test_loads_refuses_non_bytes_and_non_str_ids() -> None:
+    serializer = PickleSerializer()
+    with pytest.raises(TypeError, match="must be bytes"):
+        serializer.loads("text", checkpoint_id="x")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="checkpoint_id must be a str"):
+        serializer.dumps(1, checkpoint_id=1)  # type: ignore[arg-type]
