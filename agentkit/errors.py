@@ -106,6 +106,9 @@ class AgentCancelledError(AgentKitError):
         self.mode = mode
         self.escalated = escalated
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.mode, self.escalated))
+
 
 class CheckpointError(AgentKitError):
     """A checkpoint could not be saved, loaded or trusted."""
@@ -134,6 +137,10 @@ class ToolError(AgentKitError):
         super().__init__(message)
         self.tool_name = tool_name
         self.call_id = call_id
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        state = {"tool_name": self.tool_name, "call_id": self.call_id}
+        return (type(self), (str(self),), state)
 
 
 class ToolArgumentsError(ToolError, ValueError):
@@ -189,3 +196,4 @@ class PermissionDeniedError(APIStatusError):
 
 class RateLimitError(APIStatusError):
     """HTTP 429: too many requests (retried with backoff before it is raised)."""
+

@@ -101,9 +101,16 @@ class RecordedEvent:
         """Replace a streamed output by its concatenated message (for checkpoints)."""
         variant = self.variant
         if variant is not None and variant.is_streaming:
+            try:
+                message = variant.get_message()
+            except Exception as error:
+                # A stream that failed (or was cut by a cancel) keeps its error, not a message.
+                self.variant = None
+                self.err = self.err or error
+                return
             self.variant = MessageVariant(
                 is_streaming=False,
-                message=variant.get_message(),
+                message=message,
                 message_stream=None,
                 role=variant.role,
                 tool_name=variant.tool_name,

@@ -9,7 +9,12 @@ import attrs
 
 from agentkit.agents.flow import FlowAgent
 from agentkit.cancel import RunScope
-from agentkit.errors import AgentKitError, CheckpointError, CheckpointNotFoundError
+from agentkit.errors import (
+    AgentCancelledError,
+    AgentKitError,
+    CheckpointError,
+    CheckpointNotFoundError,
+)
 from agentkit.events import Agent, AgentAction, AgentEvent, AgentInput, InterruptInfo, ResumeInfo
 from agentkit.interrupt import ResumeState, SignalNode, flatten
 from agentkit.options import AgentRunOption, RunOptions, get_impl_specific_options
@@ -271,6 +276,9 @@ class _RunnerSink:
 
     def send(self, item: AgentEvent) -> bool:
         action = item.action
+        if isinstance(item.err, AgentCancelledError):
+            self._save_on_cancel(item.err)
+            return self.downstream.send(item)
         if action is None or action.interrupted is None or action._signal is None:
             return self.downstream.send(item)
         if self.interrupted:
@@ -298,4 +306,15 @@ class _RunnerSink:
                 failure.__cause__ = error
                 self.downstream.send(AgentEvent(err=failure))
         return self.downstream.send(event)
+
+    def _save_on_cancel(self, error: AgentCancelledError) -> None:
+        node = getattr(error, "_signal", None)
+        if self.checkpoint_id is None or not isinstance(node, SignalNode):
+            return
+        try:
+            self.runner._save(self.frame, self.checkpoint_id, node, None)
+        except Exception as failure:
+            wrapped = CheckpointError(f"failed to save checkpoint on cancel: {failure}")
+            wrapped.__cause__ = failure
+            self.downstream.send(AgentEvent(err=wrapped))
 

@@ -32,8 +32,11 @@ messages = st.builds(
     name=st.one_of(st.just(""), names),
     response_meta=st.one_of(
         st.none(),
-        st.builds(ResponseMeta, finish_reason=st.sampled_from(["", "stop", "tool_calls"]),
-                  usage=st.one_of(st.none(), usages)),
+        st.builds(
+            ResponseMeta,
+            finish_reason=st.sampled_from(["", "stop", "tool_calls"]),
+            usage=st.one_of(st.none(), usages),
+        ),
     ),
     extra=st.dictionaries(names, st.one_of(texts, st.integers(), st.booleans()), max_size=3),
 )

@@ -58,16 +58,22 @@ def test_agent_without_name_or_description_is_rejected() -> None:
 
 
 def boss(inner_model: ScriptedChatModel, boss_model: ScriptedChatModel, **kwargs) -> ChatModelAgent:  # type: ignore[no-untyped-def]
-    return ChatModelAgent("Boss", "delegates", boss_model, tools=[AgentTool(researcher(inner_model))], **kwargs)
+    return ChatModelAgent(
+        "Boss", "delegates", boss_model, tools=[AgentTool(researcher(inner_model))], **kwargs
+    )
 
 
 def inner_script() -> ScriptedChatModel:
-    return ScriptedChatModel([calls_message(call("lookup", {"topic": "owls"}, id="i1")), "owls are birds"])
+    return ScriptedChatModel(
+        [calls_message(call("lookup", {"topic": "owls"}, id="i1")), "owls are birds"]
+    )
 
 
 def test_result_is_the_inner_final_message_and_inner_events_stay_inside() -> None:
     inner = inner_script()
-    outer = ScriptedChatModel([calls_message(call("Researcher", {"request": "owls?"}, id="o1")), "summary"])
+    outer = ScriptedChatModel(
+        [calls_message(call("Researcher", {"request": "owls?"}, id="o1")), "summary"]
+    )
     events = collect(Runner(boss(inner, outer)).query("tell me about owls"))
     assert [summarize(e) for e in events] == [
         ("Boss", ["Boss"], "assistant", "", None),
@@ -81,7 +87,9 @@ def test_result_is_the_inner_final_message_and_inner_events_stay_inside() -> Non
 
 def test_emit_internal_events_forwards_inner_events_with_nested_run_paths() -> None:
     inner = inner_script()
-    outer = ScriptedChatModel([calls_message(call("Researcher", {"request": "owls?"}, id="o1")), "summary"])
+    outer = ScriptedChatModel(
+        [calls_message(call("Researcher", {"request": "owls?"}, id="o1")), "summary"]
+    )
     events = collect(Runner(boss(inner, outer, emit_internal_events=True)).query("owls"))
     assert [summarize(e) for e in events] == [
         ("Boss", ["Boss"], "assistant", "", None),
@@ -98,9 +106,15 @@ def test_emit_internal_events_forwards_inner_events_with_nested_run_paths() -> N
 def test_streaming_caller_streams_the_inner_run() -> None:
     inner = inner_script()
     outer = ScriptedChatModel([calls_message(call("Researcher", {"request": "q"})), "done"])
-    events = collect(Runner(boss(inner, outer, emit_internal_events=True), enable_streaming=True).query("x"))
+    events = collect(
+        Runner(boss(inner, outer, emit_internal_events=True), enable_streaming=True).query("x")
+    )
     assert inner.calls[0].streaming
-    forwarded = [e for e in events if e.agent_name == "Researcher" and e.output.message_output.role is Role.ASSISTANT]  # type: ignore[union-attr]
+    forwarded = [
+        e
+        for e in events
+        if e.agent_name == "Researcher" and e.output.message_output.role is Role.ASSISTANT
+    ]  # type: ignore[union-attr]
     assert all(e.output.message_output.is_streaming for e in forwarded)  # type: ignore[union-attr]
     assert forwarded[-1].get_message().content == "owls are birds"  # type: ignore[union-attr]
 
@@ -114,15 +128,21 @@ def test_session_values_are_shared_both_ways() -> None:
         seen.append(get_session_value("looked_up"))
         return "checked"
 
-    inner = ScriptedChatModel([
-        lambda messages: calls_message(call("lookup", {"topic": str(get_session_value("who"))})),
-        "inner done",
-    ])
-    outer = ScriptedChatModel([
-        calls_message(call("Researcher", {"request": "go"})),
-        calls_message(call("check")),
-        "end",
-    ])
+    inner = ScriptedChatModel(
+        [
+            lambda messages: calls_message(
+                call("lookup", {"topic": str(get_session_value("who"))})
+            ),
+            "inner done",
+        ]
+    )
+    outer = ScriptedChatModel(
+        [
+            calls_message(call("Researcher", {"request": "go"})),
+            calls_message(call("check")),
+            "end",
+        ]
+    )
     agent = ChatModelAgent("Boss", "d", outer, tools=[AgentTool(researcher(inner)), check])
     collect(Runner(agent).query("x", with_session_values({"who": "ada"})))
     assert seen == ["ada"]
@@ -132,9 +152,13 @@ def test_inner_exit_does_not_end_the_outer_run() -> None:
     inner = ScriptedChatModel([calls_message(call("exit", {"final_result": "inner final"}))])
     inner_agent = ChatModelAgent("Quitter", "quits", inner, exit_tool=ExitTool())
     outer = ScriptedChatModel([calls_message(call("Quitter", {"request": "q"})), "outer continues"])
-    events = collect(Runner(ChatModelAgent("Boss", "d", outer, tools=[AgentTool(inner_agent)])).query("x"))
+    events = collect(
+        Runner(ChatModelAgent("Boss", "d", outer, tools=[AgentTool(inner_agent)])).query("x")
+    )
     assert [summarize(e)[2:] for e in events] == [
-        ("assistant", "", None), ("tool/Quitter", "inner final", None), ("assistant", "outer continues", None),
+        ("assistant", "", None),
+        ("tool/Quitter", "inner final", None),
+        ("assistant", "outer continues", None),
     ]
 
 
@@ -158,26 +182,48 @@ def test_custom_input_schema_passes_raw_arguments() -> None:
 
 def test_full_chat_history_as_input_rewrites_the_callers_conversation() -> None:
     inner = ScriptedChatModel(["inner answer"])
-    agent_tool = AgentTool(ChatModelAgent("Helper", "helps", inner), full_chat_history_as_input=True)
-    outer = ScriptedChatModel([
-        calls_message(call("Helper", {"request": "ignored"}), content="first assistant response"),
-        "done",
-    ])
-    collect(Runner(ChatModelAgent("Boss", "d", outer, instruction="sys", tools=[agent_tool])).query("question"))
+    agent_tool = AgentTool(
+        ChatModelAgent("Helper", "helps", inner), full_chat_history_as_input=True
+    )
+    outer = ScriptedChatModel(
+        [
+            calls_message(
+                call("Helper", {"request": "ignored"}), content="first assistant response"
+            ),
+            "done",
+        ]
+    )
+    collect(
+        Runner(ChatModelAgent("Boss", "d", outer, instruction="sys", tools=[agent_tool])).query(
+            "question"
+        )
+    )
     texts = [m.content for m in inner.calls[0].messages]
     assert texts[0] == "question"
-    assert texts[1].startswith("For context: [Boss] called tool: `transfer_to_agent` with arguments:")
-    assert texts[2] == "For context: [Boss] `transfer_to_agent` tool returned result: successfully transferred to agent [Helper]."
+    assert texts[1].startswith(
+        "For context: [Boss] called tool: `transfer_to_agent` with arguments:"
+    )
+    assert (
+        texts[2]
+        == "For context: [Boss] `transfer_to_agent` tool returned result: successfully transferred to agent [Helper]."
+    )
     assert all(m.role is Role.USER for m in inner.calls[0].messages)
 
 
 def test_nested_agent_tools_compose_run_paths() -> None:
     innermost = ScriptedChatModel(["deep answer"])
     middle = ScriptedChatModel([calls_message(call("Deep", {"request": "q2"})), "middle answer"])
-    middle_agent = ChatModelAgent("Middle", "m", middle, tools=[AgentTool(ChatModelAgent("Deep", "d", innermost))],
-                                  emit_internal_events=True)
+    middle_agent = ChatModelAgent(
+        "Middle",
+        "m",
+        middle,
+        tools=[AgentTool(ChatModelAgent("Deep", "d", innermost))],
+        emit_internal_events=True,
+    )
     outer = ScriptedChatModel([calls_message(call("Middle", {"request": "q1"})), "top answer"])
-    top = ChatModelAgent("Top", "t", outer, tools=[AgentTool(middle_agent)], emit_internal_events=True)
+    top = ChatModelAgent(
+        "Top", "t", outer, tools=[AgentTool(middle_agent)], emit_internal_events=True
+    )
     events = collect(Runner(top).query("x"))
     paths = [summarize(e)[1] for e in events]
     assert ["Top", "Middle", "Deep"] in paths
@@ -192,7 +238,9 @@ def test_interrupt_inside_an_agent_tool_surfaces_and_resumes_through_the_caller(
 
     inner = ScriptedChatModel([calls_message(call("pay", {"amount": 4}, id="i1")), "inner paid"])
     payer = ChatModelAgent("Payer", "pays", inner, tools=[pay])
-    outer = ScriptedChatModel([calls_message(call("Payer", {"request": "pay 4"}, id="o1")), "boss done"])
+    outer = ScriptedChatModel(
+        [calls_message(call("Payer", {"request": "pay 4"}, id="o1")), "boss done"]
+    )
     agent = ChatModelAgent("Boss", "d", outer, tools=[AgentTool(payer)], emit_internal_events=True)
     store = InMemoryCheckPointStore()
     runner = Runner(agent, checkpoint_store=store)

@@ -55,7 +55,9 @@ def add(a: int, b: int) -> int:
     return a + b
 
 
-def run(agent: ChatModelAgent, text: str = "hi", *options, streaming: bool = False) -> list[AgentEvent]:  # type: ignore[no-untyped-def]
+def run(
+    agent: ChatModelAgent, text: str = "hi", *options, streaming: bool = False
+) -> list[AgentEvent]:  # type: ignore[no-untyped-def]
     with no_thread_leak():
         return list(Runner(agent, enable_streaming=streaming).query(text, *options))
 
@@ -88,7 +90,11 @@ def test_react_loop_runs_tools_and_feeds_results_back() -> None:
     assert [t.name for t in model.calls[0].tools] == ["get_weather"]
     second = model.calls[1].messages
     assert second[:2] == [user_message("weather in Paris?"), first]
-    assert (second[2].role, second[2].tool_call_id, second[2].content) == (Role.TOOL, "c1", "sunny in Paris")
+    assert (second[2].role, second[2].tool_call_id, second[2].content) == (
+        Role.TOOL,
+        "c1",
+        "sunny in Paris",
+    )
     assert second[2].tool_name == "get_weather"
 
 
@@ -138,7 +144,11 @@ def test_tool_calls_of_one_message_run_concurrently() -> None:
 
     model = ScriptedChatModel([calls_message(*(call("meet", {"n": i}) for i in range(3))), "ok"])
     events = run(ChatModelAgent("m", "d", model, tools=[meet]))
-    assert sorted(s[3] for s in map(summarize, events) if s[2] == "tool/meet") == ["met 0", "met 1", "met 2"]
+    assert sorted(s[3] for s in map(summarize, events) if s[2] == "tool/meet") == [
+        "met 0",
+        "met 1",
+        "met 2",
+    ]
 
 
 def test_return_directly_event_is_held_back_and_last_matching_call_wins() -> None:
@@ -155,11 +165,17 @@ def test_return_directly_event_is_held_back_and_last_matching_call_wins() -> Non
         return "other"
 
     model = ScriptedChatModel(
-        [calls_message(call("answer", {"text": "A"}, id="1"), call("other", id="2"),
-                       call("answer", {"text": "B"}, id="3"))]
+        [
+            calls_message(
+                call("answer", {"text": "A"}, id="1"),
+                call("other", id="2"),
+                call("answer", {"text": "B"}, id="3"),
+            )
+        ]
     )
-    agent = ChatModelAgent("r", "d", model, tools=[answer, other], return_directly=["answer"],
-                           output_key="out")
+    agent = ChatModelAgent(
+        "r", "d", model, tools=[answer, other], return_directly=["answer"], output_key="out"
+    )
     events = run(agent)
     kinds = [summarize(e)[2:4] for e in events]
     assert kinds[0] == ("assistant", "")
@@ -185,7 +201,9 @@ def test_output_key_stores_final_text_in_session() -> None:
         seen.append(get_session_value("result"))
         return "x"
 
-    second = ChatModelAgent("b", "d", ScriptedChatModel([calls_message(call("peek")), "ok"]), tools=[peek])
+    second = ChatModelAgent(
+        "b", "d", ScriptedChatModel([calls_message(call("peek")), "ok"]), tools=[peek]
+    )
     from agentkit.agents.workflow import SequentialAgent
 
     run(SequentialAgent("s", "d", [agent, second]))  # type: ignore[arg-type]
@@ -193,9 +211,17 @@ def test_output_key_stores_final_text_in_session() -> None:
 
 
 def test_exit_tool_ends_run_with_exit_action_on_last_event() -> None:
-    model = ScriptedChatModel([calls_message(call("get_weather", {"city": "X"}, id="w"),
-                                             call("exit", {"final_result": "FINAL"}, id="e"))])
-    agent = ChatModelAgent("x", "d", model, tools=[get_weather], exit_tool=ExitTool(), output_key="k")
+    model = ScriptedChatModel(
+        [
+            calls_message(
+                call("get_weather", {"city": "X"}, id="w"),
+                call("exit", {"final_result": "FINAL"}, id="e"),
+            )
+        ]
+    )
+    agent = ChatModelAgent(
+        "x", "d", model, tools=[get_weather], exit_tool=ExitTool(), output_key="k"
+    )
     events = run(agent)
     assert summarize(events[-1]) == ("x", ["x"], "tool/exit", "FINAL", "exit")
     assert [t.name for t in model.calls[0].tools] == ["get_weather", "exit"]
@@ -234,13 +260,18 @@ def test_custom_gen_model_input_replaces_default() -> None:
     def build(instruction: str, input: AgentInput) -> list[Message]:
         return [user_message(f"{instruction}|{input.messages[-1].content}")]
 
-    run(ChatModelAgent("g", "d", model, instruction="I {x}", gen_model_input=build), "q",
-        with_session_values({"y": 1}))
+    run(
+        ChatModelAgent("g", "d", model, instruction="I {x}", gen_model_input=build),
+        "q",
+        with_session_values({"y": 1}),
+    )
     assert model.calls[0].messages == [user_message("I {x}|q")]
 
 
 def test_streaming_mode_streams_model_events_not_invokable_tool_events() -> None:
-    model = ScriptedChatModel([calls_message(call("get_weather", {"city": "Rome"})), "It is sunny."])
+    model = ScriptedChatModel(
+        [calls_message(call("get_weather", {"city": "Rome"})), "It is sunny."]
+    )
     events = run(ChatModelAgent("s", "d", model, tools=[get_weather]), streaming=True)
     flags = [(e.output.message_output.role, e.output.message_output.is_streaming) for e in events]  # type: ignore[union-attr]
     assert flags == [(Role.ASSISTANT, True), (Role.TOOL, False), (Role.ASSISTANT, True)]
@@ -343,8 +374,13 @@ def test_model_and_tool_options_reach_model_and_tools() -> None:
 
     model = ScriptedChatModel([calls_message(call("opts")), "done"])
     agent = ChatModelAgent("o", "d", model, tools=[opts])
-    run(agent, "x", with_chat_model_options(temperature=0.5), with_tool_options(user="ada"),
-        with_chat_model_options(max_tokens=9).designate_agent("someone-else"))
+    run(
+        agent,
+        "x",
+        with_chat_model_options(temperature=0.5),
+        with_tool_options(user="ada"),
+        with_chat_model_options(max_tokens=9).designate_agent("someone-else"),
+    )
     assert model.calls[0].options is not None and model.calls[0].options.temperature == 0.5
     assert model.calls[0].options.max_tokens is None
     assert seen == [{"user": "ada"}]

@@ -37,7 +37,7 @@ from agentkit import (
     with_checkpoint_id,
     with_session_values,
 )
-from agentkit.checkpoint import FileCheckPointStore, InMemoryCheckPointStore, SQLiteCheckPointStore
+from agentkit.checkpoint import InMemoryCheckPointStore
 from agentkit.testing import ScriptedChatModel, call, calls_message, no_thread_leak, summarize
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -73,7 +73,9 @@ def payer(model: ScriptedChatModel, calls: list[str] | None = None) -> ChatModel
 def test_tool_interrupt_ends_run_with_context_and_saves_checkpoint() -> None:
     model = ScriptedChatModel([calls_message(call("pay", {"amount": 5}, id="p1")), "done"])
     store = InMemoryCheckPointStore()
-    events = collect(Runner(payer(model), checkpoint_store=store).query("pay", with_checkpoint_id("c1")))
+    events = collect(
+        Runner(payer(model), checkpoint_store=store).query("pay", with_checkpoint_id("c1"))
+    )
     last = events[-1]
     assert summarize(last) == ("Payer", ["Payer"], "", "", "interrupt")
     assert last.action is not None and last.action.interrupted is not None
@@ -102,7 +104,9 @@ def test_parallel_tool_interrupt_keeps_finished_tools_and_resumes_implicitly_the
     runner = Runner(payer(model, calls), checkpoint_store=store)
     first = collect(runner.query("go", with_checkpoint_id("c")))
     assert [summarize(e)[2:] for e in first] == [
-        ("assistant", "", None), ("tool/lookup", "found it", None), ("", "", "interrupt"),
+        ("assistant", "", None),
+        ("tool/lookup", "found it", None),
+        ("", "", "interrupt"),
     ]
     first_id = first[-1].action.interrupted.contexts[0].id  # type: ignore[union-attr]
 
@@ -116,12 +120,14 @@ def test_parallel_tool_interrupt_keeps_finished_tools_and_resumes_implicitly_the
 
     third = collect(runner.resume("c", targets={context.id: True}))
     assert [summarize(e)[2:] for e in third] == [
-        ("tool/pay", "paid 5", None), ("assistant", "all done", None),
+        ("tool/pay", "paid 5", None),
+        ("assistant", "all done", None),
     ]
     assert len(model.calls) == 2  # the model is not called again for the interrupted round
     history = model.calls[1].messages
     assert [(m.tool_call_id, m.content) for m in history if m.role is Role.TOOL] == [
-        ("p1", "paid 5"), ("l1", "found it"),
+        ("p1", "paid 5"),
+        ("l1", "found it"),
     ]
     assert calls == ["pay", "pay", "pay"]
 
@@ -185,7 +191,9 @@ class AskAgent:
         self.resumes: list[ResumeInfo] = []
 
     def run(self, input: AgentInput, *options: object):  # type: ignore[no-untyped-def]
-        return run_in_worker(lambda gen: gen.send(interrupt_event("what is your name?", state={"asked": 1})))
+        return run_in_worker(
+            lambda gen: gen.send(interrupt_event("what is your name?", state={"asked": 1}))
+        )
 
     def resume(self, info: ResumeInfo, *options: object):  # type: ignore[no-untyped-def]
         self.resumes.append(info)
@@ -211,7 +219,11 @@ def test_custom_agent_interrupt_and_targeted_resume() -> None:
 
     second = collect(runner.resume("a"))
     info = agent.resumes[-1]
-    assert (info.was_interrupted, info.is_resume_target, info.interrupt_state) == (True, False, {"asked": 1})
+    assert (info.was_interrupted, info.is_resume_target, info.interrupt_state) == (
+        True,
+        False,
+        {"asked": 1},
+    )
     assert info.enable_streaming is True
     (again,) = second[-1].action.interrupted.contexts  # type: ignore[union-attr]
 
@@ -222,9 +234,13 @@ def test_custom_agent_interrupt_and_targeted_resume() -> None:
 
 
 def test_interrupt_after_transfer_resumes_in_the_child() -> None:
-    child_model = ScriptedChatModel([calls_message(call("pay", {"amount": 9}, id="p")), "child done"])
+    child_model = ScriptedChatModel(
+        [calls_message(call("pay", {"amount": 9}, id="p")), "child done"]
+    )
     child = ChatModelAgent("Child", "pays", child_model, tools=[approval_tool()])
-    parent_model = ScriptedChatModel([calls_message(call("transfer_to_agent", {"agent_name": "Child"}))])
+    parent_model = ScriptedChatModel(
+        [calls_message(call("transfer_to_agent", {"agent_name": "Child"}))]
+    )
     parent = set_sub_agents(ChatModelAgent("Parent", "routes", parent_model), [child])
     store = InMemoryCheckPointStore()
     runner = Runner(parent, checkpoint_store=store)
@@ -246,7 +262,9 @@ def reporter(model: ScriptedChatModel) -> ChatModelAgent:
 
 def test_sequential_interrupt_resumes_the_stage_and_later_agents_see_identical_history() -> None:
     def build(pay_tool):  # type: ignore[no-untyped-def]
-        pay_model = ScriptedChatModel([calls_message(call("pay", {"amount": 3}, id="p")), "paid it"])
+        pay_model = ScriptedChatModel(
+            [calls_message(call("pay", {"amount": 3}, id="p")), "paid it"]
+        )
         report_model = ScriptedChatModel(["report"])
         first = ChatModelAgent("Payer", "pays", pay_model, tools=[pay_tool])
         return SequentialAgent("S", "pipeline", [first, reporter(report_model)]), report_model
@@ -277,11 +295,19 @@ def test_sequential_interrupt_resumes_the_stage_and_later_agents_see_identical_h
 
 def test_parallel_branches_interrupt_together_and_resume_only_interrupted_ones() -> None:
     quick_model = ScriptedChatModel(["quick answer"])
-    models = [ScriptedChatModel([calls_message(call("pay", {"amount": i}, id=f"p{i}")), f"branch {i} done"])
-              for i in (1, 2)]
-    branches = [ChatModelAgent(f"B{i}", "pays", models[i - 1], tools=[approval_tool()]) for i in (1, 2)]
+    models = [
+        ScriptedChatModel(
+            [calls_message(call("pay", {"amount": i}, id=f"p{i}")), f"branch {i} done"]
+        )
+        for i in (1, 2)
+    ]
+    branches = [
+        ChatModelAgent(f"B{i}", "pays", models[i - 1], tools=[approval_tool()]) for i in (1, 2)
+    ]
     after_model = ScriptedChatModel(["summary"])
-    par = ParallelAgent("P", "fan out", [*branches, ChatModelAgent("Quick", "answers", quick_model)])
+    par = ParallelAgent(
+        "P", "fan out", [*branches, ChatModelAgent("Quick", "answers", quick_model)]
+    )
     flow = SequentialAgent("S", "d", [par, ChatModelAgent("After", "sums up", after_model)])
     store = InMemoryCheckPointStore()
     runner = Runner(flow, checkpoint_store=store)
@@ -296,7 +322,10 @@ def test_parallel_branches_interrupt_together_and_resume_only_interrupted_ones()
     by_branch = {c.address[2]: c.id for c in contexts}
     second = collect(runner.resume("p", targets={by_branch["agent:B1"]: True}))
     # B1 finishes; B2 (implicitly resumed) interrupts again; Quick is not re-run
-    assert [summarize(e)[2:4] for e in second if e.output] == [("tool/pay", "paid 1"), ("assistant", "branch 1 done")]
+    assert [summarize(e)[2:4] for e in second if e.output] == [
+        ("tool/pay", "paid 1"),
+        ("assistant", "branch 1 done"),
+    ]
     assert summarize(second[-1])[4] == "interrupt"
     assert len(quick_model.calls) == 1
     (b2,) = second[-1].action.interrupted.contexts  # type: ignore[union-attr]
@@ -316,7 +345,12 @@ def test_loop_interrupt_resumes_in_the_same_iteration() -> None:
     from agentkit import LoopAgent
 
     model = ScriptedChatModel([calls_message(call("pay", {"amount": 1}, id="x")), "paid"])
-    loop = LoopAgent("L", "d", [ChatModelAgent("Payer", "pays", model, tools=[approval_tool()])], max_iterations=1)
+    loop = LoopAgent(
+        "L",
+        "d",
+        [ChatModelAgent("Payer", "pays", model, tools=[approval_tool()])],
+        max_iterations=1,
+    )
     store = InMemoryCheckPointStore()
     runner = Runner(loop, checkpoint_store=store)
     first = collect(runner.query("go", with_checkpoint_id("l")))
@@ -395,8 +429,14 @@ def test_two_racing_resumes_exactly_one_runs() -> None:
 session_values = st.dictionaries(
     st.text(min_size=1, max_size=8),
     st.recursive(
-        st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=10),
-        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+        st.none()
+        | st.booleans()
+        | st.integers()
+        | st.floats(allow_nan=False)
+        | st.text(max_size=10),
+        lambda inner: (
+            st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+        ),
         max_leaves=8,
     ),
     max_size=5,
@@ -404,7 +444,9 @@ session_values = st.dictionaries(
 
 
 @given(session_values)
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 def test_session_values_round_trip_through_a_checkpoint(values: dict[str, Any]) -> None:
     seen: list[dict[str, Any]] = []
 
@@ -442,7 +484,7 @@ def test_resume_in_another_process(kind: str, tmp_path: Path) -> None:
         script = [calls_message(call("pay", {{"amount": 2}}, id="p"))] if sys.argv[1] == "run" else ["finished"]
         model = ScriptedChatModel(script)
         agent = ChatModelAgent("Payer", "pays", model, tools=[pay])
-        store = {'FileCheckPointStore' if kind == 'file' else 'SQLiteCheckPointStore'}({str(location)!r})
+        store = {"FileCheckPointStore" if kind == "file" else "SQLiteCheckPointStore"}({str(location)!r})
         runner = Runner(agent, checkpoint_store=store)
         if sys.argv[1] == "run":
             events = list(runner.query("pay", with_checkpoint_id("proc")))
@@ -452,9 +494,13 @@ def test_resume_in_another_process(kind: str, tmp_path: Path) -> None:
             print("|".join(summarize(e)[3] for e in events))
         """
     )
-    first = subprocess.run([sys.executable, "-c", script, "run"], capture_output=True, text=True, timeout=60)
+    first = subprocess.run(
+        [sys.executable, "-c", script, "run"], capture_output=True, text=True, timeout=60
+    )
     assert first.returncode == 0, first.stderr
     point = first.stdout.strip()
-    second = subprocess.run([sys.executable, "-c", script, "resume", point], capture_output=True, text=True, timeout=60)
+    second = subprocess.run(
+        [sys.executable, "-c", script, "resume", point], capture_output=True, text=True, timeout=60
+    )
     assert second.returncode == 0, second.stderr
     assert second.stdout.strip() == "paid|finished"

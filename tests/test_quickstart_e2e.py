@@ -22,7 +22,11 @@ def run_sample(*args: str, env: dict[str, str] | None = None) -> subprocess.Comp
     full_env.update(env or {})
     return subprocess.run(
         [sys.executable, str(SAMPLE), *args],
-        capture_output=True, text=True, env=full_env, timeout=60, cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=60,
+        cwd=ROOT,
     )
 
 
@@ -56,8 +60,11 @@ def test_quickstart_live_against_an_openai_compatible_server(streaming: bool) ->
         args = ["Weather in Oslo and 6 * 7?"] + ([] if streaming else ["--no-stream"])
         result = run_sample(
             *args,
-            env={"OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": server.base_url,
-                 "AGENTKIT_MODEL": "test-model"},
+            env={
+                "OPENAI_API_KEY": "sk-test",
+                "OPENAI_BASE_URL": server.base_url,
+                "AGENTKIT_MODEL": "test-model",
+            },
         )
         requests = server.requests
     assert result.returncode == 0, result.stderr
@@ -72,7 +79,8 @@ def test_quickstart_live_against_an_openai_compatible_server(streaming: bool) ->
     assert first["messages"][1] == {"role": "user", "content": "Weather in Oslo and 6 * 7?"}
     tool_messages = [m for m in second["messages"] if m["role"] == "tool"]
     assert [(m["tool_call_id"], m["content"]) for m in tool_messages] == [
-        ("w1", "snow showers, -2°C"), ("c1", "42"),
+        ("w1", "snow showers, -2°C"),
+        ("c1", "42"),
     ]
     calls = second["messages"][2]["tool_calls"]
     assert [c["function"]["name"] for c in calls] == ["get_weather", "calculate"]

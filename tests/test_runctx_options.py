@@ -60,7 +60,9 @@ class SessionAgent:
             copied: dict[str, object] = {}
             bare: dict[str, object] = {}
             ctx = contextvars.copy_context()
-            t1 = threading.Thread(target=ctx.run, args=(lambda: copied.update(get_session_values()),))
+            t1 = threading.Thread(
+                target=ctx.run, args=(lambda: copied.update(get_session_values()),)
+            )
             t2 = threading.Thread(target=lambda: bare.update(get_session_values()))
             t1.start(), t2.start()
             t1.join(), t2.join()
@@ -135,7 +137,9 @@ def test_impl_specific_options_apply_in_order_to_their_own_type_only() -> None:
         wrap_impl_specific_opt_fn(CustomOptions, lambda o: setattr(o, "depth", 1)),
         wrap_impl_specific_opt_fn(OtherOptions, lambda o: setattr(o, "depth", 99)),
         wrap_impl_specific_opt_fn(CustomOptions, lambda o: o.tags.append("x")),
-        wrap_impl_specific_opt_fn(CustomOptions, lambda o: CustomOptions(depth=o.depth + 1, tags=o.tags)),
+        wrap_impl_specific_opt_fn(
+            CustomOptions, lambda o: CustomOptions(depth=o.depth + 1, tags=o.tags)
+        ),
     ]
     result = get_impl_specific_options(CustomOptions(), *options)
     assert result == CustomOptions(depth=2, tags=["x"])
@@ -160,7 +164,9 @@ def test_designate_agent_accumulates_names() -> None:
     st.lists(st.lists(st.sampled_from(["a", "b", "c"]), max_size=2), max_size=8),
     st.sampled_from(["a", "b", "c", "d"]),
 )
-def test_filtering_keeps_undesignated_and_matching_options(designations: list[list[str]], name: str) -> None:
+def test_filtering_keeps_undesignated_and_matching_options(
+    designations: list[list[str]], name: str
+) -> None:
     base = wrap_impl_specific_opt_fn(CustomOptions, lambda o: None)
     options = [base.designate_agent(*names) if names else base for names in designations]
     kept = filter_options(options, name)

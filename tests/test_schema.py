@@ -62,11 +62,7 @@ def test_concat_joins_contents_in_order(parts: list[str]) -> None:
     assert concat_messages(chunks).content == "".join(parts)
 
 
-@given(
-    st.lists(
-        st.tuples(st.integers(0, 3), names, st.text(max_size=6)), min_size=1, max_size=12
-    )
-)
+@given(st.lists(st.tuples(st.integers(0, 3), names, st.text(max_size=6)), min_size=1, max_size=12))
 def test_concat_merges_tool_call_fragments_by_index(fragments: list[tuple[int, str, str]]) -> None:
     chunks = []
     first: dict[int, str] = {}

@@ -56,7 +56,7 @@ class _InnerSink:
         if self.forward is not None:
             forwarded = attrs.evolve(item, run_path=[*self.outer_path, *item.run_path])
             variant = item.output.message_output if item.output is not None else None
-            if variant is not None and variant.is_streaming:
+            if item.output is not None and variant is not None and variant.is_streaming:
                 # The caller's copy gets its own reader of the stream; the tool reads the other.
                 forwarded.output = attrs.evolve(item.output, message_output=variant.copy())
             self.forward(forwarded)

@@ -31,6 +31,7 @@ from agentkit.events import (
 from agentkit.interrupt import (
     InterruptSignal,
     ToolRoundState,
+    composite_signal,
     resume_tool_round,
     signal_event,
 )
@@ -327,6 +328,8 @@ class _ReactRun:
         "frame",
         "frozen",
         "model_options",
+        "model_pending",
+        "round",
         "scope",
         "sink",
         "streaming",
@@ -351,6 +354,8 @@ class _ReactRun:
         agent_options = get_impl_specific_options(ChatModelAgentOptions(), *options)
         self.model_options = _model_options(agent_options.model_options)
         self.tool_options = agent_options.tool_options
+        self.round: ToolRoundState | None = None  # the tool round in progress
+        self.model_pending = False  # a model call is in progress
 
     def emit(self, event: AgentEvent) -> None:
         if not self.sink.send(event):
@@ -358,32 +363,61 @@ class _ReactRun:
             self.scope.request_cancel(CancelMode.IMMEDIATE)
 
     def loop(self, state: ReactState, pending_round: ToolRoundState | None) -> None:
+        try:
+            self._loop(state, pending_round)
+        except AgentCancelledError as error:
+            # Keep where the run stopped, so a checkpoint taken on cancel can resume from here.
+            error._signal = composite_signal(  # type: ignore[attr-defined]
+                "cancelled", self._progress(state), [], address=self.frame.address
+            )
+            raise
+
+    def _progress(self, state: ReactState) -> ToolRoundState:
+        current = self.round
+        if current is not None:
+            return ToolRoundState(
+                messages=list(current.messages),
+                remaining=current.remaining,
+                calls=list(current.calls),
+                done=dict(current.done),
+            )
+        remaining = state.remaining + (1 if self.model_pending else 0)
+        return ToolRoundState(messages=list(state.messages), remaining=remaining, calls=[])
+
+    def _loop(self, state: ReactState, pending_round: ToolRoundState | None) -> None:
         scope = self.scope
         final: Message | None = None
         if pending_round is not None:
+            self.round = pending_round
             final = self.tool_round(state, pending_round)
+            self.round = None
             if final is None:
                 scope.check(Point.AFTER_TOOL_CALLS)
         while final is None:
             scope.check()
             if not self.frozen.tools:
+                self.model_pending = True
                 final = self.call_model(state.messages)
                 break
             if state.remaining <= 0:
                 raise ExceedMaxIterationsError()
             state.remaining -= 1
+            self.model_pending = True
             reply = self.call_model(state.messages)
+            self.model_pending = False
             state.messages.append(reply)
             if not reply.tool_calls:
                 final = reply
                 break
-            scope.check(Point.AFTER_CHAT_MODEL)
             round_state = ToolRoundState(
                 messages=list(state.messages),
                 remaining=state.remaining,
                 calls=list(reply.tool_calls),
             )
+            self.round = round_state
+            scope.check(Point.AFTER_CHAT_MODEL)
             final = self.tool_round(state, round_state)
+            self.round = None
             if final is None:
                 scope.check(Point.AFTER_TOOL_CALLS)
         output_key = self.agent.output_key
@@ -435,6 +469,7 @@ class _ReactRun:
                     self.emit(item.event)
             if item.message is not None:
                 results[item.index] = item.message
+                round_state.done[item.index] = item.message
             if item.error is not None:
                 if isinstance(item.error, InterruptSignal):
                     signals[item.index] = item.error

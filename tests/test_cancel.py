@@ -1,0 +1,170 @@
+"""Cancellation: CancelHandle modes, waiting, checkpoints on cancel, closing a live stream."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from agentkit import (
+    AgentCancelledError,
+    CancelHandle,
+    CancelMode,
+    ChatModelAgent,
+    Message,
+    Runner,
+    tool,
+    with_cancel,
+    with_checkpoint_id,
+)
+from agentkit.checkpoint import InMemoryCheckPointStore
+from agentkit.testing import ScriptedChatModel, call, calls_message, no_thread_leak, summarize
+from tests.openai_server import FakeOpenAIServer, Reply
+
+
+def collect(events):  # type: ignore[no-untyped-def]
+    with no_thread_leak():
+        return list(events)
+
+
+def test_immediate_cancel_stops_before_the_next_model_call() -> None:
+    handle = CancelHandle()
+
+    @tool
+    def work() -> str:
+        """Cancels the run while running."""
+        handle.cancel()
+        return "worked"
+
+    model = ScriptedChatModel(lambda messages: calls_message(call("work")))
+    events = collect(Runner(ChatModelAgent("c", "d", model, tools=[work])).query("x", with_cancel(handle)))
+    assert len(model.calls) == 1
+    err = events[-1].err
+    assert isinstance(err, AgentCancelledError)
+    assert "agent canceled: mode=IMMEDIATE, escalated=False" in str(err)
+    assert handle.wait(10) is True
+
+
+def test_after_tool_calls_lets_the_round_finish() -> None:
+    handle = CancelHandle()
+    ran: list[str] = []
+
+    @tool
+    def first() -> str:
+        """Asks for a cancel after the round."""
+        handle.cancel(CancelMode.AFTER_TOOL_CALLS)
+        ran.append("first")
+        return "1"
+
+    @tool
+    def second() -> str:
+        """Runs anyway."""
+        ran.append("second")
+        return "2"
+
+    model = ScriptedChatModel([calls_message(call("first"), call("second")), "never"])
+    events = collect(Runner(ChatModelAgent("c", "d", model, tools=[first, second])).query("x", with_cancel(handle)))
+    assert sorted(ran) == ["first", "second"]
+    assert len(model.calls) == 1
+    assert isinstance(events[-1].err, AgentCancelledError)
+    assert events[-1].err.mode is CancelMode.AFTER_TOOL_CALLS
+
+
+def test_after_chat_model_stops_before_the_tools_run() -> None:
+    handle = CancelHandle()
+    ran: list[str] = []
+
+    @tool
+    def act() -> str:
+        """Must not run."""
+        ran.append("act")
+        return "acted"
+
+    def reply(messages: list[Message]) -> Message:
+        handle.cancel(CancelMode.AFTER_CHAT_MODEL)
+        return calls_message(call("act"))
+
+    model = ScriptedChatModel([reply])
+    events = collect(Runner(ChatModelAgent("c", "d", model, tools=[act])).query("x", with_cancel(handle)))
+    assert ran == []
+    assert [summarize(e)[2] for e in events] == ["assistant", "error"]
+
+
+def test_cancel_saves_a_checkpoint_and_resume_continues_from_there() -> None:
+    handle = CancelHandle()
+    ran: list[str] = []
+
+    @tool
+    def act() -> str:
+        """Runs after the resume."""
+        ran.append("act")
+        return "acted"
+
+    def reply(messages: list[Message]) -> Message:
+        handle.cancel(CancelMode.AFTER_CHAT_MODEL)
+        return calls_message(call("act", id="a1"))
+
+    model = ScriptedChatModel([reply, "finished"])
+    store = InMemoryCheckPointStore()
+    runner = Runner(ChatModelAgent("c", "d", model, tools=[act]), checkpoint_store=store)
+    first = collect(runner.query("x", with_cancel(handle), with_checkpoint_id("k")))
+    assert isinstance(first[-1].err, AgentCancelledError)
+    assert store.get("k") is not None
+    rest = collect(runner.resume("k"))
+    assert [summarize(e)[2:4] for e in rest] == [("tool/act", "acted"), ("assistant", "finished")]
+    assert ran == ["act"]
+    assert len(model.calls) == 2
+
+
+def test_safe_point_cancel_escalates_after_its_timeout() -> None:
+    handle = CancelHandle()
+
+    @tool
+    def slow() -> str:
+        """Waits until the cancel escalated to immediate."""
+        handle.cancel(CancelMode.AFTER_CHAT_MODEL, timeout=0.01)
+        scope = handle._scope
+        deadline = time.monotonic() + 10
+        while scope is not None and scope.mode is not CancelMode.IMMEDIATE and time.monotonic() < deadline:
+            time.sleep(0.005)
+        return "slow"
+
+    model = ScriptedChatModel(lambda messages: calls_message(call("slow")))
+    events = collect(Runner(ChatModelAgent("c", "d", model, tools=[slow])).query("x", with_cancel(handle)))
+    err = events[-1].err
+    assert isinstance(err, AgentCancelledError) and err.escalated
+    assert len(model.calls) == 1
+
+
+def test_wait_reports_a_run_that_ended_without_cancel() -> None:
+    handle = CancelHandle()
+    collect(Runner(ChatModelAgent("c", "d", ScriptedChatModel(["hi"]))).query("x", with_cancel(handle)))
+    assert handle.wait(10) is False
+    assert handle.cancel() is False
+
+
+def test_cancel_rejects_bad_arguments() -> None:
+    with pytest.raises(TypeError):
+        CancelHandle().cancel("now")  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        with_cancel(object())  # type: ignore[arg-type]
+
+
+def test_closing_the_iterator_aborts_an_open_http_stream() -> None:
+    from agentkit.models import OpenAIChatModel
+
+    long_text = " ".join(f"word{i}" for i in range(200))
+    with FakeOpenAIServer() as server:
+        server.queue(Reply(long_text, chunks=200, chunk_delay=0.05))
+        with OpenAIChatModel("m", base_url=server.base_url, api_key="k", max_retries=0) as model:
+            agent = ChatModelAgent("s", "d", model)
+            with no_thread_leak():
+                events = Runner(agent, enable_streaming=True).query("talk")
+                first = next(iter(events))
+                stream = first.output.message_output.message_stream  # type: ignore[union-attr]
+                assert stream is not None
+                stream.recv()  # the answer has started
+                started = time.monotonic()
+                events.close()
+                # 200 chunks at 50 ms would take 10 s; a closed run stops long before
+                assert time.monotonic() - started < 5
