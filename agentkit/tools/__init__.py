@@ -1,0 +1,20 @@
+"""Tools: the protocols a tool implements, and tools made from Python functions.
+
+``cattrs`` and ``docstring-parser`` are imported when the first function tool is made, not when
+this package is imported.
+"""
+
+from __future__ import annotations
+
+from agentkit.tools.base import BaseTool, InvokableTool, StreamableTool, as_tool
+from agentkit.tools.function import FunctionTool, StreamingFunctionTool, tool
+
+__all__ = [
+    "BaseTool",
+    "FunctionTool",
+    "InvokableTool",
+    "StreamableTool",
+    "StreamingFunctionTool",
+    "as_tool",
+    "tool",
+]

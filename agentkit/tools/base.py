@@ -1,0 +1,89 @@
+"""What a tool is: the protocols :class:`BaseTool`, :class:`InvokableTool`, :class:`StreamableTool`.
+
+A tool describes itself with :meth:`BaseTool.info` (name, description, JSON Schema of its
+parameters) and runs with the JSON arguments a model sent, either in one piece
+(:meth:`InvokableTool.invoke`) or as a stream of text chunks (:meth:`StreamableTool.stream`).
+A tool may implement both; the agent uses whichever suits the way it runs.
+
+Any object with these methods is a tool (structural typing); :func:`~agentkit.tools.tool` turns a
+plain Python function into one.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from agentkit.schema import ToolInfo
+    from agentkit.streams import StreamReader
+
+__all__ = ["BaseTool", "InvokableTool", "StreamableTool", "as_tool"]
+
+
+@runtime_checkable
+class BaseTool(Protocol):
+    """Anything that can describe itself to a model as a tool."""
+
+    def info(self) -> ToolInfo:
+        """Return the tool's name, description and JSON Schema parameters."""
+        ...
+
+
+@runtime_checkable
+class InvokableTool(BaseTool, Protocol):
+    """A tool that runs with the model's JSON arguments and returns its whole result as text."""
+
+    def invoke(self, arguments: str, **tool_options: Any) -> str:
+        """Run the tool.
+
+        Args:
+            arguments: the JSON object text the model sent (``""`` means no arguments).
+            **tool_options: implementation-specific options passed through by the agent.
+        """
+        ...
+
+
+@runtime_checkable
+class StreamableTool(BaseTool, Protocol):
+    """A tool that runs with the model's JSON arguments and streams its result as text chunks."""
+
+    def stream(self, arguments: str, **tool_options: Any) -> StreamReader[str]:
+        """Run the tool; the concatenated chunks are its result.
+
+        Args:
+            arguments: the JSON object text the model sent (``""`` means no arguments).
+            **tool_options: implementation-specific options passed through by the agent.
+        """
+        ...
+
+
+def as_tool(obj: BaseTool | Callable[..., Any]) -> BaseTool:
+    """Return ``obj`` if it is a tool; make a plain function (or bound method) a tool with ``tool``.
+
+    Agents call this on every entry of their tool list, so users may mix tool objects and
+    functions::
+
+        ChatModelAgent(..., tools=[search_tool, get_weather])
+
+    Raises:
+        TypeError: ``obj`` is neither a tool instance nor a function (a tool *class* is refused
+            too: pass an instance).
+    """
+    if isinstance(obj, type):
+        raise TypeError(
+            f"as_tool() got the class {obj.__qualname__}, not a tool: pass an instance "
+            f"({obj.__qualname__}(...)) or a function"
+        )
+    if isinstance(obj, BaseTool):
+        return obj
+    if inspect.isfunction(obj) or inspect.ismethod(obj):
+        from agentkit.tools.function import tool
+
+        return tool(obj)
+    raise TypeError(
+        f"as_tool() cannot make a tool of {obj!r} ({type(obj).__name__}): pass an object with an "
+        "info() method and invoke() or stream() (an InvokableTool or StreamableTool), or a Python "
+        "function or bound method to be wrapped with @tool"
+    )
