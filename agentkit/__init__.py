@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentkit.agents.agenttool import AgentTool
 from agentkit.agents.chatmodel import ChatModelAgent, GenModelInput
+from agentkit.agents.deterministic import agent_with_deterministic_transfer_to
 from agentkit.agents.flow import (
     HistoryEntry,
     HistoryRewriter,
@@ -202,6 +203,7 @@ __all__ = [
     "__version__",
     "add_session_value",
     "add_session_values",
+    "agent_with_deterministic_transfer_to",
     "agent_with_options",
     "assistant_message",
     "concat_message_stream",
@@ -238,6 +240,16 @@ __all__ = [
     "with_tool_options",
     "wrap_impl_specific_opt_fn",
 ]
+
+# Public objects present themselves as ``agentkit.X`` in reprs and tracebacks.
+for _name in __all__:
+    _obj = globals().get(_name)
+    if isinstance(_obj, type) or callable(_obj) and hasattr(_obj, "__module__"):
+        try:
+            _obj.__module__ = __name__
+        except (AttributeError, TypeError):
+            pass
+del _name, _obj
 
 
 def __getattr__(name: str) -> Any:

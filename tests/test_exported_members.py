@@ -1,0 +1,87 @@
+"""The public surface is a tested artifact: names, docstrings, lazy imports, import time."""
+
+from __future__ import annotations
+
+import inspect
+import subprocess
+import sys
+
+import agentkit
+
+# Everything API.md promises at the top level, plus the documented extras.
+DOCUMENTED = {
+    # 1. messages
+    "Role", "FunctionCall", "ToolCall", "TokenUsage", "ResponseMeta", "Message", "ToolInfo",
+    "user_message", "system_message", "assistant_message", "tool_message", "concat_messages",
+    # 2. streams
+    "pipe", "StreamReader", "StreamWriter", "StreamEOF", "stream_from_list",
+    "stream_from_iterator", "concat_message_stream",
+    # 3. iterator pair
+    "new_async_iterator_pair", "AsyncIterator", "AsyncGenerator",
+    # 4. core types
+    "RunStep", "AgentInput", "MessageVariant", "AgentOutput", "TransferToAgentAction",
+    "InterruptContext", "InterruptInfo", "BreakLoopAction", "AgentAction", "AgentEvent",
+    "ResumeInfo", "event_from_message", "new_exit_action", "new_transfer_to_agent_action",
+    "new_break_loop_action", "gen_transfer_messages",
+    # 5. agents
+    "Agent", "ResumableAgent", "OnSubAgents", "run_in_worker", "ChatModelAgent", "GenModelInput",
+    "ExitTool", "SequentialAgent", "ParallelAgent", "LoopAgent", "set_sub_agents",
+    "agent_with_options", "HistoryEntry", "HistoryRewriter", "agent_with_deterministic_transfer_to",
+    "AgentTool",
+    # 6. run context and options
+    "get_session_value", "get_session_values", "add_session_value", "add_session_values",
+    "AgentRunOption", "with_session_values", "with_checkpoint_id", "with_chat_model_options",
+    "with_tool_options", "get_tool_options", "with_skip_transfer_messages",
+    "wrap_impl_specific_opt_fn", "get_impl_specific_options",
+    # 7. runner, interrupt, cancel
+    "Runner", "interrupt", "get_interrupt_state", "interrupt_event", "send_tool_gen_action",
+    "CancelHandle", "CancelMode", "with_cancel",
+    # 8. models (also in agentkit.models)
+    "ChatModel", "ToolCallingChatModel", "ModelOptions", "OpenAIChatModel", "ScriptedChatModel",
+    "ModelCall",
+    # 9. tools
+    "BaseTool", "InvokableTool", "StreamableTool", "tool",
+    # 11. errors
+    "AgentKitError", "ExceedMaxIterationsError", "TransferError", "AgentConfigError",
+    "AgentFrozenError", "InstructionFormatError", "ResumeError", "AgentCancelledError",
+    "CheckpointError", "CheckpointNotFoundError", "CheckpointBusyError", "ToolError",
+    "ToolArgumentsError", "ToolNotFoundError", "ModelError", "APIConnectionError",
+    "APITimeoutError", "IncompleteStreamError", "APIStatusError", "BadRequestError",
+    "AuthenticationError", "PermissionDeniedError", "RateLimitError",
+    # display, version
+    "print_events", "__version__",
+}
+
+
+def test_all_is_exactly_the_documented_surface() -> None:
+    assert set(agentkit.__all__) == DOCUMENTED
+    assert len(agentkit.__all__) == len(set(agentkit.__all__))
+
+
+def test_every_exported_name_resolves_and_is_documented() -> None:
+    for name in agentkit.__all__:
+        obj = getattr(agentkit, name)
+        if inspect.isclass(obj) or inspect.isfunction(obj):
+            assert obj.__doc__ and obj.__doc__.strip(), f"{name} has no docstring"
+
+
+def test_exported_objects_present_themselves_as_agentkit() -> None:
+    assert agentkit.Runner.__module__ == "agentkit"
+    assert agentkit.ToolError.__module__ == "agentkit"
+    assert agentkit.tool.__module__ == "agentkit"
+
+
+def test_import_is_light_and_lazy() -> None:
+    code = (
+        "import sys, agentkit; "
+        "print(','.join(m for m in ('httpx', 'tenacity', 'redis', 'sqlite3', 'cattrs') if m in sys.modules))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == ""
+
+
+def test_openai_chat_model_loads_on_first_use() -> None:
+    from agentkit.models.openai import OpenAIChatModel
+
+    assert agentkit.OpenAIChatModel is OpenAIChatModel
