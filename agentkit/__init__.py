@@ -244,7 +244,7 @@ __all__ = [
 # Public objects present themselves as ``agentkit.X`` in reprs and tracebacks.
 for _name in __all__:
     _obj = globals().get(_name)
-    if isinstance(_obj, type) or callable(_obj) and hasattr(_obj, "__module__"):
+    if isinstance(_obj, type) or (callable(_obj) and hasattr(_obj, "__module__")):
         try:
             _obj.__module__ = __name__
         except (AttributeError, TypeError):
