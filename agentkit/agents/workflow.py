@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from agentkit.agents.flow import FlowAgent, agent_with_options
 from agentkit.cancel import Point
 from agentkit.errors import AgentConfigError, ResumeError
 from agentkit.events import (
@@ -30,8 +31,6 @@ from agentkit.interrupt import SignalNode, composite_signal
 from agentkit.options import AgentRunOption
 from agentkit.runctx import EventLog, RecordedEvent, RunFrame, current_frame, use_frame
 from agentkit.worker import EventSink, run_in_worker
-
-from agentkit.agents.flow import FlowAgent, agent_with_options
 
 if TYPE_CHECKING:
     from agentkit.iterators import AsyncIterator
@@ -65,7 +64,7 @@ class ParallelState:
 class _HoldSink:
     """Forwards a child's events, holding one with an action until the next one arrives."""
 
-    __slots__ = ("downstream", "error", "held", "loop_iteration", "broke")
+    __slots__ = ("broke", "downstream", "error", "held", "loop_iteration")
 
     def __init__(self, downstream: EventSink, loop_iteration: int | None = None) -> None:
         self.downstream = downstream
@@ -80,11 +79,15 @@ class _HoldSink:
             ok = self.downstream.send(self.held)
             self.held = None
         action = item.action
-        if action is not None and action.break_loop is not None and self.loop_iteration is not None:
-            if not action.break_loop.done:
-                action.break_loop.done = True
-                action.break_loop.current_iterations = self.loop_iteration
-                self.broke = True
+        if (
+            action is not None
+            and action.break_loop is not None
+            and self.loop_iteration is not None
+            and not action.break_loop.done
+        ):
+            action.break_loop.done = True
+            action.break_loop.current_iterations = self.loop_iteration
+            self.broke = True
         if item.err is not None:
             self.error = True
             return self.downstream.send(item) and ok
@@ -124,6 +127,26 @@ class _Workflow:
             children.append(child)
         self._parent_flow.sub_agents = children
         self._children = children
+        self._parent: Agent | None = None
+
+    # --- sub-agent registration (OnSubAgents) ---
+    # A workflow is a FlowAgent-like node: like Eino's workflow constructors (which return the
+    # flow wrapper), it refuses a second parent and a second set of sub-agents. Without these
+    # hooks the same workflow instance could silently be nested in two parents.
+
+    def on_set_sub_agents(self, sub_agents: Sequence[Agent]) -> None:
+        """Refuse new sub-agents: a workflow's sub-agents are fixed when it is made."""
+        if self._children:
+            raise AgentConfigError("agent's sub-agents has already been set")
+
+    def on_set_as_sub_agent(self, parent: Agent) -> None:
+        """Record the parent; a workflow can be nested in one parent only."""
+        if self._parent is not None:
+            raise AgentConfigError("agent has already been set as a sub-agent of another agent")
+        self._parent = parent
+
+    def on_disallow_transfer_to_parent(self) -> None:
+        """Nothing to do: a workflow never transfers by itself."""
 
     @property
     def name(self) -> str:
