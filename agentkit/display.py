@@ -65,6 +65,7 @@ def _print_output(variant: MessageVariant, out: TextIO) -> None:
         keep, read = variant.message_stream.copy(2)
         variant.message_stream = keep
         label = _label(variant)
+        wrote = bool(label)
         out.write(label)
         chunks: list[Message] = []
         try:
@@ -73,10 +74,12 @@ def _print_output(variant: MessageVariant, out: TextIO) -> None:
                 if chunk.content:
                     out.write(chunk.content)
                     out.flush()
+                    wrote = True
         except Exception as error:
             out.write(f"\n!! stream error: {type(error).__name__}: {error}\n")
             return
-        out.write("\n")
+        if wrote:
+            out.write("\n")
         message = variant.get_message() if chunks else None
         if message is not None:
             _print_calls(message, out)

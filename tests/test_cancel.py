@@ -168,3 +168,57 @@ def test_closing_the_iterator_aborts_an_open_http_stream() -> None:
                 events.close()
                 # 200 chunks at 50 ms would take 10 s; a closed run stops long before
                 assert time.monotonic() - started < 5
+
+
+def test_cancel_inside_a_sequence_resumes_the_stage_then_runs_the_rest() -> None:
+    from agentkit import SequentialAgent
+
+    handle = CancelHandle()
+
+    @tool
+    def step() -> str:
+        """Asks for a cancel after this round."""
+        handle.cancel(CancelMode.AFTER_TOOL_CALLS)
+        return "stepped"
+
+    first_model = ScriptedChatModel([calls_message(call("step", id="s1")), "first done"])
+    second_model = ScriptedChatModel(["second done"])
+    flow = SequentialAgent("S", "d", [
+        ChatModelAgent("A", "d", first_model, tools=[step]),
+        ChatModelAgent("B", "d", second_model),
+    ])
+    store = InMemoryCheckPointStore()
+    runner = Runner(flow, checkpoint_store=store)
+    first = collect(runner.query("x", with_cancel(handle), with_checkpoint_id("seq")))
+    assert [summarize(e)[2] for e in first] == ["assistant", "tool/step", "error"]
+    rest = collect(runner.resume("seq"))
+    assert [summarize(e)[:4] for e in rest] == [
+        ("A", ["S", "A"], "assistant", "first done"),
+        ("B", ["S", "A", "B"], "assistant", "second done"),
+    ]
+    assert len(first_model.calls) == 2 and len(second_model.calls) == 1
+
+
+def test_cancel_between_sequence_children_resumes_with_the_next_child() -> None:
+    from agentkit import SequentialAgent
+
+    handle = CancelHandle()
+
+    def answer(messages: list[Message]) -> str:
+        handle.cancel(CancelMode.AFTER_TOOL_CALLS)  # no tool round follows: the transition stops
+        return "first done"
+
+    second_model = ScriptedChatModel(["second done"])
+    flow = SequentialAgent("S", "d", [
+        ChatModelAgent("A", "d", ScriptedChatModel([answer])),
+        ChatModelAgent("B", "d", second_model),
+    ])
+    store = InMemoryCheckPointStore()
+    runner = Runner(flow, checkpoint_store=store)
+    first = collect(runner.query("x", with_cancel(handle), with_checkpoint_id("t")))
+    assert [summarize(e)[2:4] for e in first][0] == ("assistant", "first done")
+    assert isinstance(first[-1].err, AgentCancelledError)
+    assert second_model.calls == []
+    rest = collect(runner.resume("t"))
+    assert [summarize(e)[:4] for e in rest] == [("B", ["S", "A", "B"], "assistant", "second done")]
+    assert "For context: [A] said: first done." in [m.content for m in second_model.calls[0].messages]

@@ -122,8 +122,8 @@ def test_nesting_inside_a_parallel_branch_adds_no_thread_either() -> None:
             list(Runner(ParallelAgent("par", "d", branches)).query("go"))
         return sampler.peak_extra
 
-    # The run's worker plus the branch's thread, however deep the branch's agent sits.
-    assert peak_extra(0) == peak_extra(4) == 2
+    # A single branch runs in the run's worker itself, however deep its agent sits.
+    assert peak_extra(0) == peak_extra(4) == 1
 
 
 class Exploding:

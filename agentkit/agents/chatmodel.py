@@ -489,6 +489,8 @@ class _ReactRun:
                     context.run, self.call_tool_to_queue, calls[index], index,
                     resumed.get(index), history, inbox,
                 )
+            # This thread delivers the outcomes as they arrive: events in completion order,
+            # each as soon as its call finished (so all calls run on the pool).
             finished = 0
             while finished < len(pending):
                 item = inbox.get()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextvars
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +17,7 @@ import attrs
 
 from agentkit.agents.flow import FlowAgent, agent_with_options
 from agentkit.cancel import Point
-from agentkit.errors import AgentConfigError, ResumeError
+from agentkit.errors import AgentCancelledError, AgentConfigError, ResumeError
 from agentkit.events import (
     Agent,
     AgentAction,
@@ -64,14 +64,21 @@ class ParallelState:
 class _HoldSink:
     """Forwards a child's events, holding one with an action until the next one arrives."""
 
-    __slots__ = ("broke", "downstream", "error", "held", "loop_iteration")
+    __slots__ = ("broke", "downstream", "error", "held", "loop_iteration", "on_cancel")
 
-    def __init__(self, downstream: EventSink, loop_iteration: int | None = None) -> None:
+    def __init__(
+        self,
+        downstream: EventSink,
+        loop_iteration: int | None = None,
+        on_cancel: Callable[[SignalNode], SignalNode] | None = None,
+    ) -> None:
         self.downstream = downstream
         self.held: AgentEvent | None = None
         self.error = False
         self.loop_iteration = loop_iteration
         self.broke = False
+        # Wraps the resume point of a cancelled child in the workflow's own position.
+        self.on_cancel = on_cancel
 
     def send(self, item: AgentEvent) -> bool:
         ok = True
@@ -90,6 +97,13 @@ class _HoldSink:
             self.broke = True
         if item.err is not None:
             self.error = True
+            node = getattr(item.err, "_signal", None)
+            if (
+                self.on_cancel is not None
+                and isinstance(item.err, AgentCancelledError)
+                and isinstance(node, SignalNode)
+            ):
+                item.err._signal = self.on_cancel(node)  # type: ignore[attr-defined]
             return self.downstream.send(item) and ok
         if action is not None:
             self.held = item
@@ -202,6 +216,31 @@ class _Workflow:
             else:
                 child._resume_into(resume, hold, options)
 
+    def _leads_to(self, frame: RunFrame, child: FlowAgent) -> bool:
+        """Whether the saved interrupt points of a resumed run lie inside ``child``."""
+        resume_state = frame.resume
+        if resume_state is None:
+            return False
+        return f"agent:{child.name}" in resume_state.next_hops(frame.address)
+
+    def _wrapper(self, frame: RunFrame, state: Any) -> Callable[[SignalNode], SignalNode]:
+        info = f"{self._kind} workflow cancelled"
+
+        def wrap(node: SignalNode) -> SignalNode:
+            return composite_signal(info, state, [node], address=frame.address)
+
+        return wrap
+
+    def _check_transition(self, frame: RunFrame, info: str, state: Any) -> None:
+        try:
+            frame.scope.check(Point.TRANSITION)
+        except AgentCancelledError as error:
+            # Resumable: the resumed workflow starts with the child it was about to run.
+            error._signal = composite_signal(  # type: ignore[attr-defined]
+                info, state, [], address=frame.address
+            )
+            raise
+
     def _interrupt(
         self, sink: EventSink, child_event: AgentEvent, info: str, state: Any, frame: RunFrame
     ) -> None:
@@ -257,9 +296,11 @@ class SequentialAgent(_Workflow):
     ) -> None:
         frame = self._frame()
         for index in range(start, len(self._children)):
-            frame.scope.check(Point.TRANSITION)
-            hold = _HoldSink(sink)
-            child_resume = resume if index == start else None
+            state = SequentialState(index)
+            self._check_transition(frame, "Sequential workflow cancel at transition", state)
+            hold = _HoldSink(sink, on_cancel=self._wrapper(frame, state))
+            child = self._children[index]
+            child_resume = resume if index == start and self._leads_to(frame, child) else None
             self._run_child(
                 frame, self._steps(index), self._children[index], hold, options, child_resume
             )
@@ -335,10 +376,16 @@ class LoopAgent(_Workflow):
         index = first_index
         while self.max_iterations == 0 or iteration < self.max_iterations:
             while index < count:
-                frame.scope.check(Point.TRANSITION)
+                state = LoopState(iteration, index)
+                self._check_transition(frame, "Loop workflow cancel at transition", state)
                 prefix = all_steps * iteration + all_steps[:index]
-                hold = _HoldSink(sink, loop_iteration=iteration)
-                self._run_child(frame, prefix, self._children[index], hold, options, resume)
+                hold = _HoldSink(
+                    sink, loop_iteration=iteration, on_cancel=self._wrapper(frame, state)
+                )
+                child = self._children[index]
+                if resume is not None and not self._leads_to(frame, child):
+                    resume = None
+                self._run_child(frame, prefix, child, hold, options, resume)
                 resume = None
                 if hold.error:
                     return
@@ -474,17 +521,35 @@ class ParallelAgent(_Workflow):
                     child._resume_into(resume, branches[index], options)
 
         if todo:
-            workers = self.max_workers or len(todo)
-            with ThreadPoolExecutor(
-                max_workers=min(workers, len(todo)), thread_name_prefix="agentkit-parallel"
-            ) as pool:
+            # Without a limit the calling thread runs the first branch itself and a pool
+            # sized to the rest runs the others: every branch starts at once.
+            inline = todo[0] if self.max_workers is None else None
+            pooled = [index for index in todo if index != inline]
+            errors: list[BaseException | None] = []
+            futures = []
+            pool = None
+            if pooled:
+                workers = min(self.max_workers or len(pooled), len(pooled))
+                pool = ThreadPoolExecutor(
+                    max_workers=workers, thread_name_prefix="agentkit-parallel"
+                )
                 futures = [
-                    pool.submit(contextvars.copy_context().run, branch, index) for index in todo
+                    pool.submit(contextvars.copy_context().run, branch, index)
+                    for index in pooled
                 ]
-                errors = [future.exception() for future in futures]
-            for error in errors:
-                if error is not None:
-                    shared.send(AgentEvent(err=error))
+            try:
+                if inline is not None:
+                    try:
+                        contextvars.copy_context().run(branch, inline)
+                    except Exception as error:
+                        errors.append(error)
+            finally:
+                if pool is not None:
+                    errors.extend(future.exception() for future in futures)
+                    pool.shutdown(wait=True)
+            for failure in errors:
+                if failure is not None:
+                    shared.send(AgentEvent(err=failure))
         interrupted = [index for index in todo if branches[index].interrupt is not None]
         if not interrupted:
             frame.log.commit(lanes)
