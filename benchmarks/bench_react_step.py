@@ -12,6 +12,7 @@ For the HTTP client's own cost per call see ``bench_openai_client.py``.
 from __future__ import annotations
 
 import gc
+import itertools
 import statistics
 import sys
 import time
@@ -64,7 +65,7 @@ def run_once(steps: int, streaming: bool) -> list[float]:
         if event.err is not None:
             raise event.err
     stamps = model.stamps
-    return [b - a for a, b in zip(stamps, stamps[1:])]
+    return [b - a for a, b in itertools.pairwise(stamps)]
 
 
 def report(steps: int, streaming: bool, repeats: int = 5) -> None:

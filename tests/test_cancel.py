@@ -216,7 +216,7 @@ def test_cancel_between_sequence_children_resumes_with_the_next_child() -> None:
     store = InMemoryCheckPointStore()
     runner = Runner(flow, checkpoint_store=store)
     first = collect(runner.query("x", with_cancel(handle), with_checkpoint_id("t")))
-    assert [summarize(e)[2:4] for e in first][0] == ("assistant", "first done")
+    assert summarize(first[0])[2:4] == ("assistant", "first done")
     assert isinstance(first[-1].err, AgentCancelledError)
     assert second_model.calls == []
     rest = collect(runner.resume("t"))
