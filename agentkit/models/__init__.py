@@ -1,0 +1,38 @@
+"""Chat models: the protocols, per-call options, a scripted model and an OpenAI-compatible client.
+
+:class:`OpenAIChatModel` is imported on first use, so ``import agentkit`` does not pay for
+httpx and tenacity.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from agentkit.models.base import ChatModel, ModelOptions, ToolCallingChatModel
+from agentkit.models.scripted import ModelCall, ScriptedChatModel
+
+if TYPE_CHECKING:
+    from agentkit.models.openai import OpenAIChatModel
+
+__all__ = [
+    "ChatModel",
+    "ModelCall",
+    "ModelOptions",
+    "OpenAIChatModel",
+    "ScriptedChatModel",
+    "ToolCallingChatModel",
+]
+
+
+def __getattr__(name: str) -> Any:
+    # PEP 562: load the HTTP client only when someone asks for it.
+    if name == "OpenAIChatModel":
+        from agentkit.models.openai import OpenAIChatModel
+
+        globals()[name] = OpenAIChatModel
+        return OpenAIChatModel
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
