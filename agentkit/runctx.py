@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from agentkit.cancel import RunScope
+from agentkit.errors import AgentKitError
 from agentkit.events import AgentAction, AgentEvent, AgentInput, MessageVariant, RunStep
 from agentkit.schema import Message
 
@@ -67,6 +68,18 @@ class Session:
 _sequence = itertools.count()
 
 
+class RecordedError(AgentKitError):
+    """An error kept in a checkpoint's history, as its type name and message."""
+
+    def __init__(self, type_name: str, message: str) -> None:
+        super().__init__(type_name, message)
+        self.type_name = type_name
+        self.message = message
+
+    def __str__(self) -> str:
+        return f"{self.type_name}: {self.message}"
+
+
 @attrs.define(eq=False)
 class RecordedEvent:
     """An agent's own event as kept in the run's history (a copy; streams teed)."""
@@ -96,6 +109,18 @@ class RecordedEvent:
     def message(self) -> Message | None:
         """The event's message (a stream is read once and kept)."""
         return None if self.variant is None else self.variant.get_message()
+
+    def checkpointable(self) -> RecordedEvent:
+        """A copy a checkpoint can hold: the stream read, the error kept as type and text.
+
+        Errors of any type may be recorded; only their text is needed later, and a
+        checkpoint holds only types its serializer accepts.
+        """
+        self.materialize()
+        err = self.err
+        if err is not None and not isinstance(err, RecordedError):
+            err = RecordedError(type(err).__name__, str(err))
+        return attrs.evolve(self, err=err)
 
     def materialize(self) -> None:
         """Replace a streamed output by its concatenated message (for checkpoints)."""

@@ -29,18 +29,6 @@ if TYPE_CHECKING:
 __all__ = ["Runner"]
 
 
-class RecordedError(AgentKitError):
-    """An error kept in a checkpoint's history, as its type name and message."""
-
-    def __init__(self, type_name: str, message: str) -> None:
-        super().__init__(type_name, message)
-        self.type_name = type_name
-        self.message = message
-
-    def __str__(self) -> str:
-        return f"{self.type_name}: {self.message}"
-
-
 @attrs.define
 class Checkpoint:
     """What the Runner saves when a run interrupts (framework-internal)."""
@@ -218,14 +206,7 @@ class Runner:
         return checkpoint
 
     def _save(self, frame: RunFrame, checkpoint_id: str, node: SignalNode, data: Any) -> None:
-        history = frame.log.visible()
-        saved_history = []
-        for record in history:
-            record.materialize()
-            err = record.err
-            if err is not None:
-                err = RecordedError(type(err).__name__, str(err))
-            saved_history.append(attrs.evolve(record, err=err))
+        saved_history = [record.checkpointable() for record in frame.log.visible()]
         root_input = frame.root_input or AgentInput()
         checkpoint = Checkpoint(
             root_input=AgentInput(

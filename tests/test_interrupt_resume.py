@@ -504,3 +504,37 @@ def test_resume_in_another_process(kind: str, tmp_path: Path) -> None:
     )
     assert second.returncode == 0, second.stderr
     assert second.stdout.strip() == "paid|finished"
+
+
+class MyError(Exception):
+    """A user exception type the checkpoint serializer does not know."""
+
+
+class Failing:
+    name = "Failing"
+    description = "raises"
+
+    def run(self, input: AgentInput, *options: object):  # type: ignore[no-untyped-def]
+        def work(gen) -> None:  # type: ignore[no-untyped-def]
+            raise MyError("branch broke")
+
+        return run_in_worker(work)
+
+
+def test_checkpoint_holds_errors_of_any_type_as_text() -> None:
+    model = ScriptedChatModel([calls_message(call("pay", {"amount": 1}, id="p")), "paid"])
+    par = ParallelAgent("P", "d", [Failing(), ChatModelAgent("Payer", "pays", model, tools=[approval_tool()])])
+    store = InMemoryCheckPointStore()
+    runner = Runner(SequentialAgent("S", "d", [ChatModelAgent("Pre", "d", ScriptedChatModel([MyError("pre")])), par]),
+                    checkpoint_store=store)
+    events = collect(runner.query("go", with_checkpoint_id("e")))
+    assert not any("failed to save checkpoint" in str(e.err) for e in events if e.err)
+    assert store.get("e") is None  # the sequence stopped at Pre's error: nothing interrupted
+    runner = Runner(par, checkpoint_store=store)
+    events = collect(runner.query("go", with_checkpoint_id("e")))
+    assert [type(e.err).__name__ for e in events if e.err] == ["MyError"]
+    assert summarize(events[-1])[4] == "interrupt"
+    assert store.get("e") is not None
+    (context,) = events[-1].action.interrupted.contexts  # type: ignore[union-attr]
+    rest = collect(runner.resume("e", targets={context.id: True}))
+    assert summarize(rest[-1])[2:4] == ("assistant", "paid")

@@ -168,9 +168,8 @@ class AgentTool:
                 info = ResumeInfo(enable_streaming=root_input.enable_streaming)
                 self._flow._resume_into(info, sink, ())
         if sink.interrupt is not None:
-            for record in log.visible():
-                record.materialize()
-            saved = AgentToolState(root_input=root_input, history=log.visible())
+            history = [record.checkpointable() for record in log.visible()]
+            saved = AgentToolState(root_input=root_input, history=history)
             node = composite_signal(
                 "agent tool interrupt", saved, [sink.interrupt], address=frame.address
             )

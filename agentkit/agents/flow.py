@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from agentkit.errors import AgentConfigError, ResumeError, TransferError
+from agentkit.errors import AgentCancelledError, AgentConfigError, ResumeError, TransferError
 from agentkit.events import (
     Agent,
     AgentAction,
@@ -22,7 +22,9 @@ from agentkit.events import (
     AgentInput,
     ResumeInfo,
     RunStep,
+    new_transfer_to_agent_action,
 )
+from agentkit.interrupt import composite_signal
 from agentkit.options import (
     AgentRunOption,
     RunOptions,
@@ -61,6 +63,13 @@ HistoryRewriter = Callable[[list[HistoryEntry]], list[Message]]
 """Turns the run's history into the input messages of one agent."""
 
 
+@attrs.define
+class PendingTransfer:
+    """Where a flow stopped when its run was cancelled between two agents (checkpoint state)."""
+
+    dest_agent_name: str
+
+
 def rewrite_message(message: Message, agent_name: str) -> Message:
     """Return another agent's message as a ``For context: ...`` user message."""
     text = "For context:"
@@ -92,18 +101,29 @@ def default_history_rewriter(agent_name: str) -> HistoryRewriter:
 
 
 class _FlowSink:
-    """Names an agent's events, records its own ones, and remembers the last action."""
+    """Names an agent's events, records its own ones, and remembers the last action.
 
-    __slots__ = ("downstream", "last_action", "log", "name", "run_path", "steps")
+    With ``unnamed_only`` (agents that host a flow of their own, see :func:`_hosts_flow`)
+    only the events that arrive without a run path are the agent's own: the hosted flow's
+    wrappers have named and recorded theirs already, possibly with this very run path.
+    """
+
+    __slots__ = ("downstream", "last_action", "log", "name", "run_path", "steps", "unnamed_only")
 
     def __init__(
-        self, downstream: EventSink, name: str, run_path: tuple[RunStep, ...], log: EventLog
+        self,
+        downstream: EventSink,
+        name: str,
+        run_path: tuple[RunStep, ...],
+        log: EventLog,
+        unnamed_only: bool = False,
     ) -> None:
         self.downstream = downstream
         self.name = name
         self.run_path = run_path
         self.steps = list(run_path)
         self.log = log
+        self.unnamed_only = unnamed_only
         self.last_action: AgentAction | None = None
 
     def send(self, item: AgentEvent) -> bool:
@@ -111,6 +131,8 @@ class _FlowSink:
             item.agent_name = self.name
             item.run_path = list(self.steps)
             own = True
+        elif self.unnamed_only:
+            own = False
         else:
             own = len(item.run_path) == len(self.steps) and item.run_path == self.steps
         if own:
@@ -218,8 +240,12 @@ class FlowAgent:
                 # Workflows pass their children's events through; the children record them.
                 drive(self.agent, agent_input, sink, options)
                 return None
-            flow_sink = _FlowSink(sink, self.name, frame.run_path, frame.log)
-            drive(self.agent, agent_input, flow_sink, filter_options(options, self.name))
+            hosts = _hosts_flow(self.agent)
+            flow_sink = _FlowSink(sink, self.name, frame.run_path, frame.log, unnamed_only=hosts)
+            # A hosted flow starts agents of its own: like transfer targets, they get the
+            # unfiltered options so options designated to them reach them.
+            agent_options = options if hosts else filter_options(options, self.name)
+            drive(self.agent, agent_input, flow_sink, agent_options)
         return self._after(flow_sink.last_action, frame, sink)
 
     def _resume_once(
@@ -232,6 +258,10 @@ class FlowAgent:
         point = resume_state.at(frame.address)
         with use_frame(frame):
             if point.was_interrupted:
+                if isinstance(point.state, PendingTransfer):
+                    # Cancelled at a transfer (see _after): make the transfer now.
+                    action = new_transfer_to_agent_action(point.state.dest_agent_name)
+                    return self._after(action, frame, sink)
                 if not _resumable(self.agent):
                     sink.send(
                         AgentEvent(
@@ -253,8 +283,12 @@ class FlowAgent:
                 if getattr(self.agent, "_agentkit_workflow", False):
                     drive(self.agent, None, sink, options, resume=own_info)
                     return None
-                flow_sink = _FlowSink(sink, self.name, frame.run_path, frame.log)
-                drive(self.agent, None, flow_sink, filter_options(options, self.name), own_info)
+                hosts = _hosts_flow(self.agent)
+                flow_sink = _FlowSink(
+                    sink, self.name, frame.run_path, frame.log, unnamed_only=hosts
+                )
+                agent_options = options if hosts else filter_options(options, self.name)
+                drive(self.agent, None, flow_sink, agent_options, own_info)
                 return self._after(flow_sink.last_action, frame, sink)
             hops = resume_state.next_hops(frame.address)
             if not hops:
@@ -314,7 +348,17 @@ class FlowAgent:
                 )
             )
             return None
-        frame.scope.check()
+        try:
+            frame.scope.check()
+        except AgentCancelledError as error:
+            # Cancelled between two agents. The error carries a resume point (the transfer
+            # still to make) and goes out as an event, so that the Runner sees it and saves
+            # the checkpoint; raising would bypass it and the run could not be resumed.
+            error._signal = composite_signal(  # type: ignore[attr-defined]
+                "transfer cancelled", PendingTransfer(dest_name), [], address=frame.address
+            )
+            sink.send(AgentEvent(err=error))
+            return None
         return dest, frame
 
     def _find(self, name: str) -> FlowAgent | None:
@@ -368,6 +412,17 @@ def _flow_frame(input: AgentInput | None) -> RunFrame:
     return attrs.evolve(frame, **changes) if changes else frame
 
 
+def _hosts_flow(agent: object) -> bool:
+    """``True`` for agents that run a flow of their own inside this wrapper's turn.
+
+    Such an agent (a deterministic-transfer wrapper around a :class:`FlowAgent`) sends the
+    events of the flow's wrappers already named, some with this wrapper's own run path
+    (the hosted flow does not repeat the step). This wrapper must not record them again
+    nor act on their actions: it names, records and acts on the agent's unnamed events only.
+    """
+    return getattr(agent, "_agentkit_hosts_flow", False) is True
+
+
 def _resumable(agent: object) -> bool:
     return (is_builtin(agent) and hasattr(agent, "_resume_into")) or callable(
         getattr(agent, "resume", None)
@@ -379,10 +434,24 @@ def _resumable(agent: object) -> bool:
 
 def _wrap(agent: Agent) -> FlowAgent:
     if isinstance(agent, FlowAgent):
-        wrapper = copy.copy(agent)
-        wrapper.sub_agents = list(agent.sub_agents)
-        return wrapper
+        return _copy_tree(agent)
     return FlowAgent(agent)
+
+
+def _copy_tree(agent: FlowAgent) -> FlowAgent:
+    """Copy ``agent`` with its sub-agents, each copy's parent being the copy above it.
+
+    Copying only the top wrapper would leave its sub-agents pointing at the original as
+    their parent: a sub-agent transferring back would run the original, which does not know
+    the parent the copy was given (Mom -> Kid -> Mom -> Grandpa failed with "not found").
+    """
+    wrapper = copy.copy(agent)
+    wrapper.sub_agents = []
+    for sub in agent.sub_agents:
+        sub_copy = _copy_tree(sub)
+        sub_copy.parent = wrapper
+        wrapper.sub_agents.append(sub_copy)
+    return wrapper
 
 
 def set_sub_agents(agent: Agent, sub_agents: Sequence[Agent]) -> FlowAgent:

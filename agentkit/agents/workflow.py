@@ -559,10 +559,10 @@ class ParallelAgent(_Workflow):
             event = branches[index].interrupt
             assert event is not None and event.action is not None
             children.append(event.action._signal)
-        for lane in lanes:
-            for record in lane.own():
-                record.materialize()
-        state = ParallelState(lanes=[lane.own() for lane in lanes], interrupted=interrupted)
+        state = ParallelState(
+            lanes=[[record.checkpointable() for record in lane.own()] for lane in lanes],
+            interrupted=interrupted,
+        )
         node = composite_signal(
             "Parallel workflow interrupted", state, children, address=frame.address
         )
