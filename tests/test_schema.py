@@ -104,3 +104,34 @@ def test_concat_rejects_mixed_roles_and_empty_input() -> None:
         concat_messages([user_message("a"), assistant_message("b")])
     with pytest.raises(ValueError):
         concat_messages([])
+
+
+def test_agent_event_to_dict_is_json_safe_and_materializes_streams() -> None:
+    from agentkit import (
+        AgentAction,
+        AgentEvent,
+        InterruptContext,
+        InterruptInfo,
+        event_from_message,
+        stream_from_list,
+    )
+
+    streamed = event_from_message(
+        None, stream_from_list([assistant_message("Hel"), assistant_message("lo")]), Role.ASSISTANT
+    )
+    streamed.agent_name = "a"
+    data = json.loads(json.dumps(streamed.to_dict()))
+    assert data["output"]["message"]["content"] == "Hello"
+    assert data["output"]["is_streaming"] is True
+    # the event stays readable after to_dict()
+    assert streamed.get_message().content == "Hello"  # type: ignore[union-attr]
+
+    context = InterruptContext(id="i1", info={"q": "ok?"}, address=("agent:a", "tool:t:c"), is_root_cause=True)
+    interrupted = AgentEvent(agent_name="a", run_path=["a"], action=AgentAction(interrupted=InterruptInfo(contexts=[context])))
+    data = json.loads(json.dumps(interrupted.to_dict()))
+    assert data["run_path"] == ["a"]
+    assert data["action"]["interrupted"]["contexts"][0] == {
+        "id": "i1", "info": {"q": "ok?"}, "address": ["agent:a", "tool:t:c"], "is_root_cause": True,
+    }
+    failed = AgentEvent(err=KeyError("k"))
+    assert failed.to_dict()["error"] == {"type": "KeyError", "message": "'k'"}

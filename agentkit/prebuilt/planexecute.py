@@ -30,6 +30,7 @@ default. Every model input can be replaced with a ``gen_input`` function.
 
 from __future__ import annotations
 
+import abc
 import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -450,7 +451,7 @@ def _output(reply: Message, content: str) -> Message:
     return Message(Role.ASSISTANT, content, response_meta=reply.response_meta)
 
 
-class _OneCallAgent:
+class _OneCallAgent(abc.ABC):
     """What the planner and the replanner share: one model call per run, in a push agent."""
 
     _agentkit_push = True
@@ -478,10 +479,11 @@ class _OneCallAgent:
         """Run the agent in a worker thread; returns the event iterator at once."""
         return run_in_worker(lambda sink: self._run_into(input, sink, options))
 
+    @abc.abstractmethod
     def _run_into(
         self, input: AgentInput | None, sink: EventSink, options: tuple[AgentRunOption, ...]
     ) -> None:
-        raise NotImplementedError
+        """Run the agent inline, sending its events into ``sink`` (planner or replanner)."""
 
     def _call(
         self,
