@@ -240,7 +240,10 @@ class AgentEvent:
             output: dict[str, Any] = {}
             variant = self.output.message_output
             if variant is not None:
-                output["message"] = variant.get_message().to_dict()
+                try:
+                    output["message"] = variant.get_message().to_dict()
+                except Exception as error:  # a stream that failed: report, don't raise
+                    output["stream_error"] = {"type": type(error).__name__, "message": str(error)}
                 output["role"] = variant.role.value
                 output["is_streaming"] = variant.is_streaming
                 if variant.tool_name:

@@ -1,0 +1,1 @@
+"""Integrations with web frameworks and notebooks (each imported on demand)."""
