@@ -94,6 +94,11 @@ class ToolInfo:
     )
 
 
+def _to_role(value: Role | str) -> Role:
+    # Most messages are built with a Role already; skip the enum lookup for them.
+    return value if type(value) is Role else Role(value)
+
+
 def _forget_wire_form(instance: Message, attribute: Any, value: Any) -> Any:
     # A message's encoded request form is cached by model clients; any field change drops it.
     object.__setattr__(instance, "_wire", None)
@@ -118,7 +123,7 @@ class Message:
         extra: anything else; must be JSON-safe for :meth:`to_dict`.
     """
 
-    role: Role = attrs.field(converter=Role)
+    role: Role = attrs.field(converter=_to_role)
     content: str = ""
     tool_calls: list[ToolCall] = attrs.Factory(list)
     tool_call_id: str = ""

@@ -313,6 +313,10 @@ class _TeeBuffer(Generic[T]):
 
     def chunk_at(self, position: int) -> T:
         """Return chunk ``position``, reading the source if needed; StreamEOF/error at the end."""
+        chunks = self.chunks
+        if position < len(chunks):
+            # Chunks are only ever appended, so a buffered one can be read without the lock.
+            return chunks[position]
         cond = self.cond
         with cond:
             while True:
