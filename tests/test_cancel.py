@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import threading
 import time
+from typing import Any
 
 import pytest
 
@@ -222,3 +224,28 @@ def test_cancel_between_sequence_children_resumes_with_the_next_child() -> None:
     rest = collect(runner.resume("t"))
     assert [summarize(e)[:4] for e in rest] == [("B", ["S", "A", "B"], "assistant", "second done")]
     assert "For context: [A] said: first done." in [m.content for m in second_model.calls[0].messages]
+
+
+def test_closing_the_iterator_saves_a_checkpoint_to_resume_from() -> None:
+    holder: dict[str, Any] = {}
+    ready = threading.Event()
+
+    @tool
+    def work() -> str:
+        """Closes the consumer's iterator while it runs."""
+        assert ready.wait(10)
+        holder["events"].close()
+        return "worked"
+
+    model = ScriptedChatModel([calls_message(call("work", id="w1")), "finished after resume"])
+    store = InMemoryCheckPointStore()
+    runner = Runner(ChatModelAgent("c", "d", model, tools=[work]), checkpoint_store=store)
+    with no_thread_leak():
+        events = runner.query("go", with_checkpoint_id("closed"))
+        holder["events"] = events
+        ready.set()
+        list(events)
+    assert store.get("closed") is not None
+    rest = collect(runner.resume("closed"))
+    # the tool had finished before the cancel took effect: it is not run again
+    assert [summarize(e)[2:4] for e in rest] == [("assistant", "finished after resume")]
