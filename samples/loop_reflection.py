@@ -14,15 +14,13 @@ a real OpenAI-compatible endpoint (``OPENAI_BASE_URL``, ``AGENTKIT_MODEL``).
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
 from collections.abc import Sequence
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _common import live, make_model
+from _common import ask, banner, make_model, sample_args
 
 from agentkit import (
     AgentEvent,
@@ -32,7 +30,6 @@ from agentkit import (
     Role,
     Runner,
     new_break_loop_action,
-    print_events,
     send_tool_gen_action,
     tool,
 )
@@ -130,23 +127,11 @@ def build_agent() -> LoopAgent:
 
 def main(argv: Sequence[str] | None = None) -> list[AgentEvent]:
     """Run the reflection loop on a brief and print the run live."""
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument(
-        "brief",
-        nargs="?",
-        default="Write a product description for the TrailFlask, our insulated steel bottle.",
-    )
-    parser.add_argument("--no-stream", action="store_true", help="do not stream model output")
-    args = parser.parse_args(argv)
-    mode = "live" if live() else "offline (scripted models; set OPENAI_API_KEY to go live)"
-    print(f"agentkit reflection loop, {mode}")
-    print(f"> {args.brief}")
+    brief = "Write a product description for the TrailFlask, our insulated steel bottle."
+    args = sample_args(__doc__, brief, argv)
+    banner("reflection loop")
     runner = Runner(build_agent(), enable_streaming=not args.no_stream)
-    events = print_events(runner.query(args.brief))
-    failed = [event for event in events if event.err is not None]
-    if failed:
-        print(json.dumps(failed[-1].to_dict(), indent=2), file=sys.stderr)
-        raise SystemExit(1)
+    events = ask(runner, args.questions[0])
     drafts = [e for e in events if e.agent_name == "writer" and e.get_message() is not None]
     breaks = [e.action.break_loop for e in events if e.action and e.action.break_loop]
     print()

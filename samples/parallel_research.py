@@ -15,8 +15,6 @@ a real OpenAI-compatible endpoint (``OPENAI_BASE_URL``, ``AGENTKIT_MODEL``).
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -24,7 +22,7 @@ from typing import Literal
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _common import live, make_model
+from _common import ask, banner, make_model, sample_args
 
 from agentkit import (
     AgentEvent,
@@ -34,7 +32,6 @@ from agentkit import (
     Role,
     Runner,
     SequentialAgent,
-    print_events,
     tool,
 )
 from agentkit.testing import call, calls_message
@@ -156,22 +153,10 @@ def build_agent() -> SequentialAgent:
 
 def main(argv: Sequence[str] | None = None) -> list[AgentEvent]:
     """Run the research team on a question and print the run live."""
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument(
-        "question", nargs="?", default="Should Northwind open a customer support hub in Lisbon?"
-    )
-    parser.add_argument("--no-stream", action="store_true", help="do not stream model output")
-    args = parser.parse_args(argv)
-    mode = "live" if live() else "offline (scripted models; set OPENAI_API_KEY to go live)"
-    print(f"agentkit parallel research, {mode}")
-    print(f"> {args.question}")
+    args = sample_args(__doc__, "Should Northwind open a customer support hub in Lisbon?", argv)
+    banner("parallel research")
     runner = Runner(build_agent(), enable_streaming=not args.no_stream)
-    events = print_events(runner.query(args.question))
-    failed = [event for event in events if event.err is not None]
-    if failed:
-        print(json.dumps(failed[-1].to_dict(), indent=2), file=sys.stderr)
-        raise SystemExit(1)
-    return events
+    return ask(runner, args.questions[0])
 
 
 if __name__ == "__main__":

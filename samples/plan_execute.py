@@ -16,7 +16,6 @@ With ``OPENAI_API_KEY`` set all three talk to a real OpenAI-compatible endpoint:
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -26,9 +25,9 @@ from collections.abc import Sequence
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _common import live, make_model
+from _common import ask, banner, make_model, sample_args
 
-from agentkit import AgentEvent, Message, Role, Runner, SequentialAgent, print_events, tool
+from agentkit import AgentEvent, Message, Role, Runner, SequentialAgent, tool
 from agentkit.prebuilt import planexecute
 from agentkit.testing import call, calls_message
 
@@ -294,19 +293,10 @@ def final_response(events: Sequence[AgentEvent]) -> str | None:
 
 def main(argv: Sequence[str] | None = None) -> list[AgentEvent]:
     """Plan the trip and print the run live; returns its events."""
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("request", nargs="?", default=DEFAULT_REQUEST)
-    parser.add_argument("--no-stream", action="store_true", help="do not stream model output")
-    args = parser.parse_args(argv)
-    mode = "live" if live() else "offline (scripted models; set OPENAI_API_KEY to go live)"
-    print(f"agentkit plan-execute travel planner, {mode}")
-    print(f"> {args.request}")
+    args = sample_args(__doc__, DEFAULT_REQUEST, argv)
+    banner("plan-execute travel planner")
     runner = Runner(build_agent(), enable_streaming=not args.no_stream)
-    events = print_events(runner.query(args.request))
-    failed = [event for event in events if event.err is not None]
-    if failed:
-        print(json.dumps(failed[-1].to_dict(), indent=2), file=sys.stderr)
-        raise SystemExit(1)
+    events = ask(runner, args.questions[0])
     answer = final_response(events)
     print("\n== Final answer ==")
     print(answer if answer is not None else "(no final answer: the step limit was reached)")

@@ -11,9 +11,7 @@ Ollama, DeepSeek, ...) and ``AGENTKIT_MODEL`` the model (default ``gpt-4o-mini``
 
 from __future__ import annotations
 
-import argparse
 import ast
-import json
 import operator
 import os
 import sys
@@ -22,7 +20,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _common import live, make_model
+from _common import ask, banner, make_model, sample_args
 
 from agentkit import (
     AgentEvent,
@@ -30,7 +28,6 @@ from agentkit import (
     Message,
     Role,
     Runner,
-    print_events,
     tool,
 )
 from agentkit.testing import call, calls_message
@@ -123,22 +120,10 @@ def build_agent() -> ChatModelAgent:
 
 def main(argv: Sequence[str] | None = None) -> list[AgentEvent]:
     """Run the assistant on a question and print the run live."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "question", nargs="?", default="What's the weather in Paris, and what is 17 * 23?"
-    )
-    parser.add_argument("--no-stream", action="store_true", help="do not stream model output")
-    args = parser.parse_args(argv)
-    mode = "live" if live() else "offline (scripted model; set OPENAI_API_KEY to go live)"
-    print(f"agentkit quickstart, {mode}")
-    print(f"> {args.question}")
+    args = sample_args(__doc__, "What's the weather in Paris, and what is 17 * 23?", argv)
+    banner("quickstart")
     runner = Runner(build_agent(), enable_streaming=not args.no_stream)
-    events = print_events(runner.query(args.question))
-    failed = [event for event in events if event.err is not None]
-    if failed:
-        print(json.dumps(failed[-1].to_dict(), indent=2), file=sys.stderr)
-        raise SystemExit(1)
-    return events
+    return ask(runner, args.questions[0])
 
 
 if __name__ == "__main__":

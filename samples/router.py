@@ -15,8 +15,6 @@ a real OpenAI-compatible endpoint (``OPENAI_BASE_URL``, ``AGENTKIT_MODEL``).
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import re
 import sys
@@ -24,7 +22,7 @@ from collections.abc import Sequence
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _common import live, make_model
+from _common import ask, banner, make_model, sample_args
 
 from agentkit import (
     Agent,
@@ -34,7 +32,6 @@ from agentkit import (
     Message,
     Role,
     Runner,
-    print_events,
     set_sub_agents,
     tool,
 )
@@ -131,22 +128,13 @@ def build_agent() -> Agent:
 
 def main(argv: Sequence[str] | None = None) -> list[AgentEvent]:
     """Route each question and print the runs live; returns all their events."""
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("question", nargs="*", help="questions to ask (default: two examples)")
-    parser.add_argument("--no-stream", action="store_true", help="do not stream model output")
-    args = parser.parse_args(argv)
-    mode = "live" if live() else "offline (scripted models; set OPENAI_API_KEY to go live)"
-    print(f"agentkit router, {mode}")
+    args = sample_args(__doc__, QUESTIONS, argv)
+    banner("router")
     runner = Runner(build_agent(), enable_streaming=not args.no_stream)
     events: list[AgentEvent] = []
-    for question in args.question or QUESTIONS:
-        print(f"\n> {question}")
-        run = print_events(runner.query(question), show_run_path=True)
-        events.extend(run)
-        failed = [event for event in run if event.err is not None]
-        if failed:
-            print(json.dumps(failed[-1].to_dict(), indent=2), file=sys.stderr)
-            raise SystemExit(1)
+    for question in args.questions:
+        print()
+        events.extend(ask(runner, question, show_run_path=True))
     return events
 
 

@@ -15,17 +15,15 @@ a real OpenAI-compatible endpoint (``OPENAI_BASE_URL``, ``AGENTKIT_MODEL``).
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
 from collections.abc import Sequence
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _common import live, make_model
+from _common import ask, banner, make_model, sample_args
 
-from agentkit import Agent, AgentEvent, ChatModelAgent, Message, Role, Runner, print_events, tool
+from agentkit import Agent, AgentEvent, ChatModelAgent, Message, Role, Runner, tool
 from agentkit.prebuilt import supervisor
 from agentkit.testing import call, calls_message
 
@@ -143,20 +141,10 @@ def build_agent() -> Agent:
 
 def main(argv: Sequence[str] | None = None) -> list[AgentEvent]:
     """Run the report team on a topic and print the run live; returns its events."""
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("topic", nargs="?", default=DEFAULT_TOPIC)
-    parser.add_argument("--no-stream", action="store_true", help="do not stream model output")
-    args = parser.parse_args(argv)
-    mode = "live" if live() else "offline (scripted models; set OPENAI_API_KEY to go live)"
-    print(f"agentkit supervisor report, {mode}")
-    print(f"> {args.topic}")
+    args = sample_args(__doc__, DEFAULT_TOPIC, argv)
+    banner("supervisor report")
     runner = Runner(build_agent(), enable_streaming=not args.no_stream)
-    events = print_events(runner.query(args.topic), show_run_path=True)
-    failed = [event for event in events if event.err is not None]
-    if failed:
-        print(json.dumps(failed[-1].to_dict(), indent=2), file=sys.stderr)
-        raise SystemExit(1)
-    return events
+    return ask(runner, args.questions[0], show_run_path=True)
 
 
 if __name__ == "__main__":

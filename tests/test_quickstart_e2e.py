@@ -3,35 +3,21 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.openai_server import FakeOpenAIServer, Reply, tool_call
-
-ROOT = Path(__file__).resolve().parent.parent
-SAMPLE = ROOT / "samples" / "quickstart.py"
+from tests.samples_support import run_sample
 
 
-def run_sample(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "AGENTKIT_"))}
-    full_env.update(env or {})
-    return subprocess.run(
-        [sys.executable, str(SAMPLE), *args],
-        capture_output=True,
-        text=True,
-        env=full_env,
-        timeout=60,
-        cwd=ROOT,
-    )
+def run_quickstart(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return run_sample("quickstart.py", *args, env=env)
 
 
 def test_quickstart_runs_offline() -> None:
-    result = run_sample()
+    result = run_quickstart()
     assert result.returncode == 0, result.stderr
     assert "offline" in result.stdout
     assert "get_weather returned: sunny, 21°C" in result.stdout
@@ -58,7 +44,7 @@ def assistant(request: dict[str, Any]) -> Reply:
 def test_quickstart_live_against_an_openai_compatible_server(streaming: bool) -> None:
     with FakeOpenAIServer(assistant) as server:
         args = ["Weather in Oslo and 6 * 7?"] + ([] if streaming else ["--no-stream"])
-        result = run_sample(
+        result = run_quickstart(
             *args,
             env={
                 "OPENAI_API_KEY": "sk-test",

@@ -2,22 +2,16 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.samples_support import run_sample
 
 
 def run(args: list[str], store: Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "AGENTKIT_"))}
-    return subprocess.run(
-        [sys.executable, str(ROOT / "samples" / "approval.py"), "--store", str(store), *args],
-        input=stdin, capture_output=True, text=True, env=env, timeout=120, cwd=ROOT,
-    )
+    return run_sample("approval.py", "--store", str(store), *args, stdin=stdin)
 
 
 @pytest.mark.parametrize(

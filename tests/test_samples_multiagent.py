@@ -2,45 +2,14 @@
 
 from __future__ import annotations
 
-import importlib
-import os
-import subprocess
-import sys
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from types import ModuleType
 
 import pytest
 
 from agentkit import AgentEvent, Runner
 from agentkit.testing import no_thread_leak, summarize
-
-ROOT = Path(__file__).resolve().parent.parent
-SAMPLES = ROOT / "samples"
-
-
-def run_sample(name: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "AGENTKIT_"))}
-    return subprocess.run(
-        [sys.executable, str(SAMPLES / name), *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-        cwd=ROOT,
-    )
-
-
-@pytest.fixture
-def sample(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str], ModuleType]]:
-    """Import a sample module offline (no API key in the environment)."""
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    monkeypatch.syspath_prepend(str(SAMPLES))
-
-    def load(name: str) -> ModuleType:
-        return importlib.import_module(name)
-
-    yield load
+from tests.samples_support import run_sample
 
 
 def texts(events: list[AgentEvent]) -> list[tuple[str, list[str], str, str, str | None]]:

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -15,22 +13,14 @@ import pytest
 
 from agentkit.testing import summarize
 from tests.openai_server import FakeOpenAIServer, Reply, tool_call
+from tests.samples_support import run_sample
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "samples" / "plan_execute.py"
 
 
-def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "AGENTKIT_"))}
-    env.update(extra or {})
-    return env
-
-
-def run_sample(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, str(SAMPLE), *args],
-        capture_output=True, text=True, env=clean_env(env), timeout=60, cwd=ROOT,
-    )
+def run_plan_execute(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return run_sample("plan_execute.py", *args, env=env)
 
 
 def load_sample() -> ModuleType:
@@ -43,7 +33,7 @@ def load_sample() -> ModuleType:
 
 @pytest.mark.parametrize("args", [(), ("--no-stream",)])
 def test_sample_runs_offline_from_the_repo_root(args: tuple[str, ...]) -> None:
-    result = run_sample(*args)
+    result = run_plan_execute(*args)
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert "offline" in out
@@ -101,7 +91,7 @@ def travel_llm(request: dict[str, Any]) -> Reply:
 def test_sample_live_against_an_openai_compatible_server(streaming: bool) -> None:
     with FakeOpenAIServer(travel_llm) as server:
         args = ["Weekend in Lisbon?"] + ([] if streaming else ["--no-stream"])
-        result = run_sample(
+        result = run_plan_execute(
             *args,
             env={"OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": server.base_url,
                  "AGENTKIT_MODEL": "test-model"},
