@@ -27,7 +27,15 @@ _END = object()
 class _Pair:
     """State shared by the two ends."""
 
-    __slots__ = ("consumer_closed", "lock", "on_close", "producer_closed", "queue", "threads")
+    __slots__ = (
+        "consumer_closed",
+        "inside",
+        "lock",
+        "on_close",
+        "producer_closed",
+        "queue",
+        "threads",
+    )
 
     def __init__(self) -> None:
         self.queue: queue.SimpleQueue[object] = queue.SimpleQueue()
@@ -36,6 +44,9 @@ class _Pair:
         self.consumer_closed = False
         self.on_close: list[Callable[[], object]] = []
         self.threads: list[threading.Thread] = []
+        # Tells whether the calling thread does work for the producer (then it must not
+        # wait for the producer: the producer may be waiting for it).
+        self.inside: Callable[[], bool] | None = None
 
 
 class AsyncGenerator(Generic[T]):
@@ -128,7 +139,7 @@ class AsyncIterator(Generic[T]):
         for callback in callbacks:
             callback()
         self._finished = True
-        self._join(timeout)
+        self._join(timeout, closing=True)
 
     def __enter__(self) -> AsyncIterator[T]:
         return self
@@ -142,7 +153,12 @@ class AsyncIterator(Generic[T]):
         self._pair.queue.put(_END)
         self._join(None)
 
-    def _join(self, timeout: float | None) -> None:
+    def _join(self, timeout: float | None, closing: bool = False) -> None:
+        inside = self._pair.inside
+        if closing and inside is not None and inside():
+            # Closed early by code working for the producer: the producer may be waiting
+            # for that very code, so waiting for the producer here could never end.
+            return
         current = threading.current_thread()
         for thread in self._pair.threads:
             if thread is not current:
@@ -159,6 +175,7 @@ def _attach_producer(
     iterator: AsyncIterator[Any],
     thread: threading.Thread | None = None,
     on_close: Callable[[], object] | None = None,
+    inside: Callable[[], bool] | None = None,
 ) -> None:
     """Tie a producer thread and a cancel hook to an iterator (used by run_in_worker)."""
     pair = iterator._pair
@@ -167,3 +184,5 @@ def _attach_producer(
             pair.threads.append(thread)
         if on_close is not None:
             pair.on_close.append(on_close)
+        if inside is not None:
+            pair.inside = inside

@@ -95,10 +95,17 @@ def start_worker(
                     generator.close()
 
     thread = threading.Thread(target=context.run, args=(body,), name="agentkit-run", daemon=True)
+    def inside() -> bool:
+        # A tool of this very run closing the iterator must not wait for the run to end.
+        current = current_frame()
+        return current is not None and current.scope is scope
+
     if owns_scope:
-        _attach_producer(iterator, thread, lambda: scope.request_cancel(CancelMode.IMMEDIATE))
+        _attach_producer(
+            iterator, thread, lambda: scope.request_cancel(CancelMode.IMMEDIATE), inside
+        )
     else:
-        _attach_producer(iterator, thread)
+        _attach_producer(iterator, thread, inside=inside)
     thread.start()
     return iterator
 

@@ -249,3 +249,29 @@ def test_closing_the_iterator_saves_a_checkpoint_to_resume_from() -> None:
     rest = collect(runner.resume("closed"))
     # the tool had finished before the cancel took effect: it is not run again
     assert [summarize(e)[2:4] for e in rest] == [("assistant", "finished after resume")]
+
+
+def test_a_parallel_tool_closing_the_iterator_does_not_deadlock() -> None:
+    holder: dict[str, Any] = {}
+    ready = threading.Event()
+
+    @tool
+    def closer() -> str:
+        """Runs on the run's pool and closes the consumer's iterator."""
+        assert ready.wait(10)
+        holder["events"].close()
+        return "closed"
+
+    @tool
+    def other() -> str:
+        """A sibling call."""
+        return "other"
+
+    model = ScriptedChatModel([calls_message(call("closer"), call("other")), "never"])
+    runner = Runner(ChatModelAgent("c", "d", model, tools=[closer, other]))
+    with no_thread_leak():
+        events = runner.query("go")
+        holder["events"] = events
+        ready.set()
+        list(events)
+    assert len(model.calls) == 1
