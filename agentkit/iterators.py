@@ -141,6 +141,20 @@ class AsyncIterator(Generic[T]):
         self._finished = True
         self._join(timeout, closing=True)
 
+    def __del__(self) -> None:
+        # Dropped without being read to the end or closed: nobody will read the rest, so
+        # stop the producer (without waiting for it: this may run anywhere, e.g. in the GC).
+        pair = getattr(self, "_pair", None)
+        if pair is None or self._finished:
+            return
+        with pair.lock:
+            if pair.consumer_closed:
+                return
+            pair.consumer_closed = True
+            callbacks = pair.on_close[:]
+        for callback in callbacks:
+            callback()
+
     def __enter__(self) -> AsyncIterator[T]:
         return self
 

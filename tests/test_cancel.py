@@ -275,3 +275,26 @@ def test_a_parallel_tool_closing_the_iterator_does_not_deadlock() -> None:
         ready.set()
         list(events)
     assert len(model.calls) == 1
+
+
+def test_an_abandoned_iterator_cancels_its_run() -> None:
+    import gc
+
+    started = threading.Event()
+    calls: list[int] = []
+
+    @tool
+    def step() -> str:
+        """Endless work."""
+        calls.append(1)
+        started.set()
+        return "again"
+
+    model = ScriptedChatModel(lambda messages: calls_message(call("step")))
+    agent = ChatModelAgent("c", "d", model, tools=[step], max_iterations=100_000)
+    with no_thread_leak(timeout=30):
+        events = Runner(agent).query("go")
+        assert started.wait(10)
+        del events
+        gc.collect()
+    assert len(calls) < 100_000
