@@ -214,7 +214,6 @@ class RunFrame:
     address: tuple[str, ...] = ()
     tool: ToolCallFrame | None = None
     resume: ResumeState | None = None
-    skip_transfer_messages: bool = False
 
 
 _frame: contextvars.ContextVar[RunFrame | None] = contextvars.ContextVar(

@@ -30,9 +30,6 @@ class EventSink(Protocol):
     def send(self, item: AgentEvent) -> bool: ...
 
 
-Work = Callable[[Any], None]
-
-
 def run_in_worker(work: Callable[[Any], None]) -> AsyncIterator[AgentEvent]:
     """Run ``work(generator)`` in a new thread and return the iterator of what it sends.
 
