@@ -132,6 +132,7 @@ class RunScope:
         "_lock",
         "_timer",
         "escalated",
+        "fired",
         "mode",
     )
 
@@ -139,6 +140,7 @@ class RunScope:
         self._lock = threading.Lock()
         self.mode: CancelMode | None = None
         self.escalated = False
+        self.fired = False  # a cancel actually stopped the run
         self._closeables: set[Any] = set()
         self._executor: ThreadPoolExecutor | None = None
         self._timer: threading.Timer | None = None
@@ -183,6 +185,7 @@ class RunScope:
             or (point is Point.AFTER_CHAT_MODEL and mode is CancelMode.AFTER_CHAT_MODEL)
             or (point is Point.AFTER_TOOL_CALLS and mode is CancelMode.AFTER_TOOL_CALLS)
         ):
+            self.fired = True
             raise AgentCancelledError(mode, self.escalated)
 
     # --- resources ---
@@ -195,6 +198,7 @@ class RunScope:
                 self._closeables.add(closeable)
         if immediate:
             closeable.close()
+            self.fired = True
             raise AgentCancelledError(CancelMode.IMMEDIATE, self.escalated)
 
     def closed(self, closeable: Any) -> None:
@@ -231,4 +235,4 @@ class RunScope:
         if executor is not None:
             executor.shutdown(wait=True)
         for handle in self._handles:
-            handle._run_ended(self.mode is not None)
+            handle._run_ended(self.fired)

@@ -298,3 +298,15 @@ def test_an_abandoned_iterator_cancels_its_run() -> None:
         del events
         gc.collect()
     assert len(calls) < 100_000
+
+
+def test_wait_reports_a_safe_point_cancel_that_never_came() -> None:
+    handle = CancelHandle()
+
+    def answer(messages: list[Message]) -> str:
+        handle.cancel(CancelMode.AFTER_TOOL_CALLS)  # no tool round follows
+        return "done anyway"
+
+    events = collect(Runner(ChatModelAgent("c", "d", ScriptedChatModel([answer]))).query("x", with_cancel(handle)))
+    assert summarize(events[-1])[3] == "done anyway"
+    assert handle.wait(10) is False

@@ -440,6 +440,7 @@ class _ReactRun:
                 return concat_message_stream(for_history)
             except Exception as error:
                 if scope.mode is CancelMode.IMMEDIATE:
+                    scope.fired = True
                     raise AgentCancelledError(scope.mode, scope.escalated) from error
                 raise
         finally:

@@ -520,6 +520,7 @@ class _OneCallAgent(abc.ABC):
                 return concat_message_stream(for_self)
             except Exception as error:
                 if scope is not None and scope.mode is CancelMode.IMMEDIATE:
+                    scope.fired = True
                     raise AgentCancelledError(scope.mode, scope.escalated) from error
                 raise
         finally:
