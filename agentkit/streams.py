@@ -192,6 +192,11 @@ class _PipeReader(StreamReader[T]):
             channel.items.clear()
             channel.cond.notify_all()
 
+    def __del__(self) -> None:
+        # A reader dropped unread must not leave its writer blocked on a full pipe forever.
+        if getattr(self, "_channel", None) is not None:
+            self.close()
+
 
 def pipe(capacity: int = 0) -> tuple[StreamReader[T], StreamWriter[T]]:
     """Return a connected ``(reader, writer)`` pair; ``capacity`` 0 means unbounded.

@@ -183,3 +183,17 @@ def test_concat_message_stream_is_computed_once_for_copies(parts: list[str]) -> 
 def test_concat_of_empty_stream_names_the_problem() -> None:
     with pytest.raises(ValueError, match="no messages in MessageVariant.MessageStream"):
         concat_message_stream(stream_from_list([]))
+
+
+def test_a_dropped_reader_releases_a_blocked_writer() -> None:
+    import gc
+
+    reader, writer = pipe(capacity=1)
+    writer.send(0)
+    results: list[bool] = []
+    blocked = threading.Thread(target=lambda: results.append(writer.send(1)))
+    blocked.start()
+    del reader
+    gc.collect()
+    blocked.join(10)
+    assert results == [False]
