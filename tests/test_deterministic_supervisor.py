@@ -46,33 +46,9 @@ from agentkit.agents.deterministic import agent_with_deterministic_transfer_to
 from agentkit.checkpoint import InMemoryCheckPointStore
 from agentkit.prebuilt import supervisor
 from agentkit.testing import ScriptedChatModel, call, calls_message, no_thread_leak, summarize
+from tests.transfer_support import context, transfer, transfer_instruction
 
 TRANSFER_TOOL_NAME = "transfer_to_agent"
-
-DECISION_RULES = (
-    "\n\nDecision rule:\n"
-    "- If you're best suited for the question according to your description: ANSWER\n"
-    "- If another agent is better according its description: CALL 'transfer_to_agent' "
-    "function with their agent name\n\n"
-    "When transferring: OUTPUT ONLY THE FUNCTION CALL"
-)
-
-
-def transfer_instruction(*targets: tuple[str, str]) -> str:
-    agents = "".join(
-        f"\n- Agent name: {name}\n  Agent description: {description}"
-        for name, description in targets
-    )
-    return f"Available other agents: {agents}{DECISION_RULES}"
-
-
-def transfer(dest: str, id: str) -> Message:
-    return calls_message(call(TRANSFER_TOOL_NAME, {"agent_name": dest}, id=id))
-
-
-def context(text: str) -> Message:
-    return user_message(f"For context: {text}")
-
 
 def done(dest: str) -> str:
     return f"successfully transferred to agent [{dest}]"

@@ -48,6 +48,7 @@ from agentkit import (
 )
 from agentkit.checkpoint import InMemoryCheckPointStore
 from agentkit.testing import ScriptedChatModel, call, calls_message, no_thread_leak, summarize
+from tests.transfer_support import context, transfer, transfer_instruction
 
 TRANSFER_TOOL = ToolInfo(
     name="transfer_to_agent",
@@ -61,33 +62,8 @@ TRANSFER_TOOL = ToolInfo(
     },
 )
 
-DECISION_RULES = (
-    "\n\nDecision rule:\n"
-    "- If you're best suited for the question according to your description: ANSWER\n"
-    "- If another agent is better according its description: CALL 'transfer_to_agent' "
-    "function with their agent name\n\n"
-    "When transferring: OUTPUT ONLY THE FUNCTION CALL"
-)
-
-
-def transfer_instruction(*targets: tuple[str, str]) -> str:
-    agents = "".join(
-        f"\n- Agent name: {name}\n  Agent description: {description}"
-        for name, description in targets
-    )
-    return f"Available other agents: {agents}{DECISION_RULES}"
-
-
-def transfer(dest: str, id: str, content: str = "") -> Message:
-    return calls_message(call("transfer_to_agent", {"agent_name": dest}, id=id), content=content)
-
-
 def transferred(dest: str, id: str) -> Message:
     return tool_message(f"successfully transferred to agent [{dest}]", id, "transfer_to_agent")
-
-
-def context(text: str) -> Message:
-    return user_message(f"For context: {text}")
 
 
 def run(agent: Agent, text: str, *options: AgentRunOption, streaming: bool = False) -> list[AgentEvent]:
