@@ -87,8 +87,11 @@ from agentkit.options import (
     wrap_impl_specific_opt_fn,
 )
 from agentkit.runctx import (
+    abort_on_cancel,
     add_session_value,
     add_session_values,
+    cancellable_sleep,
+    check_cancelled,
     get_session_value,
     get_session_values,
     get_tool_options,
@@ -201,8 +204,11 @@ __all__ = [
     "TransferError",
     "TransferToAgentAction",
     "__version__",
+    "abort_on_cancel",
     "add_session_value",
     "add_session_values",
+    "cancellable_sleep",
+    "check_cancelled",
     "agent_with_deterministic_transfer_to",
     "agent_with_options",
     "assistant_message",

@@ -8,17 +8,22 @@ model streams, so a run blocked reading a slow response stops at once.
 from __future__ import annotations
 
 import enum
+import logging
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from agentkit._persist import persisted
 from agentkit.errors import AgentCancelledError
 from agentkit.options import AgentRunOption, RunOptions, wrap_impl_specific_opt_fn
 
 __all__ = ["CancelHandle", "CancelMode", "with_cancel"]
 
+_log = logging.getLogger("agentkit")
 
+
+@persisted("agentkit.CancelMode")
 class CancelMode(enum.Enum):
     """When a cancel takes effect."""
 
@@ -130,6 +135,7 @@ class RunScope:
         "_executor",
         "_handles",
         "_lock",
+        "_stop",
         "_timer",
         "escalated",
         "fired",
@@ -145,6 +151,7 @@ class RunScope:
         self._executor: ThreadPoolExecutor | None = None
         self._timer: threading.Timer | None = None
         self._handles: list[CancelHandle] = []
+        self._stop = threading.Event()  # set by an immediate cancel: wakes cancellable waits
 
     # --- cancel state ---
 
@@ -164,8 +171,13 @@ class RunScope:
                 self._timer.daemon = True
                 self._timer.start()
             closeables = list(self._closeables) if mode is CancelMode.IMMEDIATE else []
+        if mode is CancelMode.IMMEDIATE:
+            self._stop.set()
         for closeable in closeables:
-            closeable.close()
+            try:
+                closeable.close()
+            except Exception:  # a cancel never raises in the cancelling thread
+                _log.debug("closing %r on cancel failed", closeable, exc_info=True)
 
     def _escalate(self) -> None:
         with self._lock:
@@ -173,6 +185,17 @@ class RunScope:
                 return
             self.escalated = True
         self.request_cancel(CancelMode.IMMEDIATE)
+
+    @property
+    def stopping(self) -> bool:
+        """``True`` once an immediate cancel (or an escalated one) was requested."""
+        return self._stop.is_set()
+
+    def sleep(self, seconds: float) -> None:
+        """Wait ``seconds``; an immediate cancel ends the wait at once with the cancel error."""
+        if self._stop.wait(seconds) if seconds > 0 else self._stop.is_set():
+            self.fired = True
+            raise AgentCancelledError(CancelMode.IMMEDIATE, self.escalated)
 
     def check(self, point: Point = Point.STEP) -> None:
         """Raise :class:`AgentCancelledError` if a cancel applies at ``point``."""

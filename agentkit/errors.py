@@ -197,3 +197,15 @@ class PermissionDeniedError(APIStatusError):
 class RateLimitError(APIStatusError):
     """HTTP 429: too many requests (retried with backoff before it is raised)."""
 
+
+
+def _register_persisted() -> None:
+    # Errors can be kept in checkpoints (a cancelled run's error, a recorded failure); their
+    # stable names are their public names.
+    from agentkit._persist import register_type
+
+    for name in __all__:
+        register_type(globals()[name], f"agentkit.{name}")
+
+
+_register_persisted()

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import attrs
 
+from agentkit._persist import persisted
 from agentkit.schema import FunctionCall, Message, Role, ToolCall, assistant_message, tool_message
 from agentkit.streams import StreamReader, concat_message_stream
 
@@ -46,6 +47,7 @@ __all__ = [
 TRANSFER_TO_AGENT_TOOL_NAME = "transfer_to_agent"
 
 
+@persisted("agentkit.RunStep")
 @attrs.frozen(eq=False)
 class RunStep:
     """One step of a run path: the name of an agent. ``str(step)`` is the name."""
@@ -64,6 +66,7 @@ class RunStep:
         return hash(self.agent_name)
 
 
+@persisted("agentkit.AgentInput")
 @attrs.define
 class AgentInput:
     """What an agent is run with: the conversation so far and whether to stream."""
@@ -72,6 +75,7 @@ class AgentInput:
     enable_streaming: bool = False
 
 
+@persisted("agentkit.MessageVariant")
 @attrs.define
 class MessageVariant:
     """A message output: either a whole :class:`Message` or a stream of message chunks.
@@ -124,6 +128,7 @@ class MessageVariant:
         return copied
 
 
+@persisted("agentkit.AgentOutput")
 @attrs.define
 class AgentOutput:
     """What an event outputs: a message (plain or streamed) and/or anything custom."""
@@ -132,6 +137,7 @@ class AgentOutput:
     customized_output: Any = None
 
 
+@persisted("agentkit.TransferToAgentAction")
 @attrs.define
 class TransferToAgentAction:
     """Hand the conversation to the agent named ``dest_agent_name``."""
@@ -143,6 +149,7 @@ def _address_converter(value: Sequence[str]) -> tuple[str, ...]:
     return tuple(value)
 
 
+@persisted("agentkit.InterruptContext")
 @attrs.define(eq=False)
 class InterruptContext:
     """One point of a run that interrupted.
@@ -173,6 +180,7 @@ class InterruptContext:
     __hash__ = None  # type: ignore[assignment]
 
 
+@persisted("agentkit.InterruptInfo")
 @attrs.define
 class InterruptInfo:
     """Why a run interrupted. ``contexts`` lists the root-cause interrupt points."""
@@ -181,6 +189,7 @@ class InterruptInfo:
     contexts: list[InterruptContext] = attrs.Factory(list)
 
 
+@persisted("agentkit.BreakLoopAction")
 @attrs.define
 class BreakLoopAction:
     """Stop the innermost enclosing :class:`~agentkit.LoopAgent` after the current sub-agent.
@@ -193,6 +202,7 @@ class BreakLoopAction:
     current_iterations: int = 0
 
 
+@persisted("agentkit.AgentAction")
 @attrs.define
 class AgentAction:
     """A control action carried by an event."""

@@ -16,6 +16,7 @@ from typing import Any
 
 import attrs
 
+from agentkit._persist import persisted
 from agentkit.events import AgentAction, AgentEvent, InterruptContext, InterruptInfo
 from agentkit.runctx import current_frame
 from agentkit.schema import Message, ToolCall
@@ -23,6 +24,7 @@ from agentkit.schema import Message, ToolCall
 __all__ = ["get_interrupt_state", "interrupt", "interrupt_event"]
 
 
+@persisted("agentkit.SignalNode")
 @attrs.define(eq=False)
 class SignalNode:
     """One node of an interrupt tree (framework-internal)."""
@@ -210,6 +212,7 @@ def composite_signal(
 # --- ChatModelAgent tool rounds ------------------------------------------------------------------
 
 
+@persisted("agentkit.ToolRoundState")
 @attrs.define(eq=False, getstate_setstate=False)
 class ToolRoundState:
     """A ChatModelAgent paused inside a tool round: enough to finish the round on resume."""

@@ -11,12 +11,13 @@ from __future__ import annotations
 import contextvars
 import itertools
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from agentkit._persist import persisted
 from agentkit.cancel import RunScope
 from agentkit.errors import AgentKitError
 from agentkit.events import AgentAction, AgentEvent, AgentInput, MessageVariant, RunStep
@@ -26,8 +27,11 @@ if TYPE_CHECKING:
     from agentkit.interrupt import ResumeState
 
 __all__ = [
+    "abort_on_cancel",
     "add_session_value",
     "add_session_values",
+    "cancellable_sleep",
+    "check_cancelled",
     "get_session_value",
     "get_session_values",
     "get_tool_options",
@@ -68,6 +72,7 @@ class Session:
 _sequence = itertools.count()
 
 
+@persisted("agentkit.RecordedError")
 class RecordedError(AgentKitError):
     """An error kept in a checkpoint's history, as its type name and message."""
 
@@ -80,6 +85,7 @@ class RecordedError(AgentKitError):
         return f"{self.type_name}: {self.message}"
 
 
+@persisted("agentkit.RecordedEvent")
 @attrs.define(eq=False)
 class RecordedEvent:
     """An agent's own event as kept in the run's history (a copy; streams teed)."""
@@ -301,3 +307,74 @@ def send_tool_gen_action(action: AgentAction) -> None:
     if frame is None or frame.tool is None:
         raise RuntimeError("send_tool_gen_action() works only inside a tool call of an agent run")
     frame.tool.action = action
+
+
+# --- cancellation inside a run ------------------------------------------------------------------
+
+
+def check_cancelled() -> None:
+    """Raise :class:`~agentkit.AgentCancelledError` if the current run is being cancelled.
+
+    Long-running tools and custom agents call it between steps of their own to stop
+    cooperatively. It raises once an immediate cancel was requested (``CancelMode.IMMEDIATE``,
+    closing the event iterator, or a safe-point cancel that escalated after its timeout);
+    the safe-point modes let a running tool finish. Outside a run it does nothing.
+    """
+    frame = _frame.get()
+    if frame is not None and frame.scope.stopping:
+        frame.scope.check()
+
+
+def cancellable_sleep(seconds: float) -> None:
+    """Sleep ``seconds``, waking at once with :class:`~agentkit.AgentCancelledError` on a cancel.
+
+    Use it instead of :func:`time.sleep` in tools and custom agents (polling, back-off), so
+    that an immediate cancel of the run does not wait for the sleep to end. Outside a run it
+    is a plain sleep.
+    """
+    frame = _frame.get()
+    if frame is None:
+        threading.Event().wait(seconds)
+        return
+    frame.scope.sleep(seconds)
+
+
+class _Abort:
+    __slots__ = ("abort",)
+
+    def __init__(self, abort: Callable[[], object]) -> None:
+        self.abort = abort
+
+    def close(self) -> None:
+        self.abort()
+
+
+@contextmanager
+def abort_on_cancel(abort: Callable[[], object]) -> Iterator[None]:
+    """Call ``abort()`` if the current run is cancelled immediately while the block runs.
+
+    For blocking calls agentkit cannot interrupt by itself (a socket read, a subprocess, a
+    request to another service): ``abort`` runs in the cancelling thread and should make the
+    blocked call return or raise (close the connection, kill the process). The block should
+    then call :func:`check_cancelled` to turn the aborted call into the cancel error.
+    ``abort`` must not block, and its exceptions are logged, never raised in the cancelling
+    thread. When the run is already being cancelled, ``abort`` is called and
+    :class:`~agentkit.AgentCancelledError` raised before the block runs. Outside a run it
+    does nothing.
+
+    Example::
+
+        with abort_on_cancel(process.kill):
+            out, _ = process.communicate()
+        check_cancelled()
+    """
+    frame = _frame.get()
+    if frame is None:
+        yield
+        return
+    handle = _Abort(abort)
+    frame.scope.open(handle)
+    try:
+        yield
+    finally:
+        frame.scope.closed(handle)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from agentkit._persist import persisted
 from agentkit.agents.flow import FlowAgent
 from agentkit.cancel import RunScope
 from agentkit.errors import (
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 __all__ = ["Runner"]
 
 
+@persisted("agentkit.Checkpoint")
 @attrs.define
 class Checkpoint:
     """What the Runner saves when a run interrupts (framework-internal)."""

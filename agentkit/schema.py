@@ -12,6 +12,8 @@ from typing import Any
 
 import attrs
 
+from agentkit._persist import persisted
+
 __all__ = [
     "FunctionCall",
     "Message",
@@ -28,6 +30,7 @@ __all__ = [
 ]
 
 
+@persisted("agentkit.Role")
 class Role(str, enum.Enum):
     """The author of a message."""
 
@@ -40,6 +43,7 @@ class Role(str, enum.Enum):
         return self.value
 
 
+@persisted("agentkit.FunctionCall")
 @attrs.define
 class FunctionCall:
     """The function a tool call invokes; ``arguments`` is JSON text exactly as the model sent it."""
@@ -48,6 +52,7 @@ class FunctionCall:
     arguments: str = ""
 
 
+@persisted("agentkit.ToolCall")
 @attrs.define
 class ToolCall:
     """One tool call requested by a model.
@@ -62,6 +67,7 @@ class ToolCall:
     index: int | None = None
 
 
+@persisted("agentkit.TokenUsage")
 @attrs.define
 class TokenUsage:
     """Token counts reported by the model server."""
@@ -71,6 +77,7 @@ class TokenUsage:
     total_tokens: int = 0
 
 
+@persisted("agentkit.ResponseMeta")
 @attrs.define
 class ResponseMeta:
     """Metadata of a model response: why it finished and what it cost."""
@@ -79,6 +86,7 @@ class ResponseMeta:
     usage: TokenUsage | None = None
 
 
+@persisted("agentkit.ToolInfo")
 @attrs.define
 class ToolInfo:
     """What a model is told about a tool: its name, description and JSON Schema parameters.
@@ -109,6 +117,7 @@ def _forget_wire_form(instance: Message, attribute: Any, value: Any) -> Any:
     getstate_setstate=False,
     on_setattr=attrs.setters.pipe(attrs.setters.convert, _forget_wire_form),
 )
+@persisted("agentkit.Message")
 class Message:
     """A chat message.
 

@@ -35,7 +35,8 @@ DOCUMENTED = {
     "wrap_impl_specific_opt_fn", "get_impl_specific_options",
     # 7. runner, interrupt, cancel
     "Runner", "interrupt", "get_interrupt_state", "interrupt_event", "send_tool_gen_action",
-    "CancelHandle", "CancelMode", "with_cancel",
+    "CancelHandle", "CancelMode", "with_cancel", "check_cancelled", "abort_on_cancel",
+    "cancellable_sleep",
     # 8. models (also in agentkit.models)
     "ChatModel", "ToolCallingChatModel", "ModelOptions", "OpenAIChatModel", "ScriptedChatModel",
     "ModelCall",

@@ -8,6 +8,7 @@ from typing import Any
 
 import attrs
 
+from agentkit._persist import persisted
 from agentkit.agents.flow import FlowAgent, rewrite_message
 from agentkit.cancel import RunScope
 from agentkit.errors import AgentConfigError, AgentKitError, ToolArgumentsError
@@ -25,6 +26,7 @@ _REQUEST_SCHEMA: dict[str, Any] = {
 }
 
 
+@persisted("agentkit.AgentToolState")
 @attrs.define(eq=False)
 class AgentToolState:
     """What an interrupted agent tool keeps: its inner run's input and history."""

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from agentkit._persist import persisted
 from agentkit.agents.flow import FlowAgent
 from agentkit.errors import AgentCancelledError, AgentConfigError, ResumeError
 from agentkit.events import (
@@ -93,6 +94,7 @@ def agent_with_deterministic_transfer_to(agent: Agent, to_agent_names: Sequence[
     return DeterministicTransferAgent(agent, names)
 
 
+@persisted("agentkit.DeterministicTransferState")
 @attrs.define
 class DeterministicTransferState:
     """The interrupt state of a deterministic-transfer wrapper around a flow.

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from agentkit._persist import persisted
 from agentkit.errors import AgentCancelledError, AgentConfigError, ResumeError, TransferError
 from agentkit.events import (
     Agent,
@@ -63,6 +64,7 @@ HistoryRewriter = Callable[[list[HistoryEntry]], list[Message]]
 """Turns the run's history into the input messages of one agent."""
 
 
+@persisted("agentkit.PendingTransfer")
 @attrs.define
 class PendingTransfer:
     """Where a flow stopped when its run was cancelled between two agents (checkpoint state)."""

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from agentkit._persist import persisted
 from agentkit.agents.flow import FlowAgent, agent_with_options
 from agentkit.cancel import Point
 from agentkit.errors import AgentCancelledError, AgentConfigError, ResumeError
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
 __all__ = ["LoopAgent", "ParallelAgent", "SequentialAgent"]
 
 
+@persisted("agentkit.SequentialState")
 @attrs.define
 class SequentialState:
     """Where a Sequential workflow stopped: the index of the interrupted sub-agent."""
@@ -45,6 +47,7 @@ class SequentialState:
     index: int
 
 
+@persisted("agentkit.LoopState")
 @attrs.define
 class LoopState:
     """Where a Loop workflow stopped: the iteration and the sub-agent index."""
@@ -53,6 +56,7 @@ class LoopState:
     index: int
 
 
+@persisted("agentkit.ParallelState")
 @attrs.define
 class ParallelState:
     """A Parallel workflow's branches when it stopped: each branch's own history."""

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import attrs
 
+from agentkit._persist import persisted
 from agentkit.agents.chatmodel import ChatModelAgent
 from agentkit.agents.workflow import LoopAgent, SequentialAgent
 from agentkit.cancel import CancelMode
@@ -208,6 +209,7 @@ REPLANNER_PROMPT = """\
 # --- data ---------------------------------------------------------------------------------
 
 
+@persisted("agentkit.PlanExecuteError")
 class PlanExecuteError(AgentKitError):
     """A planner or replanner could not get a usable answer from its model.
 
@@ -249,6 +251,7 @@ def _steps_converter(value: Iterable[str]) -> list[str]:
     return list(value)
 
 
+@persisted("agentkit.Plan")
 @attrs.define
 class Plan:
     """The default plan: steps to execute in order, as JSON ``{"steps": ["...", ...]}``."""
@@ -284,6 +287,7 @@ class Plan:
         return self.steps[0] if self.steps else ""
 
 
+@persisted("agentkit.ExecutedStep")
 @attrs.frozen
 class ExecutedStep:
     """A step the executor carried out and what it answered."""
@@ -292,6 +296,7 @@ class ExecutedStep:
     result: str
 
 
+@persisted("agentkit.ExecutionContext")
 @attrs.frozen
 class ExecutionContext:
     """What the executor and the replanner build their model input from.
