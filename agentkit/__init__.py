@@ -49,6 +49,7 @@ from agentkit.errors import (
     ToolArgumentsError,
     ToolError,
     ToolNotFoundError,
+    ToolTimeoutError,
     TransferError,
 )
 from agentkit.events import (
@@ -201,6 +202,7 @@ __all__ = [
     "ToolError",
     "ToolInfo",
     "ToolNotFoundError",
+    "ToolTimeoutError",
     "TransferError",
     "TransferToAgentAction",
     "__version__",

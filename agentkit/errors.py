@@ -17,7 +17,8 @@ exception says the same thing, the agentkit error subclasses it too, so existing
     │   └── CheckpointBusyError
     ├── ToolError
     │   ├── ToolArgumentsError (ValueError)
-    │   └── ToolNotFoundError (LookupError)
+    │   ├── ToolNotFoundError (LookupError)
+    │   └── ToolTimeoutError (TimeoutError)
     └── ModelError
         ├── APIConnectionError (ConnectionError)
         │   ├── APITimeoutError (TimeoutError)
@@ -56,6 +57,7 @@ __all__ = [
     "ToolArgumentsError",
     "ToolError",
     "ToolNotFoundError",
+    "ToolTimeoutError",
     "TransferError",
 ]
 
@@ -149,6 +151,10 @@ class ToolArgumentsError(ToolError, ValueError):
 
 class ToolNotFoundError(ToolError, LookupError):
     """The model called a tool that the agent does not have."""
+
+
+class ToolTimeoutError(ToolError, TimeoutError):
+    """A tool call did not finish within its time limit."""
 
 
 class ModelError(AgentKitError):

@@ -46,7 +46,7 @@ DOCUMENTED = {
     "AgentKitError", "ExceedMaxIterationsError", "TransferError", "AgentConfigError",
     "AgentFrozenError", "InstructionFormatError", "ResumeError", "AgentCancelledError",
     "CheckpointError", "CheckpointNotFoundError", "CheckpointBusyError", "ToolError",
-    "ToolArgumentsError", "ToolNotFoundError", "ModelError", "APIConnectionError",
+    "ToolArgumentsError", "ToolNotFoundError", "ToolTimeoutError", "ModelError", "APIConnectionError",
     "APITimeoutError", "IncompleteStreamError", "APIStatusError", "BadRequestError",
     "AuthenticationError", "PermissionDeniedError", "RateLimitError",
     # display, version
