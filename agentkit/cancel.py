@@ -187,6 +187,11 @@ class RunScope:
         self.request_cancel(CancelMode.IMMEDIATE)
 
     @property
+    def stop_event(self) -> threading.Event:
+        """Set once an immediate cancel was requested (for waits that a cancel must wake)."""
+        return self._stop
+
+    @property
     def stopping(self) -> bool:
         """``True`` once an immediate cancel (or an escalated one) was requested."""
         return self._stop.is_set()

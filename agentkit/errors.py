@@ -14,6 +14,7 @@ exception says the same thing, the agentkit error subclasses it too, so existing
     ├── AgentCancelledError
     ├── CheckpointError
     │   ├── CheckpointNotFoundError (KeyError)
+    │   ├── CheckpointConsumedError
     │   └── CheckpointBusyError
     ├── ToolError
     │   ├── ToolArgumentsError (ValueError)
@@ -45,6 +46,7 @@ __all__ = [
     "AuthenticationError",
     "BadRequestError",
     "CheckpointBusyError",
+    "CheckpointConsumedError",
     "CheckpointError",
     "CheckpointNotFoundError",
     "ExceedMaxIterationsError",
@@ -121,6 +123,10 @@ class CheckpointNotFoundError(CheckpointError, KeyError):
 
     def __str__(self) -> str:  # KeyError quotes its argument; keep the message readable
         return str(self.args[0]) if self.args else ""
+
+
+class CheckpointConsumedError(CheckpointError):
+    """The checkpoint was consumed: a resumed run of it completed, so it cannot run again."""
 
 
 class CheckpointBusyError(CheckpointError):

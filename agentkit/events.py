@@ -212,8 +212,6 @@ class AgentAction:
     transfer_to_agent: TransferToAgentAction | None = None
     break_loop: BreakLoopAction | None = None
     customized_action: Any = None
-    # The interrupt signal tree behind ``interrupted`` (framework-internal).
-    _signal: Any = attrs.field(default=None, eq=False, repr=False, alias="_signal")
 
 
 def _run_path_converter(value: Sequence[RunStep | str]) -> list[RunStep]:
@@ -233,6 +231,11 @@ class AgentEvent:
     output: AgentOutput | None = None
     action: AgentAction | None = None
     err: BaseException | None = None
+
+    @property
+    def interrupted(self) -> bool:
+        """``True`` for an interrupt event (its action carries ``interrupted``)."""
+        return self.action is not None and self.action.interrupted is not None
 
     def get_message(self) -> Message | None:
         """Return the event's message (streams concatenated), or ``None`` without one."""

@@ -34,6 +34,8 @@ class _Pair:
         "on_close",
         "producer_closed",
         "queue",
+        "refused",
+        "stop",
         "threads",
     )
 
@@ -47,6 +49,9 @@ class _Pair:
         # Tells whether the calling thread does work for the producer (then it must not
         # wait for the producer: the producer may be waiting for it).
         self.inside: Callable[[], bool] | None = None
+        # Set when the run producing into this pair is being cancelled: sends are refused.
+        self.stop: threading.Event | None = None
+        self.refused = False  # a send was refused because of ``stop``
 
 
 class AsyncGenerator(Generic[T]):
@@ -58,13 +63,19 @@ class AsyncGenerator(Generic[T]):
         self._pair = pair
 
     def send(self, item: T) -> bool:
-        """Append an item; never blocks. Returns ``False`` once the consumer closed the iterator.
+        """Append an item; never blocks. ``False`` once the consumer closed the iterator.
+
+        Inside an agent run, ``send`` also returns ``False`` (dropping the item) once the run
+        is being cancelled: the producer should stop.
 
         Raises:
             RuntimeError: the generator was closed already.
         """
         pair = self._pair
         if pair.consumer_closed:
+            return False
+        if pair.stop is not None and pair.stop.is_set():
+            pair.refused = True
             return False
         if pair.producer_closed:
             raise RuntimeError("send() on a closed AsyncGenerator")
@@ -114,6 +125,11 @@ class AsyncIterator(Generic[T]):
 
     def __iter__(self) -> Iterator[T]:
         return self
+
+    @property
+    def _cut_short(self) -> bool:
+        """Whether the producer was refused an item because its run was being cancelled."""
+        return self._pair.refused
 
     def __next__(self) -> T:
         if self._finished:
@@ -190,10 +206,13 @@ def _attach_producer(
     thread: threading.Thread | None = None,
     on_close: Callable[[], object] | None = None,
     inside: Callable[[], bool] | None = None,
+    stop: threading.Event | None = None,
 ) -> None:
     """Tie a producer thread and a cancel hook to an iterator (used by run_in_worker)."""
     pair = iterator._pair
     with pair.lock:
+        if stop is not None:
+            pair.stop = stop
         if thread is not None:
             pair.threads.append(thread)
         if on_close is not None:

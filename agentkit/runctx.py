@@ -13,18 +13,16 @@ import itertools
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
 from agentkit._persist import persisted
+from agentkit._points import Journal, PointResume, ResumeState
 from agentkit.cancel import RunScope
 from agentkit.errors import AgentKitError
 from agentkit.events import AgentAction, AgentEvent, AgentInput, MessageVariant, RunStep
 from agentkit.schema import Message
-
-if TYPE_CHECKING:
-    from agentkit.interrupt import ResumeState
 
 __all__ = [
     "abort_on_cancel",
@@ -201,11 +199,11 @@ class ToolCallFrame:
     call_id: str
     options: dict[str, Any]
     action: AgentAction | None = None
-    resume: Any = None  # interrupt bookkeeping of this call (agentkit.interrupt)
+    resume: PointResume | None = None  # what a resumed run knows about this call
     agent_name: str = ""  # the calling agent
     history: list[Message] = attrs.Factory(list)  # the caller's conversation, ending in the call
     streaming: bool = False  # whether the caller streams
-    forward: Any = None  # Callable[[AgentEvent], None]: emit an event in the caller's stream
+    forward: Callable[[AgentEvent], None] | None = None  # emit an event in the caller's stream
 
 
 @attrs.frozen(eq=False)
@@ -214,6 +212,7 @@ class RunFrame:
 
     scope: RunScope
     log: EventLog
+    journal: Journal = attrs.field(factory=Journal)
     session: Session | None = None
     root_input: AgentInput | None = None
     run_path: tuple[RunStep, ...] = ()

@@ -9,19 +9,21 @@ deeply agents are nested.
 
 from __future__ import annotations
 
+import abc
 import contextvars
 import threading
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
+from agentkit._points import Journal, interrupt_contexts
 from agentkit.cancel import CancelMode, RunScope
-from agentkit.events import Agent, AgentEvent, AgentInput, ResumeInfo
+from agentkit.errors import ResumeError
+from agentkit.events import Agent, AgentEvent, AgentInput, InterruptInfo, ResumeInfo
 from agentkit.iterators import AsyncIterator, _attach_producer, new_async_iterator_pair
 from agentkit.options import AgentRunOption
 from agentkit.runctx import EventLog, RunFrame, current_frame, use_frame
 
-__all__ = ["EventSink", "run_in_worker"]
-
+__all__ = ["BuiltinAgent", "EventSink", "run_in_worker"]
 
 
 class EventSink(Protocol):
@@ -35,9 +37,10 @@ def run_in_worker(work: Callable[[Any], None]) -> AsyncIterator[AgentEvent]:
 
     The thread runs with the caller's run context (session values, run path, interrupt
     address). An exception raised by ``work`` becomes a final event whose ``err`` is that
-    exception (its traceback kept); the generator is always closed. When the consumer closes
-    the iterator, ``generator.send`` returns ``False`` and, for a top-level run, the run is
-    cancelled: no further model or tool call starts and open model streams are closed.
+    exception (its traceback kept); the generator is always closed. Once the run is cancelled
+    (``CancelHandle.cancel()``, or the consumer closed the iterator), ``generator.send``
+    returns ``False``: stop then. Long-running work can also call
+    :func:`~agentkit.check_cancelled` between steps of its own.
 
     Example, a custom agent::
 
@@ -54,8 +57,27 @@ def run_in_worker(work: Callable[[Any], None]) -> AsyncIterator[AgentEvent]:
     frame = current_frame()
     if frame is None:
         # A bare run (no Runner): it gets its own scope, but no session.
-        return start_worker(work, RunFrame(scope=RunScope(), log=EventLog()), owns_scope=True)
+        frame = RunFrame(scope=RunScope(), log=EventLog())
+        return start_worker(work, frame, owns_scope=True, fill_interrupts=True)
     return start_worker(work, frame, owns_scope=False)
+
+
+class _BareRunSink:
+    """The top of a run without a Runner: fills in the contexts of an interrupt event."""
+
+    __slots__ = ("downstream", "journal")
+
+    def __init__(self, downstream: EventSink, journal: Journal) -> None:
+        self.downstream = downstream
+        self.journal = journal
+
+    def send(self, item: AgentEvent) -> bool:
+        action = item.action
+        if action is not None and action.interrupted is not None:
+            action.interrupted = InterruptInfo(
+                data=action.interrupted.data, contexts=interrupt_contexts(self.journal.points())
+            )
+        return self.downstream.send(item)
 
 
 def start_worker(
@@ -64,22 +86,29 @@ def start_worker(
     *,
     owns_scope: bool,
     on_finish: Callable[[], object] | None = None,
+    fill_interrupts: bool = False,
 ) -> AsyncIterator[AgentEvent]:
     """Start the worker thread of :func:`run_in_worker` in ``frame`` (framework-internal).
 
     The worker that owns the run's scope releases it (joins the tool pool) before closing
     the generator, and the iterator joins the worker at its end, so no thread outlives the
-    run. Closing the iterator of a scope-owning worker cancels the run.
+    run. Closing the iterator of a scope-owning worker cancels the run. The generator of a
+    worker inside a run (a custom agent run by a built-in one) refuses events once the run is
+    being cancelled. With ``fill_interrupts`` (a run without a Runner) interrupt events get
+    their contexts here.
     """
     iterator: AsyncIterator[AgentEvent]
     iterator, generator = new_async_iterator_pair()
     context = contextvars.copy_context()
     scope = frame.scope
+    sink: EventSink = generator
+    if fill_interrupts:
+        sink = _BareRunSink(generator, frame.journal)
 
     def body() -> None:
         with use_frame(frame):
             try:
-                work(generator)
+                work(sink)
             except BaseException as error:  # the consumer gets every failure as an event
                 generator.send(AgentEvent(err=error))
             finally:
@@ -92,6 +121,7 @@ def start_worker(
                     generator.close()
 
     thread = threading.Thread(target=context.run, args=(body,), name="agentkit-run", daemon=True)
+
     def inside() -> bool:
         # A tool of this very run closing the iterator must not wait for the run to end.
         current = current_frame()
@@ -102,14 +132,63 @@ def start_worker(
             iterator, thread, lambda: scope.request_cancel(CancelMode.IMMEDIATE), inside
         )
     else:
-        _attach_producer(iterator, thread, inside=inside)
+        _attach_producer(iterator, thread, inside=inside, stop=scope.stop_event)
     thread.start()
     return iterator
 
 
-def is_builtin(agent: object) -> bool:
-    """``True`` for agents that implement the push-style ``_run_into`` protocol."""
-    return getattr(agent, "_agentkit_push", False) is True
+class BuiltinAgent(abc.ABC):
+    """The base of agentkit's own agents (framework-internal).
+
+    Built-in agents are push-style: :meth:`_run_into` and :meth:`_resume_into` run the agent
+    in the calling thread and send its events into a sink. ``run``/``resume`` are implemented
+    once here over them, in a worker thread. The class attributes declare how the flow
+    wrapper treats the agent.
+    """
+
+    passes_events_through: ClassVar[bool] = False
+    """The agent forwards its children's events, which their own wrappers named and recorded
+    already (workflows): the flow wrapper records none of them and acts on no action."""
+
+    @property
+    def hosts_flow(self) -> bool:
+        """``True`` when the agent runs a flow of its own inside the wrapper's turn.
+
+        Such an agent (a deterministic-transfer wrapper around a flow) sends the events of
+        the flow's wrappers already named, some with the wrapper's own run path: the
+        wrapper names, records and acts on the agent's unnamed events only.
+        """
+        return False
+
+    def _prepare(self) -> None:  # noqa: B027 (an optional hook)
+        """Check the agent can run (called by ``run``/``resume`` before the thread starts)."""
+
+    def _entry(self) -> BuiltinAgent:
+        """The agent whose ``_run_into``/``_resume_into`` a bare ``run()`` calls."""
+        return self
+
+    def run(self, input: AgentInput, *options: AgentRunOption) -> AsyncIterator[AgentEvent]:
+        """Run the agent in a worker thread; returns the event iterator at once."""
+        self._prepare()
+        entry = self._entry()
+        return run_in_worker(lambda sink: entry._run_into(input, sink, options))
+
+    def resume(self, info: ResumeInfo, *options: AgentRunOption) -> AsyncIterator[AgentEvent]:
+        """Resume the agent inside a run restored by the Runner; returns the event iterator."""
+        self._prepare()
+        entry = self._entry()
+        return run_in_worker(lambda sink: entry._resume_into(info, sink, options))
+
+    @abc.abstractmethod
+    def _run_into(
+        self, input: AgentInput | None, sink: EventSink, options: tuple[AgentRunOption, ...]
+    ) -> None:
+        """Run the agent in this thread, sending its events into ``sink``."""
+
+    def _resume_into(
+        self, info: ResumeInfo, sink: EventSink, options: tuple[AgentRunOption, ...]
+    ) -> None:
+        raise ResumeError(f"agent {self!r} cannot be resumed")
 
 
 def drive(
@@ -122,24 +201,37 @@ def drive(
     """Run ``agent`` in the current thread, sending its events into ``sink``.
 
     Built-in agents run inline. Other agents are pulled from the iterator their ``run()``
-    (or ``resume()``) returns; it is closed as soon as ``sink`` wants no more. An exception
-    raised by a built-in agent becomes its final error event.
+    (or ``resume()``) returns; it is closed as soon as ``sink`` wants no more, and a run
+    cancelled meanwhile ends with the cancel error once the agent stopped. An exception
+    raised by the agent becomes its final error event.
     """
-    if is_builtin(agent):
-        try:
+    try:
+        if isinstance(agent, BuiltinAgent):
             if resume is None:
-                agent._run_into(input, sink, options)  # type: ignore[attr-defined]
+                agent._run_into(input, sink, options)
             else:
-                agent._resume_into(resume, sink, options)  # type: ignore[attr-defined]
-        except Exception as error:
-            sink.send(AgentEvent(err=error))
-        return
+                agent._resume_into(resume, sink, options)
+            return
+        _pull(agent, input, sink, options, resume)
+    except Exception as error:
+        sink.send(AgentEvent(err=error))
+
+
+def _pull(
+    agent: Agent,
+    input: AgentInput | None,
+    sink: EventSink,
+    options: tuple[AgentRunOption, ...],
+    resume: ResumeInfo | None,
+) -> None:
     if resume is None:
         events = agent.run(input if input is not None else AgentInput(), *options)
     else:
         resume_method = getattr(agent, "resume", None)
-        if resume_method is None:
-            raise TypeError(f"agent {agent.name!r} cannot be resumed: it has no resume() method")
+        if not callable(resume_method):
+            raise ResumeError(
+                f"agent {agent.name!r} cannot be resumed: it has no resume() method"
+            )
         events = resume_method(resume, *options)
     try:
         for event in events:
@@ -147,3 +239,8 @@ def drive(
                 break
     finally:
         events.close()
+    frame = current_frame()
+    if frame is not None and events._cut_short:
+        # The agent was told to stop (a send returned False): the run ends cancelled. An
+        # agent that finished before the cancel is stopped at the next step boundary.
+        frame.scope.check()

@@ -45,7 +45,8 @@ DOCUMENTED = {
     # 11. errors
     "AgentKitError", "ExceedMaxIterationsError", "TransferError", "AgentConfigError",
     "AgentFrozenError", "InstructionFormatError", "ResumeError", "AgentCancelledError",
-    "CheckpointError", "CheckpointNotFoundError", "CheckpointBusyError", "ToolError",
+    "CheckpointError", "CheckpointNotFoundError", "CheckpointBusyError",
+    "CheckpointConsumedError", "ToolError",
     "ToolArgumentsError", "ToolNotFoundError", "ToolTimeoutError", "ModelError", "APIConnectionError",
     "APITimeoutError", "IncompleteStreamError", "APIStatusError", "BadRequestError",
     "AuthenticationError", "PermissionDeniedError", "RateLimitError",

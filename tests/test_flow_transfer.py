@@ -223,8 +223,8 @@ def test_transfer_reaches_only_parent_and_children_not_siblings() -> None:
     kid_b = ChatModelAgent("B", "kid b", ScriptedChatModel([]))
     events = run(set_sub_agents(mom, [kid_a, kid_b]), "go")
     assert summarize(events[-1]) == (
-        "",
-        [],
+        "A",
+        ["Mom", "A"],
         "error",
         "transfer failed: agent 'B' not found when transferring from 'A'",
         None,
@@ -271,7 +271,7 @@ def test_transfer_to_unknown_agent_ends_with_error_event() -> None:
             "successfully transferred to agent [Ghost]",
             "transfer:Ghost",
         ),
-        ("", [], "error", "transfer failed: agent 'Ghost' not found when transferring from 'Mom'", None),
+        ("Mom", ["Mom"], "error", "transfer failed: agent 'Ghost' not found when transferring from 'Mom'", None),
     ]
     assert isinstance(events[-1].err, TransferError)
 
@@ -629,8 +629,8 @@ def test_cancel_at_a_transfer_saves_a_checkpoint_and_resume_makes_the_transfer()
             def work(generator: AsyncGenerator[AgentEvent]) -> None:
                 call_event, transfer_event = transfer_events("Kid")
                 generator.send(call_event)
-                handle.cancel()  # the user cancels just as Mom hands over
                 generator.send(transfer_event)
+                handle.cancel()  # the user cancels just as Mom hands over
 
             return run_in_worker(work)
 
@@ -645,7 +645,7 @@ def test_cancel_at_a_transfer_saves_a_checkpoint_and_resume_makes_the_transfer()
     assert [summarize(e)[:3] for e in first] == [
         ("Mom", ["Mom"], "assistant"),
         ("Mom", ["Mom"], "tool/transfer_to_agent"),
-        ("", [], "error"),
+        ("Mom", ["Mom"], "error"),
     ]
     assert isinstance(first[-1].err, AgentCancelledError)
     assert kid_model.calls == []

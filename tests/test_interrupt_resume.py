@@ -18,6 +18,7 @@ from agentkit import (
     AgentInput,
     ChatModelAgent,
     CheckpointBusyError,
+    CheckpointConsumedError,
     CheckpointError,
     CheckpointNotFoundError,
     ParallelAgent,
@@ -422,8 +423,9 @@ def test_two_racing_resumes_exactly_one_runs() -> None:
             runner.resume("r")
         release.set()
         assert summarize(list(first)[-1])[3] == "resumed"
-    # the lease is released when the resumed run ends
-    collect(runner.resume("r"))
+    # the lease is released when the resumed run ends (the checkpoint is then consumed, not busy)
+    with pytest.raises(CheckpointConsumedError):
+        runner.resume("r")
 
 
 session_values = st.dictionaries(
@@ -529,7 +531,8 @@ def test_checkpoint_holds_errors_of_any_type_as_text() -> None:
                     checkpoint_store=store)
     events = collect(runner.query("go", with_checkpoint_id("e")))
     assert not any("failed to save checkpoint" in str(e.err) for e in events if e.err)
-    assert store.get("e") is None  # the sequence stopped at Pre's error: nothing interrupted
+    # the sequence stopped at Pre's error: the failure is saved, so the run can be retried
+    assert store.get("e") is not None
     runner = Runner(par, checkpoint_store=store)
     events = collect(runner.query("go", with_checkpoint_id("e")))
     assert [type(e.err).__name__ for e in events if e.err] == ["MyError"]
@@ -537,4 +540,6 @@ def test_checkpoint_holds_errors_of_any_type_as_text() -> None:
     assert store.get("e") is not None
     (context,) = events[-1].action.interrupted.contexts  # type: ignore[union-attr]
     rest = collect(runner.resume("e", targets={context.id: True}))
-    assert summarize(rest[-1])[2:4] == ("assistant", "paid")
+    # both unfinished branches go on: the payer is paid, the failed branch is tried again
+    assert ("assistant", "paid") in [summarize(e)[2:4] for e in rest]
+    assert [type(e.err).__name__ for e in rest if e.err] == ["MyError"]

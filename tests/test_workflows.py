@@ -753,7 +753,7 @@ def test_a_pending_cancel_is_honoured_between_sequence_children() -> None:
         events = list(Runner(SequentialAgent("seq", "d", [a, b])).query("hi", with_cancel(handle)))
     assert summaries(events) == [
         ("A", ["seq", "A"], "assistant", "a", None),
-        ("", [], "error", "agent canceled: mode=AFTER_CHAT_MODEL, escalated=False", None),
+        ("seq", ["seq"], "error", "agent canceled: mode=AFTER_CHAT_MODEL, escalated=False", None),
     ]
     assert isinstance(events[-1].err, AgentCancelledError)
     assert b_model.calls == []

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
@@ -13,7 +13,7 @@ from agentkit.agents.flow import FlowAgent, rewrite_message
 from agentkit.cancel import RunScope
 from agentkit.errors import AgentConfigError, AgentKitError, ToolArgumentsError
 from agentkit.events import Agent, AgentEvent, AgentInput, ResumeInfo, gen_transfer_messages
-from agentkit.interrupt import InterruptSignal, PointResume, SignalNode, composite_signal
+from agentkit.interrupt import InterruptSignal
 from agentkit.runctx import EventLog, RecordedEvent, RunFrame, Session, current_frame, use_frame
 from agentkit.schema import Message, Role, ToolInfo, user_message
 
@@ -38,19 +38,20 @@ class AgentToolState:
 class _InnerSink:
     """Collects the inner run's outcome; forwards its events to the caller when asked."""
 
-    __slots__ = ("error", "forward", "interrupt", "last", "outer_path")
+    __slots__ = ("error", "forward", "interrupted", "last", "outer_path")
 
-    def __init__(self, forward: Any, outer_path: list[Any]) -> None:
+    def __init__(
+        self, forward: Callable[[AgentEvent], None] | None, outer_path: list[Any]
+    ) -> None:
         self.forward = forward
         self.outer_path = outer_path
         self.last: AgentEvent | None = None
         self.error: BaseException | None = None
-        self.interrupt: SignalNode | None = None
+        self.interrupted = False
 
     def send(self, item: AgentEvent) -> bool:
-        action = item.action
-        if action is not None and action.interrupted is not None and action._signal is not None:
-            self.interrupt = action._signal
+        if item.interrupted:
+            self.interrupted = True
             return True
         self.last = item
         if item.err is not None and self.error is None:
@@ -138,7 +139,7 @@ class AgentTool:
         resume = call.resume if call is not None else None
         streaming = call.streaming if call is not None else False
         state: AgentToolState | None = None
-        if isinstance(resume, PointResume) and resume.was_interrupted:
+        if resume is not None and resume.was_interrupted:
             if not isinstance(resume.state, AgentToolState):
                 raise AgentKitError(
                     f"agent tool '{self._info.name}' interrupt has happened, but cannot find "
@@ -155,6 +156,7 @@ class AgentTool:
         inner_frame = RunFrame(
             scope=frame.scope,
             log=log,
+            journal=frame.journal,
             session=frame.session if frame.session is not None else Session(),
             root_input=root_input,
             run_path=(),
@@ -169,14 +171,16 @@ class AgentTool:
             else:
                 info = ResumeInfo(enable_streaming=root_input.enable_streaming)
                 self._flow._resume_into(info, sink, ())
-        if sink.interrupt is not None:
+        if sink.interrupted or sink.error is not None:
+            # The inner run stopped: keep its input and history, so that resuming the caller
+            # goes on inside the inner run instead of starting it again.
             history = [record.checkpointable() for record in log.visible()]
             saved = AgentToolState(root_input=root_input, history=history)
-            node = composite_signal(
-                "agent tool interrupt", saved, [sink.interrupt], address=frame.address
-            )
-            raise InterruptSignal(node)
-        if sink.error is not None:
+            shown = "agent tool interrupt" if sink.interrupted else None
+            point = frame.journal.record(frame.address, saved, shown)
+            if sink.interrupted:
+                raise InterruptSignal(point)
+            assert sink.error is not None
             raise sink.error
         if sink.last is None:
             raise AgentKitError("no event returned")

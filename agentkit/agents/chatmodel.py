@@ -23,28 +23,23 @@ from agentkit.errors import (
 )
 from agentkit.events import (
     Agent,
+    AgentAction,
     AgentEvent,
     AgentInput,
+    InterruptInfo,
     ResumeInfo,
     event_from_message,
 )
-from agentkit.interrupt import (
-    InterruptSignal,
-    ToolRoundState,
-    composite_signal,
-    resume_tool_round,
-    signal_event,
-)
+from agentkit.interrupt import InterruptSignal, ToolRoundState
 from agentkit.options import AgentRunOption, ChatModelAgentOptions, get_impl_specific_options
 from agentkit.runctx import RunFrame, ToolCallFrame, current_frame, use_frame
 from agentkit.schema import Message, Role, ToolCall, system_message, tool_message
 from agentkit.streams import StreamReader, concat_message_stream, stream_from_iterator
 from agentkit.tools.base import BaseTool, as_tool
 from agentkit.tools.transfer import TransferToAgentTool, transfer_instruction
-from agentkit.worker import EventSink, run_in_worker
+from agentkit.worker import BuiltinAgent, EventSink
 
 if TYPE_CHECKING:
-    from agentkit.iterators import AsyncIterator
     from agentkit.models.base import ChatModel, ModelOptions
 
 __all__ = ["ChatModelAgent", "GenModelInput"]
@@ -80,7 +75,7 @@ class ReactState:
     remaining: int
 
 
-class ChatModelAgent:
+class ChatModelAgent(BuiltinAgent):
     """An agent that answers with a chat model, calling tools in a ReAct loop.
 
     Without tools it makes one model call. With tools it calls the model, runs the tool
@@ -110,8 +105,6 @@ class ChatModelAgent:
     set). A frozen agent holds no per-run state, so one instance can serve many runs from
     many threads at once.
     """
-
-    _agentkit_push = True
 
     def __init__(
         self,
@@ -256,15 +249,8 @@ class ChatModelAgent:
 
     # --- running ---
 
-    def run(self, input: AgentInput, *options: AgentRunOption) -> AsyncIterator[AgentEvent]:
-        """Run the agent in a worker thread; returns the event iterator at once."""
+    def _prepare(self) -> None:
         self._freeze()
-        return run_in_worker(lambda sink: self._run_into(input, sink, options))
-
-    def resume(self, info: ResumeInfo, *options: AgentRunOption) -> AsyncIterator[AgentEvent]:
-        """Continue an interrupted run (tools that finished are not run again)."""
-        self._freeze()
-        return run_in_worker(lambda sink: self._resume_into(info, sink, options))
 
     def _run_into(
         self, input: AgentInput | None, sink: EventSink, options: tuple[AgentRunOption, ...]
@@ -276,10 +262,7 @@ class ChatModelAgent:
         messages = self._model_input(frozen.instruction, input, frame)
         state = ReactState(messages=messages, remaining=self.max_iterations)
         run = _ReactRun(self, frozen, frame, sink, options, input.enable_streaming)
-        try:
-            run.loop(state, None)
-        except InterruptSignal as signal:
-            sink.send(signal_event(signal.node))
+        run.loop(state, None)
 
     def _resume_into(
         self, info: ResumeInfo, sink: EventSink, options: tuple[AgentRunOption, ...]
@@ -304,10 +287,7 @@ class ChatModelAgent:
                 saved.resume_of[index] = resume_state.at(address)
         state = ReactState(messages=list(saved.messages), remaining=saved.remaining)
         run = _ReactRun(self, frozen, frame, sink, options, info.enable_streaming)
-        try:
-            run.loop(state, saved)
-        except InterruptSignal as signal:
-            sink.send(signal_event(signal.node))
+        run.loop(state, saved)
 
     def _model_input(self, instruction: str, input: AgentInput, frame: RunFrame) -> list[Message]:
         if self._gen_model_input is not None:
@@ -363,24 +343,24 @@ class _ReactRun:
             self.scope.request_cancel(CancelMode.IMMEDIATE)
 
     def loop(self, state: ReactState, pending_round: ToolRoundState | None) -> None:
+        """Run the ReAct loop; on a stop, record where the run can go on from."""
+        journal = self.frame.journal
         try:
             self._loop(state, pending_round)
-        except AgentCancelledError as error:
-            # Keep where the run stopped, so a checkpoint taken on cancel can resume from here.
-            error._signal = composite_signal(  # type: ignore[attr-defined]
-                "cancelled", self._progress(state), [], address=self.frame.address
-            )
+        except InterruptSignal:
+            # The interrupting tools recorded their points; this one finishes the round later.
+            journal.record(self.frame.address, self._progress(state))
+            self.emit(AgentEvent(action=AgentAction(interrupted=InterruptInfo())))
+        except Exception:
+            # Cancelled or failed: keep the last safe point (after the last finished model or
+            # tool call), so that resuming retries from there and runs no finished tool again.
+            journal.record(self.frame.address, self._progress(state))
             raise
 
     def _progress(self, state: ReactState) -> ToolRoundState:
         current = self.round
         if current is not None:
-            return ToolRoundState(
-                messages=list(current.messages),
-                remaining=current.remaining,
-                calls=list(current.calls),
-                done=dict(current.done),
-            )
+            return current.snapshot()
         remaining = state.remaining + (1 if self.model_pending else 0)
         return ToolRoundState(messages=list(state.messages), remaining=remaining, calls=[])
 
@@ -429,6 +409,10 @@ class _ReactRun:
         scope = self.scope
         if not self.streaming:
             reply: Message = model.generate(list(messages), self.model_options)
+            if scope.stopping:
+                # Cancelled while the model was answering: the answer is not delivered, and
+                # a resumed run makes the call again.
+                scope.check()
             self.emit(event_from_message(reply, None, Role.ASSISTANT))
             return reply
         stream: StreamReader[Message] = model.stream(list(messages), self.model_options)
@@ -453,6 +437,7 @@ class _ReactRun:
         for call in calls:
             if call.function.name in self.frozen.return_directly:
                 return_directly_id = call.id
+        held_before = self._held_from_earlier_run(round_state, return_directly_id)
         results: dict[int, Message] = dict(round_state.done)
         pending = [index for index in range(len(calls)) if index not in results]
         held: AgentEvent | None = None
@@ -468,6 +453,8 @@ class _ReactRun:
                     held = item.event
                 else:
                     self.emit(item.event)
+            if item.event is not None and not item.forwarded and item.event.action is not None:
+                round_state.actions[item.index] = item.event.action
             if item.message is not None:
                 results[item.index] = item.message
                 round_state.done[item.index] = item.message
@@ -505,9 +492,9 @@ class _ReactRun:
                     raise error
             raise errors[0]
         if signals:
-            raise resume_tool_round(
-                self.agent.name, round_state, results, signals, state_messages=state.messages
-            )
+            raise signals[min(signals)]
+        if held is None:
+            held = held_before
         if held is not None:
             self.emit(held)
         state.messages.extend(results[index] for index in range(len(calls)))
@@ -518,6 +505,25 @@ class _ReactRun:
             if call.id == return_directly_id:
                 final = results[index]
         return final
+
+    def _held_from_earlier_run(
+        self, round_state: ToolRoundState, return_directly_id: str | None
+    ) -> AgentEvent | None:
+        """The held-back event of a return-directly call that finished before a resume.
+
+        A return-directly call's event is delivered after its round; when another call of
+        the round interrupted, the round ended before that, so the resumed round delivers it.
+        """
+        if return_directly_id is None:
+            return None
+        for index, call in enumerate(round_state.calls):
+            if call.id == return_directly_id and index in round_state.done:
+                event = event_from_message(
+                    round_state.done[index], None, Role.TOOL, call.function.name
+                )
+                event.action = round_state.actions.get(index)
+                return event
+        return None
 
     def call_tool_to_queue(
         self,
@@ -573,6 +579,10 @@ class _ReactRun:
                 use_stream = _streams(tool, self.streaming)
                 try:
                     message = self._invoke(tool, call, use_stream, call_frame, index, put)
+                    if self.scope.stopping:
+                        # Cancelled while the tool ran: its result is not delivered, and a
+                        # resumed run calls it again.
+                        self.scope.check()
                 except (InterruptSignal, AgentCancelledError):
                     raise
                 except Exception as error:

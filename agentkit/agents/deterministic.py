@@ -8,8 +8,7 @@ supervisor always report back (see :mod:`agentkit.prebuilt.supervisor`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
 
 import attrs
 
@@ -28,19 +27,13 @@ from agentkit.events import (
     gen_transfer_messages,
     new_transfer_to_agent_action,
 )
-from agentkit.interrupt import SignalNode, composite_signal
 from agentkit.options import AgentRunOption
 from agentkit.runctx import EventLog, RecordedEvent, current_frame, use_frame
 from agentkit.schema import Role
-from agentkit.worker import EventSink, drive, run_in_worker
-
-if TYPE_CHECKING:
-    from agentkit.iterators import AsyncIterator
+from agentkit.worker import BuiltinAgent, EventSink, drive
 
 __all__ = ["DeterministicTransferState", "agent_with_deterministic_transfer_to"]
 
-_INTERRUPT_INFO = "deterministic transfer wrapper interrupted"
-_CANCEL_INFO = "deterministic transfer wrapper cancelled"
 
 
 def agent_with_deterministic_transfer_to(agent: Agent, to_agent_names: Sequence[str]) -> Agent:
@@ -105,16 +98,17 @@ class DeterministicTransferState:
     history: list[RecordedEvent]
 
 
-class DeterministicTransferAgent:
+class DeterministicTransferAgent(BuiltinAgent):
     """The agent :func:`agent_with_deterministic_transfer_to` returns (see there)."""
-
-    _agentkit_push = True
 
     def __init__(self, agent: Agent, to_agent_names: Sequence[str]) -> None:
         self._agent = agent
         self._to_agent_names = tuple(to_agent_names)
-        # Read by FlowAgent: a hosted flow names and records its own events.
-        self._agentkit_hosts_flow = isinstance(agent, FlowAgent)
+
+    @property
+    def hosts_flow(self) -> bool:
+        """``True`` around a flow: the hosted flow names and records its own events."""
+        return isinstance(self._agent, FlowAgent)
 
     @property
     def name(self) -> str:
@@ -170,14 +164,6 @@ class DeterministicTransferAgent:
 
     # --- running ---
 
-    def run(self, input: AgentInput, *options: AgentRunOption) -> AsyncIterator[AgentEvent]:
-        """Run the agent, then emit the transfers; returns the event iterator at once."""
-        return run_in_worker(lambda sink: self._run_into(input, sink, options))
-
-    def resume(self, info: ResumeInfo, *options: AgentRunOption) -> AsyncIterator[AgentEvent]:
-        """Resume the agent, then emit the transfers; returns the event iterator at once."""
-        return run_in_worker(lambda sink: self._resume_into(info, sink, options))
-
     def _run_into(
         self, input: AgentInput | None, sink: EventSink, options: tuple[AgentRunOption, ...]
     ) -> None:
@@ -224,47 +210,38 @@ class DeterministicTransferAgent:
         if run_path and run_path[-1] == RunStep(flow.name):
             run_path = run_path[:-1]
         inner = attrs.evolve(frame, log=history, run_path=run_path)
-
-        def keep_history(node: SignalNode) -> SignalNode:
-            # A cancel inside the flow: save the flow's history with it, as for an
-            # interrupt, so that resuming a checkpoint taken on cancel finds it again.
-            state = DeterministicTransferState(history=[_checkpointable(r) for r in history.own()])
-            return composite_signal(_CANCEL_INFO, state, [node], address=frame.address)
-
-        watcher = _LastEventSink(sink, hold_interrupts=True, on_cancel=keep_history)
+        watcher = _LastEventSink(sink, hold_interrupts=True)
         with use_frame(inner):
             if resume is None:
                 flow._run_into(None, watcher, options)
             else:
                 flow._resume_into(resume, watcher, options)
         held = watcher.interrupt
-        if held is None:
+        if held is None and not watcher.cancelled:
             self._transfer(watcher, sink)
+            return
+        # Interrupted or cancelled inside the flow: keep the flow's own history, so that the
+        # resumed flow sees it again.
+        state = DeterministicTransferState(history=[_checkpointable(r) for r in history.own()])
+        info = "deterministic transfer wrapper interrupted" if held is not None else None
+        frame.journal.record(frame.address, state, info)
+        if held is None:
             return
         action = held.action
         assert action is not None and action.interrupted is not None
-        state = DeterministicTransferState(history=[_checkpointable(r) for r in history.own()])
-        node = composite_signal(_INTERRUPT_INFO, state, [action._signal], address=frame.address)
         sink.send(
             AgentEvent(
                 output=held.output,
-                action=AgentAction(
-                    interrupted=InterruptInfo(
-                        data=action.interrupted.data, contexts=node.contexts()
-                    ),
-                    _signal=node,
-                ),
+                action=AgentAction(interrupted=InterruptInfo(data=action.interrupted.data)),
             )
         )
 
     def _transfer(self, watcher: _LastEventSink, sink: EventSink) -> None:
         """Emit the transfer pairs unless the agent's last event says otherwise."""
-        if not watcher.open:
+        if not watcher.open or watcher.cancelled:
             return
         last = watcher.last
         if last is not None:
-            if isinstance(last.err, AgentCancelledError):
-                return
             action = last.action
             if action is not None and (
                 action.interrupted is not None
@@ -273,6 +250,10 @@ class DeterministicTransferAgent:
                 or action.transfer_to_agent is not None
             ):
                 return
+        frame = current_frame()
+        if frame is not None and watcher.stopped:
+            # The agent failed; its turn passes on all the same, so its failure is handled.
+            frame.journal.discard_under(frame.address)
         for name in self._to_agent_names:
             call, result = gen_transfer_messages(name)
             if not sink.send(event_from_message(call, None, Role.ASSISTANT)):
@@ -284,41 +265,30 @@ class DeterministicTransferAgent:
 
 
 class _LastEventSink:
-    """Forwards events, remembering the last one.
+    """Forwards events, remembering the last one and whether an error stopped the agent.
 
-    If asked, it holds back an interrupt (to be re-sent wrapped) and wraps the resume point
-    a cancel error carries (``on_cancel``) before the Runner saves it.
+    If asked, it holds back an interrupt (to be re-sent as this wrapper's own).
     """
 
-    __slots__ = ("downstream", "hold_interrupts", "interrupt", "last", "on_cancel", "open")
+    __slots__ = (
+        "cancelled", "downstream", "hold_interrupts", "interrupt", "last", "open", "stopped"
+    )
 
-    def __init__(
-        self,
-        downstream: EventSink,
-        hold_interrupts: bool = False,
-        on_cancel: Callable[[SignalNode], SignalNode] | None = None,
-    ) -> None:
+    def __init__(self, downstream: EventSink, hold_interrupts: bool = False) -> None:
         self.downstream = downstream
         self.hold_interrupts = hold_interrupts
-        self.on_cancel = on_cancel
         self.interrupt: AgentEvent | None = None
         self.last: AgentEvent | None = None
         self.open = True
+        self.stopped = False  # an error event came
+        self.cancelled = False  # ... and it was a cancel
 
     def send(self, item: AgentEvent) -> bool:
         self.last = item
-        error = item.err
-        if self.on_cancel is not None and isinstance(error, AgentCancelledError):
-            node = getattr(error, "_signal", None)
-            if isinstance(node, SignalNode):
-                error._signal = self.on_cancel(node)  # type: ignore[attr-defined]
-        action = item.action
-        if (
-            self.hold_interrupts
-            and action is not None
-            and action.interrupted is not None
-            and action._signal is not None
-        ):
+        if item.err is not None:
+            self.stopped = True
+            self.cancelled = isinstance(item.err, AgentCancelledError)
+        if self.hold_interrupts and item.interrupted:
             # Re-sent wrapped in this wrapper's own interrupt, which carries the history.
             self.interrupt = item
             return True

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
@@ -25,7 +25,6 @@ from agentkit.events import (
     RunStep,
     new_transfer_to_agent_action,
 )
-from agentkit.interrupt import composite_signal
 from agentkit.options import (
     AgentRunOption,
     RunOptions,
@@ -34,10 +33,7 @@ from agentkit.options import (
 )
 from agentkit.runctx import EventLog, RecordedEvent, RunFrame, Session, current_frame, use_frame
 from agentkit.schema import Message, Role, user_message
-from agentkit.worker import EventSink, drive, is_builtin, run_in_worker
-
-if TYPE_CHECKING:
-    from agentkit.iterators import AsyncIterator
+from agentkit.worker import BuiltinAgent, EventSink, drive
 
 __all__ = [
     "FlowAgent",
@@ -145,14 +141,12 @@ class _FlowSink:
         return self.downstream.send(item)
 
 
-class FlowAgent:
+class FlowAgent(BuiltinAgent):
     """An agent taking part in a multi-agent flow (see :func:`set_sub_agents`).
 
     You rarely make one yourself: :func:`set_sub_agents`, :func:`agent_with_options`, the
     workflow agents and the Runner wrap agents for you.
     """
-
-    _agentkit_push = True
 
     def __init__(
         self,
@@ -188,14 +182,6 @@ class FlowAgent:
     def __repr__(self) -> str:
         subs = ", ".join(sub.name for sub in self.sub_agents)
         return f"FlowAgent({self.agent!r}, sub_agents=[{subs}])"
-
-    def run(self, input: AgentInput, *options: AgentRunOption) -> AsyncIterator[AgentEvent]:
-        """Run the flow starting at this agent; returns the event iterator at once."""
-        return run_in_worker(lambda sink: self._run_into(input, sink, options))
-
-    def resume(self, info: ResumeInfo, *options: AgentRunOption) -> AsyncIterator[AgentEvent]:
-        """Resume the flow from a run context restored by the Runner."""
-        return run_in_worker(lambda sink: self._resume_into(info, sink, options))
 
     # --- running ---
 
@@ -236,11 +222,13 @@ class FlowAgent:
             try:
                 agent_input = self._build_input(frame, options)
             except Exception as error:
-                sink.send(AgentEvent(err=error))
+                sink.send(self._error(frame, error))
                 return None
-            if getattr(self.agent, "_agentkit_workflow", False):
-                # Workflows pass their children's events through; the children record them.
-                drive(self.agent, agent_input, sink, options)
+            if _passes_through(self.agent):
+                # Workflows pass their children's events through; the children named and
+                # recorded them. Only the workflow's own (unnamed) errors are named here.
+                own = _FlowSink(sink, self.name, frame.run_path, frame.log, unnamed_only=True)
+                drive(self.agent, agent_input, own, options)
                 return None
             hosts = _hosts_flow(self.agent)
             flow_sink = _FlowSink(sink, self.name, frame.run_path, frame.log, unnamed_only=hosts)
@@ -266,11 +254,12 @@ class FlowAgent:
                     return self._after(action, frame, sink)
                 if not _resumable(self.agent):
                     sink.send(
-                        AgentEvent(
-                            err=ResumeError(
+                        self._error(
+                            frame,
+                            ResumeError(
                                 f"failed to resume agent: agent '{self.name}' is an interrupt "
-                                "point but is not a ResumableAgent"
-                            )
+                                "point but is not a ResumableAgent (it has no resume() method)"
+                            ),
                         )
                     )
                     return None
@@ -282,8 +271,9 @@ class FlowAgent:
                     is_resume_target=point.is_resume_target,
                     resume_data=point.data,
                 )
-                if getattr(self.agent, "_agentkit_workflow", False):
-                    drive(self.agent, None, sink, options, resume=own_info)
+                if _passes_through(self.agent):
+                    own = _FlowSink(sink, self.name, frame.run_path, frame.log, unnamed_only=True)
+                    drive(self.agent, None, own, options, resume=own_info)
                     return None
                 hosts = _hosts_flow(self.agent)
                 flow_sink = _FlowSink(
@@ -294,22 +284,29 @@ class FlowAgent:
                 return self._after(flow_sink.last_action, frame, sink)
             hops = resume_state.next_hops(frame.address)
             if not hops:
+                saved = sorted(";".join(address) for address in resume_state.addresses())
                 sink.send(
-                    AgentEvent(
-                        err=ResumeError(
+                    self._error(
+                        frame,
+                        ResumeError(
                             "failed to get next agent leading to interruption: no child agents "
-                            "leading to interrupted agent were found"
-                        )
+                            f"leading to interrupted agent were found: agent '{self.name}' "
+                            f"(at {';'.join(frame.address)}) has none of the checkpoint's "
+                            f"stopped agents below it ({', '.join(saved)}); resume with the "
+                            "agent tree that made the checkpoint"
+                        ),
                     )
                 )
                 return None
             if len(hops) > 1:
                 sink.send(
-                    AgentEvent(
-                        err=ResumeError(
-                            "agent has multiple child agents leading to interruption, but "
-                            "concurrent transfer is not supported"
-                        )
+                    self._error(
+                        frame,
+                        ResumeError(
+                            f"agent '{self.name}' has multiple child agents leading to "
+                            f"interruption ({', '.join(hops)}), but concurrent transfer is not "
+                            "supported"
+                        ),
                     )
                 )
                 return None
@@ -319,12 +316,15 @@ class FlowAgent:
                 if not self.sub_agents and _resumable(self.agent):
                     drive(self.agent, None, sink, options, resume=info)
                     return None
+                known = ", ".join(repr(sub.name) for sub in self.sub_agents) or "none"
                 sink.send(
-                    AgentEvent(
-                        err=ResumeError(
+                    self._error(
+                        frame,
+                        ResumeError(
                             f"failed to resume agent: sub-agent '{name}' not found in agent "
-                            f"'{self.name}'"
-                        )
+                            f"'{self.name}' (its sub-agents: {known}); the checkpoint was made "
+                            "by another agent tree"
+                        ),
                     )
                 )
                 return None
@@ -342,26 +342,27 @@ class FlowAgent:
         dest = self._find(dest_name)
         if dest is None:
             sink.send(
-                AgentEvent(
-                    err=TransferError(
+                self._error(
+                    frame,
+                    TransferError(
                         f"transfer failed: agent '{dest_name}' not found when transferring "
                         f"from '{self.name}'"
-                    )
+                    ),
                 )
             )
             return None
         try:
             frame.scope.check()
         except AgentCancelledError as error:
-            # Cancelled between two agents. The error carries a resume point (the transfer
-            # still to make) and goes out as an event, so that the Runner sees it and saves
-            # the checkpoint; raising would bypass it and the run could not be resumed.
-            error._signal = composite_signal(  # type: ignore[attr-defined]
-                "transfer cancelled", PendingTransfer(dest_name), [], address=frame.address
-            )
-            sink.send(AgentEvent(err=error))
+            # Cancelled between two agents: the resumed run makes the transfer.
+            frame.journal.record(frame.address, PendingTransfer(dest_name))
+            sink.send(self._error(frame, error))
             return None
         return dest, frame
+
+    def _error(self, frame: RunFrame, error: BaseException) -> AgentEvent:
+        """An error event on behalf of this agent (its name and run path filled in)."""
+        return AgentEvent(agent_name=self.name, run_path=list(frame.run_path), err=error)
 
     def _find(self, name: str) -> FlowAgent | None:
         for sub in self.sub_agents:
@@ -415,20 +416,17 @@ def _flow_frame(input: AgentInput | None) -> RunFrame:
 
 
 def _hosts_flow(agent: object) -> bool:
-    """``True`` for agents that run a flow of their own inside this wrapper's turn.
+    """See :attr:`BuiltinAgent.hosts_flow`."""
+    return isinstance(agent, BuiltinAgent) and agent.hosts_flow
 
-    Such an agent (a deterministic-transfer wrapper around a :class:`FlowAgent`) sends the
-    events of the flow's wrappers already named, some with this wrapper's own run path
-    (the hosted flow does not repeat the step). This wrapper must not record them again
-    nor act on their actions: it names, records and acts on the agent's unnamed events only.
-    """
-    return getattr(agent, "_agentkit_hosts_flow", False) is True
+
+def _passes_through(agent: object) -> bool:
+    """See :attr:`BuiltinAgent.passes_events_through`."""
+    return isinstance(agent, BuiltinAgent) and agent.passes_events_through
 
 
 def _resumable(agent: object) -> bool:
-    return (is_builtin(agent) and hasattr(agent, "_resume_into")) or callable(
-        getattr(agent, "resume", None)
-    )
+    return isinstance(agent, BuiltinAgent) or callable(getattr(agent, "resume", None))
 
 
 # --- wiring -------------------------------------------------------------------------------------

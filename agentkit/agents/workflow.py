@@ -11,7 +11,7 @@ import contextvars
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
@@ -28,13 +28,9 @@ from agentkit.events import (
     ResumeInfo,
     RunStep,
 )
-from agentkit.interrupt import SignalNode, composite_signal
 from agentkit.options import AgentRunOption
 from agentkit.runctx import EventLog, RecordedEvent, RunFrame, current_frame, use_frame
-from agentkit.worker import EventSink, run_in_worker
-
-if TYPE_CHECKING:
-    from agentkit.iterators import AsyncIterator
+from agentkit.worker import BuiltinAgent, EventSink
 
 __all__ = ["LoopAgent", "ParallelAgent", "SequentialAgent"]
 
@@ -59,30 +55,29 @@ class LoopState:
 @persisted("agentkit.ParallelState")
 @attrs.define
 class ParallelState:
-    """A Parallel workflow's branches when it stopped: each branch's own history."""
+    """A Parallel workflow's branches when it stopped.
+
+    ``lanes`` holds each branch's own history; ``unfinished`` the branches that did not
+    finish (interrupted, cancelled, failed or not started). A resumed Parallel resumes the
+    unfinished branches that recorded where they stopped, runs the others again from their
+    start, and does not run the finished ones again.
+    """
 
     lanes: list[list[RecordedEvent]]
-    interrupted: list[int]
+    unfinished: list[int]
 
 
 class _HoldSink:
     """Forwards a child's events, holding one with an action until the next one arrives."""
 
-    __slots__ = ("broke", "downstream", "error", "held", "loop_iteration", "on_cancel")
+    __slots__ = ("broke", "downstream", "error", "held", "loop_iteration")
 
-    def __init__(
-        self,
-        downstream: EventSink,
-        loop_iteration: int | None = None,
-        on_cancel: Callable[[SignalNode], SignalNode] | None = None,
-    ) -> None:
+    def __init__(self, downstream: EventSink, loop_iteration: int | None = None) -> None:
         self.downstream = downstream
         self.held: AgentEvent | None = None
         self.error = False
         self.loop_iteration = loop_iteration
         self.broke = False
-        # Wraps the resume point of a cancelled child in the workflow's own position.
-        self.on_cancel = on_cancel
 
     def send(self, item: AgentEvent) -> bool:
         ok = True
@@ -101,13 +96,6 @@ class _HoldSink:
             self.broke = True
         if item.err is not None:
             self.error = True
-            node = getattr(item.err, "_signal", None)
-            if (
-                self.on_cancel is not None
-                and isinstance(item.err, AgentCancelledError)
-                and isinstance(node, SignalNode)
-            ):
-                item.err._signal = self.on_cancel(node)  # type: ignore[attr-defined]
             return self.downstream.send(item) and ok
         if action is not None:
             self.held = item
@@ -115,11 +103,10 @@ class _HoldSink:
         return self.downstream.send(item) and ok
 
 
-class _Workflow:
+class _Workflow(BuiltinAgent):
     """What the three workflow agents share."""
 
-    _agentkit_push = True
-    _agentkit_workflow = True
+    passes_events_through = True
     _kind = "Workflow"
 
     def __init__(self, name: str, description: str, sub_agents: Sequence[Agent]) -> None:
@@ -185,15 +172,9 @@ class _Workflow:
         names = ", ".join(child.name for child in self._children)
         return f"{type(self).__name__}(name={self._name!r}, sub_agents=[{names}])"
 
-    def run(self, input: AgentInput, *options: AgentRunOption) -> AsyncIterator[AgentEvent]:
-        """Run the workflow in a worker thread; returns the event iterator at once."""
-        flow = self._parent_flow
-        return run_in_worker(lambda sink: flow._run_into(input, sink, options))
-
-    def resume(self, info: ResumeInfo, *options: AgentRunOption) -> AsyncIterator[AgentEvent]:
-        """Resume the workflow inside a run restored by the Runner."""
-        flow = self._parent_flow
-        return run_in_worker(lambda sink: flow._resume_into(info, sink, options))
+    def _entry(self) -> BuiltinAgent:
+        # Run bare, a workflow runs as its own flow wrapper (which names its events).
+        return self._parent_flow
 
     def _frame(self) -> RunFrame:
         frame = current_frame()
@@ -221,50 +202,25 @@ class _Workflow:
                 child._resume_into(resume, hold, options)
 
     def _leads_to(self, frame: RunFrame, child: FlowAgent) -> bool:
-        """Whether the saved interrupt points of a resumed run lie inside ``child``."""
+        """Whether the saved resume points of a resumed run lie inside ``child``."""
         resume_state = frame.resume
-        if resume_state is None:
-            return False
-        return f"agent:{child.name}" in resume_state.next_hops(frame.address)
+        return resume_state is not None and resume_state.leads_to(
+            frame.address, f"agent:{child.name}"
+        )
 
-    def _wrapper(self, frame: RunFrame, state: Any) -> Callable[[SignalNode], SignalNode]:
-        info = f"{self._kind} workflow cancelled"
+    def _stop_at(self, frame: RunFrame, state: Any, interrupted: bool = False) -> None:
+        """Record that the workflow stopped at ``state`` (a child interrupted, failed or was
+        cancelled, or the run was cancelled before a child): a resumed run goes on there."""
+        info = f"{self._kind} workflow interrupted" if interrupted else None
+        frame.journal.record(frame.address, state, info)
 
-        def wrap(node: SignalNode) -> SignalNode:
-            return composite_signal(info, state, [node], address=frame.address)
-
-        return wrap
-
-    def _check_transition(self, frame: RunFrame, info: str, state: Any) -> None:
+    def _check_transition(self, frame: RunFrame, state: Any, when: str = "at transition") -> None:
         try:
             frame.scope.check(Point.TRANSITION)
-        except AgentCancelledError as error:
+        except AgentCancelledError:
             # Resumable: the resumed workflow starts with the child it was about to run.
-            error._signal = composite_signal(  # type: ignore[attr-defined]
-                info, state, [], address=frame.address
-            )
+            frame.journal.record(frame.address, state, f"{self._kind} workflow cancel {when}")
             raise
-
-    def _interrupt(
-        self, sink: EventSink, child_event: AgentEvent, info: str, state: Any, frame: RunFrame
-    ) -> None:
-        action = child_event.action
-        assert action is not None and action.interrupted is not None
-        child_node: SignalNode = action._signal
-        node = composite_signal(info, state, [child_node], address=frame.address)
-        sink.send(
-            AgentEvent(
-                agent_name=child_event.agent_name,
-                run_path=child_event.run_path,
-                output=child_event.output,
-                action=AgentAction(
-                    interrupted=InterruptInfo(
-                        data=action.interrupted.data, contexts=node.contexts()
-                    ),
-                    _signal=node,
-                ),
-            )
-        )
 
 
 class SequentialAgent(_Workflow):
@@ -301,27 +257,23 @@ class SequentialAgent(_Workflow):
         frame = self._frame()
         for index in range(start, len(self._children)):
             state = SequentialState(index)
-            self._check_transition(frame, "Sequential workflow cancel at transition", state)
-            hold = _HoldSink(sink, on_cancel=self._wrapper(frame, state))
+            self._check_transition(frame, state)
+            hold = _HoldSink(sink)
             child = self._children[index]
             child_resume = resume if index == start and self._leads_to(frame, child) else None
             self._run_child(
                 frame, self._steps(index), self._children[index], hold, options, child_resume
             )
-            if hold.error:
-                return
             last = hold.held
+            if hold.error or (last is not None and last.interrupted):
+                self._stop_at(frame, state, last is not None and last.interrupted)
+                if last is not None:
+                    sink.send(last)
+                return
             if last is None:
                 continue
-            action = last.action
-            assert action is not None
-            if action.interrupted is not None and action._signal is not None:
-                self._interrupt(
-                    sink, last, "Sequential workflow interrupted", SequentialState(index), frame
-                )
-                return
             sink.send(last)
-            if action.exit:
+            if last.action is not None and last.action.exit:
                 return
 
 
@@ -381,30 +333,23 @@ class LoopAgent(_Workflow):
         while self.max_iterations == 0 or iteration < self.max_iterations:
             while index < count:
                 state = LoopState(iteration, index)
-                self._check_transition(frame, "Loop workflow cancel at transition", state)
+                self._check_transition(frame, state)
                 prefix = all_steps * iteration + all_steps[:index]
-                hold = _HoldSink(
-                    sink, loop_iteration=iteration, on_cancel=self._wrapper(frame, state)
-                )
+                hold = _HoldSink(sink, loop_iteration=iteration)
                 child = self._children[index]
                 if resume is not None and not self._leads_to(frame, child):
                     resume = None
                 self._run_child(frame, prefix, child, hold, options, resume)
                 resume = None
-                if hold.error:
-                    return
                 last = hold.held
+                if hold.error or (last is not None and last.interrupted):
+                    self._stop_at(frame, state, last is not None and last.interrupted)
+                    if last is not None:
+                        sink.send(last)
+                    return
                 if last is not None:
-                    action = last.action
-                    assert action is not None
-                    if action.interrupted is not None and action._signal is not None:
-                        self._interrupt(
-                            sink, last, "Loop workflow interrupted",
-                            LoopState(iteration, index), frame,
-                        )
-                        return
                     sink.send(last)
-                    if action.exit:
+                    if last.action is not None and last.action.exit:
                         return
                 if hold.broke:
                     return
@@ -428,19 +373,31 @@ class _LockedSink:
 
 
 class _BranchSink:
-    """A branch's view: interrupts are kept back, everything else is forwarded."""
+    """A branch's view: interrupts and cancels are kept back, everything else is forwarded."""
 
-    __slots__ = ("downstream", "interrupt")
+    __slots__ = ("cancel", "downstream", "failed", "interrupt")
 
     def __init__(self, downstream: EventSink) -> None:
         self.downstream = downstream
         self.interrupt: AgentEvent | None = None
+        self.cancel: AgentEvent | None = None
+        self.failed = False
+
+    @property
+    def finished(self) -> bool:
+        """Whether the branch ran to its end."""
+        return self.interrupt is None and self.cancel is None and not self.failed
 
     def send(self, item: AgentEvent) -> bool:
-        action = item.action
-        if action is not None and action.interrupted is not None and action._signal is not None:
+        if item.interrupted:
             self.interrupt = item
             return True
+        if isinstance(item.err, AgentCancelledError):
+            # The Parallel reports one cancel for all its branches.
+            self.cancel = item
+            return True
+        if item.err is not None:
+            self.failed = True
         return self.downstream.send(item)
 
 
@@ -477,7 +434,7 @@ class ParallelAgent(_Workflow):
     ) -> None:
         frame = self._frame()
         lanes = [frame.log.fork() for _ in self._children]
-        self._fork(frame, sink, options, lanes, list(range(len(self._children))), None)
+        self._fork(frame, sink, options, lanes, list(range(len(self._children))), [], None)
 
     def _resume_into(
         self, info: ResumeInfo, sink: EventSink, options: tuple[AgentRunOption, ...]
@@ -489,18 +446,14 @@ class ParallelAgent(_Workflow):
             )
         frame = self._frame()
         lanes = []
-        for saved in state.lanes:
+        for index, saved in enumerate(state.lanes):
             lane = frame.log.fork()
-            lane.restore(saved)
+            if not (index in state.unfinished and not self._leads_to(frame, self._children[index])):
+                lane.restore(saved)  # a branch run again from its start gets a fresh lane
             lanes.append(lane)
-        resume_state = frame.resume
-        hops = resume_state.next_hops(frame.address) if resume_state is not None else []
-        todo = [
-            index
-            for index in state.interrupted
-            if f"agent:{self._children[index].name}" in hops
-        ]
-        self._fork(frame, sink, options, lanes, todo, info)
+        resumed = [i for i in state.unfinished if self._leads_to(frame, self._children[i])]
+        fresh = [i for i in state.unfinished if i not in resumed]
+        self._fork(frame, sink, options, lanes, fresh, resumed, info)
 
     def _fork(
         self,
@@ -508,10 +461,12 @@ class ParallelAgent(_Workflow):
         sink: EventSink,
         options: tuple[AgentRunOption, ...],
         lanes: list[EventLog],
-        todo: list[int],
+        fresh: list[int],
+        resumed: list[int],
         resume: ResumeInfo | None,
     ) -> None:
-        frame.scope.check(Point.TRANSITION)
+        todo = sorted(fresh + resumed)
+        self._check_transition(frame, self._state(lanes, todo), "before spawn")
         shared = _LockedSink(sink)
         branches = {index: _BranchSink(shared) for index in todo}
 
@@ -519,68 +474,77 @@ class ParallelAgent(_Workflow):
             child_frame = attrs.evolve(frame, log=lanes[index])
             with use_frame(child_frame):
                 child = self._children[index]
-                if resume is None:
-                    child._run_into(None, branches[index], options)
-                else:
+                if index in resumed and resume is not None:
                     child._resume_into(resume, branches[index], options)
+                else:
+                    child._run_into(None, branches[index], options)
 
-        if todo:
-            # Without a limit the calling thread runs the first branch itself and a pool
-            # sized to the rest runs the others: every branch starts at once.
-            inline = todo[0] if self.max_workers is None else None
-            pooled = [index for index in todo if index != inline]
-            errors: list[BaseException | None] = []
-            futures = []
-            pool = None
-            if pooled:
-                workers = min(self.max_workers or len(pooled), len(pooled))
-                pool = ThreadPoolExecutor(
-                    max_workers=workers, thread_name_prefix="agentkit-parallel"
+        for failure in self._run_branches(todo, branch):
+            branches[failure[0]].failed = True
+            shared.send(AgentEvent(agent_name=self._name, run_path=frame.run_path, err=failure[1]))
+        unfinished = [index for index in todo if not branches[index].finished]
+        cancels = [branches[i].cancel for i in unfinished if branches[i].cancel is not None]
+        interrupts = [branches[i].interrupt for i in unfinished if branches[i].interrupt]
+        if unfinished:
+            self._stop_at(frame, self._state(lanes, unfinished), bool(interrupts) and not cancels)
+        if cancels or interrupts:
+            # Lanes are not committed: the resumed Parallel gets them back.
+            first = cancels[0] if cancels else interrupts[0]
+            assert first is not None
+            data = None
+            if first.action is not None and first.action.interrupted is not None:
+                data = first.action.interrupted.data
+            sink.send(
+                AgentEvent(
+                    agent_name=self._name,
+                    run_path=list(frame.run_path),
+                    action=None if cancels else AgentAction(interrupted=InterruptInfo(data=data)),
+                    err=first.err if cancels else None,
                 )
-                futures = [
-                    pool.submit(contextvars.copy_context().run, branch, index)
-                    for index in pooled
-                ]
-            try:
-                if inline is not None:
-                    try:
-                        contextvars.copy_context().run(branch, inline)
-                    except Exception as error:
-                        errors.append(error)
-            finally:
-                if pool is not None:
-                    errors.extend(future.exception() for future in futures)
-                    pool.shutdown(wait=True)
-            for failure in errors:
-                if failure is not None:
-                    shared.send(AgentEvent(err=failure))
-        interrupted = [index for index in todo if branches[index].interrupt is not None]
-        if not interrupted:
-            frame.log.commit(lanes)
-            return
-        children = []
-        for index in interrupted:
-            event = branches[index].interrupt
-            assert event is not None and event.action is not None
-            children.append(event.action._signal)
-        state = ParallelState(
-            lanes=[[record.checkpointable() for record in lane.own()] for lane in lanes],
-            interrupted=interrupted,
-        )
-        node = composite_signal(
-            "Parallel workflow interrupted", state, children, address=frame.address
-        )
-        first = branches[interrupted[0]].interrupt
-        assert first is not None and first.action is not None and first.action.interrupted
-        sink.send(
-            AgentEvent(
-                agent_name=self._name,
-                run_path=list(frame.run_path),
-                action=AgentAction(
-                    interrupted=InterruptInfo(
-                        data=first.action.interrupted.data, contexts=node.contexts()
-                    ),
-                    _signal=node,
-                ),
             )
+            return
+        frame.log.commit(lanes)
+
+    def _state(self, lanes: list[EventLog], unfinished: list[int]) -> ParallelState:
+        return ParallelState(
+            lanes=[[record.checkpointable() for record in lane.own()] for lane in lanes],
+            unfinished=list(unfinished),
         )
+
+    def _run_branches(
+        self, todo: list[int], branch: Callable[[int], None]
+    ) -> list[tuple[int, BaseException]]:
+        """Run ``branch(i)`` for every ``i`` of ``todo`` at once; return what escaped them.
+
+        Without a limit the calling thread runs the first branch itself and a pool sized to
+        the rest runs the others: every branch starts at once. All are joined before this
+        returns, so no branch outlives the Parallel.
+        """
+        if not todo:
+            return []
+        inline = todo[0] if self.max_workers is None else None
+        pooled = [index for index in todo if index != inline]
+        failures: list[tuple[int, BaseException]] = []
+        futures = []
+        pool = None
+        if pooled:
+            workers = min(self.max_workers or len(pooled), len(pooled))
+            pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="agentkit-parallel")
+            futures = [
+                (index, pool.submit(contextvars.copy_context().run, branch, index))
+                for index in pooled
+            ]
+        try:
+            if inline is not None:
+                try:
+                    contextvars.copy_context().run(branch, inline)
+                except Exception as error:
+                    failures.append((inline, error))
+        finally:
+            if pool is not None:
+                for index, future in futures:
+                    escaped = future.exception()
+                    if escaped is not None:
+                        failures.append((index, escaped))
+                pool.shutdown(wait=True)
+        return failures

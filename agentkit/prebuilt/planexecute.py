@@ -55,10 +55,10 @@ from agentkit.runctx import current_frame, get_session_value
 from agentkit.schema import Message, Role, ToolCall, ToolInfo, system_message, user_message
 from agentkit.streams import StreamReader, concat_message_stream, stream_from_iterator
 from agentkit.tools.base import BaseTool
-from agentkit.worker import EventSink, run_in_worker
+from agentkit.worker import BuiltinAgent, EventSink
 
 if TYPE_CHECKING:
-    from agentkit.iterators import AsyncIterator
+    pass
 
 __all__ = [
     "EXECUTED_STEPS_SESSION_KEY",
@@ -456,10 +456,8 @@ def _output(reply: Message, content: str) -> Message:
     return Message(Role.ASSISTANT, content, response_meta=reply.response_meta)
 
 
-class _OneCallAgent(abc.ABC):
+class _OneCallAgent(BuiltinAgent):
     """What the planner and the replanner share: one model call per run, in a push agent."""
-
-    _agentkit_push = True
 
     def __init__(self, name: str, description: str, model: ChatModel, forced: bool) -> None:
         self._name = name
@@ -479,10 +477,6 @@ class _OneCallAgent(abc.ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__.lstrip('_')}(name={self._name!r}, model={self._model!r})"
-
-    def run(self, input: AgentInput, *options: AgentRunOption) -> AsyncIterator[AgentEvent]:
-        """Run the agent in a worker thread; returns the event iterator at once."""
-        return run_in_worker(lambda sink: self._run_into(input, sink, options))
 
     @abc.abstractmethod
     def _run_into(
@@ -513,7 +507,10 @@ class _OneCallAgent(abc.ABC):
         if not streaming:
             # Eino always streams here; generate() gives the same reply with one request
             # shape per mode, like ChatModelAgent.
-            return self._model.generate(list(messages), model_options)
+            reply = self._model.generate(list(messages), model_options)
+            if scope is not None and scope.stopping:
+                scope.check()  # cancelled meanwhile: the reply is not delivered
+            return reply
         stream = self._model.stream(list(messages), model_options)
         if scope is not None:
             scope.open(stream)

@@ -1,0 +1,176 @@
+"""Resume points: where a run stopped and what each stopped component needs to go on.
+
+When a run stops before it completes (a tool or agent interrupts, the run is cancelled, or it
+fails), every component on the way from the stopping point to the Runner records one
+:class:`ResumePoint` in the run's :class:`Journal`: its *address* (``agent:<name>`` and
+``tool:<tool name>:<call id>`` segments) and the *state* it needs to continue (a ChatModelAgent's
+conversation and finished tool calls, a Sequential workflow's child index, ...). The Runner saves
+the journal's points in the checkpoint; on resume every component finds its own state again by
+its address (:class:`ResumeState`). Nothing travels on events or exceptions: the journal is the
+one channel, written where a component stops and read where the Runner saves.
+
+Interrupt contexts (:class:`~agentkit.InterruptContext`) are derived from the points once, when
+the Runner delivers the interrupt event: a point's parent is the recorded point whose address is
+the longest proper prefix of its own.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import attrs
+
+from agentkit._persist import persisted
+from agentkit.events import InterruptContext
+
+Address = tuple[str, ...]
+
+
+@persisted("agentkit.ResumePoint")
+@attrs.frozen
+class ResumePoint:
+    """One stopped component: its address, its state and, for interrupts, what to show.
+
+    ``is_root_cause`` marks the points that asked for the stop themselves (a tool calling
+    ``interrupt()``, a custom agent sending ``interrupt_event()``); ``info`` is what they showed.
+    """
+
+    id: str
+    address: Address
+    state: Any = None
+    info: Any = None
+    is_root_cause: bool = False
+
+
+def new_point_id() -> str:
+    """A fresh, opaque interrupt id."""
+    return str(uuid.uuid4())
+
+
+class Journal:
+    """The resume points one run recorded, at most one per address (thread-safe).
+
+    A later record at the same address replaces the earlier one: a component that stops again
+    knows best where it is now.
+    """
+
+    __slots__ = ("_lock", "_points")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._points: dict[Address, ResumePoint] = {}
+
+    def record(
+        self, address: Address, state: Any = None, info: Any = None, *, root: bool = False
+    ) -> ResumePoint:
+        """Record that the component at ``address`` stopped with ``state``; return the point."""
+        point = ResumePoint(new_point_id(), tuple(address), state, info, root)
+        with self._lock:
+            self._points.pop(point.address, None)
+            self._points[point.address] = point
+        return point
+
+    def discard_under(self, address: Address) -> None:
+        """Forget the points at or below ``address``: the component there handled the stop
+        and went on (an error turned into a message for the model, a failed agent whose turn
+        passed on to another one)."""
+        depth = len(address)
+        with self._lock:
+            for saved in [a for a in self._points if a[:depth] == address]:
+                del self._points[saved]
+
+    def points(self) -> list[ResumePoint]:
+        """The recorded points, in the order they were recorded."""
+        with self._lock:
+            return list(self._points.values())
+
+    def __bool__(self) -> bool:
+        with self._lock:
+            return bool(self._points)
+
+
+def interrupt_contexts(points: Iterable[ResumePoint]) -> list[InterruptContext]:
+    """The root-cause contexts of ``points``, each with its chain of parents."""
+    by_address = {point.address: point for point in points}
+    made: dict[Address, InterruptContext] = {}
+
+    def context(point: ResumePoint) -> InterruptContext:
+        existing = made.get(point.address)
+        if existing is not None:
+            return existing
+        parent = None
+        for length in range(len(point.address) - 1, 0, -1):
+            above = by_address.get(point.address[:length])
+            if above is not None:
+                parent = context(above)
+                break
+        made[point.address] = result = InterruptContext(
+            id=point.id,
+            info=point.info,
+            address=point.address,
+            is_root_cause=point.is_root_cause,
+            parent=parent,
+        )
+        return result
+
+    return [context(point) for point in by_address.values() if point.is_root_cause]
+
+
+@attrs.define(eq=False)
+class PointResume:
+    """What a resumed run knows about one address."""
+
+    was_interrupted: bool = False
+    state: Any = None
+    is_resume_target: bool = False
+    has_data: bool = False
+    data: Any = None
+
+
+class ResumeState:
+    """The resume points of a checkpoint and the resume data given for them."""
+
+    __slots__ = ("_by_address", "_data", "_targeted", "points")
+
+    def __init__(self, points: Iterable[ResumePoint], targets: Mapping[str, Any]) -> None:
+        self.points = list(points)
+        by_id = {point.id: point for point in self.points}
+        self._by_address: dict[Address, ResumePoint] = {p.address: p for p in self.points}
+        self._data: dict[Address, Any] = {}
+        self._targeted: set[Address] = set()
+        for point_id, data in targets.items():
+            address = by_id[point_id].address
+            self._data[address] = data
+            for length in range(1, len(address) + 1):
+                self._targeted.add(address[:length])
+
+    def at(self, address: Address) -> PointResume:
+        """What the component at ``address`` should know when it resumes."""
+        point = self._by_address.get(address)
+        return PointResume(
+            was_interrupted=point is not None,
+            state=point.state if point is not None else None,
+            is_resume_target=address in self._targeted,
+            has_data=address in self._data,
+            data=self._data.get(address),
+        )
+
+    def next_hops(self, address: Address) -> list[str]:
+        """The distinct child segments of ``address`` that lead to saved points."""
+        depth = len(address)
+        hops: list[str] = []
+        for saved in self._by_address:
+            if len(saved) > depth and saved[:depth] == address and saved[depth] not in hops:
+                hops.append(saved[depth])
+        return hops
+
+    def leads_to(self, address: Address, segment: str) -> bool:
+        """Whether a saved point lies at or below ``address + (segment,)``."""
+        return segment in self.next_hops(address)
+
+    def addresses(self) -> list[Address]:
+        """Every saved address."""
+        return list(self._by_address)
