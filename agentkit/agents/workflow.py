@@ -485,10 +485,12 @@ class ParallelAgent(_Workflow):
         unfinished = [index for index in todo if not branches[index].finished]
         cancels = [branches[i].cancel for i in unfinished if branches[i].cancel is not None]
         interrupts = [branches[i].interrupt for i in unfinished if branches[i].interrupt]
-        if unfinished:
-            self._stop_at(frame, self._state(lanes, unfinished), bool(interrupts) and not cancels)
+        if not unfinished:
+            frame.log.commit(lanes)
+            return
+        # Lanes are not committed: the resumed Parallel gets them back from its state.
+        self._stop_at(frame, self._state(lanes, unfinished), bool(interrupts) and not cancels)
         if cancels or interrupts:
-            # Lanes are not committed: the resumed Parallel gets them back.
             first = cancels[0] if cancels else interrupts[0]
             assert first is not None
             data = None
@@ -502,8 +504,6 @@ class ParallelAgent(_Workflow):
                     err=first.err if cancels else None,
                 )
             )
-            return
-        frame.log.commit(lanes)
 
     def _state(self, lanes: list[EventLog], unfinished: list[int]) -> ParallelState:
         return ParallelState(
