@@ -39,9 +39,9 @@ from agentkit import (
     with_checkpoint_id,
 )
 from agentkit.checkpoint import InMemoryCheckPointStore
-from agentkit.testing import calls_message, no_thread_leak, summarize
 from agentkit.models import ScriptedChatModel
 from agentkit.schema import FunctionCall, ToolCall
+from agentkit.testing import calls_message, no_thread_leak, summarize
 
 BEHAVIOURS = ("ok", "interrupt", "fail", "cancel")
 
