@@ -15,10 +15,13 @@ The JSON value accepted for each annotation, and the schema it gets:
 ==========================================  =============================================
 annotation                                  JSON value (schema)
 ==========================================  =============================================
-``str`` / ``int`` / ``float`` / ``bool``    string / integer / number / boolean; no
-                                            coercion from strings; an integer is a valid
-                                            ``float``, an integral number (``3.0``) a valid
-                                            ``int``, a boolean is neither
+``str`` / ``int`` / ``float`` / ``bool``    string / integer / number / boolean; an
+                                            integer is a valid ``float``, an integral
+                                            number (``3.0``) a valid ``int``, a boolean is
+                                            neither; unless ``strict=True``, a string that
+                                            spells one is accepted too (``"2"``,
+                                            ``"2.5"``, ``"true"``), not inside a union
+                                            that has a member taking the string as it is
 ``None``                                    null
 no annotation, ``Any``                      anything (``{}``)
 ``list[X]``, ``Sequence[X]``                array (``items``); a ``list`` is passed
@@ -60,6 +63,7 @@ import attrs
 from agentkit.errors import AgentConfigError, ToolArgumentsError, ToolError
 from agentkit.schema import ToolInfo
 from agentkit.streams import StreamReader, stream_from_iterator
+from agentkit.tools import _lax
 
 if TYPE_CHECKING:
     import cattrs
@@ -84,19 +88,34 @@ _SUPPORTED = (
 
 @overload
 def tool(
-    fn: Callable[P, I], /, *, name: str | None = None, description: str | None = None
+    fn: Callable[P, I],
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    strict: bool = False,
 ) -> StreamingFunctionTool[P, I]: ...
 
 
 @overload
 def tool(
-    fn: Callable[P, R], /, *, name: str | None = None, description: str | None = None
+    fn: Callable[P, R],
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    strict: bool = False,
 ) -> FunctionTool[P, R]: ...
 
 
 @overload
 def tool(
-    fn: None = None, /, *, name: str | None = None, description: str | None = None
+    fn: None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    strict: bool = False,
 ) -> _Decorator: ...
 
 
@@ -106,6 +125,7 @@ def tool(
     *,
     name: str | None = None,
     description: str | None = None,
+    strict: bool = False,
 ) -> FunctionTool[Any, Any] | _Decorator:
     """Make a tool of a Python function: its schema comes from the type hints and the docstring.
 
@@ -141,6 +161,10 @@ def tool(
             ``_`` or ``-``, as model APIs require.
         description: what the model is told the tool does (default: the docstring without its
             parameter, return and raise sections).
+        strict: refuse scalars in the wrong JSON kind. By default a string that spells the
+            value unambiguously is accepted for an ``int``, ``float`` or ``bool`` (``"2"``,
+            ``"2.5"``, ``"true"``/``"false"``), because models often quote numbers; with
+            ``strict=True`` only the JSON kind the schema names is accepted.
 
     Raises:
         TypeError: ``fn`` is not a function, is ``async``, has ``*args``, or a parameter has an
@@ -148,12 +172,12 @@ def tool(
         AgentConfigError: the name is not a valid tool name (a lambda needs ``name=``).
     """
     if fn is None:
-        return _Decorator(name, description)
+        return _Decorator(name, description, strict)
     if isinstance(fn, str):
         raise TypeError(
             f"tool() takes the function first; to name the tool write @tool(name={fn!r})"
         )
-    return _make_tool(fn, name, description, sys._getframe(1).f_locals)
+    return _make_tool(fn, name, description, strict, sys._getframe(1).f_locals)
 
 
 @attrs.frozen
@@ -162,6 +186,7 @@ class _Decorator:
 
     name: str | None
     description: str | None
+    strict: bool
 
     @overload
     def __call__(self, fn: Callable[P, I], /) -> StreamingFunctionTool[P, I]: ...
@@ -170,19 +195,22 @@ class _Decorator:
     def __call__(self, fn: Callable[P, R], /) -> FunctionTool[P, R]: ...
 
     def __call__(self, fn: Callable[..., Any], /) -> FunctionTool[Any, Any]:
-        return _make_tool(fn, self.name, self.description, sys._getframe(1).f_locals)
+        return _make_tool(
+            fn, self.name, self.description, self.strict, sys._getframe(1).f_locals
+        )
 
 
 def _make_tool(
     fn: Callable[..., Any],
     name: str | None,
     description: str | None,
+    strict: bool,
     localns: Mapping[str, Any] | None,
 ) -> FunctionTool[Any, Any]:
     if isinstance(fn, FunctionTool):
         fn = fn.__wrapped__
     cls = StreamingFunctionTool if inspect.isgeneratorfunction(fn) else FunctionTool
-    return cls(fn, name=name, description=description, localns=localns)
+    return cls(fn, name=name, description=description, strict=strict, localns=localns)
 
 
 # --- the tools ----------------------------------------------------------------------------------
@@ -223,13 +251,14 @@ class FunctionTool(Generic[P, R]):
         *,
         name: str | None = None,
         description: str | None = None,
+        strict: bool = False,
         localns: Mapping[str, Any] | None = None,
     ) -> None:
         """Build the tool; prefer :func:`tool`, which picks the class for generator functions.
 
         ``localns`` is a namespace tried when an annotation names something that is not a
         global of the function's module (a class defined inside a function, for example);
-        :func:`tool` passes the namespace it is called from.
+        :func:`tool` passes the namespace it is called from. ``strict`` is as for :func:`tool`.
         """
         _check_function(fn)
         if inspect.isgeneratorfunction(fn) and not isinstance(self, StreamingFunctionTool):
@@ -244,7 +273,7 @@ class FunctionTool(Generic[P, R]):
                 f"{tool_name!r} is not a valid tool name for {_qualname(fn)}: use 1-64 letters, "
                 "digits, '_' or '-' (pass name=...)"
             )
-        plan = _plan(fn, localns)
+        plan = _plan(fn, localns, strict)
         self._fn = fn
         self._name = tool_name
         self._description = plan.description if description is None else description
@@ -400,12 +429,12 @@ def _check_function(fn: object) -> None:
         )
 
 
-def _plan(fn: Callable[..., Any], localns: Mapping[str, Any] | None) -> _Plan:
+def _plan(fn: Callable[..., Any], localns: Mapping[str, Any] | None, strict: bool) -> _Plan:
     """Work out the schema and the conversion plan of ``fn`` (once, when the tool is made)."""
     where = _qualname(fn)
     hints = _resolve_hints(fn, localns, where)
     summary, param_docs = _parse_docstring(inspect.getdoc(fn))
-    converter = _get_converter()
+    converter = _get_converter(strict)
     properties: dict[str, Any] = {}
     required: list[str] = []
     params: list[_Param] = []
@@ -791,24 +820,31 @@ class _Invalid(Exception):
         self.value = value
 
 
-_converter: cattrs.Converter | None = None
+_converters: dict[bool, cattrs.Converter] = {}  # by strictness
 _converter_lock = threading.Lock()
 
 
-def _get_converter() -> cattrs.Converter:
-    """Return the converter shared by all function tools, made on first use (cattrs is heavy)."""
-    global _converter
-    converter = _converter
+def _get_converter(strict: bool) -> cattrs.Converter:
+    """Return the strict or the lax converter shared by all function tools, made on first use
+    (cattrs is heavy)."""
+    converter = _converters.get(strict)
     if converter is None:
         with _converter_lock:
-            converter = _converter
-            if converter is None:
-                converter = _converter = _make_converter()
+            if True not in _converters:
+                _converters[True] = _make_converter(None)
+            if not strict and False not in _converters:
+                _converters[False] = _make_converter(_converters[True])
+            converter = _converters[strict]
     return converter
 
 
-def _make_converter() -> cattrs.Converter:
-    """A cattrs converter that checks JSON values strictly and reports where they are wrong.
+def _make_converter(strict: cattrs.Converter | None) -> cattrs.Converter:
+    """A cattrs converter that checks JSON values and reports where they are wrong.
+
+    Given no ``strict`` converter it is the strict one. Given one it is lax: scalars also
+    accept strings that spell them (see :mod:`agentkit.tools._lax`), and a union first tries
+    the strict converter's hook, so coercion only applies when no member takes the value as
+    it is (``"2"`` stays a string in ``int | str``).
 
     Scalars are registered by class (cattrs dispatches classes first, by MRO); their hooks pass
     enums with a ``str``/``int``/``float`` mixin on to the enum hook. Containers and attrs
@@ -825,10 +861,11 @@ def _make_converter() -> cattrs.Converter:
     from cattrs.gen import make_dict_structure_fn
 
     converter = cattrs.Converter(detailed_validation=True, forbid_extra_keys=False)
+    lax = strict is not None
     converter.register_structure_hook(str, _structure_str)
-    converter.register_structure_hook(int, _structure_int)
-    converter.register_structure_hook(float, _structure_float)
-    converter.register_structure_hook(bool, _structure_bool)
+    converter.register_structure_hook(int, _lax_int if lax else _structure_int)
+    converter.register_structure_hook(float, _lax_float if lax else _structure_float)
+    converter.register_structure_hook(bool, _lax_bool if lax else _structure_bool)
     converter.register_structure_hook(_NoneType, _structure_none)
     converter.register_structure_hook_func(_is_enum, _structure_enum)
 
@@ -883,7 +920,17 @@ def _make_converter() -> cattrs.Converter:
                 raise nested[0]
             raise _Invalid(expected, value)
 
-        return structure_union
+        if strict is None:
+            return structure_union
+        as_it_is = strict.get_structure_hook(tp)
+
+        def structure_lax_union(value: Any, cl: Any) -> Any:
+            try:
+                return as_it_is(value, cl)
+            except Exception:
+                return structure_union(value, cl)
+
+        return structure_lax_union
 
     def array_hook(tp: Any, converter: cattrs.Converter) -> _Hook:
         fixed = _fixed_tuple_args(tp)
@@ -1039,6 +1086,36 @@ def _structure_float(value: Any, cl: Any) -> Any:
         except OverflowError:
             raise _Invalid("a number in the range of a float", value) from None
     raise _Invalid("a number", value)
+
+
+def _lax_int(value: Any, cl: Any) -> Any:
+    return _lax_scalar(_structure_int, _lax.number, int, value, cl)
+
+
+def _lax_float(value: Any, cl: Any) -> Any:
+    return _lax_scalar(_structure_float, _lax.number, float, value, cl)
+
+
+def _lax_bool(value: Any, cl: Any) -> Any:
+    return _lax_scalar(_structure_bool, _lax.boolean, bool, value, cl)
+
+
+def _lax_scalar(
+    structure: _Hook, read: Callable[[str, Any], Any], scalar: type, value: Any, cl: Any
+) -> Any:
+    """``structure(value)``; when that fails on a string, the value the string spells (the
+    error keeps naming what the model sent)."""
+    try:
+        return structure(value, cl)
+    except _Invalid:
+        spelled = read(value, _MISSING) if cl is scalar and type(value) is str else _MISSING
+        if spelled is _MISSING:
+            raise
+        try:
+            return structure(spelled, cl)
+        except _Invalid:
+            pass
+        raise
 
 
 def _structure_bool(value: Any, _: Any) -> Any:
