@@ -28,6 +28,8 @@ from agentkit import (
     TransferError,
     check_cancelled,
     interrupt,
+    new_break_loop_action,
+    send_tool_gen_action,
     set_sub_agents,
     tool,
     tool_message,
@@ -459,6 +461,67 @@ def test_a_streaming_tool_that_fails_midway_is_handled(streaming: bool) -> None:
     events = run(agent, streaming=streaming)
     assert tool_results(model.calls[1].messages) == [("c1", "lines", "partial: disk gone")]
     assert summarize(events[-1])[2:] == ("assistant", "ok", None)
+
+
+def test_a_handled_failure_of_a_return_directly_tool_goes_to_the_model_without_its_action() -> None:
+    @tool
+    def finish(answer: str) -> str:
+        """Finish, but fail after asking to break the loop."""
+        send_tool_gen_action(new_break_loop_action("a"))
+        raise RuntimeError("storage is down")
+
+    model = ScriptedChatModel(
+        [calls_message(call("finish", {"answer": "42"}, id="c1")), "I could not save it."]
+    )
+    agent = ChatModelAgent(
+        "a",
+        "d",
+        model,
+        tools=[finish],
+        return_directly=["finish"],
+        tool_exception_handler=lambda error, call: f"failed: {error}",
+    )
+    events = run(agent)
+    assert [summarize(e)[2:] for e in events] == [
+        ("assistant", "", None),
+        ("tool/finish", "failed: storage is down", None),
+        ("assistant", "I could not save it.", None),
+    ]
+
+
+def test_a_return_directly_stream_that_breaks_is_shown_then_its_handled_text() -> None:
+    @tool
+    def lines() -> Iterator[str]:
+        """Stream lines, then fail."""
+        yield "line 1\n"
+        raise RuntimeError("disk gone")
+
+    model = ScriptedChatModel([calls_message(call("lines", id="c1")), "ok"])
+    agent = ChatModelAgent(
+        "a",
+        "d",
+        model,
+        tools=[lines],
+        return_directly=["lines"],
+        tool_exception_handler=lambda error, call: f"partial: {error}",
+    )
+    events = run(agent, streaming=True)
+    kinds = [
+        (e.output.message_output.role, e.output.message_output.is_streaming)  # type: ignore[union-attr]
+        for e in events
+    ]
+    assert kinds == [
+        (Role.ASSISTANT, True),
+        (Role.TOOL, True),
+        (Role.TOOL, False),
+        (Role.ASSISTANT, True),
+    ]
+    stream = events[1].output.message_output.message_stream  # type: ignore[union-attr]
+    assert stream is not None and stream.recv().content == "line 1\n"
+    with pytest.raises(RuntimeError, match="disk gone"):
+        stream.recv()
+    assert summarize(events[2])[2:] == ("tool/lines", "partial: disk gone", None)
+    assert summarize(events[3])[2:] == ("assistant", "ok", None)
 
 
 # --- recover_tool_errors=False: Eino's behaviour, today's exact errors ------------------------

@@ -97,9 +97,9 @@ class ToolErrorPolicy:
             f"Error: there is no tool named {name!r}. The tools you can call are: {known}."
         )
 
-    def failed(self, error: Exception, call: ToolCall) -> tuple[str, bool]:
-        """The tool message for a call whose tool raised ``error``, and whether it is a model
-        mistake (``ToolArgumentsError``, sent back when recovering) rather than handled.
+    def failed(self, error: Exception, call: ToolCall) -> str:
+        """The tool message for a call whose tool raised ``error``: what was wrong with the
+        arguments (a ``ToolArgumentsError``, when recovering), or the handler's text.
 
         Raises:
             ToolError: the run ends: Eino's ``failed to invoke tool[...]`` text, the tool's error
@@ -110,7 +110,7 @@ class ToolErrorPolicy:
         if isinstance(error, ToolArgumentsError):
             if not self.recover:
                 raise _ending_error(error, call) from error
-            return _mistake_text(error, call), True
+            return _mistake_text(error, call)
         handler = self.handler
         if handler is None:
             raise _ending_error(error, call) from error
@@ -128,7 +128,7 @@ class ToolErrorPolicy:
                 tool_name=call.function.name,
                 call_id=call.id,
             ) from error
-        return text, False
+        return text
 
     def limit(self, message: Message, agent_name: str) -> Message:
         """``message`` with its content cut to ``max_result_chars``, and a note saying so."""

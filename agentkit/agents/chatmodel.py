@@ -478,24 +478,28 @@ class _ReactRun:
         held: AgentEvent | None = None
         errors: list[BaseException] = []
         signals: dict[int, InterruptSignal] = {}
-        mistaken: set[int] = set()  # calls whose result tells the model about its mistake
+        failed: set[int] = set()  # calls whose result tells the model how they failed
 
         def handle(item: _ToolItem) -> None:
             nonlocal held
             if item.event is not None:
-                if item.forwarded or item.mistake:
+                if item.forwarded:
                     self.emit(item.event)
                 elif return_directly_id and calls[item.index].id == return_directly_id:
-                    if held is not None:
-                        self.emit(held)  # its stream broke; the handler's text follows
-                    held = item.event
+                    if not item.failed:
+                        held = item.event
+                    else:
+                        if held is not None:  # the call's stream, which broke
+                            self.emit(held)
+                            held = None
+                        self.emit(item.event)
                 else:
                     self.emit(item.event)
             if item.message is not None:
                 results[item.index] = item.message
                 round_state.done[item.index] = item.message
-                if item.mistake:
-                    mistaken.add(item.index)
+                if item.failed:
+                    failed.add(item.index)
             if item.error is not None:
                 if isinstance(item.error, InterruptSignal):
                     signals[item.index] = item.error
@@ -541,9 +545,9 @@ class _ReactRun:
         final = None
         for index, call in enumerate(calls):
             if call.id == return_directly_id:
-                # A mistaken call of a return-directly tool (a transfer to nobody) ends
-                # nothing: the model gets to read what was wrong.
-                final = None if index in mistaken else results[index]
+                # A failed call of a return-directly tool (a transfer to nobody) ends
+                # nothing: the model gets to read what went wrong.
+                final = None if index in failed else results[index]
         return final
 
     def call_tool_to_queue(
@@ -579,8 +583,7 @@ class _ReactRun:
             self.scope.check()
             tool = self.frozen.tools.get(name)
             if tool is None:
-                text = policy.unknown_tool(call, self.frozen.tools)
-                self._put_text(text, call, index, None, put, mistake=True)
+                self._put_failure(policy.unknown_tool(call, self.frozen.tools), call, index, put)
                 return
             forward = None
             if self.agent.emit_internal_events:
@@ -610,8 +613,7 @@ class _ReactRun:
                 except Exception as error:
                     # A failure caused by a cancel is the cancel, not the tool's error.
                     self.scope.check()
-                    text, mistake = policy.failed(error, call)
-                    self._put_text(text, call, index, call_frame, put, mistake=mistake)
+                    self._put_failure(policy.failed(error, call), call, index, put)
                     return
             message = policy.limit(message, self.agent.name)
             if use_stream:
@@ -623,27 +625,18 @@ class _ReactRun:
         except BaseException as error:
             put(_ToolItem(index, error=error))
 
-    def _put_text(
-        self,
-        text: str,
-        call: ToolCall,
-        index: int,
-        call_frame: ToolCallFrame | None,
-        put: Callable[[_ToolItem], object],
-        *,
-        mistake: bool,
+    def _put_failure(
+        self, text: str, call: ToolCall, index: int, put: Callable[[_ToolItem], object]
     ) -> None:
-        """Report ``text`` as the result of a call that failed (and the event showing it).
+        """Report ``text`` as the result of a call that failed, with an event showing it.
 
-        A mistaken call carries no action (a refused transfer transfers nowhere); a handled
-        exception keeps the actions the tool sent before it raised.
+        The event carries no action, whatever the tool sent before it failed: a refused
+        transfer transfers nowhere, a failed exit tool exits nothing.
         """
         name = call.function.name
         message = self.agent._tool_policy.limit(tool_message(text, call.id, name), self.agent.name)
         event = event_from_message(message, None, Role.TOOL, name)
-        if call_frame is not None and not mistake:
-            event.action = call_frame.action
-        put(_ToolItem(index, event=event, message=message, mistake=mistake))
+        put(_ToolItem(index, event=event, message=message, failed=True))
 
     def _invoke(
         self,
@@ -676,7 +669,7 @@ class _ToolItem:
     message: Message | None = None
     error: BaseException | None = None
     forwarded: bool = False
-    mistake: bool = False  # the message tells the model about its mistake
+    failed: bool = False  # the message tells the model how the call failed
 
 
 def _require_frame() -> RunFrame:
