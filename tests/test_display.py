@@ -7,6 +7,7 @@ import io
 import pytest
 
 from agentkit import (
+    AuthenticationError,
     ChatModelAgent,
     Runner,
     ToolError,
@@ -98,3 +99,19 @@ def test_print_events_shows_a_recovered_mistake_and_the_answer() -> None:
         "'get_weather'.\n"
         "Sorry, sunny.\n"
     )
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_the_readme_first_example_raises_the_model_error_not_an_attribute_error(
+    streaming: bool,
+) -> None:
+    # The README's first example, with a model server that refuses the key.
+    model = ScriptedChatModel([AuthenticationError("401: invalid API key", status_code=401)])
+    runner = Runner(
+        ChatModelAgent("assistant", "d", model, tools=[get_weather]), enable_streaming=streaming
+    )
+    out = io.StringIO()
+    with pytest.raises(AuthenticationError, match="invalid API key"):
+        events = print_events(runner.query("What's the weather in Paris?"), file=out)
+        print(events[-1].get_message().content)  # type: ignore[union-attr]
+    assert out.getvalue().endswith("!! error: AuthenticationError: 401: invalid API key\n")

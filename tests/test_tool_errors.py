@@ -723,3 +723,14 @@ def test_tool_message_helper_is_what_the_model_gets() -> None:
     run(ChatModelAgent("a", "d", model, tools=[add]))
     sent = model.calls[1].messages[-1]
     assert sent == tool_message(sent.content, "c1", "nope")
+
+
+def test_exceed_max_iterations_error_survives_pickling_with_its_details() -> None:
+    import pickle
+
+    from agentkit import ExceedMaxIterationsError
+
+    error = ExceedMaxIterationsError(max_iterations=4, agent_name="loop")
+    copy = pickle.loads(pickle.dumps(error))
+    assert (str(copy), copy.max_iterations, copy.agent_name) == (str(error), 4, "loop")
+    assert str(ExceedMaxIterationsError()) == "exceeds max iterations"
