@@ -211,6 +211,29 @@ def test_a_mistaken_call_of_a_return_directly_tool_does_not_end_the_run() -> Non
     assert summarize(events[-1])[2:] == ("tool/add", "2", None)
 
 
+def test_a_mistaken_exit_goes_back_to_the_model_and_exits_nothing() -> None:
+    from agentkit import ExitTool
+
+    model = ScriptedChatModel(
+        [
+            calls_message(call("exit", {"result": "42"}, id="c1")),
+            calls_message(call("exit", {"final_result": "42"}, id="c2")),
+        ]
+    )
+    events = run(ChatModelAgent("a", "d", model, exit_tool=ExitTool()))
+    assert [summarize(e)[2:] for e in events] == [
+        ("assistant", "", None),
+        (
+            "tool/exit",
+            "Error: exit: 'final_result' is required and must be a string (got {'result': '42'}). "
+            "Correct the arguments and call exit again.",
+            None,
+        ),
+        ("assistant", "", None),
+        ("tool/exit", "42", "exit"),
+    ]
+
+
 def test_mistakes_count_towards_max_iterations() -> None:
     model = ScriptedChatModel(lambda messages: calls_message(call("add", {"a": 1})))
     events = run(ChatModelAgent("loop", "d", model, tools=[add], max_iterations=3))

@@ -231,7 +231,9 @@ class FunctionTool(Generic[P, R]):
     * Arguments that do not match the parameters raise
       :class:`~agentkit.errors.ToolArgumentsError` before the function runs, with a message
       for the model that names the tool, the argument and what was expected, e.g.
-      ``get_weather: 'days' must be an integer (got 'three')``.
+      ``get_weather: 'days' must be an integer (got 'three')``. A
+      :class:`~agentkit.ChatModelAgent` sends it back to the model by default
+      (``recover_tool_errors``).
     * A result that cannot be JSON-encoded raises :class:`~agentkit.errors.ToolError`.
     * Exceptions raised by the function propagate unchanged (the agent running the tool adds
       the tool-call id). Only ``Exception`` subclasses are ever caught by the tool, so
