@@ -123,7 +123,7 @@ from agentkit.streams import (
     stream_from_iterator,
     stream_from_list,
 )
-from agentkit.tools.base import BaseTool, InvokableTool, StreamableTool
+from agentkit.tools.base import BaseTool, InvokableTool, StreamableTool, ToolCallInfo
 from agentkit.tools.exit import ExitTool
 from agentkit.tools.function import tool
 from agentkit.worker import run_in_worker
@@ -200,6 +200,7 @@ __all__ = [
     "TokenUsage",
     "ToolArgumentsError",
     "ToolCall",
+    "ToolCallInfo",
     "ToolCallingChatModel",
     "ToolError",
     "ToolInfo",

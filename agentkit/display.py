@@ -13,13 +13,22 @@ __all__ = ["print_events"]
 
 
 def print_events(
-    events: Iterable[AgentEvent], *, file: TextIO | None = None, show_run_path: bool = False
+    events: Iterable[AgentEvent],
+    *,
+    file: TextIO | None = None,
+    show_run_path: bool = False,
+    raise_errors: bool = True,
 ) -> list[AgentEvent]:
     """Consume a run, print it as it happens, and return its events.
 
     Streamed output is printed token by token as it arrives; tool calls, tool results,
     transfers, exits, interrupts and errors get a line each. The returned events stay
     usable: streams are copied, not consumed (``event.get_message()`` still works).
+
+    A run that failed raises its error once everything is printed (the error of the last
+    event that has one), so code after the call only runs for a run that finished (or
+    was interrupted). With ``raise_errors=False`` the events are returned instead, the error
+    on its event's ``err``.
 
     Example::
 
@@ -57,6 +66,10 @@ def print_events(
         if event.err is not None:
             out.write(f"!! error: {type(event.err).__name__}: {event.err}\n")
         out.flush()
+    if raise_errors:
+        for event in reversed(seen):
+            if event.err is not None:
+                raise event.err
     return seen
 
 

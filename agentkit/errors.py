@@ -69,10 +69,44 @@ class AgentKitError(Exception):
 
 
 class ExceedMaxIterationsError(AgentKitError):
-    """A ChatModelAgent called its model ``max_iterations`` times without finishing."""
+    """A ChatModelAgent called its model ``max_iterations`` times without finishing.
 
-    def __init__(self, message: str = "exceeds max iterations") -> None:
+    The message starts with ``exceeds max iterations`` (Eino's text), then says which agent hit
+    which limit and how to raise it.
+
+    Attributes:
+        max_iterations: the limit that was reached, when known.
+        agent_name: the agent that reached it, ``""`` when unknown.
+    """
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        max_iterations: int | None = None,
+        agent_name: str = "",
+    ) -> None:
+        if message is None:
+            message = _max_iterations_text(max_iterations, agent_name)
         super().__init__(message)
+        self.max_iterations = max_iterations
+        self.agent_name = agent_name
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        state = {"max_iterations": self.max_iterations, "agent_name": self.agent_name}
+        return (type(self), (str(self),), state)
+
+
+def _max_iterations_text(max_iterations: int | None, agent_name: str) -> str:
+    if max_iterations is None:
+        return "exceeds max iterations"
+    who = f"agent '{agent_name}'" if agent_name else "the agent"
+    return (
+        f"exceeds max iterations: {who} called its model {max_iterations} times "
+        f"(max_iterations={max_iterations}) and the model still asked for tools instead of "
+        "answering. Raise the limit with ChatModelAgent(..., max_iterations=N), or look at the "
+        "tool results in the events: a model that keeps retrying a failing tool never finishes"
+    )
 
 
 class TransferError(AgentKitError):

@@ -326,15 +326,16 @@ def test_tool_exception_ends_run_with_tool_error_naming_tool_and_call() -> None:
 
 
 def test_unknown_tool_is_tool_not_found_error() -> None:
+    # Eino's behaviour; the default (recover_tool_errors=True) is in test_tool_errors.py.
     model = ScriptedChatModel([calls_message(call("nope")), "never"])
-    events = run(ChatModelAgent("e", "d", model, tools=[add]))
+    events = run(ChatModelAgent("e", "d", model, tools=[add], recover_tool_errors=False))
     assert isinstance(events[-1].err, ToolNotFoundError)
     assert "tool nope not found in toolsNode indexes" in str(events[-1].err)
 
 
 def test_bad_tool_arguments_surface_as_tool_error() -> None:
     model = ScriptedChatModel([calls_message(call("add", {"a": 1}))])
-    events = run(ChatModelAgent("e", "d", model, tools=[add]))
+    events = run(ChatModelAgent("e", "d", model, tools=[add], recover_tool_errors=False))
     assert isinstance(events[-1].err, ToolError)
     assert "'b' is required" in str(events[-1].err)
 

@@ -41,7 +41,7 @@ DOCUMENTED = {
     "ChatModel", "ToolCallingChatModel", "ModelOptions", "OpenAIChatModel", "ScriptedChatModel",
     "ModelCall",
     # 9. tools
-    "BaseTool", "InvokableTool", "StreamableTool", "tool",
+    "BaseTool", "InvokableTool", "StreamableTool", "tool", "ToolCallInfo",
     # 11. errors
     "AgentKitError", "ExceedMaxIterationsError", "TransferError", "AgentConfigError",
     "AgentFrozenError", "InstructionFormatError", "ResumeError", "AgentCancelledError",

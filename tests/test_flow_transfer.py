@@ -218,8 +218,11 @@ def test_child_transfers_back_and_parent_sees_its_own_messages_verbatim() -> Non
 
 
 def test_transfer_reaches_only_parent_and_children_not_siblings() -> None:
+    # Eino's behaviour; the default (recover_tool_errors=True) is in test_tool_errors.py.
     mom = ChatModelAgent("Mom", "mother", ScriptedChatModel([transfer("A", "m1")]))
-    kid_a = ChatModelAgent("A", "kid a", ScriptedChatModel([transfer("B", "a1")]))
+    kid_a = ChatModelAgent(
+        "A", "kid a", ScriptedChatModel([transfer("B", "a1")]), recover_tool_errors=False
+    )
     kid_b = ChatModelAgent("B", "kid b", ScriptedChatModel([]))
     events = run(set_sub_agents(mom, [kid_a, kid_b]), "go")
     assert summarize(events[-1]) == (
@@ -259,7 +262,10 @@ def test_three_levels_a_grandchild_hands_back_up_to_the_root() -> None:
 
 
 def test_transfer_to_unknown_agent_ends_with_error_event() -> None:
-    mom = ChatModelAgent("Mom", "mother", ScriptedChatModel([transfer("Ghost", "m1")]))
+    # Eino's behaviour; the default (recover_tool_errors=True) is in test_tool_errors.py.
+    mom = ChatModelAgent(
+        "Mom", "mother", ScriptedChatModel([transfer("Ghost", "m1")]), recover_tool_errors=False
+    )
     kid = ChatModelAgent("Kid", "a kid", ScriptedChatModel([]))
     events = run(set_sub_agents(mom, [kid]), "boo")
     assert [summarize(e) for e in events] == [

@@ -106,7 +106,7 @@ def schema_of(annotation: Any, **extra: Any) -> dict[str, Any]:
     return tool(probe).info().parameters["properties"]["x"]
 
 
-def echo_tool(annotation: Any) -> FunctionTool[Any, Any]:
+def echo_tool(annotation: Any, *, strict: bool = False) -> FunctionTool[Any, Any]:
     """A tool whose only parameter ``x`` has the annotation; it returns what it received."""
     received: list[Any] = []
 
@@ -115,20 +115,20 @@ def echo_tool(annotation: Any) -> FunctionTool[Any, Any]:
         return "ok"
 
     probe.__annotations__ = {"x": annotation}
-    made = tool(probe)
+    made = tool(probe, strict=strict)
     made.received = received  # type: ignore[attr-defined]
     return made
 
 
-def convert(annotation: Any, value: Any) -> Any:
+def convert(annotation: Any, value: Any, *, strict: bool = False) -> Any:
     """What a parameter of the annotation receives when the model sends ``value``."""
-    made = echo_tool(annotation)
+    made = echo_tool(annotation, strict=strict)
     assert made.invoke(json.dumps({"x": value})) == "ok"
     return made.received[-1]  # type: ignore[attr-defined]
 
 
-def arguments_error(annotation: Any, value: Any) -> str:
-    made = echo_tool(annotation)
+def arguments_error(annotation: Any, value: Any, *, strict: bool = False) -> str:
+    made = echo_tool(annotation, strict=strict)
     with pytest.raises(ToolArgumentsError) as caught:
         made.invoke(json.dumps({"x": value}))
     assert made.received == []  # type: ignore[attr-defined]
@@ -849,8 +849,8 @@ def test_numbers_follow_json_schema_rules() -> None:
     assert "'x' must be an integer (got 3.5)" in arguments_error(int, 3.5)
     assert "'x' must be an integer (got True)" in arguments_error(int, True)
     assert "'x' must be a number (got False)" in arguments_error(float, False)
-    assert "'x' must be an integer (got '3')" in arguments_error(int, "3")
-    assert "'x' must be a boolean (got 'true')" in arguments_error(bool, "true")
+    assert "'x' must be an integer (got '3')" in arguments_error(int, "3", strict=True)
+    assert "'x' must be a boolean (got 'true')" in arguments_error(bool, "true", strict=True)
     assert "'x' must be a boolean (got 1)" in arguments_error(bool, 1)
     assert "'x' must be a string (got 3)" in arguments_error(str, 3)
     assert "'x' must be null (got 0)" in arguments_error(None, 0)
@@ -963,7 +963,7 @@ def test_nested_errors_name_the_path() -> None:
         """probe: 'x.nights["Lyon"]' must be an integer (got 'two')"""
     )
     assert arguments_error(tuple[int, str], [1, 2]) == ("probe: 'x[1]' must be a string (got 2)")
-    assert arguments_error(list[list[int]], [[1], [2, "3"]]) == (
+    assert arguments_error(list[list[int]], [[1], [2, "3"]], strict=True) == (
         "probe: 'x[1][1]' must be an integer (got '3')"
     )
     assert arguments_error(Trip, {"stops": "Lyon"}) == (
@@ -1000,7 +1000,7 @@ def test_all_problems_are_reported_at_once() -> None:
         pass
 
     with pytest.raises(ToolArgumentsError) as caught:
-        tool(fn).invoke('{"a": "1", "c": [1, "x"]}')
+        tool(fn, strict=True).invoke('{"a": "1", "c": [1, "x"]}')
     assert str(caught.value) == (
         "fn: 'a' must be an integer (got '1'); 'b' is required (got {'a': '1', 'c': [1, 'x']}); "
         "'c[1]' must be an integer (got 'x')"
@@ -1032,7 +1032,7 @@ def test_function_does_not_run_when_arguments_are_invalid() -> None:
         calls.append(n)
 
     with pytest.raises(ToolArgumentsError):
-        record.invoke('{"n": "1"}')
+        record.invoke('{"n": "one"}')
     assert calls == []
 
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from agentkit.agents._tool_errors import ToolErrorPolicy, ToolExceptionHandler
 from agentkit.cancel import CancelMode, Point
 from agentkit.errors import (
     AgentCancelledError,
@@ -18,8 +19,6 @@ from agentkit.errors import (
     ExceedMaxIterationsError,
     InstructionFormatError,
     ResumeError,
-    ToolError,
-    ToolNotFoundError,
 )
 from agentkit.events import (
     Agent,
@@ -48,12 +47,11 @@ GenModelInput = Callable[[str, AgentInput], Sequence[Message]]
 """``gen_model_input(instruction, input) -> messages``: builds what the model is sent."""
 
 _FORMAT_ERROR = (
-    "defaultGenModelInput: failed to format instruction using FString template. This "
-    "formatting is triggered automatically when SessionValues are present. If your "
-    "instruction contains literal curly braces (e.g., JSON), provide a custom GenModelInput "
-    "that uses another format. If you are using SessionValues for purposes other than "
-    "instruction formatting, provide a custom GenModelInput that does no formatting at all: "
-    "{detail} (to do either, pass gen_model_input=... to ChatModelAgent)"
+    "failed to format instruction with the session values: {detail}. When a run has session "
+    "values, the instruction is a str.format template: {{name}} is replaced by the session "
+    "value 'name'. Write literal braces doubled: {{{{ and }}}} (for JSON, "
+    '\'{{{{"city": "Paris"}}}}\'). To send the instruction as it is, pass '
+    "gen_model_input=... to ChatModelAgent"
 )
 
 
@@ -100,6 +98,18 @@ class ChatModelAgent(BuiltinAgent):
         gen_model_input: ``(instruction, input) -> messages`` replacing the default
             ``[system(instruction)] + input.messages``.
         emit_internal_events: forward the events of agents used as tools (AgentTool).
+        recover_tool_errors: send the model's mistakes back to it as tool messages and go on
+            (default): a call of a tool that does not exist, arguments the tool refuses
+            (:class:`~agentkit.ToolArgumentsError`), a transfer to an agent that does not
+            exist. ``False`` keeps Eino's behaviour: the run ends with
+            ``ToolNotFoundError`` / ``ToolArgumentsError`` / ``TransferError``.
+        tool_exception_handler: ``handler(error, call) -> str`` for exceptions raised inside
+            a tool (``call`` is a :class:`~agentkit.ToolCallInfo`): the text it returns is the
+            tool message the model gets; raising ends the run. Without one (Eino's default)
+            the run ends with a :class:`~agentkit.ToolError`. Interrupts and cancellation never
+            reach it.
+        max_tool_result_chars: longer tool results are cut to this many characters, with a
+            note to the model and a warning on the ``agentkit`` logger (``None``: no limit).
 
     The agent is configured once: its first run freezes it (sub-agents can no longer be
     set). A frozen agent holds no per-run state, so one instance can serve many runs from
@@ -120,6 +130,9 @@ class ChatModelAgent(BuiltinAgent):
         max_iterations: int = 20,
         gen_model_input: GenModelInput | None = None,
         emit_internal_events: bool = False,
+        recover_tool_errors: bool = True,
+        tool_exception_handler: ToolExceptionHandler | None = None,
+        max_tool_result_chars: int | None = 100_000,
     ) -> None:
         if model is None:
             raise AgentConfigError("agent 'Model' is required")
@@ -134,6 +147,9 @@ class ChatModelAgent(BuiltinAgent):
                 f"return_directly takes tool names, not one string (got {return_directly!r}); "
                 f"write return_directly=[{return_directly!r}]"
             )
+        self._tool_policy = ToolErrorPolicy.checked(
+            recover_tool_errors, tool_exception_handler, max_tool_result_chars
+        )
         self._name = name
         self._description = description
         self._model = model
@@ -218,7 +234,9 @@ class ChatModelAgent(BuiltinAgent):
         if targets:
             text = transfer_instruction(targets)
             instruction = f"{instruction}\n\n{text}" if instruction else text
-            transfer = TransferToAgentTool()
+            # Told its targets, the transfer tool refuses unknown ones as a model mistake.
+            names = [agent.name for agent in targets] if self._tool_policy.recover else None
+            transfer = TransferToAgentTool(names)
             tools.append(transfer)
             return_directly.add(transfer.info().name)
         if self._exit_tool is not None:
@@ -380,7 +398,9 @@ class _ReactRun:
                 final = self.call_model(state.messages)
                 break
             if state.remaining <= 0:
-                raise ExceedMaxIterationsError()
+                raise ExceedMaxIterationsError(
+                    max_iterations=self.agent.max_iterations, agent_name=self.agent.name
+                )
             state.remaining -= 1
             self.model_pending = True
             reply = self.call_model(state.messages)
@@ -443,6 +463,7 @@ class _ReactRun:
         held: AgentEvent | None = None
         errors: list[BaseException] = []
         signals: dict[int, InterruptSignal] = {}
+        failed: set[int] = set()  # calls whose result tells the model how they failed
 
         def handle(item: _ToolItem) -> None:
             nonlocal held
@@ -450,7 +471,13 @@ class _ReactRun:
                 if item.forwarded:
                     self.emit(item.event)
                 elif return_directly_id and calls[item.index].id == return_directly_id:
-                    held = item.event
+                    if not item.failed:
+                        held = item.event
+                    else:
+                        if held is not None:  # the call's stream, which broke
+                            self.emit(held)
+                            held = None
+                        self.emit(item.event)
                 else:
                     self.emit(item.event)
             if item.event is not None and not item.forwarded and item.event.action is not None:
@@ -458,6 +485,8 @@ class _ReactRun:
             if item.message is not None:
                 results[item.index] = item.message
                 round_state.done[item.index] = item.message
+                if item.failed:
+                    failed.add(item.index)
             if item.error is not None:
                 if isinstance(item.error, InterruptSignal):
                     signals[item.index] = item.error
@@ -503,7 +532,9 @@ class _ReactRun:
         final = None
         for index, call in enumerate(calls):
             if call.id == return_directly_id:
-                final = results[index]
+                # A failed call of a return-directly tool (a transfer to nobody) ends
+                # nothing: the model gets to read what went wrong.
+                final = None if index in failed else results[index]
         return final
 
     def _held_from_earlier_run(
@@ -546,16 +577,20 @@ class _ReactRun:
         history: list[Message],
         put: Callable[[_ToolItem], object],
     ) -> None:
-        """Run one tool call, reporting its event, message and error through ``put``."""
+        """Run one tool call, reporting its event, message and error through ``put``.
+
+        A failure that the agent's :class:`ToolErrorPolicy` turns into text is reported as the
+        call's message (with a non-streamed event); any other is reported as its error.
+        """
         name = call.function.name
         frame = self.frame
+        policy = self.agent._tool_policy
         try:
             self.scope.check()
             tool = self.frozen.tools.get(name)
             if tool is None:
-                raise ToolNotFoundError(
-                    f"tool {name} not found in toolsNode indexes", tool_name=name, call_id=call.id
-                )
+                self._put_failure(policy.unknown_tool(call, self.frozen.tools), call, index, put)
+                return
             forward = None
             if self.agent.emit_internal_events:
 
@@ -586,11 +621,11 @@ class _ReactRun:
                 except (InterruptSignal, AgentCancelledError):
                     raise
                 except Exception as error:
-                    raise ToolError(
-                        f"failed to invoke tool[name:{name} id:{call.id}]: {error}",
-                        tool_name=name,
-                        call_id=call.id,
-                    ) from error
+                    # A failure caused by a cancel is the cancel, not the tool's error.
+                    self.scope.check()
+                    self._put_failure(policy.failed(error, call), call, index, put)
+                    return
+            message = policy.limit(message, self.agent.name)
             if use_stream:
                 put(_ToolItem(index, message=message))
             else:
@@ -599,6 +634,19 @@ class _ReactRun:
                 put(_ToolItem(index, event=event, message=message))
         except BaseException as error:
             put(_ToolItem(index, error=error))
+
+    def _put_failure(
+        self, text: str, call: ToolCall, index: int, put: Callable[[_ToolItem], object]
+    ) -> None:
+        """Report ``text`` as the result of a call that failed, with an event showing it.
+
+        The event carries no action, whatever the tool sent before it failed: a refused
+        transfer transfers nowhere, a failed exit tool exits nothing.
+        """
+        name = call.function.name
+        message = self.agent._tool_policy.limit(tool_message(text, call.id, name), self.agent.name)
+        event = event_from_message(message, None, Role.TOOL, name)
+        put(_ToolItem(index, event=event, message=message, failed=True))
 
     def _invoke(
         self,
@@ -631,6 +679,7 @@ class _ToolItem:
     message: Message | None = None
     error: BaseException | None = None
     forwarded: bool = False
+    failed: bool = False  # the message tells the model how the call failed
 
 
 def _require_frame() -> RunFrame:

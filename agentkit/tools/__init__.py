@@ -6,7 +6,7 @@ this package is imported.
 
 from __future__ import annotations
 
-from agentkit.tools.base import BaseTool, InvokableTool, StreamableTool, as_tool
+from agentkit.tools.base import BaseTool, InvokableTool, StreamableTool, ToolCallInfo, as_tool
 from agentkit.tools.function import FunctionTool, StreamingFunctionTool, tool
 
 __all__ = [
@@ -15,6 +15,7 @@ __all__ = [
     "InvokableTool",
     "StreamableTool",
     "StreamingFunctionTool",
+    "ToolCallInfo",
     "as_tool",
     "tool",
 ]

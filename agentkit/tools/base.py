@@ -12,14 +12,50 @@ plain Python function into one.
 from __future__ import annotations
 
 import inspect
+import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+import attrs
+
 if TYPE_CHECKING:
-    from agentkit.schema import ToolInfo
+    from agentkit.schema import ToolCall, ToolInfo
     from agentkit.streams import StreamReader
 
-__all__ = ["BaseTool", "InvokableTool", "StreamableTool", "as_tool"]
+__all__ = ["BaseTool", "InvokableTool", "StreamableTool", "ToolCallInfo", "as_tool"]
+
+
+@attrs.frozen
+class ToolCallInfo:
+    """One tool call as a model made it, for code that handles tool calls and their errors.
+
+    Args:
+        name: the tool the model called.
+        call_id: the id of the call (``""`` when the model sent none).
+        arguments: the arguments as a dict when the model sent a JSON object (``{}`` for no
+            arguments), else the text it sent, as it is (not JSON, or JSON that is not an
+            object).
+    """
+
+    name: str
+    call_id: str
+    arguments: dict[str, Any] | str
+
+    @classmethod
+    def from_tool_call(cls, call: ToolCall) -> ToolCallInfo:
+        """Describe ``call`` (a :class:`~agentkit.ToolCall` from a model reply)."""
+        text = call.function.arguments
+        arguments: dict[str, Any] | str = text
+        if not text or text.isspace():
+            arguments = {}
+        else:
+            try:
+                parsed = json.loads(text)
+            except (ValueError, RecursionError):
+                parsed = None
+            if type(parsed) is dict:
+                arguments = parsed
+        return cls(name=call.function.name, call_id=call.id, arguments=arguments)
 
 
 @runtime_checkable

@@ -49,7 +49,18 @@ def transfer_instruction(targets: Sequence[Agent]) -> str:
 
 
 class TransferToAgentTool:
-    """The ``transfer_to_agent`` tool; the flow wrapper performs the transfer after the round."""
+    """The ``transfer_to_agent`` tool; the flow wrapper performs the transfer after the round.
+
+    Args:
+        targets: the names of the agents a transfer may go to. Given, a call naming another
+            agent raises :class:`~agentkit.ToolArgumentsError` listing them, which a
+            ``ChatModelAgent`` that recovers tool errors sends back to the model. ``None`` (Eino's
+            behaviour) accepts any name: the flow wrapper then ends the run with a
+            :class:`~agentkit.TransferError` for an unknown one.
+    """
+
+    def __init__(self, targets: Sequence[str] | None = None) -> None:
+        self._targets = None if targets is None else tuple(targets)
 
     def info(self) -> ToolInfo:
         """Return the tool's name, description and ``agent_name`` parameter."""
@@ -72,8 +83,17 @@ class TransferToAgentTool:
                 f"(got {parsed!r})",
                 tool_name=TRANSFER_TO_AGENT_TOOL_NAME,
             )
+        if self._targets is not None and dest not in self._targets:
+            known = ", ".join(repr(name) for name in self._targets)
+            raise ToolArgumentsError(
+                f"{TRANSFER_TO_AGENT_TOOL_NAME}: there is no agent named {dest!r} to transfer "
+                f"to; the agents you can transfer to are: {known}",
+                tool_name=TRANSFER_TO_AGENT_TOOL_NAME,
+            )
         send_tool_gen_action(new_transfer_to_agent_action(dest))
         return transfer_result_text(dest)
 
     def __repr__(self) -> str:
-        return "TransferToAgentTool()"
+        if self._targets is None:
+            return "TransferToAgentTool()"
+        return f"TransferToAgentTool(targets={list(self._targets)!r})"

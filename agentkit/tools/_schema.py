@@ -1,0 +1,343 @@
+"""JSON Schema for Python annotations, and the type tests argument conversion shares.
+
+Used by :mod:`agentkit.tools.function` when a tool is made; see its docstring for the table of
+supported annotations.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import copy
+import enum
+import inspect
+import json
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any, Literal, Union
+
+import attrs
+
+__all__ = [
+    "SETS",
+    "NoneType",
+    "Unsupported",
+    "describe_property",
+    "fixed_tuple_args",
+    "is_array",
+    "is_attrs",
+    "is_class",
+    "is_enum",
+    "is_literal",
+    "is_mapping",
+    "is_union",
+    "parse_docstring",
+    "record_default",
+    "schema_of",
+    "strip_annotated",
+    "to_json",
+    "type_name",
+]
+
+NoneType = type(None)
+
+
+class Unsupported(Exception):
+    """An annotation that has no JSON form; the message says which part and why."""
+
+
+_ARRAYS: frozenset[Any] = frozenset(
+    {
+        list,
+        tuple,
+        set,
+        frozenset,
+        collections.abc.Sequence,
+        collections.abc.MutableSequence,
+        collections.abc.Set,
+        collections.abc.MutableSet,
+    }
+)
+SETS: frozenset[Any] = frozenset({set, frozenset, collections.abc.Set, collections.abc.MutableSet})
+_MAPPINGS: frozenset[Any] = frozenset(
+    {dict, collections.abc.Mapping, collections.abc.MutableMapping}
+)
+_SCALARS: dict[Any, str] = {
+    str: "string",
+    int: "integer",
+    float: "number",
+    bool: "boolean",
+    NoneType: "null",
+}
+
+
+def is_class(tp: Any) -> bool:
+    # list[int] passes isinstance(..., type) on Python 3.10; it is no class here.
+    return isinstance(tp, type) and not isinstance(tp, types.GenericAlias)
+
+
+def _bare(tp: Any) -> Any:
+    """``tp`` without its type arguments: ``list`` for ``list[int]``."""
+    origin = typing.get_origin(tp)
+    return tp if origin is None else origin
+
+
+def is_union(tp: Any) -> bool:
+    return typing.get_origin(tp) in (Union, types.UnionType)
+
+
+def is_literal(tp: Any) -> bool:
+    return typing.get_origin(tp) is Literal
+
+
+def is_enum(tp: Any) -> bool:
+    return isinstance(tp, enum.EnumMeta)
+
+
+def is_attrs(tp: Any) -> bool:
+    return is_class(tp) and attrs.has(tp)
+
+
+def is_array(tp: Any) -> bool:
+    return is_class(_bare(tp)) and _bare(tp) in _ARRAYS
+
+
+def is_mapping(tp: Any) -> bool:
+    return is_class(_bare(tp)) and _bare(tp) in _MAPPINGS
+
+
+def strip_annotated(tp: Any) -> Any:
+    while typing.get_origin(tp) is typing.Annotated:
+        tp = typing.get_args(tp)[0]
+    return tp
+
+
+def fixed_tuple_args(tp: Any) -> tuple[Any, ...] | None:
+    """The element types of ``tuple[X, Y]``; ``None`` for ``tuple[X, ...]`` and bare tuples."""
+    if typing.get_origin(tp) is not tuple:
+        return None
+    args = typing.get_args(tp)
+    if not args or (len(args) == 2 and args[1] is Ellipsis):
+        return None
+    return args
+
+
+def schema_of(
+    tp: Any, localns: Mapping[str, Any] | None, seen: tuple[type, ...]
+) -> dict[str, Any]:
+    """Return a fresh JSON Schema for ``tp``; raise :class:`Unsupported` when it has none."""
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin is typing.Annotated:
+        schema = schema_of(args[0], localns, seen)
+        text = next((meta for meta in tp.__metadata__ if isinstance(meta, str)), None)
+        if text:
+            schema["description"] = text
+        return schema
+    if tp is Any:
+        return {}
+    if tp is None or tp is NoneType:
+        return {"type": "null"}
+    supertype = getattr(tp, "__supertype__", None)
+    if supertype is not None:  # typing.NewType
+        return schema_of(supertype, localns, seen)
+    if is_class(tp) and tp in _SCALARS:
+        return {"type": _SCALARS[tp]}
+    if is_enum(tp):
+        values = [member.value for member in tp]
+        for value in values:
+            if not _is_json_scalar(value):
+                raise Unsupported(
+                    f"the value {value!r} of {tp.__qualname__} is not a JSON string, number, "
+                    "boolean or null"
+                )
+        return _enum_schema(values)
+    if origin is Literal:
+        for value in args:
+            if not _is_json_scalar(value):
+                raise Unsupported(
+                    f"the Literal value {value!r} is not a JSON string, number, boolean or null"
+                )
+        return _enum_schema(list(args))
+    if origin in (Union, types.UnionType):
+        return {"anyOf": [schema_of(member, localns, seen) for member in args]}
+    if is_attrs(tp):
+        return _attrs_schema(tp, localns, seen)
+    if is_array(tp):
+        fixed = fixed_tuple_args(tp)
+        if fixed is not None:
+            items = [schema_of(item, localns, seen) for item in fixed]
+            # `items` for readers that ignore prefixItems: any of the element schemas
+            # ({} when one of them is already anything).
+            any_item: dict[str, Any] = {}
+            unique = [item for i, item in enumerate(items) if item not in items[:i]]
+            if len(unique) == 1:
+                any_item = copy.deepcopy(unique[0])
+            elif all(unique):
+                any_item = {"anyOf": copy.deepcopy(unique)}
+            return {
+                "type": "array",
+                "prefixItems": items,
+                "items": any_item,
+                "minItems": len(items),
+                "maxItems": len(items),
+            }
+        item_type = args[0] if args else Any
+        schema = {"type": "array", "items": schema_of(item_type, localns, seen)}
+        if _bare(tp) in SETS:
+            if not _is_hashable(item_type):
+                raise Unsupported(f"set items must be hashable and {type_name(item_type)} is not")
+            schema["uniqueItems"] = True
+        return schema
+    if is_mapping(tp):
+        if args and strip_annotated(args[0]) not in (str, Any):
+            raise Unsupported(
+                f"dictionary keys must be str (JSON object keys are strings), not "
+                f"{type_name(args[0])}"
+            )
+        value_type = args[1] if len(args) == 2 else Any
+        schema = {"type": "object"}
+        if strip_annotated(value_type) is not Any:
+            schema["additionalProperties"] = schema_of(value_type, localns, seen)
+        return schema
+    hint = ""
+    if is_class(tp) and tp.__module__ != "builtins":
+        hint = " (a class must be an attrs class or an Enum)"
+    raise Unsupported(f"{type_name(tp)} has no JSON form{hint}")
+
+
+def describe_property(schema: dict[str, Any], tp: Any, doc: str | None) -> None:
+    """Describe a parameter or field: ``Annotated`` text, else its docstring entry, else the
+    description its type has (an attrs class's docstring summary)."""
+    if doc and not (
+        typing.get_origin(tp) is typing.Annotated
+        and any(isinstance(meta, str) for meta in tp.__metadata__)
+    ):
+        schema["description"] = doc
+
+
+def _is_json_scalar(value: Any) -> bool:
+    return value is None or type(value) in (str, int, float, bool)
+
+
+def _enum_schema(values: list[Any]) -> dict[str, Any]:
+    kinds: list[str] = []
+    for value in values:
+        kind = _SCALARS[type(value)]
+        if kind not in kinds:
+            kinds.append(kind)
+    if "integer" in kinds and "number" in kinds:
+        kinds.remove("integer")
+    return {"type": kinds[0] if len(kinds) == 1 else kinds, "enum": list(values)}
+
+
+def _attrs_schema(
+    cls: type, localns: Mapping[str, Any] | None, seen: tuple[type, ...]
+) -> dict[str, Any]:
+    if cls in seen:
+        raise Unsupported(
+            f"{cls.__qualname__} refers to itself; recursive types cannot be tool parameters"
+        )
+    _resolve_attrs_types(cls, localns)
+    summary, field_docs = parse_docstring(inspect.getdoc(cls) if cls.__doc__ else None)
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for field in attrs.fields(cls):
+        if not field.init:
+            continue
+        field_type = Any if field.type is None else field.type
+        try:
+            schema = schema_of(field_type, localns, (*seen, cls))
+        except Unsupported as exc:
+            raise Unsupported(f"in {cls.__qualname__}.{field.name}: {exc}") from None
+        describe_property(schema, field_type, field_docs.get(field.name))
+        if field.default is attrs.NOTHING:
+            required.append(field.name)
+        elif not isinstance(field.default, attrs.Factory):  # type: ignore[arg-type]
+            record_default(schema, field.default)
+        properties[field.name] = schema
+    schema = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = required
+    if summary:
+        schema["description"] = summary
+    return schema
+
+
+def _resolve_attrs_types(cls: type, localns: Mapping[str, Any] | None) -> None:
+    try:
+        attrs.resolve_types(cls)
+        return
+    except NameError as exc:
+        error: Exception = exc
+        if localns:
+            try:
+                attrs.resolve_types(cls, localns=dict(localns))
+                return
+            except Exception as retry_exc:
+                error = retry_exc
+    except Exception as exc:
+        error = exc
+    raise Unsupported(
+        f"the annotations of {cls.__qualname__} cannot be resolved ({type(error).__name__}: "
+        f"{error})"
+    )
+
+
+def _is_hashable(tp: Any) -> bool:
+    tp = strip_annotated(tp)
+    origin = typing.get_origin(tp)
+    if origin in (Union, types.UnionType) or origin is tuple:
+        return all(_is_hashable(arg) for arg in typing.get_args(tp) if arg is not Ellipsis)
+    if is_array(tp) or is_mapping(tp):
+        return _bare(tp) in (tuple, frozenset)
+    if is_attrs(tp):
+        return tp.__hash__ is not None
+    return True
+
+
+def record_default(schema: dict[str, Any], default: Any) -> None:
+    """Add ``default`` to the schema when it has a JSON form."""
+    try:
+        text = json.dumps(default, default=to_json, allow_nan=False)
+    except (TypeError, ValueError, RecursionError):
+        return
+    schema["default"] = json.loads(text)
+
+
+def type_name(tp: Any) -> str:
+    if tp is None or tp is NoneType:
+        return "None"
+    if isinstance(tp, type) and not typing.get_args(tp):
+        return tp.__qualname__
+    return repr(tp).replace("typing.", "")
+
+
+
+def to_json(value: Any) -> Any:
+    """``json.dumps`` fallback for the result types tools may return besides plain JSON data."""
+    if isinstance(value, enum.Enum):
+        return value.value
+    if attrs.has(type(value)):
+        return attrs.asdict(value, recurse=False)
+    if isinstance(value, (set, frozenset)):
+        return list(value)
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
+    """Return the description and the per-parameter descriptions of a docstring."""
+    if not doc:
+        return "", {}
+    import docstring_parser
+
+    try:
+        parsed = docstring_parser.parse(doc)
+    except docstring_parser.ParseError:
+        return doc.strip(), {}
+    params = {
+        param.arg_name: param.description.strip()
+        for param in parsed.params
+        if param.description and param.description.strip()
+    }
+    return (parsed.description or "").strip(), params
