@@ -623,7 +623,11 @@ class _ReactRun:
                 except Exception as error:
                     # A failure caused by a cancel is the cancel, not the tool's error.
                     self.scope.check()
-                    self._put_failure(policy.failed(error, call), call, index, put)
+                    text = policy.failed(error, call)
+                    # Handled: what stopped inside the call (an agent tool's inner run) is
+                    # over, so nothing there is resumed.
+                    frame.journal.discard_under(tool_frame.address)
+                    self._put_failure(text, call, index, put)
                     return
             message = policy.limit(message, self.agent.name)
             if use_stream:
