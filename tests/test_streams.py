@@ -197,3 +197,94 @@ def test_a_dropped_reader_releases_a_blocked_writer() -> None:
     gc.collect()
     blocked.join(10)
     assert results == [False]
+
+
+def test_close_from_another_thread_while_a_generator_runs_is_deferred_to_the_reader() -> None:
+    inside = threading.Event()
+    release = threading.Event()
+    aborted = threading.Event()
+    closed: list[str] = []
+
+    def produce():  # type: ignore[no-untyped-def]
+        try:
+            yield 1
+            inside.set()
+            assert release.wait(30)
+            yield 2
+            yield 3
+        finally:
+            closed.append(threading.current_thread().name)
+
+    def abort() -> None:
+        aborted.set()
+        release.set()
+
+    reader = stream_from_iterator(produce(), abort=abort)
+    assert reader.recv() == 1
+    results: list[object] = []
+
+    def read() -> None:
+        try:
+            results.append(reader.recv())
+        except BaseException as error:
+            results.append(error)
+
+    thread = threading.Thread(target=read, name="reader")
+    thread.start()
+    assert inside.wait(30)
+    reader.close()  # the generator is executing in "reader": must not raise here
+    assert aborted.is_set()
+    thread.join(30)
+    assert not thread.is_alive()
+    assert len(results) == 1 and isinstance(results[0], StreamEOF)
+    assert closed == ["reader"]  # the generator was closed by the thread that ran it
+    with pytest.raises(StreamEOF):
+        reader.recv()
+    reader.close()  # idempotent
+
+
+def test_close_while_idle_closes_the_generator_at_once_and_runs_on_close() -> None:
+    closed: list[str] = []
+    ended: list[bool] = []
+
+    def produce():  # type: ignore[no-untyped-def]
+        try:
+            yield 1
+            yield 2
+        finally:
+            closed.append("generator")
+
+    reader = stream_from_iterator(produce(), on_close=lambda: ended.append(True))
+    assert reader.recv() == 1
+    reader.close()
+    assert closed == ["generator"] and ended == [True]
+    with pytest.raises(StreamEOF):
+        reader.recv()
+
+
+def test_an_error_raised_by_an_aborted_read_reaches_the_reader() -> None:
+    inside = threading.Event()
+    release = threading.Event()
+
+    def produce():  # type: ignore[no-untyped-def]
+        yield 1
+        inside.set()
+        assert release.wait(30)
+        raise ConnectionAbortedError("aborted")
+
+    reader = stream_from_iterator(produce(), abort=release.set)
+    assert reader.recv() == 1
+    errors: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            reader.recv()
+        except BaseException as error:
+            errors.append(error)
+
+    thread = threading.Thread(target=read)
+    thread.start()
+    assert inside.wait(30)
+    reader.close()
+    thread.join(30)
+    assert [type(error) for error in errors] == [ConnectionAbortedError]
