@@ -265,9 +265,10 @@ class _IteratorReader(StreamReader[T]):
             self._finish()
             raise
         if self._end_read():
-            # Closed by another thread during the read: the chunk is dropped, as close() does.
+            # Closed by another thread during the read (a cancel): the chunk is dropped, as
+            # close() does, and this reader learns that the stream was cut, not finished.
             self._close_iterator()
-            raise StreamEOF
+            raise _closed_while_reading()
         return chunk
 
     def _end_read(self) -> bool:
@@ -311,6 +312,13 @@ class _IteratorReader(StreamReader[T]):
             abort()
 
 
+def _closed_while_reading() -> BaseException:
+    from agentkit.cancel import CancelMode
+    from agentkit.errors import AgentCancelledError
+
+    return AgentCancelledError(CancelMode.IMMEDIATE)
+
+
 def stream_from_iterator(
     iterator: Iterable[T],
     on_close: Callable[[], object] | None = None,
@@ -321,9 +329,10 @@ def stream_from_iterator(
 
     ``on_close`` runs once when the stream ends, fails or is closed (release a connection here).
     :meth:`~StreamReader.close` is safe from any thread: while another thread is reading,
-    the iterator is closed by that thread once its read returns, and ``abort`` (which must
-    not block) is called right away to make a blocked read return sooner, for example by
-    shutting down a socket.
+    the iterator is closed by that thread once its read returns, which then raises
+    :class:`~agentkit.AgentCancelledError` (the stream was cut, not finished), and ``abort``
+    (which must not block) is called right away to make a blocked read return sooner, for
+    example by shutting down a socket.
     """
     return _IteratorReader(iter(iterator), on_close, abort)
 
