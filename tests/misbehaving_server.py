@@ -23,6 +23,7 @@ from collections.abc import Callable
 __all__ = [
     "RawServer",
     "rate_limited",
+    "replay",
     "silent",
     "sse_comments",
     "sse_first_chunk_then_trickle",
@@ -199,6 +200,21 @@ def rate_limited(retry_after: int) -> Behaviour:
             b"HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\n"
             + f"Retry-After: {retry_after}\r\nContent-Length: {len(body)}\r\n".encode()
             + b"Connection: close\r\n\r\n"
+            + body
+        )
+        server.responded.set()
+        return False
+
+    return behave
+
+
+def replay(body: bytes, content_type: str = "text/event-stream", status: int = 200) -> Behaviour:
+    """Answer with ``body`` verbatim (a recorded response), then close the connection."""
+
+    def behave(connection: socket.socket, stop: threading.Event, server: RawServer) -> bool:
+        connection.sendall(
+            f"HTTP/1.1 {status} Status\r\nContent-Type: {content_type}\r\n".encode()
+            + f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
             + body
         )
         server.responded.set()

@@ -191,6 +191,8 @@ def _arguments(value: Any) -> str:
 
 def server_message(body: Any) -> str:
     """Return the error text of an error body in the OpenAI shape or a common variant."""
+    if isinstance(body, list) and body:
+        body = body[0]  # Gemini wraps its error object in a list
     if isinstance(body, dict):
         error = body.get("error")
         if isinstance(error, dict) and error.get("message"):
@@ -315,7 +317,8 @@ def _read_extras(
         if not content:
             content = refusal  # a refusal must not read as an empty answer
     function_call = data.get("function_call")
-    if isinstance(function_call, dict):
+    # Some servers (llama-cpp-python) send the same call in both fields: tool_calls wins.
+    if isinstance(function_call, dict) and not tool_calls:
         # The legacy single-function field: a tool call (index 0 merges streamed fragments).
         name = function_call.get("name") or ""
         tool_calls.append(
