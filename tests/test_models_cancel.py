@@ -193,3 +193,29 @@ def test_cancel_never_raises_while_the_run_reads_a_generator_stream() -> None:
         assert handle.wait(GUARD) is True
         errors = consumer.join()
     assert_one_cancel(errors)
+
+
+def test_closing_a_stream_from_another_thread_aborts_the_blocked_read_outside_a_run() -> None:
+    with (
+        RawServer(sse_first_chunk_then_trickle(0.05)) as server,
+        OpenAIChatModel("m", base_url=server.base_url, api_key="k", timeout=60) as model,
+        no_thread_leak(timeout=GUARD),
+    ):
+        reader = model.stream([Message(Role.USER, "hi")])
+        assert reader.recv().content == "Hel"
+        errors: list[BaseException] = []
+
+        def read() -> None:
+            try:
+                reader.recv()
+            except BaseException as error:
+                errors.append(error)
+
+        thread = threading.Thread(target=read)
+        thread.start()
+        # Closing while the read may or may not have started: either way it must end now.
+        reader.close()
+        thread.join(GUARD)
+        assert not thread.is_alive()
+        assert len(errors) == 1
+        assert isinstance(errors[0], (AgentCancelledError, EOFError)), errors[0]

@@ -377,9 +377,8 @@ def parse_chunk(payload: bytes, url: str) -> Message | None:
     except ValueError:
         data = decode_json(payload, "a stream chunk", url, 200)  # raises the explanation
     try:
-        if "error" in data or data.get("object") == "error":  # is_error_body, inlined
-            if is_error_body(data):
-                raise stream_error(data, url)
+        if data.get("error") is not None or data.get("object") == "error":  # is_error_body
+            raise stream_error(data, url)
         usage_data = data.get("usage")
         chunk_usage = usage(usage_data) if usage_data else None
         choices = data.get("choices")
