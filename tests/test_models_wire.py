@@ -392,3 +392,35 @@ def test_model_errors_are_exported_from_agentkit_models() -> None:
         assert getattr(agentkit.models, name) is getattr(agentkit, name), name
         assert name in agentkit.models.__all__
     assert issubclass(agentkit.models.AuthenticationError, agentkit.models.ModelError)
+
+
+def test_tool_call_extra_survives_pickling_and_old_pickles_still_load() -> None:
+    import pickle
+
+    from agentkit.checkpoint import PickleSerializer
+    from agentkit.schema import FunctionCall, ToolCall
+
+    call = ToolCall("c1", FunctionCall("f", "{}"), extra=dict(GEMINI_CALL[3]))
+    assert pickle.loads(pickle.dumps(call)) == call
+    serializer = PickleSerializer()
+    message = Message.from_dict(
+        {"role": "assistant", "content": "", "tool_calls": [call_dict(call)]}
+    )
+    assert (
+        serializer.loads(serializer.dumps(message, checkpoint_id="x"), checkpoint_id="x") == message
+    )
+    # State written before ToolCall had ``extra`` (four fields) loads with an empty one.
+    old = ToolCall.__new__(ToolCall)
+    old.__setstate__(
+        {"id": "c1", "function": FunctionCall("f", "{}"), "type": "function", "index": 0}
+    )
+    assert old == ToolCall("c1", FunctionCall("f", "{}"), "function", 0)
+
+
+def call_dict(call: Any) -> dict[str, Any]:
+    return {
+        "id": call.id,
+        "type": call.type,
+        "function": {"name": call.function.name, "arguments": call.function.arguments},
+        "extra": call.extra,
+    }
