@@ -220,11 +220,16 @@ class _IteratorReader(StreamReader[T]):
     generator cannot be closed while it runs, so the close is then deferred to the reading
     thread, which performs it as soon as its read returns, and ``abort`` (if given) is called
     at once to make the blocked read return early.
+
+    A reader replaced by :meth:`copy` is closed by its buffer only once no copy reads any
+    more; a close from anywhere else (a cancel) cuts the stream under its copies, so they get
+    :class:`~agentkit.AgentCancelledError` rather than a silent, truncated end.
     """
 
     __slots__ = (
         "_abort",
         "_close_requested",
+        "_cut",
         "_done",
         "_iterator",
         "_lock",
@@ -245,11 +250,14 @@ class _IteratorReader(StreamReader[T]):
         self._done = False
         self._reading = False
         self._close_requested = False
+        self._cut = False
         self._lock = threading.Lock()
 
     def _recv(self) -> T:
         with self._lock:
             if self._done:
+                if self._cut:
+                    raise _closed_while_reading()
                 raise StreamEOF
             if self._reading:
                 raise RuntimeError("a StreamReader was read from two threads at once; use copy()")
@@ -299,6 +307,7 @@ class _IteratorReader(StreamReader[T]):
         with self._lock:
             if self._done or self._close_requested:
                 return
+            self._cut = self._copied
             if self._reading:
                 # Another thread is inside next(): it closes the iterator when it returns.
                 self._close_requested = True

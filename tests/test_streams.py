@@ -290,3 +290,27 @@ def test_an_error_raised_by_an_aborted_read_reaches_the_reader() -> None:
     reader.close()
     thread.join(30)
     assert [type(error) for error in errors] == [ConnectionAbortedError]
+
+
+def test_closing_a_copied_source_cuts_its_copies_with_the_cancel_error() -> None:
+    # A run's cancel closes the model stream it registered, which the run has copied for the
+    # user and the history: the copies must not end as if the reply were complete.
+    source = stream_from_iterator(iter(["a", "b", "c"]))
+    first, second = source.copy(2)
+    assert first.recv() == "a"
+    source.close()  # nobody is reading at this moment
+    assert second.recv() == "a"  # buffered chunks are still there
+    with pytest.raises(AgentCancelledError):
+        second.recv()
+    with pytest.raises(AgentCancelledError):
+        first.recv()
+
+
+def test_copies_released_by_their_readers_close_the_source_quietly() -> None:
+    closed: list[bool] = []
+    source = stream_from_iterator(iter(["a", "b"]), on_close=lambda: closed.append(True))
+    first, second = source.copy(2)
+    assert first.recv() == "a"
+    first.close()
+    second.close()
+    assert closed == [True]
