@@ -17,6 +17,7 @@ Example::
 from __future__ import annotations
 
 import socket
+import ssl
 import threading
 from collections.abc import Callable
 
@@ -42,8 +43,9 @@ _FIRST_CHUNK = (
 class RawServer:
     """A loopback server whose every request gets the same ``behaviour``."""
 
-    def __init__(self, behaviour: Behaviour) -> None:
+    def __init__(self, behaviour: Behaviour, tls: ssl.SSLContext | None = None) -> None:
         self.behaviour = behaviour
+        self.tls = tls
         self.stop = threading.Event()
         self.request_arrived = threading.Semaphore(0)
         self.responded = threading.Event()  # set by behaviours after their first bytes
@@ -52,7 +54,8 @@ class RawServer:
         self._listener = socket.create_server(("127.0.0.1", 0))
         self._listener.settimeout(0.2)
         port = self._listener.getsockname()[1]
-        self.base_url = f"http://127.0.0.1:{port}/v1"
+        scheme = "https" if tls is not None else "http"
+        self.base_url = f"{scheme}://127.0.0.1:{port}/v1"
         self._connections: list[socket.socket] = []
         self._threads: list[threading.Thread] = []
         self._acceptor = threading.Thread(target=self._accept, name="raw-server", daemon=True)
@@ -105,6 +108,11 @@ class RawServer:
 
     def _serve(self, connection: socket.socket) -> None:
         try:
+            if self.tls is not None:
+                plain = connection
+                connection = self.tls.wrap_socket(plain, server_side=True)
+                with self._lock:
+                    self._connections[self._connections.index(plain)] = connection
             while not self.stop.is_set():
                 if not _read_request(connection):
                     return
