@@ -58,13 +58,32 @@ class ToolCall:
     """One tool call requested by a model.
 
     ``index`` is the position of the call in a streamed response: fragments of the same call
-    share an index and are merged by :func:`concat_messages`.
+    share an index and are merged by :func:`concat_messages`. ``extra`` holds fields of the
+    call that a model server sent and wants back unchanged on the next request (such as
+    Gemini's ``extra_content`` with its thought signature); it must be JSON-safe.
     """
 
     id: str = ""
     function: FunctionCall = attrs.Factory(FunctionCall)
     type: str = "function"
     index: int | None = None
+    extra: dict[str, Any] = attrs.Factory(dict)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "function": self.function,
+            "type": self.type,
+            "index": self.index,
+            "extra": self.extra,
+        }
+
+    def __setstate__(self, state: Any) -> None:
+        # Checkpoints written before ``extra`` existed hold four values.
+        names = ("id", "function", "type", "index", "extra")
+        values = dict(zip(names, state, strict=False)) if isinstance(state, tuple) else state
+        for name in names:
+            object.__setattr__(self, name, values.get(name, {} if name == "extra" else None))
 
 
 @persisted("agentkit.TokenUsage")
@@ -97,9 +116,7 @@ class ToolInfo:
 
     name: str
     description: str = ""
-    parameters: dict[str, Any] = attrs.Factory(
-        lambda: {"type": "object", "properties": {}}
-    )
+    parameters: dict[str, Any] = attrs.Factory(lambda: {"type": "object", "properties": {}})
 
 
 def _to_role(value: Role | str) -> Role:
@@ -219,6 +236,8 @@ def _tool_call_to_dict(call: ToolCall) -> dict[str, Any]:
     }
     if call.index is not None:
         data["index"] = call.index
+    if call.extra:
+        data["extra"] = dict(call.extra)
     return data
 
 
@@ -231,6 +250,7 @@ def _tool_call_from_dict(data: dict[str, Any]) -> ToolCall:
         ),
         type=data.get("type") or "function",
         index=data.get("index"),
+        extra=dict(data.get("extra") or {}),
     )
 
 
@@ -307,7 +327,13 @@ def concat_messages(chunks: Sequence[Message]) -> Message:
                 extra[key] = value
     tool_calls = [_merge_fragments(index, indexed[index]) for index in sorted(indexed)]
     tool_calls.extend(
-        ToolCall(c.id, FunctionCall(c.function.name, c.function.arguments), c.type, c.index)
+        ToolCall(
+            c.id,
+            FunctionCall(c.function.name, c.function.arguments),
+            c.type,
+            c.index,
+            dict(c.extra),
+        )
         for c in unindexed
     )
     response_meta = None
@@ -327,9 +353,14 @@ def concat_messages(chunks: Sequence[Message]) -> Message:
 
 def _merge_fragments(index: int, fragments: list[ToolCall]) -> ToolCall:
     call_id = call_type = function_name = ""
+    extra: dict[str, Any] = {}
     for fragment in fragments:
         call_id = call_id or fragment.id
         call_type = call_type or fragment.type
         function_name = function_name or fragment.function.name
+        if fragment.extra:
+            extra.update(fragment.extra)
     arguments = "".join(fragment.function.arguments for fragment in fragments)
-    return ToolCall(call_id, FunctionCall(function_name, arguments), call_type or "function", index)
+    return ToolCall(
+        call_id, FunctionCall(function_name, arguments), call_type or "function", index, extra
+    )

@@ -214,38 +214,88 @@ def pipe(capacity: int = 0) -> tuple[StreamReader[T], StreamWriter[T]]:
 
 
 class _IteratorReader(StreamReader[T]):
-    """Reads a Python iterator on demand, in the reading thread."""
+    """Reads a Python iterator on demand, in the reading thread.
 
-    __slots__ = ("_done", "_iterator", "_on_close")
+    :meth:`close` may come from another thread while a read is in progress (a cancel): a
+    generator cannot be closed while it runs, so the close is then deferred to the reading
+    thread, which performs it as soon as its read returns, and ``abort`` (if given) is called
+    at once to make the blocked read return early.
 
-    def __init__(self, iterator: Iterator[T], on_close: Callable[[], object] | None) -> None:
+    A reader replaced by :meth:`copy` is closed by its buffer only once no copy reads any
+    more; a close from anywhere else (a cancel) cuts the stream under its copies, so they get
+    :class:`~agentkit.AgentCancelledError` rather than a silent, truncated end.
+    """
+
+    __slots__ = (
+        "_abort",
+        "_close_requested",
+        "_cut",
+        "_done",
+        "_iterator",
+        "_lock",
+        "_on_close",
+        "_reading",
+    )
+
+    def __init__(
+        self,
+        iterator: Iterator[T],
+        on_close: Callable[[], object] | None,
+        abort: Callable[[], object] | None,
+    ) -> None:
         super().__init__()
         self._iterator = iterator
         self._on_close = on_close
+        self._abort = abort
         self._done = False
+        self._reading = False
+        self._close_requested = False
+        self._cut = False
+        self._lock = threading.Lock()
 
     def _recv(self) -> T:
-        if self._done:
-            raise StreamEOF
+        with self._lock:
+            if self._done:
+                if self._cut:
+                    raise _closed_while_reading()
+                raise StreamEOF
+            if self._reading:
+                raise RuntimeError("a StreamReader was read from two threads at once; use copy()")
+            self._reading = True
         try:
-            return next(self._iterator)
+            chunk = next(self._iterator)
         except StopIteration:
+            self._end_read()
             self._finish()
             raise StreamEOF from None
         except BaseException:
+            self._end_read()
             self._finish()
             raise
+        if self._end_read():
+            # Closed by another thread during the read (a cancel): the chunk is dropped, as
+            # close() does, and this reader learns that the stream was cut, not finished.
+            self._close_iterator()
+            raise _closed_while_reading()
+        return chunk
+
+    def _end_read(self) -> bool:
+        """Leave the read; return ``True`` if a close came in meanwhile."""
+        with self._lock:
+            self._reading = False
+            if self._close_requested:
+                self._done = True
+                return True
+            return False
 
     def _finish(self) -> None:
-        self._done = True
-        on_close, self._on_close = self._on_close, None
+        with self._lock:
+            self._done = True
+            on_close, self._on_close = self._on_close, None
         if on_close is not None:
             on_close()
 
-    def close(self) -> None:
-        if self._done:
-            return
-        self._done = True
+    def _close_iterator(self) -> None:
         close = getattr(self._iterator, "close", None)
         try:
             if close is not None:
@@ -253,15 +303,47 @@ class _IteratorReader(StreamReader[T]):
         finally:
             self._finish()
 
+    def close(self) -> None:
+        with self._lock:
+            if self._done or self._close_requested:
+                return
+            self._cut = self._copied
+            if self._reading:
+                # Another thread is inside next(): it closes the iterator when it returns.
+                self._close_requested = True
+                deferred, abort = True, self._abort
+            else:
+                self._done = True
+                deferred, abort = False, None
+        if not deferred:
+            self._close_iterator()
+        elif abort is not None:
+            abort()
+
+
+def _closed_while_reading() -> BaseException:
+    from agentkit.cancel import CancelMode
+    from agentkit.errors import AgentCancelledError
+
+    return AgentCancelledError(CancelMode.IMMEDIATE)
+
 
 def stream_from_iterator(
-    iterator: Iterable[T], on_close: Callable[[], object] | None = None
+    iterator: Iterable[T],
+    on_close: Callable[[], object] | None = None,
+    *,
+    abort: Callable[[], object] | None = None,
 ) -> StreamReader[T]:
     """Return a reader that pulls ``iterator`` lazily; an exception it raises is the stream error.
 
     ``on_close`` runs once when the stream ends, fails or is closed (release a connection here).
+    :meth:`~StreamReader.close` is safe from any thread: while another thread is reading,
+    the iterator is closed by that thread once its read returns, which then raises
+    :class:`~agentkit.AgentCancelledError` (the stream was cut, not finished), and ``abort``
+    (which must not block) is called right away to make a blocked read return sooner, for
+    example by shutting down a socket.
     """
-    return _IteratorReader(iter(iterator), on_close)
+    return _IteratorReader(iter(iterator), on_close, abort)
 
 
 class _ListReader(StreamReader[T]):

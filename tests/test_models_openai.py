@@ -16,7 +16,7 @@ import pytest
 from openai_server import FakeOpenAIServer, Reply, tool_call
 
 import agentkit
-import agentkit.models.openai as openai_module
+import agentkit.models.openai._wire as openai_module
 from agentkit.errors import (
     APIConnectionError,
     APIStatusError,
@@ -512,14 +512,18 @@ def test_unreachable_server_is_a_connection_error() -> None:
     assert caught.value.status_code is None
 
 
-def test_slow_server_is_a_timeout_error(server: FakeOpenAIServer) -> None:
+def test_a_silent_server_ends_the_call_after_one_timeout_not_one_per_attempt(
+    server: FakeOpenAIServer,
+) -> None:
     server.queue(Reply("late", delay=30), Reply("late", delay=30))
-    with make_model(server, timeout=0.2, max_retries=1) as model:
+    with make_model(server, timeout=0.3, max_retries=3) as model:
         start = time.monotonic()
-        with pytest.raises(APITimeoutError, match="within 0.2 s"):
+        with pytest.raises(APITimeoutError, match="within 0.3 s") as caught:
             model.generate([user_message("hi")])
-        assert time.monotonic() - start >= 0.4  # two attempts, each waited for the timeout
-    assert len(server.requests) == 2
+        assert time.monotonic() - start >= 0.3
+    # The timeout is the whole call's: no time was left for a retry.
+    assert len(server.requests) == 1
+    assert "not retried" in "".join(getattr(caught.value, "__notes__", []))
 
 
 def test_timeout_before_the_first_chunk_is_raised_by_stream(server: FakeOpenAIServer) -> None:

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from agentkit.errors import IncompleteStreamError
 from agentkit.models.openai import OpenAIChatModel, iter_sse_data
+from agentkit.models.openai._sse import SSEError, sse_payloads
 from agentkit.schema import (
     FunctionCall,
     Message,
@@ -94,6 +95,47 @@ def test_sse_payloads_are_the_same_wherever_the_bytes_are_cut(
 @given(data=st.binary(max_size=200), cuts=st.lists(st.integers(0, 1000), max_size=20))
 def test_any_bytes_parse_the_same_in_one_piece_or_in_many(data: bytes, cuts: list[int]) -> None:
     assert list(iter_sse_data(cut(data, cuts))) == list(iter_sse_data([data]))
+
+
+error_texts = st.text(
+    st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\n"),
+    min_size=1,
+    max_size=20,
+)
+
+
+@st.composite
+def sse_streams_with_errors(draw: st.DrawFn) -> tuple[bytes, list[tuple[str, bytes]]]:
+    """Return SSE bytes mixing data and error events, with each event's kind and payload."""
+    out = bytearray()
+    events: list[tuple[str, bytes]] = []
+    end = draw(st.sampled_from([b"\n", b"\r\n"]))
+    for text in draw(st.lists(error_texts, max_size=6)):
+        kind = draw(st.sampled_from(["data", "error-field", "error-event"]))
+        payload = text.encode()
+        if kind == "data":
+            out.extend(b"data: " + payload + end + end)
+        elif kind == "error-field":  # llama.cpp's non-standard field
+            out.extend(b"error: " + payload + end + end)
+        else:  # an event of type error carrying data
+            out.extend(b"event: error" + end + b"data: " + payload + end + end)
+        events.append((kind, payload))
+    return bytes(out), events
+
+
+@SETTINGS
+@given(stream=sse_streams_with_errors(), cuts=st.lists(st.integers(0, 10_000), max_size=30))
+def test_error_events_are_found_wherever_the_bytes_are_cut(
+    stream: tuple[bytes, list[tuple[str, bytes]]], cuts: list[int]
+) -> None:
+    data, events = stream
+    found = [(type(p) is SSEError, bytes(p)) for p in sse_payloads(cut(data, cuts))]
+    assert found == [(kind != "data", payload) for kind, payload in events]
+    # The public parser follows the SSE format: the unknown error field is ignored, and an
+    # event's type does not change its data.
+    assert list(iter_sse_data(cut(data, cuts))) == [
+        payload for kind, payload in events if kind != "error-field"
+    ]
 
 
 # --- whole OpenAI streams through OpenAIChatModel.stream -------------------------------------

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentkit import (
+    AgentCancelledError,
     Message,
     Role,
     StreamEOF,
@@ -197,3 +198,119 @@ def test_a_dropped_reader_releases_a_blocked_writer() -> None:
     gc.collect()
     blocked.join(10)
     assert results == [False]
+
+
+def test_close_from_another_thread_while_a_generator_runs_is_deferred_to_the_reader() -> None:
+    inside = threading.Event()
+    release = threading.Event()
+    aborted = threading.Event()
+    closed: list[str] = []
+
+    def produce():  # type: ignore[no-untyped-def]
+        try:
+            yield 1
+            inside.set()
+            assert release.wait(30)
+            yield 2
+            yield 3
+        finally:
+            closed.append(threading.current_thread().name)
+
+    def abort() -> None:
+        aborted.set()
+        release.set()
+
+    reader = stream_from_iterator(produce(), abort=abort)
+    assert reader.recv() == 1
+    results: list[object] = []
+
+    def read() -> None:
+        try:
+            results.append(reader.recv())
+        except BaseException as error:
+            results.append(error)
+
+    thread = threading.Thread(target=read, name="reader")
+    thread.start()
+    assert inside.wait(30)
+    reader.close()  # the generator is executing in "reader": must not raise here
+    assert aborted.is_set()
+    thread.join(30)
+    assert not thread.is_alive()
+    # The reader learns that the stream was cut by a close, not that it ended.
+    assert len(results) == 1 and isinstance(results[0], AgentCancelledError)
+    assert closed == ["reader"]  # the generator was closed by the thread that ran it
+    with pytest.raises(StreamEOF):
+        reader.recv()
+    reader.close()  # idempotent
+
+
+def test_close_while_idle_closes_the_generator_at_once_and_runs_on_close() -> None:
+    closed: list[str] = []
+    ended: list[bool] = []
+
+    def produce():  # type: ignore[no-untyped-def]
+        try:
+            yield 1
+            yield 2
+        finally:
+            closed.append("generator")
+
+    reader = stream_from_iterator(produce(), on_close=lambda: ended.append(True))
+    assert reader.recv() == 1
+    reader.close()
+    assert closed == ["generator"] and ended == [True]
+    with pytest.raises(StreamEOF):
+        reader.recv()
+
+
+def test_an_error_raised_by_an_aborted_read_reaches_the_reader() -> None:
+    inside = threading.Event()
+    release = threading.Event()
+
+    def produce():  # type: ignore[no-untyped-def]
+        yield 1
+        inside.set()
+        assert release.wait(30)
+        raise ConnectionAbortedError("aborted")
+
+    reader = stream_from_iterator(produce(), abort=release.set)
+    assert reader.recv() == 1
+    errors: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            reader.recv()
+        except BaseException as error:
+            errors.append(error)
+
+    thread = threading.Thread(target=read)
+    thread.start()
+    assert inside.wait(30)
+    reader.close()
+    thread.join(30)
+    assert [type(error) for error in errors] == [ConnectionAbortedError]
+
+
+def test_closing_a_copied_source_cuts_its_copies_with_the_cancel_error() -> None:
+    # A run's cancel closes the model stream it registered, which the run has copied for the
+    # user and the history: the copies must not end as if the reply were complete.
+    source = stream_from_iterator(iter(["a", "b", "c"]))
+    first, second = source.copy(2)
+    assert first.recv() == "a"
+    source.close()  # nobody is reading at this moment
+    assert second.recv() == "a"  # buffered chunks are still there
+    with pytest.raises(AgentCancelledError):
+        second.recv()
+    with pytest.raises(AgentCancelledError):
+        first.recv()
+
+
+def test_copies_released_by_their_readers_close_the_source_quietly() -> None:
+    closed: list[bool] = []
+    source = stream_from_iterator(iter(["a", "b"]), on_close=lambda: closed.append(True))
+    first, second = source.copy(2)
+    assert first.recv() == "a"
+    first.close()
+    second.close()
+    assert closed == [True]

@@ -1,5 +1,8 @@
 """Chat models: the protocols, per-call options, a scripted model and an OpenAI-compatible client.
 
+The model errors (:class:`ModelError` and its subclasses) are exported here too, the same
+classes as in :mod:`agentkit` and :mod:`agentkit.errors`.
+
 :class:`OpenAIChatModel` is imported on first use, so ``import agentkit`` does not pay for
 httpx and tenacity.
 """
@@ -8,6 +11,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from agentkit.errors import (
+    APIConnectionError,
+    APIStatusError,
+    APITimeoutError,
+    AuthenticationError,
+    BadRequestError,
+    IncompleteStreamError,
+    ModelError,
+    PermissionDeniedError,
+    RateLimitError,
+)
 from agentkit.models.base import ChatModel, ModelOptions, ToolCallingChatModel
 from agentkit.models.scripted import ModelCall, ScriptedChatModel
 
@@ -15,7 +29,16 @@ if TYPE_CHECKING:
     from agentkit.models.openai import OpenAIChatModel
 
 __all__ = [
+    "APIConnectionError",
+    "APIStatusError",
+    "APITimeoutError",
+    "AuthenticationError",
+    "BadRequestError",
     "ChatModel",
+    "IncompleteStreamError",
+    "ModelError",
+    "PermissionDeniedError",
+    "RateLimitError",
     "ModelCall",
     "ModelOptions",
     "OpenAIChatModel",

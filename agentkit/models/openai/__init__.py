@@ -1,0 +1,24 @@
+"""An OpenAI-compatible Chat Completions client: :class:`OpenAIChatModel`.
+
+It speaks the ``POST {base_url}/chat/completions`` protocol that OpenAI, Azure OpenAI,
+Ollama, vLLM, DeepSeek, Mistral, llama.cpp's server, Gemini's OpenAI-compatible endpoint,
+OpenRouter, LiteLLM and many other servers implement, over one shared, thread-safe
+:class:`httpx.Client`.
+
+Per-call cost is kept flat as a conversation grows: each message is encoded to JSON once
+and the bytes are cached on the message (in its private ``_wire`` slot, which the message
+drops whenever one of its fields is set), so a request body is a join of cached pieces.
+The tool list is encoded once per bound model.
+
+The package is split by concern: ``_wire`` (the JSON shapes), ``_sse`` (Server-Sent
+Events), ``_retry`` (what is retried and when), ``_transport`` (total deadlines and aborts
+at the socket level), ``_stream`` (reading a streamed reply) and ``_client`` (the class).
+"""
+
+from __future__ import annotations
+
+from agentkit.models.openai._client import DEFAULT_BASE_URL, OpenAIChatModel
+from agentkit.models.openai._retry import parse_retry_after
+from agentkit.models.openai._sse import iter_sse_data
+
+__all__ = ["DEFAULT_BASE_URL", "OpenAIChatModel", "iter_sse_data", "parse_retry_after"]

@@ -1,0 +1,426 @@
+"""The client class: :class:`OpenAIChatModel`."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar, NoReturn, TypeVar
+
+import httpx
+import tenacity
+
+from agentkit.errors import APIConnectionError, APIStatusError, APITimeoutError, ModelError
+from agentkit.models.base import ModelOptions, ToolCallingChatModel
+from agentkit.models.openai._retry import (
+    STATUS_ERRORS,
+    STATUS_HINTS,
+    is_retryable,
+    parse_retry_after,
+)
+from agentkit.models.openai._stream import Call, OpenStream
+from agentkit.models.openai._transport import _current, make_client
+from agentkit.models.openai._wire import (
+    cached_message_bytes,
+    encode_json,
+    parse_completion,
+    request_fields,
+    server_message,
+    tools_bytes,
+)
+from agentkit.runctx import abort_on_cancel, cancellable_sleep, current_frame
+from agentkit.schema import Message, ToolInfo
+from agentkit.streams import StreamReader, stream_from_iterator
+
+__all__ = ["DEFAULT_BASE_URL", "OpenAIChatModel"]
+
+_T = TypeVar("_T")
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+"""Where requests go when neither ``base_url`` nor ``OPENAI_BASE_URL`` is given."""
+
+
+# tenacity computes the backoff from a retry state, which needs an owner; the retry loop
+# itself is OpenAIChatModel._with_retries (the first attempt costs no tenacity bookkeeping).
+_RETRY_STATE_OWNER = tenacity.Retrying()
+
+
+def _add_note(error: BaseException, note: str) -> None:
+    add_note = getattr(error, "add_note", None)  # Python 3.11+
+    if add_note is not None:
+        add_note(note)
+
+
+class _HTTP:
+    """The httpx client shared by a model and its tool-bound copies."""
+
+    __slots__ = ("client", "owned")
+
+    def __init__(self, client: httpx.Client, owned: bool) -> None:
+        self.client = client
+        self.owned = owned
+
+
+class OpenAIChatModel:
+    """A chat model served over the OpenAI Chat Completions API, or any compatible server.
+
+    Args:
+        model: the model name sent with every request (``ModelOptions.model`` overrides it).
+        api_key: the bearer token; defaults to ``OPENAI_API_KEY``. With neither, no
+            ``Authorization`` header is sent (local servers such as Ollama need none).
+        base_url: the API root, such as ``http://localhost:11434/v1``; defaults to
+            ``OPENAI_BASE_URL``, then ``https://api.openai.com/v1``.
+        timeout: seconds. For :meth:`generate` it bounds the whole call, a total deadline
+            rather than a limit per read: a server that trickles bytes or sends nothing
+            fails with :class:`~agentkit.errors.APITimeoutError` once it has passed. For
+            :meth:`stream` it bounds the wait for the first chunk and then the wait between
+            data chunks; SSE comments (keep-alives) do not count as data.
+        max_retries: how many times a failed request is retried (attempts = ``max_retries + 1``).
+        http_client: an :class:`httpx.Client` to use; it stays yours to close. By default the
+            model makes one and :meth:`close` closes it. With your own client the deadline is
+            checked between reads (not within one) and a cancel reaches a request only once
+            its response headers have arrived.
+        **defaults: default :class:`~agentkit.models.ModelOptions` fields for every call
+            (``temperature=0.2``, ``max_tokens=512``, ...); options given to a call win.
+
+    Connection errors, timeouts and HTTP 408, 409, 429 and 5xx are retried with exponential
+    backoff and jitter (from :attr:`retry_initial_delay` up to :attr:`retry_max_delay`), or after
+    the delay the server asks for in ``Retry-After`` (capped at 60 s). Retries count toward
+    the same limit: all attempts and the waits between them share the ``timeout`` of the
+    call (for a stream: until its first chunk), and a retry that could not finish in time
+    is not made, so a call never takes much longer than ``timeout``. A stream is never
+    retried once it has delivered a chunk. Errors are :class:`~agentkit.ModelError`
+    subclasses carrying the status code, the server's message and the decoded body.
+
+    Inside an agent run, an immediate cancel (or closing the run's event iterator) aborts
+    the request in flight (also while waiting for the first byte), wakes a retry backoff
+    at once and sends no further request; the call then raises
+    :class:`~agentkit.AgentCancelledError`. A stream reader closed while another thread
+    reads it ends that read with :class:`~agentkit.AgentCancelledError` as well.
+
+    Replies from servers that differ from OpenAI in the details are read as the same
+    messages: a refusal is kept in ``extra["refusal"]`` and is also the ``content`` (never
+    an empty answer); reasoning (``reasoning_content``, ``reasoning``, Mistral's
+    ``thinking`` parts) goes to ``extra["reasoning_content"]``; the legacy ``function_call``
+    becomes a tool call; an error sent inside a stream raises :class:`~agentkit.ModelError`
+    with the server's message. Fields the client does not interpret are sent back
+    unchanged on the next request: those of the assistant message from
+    ``extra["provider_fields"]`` and those of a tool call (Gemini's thought signature) from
+    ``ToolCall.extra``; so is ``extra["reasoning_content"]`` of a tool-calling message,
+    which DeepSeek's thinking mode requires.
+
+    The model is thread-safe: one instance, and the models :meth:`with_tools` derives from it,
+    share one connection pool; use it from any number of threads. Use it as a context
+    manager, or call :meth:`close`, to release the connections.
+
+    Each message is encoded to JSON once; the bytes are kept on the message and dropped
+    when one of its fields is set (``message.content = ...``). A change made inside a nested
+    object in place (``message.tool_calls.append(...)``) is not noticed: assign the field.
+
+    Example::
+
+        with OpenAIChatModel("gpt-4o-mini", temperature=0) as model:
+            reply = model.generate([user_message("Say hi")])
+    """
+
+    retry_initial_delay: ClassVar[float] = 0.5
+    """Backoff before the first retry, in seconds, when the server sends no ``Retry-After``."""
+    retry_max_delay: ClassVar[float] = 8.0
+    """The longest backoff between two attempts, in seconds."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 3,
+        http_client: httpx.Client | None = None,
+        **defaults: Any,
+    ) -> None:
+        if not isinstance(model, str) or not model:
+            raise ValueError(f"OpenAIChatModel needs a model name (got {model!r})")
+        if max_retries < 0:
+            raise ValueError(f"max_retries must be >= 0 (got {max_retries})")
+        if not timeout > 0:
+            raise ValueError(f"timeout must be a number of seconds > 0 (got {timeout!r})")
+        self._defaults = ModelOptions.from_kwargs(**defaults)
+        self._model = model
+        api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        self._base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip(
+            "/"
+        )
+        self._url = self._base_url + "/chat/completions"
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if api_key:
+            headers["Authorization"] = f"Bearer {api_key}"
+        self._timeout_seconds = float(timeout)
+        self._timeout = httpx.Timeout(timeout)
+        self._max_retries = max_retries
+        # An owned client carries the headers and the timeout itself, which spares httpx a
+        # merge per request; a client passed in gets them with every request instead.
+        self._request_headers: dict[str, str] | None
+        self._request_timeout: httpx.Timeout | Any
+        if http_client is None:
+            self._http = _HTTP(make_client(self._timeout, headers), owned=True)
+            self._request_headers = None
+            self._request_timeout = httpx.USE_CLIENT_DEFAULT
+        else:
+            self._http = _HTTP(http_client, owned=False)
+            self._request_headers = headers
+            self._request_timeout = self._timeout
+        self._client = self._http.client
+        # Doubling delays plus up to half the first one at random, so that clients that failed
+        # together do not retry together.
+        self._backoff = tenacity.wait_exponential(
+            multiplier=self.retry_initial_delay, max=self.retry_max_delay
+        ) + tenacity.wait_random(0, self.retry_initial_delay / 2)
+        self._tools: tuple[ToolInfo, ...] = ()
+        self._tools_json = b""
+        self._envelopes = self._make_envelopes()
+
+    # -- public surface --------------------------------------------------------------------
+
+    @property
+    def model(self) -> str:
+        """The model name sent when the call's options name none."""
+        return self._model
+
+    @property
+    def base_url(self) -> str:
+        """The API root requests go to (without a trailing slash)."""
+        return self._base_url
+
+    @property
+    def tools(self) -> tuple[ToolInfo, ...]:
+        """The tools this model is bound to."""
+        return self._tools
+
+    @property
+    def defaults(self) -> ModelOptions:
+        """The default options of every call."""
+        return self._defaults
+
+    def with_tools(self, tools: Sequence[ToolInfo]) -> ToolCallingChatModel:
+        """Return a model bound to ``tools`` sharing these connections; this one is unchanged."""
+        bound = copy.copy(self)
+        bound._tools = tuple(tools)
+        bound._tools_json = tools_bytes(bound._tools) if bound._tools else b""
+        bound._envelopes = bound._make_envelopes()
+        return bound
+
+    def generate(self, messages: Sequence[Message], options: ModelOptions | None = None) -> Message:
+        """Send ``messages`` and return the assistant's reply.
+
+        Raises:
+            ModelError: the request failed after its retries, or the response was malformed.
+            AgentCancelledError: inside a run, the run was cancelled immediately.
+        """
+        call = Call(self._body(messages, options, stream=False), self._timeout_seconds, None)
+        return self._call(self._attempt_generate, call)
+
+    def stream(
+        self, messages: Sequence[Message], options: ModelOptions | None = None
+    ) -> StreamReader[Message]:
+        """Send ``messages`` and return the reply as a stream of message chunks.
+
+        This call returns once the first chunk has arrived: an error before it (retries
+        included) is raised here. Chunks are then read from the connection as the reader
+        asks for them; an error later on (a broken or stalled stream, an error the server
+        sends inside the stream) is raised by the reader, and a stream that ends before the
+        server finished it raises :class:`~agentkit.errors.IncompleteStreamError`. Closing
+        the reader early closes the response; from another thread while a read is blocked,
+        it aborts that read, which raises :class:`~agentkit.AgentCancelledError`. Chunks
+        carry tool-call fragments with ``index`` set, and the last ones the finish reason
+        and token usage: merge them with ``concat_messages``.
+        """
+        call = Call(self._body(messages, options, stream=True), self._timeout_seconds, None)
+        opened: OpenStream = self._call(self._attempt_open_stream, call)
+        return stream_from_iterator(opened.chunks(), on_close=opened.close, abort=call.guard.abort)
+
+    def close(self) -> None:
+        """Close the connection pool if this model made it (shared with its tool-bound copies)."""
+        if self._http.owned:
+            self._http.client.close()
+
+    def __enter__(self) -> OpenAIChatModel:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"OpenAIChatModel(model={self._model!r}, base_url={self._base_url!r}, "
+            f"tools={[tool.name for tool in self._tools]!r})"
+        )
+
+    # -- request building ------------------------------------------------------------------
+
+    def _make_envelopes(self) -> dict[bool, tuple[bytes, bytes]]:
+        return {stream: self._envelope(self._defaults, stream) for stream in (False, True)}
+
+    def _envelope(self, options: ModelOptions, stream: bool) -> tuple[bytes, bytes]:
+        """Return the body bytes before and after the messages."""
+        fields = request_fields(self._model, options, stream)
+        head = b"{" + encode_json(fields)[1:-1] + b',"messages":['
+        if self._tools_json and "tools" not in fields:
+            return head, b'],"tools":' + self._tools_json + b"}"
+        return head, b"]}"
+
+    def _body(
+        self, messages: Sequence[Message], options: ModelOptions | None, stream: bool
+    ) -> bytes:
+        if options is None:
+            head, tail = self._envelopes[stream]
+        else:
+            head, tail = self._envelope(self._defaults.merge(options), stream)
+        return head + b",".join(cached_message_bytes(messages)) + tail
+
+    # -- attempts --------------------------------------------------------------------------
+
+    def _call(self, attempt: Callable[[Call], _T], call: Call) -> _T:
+        """Run ``attempt`` with retries; inside a run, let a cancel abort it."""
+        frame = current_frame()
+        if frame is None:
+            return self._with_retries(attempt, call)
+        call.frame = frame
+        # Raises the cancel error before any request when the run is being cancelled.
+        with abort_on_cancel(call.guard.abort):
+            return self._with_retries(attempt, call)
+
+    def _with_retries(self, attempt: Callable[[Call], _T], call: Call) -> _T:
+        while True:
+            try:
+                return attempt(call)
+            except ModelError as error:
+                if call.attempts > self._max_retries or not is_retryable(error):
+                    self._note_attempts(error, call)
+                    raise
+                delay = self._delay(call)
+                if delay >= call.guard.remaining():
+                    _add_note(
+                        error,
+                        f"not retried: the next attempt would start after the call's "
+                        f"timeout of {self._timeout_seconds} s",
+                    )
+                    self._note_attempts(error, call)
+                    raise
+            # Inside a run, a cancel ends the wait at once (with the cancel error).
+            cancellable_sleep(delay)
+
+    @staticmethod
+    def _note_attempts(error: ModelError, call: Call) -> None:
+        if call.attempts > 1:
+            _add_note(error, f"gave up after {call.attempts} attempts")
+
+    def _delay(self, call: Call) -> float:
+        """Seconds to wait after the failed attempts of ``call``."""
+        if call.retry_after is not None:
+            return call.retry_after
+        state = tenacity.RetryCallState(_RETRY_STATE_OWNER, None, (), {})
+        state.attempt_number = call.attempts
+        return float(self._backoff(state))
+
+    def _transport_error(self, error: httpx.TransportError, call: Call) -> NoReturn:
+        if call.guard.aborted:
+            raise call.cancelled() from error
+        if isinstance(error, httpx.TimeoutException):
+            raise APITimeoutError(
+                f"no answer from {self._url} within {self._timeout_seconds} s, the call's "
+                f"timeout ({type(error).__name__}); raise timeout= if the model needs longer"
+            ) from error
+        raise APIConnectionError(
+            f"could not talk to {self._url} ({type(error).__name__}: {error})"
+        ) from error
+
+    def _status_error(self, response: httpx.Response, call: Call) -> APIStatusError:
+        status = response.status_code
+        content = response.content
+        body: Any
+        try:
+            body = json.loads(content)
+        except ValueError:
+            body = content.decode("utf-8", "replace")
+        message = server_message(body) or response.reason_phrase or "no error message"
+        call.retry_after = parse_retry_after(response.headers)
+        error_type = STATUS_ERRORS.get(status, APIStatusError)
+        return error_type(
+            f"HTTP {status} from {self._url}: {message}{STATUS_HINTS.get(status, '')}",
+            status_code=status,
+            body=body,
+        )
+
+    def _attempt_generate(self, call: Call) -> Message:
+        if call.guard.aborted:
+            raise call.cancelled()
+        call.attempts += 1
+        call.retry_after = None
+        # The guard is current while httpx works, so the socket layer obeys its deadline
+        # and abort (see _transport).
+        local = _current
+        previous, local.guard = local.guard, call.guard
+        try:
+            response = self._client.post(
+                self._url,
+                content=call.body,
+                headers=self._request_headers,
+                timeout=self._request_timeout,
+            )
+        except httpx.TransportError as error:
+            self._transport_error(error, call)
+        finally:
+            local.guard = previous
+        if call.guard.aborted:
+            raise call.cancelled()
+        if not response.is_success:
+            raise self._status_error(response, call)
+        return parse_completion(response.content, self._url, response.status_code)
+
+    def _attempt_open_stream(self, call: Call) -> OpenStream:
+        if call.guard.aborted:
+            raise call.cancelled()
+        call.attempts += 1
+        call.retry_after = None
+        client = self._client
+        request = client.build_request(
+            "POST",
+            self._url,
+            content=call.body,
+            headers=self._request_headers,
+            timeout=self._request_timeout,
+        )
+        local = _current
+        previous, local.guard = local.guard, call.guard
+        try:
+            response = client.send(request, stream=True)
+        except httpx.TransportError as error:
+            self._transport_error(error, call)
+        finally:
+            local.guard = previous
+        opened = OpenStream(
+            response, self._url, call, self._timeout_seconds, attach=not self._http.owned
+        )
+        try:
+            plain = response.headers.get("content-type", "").startswith("application/json")
+            if plain or not response.is_success:
+                previous, local.guard = local.guard, call.guard
+                try:
+                    response.read()
+                except httpx.TransportError as error:
+                    self._transport_error(error, call)
+                finally:
+                    local.guard = previous
+                    opened.detach()
+                if not response.is_success:
+                    raise self._status_error(response, call)
+                # The server ignored stream=true and sent a whole completion: one chunk.
+                opened.first = parse_completion(response.content, self._url, response.status_code)
+            else:
+                opened.read_first()
+            return opened
+        except BaseException:
+            opened.close()
+            raise

@@ -1,0 +1,78 @@
+"""Which failures are retried, and how long a server asks the client to wait."""
+
+from __future__ import annotations
+
+import datetime
+import email.utils
+import math
+
+import httpx
+
+from agentkit.errors import (
+    APIConnectionError,
+    APIStatusError,
+    AuthenticationError,
+    BadRequestError,
+    PermissionDeniedError,
+    RateLimitError,
+)
+
+__all__ = ["parse_retry_after"]
+
+MAX_RETRY_AFTER = 60.0
+"""The longest ``Retry-After`` delay honoured, in seconds."""
+
+_RETRYABLE_STATUS = frozenset({408, 409, 429})
+STATUS_ERRORS: dict[int, type[APIStatusError]] = {
+    400: BadRequestError,
+    401: AuthenticationError,
+    403: PermissionDeniedError,
+    429: RateLimitError,
+}
+STATUS_HINTS = {
+    401: " (check api_key= or the OPENAI_API_KEY environment variable)",
+    403: " (the API key may not use this model or endpoint)",
+    404: " (check the model name and base_url)",
+}
+
+
+def is_retryable(error: BaseException) -> bool:
+    """``True`` for connection errors, timeouts and HTTP 408, 409, 429 and 5xx."""
+    if isinstance(error, APIConnectionError):
+        return True
+    if isinstance(error, APIStatusError):
+        status = error.status_code or 0
+        return status in _RETRYABLE_STATUS or status >= 500
+    return False
+
+
+def parse_retry_after(headers: httpx.Headers) -> float | None:
+    """Return the delay a response asks for before a retry, in seconds (at most 60).
+
+    Reads ``retry-after-ms``, then ``Retry-After`` as seconds or as an HTTP date.
+    ``None`` when there is no usable header.
+    """
+    seconds: float | None = None
+    value = headers.get("retry-after-ms")
+    if value:
+        try:
+            seconds = float(value) / 1000.0
+        except ValueError:
+            seconds = None
+    if seconds is None:
+        value = headers.get("retry-after")
+        if not value:
+            return None
+        try:
+            seconds = float(value)
+        except ValueError:
+            try:
+                date = email.utils.parsedate_to_datetime(value)
+            except (TypeError, ValueError, IndexError):
+                return None
+            if date.tzinfo is None:
+                date = date.replace(tzinfo=datetime.timezone.utc)
+            seconds = (date - datetime.datetime.now(datetime.timezone.utc)).total_seconds()
+    if math.isnan(seconds):
+        return None
+    return min(max(seconds, 0.0), MAX_RETRY_AFTER)

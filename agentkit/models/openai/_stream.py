@@ -1,0 +1,171 @@
+"""One model call's state, and the reading of a streamed response into message chunks."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+
+from agentkit.cancel import CancelMode
+from agentkit.errors import AgentCancelledError, APITimeoutError, IncompleteStreamError, ModelError
+from agentkit.models.openai._sse import SSEError, sse_payloads
+from agentkit.models.openai._transport import _Guard, guarded_bytes
+from agentkit.models.openai._wire import (
+    PROVIDER_FIELDS,
+    merge_fields,
+    parse_chunk,
+    parse_error_event,
+)
+from agentkit.runctx import RunFrame
+from agentkit.schema import Message
+
+__all__: list[str] = []
+
+
+class Call:
+    """The state of one model call across its attempts."""
+
+    __slots__ = ("attempts", "body", "frame", "guard", "retry_after")
+
+    def __init__(self, body: bytes, timeout: float, frame: RunFrame | None) -> None:
+        self.body = body
+        self.attempts = 0
+        self.retry_after: float | None = None
+        self.guard = _Guard(time.monotonic() + timeout)
+        self.frame = frame  # the run the call was made in, if any
+
+    def cancelled(self) -> AgentCancelledError:
+        """Return the error that ends a call aborted by a cancel (or a closed stream)."""
+        frame = self.frame
+        if frame is not None and frame.scope.stopping:
+            try:
+                frame.scope.check()  # marks the cancel as taken effect, with its mode
+            except AgentCancelledError as error:
+                return error
+        return AgentCancelledError(CancelMode.IMMEDIATE)
+
+
+class OpenStream:
+    """A streamed response whose first chunk has been read."""
+
+    __slots__ = (
+        "attached",
+        "call",
+        "count",
+        "done",
+        "fields",
+        "finished",
+        "first",
+        "iterator",
+        "response",
+        "timeout",
+        "url",
+    )
+
+    def __init__(
+        self, response: httpx.Response, url: str, call: Call, timeout: float, attach: bool
+    ) -> None:
+        self.response = response
+        self.url = url
+        self.call = call
+        self.timeout = timeout
+        self.count = 0
+        self.done = False  # [DONE] seen
+        self.finished = False  # a finish_reason seen
+        self.first: Message | None = None
+        self.iterator: Iterator[Message] = iter(())
+        self.fields: dict[str, Any] = {}  # provider fields of the chunks so far
+        # A client of the caller's does not route its I/O through the guard: register the
+        # response's socket, so that an abort can still shut it down.
+        self.attached = attach
+        if attach:
+            call.guard.attach(response.extensions.get("network_stream"))
+
+    def read_first(self) -> None:
+        """Read up to the first chunk, so that errors before it are raised by ``stream()``."""
+        events = self.events()
+        try:
+            self.first = next(events)
+        except StopIteration:
+            raise ModelError(
+                f"the stream from {self.url} ended without a single message chunk; "
+                "the server sent no reply",
+                status_code=self.response.status_code,
+            ) from None
+        self.iterator = events
+
+    def events(self) -> Iterator[Message]:
+        """Yield the message chunks, reading the response to its end (even after ``[DONE]``)."""
+        url = self.url
+        guard = self.call.guard
+        timeout = self.timeout
+        monotonic = time.monotonic
+        try:
+            for payload in sse_payloads(guarded_bytes(self.response.iter_bytes(), guard)):
+                if self.done:
+                    continue  # drain, so the connection goes back to the pool
+                # Only data restarts the clock: keep-alive comments do not.
+                guard.deadline = monotonic() + timeout
+                if type(payload) is SSEError:
+                    raise parse_error_event(payload, url)
+                if payload == b"[DONE]":
+                    self.done = True
+                    continue
+                chunk = parse_chunk(payload, url)
+                if chunk is None:
+                    continue
+                meta = chunk.response_meta
+                if meta is not None and meta.finish_reason:
+                    self.finished = True
+                extra = chunk.extra
+                if extra and PROVIDER_FIELDS in extra:
+                    self.fields = merge_fields(self.fields, extra[PROVIDER_FIELDS])
+                    extra[PROVIDER_FIELDS] = self.fields  # the merged fields so far
+                self.count += 1
+                yield chunk
+        except httpx.TimeoutException as error:
+            if guard.aborted:
+                raise self.call.cancelled() from error
+            if self.done:
+                return
+            raise APITimeoutError(
+                f"the stream from {url} stalled: no data for {timeout} s after "
+                f"{self.count} chunks ({type(error).__name__})"
+            ) from error
+        except httpx.TransportError as error:
+            if guard.aborted:
+                raise self.call.cancelled() from error
+            if self.done:
+                return
+            raise IncompleteStreamError(
+                f"the stream from {url} broke after {self.count} chunks, before the server "
+                f"finished it ({type(error).__name__}: {error})"
+            ) from error
+        finally:
+            self.detach()
+        if guard.aborted:
+            raise self.call.cancelled()
+        if not self.done and not self.finished:
+            raise IncompleteStreamError(
+                f"the stream from {url} ended after {self.count} chunks without [DONE] or a "
+                "finish reason; the reply is incomplete"
+            )
+
+    def detach(self) -> None:
+        """Unregister the response's socket before the connection goes back to the pool."""
+        if self.attached:
+            self.attached = False
+            self.call.guard.attach(None)
+
+    def close(self) -> None:
+        """Release the response (and its connection)."""
+        self.detach()
+        self.response.close()
+
+    def chunks(self) -> Iterator[Message]:
+        """Return an iterator of the first chunk, then the rest as they arrive."""
+        first, self.first = self.first, None
+        return self.iterator if first is None else itertools.chain((first,), self.iterator)
