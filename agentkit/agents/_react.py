@@ -178,10 +178,16 @@ class ReactRun:
             for_user, for_history = stream.copy(2)
             self.emit(event_from_message(None, for_user, Role.ASSISTANT))
             try:
-                return concat_message_stream(for_history)
+                reply = concat_message_stream(for_history)
+                if scope.stopping:
+                    scope.check()  # cut short by the cancel: not an answer
+                return reply
             except Exception as error:
                 if scope.mode is CancelMode.IMMEDIATE:
+                    # The stream was closed by the cancel: the run ends as cancelled.
                     scope.fired = True
+                    if isinstance(error, AgentCancelledError):
+                        raise
                     raise AgentCancelledError(scope.mode, scope.escalated) from error
                 raise
         finally:

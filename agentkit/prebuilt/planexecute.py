@@ -519,10 +519,15 @@ class _OneCallAgent(BuiltinAgent):
             shown = convert(for_user) if convert is not None else for_user
             self._emit(sink, event_from_message(None, shown, Role.ASSISTANT))
             try:
-                return concat_message_stream(for_self)
+                reply = concat_message_stream(for_self)
+                if scope is not None and scope.stopping:
+                    scope.check()  # cut short by the cancel: not an answer
+                return reply
             except Exception as error:
                 if scope is not None and scope.mode is CancelMode.IMMEDIATE:
                     scope.fired = True
+                    if isinstance(error, AgentCancelledError):
+                        raise
                     raise AgentCancelledError(scope.mode, scope.escalated) from error
                 raise
         finally:
