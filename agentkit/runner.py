@@ -85,11 +85,12 @@ class Runner:
 
     @property
     def serializer(self) -> PickleSerializer:
-        """The checkpoint serializer."""
+        """The checkpoint serializer (default: ``PickleSerializer()``, signed with the key from
+        ``AGENTKIT_CHECKPOINT_KEY`` or the user's key file; created on first use)."""
         if self._serializer is None:
             from agentkit.checkpoint import PickleSerializer
 
-            self._serializer = PickleSerializer.from_env()
+            self._serializer = PickleSerializer()
         return self._serializer
 
     def query(self, text: str, *options: AgentRunOption) -> AsyncIterator[AgentEvent]:
@@ -199,7 +200,9 @@ class Runner:
             raise CheckpointNotFoundError(
                 f"failed to load from checkpoint: checkpoint[{checkpoint_id}] not exist"
             )
-        checkpoint = self.serializer.loads(data, checkpoint_id=checkpoint_id)
+        from agentkit.checkpoint._binding import loads_for_store
+
+        checkpoint = loads_for_store(self.serializer, store, checkpoint_id, data)
         if not isinstance(checkpoint, Checkpoint):
             raise CheckpointError(
                 "failed to load from checkpoint: failed to decode checkpoint: it holds a "
@@ -220,7 +223,9 @@ class Runner:
             points=flatten(node),
             interrupt_data=data,
         )
-        payload = self.serializer.dumps(checkpoint, checkpoint_id=checkpoint_id)
+        from agentkit.checkpoint._binding import dumps_for_store
+
+        payload = dumps_for_store(self.serializer, self.checkpoint_store, checkpoint_id, checkpoint)
         store = self.checkpoint_store
         if store is None:
             raise CheckpointError(
