@@ -39,6 +39,7 @@ import datetime
 import decimal
 import enum
 import fractions
+import functools
 import importlib
 import io
 import pickle
@@ -275,9 +276,17 @@ class Encoder(pickle.Pickler):
         super().__init__(file, protocol=PICKLE_PROTOCOL)
         self._table = table
         self._keys: dict[tuple[str, ...], tuple[str, ...]] = {}
+        self._short: dict[type, str] = {}
 
     def reducer_override(self, obj: Any) -> Any:
         """Rewrite ``obj`` as a restore call, or refuse it (see the module docstring)."""
+        cls = type(obj)
+        short = self._short.get(cls)
+        if short is not None:  # a class seen before, with the common shape: skip the checks
+            state = obj.__getstate__()
+            if type(state) is dict:
+                keys = tuple(state)
+                return _restore, (short, self._keys.setdefault(keys, keys), tuple(state.values()))
         if obj is _restore:
             return NotImplemented
         if isinstance(obj, type):
@@ -291,7 +300,6 @@ class Encoder(pickle.Pickler):
                 f"cannot checkpoint function '{module}.{name}': functions, methods and other "
                 "callables are never stored in checkpoints (store data instead)"
             )
-        cls = type(obj)
         name = self._table.name_for(cls)
         if isinstance(obj, enum.Enum):
             return _restore, ("E" + name, obj._value_)
@@ -307,11 +315,25 @@ class Encoder(pickle.Pickler):
             and dictitems is None
         ):
             # The common case (attrs classes): field names as one tuple, which the pickler
-            # writes once per class and refers back to afterwards.
+            # writes once per class and refers back to afterwards. A class whose own
+            # __getstate__ gave this shape takes the short path from now on.
+            if _plain_getstate(cls):
+                self._short[cls] = "S" + name
             keys = tuple(state)
-            shared = self._keys.setdefault(keys, keys)
-            return _restore, ("S" + name, shared, tuple(state.values()))
+            return _restore, ("S" + name, self._keys.setdefault(keys, keys), tuple(state.values()))
         return _restore, (mode + name, args, state, listitems, dictitems)
+
+
+def _plain_getstate(cls: type) -> bool:
+    """Whether ``__reduce_ex__(5)`` of ``cls`` is ``object``'s: new without arguments, then
+    the state from ``__getstate__`` (so calling ``__getstate__`` directly is the same)."""
+    return (
+        cls.__reduce_ex__ is object.__reduce_ex__  # type: ignore[comparison-overlap]
+        and cls.__reduce__ is object.__reduce__  # type: ignore[comparison-overlap]
+        and getattr(cls, "__getnewargs_ex__", None) is None
+        and getattr(cls, "__getnewargs__", None) is None
+        and "__getstate__" in {name for klass in cls.__mro__ for name in vars(klass)}
+    )
 
 
 def _reduction(obj: Any, cls: type, name: str) -> tuple[str, tuple[Any, ...], Any, Any, Any]:
@@ -350,6 +372,7 @@ class Decoder(pickle.Unpickler):
     def __init__(self, file: io.BytesIO, table: TypeTable) -> None:
         super().__init__(file, fix_imports=False)
         self._table = table
+        self._resolved: dict[str, Callable[..., Any]] = {}
 
     @classmethod
     def decode(cls, payload: bytes, table: TypeTable, *, max_depth: int, max_objects: int) -> Any:
@@ -370,30 +393,60 @@ class Decoder(pickle.Unpickler):
     def _restore(self, tag: Any, *rest: Any) -> Any:
         if type(tag) is not str or not tag:
             raise CheckpointError("bad restore call")
+        resolved = self._resolved.get(tag)
+        if resolved is None:
+            resolved = self._resolved[tag] = self._resolve(tag)
+        return resolved(*rest)
+
+    def _resolve(self, tag: str) -> Callable[..., Any]:
+        """The builder for ``tag`` (mode letter + stable name); refuses unknown names."""
         mode, name = tag[0], tag[1:]
         cls = self._table.type_for(name)
         is_enum = issubclass(cls, enum.Enum)
-        if mode == "S" and not is_enum and cls not in _VALUE_CODECS and len(rest) == 2:
-            keys, values = rest
-            if (
-                type(keys) is not tuple
-                or type(values) is not tuple
-                or len(keys) != len(values)
-                or not all(type(key) is str for key in keys)
-            ):
-                raise CheckpointError(f"bad state for {name!r}")
-            return _rebuild(cls, name, "N", (), dict(zip(keys, values, strict=True)))
-        if mode == "T" and not rest:
-            return cls
-        if mode == "E" and is_enum and len(rest) == 1:
-            member = cls(rest[0])
-            if type(member) is not cls:
-                raise CheckpointError(f"{name}({rest[0]!r}) is not a member")
-            return member
-        if mode == "V" and cls in _VALUE_CODECS and len(rest) == 1:
-            return _VALUE_BY_NAME[name][1](rest[0])
-        if mode in ("N", "C") and not is_enum and cls not in _VALUE_CODECS and len(rest) == 4:
-            return _rebuild(cls, name, mode, *rest)
+        plain = not is_enum and cls not in _VALUE_CODECS
+        if mode == "S" and plain:
+            new = cls.__new__
+            setstate = getattr(cls, "__setstate__", None)
+
+            def build_short(keys: Any, values: Any) -> Any:
+                if (
+                    type(keys) is not tuple
+                    or type(values) is not tuple
+                    or len(keys) != len(values)
+                    or not all(type(key) is str for key in keys)
+                ):
+                    raise CheckpointError(f"bad state for {name!r}")
+                obj = new(cls)
+                if type(obj) is not cls:
+                    raise CheckpointError(f"rebuilding {name!r} gave a {type(obj).__name__}")
+                state = dict(zip(keys, values, strict=True))
+                if setstate is not None:
+                    setstate(obj, state)
+                else:
+                    _set_default_state(obj, name, state)
+                return obj
+
+            return build_short
+        if mode == "T":
+
+            def build_type() -> Any:
+                return cls
+
+            return build_type
+        if mode == "E" and is_enum:
+
+            def build_member(value: Any) -> Any:
+                member = cls(value)
+                if type(member) is not cls:
+                    raise CheckpointError(f"{name}({value!r}) is not a member")
+                return member
+
+            return build_member
+        if mode == "V" and not plain and not is_enum:
+            decode = _VALUE_BY_NAME[name][1]
+            return lambda args: decode(args)
+        if mode in ("N", "C") and plain:
+            return functools.partial(_rebuild, cls, name, mode)
         raise CheckpointError(f"bad restore call for {name!r}")
 
 

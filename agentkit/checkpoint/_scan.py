@@ -91,58 +91,88 @@ _FIXED_SIZES = bytes(_FIXED)
 _COUNTED_WIDTH = {0x43: 1, 0x42: 4, 0x8E: 8, 0x8D: 8, 0x96: 8}  # bytes, str and bytearray
 
 
-def _check(data: bytes, max_depth: int, max_objects: int) -> None:
-    # One flat loop with the hottest opcodes first: this runs on every load.
+def _check(data: bytes, max_depth: int, max_objects: int) -> None:  # noqa: C901, PLR0912, PLR0915
+    # One flat loop with the hottest opcodes first and the common tuple sizes inlined: this
+    # runs on every load. Only opcodes that create an object count towards max_objects (the
+    # others are bounded by the payload size); the count is checked where it grows.
     fixed = _FIXED_SIZES
     stack: list[_Item] = []
     push = stack.append
+    pop = stack.pop
     marks: list[int] = []
     memo: list[_Item] = []
     remember = memo.append
-    made = 0  # containers, memo entries and restored objects: what costs memory per byte
+    made = 0
     i = 0
     from_bytes = int.from_bytes
     while True:
         op = data[i]
-        width = fixed[op]
-        if width:
-            push(0)
-            i += width
+        if op == 0x94:  # MEMOIZE
+            remember(stack[-1])
+            made += 1
+            if made > max_objects:
+                raise _Refused(f"more than {max_objects} objects")
+            i += 1
         elif op == 0x68:  # BINGET
             push(memo[data[i + 1]])
             i += 2
-        elif op == 0x94:  # MEMOIZE
-            remember(stack[-1])
-            made += 1
-            i += 1
         elif op == 0x8C:  # SHORT_BINUNICODE
             i += 2 + data[i + 1]
             push(0)
-        elif op == 0x28:  # MARK
-            marks.append(len(stack))
-            i += 1
-        elif op in (0x7D, 0x5D, 0x8F):  # EMPTY_DICT, EMPTY_LIST, EMPTY_SET
-            push(_Box(_DICT if op == 0x7D else _LIST if op == 0x5D else _SET))
-            made += 1
-            i += 1
-        elif op in (0x86, 0x87, 0x85):  # TUPLE2, TUPLE3, TUPLE1
+        elif fixed[op]:
+            push(0)
+            i += fixed[op]
+        elif op == 0x87 or op == 0x86:  # TUPLE3, TUPLE2  # noqa: PLR1714
             count = op - 0x84
-            if len(stack) < count or (marks and marks[-1] > len(stack) - count):
+            if marks and marks[-1] > len(stack) - count:
                 raise _Refused("a tuple opcode reaches below its mark")
+            items = stack[-count:]
+            if len(items) != count:
+                raise _Refused("a tuple opcode reaches below the bottom of the stack")
+            deepest = 0
+            for item in items:
+                if type(item) is not int or item < 0:
+                    break  # a container or the restore function: the slow path decides
+                if item > deepest:
+                    deepest = item
+            else:
+                del stack[-count:]
+                push(_deeper(deepest, max_depth))
+                made += 1
+                i += 1
+                continue
             push(_place(stack, len(stack) - count, max_depth))
             made += 1
             i += 1
         elif op == 0x52:  # REDUCE
-            args = stack.pop()
-            if stack.pop() != _RESTORE or isinstance(args, _Box) or args < 1:
+            args = pop()
+            if pop() != _RESTORE or type(args) is not int or args < 1:
                 raise _Refused("REDUCE may only apply the restore function to a tuple")
-            if args + 1 > max_depth:
-                raise _Refused(f"values nested deeper than {max_depth} levels")
-            push(args + 1)
+            push(_deeper(args, max_depth))
             made += 1
+            if made > max_objects:
+                raise _Refused(f"more than {max_objects} objects")
+            i += 1
+        elif op == 0x28:  # MARK
+            marks.append(len(stack))
             i += 1
         elif op == 0x29:  # EMPTY_TUPLE
             push(1)
+            i += 1
+        elif op in (0x7D, 0x5D, 0x8F):  # EMPTY_DICT, EMPTY_LIST, EMPTY_SET
+            push(_Box(_DICT if op == 0x7D else _LIST if op == 0x5D else _SET))
+            made += 1
+            if made > max_objects:
+                raise _Refused(f"more than {max_objects} objects")
+            i += 1
+        elif op in (0x85, 0x74, 0x91):  # TUPLE1, TUPLE, FROZENSET
+            start = len(stack) - 1 if op == 0x85 else marks.pop()
+            if op == 0x85 and marks and marks[-1] > start:
+                raise _Refused("a tuple opcode reaches below its mark")
+            push(_place(stack, start, max_depth))
+            made += 1
+            if made > max_objects:
+                raise _Refused(f"more than {max_objects} objects")
             i += 1
         elif op in (0x61, 0x65, 0x73, 0x75, 0x90):  # APPEND, APPENDS, SETITEM, SETITEMS, ADDITEMS
             if op == 0x61:
@@ -161,12 +191,7 @@ def _check(data: bytes, max_depth: int, max_objects: int) -> None:
                 raise _Refused(f"only a {_KIND_NAMES[kind]} built by the checkpoint can be filled")
             if target.placed:
                 raise _Refused("a container is changed after it was placed (a reference cycle?)")
-            depth = _place(stack, start, max_depth)
-            target.depth = max(target.depth, depth)
-            i += 1
-        elif op in (0x74, 0x91):  # TUPLE, FROZENSET
-            push(_place(stack, marks.pop(), max_depth))
-            made += 1
+            target.depth = max(target.depth, _place(stack, start, max_depth))
             i += 1
         elif op == 0x6A:  # LONG_BINGET
             push(memo[from_bytes(data[i + 1 : i + 5], "little")])
@@ -186,12 +211,12 @@ def _check(data: bytes, max_depth: int, max_objects: int) -> None:
             i += 1 + width + length
             push(0)
         elif op == 0x93:  # STACK_GLOBAL: the name pair is checked by find_class
-            if stack.pop() != 0 or stack.pop() != 0:
+            if pop() != 0 or pop() != 0:
                 raise _Refused("STACK_GLOBAL needs two strings")
             push(_RESTORE)
             i += 1
         elif op == 0x30:  # POP
-            stack.pop()
+            pop()
             i += 1
         elif op == 0x31:  # POP_MARK
             del stack[marks.pop() :]
@@ -207,11 +232,15 @@ def _check(data: bytes, max_depth: int, max_objects: int) -> None:
                 raise _Refused("the stream does not end with exactly one value")
             if i + 1 != len(data):
                 raise _Refused("unexpected bytes after the payload")
-            break
+            return
         else:
             raise _Refused(f"pickle opcode {bytes([op])!r} is not allowed in checkpoints")
-        if made > max_objects:
-            raise _Refused(f"more than {max_objects} objects")
+
+
+def _deeper(depth: int, max_depth: int) -> int:
+    if depth + 1 > max_depth:
+        raise _Refused(f"values nested deeper than {max_depth} levels")
+    return depth + 1
 
 
 def _place(stack: list[_Item], start: int, max_depth: int) -> int:

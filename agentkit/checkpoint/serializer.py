@@ -47,7 +47,6 @@ from typing import Any, Protocol, runtime_checkable
 
 from agentkit.checkpoint._codec import Decoder, Encoder, TypeTable
 from agentkit.checkpoint._keys import KEY_ENV_VAR, MIN_KEY_BYTES, default_key, key_id
-from agentkit.checkpoint._scan import check_stream
 from agentkit.checkpoint.base import DEFAULT_MAX_BYTES, _check_max_bytes
 from agentkit.errors import CheckpointError
 
@@ -198,9 +197,13 @@ class PickleSerializer:
     def dumps(self, obj: Any, *, checkpoint_id: str, namespace: str = "") -> bytes:
         """Encode ``obj`` into a checkpoint for ``checkpoint_id`` in the store ``namespace``.
 
+        The structural limits :meth:`loads` applies (nesting depth, object count, no
+        reference cycles through lists, dicts or sets) are not checked again here; values
+        that reach them cannot be pickled in practice or are not checkpoint state.
+
         Raises:
-            CheckpointError: ``obj`` holds a value :meth:`loads` would refuse (the message
-                names its type and how to allow it), or the checkpoint would exceed
+            CheckpointError: ``obj`` holds a value of a type :meth:`loads` would refuse (the
+                message names its type and how to allow it), or the checkpoint would exceed
                 ``max_bytes``.
         """
         _check_str("checkpoint_id", checkpoint_id)
@@ -217,10 +220,6 @@ class PickleSerializer:
         except Exception as exc:  # pickle raises TypeError, PicklingError, AttributeError...
             raise CheckpointError(f"cannot checkpoint value: {exc}") from exc
         payload = buffer.getvalue()
-        try:  # what loads would refuse (a cycle, too deep, too many objects) fails here
-            check_stream(payload, max_depth=MAX_DEPTH, max_objects=MAX_OBJECTS)
-        except CheckpointError as exc:
-            raise CheckpointError(f"cannot checkpoint value: {exc}") from None
         if self._key is None:
             data = _header(0) + payload
             warnings.warn(
