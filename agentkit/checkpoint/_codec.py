@@ -327,13 +327,30 @@ class Encoder(pickle.Pickler):
 def _plain_getstate(cls: type) -> bool:
     """Whether ``__reduce_ex__(5)`` of ``cls`` is ``object``'s: new without arguments, then
     the state from ``__getstate__`` (so calling ``__getstate__`` directly is the same)."""
+    found = {name: _class_attr(cls, name) for name in _REDUCE_HOOKS}
     return (
-        cls.__reduce_ex__ is object.__reduce_ex__  # type: ignore[comparison-overlap]
-        and cls.__reduce__ is object.__reduce__  # type: ignore[comparison-overlap]
-        and getattr(cls, "__getnewargs_ex__", None) is None
-        and getattr(cls, "__getnewargs__", None) is None
-        and "__getstate__" in {name for klass in cls.__mro__ for name in vars(klass)}
+        found["__reduce_ex__"] is vars(object)["__reduce_ex__"]
+        and found["__reduce__"] is vars(object)["__reduce__"]
+        and found["__getnewargs_ex__"] is None
+        and found["__getnewargs__"] is None
+        and found["__getstate__"] is not None
     )
+
+
+_REDUCE_HOOKS = (
+    "__reduce_ex__",
+    "__reduce__",
+    "__getnewargs_ex__",
+    "__getnewargs__",
+    "__getstate__",
+)
+
+
+def _class_attr(cls: type, name: str) -> object:
+    for klass in cls.__mro__:
+        if name in vars(klass):
+            return vars(klass)[name]
+    return None
 
 
 def _reduction(obj: Any, cls: type, name: str) -> tuple[str, tuple[Any, ...], Any, Any, Any]:
@@ -405,7 +422,7 @@ class Decoder(pickle.Unpickler):
         is_enum = issubclass(cls, enum.Enum)
         plain = not is_enum and cls not in _VALUE_CODECS
         if mode == "S" and plain:
-            new = cls.__new__
+            new: Callable[[type], Any] = cls.__new__
             setstate = getattr(cls, "__setstate__", None)
 
             def build_short(keys: Any, values: Any) -> Any:
@@ -444,7 +461,7 @@ class Decoder(pickle.Unpickler):
             return build_member
         if mode == "V" and not plain and not is_enum:
             decode = _VALUE_BY_NAME[name][1]
-            return lambda args: decode(args)
+            return decode
         if mode in ("N", "C") and plain:
             return functools.partial(_rebuild, cls, name, mode)
         raise CheckpointError(f"bad restore call for {name!r}")

@@ -91,7 +91,7 @@ _FIXED_SIZES = bytes(_FIXED)
 _COUNTED_WIDTH = {0x43: 1, 0x42: 4, 0x8E: 8, 0x8D: 8, 0x96: 8}  # bytes, str and bytearray
 
 
-def _check(data: bytes, max_depth: int, max_objects: int) -> None:  # noqa: C901, PLR0912, PLR0915
+def _check(data: bytes, max_depth: int, max_objects: int) -> None:
     # One flat loop with the hottest opcodes first and the common tuple sizes inlined: this
     # runs on every load. Only opcodes that create an object count towards max_objects (the
     # others are bounded by the payload size); the count is checked where it grows.
@@ -133,7 +133,7 @@ def _check(data: bytes, max_depth: int, max_objects: int) -> None:  # noqa: C901
             for item in items:
                 if type(item) is not int or item < 0:
                     break  # a container or the restore function: the slow path decides
-                if item > deepest:
+                if item > deepest:  # noqa: PLR1730 (faster than max() in this loop)
                     deepest = item
             else:
                 del stack[-count:]
