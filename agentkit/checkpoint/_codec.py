@@ -422,7 +422,7 @@ class Decoder(pickle.Unpickler):
         is_enum = issubclass(cls, enum.Enum)
         plain = not is_enum and cls not in _VALUE_CODECS
         if mode == "S" and plain:
-            new: Callable[[type], Any] = cls.__new__
+            new: Any = cls.__new__
             setstate = getattr(cls, "__setstate__", None)
 
             def build_short(keys: Any, values: Any) -> Any:
