@@ -15,15 +15,17 @@ refuses anything else *before* a single object is built:
   stream and not yet placed into another container (so restored objects, enum members
   included, and shared containers are never mutated, and reference cycles are refused);
 * memo references that do not exist, integers longer than :data:`MAX_INT_BYTES`, more than
-  ``max_objects`` containers, memo entries and restored objects (the opcodes that cost memory
-  out of proportion to their size; everything else is bounded by the payload size), nesting
-  deeper than ``max_depth``, truncation and trailing data.
+  ``max_objects`` opcodes (each makes at most one object or memo entry, so this bounds the
+  memory and the time of loading), nesting deeper than ``max_depth``, truncation and trailing
+  data.
 
 Depth is exact: a container's depth is final when it is placed into another one, because it
 cannot change afterwards.
 """
 
 from __future__ import annotations
+
+import itertools
 
 from agentkit.errors import CheckpointError
 
@@ -93,8 +95,8 @@ _COUNTED_WIDTH = {0x43: 1, 0x42: 4, 0x8E: 8, 0x8D: 8, 0x96: 8}  # bytes, str and
 
 def _check(data: bytes, max_depth: int, max_objects: int) -> None:
     # One flat loop with the hottest opcodes first and the common tuple sizes inlined: this
-    # runs on every load. Only opcodes that create an object count towards max_objects (the
-    # others are bounded by the payload size); the count is checked where it grows.
+    # runs on every load. Every opcode makes at most one object or memo entry, so bounding
+    # the number of opcodes (for free, by the loop) bounds objects, memory and time alike.
     fixed = _FIXED_SIZES
     stack: list[_Item] = []
     push = stack.append
@@ -102,16 +104,12 @@ def _check(data: bytes, max_depth: int, max_objects: int) -> None:
     marks: list[int] = []
     memo: list[_Item] = []
     remember = memo.append
-    made = 0
     i = 0
     from_bytes = int.from_bytes
-    while True:
+    for _ in itertools.repeat(None, max_objects):
         op = data[i]
         if op == 0x94:  # MEMOIZE
             remember(stack[-1])
-            made += 1
-            if made > max_objects:
-                raise _Refused(f"more than {max_objects} objects")
             i += 1
         elif op == 0x68:  # BINGET
             push(memo[data[i + 1]])
@@ -138,20 +136,15 @@ def _check(data: bytes, max_depth: int, max_objects: int) -> None:
             else:
                 del stack[-count:]
                 push(_deeper(deepest, max_depth))
-                made += 1
                 i += 1
                 continue
             push(_place(stack, len(stack) - count, max_depth))
-            made += 1
             i += 1
         elif op == 0x52:  # REDUCE
             args = pop()
             if pop() != _RESTORE or type(args) is not int or args < 1:
                 raise _Refused("REDUCE may only apply the restore function to a tuple")
             push(_deeper(args, max_depth))
-            made += 1
-            if made > max_objects:
-                raise _Refused(f"more than {max_objects} objects")
             i += 1
         elif op == 0x28:  # MARK
             marks.append(len(stack))
@@ -161,18 +154,12 @@ def _check(data: bytes, max_depth: int, max_objects: int) -> None:
             i += 1
         elif op in (0x7D, 0x5D, 0x8F):  # EMPTY_DICT, EMPTY_LIST, EMPTY_SET
             push(_Box(_DICT if op == 0x7D else _LIST if op == 0x5D else _SET))
-            made += 1
-            if made > max_objects:
-                raise _Refused(f"more than {max_objects} objects")
             i += 1
         elif op in (0x85, 0x74, 0x91):  # TUPLE1, TUPLE, FROZENSET
             start = len(stack) - 1 if op == 0x85 else marks.pop()
             if op == 0x85 and marks and marks[-1] > start:
                 raise _Refused("a tuple opcode reaches below its mark")
             push(_place(stack, start, max_depth))
-            made += 1
-            if made > max_objects:
-                raise _Refused(f"more than {max_objects} objects")
             i += 1
         elif op in (0x61, 0x65, 0x73, 0x75, 0x90):  # APPEND, APPENDS, SETITEM, SETITEMS, ADDITEMS
             if op == 0x61:
@@ -192,6 +179,8 @@ def _check(data: bytes, max_depth: int, max_objects: int) -> None:
             if target.placed:
                 raise _Refused("a container is changed after it was placed (a reference cycle?)")
             target.depth = max(target.depth, _place(stack, start, max_depth))
+            if target.placed:  # it was among its own items
+                raise _Refused("a container holds itself (a reference cycle)")
             i += 1
         elif op == 0x6A:  # LONG_BINGET
             push(memo[from_bytes(data[i + 1 : i + 5], "little")])
@@ -235,6 +224,7 @@ def _check(data: bytes, max_depth: int, max_objects: int) -> None:
             return
         else:
             raise _Refused(f"pickle opcode {bytes([op])!r} is not allowed in checkpoints")
+    raise _Refused(f"more than {max_objects} objects (pickle opcodes)")
 
 
 def _deeper(depth: int, max_depth: int) -> int:
