@@ -15,9 +15,10 @@ tuple of plain data that names the class by its **stable name**, never by its mo
   listitems, dictitems)``: any other allowed class, from what its ``__reduce_ex__(5)`` says
   (``cls.__new__(cls, *newargs)`` or ``cls(*args)``, then ``__setstate__`` or the default
   state update, exactly as pickle would), but only when that reduction names the class
-  itself; a reduction naming any other function is refused. ``("S" + name, keys, values)``
-  is the short form of ``N`` without arguments and with a dict state (attrs classes): the
-  tuple of field names is written once per class and referred back to.
+  itself; a reduction naming any other function is refused.
+* ``(("S" + name, *keys), *values)``: the short form of ``N`` without arguments and with a
+  dict state (attrs classes): the first argument, the tag with the field names, is the same
+  tuple for every object of a class, so the pickler writes it once and refers back to it.
 
 Stable names come from :mod:`agentkit._persist` for agentkit's types, are ``builtins.<Name>``
 for builtin exceptions and ``module.qualname`` (or the key given) for ``allowed_types``.
@@ -275,7 +276,7 @@ class Encoder(pickle.Pickler):
     def __init__(self, file: io.BytesIO, table: TypeTable) -> None:
         super().__init__(file, protocol=PICKLE_PROTOCOL)
         self._table = table
-        self._keys: dict[tuple[str, ...], tuple[str, ...]] = {}
+        self._specs: dict[tuple[str, ...], tuple[str, ...]] = {}
         self._short: dict[type, str] = {}
 
     def reducer_override(self, obj: Any) -> Any:
@@ -285,8 +286,8 @@ class Encoder(pickle.Pickler):
         if short is not None:  # a class seen before, with the common shape: skip the checks
             state = obj.__getstate__()
             if type(state) is dict:
-                keys = tuple(state)
-                return _restore, (short, self._keys.setdefault(keys, keys), tuple(state.values()))
+                spec = (short, *state)
+                return _restore, (self._specs.setdefault(spec, spec), *state.values())
         if obj is _restore:
             return NotImplemented
         if isinstance(obj, type):
@@ -319,8 +320,8 @@ class Encoder(pickle.Pickler):
             # __getstate__ gave this shape takes the short path from now on.
             if _plain_getstate(cls):
                 self._short[cls] = "S" + name
-            keys = tuple(state)
-            return _restore, ("S" + name, self._keys.setdefault(keys, keys), tuple(state.values()))
+            spec = ("S" + name, *state)
+            return _restore, (self._specs.setdefault(spec, spec), *state.values())
         return _restore, (mode + name, args, state, listitems, dictitems)
 
 
@@ -408,15 +409,20 @@ class Decoder(pickle.Unpickler):
         raise CheckpointError("it uses pickle persistent ids")
 
     def _restore(self, tag: Any, *rest: Any) -> Any:
-        if type(tag) is not str or not tag:
-            raise CheckpointError("bad restore call")
-        resolved = self._resolved.get(tag)
+        resolved = self._resolved.get(tag) if type(tag) in (str, tuple) else None
         if resolved is None:
             resolved = self._resolved[tag] = self._resolve(tag)
         return resolved(*rest)
 
-    def _resolve(self, tag: str) -> Callable[..., Any]:
-        """The builder for ``tag`` (mode letter + stable name); refuses unknown names."""
+    def _resolve(self, tag: Any) -> Callable[..., Any]:
+        """The builder for ``tag`` (mode letter + stable name [+ field names])."""
+        keys: tuple[str, ...] = ()
+        if type(tag) is tuple and tag and all(type(part) is str for part in tag):
+            tag, keys = tag[0], tag[1:]
+            if not tag.startswith("S"):
+                raise CheckpointError("bad restore call")
+        elif type(tag) is not str or not tag or tag.startswith("S"):
+            raise CheckpointError("bad restore call")
         mode, name = tag[0], tag[1:]
         cls = self._table.type_for(name)
         is_enum = issubclass(cls, enum.Enum)
@@ -425,13 +431,8 @@ class Decoder(pickle.Unpickler):
             new: Any = cls.__new__
             setstate = getattr(cls, "__setstate__", None)
 
-            def build_short(keys: Any, values: Any) -> Any:
-                if (
-                    type(keys) is not tuple
-                    or type(values) is not tuple
-                    or len(keys) != len(values)
-                    or not all(type(key) is str for key in keys)
-                ):
+            def build_short(*values: Any) -> Any:
+                if len(values) != len(keys):
                     raise CheckpointError(f"bad state for {name!r}")
                 obj = new(cls)
                 if type(obj) is not cls:
