@@ -174,6 +174,13 @@ BOMBS = {
     )
     + b"j\x00\x00\x00\x00.",
     "deep tuples": b"\x80\x05)" + b"\x85" * 100_000 + b".",
+    # 200 000 distinct dict keys with one hash (k * (2**61 - 1)): quadratic to insert.
+    "colliding dict keys": b"\x80\x05}("
+    + b"".join(
+        b"\x8a\x0b" + (k * (2**61 - 1)).to_bytes(11, "little", signed=True) + b"N"
+        for k in range(1, 200_001)
+    )
+    + b"u.",
     "fraction from a huge exponent": restore_call(
         s("Vfractions.Fraction"), s("1e999999999") + b"\x85"
     )

@@ -124,6 +124,13 @@ def _pairs(args: Any) -> list[tuple[Any, Any]]:
     return items
 
 
+def _uuid_hex(args: Any) -> str:
+    text: str = _check_args(args, (str,))[0]
+    if len(text) != 32:
+        raise CheckpointError("bad UUID")
+    return text
+
+
 def _deque(args: Any) -> collections.deque[Any]:
     items, maxlen = _check_args(args, (list,), (int, type(None)))
     return collections.deque(items, maxlen)
@@ -166,10 +173,10 @@ _VALUE_CODECS: dict[type, tuple[str, Callable[[Any], tuple[Any, ...]], Callable[
         lambda value: (value.numerator, value.denominator),
         lambda args: fractions.Fraction(*_check_args(args, (int,), (int,))),
     ),
-    uuid.UUID: (
+    uuid.UUID: (  # as text: a 128-bit int would count as a big integer (see _scan)
         "uuid.UUID",
-        lambda value: (value.int,),
-        lambda args: uuid.UUID(int=_check_args(args, (int,))[0]),
+        lambda value: (value.hex,),
+        lambda args: uuid.UUID(hex=_uuid_hex(args)),
     ),
     collections.OrderedDict: (
         "collections.OrderedDict",

@@ -14,7 +14,8 @@ refuses anything else *before* a single object is built:
 * ``APPEND(S)``/``SETITEM(S)``/``ADDITEMS`` on anything but a list, dict or set created by the
   stream and not yet placed into another container (so restored objects, enum members
   included, and shared containers are never mutated, and reference cycles are refused);
-* memo references that do not exist, integers longer than :data:`MAX_INT_BYTES`, more than
+* memo references that do not exist, integers longer than :data:`MAX_INT_BYTES` or more than
+  :data:`MAX_BIG_INTS` big ones (which could flood a dict with colliding hashes), more than
   ``max_objects`` opcodes (each makes at most one object or memo entry, so this bounds the
   memory and the time of loading), nesting deeper than ``max_depth``, truncation and trailing
   data.
@@ -33,6 +34,12 @@ __all__ = ["MAX_INT_BYTES", "check_stream"]
 
 MAX_INT_BYTES = 8192
 """Longest integer a checkpoint may hold, in bytes (65 536 bits)."""
+MAX_BIG_INTS = 2048
+"""Most integers of 8 bytes or more a checkpoint may hold.
+
+Smaller integers hash to themselves, so distinct ones never collide in a dict or set; bigger
+ones can be chosen to share one hash, and n colliding keys cost n² comparisons to insert. With
+this cap the worst case stays far below a second."""
 
 _LIST, _DICT, _SET = 1, 2, 3
 _KIND_NAMES = {_LIST: "list", _DICT: "dict", _SET: "set"}
@@ -105,6 +112,7 @@ def _check(data: bytes, max_depth: int, max_objects: int) -> None:
     memo: list[_Item] = []
     remember = memo.append
     i = 0
+    big_ints = 0
     from_bytes = int.from_bytes
     for _ in itertools.repeat(None, max_objects):
         op = data[i]
@@ -197,6 +205,10 @@ def _check(data: bytes, max_depth: int, max_objects: int) -> None:
             length = from_bytes(data[i + 1 : i + 1 + width], "little", signed=op == 0x8B)
             if not 0 <= length <= MAX_INT_BYTES:
                 raise _Refused(f"an integer of {length} bytes (the limit is {MAX_INT_BYTES})")
+            if length >= 8:
+                big_ints += 1
+                if big_ints > MAX_BIG_INTS:
+                    raise _Refused(f"more than {MAX_BIG_INTS} integers of 8 bytes or more")
             i += 1 + width + length
             push(0)
         elif op == 0x93:  # STACK_GLOBAL: the name pair is checked by find_class
