@@ -130,6 +130,14 @@ POISONINGS = {
     "inst opcode": b"\x80\x05(" + s("user") + b"iagentkit.schema\nRole\n.",
     "newobj": restore_call(s("Tagentkit.Role")) + s("user") + b"\x85\x81.",
     "persistent id": s("x") + b"Q.",
+    "dunder field in the short form": RESTORE
+    + b"("
+    + s("Sagentkit.FunctionCall")
+    + s("__class__")
+    + b"\x86"
+    + restore_call(s("Tagentkit.ToolCall"))[2:]
+    + b"tR.",
+
     "memo put": b"\x80\x05" + ENUM_MEMBER[2:] + b"q\x00" + EVIL_STATE + b"b.",
 }
 
@@ -139,6 +147,23 @@ def test_poisoning_payloads_are_refused_and_change_nothing(
     payload: bytes, untouched: None
 ) -> None:
     refused(payload)
+
+
+class Plain:
+    """A user class without __setstate__: loading sets its __dict__ the way pickle does."""
+
+
+@pytest.mark.parametrize("state", [b"}", b"N}"], ids=["dict state", "slot state"])
+def test_dunder_attributes_are_never_set_from_data(state: bytes) -> None:
+    name = f"{Plain.__module__}.Plain"
+    evil = state + s("__class__") + restore_call(s(f"T{name}"))[2:] + b"s"
+    if state == b"N}":
+        evil += b"\x86"
+    payload = restore_call(s(f"N{name}"), b")", evil, b"N", b"N") + b"."
+    serializer = PickleSerializer(allow_unsigned=True, allowed_types=[Plain])
+    assert type(serializer.loads(serializer.dumps(Plain(), checkpoint_id="x"), checkpoint_id="x")) is Plain
+    with pytest.raises(CheckpointError, match="bad state"):
+        serializer.loads(HEADER + payload, checkpoint_id="x")
 
 
 def test_the_restore_function_is_inert_outside_loading(untouched: None) -> None:

@@ -426,7 +426,7 @@ class Decoder(pickle.Unpickler):
         keys: tuple[str, ...] = ()
         if type(tag) is tuple and tag and all(type(part) is str for part in tag):
             tag, keys = tag[0], tag[1:]
-            if not tag.startswith("S"):
+            if not tag.startswith("S") or any(_is_dunder(key) for key in keys):
                 raise CheckpointError("bad restore call")
         elif type(tag) is not str or not tag or tag.startswith("S"):
             raise CheckpointError("bad restore call")
@@ -515,7 +515,8 @@ def _set_default_state(obj: Any, name: str, state: Any) -> None:
         state, slots = state
     for part in (state, slots):
         if part is not None and (
-            type(part) is not dict or not all(type(key) is str for key in part)
+            type(part) is not dict
+            or not all(type(key) is str and not _is_dunder(key) for key in part)
         ):
             raise CheckpointError(f"bad state for {name!r}")
     if state:
@@ -527,3 +528,8 @@ def _set_default_state(obj: Any, name: str, state: Any) -> None:
     if slots:
         for key, value in slots.items():
             setattr(obj, key, value)
+
+
+def _is_dunder(name: str) -> bool:
+    """``__class__``, ``__dict__``...: never a field of a data class, never set from data."""
+    return len(name) > 4 and name.startswith("__") and name.endswith("__")
