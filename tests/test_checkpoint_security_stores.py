@@ -379,3 +379,39 @@ def test_a_lease_ttl_must_be_positive(tmp_path: Path) -> None:
         InMemoryCheckPointStore(lease_ttl=0)
     with pytest.raises(ValueError, match="positive"):
         FileCheckPointStore(tmp_path, lease_ttl=-1)
+
+
+# -- the Runner ------------------------------------------------------------------------------
+
+
+def test_the_runner_signs_by_default_and_binds_checkpoints_to_their_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentkit import ChatModelAgent, Runner, interrupt, tool, with_checkpoint_id
+    from agentkit.testing import ScriptedChatModel, call, calls_message
+
+    monkeypatch.delenv("AGENTKIT_CHECKPOINT_KEY", raising=False)
+
+    @tool
+    def pay(amount: int) -> str:
+        """Pay after approval."""
+        return f"paid {amount}" if interrupt("approve?") else "declined"
+
+    def runner(directory: Path) -> Runner:
+        model = ScriptedChatModel([calls_message(call("pay", {"amount": 5}, id="p1")), "done"])
+        agent = ChatModelAgent("Payer", "pays", model, tools=[pay])
+        return Runner(agent, checkpoint_store=FileCheckPointStore(directory))
+
+    original = runner(tmp_path / "tenant-a")
+    list(original.query("pay", with_checkpoint_id("42")))
+    store = original.checkpoint_store
+    assert isinstance(store, FileCheckPointStore)
+    data = store.get("42")
+    assert data is not None and data[7:9] == b"\x02\x01"  # version 2, signed
+
+    copy = runner(tmp_path / "tenant-b")
+    assert isinstance(copy.checkpoint_store, FileCheckPointStore)
+    copy.checkpoint_store.set("42", data)
+    with pytest.raises(CheckpointError, match="in another store"):
+        copy.resume("42")
+    list(original.resume("42"))  # the original still loads (and interrupts again)
