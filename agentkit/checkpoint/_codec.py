@@ -33,24 +33,19 @@ found and never changes.
 
 from __future__ import annotations
 
-import builtins
-import collections
 import copyreg
-import datetime
-import decimal
 import enum
-import fractions
 import functools
 import importlib
 import io
 import pickle
 import types
-import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from agentkit._persist import persisted_name, persisted_type
 from agentkit.checkpoint._scan import check_stream
+from agentkit.checkpoint._values import BUILTIN_ERRORS, VALUE_BY_NAME, VALUE_CODECS
 from agentkit.errors import CheckpointError
 
 __all__ = ["Decoder", "Encoder", "TypeTable"]
@@ -89,110 +84,6 @@ _restore.__module__ = "agentkit.checkpoint"
 _RESTORE_GLOBAL = ("agentkit.checkpoint", "_restore")
 
 
-# -- standard library value types ------------------------------------------------------------
-
-
-def _check_args(args: Any, *kinds: tuple[type, ...]) -> tuple[Any, ...]:
-    if not isinstance(args, tuple) or not 1 <= len(args) <= len(kinds):
-        raise CheckpointError(f"bad arguments {args!r}")
-    for value, allowed in zip(args, kinds, strict=False):
-        if type(value) not in allowed and not (
-            datetime.tzinfo in allowed and isinstance(value, datetime.tzinfo)
-        ):
-            raise CheckpointError(f"bad argument {value!r}")
-    return args
-
-
-def _moment(cls: type, size: int) -> Callable[[Any], Any]:
-    def decode(args: Any) -> Any:
-        state, *zone = _check_args(args, (bytes,), (type(None), datetime.tzinfo))
-        if len(state) != size:
-            raise CheckpointError(f"bad {cls.__name__} state")
-        return cls(state, *zone)
-
-    return decode
-
-
-def _timezone(args: Any) -> datetime.timezone:
-    return datetime.timezone(*_check_args(args, (datetime.timedelta,), (str,)))
-
-
-def _pairs(args: Any) -> list[tuple[Any, Any]]:
-    items: list[tuple[Any, Any]] = _check_args(args, (list,))[0]
-    if not all(type(item) is tuple and len(item) == 2 for item in items):
-        raise CheckpointError("bad OrderedDict items")
-    return items
-
-
-def _uuid_hex(args: Any) -> str:
-    text: str = _check_args(args, (str,))[0]
-    if len(text) != 32:
-        raise CheckpointError("bad UUID")
-    return text
-
-
-def _deque(args: Any) -> collections.deque[Any]:
-    items, maxlen = _check_args(args, (list,), (int, type(None)))
-    return collections.deque(items, maxlen)
-
-
-_VALUE_CODECS: dict[type, tuple[str, Callable[[Any], tuple[Any, ...]], Callable[[Any], Any]]] = {
-    complex: (
-        "builtins.complex",
-        lambda value: (value.real, value.imag),
-        lambda args: complex(*_check_args(args, (float,), (float,))),
-    ),
-    datetime.date: (
-        "datetime.date",
-        lambda value: value.__reduce__()[1],
-        _moment(datetime.date, 4),
-    ),
-    datetime.time: (
-        "datetime.time",
-        lambda value: value.__reduce__()[1],
-        _moment(datetime.time, 6),
-    ),
-    datetime.datetime: (
-        "datetime.datetime",
-        lambda value: value.__reduce__()[1],
-        _moment(datetime.datetime, 10),
-    ),
-    datetime.timedelta: (
-        "datetime.timedelta",
-        lambda value: (value.days, value.seconds, value.microseconds),
-        lambda args: datetime.timedelta(*_check_args(args, (int,), (int,), (int,))),
-    ),
-    datetime.timezone: ("datetime.timezone", lambda value: value.__getinitargs__(), _timezone),
-    decimal.Decimal: (
-        "decimal.Decimal",
-        lambda value: (str(value),),
-        lambda args: decimal.Decimal(*_check_args(args, (str,))),
-    ),
-    fractions.Fraction: (
-        "fractions.Fraction",
-        lambda value: (value.numerator, value.denominator),
-        lambda args: fractions.Fraction(*_check_args(args, (int,), (int,))),
-    ),
-    uuid.UUID: (  # as text: a 128-bit int would count as a big integer (see _scan)
-        "uuid.UUID",
-        lambda value: (value.hex,),
-        lambda args: uuid.UUID(hex=_uuid_hex(args)),
-    ),
-    collections.OrderedDict: (
-        "collections.OrderedDict",
-        lambda value: (list(value.items()),),
-        lambda args: collections.OrderedDict(_pairs(args)),
-    ),
-    collections.deque: ("collections.deque", lambda value: (list(value), value.maxlen), _deque),
-}
-_VALUE_BY_NAME = {name: (cls, decode) for cls, (name, _, decode) in _VALUE_CODECS.items()}
-_BUILTIN_ERRORS = {
-    f"builtins.{name}": value
-    for name, value in vars(builtins).items()
-    if isinstance(value, type) and issubclass(value, BaseException)
-}
-
-
 # -- the table of names ----------------------------------------------------------------------
 
 
@@ -224,10 +115,10 @@ class TypeTable:
         name = persisted_name(cls)
         if name is not None:
             return name
-        codec = _VALUE_CODECS.get(cls)
+        codec = VALUE_CODECS.get(cls)
         if codec is not None:
             return codec[0]
-        if cls.__module__ == "builtins" and _BUILTIN_ERRORS.get(f"builtins.{cls.__name__}") is cls:
+        if cls.__module__ == "builtins" and BUILTIN_ERRORS.get(f"builtins.{cls.__name__}") is cls:
             return f"builtins.{cls.__name__}"
         name = self._by_type.get(cls)
         if name is not None:
@@ -251,8 +142,8 @@ class TypeTable:
                 importlib.import_module(module)
             found = persisted_type(name)
         if found is None:
-            value = _VALUE_BY_NAME.get(name)
-            found = value[0] if value is not None else _BUILTIN_ERRORS.get(name)
+            value = VALUE_BY_NAME.get(name)
+            found = value[0] if value is not None else BUILTIN_ERRORS.get(name)
         if found is None:
             found = self._by_name.get(name)
         if found is None:
@@ -293,8 +184,9 @@ class Encoder(pickle.Pickler):
         if short is not None:  # a class seen before, with the common shape: skip the checks
             state = obj.__getstate__()
             if type(state) is dict:
-                spec = (short, *state)
-                return _restore, (self._specs.setdefault(spec, spec), *state.values())
+                spec = self._spec(short, state)
+                if spec is not None:
+                    return _restore, (spec, *state.values())
         if obj is _restore:
             return NotImplemented
         if isinstance(obj, type):
@@ -311,7 +203,7 @@ class Encoder(pickle.Pickler):
         name = self._table.name_for(cls)
         if isinstance(obj, enum.Enum):
             return _restore, ("E" + name, obj._value_)
-        codec = _VALUE_CODECS.get(cls)
+        codec = VALUE_CODECS.get(cls)
         if codec is not None:
             return _restore, ("V" + name, codec[1](obj))
         mode, args, state, listitems, dictitems = _reduction(obj, cls, name)
@@ -325,11 +217,23 @@ class Encoder(pickle.Pickler):
             # The common case (attrs classes): field names as one tuple, which the pickler
             # writes once per class and refers back to afterwards. A class whose own
             # __getstate__ gave this shape takes the short path from now on.
-            if _plain_getstate(cls):
-                self._short[cls] = "S" + name
-            spec = ("S" + name, *state)
-            return _restore, (self._specs.setdefault(spec, spec), *state.values())
+            spec = self._spec("S" + name, state)
+            if spec is not None:
+                if _plain_getstate(cls):
+                    self._short[cls] = "S" + name
+                return _restore, (spec, *state.values())
         return _restore, (mode + name, args, state, listitems, dictitems)
+
+    def _spec(self, tag: str, state: dict[Any, Any]) -> tuple[str, ...] | None:
+        """The shared ``(tag, *field names)`` tuple, or ``None`` when a key is not a plain
+        field name (then the general form is written)."""
+        spec = (tag, *state)
+        known = self._specs.get(spec)
+        if known is None:
+            if not all(type(key) is str and not _is_dunder(key) for key in state):
+                return None
+            known = self._specs[spec] = spec
+        return known
 
 
 def _plain_getstate(cls: type) -> bool:
@@ -433,7 +337,7 @@ class Decoder(pickle.Unpickler):
         mode, name = tag[0], tag[1:]
         cls = self._table.type_for(name)
         is_enum = issubclass(cls, enum.Enum)
-        plain = not is_enum and cls not in _VALUE_CODECS
+        plain = not is_enum and cls not in VALUE_CODECS
         if mode == "S" and plain:
             new: Any = cls.__new__
             setstate = getattr(cls, "__setstate__", None)
@@ -468,7 +372,7 @@ class Decoder(pickle.Unpickler):
 
             return build_member
         if mode == "V" and not plain and not is_enum:
-            decode = _VALUE_BY_NAME[name][1]
+            decode = VALUE_BY_NAME[name][1]
             return decode
         if mode in ("N", "C") and plain:
             return functools.partial(_rebuild, cls, name, mode)
