@@ -216,8 +216,13 @@ def _check(data: bytes, max_depth: int, max_objects: int) -> None:
                 raise _Refused("STACK_GLOBAL needs two strings")
             push(_RESTORE)
             i += 1
-        elif op == 0x30:  # POP
-            pop()
+        elif op == 0x30:  # POP: as in the C unpickler, a MARK on top goes instead of a value
+            if marks and marks[-1] == len(stack):
+                marks.pop()
+            elif len(stack) <= (marks[-1] if marks else 0):
+                raise _Refused("POP below a mark")
+            else:
+                pop()
             i += 1
         elif op == 0x31:  # POP_MARK
             del stack[marks.pop() :]
