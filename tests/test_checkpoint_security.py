@@ -130,6 +130,14 @@ POISONINGS = {
     "inst opcode": b"\x80\x05(" + s("user") + b"iagentkit.schema\nRole\n.",
     "newobj": restore_call(s("Tagentkit.Role")) + s("user") + b"\x85\x81.",
     "persistent id": s("x") + b"Q.",
+    "exception class swapped by state": restore_call(
+        s("Cbuiltins.ValueError"),
+        b")",
+        b"}" + s("__class__") + restore_call(s("Tbuiltins.KeyError"))[2:] + b"s",
+        b"N",
+        b"N",
+    )
+    + b".",
     # POP right after MARK removes the mark, as in the C unpickler, so APPENDS has no mark.
     "pop of a mark": ENUM_MEMBER + b"(0](" + s("x") + b"e.",
     "dunder field in the short form": RESTORE

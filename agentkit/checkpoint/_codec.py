@@ -287,6 +287,11 @@ def _reduction(obj: Any, cls: type, name: str) -> tuple[str, tuple[Any, ...], An
             f"cannot checkpoint value of type {name!r}: its __reduce__ rebuilds it by calling "
             f"{called!r}; checkpoints rebuild values only through their own class"
         )
+    if _has_dunder_key(state):
+        raise CheckpointError(
+            f"cannot checkpoint value of type {name!r}: its state sets a __dunder__ "
+            "attribute, which loading refuses"
+        )
     listitems = None if listitems is None else list(listitems)
     dictitems = None if dictitems is None else list(dictitems)
     return mode, tuple(args), state, listitems, dictitems
@@ -395,6 +400,8 @@ def _rebuild(
     if built is not cls:
         raise CheckpointError(f"rebuilding {name!r} gave a {built.__name__}")
     if state is not None:
+        if _has_dunder_key(state):
+            raise CheckpointError(f"bad state for {name!r}: it sets a __dunder__ attribute")
         setstate = getattr(cls, "__setstate__", None)
         if setstate is not None:
             obj.__setstate__(state)
@@ -432,6 +439,15 @@ def _set_default_state(obj: Any, name: str, state: Any) -> None:
     if slots:
         for key, value in slots.items():
             setattr(obj, key, value)
+
+
+def _has_dunder_key(state: Any) -> bool:
+    """Whether a dict state (or a ``(dict, slots dict)`` pair) names a ``__dunder__``."""
+    parts = state if type(state) is tuple and len(state) == 2 else (state,)
+    return any(
+        type(part) is dict and any(type(key) is str and _is_dunder(key) for key in part)
+        for part in parts
+    )
 
 
 def _is_dunder(name: str) -> bool:
