@@ -98,8 +98,9 @@ class Runner:
         enable_streaming: stream model output (events carry message streams).
         checkpoint_store: where interrupted runs are saved (see ``agentkit.checkpoint``);
             without one, nothing is saved and :meth:`resume` is not available.
-        serializer: how checkpoints are encoded; default ``PickleSerializer.from_env()``
-            (signed when ``AGENTKIT_CHECKPOINT_KEY`` is set).
+        serializer: how checkpoints are encoded; default ``PickleSerializer()``: signed with
+            the key from ``AGENTKIT_CHECKPOINT_KEY``, else with a key file created once in the
+            user's configuration directory (see ``agentkit.checkpoint``).
         lease_ttl: seconds a resume's exclusive claim on its checkpoint lasts; the Runner
             refreshes it while the resumed run lives, so this only bounds how long the
             checkpoint stays locked after the resuming process died.
@@ -132,11 +133,12 @@ class Runner:
 
     @property
     def serializer(self) -> PickleSerializer:
-        """The checkpoint serializer."""
+        """The checkpoint serializer (default: ``PickleSerializer()``, signed with the key from
+        ``AGENTKIT_CHECKPOINT_KEY`` or the user's key file; created on first use)."""
         if self._serializer is None:
             from agentkit.checkpoint import PickleSerializer
 
-            self._serializer = PickleSerializer.from_env()
+            self._serializer = PickleSerializer()
         return self._serializer
 
     def query(self, text: str, *options: AgentRunOption) -> AsyncIterator[AgentEvent]:
@@ -254,7 +256,9 @@ class Runner:
             raise CheckpointNotFoundError(
                 f"failed to load from checkpoint: checkpoint[{checkpoint_id}] not exist"
             )
-        checkpoint = self.serializer.loads(data, checkpoint_id=checkpoint_id)
+        from agentkit.checkpoint._binding import loads_for_store
+
+        checkpoint = loads_for_store(self.serializer, store, checkpoint_id, data)
         if isinstance(checkpoint, ConsumedCheckpoint):
             raise CheckpointConsumedError(
                 f"checkpoint {checkpoint_id!r} was consumed: a resumed run of it completed at "
@@ -277,8 +281,10 @@ class Runner:
                 "the run has a checkpoint id but the Runner has no checkpoint_store; create "
                 "the Runner with checkpoint_store=..."
             )
+        from agentkit.checkpoint._binding import dumps_for_store
+
         try:
-            payload = self.serializer.dumps(checkpoint, checkpoint_id=checkpoint_id)
+            payload = dumps_for_store(self.serializer, store, checkpoint_id, checkpoint)
         except CheckpointError as error:
             raise CheckpointError(
                 f"failed to save checkpoint {checkpoint_id!r}: {_culprit(self, checkpoint)}"

@@ -130,11 +130,11 @@ def _forget_wire_form(instance: Message, attribute: Any, value: Any) -> Any:
     return value
 
 
+@persisted("agentkit.Message")
 @attrs.define(
     getstate_setstate=False,
     on_setattr=attrs.setters.pipe(attrs.setters.convert, _forget_wire_form),
 )
-@persisted("agentkit.Message")
 class Message:
     """A chat message.
 

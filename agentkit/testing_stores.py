@@ -27,7 +27,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
-from agentkit.checkpoint.base import CheckPointStore, LeasingCheckPointStore
+from agentkit.checkpoint.base import CheckPointStore, LeasingCheckPointStore, namespace_of
 
 __all__ = [
     "ALL_CHECKS",
@@ -47,6 +47,7 @@ __all__ = [
     "check_lease_is_independent_of_data",
     "check_lease_race_has_one_winner",
     "check_lease_reacquire_refreshes",
+    "check_namespace_is_the_same_for_one_backend",
     "check_overwrite",
     "check_payload_bytes_round_trip",
     "check_round_trip",
@@ -431,6 +432,17 @@ def check_lease_race_has_one_winner(make_store: StoreFactory) -> None:
             store.release_lease(checkpoint_id, owner)
 
 
+def check_namespace_is_the_same_for_one_backend(make_store: StoreFactory) -> None:
+    """Two stores on one backend have one namespace (a ``str``; ``""`` when there is none).
+
+    Signed checkpoints are bound to the namespace, so a checkpoint saved through one store
+    object loads through another only when both report the same namespace.
+    """
+    first, second = namespace_of(make_store()), namespace_of(make_store())
+    assert isinstance(first, str), f"namespace is a {type(first).__name__}, not a str"
+    assert first == second, f"two stores on one backend have namespaces {first!r}, {second!r}"
+
+
 STORE_CHECKS: tuple[StoreCheck, ...] = (
     check_round_trip,
     check_overwrite,
@@ -443,6 +455,7 @@ STORE_CHECKS: tuple[StoreCheck, ...] = (
     check_ids_are_distinct,
     check_concurrent_writers_never_tear_values,
     check_threads_write_distinct_ids,
+    check_namespace_is_the_same_for_one_backend,
 )
 """The checks every :class:`~agentkit.checkpoint.CheckPointStore` must pass."""
 

@@ -4,12 +4,26 @@ from __future__ import annotations
 
 import importlib
 import os
+import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from types import ModuleType
 
 import pytest
 
 from tests.samples_support import SAMPLES
+
+# Checkpoints are signed by default with a key file in the user's configuration directory.
+# Point every way of finding that directory into a private temporary one, for this process
+# and the subprocesses tests start, so tests never write into the real home directory.
+_CONFIG_HOME = tempfile.mkdtemp(prefix="agentkit-tests-config-")
+os.environ["XDG_CONFIG_HOME"] = _CONFIG_HOME
+os.environ["APPDATA"] = _CONFIG_HOME
+os.environ["AGENTKIT_CHECKPOINT_KEY_FILE"] = os.path.join(_CONFIG_HOME, "agentkit", "test.key")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    shutil.rmtree(_CONFIG_HOME, ignore_errors=True)
 
 
 @pytest.fixture

@@ -96,20 +96,30 @@ def shared(
         store.close()
 
 
+@pytest.mark.parametrize("key_from", ["environment", "key file"])
 def test_a_checkpoint_written_by_one_process_is_read_by_another(
-    shared: tuple[list[str], Callable[[], Any]], monkeypatch: pytest.MonkeyPatch
+    shared: tuple[list[str], Callable[[], Any]],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    key_from: str,
 ) -> None:
     location, make_store = shared
-    monkeypatch.setenv("AGENTKIT_CHECKPOINT_KEY", "shared secret")
+    if key_from == "environment":
+        monkeypatch.setenv("AGENTKIT_CHECKPOINT_KEY", "shared secret of both processes")
+    else:  # no set-up at all: both processes find the key file the first one created
+        monkeypatch.delenv("AGENTKIT_CHECKPOINT_KEY", raising=False)
+        monkeypatch.setenv("AGENTKIT_CHECKPOINT_KEY_FILE", str(tmp_path / "config" / "key"))
     write = """
-from agentkit.checkpoint import PickleSerializer
+from agentkit.checkpoint import PickleSerializer, namespace_of
 from agentkit.schema import Message, Role
 state = {"messages": [Message(role=Role.USER, content="pay 100 EUR")], "step": 3}
-store.set("run/1", PickleSerializer.from_env().dumps(state, checkpoint_id="run/1"))
+data = PickleSerializer().dumps(state, checkpoint_id="run/1", namespace=namespace_of(store))
+store.set("run/1", data)
 """
     read = """
-from agentkit.checkpoint import PickleSerializer
-state = PickleSerializer.from_env().loads(store.get("run/1"), checkpoint_id="run/1")
+from agentkit.checkpoint import PickleSerializer, namespace_of
+data = store.get("run/1")
+state = PickleSerializer().loads(data, checkpoint_id="run/1", namespace=namespace_of(store))
 print(state["messages"][0].content, state["messages"][0].role.value, state["step"])
 """
     run_child(location, write)
@@ -153,10 +163,13 @@ def test_the_lease_of_a_crashed_process_expires(
 ) -> None:
     location, make_store = shared
     acquire = "print(store.acquire_lease('run/1', args[0], float(args[1])))"
-    assert run_child(location, acquire, "crashed", "0.3") == "True"
+    # Generous enough that a loaded machine cannot let it expire before the next line runs.
+    assert run_child(location, acquire, "crashed", "5") == "True"
     store: LeasingCheckPointStore = make_store()
     assert store.acquire_lease("run/1", "parent", 60) is False
-    time.sleep(0.45)
+    deadline = time.monotonic() + 60  # a failure guard: the lease expires after 5 s
+    while not store.acquire_lease("run/1", "probe", 0.01) and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert run_child(location, acquire, "successor", "60") == "True"
     assert store.acquire_lease("run/1", "parent", 60) is False
 

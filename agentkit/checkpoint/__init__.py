@@ -4,8 +4,9 @@
   :class:`FileCheckPointStore`, :class:`SQLiteCheckPointStore`, :class:`RedisCheckPointStore`,
   or any object with the :class:`CheckPointStore` shape. Stores that also implement
   :class:`LeasingCheckPointStore` make a resume exclusive across processes.
-* :class:`PickleSerializer` encodes checkpoint state: pickle in a versioned envelope, read by a
-  restricted unpickler, optionally signed with HMAC-SHA256.
+* :class:`PickleSerializer` encodes checkpoint state: pickle in a versioned envelope, signed
+  with HMAC-SHA256 by default (bound to the id and the store's namespace), read by an
+  unpickler that cannot touch anything but the new objects it builds.
 * :func:`lease_for` takes the lease that makes a resume exclusive.
 
 The store and serializer modules are imported on first use, so importing this package is cheap
@@ -19,21 +20,28 @@ from typing import TYPE_CHECKING, Any
 
 from agentkit.checkpoint.base import (
     DEFAULT_LEASE_TTL,
+    DEFAULT_MAX_BYTES,
     CheckPointStore,
     Lease,
     LeasingCheckPointStore,
     lease_for,
+    namespace_of,
 )
 
 if TYPE_CHECKING:
     from agentkit.checkpoint.file import FileCheckPointStore
     from agentkit.checkpoint.memory import InMemoryCheckPointStore
     from agentkit.checkpoint.redis import RedisCheckPointStore
-    from agentkit.checkpoint.serializer import PickleSerializer, Serializer
+    from agentkit.checkpoint.serializer import (
+        PickleSerializer,
+        Serializer,
+        UnsignedCheckpointWarning,
+    )
     from agentkit.checkpoint.sqlite import SQLiteCheckPointStore
 
 __all__ = [
     "DEFAULT_LEASE_TTL",
+    "DEFAULT_MAX_BYTES",
     "CheckPointStore",
     "FileCheckPointStore",
     "InMemoryCheckPointStore",
@@ -43,7 +51,9 @@ __all__ = [
     "RedisCheckPointStore",
     "SQLiteCheckPointStore",
     "Serializer",
+    "UnsignedCheckpointWarning",
     "lease_for",
+    "namespace_of",
 ]
 
 _LAZY = {
@@ -53,6 +63,9 @@ _LAZY = {
     "RedisCheckPointStore": "agentkit.checkpoint.redis",
     "SQLiteCheckPointStore": "agentkit.checkpoint.sqlite",
     "Serializer": "agentkit.checkpoint.serializer",
+    "UnsignedCheckpointWarning": "agentkit.checkpoint.serializer",
+    # The one global checkpoint payloads name (see agentkit.checkpoint._codec).
+    "_restore": "agentkit.checkpoint._codec",
 }
 
 

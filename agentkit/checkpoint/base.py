@@ -16,19 +16,24 @@ import uuid
 from types import TracebackType
 from typing import Protocol, runtime_checkable
 
-from agentkit.errors import CheckpointBusyError
+from agentkit.errors import CheckpointBusyError, CheckpointError
 
 __all__ = [
     "DEFAULT_LEASE_TTL",
+    "DEFAULT_MAX_BYTES",
     "CheckPointStore",
     "Lease",
     "LeasingCheckPointStore",
     "lease_for",
+    "namespace_of",
     "new_lease_owner",
 ]
 
 DEFAULT_LEASE_TTL = 600.0
 """Seconds a resume lease lasts unless refreshed (10 minutes)."""
+
+DEFAULT_MAX_BYTES = 64 * 2**20
+"""The default largest checkpoint, in bytes (64 MiB), for the serializer and the stores."""
 
 
 @runtime_checkable
@@ -75,6 +80,35 @@ class LeasingCheckPointStore(CheckPointStore, Protocol):
     def release_lease(self, checkpoint_id: str, owner: str) -> None:
         """Release the lease if ``owner`` still holds it; otherwise do nothing."""
         ...
+
+
+@runtime_checkable
+class _Namespaced(Protocol):
+    @property
+    def namespace(self) -> str: ...
+
+
+@runtime_checkable
+class _WithLeaseTTL(Protocol):
+    @property
+    def lease_ttl(self) -> float: ...
+
+
+def namespace_of(store: CheckPointStore) -> str:
+    """The store's ``namespace`` (which checkpoints are signed with), or ``""`` without one.
+
+    The built-in stores name where their data lives: ``"redis:<prefix>"``,
+    ``"sqlite:<absolute path>:<table>"``, ``"file:<absolute directory>"`` (the in-memory
+    store has ``""``). A checkpoint signed in one namespace is refused in another, so a
+    checkpoint copied to another store under the same id does not load. Moving an SQLite file
+    or a checkpoint directory therefore invalidates the checkpoints in it.
+    """
+    if isinstance(store, _Namespaced):
+        namespace = store.namespace
+        if not isinstance(namespace, str):
+            raise TypeError(f"{store!r}.namespace must be a str, not {type(namespace).__name__}")
+        return namespace
+    return ""
 
 
 def new_lease_owner() -> str:
@@ -145,8 +179,11 @@ class Lease:
         return f"<Lease {self.checkpoint_id!r} owner={self.owner!r} ttl={self.ttl:g} {state}>"
 
 
-def lease_for(store: CheckPointStore, checkpoint_id: str, ttl: float = DEFAULT_LEASE_TTL) -> Lease:
+def lease_for(store: CheckPointStore, checkpoint_id: str, ttl: float | None = None) -> Lease:
     """Take the lease on ``checkpoint_id`` in ``store`` now, or raise :class:`CheckpointBusyError`.
+
+    ``ttl`` defaults to the store's ``lease_ttl`` (the built-in stores take it as a
+    constructor argument), else :data:`DEFAULT_LEASE_TTL`.
 
     Stores that implement :class:`LeasingCheckPointStore` grant the lease themselves, which
     makes it exclusive across every process sharing the store. For other stores the lease
@@ -165,6 +202,8 @@ def lease_for(store: CheckPointStore, checkpoint_id: str, ttl: float = DEFAULT_L
         CheckpointBusyError: another owner holds an unexpired lease on the id.
         ValueError: ``ttl`` is not positive.
     """
+    if ttl is None:
+        ttl = store.lease_ttl if isinstance(store, _WithLeaseTTL) else DEFAULT_LEASE_TTL
     _check_ttl(ttl)
     owner = new_lease_owner()
     if not _acquire(store, checkpoint_id, owner, ttl):
@@ -211,6 +250,30 @@ def _check_data(data: object) -> bytes:
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise TypeError(f"checkpoint data must be bytes, not {type(data).__name__}")
     return bytes(data)
+
+
+def _check_max_bytes(max_bytes: object) -> int:
+    if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
+        raise ValueError(f"max_bytes must be a positive int, got {max_bytes!r}")
+    return max_bytes
+
+
+def _check_size(checkpoint_id: str, data: bytes, max_bytes: int) -> bytes:
+    if len(data) > max_bytes:
+        raise CheckpointError(
+            f"cannot store checkpoint {checkpoint_id!r}: it is {len(data)} bytes, over the "
+            f"store's max_bytes={max_bytes} (raise it on the store and the serializer if "
+            "checkpoints this large are expected)"
+        )
+    return data
+
+
+def _too_large(checkpoint_id: str, size: int, max_bytes: int) -> CheckpointError:
+    return CheckpointError(
+        f"checkpoint {checkpoint_id!r} is {size} bytes, over the store's max_bytes={max_bytes}; "
+        "refusing to read it (raise max_bytes on the store and the serializer if it is "
+        "legitimate)"
+    )
 
 
 def _check_owner(owner: object) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -13,9 +14,14 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from agentkit.checkpoint._files import make_private_dir, open_nofollow, read_bounded
 from agentkit.checkpoint.base import (
+    DEFAULT_LEASE_TTL,
+    DEFAULT_MAX_BYTES,
     _check_data,
+    _check_max_bytes,
     _check_owner,
+    _check_size,
     _check_ttl,
     _encode_id,
 )
@@ -27,6 +33,9 @@ _DATA_SUFFIX = ".ckpt"
 _LEASE_SUFFIX = ".lease"
 _TEMP_PREFIX = ".tmp-"
 _GUARD_NAME = ".leases.lock"
+_MAX_LEASE_BYTES = 4096
+STALE_TEMP_SECONDS = 600.0
+"""Temporary files older than this (seconds) are left over from interrupted saves."""
 # Longest encoded id kept readable in the file name; longer ids use a hash, so names stay
 # well under the usual 255-byte limit.
 _MAX_ENCODED_LEN = 200
@@ -49,6 +58,19 @@ class FileCheckPointStore:
       the read-check-write, so leases are exclusive across threads and processes; the OS
       drops that lock if a process dies. Processes sharing a directory over a network file
       system need working file locks and synchronized clocks.
+    * Hygiene: directories the store creates get mode 0700 and every file it creates 0600.
+      No symbolic link inside the directory is followed: checkpoint, lease and lock files are
+      opened with ``O_NOFOLLOW`` (a planted link is refused with an error), and writes replace
+      the directory entry rather than writing through it. Temporary files of saves that were
+      killed midway are removed when a store is opened, once older than
+      :data:`STALE_TEMP_SECONDS`.
+    * A checkpoint file over ``max_bytes`` is refused from its size (``fstat`` on the opened
+      file) before any of it is read, and ``set`` refuses data over ``max_bytes``.
+
+    Args:
+        directory: where the files live (created, with its missing parents, if missing).
+        max_bytes: the largest checkpoint read or written.
+        lease_ttl: how long a resume lease lasts unless refreshed (seconds).
 
     I/O failures are raised as :class:`~agentkit.errors.CheckpointError` naming the file.
 
@@ -58,41 +80,91 @@ class FileCheckPointStore:
         runner = Runner(agent, checkpoint_store=store)
     """
 
-    def __init__(self, directory: str | os.PathLike[str]) -> None:
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        *,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        lease_ttl: float = DEFAULT_LEASE_TTL,
+    ) -> None:
         self._directory = Path(directory)
+        self._max_bytes = _check_max_bytes(max_bytes)
+        _check_ttl(lease_ttl)
+        self._lease_ttl = float(lease_ttl)
         try:
-            self._directory.mkdir(parents=True, exist_ok=True)
+            make_private_dir(self._directory)
         except OSError as exc:
             raise CheckpointError(
                 f"cannot create the checkpoint directory {str(self._directory)!r}: {exc}"
             ) from exc
+        self._namespace = "file:" + os.path.realpath(self._directory)
+        self.remove_stale_temp_files()
 
     @property
     def directory(self) -> Path:
         """The directory holding the checkpoint files."""
         return self._directory
 
+    @property
+    def namespace(self) -> str:
+        """``"file:"`` and the absolute directory: what checkpoints here are signed with."""
+        return self._namespace
+
+    @property
+    def max_bytes(self) -> int:
+        """The largest checkpoint this store reads or writes, in bytes."""
+        return self._max_bytes
+
+    @property
+    def lease_ttl(self) -> float:
+        """How long a resume lease lasts unless refreshed, in seconds."""
+        return self._lease_ttl
+
     def path_for(self, checkpoint_id: str) -> Path:
         """Return the file that holds (or would hold) the checkpoint ``checkpoint_id``."""
         return self._directory / (_file_stem(checkpoint_id) + _DATA_SUFFIX)
+
+    def remove_stale_temp_files(self, older_than: float = STALE_TEMP_SECONDS) -> int:
+        """Remove temporary files of interrupted saves older than ``older_than`` seconds.
+
+        Called when the store is opened. Returns how many files were removed.
+        """
+        removed = 0
+        deadline = time.time() - older_than
+        with contextlib.suppress(OSError), os.scandir(self._directory) as entries:
+            for entry in entries:
+                if not entry.name.startswith(_TEMP_PREFIX):
+                    continue
+                with contextlib.suppress(OSError):
+                    if entry.stat(follow_symlinks=False).st_mtime < deadline:
+                        os.unlink(entry.path)
+                        removed += 1
+        return removed
 
     def get(self, checkpoint_id: str) -> bytes | None:
         """Return the bytes stored under ``checkpoint_id``, or ``None``."""
         path = self.path_for(checkpoint_id)
         try:
-            with open(path, "rb") as file:
-                return file.read()
+            fd = open_nofollow(path, os.O_RDONLY)
         except FileNotFoundError:
             return None
         except OSError as exc:
             raise CheckpointError(
+                f"cannot read checkpoint {checkpoint_id!r} from {str(path)!r}: {_explain(exc)}"
+            ) from exc
+        try:
+            return read_bounded(fd, self._max_bytes, f"checkpoint {checkpoint_id!r} ({path})")
+        except OSError as exc:
+            raise CheckpointError(
                 f"cannot read checkpoint {checkpoint_id!r} from {str(path)!r}: {exc}"
             ) from exc
+        finally:
+            os.close(fd)
 
     def set(self, checkpoint_id: str, data: bytes) -> None:
         """Atomically replace the checkpoint file of ``checkpoint_id`` with ``data``."""
         path = self.path_for(checkpoint_id)
-        data = _check_data(data)
+        data = _check_size(checkpoint_id, _check_data(data), self._max_bytes)
         try:
             self._write_atomic(path, data, durable=True)
         except OSError as exc:
@@ -128,7 +200,8 @@ class FileCheckPointStore:
                 return True
         except OSError as exc:
             raise CheckpointError(
-                f"cannot take the lease on checkpoint {checkpoint_id!r} ({str(path)!r}): {exc}"
+                f"cannot take the lease on checkpoint {checkpoint_id!r} ({str(path)!r}): "
+                f"{_explain(exc)}"
             ) from exc
 
     def release_lease(self, checkpoint_id: str, owner: str) -> None:
@@ -141,7 +214,8 @@ class FileCheckPointStore:
                     path.unlink()
         except OSError as exc:
             raise CheckpointError(
-                f"cannot release the lease on checkpoint {checkpoint_id!r} ({str(path)!r}): {exc}"
+                f"cannot release the lease on checkpoint {checkpoint_id!r} ({str(path)!r}): "
+                f"{_explain(exc)}"
             ) from exc
 
     def __repr__(self) -> str:
@@ -153,7 +227,7 @@ class FileCheckPointStore:
     @contextlib.contextmanager
     def _guard(self) -> Iterator[None]:
         """Hold the directory's lease lock (exclusive across threads and processes)."""
-        fd = os.open(self._directory / _GUARD_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+        fd = open_nofollow(self._directory / _GUARD_NAME, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             _lock(fd)
             try:
@@ -192,18 +266,31 @@ def _read_lease(path: Path) -> tuple[str, float] | None:
     """Return ``(owner, expires)``; ``None`` when there is no lease or it is unreadable.
 
     Lease files are only written whole (under the guard lock), so an unreadable one is left
-    over from a crash or damaged; it is treated as free.
+    over from a crash or damaged; it is treated as free. A symlink is never followed.
     """
     try:
-        record = json.loads(path.read_bytes())
-        owner, expires = record["owner"], float(record["expires"])
+        fd = open_nofollow(path, os.O_RDONLY)
     except FileNotFoundError:
         return None
-    except (ValueError, TypeError, KeyError):
+    try:
+        record = json.loads(read_bounded(fd, _MAX_LEASE_BYTES, f"lease file {str(path)!r}"))
+        owner, expires = record["owner"], float(record["expires"])
+    except (CheckpointError, ValueError, TypeError, KeyError):
         return None
+    finally:
+        os.close(fd)
     if not isinstance(owner, str):
         return None
     return owner, expires
+
+
+def _explain(error: OSError) -> str:
+    if error.errno == errno.ELOOP:
+        return (
+            "it is a symbolic link, which a checkpoint store never follows; remove it (someone "
+            "who can write to the checkpoint directory planted it)"
+        )
+    return str(error)
 
 
 def _fsync_directory(directory: Path) -> None:

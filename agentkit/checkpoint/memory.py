@@ -5,7 +5,16 @@ from __future__ import annotations
 import threading
 import time
 
-from agentkit.checkpoint.base import _check_data, _check_id, _check_owner, _check_ttl
+from agentkit.checkpoint.base import (
+    DEFAULT_LEASE_TTL,
+    DEFAULT_MAX_BYTES,
+    _check_data,
+    _check_id,
+    _check_max_bytes,
+    _check_owner,
+    _check_size,
+    _check_ttl,
+)
 
 __all__ = ["InMemoryCheckPointStore"]
 
@@ -13,7 +22,9 @@ __all__ = ["InMemoryCheckPointStore"]
 class InMemoryCheckPointStore:
     """Checkpoints kept in memory, lost when the process ends; thread-safe, with leases.
 
-    Leases are exclusive among the threads of this process that share the store object.
+    Leases are exclusive among the threads of this process that share the store object and
+    last ``lease_ttl`` seconds unless refreshed; ``set`` refuses data over ``max_bytes``. Its
+    namespace is ``""``: checkpoints are signed with their id only.
 
     Example::
 
@@ -22,11 +33,31 @@ class InMemoryCheckPointStore:
         store.get("run-1")   # the checkpoint bytes after an interrupted run, else None
     """
 
-    def __init__(self) -> None:
+    def __init__(
+        self, *, max_bytes: int = DEFAULT_MAX_BYTES, lease_ttl: float = DEFAULT_LEASE_TTL
+    ) -> None:
+        self._max_bytes = _check_max_bytes(max_bytes)
+        _check_ttl(lease_ttl)
+        self._lease_ttl = float(lease_ttl)
         self._lock = threading.Lock()
         self._data: dict[str, bytes] = {}
         # checkpoint id -> (owner, time.monotonic() deadline)
         self._leases: dict[str, tuple[str, float]] = {}
+
+    @property
+    def namespace(self) -> str:
+        """``""``: checkpoints kept in memory are bound to their id only."""
+        return ""
+
+    @property
+    def max_bytes(self) -> int:
+        """The largest checkpoint this store keeps, in bytes."""
+        return self._max_bytes
+
+    @property
+    def lease_ttl(self) -> float:
+        """How long a resume lease lasts unless refreshed, in seconds."""
+        return self._lease_ttl
 
     def get(self, checkpoint_id: str) -> bytes | None:
         """Return the bytes stored under ``checkpoint_id``, or ``None``."""
@@ -37,7 +68,7 @@ class InMemoryCheckPointStore:
     def set(self, checkpoint_id: str, data: bytes) -> None:
         """Store a copy of ``data`` under ``checkpoint_id``."""
         _check_id(checkpoint_id)
-        data = _check_data(data)
+        data = _check_size(checkpoint_id, _check_data(data), self._max_bytes)
         with self._lock:
             self._data[checkpoint_id] = data
 

@@ -8,7 +8,17 @@ from types import TracebackType
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
-from agentkit.checkpoint.base import _check_data, _check_owner, _check_ttl, _encode_id
+from agentkit.checkpoint.base import (
+    DEFAULT_LEASE_TTL,
+    DEFAULT_MAX_BYTES,
+    _check_data,
+    _check_max_bytes,
+    _check_owner,
+    _check_size,
+    _check_ttl,
+    _encode_id,
+    _too_large,
+)
 from agentkit.errors import CheckpointError
 
 __all__ = ["RedisCheckPointStore"]
@@ -21,6 +31,15 @@ DEFAULT_URL = "redis://localhost:6379/0"
 # (prefix + UTF-8 id), whatever the prefix and the ids are.
 _LEASE_INFIX = b"\xfflease:"
 
+# KEYS[1] = checkpoint key, ARGV[1] = max bytes: the value, or its length (an integer reply)
+# when it is over the limit, so an oversized value never crosses the network.
+_GET_SCRIPT = """
+local size = redis.call('STRLEN', KEYS[1])
+if size > tonumber(ARGV[1]) then
+    return size
+end
+return redis.call('GET', KEYS[1])
+"""
 # KEYS[1] = lease key, ARGV[1] = owner: delete the lease only if the owner still holds it.
 _RELEASE_SCRIPT = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
@@ -56,6 +75,9 @@ class RedisCheckPointStore:
             The store does not close a client it was given.
         prefix: prepended to every key; a checkpoint lives at ``prefix + id``.
         ttl: when given, checkpoints expire this many seconds after they were last written.
+        max_bytes: the largest checkpoint read or written; a bigger value is refused from its
+            ``STRLEN`` (checked in the same server-side script as the ``GET``) unread.
+        lease_ttl: how long a resume lease lasts unless refreshed (seconds).
 
     A lease on an id is a key holding the owner name, set with ``SET NX PX`` (so Redis itself
     expires it) and refreshed or released only by its owner, through small Lua scripts that
@@ -78,9 +100,14 @@ class RedisCheckPointStore:
         client: Any = None,
         prefix: str = "agentkit:checkpoint:",
         ttl: float | None = None,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        lease_ttl: float = DEFAULT_LEASE_TTL,
     ) -> None:
         if ttl is not None:
             _check_ttl(ttl)
+        _check_ttl(lease_ttl)
+        self._max_bytes = _check_max_bytes(max_bytes)
+        self._lease_ttl = float(lease_ttl)
         if not isinstance(prefix, str):
             raise TypeError(f"prefix must be a str, not {type(prefix).__name__}")
         self._prefix = prefix.encode("utf-8")
@@ -97,6 +124,7 @@ class RedisCheckPointStore:
             client = redis.Redis.from_url(url)
         self._client = client
         self._url = url
+        self._get_script = client.register_script(_GET_SCRIPT)
         self._release_script = client.register_script(_RELEASE_SCRIPT)
         self._refresh_script = client.register_script(_REFRESH_SCRIPT)
 
@@ -105,6 +133,21 @@ class RedisCheckPointStore:
         """The ``redis.Redis`` client in use."""
         return self._client
 
+    @property
+    def namespace(self) -> str:
+        """``"redis:"`` and the key prefix: what checkpoints here are signed with."""
+        return "redis:" + self._prefix.decode("utf-8")
+
+    @property
+    def max_bytes(self) -> int:
+        """The largest checkpoint this store reads or writes, in bytes."""
+        return self._max_bytes
+
+    @property
+    def lease_ttl(self) -> float:
+        """How long a resume lease lasts unless refreshed, in seconds."""
+        return self._lease_ttl
+
     def key_for(self, checkpoint_id: str) -> bytes:
         """Return the Redis key of the checkpoint ``checkpoint_id``."""
         return self._prefix + _encode_id(checkpoint_id)
@@ -112,7 +155,12 @@ class RedisCheckPointStore:
     def get(self, checkpoint_id: str) -> bytes | None:
         """Return the bytes stored under ``checkpoint_id``, or ``None``."""
         key = self.key_for(checkpoint_id)
-        value = self._run(f"read checkpoint {checkpoint_id!r}", lambda: self._client.get(key))
+        value = self._run(
+            f"read checkpoint {checkpoint_id!r}",
+            lambda: self._get_script(keys=[key], args=[self._max_bytes]),
+        )
+        if isinstance(value, int):
+            raise _too_large(checkpoint_id, value, self._max_bytes)
         if value is None or isinstance(value, bytes):
             return value
         raise CheckpointError(
@@ -123,7 +171,7 @@ class RedisCheckPointStore:
     def set(self, checkpoint_id: str, data: bytes) -> None:
         """Store ``data`` under ``checkpoint_id`` (expiring after ``ttl`` when one was given)."""
         key = self.key_for(checkpoint_id)
-        data = _check_data(data)
+        data = _check_size(checkpoint_id, _check_data(data), self._max_bytes)
         self._run(
             f"write checkpoint {checkpoint_id!r}",
             lambda: self._client.set(key, data, px=self._ttl_ms),

@@ -9,7 +9,18 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, TypeVar
 
-from agentkit.checkpoint.base import _check_data, _check_owner, _check_ttl, _encode_id
+from agentkit.checkpoint._files import open_nofollow
+from agentkit.checkpoint.base import (
+    DEFAULT_LEASE_TTL,
+    DEFAULT_MAX_BYTES,
+    _check_data,
+    _check_max_bytes,
+    _check_owner,
+    _check_size,
+    _check_ttl,
+    _encode_id,
+    _too_large,
+)
 from agentkit.errors import CheckpointError
 
 if TYPE_CHECKING:
@@ -31,7 +42,10 @@ _SCHEMA = (
         expires_at REAL NOT NULL
     )""",
 )
-_GET = "SELECT data FROM agentkit_checkpoints WHERE id = ?"
+_TABLE = "agentkit_checkpoints"
+# length() of a BLOB is read from the record header: an oversized row is refused unread.
+_GET = """SELECT length(data), CASE WHEN length(data) <= ? THEN data END
+    FROM agentkit_checkpoints WHERE id = ?"""
 _SET = """INSERT INTO agentkit_checkpoints (id, data, updated_at) VALUES (?, ?, ?)
     ON CONFLICT (id) DO UPDATE SET data = excluded.data, updated_at = excluded.updated_at"""
 _DELETE = "DELETE FROM agentkit_checkpoints WHERE id = ?"
@@ -59,6 +73,11 @@ class SQLiteCheckPointStore:
     ``INSERT ... ON CONFLICT DO UPDATE ... WHERE expired OR same owner`` statement. Lease
     expiry uses the wall clock, shared by the processes of one machine.
 
+    A database file the store creates gets mode 0600 (SQLite gives its ``-wal`` and ``-shm``
+    files the database's mode); an existing file keeps its mode. A row over ``max_bytes`` is
+    refused from ``length(data)`` without being read, and ``set`` refuses data over
+    ``max_bytes``. ``lease_ttl`` is how long a resume lease lasts unless refreshed.
+
     Database errors are raised as :class:`~agentkit.errors.CheckpointError`. The store is a
     context manager; :meth:`close` closes its connection.
 
@@ -68,9 +87,21 @@ class SQLiteCheckPointStore:
             runner = Runner(agent, checkpoint_store=store)
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        timeout: float = 30.0,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        lease_ttl: float = DEFAULT_LEASE_TTL,
+    ) -> None:
         self._path = os.fspath(path)
         self._timeout = timeout
+        self._max_bytes = _check_max_bytes(max_bytes)
+        _check_ttl(lease_ttl)
+        self._lease_ttl = float(lease_ttl)
+        self._namespace = f"sqlite:{os.path.realpath(self._path)}:{_TABLE}"
+        _create_private(self._path)
         self._lock = threading.Lock()
         self._connection: sqlite3.Connection | None = None
         self._pid = 0
@@ -84,20 +115,39 @@ class SQLiteCheckPointStore:
         """The database file."""
         return self._path
 
+    @property
+    def namespace(self) -> str:
+        """``"sqlite:<absolute path>:<table>"``: what checkpoints here are signed with."""
+        return self._namespace
+
+    @property
+    def max_bytes(self) -> int:
+        """The largest checkpoint this store reads or writes, in bytes."""
+        return self._max_bytes
+
+    @property
+    def lease_ttl(self) -> float:
+        """How long a resume lease lasts unless refreshed, in seconds."""
+        return self._lease_ttl
+
     def get(self, checkpoint_id: str) -> bytes | None:
         """Return the bytes stored under ``checkpoint_id``, or ``None``."""
         key = _encode_id(checkpoint_id)
 
         def get(connection: sqlite3.Connection) -> bytes | None:
-            row = connection.execute(_GET, (key,)).fetchone()
-            return None if row is None else bytes(row[0])
+            row = connection.execute(_GET, (self._max_bytes, key)).fetchone()
+            if row is None:
+                return None
+            if row[1] is None:
+                raise _too_large(checkpoint_id, row[0], self._max_bytes)
+            return bytes(row[1])
 
         return self._run(f"read checkpoint {checkpoint_id!r}", get)
 
     def set(self, checkpoint_id: str, data: bytes) -> None:
         """Store ``data`` under ``checkpoint_id`` (one atomic, durable transaction)."""
         key = _encode_id(checkpoint_id)
-        data = _check_data(data)
+        data = _check_size(checkpoint_id, _check_data(data), self._max_bytes)
         self._run(
             f"write checkpoint {checkpoint_id!r}",
             lambda connection: connection.execute(_SET, (key, data, time.time())),
@@ -190,3 +240,16 @@ class SQLiteCheckPointStore:
         self._connection = connection
         self._pid = os.getpid()
         return connection
+
+
+def _create_private(path: str) -> None:
+    """Create the database file with mode 0600 unless it exists (or is not a plain file)."""
+    if path == ":memory:" or path.startswith("file:") or not path:
+        return
+    try:
+        fd = open_nofollow(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return
+    except OSError as exc:
+        raise CheckpointError(f"cannot create the SQLite database {path!r}: {exc}") from exc
+    os.close(fd)

@@ -1,0 +1,55 @@
+"""How the Runner calls a serializer for a store: with the store's namespace when it can."""
+
+from __future__ import annotations
+
+import inspect
+import weakref
+from typing import Any
+
+from agentkit.checkpoint.base import CheckPointStore, namespace_of
+
+__all__ = ["dumps_for_store", "loads_for_store"]
+
+
+def dumps_for_store(
+    serializer: Any, store: CheckPointStore | None, checkpoint_id: str, obj: Any
+) -> bytes:
+    """``serializer.dumps(obj, ...)`` for ``store``, passing its namespace when accepted."""
+    if store is not None and _takes_namespace(type(serializer)):
+        data = serializer.dumps(obj, checkpoint_id=checkpoint_id, namespace=namespace_of(store))
+    else:
+        data = serializer.dumps(obj, checkpoint_id=checkpoint_id)
+    return data  # type: ignore[no-any-return]
+
+
+def loads_for_store(
+    serializer: Any, store: CheckPointStore, checkpoint_id: str, data: bytes
+) -> Any:
+    """``serializer.loads(data, ...)`` for ``store``, passing its namespace when accepted."""
+    if _takes_namespace(type(serializer)):
+        return serializer.loads(data, checkpoint_id=checkpoint_id, namespace=namespace_of(store))
+    return serializer.loads(data, checkpoint_id=checkpoint_id)
+
+
+def _takes_namespace(serializer_type: type) -> bool:
+    """Whether both ``dumps`` and ``loads`` accept a ``namespace`` keyword (user serializers
+    written for the original two-argument protocol keep working)."""
+    known = _TAKES_NAMESPACE.get(serializer_type)
+    if known is None:
+        known = _TAKES_NAMESPACE[serializer_type] = _inspect(serializer_type)
+    return known
+
+
+_TAKES_NAMESPACE: weakref.WeakKeyDictionary[type, bool] = weakref.WeakKeyDictionary()
+
+
+def _inspect(serializer_type: type) -> bool:
+    for method in ("dumps", "loads"):
+        try:
+            parameters = inspect.signature(getattr(serializer_type, method)).parameters
+        except (AttributeError, TypeError, ValueError):
+            return False
+        parameter = parameters.get("namespace")
+        if parameter is None or parameter.kind is inspect.Parameter.POSITIONAL_ONLY:
+            return False
+    return True

@@ -1,0 +1,455 @@
+"""How checkpoint values become pickle payloads, and how payloads become values again.
+
+Writing (:class:`Encoder`): a ``pickle.Pickler`` whose ``reducer_override`` sees every value
+that is not a plain builtin (str, bytes, int, float, bool, None, list, dict, tuple, set,
+frozenset, bytearray) and rewrites it as a call of one global, the restore function, on a
+tuple of plain data that names the class by its **stable name**, never by its module path:
+
+* ``("T" + name,)``: the class itself, as a value;
+* ``("E" + name, value)``: an enum member, rebuilt by value (``Role("user")``), so it is
+  looked up, never created or changed;
+* ``("V" + name, args)``: a standard library value type (datetime types, ``Decimal``,
+  ``Fraction``, ``UUID``, ``OrderedDict``, ``deque``, ``complex``), rebuilt by a constructor
+  of ours that checks the type of every argument first;
+* ``("N" + name, newargs, state, listitems, dictitems)`` and ``("C" + name, args, state,
+  listitems, dictitems)``: any other allowed class, from what its ``__reduce_ex__(5)`` says
+  (``cls.__new__(cls, *newargs)`` or ``cls(*args)``, then ``__setstate__`` or the default
+  state update, exactly as pickle would), but only when that reduction names the class
+  itself; a reduction naming any other function is refused.
+* ``(("S" + name, *keys), *values)``: the short form of ``N`` without arguments and with a
+  dict state (attrs classes): the first argument, the tag with the field names, is the same
+  tuple for every object of a class, so the pickler writes it once and refers back to it.
+
+Stable names come from :mod:`agentkit._persist` for agentkit's types, are ``builtins.<Name>``
+for builtin exceptions and ``module.qualname`` (or the key given) for ``allowed_types``.
+
+Reading (:class:`Decoder`): the payload first passes
+:func:`~agentkit.checkpoint._scan.check_stream`, which guarantees that the only callable
+ever invoked is the restore function and that nothing is mutated once built. The restore
+function then resolves the name in the same table (an unknown name is refused) and builds a
+**fresh** object; the only objects it does not create are enum members, which it returns as
+found and never changes.
+"""
+
+from __future__ import annotations
+
+import copyreg
+import enum
+import functools
+import importlib
+import io
+import pickle
+import types
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from agentkit._persist import persisted_name, persisted_type
+from agentkit.checkpoint._scan import check_stream
+from agentkit.checkpoint._values import BUILTIN_ERRORS, VALUE_BY_NAME, VALUE_CODECS
+from agentkit.errors import CheckpointError
+
+__all__ = ["Decoder", "Encoder", "TypeTable"]
+
+PICKLE_PROTOCOL = 5
+
+# Modules that register persisted types. Loading imports them when a checkpoint names a type
+# not registered yet (the process that resumes may not have imported, say, the plan-execute
+# agent). A hint for finding classes, never written into checkpoints.
+_PERSISTED_MODULES = (
+    "agentkit.errors",
+    "agentkit.schema",
+    "agentkit.events",
+    "agentkit.cancel",
+    "agentkit.runctx",
+    "agentkit.interrupt",
+    "agentkit.runner",
+    "agentkit.agents.flow",
+    "agentkit.agents.agenttool",
+    "agentkit.agents.workflow",
+    "agentkit.agents.deterministic",
+    "agentkit.prebuilt.planexecute",
+)
+
+_ENUM, _VALUE, _OBJECT = "enum", "value", "object"
+
+
+def _restore(*args: Any) -> Any:
+    """The one global a checkpoint payload names; only meaningful inside :class:`Decoder`."""
+    raise CheckpointError("agentkit.checkpoint._restore is only called while loading")
+
+
+# Written into payloads as the global ("agentkit.checkpoint", "_restore"): part of the
+# checkpoint format, so it never changes when this module moves (the package resolves it).
+_restore.__module__ = "agentkit.checkpoint"
+_RESTORE_GLOBAL = ("agentkit.checkpoint", "_restore")
+
+
+# -- the table of names ----------------------------------------------------------------------
+
+
+def _type_name(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _is_agentkit(cls: type) -> bool:
+    module = cls.__module__
+    return module == "agentkit" or module.startswith("agentkit.")
+
+
+class TypeTable:
+    """Which classes a serializer reads and writes, under which stable names."""
+
+    __slots__ = ("_by_name", "_by_type")
+
+    def __init__(self, allowed: Mapping[str, type]) -> None:
+        self._by_name = dict(allowed)
+        self._by_type = {cls: name for name, cls in allowed.items()}
+
+    @property
+    def user_types(self) -> Mapping[str, type]:
+        """The ``allowed_types`` by stable name."""
+        return self._by_name
+
+    def name_for(self, cls: type) -> str:
+        """The stable name ``cls`` is written under; :class:`CheckpointError` when refused."""
+        name = persisted_name(cls)
+        if name is not None:
+            return name
+        codec = VALUE_CODECS.get(cls)
+        if codec is not None:
+            return codec[0]
+        if cls.__module__ == "builtins" and BUILTIN_ERRORS.get(f"builtins.{cls.__name__}") is cls:
+            return f"builtins.{cls.__name__}"
+        name = self._by_type.get(cls)
+        if name is not None:
+            return name
+        if _is_agentkit(cls):
+            raise CheckpointError(
+                f"cannot checkpoint value of type {_type_name(cls)!r}: it has no stable "
+                "persisted name; agentkit types that checkpoints keep are registered with "
+                "@persisted(...) in agentkit._persist"
+            )
+        raise CheckpointError(
+            f"cannot checkpoint value of type {_type_name(cls)!r}: "
+            f"add it to PickleSerializer(allowed_types=[{_type_name(cls)}])"
+        )
+
+    def type_for(self, name: str) -> type:
+        """The class stored under ``name``; :class:`CheckpointError` for an unknown name."""
+        found = persisted_type(name)
+        if found is None and name.startswith("agentkit."):
+            for module in _PERSISTED_MODULES:
+                importlib.import_module(module)
+            found = persisted_type(name)
+        if found is None:
+            value = VALUE_BY_NAME.get(name)
+            found = value[0] if value is not None else BUILTIN_ERRORS.get(name)
+        if found is None:
+            found = self._by_name.get(name)
+        if found is None:
+            raise CheckpointError(
+                f"it names type {name!r}, which this serializer does not allow; refusing to "
+                f"load it. If it is a class of yours, pass it in "
+                f"PickleSerializer(allowed_types=[...])"
+            )
+        return found
+
+
+# -- writing ---------------------------------------------------------------------------------
+
+_FUNCTION_TYPES = (
+    types.FunctionType,
+    types.BuiltinFunctionType,
+    types.MethodType,
+    types.MethodWrapperType,
+    types.WrapperDescriptorType,
+    types.MethodDescriptorType,
+    types.ClassMethodDescriptorType,
+)
+
+
+class Encoder(pickle.Pickler):
+    """Pickles a checkpoint value, writing every class by its stable name (see the module doc)."""
+
+    def __init__(self, file: io.BytesIO, table: TypeTable) -> None:
+        super().__init__(file, protocol=PICKLE_PROTOCOL)
+        self._table = table
+        self._specs: dict[tuple[str, ...], tuple[str, ...]] = {}
+        self._short: dict[type, str] = {}
+
+    def reducer_override(self, obj: Any) -> Any:
+        """Rewrite ``obj`` as a restore call, or refuse it (see the module docstring)."""
+        cls = type(obj)
+        short = self._short.get(cls)
+        if short is not None:  # a class seen before, with the common shape: skip the checks
+            state = obj.__getstate__()
+            if type(state) is dict:
+                spec = self._spec(short, state)
+                if spec is not None:
+                    return _restore, (spec, *state.values())
+        if obj is _restore:
+            return NotImplemented
+        if isinstance(obj, type):
+            return _restore, ("T" + self._table.name_for(obj),)
+        if isinstance(obj, types.ModuleType):
+            raise CheckpointError(f"cannot checkpoint module {obj.__name__!r}")
+        if isinstance(obj, _FUNCTION_TYPES):
+            module = getattr(obj, "__module__", None) or "?"
+            name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", repr(obj))
+            raise CheckpointError(
+                f"cannot checkpoint function '{module}.{name}': functions, methods and other "
+                "callables are never stored in checkpoints (store data instead)"
+            )
+        name = self._table.name_for(cls)
+        if isinstance(obj, enum.Enum):
+            return _restore, ("E" + name, obj._value_)
+        codec = VALUE_CODECS.get(cls)
+        if codec is not None:
+            return _restore, ("V" + name, codec[1](obj))
+        mode, args, state, listitems, dictitems = _reduction(obj, cls, name)
+        if (
+            mode == "N"
+            and not args
+            and type(state) is dict
+            and listitems is None
+            and dictitems is None
+        ):
+            # The common case (attrs classes): field names as one tuple, which the pickler
+            # writes once per class and refers back to afterwards. A class whose own
+            # __getstate__ gave this shape takes the short path from now on.
+            spec = self._spec("S" + name, state)
+            if spec is not None:
+                if _plain_getstate(cls):
+                    self._short[cls] = "S" + name
+                return _restore, (spec, *state.values())
+        return _restore, (mode + name, args, state, listitems, dictitems)
+
+    def _spec(self, tag: str, state: dict[Any, Any]) -> tuple[str, ...] | None:
+        """The shared ``(tag, *field names)`` tuple, or ``None`` when a key is not a plain
+        field name (then the general form is written)."""
+        spec = (tag, *state)
+        known = self._specs.get(spec)
+        if known is None:
+            if not all(type(key) is str and not _is_dunder(key) for key in state):
+                return None
+            known = self._specs[spec] = spec
+        return known
+
+
+def _plain_getstate(cls: type) -> bool:
+    """Whether ``__reduce_ex__(5)`` of ``cls`` is ``object``'s: new without arguments, then
+    the state from ``__getstate__`` (so calling ``__getstate__`` directly is the same)."""
+    found = {name: _class_attr(cls, name) for name in _REDUCE_HOOKS}
+    return (
+        found["__reduce_ex__"] is vars(object)["__reduce_ex__"]
+        and found["__reduce__"] is vars(object)["__reduce__"]
+        and found["__getnewargs_ex__"] is None
+        and found["__getnewargs__"] is None
+        and found["__getstate__"] is not None
+    )
+
+
+_REDUCE_HOOKS = (
+    "__reduce_ex__",
+    "__reduce__",
+    "__getnewargs_ex__",
+    "__getnewargs__",
+    "__getstate__",
+)
+
+
+def _class_attr(cls: type, name: str) -> object:
+    for klass in cls.__mro__:
+        if name in vars(klass):
+            return vars(klass)[name]
+    return None
+
+
+def _reduction(obj: Any, cls: type, name: str) -> tuple[str, tuple[Any, ...], Any, Any, Any]:
+    reduced = obj.__reduce_ex__(PICKLE_PROTOCOL)
+    if not isinstance(reduced, tuple) or not 2 <= len(reduced) <= 6:
+        raise CheckpointError(
+            f"cannot checkpoint value of type {name!r}: its __reduce__ does not describe "
+            "how to rebuild it from data"
+        )
+    func, args, state, listitems, dictitems, setter = (*reduced, None, None, None, None)[:6]
+    if setter is not None:
+        raise CheckpointError(f"cannot checkpoint value of type {name!r}: it uses a state setter")
+    if func is copyreg.__newobj__ and args and args[0] is cls:  # type: ignore[attr-defined]
+        mode, args = "N", args[1:]
+    elif func is copyreg.__newobj_ex__ and args and args[0] is cls and not args[2]:  # type: ignore[attr-defined]
+        mode, args = "N", tuple(args[1])
+    elif func is cls:
+        mode = "C"
+    else:
+        called = getattr(func, "__qualname__", None) or repr(func)
+        raise CheckpointError(
+            f"cannot checkpoint value of type {name!r}: its __reduce__ rebuilds it by calling "
+            f"{called!r}; checkpoints rebuild values only through their own class"
+        )
+    if _has_dunder_key(state):
+        raise CheckpointError(
+            f"cannot checkpoint value of type {name!r}: its state sets a __dunder__ "
+            "attribute, which loading refuses"
+        )
+    listitems = None if listitems is None else list(listitems)
+    dictitems = None if dictitems is None else list(dictitems)
+    return mode, tuple(args), state, listitems, dictitems
+
+
+# -- reading ---------------------------------------------------------------------------------
+
+
+class Decoder(pickle.Unpickler):
+    """Unpickles a checked payload; every class comes from the table, every object is fresh."""
+
+    def __init__(self, file: io.BytesIO, table: TypeTable) -> None:
+        super().__init__(file, fix_imports=False)
+        self._table = table
+        self._resolved: dict[str, Callable[..., Any]] = {}
+
+    @classmethod
+    def decode(cls, payload: bytes, table: TypeTable, *, max_depth: int, max_objects: int) -> Any:
+        """Check ``payload`` (see :mod:`agentkit.checkpoint._scan`), then build its value."""
+        check_stream(payload, max_depth=max_depth, max_objects=max_objects)
+        return cls(io.BytesIO(payload), table).load()
+
+    def find_class(self, module: str, name: str) -> Any:
+        """Resolve only the restore global (to this decoder's restore method)."""
+        if (module, name) == _RESTORE_GLOBAL:
+            return self._restore
+        raise CheckpointError(f"it refers to the global '{module}.{name}'")
+
+    def persistent_load(self, pid: Any) -> Any:
+        """Refuse: checkpoints never hold persistent ids."""
+        raise CheckpointError("it uses pickle persistent ids")
+
+    def _restore(self, tag: Any, *rest: Any) -> Any:
+        resolved = self._resolved.get(tag) if type(tag) in (str, tuple) else None
+        if resolved is None:
+            resolved = self._resolved[tag] = self._resolve(tag)
+        return resolved(*rest)
+
+    def _resolve(self, tag: Any) -> Callable[..., Any]:
+        """The builder for ``tag`` (mode letter + stable name [+ field names])."""
+        keys: tuple[str, ...] = ()
+        if type(tag) is tuple and tag and all(type(part) is str for part in tag):
+            tag, keys = tag[0], tag[1:]
+            if not tag.startswith("S") or any(_is_dunder(key) for key in keys):
+                raise CheckpointError("bad restore call")
+        elif type(tag) is not str or not tag or tag.startswith("S"):
+            raise CheckpointError("bad restore call")
+        mode, name = tag[0], tag[1:]
+        cls = self._table.type_for(name)
+        is_enum = issubclass(cls, enum.Enum)
+        plain = not is_enum and cls not in VALUE_CODECS
+        if mode == "S" and plain:
+            new: Any = cls.__new__
+            setstate = getattr(cls, "__setstate__", None)
+
+            def build_short(*values: Any) -> Any:
+                if len(values) != len(keys):
+                    raise CheckpointError(f"bad state for {name!r}")
+                obj = new(cls)
+                if type(obj) is not cls:
+                    raise CheckpointError(f"rebuilding {name!r} gave a {type(obj).__name__}")
+                state = dict(zip(keys, values, strict=True))
+                if setstate is not None:
+                    setstate(obj, state)
+                else:
+                    _set_default_state(obj, name, state)
+                return obj
+
+            return build_short
+        if mode == "T":
+
+            def build_type() -> Any:
+                return cls
+
+            return build_type
+        if mode == "E" and is_enum:
+
+            def build_member(value: Any) -> Any:
+                member = cls(value)
+                if type(member) is not cls:
+                    raise CheckpointError(f"{name}({value!r}) is not a member")
+                return member
+
+            return build_member
+        if mode == "V" and not plain and not is_enum:
+            decode = VALUE_BY_NAME[name][1]
+            return decode
+        if mode in ("N", "C") and plain:
+            return functools.partial(_rebuild, cls, name, mode)
+        raise CheckpointError(f"bad restore call for {name!r}")
+
+
+def _rebuild(
+    cls: type,
+    name: str,
+    mode: str,
+    args: Any,
+    state: Any = None,
+    listitems: Any = None,
+    dictitems: Any = None,
+) -> Any:
+    if type(args) is not tuple:
+        raise CheckpointError(f"bad arguments for {name!r}")
+    obj: Any = cls.__new__(cls, *args) if mode == "N" else cls(*args)
+    built = type(obj)
+    if built is not cls:
+        raise CheckpointError(f"rebuilding {name!r} gave a {built.__name__}")
+    if state is not None:
+        if _has_dunder_key(state):
+            raise CheckpointError(f"bad state for {name!r}: it sets a __dunder__ attribute")
+        setstate = getattr(cls, "__setstate__", None)
+        if setstate is not None:
+            obj.__setstate__(state)
+        else:
+            _set_default_state(obj, name, state)
+    if listitems is not None:
+        if type(listitems) is not list:
+            raise CheckpointError(f"bad items for {name!r}")
+        obj.extend(listitems)
+    if dictitems is not None:
+        if type(dictitems) is not list:
+            raise CheckpointError(f"bad items for {name!r}")
+        for key, value in dictitems:
+            obj[key] = value
+    return obj
+
+
+def _set_default_state(obj: Any, name: str, state: Any) -> None:
+    """What pickle's ``BUILD`` does for a class without ``__setstate__``, on a fresh object."""
+    slots: Any = None
+    if type(state) is tuple and len(state) == 2:
+        state, slots = state
+    for part in (state, slots):
+        if part is not None and (
+            type(part) is not dict
+            or not all(type(key) is str and not _is_dunder(key) for key in part)
+        ):
+            raise CheckpointError(f"bad state for {name!r}")
+    if state:
+        try:
+            target = vars(obj)
+        except TypeError:
+            raise CheckpointError(f"bad state for {name!r}: it has no __dict__") from None
+        target.update(state)
+    if slots:
+        for key, value in slots.items():
+            setattr(obj, key, value)
+
+
+def _has_dunder_key(state: Any) -> bool:
+    """Whether a dict state (or a ``(dict, slots dict)`` pair) names a ``__dunder__``."""
+    parts = state if type(state) is tuple and len(state) == 2 else (state,)
+    return any(
+        type(part) is dict and any(type(key) is str and _is_dunder(key) for key in part)
+        for part in parts
+    )
+
+
+def _is_dunder(name: str) -> bool:
+    """``__class__``, ``__dict__``...: never a field of a data class, never set from data."""
+    return len(name) > 4 and name.startswith("__") and name.endswith("__")
