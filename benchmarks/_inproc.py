@@ -87,12 +87,15 @@ def react(
     raw = _raw.RawLoop(url, ("add",), stream=stream)
     agent = AgentkitLoop(url, ("add",), steps=steps, stream=stream)
     steps_seen: dict[str, list[list[float]]] = {"raw": [], "agentkit": []}
+    cpu: dict[str, list[float]] = {"raw": [], "agentkit": []}
 
     def side(label: str, run: Callable[[str], object]) -> Callable[[], float]:
         timed = _timed(lambda: run("go"))
 
         def measure() -> float:
+            cpu_started = time.process_time()
             elapsed = timed()
+            cpu[label].append(time.process_time() - cpu_started)
             stamps = _raw.stamps
             steps_seen[label].append([b - a for a, b in itertools.pairwise(stamps)])
             return elapsed
@@ -115,8 +118,13 @@ def react(
         None if budget is None else Budget("ratio", budget),
     )
     per_step_extra = (statistics.median(ours) - statistics.median(baseline)) / steps * 1e6
-    row.extra["extra_us_per_step"] = per_step_extra
-    row.note = f"+{per_step_extra:.0f} us/step"
+    cpu_extra = (statistics.median(cpu["agentkit"]) - statistics.median(cpu["raw"])) / steps
+    row.extra.update(
+        extra_us_per_step=per_step_extra,
+        cpu_ms={label: _ms(values) for label, values in cpu.items()},
+        extra_cpu_us_per_step=cpu_extra * 1e6,
+    )
+    row.note = f"wall +{per_step_extra:.0f} us/step; client CPU +{cpu_extra * 1e6:.0f} us/step"
     if steps >= 30 and budget is not None:
         _flatness(row, steps_seen, budget)
     return [row]
