@@ -91,6 +91,8 @@ class RawLoop:
         self.tools = [TOOL_SCHEMAS[name] for name in tools]
         self.stream = stream
         self.pool = ThreadPoolExecutor(max_workers=16)
+        #: Called with every model reply (the ``decompose`` scenario hands them to a thread).
+        self.on_message: Callable[[dict[str, Any]], object] | None = None
 
     def close(self) -> None:
         """Release the client and the tool pool."""
@@ -116,6 +118,8 @@ class RawLoop:
             body: dict[str, Any] = {"model": "bench", "messages": messages, "tools": self.tools}
             message = self._stream(body) if self.stream else self._post(body)
             messages.append(message)
+            if self.on_message is not None:
+                self.on_message(message)
             calls = message.get("tool_calls") or []
             if not calls:
                 return str(message.get("content") or "")
