@@ -31,6 +31,7 @@ def test_quick_run_of_one_scenario_writes_json_and_markdown(tmp_path: Path) -> N
     assert row["unit"] == "ms"
     assert row["budget"] == {"kind": "ratio", "limit": 1.15, "unit": ""}
     assert row["passed"] in (True, False)
+    assert row["best_of_ratio"] > 0
     samples = row["samples"]
     assert len(samples["baseline"]) == len(samples["agentkit"]) == len(samples["ratios"]) == 3
     assert all(value > 0 for value in samples["baseline"] + samples["agentkit"])
@@ -39,13 +40,15 @@ def test_quick_run_of_one_scenario_writes_json_and_markdown(tmp_path: Path) -> N
         assert stats["min"] <= stats["p25"] <= stats["median"] <= stats["p75"] <= stats["max"]
 
     table = (tmp_path / "results.md").read_text().splitlines()
-    header = "| scenario | unit | raw | agentkit | ratio | budget | result | notes |"
+    header = "| scenario | unit | raw | agentkit | ratio | best-of | budget | result | notes |"
     start = table.index(header)
     assert table[start + 1].startswith("| --- |")
     cells = [cell.strip() for cell in table[start + 2].strip("|").split("|")]
     assert cells[0] == "react-k10-l0"
-    assert cells[5] == "<= 1.15x"
-    assert cells[6] in ("pass", "MISS")
+    assert cells[4].endswith(")") and "x (" in cells[4]
+    assert cells[5].endswith("x")
+    assert cells[6] == "<= 1.15x"
+    assert cells[7] in ("pass", "MISS")
     assert table[start + 2] in done.stdout
 
 
