@@ -162,7 +162,7 @@ def fanout(settings: Settings) -> list[Row]:
     try:
         baseline, ours = interleave(
             [_timed(lambda: raw.run("go")), _timed(lambda: agent.run("go"))],
-            settings.rounds(7),
+            settings.rounds(9),
         )
     finally:
         raw.close()
@@ -189,7 +189,7 @@ def extensions_unused(settings: Settings) -> list[Row]:
     try:
         baseline, ours = interleave(
             [_timed(lambda: plain.run("go")), _timed(lambda: extended.run("go"))],
-            settings.rounds(21),
+            settings.rounds(41),
         )
     finally:
         plain.close()
@@ -231,7 +231,7 @@ def nesting(settings: Settings) -> list[Row]:
 
         return measure
 
-    samples = interleave([side(runner) for runner in runners], settings.rounds(15))
+    samples = interleave([side(runner) for runner in runners], settings.rounds(21))
     bare = samples[0]
     rows = []
     for (kind, depth), times, count in zip(configs[1:], samples[1:], events[1:], strict=True):
@@ -292,7 +292,7 @@ def resume(settings: Settings) -> list[Row]:
         return elapsed
 
     try:
-        baseline, ours = interleave([raw_side, agentkit_side], settings.rounds(15))
+        baseline, ours = interleave([raw_side, agentkit_side], settings.rounds(21))
     finally:
         raw.close()
         agent.close()
@@ -397,11 +397,11 @@ def checkpoint(settings: Settings) -> list[Row]:
 
 
 SCENARIOS: dict[str, Callable[[Settings], list[Row]]] = {
-    "react-k10-l0": lambda s: react(s, "react-k10-l0", steps=10, budget=1.15, rounds=21),
+    "react-k10-l0": lambda s: react(s, "react-k10-l0", steps=10, budget=1.15, rounds=41),
     "react-k10-l0-stream": lambda s: react(
-        s, "react-k10-l0-stream", steps=10, stream=True, budget=1.10, rounds=21
+        s, "react-k10-l0-stream", steps=10, stream=True, budget=1.10, rounds=41
     ),
-    "react-k50-l0": lambda s: react(s, "react-k50-l0", steps=50, budget=1.15, rounds=9),
+    "react-k50-l0": lambda s: react(s, "react-k50-l0", steps=50, budget=1.15, rounds=11),
     "react-k10-l50": lambda s: react(
         s, "react-k10-l50", steps=10, latency_ms=50, budget=None, rounds=9
     ),

@@ -95,7 +95,7 @@ def concurrency(settings: Settings) -> list[Row]:
 
         return measure
 
-    rounds = 1 if settings.quick else 5
+    rounds = 1 if settings.quick else 7
     baseline, ours = interleave([side("raw"), side("agentkit")], rounds, warmup=0)
     raw_rss = [report["maxrss_kib"] / 1024 for report in reports["raw"]]
     our_rss = [report["maxrss_kib"] / 1024 for report in reports["agentkit"]]
@@ -140,7 +140,7 @@ def oneshot(settings: Settings) -> list[Row]:
 
         return measure
 
-    rounds = 2 if settings.quick else 10
+    rounds = 2 if settings.quick else 15
     baseline, ours = interleave([side("raw"), side("agentkit")], rounds)
     rss = {label: values[-rounds:] for label, values in rss.items()}
     return [
@@ -176,7 +176,7 @@ def _python(code: str) -> Callable[[], float]:
 def imports(settings: Settings) -> list[Row]:
     """``import``: ``python -c 'import agentkit'`` vs ``'import httpx'``, fresh interpreters."""
     warm_bytecode()
-    rounds = 3 if settings.quick else 20
+    rounds = 3 if settings.quick else 25
     bare, httpx, agentkit = interleave(
         [_python("pass"), _python("import httpx"), _python("import agentkit")], rounds
     )
