@@ -35,6 +35,7 @@ from benchmarks import _raw
 __all__ = [
     "AK_TOOLS",
     "AgentkitLoop",
+    "NESTING_KINDS",
     "InstantModel",
     "build_nested",
     "drain",

@@ -79,7 +79,8 @@ def _oneshot(side: str, url: str) -> dict[str, float]:
         from benchmarks._agentkit_side import AgentkitLoop
 
         agent = AgentkitLoop(url, ("add",), steps=10)
-        answer = agent.run("go")[-1].output.message_output.get_message().content
+        final = agent.run("go")[-1].get_message()
+        answer = final.content if final is not None else ""
         agent.close()
     if "10 tool results" not in answer:
         raise RuntimeError(f"the one-shot run ended with an unexpected answer: {answer!r}")

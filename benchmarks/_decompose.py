@@ -88,7 +88,11 @@ def _variants(url: str, stream: bool) -> tuple[dict[str, Callable[[], object]], 
                     emit(message)
 
     def raw_emitting(emit: Callable[[Any], None]) -> None:
-        emitting.on_message = lambda message: (emit(message), emit(message))
+        def twice(message: dict[str, Any]) -> None:
+            emit(message)  # the assistant message event ...
+            emit(message)  # ... and one for the tool result, as agentkit sends
+
+        emitting.on_message = twice
         try:
             emitting.run("go")
         finally:

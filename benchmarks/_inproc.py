@@ -22,7 +22,7 @@ from benchmarks import _raw
 from benchmarks._report import Budget, Row
 from benchmarks._server import Policy, base_url
 
-__all__ = ["Settings", "interleave", "SCENARIOS"]
+__all__ = ["SCENARIOS", "Settings", "interleave"]
 
 
 @dataclass(frozen=True)
@@ -367,7 +367,7 @@ def checkpoint(settings: Settings) -> list[Row]:
 
     def raw_side() -> float:
         started = time.perf_counter()
-        path = _raw._save_state(directory, messages)
+        path = _raw.save_state(directory, messages)
         with open(path, "rb") as file:
             json.loads(file.read())
         return time.perf_counter() - started

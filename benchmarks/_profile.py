@@ -75,7 +75,7 @@ def profile(name: str, settings: Settings, out: Path) -> int:
             run()
     finally:
         profiler.disable()
-        threading.setprofile(None)  # type: ignore[arg-type]
+        threading.setprofile(None)
         close()
     for thread_profiler in profilers[1:]:
         thread_profiler.disable()

@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 
-__all__ = ["RAW_TOOLS", "RawLoop", "TOOL_SCHEMAS", "stamps"]
+__all__ = ["RAW_TOOLS", "TOOL_SCHEMAS", "Paused", "RawLoop", "save_state", "stamps"]
 
 #: perf_counter() at every tool call of the current run (both sides append to it).
 stamps: list[float] = []
@@ -124,7 +124,7 @@ class RawLoop:
             if not calls:
                 return str(message.get("content") or "")
             if pause_at and calls[0]["function"]["name"] == pause_at:
-                raise Paused(_save_state(state_dir, messages))
+                raise Paused(save_state(state_dir, messages))
             if len(calls) == 1:
                 results = [_run_tool(calls[0])]
             else:
@@ -177,7 +177,7 @@ def _run_tool(call: dict[str, Any]) -> str:
     return str(RAW_TOOLS[function["name"]](**json.loads(function["arguments"])))
 
 
-def _save_state(directory: str, messages: list[dict[str, Any]]) -> str:
+def save_state(directory: str, messages: list[dict[str, Any]]) -> str:
     """Write the history atomically and durably (as the file checkpoint store does)."""
     path = os.path.join(directory, "raw-state.json")
     fd, temporary = tempfile.mkstemp(dir=directory)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Budget", "Row", "spread", "write_results"]
+__all__ = ["Budget", "Row", "markdown", "run_metadata", "spread", "write_results"]
 
 
 def spread(values: list[float]) -> dict[str, float]:
