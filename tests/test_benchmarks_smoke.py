@@ -32,6 +32,7 @@ def test_quick_run_of_one_scenario_writes_json_and_markdown(tmp_path: Path) -> N
     assert row["budget"] == {"kind": "ratio", "limit": 1.15, "unit": ""}
     assert row["passed"] in (True, False)
     assert row["best_of_ratio"] > 0
+    assert row["best_of_passed"] in (True, False)
     samples = row["samples"]
     assert len(samples["baseline"]) == len(samples["agentkit"]) == len(samples["ratios"]) == 3
     assert all(value > 0 for value in samples["baseline"] + samples["agentkit"])
@@ -48,7 +49,7 @@ def test_quick_run_of_one_scenario_writes_json_and_markdown(tmp_path: Path) -> N
     assert cells[4].endswith(")") and "x (" in cells[4]
     assert cells[5].endswith("x")
     assert cells[6] == "<= 1.15x"
-    assert cells[7] in ("pass", "MISS")
+    assert cells[7] == "pass" or cells[7].startswith("MISS")
     assert table[start + 2] in done.stdout
 
 
