@@ -43,20 +43,33 @@ def completion(step: int, final: bool) -> bytes:
         message = {"role": "assistant", "content": "all done"}
         finish = "stop"
     else:
-        call = {"id": f"c{step}", "type": "function",
-                "function": {"name": "lookup", "arguments": json.dumps({"n": step})}}
+        call = {
+            "id": f"c{step}",
+            "type": "function",
+            "function": {"name": "lookup", "arguments": json.dumps({"n": step})},
+        }
         message = {"role": "assistant", "content": None, "tool_calls": [call]}
         finish = "tool_calls"
     usage = {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
-    return json.dumps({"id": "x", "object": "chat.completion", "model": "m",
-                       "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-                       "usage": usage}).encode()
+    return json.dumps(
+        {
+            "id": "x",
+            "object": "chat.completion",
+            "model": "m",
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "usage": usage,
+        }
+    ).encode()
 
 
 def sse(step: int, final: bool) -> bytes:
     def event(delta: dict[str, object], finish: str | None = None) -> bytes:
-        chunk = {"id": "x", "object": "chat.completion.chunk", "model": "m",
-                 "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+        chunk = {
+            "id": "x",
+            "object": "chat.completion.chunk",
+            "model": "m",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
         return b"data: " + json.dumps(chunk).encode() + b"\n\n"
 
     parts = [event({"role": "assistant", "content": ""})]
@@ -65,14 +78,29 @@ def sse(step: int, final: bool) -> bytes:
     else:
         args = json.dumps({"n": step})
         parts += [
-            event({"tool_calls": [{"index": 0, "id": f"c{step}", "type": "function",
-                                   "function": {"name": "lookup", "arguments": ""}}]}),
+            event(
+                {
+                    "tool_calls": [
+                        {
+                            "index": 0,
+                            "id": f"c{step}",
+                            "type": "function",
+                            "function": {"name": "lookup", "arguments": ""},
+                        }
+                    ]
+                }
+            ),
             event({"tool_calls": [{"index": 0, "function": {"arguments": args[:4]}}]}),
             event({"tool_calls": [{"index": 0, "function": {"arguments": args[4:]}}]}),
             event({}, "tool_calls"),
         ]
-    usage = {"id": "x", "object": "chat.completion.chunk", "model": "m", "choices": [],
-             "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+    usage = {
+        "id": "x",
+        "object": "chat.completion.chunk",
+        "model": "m",
+        "choices": [],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+    }
     parts.append(b"data: " + json.dumps(usage).encode() + b"\n\n")
     parts.append(b"data: [DONE]\n\n")
     return b"".join(parts)
@@ -87,9 +115,7 @@ class Server:
         self.count = 0
         self.bodies: list[bytes] = []
         self.arrivals: list[float] = []
-        self.replies = [
-            (sse if streaming else completion)(k, k == steps) for k in range(steps + 1)
-        ]
+        self.replies = [(sse if streaming else completion)(k, k == steps) for k in range(steps + 1)]
 
     def agent_handler(self, request: httpx.Request) -> httpx.Response:
         self.arrivals.append(time.perf_counter())
@@ -128,8 +154,9 @@ def run_raw(server: Server) -> list[float]:
     for body in server.bodies:
         started = time.perf_counter()
         if server.streaming:
-            with client.stream("POST", "http://bench/v1/chat/completions", content=body,
-                               headers=headers) as response:
+            with client.stream(
+                "POST", "http://bench/v1/chat/completions", content=body, headers=headers
+            ) as response:
                 for _ in response.iter_lines():
                     pass
         else:

@@ -1,0 +1,103 @@
+"""``python -m benchmarks``: run the comparative suite and write its JSON and Markdown.
+
+Options: ``--quick`` (a smoke run of about 30 s), ``--only NAME[,NAME...]`` (scenarios to run;
+``--list`` shows them), ``--out DIR`` (default ``benchmarks/results/``), ``--profile NAME``
+(run agentkit's side of one in-process scenario under cProfile instead, and print where the
+time goes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+from benchmarks._decompose import decompose
+from benchmarks._inproc import SCENARIOS, Settings
+from benchmarks._procs import PROCESS_SCENARIOS, ROOT, child_env
+from benchmarks._report import Row, markdown, run_metadata, write_results
+
+#: A fixed 32-byte checkpoint key, so results do not depend on the user's key file.
+BENCHMARK_CHECKPOINT_KEY = "agentkit-benchmark-key-32-bytes!"
+
+ALL = {**SCENARIOS, **PROCESS_SCENARIOS, "decompose": decompose}
+
+
+@contextlib.contextmanager
+def loopback_server() -> Iterator[int]:
+    """Start the loopback server in its own process; yield its port; stop it on exit."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "benchmarks._server"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=child_env(),
+        cwd=ROOT,
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        if not line.startswith("PORT "):
+            raise RuntimeError(f"the benchmark server did not start (it printed {line!r})")
+        yield int(line.split()[1])
+    finally:
+        assert process.stdin is not None
+        process.stdin.close()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--quick", action="store_true", help="few rounds: a ~30 s smoke run")
+    parser.add_argument("--only", default="", help="comma-separated scenario names")
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
+    parser.add_argument("--list", action="store_true", help="list the scenarios and exit")
+    parser.add_argument("--profile", default="", help="profile agentkit's side of a scenario")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the suite; return the process exit status (0 also when budgets are missed)."""
+    args = _parse(argv)
+    if args.list:
+        print("\n".join(ALL))
+        return 0
+    os.environ["AGENTKIT_CHECKPOINT_KEY"] = BENCHMARK_CHECKPOINT_KEY
+    if args.profile:
+        from benchmarks._profile import profile
+
+        with loopback_server() as port:
+            return profile(args.profile, Settings(port, quick=args.quick), args.out)
+    names = [name for name in args.only.split(",") if name] or list(ALL)
+    unknown = [name for name in names if name not in ALL]
+    if unknown:
+        print(f"unknown scenario(s): {', '.join(unknown)}; --list shows the names", file=sys.stderr)
+        return 2
+    rows: list[Row] = []
+    mode = "quick" if args.quick else "full"
+    meta = run_metadata(mode, "rounds per scenario: see each row's n in the JSON")
+    with loopback_server() as port:
+        settings = Settings(port, quick=args.quick)
+        for name in names:
+            print(f"running {name} ...", file=sys.stderr, flush=True)
+            rows.extend(ALL[name](settings))
+    json_path, md_path = write_results(rows, meta, args.out)
+    print(markdown(rows, meta))
+    print(f"wrote {json_path} and {md_path}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
