@@ -120,6 +120,8 @@ def test_a_checkpoint_that_cannot_be_saved_is_the_last_event_and_names_the_value
     assert isinstance(last.err, CheckpointError)
     assert (last.agent_name, [str(s) for s in last.run_path]) == ("Payer", ["Payer"])
     assert "session value 'lock'" in str(last.err)
+    assert "cannot be pickled at all" in str(last.err)
+    assert "allowed_types" not in str(last.err)  # allowing the type would not help
     assert not any(e.action is not None and e.action.interrupted for e in events)
     assert store.get("x") is None
 

@@ -200,7 +200,10 @@ class Encoder(pickle.Pickler):
                 f"cannot checkpoint function '{module}.{name}': functions, methods and other "
                 "callables are never stored in checkpoints (store data instead)"
             )
-        name = self._table.name_for(cls)
+        try:
+            name = self._table.name_for(cls)
+        except CheckpointError as refused:
+            raise _unpicklable(obj) or refused from None
         if isinstance(obj, enum.Enum):
             return _restore, ("E" + name, obj._value_)
         codec = VALUE_CODECS.get(cls)
@@ -453,3 +456,16 @@ def _has_dunder_key(state: Any) -> bool:
 def _is_dunder(name: str) -> bool:
     """``__class__``, ``__dict__``...: never a field of a data class, never set from data."""
     return len(name) > 4 and name.startswith("__") and name.endswith("__")
+
+
+def _unpicklable(obj: Any) -> CheckpointError | None:
+    """A clearer refusal for a value that no serializer could store (a lock, a socket)."""
+    try:
+        obj.__reduce_ex__(5)
+    except Exception as error:  # what pickle itself would say: "cannot pickle '...' object"
+        return CheckpointError(
+            f"cannot checkpoint value of type {_type_name(type(obj))!r}: it cannot be pickled at "
+            f"all ({error}); keep such objects out of session values and interrupt state "
+            "(store plain data, and re-create the object when the run resumes)"
+        )
+    return None
