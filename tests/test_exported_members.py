@@ -87,3 +87,14 @@ def test_openai_chat_model_loads_on_first_use() -> None:
     from agentkit.models.openai import OpenAIChatModel
 
     assert agentkit.OpenAIChatModel is OpenAIChatModel
+
+
+def test_the_model_client_imports_tenacity_only_when_a_call_is_retried() -> None:
+    code = (
+        "import sys; from agentkit.models.openai import OpenAIChatModel; "
+        "OpenAIChatModel('m', api_key='k', base_url='http://127.0.0.1:9'); "
+        "print('tenacity' in sys.modules)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "False"

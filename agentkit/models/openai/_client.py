@@ -9,7 +9,6 @@ from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, NoReturn, TypeVar
 
 import httpx
-import tenacity
 
 from agentkit.errors import APIConnectionError, APIStatusError, APITimeoutError, ModelError
 from agentkit.models.base import ModelOptions, ToolCallingChatModel
@@ -41,9 +40,9 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 """Where requests go when neither ``base_url`` nor ``OPENAI_BASE_URL`` is given."""
 
 
-# tenacity computes the backoff from a retry state, which needs an owner; the retry loop
-# itself is OpenAIChatModel._with_retries (the first attempt costs no tenacity bookkeeping).
-_RETRY_STATE_OWNER = tenacity.Retrying()
+# tenacity computes the backoff (imported on the first retry: a run that never retries never
+# imports it). The retry loop itself is OpenAIChatModel._with_retries.
+_retry_state_owner: Any = None
 
 
 def _add_note(error: BaseException, note: str) -> None:
@@ -172,11 +171,7 @@ class OpenAIChatModel:
             self._request_headers = headers
             self._request_timeout = self._timeout
         self._client = self._http.client
-        # Doubling delays plus up to half the first one at random, so that clients that failed
-        # together do not retry together.
-        self._backoff = tenacity.wait_exponential(
-            multiplier=self.retry_initial_delay, max=self.retry_max_delay
-        ) + tenacity.wait_random(0, self.retry_initial_delay / 2)
+        self._backoff: Any = None  # made on the first retry, see _delay
         self._tools: tuple[ToolInfo, ...] = ()
         self._tools_json = b""
         self._envelopes = self._make_envelopes()
@@ -320,7 +315,18 @@ class OpenAIChatModel:
         """Seconds to wait after the failed attempts of ``call``."""
         if call.retry_after is not None:
             return call.retry_after
-        state = tenacity.RetryCallState(_RETRY_STATE_OWNER, None, (), {})
+        global _retry_state_owner
+        import tenacity
+
+        if _retry_state_owner is None:
+            _retry_state_owner = tenacity.Retrying()
+        if self._backoff is None:
+            # Doubling delays plus up to half the first one at random, so that clients that
+            # failed together do not retry together.
+            self._backoff = tenacity.wait_exponential(
+                multiplier=self.retry_initial_delay, max=self.retry_max_delay
+            ) + tenacity.wait_random(0, self.retry_initial_delay / 2)
+        state = tenacity.RetryCallState(_retry_state_owner, None, (), {})
         state.attempt_number = call.attempts
         return float(self._backoff(state))
 
