@@ -17,6 +17,8 @@ from typing import Annotated, Any, Literal, NewType, Optional, Union
 import _future_annotated_tools as future_tools
 import attrs
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agentkit.errors import AgentConfigError, ToolArgumentsError, ToolError
 from agentkit.schema import ToolInfo
@@ -1252,6 +1254,26 @@ def test_importing_tools_does_not_import_cattrs_or_docstring_parser() -> None:
         "def f(x: int) -> int:\n"
         "    '''F.'''\n"
         "    return x\n"
+        "# scalar parameters and a one-line docstring need neither\n"
+        "assert 'cattrs' not in sys.modules and 'docstring_parser' not in sys.modules\n"
+        "@agentkit.tools.tool\n"
+        "def g(xs: list[int]) -> int:\n"
+        "    '''G.\n\n    Args:\n        xs: numbers\n    '''\n"
+        "    return sum(xs)\n"
         "assert 'cattrs' in sys.modules and 'docstring_parser' in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@settings(max_examples=200)
+@given(st.text())
+def test_prose_docstrings_read_the_same_without_the_parser(text: str) -> None:
+    import docstring_parser
+
+    from agentkit.tools._schema import _STRUCTURED, parse_docstring
+
+    text = inspect.cleandoc(text)  # tools read docstrings with inspect.getdoc
+    if _STRUCTURED.search(text):
+        return
+    parsed = docstring_parser.parse(text)
+    assert parse_docstring(text) == ((parsed.description or "").strip(), {})

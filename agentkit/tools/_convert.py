@@ -35,7 +35,7 @@ from agentkit.tools._schema import (
 if TYPE_CHECKING:
     import cattrs
 
-__all__ = ["Hook", "explain", "get_converter", "json_kind", "show"]
+__all__ = ["Hook", "explain", "get_converter", "json_kind", "scalar_hook", "show"]
 
 Hook = Callable[[Any, Any], Any]
 """A structuring hook: ``hook(json_value, annotation) -> converted value``."""
@@ -245,6 +245,23 @@ def _make_converter(strict: cattrs.Converter | None) -> cattrs.Converter:
     return converter
 
 
+def scalar_hook(annotation: Any, strict: bool) -> Hook | None:
+    """The hook of a bare ``str``/``int``/``float``/``bool``/``None`` parameter, the same as the
+    converter's, without making the converter: a tool with only such parameters never imports
+    cattrs. ``None`` for any other annotation."""
+    if annotation is str:
+        return _structure_str
+    if annotation is int:
+        return _structure_int if strict else _lax_int
+    if annotation is float:
+        return _structure_float if strict else _lax_float
+    if annotation is bool:
+        return _structure_bool if strict else _lax_bool
+    if annotation is NoneType or annotation is None:
+        return _structure_none
+    return None
+
+
 def _alias(origin: type, *args: Any) -> Any:
     """``origin[args]`` for type arguments known only at run time."""
     return types.GenericAlias(origin, args)
@@ -425,12 +442,13 @@ _Segment = tuple[str, Any]  # ("attr", name) | ("key", dict key) | ("index", pos
 
 def explain(exc: BaseException, path: list[_Segment], data: Any, problems: list[str]) -> None:
     """Turn a structuring error (a tree of cattrs validation errors) into messages for the model."""
-    from cattrs.errors import AttributeValidationNote, BaseValidationError, IterableValidationNote
-
     where = _format_path(path)
     if isinstance(exc, _Invalid):
         problems.append(f"'{where}' must be {exc.expected} (got {show(exc.value)})")
-    elif isinstance(exc, BaseValidationError):
+        return
+    from cattrs.errors import AttributeValidationNote, BaseValidationError, IterableValidationNote
+
+    if isinstance(exc, BaseValidationError):
         for sub in exc.exceptions:
             segment: _Segment | None = None
             for note in getattr(sub, "__notes__", ()):

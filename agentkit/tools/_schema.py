@@ -11,6 +11,7 @@ import copy
 import enum
 import inspect
 import json
+import re
 import types
 import typing
 from collections.abc import Mapping
@@ -325,10 +326,24 @@ def to_json(value: Any) -> Any:
     raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
+# Section headers and field markers of the Google, reST, NumPy and Epydoc docstring styles.
+_STRUCTURED = re.compile(
+    r"^\s*(Args|Arguments|Parameters|Params|Keyword Args|Keyword Arguments|Other Parameters|"
+    r"Returns?|Yields?|Raises|Exceptions|Examples?|Attributes|Notes?|Warns|See Also)\s*:?\s*$"
+    r"|^\s*[:@]\w+"
+    r"|^\s*-{3,}\s*$",
+    re.MULTILINE,
+)
+
+
 def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
     """Return the description and the per-parameter descriptions of a docstring."""
     if not doc:
         return "", {}
+    if not _STRUCTURED.search(doc):
+        # Prose only (no parameter, return or raise sections): nothing to parse, so the
+        # parser is not even imported.
+        return doc.strip(), {}
     import docstring_parser
 
     try:

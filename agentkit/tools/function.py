@@ -60,7 +60,14 @@ import attrs
 from agentkit.errors import AgentConfigError, ToolArgumentsError, ToolError
 from agentkit.schema import ToolInfo
 from agentkit.streams import StreamReader, stream_from_iterator
-from agentkit.tools._convert import Hook, explain, get_converter, json_kind, show
+from agentkit.tools._convert import (
+    Hook,
+    explain,
+    get_converter,
+    json_kind,
+    scalar_hook,
+    show,
+)
 from agentkit.tools._schema import (
     Unsupported,
     describe_property,
@@ -438,7 +445,6 @@ def _plan(fn: Callable[..., Any], localns: Mapping[str, Any] | None, strict: boo
     where = _qualname(fn)
     hints = _resolve_hints(fn, localns, where)
     summary, param_docs = parse_docstring(inspect.getdoc(fn))
-    converter = get_converter(strict)
     properties: dict[str, Any] = {}
     required: list[str] = []
     params: list[_Param] = []
@@ -479,7 +485,8 @@ def _plan(fn: Callable[..., Any], localns: Mapping[str, Any] | None, strict: boo
         hook = (
             None
             if strip_annotated(annotation) is Any
-            else converter.get_structure_hook(annotation)
+            else scalar_hook(annotation, strict)
+            or get_converter(strict).get_structure_hook(annotation)
         )
         params.append(
             _Param(
