@@ -88,6 +88,7 @@ from agentkit.options import (
     with_tool_options,
     wrap_impl_specific_opt_fn,
 )
+from agentkit.results import RunResult
 from agentkit.runctx import (
     abort_on_cancel,
     add_session_value,
@@ -191,6 +192,7 @@ __all__ = [
     "ResumeInfo",
     "Role",
     "RunStep",
+    "RunResult",
     "Runner",
     "ScriptedChatModel",
     "StreamEOF",

@@ -40,13 +40,13 @@ from agentkit.errors import (
 )
 from agentkit.events import Agent, AgentEvent, AgentInput, InterruptInfo, ResumeInfo
 from agentkit.options import AgentRunOption, RunOptions, get_impl_specific_options
+from agentkit.results import RunIterator, RunOutcome, RunResult
 from agentkit.runctx import EventLog, RecordedEvent, RunFrame, Session
 from agentkit.schema import Message, user_message
 from agentkit.worker import EventSink, start_worker
 
 if TYPE_CHECKING:
     from agentkit.checkpoint import CheckPointStore, Lease, PickleSerializer
-    from agentkit.iterators import AsyncIterator
 
 __all__ = ["Runner"]
 
@@ -139,16 +139,32 @@ class Runner:
             self._serializer = PickleSerializer.from_env()
         return self._serializer
 
-    def query(self, text: str, *options: AgentRunOption) -> AsyncIterator[AgentEvent]:
+    def invoke(self, query: str | Sequence[Message], *options: AgentRunOption) -> RunResult:
+        """Run the agent to its end and return the :class:`~agentkit.RunResult`.
+
+        ``query`` is a user message's text or a list of messages. The same as
+        ``run(...).result()``::
+
+            print(runner.invoke("What is 2 + 2?").text)
+
+        Raises:
+            Exception: the error a failed run ended with (see :meth:`RunIterator.result
+                <agentkit.results.RunIterator.result>`); an interrupted run returns normally,
+                with ``result.interrupt`` and ``result.checkpoint_id`` set.
+        """
+        if isinstance(query, str):
+            return self.query(query, *options).result()
+        return self.run(query, *options).result()
+
+    def query(self, text: str, *options: AgentRunOption) -> RunIterator:
         """Run the agent on one user message ``text``; see :meth:`run`."""
         return self.run([user_message(text)], *options)
 
-    def run(
-        self, messages: Sequence[Message], *options: AgentRunOption
-    ) -> AsyncIterator[AgentEvent]:
+    def run(self, messages: Sequence[Message], *options: AgentRunOption) -> RunIterator:
         """Run the agent on ``messages`` in a worker thread; returns the event iterator at once.
 
-        Closing the iterator (or leaving its ``with`` block) cancels the run.
+        Closing the iterator (or leaving its ``with`` block) cancels the run. The iterator's
+        ``result()`` waits for the end and returns a :class:`~agentkit.RunResult`.
         """
         if isinstance(messages, (str, Message)):
             raise TypeError(
@@ -166,22 +182,25 @@ class Runner:
             root_input=root_input,
         )
         agent = self._agent
+        outcome = RunOutcome()
 
         def work(generator: EventSink) -> None:
-            sink = _RunnerSink(generator, self, frame, run_options.checkpoint_id, resumed=False)
+            sink = _RunnerSink(
+                generator, self, frame, run_options.checkpoint_id, outcome, resumed=False
+            )
             try:
                 agent._run_into(root_input, sink, options)
             finally:
                 sink.finish()
 
-        return start_worker(work, frame, owns_scope=True)
+        return start_worker(work, frame, owns_scope=True, outcome=outcome)
 
     def resume(
         self,
         checkpoint_id: str,
         *options: AgentRunOption,
         targets: Mapping[str, Any] | None = None,
-    ) -> AsyncIterator[AgentEvent]:
+    ) -> RunIterator:
         """Continue the run saved under ``checkpoint_id``; returns the event iterator.
 
         ``targets`` maps interrupt ids (``InterruptContext.id``) to resume data; without
@@ -233,15 +252,18 @@ class Runner:
             lease.release()
             raise
         agent = self._agent
+        outcome = RunOutcome()
 
         def work(generator: EventSink) -> None:
-            sink = _RunnerSink(generator, self, frame, checkpoint_id, resumed=True)
+            sink = _RunnerSink(generator, self, frame, checkpoint_id, outcome, resumed=True)
             try:
                 agent._resume_into(info, sink, options)
             finally:
                 sink.finish()
 
-        return start_worker(work, frame, owns_scope=True, on_finish=keeper.stop)
+        return start_worker(
+            work, frame, owns_scope=True, on_finish=keeper.stop, outcome=outcome
+        )
 
     def _load(self, store: CheckPointStore, checkpoint_id: str) -> Checkpoint:
         try:
@@ -432,6 +454,7 @@ class _RunnerSink:
         "frame",
         "held",
         "interrupted",
+        "outcome",
         "resumed",
         "runner",
     )
@@ -442,9 +465,11 @@ class _RunnerSink:
         runner: Runner,
         frame: RunFrame,
         checkpoint_id: str | None,
+        outcome: RunOutcome,
         *,
         resumed: bool,
     ) -> None:
+        self.outcome = outcome
         self.downstream = downstream
         self.runner = runner
         self.frame = frame
@@ -506,6 +531,7 @@ class _RunnerSink:
                     AgentEvent(agent_name=item.agent_name, run_path=item.run_path, err=error)
                 )
                 return False
+            self.outcome.checkpoint_id = self.checkpoint_id
             _log.info("agentkit: run interrupted; checkpoint %r saved", self.checkpoint_id)
         self.ended = True
         return self.downstream.send(event)
@@ -546,6 +572,7 @@ class _RunnerSink:
         reason = "cancelled" if cancelled else "failed"
         checkpoint = self.runner._checkpoint(self.frame, points, None, reason)
         self.runner._save(checkpoint_id, checkpoint)
+        self.outcome.checkpoint_id = checkpoint_id
         _log.info("agentkit: run %s; checkpoint %r saved", reason, checkpoint_id)
         if held is not None and held.err is not None and hasattr(held.err, "add_note"):
             held.err.add_note(
