@@ -124,6 +124,7 @@ from agentkit.streams import (
     stream_from_iterator,
     stream_from_list,
 )
+from agentkit.tools.approval import ApprovalRequest, Approve, Reject, with_approval
 from agentkit.tools.base import BaseTool, InvokableTool, StreamableTool, ToolCallInfo
 from agentkit.tools.exit import ExitTool
 from agentkit.tools.function import tool
@@ -135,6 +136,10 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 __all__ = [
+    "ApprovalRequest",
+    "Approve",
+    "Reject",
+    "with_approval",
     "APIConnectionError",
     "APIStatusError",
     "APITimeoutError",
