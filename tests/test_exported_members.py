@@ -38,7 +38,8 @@ DOCUMENTED = {
     "CancelHandle", "CancelMode", "with_cancel", "check_cancelled", "abort_on_cancel",
     "cancellable_sleep",
     # 14. wave-3 additions
-    "RunResult", "ApprovalRequest", "Approve", "Reject", "with_approval",
+    "RunResult", "ApprovalRequest", "Approve", "Reject", "with_approval", "OutputValidationError",
+    "ConversationBusyError",
     # 8. models (also in agentkit.models)
     "ChatModel", "ToolCallingChatModel", "ModelOptions", "OpenAIChatModel", "ScriptedChatModel",
     "ModelCall",

@@ -36,7 +36,7 @@ no annotation, ``Any``                      anything (``{}``)
                                             number keeps its kind in ``int | float``
 ``Literal[...]``                            one of the values (``enum``)
 ``Enum`` subclass                           one of the members' values (``enum``)
-attrs class                                 object with the class's fields (defaults kept)
+attrs class, dataclass, ``TypedDict``       object with the class's fields (defaults kept)
 ``Annotated[X, "text"]``                    as ``X``, described by ``"text"``
 ``NewType("N", X)``                         as ``X``
 ==========================================  =============================================
@@ -89,7 +89,7 @@ I = TypeVar("I", bound=Iterator[Any])  # noqa: E741 - the conventional name for 
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _SUPPORTED = (
     "str, int, float, bool, None, Any, list/Sequence, tuple, set/frozenset, dict[str, ...], "
-    "Optional/Union, Literal, Enum, attrs classes, Annotated and NewType"
+    "Optional/Union, Literal, Enum, attrs classes, dataclasses, TypedDicts, Annotated and NewType"
 )
 
 
