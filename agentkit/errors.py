@@ -14,6 +14,7 @@ exception says the same thing, the agentkit error subclasses it too, so existing
     ├── AgentCancelledError
     ├── OutputValidationError (ValueError)
     ├── ConversationBusyError
+    ├── ConversationStoreError
     ├── CheckpointError
     │   ├── CheckpointNotFoundError (KeyError)
     │   ├── CheckpointConsumedError
@@ -52,6 +53,7 @@ __all__ = [
     "CheckpointError",
     "CheckpointNotFoundError",
     "ConversationBusyError",
+    "ConversationStoreError",
     "ExceedMaxIterationsError",
     "IncompleteStreamError",
     "InstructionFormatError",
@@ -132,6 +134,10 @@ class OutputValidationError(AgentKitError, ValueError):
 
 class ConversationBusyError(AgentKitError):
     """Another turn of the same conversation is running (one writer per conversation)."""
+
+
+class ConversationStoreError(AgentKitError):
+    """A conversation store failed to load or append a conversation."""
 
 
 class TransferError(AgentKitError):

@@ -31,12 +31,14 @@ from agentkit._persist import persisted
 from agentkit._points import ResumePoint, ResumeState, interrupt_contexts
 from agentkit.agents.flow import FlowAgent
 from agentkit.cancel import RunScope
+from agentkit.conversation._turn import ConversationTurn, OpenTurn, open_turn, resume_turn
 from agentkit.errors import (
     AgentCancelledError,
     AgentKitError,
     CheckpointConsumedError,
     CheckpointError,
     CheckpointNotFoundError,
+    ConversationStoreError,
 )
 from agentkit.events import Agent, AgentEvent, AgentInput, InterruptInfo, ResumeInfo
 from agentkit.options import AgentRunOption, RunOptions, get_impl_specific_options
@@ -47,6 +49,7 @@ from agentkit.worker import EventSink, start_worker
 
 if TYPE_CHECKING:
     from agentkit.checkpoint import CheckPointStore, Lease, PickleSerializer
+    from agentkit.conversation import ConversationStore
 
 __all__ = ["Runner"]
 
@@ -71,6 +74,7 @@ class Checkpoint:
     points: list[ResumePoint]
     interrupt_data: Any = None
     reason: str = "interrupted"
+    conversation: ConversationTurn | None = None  # the conversation turn the run belongs to
 
 
 @persisted("agentkit.ConsumedCheckpoint")
@@ -103,6 +107,8 @@ class Runner:
         lease_ttl: seconds a resume's exclusive claim on its checkpoint lasts; the Runner
             refreshes it while the resumed run lives, so this only bounds how long the
             checkpoint stays locked after the resuming process died.
+        conversation_store: where conversations live (see ``agentkit.conversation``); runs
+            given ``with_conversation_id(id)`` are turns of that conversation.
 
     The life of a checkpoint (saved on interrupt, cancel or failure; resumed exclusively;
     consumed once a resumed run completes) is described in :mod:`agentkit.runner`.
@@ -116,6 +122,7 @@ class Runner:
         checkpoint_store: CheckPointStore | None = None,
         serializer: PickleSerializer | None = None,
         lease_ttl: float = DEFAULT_LEASE_TTL,
+        conversation_store: ConversationStore | None = None,
     ) -> None:
         if isinstance(lease_ttl, bool) or not isinstance(lease_ttl, (int, float)) or lease_ttl <= 0:
             raise ValueError(f"lease_ttl must be a positive number of seconds (got {lease_ttl!r})")
@@ -124,6 +131,7 @@ class Runner:
         self.checkpoint_store = checkpoint_store
         self._serializer = serializer
         self.lease_ttl = float(lease_ttl)
+        self.conversation_store = conversation_store
 
     @property
     def agent(self) -> Agent:
@@ -171,6 +179,14 @@ class Runner:
                 "run() takes a list of messages; use query(text) for a single user message"
             )
         run_options = get_impl_specific_options(RunOptions(), *options)
+        turn: OpenTurn | None = None
+        if run_options.conversation_id is not None:
+            turn, messages = open_turn(
+                self._conversation_store(),
+                run_options.conversation_id,
+                messages,
+                run_options.conversation_trim,
+            )
         root_input = AgentInput(messages=list(messages), enable_streaming=self.enable_streaming)
         scope = RunScope()
         if run_options.cancel_handle is not None:
@@ -186,14 +202,34 @@ class Runner:
 
         def work(generator: EventSink) -> None:
             sink = _RunnerSink(
-                generator, self, frame, run_options.checkpoint_id, outcome, resumed=False
+                generator, self, frame, run_options.checkpoint_id, outcome, turn, resumed=False
             )
             try:
                 agent._run_into(root_input, sink, options)
             finally:
                 sink.finish()
 
-        return start_worker(work, frame, owns_scope=True, outcome=outcome)
+        try:
+            return start_worker(
+                work,
+                frame,
+                owns_scope=True,
+                outcome=outcome,
+                on_finish=None if turn is None else turn.release,
+            )
+        except BaseException:
+            if turn is not None:
+                turn.release()
+            raise
+
+    def _conversation_store(self) -> ConversationStore:
+        store = self.conversation_store
+        if store is None:
+            raise ValueError(
+                "the run has a conversation id but the Runner has no conversation store; "
+                "create the Runner with conversation_store=... (see agentkit.conversation)"
+            )
+        return store
 
     def resume(
         self,
@@ -247,23 +283,33 @@ class Runner:
                 enable_streaming=checkpoint.enable_streaming,
                 interrupt_info=InterruptInfo(data=checkpoint.interrupt_data),
             )
+            turn: OpenTurn | None = None
+            if checkpoint.conversation is not None:
+                turn = resume_turn(self._conversation_store(), checkpoint.conversation)
             keeper = _LeaseKeeper(lease)
         except BaseException:
+            if turn is not None:
+                turn.release()
             lease.release()
             raise
         agent = self._agent
         outcome = RunOutcome()
 
         def work(generator: EventSink) -> None:
-            sink = _RunnerSink(generator, self, frame, checkpoint_id, outcome, resumed=True)
+            sink = _RunnerSink(generator, self, frame, checkpoint_id, outcome, turn, resumed=True)
             try:
                 agent._resume_into(info, sink, options)
             finally:
                 sink.finish()
 
-        return start_worker(
-            work, frame, owns_scope=True, on_finish=keeper.stop, outcome=outcome
-        )
+        def finish() -> None:
+            try:
+                keeper.stop()
+            finally:
+                if turn is not None:
+                    turn.release()
+
+        return start_worker(work, frame, owns_scope=True, on_finish=finish, outcome=outcome)
 
     def _load(self, store: CheckPointStore, checkpoint_id: str) -> Checkpoint:
         try:
@@ -315,7 +361,12 @@ class Runner:
             ) from error
 
     def _checkpoint(
-        self, frame: RunFrame, points: list[ResumePoint], data: Any, reason: str
+        self,
+        frame: RunFrame,
+        points: list[ResumePoint],
+        data: Any,
+        reason: str,
+        turn: OpenTurn | None = None,
     ) -> Checkpoint:
         root_input = frame.root_input or AgentInput()
         return Checkpoint(
@@ -328,6 +379,7 @@ class Runner:
             points=points,
             interrupt_data=data,
             reason=reason,
+            conversation=None if turn is None else turn.turn,
         )
 
 
@@ -404,6 +456,13 @@ def _resume_state(checkpoint: Checkpoint, targets: Mapping[str, Any] | None) -> 
     return ResumeState(checkpoint.points, wanted)
 
 
+def _recorded_message(record: RecordedEvent) -> Message | None:
+    try:
+        return record.message()
+    except Exception:
+        return None  # a stream that broke: nothing of it is kept
+
+
 class _LeaseKeeper:
     """Refreshes a resume's lease while the resumed run lives; releases it at the end."""
 
@@ -457,6 +516,7 @@ class _RunnerSink:
         "outcome",
         "resumed",
         "runner",
+        "turn",
     )
 
     def __init__(
@@ -466,10 +526,12 @@ class _RunnerSink:
         frame: RunFrame,
         checkpoint_id: str | None,
         outcome: RunOutcome,
+        turn: OpenTurn | None,
         *,
         resumed: bool,
     ) -> None:
         self.outcome = outcome
+        self.turn = turn
         self.downstream = downstream
         self.runner = runner
         self.frame = frame
@@ -522,7 +584,9 @@ class _RunnerSink:
         )
         if self.checkpoint_id is not None:
             try:
-                checkpoint = self.runner._checkpoint(self.frame, points, data, "interrupted")
+                checkpoint = self.runner._checkpoint(
+                    self.frame, points, data, "interrupted", self.turn
+                )
                 self.runner._save(self.checkpoint_id, checkpoint)
             except CheckpointError as error:
                 # Nothing can be resumed: the failure is the run's last event.
@@ -558,10 +622,33 @@ class _RunnerSink:
                     run_path=held.run_path if held is not None else [],
                     err=error,
                 )
+        if failure is None and not self.error_seen and self.turn is not None:
+            failure = self._append_turn(held)
         if held is not None:
             self.downstream.send(held)
         if failure is not None:
             self.downstream.send(failure)
+
+    def _append_turn(self, held: AgentEvent | None) -> AgentEvent | None:
+        """The run completed: append the turn to its conversation (an error event if that fails)."""
+        assert self.turn is not None
+        said = [
+            message
+            for record in self.frame.log.visible()
+            if record.err is None and (message := _recorded_message(record)) is not None
+        ]
+        try:
+            self.turn.complete(said)
+        except Exception as error:
+            return AgentEvent(
+                agent_name=held.agent_name if held is not None else "",
+                run_path=held.run_path if held is not None else [],
+                err=ConversationStoreError(
+                    f"the turn completed but could not be appended to conversation "
+                    f"{self.turn.turn.conversation_id!r}: {type(error).__name__}: {error}"
+                ),
+            )
+        return None
 
     def _save_stopped(self, checkpoint_id: str, held: AgentEvent | None) -> None:
         """Save the checkpoint of a cancelled or failed run (if anything can be resumed)."""
@@ -570,7 +657,7 @@ class _RunnerSink:
             return
         cancelled = held is not None and isinstance(held.err, AgentCancelledError)
         reason = "cancelled" if cancelled else "failed"
-        checkpoint = self.runner._checkpoint(self.frame, points, None, reason)
+        checkpoint = self.runner._checkpoint(self.frame, points, None, reason, self.turn)
         self.runner._save(checkpoint_id, checkpoint)
         self.outcome.checkpoint_id = checkpoint_id
         _log.info("agentkit: run %s; checkpoint %r saved", reason, checkpoint_id)

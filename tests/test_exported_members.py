@@ -39,7 +39,7 @@ DOCUMENTED = {
     "cancellable_sleep",
     # 14. wave-3 additions
     "RunResult", "ApprovalRequest", "Approve", "Reject", "with_approval", "OutputValidationError",
-    "ConversationBusyError",
+    "ConversationBusyError", "ConversationStoreError", "with_conversation_id",
     # 8. models (also in agentkit.models)
     "ChatModel", "ToolCallingChatModel", "ModelOptions", "OpenAIChatModel", "ScriptedChatModel",
     "ModelCall",
