@@ -261,6 +261,7 @@ class Runner:
         from agentkit.checkpoint import lease_for
 
         lease = lease_for(store, checkpoint_id, self.lease_ttl)
+        turn: OpenTurn | None = None
         try:
             checkpoint = self._load(store, checkpoint_id)
             resume_state = _resume_state(checkpoint, targets)
@@ -283,7 +284,6 @@ class Runner:
                 enable_streaming=checkpoint.enable_streaming,
                 interrupt_info=InterruptInfo(data=checkpoint.interrupt_data),
             )
-            turn: OpenTurn | None = None
             if checkpoint.conversation is not None:
                 turn = resume_turn(self._conversation_store(), checkpoint.conversation)
             keeper = _LeaseKeeper(lease)

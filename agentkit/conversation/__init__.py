@@ -18,10 +18,11 @@ the file, SQLite and Redis stores. Stores hold JSON, never pickles.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from agentkit.conversation.base import ConversationLock, ConversationStore
 from agentkit.conversation.file import FileConversationStore
 from agentkit.conversation.memory import InMemoryConversationStore
-from agentkit.conversation.sqlite import SQLiteConversationStore
 from agentkit.conversation.trim import (
     HistoryTrimmer,
     TokenCounter,
@@ -29,6 +30,10 @@ from agentkit.conversation.trim import (
     keep_last_turns,
     keep_within_tokens,
 )
+
+if TYPE_CHECKING:
+    from agentkit.conversation.redis import RedisConversationStore
+    from agentkit.conversation.sqlite import SQLiteConversationStore
 
 __all__ = [
     "ConversationLock",
@@ -46,7 +51,11 @@ __all__ = [
 
 
 def __getattr__(name: str) -> object:
-    # redis-py is an optional extra: imported when the Redis store is first used.
+    # sqlite3 and redis-py load when their store is first used (``import agentkit`` stays light).
+    if name == "SQLiteConversationStore":
+        from agentkit.conversation.sqlite import SQLiteConversationStore
+
+        return SQLiteConversationStore
     if name == "RedisConversationStore":
         from agentkit.conversation.redis import RedisConversationStore
 
