@@ -452,6 +452,25 @@ def _parse_plan(plan_type: type[PlanLike], text: str) -> PlanLike:
         raise PlanExecuteError(f"unmarshal plan error: {error}") from error
 
 
+def _response_text(arguments: str) -> str:
+    """The answer in the respond tool's arguments: ``response``, else the only string value.
+
+    Arguments that are not such an object are the answer as they are.
+    """
+    try:
+        data = json.loads(arguments)
+    except (ValueError, RecursionError):
+        return arguments
+    if isinstance(data, dict):
+        response = data.get("response")
+        if isinstance(response, str):
+            return response
+        texts = [value for value in data.values() if isinstance(value, str)]
+        if len(texts) == 1:
+            return texts[0]
+    return arguments
+
+
 def _output(reply: Message, content: str) -> Message:
     return Message(Role.ASSISTANT, content, response_meta=reply.response_meta)
 
@@ -619,12 +638,16 @@ class _Replanner(_OneCallAgent):
         name = call.function.name
         if name not in (self._respond_tool.name, self._plan_tool.name):
             raise PlanExecuteError(f"unexpected tool call: {name}")
+        if name == self._respond_tool.name:
+            # The final answer is the run's last message, as text (a streamed reply showed
+            # the tool call's JSON arguments as they came; the answer follows them).
+            answer = _output(reply, _response_text(call.function.arguments))
+            self._emit(sink, event_from_message(answer, None, Role.ASSISTANT))
+            self._emit(sink, AgentEvent(action=new_break_loop_action(self.name)))
+            return
         if not streaming:
             output = _output(reply, call.function.arguments)
             self._emit(sink, event_from_message(output, None, Role.ASSISTANT))
-        if name == self._respond_tool.name:
-            self._emit(sink, AgentEvent(action=new_break_loop_action(self.name)))
-            return
         _store(PLAN_SESSION_KEY, _parse_plan(self._plan_type, call.function.arguments))
 
 
