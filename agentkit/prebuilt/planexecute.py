@@ -8,8 +8,8 @@ Three agents share the work through session values:
   plan's first step and stores its answer under ``ExecutedStep``;
 - the **replanner** appends ``(step, result)`` to ``ExecutedSteps`` and makes a forced
   choice: the ``plan`` tool with the steps still to do (the loop goes on with a new
-  ``Plan``), or the ``respond`` tool with the final answer (it sends a
-  :class:`~agentkit.BreakLoopAction`, which ends the loop).
+  ``Plan``), or the ``respond`` tool with the final answer (it sends the answer's text as
+  the run's final message, then a :class:`~agentkit.BreakLoopAction`, which ends the loop).
 
 :func:`new` wires them as ``SequentialAgent("plan_execute_replan", [planner,
 LoopAgent("execute_replan", [executor, replanner])])``::
@@ -734,13 +734,16 @@ def new_replanner(
 
     It appends ``ExecutedStep(plan.first_step(), <executor's answer>)`` to
     ``ExecutedSteps``, then calls ``model`` once with both tools and
-    ``tool_choice="required"``, and sends an assistant event whose content is the tool
-    call's JSON arguments (streamed when the run streams). Then:
+    ``tool_choice="required"``; a streaming run shows the tool call's JSON arguments as they
+    come (an assistant event). Then:
 
-    - ``respond``: it sends an action-only event with a :class:`~agentkit.BreakLoopAction`
-      (from ``replanner``), which ends the enclosing loop;
-    - ``plan``: it stores the parsed plan (the remaining steps) under ``Plan``; the loop
-      goes on with the executor.
+    - ``respond``: it sends the final answer as an assistant message whose content is the
+      ``response`` text (so it is the run's final message: ``RunResult.text``), then an
+      action-only event with a :class:`~agentkit.BreakLoopAction` (from ``replanner``),
+      which ends the enclosing loop;
+    - ``plan``: it sends (when not streaming) an assistant event whose content is the plan's
+      JSON, and stores the parsed plan (the remaining steps) under ``Plan``; the loop goes on
+      with the executor.
 
     Args:
         model: a ``ToolCallingChatModel``.
