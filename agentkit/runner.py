@@ -456,13 +456,6 @@ def _resume_state(checkpoint: Checkpoint, targets: Mapping[str, Any] | None) -> 
     return ResumeState(checkpoint.points, wanted)
 
 
-def _recorded_message(record: RecordedEvent) -> Message | None:
-    try:
-        return record.message()
-    except Exception:
-        return None  # a stream that broke: nothing of it is kept
-
-
 class _LeaseKeeper:
     """Refreshes a resume's lease while the resumed run lives; releases it at the end."""
 
@@ -632,13 +625,8 @@ class _RunnerSink:
     def _append_turn(self, held: AgentEvent | None) -> AgentEvent | None:
         """The run completed: append the turn to its conversation (an error event if that fails)."""
         assert self.turn is not None
-        said = [
-            message
-            for record in self.frame.log.visible()
-            if record.err is None and (message := _recorded_message(record)) is not None
-        ]
         try:
-            self.turn.complete(said)
+            self.turn.complete(self.frame.log.visible())
         except Exception as error:
             return AgentEvent(
                 agent_name=held.agent_name if held is not None else "",

@@ -9,6 +9,7 @@ completes, appends them.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -16,6 +17,9 @@ from agentkit._persist import persisted
 from agentkit.conversation.base import ConversationLock, ConversationStore, check_id
 from agentkit.conversation.trim import HistoryTrimmer
 from agentkit.schema import Message
+
+if TYPE_CHECKING:
+    from agentkit.runctx import RecordedEvent
 
 __all__ = ["ConversationTurn", "OpenTurn", "open_turn", "resume_turn"]
 
@@ -37,13 +41,25 @@ class OpenTurn:
     lock: ConversationLock
     turn: ConversationTurn
 
-    def complete(self, said: Sequence[Message]) -> None:
-        """Append the turn's new messages and what the agents ``said``."""
+    def complete(self, history: Sequence[RecordedEvent]) -> None:
+        """Append the turn's new messages and what the agents said (the run's ``history``)."""
+        said = [
+            message
+            for record in history
+            if record.err is None and (message := _message(record)) is not None
+        ]
         self.store.append(self.turn.conversation_id, [*self.turn.new_messages, *said])
 
     def release(self) -> None:
         """Give the conversation's lock back."""
         self.lock.release()
+
+
+def _message(record: RecordedEvent) -> Message | None:
+    try:
+        return record.message()
+    except Exception:
+        return None  # a stream that broke: nothing of it is kept
 
 
 def open_turn(
