@@ -338,3 +338,30 @@ def test_approval_decided_in_another_process(decision: str, answer: str, tmp_pat
     )
     assert second.returncode == 0, second.stderr
     assert second.stdout.strip() == answer
+
+
+def test_two_calls_in_one_reply_are_decided_separately() -> None:
+    ran: list[dict[str, Any]] = []
+    model = ScriptedChatModel(
+        [
+            calls_message(
+                call("pay", {"payee": "ACME", "amount": 1}, id="a"),
+                call("pay", {"payee": "Evil", "amount": 2}, id="b"),
+            ),
+            lambda messages: " | ".join(m.content for m in messages if m.role is Role.TOOL),
+        ]
+    )
+    runner = Runner(
+        ChatModelAgent("payer", "pays", model, tools=[make_pay(ran)]),
+        checkpoint_store=InMemoryCheckPointStore(),
+    )
+    result = runner.invoke("pay both", with_checkpoint_id("two"))
+    contexts = {c.info.call_id: c.id for c in result.interrupt.contexts}  # type: ignore[union-attr]
+    assert set(contexts) == {"a", "b"}
+    decisions = {contexts["a"]: Approve(), contexts["b"]: Reject(reason="unknown payee")}
+    resumed = runner.resume("two", targets=decisions).result()
+    assert ran == [{"payee": "ACME", "amount": 1}]
+    assert resumed.text == (
+        "paid 1 to ACME | The user rejected this call of pay; it was not run. "
+        "Reason: unknown payee"
+    )

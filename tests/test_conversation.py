@@ -29,6 +29,11 @@ from agentkit.models import OpenAIChatModel
 from agentkit.testing import ScriptedChatModel, call, calls_message
 from tests.openai_server import FakeOpenAIServer
 
+try:
+    from redis_server import redis_url  # session fixture
+except ImportError:  # tests/ is a package
+    from tests.redis_server import redis_url  # noqa: F401
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -287,3 +292,34 @@ def test_messages_are_stored_as_json_not_pickles(tmp_path: Path) -> None:
     [path] = tmp_path.glob("*.jsonl")
     text: Any = path.read_text("utf-8")
     assert '"role":"user"' in text and '"content":"hi"' in text
+
+
+class BrokenAppend(InMemoryConversationStore):
+    """A store whose appends fail (a full disk, a lost connection)."""
+
+    def append(self, conversation_id: str, messages: Any) -> None:
+        raise OSError("disk full")
+
+
+def test_a_turn_that_cannot_be_appended_ends_with_a_conversation_store_error() -> None:
+    from agentkit import ConversationStoreError
+
+    runner = Runner(
+        ChatModelAgent("bot", "d", ScriptedChatModel(["hi"])), conversation_store=BrokenAppend()
+    )
+    with pytest.raises(ConversationStoreError, match="could not be appended to conversation 'b'.*disk full"):
+        runner.invoke("hello", with_conversation_id("b"))
+    # the lock was given back
+    runner.conversation_store.lock("b").release()  # type: ignore[union-attr]
+
+
+def test_a_redis_conversation_through_the_runner(redis_url: str) -> None:
+    from agentkit.conversation import RedisConversationStore
+
+    with RedisConversationStore(redis_url, prefix="test:runner-conversation:") as store:
+        store.delete("r")
+        runner = Runner(ChatModelAgent("bot", "d", ScriptedChatModel(remembering)), conversation_store=store)
+        runner.invoke("one", with_conversation_id("r"))
+        assert runner.invoke("two", with_conversation_id("r")).text == "one / two"
+        assert len(store.load("r")) == 4
+        store.delete("r")
