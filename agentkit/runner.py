@@ -187,6 +187,20 @@ class Runner:
                 messages,
                 run_options.conversation_trim,
             )
+        try:
+            return self._start(messages, run_options, options, turn)
+        except BaseException:
+            if turn is not None:
+                turn.release()  # the run never started: nothing else gives the lock back
+            raise
+
+    def _start(
+        self,
+        messages: Sequence[Message],
+        run_options: RunOptions,
+        options: tuple[AgentRunOption, ...],
+        turn: OpenTurn | None,
+    ) -> RunIterator:
         root_input = AgentInput(messages=list(messages), enable_streaming=self.enable_streaming)
         scope = RunScope()
         if run_options.cancel_handle is not None:
@@ -209,18 +223,13 @@ class Runner:
             finally:
                 sink.finish()
 
-        try:
-            return start_worker(
-                work,
-                frame,
-                owns_scope=True,
-                outcome=outcome,
-                on_finish=None if turn is None else turn.release,
-            )
-        except BaseException:
-            if turn is not None:
-                turn.release()
-            raise
+        return start_worker(
+            work,
+            frame,
+            owns_scope=True,
+            outcome=outcome,
+            on_finish=None if turn is None else turn.release,
+        )
 
     def _conversation_store(self) -> ConversationStore:
         store = self.conversation_store
