@@ -343,6 +343,10 @@ class Runner:
                 "failed to load from checkpoint: failed to decode checkpoint: it holds a "
                 f"{type(checkpoint).__name__}, not an agentkit run"
             )
+        try:
+            checkpoint.conversation  # noqa: B018 (a probe)
+        except AttributeError:  # saved before checkpoints held conversation turns
+            checkpoint.conversation = None
         _validate(checkpoint, checkpoint_id)
         return checkpoint
 

@@ -323,3 +323,27 @@ def test_a_redis_conversation_through_the_runner(redis_url: str) -> None:
         assert runner.invoke("two", with_conversation_id("r")).text == "one / two"
         assert len(store.load("r")) == 4
         store.delete("r")
+
+
+def test_a_checkpoint_saved_before_checkpoints_held_conversations_still_resumes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from agentkit.runner import Checkpoint
+
+    original = Checkpoint.__getstate__
+
+    def old_format(self: Checkpoint) -> dict[str, Any]:
+        state = dict(original(self))  # type: ignore[call-overload]
+        del state["conversation"]
+        return state
+
+    model = ScriptedChatModel([calls_message(call("confirm", {"action": "x"}, id="k")), "done"])
+    runner = Runner(
+        ChatModelAgent("bot", "d", model, tools=[confirm]),
+        checkpoint_store=InMemoryCheckPointStore(),
+    )
+    monkeypatch.setattr(Checkpoint, "__getstate__", old_format)
+    paused = runner.invoke("go", with_checkpoint_id("old"))
+    monkeypatch.undo()
+    [context] = paused.interrupt.contexts  # type: ignore[union-attr]
+    assert runner.resume("old", targets={context.id: "ok"}).result().text == "done"
