@@ -172,7 +172,13 @@ class Runner:
         """Run the agent on ``messages`` in a worker thread; returns the event iterator at once.
 
         Closing the iterator (or leaving its ``with`` block) cancels the run. The iterator's
-        ``result()`` waits for the end and returns a :class:`~agentkit.RunResult`.
+        ``result()`` waits for the end and returns a :class:`~agentkit.RunResult`. With
+        ``with_conversation_id(id)`` the run is a turn of that conversation (see
+        :func:`~agentkit.with_conversation_id`).
+
+        Raises (at once, before a thread starts):
+            ValueError: a conversation id was given but the Runner has no conversation store.
+            ConversationBusyError: another turn of that conversation is running.
         """
         if isinstance(messages, (str, Message)):
             raise TypeError(
