@@ -161,7 +161,9 @@ def test_tool_mode_asks_with_a_final_answer_tool() -> None:
     result = Runner(agent_for(model, Weather, output_mode="tool")).invoke("Rome?")
     assert result.output == Weather("Rome", 25.0)
     assert [info.name for info in model.calls[0].tools] == ["final_answer"]
-    assert model.calls[0].options is None or "response_format" not in (model.calls[0].options.extra or {})
+    options = model.calls[0].options
+    assert options is not None and options.tool_choice == "required"
+    assert "response_format" not in (options.extra or {})
     sent = model.calls[1].messages
     assert sent[-2].role is Role.TOOL and sent[-2].tool_call_id == "f1"
     assert "'answer.celsius' is required" in sent[-1].content
@@ -215,3 +217,19 @@ def test_structured_agent_answers_as_an_agent_tool() -> None:
     )
     outer = ChatModelAgent("boss", "d", outer_model, tools=[AgentTool(inner)])
     assert json.loads(Runner(outer).invoke("go").text) == {"city": "Kyiv", "celsius": 4}
+
+
+def test_tool_mode_against_the_loopback_server() -> None:
+    from tests.openai_server import tool_call
+
+    def handler(request: dict[str, Any]) -> Reply:
+        assert request["tool_choice"] == "required"
+        assert [t["function"]["name"] for t in request["tools"]] == ["final_answer"]
+        assert "response_format" not in request
+        return Reply(tool_calls=[tool_call("final_answer", '{"city": "Turin", "celsius": 17}')])
+
+    with FakeOpenAIServer(handler) as server:
+        model = OpenAIChatModel("m", base_url=server.base_url, api_key="k")
+        agent = ChatModelAgent("a", "d", model, output_type=Weather, output_mode="tool")
+        assert Runner(agent).invoke("Turin?").output == Weather("Turin", 17.0)
+        assert Runner(agent, enable_streaming=True).invoke("Turin?").output == Weather("Turin", 17.0)

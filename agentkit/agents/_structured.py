@@ -9,7 +9,8 @@ function tools use), in one of two ways (``output_mode``):
   is the reply's text. Servers that implement structured outputs (OpenAI, vLLM, Ollama, ...)
   constrain the reply; others ignore the field, and the check below still applies.
 * ``"tool"``: the model is given one more tool, ``final_answer``, whose parameters are the
-  schema; calling it gives the answer. For servers without ``response_format``.
+  schema, and must call a tool (``tool_choice="required"``); calling ``final_answer`` gives
+  the answer. For servers without ``response_format`` (most support forced tool calls).
 
 A schema that is not an object (a list, an enum, a dict of values) is wrapped as
 ``{"value": ...}``, because structured-output APIs want an object at the top.
@@ -109,11 +110,16 @@ class StructuredOutput:
         )
 
     def model_options(self, options: ModelOptions | None) -> ModelOptions | None:
-        """The options of every model call: ``response_format`` added (the caller's win)."""
-        if self.mode != "response_format":
-            return options
+        """The options of every model call, the run's own winning over these.
+
+        ``response_format`` mode adds the ``response_format`` field; ``tool`` mode sets
+        ``tool_choice="required"``, so the model answers with a tool call, ``final_answer``
+        in the end, never with plain text.
+        """
         from agentkit.models.base import ModelOptions
 
+        if self.mode == "tool":
+            return ModelOptions(tool_choice="required").merge(options)
         response_format = {
             "type": "json_schema",
             "json_schema": {"name": self.name, "schema": self.schema, "strict": False},

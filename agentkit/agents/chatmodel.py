@@ -89,8 +89,8 @@ class ChatModelAgent(BuiltinAgent):
             it). Tools work as usual alongside. See :mod:`agentkit.agents._structured`.
         output_mode: how the model is asked: ``"response_format"`` (default; the OpenAI
             ``response_format`` json_schema field, sent with every model call) or ``"tool"``
-            (a ``final_answer`` tool whose arguments are the answer, for servers without
-            structured outputs).
+            (a ``final_answer`` tool whose arguments are the answer, with
+            ``tool_choice="required"``, for servers without structured outputs).
         max_output_corrections: how many times an invalid answer goes back to the model
             with what was wrong (default 2) before the run ends with
             :class:`~agentkit.OutputValidationError`.
