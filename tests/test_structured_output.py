@@ -231,5 +231,8 @@ def test_tool_mode_against_the_loopback_server() -> None:
     with FakeOpenAIServer(handler) as server:
         model = OpenAIChatModel("m", base_url=server.base_url, api_key="k")
         agent = ChatModelAgent("a", "d", model, output_type=Weather, output_mode="tool")
-        assert Runner(agent).invoke("Turin?").output == Weather("Turin", 17.0)
-        assert Runner(agent, enable_streaming=True).invoke("Turin?").output == Weather("Turin", 17.0)
+        plain = Runner(agent).invoke("Turin?")
+        streamed = Runner(agent, enable_streaming=True).invoke("Turin?")
+    for result in (plain, streamed):
+        assert result.output == Weather("Turin", 17.0)
+        assert json.loads(result.text) == {"city": "Turin", "celsius": 17}

@@ -165,8 +165,9 @@ class StructuredOutput:
 
         Valid: the answer message (in tool mode, the ``final_answer`` arguments as text,
         replacing the reply in ``messages``) and the event that delivers it with the typed
-        value (a whole reply waited for this check; a streamed one was delivered already and
-        is followed by an event with the value alone). Invalid: the reply is delivered as it
+        value (a whole reply waited for this check; a streamed answer was delivered already
+        and is followed by an event with the value alone; a streamed ``final_answer`` call is
+        followed by the answer message with the value). Invalid: the reply is delivered as it
         is and, with ``corrections`` left, the correction is appended to ``messages``.
         """
         answer = self.answer_of(reply)
@@ -185,7 +186,8 @@ class StructuredOutput:
             return Settled(None, None, problem, events)
         if reply.tool_calls:
             messages[-1] = answer
-        if streaming:
+        if streaming and not reply.tool_calls:
+            # the streamed reply was the answer: the value follows it alone
             event = AgentEvent(output=AgentOutput(customized_output=value))
         else:
             event = event_from_message(answer, None, Role.ASSISTANT)
