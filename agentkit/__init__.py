@@ -40,10 +40,13 @@ from agentkit.errors import (
     CheckpointConsumedError,
     CheckpointError,
     CheckpointNotFoundError,
+    ConversationBusyError,
+    ConversationStoreError,
     ExceedMaxIterationsError,
     IncompleteStreamError,
     InstructionFormatError,
     ModelError,
+    OutputValidationError,
     PermissionDeniedError,
     RateLimitError,
     ResumeError,
@@ -83,11 +86,13 @@ from agentkit.options import (
     get_impl_specific_options,
     with_chat_model_options,
     with_checkpoint_id,
+    with_conversation_id,
     with_session_values,
     with_skip_transfer_messages,
     with_tool_options,
     wrap_impl_specific_opt_fn,
 )
+from agentkit.results import RunResult
 from agentkit.runctx import (
     abort_on_cancel,
     add_session_value,
@@ -123,6 +128,7 @@ from agentkit.streams import (
     stream_from_iterator,
     stream_from_list,
 )
+from agentkit.tools.approval import ApprovalRequest, Approve, Reject, with_approval
 from agentkit.tools.base import BaseTool, InvokableTool, StreamableTool, ToolCallInfo
 from agentkit.tools.exit import ExitTool
 from agentkit.tools.function import tool
@@ -134,6 +140,10 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 __all__ = [
+    "ApprovalRequest",
+    "Approve",
+    "Reject",
+    "with_approval",
     "APIConnectionError",
     "APIStatusError",
     "APITimeoutError",
@@ -162,6 +172,8 @@ __all__ = [
     "CheckpointConsumedError",
     "CheckpointError",
     "CheckpointNotFoundError",
+    "ConversationBusyError",
+    "ConversationStoreError",
     "ExceedMaxIterationsError",
     "ExitTool",
     "FunctionCall",
@@ -180,6 +192,7 @@ __all__ = [
     "MessageVariant",
     "ModelCall",
     "ModelError",
+    "OutputValidationError",
     "ModelOptions",
     "OnSubAgents",
     "OpenAIChatModel",
@@ -191,6 +204,7 @@ __all__ = [
     "ResumeInfo",
     "Role",
     "RunStep",
+    "RunResult",
     "Runner",
     "ScriptedChatModel",
     "StreamEOF",
@@ -246,6 +260,7 @@ __all__ = [
     "with_cancel",
     "with_chat_model_options",
     "with_checkpoint_id",
+    "with_conversation_id",
     "with_session_values",
     "with_skip_transfer_messages",
     "with_tool_options",

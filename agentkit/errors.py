@@ -12,6 +12,9 @@ exception says the same thing, the agentkit error subclasses it too, so existing
     ├── InstructionFormatError (ValueError)
     ├── ResumeError
     ├── AgentCancelledError
+    ├── OutputValidationError (ValueError)
+    ├── ConversationBusyError
+    ├── ConversationStoreError
     ├── CheckpointError
     │   ├── CheckpointNotFoundError (KeyError)
     │   ├── CheckpointConsumedError
@@ -49,10 +52,13 @@ __all__ = [
     "CheckpointConsumedError",
     "CheckpointError",
     "CheckpointNotFoundError",
+    "ConversationBusyError",
+    "ConversationStoreError",
     "ExceedMaxIterationsError",
     "IncompleteStreamError",
     "InstructionFormatError",
     "ModelError",
+    "OutputValidationError",
     "PermissionDeniedError",
     "RateLimitError",
     "ResumeError",
@@ -107,6 +113,31 @@ def _max_iterations_text(max_iterations: int | None, agent_name: str) -> str:
         "answering. Raise the limit with ChatModelAgent(..., max_iterations=N), or look at the "
         "tool results in the events: a model that keeps retrying a failing tool never finishes"
     )
+
+
+class OutputValidationError(AgentKitError, ValueError):
+    """A ChatModelAgent's model did not give an answer matching its ``output_type``.
+
+    Raised after the corrections the agent allows (``max_output_corrections``).
+
+    Attributes:
+        agent_name: the agent whose answer was invalid.
+    """
+
+    def __init__(self, message: str, *, agent_name: str = "") -> None:
+        super().__init__(message)
+        self.agent_name = agent_name
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (str(self),), {"agent_name": self.agent_name})
+
+
+class ConversationBusyError(AgentKitError):
+    """Another turn of the same conversation is running (one writer per conversation)."""
+
+
+class ConversationStoreError(AgentKitError):
+    """A conversation store failed to load or append a conversation."""
 
 
 class TransferError(AgentKitError):

@@ -25,12 +25,14 @@ import attrs
 
 if TYPE_CHECKING:
     from agentkit.cancel import CancelHandle
+    from agentkit.conversation.trim import HistoryTrimmer
 
 __all__ = [
     "AgentRunOption",
     "get_impl_specific_options",
     "with_chat_model_options",
     "with_checkpoint_id",
+    "with_conversation_id",
     "with_session_values",
     "with_skip_transfer_messages",
     "with_tool_options",
@@ -106,6 +108,8 @@ class RunOptions:
     checkpoint_id: str | None = None
     skip_transfer_messages: bool = False
     cancel_handle: CancelHandle | None = None
+    conversation_id: str | None = None
+    conversation_trim: HistoryTrimmer | None = None
 
 
 @attrs.define
@@ -133,6 +137,33 @@ def with_checkpoint_id(checkpoint_id: str) -> AgentRunOption:
 
     def apply(options: RunOptions) -> None:
         options.checkpoint_id = checkpoint_id
+
+    return wrap_impl_specific_opt_fn(RunOptions, apply)
+
+
+def with_conversation_id(
+    conversation_id: str, *, trim: HistoryTrimmer | None = None
+) -> AgentRunOption:
+    """Make the run a turn of the conversation ``conversation_id`` (needs a conversation store).
+
+    The run's input is the stored history plus its messages; when the run completes, its
+    messages and what the agents said are appended to the conversation. An interrupted turn
+    is appended when its resumed run completes (the checkpoint remembers the conversation).
+    ``trim(history) -> history`` chooses what of the history the turn sees (see
+    ``agentkit.conversation.keep_last_turns`` / ``keep_within_tokens``); the stored
+    conversation keeps everything. One turn at a time per conversation: a second one raises
+    :class:`~agentkit.ConversationBusyError` from ``run``/``query``/``invoke``.
+    """
+    if not isinstance(conversation_id, str) or not conversation_id:
+        raise ValueError(
+            f"a conversation id must be a non-empty string (got {conversation_id!r})"
+        )
+    if trim is not None and not callable(trim):
+        raise TypeError(f"trim must be a function of the history (got {trim!r})")
+
+    def apply(options: RunOptions) -> None:
+        options.conversation_id = conversation_id
+        options.conversation_trim = trim
 
     return wrap_impl_specific_opt_fn(RunOptions, apply)
 

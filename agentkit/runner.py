@@ -31,22 +31,25 @@ from agentkit._persist import persisted
 from agentkit._points import ResumePoint, ResumeState, interrupt_contexts
 from agentkit.agents.flow import FlowAgent
 from agentkit.cancel import RunScope
+from agentkit.conversation._turn import ConversationTurn, OpenTurn, open_turn, resume_turn
 from agentkit.errors import (
     AgentCancelledError,
     AgentKitError,
     CheckpointConsumedError,
     CheckpointError,
     CheckpointNotFoundError,
+    ConversationStoreError,
 )
 from agentkit.events import Agent, AgentEvent, AgentInput, InterruptInfo, ResumeInfo
 from agentkit.options import AgentRunOption, RunOptions, get_impl_specific_options
+from agentkit.results import RunIterator, RunOutcome, RunResult
 from agentkit.runctx import EventLog, RecordedEvent, RunFrame, Session
 from agentkit.schema import Message, user_message
 from agentkit.worker import EventSink, start_worker
 
 if TYPE_CHECKING:
     from agentkit.checkpoint import CheckPointStore, Lease, PickleSerializer
-    from agentkit.iterators import AsyncIterator
+    from agentkit.conversation import ConversationStore
 
 __all__ = ["Runner"]
 
@@ -71,6 +74,7 @@ class Checkpoint:
     points: list[ResumePoint]
     interrupt_data: Any = None
     reason: str = "interrupted"
+    conversation: ConversationTurn | None = None  # the conversation turn the run belongs to
 
 
 @persisted("agentkit.ConsumedCheckpoint")
@@ -104,6 +108,8 @@ class Runner:
         lease_ttl: seconds a resume's exclusive claim on its checkpoint lasts; the Runner
             refreshes it while the resumed run lives, so this only bounds how long the
             checkpoint stays locked after the resuming process died.
+        conversation_store: where conversations live (see ``agentkit.conversation``); runs
+            given ``with_conversation_id(id)`` are turns of that conversation.
 
     The life of a checkpoint (saved on interrupt, cancel or failure; resumed exclusively;
     consumed once a resumed run completes) is described in :mod:`agentkit.runner`.
@@ -117,6 +123,7 @@ class Runner:
         checkpoint_store: CheckPointStore | None = None,
         serializer: PickleSerializer | None = None,
         lease_ttl: float = DEFAULT_LEASE_TTL,
+        conversation_store: ConversationStore | None = None,
     ) -> None:
         if isinstance(lease_ttl, bool) or not isinstance(lease_ttl, (int, float)) or lease_ttl <= 0:
             raise ValueError(f"lease_ttl must be a positive number of seconds (got {lease_ttl!r})")
@@ -125,6 +132,7 @@ class Runner:
         self.checkpoint_store = checkpoint_store
         self._serializer = serializer
         self.lease_ttl = float(lease_ttl)
+        self.conversation_store = conversation_store
 
     @property
     def agent(self) -> Agent:
@@ -141,22 +149,66 @@ class Runner:
             self._serializer = PickleSerializer()
         return self._serializer
 
-    def query(self, text: str, *options: AgentRunOption) -> AsyncIterator[AgentEvent]:
+    def invoke(self, query: str | Sequence[Message], *options: AgentRunOption) -> RunResult:
+        """Run the agent to its end and return the :class:`~agentkit.RunResult`.
+
+        ``query`` is a user message's text or a list of messages. The same as
+        ``run(...).result()``::
+
+            print(runner.invoke("What is 2 + 2?").text)
+
+        Raises:
+            Exception: the error a failed run ended with (see :meth:`RunIterator.result
+                <agentkit.results.RunIterator.result>`); an interrupted run returns normally,
+                with ``result.interrupt`` and ``result.checkpoint_id`` set.
+        """
+        if isinstance(query, str):
+            return self.query(query, *options).result()
+        return self.run(query, *options).result()
+
+    def query(self, text: str, *options: AgentRunOption) -> RunIterator:
         """Run the agent on one user message ``text``; see :meth:`run`."""
         return self.run([user_message(text)], *options)
 
-    def run(
-        self, messages: Sequence[Message], *options: AgentRunOption
-    ) -> AsyncIterator[AgentEvent]:
+    def run(self, messages: Sequence[Message], *options: AgentRunOption) -> RunIterator:
         """Run the agent on ``messages`` in a worker thread; returns the event iterator at once.
 
-        Closing the iterator (or leaving its ``with`` block) cancels the run.
+        Closing the iterator (or leaving its ``with`` block) cancels the run. The iterator's
+        ``result()`` waits for the end and returns a :class:`~agentkit.RunResult`. With
+        ``with_conversation_id(id)`` the run is a turn of that conversation (see
+        :func:`~agentkit.with_conversation_id`).
+
+        Raises (at once, before a thread starts):
+            ValueError: a conversation id was given but the Runner has no conversation store.
+            ConversationBusyError: another turn of that conversation is running.
         """
         if isinstance(messages, (str, Message)):
             raise TypeError(
                 "run() takes a list of messages; use query(text) for a single user message"
             )
         run_options = get_impl_specific_options(RunOptions(), *options)
+        turn: OpenTurn | None = None
+        if run_options.conversation_id is not None:
+            turn, messages = open_turn(
+                self._conversation_store(),
+                run_options.conversation_id,
+                messages,
+                run_options.conversation_trim,
+            )
+        try:
+            return self._start(messages, run_options, options, turn)
+        except BaseException:
+            if turn is not None:
+                turn.release()  # the run never started: nothing else gives the lock back
+            raise
+
+    def _start(
+        self,
+        messages: Sequence[Message],
+        run_options: RunOptions,
+        options: tuple[AgentRunOption, ...],
+        turn: OpenTurn | None,
+    ) -> RunIterator:
         root_input = AgentInput(messages=list(messages), enable_streaming=self.enable_streaming)
         scope = RunScope()
         if run_options.cancel_handle is not None:
@@ -168,22 +220,40 @@ class Runner:
             root_input=root_input,
         )
         agent = self._agent
+        outcome = RunOutcome()
 
         def work(generator: EventSink) -> None:
-            sink = _RunnerSink(generator, self, frame, run_options.checkpoint_id, resumed=False)
+            sink = _RunnerSink(
+                generator, self, frame, run_options.checkpoint_id, outcome, turn, resumed=False
+            )
             try:
                 agent._run_into(root_input, sink, options)
             finally:
                 sink.finish()
 
-        return start_worker(work, frame, owns_scope=True)
+        return start_worker(
+            work,
+            frame,
+            owns_scope=True,
+            outcome=outcome,
+            on_finish=None if turn is None else turn.release,
+        )
+
+    def _conversation_store(self) -> ConversationStore:
+        store = self.conversation_store
+        if store is None:
+            raise ValueError(
+                "the run has a conversation id but the Runner has no conversation store; "
+                "create the Runner with conversation_store=... (see agentkit.conversation)"
+            )
+        return store
 
     def resume(
         self,
         checkpoint_id: str,
         *options: AgentRunOption,
         targets: Mapping[str, Any] | None = None,
-    ) -> AsyncIterator[AgentEvent]:
+    ) -> RunIterator:
         """Continue the run saved under ``checkpoint_id``; returns the event iterator.
 
         ``targets`` maps interrupt ids (``InterruptContext.id``) to resume data; without
@@ -208,6 +278,7 @@ class Runner:
         from agentkit.checkpoint import lease_for
 
         lease = lease_for(store, checkpoint_id, self.lease_ttl)
+        turn: OpenTurn | None = None
         try:
             checkpoint = self._load(store, checkpoint_id)
             resume_state = _resume_state(checkpoint, targets)
@@ -230,20 +301,32 @@ class Runner:
                 enable_streaming=checkpoint.enable_streaming,
                 interrupt_info=InterruptInfo(data=checkpoint.interrupt_data),
             )
+            if checkpoint.conversation is not None:
+                turn = resume_turn(self._conversation_store(), checkpoint.conversation)
             keeper = _LeaseKeeper(lease)
         except BaseException:
+            if turn is not None:
+                turn.release()
             lease.release()
             raise
         agent = self._agent
+        outcome = RunOutcome()
 
         def work(generator: EventSink) -> None:
-            sink = _RunnerSink(generator, self, frame, checkpoint_id, resumed=True)
+            sink = _RunnerSink(generator, self, frame, checkpoint_id, outcome, turn, resumed=True)
             try:
                 agent._resume_into(info, sink, options)
             finally:
                 sink.finish()
 
-        return start_worker(work, frame, owns_scope=True, on_finish=keeper.stop)
+        def finish() -> None:
+            try:
+                keeper.stop()
+            finally:
+                if turn is not None:
+                    turn.release()
+
+        return start_worker(work, frame, owns_scope=True, on_finish=finish, outcome=outcome)
 
     def _load(self, store: CheckPointStore, checkpoint_id: str) -> Checkpoint:
         try:
@@ -270,6 +353,10 @@ class Runner:
                 "failed to load from checkpoint: failed to decode checkpoint: it holds a "
                 f"{type(checkpoint).__name__}, not an agentkit run"
             )
+        try:
+            checkpoint.conversation  # noqa: B018 (a probe)
+        except AttributeError:  # saved before checkpoints held conversation turns
+            checkpoint.conversation = None
         _validate(checkpoint, checkpoint_id)
         return checkpoint
 
@@ -299,7 +386,12 @@ class Runner:
             ) from error
 
     def _checkpoint(
-        self, frame: RunFrame, points: list[ResumePoint], data: Any, reason: str
+        self,
+        frame: RunFrame,
+        points: list[ResumePoint],
+        data: Any,
+        reason: str,
+        turn: OpenTurn | None = None,
     ) -> Checkpoint:
         root_input = frame.root_input or AgentInput()
         return Checkpoint(
@@ -312,6 +404,7 @@ class Runner:
             points=points,
             interrupt_data=data,
             reason=reason,
+            conversation=None if turn is None else turn.turn,
         )
 
 
@@ -438,8 +531,10 @@ class _RunnerSink:
         "frame",
         "held",
         "interrupted",
+        "outcome",
         "resumed",
         "runner",
+        "turn",
     )
 
     def __init__(
@@ -448,9 +543,13 @@ class _RunnerSink:
         runner: Runner,
         frame: RunFrame,
         checkpoint_id: str | None,
+        outcome: RunOutcome,
+        turn: OpenTurn | None,
         *,
         resumed: bool,
     ) -> None:
+        self.outcome = outcome
+        self.turn = turn
         self.downstream = downstream
         self.runner = runner
         self.frame = frame
@@ -503,7 +602,9 @@ class _RunnerSink:
         )
         if self.checkpoint_id is not None:
             try:
-                checkpoint = self.runner._checkpoint(self.frame, points, data, "interrupted")
+                checkpoint = self.runner._checkpoint(
+                    self.frame, points, data, "interrupted", self.turn
+                )
                 self.runner._save(self.checkpoint_id, checkpoint)
             except CheckpointError as error:
                 # Nothing can be resumed: the failure is the run's last event.
@@ -512,6 +613,7 @@ class _RunnerSink:
                     AgentEvent(agent_name=item.agent_name, run_path=item.run_path, err=error)
                 )
                 return False
+            self.outcome.checkpoint_id = self.checkpoint_id
             _log.info("agentkit: run interrupted; checkpoint %r saved", self.checkpoint_id)
         self.ended = True
         return self.downstream.send(event)
@@ -538,10 +640,28 @@ class _RunnerSink:
                     run_path=held.run_path if held is not None else [],
                     err=error,
                 )
+        if failure is None and not self.error_seen and self.turn is not None:
+            failure = self._append_turn(held)
         if held is not None:
             self.downstream.send(held)
         if failure is not None:
             self.downstream.send(failure)
+
+    def _append_turn(self, held: AgentEvent | None) -> AgentEvent | None:
+        """The run completed: append the turn to its conversation (an error event if that fails)."""
+        assert self.turn is not None
+        try:
+            self.turn.complete(self.frame.log.visible())
+        except Exception as error:
+            return AgentEvent(
+                agent_name=held.agent_name if held is not None else "",
+                run_path=held.run_path if held is not None else [],
+                err=ConversationStoreError(
+                    f"the turn completed but could not be appended to conversation "
+                    f"{self.turn.turn.conversation_id!r}: {type(error).__name__}: {error}"
+                ),
+            )
+        return None
 
     def _save_stopped(self, checkpoint_id: str, held: AgentEvent | None) -> None:
         """Save the checkpoint of a cancelled or failed run (if anything can be resumed)."""
@@ -550,8 +670,9 @@ class _RunnerSink:
             return
         cancelled = held is not None and isinstance(held.err, AgentCancelledError)
         reason = "cancelled" if cancelled else "failed"
-        checkpoint = self.runner._checkpoint(self.frame, points, None, reason)
+        checkpoint = self.runner._checkpoint(self.frame, points, None, reason, self.turn)
         self.runner._save(checkpoint_id, checkpoint)
+        self.outcome.checkpoint_id = checkpoint_id
         _log.info("agentkit: run %s; checkpoint %r saved", reason, checkpoint_id)
         if held is not None and held.err is not None and hasattr(held.err, "add_note"):
             held.err.add_note(

@@ -19,8 +19,9 @@ from agentkit._points import Journal, interrupt_contexts
 from agentkit.cancel import CancelMode, RunScope
 from agentkit.errors import ResumeError
 from agentkit.events import Agent, AgentEvent, AgentInput, InterruptInfo, ResumeInfo
-from agentkit.iterators import AsyncIterator, _attach_producer, new_async_iterator_pair
+from agentkit.iterators import AsyncGenerator, _attach_producer, _Pair
 from agentkit.options import AgentRunOption
+from agentkit.results import RunIterator, RunOutcome
 from agentkit.runctx import EventLog, RunFrame, current_frame, use_frame
 
 __all__ = ["BuiltinAgent", "EventSink", "run_in_worker"]
@@ -32,8 +33,10 @@ class EventSink(Protocol):
     def send(self, item: AgentEvent) -> bool: ...
 
 
-def run_in_worker(work: Callable[[Any], None]) -> AsyncIterator[AgentEvent]:
+def run_in_worker(work: Callable[[Any], None]) -> RunIterator:
     """Run ``work(generator)`` in a new thread and return the iterator of what it sends.
+
+    The iterator is a :class:`~agentkit.results.RunIterator`: ``result()`` waits for the end.
 
     The thread runs with the caller's run context (session values, run path, interrupt
     address). An exception raised by ``work`` becomes a final event whose ``err`` is that
@@ -87,7 +90,8 @@ def start_worker(
     owns_scope: bool,
     on_finish: Callable[[], object] | None = None,
     fill_interrupts: bool = False,
-) -> AsyncIterator[AgentEvent]:
+    outcome: RunOutcome | None = None,
+) -> RunIterator:
     """Start the worker thread of :func:`run_in_worker` in ``frame`` (framework-internal).
 
     The worker that owns the run's scope releases it (joins the tool pool) before closing
@@ -95,10 +99,15 @@ def start_worker(
     run. Closing the iterator of a scope-owning worker cancels the run. The generator of a
     worker inside a run (a custom agent run by a built-in one) refuses events once the run is
     being cancelled. With ``fill_interrupts`` (a run without a Runner) interrupt events get
-    their contexts here.
+    their contexts here. ``outcome`` is filled by the Runner for :meth:`RunIterator.result`.
     """
-    iterator: AsyncIterator[AgentEvent]
-    iterator, generator = new_async_iterator_pair()
+    if outcome is None:
+        outcome = RunOutcome()
+    if outcome.session_values is None and frame.session is not None:
+        outcome.session_values = frame.session.snapshot
+    pair = _Pair()
+    iterator = RunIterator(pair, outcome)
+    generator: AsyncGenerator[AgentEvent] = AsyncGenerator(pair)
     context = contextvars.copy_context()
     scope = frame.scope
     sink: EventSink = generator
@@ -167,13 +176,13 @@ class BuiltinAgent(abc.ABC):
         """The agent whose ``_run_into``/``_resume_into`` a bare ``run()`` calls."""
         return self
 
-    def run(self, input: AgentInput, *options: AgentRunOption) -> AsyncIterator[AgentEvent]:
+    def run(self, input: AgentInput, *options: AgentRunOption) -> RunIterator:
         """Run the agent in a worker thread; returns the event iterator at once."""
         self._prepare()
         entry = self._entry()
         return run_in_worker(lambda sink: entry._run_into(input, sink, options))
 
-    def resume(self, info: ResumeInfo, *options: AgentRunOption) -> AsyncIterator[AgentEvent]:
+    def resume(self, info: ResumeInfo, *options: AgentRunOption) -> RunIterator:
         """Resume the agent inside a run restored by the Runner; returns the event iterator."""
         self._prepare()
         entry = self._entry()

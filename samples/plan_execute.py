@@ -277,17 +277,13 @@ def build_agent() -> SequentialAgent:
 
 
 def final_response(events: Sequence[AgentEvent]) -> str | None:
-    """The replanner's final answer (the ``respond`` tool's ``response``), if it gave one."""
+    """The final answer: the run's last message, when the replanner responded (ended the loop)."""
+    if not any(e.action is not None and e.action.break_loop is not None for e in events):
+        return None
     for event in reversed(events):
-        if event.agent_name != "replanner" or event.output is None:
-            continue
-        message = event.get_message()
-        try:
-            data = json.loads(message.content) if message is not None else None
-        except ValueError:
-            return None
-        response = data.get("response") if isinstance(data, dict) else None
-        return response if isinstance(response, str) else None
+        message = event.get_message() if event.output is not None else None
+        if message is not None:
+            return message.content if event.agent_name == "replanner" else None
     return None
 
 

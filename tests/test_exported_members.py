@@ -37,6 +37,9 @@ DOCUMENTED = {
     "Runner", "interrupt", "get_interrupt_state", "interrupt_event", "send_tool_gen_action",
     "CancelHandle", "CancelMode", "with_cancel", "check_cancelled", "abort_on_cancel",
     "cancellable_sleep",
+    # 14. wave-3 additions
+    "RunResult", "ApprovalRequest", "Approve", "Reject", "with_approval", "OutputValidationError",
+    "ConversationBusyError", "ConversationStoreError", "with_conversation_id",
     # 8. models (also in agentkit.models)
     "ChatModel", "ToolCallingChatModel", "ModelOptions", "OpenAIChatModel", "ScriptedChatModel",
     "ModelCall",

@@ -110,8 +110,16 @@ FULL_RUN = [
     ("replanner", [*LOOP, "executor", "replanner"], "assistant", '{"steps": ["step B"]}', None),
     ("executor", [*LOOP, "executor", "replanner", "executor"], "assistant", "result B", None),
     ("replanner", [*LOOP, "executor", "replanner", "executor", "replanner"], "assistant",
-     '{"response": "all good"}', None),
+     "all good", None),
     ("replanner", [*LOOP, "executor", "replanner", "executor", "replanner"], "", "", "break_loop"),
+]
+
+# Streamed, the respond call's JSON arguments are shown as they come, then the answer.
+STREAMED_RUN = [
+    *FULL_RUN[:4],
+    ("replanner", [*LOOP, "executor", "replanner", "executor", "replanner"], "assistant",
+     '{"response": "all good"}', None),
+    *FULL_RUN[4:],
 ]
 
 
@@ -267,11 +275,18 @@ def test_agent_names_and_descriptions() -> None:
 def test_streaming_run_streams_every_output_with_the_same_content() -> None:
     models = standard_models()
     events = run(build(models), streaming=True)
-    assert [summarize(e) for e in events] == FULL_RUN
-    outputs = [e for e in events if e.output is not None]
+    assert [summarize(e) for e in events] == STREAMED_RUN
+    outputs = [e for e in events if e.output is not None][:-1]
     assert all(e.output.message_output.is_streaming for e in outputs)  # type: ignore[union-attr]
     assert all(c.streaming for m in attrs.astuple(models, recurse=False) for c in m.calls)
     assert events[-1].action.break_loop.current_iterations == 1  # type: ignore[union-attr]
+
+
+def test_the_final_answer_is_the_runs_final_message() -> None:
+    result = Runner(build(standard_models())).invoke("do the thing")
+    assert result.text == "all good"
+    streamed = Runner(build(standard_models()), enable_streaming=True).invoke("do the thing")
+    assert streamed.text == "all good"
 
 
 def test_streamed_plan_arrives_in_several_chunks_of_the_tool_arguments() -> None:
@@ -614,7 +629,7 @@ def test_executor_tool_interrupt_resumes_and_the_plan_goes_on() -> None:
         ("replanner", [*LOOP, "executor", "replanner"], "assistant", '{"steps": ["summarize"]}', None),
         ("executor", [*LOOP, "executor", "replanner", "executor"], "assistant", "Summary: hotel booked.", None),
         ("replanner", [*LOOP, "executor", "replanner", "executor", "replanner"], "assistant",
-         '{"response": "Your hotel is booked."}', None),
+         "Your hotel is booked.", None),
         ("replanner", [*LOOP, "executor", "replanner", "executor", "replanner"], "", "", "break_loop"),
     ]
     # Session values survived the checkpoint: the replanner saw the user input and the steps.

@@ -98,6 +98,10 @@ class PlainPoint:
     x: int
 
 
+class BarePoint:
+    x: int
+
+
 def schema_of(annotation: Any, **extra: Any) -> dict[str, Any]:
     """The schema inferred for a single parameter ``x`` of the given annotation."""
 
@@ -573,7 +577,11 @@ def test_function_without_parameters_has_an_empty_object_schema() -> None:
         (Literal[b"x"], "the Literal value b'x' is not a JSON string, number, boolean or null"),
         (threading.Thread, "Thread has no JSON form"),
         (Optional[complex], "complex has no JSON form"),  # noqa: UP045
-        (PlainPoint, "PlainPoint has no JSON form (a class must be an attrs class or an Enum)"),
+        (
+            BarePoint,
+            "BarePoint has no JSON form (a class must be an attrs class, a dataclass, a "
+            "TypedDict or an Enum)",
+        ),
     ],
 )
 def test_unsupported_annotations_are_refused_at_decoration(annotation: Any, message: str) -> None:

@@ -17,10 +17,16 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from agentkit._points import PointResume
+from agentkit.agents._structured import StructuredOutput
 from agentkit.agents._tool_errors import ToolErrorPolicy
 from agentkit.cancel import CancelMode, Point
 from agentkit.errors import AgentCancelledError, ExceedMaxIterationsError
-from agentkit.events import AgentAction, AgentEvent, InterruptInfo, event_from_message
+from agentkit.events import (
+    AgentAction,
+    AgentEvent,
+    InterruptInfo,
+    event_from_message,
+)
 from agentkit.interrupt import InterruptSignal, ToolRoundState
 from agentkit.options import AgentRunOption, ChatModelAgentOptions, get_impl_specific_options
 from agentkit.runctx import RunFrame, ToolCallFrame, use_frame
@@ -48,6 +54,7 @@ class ReactConfig:
     max_iterations: int
     emit_internal_events: bool
     tool_policy: ToolErrorPolicy
+    structured: StructuredOutput | None = None
 
 
 @attrs.define(eq=False)
@@ -63,6 +70,7 @@ class ReactRun:
 
     __slots__ = (
         "config",
+        "corrections",
         "frame",
         "model_options",
         "model_pending",
@@ -71,6 +79,7 @@ class ReactRun:
         "sink",
         "streaming",
         "tool_options",
+        "typed_output",
     )
 
     def __init__(
@@ -88,6 +97,12 @@ class ReactRun:
         self.streaming = streaming
         agent_options = get_impl_specific_options(ChatModelAgentOptions(), *options)
         self.model_options = _model_options(agent_options.model_options)
+        # --- structured output (see _structured.py) ---
+        self.corrections = 0
+        self.typed_output: tuple[Any] | None = None  # (value,) once a valid answer was given
+        if config.structured is not None:
+            self.model_options = config.structured.model_options(self.model_options)
+            self.corrections = config.structured.max_corrections
         self.tool_options = agent_options.tool_options
         self.round: ToolRoundState | None = None  # the tool round in progress
         self.model_pending = False  # a model call is in progress
@@ -128,20 +143,31 @@ class ReactRun:
             self.round = None
             if final is None:
                 scope.check(Point.AFTER_TOOL_CALLS)
+        structured = self.config.structured
         while final is None:
             scope.check()
             if not self.config.tools:
                 self.model_pending = True
-                final = self.call_model(state.messages)
-                break
+                final = self.call_model(state.messages, emit=structured is None)
+                self.model_pending = False
+                if structured is not None:
+                    state.messages.append(final)
+                    final = self._structured_answer(final, state)
+                continue
             if state.remaining <= 0:
                 raise ExceedMaxIterationsError(
                     max_iterations=self.config.max_iterations, agent_name=self.config.name
                 )
             state.remaining -= 1
             self.model_pending = True
-            reply = self.call_model(state.messages)
+            reply = self.call_model(state.messages, emit=structured is None)
             self.model_pending = False
+            if structured is not None and structured.answer_of(reply) is not None:
+                state.messages.append(reply)
+                final = self._structured_answer(reply, state)
+                continue
+            if structured is not None:
+                self._emit_reply(reply)
             state.messages.append(reply)
             if not reply.tool_calls:
                 final = reply
@@ -159,9 +185,37 @@ class ReactRun:
                 scope.check(Point.AFTER_TOOL_CALLS)
         output_key = self.config.output_key
         if output_key is not None and self.frame.session is not None:
-            self.frame.session.set(output_key, final.content)
+            typed = self.typed_output
+            # With output_type, the key holds the typed value (the text otherwise).
+            self.frame.session.set(output_key, final.content if typed is None else typed[0])
 
-    def call_model(self, messages: list[Message]) -> Message:
+    # --- structured output (see _structured.py) ---
+
+    def _structured_answer(self, reply: Message, state: ReactState) -> Message | None:
+        """Check the answer ``reply`` gives: deliver it typed, or ask the model to correct it.
+
+        Returns the final message, or ``None`` when a correction was sent (the loop goes on).
+        """
+        structured = self.config.structured
+        assert structured is not None
+        settled = structured.settle(reply, state.messages, self.streaming, self.corrections)
+        for event in settled.events:
+            self.emit(event)
+        if settled.answer is None:
+            if self.corrections <= 0:
+                raise structured.give_up(self.config.name, settled.problem)
+            self.corrections -= 1
+            return None
+        self.typed_output = (settled.value,)
+        return settled.answer
+
+    def _emit_reply(self, reply: Message) -> None:
+        """Deliver a reply whose delivery waited for the structured-output check."""
+        if not self.streaming:
+            self.emit(event_from_message(reply, None, Role.ASSISTANT))
+
+    def call_model(self, messages: list[Message], emit: bool = True) -> Message:
+        """Call the model; deliver its reply (streams always, whole replies if ``emit``)."""
         model = self.config.model
         scope = self.scope
         if not self.streaming:
@@ -170,7 +224,8 @@ class ReactRun:
                 # Cancelled while the model was answering: the answer is not delivered, and
                 # a resumed run makes the call again.
                 scope.check()
-            self.emit(event_from_message(reply, None, Role.ASSISTANT))
+            if emit:
+                self.emit(event_from_message(reply, None, Role.ASSISTANT))
             return reply
         stream: StreamReader[Message] = model.stream(list(messages), self.model_options)
         scope.open(stream)

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from agentkit.agents._react import ReactConfig, ReactRun, ReactState
+from agentkit.agents._structured import OUTPUT_TOOL_NAME, StructuredOutput
 from agentkit.agents._tool_errors import ToolErrorPolicy, ToolExceptionHandler
 from agentkit.errors import (
     AgentConfigError,
@@ -81,6 +82,18 @@ class ChatModelAgent(BuiltinAgent):
             reach it.
         max_tool_result_chars: longer tool results are cut to this many characters, with a
             note to the model and a warning on the ``agentkit`` logger (``None``: no limit).
+        output_type: the type of the answer (an attrs class, dataclass, TypedDict, Enum, or
+            ``list[...]``/``dict[str, ...]`` of those): the model is asked for JSON matching
+            its schema, the reply is checked and converted, and the typed value is the final
+            event's ``output.customized_output`` (``RunResult.output``; ``output_key`` stores
+            it). Tools work as usual alongside. See :mod:`agentkit.agents._structured`.
+        output_mode: how the model is asked: ``"response_format"`` (default; the OpenAI
+            ``response_format`` json_schema field, sent with every model call) or ``"tool"``
+            (a ``final_answer`` tool whose arguments are the answer, with
+            ``tool_choice="required"``, for servers without structured outputs).
+        max_output_corrections: how many times an invalid answer goes back to the model
+            with what was wrong (default 2) before the run ends with
+            :class:`~agentkit.OutputValidationError`.
 
     The agent is configured once: its first run freezes it (sub-agents can no longer be
     set). A frozen agent holds no per-run state, so one instance can serve many runs from
@@ -104,6 +117,9 @@ class ChatModelAgent(BuiltinAgent):
         recover_tool_errors: bool = True,
         tool_exception_handler: ToolExceptionHandler | None = None,
         max_tool_result_chars: int | None = 100_000,
+        output_type: Any = None,
+        output_mode: str = "response_format",
+        max_output_corrections: int = 2,
     ) -> None:
         if model is None:
             raise AgentConfigError("agent 'Model' is required")
@@ -118,6 +134,11 @@ class ChatModelAgent(BuiltinAgent):
                 f"return_directly takes tool names, not one string (got {return_directly!r}); "
                 f"write return_directly=[{return_directly!r}]"
             )
+        self._structured = (
+            None
+            if output_type is None
+            else StructuredOutput.of(output_type, output_mode, max_output_corrections, name)
+        )
         self._tool_policy = ToolErrorPolicy.checked(
             recover_tool_errors, tool_exception_handler, max_tool_result_chars
         )
@@ -225,6 +246,14 @@ class ChatModelAgent(BuiltinAgent):
                 )
             by_name[info.name] = item
             infos.append(info)
+        structured = self._structured
+        if structured is not None and structured.mode == "tool":
+            if OUTPUT_TOOL_NAME in by_name:
+                raise AgentConfigError(
+                    f"agent {self._name!r} has a tool named {OUTPUT_TOOL_NAME!r}, the name of "
+                    "the structured-output tool of output_mode='tool'; rename the tool"
+                )
+            infos.append(structured.tool_info())
         model: Any = self._model
         if infos:
             with_tools = getattr(model, "with_tools", None)
@@ -244,6 +273,7 @@ class ChatModelAgent(BuiltinAgent):
             max_iterations=self.max_iterations,
             emit_internal_events=self.emit_internal_events,
             tool_policy=self._tool_policy,
+            structured=self._structured,
         )
 
     # --- running ---

@@ -8,8 +8,8 @@ Three agents share the work through session values:
   plan's first step and stores its answer under ``ExecutedStep``;
 - the **replanner** appends ``(step, result)`` to ``ExecutedSteps`` and makes a forced
   choice: the ``plan`` tool with the steps still to do (the loop goes on with a new
-  ``Plan``), or the ``respond`` tool with the final answer (it sends a
-  :class:`~agentkit.BreakLoopAction`, which ends the loop).
+  ``Plan``), or the ``respond`` tool with the final answer (it sends the answer's text as
+  the run's final message, then a :class:`~agentkit.BreakLoopAction`, which ends the loop).
 
 :func:`new` wires them as ``SequentialAgent("plan_execute_replan", [planner,
 LoopAgent("execute_replan", [executor, replanner])])``::
@@ -452,6 +452,25 @@ def _parse_plan(plan_type: type[PlanLike], text: str) -> PlanLike:
         raise PlanExecuteError(f"unmarshal plan error: {error}") from error
 
 
+def _response_text(arguments: str) -> str:
+    """The answer in the respond tool's arguments: ``response``, else the only string value.
+
+    Arguments that are not such an object are the answer as they are.
+    """
+    try:
+        data = json.loads(arguments)
+    except (ValueError, RecursionError):
+        return arguments
+    if isinstance(data, dict):
+        response = data.get("response")
+        if isinstance(response, str):
+            return response
+        texts = [value for value in data.values() if isinstance(value, str)]
+        if len(texts) == 1:
+            return texts[0]
+    return arguments
+
+
 def _output(reply: Message, content: str) -> Message:
     return Message(Role.ASSISTANT, content, response_meta=reply.response_meta)
 
@@ -624,12 +643,16 @@ class _Replanner(_OneCallAgent):
         name = call.function.name
         if name not in (self._respond_tool.name, self._plan_tool.name):
             raise PlanExecuteError(f"unexpected tool call: {name}")
+        if name == self._respond_tool.name:
+            # The final answer is the run's last message, as text (a streamed reply showed
+            # the tool call's JSON arguments as they came; the answer follows them).
+            answer = _output(reply, _response_text(call.function.arguments))
+            self._emit(sink, event_from_message(answer, None, Role.ASSISTANT))
+            self._emit(sink, AgentEvent(action=new_break_loop_action(self.name)))
+            return
         if not streaming:
             output = _output(reply, call.function.arguments)
             self._emit(sink, event_from_message(output, None, Role.ASSISTANT))
-        if name == self._respond_tool.name:
-            self._emit(sink, AgentEvent(action=new_break_loop_action(self.name)))
-            return
         _store(PLAN_SESSION_KEY, _parse_plan(self._plan_type, call.function.arguments))
 
 
@@ -716,13 +739,16 @@ def new_replanner(
 
     It appends ``ExecutedStep(plan.first_step(), <executor's answer>)`` to
     ``ExecutedSteps``, then calls ``model`` once with both tools and
-    ``tool_choice="required"``, and sends an assistant event whose content is the tool
-    call's JSON arguments (streamed when the run streams). Then:
+    ``tool_choice="required"``; a streaming run shows the tool call's JSON arguments as they
+    come (an assistant event). Then:
 
-    - ``respond``: it sends an action-only event with a :class:`~agentkit.BreakLoopAction`
-      (from ``replanner``), which ends the enclosing loop;
-    - ``plan``: it stores the parsed plan (the remaining steps) under ``Plan``; the loop
-      goes on with the executor.
+    - ``respond``: it sends the final answer as an assistant message whose content is the
+      ``response`` text (so it is the run's final message: ``RunResult.text``), then an
+      action-only event with a :class:`~agentkit.BreakLoopAction` (from ``replanner``),
+      which ends the enclosing loop;
+    - ``plan``: it sends (when not streaming) an assistant event whose content is the plan's
+      JSON, and stores the parsed plan (the remaining steps) under ``Plan``; the loop goes on
+      with the executor.
 
     Args:
         model: a ``ToolCallingChatModel``.

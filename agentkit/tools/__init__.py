@@ -6,16 +6,21 @@ this package is imported.
 
 from __future__ import annotations
 
+from agentkit.tools.approval import ApprovalRequest, Approve, Reject, with_approval
 from agentkit.tools.base import BaseTool, InvokableTool, StreamableTool, ToolCallInfo, as_tool
 from agentkit.tools.function import FunctionTool, StreamingFunctionTool, tool
 
 __all__ = [
+    "ApprovalRequest",
+    "Approve",
     "BaseTool",
     "FunctionTool",
     "InvokableTool",
+    "Reject",
     "StreamableTool",
     "StreamingFunctionTool",
     "ToolCallInfo",
     "as_tool",
     "tool",
+    "with_approval",
 ]

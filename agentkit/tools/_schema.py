@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import collections.abc
 import copy
+import dataclasses
 import enum
 import inspect
 import json
@@ -164,6 +165,8 @@ def schema_of(
         return {"anyOf": [schema_of(member, localns, seen) for member in args]}
     if is_attrs(tp):
         return _attrs_schema(tp, localns, seen)
+    if is_class(tp) and (dataclasses.is_dataclass(tp) or typing.is_typeddict(tp)):
+        return _record_schema(tp, localns, seen)
     if is_array(tp):
         fixed = fixed_tuple_args(tp)
         if fixed is not None:
@@ -203,7 +206,7 @@ def schema_of(
         return schema
     hint = ""
     if is_class(tp) and tp.__module__ != "builtins":
-        hint = " (a class must be an attrs class or an Enum)"
+        hint = " (a class must be an attrs class, a dataclass, a TypedDict or an Enum)"
     raise Unsupported(f"{type_name(tp)} has no JSON form{hint}")
 
 
@@ -265,6 +268,54 @@ def _attrs_schema(
     return schema
 
 
+def _record_schema(
+    cls: type, localns: Mapping[str, Any] | None, seen: tuple[type, ...]
+) -> dict[str, Any]:
+    """The schema of a dataclass or a TypedDict (an object with its fields)."""
+    if cls in seen:
+        raise Unsupported(f"{cls.__qualname__} refers to itself; recursive types have no schema")
+    try:
+        hints = typing.get_type_hints(
+            cls, localns=dict(localns) if localns else None, include_extras=True
+        )
+    except Exception as error:
+        raise Unsupported(
+            f"the annotations of {cls.__qualname__} cannot be resolved "
+            f"({type(error).__name__}: {error})"
+        ) from None
+    summary, field_docs = parse_docstring(inspect.getdoc(cls) if cls.__doc__ else None)
+    required: list[str] = []
+    if dataclasses.is_dataclass(cls):
+        fields = [
+            (field.name, field.default is dataclasses.MISSING
+             and field.default_factory is dataclasses.MISSING, field.default)
+            for field in dataclasses.fields(cls)
+            if field.init
+        ]
+    else:
+        required_keys = getattr(cls, "__required_keys__", frozenset(hints))
+        fields = [(name, name in required_keys, dataclasses.MISSING) for name in hints]
+    properties: dict[str, Any] = {}
+    for name, is_required, default in fields:
+        field_type = hints.get(name, Any)
+        try:
+            schema = schema_of(field_type, localns, (*seen, cls))
+        except Unsupported as exc:
+            raise Unsupported(f"in {cls.__qualname__}.{name}: {exc}") from None
+        describe_property(schema, field_type, field_docs.get(name))
+        if is_required:
+            required.append(name)
+        elif default is not dataclasses.MISSING:
+            record_default(schema, default)
+        properties[name] = schema
+    schema = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = required
+    if summary and not summary.startswith(f"{cls.__name__}("):  # a dataclass's generated doc
+        schema["description"] = summary
+    return schema
+
+
 def _resolve_attrs_types(cls: type, localns: Mapping[str, Any] | None) -> None:
     try:
         attrs.resolve_types(cls)
@@ -321,6 +372,8 @@ def to_json(value: Any) -> Any:
         return value.value
     if attrs.has(type(value)):
         return attrs.asdict(value, recurse=False)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {field.name: getattr(value, field.name) for field in dataclasses.fields(value)}
     if isinstance(value, (set, frozenset)):
         return list(value)
     raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")

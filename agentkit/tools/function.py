@@ -36,7 +36,7 @@ no annotation, ``Any``                      anything (``{}``)
                                             number keeps its kind in ``int | float``
 ``Literal[...]``                            one of the values (``enum``)
 ``Enum`` subclass                           one of the members' values (``enum``)
-attrs class                                 object with the class's fields (defaults kept)
+attrs class, dataclass, ``TypedDict``       object with the class's fields (defaults kept)
 ``Annotated[X, "text"]``                    as ``X``, described by ``"text"``
 ``NewType("N", X)``                         as ``X``
 ==========================================  =============================================
@@ -78,6 +78,14 @@ from agentkit.tools._schema import (
     to_json,
     type_name,
 )
+from agentkit.tools.approval import (
+    ApprovalPolicy,
+    Decision,
+    ask_approval,
+    check_policy,
+    parse_object,
+    running,
+)
 
 __all__ = ["FunctionTool", "StreamingFunctionTool", "tool"]
 
@@ -88,7 +96,7 @@ I = TypeVar("I", bound=Iterator[Any])  # noqa: E741 - the conventional name for 
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _SUPPORTED = (
     "str, int, float, bool, None, Any, list/Sequence, tuple, set/frozenset, dict[str, ...], "
-    "Optional/Union, Literal, Enum, attrs classes, Annotated and NewType"
+    "Optional/Union, Literal, Enum, attrs classes, dataclasses, TypedDicts, Annotated and NewType"
 )
 
 
@@ -103,6 +111,7 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     strict: bool = False,
+    needs_approval: ApprovalPolicy = False,
 ) -> StreamingFunctionTool[P, I]: ...
 
 
@@ -114,6 +123,7 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     strict: bool = False,
+    needs_approval: ApprovalPolicy = False,
 ) -> FunctionTool[P, R]: ...
 
 
@@ -125,6 +135,7 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     strict: bool = False,
+    needs_approval: ApprovalPolicy = False,
 ) -> _Decorator: ...
 
 
@@ -135,6 +146,7 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     strict: bool = False,
+    needs_approval: ApprovalPolicy = False,
 ) -> FunctionTool[Any, Any] | _Decorator:
     """Make a tool of a Python function: its schema comes from the type hints and the docstring.
 
@@ -174,19 +186,26 @@ def tool(
             value unambiguously is accepted for an ``int``, ``float`` or ``bool`` (``"2"``,
             ``"2.5"``, ``"true"``/``"false"``), because models often quote numbers; with
             ``strict=True`` only the JSON kind the schema names is accepted.
+        needs_approval: ``True``, or ``fn(arguments: dict) -> bool`` deciding per call: a call
+            that needs approval interrupts the run with an
+            :class:`~agentkit.ApprovalRequest` before the function runs (after its arguments
+            were checked); see :mod:`agentkit.tools.approval` for the resume data.
 
     Raises:
         TypeError: ``fn`` is not a function, is ``async``, has ``*args``, or a parameter has an
             annotation that cannot be expressed in JSON (the message names the parameter and type).
         AgentConfigError: the name is not a valid tool name (a lambda needs ``name=``).
     """
+    check_policy(needs_approval, "tool()")
     if fn is None:
-        return _Decorator(name, description, strict)
+        return _Decorator(name, description, strict, needs_approval)
     if isinstance(fn, str):
         raise TypeError(
             f"tool() takes the function first; to name the tool write @tool(name={fn!r})"
         )
-    return _make_tool(fn, name, description, strict, sys._getframe(1).f_locals)
+    return _make_tool(
+        fn, name, description, strict, sys._getframe(1).f_locals, needs_approval
+    )
 
 
 @attrs.frozen
@@ -196,6 +215,7 @@ class _Decorator:
     name: str | None
     description: str | None
     strict: bool
+    needs_approval: ApprovalPolicy = False
 
     @overload
     def __call__(self, fn: Callable[P, I], /) -> StreamingFunctionTool[P, I]: ...
@@ -205,7 +225,12 @@ class _Decorator:
 
     def __call__(self, fn: Callable[..., Any], /) -> FunctionTool[Any, Any]:
         return _make_tool(
-            fn, self.name, self.description, self.strict, sys._getframe(1).f_locals
+            fn,
+            self.name,
+            self.description,
+            self.strict,
+            sys._getframe(1).f_locals,
+            self.needs_approval,
         )
 
 
@@ -215,12 +240,22 @@ def _make_tool(
     description: str | None,
     strict: bool,
     localns: Mapping[str, Any] | None,
+    needs_approval: ApprovalPolicy = False,
 ) -> FunctionTool[Any, Any]:
     if isinstance(fn, FunctionTool):
         fn = fn.__wrapped__
     cls = StreamingFunctionTool if inspect.isgeneratorfunction(fn) else FunctionTool
-    return cls(fn, name=name, description=description, strict=strict, localns=localns)
+    return cls(
+        fn,
+        name=name,
+        description=description,
+        strict=strict,
+        localns=localns,
+        needs_approval=needs_approval,
+    )
 
+
+_NOT_ASKED = Decision("", resumes_tool=True)  # no approval needed: the call runs as it is
 
 # --- the tools ----------------------------------------------------------------------------------
 
@@ -264,12 +299,14 @@ class FunctionTool(Generic[P, R]):
         description: str | None = None,
         strict: bool = False,
         localns: Mapping[str, Any] | None = None,
+        needs_approval: ApprovalPolicy = False,
     ) -> None:
         """Build the tool; prefer :func:`tool`, which picks the class for generator functions.
 
         ``localns`` is a namespace tried when an annotation names something that is not a
         global of the function's module (a class defined inside a function, for example);
-        :func:`tool` passes the namespace it is called from. ``strict`` is as for :func:`tool`.
+        :func:`tool` passes the namespace it is called from. ``strict`` and
+        ``needs_approval`` are as for :func:`tool`.
         """
         _check_function(fn)
         if inspect.isgeneratorfunction(fn) and not isinstance(self, StreamingFunctionTool):
@@ -290,6 +327,7 @@ class FunctionTool(Generic[P, R]):
         self._description = plan.description if description is None else description
         self._parameters = plan.schema
         self._params = plan.params
+        self._needs_approval = check_policy(needs_approval, self._name)
 
     @property
     def name(self) -> str:
@@ -307,14 +345,36 @@ class FunctionTool(Generic[P, R]):
             ToolArgumentsError: the arguments are not valid JSON or do not match the parameters.
             ToolError: the result cannot be encoded as JSON.
         """
-        args, kwargs = self._convert(arguments)
-        return _encode_result(self._name, self._fn(*args, **kwargs))
+        approved = self._approved(arguments)
+        if isinstance(approved, str):
+            return approved
+        args, kwargs, decision = approved
+        with running(decision):
+            result = self._fn(*args, **kwargs)
+        return _encode_result(self._name, result)
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self._fn(*args, **kwargs)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self._name!r})"
+
+    def _approved(self, arguments: str) -> tuple[list[Any], dict[str, Any], Decision] | str:
+        """Check the arguments, then ask for approval if needed.
+
+        Returns the converted arguments to call the function with (the edited ones of an
+        ``Approve(arguments=...)``) and the decision, or the tool message of a rejected call.
+        """
+        args, kwargs = self._convert(arguments)
+        if self._needs_approval is False:
+            return args, kwargs, _NOT_ASKED
+        parsed = parse_object(self._name, arguments)
+        decision = ask_approval(self._name, self._needs_approval, arguments, parsed)
+        if decision.arguments is None:
+            return decision.rejection
+        if decision.arguments != arguments:
+            args, kwargs = self._convert(decision.arguments)
+        return args, kwargs, decision
 
     def _convert(self, arguments: str) -> tuple[list[Any], dict[str, Any]]:
         """Parse, check and convert JSON arguments into positional and keyword arguments."""
@@ -388,8 +448,12 @@ class StreamingFunctionTool(FunctionTool[P, R]):
         Raises:
             ToolArgumentsError: the arguments are not valid JSON or do not match the parameters.
         """
-        args, kwargs = self._convert(arguments)
-        items: Iterator[Any] = self._fn(*args, **kwargs)  # type: ignore[assignment]
+        approved = self._approved(arguments)
+        if isinstance(approved, str):
+            return stream_from_iterator(iter([approved]))
+        args, kwargs, decision = approved
+        with running(decision):
+            items: Iterator[Any] = self._fn(*args, **kwargs)  # type: ignore[assignment]
         return stream_from_iterator(_encode_chunks(self._name, items))
 
     def invoke(self, arguments: str, **tool_options: Any) -> str:

@@ -1,0 +1,63 @@
+"""Conversations: multi-turn memory for a Runner, in append-only message logs.
+
+::
+
+    from agentkit import Runner, with_conversation_id
+    from agentkit.conversation import SQLiteConversationStore, keep_last_turns
+
+    runner = Runner(agent, conversation_store=SQLiteConversationStore("chat.sqlite3"))
+    runner.invoke("My name is Ann.", with_conversation_id("user-42"))
+    runner.invoke("What is my name?", with_conversation_id("user-42"))   # remembers
+    runner.invoke("And now?", with_conversation_id("user-42", trim=keep_last_turns(10)))
+
+Each turn's input is the stored history (trimmed, if asked) plus the new messages; when the
+turn completes, its new messages and everything the agents said are appended. One turn runs
+at a time per conversation (:class:`~agentkit.ConversationBusyError`), across processes for
+the file, SQLite and Redis stores. Stores hold JSON, never pickles.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from agentkit.conversation.base import ConversationLock, ConversationStore
+from agentkit.conversation.file import FileConversationStore
+from agentkit.conversation.memory import InMemoryConversationStore
+from agentkit.conversation.trim import (
+    HistoryTrimmer,
+    TokenCounter,
+    approximate_tokens,
+    keep_last_turns,
+    keep_within_tokens,
+)
+
+if TYPE_CHECKING:
+    from agentkit.conversation.redis import RedisConversationStore
+    from agentkit.conversation.sqlite import SQLiteConversationStore
+
+__all__ = [
+    "ConversationLock",
+    "ConversationStore",
+    "FileConversationStore",
+    "HistoryTrimmer",
+    "InMemoryConversationStore",
+    "RedisConversationStore",
+    "SQLiteConversationStore",
+    "TokenCounter",
+    "approximate_tokens",
+    "keep_last_turns",
+    "keep_within_tokens",
+]
+
+
+def __getattr__(name: str) -> object:
+    # sqlite3 and redis-py load when their store is first used (``import agentkit`` stays light).
+    if name == "SQLiteConversationStore":
+        from agentkit.conversation.sqlite import SQLiteConversationStore
+
+        return SQLiteConversationStore
+    if name == "RedisConversationStore":
+        from agentkit.conversation.redis import RedisConversationStore
+
+        return RedisConversationStore
+    raise AttributeError(f"module 'agentkit.conversation' has no attribute {name!r}")

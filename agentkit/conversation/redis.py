@@ -1,0 +1,157 @@
+"""A conversation store in Redis (redis-py, the ``agentkit[redis]`` extra), shareable by hosts."""
+
+from __future__ import annotations
+
+import os
+import threading
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from agentkit.conversation.base import ConversationLock, ThreadLocks, busy, check_id, decode, encode
+from agentkit.schema import Message
+
+__all__ = ["RedisConversationStore"]
+
+DEFAULT_URL = "redis://localhost:6379/0"
+DEFAULT_LOCK_TTL = 30.0
+
+# Byte 0xFF never occurs in UTF-8, so a lock key never equals a conversation key.
+_LOCK_INFIX = b"\xfflock:"
+
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+    return redis.call('DEL', KEYS[1])
+end
+return 0
+"""
+_REFRESH = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+    return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+"""
+
+
+class RedisConversationStore:
+    """Conversations as Redis lists of JSON strings, at ``prefix + id``.
+
+    Args:
+        url: a ``redis://`` / ``rediss://`` / ``unix://`` URL; default: the ``REDIS_URL``
+            environment variable, else ``redis://localhost:6379/0``. Ignored with ``client``.
+        client: an existing ``redis.Redis`` client (the store does not close it).
+        prefix: prepended to every key.
+        lock_ttl: seconds a writer lock lasts without a refresh; the lock refreshes itself
+            every third of that while it is held, so this only bounds how long a conversation
+            stays locked after its writer's process died.
+
+    An append is one ``RPUSH`` (atomic). The writer lock is a key set with ``SET NX PX`` and
+    a random owner token; only its owner refreshes or deletes it (Lua scripts).
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        client: Any = None,
+        prefix: str = "agentkit:conversation:",
+        lock_ttl: float = DEFAULT_LOCK_TTL,
+    ) -> None:
+        if lock_ttl <= 0:
+            raise ValueError(f"lock_ttl must be a positive number of seconds (got {lock_ttl!r})")
+        self._owns_client = client is None
+        if client is None:
+            try:
+                import redis
+            except ImportError as error:  # pragma: no cover - the extra is missing
+                raise ImportError(
+                    "RedisConversationStore needs redis-py: pip install 'agentkit[redis]'"
+                ) from error
+            client = redis.Redis.from_url(url or os.environ.get("REDIS_URL") or DEFAULT_URL)
+        self._client = client
+        self._prefix = prefix.encode("utf-8")
+        self._lock_ttl = float(lock_ttl)
+        self._threads = ThreadLocks()
+
+    def _key(self, conversation_id: str) -> bytes:
+        return self._prefix + check_id(conversation_id).encode("utf-8", "surrogatepass")
+
+    def load(self, conversation_id: str) -> list[Message]:
+        """Return the conversation's messages, oldest first."""
+        return [decode(item) for item in self._client.lrange(self._key(conversation_id), 0, -1)]
+
+    def append(self, conversation_id: str, messages: Sequence[Message]) -> None:
+        """Append ``messages`` to the conversation (one RPUSH)."""
+        lines = [encode(message) for message in messages]
+        if lines:
+            self._client.rpush(self._key(conversation_id), *lines)
+
+    def delete(self, conversation_id: str) -> None:
+        """Forget the conversation."""
+        self._client.delete(self._key(conversation_id))
+
+    def lock(self, conversation_id: str) -> ConversationLock:
+        """Take the conversation's writer lock (raises ConversationBusyError if taken)."""
+        key = self._key(conversation_id) + _LOCK_INFIX
+        if not self._threads.take(conversation_id):
+            raise busy(conversation_id, "in this process")
+        token = uuid.uuid4().hex
+        try:
+            taken = self._client.set(key, token, nx=True, px=int(self._lock_ttl * 1000))
+        except BaseException:
+            self._threads.give_back(conversation_id)
+            raise
+        if not taken:
+            self._threads.give_back(conversation_id)
+            raise busy(conversation_id, "held by another process")
+        return _RedisLock(self, conversation_id, key, token)
+
+    def close(self) -> None:
+        """Close the client, if the store made it."""
+        if self._owns_client:
+            self._client.close()
+
+    def __enter__(self) -> RedisConversationStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"RedisConversationStore(prefix={self._prefix.decode('utf-8')!r})"
+
+
+class _RedisLock:
+    """A held Redis lock; a thread refreshes it until :meth:`release` (which joins it)."""
+
+    __slots__ = ("_done", "_id", "_key", "_store", "_thread", "_token")
+
+    def __init__(self, store: RedisConversationStore, conversation_id: str, key: bytes, token: str):
+        self._store = store
+        self._id = conversation_id
+        self._key = key
+        self._token = token
+        self._done = threading.Event()
+        self._thread = threading.Thread(
+            target=self._keep, name="agentkit-conversation-lock", daemon=True
+        )
+        self._thread.start()
+
+    def _keep(self) -> None:
+        ttl_ms = int(self._store._lock_ttl * 1000)
+        while not self._done.wait(self._store._lock_ttl / 3):
+            try:
+                self._store._client.eval(_REFRESH, 1, self._key, self._token, ttl_ms)
+            except Exception:  # a blip: the next refresh tries again before the lock expires
+                continue
+
+    def release(self) -> None:
+        if self._done.is_set():
+            return
+        self._done.set()
+        if self._thread is not threading.current_thread():
+            self._thread.join()
+        try:
+            self._store._client.eval(_RELEASE, 1, self._key, self._token)
+        finally:
+            self._store._threads.give_back(self._id)

@@ -1,0 +1,282 @@
+"""Run results: :class:`RunResult`, and :class:`RunIterator`, the event iterator that makes one.
+
+Every iterator a :class:`~agentkit.Runner` returns (``run``, ``query``, ``resume``), and the one
+:func:`~agentkit.run_in_worker` returns, is a :class:`RunIterator`: iterate it for the events as
+they come, or call :meth:`RunIterator.result` to wait for the end and get everything at once::
+
+    result = runner.query("What is 2 + 2?").result()
+    print(result.text)
+
+    result = runner.invoke("What is 2 + 2?")      # the same, in one call
+
+A failed run raises its error from ``result()`` (unless ``raise_errors=False``), with a note
+naming the agent and the run path where it failed (:meth:`BaseException.add_note`, Python
+3.11+: the error keeps its type and is the very object the run raised, so ``except ToolError``
+still works; :attr:`RunResult.error` is the same object). An interrupted run is not a failure: its
+result carries the interrupt and the checkpoint id to resume with.
+"""
+
+from __future__ import annotations
+
+import html
+import sys
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import attrs
+
+from agentkit.events import AgentEvent, InterruptInfo
+from agentkit.iterators import AsyncIterator, _Pair
+from agentkit.schema import Message, Role, TokenUsage
+
+__all__ = ["RunIterator", "RunOutcome", "RunResult", "usage_of"]
+
+
+@attrs.define
+class RunOutcome:
+    """What the framework learns about a run that its events do not say (framework-internal).
+
+    Set by the Runner as the run ends, read by :meth:`RunIterator.result`.
+
+    Attributes:
+        checkpoint_id: the id a checkpoint of this run was saved under (interrupted, cancelled
+            or failed), ``None`` when none was saved.
+        session_values: reads the run's final session values.
+    """
+
+    checkpoint_id: str | None = None
+    session_values: Callable[[], dict[str, Any]] | None = None
+
+
+@attrs.define(eq=False)
+class RunResult:
+    """Everything a finished run produced; made by :meth:`RunIterator.result`.
+
+    Attributes:
+        events: every event of the run, in order.
+        final_message: the message of the last event that had one (the answer of a run that
+            completed), or ``None``.
+        text: ``final_message.content``, or ``""``.
+        output: the structured output of the run (the last ``output.customized_output`` an
+            event carried, e.g. the typed value of a ``ChatModelAgent(output_type=...)``), or
+            ``None``.
+        session_values: the run's session values when it ended.
+        usage: token usage summed over the model replies of the run.
+        usage_by_agent: the same, per agent name.
+        interrupt: the interrupt, when the run stopped for outside input.
+        checkpoint_id: the id to pass to ``Runner.resume``, when a checkpoint of the run was
+            saved (it interrupted, or stopped early with ``with_checkpoint_id``).
+        error: the error the run failed with, or ``None`` (an interrupted run did not fail).
+    """
+
+    events: list[AgentEvent]
+    final_message: Message | None
+    output: Any
+    session_values: dict[str, Any]
+    usage: TokenUsage
+    usage_by_agent: dict[str, TokenUsage]
+    interrupt: InterruptInfo | None = None
+    checkpoint_id: str | None = None
+    error: BaseException | None = None
+
+    @property
+    def text(self) -> str:
+        """The final message's text, or ``""``."""
+        return "" if self.final_message is None else self.final_message.content
+
+    @property
+    def interrupted(self) -> bool:
+        """``True`` when the run stopped at an interrupt."""
+        return self.interrupt is not None
+
+    @property
+    def status(self) -> str:
+        """``"failed"``, ``"interrupted"`` or ``"completed"``."""
+        if self.error is not None:
+            return "failed"
+        return "interrupted" if self.interrupt is not None else "completed"
+
+    def _lines(self) -> list[tuple[str, str]]:
+        rows = [("status", self.status)]
+        if self.final_message is not None:
+            rows.append(("text", self.text))
+        if self.output is not None:
+            rows.append(("output", repr(self.output)))
+        if self.interrupt is not None:
+            infos = [repr(context.info) for context in self.interrupt.contexts]
+            rows.append(("interrupt", "; ".join(infos) or repr(self.interrupt.data)))
+            rows.append(("interrupt ids", ", ".join(c.id for c in self.interrupt.contexts)))
+        if self.checkpoint_id is not None:
+            rows.append(("checkpoint_id", self.checkpoint_id))
+        if self.error is not None:
+            rows.append(("error", f"{type(self.error).__name__}: {self.error}"))
+        rows.append(("events", str(len(self.events))))
+        usage = self.usage
+        rows.append(
+            (
+                "usage",
+                f"{usage.prompt_tokens} prompt + {usage.completion_tokens} completion = "
+                f"{usage.total_tokens} tokens",
+            )
+        )
+        if self.session_values:
+            rows.append(("session", ", ".join(sorted(map(str, self.session_values)))))
+        return rows
+
+    def __str__(self) -> str:
+        return "\n".join(f"{name}: {value}" for name, value in self._lines())
+
+    def __repr__(self) -> str:
+        parts = [f"status={self.status!r}", f"text={_short(self.text)!r}"]
+        if self.output is not None:
+            parts.append(f"output={self.output!r}")
+        if self.interrupt is not None:
+            parts.append(f"checkpoint_id={self.checkpoint_id!r}")
+        if self.error is not None:
+            parts.append(f"error={self.error!r}")
+        parts.append(f"events={len(self.events)}")
+        parts.append(f"total_tokens={self.usage.total_tokens}")
+        return f"RunResult({', '.join(parts)})"
+
+    def _repr_html_(self) -> str:
+        """A table for Jupyter; every value is HTML-escaped."""
+        cells = "".join(
+            f"<tr><th style='text-align:left;vertical-align:top'>{html.escape(name)}</th>"
+            f"<td style='text-align:left;white-space:pre-wrap'>{html.escape(value)}</td></tr>"
+            for name, value in self._lines()
+        )
+        return f"<table class='agentkit-run-result'>{cells}</table>"
+
+
+def _short(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def usage_of(events: Iterable[AgentEvent]) -> tuple[TokenUsage, dict[str, TokenUsage]]:
+    """Sum the ``response_meta.usage`` of the assistant messages among ``events``.
+
+    Returns the totals and the totals per agent name. Streams are read (from a copy).
+    """
+    total = TokenUsage()
+    by_agent: dict[str, TokenUsage] = {}
+    for event in events:
+        variant = event.output.message_output if event.output is not None else None
+        if variant is None or variant.role is not Role.ASSISTANT:
+            continue
+        try:
+            message = variant.get_message()
+        except Exception:
+            continue  # a broken stream reports no usage (the run's error says what broke)
+        usage = message.response_meta.usage if message.response_meta is not None else None
+        if usage is None:
+            continue
+        agent = by_agent.setdefault(event.agent_name, TokenUsage())
+        for tally in (total, agent):
+            tally.prompt_tokens += usage.prompt_tokens
+            tally.completion_tokens += usage.completion_tokens
+            tally.total_tokens += usage.total_tokens
+    return total, by_agent
+
+
+class RunIterator(AsyncIterator[AgentEvent]):
+    """The event iterator of a run; :meth:`result` waits for its end and sums it up.
+
+    It is an :class:`~agentkit.AsyncIterator` that also remembers the events it handed out,
+    so ``result()`` after a partial (or full) loop still sees the whole run.
+    """
+
+    __slots__ = ("_lock", "_outcome", "_seen")
+
+    def __init__(self, pair: _Pair, outcome: RunOutcome | None = None) -> None:
+        super().__init__(pair)
+        self._seen: list[AgentEvent] = []
+        self._lock = threading.Lock()
+        self._outcome = outcome if outcome is not None else RunOutcome()
+
+    def next(self) -> tuple[AgentEvent | None, bool]:
+        """Block until the next event: ``(event, True)``, or ``(None, False)`` at the end."""
+        item, ok = super().next()
+        if ok and item is not None:
+            with self._lock:
+                self._seen.append(item)
+        return item, ok
+
+    def __next__(self) -> AgentEvent:
+        item = super().__next__()
+        with self._lock:
+            self._seen.append(item)
+        return item
+
+    def __enter__(self) -> RunIterator:
+        return self
+
+    def result(self, *, raise_errors: bool = True) -> RunResult:
+        """Wait for the run to end and return its :class:`RunResult`.
+
+        Reads the events not read yet (and every message stream, from a copy). Call it
+        again to get the same result.
+
+        Raises:
+            Exception: with ``raise_errors`` (default), the error a failed run ended with, or
+                the error of a message stream that broke (a Parallel branch that failed
+                mid-stream): the original exception, with a note naming the agent and the run
+                path. An interrupted run is not a failure.
+        """
+        for _ in self:
+            pass
+        with self._lock:
+            events = list(self._seen)
+        result = _summarize(events, self._outcome)
+        if raise_errors and result.error is not None:
+            raise result.error
+        return result
+
+
+def _summarize(events: list[AgentEvent], outcome: RunOutcome) -> RunResult:
+    final: Message | None = None
+    output: Any = None
+    interrupt: InterruptInfo | None = None
+    error: BaseException | None = None
+    stream_error: BaseException | None = None
+    for event in events:
+        if event.output is not None:
+            if event.output.customized_output is not None:
+                output = event.output.customized_output
+            if event.output.message_output is not None:
+                try:
+                    final = event.output.message_output.get_message()
+                except Exception as broken:
+                    if stream_error is None:
+                        stream_error = broken
+                        _note(broken, event)
+        if event.action is not None and event.action.interrupted is not None:
+            interrupt = event.action.interrupted
+        if event.err is not None:
+            error = event.err
+            _note(error, event)
+    if error is None:
+        error = stream_error
+    if error is not None:
+        interrupt = None
+    usage, by_agent = usage_of(events)
+    values = outcome.session_values() if outcome.session_values is not None else {}
+    return RunResult(
+        events=events,
+        final_message=final,
+        output=output,
+        session_values=values,
+        usage=usage,
+        usage_by_agent=by_agent,
+        interrupt=interrupt,
+        checkpoint_id=outcome.checkpoint_id,
+        error=error,
+    )
+
+
+def _note(error: BaseException, event: AgentEvent) -> None:
+    """Say where the run failed, once (``result()`` may be called again)."""
+    path = " > ".join(str(step) for step in event.run_path) or "(no run path)"
+    note = f"agentkit: the run failed in agent {event.agent_name or '?'!r} (run path: {path})"
+    if sys.version_info >= (3, 11) and note not in getattr(error, "__notes__", ()):
+        error.add_note(note)
