@@ -162,9 +162,9 @@ class Runner:
                 <agentkit.results.RunIterator.result>`); an interrupted run returns normally,
                 with ``result.interrupt`` and ``result.checkpoint_id`` set.
         """
-        if isinstance(query, str):
-            return self.query(query, *options).result()
-        return self.run(query, *options).result()
+        messages = [user_message(query)] if isinstance(query, str) else query
+        # Nobody reads the events live: the run goes on in this thread (no worker thread).
+        return self._run(messages, options, inline=True).result()
 
     def query(self, text: str, *options: AgentRunOption) -> RunIterator:
         """Run the agent on one user message ``text``; see :meth:`run`."""
@@ -182,6 +182,11 @@ class Runner:
             ValueError: a conversation id was given but the Runner has no conversation store.
             ConversationBusyError: another turn of that conversation is running.
         """
+        return self._run(messages, options, inline=False)
+
+    def _run(
+        self, messages: Sequence[Message], options: tuple[AgentRunOption, ...], *, inline: bool
+    ) -> RunIterator:
         if isinstance(messages, (str, Message)):
             raise TypeError(
                 "run() takes a list of messages; use query(text) for a single user message"
@@ -196,7 +201,7 @@ class Runner:
                 run_options.conversation_trim,
             )
         try:
-            return self._start(messages, run_options, options, turn)
+            return self._start(messages, run_options, options, turn, inline)
         except BaseException:
             if turn is not None:
                 turn.release()  # the run never started: nothing else gives the lock back
@@ -208,6 +213,7 @@ class Runner:
         run_options: RunOptions,
         options: tuple[AgentRunOption, ...],
         turn: OpenTurn | None,
+        inline: bool = False,
     ) -> RunIterator:
         root_input = AgentInput(messages=list(messages), enable_streaming=self.enable_streaming)
         scope = RunScope()
@@ -237,6 +243,7 @@ class Runner:
             owns_scope=True,
             outcome=outcome,
             on_finish=None if turn is None else turn.release,
+            inline=inline,
         )
 
     def _conversation_store(self) -> ConversationStore:

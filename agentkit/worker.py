@@ -91,6 +91,7 @@ def start_worker(
     on_finish: Callable[[], object] | None = None,
     fill_interrupts: bool = False,
     outcome: RunOutcome | None = None,
+    inline: bool = False,
 ) -> RunIterator:
     """Start the worker thread of :func:`run_in_worker` in ``frame`` (framework-internal).
 
@@ -129,6 +130,11 @@ def start_worker(
                 finally:
                     generator.close()
 
+    if inline:
+        # Nobody watches the run live (Runner.invoke): run it in the calling thread, the
+        # events queue up for result(). No worker, no hand-over of every event.
+        context.run(body)
+        return iterator
     thread = threading.Thread(target=context.run, args=(body,), name="agentkit-run", daemon=True)
 
     def inside() -> bool:

@@ -221,3 +221,24 @@ def test_result_renders_as_text_and_escaped_html() -> None:
     assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt; &amp; more" in page
     assert "status: completed" in str(result)
     assert repr(result).startswith("RunResult(status='completed', text=")
+
+
+def test_invoke_runs_in_the_calling_thread() -> None:
+    import threading
+
+    from agentkit import ChatModelAgent, Runner, tool
+    from agentkit.testing import ScriptedChatModel, call, calls_message
+
+    seen: list[threading.Thread] = []
+
+    @tool
+    def where() -> str:
+        """Notes the thread it runs in."""
+        seen.append(threading.current_thread())
+        return "here"
+
+    model = ScriptedChatModel([calls_message(call("where", id="w1")), "done"])
+    result = Runner(ChatModelAgent("A", "d", model, tools=[where])).invoke("go")
+    assert result.text == "done"
+    # nobody reads the events live, so no worker thread hands them over
+    assert seen == [threading.current_thread()]
