@@ -250,6 +250,7 @@ class MCPClient:
 
     def _fresh_catalog(self) -> dict[str, dict[str, Any]]:
         with self._state_lock:
+            self._check_open()
             if self._catalog is not None and self._catalog_generation == self._generation:
                 return self._catalog
             generation = self._generation

@@ -21,7 +21,8 @@ try:  # mcp 2.x
     from mcp.server.mcpserver import Context, Image, MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
 except ImportError:  # mcp 1.x
-    from mcp.server.fastmcp import Context, FastMCP as MCPServer, Image  # type: ignore[no-redef]
+    from mcp.server.fastmcp import Context, Image  # type: ignore[no-redef]
+    from mcp.server.fastmcp import FastMCP as MCPServer
     from mcp.server.fastmcp.exceptions import ToolError  # type: ignore[no-redef]
 
 server = MCPServer("toolbox", log_level="WARNING")
@@ -102,6 +103,16 @@ async def meet(count: int) -> str:
             waiting.set()
     await asyncio.wait_for(event.wait(), 30)
     return f"met {count}"
+
+
+@server.tool()
+def request_header(name: str, ctx: Context) -> str:  # type: ignore[type-arg]
+    """The value of an HTTP request header ("" over stdio or when it is missing)."""
+    headers = getattr(ctx, "headers", None)  # mcp 2.x
+    if headers is None:  # mcp 1.x
+        request = ctx.request_context.request
+        headers = getattr(request, "headers", None) or {}
+    return str(headers.get(name.lower(), ""))
 
 
 @server.tool()
