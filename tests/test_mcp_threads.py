@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import signal
@@ -15,17 +14,7 @@ import pytest
 from agentkit import ToolError, ToolTimeoutError
 from agentkit.mcp import MCPClient, MCPConnectionError, MCPTool
 from agentkit.testing import no_thread_leak
-from tests.mcp_servers.support import http_server, mcp_threads, toolbox_client
-
-
-@contextlib.contextmanager
-def client_over(transport: str) -> Iterator[MCPClient]:
-    if transport == "stdio":
-        with toolbox_client() as client:
-            yield client
-    else:
-        with http_server("http") as server, MCPClient.http(server.url) as client:
-            yield client
+from tests.mcp_servers.support import client_over, http_server, mcp_threads, toolbox_client
 
 
 @pytest.fixture

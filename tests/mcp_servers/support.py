@@ -88,6 +88,17 @@ def http_server(kind: str = "http") -> Iterator[HTTPServer]:
         server.stop()
 
 
+@contextlib.contextmanager
+def client_over(transport: str) -> Iterator[MCPClient]:
+    """A toolbox client over ``"stdio"`` or ``"http"`` (with its own server process)."""
+    if transport == "stdio":
+        with toolbox_client() as client:
+            yield client
+    else:
+        with http_server("http") as server, MCPClient.http(server.url) as client:
+            yield client
+
+
 def wait_until(condition: Callable[[], bool], timeout: float = 30.0) -> None:
     """Wait until ``condition()`` is true (``timeout`` is a failure guard, not a pace)."""
     deadline = time.monotonic() + timeout

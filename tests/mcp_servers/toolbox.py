@@ -29,6 +29,7 @@ server = MCPServer("toolbox", log_level="WARNING")
 
 _cancelled = 0
 _cancelled_event: asyncio.Event | None = None
+_started_event: asyncio.Event | None = None
 _waiting: list[asyncio.Event] = []
 _arrived = 0
 
@@ -38,6 +39,13 @@ def _cancel_event() -> asyncio.Event:
     if _cancelled_event is None:
         _cancelled_event = asyncio.Event()
     return _cancelled_event
+
+
+def _started() -> asyncio.Event:
+    global _started_event
+    if _started_event is None:
+        _started_event = asyncio.Event()
+    return _started_event
 
 
 @server.tool()
@@ -74,6 +82,7 @@ def pid() -> int:
 async def slow(seconds: float) -> str:
     """Sleep, then answer; counts calls cancelled while sleeping."""
     global _cancelled
+    _started().set()
     try:
         await asyncio.sleep(seconds)
     except asyncio.CancelledError:
@@ -89,6 +98,13 @@ async def cancelled_calls(wait: bool = False) -> int:
     if wait:
         await asyncio.wait_for(_cancel_event().wait(), 30)
     return _cancelled
+
+
+@server.tool()
+async def slow_started() -> str:
+    """Return once a slow call is sleeping (30 s at most); HTTP clients share the server."""
+    await asyncio.wait_for(_started().wait(), 30)
+    return "started"
 
 
 @server.tool()
