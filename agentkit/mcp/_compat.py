@@ -12,6 +12,7 @@ typed against neither line.
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import warnings
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -44,6 +45,7 @@ CONNECTION_CLOSED = -32000
 Streams = tuple[Any, Any]
 """The (read stream, write stream) pair a transport yields."""
 
+_CANCEL_NOTICE_TIMEOUT = 5.0  # seconds to hand a cancel notice to a (possibly dead) transport
 _INSTALL_HINT = "install it with: pip install 'agentkit[mcp]'"
 
 
@@ -180,5 +182,33 @@ async def list_all_tools(session: Any) -> list[dict[str, Any]]:
 
 
 async def call_tool(session: Any, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    """Call a tool and return its result in the wire shape (``content``, ``isError``, ...)."""
-    return wire(await session.call_tool(name, arguments))
+    """Call a tool and return its result in the wire shape (``content``, ``isError``, ...).
+
+    Cancelling the task cancels the request at the server: 2.x sends
+    ``notifications/cancelled`` itself, for 1.x this function does.
+    """
+    if mcp_major_version() >= 2:
+        return wire(await session.call_tool(name, arguments))
+    # 1.x numbers requests with this counter and reads it before its first await, so it
+    # is this call's id; no public API tells it.
+    request_id = session._request_id
+    try:
+        return wire(await session.call_tool(name, arguments))
+    except asyncio.CancelledError:
+        await _send_cancelled(session, request_id)
+        raise
+
+
+async def _send_cancelled(session: Any, request_id: int) -> None:
+    types = _module("mcp.types")
+    notification = types.ClientNotification(
+        types.CancelledNotification(
+            params=types.CancelledNotificationParams(
+                requestId=request_id, reason="cancelled by the client"
+            )
+        )
+    )
+    try:
+        await asyncio.wait_for(session.send_notification(notification), _CANCEL_NOTICE_TIMEOUT)
+    except Exception:  # best effort: the server may be gone already
+        pass
