@@ -105,9 +105,11 @@ class MCPClient:
         """A client of a server started as a subprocess, speaking MCP on its stdin and stdout.
 
         The process starts on first use and is stopped by :meth:`close`; if it exits, the
-        next call starts it again. ``env`` adds variables for the process (with mcp 2.x they
-        are merged over a minimal safe environment, with 1.x they replace it). The server's
-        stderr goes to this process's stderr.
+        next call starts it again. Its environment is not this process's: the ``mcp``
+        package passes a minimal one (``PATH``, ``HOME``, ``USER``, ...) so that secrets such
+        as API keys do not leak to servers; ``env`` adds variables to it (pass
+        ``env=dict(os.environ)`` to hand over everything). The server's stderr goes to this
+        process's stderr.
         """
         if isinstance(args, str):
             raise TypeError(f"args must be a sequence of strings, not one string (got {args!r})")
