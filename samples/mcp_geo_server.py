@@ -7,8 +7,7 @@ Written with the ``mcp`` package's own server API; it speaks MCP on stdin/stdout
 It does not use agentkit: any MCP server works with ``agentkit.mcp.MCPClient``.
 """
 
-from __future__ import annotations
-
+# No ``from __future__ import annotations``: early mcp 1.x servers need real annotations.
 try:  # mcp 2.x
     from mcp.server.mcpserver import MCPServer
 except ImportError:  # mcp 1.x

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import logging
 import warnings
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -38,6 +39,8 @@ __all__ = [
     "require_mcp",
     "wire",
 ]
+
+_log = logging.getLogger("agentkit.mcp")
 
 CONNECTION_CLOSED = -32000
 """JSON-RPC code both lines use for "the connection closed before the response came"."""
@@ -201,14 +204,16 @@ async def call_tool(session: Any, name: str, arguments: dict[str, Any]) -> dict[
 
 async def _send_cancelled(session: Any, request_id: int) -> None:
     types = _module("mcp.types")
-    notification = types.ClientNotification(
-        types.CancelledNotification(
-            params=types.CancelledNotificationParams(
-                requestId=request_id, reason="cancelled by the client"
+    try:
+        notification = types.ClientNotification(
+            types.CancelledNotification(
+                method="notifications/cancelled",  # early 1.x releases have no default
+                params=types.CancelledNotificationParams(
+                    requestId=request_id, reason="cancelled by the client"
+                ),
             )
         )
-    )
-    try:
         await asyncio.wait_for(session.send_notification(notification), _CANCEL_NOTICE_TIMEOUT)
     except Exception:  # best effort: the server may be gone already
-        pass
+        _log.debug("telling the MCP server that request %s was cancelled failed", request_id,
+                   exc_info=True)

@@ -8,8 +8,7 @@ Over HTTP it prints ``PORT <n>`` on stdout once it listens (port 0 picks a free 
 Written for both mcp 1.x (FastMCP) and 2.x (MCPServer).
 """
 
-from __future__ import annotations
-
+# No ``from __future__ import annotations``: early mcp 1.x servers need real annotations.
 import argparse
 import asyncio
 import os
