@@ -417,6 +417,8 @@ class MCPClient:
             except MCPConnectionError as error:
                 errors.append(error)
                 continue
+            if errors:  # a fallback worked: reconnect with it directly next time
+                self._endpoint = attrs.evolve(self._endpoint, openers=(opener,))
             return connection
         if len(errors) == 1:
             raise errors[0]

@@ -76,7 +76,7 @@ class _WatchedReadStream:
     async def __anext__(self) -> Any:
         try:
             return await self._inner.__anext__()
-        except (StopAsyncIteration, Exception):
+        except Exception:  # StopAsyncIteration included: the stream ended
             self._on_end()
             raise
 
