@@ -13,6 +13,7 @@ import pytest
 
 from agentkit import ToolError, ToolTimeoutError
 from agentkit.mcp import MCPClient, MCPConnectionError, MCPTool
+from agentkit.mcp._compat import mcp_major_version
 from agentkit.testing import no_thread_leak
 from tests.mcp_servers.support import client_over, http_server, mcp_threads, toolbox_client
 
@@ -51,6 +52,21 @@ def test_a_server_that_exits_mid_call_raises_a_connection_error_and_the_next_cal
     assert isinstance(info.value, ToolError)
     assert server_pid(stdio_client) != first
     assert len(mcp_threads()) == 1
+
+
+def test_an_http_server_that_exits_mid_call_raises_a_tool_error_and_is_found_again() -> None:
+    with http_server("http") as server, MCPClient.http(server.url, timeout=10) as client:
+        first = server_pid(client)
+        if mcp_major_version() >= 2:
+            with pytest.raises(MCPConnectionError, match="the call to tool die failed"):
+                client.call_tool("die", {})
+        else:  # 1.x drops the broken response stream silently: the call runs into its timeout
+            with pytest.raises(ToolTimeoutError, match="the call to tool die"):
+                client.call_tool("die", {})
+        with pytest.raises(MCPConnectionError):
+            client.call_tool("pid", {})  # nobody listens any more
+        server.restart()
+        assert server_pid(client) != first
 
 
 def test_a_server_killed_between_calls_is_restarted_by_the_next_call_or_the_one_after(

@@ -83,6 +83,7 @@ class MCPClient:
         self._state_lock = threading.Lock()
         self._connect_lock = threading.Lock()
         self._connection: Connection | None = None
+        self._connecting: Connection | None = None  # being started, so close() can stop it
         self._closed = False
         self._pid = os.getpid()
         # The tool list: the last listing and the notification count it reflects.
@@ -177,10 +178,14 @@ class MCPClient:
         with self._state_lock:
             self._closed = True
             connection, self._connection = self._connection, None
+            connecting = self._connecting
             inherited = self._pid != os.getpid()
         _live_clients.discard(self)
-        if connection is not None and not inherited:
-            connection.close()
+        if inherited:
+            return
+        for each in (connection, connecting):
+            if each is not None:
+                each.close()
 
     # --- tools ---
 
@@ -313,9 +318,11 @@ class MCPClient:
                 except concurrent.futures.CancelledError:
                     check_cancelled()
                     self._check_open()
+                    reason = connection.broken or "closed"
+                    self._discard(connection, reason)
                     raise MCPConnectionError(
-                        f"{what} was cut off: the connection to the MCP server "
-                        f"{self._endpoint.label} closed",
+                        f"{what} failed: the connection to the MCP server {self._endpoint.label} "
+                        f"broke ({reason}); the next call reconnects",
                         tool_name=tool_name,
                     ) from None
                 except Exception as error:
@@ -335,6 +342,13 @@ class MCPClient:
         tool_name: str,
     ) -> Exception:
         label = self._endpoint.label
+        if details is None and connection.usable:
+            # Not a transport failure: the session could not use the server's answer.
+            return MCPServerError(
+                f"{what} failed: the answer of the MCP server {label} could not be used "
+                f"({describe_error(error)})",
+                tool_name=tool_name,
+            )
         if details is None or details[0] == _compat.CONNECTION_CLOSED:
             reason = details[1] if details is not None else describe_error(error)
             self._discard(connection, reason)
@@ -412,11 +426,18 @@ class MCPClient:
         errors: list[MCPConnectionError] = []
         for opener in self._endpoint.openers:
             connection = Connection(opener, self._endpoint.label, self._on_notification)
+            with self._state_lock:
+                self._check_open()
+                self._connecting = connection
             try:
                 connection.start(self.connect_timeout)
             except MCPConnectionError as error:
+                self._check_open()  # close() stopped the attempt
                 errors.append(error)
                 continue
+            finally:
+                with self._state_lock:
+                    self._connecting = None
             if errors:  # a fallback worked: reconnect with it directly next time
                 self._endpoint = attrs.evolve(self._endpoint, openers=(opener,))
             return connection
