@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import sys
+import threading
 from collections.abc import Iterator
 
 import pytest
@@ -15,7 +17,13 @@ from agentkit.mcp import (
     MCPServerError,
     MCPTool,
 )
-from tests.mcp_servers.support import HTTPServer, http_server, mcp_threads, toolbox_client
+from tests.mcp_servers.support import (
+    HTTPServer,
+    http_server,
+    mcp_threads,
+    toolbox_client,
+    wait_until,
+)
 
 
 @pytest.fixture(scope="module")
@@ -165,3 +173,34 @@ def test_bad_settings_are_refused_at_once() -> None:
         MCPClient.stdio("x", timeout=0)
     with pytest.raises(TypeError, match="sequence of strings"):
         MCPClient.stdio("python", "server.py")  # type: ignore[arg-type]
+
+
+SILENT_SERVER = ["-c", "import sys; sys.stdin.read()"]  # never answers, exits when stdin closes
+
+
+def test_a_server_that_never_answers_fails_after_connect_timeout() -> None:
+    with MCPClient.stdio(sys.executable, SILENT_SERVER, connect_timeout=1) as client, pytest.raises(
+        MCPConnectionError, match="did not complete the connection within 1 s"
+    ):
+        client.tools()
+    assert mcp_threads() == []
+
+
+def test_close_stops_a_connection_attempt_in_progress() -> None:
+    client = MCPClient.stdio(sys.executable, SILENT_SERVER, connect_timeout=120)
+    errors: list[BaseException] = []
+
+    def list_tools() -> None:
+        try:
+            client.tools()
+        except BaseException as error:
+            errors.append(error)
+
+    caller = threading.Thread(target=list_tools)
+    caller.start()
+    wait_until(lambda: len(mcp_threads()) == 1)  # connecting
+    client.close()
+    caller.join(60)
+    assert not caller.is_alive()
+    assert len(errors) == 1 and isinstance(errors[0], MCPClientClosedError)
+    assert mcp_threads() == []
