@@ -32,8 +32,9 @@ def http() -> Iterator[HTTPServer]:
         yield server
 
 
-@pytest.fixture(params=["stdio", "http"])
+@pytest.fixture(scope="module", params=["stdio", "http"])
 def client(request: pytest.FixtureRequest) -> Iterator[MCPClient]:
+    # Shared by the tests of this module, which only list and call tools that keep no state.
     if request.param == "stdio":
         made = toolbox_client()
     else:
@@ -142,20 +143,22 @@ def test_a_client_starts_nothing_until_first_use() -> None:
 
 
 def test_a_server_that_cannot_start_is_a_connection_error_naming_it() -> None:
+    before = mcp_threads()
     expected = "could not connect to the MCP server /nonexistent/mcp-server --flag"
     with MCPClient.stdio("/nonexistent/mcp-server", ["--flag"]) as client, pytest.raises(
         MCPConnectionError, match=expected
     ):
         client.tools()
-    assert mcp_threads() == []
+    assert mcp_threads() == before
 
 
 def test_an_unreachable_url_is_a_connection_error() -> None:
+    before = mcp_threads()
     with MCPClient.http("http://127.0.0.1:9/mcp", connect_timeout=20) as client, pytest.raises(
         MCPConnectionError, match="127.0.0.1:9"
     ):
         client.tools()
-    assert mcp_threads() == []
+    assert mcp_threads() == before
 
 
 def test_headers_are_sent_and_sse_only_servers_are_reached() -> None:
@@ -179,14 +182,16 @@ SILENT_SERVER = ["-c", "import sys; sys.stdin.read()"]  # never answers, exits w
 
 
 def test_a_server_that_never_answers_fails_after_connect_timeout() -> None:
+    before = mcp_threads()
     with MCPClient.stdio(sys.executable, SILENT_SERVER, connect_timeout=1) as client, pytest.raises(
         MCPConnectionError, match="did not complete the connection within 1 s"
     ):
         client.tools()
-    assert mcp_threads() == []
+    assert mcp_threads() == before
 
 
 def test_close_stops_a_connection_attempt_in_progress() -> None:
+    before = mcp_threads()
     client = MCPClient.stdio(sys.executable, SILENT_SERVER, connect_timeout=120)
     errors: list[BaseException] = []
 
@@ -198,9 +203,9 @@ def test_close_stops_a_connection_attempt_in_progress() -> None:
 
     caller = threading.Thread(target=list_tools)
     caller.start()
-    wait_until(lambda: len(mcp_threads()) == 1)  # connecting
+    wait_until(lambda: len(mcp_threads()) == len(before) + 1)  # connecting
     client.close()
     caller.join(60)
     assert not caller.is_alive()
     assert len(errors) == 1 and isinstance(errors[0], MCPClientClosedError)
-    assert mcp_threads() == []
+    assert mcp_threads() == before

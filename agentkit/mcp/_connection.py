@@ -155,7 +155,8 @@ class Connection:
             )
         reason = describe_error(self._error) if self._error is not None else self.broken
         raise MCPConnectionError(
-            f"could not connect to the MCP server {self.label}: {reason}"
+            f"could not connect to the MCP server {self.label}: {reason}; check that the server "
+            "starts on its own and speaks MCP (a command's own errors go to stderr)"
         ) from self._error
 
     def submit(self, work: Work[T]) -> concurrent.futures.Future[T]:
