@@ -60,3 +60,17 @@ def test_without_the_mcp_package_making_a_client_says_how_to_install_it(
     monkeypatch.setitem(sys.modules, "mcp", None)  # import mcp now fails
     with pytest.raises(MCPNotInstalledError, match=r"pip install 'agentkit\[mcp\]'"):
         MCPClient.stdio("python", ["server.py"])
+
+
+def test_call_errors_round_trip_through_the_checkpoint_serializer() -> None:
+    from agentkit.checkpoint import PickleSerializer
+
+    serializer = PickleSerializer(secret_key=b"k" * 32)
+    errors = [
+        agentkit.mcp.MCPConnectionError("server gone", tool_name="add", call_id="c1"),
+        MCPServerError("refused", code=-32602, tool_name="add", call_id="c2"),
+    ]
+    for error in errors:
+        copy = serializer.loads(serializer.dumps(error, checkpoint_id="cp"), checkpoint_id="cp")
+        assert type(copy) is type(error)
+        assert (str(copy), copy.tool_name, copy.call_id) == (str(error), error.tool_name, error.call_id)

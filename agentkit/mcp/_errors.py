@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentkit._persist import persisted
 from agentkit.errors import AgentKitError, ToolError
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
 ]
 
 
+@persisted("agentkit.mcp.MCPConnectionError")  # errors can be kept in checkpoints
 class MCPConnectionError(ToolError, ConnectionError):
     """The MCP server could not be started or reached, or the connection broke during a call.
 
@@ -36,6 +38,7 @@ class MCPConnectionError(ToolError, ConnectionError):
     """
 
 
+@persisted("agentkit.mcp.MCPServerError")
 class MCPServerError(ToolError):
     """The MCP server answered a request with a JSON-RPC error instead of a result.
 
@@ -54,9 +57,11 @@ class MCPServerError(ToolError):
         return (type(self), (str(self),), state)
 
 
+@persisted("agentkit.mcp.MCPClientClosedError")
 class MCPClientClosedError(AgentKitError, RuntimeError):
     """An :class:`~agentkit.mcp.MCPClient` (or one of its tools) was used after ``close()``."""
 
 
+@persisted("agentkit.mcp.MCPNotInstalledError")
 class MCPNotInstalledError(AgentKitError, ImportError):
     """The ``mcp`` package, which :mod:`agentkit.mcp` needs, is not installed."""
