@@ -69,6 +69,11 @@ def test_prefix_renames_and_allow_filters_but_calls_use_the_servers_name(client:
     assert echo.invoke('{"text": "hi"}') == "hi"  # type: ignore[attr-defined]
 
 
+def test_allow_accepts_prefixed_names_too(client: MCPClient) -> None:
+    tools = client.tools(prefix="box_", allow=["box_add", "echo"])
+    assert [tool.info().name for tool in tools] == ["box_add", "box_echo"]
+
+
 def test_allow_with_an_unknown_name_says_which_tools_exist(client: MCPClient) -> None:
     with pytest.raises(ValueError, match="does not have: nope .*it has: add, echo"):
         client.tools(allow=["nope", "add"])

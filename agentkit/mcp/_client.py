@@ -196,8 +196,9 @@ class MCPClient:
 
         Name, description and JSON Schema are the server's, as it sent them. ``prefix`` is put
         before every name (``prefix="fs_"`` makes ``read_file`` ``fs_read_file``), to keep
-        tools of several servers apart; ``allow`` keeps only the tools with these (server)
-        names, in the server's order.
+        tools of several servers apart; ``allow`` keeps only the tools with these names (the
+        server's, or prefixed), in the server's order; a name the server does not have is a
+        ``ValueError``.
 
         The list is listed again after the server announces a change
         (``notifications/tools/list_changed``); tools already handed out describe themselves
@@ -209,19 +210,22 @@ class MCPClient:
         """
         from agentkit.mcp._tool import MCPTool
 
+        prefix = prefix or ""
         allowed = None if allow is None else ({allow} if isinstance(allow, str) else set(allow))
         catalog = self._fresh_catalog()
-        if allowed is not None:
-            unknown = sorted(allowed - set(catalog))
-            if unknown:
-                raise ValueError(
-                    f"allow names tools the MCP server {self._endpoint.label} does not have: "
-                    f"{', '.join(unknown)} (it has: {', '.join(catalog) or 'no tools'})"
-                )
+        if allowed is None:
+            return [MCPTool(self, name, prefix) for name in catalog]
+        known = set(catalog) | {prefix + name for name in catalog}
+        unknown = sorted(allowed - known)
+        if unknown:
+            raise ValueError(
+                f"allow names tools the MCP server {self._endpoint.label} does not have: "
+                f"{', '.join(unknown)} (it has: {', '.join(catalog) or 'no tools'})"
+            )
         return [
-            MCPTool(self, name, prefix or "")
+            MCPTool(self, name, prefix)
             for name in catalog
-            if allowed is None or name in allowed
+            if name in allowed or prefix + name in allowed
         ]
 
     def tool_info(self, remote_name: str, prefix: str = "") -> ToolInfo | None:
