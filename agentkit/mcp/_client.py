@@ -36,9 +36,11 @@ class _Endpoint:
 
     label: str
     openers: tuple[Callable[[], AbstractAsyncContextManager[_compat.Streams]], ...]
+    sessions: bool = False
+    """``True`` for HTTP, where the server may forget a session and refuse its requests."""
 
 
-def _session_ended(code: int, message: str) -> bool:
+def _session_ended(message: str) -> bool:
     # An HTTP server forgot the session (restart, idle expiry): the request never ran there.
     text = message.lower()
     return "session" in text and any(
@@ -54,7 +56,7 @@ class MCPClient:
 
         with MCPClient.stdio("python", ["weather_server.py"]) as client:
             agent = ChatModelAgent("assistant", "answers", model, tools=client.tools())
-            print(Runner(agent).invoke("Weather in Paris?").text)
+            print_events(Runner(agent).query("Weather in Paris?"))
 
     Threading: the client connects on first use, in one background thread that runs its own
     asyncio event loop (the caller's thread and any loop running there are not touched), and
@@ -146,7 +148,8 @@ class MCPClient:
         openers = {
             "auto": (streamable, sse), "streamable-http": (streamable,), "sse": (sse,)
         }[transport]
-        return cls(_Endpoint(url, openers), timeout=timeout, connect_timeout=connect_timeout)
+        endpoint = _Endpoint(url, openers, sessions=True)
+        return cls(endpoint, timeout=timeout, connect_timeout=connect_timeout)
 
     def __repr__(self) -> str:
         connected = self._connection is not None
@@ -331,7 +334,12 @@ class MCPClient:
                     ) from None
                 except Exception as error:
                     details = _compat.error_details(error)
-                    if details is not None and _session_ended(*details) and attempt == 1:
+                    if (
+                        attempt == 1
+                        and self._endpoint.sessions
+                        and details is not None
+                        and _session_ended(details[1])
+                    ):
                         self._discard(connection, "the server ended the session")
                         continue
                     raise self._translate(error, details, connection, what, tool_name) from error

@@ -49,6 +49,8 @@ Streams = tuple[Any, Any]
 """The (read stream, write stream) pair a transport yields."""
 
 _CANCEL_NOTICE_TIMEOUT = 5.0  # seconds to hand a cancel notice to a (possibly dead) transport
+_HTTP_TIMEOUT = 30.0  # seconds to connect, write, get a pooled connection
+_HTTP_READ_TIMEOUT = 300.0  # seconds between two reads of a response stream
 _INSTALL_HINT = "install it with: pip install 'agentkit[mcp]'"
 
 
@@ -105,9 +107,16 @@ async def open_streamable_http(
     """Connect with the streamable HTTP transport."""
     module = _module("mcp.client.streamable_http")
     if mcp_major_version() >= 2:
-        # 2.x takes a configured client (of its own httpx2 library) instead of headers.
-        http_utils = _module("mcp.shared._httpx_utils")
-        http_client = http_utils.create_mcp_http_client(headers=dict(headers or {}))
+        if not headers:
+            async with module.streamable_http_client(url) as streams:
+                yield streams[0], streams[1]
+            return
+        # 2.x takes headers through a configured client of its HTTP library, httpx2, with the
+        # timeouts its own default client uses (a response stream may stay open for long).
+        httpx2 = _module("httpx2")
+        http_client = httpx2.AsyncClient(
+            headers=dict(headers), timeout=httpx2.Timeout(_HTTP_TIMEOUT, read=_HTTP_READ_TIMEOUT)
+        )
         opener = module.streamable_http_client(url, http_client=http_client)
         async with http_client, opener as streams:
             yield streams[0], streams[1]
