@@ -13,14 +13,17 @@ typed against neither line.
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib
 import logging
+import os
+import sys
 import warnings
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from importlib import metadata
 from types import ModuleType
-from typing import Any
+from typing import Any, TextIO
 
 from agentkit.mcp._errors import MCPNotInstalledError
 
@@ -96,8 +99,30 @@ async def open_stdio(
     params = stdio.StdioServerParameters(
         command=command, args=list(args), env=dict(env) if env is not None else None, cwd=cwd
     )
-    async with stdio.stdio_client(params) as streams:
+    async with stdio.stdio_client(params, errlog=_server_stderr()) as streams:
         yield streams[0], streams[1]
+
+
+def _server_stderr() -> TextIO:
+    """Where a server process writes its errors: our stderr, if it is a real file.
+
+    In Jupyter ``sys.stderr`` is the kernel's stream object, which has no file descriptor for
+    a child process; the kernel process's own stderr (``sys.__stderr__``) has one.
+    """
+    for stream in (sys.stderr, sys.__stderr__):
+        if stream is None:
+            continue
+        try:
+            stream.fileno()
+        except (AttributeError, OSError, ValueError):
+            continue
+        return stream
+    return _devnull()
+
+
+@functools.lru_cache(maxsize=1)
+def _devnull() -> TextIO:
+    return open(os.devnull, "w")  # kept open: shared by every server of the process
 
 
 @asynccontextmanager
