@@ -112,7 +112,7 @@ class MCPClient:
         package passes a minimal one (``PATH``, ``HOME``, ``USER``, ...) so that secrets such
         as API keys do not leak to servers; ``env`` adds variables to it (pass
         ``env=dict(os.environ)`` to hand over everything). The server's stderr goes to this
-        process's stderr.
+        process's stderr (in Jupyter, to the kernel's own stderr).
         """
         if isinstance(args, str):
             raise TypeError(f"args must be a sequence of strings, not one string (got {args!r})")
