@@ -166,6 +166,15 @@ def test_an_unreachable_url_is_a_connection_error() -> None:
     assert mcp_threads() == before
 
 
+def test_error_texts_leave_out_credentials_of_the_url() -> None:
+    url = "http://user:secret@127.0.0.1:9/mcp?api_key=hunter2"
+    with MCPClient.http(url, connect_timeout=20) as client, pytest.raises(MCPConnectionError) as info:
+        client.tools()
+    assert "http://127.0.0.1:9/mcp" in str(info.value)
+    assert "secret" not in str(info.value) and "hunter2" not in str(info.value)
+    assert "hunter2" not in repr(client)
+
+
 def test_headers_are_sent_and_sse_only_servers_are_reached() -> None:
     with http_server("sse") as server, MCPClient.http(server.url, headers={"X-Test": "yes"}) as client:
         assert by_name(client)["echo"].invoke('{"text": "over sse"}') == "over sse"

@@ -6,6 +6,7 @@ import concurrent.futures
 import functools
 import os
 import threading
+import urllib.parse
 import weakref
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
@@ -38,6 +39,22 @@ class _Endpoint:
     openers: tuple[Callable[[], AbstractAsyncContextManager[_compat.Streams]], ...]
     sessions: bool = False
     """``True`` for HTTP, where the server may forget a session and refuse its requests."""
+    secrets: tuple[str, ...] = ()
+    """Parts of the URL that error texts must not repeat (password, query string)."""
+
+    def scrub(self, text: str) -> str:
+        """``text`` with the secrets replaced by ``***``."""
+        for secret in self.secrets:
+            text = text.replace(secret, "***")
+        return text
+
+
+def _redacted(url: str) -> str:
+    # Error texts can reach the model and logs: leave out credentials and query parameters.
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 def _session_ended(message: str) -> bool:
@@ -148,7 +165,10 @@ class MCPClient:
         openers = {
             "auto": (streamable, sse), "streamable-http": (streamable,), "sse": (sse,)
         }[transport]
-        endpoint = _Endpoint(url, openers, sessions=True)
+        parts = urllib.parse.urlsplit(url)
+        # (Very short parts are left alone: replacing them would garble the messages.)
+        secrets = tuple(part for part in (parts.password, parts.query) if part and len(part) >= 4)
+        endpoint = _Endpoint(_redacted(url), openers, sessions=True, secrets=secrets)
         return cls(endpoint, timeout=timeout, connect_timeout=connect_timeout)
 
     def __repr__(self) -> str:
@@ -357,21 +377,27 @@ class MCPClient:
         if details is None and connection.usable:
             # Not a transport failure: the session could not use the server's answer.
             return MCPServerError(
-                f"{what} failed: the answer of the MCP server {label} could not be used "
-                f"({describe_error(error)})",
+                self._endpoint.scrub(
+                    f"{what} failed: the answer of the MCP server {label} could not be used "
+                    f"({describe_error(error)})"
+                ),
                 tool_name=tool_name,
             )
         if details is None or details[0] == _compat.CONNECTION_CLOSED:
             reason = details[1] if details is not None else describe_error(error)
             self._discard(connection, reason)
             return MCPConnectionError(
-                f"{what} failed: the connection to the MCP server {label} broke ({reason}); "
-                "the next call reconnects",
+                self._endpoint.scrub(
+                    f"{what} failed: the connection to the MCP server {label} broke ({reason}); "
+                    "the next call reconnects"
+                ),
                 tool_name=tool_name,
             )
         code, message = details
         return MCPServerError(
-            f"{what} failed: the MCP server {label} answered with error {code}: {message}",
+            self._endpoint.scrub(
+                f"{what} failed: the MCP server {label} answered with error {code}: {message}"
+            ),
             code=code,
             tool_name=tool_name,
         )
@@ -453,11 +479,10 @@ class MCPClient:
             if errors:  # a fallback worked: reconnect with it directly next time
                 self._endpoint = attrs.evolve(self._endpoint, openers=(opener,))
             return connection
-        if len(errors) == 1:
-            raise errors[0]
-        raise MCPConnectionError(
-            "; ".join(str(error) for error in errors) + " (tried streamable HTTP, then HTTP+SSE)"
-        ) from errors[-1]
+        text = "; ".join(str(error) for error in errors)
+        if len(errors) > 1:
+            text += " (tried streamable HTTP, then HTTP+SSE)"
+        raise MCPConnectionError(self._endpoint.scrub(text)) from errors[-1]
 
     def _discard(self, connection: Connection, reason: str) -> None:
         connection.mark_broken(reason)
