@@ -100,6 +100,20 @@ def test_cancelling_a_run_cancels_its_in_flight_mcp_call() -> None:
         assert client.call_tool("add", {"a": 1, "b": 2})["content"][0]["text"] == "3"
 
 
+def test_closing_the_event_iterator_cancels_the_in_flight_mcp_call() -> None:
+    with http_server("http") as server, MCPClient.http(server.url) as client, MCPClient.http(
+        server.url
+    ) as observer:
+        model = ScriptedChatModel([calls_message(call("slow", {"seconds": 600})), "never"])
+        agent = ChatModelAgent("a", "d", model, tools=client.tools(allow=["slow"]))
+        observer.tools()  # both clients are connected before the run
+        with no_thread_leak(timeout=60):
+            events = Runner(agent).query("wait")
+            assert observer.call_tool("slow_started", {})["content"][0]["text"] == "started"
+            events.close()  # the consumer is done: the run is cancelled and its threads end
+        assert observer.call_tool("cancelled_calls", {"wait": True})["content"][0]["text"] == "1"
+
+
 def test_a_wrapper_tool_asks_for_approval_then_calls_the_mcp_tool_after_resume(
     client: MCPClient,
 ) -> None:
