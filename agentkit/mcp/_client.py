@@ -1,0 +1,504 @@
+"""MCPClient: a synchronous client of one MCP server, and the source of its tools."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import functools
+import os
+import threading
+import urllib.parse
+import weakref
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from types import TracebackType
+from typing import Any, Literal, TypeVar
+
+import attrs
+
+from agentkit.errors import ToolTimeoutError
+from agentkit.mcp import _compat
+from agentkit.mcp._connection import Connection, describe_error
+from agentkit.mcp._errors import MCPClientClosedError, MCPConnectionError, MCPServerError
+from agentkit.runctx import abort_on_cancel, check_cancelled
+from agentkit.schema import ToolInfo
+from agentkit.tools.base import BaseTool
+
+__all__ = ["MCPClient"]
+
+T = TypeVar("T")
+HTTPTransport = Literal["auto", "streamable-http", "sse"]
+
+_TOOLS_CHANGED = "notifications/tools/list_changed"
+
+
+@attrs.frozen
+class _Endpoint:
+    """How to reach the server: a label for messages and the transports to try, in order."""
+
+    label: str
+    openers: tuple[Callable[[], AbstractAsyncContextManager[_compat.Streams]], ...]
+    sessions: bool = False
+    """``True`` for HTTP, where the server may forget a session and refuse its requests."""
+    secrets: tuple[str, ...] = ()
+    """Parts of the URL that error texts must not repeat (password, query string)."""
+
+    def scrub(self, text: str) -> str:
+        """``text`` with the secrets replaced by ``***``."""
+        for secret in self.secrets:
+            text = text.replace(secret, "***")
+        return text
+
+
+def _redacted(url: str) -> str:
+    # Error texts can reach the model and logs: leave out credentials and query parameters.
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def _session_ended(message: str) -> bool:
+    # An HTTP server forgot the session (restart, idle expiry): the request never ran there.
+    text = message.lower()
+    return "session" in text and any(
+        word in text for word in ("terminated", "not found", "expired", "invalid", "unknown")
+    )
+
+
+class MCPClient:
+    """A synchronous client of one MCP server; its tools are agentkit tools.
+
+    Make one with :meth:`stdio` (a server started as a subprocess) or :meth:`http` (a server at
+    a URL), then take its tools for an agent::
+
+        with MCPClient.stdio("python", ["weather_server.py"]) as client:
+            agent = ChatModelAgent("assistant", "answers", model, tools=client.tools())
+            print_events(Runner(agent).query("Weather in Paris?"))
+
+    Threading: the client connects on first use, in one background thread that runs its own
+    asyncio event loop (the caller's thread and any loop running there are not touched), and
+    :meth:`close` ends that thread. Tool calls may come from many threads at once. A client
+    made before a WSGI server forks its workers works in each worker: a process that
+    inherited it starts its own connection. When the connection breaks (the server process
+    exits, the HTTP session is gone) the next call reconnects.
+
+    Args:
+        timeout: seconds one tool call (or tool listing) may take before it fails with
+            :class:`~agentkit.ToolTimeoutError`; ``None`` waits as long as the server takes.
+        connect_timeout: seconds to start the server or reach it and finish the MCP handshake.
+    """
+
+    def __init__(
+        self, endpoint: _Endpoint, *, timeout: float | None, connect_timeout: float
+    ) -> None:
+        if timeout is not None and timeout <= 0:
+            raise ValueError(f"timeout must be > 0 seconds or None (got {timeout})")
+        if connect_timeout <= 0:
+            raise ValueError(f"connect_timeout must be > 0 seconds (got {connect_timeout})")
+        _compat.require_mcp()
+        self._endpoint = endpoint
+        self.timeout = timeout
+        self.connect_timeout = connect_timeout
+        self._state_lock = threading.Lock()
+        self._connect_lock = threading.Lock()
+        self._connection: Connection | None = None
+        self._connecting: Connection | None = None  # being started, so close() can stop it
+        self._closed = False
+        self._pid = os.getpid()
+        # The tool list: the last listing and the notification count it reflects.
+        self._catalog: dict[str, dict[str, Any]] | None = None
+        self._catalog_generation = -1
+        self._generation = 0
+        _live_clients.add(self)
+
+    @classmethod
+    def stdio(
+        cls,
+        command: str,
+        args: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
+        *,
+        cwd: str | os.PathLike[str] | None = None,
+        timeout: float | None = 60.0,
+        connect_timeout: float = 30.0,
+    ) -> MCPClient:
+        """A client of a server started as a subprocess, speaking MCP on its stdin and stdout.
+
+        The process starts on first use and is stopped by :meth:`close`; if it exits, the
+        next call starts it again. Its environment is not this process's: the ``mcp``
+        package passes a minimal one (``PATH``, ``HOME``, ``USER``, ...) so that secrets such
+        as API keys do not leak to servers; ``env`` adds variables to it (pass
+        ``env=dict(os.environ)`` to hand over everything). The server's stderr goes to this
+        process's stderr (in Jupyter, to the kernel's own stderr).
+        """
+        if isinstance(args, str):
+            raise TypeError(f"args must be a sequence of strings, not one string (got {args!r})")
+        argv = tuple(args)
+        directory = os.fspath(cwd) if cwd is not None else None
+        label = " ".join((command, *argv))
+        opener = functools.partial(_compat.open_stdio, command, argv, env, directory)
+        return cls(_Endpoint(label, (opener,)), timeout=timeout, connect_timeout=connect_timeout)
+
+    @classmethod
+    def http(
+        cls,
+        url: str,
+        headers: Mapping[str, str] | None = None,
+        *,
+        transport: HTTPTransport = "auto",
+        timeout: float | None = 60.0,
+        connect_timeout: float = 30.0,
+    ) -> MCPClient:
+        """A client of a server at ``url``, over streamable HTTP (or the older HTTP+SSE).
+
+        ``headers`` go with every request (for example ``{"Authorization": "Bearer ..."}``).
+        With ``transport="auto"`` the client tries streamable HTTP first and falls back to
+        HTTP+SSE when the server does not speak it; ``"streamable-http"`` or ``"sse"`` pick one.
+        """
+        if transport not in ("auto", "streamable-http", "sse"):
+            raise ValueError(
+                f"transport must be 'auto', 'streamable-http' or 'sse' (got {transport!r})"
+            )
+        header_map = dict(headers or {})
+        streamable = functools.partial(_compat.open_streamable_http, url, header_map)
+        sse = functools.partial(_compat.open_sse, url, header_map)
+        openers = {
+            "auto": (streamable, sse), "streamable-http": (streamable,), "sse": (sse,)
+        }[transport]
+        parts = urllib.parse.urlsplit(url)
+        # (Very short parts are left alone: replacing them would garble the messages.)
+        secrets = tuple(part for part in (parts.password, parts.query) if part and len(part) >= 4)
+        endpoint = _Endpoint(_redacted(url), openers, sessions=True, secrets=secrets)
+        return cls(endpoint, timeout=timeout, connect_timeout=connect_timeout)
+
+    def __repr__(self) -> str:
+        connected = self._connection is not None
+        state = "closed" if self._closed else "connected" if connected else "idle"
+        return f"<MCPClient {self._endpoint.label!r} {state}>"
+
+    def __enter__(self) -> MCPClient:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    @property
+    def closed(self) -> bool:
+        """``True`` once :meth:`close` was called."""
+        return self._closed
+
+    def close(self) -> None:
+        """Disconnect (stopping a stdio server) and join the background thread. Idempotent.
+
+        Calls still running fail with :class:`MCPConnectionError`; later use raises
+        :class:`MCPClientClosedError`.
+        """
+        with self._state_lock:
+            self._closed = True
+            connection, self._connection = self._connection, None
+            connecting = self._connecting
+            inherited = self._pid != os.getpid()
+        _live_clients.discard(self)
+        if inherited:
+            return
+        for each in (connection, connecting):
+            if each is not None:
+                each.close()
+
+    # --- tools ---
+
+    def tools(
+        self, prefix: str | None = None, allow: Iterable[str] | None = None
+    ) -> list[BaseTool]:
+        """The server's tools as agentkit tools (connecting if needed).
+
+        Name, description and JSON Schema are the server's, as it sent them. ``prefix`` is put
+        before every name (``prefix="fs_"`` makes ``read_file`` ``fs_read_file``), to keep
+        tools of several servers apart; ``allow`` keeps only the tools with these names (the
+        server's, or prefixed), in the server's order; a name the server does not have is a
+        ``ValueError``.
+
+        The list is listed again after the server announces a change
+        (``notifications/tools/list_changed``); tools already handed out describe themselves
+        with the newest listing, and a later ``tools()`` call includes tools added since.
+
+        Raises:
+            MCPConnectionError: the server could not be reached.
+            ToolTimeoutError: the listing took longer than ``timeout``.
+        """
+        from agentkit.mcp._tool import MCPTool
+
+        prefix = prefix or ""
+        allowed = None if allow is None else ({allow} if isinstance(allow, str) else set(allow))
+        catalog = self._fresh_catalog()
+        if allowed is None:
+            return [MCPTool(self, name, prefix) for name in catalog]
+        known = set(catalog) | {prefix + name for name in catalog}
+        unknown = sorted(allowed - known)
+        if unknown:
+            raise ValueError(
+                f"allow names tools the MCP server {self._endpoint.label} does not have: "
+                f"{', '.join(unknown)} (it has: {', '.join(catalog) or 'no tools'})"
+            )
+        return [
+            MCPTool(self, name, prefix)
+            for name in catalog
+            if name in allowed or prefix + name in allowed
+        ]
+
+    def tool_info(self, remote_name: str, prefix: str = "") -> ToolInfo | None:
+        """The newest known description of the server's tool ``remote_name`` (no network)."""
+        with self._state_lock:
+            entry = None if self._catalog is None else self._catalog.get(remote_name)
+        if entry is None:
+            return None
+        parameters = entry.get("inputSchema") or {"type": "object", "properties": {}}
+        return ToolInfo(prefix + remote_name, entry.get("description") or "", dict(parameters))
+
+    def call_tool(self, name: str, arguments: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Call the server's tool ``name`` and return its raw result (the MCP wire shape).
+
+        For code that wants the result's parts (``content``, ``structuredContent``,
+        ``isError``); agents use :meth:`tools` instead.
+
+        Raises:
+            MCPConnectionError, MCPServerError, ToolTimeoutError: see :mod:`agentkit.mcp`.
+            AgentCancelledError: the agent run was cancelled during the call (the call is
+                cancelled at the server too).
+        """
+        return self._call_tool(name, dict(arguments or {}), name)
+
+    def _call_tool(
+        self, remote_name: str, arguments: dict[str, Any], tool_name: str
+    ) -> dict[str, Any]:
+        return self._run(
+            lambda session: _compat.call_tool(session, remote_name, arguments),
+            what=f"the call to tool {tool_name}",
+            tool_name=tool_name,
+        )
+
+    def _fresh_catalog(self) -> dict[str, dict[str, Any]]:
+        with self._state_lock:
+            self._check_open()
+            if self._catalog is not None and self._catalog_generation == self._generation:
+                return self._catalog
+            generation = self._generation
+        tools = self._run(_compat.list_all_tools, what="listing the tools", tool_name="")
+        return self._install_catalog(tools, generation)
+
+    def _install_catalog(
+        self, tools: list[dict[str, Any]], generation: int
+    ) -> dict[str, dict[str, Any]]:
+        catalog = {str(entry["name"]): entry for entry in tools}
+        with self._state_lock:
+            if generation >= self._catalog_generation:
+                self._catalog, self._catalog_generation = catalog, generation
+        return catalog
+
+    def _on_notification(self, connection: Connection, method: str) -> None:
+        # Runs in the loop thread: note the change and list again in the background.
+        if method != _TOOLS_CHANGED:
+            return
+        with self._state_lock:
+            self._generation += 1
+            generation = self._generation
+
+        async def refresh(session: Any) -> None:
+            try:
+                tools = await _compat.list_all_tools(session)
+            except Exception:  # the next tools() call lists again and reports the error
+                return
+            self._install_catalog(tools, generation)
+
+        connection.spawn(refresh)
+
+    # --- calls ---
+
+    def _run(
+        self, work: Callable[[Any], Coroutine[Any, Any, T]], *, what: str, tool_name: str
+    ) -> T:
+        """Run ``work(session)`` on the connection and wait, with timeout and cancel."""
+        for attempt in (1, 2):
+            connection = self._live_connection()
+            try:
+                future = connection.submit(work)
+            except MCPConnectionError:
+                if attempt == 2:
+                    raise
+                continue  # it broke just now; the request was not sent, so try a new one
+            with abort_on_cancel(future.cancel):
+                try:
+                    return future.result(self.timeout)
+                except concurrent.futures.TimeoutError:
+                    future.cancel()
+                    raise ToolTimeoutError(
+                        f"{what} on the MCP server {self._endpoint.label} took longer than "
+                        f"{self.timeout} s and was cancelled; raise the client's timeout if the "
+                        "tool is slow by nature",
+                        tool_name=tool_name,
+                    ) from None
+                except concurrent.futures.CancelledError:
+                    check_cancelled()
+                    self._check_open()
+                    reason = connection.broken or "closed"
+                    self._discard(connection, reason)
+                    raise MCPConnectionError(
+                        f"{what} failed: the connection to the MCP server {self._endpoint.label} "
+                        f"broke ({reason}); the next call reconnects",
+                        tool_name=tool_name,
+                    ) from None
+                except Exception as error:
+                    details = _compat.error_details(error)
+                    if (
+                        attempt == 1
+                        and self._endpoint.sessions
+                        and details is not None
+                        and _session_ended(details[1])
+                    ):
+                        self._discard(connection, "the server ended the session")
+                        continue
+                    raise self._translate(error, details, connection, what, tool_name) from error
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _translate(
+        self,
+        error: Exception,
+        details: tuple[int, str] | None,
+        connection: Connection,
+        what: str,
+        tool_name: str,
+    ) -> Exception:
+        label = self._endpoint.label
+        if details is None and connection.usable:
+            # Not a transport failure: the session could not use the server's answer.
+            return MCPServerError(
+                self._endpoint.scrub(
+                    f"{what} failed: the answer of the MCP server {label} could not be used "
+                    f"({describe_error(error)})"
+                ),
+                tool_name=tool_name,
+            )
+        if details is None or details[0] == _compat.CONNECTION_CLOSED:
+            reason = details[1] if details is not None else describe_error(error)
+            self._discard(connection, reason)
+            return MCPConnectionError(
+                self._endpoint.scrub(
+                    f"{what} failed: the connection to the MCP server {label} broke ({reason}); "
+                    "the next call reconnects"
+                ),
+                tool_name=tool_name,
+            )
+        code, message = details
+        return MCPServerError(
+            self._endpoint.scrub(
+                f"{what} failed: the MCP server {label} answered with error {code}: {message}"
+            ),
+            code=code,
+            tool_name=tool_name,
+        )
+
+    # --- the connection ---
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise MCPClientClosedError(
+                f"the MCP client for {self._endpoint.label} is closed; make a new MCPClient "
+                "(or use its tools inside the 'with' block)"
+            )
+
+    def _forget_inherited(self) -> None:
+        """In a forked child: drop the parent's connection without touching it."""
+        self._state_lock = threading.Lock()
+        self._connect_lock = threading.Lock()
+        if self._connection is not None:
+            # Its thread does not exist here, and finalizing its objects would stop the
+            # parent's server process: keep them alive, untouched, for this process's life.
+            _inherited.append(self._connection)
+        self._connection = None
+        self._pid = os.getpid()
+
+    def _current(self) -> Connection | None:
+        with self._state_lock:
+            self._check_open()
+            connection = self._connection
+            if connection is None or connection.usable:
+                return connection
+            self._connection = None
+        connection.close()  # broken: stop what is left of it
+        return None
+
+    def _live_connection(self) -> Connection:
+        if self._pid != os.getpid():
+            self._forget_inherited()
+        connection = self._current()
+        if connection is not None:
+            return connection
+        # Another thread may be connecting; its attempt is bounded by connect_timeout per transport.
+        wait = self.connect_timeout * len(self._endpoint.openers) + 10
+        if not self._connect_lock.acquire(timeout=wait):
+            raise MCPConnectionError(
+                f"waited {wait} s for another thread to connect to {self._endpoint.label}"
+            )
+        try:
+            connection = self._current()
+            if connection is not None:
+                return connection
+            connection = self._connect()
+            with self._state_lock:
+                closed = self._closed
+                if not closed:
+                    self._connection = connection
+            if closed:
+                connection.close()
+                self._check_open()
+            return connection
+        finally:
+            self._connect_lock.release()
+
+    def _connect(self) -> Connection:
+        errors: list[MCPConnectionError] = []
+        for opener in self._endpoint.openers:
+            connection = Connection(opener, self._endpoint.label, self._on_notification)
+            with self._state_lock:
+                self._check_open()
+                self._connecting = connection
+            try:
+                connection.start(self.connect_timeout)
+            except MCPConnectionError as error:
+                self._check_open()  # close() stopped the attempt
+                errors.append(error)
+                continue
+            finally:
+                with self._state_lock:
+                    self._connecting = None
+            if errors:  # a fallback worked: reconnect with it directly next time
+                self._endpoint = attrs.evolve(self._endpoint, openers=(opener,))
+            return connection
+        text = "; ".join(str(error) for error in errors)
+        if len(errors) > 1:
+            text += " (tried streamable HTTP, then HTTP+SSE)"
+        raise MCPConnectionError(self._endpoint.scrub(text)) from errors[-1]
+
+    def _discard(self, connection: Connection, reason: str) -> None:
+        connection.mark_broken(reason)
+        with self._state_lock:
+            if self._connection is connection:
+                self._connection = None
+        connection.close()
+
+
+_live_clients: weakref.WeakSet[MCPClient] = weakref.WeakSet()
+_inherited: list[object] = []
+
+
+def _after_fork_in_child() -> None:
+    for client in list(_live_clients):
+        client._forget_inherited()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -1,0 +1,285 @@
+"""One live MCP session, held open by an asyncio event loop in a thread of its own.
+
+The ``mcp`` package is asynchronous; agentkit is not. A :class:`Connection` owns one thread
+that runs a private event loop (never the caller's: a Jupyter kernel's loop is left alone).
+The loop enters the transport and the ``ClientSession``, initializes it, and then waits until
+it is told to stop. Callers in any thread hand it coroutines with :meth:`Connection.submit`
+and wait on the returned :class:`concurrent.futures.Future`, which they may cancel (that
+cancels the asyncio task, and the session tells the server the request was cancelled).
+
+A connection is used until it breaks (the server process exits, the HTTP session ends) and
+is then replaced by a fresh one; it never reconnects by itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import sys
+import threading
+from collections.abc import Callable, Coroutine
+from contextlib import AbstractAsyncContextManager
+from typing import Any, TypeVar
+
+from agentkit.mcp import _compat
+from agentkit.mcp._errors import MCPConnectionError
+from agentkit.runctx import abort_on_cancel, check_cancelled
+
+__all__ = ["Connection", "describe_error"]
+
+_log = logging.getLogger("agentkit.mcp")
+
+T = TypeVar("T")
+Opener = Callable[[], AbstractAsyncContextManager[_compat.Streams]]
+Work = Callable[[Any], Coroutine[Any, Any, T]]
+
+
+_GROUPS: tuple[type[Any], ...] = ()
+if sys.version_info >= (3, 11):
+    _GROUPS = (BaseExceptionGroup,)  # noqa: F821 - a builtin since 3.11
+
+
+def describe_error(error: BaseException) -> str:
+    """A one-line text for ``error``; exception groups of one error are unwrapped."""
+    while isinstance(error, _GROUPS) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    text = str(error)
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+class _WatchedReadStream:
+    """The transport's read stream, reporting when it ends (the server went away)."""
+
+    def __init__(self, inner: Any, on_end: Callable[[], None]) -> None:
+        self._inner = inner
+        self._on_end = on_end
+
+    @property
+    def last_context(self) -> Any:
+        # The session reads the sender's context from the stream when it has one.
+        return getattr(self._inner, "last_context", None)
+
+    async def receive(self) -> Any:
+        try:
+            return await self._inner.receive()
+        except Exception:
+            self._on_end()
+            raise
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def __aiter__(self) -> _WatchedReadStream:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self._inner.__anext__()
+        except Exception:  # StopAsyncIteration included: the stream ended
+            self._on_end()
+            raise
+
+    async def __aenter__(self) -> _WatchedReadStream:
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> Any:
+        return await self._inner.__aexit__(*exc_info)
+
+
+class Connection:
+    """A session with one MCP server, running in its own thread and event loop.
+
+    Args:
+        opener: makes the transport (an async context manager yielding the stream pair).
+        label: names the server in thread names and error texts.
+        on_notification: called in the loop thread with this connection and the method of
+            every server notification; must not block.
+    """
+
+    def __init__(
+        self, opener: Opener, label: str, on_notification: Callable[[Connection, str], None]
+    ) -> None:
+        self._opener = opener
+        self.label = label
+        self._on_notification = on_notification
+        self._lock = threading.Lock()
+        self._ready = threading.Event()  # set once connected, or once the attempt ended
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._main_task: asyncio.Task[None] | None = None
+        self._session: Any = None
+        self._accepting = False
+        self._closing = False
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._error: BaseException | None = None
+        self.broken: str | None = None
+        """Why the connection can no longer be used (``None`` while it works)."""
+        self._thread = threading.Thread(target=self._run, name=f"agentkit-mcp {label}", daemon=True)
+
+    def __repr__(self) -> str:
+        state = "usable" if self.usable else f"broken ({self.broken})" if self.broken else "idle"
+        return f"<Connection {self.label} {state}>"
+
+    @property
+    def usable(self) -> bool:
+        """``True`` while calls can be submitted."""
+        return self._accepting and self.broken is None
+
+    # --- caller side (any thread) ---
+
+    def start(self, timeout: float | None) -> None:
+        """Start the thread and wait until the session is initialized.
+
+        Raises:
+            MCPConnectionError: the server could not be started or reached, or did not
+                finish the handshake within ``timeout`` seconds.
+            AgentCancelledError: the agent run was cancelled while connecting.
+        """
+        self._thread.start()
+        try:
+            with abort_on_cancel(self._request_stop):
+                ready = self._ready.wait(timeout)
+            check_cancelled()
+        except BaseException:
+            self.close()
+            raise
+        if ready and self.usable:
+            return
+        self.close()
+        if not ready:
+            raise MCPConnectionError(
+                f"the MCP server {self.label} did not complete the connection within {timeout} s; "
+                "check that it starts and speaks MCP, or raise connect_timeout"
+            )
+        reason = describe_error(self._error) if self._error is not None else self.broken
+        raise MCPConnectionError(
+            f"could not connect to the MCP server {self.label}: {reason}; check that the server "
+            "starts on its own and speaks MCP (a command's own errors go to stderr)"
+        ) from self._error
+
+    def submit(self, work: Work[T]) -> concurrent.futures.Future[T]:
+        """Run ``work(session)`` in the loop; the future can be cancelled from any thread.
+
+        Raises:
+            MCPConnectionError: the connection is closed or broken (get a new one).
+        """
+        with self._lock:
+            if not self.usable or self._loop is None:
+                raise MCPConnectionError(
+                    f"the connection to the MCP server {self.label} is closed "
+                    f"({self.broken or 'closed'})"
+                )
+            return asyncio.run_coroutine_threadsafe(work(self._session), self._loop)
+
+    def spawn(self, work: Callable[[Any], Coroutine[Any, Any, object]]) -> None:
+        """From inside the loop thread: run ``work(session)`` as a background task."""
+        if not self.usable:
+            return
+        task = asyncio.ensure_future(work(self._session))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def mark_broken(self, reason: str) -> None:
+        """Stop using this connection (a call found the transport dead)."""
+        with self._lock:
+            if self.broken is None:
+                self.broken = reason
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Leave the session, stop the transport and join the thread (waits up to ``timeout``)."""
+        self._request_stop()
+        if self._thread.ident is None or self._thread is threading.current_thread():
+            return
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            _log.warning(
+                "the MCP connection thread for %s did not end within %s s; it ends when the "
+                "server's transport closes", self.label, timeout,
+            )
+
+    def _request_stop(self) -> None:
+        with self._lock:
+            self._closing = True
+            self._accepting = False
+            loop = self._loop
+        if loop is None:
+            return
+        try:
+            loop.call_soon_threadsafe(self._stop_in_loop)
+        except RuntimeError:  # the loop already closed: nothing left to stop
+            pass
+
+    # --- loop side (the connection's thread) ---
+
+    def _stop_in_loop(self) -> None:
+        if self._session is not None and self._stop is not None:
+            self._stop.set()  # leave the session and the transport in order
+        elif self._main_task is not None:
+            self._main_task.cancel()  # still connecting: abandon the attempt
+
+    def _run(self) -> None:
+        loop = asyncio.new_event_loop()
+        try:
+            loop.run_until_complete(self._main(loop))
+        finally:
+            with self._lock:
+                self._accepting = False
+                if self.broken is None:
+                    self.broken = "closed"
+            try:
+                loop.run_until_complete(self._cancel_leftovers())
+                loop.run_until_complete(loop.shutdown_asyncgens())
+            finally:
+                loop.close()
+                self._ready.set()
+
+    async def _main(self, loop: asyncio.AbstractEventLoop) -> None:
+        with self._lock:
+            if self._closing:
+                return
+            self._loop = loop
+            self._stop = asyncio.Event()
+            self._main_task = asyncio.current_task()
+        try:
+            async with self._opener() as (read, write):
+                watched = _WatchedReadStream(read, self._transport_ended)
+                async with _compat.client_session(watched, write, self._on_message) as session:
+                    await session.initialize()
+                    with self._lock:
+                        self._session = session
+                        self._accepting = not self._closing
+                    self._ready.set()
+                    await self._stop.wait()
+        except BaseException as error:  # the thread ends quietly; callers see self.broken
+            self._error = error
+            with self._lock:
+                if self.broken is None:
+                    self.broken = describe_error(error)
+            if not isinstance(error, (Exception, asyncio.CancelledError)):
+                raise
+
+    async def _cancel_leftovers(self) -> None:
+        await asyncio.sleep(0)  # submissions queued before the gate closed become tasks now
+        current = asyncio.current_task()
+        tasks = [task for task in asyncio.all_tasks() if task is not current]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    def _transport_ended(self) -> None:
+        self.mark_broken("the server closed the connection")
+
+    async def _on_message(self, message: Any) -> None:
+        if isinstance(message, BaseException):
+            _log.debug("MCP transport error from %s: %s", self.label, describe_error(message))
+            return
+        method = _compat.notification_method(message)
+        if method is not None:
+            try:
+                self._on_notification(self, method)
+            except Exception:
+                _log.exception(
+                    "handling the MCP notification %s from %s failed", method, self.label
+                )

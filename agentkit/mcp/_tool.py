@@ -1,0 +1,80 @@
+"""MCPTool: one tool of an MCP server, usable by agents like any agentkit tool."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from agentkit.errors import ToolArgumentsError
+from agentkit.mcp._results import result_text
+from agentkit.schema import ToolInfo
+
+if TYPE_CHECKING:
+    from agentkit.mcp._client import MCPClient
+
+__all__ = ["MCPTool"]
+
+
+class MCPTool:
+    """A tool of an MCP server, an :class:`~agentkit.InvokableTool`; ``client.tools()`` makes them.
+
+    :meth:`info` gives the server's name (with the client's prefix), description and input
+    schema, as of the server's newest tool listing. :meth:`invoke` calls the tool on the
+    server and returns the result as text (see :mod:`agentkit.mcp` for how content, images
+    and errors are rendered). It can be called from inside another tool, for example a
+    ``@tool`` function that asks for approval with :func:`~agentkit.interrupt` first.
+    """
+
+    def __init__(self, client: MCPClient, remote_name: str, prefix: str = "") -> None:
+        info = client.tool_info(remote_name, prefix)
+        if info is None:
+            raise ValueError(f"the MCP server has no tool named {remote_name!r}")
+        self.client = client
+        self.remote_name = remote_name
+        self.prefix = prefix
+        self._last_info = info
+
+    @property
+    def name(self) -> str:
+        """The tool's name as the model sees it (prefix + the server's name)."""
+        return self.prefix + self.remote_name
+
+    def __repr__(self) -> str:
+        return f"<MCPTool {self.name!r} of {self.client!r}>"
+
+    def info(self) -> ToolInfo:
+        """Name, description and input schema, from the newest listing of the server's tools."""
+        info = self.client.tool_info(self.remote_name, self.prefix)
+        if info is not None:
+            self._last_info = info
+        return self._last_info
+
+    def invoke(self, arguments: str, **tool_options: Any) -> str:
+        """Call the tool on the server with the model's JSON ``arguments``; returns the result text.
+
+        A result the server marks as an error (``isError``) is returned as
+        ``"error from tool <name>: <text>"`` for the model to read, not raised.
+
+        Raises:
+            ToolArgumentsError: ``arguments`` is not a JSON object.
+            MCPConnectionError: the server could not be reached or died during the call.
+            MCPServerError: the server refused the request (for example an unknown tool).
+            ToolTimeoutError: the call took longer than the client's ``timeout``.
+            AgentCancelledError: the agent run was cancelled during the call.
+        """
+        try:
+            parsed = json.loads(arguments) if arguments.strip() else {}
+        except json.JSONDecodeError as error:
+            raise ToolArgumentsError(
+                f"{self.name}: the arguments are not valid JSON ({error.msg} at position "
+                f"{error.pos}): {arguments[:200]!r}",
+                tool_name=self.name,
+            ) from None
+        if not isinstance(parsed, dict):
+            raise ToolArgumentsError(
+                f"{self.name}: the arguments must be a JSON object, got {type(parsed).__name__} "
+                f"{arguments[:200]!r}",
+                tool_name=self.name,
+            )
+        result = self.client._call_tool(self.remote_name, parsed, self.name)
+        return result_text(self.name, result)

@@ -1,0 +1,1 @@
+"""MCP servers the tests start as subprocesses (written with the ``mcp`` package's server API)."""

@@ -1,0 +1,114 @@
+"""Starting the test MCP servers: stdio clients and HTTP server processes on loopback ports."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("mcp")
+
+from agentkit.mcp import MCPClient
+
+TOOLBOX = Path(__file__).resolve().parent / "toolbox.py"
+STARTUP_TIMEOUT = 60.0  # a failure guard only: the server listens within a second or two
+
+
+def toolbox_client(**options: Any) -> MCPClient:
+    """A client of the toolbox server over stdio (started on first use)."""
+    return MCPClient.stdio(sys.executable, [str(TOOLBOX)], **options)
+
+
+class HTTPServer:
+    """The toolbox server as an HTTP process (``kind`` ``"http"`` or ``"sse"``) on 127.0.0.1."""
+
+    def __init__(self, kind: str = "http") -> None:
+        self.kind = kind
+        self.port = 0
+        self.process: subprocess.Popen[str] | None = None
+
+    @property
+    def url(self) -> str:
+        """The MCP endpoint."""
+        path = "/mcp" if self.kind == "http" else "/sse"
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def start(self) -> None:
+        """Start the process (on the previous port when restarting) and wait until it listens."""
+        self.process = subprocess.Popen(
+            [sys.executable, str(TOOLBOX), self.kind, "--port", str(self.port)],
+            stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        assert self.process.stdout is not None
+        ready, _, _ = select.select([self.process.stdout], [], [], STARTUP_TIMEOUT)
+        line = self.process.stdout.readline() if ready else ""
+        if not line.startswith("PORT "):
+            self.stop()
+            raise RuntimeError(f"the {self.kind} test server did not start (said {line!r})")
+        self.port = int(line.split()[1])
+
+    def stop(self) -> None:
+        """Stop the process."""
+        process, self.process = self.process, None
+        if process is None:
+            return
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        if process.stdout is not None:
+            process.stdout.close()
+
+    def restart(self) -> None:
+        """Stop and start again on the same port: the server forgets every session."""
+        self.stop()
+        self.start()
+
+
+@contextlib.contextmanager
+def http_server(kind: str = "http") -> Iterator[HTTPServer]:
+    """A running toolbox HTTP server for the block."""
+    server = HTTPServer(kind)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@contextlib.contextmanager
+def client_over(transport: str) -> Iterator[MCPClient]:
+    """A toolbox client over ``"stdio"`` or ``"http"`` (with its own server process)."""
+    if transport == "stdio":
+        with toolbox_client() as client:
+            yield client
+    else:
+        with http_server("http") as server, MCPClient.http(server.url) as client:
+            yield client
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 30.0) -> None:
+    """Wait until ``condition()`` is true (``timeout`` is a failure guard, not a pace)."""
+    deadline = time.monotonic() + timeout
+    pause = threading.Event()
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout} s")
+        pause.wait(0.02)
+
+
+def mcp_threads() -> list[threading.Thread]:
+    """The live connection threads of agentkit.mcp clients."""
+    return [t for t in threading.enumerate() if t.name.startswith("agentkit-mcp") and t.is_alive()]
