@@ -330,7 +330,7 @@ class AgentQueue:
         return after
 
     def cancel(self, run_id: str, mode: CancelMode = CancelMode.IMMEDIATE) -> bool:
-        """Ask the worker running ``run_id`` to cancel it; ``False`` unless it is queued or running."""
+        """Ask the worker of ``run_id`` to cancel it; ``False`` unless it is queued or running."""
         if not isinstance(mode, CancelMode):
             raise TypeError(f"mode must be a CancelMode (got {mode!r})")
         log = self._log()
