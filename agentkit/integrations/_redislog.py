@@ -116,6 +116,26 @@ class RedisRunLog:
             pipe.pexpire(state, self.ttl_ms)
             pipe.execute()
 
+    def finish(self, run_id: str, summary: dict[str, Any]) -> str:
+        """Record the run's stop: its status, summary and ``end`` entry, in one transaction."""
+        state = self.key(run_id)
+        stream = self.key(run_id, ":events")
+        encoded = json.dumps(summary, ensure_ascii=False)
+        with self.client.pipeline(transaction=True) as pipe:
+            pipe.hset(state, mapping={"status": summary["status"], "summary": encoded})
+            pipe.pexpire(state, self.ttl_ms)
+            pipe.xadd(
+                stream, {"kind": "end", "data": encoded}, maxlen=self.maxlen, approximate=True
+            )
+            pipe.pexpire(stream, self.ttl_ms)
+            entry_id = pipe.execute()[2]
+        return _text(entry_id)
+
+    def is_live(self, run_id: str) -> bool:
+        """``True`` while the run is queued or running."""
+        status = self.client.hget(self.key(run_id), "status")
+        return status is not None and _text(status) in ("queued", "running")
+
     def claim_resume(self, run_id: str) -> int:
         """Mark a stopped run queued for a resume: 1 done, 0 not stopped, -1 unknown run."""
         result: int = self._claim(keys=[self.key(run_id), self.key(run_id, ":cancel")])

@@ -295,7 +295,10 @@ class AgentQueue:
         log = self._log()
         log.state(run_id)
         return RunEventStream(
-            functools.partial(log.read, run_id), last_event_id, idle_timeout=idle_timeout
+            functools.partial(log.read, run_id),
+            last_event_id,
+            idle_timeout=idle_timeout,
+            is_live=functools.partial(log.is_live, run_id),
         )
 
     def resume(
@@ -409,8 +412,7 @@ class AgentQueue:
                 lease.release()
         if watcher.reason == "shutdown" and summary["status"] == "cancelled":
             return self._requeue(worker, route, run_id, agent_name, kind, payload, ran=True)
-        log.set_state(run_id, status=summary["status"], summary=json.dumps(summary))
-        append("end", summary)
+        log.finish(run_id, summary)
         return summary
 
     def _requeue(

@@ -70,7 +70,9 @@ class RunEventStream:
     Iterate it (or use it as a context manager). Each wait for new entries is bounded
     (:data:`POLL_INTERVAL`), so :meth:`close` from another thread ends the iteration within
     that time. ``idle_timeout`` (seconds without a new entry) ends the iteration early: an SSE
-    client then reconnects with ``Last-Event-ID`` and loses nothing.
+    client then reconnects with ``Last-Event-ID`` and loses nothing. ``is_live`` tells whether
+    the run is queued or running: a reader that caught up with a stopped run ends at once
+    (read after a run's ``end`` entry, it waits only while a resume is under way).
     """
 
     def __init__(
@@ -80,8 +82,10 @@ class RunEventStream:
         *,
         idle_timeout: float | None = None,
         on_close: Callable[[], None] | None = None,
+        is_live: Callable[[], bool] | None = None,
     ) -> None:
         self._read = read
+        self._is_live = is_live
         self.last_event_id = last_event_id
         self._idle_timeout = idle_timeout
         self._closed = threading.Event()
@@ -95,6 +99,11 @@ class RunEventStream:
             if self._idle_timeout is not None:
                 wait = min(wait, max(0.0, self._idle_timeout - waited))
             batch = self._read(self.last_event_id, wait)
+            if not batch and self._is_live is not None and not self._is_live():
+                # Stopped: what it wrote before it stopped is there now, or never comes.
+                batch = self._read(self.last_event_id, 0.0)
+                if not batch:
+                    return
             if not batch:
                 waited += wait
                 if self._idle_timeout is not None and waited >= self._idle_timeout:
@@ -297,8 +306,17 @@ class LocalRuns:
         """
         run = self._run(run_id)
         _memory_position(last_event_id)
+
+        def is_live() -> bool:
+            with self._lock:
+                return run.status in ("queued", "running")
+
         return RunEventStream(
-            run.log.read, last_event_id, idle_timeout=idle_timeout, on_close=run.log.wake
+            run.log.read,
+            last_event_id,
+            idle_timeout=idle_timeout,
+            on_close=run.log.wake,
+            is_live=is_live,
         )
 
     def cancel(self, run_id: str, mode: CancelMode = CancelMode.IMMEDIATE) -> bool:
@@ -372,9 +390,10 @@ class LocalRuns:
                 summary = publish(start(handle), run.log.append)
             except Exception as error:  # resume refused: busy, consumed, bad targets
                 summary = summary_of_error(error)
-            run.interrupts = list(summary.get("interrupts", []))
-            run.status = str(summary["status"])
-            run.log.append("end", summary)
+            with self._lock:  # the status and the end entry change together
+                run.interrupts = list(summary.get("interrupts", []))
+                run.status = str(summary["status"])
+                run.log.append("end", summary)
 
         thread = threading.Thread(target=work, name=f"agentkit-run-{run_id[:8]}", daemon=True)
         run.thread = thread
