@@ -261,6 +261,29 @@ def test_cancel_from_a_web_process_reaches_the_worker(
     assert queue.cancel(run_id) is False  # stopped already
 
 
+def test_a_duplicate_delivery_never_runs_a_run_twice(
+    app_module: Any, workers: dict[str, str], client: Any
+) -> None:
+    from agentkit import user_message
+
+    queue = app_module.queue
+    tag = uuid.uuid4().hex
+    run_id = queue.submit("slow", tag, queue="a")
+    assert client.blpop([f"test:started:{tag}"], timeout=GUARD) is not None
+    payload = {"messages": [user_message(tag).to_dict()], "session_values": {}}
+    # The broker delivers the task again (at least once) while worker a runs it.
+    again = queue.task.apply_async(args=[run_id, "slow", "run", payload], queue="b")
+    assert again.get(timeout=GUARD)["status"] == "duplicate"  # the run id's lease is taken
+    client.rpush(f"test:gate:{tag}", "open")
+    entries = read_all(queue, run_id)
+    assert entries[-1].data["status"] == "completed"
+    # And once more after it completed.
+    late = queue.task.apply_async(args=[run_id, "slow", "run", payload], queue="b")
+    assert late.get(timeout=GUARD) == {"status": "duplicate", "error": "the run is completed"}
+    assert int(client.get(f"test:ran:slow:{tag}")) == 1
+    assert workers_of(read_all(queue, run_id)) == ["a"]
+
+
 def test_unknown_runs_and_bad_event_ids_are_clear_errors(
     app_module: Any, workers: dict[str, str]
 ) -> None:

@@ -375,6 +375,15 @@ class AgentQueue:
             # A worker going down still receives what it had asked the broker for.
             return self._requeue(worker, route, run_id, agent_name, kind, payload, ran=False)
         log = self._log()
+        try:
+            status = log.state(run_id).get("status")
+        except RunNotFoundError:
+            status = None
+        if status not in ("queued", "running"):
+            # A delivery of a run that stopped since (or whose records expired): at least
+            # once means sometimes twice; the run already went on without this one.
+            _log.info("agentkit: run %r is %s; the task is a duplicate", run_id, status)
+            return {"status": "duplicate", "error": f"the run is {status or 'unknown'}"}
         append = functools.partial(log.append, run_id)
         handle = CancelHandle()
         lease: Lease | None = None
