@@ -296,6 +296,14 @@ def test_unknown_runs_and_bad_event_ids_are_clear_errors(
     with pytest.raises(ValueError, match="Last-Event-ID 'abc'"):
         queue.events(run_id, "abc")
     assert read_all(queue, run_id)[-1].data["status"] == "completed"
+    with pytest.raises(RunStateError, match="is taken"):
+        queue.submit("weather", "Rome", checkpoint_id=run_id, queue="a")
+    with pytest.raises(TypeError, match="JSON-serializable"):
+        queue.submit("weather", "Rome", session_values={"when": object()}, queue="a")
+    unknown = read_all(queue, queue.submit("nobody", "hi", queue="a"))[-1].data
+    assert unknown["status"] == "failed"
+    assert unknown["error"]["type"] == "RunNotFoundError"
+    assert "no agent named 'nobody' is registered in this worker" in unknown["error"]["message"]
 
 
 def test_sigterm_of_a_worker_mid_run_finishes_on_another_worker(

@@ -60,14 +60,17 @@ class RedisRunLog:
         """The Redis key of ``run_id`` (with ``suffix``: ``:events``, ``:cancel``)."""
         return f"{self.prefix}{run_id}{suffix}"
 
-    def create(self, run_id: str, agent_name: str) -> None:
-        """Record a new queued run and append its first (``run``) entry."""
+    def create(self, run_id: str, agent_name: str) -> bool:
+        """Record a new queued run and append its first (``run``) entry; ``False`` if taken."""
         state = self.key(run_id)
+        if not self.client.hsetnx(state, "status", "queued"):
+            return False
         with self.client.pipeline() as pipe:
-            pipe.hset(state, mapping={"status": "queued", "agent": agent_name})
+            pipe.hset(state, "agent", agent_name)
             pipe.pexpire(state, self.ttl_ms)
             pipe.execute()
         self.append(run_id, "run", {"run_id": run_id, "agent": agent_name})
+        return True
 
     def append(self, run_id: str, kind: str, data: dict[str, Any]) -> str:
         """Append one entry; returns its id."""

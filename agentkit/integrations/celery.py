@@ -50,9 +50,9 @@ from agentkit._runlog import publish, summary_of_error
 from agentkit.cancel import CancelHandle, CancelMode, with_cancel
 from agentkit.errors import CheckpointBusyError, CheckpointConsumedError
 from agentkit.events import Agent
+from agentkit.integrations._celery_worker import Watcher, connect_shutdown_signal, shutting_down
 from agentkit.integrations._redislog import RedisRunLog, check_event_id
 from agentkit.integrations.runs import (
-    POLL_INTERVAL,
     RunEventStream,
     RunNotFoundError,
     RunStateError,
@@ -71,26 +71,6 @@ _log = logging.getLogger("agentkit")
 
 TASK_NAME = "agentkit.run"
 """The name of the Celery task that runs agents."""
-
-_shutting_down = threading.Event()
-_signal_lock = threading.Lock()
-_signal_connected = False
-
-
-def _on_worker_shutting_down(**_: Any) -> None:
-    """Celery's warm shutdown began in this process: the watchers stop their runs."""
-    _shutting_down.set()
-
-
-def _connect_shutdown_signal() -> None:
-    global _signal_connected
-    with _signal_lock:
-        if _signal_connected:
-            return
-        from celery.signals import worker_shutting_down
-
-        worker_shutting_down.connect(_on_worker_shutting_down, weak=False)
-        _signal_connected = True
 
 
 class AgentQueue:
@@ -160,7 +140,7 @@ class AgentQueue:
         self.task: Any = app.task(
             name=task_name, bind=True, acks_late=True, reject_on_worker_lost=True
         )(run_agent)
-        _connect_shutdown_signal()
+        connect_shutdown_signal()
 
     # --- registry (worker side) ---
 
@@ -268,17 +248,16 @@ class AgentQueue:
         """
         messages = to_messages(query_or_messages)
         run_id = checkpoint_id or uuid.uuid4().hex
-        log = self._log()
-        if log.client.exists(log.key(run_id)):
-            raise RunStateError(
-                f"run id {run_id!r} is taken; leave checkpoint_id out to get a new one"
-            )
         payload = {
             "messages": [message.to_dict() for message in messages],
             "session_values": dict(session_values or {}),
         }
-        json.dumps(payload)  # refuse what cannot travel before anything is recorded
-        log.create(run_id, agent_name)
+        _check_json(payload, "the run's messages and session_values")
+        log = self._log()
+        if not log.create(run_id, agent_name):
+            raise RunStateError(
+                f"run id {run_id!r} is taken; leave checkpoint_id out to get a new one"
+            )
         self.task.apply_async(args=[run_id, agent_name, "run", payload], queue=queue)
         return run_id
 
@@ -315,7 +294,7 @@ class AgentQueue:
                 running, completed, or another resume of it was enqueued already).
         """
         wanted = dict(targets or {})
-        json.dumps(wanted)
+        _check_json(wanted, "resume targets")
         log = self._log()
         claimed = log.claim_resume(run_id)
         if claimed < 0:
@@ -371,7 +350,7 @@ class AgentQueue:
         payload: dict[str, Any],
     ) -> dict[str, Any]:
         """The body of the Celery task: run or resume, publish the events, requeue on shutdown."""
-        if _shutting_down.is_set():
+        if shutting_down.is_set():
             # A worker going down still receives what it had asked the broker for.
             return self._requeue(worker, route, run_id, agent_name, kind, payload, ran=False)
         log = self._log()
@@ -387,7 +366,13 @@ class AgentQueue:
         append = functools.partial(log.append, run_id)
         handle = CancelHandle()
         lease: Lease | None = None
-        watcher = _Watcher(self, run_id, handle)
+        watcher = Watcher(
+            log,
+            run_id,
+            handle,
+            shutdown_mode=self.shutdown_mode,
+            shutdown_timeout=self.shutdown_timeout,
+        )
         watcher.start()
         try:
             try:
@@ -449,69 +434,15 @@ class AgentQueue:
         return {"status": "requeued"}
 
 
-class _Watcher:
-    """Per run in a worker: delivers cancel requests and the shutdown, refreshes the lease."""
-
-    def __init__(self, queue: AgentQueue, run_id: str, handle: CancelHandle) -> None:
-        self._queue = queue
-        self._run_id = run_id
-        self._handle = handle
-        self._stop = threading.Event()
-        self.lease: Lease | None = None
-        self.reason: str | None = None  # "user" or "shutdown"
-        self._thread = threading.Thread(
-            target=self._watch, name=f"agentkit-watch-{run_id[:8]}", daemon=True
-        )
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _watch(self) -> None:
-        log = self._queue._log()
-        pubsub = log.client.pubsub(ignore_subscribe_messages=True)
-        refresh_every = DEFAULT_LEASE_TTL / 3
-        waited = 0.0
-        try:
-            pubsub.subscribe(log.key(self._run_id, ":cancel"))
-            requested = log.cancel_requested(self._run_id)  # asked before we listened
-            if requested is not None:
-                self._user_cancel(requested)
-            while not self._stop.is_set():
-                if _shutting_down.is_set() and self.reason is None:
-                    self.reason = "shutdown"
-                    self._handle.cancel(self._queue.shutdown_mode, self._queue.shutdown_timeout)
-                    log.append(
-                        self._run_id, "status", {"status": "stopping", "reason": "worker shutdown"}
-                    )
-                message = pubsub.get_message(timeout=POLL_INTERVAL / 2)
-                if message is not None and message.get("type") == "message":
-                    data = message["data"]
-                    self._user_cancel(data.decode() if isinstance(data, bytes) else str(data))
-                waited += POLL_INTERVAL / 2
-                if self.lease is not None and waited >= refresh_every:
-                    waited = 0.0
-                    self.lease.refresh()
-        except Exception:
-            _log.warning(
-                "agentkit: watching run %r for cancels failed", self._run_id, exc_info=True
-            )
-        finally:
-            pubsub.close()
-
-    def _user_cancel(self, mode: str) -> None:
-        try:
-            chosen = CancelMode(mode)
-        except ValueError:
-            chosen = CancelMode.IMMEDIATE
-        self.reason = "user"
-        self._handle.cancel(chosen)
-        self._queue._log().append(
-            self._run_id, "status", {"status": "cancelling", "mode": chosen.value}
-        )
+def _check_json(value: Any, what: str) -> None:
+    """Refuse, before anything is recorded, what cannot travel to a worker as JSON."""
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError) as error:
+        raise TypeError(
+            f"{what} must be JSON-serializable to travel to a Celery worker ({error}); pass "
+            "plain dicts, lists, strings, numbers, booleans and None"
+        ) from None
 
 
 def submit(
