@@ -31,6 +31,7 @@ from agentkit._runlog import publish, summary_of_error
 from agentkit.cancel import CancelHandle, CancelMode, with_cancel
 from agentkit.errors import AgentKitError
 from agentkit.options import with_checkpoint_id, with_session_values
+from agentkit.runctx import check_cancelled
 from agentkit.runner import Runner
 from agentkit.schema import Message, user_message
 
@@ -70,9 +71,11 @@ class RunEventStream:
     Iterate it (or use it as a context manager). Each wait for new entries is bounded
     (:data:`POLL_INTERVAL`), so :meth:`close` from another thread ends the iteration within
     that time. ``idle_timeout`` (seconds without a new entry) ends the iteration early: an SSE
-    client then reconnects with ``Last-Event-ID`` and loses nothing. ``is_live`` tells whether
-    the run is queued or running: a reader that caught up with a stopped run ends at once
-    (read after a run's ``end`` entry, it waits only while a resume is under way).
+    client then reconnects with ``Last-Event-ID`` and loses nothing. Read inside an agent run
+    (a tool that follows another run), an immediate cancel of that run ends the reading with
+    :class:`~agentkit.AgentCancelledError` (:func:`~agentkit.check_cancelled`). ``is_live``
+    tells whether the run is queued or running: a reader that caught up with a stopped run ends
+    at once (read after a run's ``end`` entry, it waits only while a resume is under way).
     """
 
     def __init__(
@@ -95,6 +98,7 @@ class RunEventStream:
     def __iter__(self) -> Iterator[RunEvent]:
         waited = 0.0
         while not self._ended and not self._closed.is_set():
+            check_cancelled()
             wait = POLL_INTERVAL
             if self._idle_timeout is not None:
                 wait = min(wait, max(0.0, self._idle_timeout - waited))
