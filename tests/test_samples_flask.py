@@ -143,6 +143,17 @@ def test_bad_resume_bodies_and_event_ids_of_a_real_run(client: Any) -> None:
     assert page.status_code == 200 and b"approve" in page.data
 
 
+def test_an_unexpected_failure_is_a_json_500_without_a_traceback(runs: LocalRuns) -> None:
+    class Broken(LocalRuns):
+        def submit(self, *args: Any, **kwargs: Any) -> str:
+            raise OSError("disk on fire")
+
+    with Broken({}) as broken:
+        response = create_app(broken).test_client().post("/api/runs", json={"message": "hi"})
+    assert response.status_code == 500
+    assert response.get_json() == {"error": "internal error; the server log has the details"}
+
+
 def test_cancel_stops_a_running_run() -> None:
     entered = threading.Event()
     release = threading.Event()

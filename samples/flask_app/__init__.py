@@ -109,6 +109,11 @@ def create_app(runs: Runs | None = None) -> Flask:
             return error
         return jsonify(error=error.description), error.code or 500
 
+    @app.errorhandler(Exception)
+    def unexpected(error: Exception) -> tuple[Response, int]:
+        app.logger.exception("unexpected error in %s %s", request.method, request.path)
+        return jsonify(error="internal error; the server log has the details"), 500
+
     @app.get("/")
     def index() -> Response:
         return Response(PAGE.read_text(encoding="utf-8"), mimetype="text/html")
