@@ -66,8 +66,9 @@ def sse_events(
 
     ``events`` is a run's event iterator (closing this generator cancels the run), or a run's
     log reader such as :class:`~agentkit.integrations.runs.RunEventStream` (entries become
-    frames with their ``id:``, tokens included; closing only stops reading). Works with any
-    WSGI framework: return it as a streaming response body of type ``text/event-stream``.
+    frames with their ``id:``, tokens included, the last one ``end``, no ``done``; closing only
+    stops reading). Works with any WSGI framework: return it as a streaming response body of
+    type ``text/event-stream``.
     """
     if not isinstance(events, AsyncIterator):
         yield from _log_frames(events)
