@@ -8,6 +8,7 @@ Skipped when Chromium or its driver is missing, unless ``AGENTKIT_REQUIRE_BROWSE
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
@@ -23,6 +24,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "samples"))
 
 from flask_app import create_app, local_runs  # noqa: E402
+from flask_app.agents import AGENT_NAME  # noqa: E402
+
+from agentkit import ChatModelAgent, Runner, tool  # noqa: E402
+from agentkit.checkpoint import InMemoryCheckPointStore  # noqa: E402
+from agentkit.integrations.runs import LocalRuns  # noqa: E402
+from agentkit.testing import ScriptedChatModel, call, calls_message  # noqa: E402
 
 REQUIRE_ENV = "AGENTKIT_REQUIRE_BROWSER"
 GUARD = 60  # seconds: a failure guard for each wait
@@ -82,18 +89,24 @@ def browser(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
         driver.quit()
 
 
+@contextlib.contextmanager
+def serving(app: Any) -> Iterator[str]:
+    """``app`` on a real loopback WSGI server."""
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        thread.join(GUARD)
+
+
 @pytest.fixture
 def app_url() -> Iterator[str]:
     """The sample app (in-process runs) on a real loopback WSGI server."""
-    with local_runs() as runs:
-        server = make_server("127.0.0.1", 0, create_app(runs), threaded=True)
-        thread = threading.Thread(target=server.serve_forever, daemon=True)
-        thread.start()
-        try:
-            yield f"http://127.0.0.1:{server.server_port}"
-        finally:
-            server.shutdown()
-            thread.join(GUARD)
+    with local_runs() as runs, serving(create_app(runs)) as url:
+        yield url
 
 
 def test_page_streams_the_answer_and_approves_the_booking(
@@ -126,3 +139,52 @@ def test_page_streams_the_answer_and_approves_the_booking(
     assert "book_hotel returned: booked 2 nights in Lisbon" in browser.find_element(By.ID, "transcript").text
     browser.save_screenshot(str(tmp_path / "answer.png"))
     assert (tmp_path / "answer.png").stat().st_size > 0
+
+
+def test_page_reconnects_with_last_event_id_and_loses_and_repeats_nothing(
+    browser: Any, tmp_path: Path
+) -> None:
+    from flask import request
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    release = threading.Event()
+    resumed_from: list[str] = []
+    reconnected = threading.Event()
+
+    @tool
+    def wait_here() -> str:
+        """Blocks until the test releases it."""
+        release.wait(100)  # longer than the test's guards: a guard fails first
+        return "released"
+
+    model = ScriptedChatModel(
+        [calls_message(call("wait_here"), content="Working on it."), "All done after the wait."]
+    )
+    agent = ChatModelAgent(AGENT_NAME, "d", model, tools=[wait_here])
+    runner = Runner(agent, enable_streaming=True, checkpoint_store=InMemoryCheckPointStore())
+    with LocalRuns({AGENT_NAME: runner}) as runs:
+        # Streams end after 0.3 s without an event, so the page has to reconnect while the
+        # tool waits.
+        app = create_app(runs, idle_timeout=0.3)
+
+        @app.before_request
+        def note_reconnects() -> None:
+            if request.headers.get("Last-Event-ID"):
+                resumed_from.append(request.headers["Last-Event-ID"])
+                reconnected.set()
+
+        with serving(app) as url:
+            wait = WebDriverWait(browser, GUARD)
+            browser.get(url + "/")
+            browser.find_element(By.ID, "send").click()
+            assert reconnected.wait(GUARD)
+            release.set()
+            wait.until(lambda d: d.find_element(By.ID, "answer").text == "All done after the wait.")
+            transcript = browser.find_element(By.ID, "transcript").text
+            browser.save_screenshot(str(tmp_path / "reconnected.png"))
+    assert transcript.count("Working on it.") == 1
+    assert transcript.count("All done after the wait.") == 1
+    assert transcript.count("wait_here returned: released") == 1
+    assert transcript.count("calls wait_here()") == 1
+    assert resumed_from and all(int(i) >= int(resumed_from[0]) for i in resumed_from)

@@ -93,8 +93,12 @@ def default_runs() -> Runs:
     return local_runs()
 
 
-def create_app(runs: Runs | None = None) -> Flask:
-    """The app, serving runs from ``runs`` (default: :func:`default_runs`)."""
+def create_app(runs: Runs | None = None, *, idle_timeout: float = IDLE_TIMEOUT) -> Flask:
+    """The app, serving runs from ``runs`` (default: :func:`default_runs`).
+
+    A stream without a new event for ``idle_timeout`` seconds ends; the page reconnects with
+    ``Last-Event-ID`` (this keeps proxies from cutting idle connections at random).
+    """
     app = Flask(__name__)
     backend = runs if runs is not None else default_runs()
     app.extensions["agentkit_runs"] = backend
@@ -128,14 +132,14 @@ def create_app(runs: Runs | None = None) -> Flask:
             raise ApiError(400, f"the message is too long (at most {MAX_MESSAGE} characters)")
         run_id = backend.submit(AGENT_NAME, message.strip())
         return sse_response(
-            backend.events(run_id, idle_timeout=IDLE_TIMEOUT), headers={"X-Run-Id": run_id}
+            backend.events(run_id, idle_timeout=idle_timeout), headers={"X-Run-Id": run_id}
         )
 
     @app.get("/api/runs/<run_id>/events")
     def run_events(run_id: str) -> Response:
         _known(run_id)
         try:
-            stream = backend.events(run_id, last_event_id(request), idle_timeout=IDLE_TIMEOUT)
+            stream = backend.events(run_id, last_event_id(request), idle_timeout=idle_timeout)
         except ValueError as error:
             raise ApiError(400, str(error)) from None
         return sse_response(stream, headers={"X-Run-Id": run_id})
@@ -155,7 +159,7 @@ def create_app(runs: Runs | None = None) -> Flask:
         except RunStateError as error:
             raise ApiError(409, str(error)) from None
         return sse_response(
-            backend.events(run_id, after, idle_timeout=IDLE_TIMEOUT), headers={"X-Run-Id": run_id}
+            backend.events(run_id, after, idle_timeout=idle_timeout), headers={"X-Run-Id": run_id}
         )
 
     @app.post("/api/runs/<run_id>/cancel")
