@@ -81,7 +81,8 @@ def test_close_from_another_thread_ends_a_waiting_reader() -> None:
         assert not reader.is_alive() and not stream.ended
         release.set()
         assert [entry.kind for entry in runs.events(run_id)][-1] == "end"
-        assert runs.status(run_id) == "completed"
+        assert runs.status(run_id)["status"] == "completed"
+        assert runs.status(run_id)["summary"]["answer"] == "done"
 
 
 def test_errors_say_what_to_do() -> None:
@@ -92,9 +93,9 @@ def test_errors_say_what_to_do() -> None:
             runs.submit("x", "go")
         with pytest.raises(RunNotFoundError, match="no run with id 'nope'"):
             runs.events("nope")
-        run_id = runs.submit("inner", "go", run_id="fixed")
+        run_id = runs.submit("inner", "go", checkpoint_id="fixed")
         with pytest.raises(RunStateError, match="is taken"):
-            runs.submit("inner", "go", run_id="fixed")
+            runs.submit("inner", "go", checkpoint_id="fixed")
         with pytest.raises(ValueError, match="whole numbers"):
             runs.events(run_id, "1-0")
         assert list(runs.events(run_id))[-1].data["status"] == "completed"

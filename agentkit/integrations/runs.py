@@ -206,6 +206,7 @@ class _LocalRun:
     log: _MemoryLog
     status: str = "queued"
     interrupts: list[str] = attrs.Factory(list)
+    summary: dict[str, Any] | None = None
     handle: CancelHandle | None = None
     thread: threading.Thread | None = None
 
@@ -241,13 +242,16 @@ class LocalRuns:
         agent_name: str,
         query_or_messages: str | Message | Sequence[Message],
         *,
-        run_id: str | None = None,
+        checkpoint_id: str | None = None,
         session_values: Mapping[str, Any] | None = None,
     ) -> str:
-        """Start a run of ``agent_name`` in a background thread; returns the run id at once."""
+        """Start a run of ``agent_name`` in a background thread; returns the run id at once.
+
+        The run id is ``checkpoint_id`` when given (it must be new), else a fresh one.
+        """
         runner = self._runner(agent_name)
         messages = to_messages(query_or_messages)
-        run_id = run_id or uuid.uuid4().hex
+        run_id = checkpoint_id or uuid.uuid4().hex
         run = _LocalRun(agent_name, _MemoryLog())
         run.log.append("run", {"run_id": run_id, "agent": agent_name})
         with self._lock:
@@ -255,7 +259,7 @@ class LocalRuns:
                 raise RunStateError("LocalRuns was closed; create a new one to start runs")
             if run_id in self._runs:
                 raise RunStateError(
-                    f"run id {run_id!r} is taken; leave run_id out to get a new one"
+                    f"run id {run_id!r} is taken; leave checkpoint_id out to get a new one"
                 )
             self._runs[run_id] = run
         values = dict(session_values or {})
@@ -284,6 +288,8 @@ class LocalRuns:
         run = self._run(run_id)
         runner = self._runner(run.agent_name)
         with self._lock:
+            if self._closed:
+                raise RunStateError("LocalRuns was closed; create a new one to resume runs")
             if run.status not in ("interrupted", "cancelled", "failed"):
                 raise RunStateError(
                     f"run {run_id!r} is {run.status}; only an interrupted, cancelled or failed "
@@ -332,9 +338,17 @@ class LocalRuns:
             return False
         return handle.cancel(mode)
 
-    def status(self, run_id: str) -> str:
-        """The run's status: queued, running, interrupted, completed, cancelled or failed."""
-        return self._run(run_id).status
+    def status(self, run_id: str) -> dict[str, Any]:
+        """The run's state: ``status``, ``agent`` and, once stopped, its ``summary``.
+
+        ``status`` is queued, running, interrupted, completed, cancelled or failed.
+        """
+        run = self._run(run_id)
+        with self._lock:
+            state: dict[str, Any] = {"status": run.status, "agent": run.agent_name}
+            if run.summary is not None:
+                state["summary"] = run.summary
+            return state
 
     def interrupts(self, run_id: str) -> list[str]:
         """The interrupt ids of the run's latest interrupt (empty unless interrupted)."""
@@ -395,6 +409,7 @@ class LocalRuns:
             except Exception as error:  # resume refused: busy, consumed, bad targets
                 summary = summary_of_error(error)
             with self._lock:  # the status and the end entry change together
+                run.summary = summary
                 run.interrupts = list(summary.get("interrupts", []))
                 run.status = str(summary["status"])
                 run.log.append("end", summary)
