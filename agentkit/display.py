@@ -1,15 +1,22 @@
-"""Printing runs readably in a terminal or notebook: :func:`print_events`."""
+"""Showing runs readably: :func:`print_events` (a terminal) and :func:`live` (a notebook).
+
+In Jupyter, messages, events and interrupts render as HTML by themselves (their
+``_repr_html_``; the plain ``repr`` stays the text fallback), and :func:`live` shows a run in
+one cell output that updates as tokens, tool calls, transfers and interrupts arrive.
+"""
 
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Iterable
-from typing import TextIO
+from typing import Any, Protocol, TextIO
 
+from agentkit import _html
 from agentkit.events import AgentEvent, MessageVariant
 from agentkit.schema import Message, Role
 
-__all__ = ["print_events"]
+__all__ = ["live", "print_events"]
 
 
 def print_events(
@@ -112,3 +119,134 @@ def _label(variant: MessageVariant) -> str:
 def _print_calls(message: Message, out: TextIO) -> None:
     for call in message.tool_calls:
         out.write(f"-> calls {call.function.name}({call.function.arguments})\n")
+
+
+# --- live display in notebooks ---------------------------------------------------------------
+
+UPDATE_INTERVAL = 0.05
+"""Seconds between two updates of a live display while tokens stream (events always update)."""
+
+
+class _Handle(Protocol):
+    def update(self, obj: Any) -> None: ...
+
+
+def live(
+    events: Iterable[AgentEvent],
+    *,
+    file: TextIO | None = None,
+    show_run_path: bool = False,
+    raise_errors: bool = True,
+) -> list[AgentEvent]:
+    """Consume a run and show it live; return its events (like :func:`print_events`).
+
+    In a Jupyter notebook the run is one cell output, updated in place as tokens stream in and
+    tool calls, tool results, transfers, interrupts and errors arrive; it renders as HTML, with
+    a plain-text fallback for front ends without HTML. Anywhere else (a terminal, a script)
+    this is :func:`print_events`, which prints plain text to ``file``.
+
+    A run that failed raises its error at the end unless ``raise_errors=False``; the returned
+    events stay usable (streams are copied, not consumed).
+
+    Example::
+
+        events = live(runner.query("What's the weather in Paris?"))
+    """
+    handle = _open_display()
+    if handle is None:
+        return print_events(
+            events, file=file, show_run_path=show_run_path, raise_errors=raise_errors
+        )
+    transcript = _Transcript()
+    handle.update(transcript)
+    seen: list[AgentEvent] = []
+    for event in events:
+        seen.append(event)
+        who = event.agent_name or "agent"
+        if show_run_path and event.run_path:
+            who = " > ".join(str(step) for step in event.run_path)
+        variant = event.output.message_output if event.output is not None else None
+        streamed = False
+        if variant is not None and variant.is_streaming and variant.message_stream is not None:
+            keep, read = variant.message_stream.copy(2)
+            variant.message_stream = keep
+            streamed = True
+            shown = time.monotonic()
+            try:
+                for chunk in read:
+                    if chunk.content:
+                        transcript.token(who, chunk.content)
+                        if time.monotonic() - shown >= UPDATE_INTERVAL:
+                            handle.update(transcript)
+                            shown = time.monotonic()
+            except Exception:
+                read.close()  # the event's own lines report the stream's error
+        transcript.event(event, who, streamed=streamed)
+        handle.update(transcript)
+    transcript.done = True
+    handle.update(transcript)
+    if raise_errors:
+        for event in reversed(seen):
+            if event.err is not None:
+                raise event.err
+    return seen
+
+
+class _Transcript:
+    """A run as it grows: said text and event lines; HTML in notebooks, text elsewhere.
+
+    :func:`live` fills one and redisplays it after each change.
+    """
+
+    def __init__(self) -> None:
+        self.lines: list[tuple[str, str, str]] = []  # (kind, who, text)
+        self._open = False  # the last line is a speech still receiving tokens
+        self.done = False
+
+    def token(self, who: str, text: str) -> None:
+        """Add streamed text said by ``who``."""
+        if self._open and self.lines[-1][1] == who:
+            kind, speaker, said = self.lines[-1]
+            self.lines[-1] = (kind, speaker, said + text)
+        else:
+            self.lines.append(("speech", who, text))
+            self._open = True
+
+    def event(self, event: AgentEvent, who: str, *, streamed: bool) -> None:
+        """Add the lines of ``event`` (its text too, unless it arrived as tokens)."""
+        self._open = False
+        for kind, text in _html.event_lines(event):
+            if kind == "speech" and streamed:
+                continue
+            self.lines.append((kind, who, text))
+
+    def _repr_html_(self) -> str:
+        body = "".join(
+            _html.speech(who, text) if kind == "speech" else _html.line(kind, text)
+            for kind, who, text in self.lines
+        )
+        state = "" if self.done else f'<div style="{_html.LINE}">running\u2026</div>'
+        return f'<div class="agentkit-live">{body}{state}</div>'
+
+    def __repr__(self) -> str:
+        rows = [
+            f"{who}: {text}" if kind == "speech" else f"  {text}" for kind, who, text in self.lines
+        ]
+        if not self.done:
+            rows.append("  running...")
+        return "\n".join(rows)
+
+
+def _open_display() -> _Handle | None:
+    """A display handle in a Jupyter kernel (one output, updated in place), else ``None``."""
+    ipython = sys.modules.get("IPython")
+    if ipython is None:
+        return None
+    shell = ipython.get_ipython()
+    if shell is None or not shell.has_trait("kernel"):
+        return None
+    import importlib
+
+    display: Any = importlib.import_module("IPython.display").display
+    handle: _Handle = display(_Transcript(), display_id=True)
+    return handle

@@ -188,6 +188,13 @@ class InterruptInfo:
     data: Any = None
     contexts: list[InterruptContext] = attrs.Factory(list)
 
+    # --- notebook display (see agentkit.display) ---
+    def _repr_html_(self) -> str:
+        """HTML for Jupyter: each root-cause interrupt point with its id."""
+        from agentkit import _html
+
+        return _html.render(_html.interrupt_lines(self), "")
+
 
 @persisted("agentkit.BreakLoopAction")
 @attrs.define
@@ -242,6 +249,13 @@ class AgentEvent:
         if self.output is None or self.output.message_output is None:
             return None
         return self.output.message_output.get_message()
+
+    # --- notebook display (see agentkit.display) ---
+    def _repr_html_(self) -> str:
+        """HTML for Jupyter: the event's message, tool calls, actions and error."""
+        from agentkit import _html
+
+        return _html.render(_html.event_lines(self), self.agent_name or "agent")
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-safe dict: streams materialized, the error as type and message."""

@@ -178,6 +178,14 @@ class Message:
         object.__setattr__(self, "role", Role(self.role))
         object.__setattr__(self, "_wire", None)
 
+    # --- notebook display (see agentkit.display) ---
+    def _repr_html_(self) -> str:
+        """HTML for Jupyter: who wrote it, the text and the tool calls."""
+        from agentkit import _html
+
+        who = self.name or self.role.value
+        return _html.render(_html.message_lines(self, who), who)
+
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-safe dict in the OpenAI message shape (empty fields left out)."""
         data: dict[str, Any] = {"role": self.role.value, "content": self.content}

@@ -1,12 +1,15 @@
-"""samples/flask_app.py and agentkit.integrations.flask: SSE from Flask, test client and a real
-WSGI server; a client that disconnects cancels its run."""
+"""samples/flask_app: the run API (start, stream, reconnect, approve, cancel) in-process, its
+validation (clear 4xx JSON, never a 500), a real WSGI server with concurrent clients, and the
+same app on a real Celery worker with Redis."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 import threading
-import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,45 +20,165 @@ import pytest
 from werkzeug.serving import make_server
 
 from agentkit import ChatModelAgent, Runner, tool
+from agentkit.checkpoint import InMemoryCheckPointStore
+from agentkit.integrations.runs import LocalRuns
 from agentkit.testing import ScriptedChatModel, call, calls_message
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "samples"))
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLES = ROOT / "samples"
+sys.path.insert(0, str(SAMPLES))
 
-from flask_app import create_app
+from flask_app import create_app, local_runs  # noqa: E402
+from flask_app.agents import AGENT_NAME  # noqa: E402
+
+ANSWER = "All set: booked 2 nights in Lisbon, reference HTL-3689. Enjoy Lisbon!"
 
 
-def frames(body: str) -> list[tuple[str, Any]]:
+def frames(body: str) -> list[tuple[str | None, str, Any]]:
     result = []
     for block in body.strip().split("\n\n"):
+        if not block:
+            continue
         lines = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line)
-        result.append((lines["event"], json.loads(lines["data"])))
+        result.append((lines.get("id"), lines["event"], json.loads(lines["data"])))
     return result
 
 
-def test_chat_streams_tokens_tool_results_and_the_answer() -> None:
-    client = create_app().test_client()
-    response = client.get("/chat", query_string={"q": "weather and math?"})
-    assert response.status_code == 200
-    assert response.mimetype == "text/event-stream"
+@pytest.fixture
+def runs() -> Iterator[LocalRuns]:
+    with local_runs() as backend:
+        yield backend
+
+
+@pytest.fixture
+def client(runs: LocalRuns) -> Any:
+    return create_app(runs).test_client()
+
+
+def test_a_run_streams_at_once_then_an_approval_finishes_it(client: Any) -> None:
+    response = client.post("/api/runs", json={"message": "Plan a weekend in Lisbon"})
+    assert response.status_code == 200 and response.mimetype == "text/event-stream"
+    run_id = response.headers["X-Run-Id"]
     parsed = frames(response.get_data(as_text=True))
-    kinds = [kind for kind, _ in parsed]
-    assert kinds[-1] == "done"
-    agent_events = [data for kind, data in parsed if kind == "agent"]
-    assert [e["output"]["role"] for e in agent_events] == ["assistant", "tool", "tool", "assistant"]
-    assert agent_events[-1]["output"]["message"]["content"] == "In Paris it is sunny, 21°C, and 17 * 23 = 391."
-    tokens = "".join(data["content"] for kind, data in parsed if kind == "token")
-    assert tokens.endswith("17 * 23 = 391.")
+    assert parsed[0][1:] == ("run", {"run_id": run_id, "agent": AGENT_NAME})
+    kinds = [kind for _, kind, _ in parsed]
+    assert kinds.count("token") >= 6
+    agents = [data for _, kind, data in parsed if kind == "agent"]
+    assert agents[1]["action"] == {"transfer_to_agent": "travel"}
+    calls = [c["function"]["name"] for a in agents for c in a.get("output", {}).get("message", {}).get("tool_calls", [])]
+    assert calls == ["transfer_to_agent", "get_weather", "book_hotel"]
+    end = parsed[-1][2]
+    assert parsed[-1][1] == "end" and end["status"] == "interrupted"
+    assert end["prompts"][0]["info"] == "Book a hotel in Lisbon for 2 nights (120 EUR a night)?"
+
+    resumed = client.post(f"/api/runs/{run_id}/resume", json={"approve": True})
+    assert resumed.status_code == 200
+    rest = frames(resumed.get_data(as_text=True))
+    assert int(rest[0][0]) == int(parsed[-1][0]) + 1  # the log goes on where it stopped
+    assert rest[-1][2]["status"] == "completed" and rest[-1][2]["answer"] == ANSWER
+    tokens = "".join(data["content"] for _, kind, data in rest if kind == "token")
+    assert tokens == ANSWER
+    # The whole log, read again from the start, is the two streams back to back.
+    again = frames(client.get(f"/api/runs/{run_id}/events").get_data(as_text=True))
+    assert again == parsed
+    after = client.get(f"/api/runs/{run_id}/events", headers={"Last-Event-ID": parsed[-1][0]})
+    assert frames(after.get_data(as_text=True)) == rest
 
 
-def test_chat_without_question_is_a_clear_400() -> None:
-    response = create_app().test_client().get("/chat")
-    assert response.status_code == 400
-    assert "?q=" in response.get_data(as_text=True)
+def test_rejecting_declines_the_booking(client: Any) -> None:
+    response = client.post("/api/runs", json={"message": "Two nights in Oslo please"})
+    run_id = response.headers["X-Run-Id"]
+    assert frames(response.get_data(as_text=True))[-1][2]["status"] == "interrupted"
+    rest = frames(client.post(f"/api/runs/{run_id}/resume", json={"approve": False}).get_data(as_text=True))
+    assert rest[-1][2]["answer"] == "No booking was made, as you declined it. Anything else I can do?"
+    again = client.post(f"/api/runs/{run_id}/resume", json={"approve": True})
+    assert again.status_code == 409
+    assert "not waiting for an approval" in again.get_json()["error"]
 
 
-def test_index_page_escapes_the_question() -> None:
-    page = create_app().test_client().get("/", query_string={"q": "<b>hi</b>"}).get_data(as_text=True)
-    assert "&lt;b&gt;hi&lt;/b&gt;" in page
+def test_reconnect_mid_stream_with_last_event_id_loses_and_repeats_nothing(client: Any) -> None:
+    response = client.post("/api/runs", json={"message": "Plan a weekend in Lisbon"})
+    run_id = response.headers["X-Run-Id"]
+    whole = frames(response.get_data(as_text=True))
+    for cut in (0, 3, 7, len(whole) - 2):
+        rest = client.get(f"/api/runs/{run_id}/events", headers={"Last-Event-ID": whole[cut][0]})
+        assert frames(rest.get_data(as_text=True)) == whole[cut + 1 :]
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "status", "words"),
+    [
+        ("post", "/api/runs", "{not json", 400, "JSON object"),
+        ("post", "/api/runs", {"text": "hi"}, 400, '{"message": "..."}'),
+        ("post", "/api/runs", {"message": 42}, 400, "non-empty text"),
+        ("post", "/api/runs", {"message": "   "}, 400, "non-empty text"),
+        ("post", "/api/runs", {"message": "x" * 5000}, 400, "too long"),
+        ("get", "/api/runs/nope/events", None, 404, "no run with id 'nope'"),
+        ("post", "/api/runs/nope/resume", {"approve": True}, 404, "no run with id"),
+        ("post", "/api/runs/nope/cancel", None, 404, "no run with id"),
+        ("get", "/api/runs", None, 405, "method"),
+        ("get", "/api/nothing", None, 404, "not found"),
+    ],
+)
+def test_bad_requests_get_a_clear_json_4xx(
+    client: Any, method: str, path: str, body: Any, status: int, words: str
+) -> None:
+    if isinstance(body, str):
+        response = getattr(client, method)(path, data=body, content_type="application/json")
+    else:
+        response = getattr(client, method)(path, json=body)
+    assert response.status_code == status
+    assert words.lower() in response.get_json()["error"].lower()
+
+
+def test_bad_resume_bodies_and_event_ids_of_a_real_run(client: Any) -> None:
+    response = client.post("/api/runs", json={"message": "Plan a weekend in Lisbon"})
+    run_id = response.headers["X-Run-Id"]
+    response.get_data()
+    bad = client.post(f"/api/runs/{run_id}/resume", json={"approve": "yes"})
+    assert bad.status_code == 400 and "approve" in bad.get_json()["error"]
+    bad_id = client.get(f"/api/runs/{run_id}/events", headers={"Last-Event-ID": "abc"})
+    assert bad_id.status_code == 400 and "Last-Event-ID 'abc'" in bad_id.get_json()["error"]
+    page = client.get("/")
+    assert page.status_code == 200 and b"approve" in page.data
+
+
+def test_an_unexpected_failure_is_a_json_500_without_a_traceback(runs: LocalRuns) -> None:
+    class Broken(LocalRuns):
+        def submit(self, *args: Any, **kwargs: Any) -> str:
+            raise OSError("disk on fire")
+
+    with Broken({}) as broken:
+        response = create_app(broken).test_client().post("/api/runs", json={"message": "hi"})
+    assert response.status_code == 500
+    assert response.get_json() == {"error": "internal error; the server log has the details"}
+
+
+def test_cancel_stops_a_running_run() -> None:
+    entered = threading.Event()
+    release = threading.Event()
+
+    @tool
+    def wait_here() -> str:
+        """Blocks until the test releases it."""
+        entered.set()
+        release.wait(60)
+        return "released"
+
+    model = ScriptedChatModel(lambda messages: calls_message(call("wait_here"), content="working"))
+    agent = ChatModelAgent(AGENT_NAME, "d", model, tools=[wait_here], max_iterations=100)
+    runner = Runner(agent, enable_streaming=True, checkpoint_store=InMemoryCheckPointStore())
+    with LocalRuns({AGENT_NAME: runner}) as runs:
+        client = create_app(runs).test_client()
+        run_id = runs.submit(AGENT_NAME, "go")
+        assert entered.wait(60)
+        response = client.post(f"/api/runs/{run_id}/cancel")
+        assert response.get_json() == {"run_id": run_id, "cancelled": True}
+        release.set()
+        parsed = frames(client.get(f"/api/runs/{run_id}/events").get_data(as_text=True))
+        assert parsed[-1][2]["status"] == "cancelled"
+        assert client.post(f"/api/runs/{run_id}/cancel").get_json()["cancelled"] is False
+    assert len(model.calls) == 1
 
 
 @contextmanager
@@ -70,59 +193,78 @@ def serving(app: Any) -> Iterator[str]:
         thread.join(10)
 
 
-def test_real_wsgi_server_serves_concurrent_runs() -> None:
+def test_real_wsgi_server_serves_concurrent_runs_and_approvals(runs: LocalRuns) -> None:
     results: dict[int, str] = {}
-    with serving(create_app()) as url:
 
-        def one(i: int) -> None:
-            with httpx.Client(timeout=30) as client:
-                body = client.get(f"{url}/chat", params={"q": f"question {i}"}).text
-            answers = [d for k, d in frames(body) if k == "agent"]
-            results[i] = answers[-1]["output"]["message"]["content"]
+    def one(url: str, i: int) -> None:
+        with httpx.Client(timeout=30) as http:
+            response = http.post(f"{url}/api/runs", json={"message": f"Trip {i} to Lisbon"})
+            run_id = response.headers["x-run-id"]
+            assert frames(response.text)[-1][2]["status"] == "interrupted"
+            rest = http.post(f"{url}/api/runs/{run_id}/resume", json={"approve": True})
+            results[i] = frames(rest.text)[-1][2]["answer"]
 
-        threads = [threading.Thread(target=one, args=(i,)) for i in range(6)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(60)
-    assert results == {i: "In Paris it is sunny, 21°C, and 17 * 23 = 391." for i in range(6)}
-
-
-def test_client_disconnect_cancels_the_run() -> None:
-    calls: list[int] = []
-
-    @tool
-    def work() -> str:
-        """A step of endless work."""
-        calls.append(1)
-        time.sleep(0.01)
-        return "more"
-
-    model = ScriptedChatModel(lambda messages: calls_message(call("work"), content="working"))
-    runner = Runner(ChatModelAgent("busy", "d", model, tools=[work], max_iterations=1000), enable_streaming=True)
-    with serving(create_app(runner)) as url:
-        with httpx.Client(timeout=30) as client, client.stream("GET", f"{url}/chat", params={"q": "go"}) as response:
-            for line in response.iter_lines():
-                if line.startswith("event: agent"):
-                    break  # read one event, then hang up
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            before = len(calls)
-            time.sleep(0.3)
-            if len(calls) == before:
-                break
-        stopped_at = len(calls)
-    # Without cancellation the run would go on for 1000 model calls (10+ s of tool work).
-    assert stopped_at < 500
-    assert len(model.calls) < 500
+    with serving(create_app(runs)) as url:
+        threads = [threading.Thread(target=one, args=(url, i)) for i in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+    assert results == {i: ANSWER for i in range(6)}
 
 
-@pytest.mark.parametrize("stream_tokens", [False, True])
-def test_sse_events_reports_a_failed_stream_in_its_agent_frame(stream_tokens: bool) -> None:
-    from agentkit.integrations.flask import sse_events
+def test_the_app_on_a_celery_worker_with_redis(redis_url: str, tmp_path: Path) -> None:  # noqa: F811
+    pytest.importorskip("celery")
+    import redis
 
-    model = ScriptedChatModel([ValueError("model down")])
-    events = Runner(ChatModelAgent("a", "d", model), enable_streaming=True).query("x")
-    parsed = frames("".join(sse_events(events, stream_tokens=stream_tokens)))
-    assert parsed[-1] == ("done", {})
-    assert parsed[-2][1]["error"] == {"type": "ValueError", "message": "model down"}
+    env = {
+        **os.environ,
+        "REDIS_URL": redis_url,
+        "AGENTKIT_CHECKPOINT_KEY": "flask-app-test-key-0123456789abcdef",
+        "PYTHONPATH": os.pathsep.join([str(ROOT), str(SAMPLES)]),
+    }
+    lane = f"app-{uuid.uuid4().hex[:6]}"
+    env["CELERY_QUEUE"] = lane  # this test's own queue: no other worker takes its runs
+    log_path = tmp_path / "worker.log"
+    client = redis.Redis.from_url(redis_url)
+    ready = f"test:ready:{lane}"
+    boot = (
+        "import sys, redis; from celery.signals import worker_ready\n"
+        f"worker_ready.connect(lambda **_: redis.Redis.from_url({redis_url!r}).rpush({ready!r}, 1), weak=False)\n"
+        "from celery.__main__ import main; sys.exit(main())"
+    )
+    command = [sys.executable, "-c", boot, "-A", "flask_app.tasks", "worker", "--pool=threads",
+               "-n", f"{lane}@test", "--without-gossip", "--without-mingle"]
+    with open(log_path, "wb") as log:
+        worker = subprocess.Popen(command, cwd=SAMPLES, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        assert client.blpop([ready], timeout=60) is not None, log_path.read_text()[-3000:]
+        # The web side: a second process serving the app from the same Redis.
+        script = (
+            "import json, sys\n"
+            "from flask_app import create_app\n"
+            "client = create_app().test_client()\n"
+            "first = client.post('/api/runs', json={'message': 'Plan a weekend in Lisbon'})\n"
+            "run_id = first.headers['X-Run-Id']\n"
+            "print(json.dumps(first.get_data(as_text=True)))\n"
+            "second = client.post(f'/api/runs/{run_id}/resume', json={'approve': True})\n"
+            "print(json.dumps(second.get_data(as_text=True)))\n"
+        )
+        done = subprocess.run([sys.executable, "-c", script], cwd=SAMPLES, env=env,
+                              capture_output=True, text=True, timeout=60, check=False)
+        assert done.returncode == 0, done.stderr
+        first, second = (frames(json.loads(line)) for line in done.stdout.splitlines())
+        assert first[-1][2]["status"] == "interrupted"
+        started = [d for _, k, d in first if k == "status" and d["status"] == "started"]
+        assert started[0]["worker"] == f"{lane}@test"
+        assert second[-1][2]["status"] == "completed" and second[-1][2]["answer"] == ANSWER
+    finally:
+        worker.terminate()
+        try:
+            worker.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            worker.wait()
+
+
+from redis_server import redis_url  # noqa: E402,F401

@@ -17,33 +17,62 @@ Each event is one SSE frame: ``event: agent`` with ``AgentEvent.to_dict()`` as J
 ``stream_tokens=True`` a streamed message is sent as ``event: token`` frames (one per chunk,
 data ``{"agent_name": ..., "content": ...}``) before its ``event: agent`` frame. The stream ends
 with ``event: done``.
+
+Runs that outlive a request (:class:`~agentkit.integrations.runs.LocalRuns`, or Celery workers
+with :class:`~agentkit.integrations.celery.AgentQueue`) are served from their event log: pass
+the reader, ``runs.events(run_id, last_event_id(request))``, to :func:`sse_response`. Each frame
+then carries the entry's ``id:``, so a browser that reconnects sends ``Last-Event-ID`` and
+continues where it left off, losing and repeating nothing. Closing such a response (the client
+went away) only stops reading: the run goes on::
+
+    @app.get("/api/runs/<run_id>/events")
+    def run_events(run_id):
+        return sse_response(runs.events(run_id, last_event_id(request)))
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from agentkit.events import AgentEvent
+from agentkit.integrations.runs import RunEvent, RunEventStream
 from agentkit.iterators import AsyncIterator
 
 if TYPE_CHECKING:
-    from flask import Response
+    from flask import Request, Response
 
-__all__ = ["sse_events", "sse_response"]
-
-
-def _frame(kind: str, data: Any) -> str:
-    return f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
+__all__ = ["last_event_id", "sse_events", "sse_response"]
 
 
-def sse_events(events: AsyncIterator[AgentEvent], *, stream_tokens: bool = False) -> Iterator[str]:
-    """Yield the run's events as SSE frames; closing this generator cancels the run.
+def _frame(kind: str, data: Any, event_id: str | None = None) -> str:
+    head = f"id: {event_id}\n" if event_id is not None else ""
+    return f"{head}event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
 
-    Works with any WSGI framework: return it as a streaming response body with the
-    ``text/event-stream`` content type.
+
+def last_event_id(request: Request) -> str | None:
+    """The id a reconnecting client sent: the ``Last-Event-ID`` header (or ``?last_event_id=``)."""
+    value = request.headers.get("Last-Event-ID") or request.args.get("last_event_id")
+    if value is None:
+        return None
+    return value.strip() or None
+
+
+def sse_events(
+    events: AsyncIterator[AgentEvent] | Iterable[RunEvent], *, stream_tokens: bool = False
+) -> Iterator[str]:
+    """Yield a run's events as SSE frames.
+
+    ``events`` is a run's event iterator (closing this generator cancels the run), or a run's
+    log reader such as :class:`~agentkit.integrations.runs.RunEventStream` (entries become
+    frames with their ``id:``, tokens included, the last one ``end``, no ``done``; closing only
+    stops reading). Works with any WSGI framework: return it as a streaming response body of
+    type ``text/event-stream``.
     """
+    if not isinstance(events, AsyncIterator):
+        yield from _log_frames(events)
+        return
     with events:
         for event in events:
             variant = event.output.message_output if event.output is not None else None
@@ -62,12 +91,29 @@ def sse_events(events: AsyncIterator[AgentEvent], *, stream_tokens: bool = False
         yield _frame("done", {})
 
 
-def sse_response(events: AsyncIterator[AgentEvent], *, stream_tokens: bool = False) -> Response:
-    """A Flask streaming response of the run's events (see :func:`sse_events`)."""
+def _log_frames(entries: Iterable[RunEvent]) -> Iterator[str]:
+    try:
+        for entry in entries:
+            yield _frame(entry.kind, entry.data, entry.id)
+    finally:
+        if isinstance(entries, RunEventStream):
+            entries.close()
+
+
+def sse_response(
+    events: AsyncIterator[AgentEvent] | Iterable[RunEvent],
+    *,
+    stream_tokens: bool = False,
+    headers: Mapping[str, str] | None = None,
+) -> Response:
+    """A Flask streaming response of a run's events or log entries (see :func:`sse_events`).
+
+    ``headers`` are added to the response (an ``X-Run-Id``, for example).
+    """
     from flask import Response, stream_with_context
 
     return Response(
         stream_with_context(sse_events(events, stream_tokens=stream_tokens)),
         mimetype="text/event-stream",
-        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **(headers or {})},
     )

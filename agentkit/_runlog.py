@@ -1,0 +1,97 @@
+"""Turning a run's events into log entries and a JSON summary (shared by the run backends).
+
+:func:`publish` consumes a run's event iterator and appends ``token`` and ``agent`` entries
+through a callback; it returns the run's summary (the data of its ``end`` entry). The summary
+is this package's own small JSON result of a run, made from its events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from agentkit.errors import AgentCancelledError
+from agentkit.events import AgentEvent
+from agentkit.iterators import AsyncIterator
+from agentkit.schema import Role
+
+Append = Callable[[str, dict[str, Any]], object]
+"""Appends one entry (kind, JSON data) to a run's log."""
+
+
+def publish(events: AsyncIterator[AgentEvent], append: Append) -> dict[str, Any]:
+    """Append every event of the run (tokens first for streamed messages); return its summary."""
+    summary = Summary()
+    with events:
+        for event in events:
+            variant = event.output.message_output if event.output is not None else None
+            if variant is not None and variant.message_stream is not None:
+                keep, read = variant.message_stream.copy(2)
+                variant.message_stream = keep
+                try:
+                    for chunk in read:
+                        if chunk.content:
+                            append(
+                                "token", {"agent_name": event.agent_name, "content": chunk.content}
+                            )
+                except Exception:
+                    read.close()  # the failure is reported by the event's own entry
+            data = event.to_dict()
+            append("agent", data)
+            summary.add(event, data)
+    return summary.result()
+
+
+def summary_of_error(error: BaseException) -> dict[str, Any]:
+    """The summary of a run that could not start (or resume) at all."""
+    return {
+        "status": "cancelled" if isinstance(error, AgentCancelledError) else "failed",
+        "answer": None,
+        "interrupts": [],
+        "prompts": [],
+        "error": {"type": type(error).__name__, "message": str(error)},
+    }
+
+
+class Summary:
+    """Collects what the summary of a run needs while its events go by."""
+
+    def __init__(self) -> None:
+        self.answer: str | None = None
+        self.error: dict[str, Any] | None = None
+        self.cancelled = False
+        self.prompts: list[dict[str, Any]] | None = None
+
+    def add(self, event: AgentEvent, data: dict[str, Any]) -> None:
+        """Take note of one event (``data`` is its ``to_dict()``)."""
+        message = data.get("output", {}).get("message")
+        role = data.get("output", {}).get("role")
+        if message is not None and role == Role.ASSISTANT.value and message.get("content"):
+            self.answer = message["content"]
+        interrupted = data.get("action", {}).get("interrupted")
+        if interrupted is not None:
+            self.prompts = [
+                {"id": context["id"], "info": context["info"]}
+                for context in interrupted["contexts"]
+                if context["is_root_cause"]
+            ]
+        if event.err is not None:
+            self.error = data["error"]
+            self.cancelled = isinstance(event.err, AgentCancelledError)
+
+    def result(self) -> dict[str, Any]:
+        """The summary: status, answer, interrupt ids and prompts, error."""
+        if self.error is not None:
+            status = "cancelled" if self.cancelled else "failed"
+        elif self.prompts is not None:
+            status = "interrupted"
+        else:
+            status = "completed"
+        prompts = self.prompts or []
+        return {
+            "status": status,
+            "answer": self.answer,
+            "interrupts": [prompt["id"] for prompt in prompts],
+            "prompts": prompts,
+            "error": self.error,
+        }

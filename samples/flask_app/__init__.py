@@ -1,0 +1,187 @@
+"""A small real Flask app: chat with a travel concierge, streamed token by token, with approvals.
+
+    cd samples && python -m flask_app                  # http://127.0.0.1:5000/
+    curl -N -X POST localhost:5000/api/runs -H 'Content-Type: application/json' \\
+         -d '{"message": "Plan a weekend in Lisbon"}'
+
+API (every stream is Server-Sent Events; every error is JSON ``{"error": ...}`` with a 4xx):
+
+* ``POST /api/runs`` with ``{"message": "..."}``: starts a run and streams it at once; the run id
+  is in the ``X-Run-Id`` header and in the first event (``event: run``).
+* ``GET /api/runs/<id>/events``: the run's events, from the start or after ``Last-Event-ID``.
+* ``POST /api/runs/<id>/resume`` with ``{"approve": true|false}``: answers the run's interrupt
+  and streams the resumed run.
+* ``POST /api/runs/<id>/cancel``: cancels the run.
+* ``GET /``: the page.
+
+By default runs execute in threads of this process with checkpoints in files. With
+``REDIS_URL`` set they execute on Celery workers (``celery -A flask_app.tasks worker
+--pool=threads``) and any number of app processes serve them. Offline by default (scripted
+models); live with ``OPENAI_API_KEY``.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from flask import Flask, Response, jsonify, request
+from werkzeug.exceptions import HTTPException
+
+from agentkit import CancelMode, Runner
+from agentkit.integrations.flask import last_event_id, sse_response
+from agentkit.integrations.runs import (
+    LocalRuns,
+    RunEventStream,
+    RunNotFoundError,
+    RunStateError,
+)
+
+from .agents import AGENT_NAME, build_agent
+
+PAGE = Path(__file__).with_name("page.html")
+MAX_MESSAGE = 4000
+IDLE_TIMEOUT = 30.0  # seconds without an event before a stream ends; the page reconnects
+
+
+class Runs(Protocol):
+    """What the views need from a run backend (LocalRuns or the Celery AgentQueue)."""
+
+    def submit(self, agent_name: str, query_or_messages: str) -> str: ...
+
+    def events(
+        self, run_id: str, last_event_id: str | None = None, *, idle_timeout: float | None = None
+    ) -> RunEventStream: ...
+
+    def resume(self, run_id: str, targets: Mapping[str, Any] | None = None) -> str | None: ...
+
+    def cancel(self, run_id: str, mode: CancelMode = CancelMode.IMMEDIATE) -> bool: ...
+
+    def interrupts(self, run_id: str) -> Sequence[str]: ...
+
+    def has_run(self, run_id: str) -> bool: ...
+
+
+class ApiError(Exception):
+    """An error the API reports as JSON with a 4xx status."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def local_runs(store_dir: str | None = None) -> LocalRuns:
+    """Runs in threads of this process; checkpoints in ``store_dir`` (default: a temporary one)."""
+    from agentkit.checkpoint import FileCheckPointStore
+
+    directory = store_dir or tempfile.mkdtemp(prefix="agentkit-flask-app-")
+    runner = Runner(
+        build_agent(), enable_streaming=True, checkpoint_store=FileCheckPointStore(directory)
+    )
+    return LocalRuns({AGENT_NAME: runner})
+
+
+def default_runs() -> Runs:
+    """Celery workers when ``REDIS_URL`` is set, threads of this process otherwise."""
+    if os.environ.get("REDIS_URL"):
+        from .tasks import queue
+
+        return queue
+    return local_runs()
+
+
+def create_app(runs: Runs | None = None, *, idle_timeout: float = IDLE_TIMEOUT) -> Flask:
+    """The app, serving runs from ``runs`` (default: :func:`default_runs`).
+
+    A stream without a new event for ``idle_timeout`` seconds ends; the page reconnects with
+    ``Last-Event-ID`` (this keeps proxies from cutting idle connections at random).
+    """
+    app = Flask(__name__)
+    backend = runs if runs is not None else default_runs()
+    app.extensions["agentkit_runs"] = backend
+
+    @app.errorhandler(ApiError)
+    def api_error(error: ApiError) -> tuple[Response, int]:
+        return jsonify(error=str(error)), error.status
+
+    @app.errorhandler(HTTPException)
+    def http_error(error: HTTPException) -> tuple[Response, int] | HTTPException:
+        if not request.path.startswith("/api/"):
+            return error
+        return jsonify(error=error.description), error.code or 500
+
+    @app.errorhandler(Exception)
+    def unexpected(error: Exception) -> tuple[Response, int]:
+        app.logger.exception("unexpected error in %s %s", request.method, request.path)
+        return jsonify(error="internal error; the server log has the details"), 500
+
+    @app.get("/")
+    def index() -> Response:
+        return Response(PAGE.read_text(encoding="utf-8"), mimetype="text/html")
+
+    @app.post("/api/runs")
+    def start_run() -> Response:
+        body = _json_body()
+        message = body.get("message")
+        if not isinstance(message, str) or not message.strip():
+            raise ApiError(400, 'send {"message": "..."} with a non-empty text message')
+        if len(message) > MAX_MESSAGE:
+            raise ApiError(400, f"the message is too long (at most {MAX_MESSAGE} characters)")
+        run_id = backend.submit(AGENT_NAME, message.strip())
+        return sse_response(
+            backend.events(run_id, idle_timeout=idle_timeout), headers={"X-Run-Id": run_id}
+        )
+
+    @app.get("/api/runs/<run_id>/events")
+    def run_events(run_id: str) -> Response:
+        _known(run_id)
+        try:
+            stream = backend.events(run_id, last_event_id(request), idle_timeout=idle_timeout)
+        except ValueError as error:
+            raise ApiError(400, str(error)) from None
+        return sse_response(stream, headers={"X-Run-Id": run_id})
+
+    @app.post("/api/runs/<run_id>/resume")
+    def resume_run(run_id: str) -> Response:
+        _known(run_id)
+        body = _json_body()
+        approve = body.get("approve")
+        if not isinstance(approve, bool):
+            raise ApiError(400, 'send {"approve": true} or {"approve": false}')
+        interrupts = backend.interrupts(run_id)
+        if not interrupts:
+            raise ApiError(409, f"run {run_id} is not waiting for an approval")
+        try:
+            after = backend.resume(run_id, {interrupt_id: approve for interrupt_id in interrupts})
+        except RunStateError as error:
+            raise ApiError(409, str(error)) from None
+        return sse_response(
+            backend.events(run_id, after, idle_timeout=idle_timeout), headers={"X-Run-Id": run_id}
+        )
+
+    @app.post("/api/runs/<run_id>/cancel")
+    def cancel_run(run_id: str) -> Response:
+        _known(run_id)
+        return jsonify(run_id=run_id, cancelled=backend.cancel(run_id))
+
+    def _known(run_id: str) -> None:
+        try:
+            known = backend.has_run(run_id)
+        except RunNotFoundError:
+            known = False
+        if not known:
+            raise ApiError(404, f"no run with id {run_id!r}; start one with POST /api/runs")
+
+    return app
+
+
+def _json_body() -> dict[str, Any]:
+    body = request.get_json(silent=True)
+    if not isinstance(body, dict):
+        raise ApiError(
+            400, "the request body must be a JSON object (Content-Type: application/json)"
+        )
+    return body

@@ -1,0 +1,96 @@
+"""The Celery app the Celery tests start workers with (``celery -A celery_app worker``).
+
+Agents are registered here, by name, in every process that imports the module: the workers run
+them, the test and its "web" subprocesses only submit, read, resume and cancel. Tools count
+their executions in Redis so a test can see that no tool ran twice across workers.
+"""
+
+from __future__ import annotations
+
+import os
+
+import redis
+from celery import Celery
+from celery.signals import worker_ready
+
+from agentkit import ChatModelAgent, Message, Role, interrupt, tool
+from agentkit.integrations.celery import AgentQueue
+from agentkit.testing import ScriptedChatModel, call, calls_message
+
+REDIS_URL = os.environ["REDIS_URL"]
+GATE_TIMEOUT = 60  # a failure guard: the test opens the gate long before this
+
+app = Celery("celery_app", broker=REDIS_URL, backend=REDIS_URL)
+app.conf.update(
+    worker_prefetch_multiplier=1,
+    broker_connection_retry_on_startup=True,
+    worker_hijack_root_logger=False,
+)
+queue = AgentQueue(app, shutdown_timeout=GATE_TIMEOUT)
+_redis = redis.Redis.from_url(REDIS_URL)
+
+
+@worker_ready.connect
+def _announce(sender: object = None, **_: object) -> None:
+    """Tell the test this worker consumes now (a barrier, not a sleep)."""
+    _redis.rpush(f"test:ready:{os.environ['TEST_WORKER_NAME']}", os.getpid())
+
+
+@tool
+def get_weather(city: str) -> str:
+    """Get the weather of a city."""
+    _redis.incr(f"test:ran:weather:{city}")
+    return f"sunny in {city}"
+
+
+def _weather_script(messages: list[Message]) -> Message | str:
+    last = messages[-1]
+    if last.role is Role.USER:
+        return calls_message(call("get_weather", {"city": last.content}), content="Let me look.")
+    return f"The weather: {last.content}. Have a nice day!"
+
+
+@tool
+def pay(payee: str) -> str:
+    """Pay a payee after a human approved it."""
+    approved = interrupt(f"Pay {payee}?")
+    _redis.incr(f"test:ran:pay:{payee}")
+    return f"paid {payee}" if approved else f"declined {payee}"
+
+
+def _pay_script(messages: list[Message]) -> Message | str:
+    last = messages[-1]
+    if last.role is Role.USER:
+        return calls_message(call("pay", {"payee": last.content}))
+    return f"Done: {last.content}."
+
+
+@tool
+def slow_step(tag: str) -> str:
+    """A step that waits until the test opens its gate."""
+    _redis.rpush(f"test:started:{tag}", os.environ["TEST_WORKER_NAME"])
+    _redis.blpop([f"test:gate:{tag}"], timeout=GATE_TIMEOUT)
+    _redis.incr(f"test:ran:slow:{tag}")
+    return f"step done on {os.environ['TEST_WORKER_NAME']}"
+
+
+def _slow_script(messages: list[Message]) -> Message | str:
+    last = messages[-1]
+    if last.role is Role.USER:
+        return calls_message(call("slow_step", {"tag": last.content}))
+    return f"Finished: {last.content}"
+
+
+queue.register(
+    "weather",
+    lambda: ChatModelAgent(
+        "weather", "weather", ScriptedChatModel(_weather_script), tools=[get_weather]
+    ),
+)
+queue.register(
+    "payer", lambda: ChatModelAgent("payer", "pays", ScriptedChatModel(_pay_script), tools=[pay])
+)
+queue.register(
+    "slow",
+    lambda: ChatModelAgent("slow", "slow", ScriptedChatModel(_slow_script), tools=[slow_step]),
+)

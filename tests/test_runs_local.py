@@ -1,0 +1,105 @@
+"""agentkit.integrations.runs: LocalRuns and RunEventStream (in-process runs, real threads)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from agentkit import (
+    AgentCancelledError,
+    CancelHandle,
+    CancelMode,
+    ChatModelAgent,
+    Runner,
+    tool,
+    with_cancel,
+)
+from agentkit.checkpoint import InMemoryCheckPointStore
+from agentkit.integrations.runs import LocalRuns, RunNotFoundError, RunStateError
+from agentkit.testing import ScriptedChatModel, call, calls_message
+
+GUARD = 30  # seconds: a failure guard only
+GATE = 100  # seconds a gated tool waits at most: longer than GUARD, so a guard expires first
+
+
+def gated_runner(release: threading.Event, entered: threading.Event) -> Runner:
+    @tool
+    def wait_here() -> str:
+        """Blocks until the test releases it."""
+        entered.set()
+        release.wait(GATE)
+        return "released"
+
+    model = ScriptedChatModel([calls_message(call("wait_here"), content="waiting"), "done"])
+    agent = ChatModelAgent("gated", "d", model, tools=[wait_here])
+    return Runner(agent, enable_streaming=True, checkpoint_store=InMemoryCheckPointStore())
+
+
+def test_a_reader_inside_a_cancelled_run_stops_reading() -> None:
+    release, entered, reading = threading.Event(), threading.Event(), threading.Event()
+    with LocalRuns({"inner": gated_runner(release, entered)}) as runs:
+        inner = runs.submit("inner", "go")
+
+        @tool
+        def follow() -> str:
+            """Follows the inner run until it ends."""
+            with runs.events(inner) as stream:
+                for entry in stream:
+                    if entry.kind == "agent":
+                        reading.set()
+            return "it ended"
+
+        model = ScriptedChatModel([calls_message(call("follow")), "unused"])
+        handle = CancelHandle()
+        outer = Runner(ChatModelAgent("outer", "d", model, tools=[follow]))
+        seen: list[Any] = []
+        consumer = threading.Thread(target=lambda: seen.extend(outer.query("x", with_cancel(handle))))
+        consumer.start()
+        assert reading.wait(GUARD) and entered.wait(GUARD)
+        handle.cancel(CancelMode.IMMEDIATE)
+        consumer.join(GUARD)
+        stopped_before_release = not consumer.is_alive()
+        release.set()
+        consumer.join(GUARD)
+    assert stopped_before_release  # the inner run was still blocked: the reader stopped on the cancel
+    assert isinstance(seen[-1].err, AgentCancelledError)
+
+
+def test_close_from_another_thread_ends_a_waiting_reader() -> None:
+    release, entered = threading.Event(), threading.Event()
+    with LocalRuns({"inner": gated_runner(release, entered)}) as runs:
+        run_id = runs.submit("inner", "go")
+        assert entered.wait(GUARD)
+        stream = runs.events(run_id)
+        got: list[str] = []
+        reader = threading.Thread(target=lambda: got.extend(entry.kind for entry in stream))
+        reader.start()
+        stream.close()
+        reader.join(GUARD)
+        assert not reader.is_alive() and not stream.ended
+        release.set()
+        assert [entry.kind for entry in runs.events(run_id)][-1] == "end"
+        assert runs.status(run_id)["status"] == "completed"
+        assert runs.status(run_id)["summary"]["answer"] == "done"
+
+
+def test_errors_say_what_to_do() -> None:
+    release, entered = threading.Event(), threading.Event()
+    release.set()
+    with LocalRuns({"inner": gated_runner(release, entered)}) as runs:
+        with pytest.raises(RunNotFoundError, match="no agent named 'x'; the agents are: inner"):
+            runs.submit("x", "go")
+        with pytest.raises(RunNotFoundError, match="no run with id 'nope'"):
+            runs.events("nope")
+        run_id = runs.submit("inner", "go", checkpoint_id="fixed")
+        with pytest.raises(RunStateError, match="is taken"):
+            runs.submit("inner", "go", checkpoint_id="fixed")
+        with pytest.raises(ValueError, match="whole numbers"):
+            runs.events(run_id, "1-0")
+        assert list(runs.events(run_id))[-1].data["status"] == "completed"
+        with pytest.raises(RunStateError, match="is completed"):
+            runs.resume(run_id, {})
+    with pytest.raises(RunStateError, match="closed"):
+        runs.submit("inner", "go")
