@@ -21,6 +21,7 @@ exception says the same thing, the agentkit error subclasses it too, so existing
     │   ├── ToolNotFoundError (LookupError)
     │   └── ToolTimeoutError (TimeoutError)
     └── ModelError
+        ├── RetryExhaustedError
         ├── APIConnectionError (ConnectionError)
         │   ├── APITimeoutError (TimeoutError)
         │   └── IncompleteStreamError
@@ -56,6 +57,7 @@ __all__ = [
     "PermissionDeniedError",
     "RateLimitError",
     "ResumeError",
+    "RetryExhaustedError",
     "ToolArgumentsError",
     "ToolError",
     "ToolNotFoundError",
@@ -242,6 +244,14 @@ class PermissionDeniedError(APIStatusError):
 
 class RateLimitError(APIStatusError):
     """HTTP 429: too many requests (retried with backoff before it is raised)."""
+
+
+class RetryExhaustedError(ModelError):
+    """A ChatModelAgent's model call was rejected (failed, or its output refused by
+    ``ModelRetryConfig.should_retry``) more often than ``model_retry`` allows.
+
+    The last error is the ``__cause__``.
+    """
 
 
 

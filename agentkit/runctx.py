@@ -19,6 +19,7 @@ import attrs
 
 from agentkit._persist import persisted
 from agentkit._points import Journal, PointResume, ResumeState
+from agentkit.callbacks import RunObservers, UsageLedger
 from agentkit.cancel import RunScope
 from agentkit.errors import AgentKitError
 from agentkit.events import AgentAction, AgentEvent, AgentInput, MessageVariant, RunStep
@@ -30,6 +31,7 @@ __all__ = [
     "add_session_values",
     "cancellable_sleep",
     "check_cancelled",
+    "current_usage",
     "get_session_value",
     "get_session_values",
     "get_tool_options",
@@ -219,6 +221,7 @@ class RunFrame:
     address: tuple[str, ...] = ()
     tool: ToolCallFrame | None = None
     resume: ResumeState | None = None
+    observers: RunObservers | None = None  # callbacks and usage; None in a bare run
 
 
 _frame: contextvars.ContextVar[RunFrame | None] = contextvars.ContextVar(
@@ -306,6 +309,18 @@ def send_tool_gen_action(action: AgentAction) -> None:
     if frame is None or frame.tool is None:
         raise RuntimeError("send_tool_gen_action() works only inside a tool call of an agent run")
     frame.tool.action = action
+
+
+def current_usage() -> UsageLedger | None:
+    """The token usage ledger of the current run (``.total``, ``.by_agent``), or ``None``.
+
+    Every model call of a ChatModelAgent adds its usage to it. The Runner makes one per run
+    (resumed runs start a new one); a run without a Runner has none.
+    """
+    frame = _frame.get()
+    if frame is None or frame.observers is None:
+        return None
+    return frame.observers.usage
 
 
 # --- cancellation inside a run ------------------------------------------------------------------

@@ -30,6 +30,7 @@ import attrs
 from agentkit._persist import persisted
 from agentkit._points import ResumePoint, ResumeState, interrupt_contexts
 from agentkit.agents.flow import FlowAgent
+from agentkit.callbacks import RunObservers
 from agentkit.cancel import RunScope
 from agentkit.errors import (
     AgentCancelledError,
@@ -164,6 +165,7 @@ class Runner:
             log=EventLog(),
             session=Session(run_options.session_values),
             root_input=root_input,
+            observers=RunObservers.from_options(options),
         )
         agent = self._agent
 
@@ -223,6 +225,7 @@ class Runner:
                 session=session,
                 root_input=checkpoint.root_input,
                 resume=resume_state,
+                observers=RunObservers.from_options(options),
             )
             info = ResumeInfo(
                 enable_streaming=checkpoint.enable_streaming,

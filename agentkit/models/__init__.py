@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from agentkit.models.base import ChatModel, ModelOptions, ToolCallingChatModel
+from agentkit.models.failover import FailoverChatModel
 from agentkit.models.scripted import ModelCall, ScriptedChatModel
 
 if TYPE_CHECKING:
@@ -16,6 +17,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ChatModel",
+    "FailoverChatModel",
     "ModelCall",
     "ModelOptions",
     "OpenAIChatModel",

@@ -96,6 +96,7 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     strict: bool = False,
+    timeout: float | None = None,
 ) -> StreamingFunctionTool[P, I]: ...
 
 
@@ -107,6 +108,7 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     strict: bool = False,
+    timeout: float | None = None,
 ) -> FunctionTool[P, R]: ...
 
 
@@ -118,6 +120,7 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     strict: bool = False,
+    timeout: float | None = None,
 ) -> _Decorator: ...
 
 
@@ -128,6 +131,7 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     strict: bool = False,
+    timeout: float | None = None,
 ) -> FunctionTool[Any, Any] | _Decorator:
     """Make a tool of a Python function: its schema comes from the type hints and the docstring.
 
@@ -167,19 +171,33 @@ def tool(
             value unambiguously is accepted for an ``int``, ``float`` or ``bool`` (``"2"``,
             ``"2.5"``, ``"true"``/``"false"``), because models often quote numbers; with
             ``strict=True`` only the JSON kind the schema names is accepted.
+        timeout: the most seconds a call of the tool may take when an agent runs it (it then
+            fails with :class:`~agentkit.ToolTimeoutError`; see ``ChatModelAgent(tool_timeout=)``
+            for what happens to the abandoned call). ``None``: the agent's ``tool_timeout``.
 
     Raises:
         TypeError: ``fn`` is not a function, is ``async``, has ``*args``, or a parameter has an
             annotation that cannot be expressed in JSON (the message names the parameter and type).
         AgentConfigError: the name is not a valid tool name (a lambda needs ``name=``).
     """
+    timeout = _checked_timeout(timeout)
     if fn is None:
-        return _Decorator(name, description, strict)
+        return _Decorator(name, description, strict, timeout)
     if isinstance(fn, str):
         raise TypeError(
             f"tool() takes the function first; to name the tool write @tool(name={fn!r})"
         )
-    return _make_tool(fn, name, description, strict, sys._getframe(1).f_locals)
+    return _make_tool(fn, name, description, strict, sys._getframe(1).f_locals, timeout)
+
+
+def _checked_timeout(timeout: object) -> float | None:
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+        raise AgentConfigError(
+            f"timeout must be a number of seconds > 0, or None for no limit (got {timeout!r})"
+        )
+    return float(timeout)
 
 
 @attrs.frozen
@@ -189,6 +207,7 @@ class _Decorator:
     name: str | None
     description: str | None
     strict: bool
+    timeout: float | None = None
 
     @overload
     def __call__(self, fn: Callable[P, I], /) -> StreamingFunctionTool[P, I]: ...
@@ -198,7 +217,7 @@ class _Decorator:
 
     def __call__(self, fn: Callable[..., Any], /) -> FunctionTool[Any, Any]:
         return _make_tool(
-            fn, self.name, self.description, self.strict, sys._getframe(1).f_locals
+            fn, self.name, self.description, self.strict, sys._getframe(1).f_locals, self.timeout
         )
 
 
@@ -208,11 +227,14 @@ def _make_tool(
     description: str | None,
     strict: bool,
     localns: Mapping[str, Any] | None,
+    timeout: float | None = None,
 ) -> FunctionTool[Any, Any]:
     if isinstance(fn, FunctionTool):
         fn = fn.__wrapped__
     cls = StreamingFunctionTool if inspect.isgeneratorfunction(fn) else FunctionTool
-    return cls(fn, name=name, description=description, strict=strict, localns=localns)
+    return cls(
+        fn, name=name, description=description, strict=strict, localns=localns, timeout=timeout
+    )
 
 
 # --- the tools ----------------------------------------------------------------------------------
@@ -257,12 +279,14 @@ class FunctionTool(Generic[P, R]):
         description: str | None = None,
         strict: bool = False,
         localns: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
     ) -> None:
         """Build the tool; prefer :func:`tool`, which picks the class for generator functions.
 
         ``localns`` is a namespace tried when an annotation names something that is not a
         global of the function's module (a class defined inside a function, for example);
-        :func:`tool` passes the namespace it is called from. ``strict`` is as for :func:`tool`.
+        :func:`tool` passes the namespace it is called from. ``strict`` and ``timeout`` are
+        as for :func:`tool`.
         """
         _check_function(fn)
         if inspect.isgeneratorfunction(fn) and not isinstance(self, StreamingFunctionTool):
@@ -283,11 +307,21 @@ class FunctionTool(Generic[P, R]):
         self._description = plan.description if description is None else description
         self._parameters = plan.schema
         self._params = plan.params
+        self._timeout = _checked_timeout(timeout)
 
     @property
     def name(self) -> str:
         """The tool name the model calls."""
         return self._name
+
+    @property
+    def timeout(self) -> float | None:
+        """The most seconds a call may take when an agent runs it (``None``: no limit of its own).
+
+        The agent's ``tool_timeout`` applies to tools without one. See
+        :class:`~agentkit.ChatModelAgent` for what happens to a call that takes longer.
+        """
+        return self._timeout
 
     def info(self) -> ToolInfo:
         """Return the name, description and JSON Schema parameters (a fresh copy each time)."""
