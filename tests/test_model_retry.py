@@ -23,9 +23,9 @@ from agentkit import (
     FailoverChatModel,
     Message,
     ModelRetryConfig,
+    RetryExhaustedError,
     Role,
     Runner,
-    RetryExhaustedError,
     tool,
     with_cancel,
 )
