@@ -168,6 +168,7 @@ class Runner:
             observers=RunObservers.from_options(options),
         )
         agent = self._agent
+        _log.debug("agentkit: run of agent %r starts", agent.name)
 
         def work(generator: EventSink) -> None:
             sink = _RunnerSink(generator, self, frame, run_options.checkpoint_id, resumed=False)
@@ -236,6 +237,7 @@ class Runner:
             lease.release()
             raise
         agent = self._agent
+        _log.debug("agentkit: resumed run of checkpoint %r starts", checkpoint_id)
 
         def work(generator: EventSink) -> None:
             sink = _RunnerSink(generator, self, frame, checkpoint_id, resumed=True)
@@ -492,11 +494,13 @@ class _RunnerSink:
         assert action is not None and action.interrupted is not None
         points = self.frame.journal.points()
         data = action.interrupted.data
-        event = attrs.evolve(
-            item,
-            action=attrs.evolve(
-                action, interrupted=InterruptInfo(data=data, contexts=interrupt_contexts(points))
-            ),
+        contexts = interrupt_contexts(points)
+        interrupted = InterruptInfo(data=data, contexts=contexts)
+        event = attrs.evolve(item, action=attrs.evolve(action, interrupted=interrupted))
+        _log.info(
+            "agentkit: run interrupted by agent %r at %s",
+            item.agent_name,
+            ", ".join(";".join(context.address) for context in contexts) or "?",
         )
         if self.checkpoint_id is not None:
             try:
@@ -536,6 +540,16 @@ class _RunnerSink:
                     err=error,
                 )
         if held is not None:
+            error = held.err
+            if isinstance(error, AgentCancelledError):
+                _log.info("agentkit: run cancelled (%s)", error)
+            elif error is not None:
+                _log.info(
+                    "agentkit: run failed in agent %r: %s: %s",
+                    held.agent_name,
+                    type(error).__name__,
+                    error,
+                )
             self.downstream.send(held)
         if failure is not None:
             self.downstream.send(failure)
