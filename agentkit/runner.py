@@ -540,15 +540,15 @@ class _RunnerSink:
                     err=error,
                 )
         if held is not None:
-            error = held.err
-            if isinstance(error, AgentCancelledError):
-                _log.info("agentkit: run cancelled (%s)", error)
-            elif error is not None:
+            ended_with = held.err
+            if isinstance(ended_with, AgentCancelledError):
+                _log.info("agentkit: run cancelled (%s)", ended_with)
+            elif ended_with is not None:
                 _log.info(
                     "agentkit: run failed in agent %r: %s: %s",
                     held.agent_name,
-                    type(error).__name__,
-                    error,
+                    type(ended_with).__name__,
+                    ended_with,
                 )
             self.downstream.send(held)
         if failure is not None:

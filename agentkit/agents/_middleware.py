@@ -62,6 +62,14 @@ def _overrides(middleware: AgentMiddleware, method: str) -> bool:
     return getattr(type(middleware), method) is not getattr(AgentMiddleware, method)
 
 
+_HOOKS = ("before_model", "after_model", "wrap_model", "wrap_tool_call")
+
+
+def _overrides_any(middleware: AgentMiddleware) -> bool:
+    """Whether ``middleware`` has a per-call hook (others cost nothing at all)."""
+    return any(_overrides(middleware, method) for method in _HOOKS)
+
+
 def apply_before_agent(
     config: ReactConfig, agent_name: str, instruction: str, messages: list[Message], resumed: bool
 ) -> tuple[ReactConfig, str, list[Message]]:
@@ -143,25 +151,29 @@ class ReactHooks:
             options
         )
         handlers = callbacks.for_agent(config.name) if callbacks is not None else ()
-        if not config.middlewares and not handlers and config.model_retry is None:
+        middlewares = [m for m in config.middlewares if _overrides_any(m)]
+        if not middlewares and not handlers and config.model_retry is None:
             return None
-        return cls(run, config.middlewares, handlers, config.model_retry)
+        return cls(run, middlewares, handlers, config.model_retry)
 
     # --- model calls ---
 
     def call_model(self, messages: list[Message]) -> Message:
         """One model step: hooks, the wrapped call, the event; returns the reply to act on."""
         run = self.run
-        state = ModelState(run.config.name, list(messages), list(self.tool_infos))
+        state: ModelState | None = None
         if self.before_model:
+            # The state holds the conversation itself: what the hooks change is kept.
+            state = ModelState(run.config.name, messages, list(self.tool_infos))
             for middleware in self.before_model:
                 middleware.before_model(state)
-            messages[:] = state.messages  # the rewritten conversation is kept
-            if state.tools != self.tool_infos:
+            if state.messages is not messages:
+                messages[:] = state.messages
+            if _changed(state.tools, self.tool_infos):
                 self.tool_infos = list(state.tools)
                 base = run.config.base_model
                 self.model = base.with_tools(self.tool_infos) if self.tool_infos else base
-        reply = self.model_chain(list(state.messages), run.model_options)
+        reply = self.model_chain(list(messages), run.model_options)
         if not isinstance(reply, Message):
             raise TypeError(
                 f"a wrap_model layer of agent {run.config.name!r} returned "
@@ -169,13 +181,16 @@ class ReactHooks:
             )
         if not run.streaming:
             run.emit(event_from_message(reply, None, Role.ASSISTANT))
-        for middleware in self.after_model:
-            reply = middleware.after_model(state, reply)
-            if not isinstance(reply, Message):
-                raise TypeError(
-                    f"{type(middleware).__name__}.after_model returned "
-                    f"{type(reply).__name__}; return the Message the agent should go on with"
-                )
+        if self.after_model:
+            if state is None:
+                state = ModelState(run.config.name, messages, list(self.tool_infos))
+            for middleware in self.after_model:
+                reply = middleware.after_model(state, reply)
+                if not isinstance(reply, Message):
+                    raise TypeError(
+                        f"{type(middleware).__name__}.after_model returned "
+                        f"{type(reply).__name__}; return the Message the agent should go on with"
+                    )
         return reply
 
     def _call_model_observed(
@@ -209,12 +224,20 @@ class ReactHooks:
         event was streamed already (a short-circuited call's was not)."""
         run = self.run
         name = call.function.name
+        handlers = self.handlers
+        if not self.tool_wraps and not handlers:
+            return run.invoke(tool, call, use_stream, call_frame, index, put), use_stream
         streamed = False
+        result: Message | None = None
+        original = ToolCallInfo.from_tool_call(call)
 
         def innermost(info: ToolCallInfo) -> str:
-            nonlocal streamed
-            actual = _tool_call(call, info)
-            handlers = self.handlers
+            nonlocal streamed, result
+            actual = call if info is original else _tool_call(call, info)
+            if not handlers:
+                result = run.invoke(tool, actual, use_stream, call_frame, index, put)
+                streamed = use_stream
+                return result.content
             run_info = RunInfo(
                 name=name,
                 type=type(tool).__name__,
@@ -222,29 +245,34 @@ class ReactHooks:
                 run_path=self.model_info.run_path,
                 agent_name=run.config.name,
             )
-            if handlers:
-                fire(handlers, "on_tool_start", run_info, info)
+            fire(handlers, "on_tool_start", run_info, info)
             try:
                 message = run.invoke(tool, actual, use_stream, call_frame, index, put)
             except BaseException as error:
-                if handlers:
-                    fire(handlers, "on_tool_end", run_info, info, None, error)
+                fire(handlers, "on_tool_end", run_info, info, None, error)
                 raise
             streamed = use_stream
-            if handlers:
-                fire(handlers, "on_tool_end", run_info, info, message.content, None)
+            result = message
+            fire(handlers, "on_tool_end", run_info, info, message.content, None)
             return message.content
 
         invoke: Callable[[ToolCallInfo], str] = innermost
         for middleware in reversed(self.tool_wraps):
             invoke = _layer(middleware, invoke)
-        text = invoke(ToolCallInfo.from_tool_call(call))
+        text = invoke(original)
         if not isinstance(text, str):
             raise TypeError(
                 f"a wrap_tool_call layer returned {type(text).__name__} for tool {name!r}, "
                 "not str"
             )
+        if result is not None and text is result.content:
+            return result, streamed  # the tool's own message, as it made it
         return tool_message(text, call.id, name), streamed
+
+
+def _changed(tools: list[ToolInfo], before: list[ToolInfo]) -> bool:
+    """Whether a hook replaced, added or removed tools (by identity: cheap, and exact)."""
+    return len(tools) != len(before) or any(a is not b for a, b in zip(tools, before))
 
 
 def _layer(
