@@ -68,7 +68,10 @@ def make_middlewares(kind: str) -> dict[str, Any]:
                 return message
 
             def wrap_model(self, call: Any) -> Any:
-                return lambda messages, options: call(messages, options)
+                def wrapped(messages: list[Message], options: Any) -> Message:
+                    return call(messages, options)  # type: ignore[no-any-return]
+
+                return wrapped
 
             def wrap_tool_call(self, call: Any, invoke: Any) -> str:
                 return str(invoke(call))

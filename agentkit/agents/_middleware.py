@@ -272,7 +272,7 @@ class ReactHooks:
 
 def _changed(tools: list[ToolInfo], before: list[ToolInfo]) -> bool:
     """Whether a hook replaced, added or removed tools (by identity: cheap, and exact)."""
-    return len(tools) != len(before) or any(a is not b for a, b in zip(tools, before))
+    return len(tools) != len(before) or any(a is not b for a, b in zip(tools, before, strict=True))
 
 
 def _layer(
