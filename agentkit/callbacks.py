@@ -23,6 +23,11 @@ workflows, supervisors, agents used as tools), never twice for one agent however
 Model callbacks fire around each call of the chat model itself (``on_model_end`` sees the
 token usage on ``message.response_meta``); with streaming the end fires once the stream was
 read to its end. Tool callbacks fire around the tool itself, inside any middleware.
+
+A resumed run reports the agents it runs again; ``on_agent_start`` then gets an
+:class:`~agentkit.AgentInput` without messages (the agent goes on from its saved state). An
+interrupt ends the interrupting tool call with the interrupt signal as ``error`` and its agents
+without error.
 """
 
 from __future__ import annotations

@@ -140,7 +140,10 @@ class AgentMiddleware:
 
         Inspect or change ``call`` (``attrs.evolve(call, arguments={...})``), return a result
         without calling ``invoke`` (the tool does not run), retry, or time it. Exceptions
-        from ``invoke`` that escape go through the agent's tool-error policy.
+        from ``invoke`` that escape go through the agent's tool-error policy. Calls of tools
+        the agent does not have are answered by that policy without reaching middleware.
+        Interrupts and cancellation raised by ``invoke`` derive from ``BaseException``: let
+        them pass.
         """
         return invoke(call)
 

@@ -363,3 +363,44 @@ def test_usage_of_an_agent_used_as_a_tool_counts_in_the_callers_run() -> None:
             {"Main": TokenUsage(3, 3, 6), "Helper": TokenUsage(7, 3, 10)},
         )
     ]
+
+
+def test_a_resumed_run_reports_the_agents_it_runs_again() -> None:
+    from agentkit import interrupt, with_checkpoint_id
+    from agentkit.checkpoint import InMemoryCheckPointStore
+
+    @tool
+    def approve() -> str:
+        """Ask for approval."""
+        return f"approved: {interrupt('ok?')}"
+
+    first = ChatModelAgent("A1", "d", ScriptedChatModel(["a"]))
+    second = ChatModelAgent(
+        "B1", "d", ScriptedChatModel([calls_message(call("approve", {}, id="c1")), "b"]),
+        tools=[approve],
+    )
+    store = InMemoryCheckPointStore()
+    runner = Runner(SequentialAgent("Seq", "d", [first, second]), checkpoint_store=store)
+    before, after = Recorder(), Recorder()
+    with no_thread_leak():
+        stopped = list(runner.query("hi", with_checkpoint_id("cp"), with_callbacks(before)))
+        interrupted = stopped[-1].action.interrupted  # type: ignore[union-attr]
+        assert interrupted is not None
+        targets = {interrupted.contexts[0].id: "yes"}
+        events = list(runner.resume("cp", with_callbacks(after), targets=targets))
+    assert events[-1].err is None
+    # an interrupt ends the tool call with the interrupt signal, and the agents without error
+    assert before.log[-3:] == [
+        ("tool<", "approve", "InterruptSignal"), ("agent<", "B1", None), ("agent<", "Seq", None),
+    ]
+    # the resumed run: the workflow and the agent that stopped, with no new input
+    assert after.log == [
+        ("agent>", "Seq", "Sequential", "Seq", 0),
+        ("agent>", "B1", "ChatModel", "Seq/A1/B1", 0),
+        ("tool>", "approve", "c1", "B1"),
+        ("tool<", "approve", "approved: yes"),
+        ("model>", "B1", 4),
+        ("model<", "B1", "b"),
+        ("agent<", "B1", None),
+        ("agent<", "Seq", None),
+    ]
