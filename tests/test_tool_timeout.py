@@ -182,3 +182,26 @@ def test_timeouts_must_be_positive_numbers() -> None:
         tool(lambda: "x", name="x", timeout=0)
     with pytest.raises(AgentConfigError, match="timeout must be a number of seconds > 0"):
         ChatModelAgent("a", "d", ScriptedChatModel([]), tool_timeout=-1)
+
+
+def test_a_timed_tool_can_interrupt_and_be_resumed() -> None:
+    from agentkit import interrupt, with_checkpoint_id
+    from agentkit.checkpoint import InMemoryCheckPointStore
+
+    @tool(timeout=GUARD)
+    def approve() -> str:
+        """Ask for approval."""
+        return f"approved: {interrupt('ok?')}"
+
+    model = ScriptedChatModel([calls_message(call("approve", {}, id="c1")), "done"])
+    runner = Runner(
+        ChatModelAgent("a", "d", model, tools=[approve]), checkpoint_store=InMemoryCheckPointStore()
+    )
+    with no_thread_leak():
+        stopped = list(runner.query("hi", with_checkpoint_id("cp")))
+        interrupted = stopped[-1].action.interrupted  # type: ignore[union-attr]
+        assert interrupted is not None
+        events = list(runner.resume("cp", targets={interrupted.contexts[0].id: "yes"}))
+    assert [summarize(e)[2:4] for e in events] == [
+        ("tool/approve", "approved: yes"), ("assistant", "done"),
+    ]
