@@ -55,6 +55,7 @@ from agentkit.errors import (
     ToolNotFoundError,
     ToolTimeoutError,
     TransferError,
+    WillRetryError,
 )
 from agentkit.events import (
     Agent,
@@ -158,6 +159,7 @@ __all__ = [
     "ModelRetryConfig",
     "FailoverChatModel",
     "RetryExhaustedError",
+    "WillRetryError",
     "APIConnectionError",
     "APIStatusError",
     "APITimeoutError",

@@ -22,6 +22,7 @@ exception says the same thing, the agentkit error subclasses it too, so existing
     │   └── ToolTimeoutError (TimeoutError)
     └── ModelError
         ├── RetryExhaustedError
+        ├── WillRetryError
         ├── APIConnectionError (ConnectionError)
         │   ├── APITimeoutError (TimeoutError)
         │   └── IncompleteStreamError
@@ -58,6 +59,7 @@ __all__ = [
     "RateLimitError",
     "ResumeError",
     "RetryExhaustedError",
+    "WillRetryError",
     "ToolArgumentsError",
     "ToolError",
     "ToolNotFoundError",
@@ -251,6 +253,15 @@ class RetryExhaustedError(ModelError):
     ``ModelRetryConfig.should_retry``) more often than ``model_retry`` allows.
 
     The last error is the ``__cause__``.
+    """
+
+
+class WillRetryError(ModelError):
+    """Ends the stream of a streamed model reply that was rejected: the call is made again.
+
+    With ``ChatModelAgent(model_retry=...)`` in a streamed run, every attempt is streamed as it
+    arrives; a rejected one's stream then raises this error at its end. Consumers skip such
+    events (the run's history does: the next agents never see a rejected reply).
     """
 
 

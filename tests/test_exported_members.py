@@ -53,7 +53,7 @@ DOCUMENTED = {
     # 14. middleware, callbacks, retries and failover
     "AgentMiddleware", "AgentContext", "ModelState", "set_run_local_value", "get_run_local_value",
     "send_event", "with_callbacks", "RunInfo", "UsageTracker", "ModelRetryConfig",
-    "FailoverChatModel", "RetryExhaustedError",
+    "FailoverChatModel", "RetryExhaustedError", "WillRetryError",
     # display, version
     "print_events", "__version__",
 }

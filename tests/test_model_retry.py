@@ -26,6 +26,8 @@ from agentkit import (
     RetryExhaustedError,
     Role,
     Runner,
+    SequentialAgent,
+    WillRetryError,
     tool,
     with_cancel,
 )
@@ -71,15 +73,37 @@ def test_a_rejected_output_is_asked_for_again(
         events = list(Runner(agent, enable_streaming=streaming).query("hi"))
     assert len(server.requests) == 2
     assert server.requests[0]["messages"] == server.requests[1]["messages"]
-    shown = [summarize(e)[2:4] for e in events]
-    if streaming:  # every attempt is streamed as it comes
-        assert shown == [("assistant", "   "), ("assistant", "the real answer")]
+    if streaming:  # every attempt is streamed as it comes; the rejected one ends with an error
+        assert len(events) == 2
+        variant = events[0].output.message_output  # type: ignore[union-attr]
+        assert variant is not None and variant.message_stream is not None
+        chunks = []
+        with pytest.raises(WillRetryError, match="rejected by should_retry at attempt 1"):
+            for chunk in variant.message_stream:
+                chunks.append(chunk.content)
+        assert "".join(chunks) == "   "
+        assert summarize(events[1])[2:4] == ("assistant", "the real answer")
     else:  # only the accepted reply is emitted
-        assert shown == [("assistant", "the real answer")]
+        assert [summarize(e)[2:4] for e in events] == [("assistant", "the real answer")]
     assert all(e.err is None for e in events)
     assert any(
         "agent 'a' retries its model call (retry 1 of 2" in r.getMessage() for r in caplog.records
     )
+
+
+def test_a_rejected_streamed_reply_stays_out_of_the_next_agents_history(
+    server: FakeOpenAIServer, backup: FakeOpenAIServer
+) -> None:
+    server.queue(Reply(""), Reply("draft ready"))
+    backup.queue(Reply("reviewed"))
+    retry = ModelRetryConfig(max_retries=1, should_retry=empty_is_rejected, backoff=no_wait)
+    writer = ChatModelAgent("writer", "d", client(server), model_retry=retry)
+    reviewer = ChatModelAgent("reviewer", "d", client(backup))
+    runner = Runner(SequentialAgent("flow", "d", [writer, reviewer]), enable_streaming=True)
+    events = list(runner.query("hi"))
+    assert events[-1].err is None
+    sent = backup.requests[0]["messages"]
+    assert [m["content"] for m in sent] == ["hi", "For context: [writer] said: draft ready."]
 
 
 def test_retries_run_out_with_retry_exhausted_error(server: FakeOpenAIServer) -> None:

@@ -132,7 +132,7 @@ class ReactHooks:
             if _overrides(middleware, "wrap_model"):
                 chain = middleware.wrap_model(chain)
         if retry is not None:
-            chain = retry.wrap(chain, run.config.name)
+            chain = retry.wrap(chain, run.config.name, run.verdicts)
         self.model_chain = chain
         self.model_info = RunInfo(
             name=_model_name(run.config.base_model),

@@ -11,20 +11,27 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 import attrs
 
-from agentkit.errors import AgentCancelledError, AgentConfigError, RetryExhaustedError
+from agentkit.errors import (
+    AgentCancelledError,
+    AgentConfigError,
+    RetryExhaustedError,
+    WillRetryError,
+)
 from agentkit.runctx import cancellable_sleep
 from agentkit.schema import Message
+from agentkit.streams import StreamReader, stream_from_iterator
 
 if TYPE_CHECKING:
     from agentkit.middleware import ModelCallable
     from agentkit.models.base import ModelOptions
 
-__all__ = ["ModelRetryConfig", "default_backoff"]
+__all__ = ["ModelRetryConfig", "StreamVerdicts", "default_backoff"]
 
 _log = logging.getLogger("agentkit")
 
@@ -63,10 +70,11 @@ class ModelRetryConfig:
     Cancellation and interrupts are never retried. When the retries are used up the call
     fails with :class:`~agentkit.RetryExhaustedError` (the last error as its cause).
 
-    In a streamed run every attempt's stream is emitted as it arrives (a rejected attempt's
-    event too: consumers that show streams see each attempt); in a non-streamed run only the
-    accepted reply is emitted. Retries run inside ``before_model`` and outside ``wrap_model``
-    middleware: each attempt goes through the ``wrap_model`` layers.
+    In a streamed run every attempt's stream is emitted as it arrives; the stream of an attempt
+    that is retried ends with :class:`~agentkit.WillRetryError` (skip such events; the run's
+    history does). In a non-streamed run only the accepted reply is emitted. Retries run
+    inside ``before_model`` and outside ``wrap_model`` middleware: each attempt goes through
+    the ``wrap_model`` layers.
     """
 
     max_retries: int = attrs.field(default=2)
@@ -78,8 +86,14 @@ class ModelRetryConfig:
         if not _positive_int(value):
             raise AgentConfigError(f"max_retries must be an int >= 0 (got {value!r})")
 
-    def wrap(self, call: ModelCallable, agent_name: str) -> ModelCallable:
-        """Return ``call`` made with retries (framework-internal)."""
+    def wrap(
+        self, call: ModelCallable, agent_name: str, streams: StreamVerdicts | None = None
+    ) -> ModelCallable:
+        """Return ``call`` made with retries (framework-internal).
+
+        ``streams`` collects the streams a streamed run emitted during an attempt; each is
+        told how the attempt ended.
+        """
         should_retry = self.should_retry or _retry_errors
         max_retries = self.max_retries
         backoff = self.backoff
@@ -91,11 +105,27 @@ class ModelRetryConfig:
                 error: Exception | None = None
                 try:
                     output = call(messages, options)
-                except AgentCancelledError:
-                    raise
                 except Exception as raised:
+                    if isinstance(raised, AgentCancelledError):
+                        _keep_all(streams)
+                        raise
                     error = raised
-                if not should_retry(output, error):
+                except BaseException:
+                    _keep_all(streams)
+                    raise
+                pending = streams.take() if streams is not None else []
+                rejection: WillRetryError | None = None
+                try:
+                    retry = should_retry(output, error)
+                    if retry and attempt < max_retries:
+                        reason = error or (
+                            f"model output rejected by should_retry at attempt {attempt + 1}"
+                        )
+                        rejection = WillRetryError(f"this reply is discarded, retrying: {reason}")
+                finally:
+                    for verdict in pending:
+                        verdict.settle(rejection)
+                if not retry:
                     if error is not None:
                         raise error
                     assert output is not None
@@ -121,3 +151,53 @@ class ModelRetryConfig:
                 cancellable_sleep(wait)
 
         return with_retries
+
+
+def _keep_all(streams: StreamVerdicts | None) -> None:
+    """End the streams of an attempt that is not retried (cancelled) as they are."""
+    if streams is not None:
+        for verdict in streams.take():
+            verdict.settle(None)
+
+
+class _Verdict:
+    """How one streamed attempt ended: kept (``None``) or rejected (a WillRetryError)."""
+
+    __slots__ = ("_done", "_error")
+
+    def __init__(self) -> None:
+        self._done = threading.Event()
+        self._error: WillRetryError | None = None
+
+    def settle(self, error: WillRetryError | None) -> None:
+        self._error = error
+        self._done.set()
+
+    def chunks(self, reader: StreamReader[Message]) -> Iterator[Message]:
+        yield from reader
+        # The retry decision follows the end of the stream at once (the agent reads the
+        # same stream and decides); the bound only guards against a bug.
+        if not self._done.wait(60.0):
+            raise RuntimeError("no retry decision was made for a streamed model reply")
+        if self._error is not None:
+            raise self._error
+
+
+class StreamVerdicts:
+    """The streams of the current attempt of one run (framework-internal; one agent thread)."""
+
+    __slots__ = ("_pending",)
+
+    def __init__(self) -> None:
+        self._pending: list[_Verdict] = []
+
+    def guard(self, reader: StreamReader[Message]) -> StreamReader[Message]:
+        """``reader``, ending with the attempt's WillRetryError if it is retried."""
+        verdict = _Verdict()
+        self._pending.append(verdict)
+        return stream_from_iterator(verdict.chunks(reader), on_close=reader.close)
+
+    def take(self) -> list[_Verdict]:
+        """The streams of the attempt that just ended (to settle them)."""
+        pending, self._pending = self._pending, []
+        return pending

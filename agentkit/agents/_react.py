@@ -18,6 +18,7 @@ import attrs
 
 from agentkit._points import PointResume
 from agentkit.agents._middleware import ReactHooks
+from agentkit.agents._model_retry import StreamVerdicts
 from agentkit.agents._tool_errors import ToolErrorPolicy
 from agentkit.agents._tool_timeout import AbandonablePut, call_with_timeout
 from agentkit.cancel import CancelMode, Point
@@ -83,6 +84,7 @@ class ReactRun:
         "streaming",
         "tool_options",
         "usage",
+        "verdicts",
     )
 
     def __init__(
@@ -106,6 +108,9 @@ class ReactRun:
         observers = frame.observers
         self.usage = observers.usage if observers is not None else None
         self.locals = _RunLocals(self.emit)
+        # A streamed run that retries model calls marks the streams of rejected attempts.
+        retrying = streaming and config.model_retry is not None
+        self.verdicts = StreamVerdicts() if retrying else None
         self.hooks = ReactHooks.build(self, options)  # None: no middleware, callback or retry
 
     def emit(self, event: AgentEvent) -> None:
@@ -205,6 +210,8 @@ class ReactRun:
             scope.open(stream)
             try:
                 for_user, for_history = stream.copy(2)
+                if self.verdicts is not None:
+                    for_user = self.verdicts.guard(for_user)
                 self.emit(event_from_message(None, for_user, Role.ASSISTANT))
                 try:
                     reply = concat_message_stream(for_history)

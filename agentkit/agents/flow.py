@@ -18,7 +18,13 @@ import attrs
 
 from agentkit._persist import persisted
 from agentkit.callbacks import RunInfo, RunObservers, fire
-from agentkit.errors import AgentCancelledError, AgentConfigError, ResumeError, TransferError
+from agentkit.errors import (
+    AgentCancelledError,
+    AgentConfigError,
+    ResumeError,
+    TransferError,
+    WillRetryError,
+)
 from agentkit.events import (
     Agent,
     AgentAction,
@@ -424,7 +430,10 @@ class FlowAgent(BuiltinAgent):
                 if record.variant is not None and record.variant.role is Role.TOOL and entries:
                     entries.pop()
                 continue
-            message = record.message()
+            try:
+                message = record.message()
+            except WillRetryError:
+                continue  # a streamed attempt of a model call that was made again
             if message is None:
                 continue
             entries.append(HistoryEntry(False, record.agent_name, message))
