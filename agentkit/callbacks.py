@@ -34,7 +34,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, Protocol
 
 import attrs
@@ -176,6 +177,36 @@ def fire(handlers: tuple[object, ...], method: str, *args: Any) -> None:
             _log.exception(
                 "callback handler %r raised in %s; the run goes on", handler, method
             )
+
+
+@contextmanager
+def observe_agent(
+    observers: RunObservers | None,
+    name: str,
+    agent_type: Callable[[], str],
+    run_path: tuple[str, ...],
+    input: AgentInput,
+    own_error: Callable[[], BaseException | None],
+) -> Iterator[None]:
+    """Report one agent turn (the block) to the handlers that observe agent ``name``.
+
+    ``own_error()`` is read at the end: the error event the agent sent, if any.
+    """
+    callbacks = observers.callbacks if observers is not None else None
+    handlers = callbacks.for_agent(name) if callbacks is not None else ()
+    if not handlers:
+        yield
+        return
+    info = RunInfo(name, agent_type(), "Agent", run_path, name)
+    fire(handlers, "on_agent_start", info, input)
+    error: BaseException | None = None
+    try:
+        yield
+    except BaseException as raised:
+        error = raised
+        raise
+    finally:
+        fire(handlers, "on_agent_end", info, error if error is not None else own_error())
 
 
 class UsageLedger:

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import copy
 import logging
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import attrs
 
 from agentkit._persist import persisted
-from agentkit.callbacks import RunInfo, RunObservers, fire
+from agentkit.callbacks import RunObservers, observe_agent
 from agentkit.errors import (
     AgentCancelledError,
     AgentConfigError,
@@ -464,33 +464,20 @@ def _flow_frame(input: AgentInput | None, options: tuple[AgentRunOption, ...]) -
     return attrs.evolve(frame, **changes) if changes else frame
 
 
-@contextmanager
 def _observed(
     wrapper: FlowAgent | None, frame: RunFrame, input: AgentInput, sink: _FlowSink
-) -> Iterator[None]:
+) -> AbstractContextManager[None]:
     """Report the agent's turn to the run's callback handlers (``wrapper=None``: do not)."""
-    observers = frame.observers
-    callbacks = observers.callbacks if observers is not None else None
-    handlers = callbacks.for_agent(wrapper.name) if callbacks is not None and wrapper else ()
-    if not handlers or wrapper is None:
-        yield
-        return
-    info = RunInfo(
-        name=wrapper.name,
-        type=wrapper.get_type(),
-        component="Agent",
-        run_path=tuple(str(step) for step in frame.run_path),
-        agent_name=wrapper.name,
+    if wrapper is None:
+        return nullcontext()
+    return observe_agent(
+        frame.observers,
+        wrapper.name,
+        wrapper.get_type,
+        tuple(str(step) for step in frame.run_path),
+        input,
+        lambda: sink.error,
     )
-    fire(handlers, "on_agent_start", info, input)
-    error: BaseException | None = None
-    try:
-        yield
-    except BaseException as raised:
-        error = raised
-        raise
-    finally:
-        fire(handlers, "on_agent_end", info, error if error is not None else sink.error)
 
 
 def _hosts_flow(agent: object) -> bool:
