@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from agentkit.events import AgentEvent
+from agentkit.runctx import current_frame
 from agentkit.schema import Message
 from agentkit.tools.base import BaseTool, ToolCallInfo
 
@@ -181,7 +182,13 @@ def send_event(event: AgentEvent) -> None:
     """
     if not isinstance(event, AgentEvent):
         raise TypeError(f"send_event() takes an AgentEvent (got {type(event).__name__})")
-    _current_run_locals("send_event").emit(event)
+    run_locals = _current_run_locals("send_event")
+    frame = current_frame()
+    call = frame.tool if frame is not None else None
+    if call is not None and call.emit is not None:
+        call.emit(event)  # inside a tool call: through the tool round, in order with it
+    else:
+        run_locals.emit(event)
 
 
 class _RunLocals:
@@ -201,13 +208,6 @@ class _RunLocals:
     def set(self, key: str, value: Any) -> None:
         with self._lock:
             self._values[key] = value
-
-    def with_emit(self, emit: Callable[[AgentEvent], object]) -> _RunLocals:
-        """The same values, with events going to ``emit`` (a tool call's own channel)."""
-        other = _RunLocals(emit)
-        other._lock = self._lock
-        other._values = self._values
-        return other
 
 
 _run_locals: contextvars.ContextVar[_RunLocals | None] = contextvars.ContextVar(

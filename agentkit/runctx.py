@@ -206,6 +206,7 @@ class ToolCallFrame:
     history: list[Message] = attrs.Factory(list)  # the caller's conversation, ending in the call
     streaming: bool = False  # whether the caller streams
     forward: Callable[[AgentEvent], None] | None = None  # emit an event in the caller's stream
+    emit: Callable[[AgentEvent], object] | None = None  # send_event() inside this call
 
 
 @attrs.frozen(eq=False)

@@ -383,15 +383,13 @@ class ReactRun:
                 history=history,
                 streaming=self.streaming,
                 forward=forward,
+                emit=lambda event: put(_ToolItem(index, event, forwarded=True)),
             )
             tool_frame = attrs.evolve(
                 frame, tool=call_frame, address=(*frame.address, f"tool:{name}:{call.id}")
             )
             with use_frame(tool_frame):
                 use_stream = _streams(tool, self.streaming)
-                locals_token = _run_locals.set(
-                    self.locals.with_emit(lambda e: put(_ToolItem(index, e, forwarded=True)))
-                )
                 try:
                     if self.hooks is not None:
                         message, use_stream = self.hooks.invoke_tool(
@@ -414,8 +412,6 @@ class ReactRun:
                     frame.journal.discard_under(tool_frame.address)
                     self._put_failure(text, call, index, put)
                     return
-                finally:
-                    _run_locals.reset(locals_token)
             message = policy.limit(message, self.config.name)
             if use_stream:
                 put(_ToolItem(index, message=message))
