@@ -17,9 +17,9 @@ from typing import Any
 
 import attrs
 
+from agentkit._observe import RunObservers, UsageLedger
 from agentkit._persist import persisted
 from agentkit._points import Journal, PointResume, ResumeState
-from agentkit.callbacks import RunObservers, UsageLedger
 from agentkit.cancel import RunScope
 from agentkit.errors import AgentKitError
 from agentkit.events import AgentAction, AgentEvent, AgentInput, MessageVariant, RunStep

@@ -27,10 +27,10 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from agentkit._observe import RunObservers
 from agentkit._persist import persisted
 from agentkit._points import ResumePoint, ResumeState, interrupt_contexts
 from agentkit.agents.flow import FlowAgent
-from agentkit.callbacks import RunObservers
 from agentkit.cancel import RunScope
 from agentkit.errors import (
     AgentCancelledError,

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from agentkit._observe import CallbackSet, RunInfo, fire
 from agentkit.agents._model_retry import ModelRetryConfig
-from agentkit.callbacks import CallbackSet, RunInfo, fire
 from agentkit.errors import AgentConfigError
 from agentkit.events import event_from_message
 from agentkit.middleware import AgentContext, AgentMiddleware, ModelCallable, ModelState

@@ -16,8 +16,8 @@ from typing import Any
 
 import attrs
 
+from agentkit._observe import RunObservers, observe_agent
 from agentkit._persist import persisted
-from agentkit.callbacks import RunObservers, observe_agent
 from agentkit.errors import (
     AgentCancelledError,
     AgentConfigError,
