@@ -35,13 +35,12 @@ what the agent does next (as in Eino).
 
 from __future__ import annotations
 
-import contextvars
-import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from agentkit._runlocals import current_run_locals
 from agentkit.events import AgentEvent
 from agentkit.runctx import current_frame
 from agentkit.schema import Message
@@ -158,7 +157,7 @@ def set_run_local_value(key: str, value: Any) -> None:
     Raises:
         RuntimeError: called outside a ChatModelAgent run.
     """
-    _current_run_locals("set_run_local_value").set(key, value)
+    current_run_locals("set_run_local_value").set(key, value)
 
 
 def get_run_local_value(key: str, default: Any = None) -> Any:
@@ -167,7 +166,7 @@ def get_run_local_value(key: str, default: Any = None) -> Any:
     Raises:
         RuntimeError: called outside a ChatModelAgent run.
     """
-    return _current_run_locals("get_run_local_value").get(key, default)
+    return current_run_locals("get_run_local_value").get(key, default)
 
 
 def send_event(event: AgentEvent) -> None:
@@ -182,44 +181,10 @@ def send_event(event: AgentEvent) -> None:
     """
     if not isinstance(event, AgentEvent):
         raise TypeError(f"send_event() takes an AgentEvent (got {type(event).__name__})")
-    run_locals = _current_run_locals("send_event")
+    run_locals = current_run_locals("send_event")
     frame = current_frame()
     call = frame.tool if frame is not None else None
     if call is not None and call.emit is not None:
         call.emit(event)  # inside a tool call: through the tool round, in order with it
     else:
         run_locals.emit(event)
-
-
-class _RunLocals:
-    """The run-local values of one agent run and where its custom events go."""
-
-    __slots__ = ("_lock", "_values", "emit")
-
-    def __init__(self, emit: Callable[[AgentEvent], object]) -> None:
-        self._lock = threading.Lock()
-        self._values: dict[str, Any] = {}
-        self.emit = emit
-
-    def get(self, key: str, default: Any = None) -> Any:
-        with self._lock:
-            return self._values.get(key, default)
-
-    def set(self, key: str, value: Any) -> None:
-        with self._lock:
-            self._values[key] = value
-
-
-_run_locals: contextvars.ContextVar[_RunLocals | None] = contextvars.ContextVar(
-    "agentkit_run_locals", default=None
-)
-
-
-def _current_run_locals(what: str) -> _RunLocals:
-    locals_ = _run_locals.get()
-    if locals_ is None:
-        raise RuntimeError(
-            f"{what}() must be called within a ChatModelAgent run: from a middleware hook or "
-            "a tool of an agent that is running"
-        )
-    return locals_

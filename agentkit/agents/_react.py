@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from agentkit._points import PointResume
+from agentkit._runlocals import RunLocals, run_locals
 from agentkit.agents._middleware import ReactHooks
 from agentkit.agents._model_retry import StreamVerdicts
 from agentkit.agents._tool_errors import ToolErrorPolicy
@@ -25,7 +26,7 @@ from agentkit.cancel import CancelMode, Point
 from agentkit.errors import AgentCancelledError, ExceedMaxIterationsError
 from agentkit.events import AgentAction, AgentEvent, InterruptInfo, event_from_message
 from agentkit.interrupt import InterruptSignal, ToolRoundState
-from agentkit.middleware import AgentMiddleware, _run_locals, _RunLocals
+from agentkit.middleware import AgentMiddleware
 from agentkit.options import AgentRunOption, ChatModelAgentOptions, get_impl_specific_options
 from agentkit.runctx import RunFrame, ToolCallFrame, use_frame
 from agentkit.schema import Message, Role, ToolCall, tool_message
@@ -107,7 +108,7 @@ class ReactRun:
         self.model_pending = False  # a model call is in progress
         observers = frame.observers
         self.usage = observers.usage if observers is not None else None
-        self.locals = _RunLocals(self.emit)
+        self.locals = RunLocals(self.emit)
         # A streamed run that retries model calls marks the streams of rejected attempts.
         retrying = streaming and config.model_retry is not None
         self.verdicts = StreamVerdicts() if retrying else None
@@ -121,7 +122,7 @@ class ReactRun:
     def loop(self, state: ReactState, pending_round: ToolRoundState | None) -> None:
         """Run the ReAct loop; on a stop, record where the run can go on from."""
         journal = self.frame.journal
-        token = _run_locals.set(self.locals)
+        token = run_locals.set(self.locals)
         try:
             self._loop(state, pending_round)
         except InterruptSignal:
@@ -134,7 +135,7 @@ class ReactRun:
             journal.record(self.frame.address, self._progress(state))
             raise
         finally:
-            _run_locals.reset(token)
+            run_locals.reset(token)
 
     def _progress(self, state: ReactState) -> ToolRoundState:
         current = self.round

@@ -26,7 +26,7 @@ from agentkit.options import AgentRunOption
 from agentkit.runctx import RunFrame, current_frame
 from agentkit.schema import Message, system_message
 from agentkit.tools.base import BaseTool, as_tool
-from agentkit.tools.function import FunctionTool, _checked_timeout
+from agentkit.tools.function import FunctionTool, checked_timeout
 from agentkit.tools.transfer import TransferToAgentTool, transfer_instruction
 from agentkit.worker import BuiltinAgent, EventSink
 
@@ -140,7 +140,7 @@ class ChatModelAgent(BuiltinAgent):
         self._tool_policy = ToolErrorPolicy.checked(
             recover_tool_errors, tool_exception_handler, max_tool_result_chars
         )
-        self._tool_timeout = _checked_timeout(tool_timeout)
+        self._tool_timeout = checked_timeout(tool_timeout)
         self._middlewares = checked_middlewares(middlewares)
         if model_retry is not None and not isinstance(model_retry, ModelRetryConfig):
             raise AgentConfigError(

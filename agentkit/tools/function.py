@@ -180,7 +180,7 @@ def tool(
             annotation that cannot be expressed in JSON (the message names the parameter and type).
         AgentConfigError: the name is not a valid tool name (a lambda needs ``name=``).
     """
-    timeout = _checked_timeout(timeout)
+    timeout = checked_timeout(timeout)
     if fn is None:
         return _Decorator(name, description, strict, timeout)
     if isinstance(fn, str):
@@ -190,7 +190,7 @@ def tool(
     return _make_tool(fn, name, description, strict, sys._getframe(1).f_locals, timeout)
 
 
-def _checked_timeout(timeout: object) -> float | None:
+def checked_timeout(timeout: object) -> float | None:
     if timeout is None:
         return None
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
@@ -307,7 +307,7 @@ class FunctionTool(Generic[P, R]):
         self._description = plan.description if description is None else description
         self._parameters = plan.schema
         self._params = plan.params
-        self._timeout = _checked_timeout(timeout)
+        self._timeout = checked_timeout(timeout)
 
     @property
     def name(self) -> str:
