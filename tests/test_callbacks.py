@@ -404,3 +404,22 @@ def test_a_resumed_run_reports_the_agents_it_runs_again() -> None:
         ("agent<", "B1", None),
         ("agent<", "Seq", None),
     ]
+
+
+def test_a_worker_that_is_a_flow_of_its_own_is_reported_once_per_agent() -> None:
+    recorder = Recorder()
+    boss = ChatModelAgent("Boss", "d", ScriptedChatModel([transfer("Team", "t1"), "done"]))
+    lead = ChatModelAgent("Team", "a team", ScriptedChatModel([transfer("Member", "t2")]))
+    member = ChatModelAgent("Member", "works", ScriptedChatModel(["worked"]))
+    team = set_sub_agents(lead, [member])
+    events = run(supervisor.new(boss, [team]), recorder)
+    assert events[-1].err is None
+    starts = [entry[1:4] for entry in recorder.log if entry[0] == "agent>"]
+    assert starts == [
+        ("Boss", "Supervisor", "Boss"),
+        ("Team", "ChatModel", "Boss/Team"),
+        ("Member", "ChatModel", "Boss/Team/Member"),
+        ("Boss", "Supervisor", "Boss/Team/Boss"),  # the hosted flow reports back as Team
+    ]
+    ends = [entry[1] for entry in recorder.log if entry[0] == "agent<"]
+    assert ends == ["Boss", "Team", "Member", "Boss"]
