@@ -205,3 +205,22 @@ def test_a_timed_tool_can_interrupt_and_be_resumed() -> None:
     assert [summarize(e)[2:4] for e in events] == [
         ("tool/approve", "approved: yes"), ("assistant", "done"),
     ]
+
+
+def test_a_tool_added_by_middleware_gets_the_agents_limit() -> None:
+    from agentkit import AgentContext, AgentMiddleware
+
+    started, release = threading.Event(), threading.Event()
+    hang = hung_tool("hang", started, release)
+
+    class AddTool(AgentMiddleware):
+        def before_agent(self, context: AgentContext) -> None:
+            context.tools.append(hang)
+
+    model = ScriptedChatModel([calls_message(call("hang", {}, id="c1"))])
+    agent = ChatModelAgent("a", "d", model, tool_timeout=0.2, middlewares=[AddTool()])
+    try:
+        events = list(Runner(agent).query("hi"))
+    finally:
+        release.set()
+    assert isinstance(events[-1].err, ToolTimeoutError)

@@ -13,7 +13,7 @@ call: ``wrap_tool_call`` layers, the time limit, callbacks, the tool.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -25,6 +25,7 @@ from agentkit.events import event_from_message
 from agentkit.middleware import AgentContext, AgentMiddleware, ModelCallable, ModelState
 from agentkit.schema import FunctionCall, Message, Role, ToolCall, tool_message
 from agentkit.tools.base import BaseTool, ToolCallInfo
+from agentkit.tools.function import FunctionTool
 
 if TYPE_CHECKING:
     from agentkit.agents._react import ReactConfig, ReactRun
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
     from agentkit.runctx import ToolCallFrame
     from agentkit.schema import ToolInfo
 
-__all__ = ["ReactHooks", "apply_before_agent", "checked_middlewares"]
+__all__ = ["ReactHooks", "apply_before_agent", "checked_middlewares", "tool_timeouts"]
 
 
 def checked_middlewares(middlewares: object) -> tuple[AgentMiddleware, ...]:
@@ -56,6 +57,17 @@ def checked_middlewares(middlewares: object) -> tuple[AgentMiddleware, ...]:
             )
         checked.append(item)
     return tuple(checked)
+
+
+def tool_timeouts(tools: Mapping[str, BaseTool], default: float | None) -> dict[str, float]:
+    """The time limit of each tool: its own (``@tool(timeout=...)``), else ``default``."""
+    limits: dict[str, float] = {}
+    for name, item in tools.items():
+        own = item.timeout if isinstance(item, FunctionTool) else None
+        limit = own if own is not None else default
+        if limit is not None:
+            limits[name] = limit
+    return limits
 
 
 def _overrides(middleware: AgentMiddleware, method: str) -> bool:
@@ -94,7 +106,12 @@ def apply_before_agent(
         model = config.base_model
         if by_name:
             model = model.with_tools([item.info() for item in by_name.values()])
-        config = attrs.evolve(config, tools=by_name, model=model)
+        config = attrs.evolve(
+            config,
+            tools=by_name,
+            model=model,
+            tool_timeouts=tool_timeouts(by_name, config.tool_timeout),
+        )
     return config, context.instruction, list(context.messages)
 
 

@@ -57,7 +57,8 @@ class ReactConfig:
     # --- middleware, callbacks, retries, timeouts (see _middleware.py) ---
     middlewares: tuple[AgentMiddleware, ...] = ()
     base_model: Any = None  # the model before with_tools, to offer other tools
-    tool_timeouts: Mapping[str, float] = attrs.field(factory=dict)
+    tool_timeouts: Mapping[str, float] = attrs.field(factory=dict)  # per tool name
+    tool_timeout: float | None = None  # the agent's default, for tools added by middleware
     model_retry: ModelRetryConfig | None = None
 
 

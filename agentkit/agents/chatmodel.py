@@ -6,7 +6,7 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from agentkit.agents._middleware import apply_before_agent, checked_middlewares
+from agentkit.agents._middleware import apply_before_agent, checked_middlewares, tool_timeouts
 from agentkit.agents._model_retry import ModelRetryConfig
 from agentkit.agents._react import ReactConfig, ReactRun, ReactState
 from agentkit.agents._tool_errors import ToolErrorPolicy, ToolExceptionHandler
@@ -26,7 +26,7 @@ from agentkit.options import AgentRunOption
 from agentkit.runctx import RunFrame, current_frame
 from agentkit.schema import Message, system_message
 from agentkit.tools.base import BaseTool, as_tool
-from agentkit.tools.function import FunctionTool, checked_timeout
+from agentkit.tools.function import checked_timeout
 from agentkit.tools.transfer import TransferToAgentTool, transfer_instruction
 from agentkit.worker import BuiltinAgent, EventSink
 
@@ -264,16 +264,11 @@ class ChatModelAgent(BuiltinAgent):
                     "(it has no with_tools method); use a ToolCallingChatModel"
                 )
             model = with_tools(infos)
-        timeouts: dict[str, float] = {}
-        for name, item in by_name.items():
-            own = item.timeout if isinstance(item, FunctionTool) else None
-            limit = own if own is not None else self._tool_timeout
-            if limit is not None:
-                timeouts[name] = limit
         return ReactConfig(
             middlewares=self._middlewares,
             base_model=self._model,
-            tool_timeouts=timeouts,
+            tool_timeouts=tool_timeouts(by_name, self._tool_timeout),
+            tool_timeout=self._tool_timeout,
             model_retry=self._model_retry,
             name=self._name,
             instruction=instruction,
