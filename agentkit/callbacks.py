@@ -32,7 +32,9 @@ without error.
 
 from __future__ import annotations
 
+import contextvars
 import threading
+import time
 from typing import Protocol
 
 from agentkit._observe import HANDLER_METHODS, CallbackOptions, RunInfo, UsageLedger
@@ -85,13 +87,13 @@ def with_callbacks(*handlers: object) -> AgentRunOption:
 
 
 class UsageTracker:
-    """A callback handler that sums token usage over runs, in total and per agent.
+    """A callback handler that sums token usage and model time over runs, per agent too.
 
     Example::
 
         usage = UsageTracker()
         runner.invoke("Plan my trip", with_callbacks(usage))
-        print(usage.total.total_tokens, usage.by_agent)
+        print(usage.total.total_tokens, usage.by_agent, usage.model_seconds)
 
     One tracker may observe several runs (and runs in several threads): it keeps adding up.
     """
@@ -100,13 +102,25 @@ class UsageTracker:
         self._ledger = UsageLedger()
         self._lock = threading.Lock()
         self._calls = 0
+        self._seconds: dict[str, float] = {}
+        # A model call's start and end come in the same thread and context.
+        self._started: contextvars.ContextVar[float] = contextvars.ContextVar(
+            f"agentkit_usage_{id(self)}", default=0.0
+        )
+
+    def on_model_start(self, info: RunInfo, messages: list[Message]) -> None:
+        """Note when a model call started."""
+        self._started.set(time.perf_counter())
 
     def on_model_end(
         self, info: RunInfo, message: Message | None, error: BaseException | None
     ) -> None:
-        """Count the usage of a finished model call."""
+        """Count the usage and the latency of a finished model call."""
+        started = self._started.get()
+        elapsed = time.perf_counter() - started if started else 0.0
         with self._lock:
             self._calls += 1
+            self._seconds[info.agent_name] = self._seconds.get(info.agent_name, 0.0) + elapsed
         if message is None or message.response_meta is None:
             return
         usage = message.response_meta.usage
@@ -122,6 +136,18 @@ class UsageTracker:
     def by_agent(self) -> dict[str, TokenUsage]:
         """The tokens per agent name."""
         return self._ledger.by_agent
+
+    @property
+    def model_seconds(self) -> float:
+        """The time spent in model calls (wall clock, summed: parallel calls add up)."""
+        with self._lock:
+            return sum(self._seconds.values())
+
+    @property
+    def model_seconds_by_agent(self) -> dict[str, float]:
+        """The time spent in model calls per agent name."""
+        with self._lock:
+            return dict(self._seconds)
 
     @property
     def model_calls(self) -> int:

@@ -328,6 +328,8 @@ def test_usage_is_summed_per_run_and_per_agent() -> None:
         "C1": TokenUsage(1, 1, 2),
     }
     assert tracker.model_calls == 4
+    assert set(tracker.model_seconds_by_agent) == {"A1", "B1", "C1"}
+    assert tracker.model_seconds == pytest.approx(sum(tracker.model_seconds_by_agent.values()))
     assert current_usage() is None  # outside a run
 
 
