@@ -413,3 +413,43 @@ def test_middlewares_must_be_agent_middlewares() -> None:
         ChatModelAgent("a", "d", model, middlewares=Recorder("A", []))  # type: ignore[arg-type]
     with pytest.raises(AgentConfigError, match="subclass agentkit.AgentMiddleware"):
         ChatModelAgent("a", "d", model, middlewares=[object()])  # type: ignore[list-item]
+
+
+def test_a_raising_hook_ends_the_run_with_its_error() -> None:
+    class Refuse(AgentMiddleware):
+        def before_model(self, state: ModelState) -> None:
+            raise PermissionError("no model calls after hours")
+
+    model = ScriptedChatModel(["never"])
+    events = run(ChatModelAgent("a", "d", model, middlewares=[Refuse()]))
+    assert isinstance(events[-1].err, PermissionError)
+    assert model.calls == []
+
+
+def test_before_agent_runs_again_on_resume_and_may_change_tools_only() -> None:
+    from agentkit import interrupt, with_checkpoint_id
+    from agentkit.checkpoint import InMemoryCheckPointStore
+
+    @tool
+    def approve() -> str:
+        """Ask for approval."""
+        return f"approved: {interrupt('ok?')}"
+
+    seen: list[tuple[bool, list[str]]] = []
+
+    class Watch(AgentMiddleware):
+        def before_agent(self, context: AgentContext) -> None:
+            seen.append((context.resumed, [m.content for m in context.messages]))
+
+    model = ScriptedChatModel([calls_message(call("approve", {}, id="c1")), "done"])
+    agent = ChatModelAgent("a", "d", model, tools=[approve], middlewares=[Watch()])
+    runner = Runner(agent, checkpoint_store=InMemoryCheckPointStore())
+    with no_thread_leak():
+        stopped = list(runner.query("hi", with_checkpoint_id("cp")))
+        interrupted = stopped[-1].action.interrupted  # type: ignore[union-attr]
+        assert interrupted is not None
+        events = list(runner.resume("cp", targets={interrupted.contexts[0].id: "yes"}))
+    assert seen == [(False, ["hi"]), (True, [])]
+    assert [summarize(e)[2:4] for e in events] == [
+        ("tool/approve", "approved: yes"), ("assistant", "done"),
+    ]
