@@ -127,6 +127,7 @@ class ReactHooks:
         "model_info",
         "run",
         "tool_infos",
+        "tool_run_infos",
         "tool_wraps",
     )
 
@@ -144,6 +145,7 @@ class ReactHooks:
         self.before_model = [m for m in middlewares if _overrides(m, "before_model")]
         self.after_model = [m for m in reversed(middlewares) if _overrides(m, "after_model")]
         self.tool_wraps = [m for m in middlewares if _overrides(m, "wrap_tool_call")]
+        self.tool_run_infos: dict[str, RunInfo] = {}  # per tool name (same in every call)
         chain: ModelCallable = self._call_model_observed
         for middleware in reversed(middlewares):
             if _overrides(middleware, "wrap_model"):
@@ -255,13 +257,16 @@ class ReactHooks:
                 result = run.invoke(tool, actual, use_stream, call_frame, index, put)
                 streamed = use_stream
                 return result.content
-            run_info = RunInfo(
-                name=name,
-                type=type(tool).__name__,
-                component="Tool",
-                run_path=self.model_info.run_path,
-                agent_name=run.config.name,
-            )
+            run_info = self.tool_run_infos.get(name)
+            if run_info is None:
+                run_info = RunInfo(
+                    name=name,
+                    type=type(tool).__name__,
+                    component="Tool",
+                    run_path=self.model_info.run_path,
+                    agent_name=run.config.name,
+                )
+                self.tool_run_infos[name] = run_info
             fire(handlers, "on_tool_start", run_info, info)
             try:
                 message = run.invoke(tool, actual, use_stream, call_frame, index, put)
