@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from agentkit.agents._model_retry import ModelRetryConfig
 from agentkit.agents.agenttool import AgentTool
 from agentkit.agents.chatmodel import ChatModelAgent, GenModelInput
 from agentkit.agents.deterministic import agent_with_deterministic_transfer_to
@@ -24,6 +25,7 @@ from agentkit.agents.flow import (
     set_sub_agents,
 )
 from agentkit.agents.workflow import LoopAgent, ParallelAgent, SequentialAgent
+from agentkit.callbacks import RunInfo, UsageTracker, with_callbacks
 from agentkit.cancel import CancelHandle, CancelMode, with_cancel
 from agentkit.display import print_events
 from agentkit.errors import (
@@ -50,11 +52,13 @@ from agentkit.errors import (
     PermissionDeniedError,
     RateLimitError,
     ResumeError,
+    RetryExhaustedError,
     ToolArgumentsError,
     ToolError,
     ToolNotFoundError,
     ToolTimeoutError,
     TransferError,
+    WillRetryError,
 )
 from agentkit.events import (
     Agent,
@@ -79,7 +83,16 @@ from agentkit.events import (
 )
 from agentkit.interrupt import get_interrupt_state, interrupt, interrupt_event
 from agentkit.iterators import AsyncGenerator, AsyncIterator, new_async_iterator_pair
+from agentkit.middleware import (
+    AgentContext,
+    AgentMiddleware,
+    ModelState,
+    get_run_local_value,
+    send_event,
+    set_run_local_value,
+)
 from agentkit.models.base import ChatModel, ModelOptions, ToolCallingChatModel
+from agentkit.models.failover import FailoverChatModel
 from agentkit.models.scripted import ModelCall, ScriptedChatModel
 from agentkit.options import (
     AgentRunOption,
@@ -144,6 +157,19 @@ __all__ = [
     "Approve",
     "Reject",
     "with_approval",
+    "AgentContext",
+    "AgentMiddleware",
+    "ModelState",
+    "get_run_local_value",
+    "send_event",
+    "set_run_local_value",
+    "RunInfo",
+    "UsageTracker",
+    "with_callbacks",
+    "ModelRetryConfig",
+    "FailoverChatModel",
+    "RetryExhaustedError",
+    "WillRetryError",
     "APIConnectionError",
     "APIStatusError",
     "APITimeoutError",

@@ -24,6 +24,8 @@ exception says the same thing, the agentkit error subclasses it too, so existing
     │   ├── ToolNotFoundError (LookupError)
     │   └── ToolTimeoutError (TimeoutError)
     └── ModelError
+        ├── RetryExhaustedError
+        ├── WillRetryError
         ├── APIConnectionError (ConnectionError)
         │   ├── APITimeoutError (TimeoutError)
         │   └── IncompleteStreamError
@@ -62,6 +64,8 @@ __all__ = [
     "PermissionDeniedError",
     "RateLimitError",
     "ResumeError",
+    "RetryExhaustedError",
+    "WillRetryError",
     "ToolArgumentsError",
     "ToolError",
     "ToolNotFoundError",
@@ -273,6 +277,23 @@ class PermissionDeniedError(APIStatusError):
 
 class RateLimitError(APIStatusError):
     """HTTP 429: too many requests (retried with backoff before it is raised)."""
+
+
+class RetryExhaustedError(ModelError):
+    """A ChatModelAgent's model call was rejected (failed, or its output refused by
+    ``ModelRetryConfig.should_retry``) more often than ``model_retry`` allows.
+
+    The last error is the ``__cause__``.
+    """
+
+
+class WillRetryError(ModelError):
+    """Ends the stream of a streamed model reply that was rejected: the call is made again.
+
+    With ``ChatModelAgent(model_retry=...)`` in a streamed run, every attempt is streamed as it
+    arrives; a rejected one's stream then raises this error at its end. Consumers skip such
+    events (the run's history does: the next agents never see a rejected reply).
+    """
 
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import attrs
 
+from agentkit._observe import RunObservers, UsageLedger
 from agentkit._persist import persisted
 from agentkit._points import Journal, PointResume, ResumeState
 from agentkit.cancel import RunScope
@@ -30,6 +31,7 @@ __all__ = [
     "add_session_values",
     "cancellable_sleep",
     "check_cancelled",
+    "current_usage",
     "get_session_value",
     "get_session_values",
     "get_tool_options",
@@ -204,6 +206,7 @@ class ToolCallFrame:
     history: list[Message] = attrs.Factory(list)  # the caller's conversation, ending in the call
     streaming: bool = False  # whether the caller streams
     forward: Callable[[AgentEvent], None] | None = None  # emit an event in the caller's stream
+    emit: Callable[[AgentEvent], object] | None = None  # send_event() inside this call
 
 
 @attrs.frozen(eq=False)
@@ -219,6 +222,7 @@ class RunFrame:
     address: tuple[str, ...] = ()
     tool: ToolCallFrame | None = None
     resume: ResumeState | None = None
+    observers: RunObservers | None = None  # callbacks and usage; None in a bare run
 
 
 _frame: contextvars.ContextVar[RunFrame | None] = contextvars.ContextVar(
@@ -306,6 +310,18 @@ def send_tool_gen_action(action: AgentAction) -> None:
     if frame is None or frame.tool is None:
         raise RuntimeError("send_tool_gen_action() works only inside a tool call of an agent run")
     frame.tool.action = action
+
+
+def current_usage() -> UsageLedger | None:
+    """The token usage ledger of the current run (``.total``, ``.by_agent``), or ``None``.
+
+    Every model call of a ChatModelAgent adds its usage to it. The Runner makes one per run
+    (resumed runs start a new one); a run without a Runner has none.
+    """
+    frame = _frame.get()
+    if frame is None or frame.observers is None:
+        return None
+    return frame.observers.usage
 
 
 # --- cancellation inside a run ------------------------------------------------------------------

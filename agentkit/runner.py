@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from agentkit._observe import RunObservers
 from agentkit._persist import persisted
 from agentkit._points import ResumePoint, ResumeState, interrupt_contexts
 from agentkit.agents.flow import FlowAgent
@@ -224,9 +225,11 @@ class Runner:
             log=EventLog(),
             session=Session(run_options.session_values),
             root_input=root_input,
+            observers=RunObservers.from_options(options),
         )
         agent = self._agent
         outcome = RunOutcome()
+        _log.debug("agentkit: run of agent %r starts", agent.name)
 
         def work(generator: EventSink) -> None:
             sink = _RunnerSink(
@@ -303,6 +306,7 @@ class Runner:
                 session=session,
                 root_input=checkpoint.root_input,
                 resume=resume_state,
+                observers=RunObservers.from_options(options),
             )
             info = ResumeInfo(
                 enable_streaming=checkpoint.enable_streaming,
@@ -318,6 +322,7 @@ class Runner:
             raise
         agent = self._agent
         outcome = RunOutcome()
+        _log.debug("agentkit: resumed run of checkpoint %r starts", checkpoint_id)
 
         def work(generator: EventSink) -> None:
             sink = _RunnerSink(generator, self, frame, checkpoint_id, outcome, turn, resumed=True)
@@ -601,11 +606,13 @@ class _RunnerSink:
         assert action is not None and action.interrupted is not None
         points = self.frame.journal.points()
         data = action.interrupted.data
-        event = attrs.evolve(
-            item,
-            action=attrs.evolve(
-                action, interrupted=InterruptInfo(data=data, contexts=interrupt_contexts(points))
-            ),
+        contexts = interrupt_contexts(points)
+        interrupted = InterruptInfo(data=data, contexts=contexts)
+        event = attrs.evolve(item, action=attrs.evolve(action, interrupted=interrupted))
+        _log.info(
+            "agentkit: run interrupted by agent %r at %s",
+            item.agent_name,
+            ", ".join(";".join(context.address) for context in contexts) or "?",
         )
         if self.checkpoint_id is not None:
             try:
@@ -650,6 +657,16 @@ class _RunnerSink:
         if failure is None and not self.error_seen and self.turn is not None:
             failure = self._append_turn(held)
         if held is not None:
+            ended_with = held.err
+            if isinstance(ended_with, AgentCancelledError):
+                _log.info("agentkit: run cancelled (%s)", ended_with)
+            elif ended_with is not None:
+                _log.info(
+                    "agentkit: run failed in agent %r: %s: %s",
+                    held.agent_name,
+                    type(ended_with).__name__,
+                    ended_with,
+                )
             self.downstream.send(held)
         if failure is not None:
             self.downstream.send(failure)

@@ -180,8 +180,18 @@ def test_wrapper_delegates_name_description_and_type() -> None:
     inner = ChatModelAgent("Kid", "a kid", ScriptedChatModel([]))
     agent = agent_with_deterministic_transfer_to(inner, ["Mom"])
     assert (agent.name, agent.description) == ("Kid", "a kid")
-    assert agent.get_type() == "DeterministicTransfer"  # type: ignore[attr-defined]
+    assert agent.get_type() == "ChatModel"  # type: ignore[attr-defined]
     assert "to_agent_names=['Mom']" in repr(agent)
+
+    class Custom:
+        name = "Custom"
+        description = "no get_type"
+
+        def run(self, input: AgentInput, *options: object) -> None:
+            raise NotImplementedError
+
+    untyped = agent_with_deterministic_transfer_to(Custom(), ["Mom"])  # type: ignore[arg-type]
+    assert untyped.get_type() == "DeterministicTransfer"  # type: ignore[attr-defined]
 
 
 def test_to_agent_names_must_be_a_list_of_names() -> None:

@@ -53,6 +53,10 @@ DOCUMENTED = {
     "ToolArgumentsError", "ToolNotFoundError", "ToolTimeoutError", "ModelError", "APIConnectionError",
     "APITimeoutError", "IncompleteStreamError", "APIStatusError", "BadRequestError",
     "AuthenticationError", "PermissionDeniedError", "RateLimitError",
+    # 14. middleware, callbacks, retries and failover
+    "AgentMiddleware", "AgentContext", "ModelState", "set_run_local_value", "get_run_local_value",
+    "send_event", "with_callbacks", "RunInfo", "UsageTracker", "ModelRetryConfig",
+    "FailoverChatModel", "RetryExhaustedError", "WillRetryError",
     # display, version
     "print_events", "__version__",
 }

@@ -11,14 +11,18 @@ from __future__ import annotations
 
 import contextvars
 import queue
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from agentkit._points import PointResume
+from agentkit._runlocals import RunLocals, run_locals
+from agentkit.agents._middleware import ReactHooks
+from agentkit.agents._model_retry import StreamVerdicts
 from agentkit.agents._structured import StructuredOutput
 from agentkit.agents._tool_errors import ToolErrorPolicy
+from agentkit.agents._tool_timeout import AbandonablePut, call_with_timeout
 from agentkit.cancel import CancelMode, Point
 from agentkit.errors import AgentCancelledError, ExceedMaxIterationsError
 from agentkit.events import (
@@ -28,6 +32,7 @@ from agentkit.events import (
     event_from_message,
 )
 from agentkit.interrupt import InterruptSignal, ToolRoundState
+from agentkit.middleware import AgentMiddleware
 from agentkit.options import AgentRunOption, ChatModelAgentOptions, get_impl_specific_options
 from agentkit.runctx import RunFrame, ToolCallFrame, use_frame
 from agentkit.schema import Message, Role, ToolCall, tool_message
@@ -36,6 +41,7 @@ from agentkit.tools.base import BaseTool
 from agentkit.worker import EventSink
 
 if TYPE_CHECKING:
+    from agentkit.agents._model_retry import ModelRetryConfig
     from agentkit.models.base import ModelOptions
 
 __all__ = ["ReactConfig", "ReactRun", "ReactState"]
@@ -55,6 +61,12 @@ class ReactConfig:
     emit_internal_events: bool
     tool_policy: ToolErrorPolicy
     structured: StructuredOutput | None = None
+    # --- middleware, callbacks, retries, timeouts (see _middleware.py) ---
+    middlewares: tuple[AgentMiddleware, ...] = ()
+    base_model: Any = None  # the model before with_tools, to offer other tools
+    tool_timeouts: Mapping[str, float] = attrs.field(factory=dict)  # per tool name
+    tool_timeout: float | None = None  # the agent's default, for tools added by middleware
+    model_retry: ModelRetryConfig | None = None
 
 
 @attrs.define(eq=False)
@@ -72,6 +84,8 @@ class ReactRun:
         "config",
         "corrections",
         "frame",
+        "hooks",
+        "locals",
         "model_options",
         "model_pending",
         "round",
@@ -80,6 +94,8 @@ class ReactRun:
         "streaming",
         "tool_options",
         "typed_output",
+        "usage",
+        "verdicts",
     )
 
     def __init__(
@@ -106,6 +122,13 @@ class ReactRun:
         self.tool_options = agent_options.tool_options
         self.round: ToolRoundState | None = None  # the tool round in progress
         self.model_pending = False  # a model call is in progress
+        observers = frame.observers
+        self.usage = observers.usage if observers is not None else None
+        self.locals = RunLocals(self.emit)
+        # A streamed run that retries model calls marks the streams of rejected attempts.
+        retrying = streaming and config.model_retry is not None
+        self.verdicts = StreamVerdicts() if retrying else None
+        self.hooks = ReactHooks.build(self, options)  # None: no middleware, callback or retry
 
     def emit(self, event: AgentEvent) -> None:
         if not self.sink.send(event):
@@ -115,6 +138,7 @@ class ReactRun:
     def loop(self, state: ReactState, pending_round: ToolRoundState | None) -> None:
         """Run the ReAct loop; on a stop, record where the run can go on from."""
         journal = self.frame.journal
+        token = run_locals.set(self.locals)
         try:
             self._loop(state, pending_round)
         except InterruptSignal:
@@ -126,6 +150,8 @@ class ReactRun:
             # tool call), so that resuming retries from there and runs no finished tool again.
             journal.record(self.frame.address, self._progress(state))
             raise
+        finally:
+            run_locals.reset(token)
 
     def _progress(self, state: ReactState) -> ToolRoundState:
         current = self.round
@@ -215,38 +241,55 @@ class ReactRun:
             self.emit(event_from_message(reply, None, Role.ASSISTANT))
 
     def call_model(self, messages: list[Message], emit: bool = True) -> Message:
-        """Call the model; deliver its reply (streams always, whole replies if ``emit``)."""
-        model = self.config.model
+        """Call the model on ``messages`` (through the hooks, if any) and return its reply.
+
+        A stream is always delivered as it arrives; a whole reply only with ``emit`` (structured
+        output delivers it once it is checked).
+        """
+        if self.hooks is not None:
+            return self.hooks.call_model(messages, emit)
+        reply = self.model_call(self.config.model, list(messages), self.model_options)
+        if emit and not self.streaming:
+            self.emit(event_from_message(reply, None, Role.ASSISTANT))
+        return reply
+
+    def model_call(
+        self, model: Any, messages: list[Message], options: ModelOptions | None
+    ) -> Message:
+        """One call of ``model``; a streamed run emits the stream as it arrives."""
         scope = self.scope
         if not self.streaming:
-            reply: Message = model.generate(list(messages), self.model_options)
+            reply: Message = model.generate(messages, options)
             if scope.stopping:
                 # Cancelled while the model was answering: the answer is not delivered, and
                 # a resumed run makes the call again.
                 scope.check()
-            if emit:
-                self.emit(event_from_message(reply, None, Role.ASSISTANT))
-            return reply
-        stream: StreamReader[Message] = model.stream(list(messages), self.model_options)
-        scope.open(stream)
-        try:
-            for_user, for_history = stream.copy(2)
-            self.emit(event_from_message(None, for_user, Role.ASSISTANT))
+        else:
+            stream: StreamReader[Message] = model.stream(messages, options)
+            scope.open(stream)
             try:
-                reply = concat_message_stream(for_history)
-                if scope.stopping:
-                    scope.check()  # cut short by the cancel: not an answer
-                return reply
-            except Exception as error:
-                if scope.mode is CancelMode.IMMEDIATE:
-                    # The stream was closed by the cancel: the run ends as cancelled.
-                    scope.fired = True
-                    if isinstance(error, AgentCancelledError):
-                        raise
-                    raise AgentCancelledError(scope.mode, scope.escalated) from error
-                raise
-        finally:
-            scope.closed(stream)
+                for_user, for_history = stream.copy(2)
+                if self.verdicts is not None:
+                    for_user = self.verdicts.guard(for_user)
+                self.emit(event_from_message(None, for_user, Role.ASSISTANT))
+                try:
+                    reply = concat_message_stream(for_history)
+                    if scope.stopping:
+                        scope.check()  # cut short by the cancel: not an answer
+                except Exception as error:
+                    if scope.mode is CancelMode.IMMEDIATE:
+                        # The stream was closed by the cancel: the run ends as cancelled.
+                        scope.fired = True
+                        if isinstance(error, AgentCancelledError):
+                            raise
+                        raise AgentCancelledError(scope.mode, scope.escalated) from error
+                    raise
+            finally:
+                scope.closed(stream)
+        meta = reply.response_meta
+        if self.usage is not None and meta is not None and meta.usage is not None:
+            self.usage.add(self.config.name, meta.usage)
+        return reply
 
     def tool_round(self, state: ReactState, round_state: ToolRoundState) -> Message | None:
         """Run the tool calls of one model reply; return the final message if the run ends."""
@@ -404,6 +447,7 @@ class ReactRun:
                 history=history,
                 streaming=self.streaming,
                 forward=forward,
+                emit=lambda event: put(_ToolItem(index, event, forwarded=True)),
             )
             tool_frame = attrs.evolve(
                 frame, tool=call_frame, address=(*frame.address, f"tool:{name}:{call.id}")
@@ -411,7 +455,12 @@ class ReactRun:
             with use_frame(tool_frame):
                 use_stream = _streams(tool, self.streaming)
                 try:
-                    message = self._invoke(tool, call, use_stream, call_frame, index, put)
+                    if self.hooks is not None:
+                        message, use_stream = self.hooks.invoke_tool(
+                            tool, call, use_stream, call_frame, index, put
+                        )
+                    else:
+                        message = self.invoke(tool, call, use_stream, call_frame, index, put)
                     if self.scope.stopping:
                         # Cancelled while the tool ran: its result is not delivered, and a
                         # resumed run calls it again.
@@ -449,6 +498,27 @@ class ReactRun:
         message = self.config.tool_policy.limit(tool_message(text, call.id, name), self.config.name)
         event = event_from_message(message, None, Role.TOOL, name)
         put(_ToolItem(index, event=event, message=message, failed=True))
+
+    def invoke(
+        self,
+        tool: BaseTool,
+        call: ToolCall,
+        use_stream: bool,
+        call_frame: ToolCallFrame,
+        index: int,
+        put: Callable[[_ToolItem], object],
+    ) -> Message:
+        """Run the tool of ``call`` (within its time limit, if it has one)."""
+        timeout = self.config.tool_timeouts.get(call.function.name)
+        if timeout is None:
+            return self._invoke(tool, call, use_stream, call_frame, index, put)
+        guarded = AbandonablePut(put)
+        return call_with_timeout(
+            lambda: self._invoke(tool, call, use_stream, call_frame, index, guarded),
+            timeout,
+            call,
+            on_abandon=guarded.abandon,
+        )
 
     def _invoke(
         self,

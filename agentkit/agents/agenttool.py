@@ -162,6 +162,7 @@ class AgentTool:
             run_path=(),
             address=frame.address,
             resume=frame.resume if state is not None else None,
+            observers=frame.observers,
         )
         forward = call.forward if call is not None else None
         sink = _InnerSink(forward, list(frame.run_path))

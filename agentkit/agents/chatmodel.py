@@ -6,6 +6,8 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from agentkit.agents._middleware import apply_before_agent, checked_middlewares, tool_timeouts
+from agentkit.agents._model_retry import ModelRetryConfig
 from agentkit.agents._react import ReactConfig, ReactRun, ReactState
 from agentkit.agents._structured import OUTPUT_TOOL_NAME, StructuredOutput
 from agentkit.agents._tool_errors import ToolErrorPolicy, ToolExceptionHandler
@@ -25,10 +27,12 @@ from agentkit.options import AgentRunOption
 from agentkit.runctx import RunFrame, current_frame
 from agentkit.schema import Message, system_message
 from agentkit.tools.base import BaseTool, as_tool
+from agentkit.tools.function import checked_timeout
 from agentkit.tools.transfer import TransferToAgentTool, transfer_instruction
 from agentkit.worker import BuiltinAgent, EventSink
 
 if TYPE_CHECKING:
+    from agentkit.middleware import AgentMiddleware
     from agentkit.models.base import ChatModel
 
 __all__ = ["ChatModelAgent", "GenModelInput"]
@@ -94,6 +98,18 @@ class ChatModelAgent(BuiltinAgent):
         max_output_corrections: how many times an invalid answer goes back to the model
             with what was wrong (default 2) before the run ends with
             :class:`~agentkit.OutputValidationError`.
+        tool_timeout: the most seconds a tool call may take (``@tool(timeout=...)`` sets a
+            tool's own limit, which wins). A call that takes longer fails with
+            :class:`~agentkit.ToolTimeoutError`: the run ends, or, with a
+            ``tool_exception_handler``, the model gets the handler's text. The call is
+            abandoned, not killed: its thread (a daemon thread nothing joins; the run does not
+            wait for it) goes on until the tool returns, its results are dropped, and its run
+            context is cancelled, so :func:`~agentkit.check_cancelled` raises in it and
+            :func:`~agentkit.cancellable_sleep` wakes. ``None``: no limit.
+        middlewares: :class:`~agentkit.AgentMiddleware` objects, first = outermost (see
+            :mod:`agentkit.middleware`).
+        model_retry: a :class:`~agentkit.ModelRetryConfig` to retry model calls whose outcome
+            is rejected (errors, or replies ``should_retry`` refuses).
 
     The agent is configured once: its first run freezes it (sub-agents can no longer be
     set). A frozen agent holds no per-run state, so one instance can serve many runs from
@@ -120,6 +136,9 @@ class ChatModelAgent(BuiltinAgent):
         output_type: Any = None,
         output_mode: str = "response_format",
         max_output_corrections: int = 2,
+        tool_timeout: float | None = None,
+        middlewares: Iterable[AgentMiddleware] = (),
+        model_retry: ModelRetryConfig | None = None,
     ) -> None:
         if model is None:
             raise AgentConfigError("agent 'Model' is required")
@@ -142,6 +161,13 @@ class ChatModelAgent(BuiltinAgent):
         self._tool_policy = ToolErrorPolicy.checked(
             recover_tool_errors, tool_exception_handler, max_tool_result_chars
         )
+        self._tool_timeout = checked_timeout(tool_timeout)
+        self._middlewares = checked_middlewares(middlewares)
+        if model_retry is not None and not isinstance(model_retry, ModelRetryConfig):
+            raise AgentConfigError(
+                f"model_retry must be a ModelRetryConfig (got {model_retry!r})"
+            )
+        self._model_retry = model_retry
         self._name = name
         self._description = description
         self._model = model
@@ -173,6 +199,10 @@ class ChatModelAgent(BuiltinAgent):
     def model(self) -> ChatModel:
         """The chat model the agent calls."""
         return self._model
+
+    def get_type(self) -> str:
+        """The type callbacks report for this agent: ``"ChatModel"``."""
+        return "ChatModel"
 
     def __repr__(self) -> str:
         return f"ChatModelAgent(name={self._name!r})"
@@ -264,6 +294,11 @@ class ChatModelAgent(BuiltinAgent):
                 )
             model = with_tools(infos)
         return ReactConfig(
+            middlewares=self._middlewares,
+            base_model=self._model,
+            tool_timeouts=tool_timeouts(by_name, self._tool_timeout),
+            tool_timeout=self._tool_timeout,
+            model_retry=self._model_retry,
             name=self._name,
             instruction=instruction,
             tools=by_name,
@@ -288,7 +323,13 @@ class ChatModelAgent(BuiltinAgent):
         frame = _require_frame()
         if input is None:
             input = AgentInput()
-        messages = self._model_input(frozen.instruction, input, frame)
+        instruction = frozen.instruction
+        if frozen.middlewares:
+            frozen, instruction, given = apply_before_agent(
+                frozen, self._name, instruction, list(input.messages), False
+            )
+            input = AgentInput(messages=given, enable_streaming=input.enable_streaming)
+        messages = self._model_input(instruction, input, frame)
         state = ReactState(messages=messages, remaining=self.max_iterations)
         run = ReactRun(frozen, frame, sink, options, input.enable_streaming)
         run.loop(state, None)
@@ -314,6 +355,8 @@ class ChatModelAgent(BuiltinAgent):
             if index not in saved.done and resume_state is not None:
                 address = (*frame.address, f"tool:{call.function.name}:{call.id}")
                 saved.resume_of[index] = resume_state.at(address)
+        if frozen.middlewares:
+            frozen, _, _ = apply_before_agent(frozen, self._name, frozen.instruction, [], True)
         state = ReactState(messages=list(saved.messages), remaining=saved.remaining)
         run = ReactRun(frozen, frame, sink, options, info.enable_streaming)
         run.loop(state, saved)

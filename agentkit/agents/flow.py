@@ -9,13 +9,22 @@ transfer the agent's last event asks for.
 from __future__ import annotations
 
 import copy
+import logging
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import attrs
 
+from agentkit._observe import RunObservers, observe_agent
 from agentkit._persist import persisted
-from agentkit.errors import AgentCancelledError, AgentConfigError, ResumeError, TransferError
+from agentkit.errors import (
+    AgentCancelledError,
+    AgentConfigError,
+    ResumeError,
+    TransferError,
+    WillRetryError,
+)
 from agentkit.events import (
     Agent,
     AgentAction,
@@ -34,6 +43,8 @@ from agentkit.options import (
 from agentkit.runctx import EventLog, RecordedEvent, RunFrame, Session, current_frame, use_frame
 from agentkit.schema import Message, Role, user_message
 from agentkit.worker import BuiltinAgent, EventSink, drive
+
+_log = logging.getLogger("agentkit")
 
 __all__ = [
     "FlowAgent",
@@ -106,7 +117,16 @@ class _FlowSink:
     wrappers have named and recorded theirs already, possibly with this very run path.
     """
 
-    __slots__ = ("downstream", "last_action", "log", "name", "run_path", "steps", "unnamed_only")
+    __slots__ = (
+        "downstream",
+        "error",
+        "last_action",
+        "log",
+        "name",
+        "run_path",
+        "steps",
+        "unnamed_only",
+    )
 
     def __init__(
         self,
@@ -123,6 +143,7 @@ class _FlowSink:
         self.log = log
         self.unnamed_only = unnamed_only
         self.last_action: AgentAction | None = None
+        self.error: BaseException | None = None  # the agent's own error event, if any
 
     def send(self, item: AgentEvent) -> bool:
         if not item.run_path:
@@ -138,6 +159,8 @@ class _FlowSink:
             if action is None or action.interrupted is None:
                 self.log.append(RecordedEvent.of(item))
             self.last_action = action
+            if item.err is not None:
+                self.error = item.err
         return self.downstream.send(item)
 
 
@@ -168,6 +191,7 @@ class FlowAgent(BuiltinAgent):
         self.parent: FlowAgent | None = None
         self.disallow_transfer_to_parent = disallow_transfer_to_parent
         self.history_rewriter = history_rewriter
+        self.agent_type: str | None = None  # what callbacks report as the agent's type
 
     @property
     def name(self) -> str:
@@ -179,6 +203,18 @@ class FlowAgent(BuiltinAgent):
         """The wrapped agent's description."""
         return str(self.agent.description)
 
+    def get_type(self) -> str:
+        """The agent's type as callbacks report it (see :class:`~agentkit.callbacks.RunInfo`).
+
+        ``agent_type`` when set (the supervisor sets ``"Supervisor"``), else the wrapped
+        agent's ``get_type()``, else its class name.
+        """
+        if self.agent_type is not None:
+            return self.agent_type
+        get_type = getattr(self.agent, "get_type", None)
+        kind = get_type() if callable(get_type) else ""
+        return str(kind) if kind else type(self.agent).__name__
+
     def __repr__(self) -> str:
         subs = ", ".join(sub.name for sub in self.sub_agents)
         return f"FlowAgent({self.agent!r}, sub_agents=[{subs}])"
@@ -188,7 +224,7 @@ class FlowAgent(BuiltinAgent):
     def _run_into(
         self, input: AgentInput | None, sink: EventSink, options: tuple[AgentRunOption, ...]
     ) -> None:
-        frame = _flow_frame(input)
+        frame = _flow_frame(input, options)
         hop: tuple[FlowAgent, RunFrame] | None = (self, frame)
         while hop is not None:
             agent, at = hop
@@ -198,7 +234,7 @@ class FlowAgent(BuiltinAgent):
     def _resume_into(
         self, info: ResumeInfo, sink: EventSink, options: tuple[AgentRunOption, ...]
     ) -> None:
-        frame = _flow_frame(None)
+        frame = _flow_frame(None, options)
         with use_frame(frame):
             hop = self._resume_once(info, sink, options)
         while hop is not None:
@@ -228,14 +264,18 @@ class FlowAgent(BuiltinAgent):
                 # Workflows pass their children's events through; the children named and
                 # recorded them. Only the workflow's own (unnamed) errors are named here.
                 own = _FlowSink(sink, self.name, frame.run_path, frame.log, unnamed_only=True)
-                drive(self.agent, agent_input, own, options)
+                with _observed(self, frame, agent_input, own):
+                    drive(self.agent, agent_input, own, options)
                 return None
             hosts = _hosts_flow(self.agent)
             flow_sink = _FlowSink(sink, self.name, frame.run_path, frame.log, unnamed_only=hosts)
             # A hosted flow starts agents of its own: like transfer targets, they get the
             # unfiltered options so options designated to them reach them.
             agent_options = options if hosts else filter_options(options, self.name)
-            drive(self.agent, agent_input, flow_sink, agent_options)
+            # A hosted flow's wrappers report its agents; reporting here too would report
+            # the same agent twice.
+            with _observed(None if hosts else self, frame, agent_input, flow_sink):
+                drive(self.agent, agent_input, flow_sink, agent_options)
         return self._after(flow_sink.last_action, frame, sink)
 
     def _resume_once(
@@ -271,16 +311,19 @@ class FlowAgent(BuiltinAgent):
                     is_resume_target=point.is_resume_target,
                     resume_data=point.data,
                 )
+                resumed_input = AgentInput(enable_streaming=info.enable_streaming)
                 if _passes_through(self.agent):
                     own = _FlowSink(sink, self.name, frame.run_path, frame.log, unnamed_only=True)
-                    drive(self.agent, None, own, options, resume=own_info)
+                    with _observed(self, frame, resumed_input, own):
+                        drive(self.agent, None, own, options, resume=own_info)
                     return None
                 hosts = _hosts_flow(self.agent)
                 flow_sink = _FlowSink(
                     sink, self.name, frame.run_path, frame.log, unnamed_only=hosts
                 )
                 agent_options = options if hosts else filter_options(options, self.name)
-                drive(self.agent, None, flow_sink, agent_options, own_info)
+                with _observed(None if hosts else self, frame, resumed_input, flow_sink):
+                    drive(self.agent, None, flow_sink, agent_options, own_info)
                 return self._after(flow_sink.last_action, frame, sink)
             hops = resume_state.next_hops(frame.address)
             if not hops:
@@ -358,6 +401,7 @@ class FlowAgent(BuiltinAgent):
             frame.journal.record(frame.address, PendingTransfer(dest_name))
             sink.send(self._error(frame, error))
             return None
+        _log.info("agentkit: agent %r transfers to agent %r", self.name, dest_name)
         return dest, frame
 
     def _error(self, frame: RunFrame, error: BaseException) -> AgentEvent:
@@ -386,7 +430,10 @@ class FlowAgent(BuiltinAgent):
                 if record.variant is not None and record.variant.role is Role.TOOL and entries:
                     entries.pop()
                 continue
-            message = record.message()
+            try:
+                message = record.message()
+            except WillRetryError:
+                continue  # a streamed attempt of a model call that was made again
             if message is None:
                 continue
             entries.append(HistoryEntry(False, record.agent_name, message))
@@ -404,15 +451,33 @@ def _current() -> RunFrame:
     return frame
 
 
-def _flow_frame(input: AgentInput | None) -> RunFrame:
-    """The current frame, given a session and root input if this is a bare flow run."""
+def _flow_frame(input: AgentInput | None, options: tuple[AgentRunOption, ...]) -> RunFrame:
+    """The current frame, given a session, observers and root input if this is a bare flow run."""
     frame = _current()
     changes: dict[str, Any] = {}
     if frame.session is None:
         changes["session"] = Session()
+    if frame.observers is None:
+        changes["observers"] = RunObservers.from_options(options)
     if frame.root_input is None and not frame.run_path and input is not None:
         changes["root_input"] = input
     return attrs.evolve(frame, **changes) if changes else frame
+
+
+def _observed(
+    wrapper: FlowAgent | None, frame: RunFrame, input: AgentInput, sink: _FlowSink
+) -> AbstractContextManager[None]:
+    """Report the agent's turn to the run's callback handlers (``wrapper=None``: do not)."""
+    if wrapper is None:
+        return nullcontext()
+    return observe_agent(
+        frame.observers,
+        wrapper.name,
+        wrapper.get_type,
+        tuple(str(step) for step in frame.run_path),
+        input,
+        lambda: sink.error,
+    )
 
 
 def _hosts_flow(agent: object) -> bool:

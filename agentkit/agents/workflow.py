@@ -114,6 +114,7 @@ class _Workflow(BuiltinAgent):
             raise AgentConfigError(f"a {type(self).__name__} needs a non-empty name (got {name!r})")
         self._name = name
         self._description = description
+        self.agent_type: str = self._kind  # what callbacks report as the workflow's type
         self._parent_flow = FlowAgent(self)
         children: list[FlowAgent] = []
         for agent in sub_agents:
@@ -167,6 +168,11 @@ class _Workflow(BuiltinAgent):
     def sub_agents(self) -> list[Agent]:
         """The sub-agents, in order."""
         return [child.agent for child in self._children]
+
+    def get_type(self) -> str:
+        """The type callbacks report: ``"Sequential"``, ``"Parallel"``, ``"Loop"`` (or
+        ``agent_type`` when set, e.g. ``"PlanExecute"``)."""
+        return self.agent_type
 
     def __repr__(self) -> str:
         names = ", ".join(child.name for child in self._children)

@@ -23,6 +23,7 @@ from agentkit.errors import (
     RateLimitError,
 )
 from agentkit.models.base import ChatModel, ModelOptions, ToolCallingChatModel
+from agentkit.models.failover import FailoverChatModel
 from agentkit.models.scripted import ModelCall, ScriptedChatModel
 
 if TYPE_CHECKING:
@@ -39,6 +40,7 @@ __all__ = [
     "ModelError",
     "PermissionDeniedError",
     "RateLimitError",
+    "FailoverChatModel",
     "ModelCall",
     "ModelOptions",
     "OpenAIChatModel",

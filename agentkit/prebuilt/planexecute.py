@@ -807,8 +807,10 @@ def new(
         [executor, replanner],
         max_iterations=max_iterations,
     )
-    return SequentialAgent(
+    agent = SequentialAgent(
         "plan_execute_replan",
         "plans a task, then executes and replans it step by step",
         [planner, loop],
     )
+    agent.agent_type = "PlanExecute"
+    return agent

@@ -67,4 +67,5 @@ def new(supervisor: Agent, sub_agents: Sequence[Agent]) -> Agent:
         for agent in sub_agents
     ]
     flow: FlowAgent = set_sub_agents(supervisor, workers)
+    flow.agent_type = "Supervisor"
     return flow

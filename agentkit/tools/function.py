@@ -112,6 +112,7 @@ def tool(
     description: str | None = None,
     strict: bool = False,
     needs_approval: ApprovalPolicy = False,
+    timeout: float | None = None,
 ) -> StreamingFunctionTool[P, I]: ...
 
 
@@ -124,6 +125,7 @@ def tool(
     description: str | None = None,
     strict: bool = False,
     needs_approval: ApprovalPolicy = False,
+    timeout: float | None = None,
 ) -> FunctionTool[P, R]: ...
 
 
@@ -136,6 +138,7 @@ def tool(
     description: str | None = None,
     strict: bool = False,
     needs_approval: ApprovalPolicy = False,
+    timeout: float | None = None,
 ) -> _Decorator: ...
 
 
@@ -147,6 +150,7 @@ def tool(
     description: str | None = None,
     strict: bool = False,
     needs_approval: ApprovalPolicy = False,
+    timeout: float | None = None,
 ) -> FunctionTool[Any, Any] | _Decorator:
     """Make a tool of a Python function: its schema comes from the type hints and the docstring.
 
@@ -190,6 +194,9 @@ def tool(
             that needs approval interrupts the run with an
             :class:`~agentkit.ApprovalRequest` before the function runs (after its arguments
             were checked); see :mod:`agentkit.tools.approval` for the resume data.
+        timeout: the most seconds a call of the tool may take when an agent runs it (it then
+            fails with :class:`~agentkit.ToolTimeoutError`; see ``ChatModelAgent(tool_timeout=)``
+            for what happens to the abandoned call). ``None``: the agent's ``tool_timeout``.
 
     Raises:
         TypeError: ``fn`` is not a function, is ``async``, has ``*args``, or a parameter has an
@@ -197,15 +204,26 @@ def tool(
         AgentConfigError: the name is not a valid tool name (a lambda needs ``name=``).
     """
     check_policy(needs_approval, "tool()")
+    timeout = checked_timeout(timeout)
     if fn is None:
-        return _Decorator(name, description, strict, needs_approval)
+        return _Decorator(name, description, strict, needs_approval, timeout)
     if isinstance(fn, str):
         raise TypeError(
             f"tool() takes the function first; to name the tool write @tool(name={fn!r})"
         )
     return _make_tool(
-        fn, name, description, strict, sys._getframe(1).f_locals, needs_approval
+        fn, name, description, strict, sys._getframe(1).f_locals, needs_approval, timeout
     )
+
+
+def checked_timeout(timeout: object) -> float | None:
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+        raise AgentConfigError(
+            f"timeout must be a number of seconds > 0, or None for no limit (got {timeout!r})"
+        )
+    return float(timeout)
 
 
 @attrs.frozen
@@ -216,6 +234,7 @@ class _Decorator:
     description: str | None
     strict: bool
     needs_approval: ApprovalPolicy = False
+    timeout: float | None = None
 
     @overload
     def __call__(self, fn: Callable[P, I], /) -> StreamingFunctionTool[P, I]: ...
@@ -231,6 +250,7 @@ class _Decorator:
             self.strict,
             sys._getframe(1).f_locals,
             self.needs_approval,
+            self.timeout,
         )
 
 
@@ -241,6 +261,7 @@ def _make_tool(
     strict: bool,
     localns: Mapping[str, Any] | None,
     needs_approval: ApprovalPolicy = False,
+    timeout: float | None = None,
 ) -> FunctionTool[Any, Any]:
     if isinstance(fn, FunctionTool):
         fn = fn.__wrapped__
@@ -252,6 +273,7 @@ def _make_tool(
         strict=strict,
         localns=localns,
         needs_approval=needs_approval,
+        timeout=timeout,
     )
 
 
@@ -300,13 +322,14 @@ class FunctionTool(Generic[P, R]):
         strict: bool = False,
         localns: Mapping[str, Any] | None = None,
         needs_approval: ApprovalPolicy = False,
+        timeout: float | None = None,
     ) -> None:
         """Build the tool; prefer :func:`tool`, which picks the class for generator functions.
 
         ``localns`` is a namespace tried when an annotation names something that is not a
         global of the function's module (a class defined inside a function, for example);
-        :func:`tool` passes the namespace it is called from. ``strict`` and
-        ``needs_approval`` are as for :func:`tool`.
+        :func:`tool` passes the namespace it is called from. ``strict``, ``needs_approval``
+        and ``timeout`` are as for :func:`tool`.
         """
         _check_function(fn)
         if inspect.isgeneratorfunction(fn) and not isinstance(self, StreamingFunctionTool):
@@ -328,11 +351,21 @@ class FunctionTool(Generic[P, R]):
         self._parameters = plan.schema
         self._params = plan.params
         self._needs_approval = check_policy(needs_approval, self._name)
+        self._timeout = checked_timeout(timeout)
 
     @property
     def name(self) -> str:
         """The tool name the model calls."""
         return self._name
+
+    @property
+    def timeout(self) -> float | None:
+        """The most seconds a call may take when an agent runs it (``None``: no limit of its own).
+
+        The agent's ``tool_timeout`` applies to tools without one. See
+        :class:`~agentkit.ChatModelAgent` for what happens to a call that takes longer.
+        """
+        return self._timeout
 
     def info(self) -> ToolInfo:
         """Return the name, description and JSON Schema parameters (a fresh copy each time)."""

@@ -1,0 +1,190 @@
+"""Middleware: add behaviour around a ChatModelAgent's run, model calls and tool calls.
+
+Subclass :class:`AgentMiddleware`, override the methods you need (the others do nothing), and
+pass instances in ``ChatModelAgent(..., middlewares=[...])``. The list is an onion: the first
+middleware is the outermost. ``before_*`` hooks run in list order, ``after_model`` in reverse
+order (the outermost sees the final message), and ``wrap_*`` layers nest with the first one
+outermost.
+
+Example, a middleware that logs every tool call and refuses one tool::
+
+    class Guard(AgentMiddleware):
+        def wrap_tool_call(self, call, invoke):
+            if call.name == "delete_everything":
+                return "Error: this tool is disabled."     # short-circuit: the tool never runs
+            started = time.perf_counter()
+            try:
+                return invoke(call)
+            finally:
+                log.info("%s took %.3f s", call.name, time.perf_counter() - started)
+
+    agent = ChatModelAgent("helper", "helps", model, tools=[...], middlewares=[Guard()])
+
+Inside any hook (and inside tools) :func:`set_run_local_value` / :func:`get_run_local_value`
+keep values for the current agent run only, and :func:`send_event` adds a custom event to the
+run's event stream.
+
+Streaming: ``wrap_model`` wraps a call that returns a whole message. In a streamed run the
+model's chunks are sent to the consumer as they arrive (one event per model call the chain
+makes), and the innermost call returns their concatenation; what a ``wrap_model`` layer returns
+is what the agent keeps and acts on (history, tool calls), not what was streamed. In a
+non-streamed run the event is sent once the whole chain returned, so it shows the message
+``wrap_model`` layers returned; ``after_model`` changes are never shown in the event, only in
+what the agent does next (as in Eino).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from agentkit._runlocals import current_run_locals
+from agentkit.events import AgentEvent
+from agentkit.runctx import current_frame
+from agentkit.schema import Message
+from agentkit.tools.base import BaseTool, ToolCallInfo
+
+if TYPE_CHECKING:
+    from agentkit.models.base import ModelOptions
+    from agentkit.schema import ToolInfo
+
+__all__ = [
+    "AgentContext",
+    "AgentMiddleware",
+    "ModelCallable",
+    "ModelState",
+    "ToolInvoke",
+    "get_run_local_value",
+    "send_event",
+    "set_run_local_value",
+]
+
+ModelCallable = Callable[[list[Message], "ModelOptions | None"], Message]
+"""``call(messages, options) -> Message``: one model call, as :meth:`AgentMiddleware.wrap_model`
+wraps it."""
+
+ToolInvoke = Callable[[ToolCallInfo], str]
+"""``invoke(call) -> str``: runs the tool call (or the next middleware), returns its text."""
+
+
+@attrs.define(eq=False)
+class AgentContext:
+    """What :meth:`AgentMiddleware.before_agent` may change for one agent run.
+
+    Attributes:
+        agent_name: the agent that is starting.
+        instruction: the agent's instruction (the transfer instruction included).
+        tools: the agent's tools (the transfer and exit tools included); replace or edit the
+            list to offer other tools for this run.
+        messages: the run's input messages (without the system message, which is made from
+            ``instruction`` afterwards). On a resumed run the conversation was saved already:
+            ``instruction`` and ``messages`` changes are ignored, ``tools`` changes apply.
+        resumed: whether this is a resumed run.
+    """
+
+    agent_name: str
+    instruction: str
+    tools: list[BaseTool]
+    messages: list[Message]
+    resumed: bool = False
+
+
+@attrs.define(eq=False)
+class ModelState:
+    """The conversation about to be sent to the model (:meth:`AgentMiddleware.before_model`).
+
+    Attributes:
+        agent_name: the agent calling the model.
+        messages: the messages the model gets; changes are kept for the rest of the run.
+        tools: the tools the model is offered (their :class:`~agentkit.ToolInfo`); a change
+            is kept for the rest of the run (tools the agent does not have are answered with
+            an error message, per the tool-error policy).
+    """
+
+    agent_name: str
+    messages: list[Message]
+    tools: list[ToolInfo]
+
+
+class AgentMiddleware:
+    """The base class of middlewares: every method does nothing until overridden.
+
+    A middleware object may serve many runs in many threads at once: keep per-run state in
+    :func:`set_run_local_value`, not on ``self``. Exceptions raised by a hook end the run
+    (hooks are part of the agent), except those raised inside ``invoke`` of
+    :meth:`wrap_tool_call`, which go through the agent's tool-error policy when they escape.
+    """
+
+    def before_agent(self, context: AgentContext) -> None:
+        """Called once when the agent starts a run: change ``context`` to change the run."""
+
+    def before_model(self, state: ModelState) -> None:
+        """Called before every model call: change ``state.messages`` / ``state.tools``."""
+
+    def after_model(self, state: ModelState, message: Message) -> Message:
+        """Called after every model call; return the message the agent goes on with."""
+        return message
+
+    def wrap_model(self, call: ModelCallable) -> ModelCallable:
+        """Return a callable used instead of ``call`` (same signature); call it to go on.
+
+        Called once per run; the returned callable is used for each model call of the run.
+        It may change the messages or options, retry, or return a message of its own.
+        """
+        return call
+
+    def wrap_tool_call(self, call: ToolCallInfo, invoke: ToolInvoke) -> str:
+        """Run one tool call: ``invoke(call)`` runs it (and the inner middlewares).
+
+        Inspect or change ``call`` (``attrs.evolve(call, arguments={...})``), return a result
+        without calling ``invoke`` (the tool does not run), retry, or time it. Exceptions
+        from ``invoke`` that escape go through the agent's tool-error policy. Calls of tools
+        the agent does not have are answered by that policy without reaching middleware.
+        Interrupts and cancellation raised by ``invoke`` derive from ``BaseException``: let
+        them pass.
+        """
+        return invoke(call)
+
+
+def set_run_local_value(key: str, value: Any) -> None:
+    """Keep ``value`` under ``key`` for the rest of the current agent run.
+
+    Run-local values belong to one run of one ChatModelAgent: its middleware hooks and its
+    tools see them; other agents and later runs do not. They are not saved in checkpoints.
+
+    Raises:
+        RuntimeError: called outside a ChatModelAgent run.
+    """
+    current_run_locals("set_run_local_value").set(key, value)
+
+
+def get_run_local_value(key: str, default: Any = None) -> Any:
+    """The run-local value ``key`` of the current agent run, or ``default``.
+
+    Raises:
+        RuntimeError: called outside a ChatModelAgent run.
+    """
+    return current_run_locals("get_run_local_value").get(key, default)
+
+
+def send_event(event: AgentEvent) -> None:
+    """Send ``event`` into the current run's event stream, as an event of the current agent.
+
+    Use it in middleware hooks and tools for progress reports or custom data
+    (``AgentEvent(output=AgentOutput(customized_output=...))``). The framework fills in the
+    agent name and run path; events without a message are not part of the history.
+
+    Raises:
+        RuntimeError: called outside a ChatModelAgent run.
+    """
+    if not isinstance(event, AgentEvent):
+        raise TypeError(f"send_event() takes an AgentEvent (got {type(event).__name__})")
+    run_locals = current_run_locals("send_event")
+    frame = current_frame()
+    call = frame.tool if frame is not None else None
+    if call is not None and call.emit is not None:
+        call.emit(event)  # inside a tool call: through the tool round, in order with it
+    else:
+        run_locals.emit(event)
