@@ -17,10 +17,10 @@ import time
 import timeit
 from collections.abc import Callable
 
+from agentkit._checkpoints import Checkpoint
 from agentkit.checkpoint import PickleSerializer
 from agentkit.events import AgentInput, MessageVariant, RunStep
 from agentkit.runctx import RecordedEvent
-from agentkit.runner import Checkpoint
 from agentkit.schema import FunctionCall, Message, ResponseMeta, TokenUsage, ToolCall
 
 

@@ -328,7 +328,7 @@ def test_a_redis_conversation_through_the_runner(redis_url: str) -> None:
 def test_a_checkpoint_saved_before_checkpoints_held_conversations_still_resumes(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from agentkit.runner import Checkpoint
+    from agentkit._checkpoints import Checkpoint
 
     original = Checkpoint.__getstate__
 

@@ -13,9 +13,9 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from agentkit.cancel import CancelHandle, CancelMode
+from agentkit.checkpoint import DEFAULT_LEASE_TTL
 from agentkit.integrations._redislog import RedisRunLog
 from agentkit.integrations.runs import POLL_INTERVAL
-from agentkit.runner import DEFAULT_LEASE_TTL
 
 if TYPE_CHECKING:
     from agentkit.checkpoint import Lease

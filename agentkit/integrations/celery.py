@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentkit._runlog import publish, summary_of_error
 from agentkit.cancel import CancelHandle, CancelMode, with_cancel
+from agentkit.checkpoint import DEFAULT_LEASE_TTL
 from agentkit.errors import CheckpointBusyError, CheckpointConsumedError
 from agentkit.events import Agent
 from agentkit.integrations._celery_worker import Watcher, connect_shutdown_signal, shutting_down
@@ -59,7 +60,7 @@ from agentkit.integrations.runs import (
     to_messages,
 )
 from agentkit.options import with_checkpoint_id, with_session_values
-from agentkit.runner import DEFAULT_LEASE_TTL, Runner
+from agentkit.runner import Runner
 from agentkit.schema import Message
 
 if TYPE_CHECKING:

@@ -1,0 +1,204 @@
+"""The top of a Runner's run: it names the outcome, saves checkpoints, delivers the last event."""
+
+from __future__ import annotations
+
+import datetime
+import logging
+from collections.abc import Callable
+
+import attrs
+
+from agentkit._checkpoints import Checkpoint, ConsumedCheckpoint, make_checkpoint
+from agentkit._points import interrupt_contexts
+from agentkit.conversation._turn import OpenTurn
+from agentkit.errors import (
+    AgentCancelledError,
+    AgentKitError,
+    CheckpointError,
+    ConversationStoreError,
+)
+from agentkit.events import AgentEvent, InterruptInfo
+from agentkit.results import RunOutcome
+from agentkit.runctx import RunFrame
+from agentkit.worker import EventSink
+
+__all__ = ["RunnerSink"]
+
+_log = logging.getLogger("agentkit")
+
+
+class RunnerSink:
+    """The top of a run: names the outcome, saves checkpoints, delivers the last event.
+
+    An error event is held until the next event arrives or the run ends, so the Runner knows
+    whether it is the run's last one: then the checkpoint is saved first.
+    """
+
+    __slots__ = (
+        "checkpoint_id",
+        "downstream",
+        "ended",
+        "error_seen",
+        "frame",
+        "held",
+        "interrupted",
+        "outcome",
+        "resumed",
+        "save",
+        "turn",
+    )
+
+    def __init__(
+        self,
+        downstream: EventSink,
+        save: Callable[[str, Checkpoint | ConsumedCheckpoint], None],
+        frame: RunFrame,
+        checkpoint_id: str | None,
+        outcome: RunOutcome,
+        turn: OpenTurn | None,
+        *,
+        resumed: bool,
+    ) -> None:
+        self.outcome = outcome
+        self.turn = turn
+        self.downstream = downstream
+        self.save = save
+        self.frame = frame
+        self.checkpoint_id = checkpoint_id
+        self.resumed = resumed
+        self.held: AgentEvent | None = None
+        self.interrupted = False
+        self.error_seen = False
+        self.ended = False  # the run's last event was delivered; nothing follows it
+
+    def send(self, item: AgentEvent) -> bool:
+        if self.ended:
+            return True
+        ok = True
+        held = self.held
+        if held is not None:
+            if isinstance(held.err, AgentCancelledError) and isinstance(
+                item.err, AgentCancelledError
+            ):
+                # One cancel is reported once.
+                self.held = item
+                return True
+            self.held = None
+            ok = self.downstream.send(held)
+        if item.interrupted:
+            return self._interrupt(item) and ok
+        if item.err is not None:
+            self.error_seen = True
+            self.held = item
+            return ok
+        return self.downstream.send(item) and ok
+
+    def _interrupt(self, item: AgentEvent) -> bool:
+        if self.interrupted:
+            return self.downstream.send(
+                AgentEvent(
+                    err=AgentKitError("multiple interrupt actions should not happen in Runner")
+                )
+            )
+        self.interrupted = True
+        action = item.action
+        assert action is not None and action.interrupted is not None
+        points = self.frame.journal.points()
+        data = action.interrupted.data
+        contexts = interrupt_contexts(points)
+        interrupted = InterruptInfo(data=data, contexts=contexts)
+        event = attrs.evolve(item, action=attrs.evolve(action, interrupted=interrupted))
+        _log.info(
+            "agentkit: run interrupted by agent %r at %s",
+            item.agent_name,
+            ", ".join(";".join(context.address) for context in contexts) or "?",
+        )
+        if self.checkpoint_id is not None:
+            try:
+                checkpoint = make_checkpoint(
+                    self.frame, points, data, "interrupted", self.turn
+                )
+                self.save(self.checkpoint_id, checkpoint)
+            except CheckpointError as error:
+                # Nothing can be resumed: the failure is the run's last event.
+                self.ended = True
+                self.downstream.send(
+                    AgentEvent(agent_name=item.agent_name, run_path=item.run_path, err=error)
+                )
+                return False
+            self.outcome.checkpoint_id = self.checkpoint_id
+            _log.info("agentkit: run interrupted; checkpoint %r saved", self.checkpoint_id)
+        self.ended = True
+        return self.downstream.send(event)
+
+    def finish(self) -> None:
+        """The run ended: save or consume the checkpoint, then deliver the held last event."""
+        held, self.held = self.held, None
+        if self.ended:
+            return
+        self.ended = True
+        checkpoint_id = self.checkpoint_id
+        failure: AgentEvent | None = None
+        if checkpoint_id is not None:
+            try:
+                if self.error_seen:
+                    self._save_stopped(checkpoint_id, held)
+                elif self.resumed:
+                    completed = datetime.datetime.now(datetime.timezone.utc).isoformat()
+                    self.save(checkpoint_id, ConsumedCheckpoint(completed))
+                    _log.info("agentkit: checkpoint %r consumed", checkpoint_id)
+            except CheckpointError as error:
+                failure = AgentEvent(
+                    agent_name=held.agent_name if held is not None else "",
+                    run_path=held.run_path if held is not None else [],
+                    err=error,
+                )
+        if failure is None and not self.error_seen and self.turn is not None:
+            failure = self._append_turn(held)
+        if held is not None:
+            ended_with = held.err
+            if isinstance(ended_with, AgentCancelledError):
+                _log.info("agentkit: run cancelled (%s)", ended_with)
+            elif ended_with is not None:
+                _log.info(
+                    "agentkit: run failed in agent %r: %s: %s",
+                    held.agent_name,
+                    type(ended_with).__name__,
+                    ended_with,
+                )
+            self.downstream.send(held)
+        if failure is not None:
+            self.downstream.send(failure)
+
+    def _append_turn(self, held: AgentEvent | None) -> AgentEvent | None:
+        """The run completed: append the turn to its conversation (an error event if that fails)."""
+        assert self.turn is not None
+        try:
+            self.turn.complete(self.frame.log.visible())
+        except Exception as error:
+            return AgentEvent(
+                agent_name=held.agent_name if held is not None else "",
+                run_path=held.run_path if held is not None else [],
+                err=ConversationStoreError(
+                    f"the turn completed but could not be appended to conversation "
+                    f"{self.turn.turn.conversation_id!r}: {type(error).__name__}: {error}"
+                ),
+            )
+        return None
+
+    def _save_stopped(self, checkpoint_id: str, held: AgentEvent | None) -> None:
+        """Save the checkpoint of a cancelled or failed run (if anything can be resumed)."""
+        points = self.frame.journal.points()
+        if not points:
+            return
+        cancelled = held is not None and isinstance(held.err, AgentCancelledError)
+        reason = "cancelled" if cancelled else "failed"
+        checkpoint = make_checkpoint(self.frame, points, None, reason, self.turn)
+        self.save(checkpoint_id, checkpoint)
+        self.outcome.checkpoint_id = checkpoint_id
+        _log.info("agentkit: run %s; checkpoint %r saved", reason, checkpoint_id)
+        if held is not None and held.err is not None and hasattr(held.err, "add_note"):
+            held.err.add_note(
+                f"The run can be resumed: runner.resume({checkpoint_id!r}) goes on from the "
+                "last model or tool call that finished."
+            )
