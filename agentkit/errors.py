@@ -34,6 +34,11 @@ exception says the same thing, the agentkit error subclasses it too, so existing
             ├── AuthenticationError      401
             ├── PermissionDeniedError    403
             └── RateLimitError           429
+
+Optional parts add subclasses of these where they live: ``agentkit.mcp`` (``MCPConnectionError``
+and ``MCPServerError``, both ``ToolError``; ``MCPClientClosedError``, ``MCPNotInstalledError``),
+``agentkit.integrations.runs`` (``RunNotFoundError``, ``RunStateError``) and
+``agentkit.prebuilt.planexecute`` (``PlanExecuteError``).
 """
 
 from __future__ import annotations
