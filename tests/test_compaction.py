@@ -141,5 +141,5 @@ def test_the_module_surface_is_documented() -> None:
 
     for name in compaction.__all__:
         obj = getattr(compaction, name)
-        if isinstance(obj, type) or callable(obj) and hasattr(obj, "__code__"):
+        if isinstance(obj, type) or (callable(obj) and hasattr(obj, "__code__")):
             assert obj.__doc__, name
