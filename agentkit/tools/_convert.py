@@ -1,30 +1,51 @@
-"""Checking and converting JSON arguments to annotated types (a ``cattrs`` converter), and
-explaining what is wrong in words a model can act on.
+"""Checking and converting JSON arguments to annotated types (a ``cattrs`` converter).
 
 Two converters are made, on first use: the strict one takes only the JSON kind the schema
 names; the lax one (the default for tools) also reads numbers and booleans spelled as strings.
+The scalar hooks and the descriptions of types are in :mod:`agentkit.tools._scalar_hooks`;
+turning a failed conversion into messages for the model is :mod:`agentkit.tools._explain`.
+Both are re-exported here (``Hook``, ``explain``, ``json_kind``, ``scalar_hook``, ``show``).
 """
 
 from __future__ import annotations
 
 import collections.abc
-import json
 import threading
 import types
 import typing
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from agentkit.tools import _lax
+from agentkit.tools._explain import explain
+from agentkit.tools._scalar_hooks import (
+    MISSING,
+    STRUCTURED,
+    Hook,
+    Invalid,
+    describe,
+    json_kind,
+    lax_bool,
+    lax_float,
+    lax_int,
+    same_json,
+    scalar_hook,
+    show,
+    structure_bool,
+    structure_enum,
+    structure_float,
+    structure_int,
+    structure_none,
+    structure_str,
+    union_members,
+    union_rank,
+)
 from agentkit.tools._schema import (
     SETS,
     NoneType,
     fixed_tuple_args,
     is_array,
     is_attrs,
-    is_class,
     is_enum,
     is_literal,
     is_mapping,
@@ -36,18 +57,6 @@ if TYPE_CHECKING:
     import cattrs
 
 __all__ = ["Hook", "explain", "get_converter", "json_kind", "scalar_hook", "show"]
-
-Hook = Callable[[Any, Any], Any]
-"""A structuring hook: ``hook(json_value, annotation) -> converted value``."""
-
-
-class _Invalid(Exception):
-    """A JSON value is not what the annotation accepts (raised by the converter's hooks)."""
-
-    def __init__(self, expected: str, value: Any) -> None:
-        super().__init__(f"must be {expected} (got {show(value)})")
-        self.expected = expected
-        self.value = value
 
 
 _converters: dict[bool, cattrs.Converter] = {}  # by strictness
@@ -92,48 +101,48 @@ def _make_converter(strict: cattrs.Converter | None) -> cattrs.Converter:
 
     converter = cattrs.Converter(detailed_validation=True, forbid_extra_keys=False)
     lax = strict is not None
-    converter.register_structure_hook(str, _structure_str)
-    converter.register_structure_hook(int, _lax_int if lax else _structure_int)
-    converter.register_structure_hook(float, _lax_float if lax else _structure_float)
-    converter.register_structure_hook(bool, _lax_bool if lax else _structure_bool)
-    converter.register_structure_hook(NoneType, _structure_none)
-    converter.register_structure_hook_func(is_enum, _structure_enum)
+    converter.register_structure_hook(str, structure_str)
+    converter.register_structure_hook(int, lax_int if lax else structure_int)
+    converter.register_structure_hook(float, lax_float if lax else structure_float)
+    converter.register_structure_hook(bool, lax_bool if lax else structure_bool)
+    converter.register_structure_hook(NoneType, structure_none)
+    converter.register_structure_hook_func(is_enum, structure_enum)
 
     def literal_hook(tp: Any) -> Hook:
         choices = typing.get_args(tp)
-        expected = _describe(tp)
+        expected = describe(tp)
 
         def structure_literal(value: Any, _: Any) -> Any:
             for choice in choices:
-                if _same_json(choice, value):
+                if same_json(choice, value):
                     return choice
-            raise _Invalid(expected, value)
+            raise Invalid(expected, value)
 
         return structure_literal
 
     def union_hook(tp: Any, converter: cattrs.Converter) -> Hook:
-        members = _union_members(tp)
+        members = union_members(tp)
         # A float stays a float when the union has a float member: 3.0 is not taken as the
         # int 3 in `int | float` (the int member comes first).
         has_float = float in members
         handlers = [
-            (member, converter.get_structure_hook(member), _union_rank(member) == _STRUCTURED)
+            (member, converter.get_structure_hook(member), union_rank(member) == STRUCTURED)
             for member in members
         ]
-        expected = _describe(tp)
+        expected = describe(tp)
 
         def structure_union(value: Any, _: Any) -> Any:
             nested: list[Exception] = []
-            best: Any = _MISSING
+            best: Any = MISSING
             best_score = (-1, 0)
             for member, handler, structured in handlers:
-                if best is not _MISSING and not structured:
+                if best is not MISSING and not structured:
                     break
                 if member is int and has_float and type(value) is float:
                     continue
                 try:
                     result = handler(value, member)
-                except _Invalid:
+                except Invalid:
                     continue  # wrong JSON kind for this member
                 except Exception as exc:
                     nested.append(exc)
@@ -143,12 +152,12 @@ def _make_converter(strict: cattrs.Converter | None) -> cattrs.Converter:
                 score = _match_score(member, value)
                 if score > best_score:
                     best, best_score = result, score
-            if best is not _MISSING:
+            if best is not MISSING:
                 return best
             if len(nested) == 1:
                 # Only one member took this kind of value: its detailed error says the most.
                 raise nested[0]
-            raise _Invalid(expected, value)
+            raise Invalid(expected, value)
 
         if strict is None:
             return structure_union
@@ -184,7 +193,7 @@ def _make_converter(strict: cattrs.Converter | None) -> cattrs.Converter:
 
         def structure_array(value: Any, cl: Any) -> Any:
             if type(value) is not list:
-                raise _Invalid("an array", value)
+                raise Invalid("an array", value)
             return inner(value, cl)
 
         return structure_array
@@ -196,7 +205,7 @@ def _make_converter(strict: cattrs.Converter | None) -> cattrs.Converter:
 
         def structure_tuple(value: Any, _: Any) -> Any:
             if type(value) is not list or len(value) != size:
-                raise _Invalid(expected, value)
+                raise Invalid(expected, value)
             result = []
             errors: list[Exception] = []
             for index, ((item_type, handler), item) in enumerate(zip(handlers, value, strict=True)):
@@ -221,7 +230,7 @@ def _make_converter(strict: cattrs.Converter | None) -> cattrs.Converter:
 
         def structure_mapping(value: Any, cl: Any) -> Any:
             if type(value) is not dict:
-                raise _Invalid("an object", value)
+                raise Invalid("an object", value)
             return inner(value, cl)
 
         return structure_mapping
@@ -231,7 +240,7 @@ def _make_converter(strict: cattrs.Converter | None) -> cattrs.Converter:
 
         def structure_attrs(value: Any, cl: Any) -> Any:
             if type(value) is not dict:
-                raise _Invalid("an object", value)
+                raise Invalid("an object", value)
             return inner(value, cl)
 
         return structure_attrs
@@ -245,52 +254,9 @@ def _make_converter(strict: cattrs.Converter | None) -> cattrs.Converter:
     return converter
 
 
-def scalar_hook(annotation: Any, strict: bool) -> Hook | None:
-    """The hook of a bare ``str``/``int``/``float``/``bool``/``None`` parameter, the same as the
-    converter's, without making the converter: a tool with only such parameters never imports
-    cattrs. ``None`` for any other annotation."""
-    if annotation is str:
-        return _structure_str
-    if annotation is int:
-        return _structure_int if strict else _lax_int
-    if annotation is float:
-        return _structure_float if strict else _lax_float
-    if annotation is bool:
-        return _structure_bool if strict else _lax_bool
-    if annotation is NoneType or annotation is None:
-        return _structure_none
-    return None
-
-
 def _alias(origin: type, *args: Any) -> Any:
     """``origin[args]`` for type arguments known only at run time."""
     return types.GenericAlias(origin, args)
-
-
-# Union members are tried from the most specific kind to the least. The order cannot be the
-# declared one: `A | B == B | A`, so cattrs caches one hook for both spellings.
-_STRUCTURED = 6
-
-
-def _union_rank(tp: Any) -> int:
-    tp = strip_annotated(tp)
-    supertype = getattr(tp, "__supertype__", None)
-    if supertype is not None:
-        return _union_rank(supertype)
-    if is_literal(tp) or is_enum(tp):
-        return 0
-    ranks = {bool: 1, int: 2, float: 3, str: 4, NoneType: 7}
-    if is_class(tp) and tp in ranks:
-        return ranks[tp]
-    if tp is Any:
-        return 8
-    return _STRUCTURED  # arrays, objects, attrs classes
-
-
-def _union_members(tp: Any) -> list[Any]:
-    """The members of a union, most specific first, in an order that does not depend on how
-    the union was spelled."""
-    return sorted(typing.get_args(tp), key=lambda member: (_union_rank(member), repr(member)))
 
 
 def _match_score(tp: Any, value: Any) -> tuple[int, int]:
@@ -302,214 +268,3 @@ def _match_score(tp: Any, value: Any) -> tuple[int, int]:
         matched = sum(1 for field in fields if field.name in value)
         return matched, matched - len(fields)
     return 0, 0
-
-
-def _structure_str(value: Any, cl: Any) -> Any:
-    if cl is not str:
-        return _structure_enum(value, cl)
-    if isinstance(value, str):
-        return value
-    raise _Invalid("a string", value)
-
-
-def _structure_int(value: Any, cl: Any) -> Any:
-    if cl is not int:
-        return _structure_enum(value, cl)
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    raise _Invalid("an integer", value)
-
-
-def _structure_float(value: Any, cl: Any) -> Any:
-    if cl is not float:
-        return _structure_enum(value, cl)
-    if isinstance(value, float):
-        return value
-    if isinstance(value, int) and not isinstance(value, bool):
-        try:
-            return float(value)
-        except OverflowError:
-            raise _Invalid("a number in the range of a float", value) from None
-    raise _Invalid("a number", value)
-
-
-def _lax_int(value: Any, cl: Any) -> Any:
-    return _lax_scalar(_structure_int, _lax.number, int, value, cl)
-
-
-def _lax_float(value: Any, cl: Any) -> Any:
-    return _lax_scalar(_structure_float, _lax.number, float, value, cl)
-
-
-def _lax_bool(value: Any, cl: Any) -> Any:
-    return _lax_scalar(_structure_bool, _lax.boolean, bool, value, cl)
-
-
-def _lax_scalar(
-    structure: Hook, read: Callable[[str, Any], Any], scalar: type, value: Any, cl: Any
-) -> Any:
-    """``structure(value)``; when that fails on a string, the value the string spells (the
-    error keeps naming what the model sent)."""
-    try:
-        return structure(value, cl)
-    except _Invalid:
-        spelled = read(value, _MISSING) if cl is scalar and type(value) is str else _MISSING
-        if spelled is _MISSING:
-            raise
-        try:
-            return structure(spelled, cl)
-        except _Invalid:
-            pass
-        raise
-
-
-def _structure_bool(value: Any, _: Any) -> Any:
-    if value is True or value is False:
-        return value
-    raise _Invalid("a boolean", value)
-
-
-def _structure_none(value: Any, _: Any) -> Any:
-    if value is None:
-        return None
-    raise _Invalid("null", value)
-
-
-def _structure_enum(value: Any, cl: Any) -> Any:
-    for member in cl:
-        if _same_json(member.value, value):
-            return member
-    raise _Invalid(_describe(cl), value)
-
-
-def _same_json(expected: Any, value: Any) -> bool:
-    """Whether a JSON value equals a Literal/enum value (``True`` is not ``1``; ``1.0`` is)."""
-    if isinstance(expected, bool) or isinstance(value, bool):
-        return expected is value
-    if isinstance(expected, str) != isinstance(value, str):
-        return False
-    return bool(expected == value)
-
-
-def _describe(tp: Any) -> str:
-    """What a JSON value of type ``tp`` is, for error messages: 'an integer', 'one of ...'."""
-    tp = strip_annotated(tp)
-    supertype = getattr(tp, "__supertype__", None)
-    if supertype is not None:
-        return _describe(supertype)
-    simple = {
-        str: "a string",
-        int: "an integer",
-        float: "a number",
-        bool: "a boolean",
-        NoneType: "null",
-        None: "null",
-        Any: "any JSON value",
-    }
-    if tp in simple:
-        return simple[tp]
-    if is_enum(tp):
-        return _one_of([member.value for member in tp])
-    if is_literal(tp):
-        return _one_of(list(typing.get_args(tp)))
-    if is_union(tp):
-        alternatives: list[str] = []
-        for member in _union_members(tp):
-            text = _describe(member)
-            if text not in alternatives:
-                alternatives.append(text)
-        if len(alternatives) == 1:
-            return alternatives[0]
-        return f"{', '.join(alternatives[:-1])} or {alternatives[-1]}"
-    fixed = fixed_tuple_args(tp)
-    if fixed is not None:
-        return f"an array of {len(fixed)} items"
-    if is_array(tp):
-        return "an array"
-    return "an object"
-
-
-def _one_of(values: list[Any]) -> str:
-    if len(values) == 1:
-        return repr(values[0])
-    return "one of " + ", ".join(repr(value) for value in values)
-
-
-_Segment = tuple[str, Any]  # ("attr", name) | ("key", dict key) | ("index", position)
-
-
-def explain(exc: BaseException, path: list[_Segment], data: Any, problems: list[str]) -> None:
-    """Turn a structuring error (a tree of cattrs validation errors) into messages for the model."""
-    where = _format_path(path)
-    if isinstance(exc, _Invalid):
-        problems.append(f"'{where}' must be {exc.expected} (got {show(exc.value)})")
-        return
-    from cattrs.errors import AttributeValidationNote, BaseValidationError, IterableValidationNote
-
-    if isinstance(exc, BaseValidationError):
-        for sub in exc.exceptions:
-            segment: _Segment | None = None
-            for note in getattr(sub, "__notes__", ()):
-                if isinstance(note, AttributeValidationNote):
-                    segment = ("attr", note.name)
-                elif isinstance(note, IterableValidationNote):
-                    segment = ("key" if isinstance(note.index, str) else "index", note.index)
-            explain(sub, path if segment is None else [*path, segment], data, problems)
-    elif isinstance(exc, KeyError) and _is_missing(data, path):
-        problems.append(f"'{where}' is required (got {show(_lookup(data, path[:-1]))})")
-    else:
-        problems.append(f"'{where}' is not valid: {str(exc) or type(exc).__name__}")
-
-
-def _format_path(path: list[_Segment]) -> str:
-    text = ""
-    for kind, key in path:
-        if kind == "index":
-            text += f"[{key}]"
-        elif kind == "key":
-            text += f"[{json.dumps(key, ensure_ascii=False)}]"
-        else:
-            text += f".{key}" if text else str(key)
-    return text
-
-
-_MISSING = object()
-
-
-def _lookup(data: Any, path: list[_Segment]) -> Any:
-    for kind, key in path:
-        found = (
-            type(data) is list and 0 <= key < len(data)
-            if kind == "index"
-            else type(data) is dict and key in data
-        )
-        if not found:
-            return _MISSING
-        data = data[key]
-    return data
-
-
-def _is_missing(data: Any, path: list[_Segment]) -> bool:
-    if not path or path[-1][0] != "attr":
-        return False
-    parent = _lookup(data, path[:-1])
-    return type(parent) is dict and path[-1][1] not in parent
-
-
-def show(value: Any, limit: int = 200) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else f"{text[: limit - 3]}..."
-
-
-def json_kind(value: Any) -> str:
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    return "null"

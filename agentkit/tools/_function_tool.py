@@ -1,0 +1,295 @@
+"""The function tool classes: :class:`FunctionTool` and :class:`StreamingFunctionTool`.
+
+Framework-internal; the public module is :mod:`agentkit.tools.function`, which also has the
+:func:`~agentkit.tools.function.tool` decorator that makes them.
+"""
+
+from __future__ import annotations
+
+import copy
+import enum
+import functools
+import inspect
+import json
+import re
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Generic, ParamSpec, TypeVar
+
+from agentkit.errors import AgentConfigError, ToolArgumentsError, ToolError
+from agentkit.schema import ToolInfo
+from agentkit.streams import StreamReader, stream_from_iterator
+from agentkit.tools._convert import explain, json_kind, show
+from agentkit.tools._schema import to_json
+from agentkit.tools._signature import check_function, plan_signature, qualname
+from agentkit.tools.approval import (
+    ApprovalPolicy,
+    Decision,
+    ask_approval,
+    check_policy,
+    parse_object,
+    running,
+)
+
+__all__ = ["FunctionTool", "StreamingFunctionTool", "checked_timeout"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def checked_timeout(timeout: object) -> float | None:
+    """A tool time limit as seconds (``None``: no limit); ``AgentConfigError`` when invalid."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+        raise AgentConfigError(
+            f"timeout must be a number of seconds > 0, or None for no limit (got {timeout!r})"
+        )
+    return float(timeout)
+
+
+_NOT_ASKED = Decision("", resumes_tool=True)  # no approval needed: the call runs as it is
+
+# --- the tools ----------------------------------------------------------------------------------
+
+
+class FunctionTool(Generic[P, R]):
+    """A Python function as an :class:`~agentkit.tools.InvokableTool`; made by :func:`tool`.
+
+    ``invoke`` parses the JSON arguments, checks and converts them to the annotated types
+    (unknown arguments are ignored; parameters that were not sent get their defaults), calls the
+    function and returns its result: a ``str`` as it is, an enum as its value, anything else as
+    JSON (attrs instances as objects, sets and tuples as arrays).
+
+    Errors:
+
+    * Arguments that do not match the parameters raise
+      :class:`~agentkit.errors.ToolArgumentsError` before the function runs, with a message
+      for the model that names the tool, the argument and what was expected, e.g.
+      ``get_weather: 'days' must be an integer (got 'three')``. A
+      :class:`~agentkit.ChatModelAgent` sends it back to the model by default
+      (``recover_tool_errors``).
+    * A result that cannot be JSON-encoded raises :class:`~agentkit.errors.ToolError`.
+    * Exceptions raised by the function propagate unchanged (the agent running the tool adds
+      the tool-call id). Only ``Exception`` subclasses are ever caught by the tool, so
+      ``BaseException``-based signals such as interrupts pass through untouched.
+
+    ``**tool_options`` passed to ``invoke`` are ignored: a function tool reads whatever it
+    needs from the run context.
+
+    The object is still the function: calling it calls the function directly, and
+    ``__wrapped__``, ``__name__``, ``__doc__`` and ``__module__`` are the function's.
+    Nothing in a tool changes after it is made: invoke it from as many threads as you like.
+    """
+
+    __wrapped__: Callable[P, R]
+
+    def __init__(
+        self,
+        fn: Callable[P, R],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        strict: bool = False,
+        localns: Mapping[str, Any] | None = None,
+        needs_approval: ApprovalPolicy = False,
+        timeout: float | None = None,
+    ) -> None:
+        """Build the tool; prefer :func:`tool`, which picks the class for generator functions.
+
+        ``localns`` is a namespace tried when an annotation names something that is not a
+        global of the function's module (a class defined inside a function, for example);
+        :func:`tool` passes the namespace it is called from. ``strict``, ``needs_approval``
+        and ``timeout`` are as for :func:`tool`.
+        """
+        check_function(fn)
+        if inspect.isgeneratorfunction(fn) and not isinstance(self, StreamingFunctionTool):
+            raise TypeError(
+                f"{qualname(fn)} is a generator function: make it a StreamingFunctionTool "
+                "(tool() does this)"
+            )
+        functools.update_wrapper(self, fn)
+        tool_name = fn.__name__ if name is None else name
+        if not isinstance(tool_name, str) or _TOOL_NAME.fullmatch(tool_name) is None:
+            raise AgentConfigError(
+                f"{tool_name!r} is not a valid tool name for {qualname(fn)}: use 1-64 letters, "
+                "digits, '_' or '-' (pass name=...)"
+            )
+        plan = plan_signature(fn, localns, strict)
+        self._fn = fn
+        self._name = tool_name
+        self._description = plan.description if description is None else description
+        self._parameters = plan.schema
+        self._params = plan.params
+        self._needs_approval = check_policy(needs_approval, self._name)
+        self._timeout = checked_timeout(timeout)
+
+    @property
+    def name(self) -> str:
+        """The tool name the model calls."""
+        return self._name
+
+    @property
+    def timeout(self) -> float | None:
+        """The most seconds a call may take when an agent runs it (``None``: no limit of its own).
+
+        The agent's ``tool_timeout`` applies to tools without one. See
+        :class:`~agentkit.ChatModelAgent` for what happens to a call that takes longer.
+        """
+        return self._timeout
+
+    def info(self) -> ToolInfo:
+        """Return the name, description and JSON Schema parameters (a fresh copy each time)."""
+        return ToolInfo(self._name, self._description, copy.deepcopy(self._parameters))
+
+    def invoke(self, arguments: str, **tool_options: Any) -> str:
+        """Run the function with the model's JSON arguments and return its result as text.
+
+        Raises:
+            ToolArgumentsError: the arguments are not valid JSON or do not match the parameters.
+            ToolError: the result cannot be encoded as JSON.
+        """
+        approved = self._approved(arguments)
+        if isinstance(approved, str):
+            return approved
+        args, kwargs, decision = approved
+        with running(decision):
+            result = self._fn(*args, **kwargs)
+        return _encode_result(self._name, result)
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self._fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self._name!r})"
+
+    def _approved(self, arguments: str) -> tuple[list[Any], dict[str, Any], Decision] | str:
+        """Check the arguments, then ask for approval if needed.
+
+        Returns the converted arguments to call the function with (the edited ones of an
+        ``Approve(arguments=...)``) and the decision, or the tool message of a rejected call.
+        """
+        args, kwargs = self._convert(arguments)
+        if self._needs_approval is False:
+            return args, kwargs, _NOT_ASKED
+        parsed = parse_object(self._name, arguments)
+        decision = ask_approval(self._name, self._needs_approval, arguments, parsed)
+        if decision.arguments is None:
+            return decision.rejection
+        if decision.arguments != arguments:
+            args, kwargs = self._convert(decision.arguments)
+        return args, kwargs, decision
+
+    def _convert(self, arguments: str) -> tuple[list[Any], dict[str, Any]]:
+        """Parse, check and convert JSON arguments into positional and keyword arguments."""
+        if not isinstance(arguments, str):
+            raise TypeError(
+                f"{self._name}: invoke() takes the arguments as JSON text (str), not "
+                f"{type(arguments).__name__}; use json.dumps(...)"
+            )
+        if not arguments or arguments.isspace():
+            data: Any = {}
+        else:
+            try:
+                data = json.loads(arguments)
+            except (ValueError, RecursionError) as exc:
+                raise ToolArgumentsError(
+                    f"{self._name}: arguments are not valid JSON: {exc} (got {show(arguments)})",
+                    tool_name=self._name,
+                ) from exc
+            if type(data) is not dict:
+                raise ToolArgumentsError(
+                    f"{self._name}: arguments must be a JSON object, not {json_kind(data)} "
+                    f"(got {show(arguments)})",
+                    tool_name=self._name,
+                )
+        args: list[Any] = []
+        kwargs: dict[str, Any] = {}
+        problems: list[str] = []
+        for param in self._params:
+            name = param.name
+            if name in data:
+                value = data[name]
+                if param.hook is not None:
+                    try:
+                        value = param.hook(value, param.type)
+                    except Exception as exc:
+                        explain(exc, [("attr", name)], data, problems)
+                        continue
+            elif param.required:
+                problems.append(f"'{name}' is required (got {show(data)})")
+                continue
+            elif param.positional:
+                value = param.default
+            else:
+                continue
+            if param.positional:
+                args.append(value)
+            else:
+                kwargs[name] = value
+        if problems:
+            raise ToolArgumentsError(f"{self._name}: {'; '.join(problems)}", tool_name=self._name)
+        return args, kwargs
+
+
+class StreamingFunctionTool(FunctionTool[P, R]):
+    """A generator function as a :class:`~agentkit.tools.StreamableTool`; made by :func:`tool`.
+
+    ``stream`` checks and converts the arguments at once (raising
+    :class:`~agentkit.errors.ToolArgumentsError` before anything runs), then returns a reader
+    that runs the generator lazily, in the thread that reads: each yielded item is one chunk,
+    a ``str`` as it is, anything else JSON-encoded as for :class:`FunctionTool`. An exception
+    raised by the generator is the stream's error. Closing the reader closes the generator.
+
+    ``invoke`` returns the chunks joined with no separator, which is what Eino does when a
+    streaming tool is called by an agent that does not stream; an agent that streams calls
+    ``stream``.
+    """
+
+    def stream(self, arguments: str, **tool_options: Any) -> StreamReader[str]:
+        """Run the generator with the model's JSON arguments; its items are the chunks.
+
+        Raises:
+            ToolArgumentsError: the arguments are not valid JSON or do not match the parameters.
+        """
+        approved = self._approved(arguments)
+        if isinstance(approved, str):
+            return stream_from_iterator(iter([approved]))
+        args, kwargs, decision = approved
+        with running(decision):
+            items: Iterator[Any] = self._fn(*args, **kwargs)  # type: ignore[assignment]
+        return stream_from_iterator(_encode_chunks(self._name, items))
+
+    def invoke(self, arguments: str, **tool_options: Any) -> str:
+        """Run the generator to its end and return all chunks joined."""
+        return "".join(self.stream(arguments))
+
+
+def _encode_chunks(name: str, items: Iterator[Any]) -> Iterator[str]:
+    try:
+        for item in items:
+            yield _encode_result(name, item)
+    finally:
+        close = getattr(items, "close", None)
+        if close is not None:
+            close()
+
+
+# --- results ------------------------------------------------------------------------------------
+
+
+def _encode_result(name: str, result: Any) -> str:
+    """A tool result as text: a str as it is, an enum as its value, anything else as JSON."""
+    if isinstance(result, enum.Enum):
+        result = result.value
+    if isinstance(result, str):
+        return str(result)
+    try:
+        return json.dumps(result, ensure_ascii=False, default=to_json)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise ToolError(
+            f"{name}: the result cannot be encoded as JSON ({exc}); return a str, or data made "
+            "of dict, list, tuple, set, str, int, float, bool, None, enums and attrs instances",
+            tool_name=name,
+        ) from exc
