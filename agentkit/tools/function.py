@@ -51,10 +51,7 @@ from typing import Any, ParamSpec, TypeVar, overload
 
 import attrs
 
-from agentkit.tools._function_tool import FunctionTool, StreamingFunctionTool
-from agentkit.tools._function_tool import (  # the agents check their tool_timeout with it
-    checked_timeout as checked_timeout,  # noqa: PLC0414 (an explicit re-export)
-)
+from agentkit.tools._function_tool import FunctionTool, StreamingFunctionTool, checked_timeout
 from agentkit.tools.approval import ApprovalPolicy, check_policy
 
 __all__ = ["FunctionTool", "StreamingFunctionTool", "tool"]
