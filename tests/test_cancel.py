@@ -20,8 +20,15 @@ from agentkit import (
     with_checkpoint_id,
 )
 from agentkit.checkpoint import InMemoryCheckPointStore
-from agentkit.testing import ScriptedChatModel, call, calls_message, no_thread_leak, summarize
-from tests.openai_server import FakeOpenAIServer, Reply
+from agentkit.testing import (
+    FakeOpenAIServer,
+    Reply,
+    ScriptedChatModel,
+    call,
+    calls_message,
+    no_thread_leak,
+    summarize,
+)
 
 
 def collect(events):  # type: ignore[no-untyped-def]

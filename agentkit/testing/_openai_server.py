@@ -1,4 +1,4 @@
-"""A loopback OpenAI-compatible Chat Completions server for tests, samples and benchmarks.
+"""A loopback OpenAI-compatible Chat Completions server, to test agents over real HTTP.
 
 :class:`FakeOpenAIServer` speaks the real wire format over real HTTP/1.1 on 127.0.0.1: JSON
 responses with ``Content-Length``, streamed responses as Server-Sent Events in chunked
@@ -16,14 +16,15 @@ Example::
         model.generate([user_message("Hi")])
         assert server.requests[0]["messages"] == [{"role": "user", "content": "Hi"}]
 
-This module imports only the standard library and attrs, plus ``agentkit.schema`` for the
-tool call type, so benchmarks and samples can import it with ``tests/`` on ``sys.path``.
+``python -m agentkit.testing._openai_server`` serves one fixed reply in its own process (see
+:func:`main`); the benchmarks measure the client against it.
 """
 
 from __future__ import annotations
 
 import json
 import socket
+import sys
 import threading
 import time
 from collections import deque
@@ -33,19 +34,14 @@ from typing import Any
 
 import attrs
 
-from agentkit.schema import FunctionCall, TokenUsage, ToolCall
-
-__all__ = ["FakeOpenAIServer", "Reply", "tool_call"]
-
-
-def tool_call(name: str, arguments: str = "{}", id: str = "") -> ToolCall:
-    """Return a tool call for a :class:`Reply` (the id defaults to ``call_<name>``)."""
-    return ToolCall(id or f"call_{name}", FunctionCall(name, arguments))
+from agentkit.schema import TokenUsage, ToolCall
 
 
 @attrs.define
 class Reply:
-    """What the server answers to one request.
+    """What :class:`FakeOpenAIServer` answers to one request.
+
+    Build tool calls with :func:`call`: ``Reply(tool_calls=[call("add", {"a": 1})])``.
 
     Attributes:
         content: the assistant's text.
@@ -116,7 +112,7 @@ class FakeOpenAIServer:
         self._requests: list[dict[str, Any]] = []
         self._request_headers: list[dict[str, str]] = []
         self._connections = 0
-        self.stopping = threading.Event()
+        self._stopping = threading.Event()
         self._httpd = _HTTPServer(("127.0.0.1", 0), _RequestHandler)
         self._httpd.fake = self
         self._thread: threading.Thread | None = None
@@ -139,7 +135,7 @@ class FakeOpenAIServer:
 
     def stop(self) -> None:
         """Stop serving, drop open connections and join the server's threads. Idempotent."""
-        self.stopping.set()
+        self._stopping.set()
         if self._thread is not None:
             self._httpd.shutdown()
             self._thread.join()
@@ -212,7 +208,9 @@ class FakeOpenAIServer:
 
 
 class _HTTPServer(ThreadingHTTPServer):
-    daemon_threads = True
+    # Handler threads are joined by server_close(): none outlives the server. They end
+    # promptly because stop() shuts their sockets down and sets the event their waits watch.
+    daemon_threads = False
     block_on_close = True
     fake: FakeOpenAIServer
 
@@ -242,8 +240,6 @@ class _HTTPServer(ThreadingHTTPServer):
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # Clients that hang up (timeouts, closed streams) are part of the tests, not errors.
-        import sys
-
         if not isinstance(sys.exc_info()[1], OSError):
             super().handle_error(request, client_address)
 
@@ -273,7 +269,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
             return
         number = fake._record(body, {name.lower(): value for name, value in self.headers.items()})
         reply = fake._reply_for(body, number)
-        if reply.delay and fake.stopping.wait(reply.delay):
+        if reply.delay and fake._stopping.wait(reply.delay):
             self._drop()
             return
         if reply.disconnect:
@@ -375,10 +371,10 @@ class _RequestHandler(BaseHTTPRequestHandler):
                 sent += 1
                 if sent == 2 and reply.gate is not None:
                     while not reply.gate.wait(0.05):
-                        if fake.stopping.is_set():
+                        if fake._stopping.is_set():
                             self._drop()
                             return
-                if reply.chunk_delay and sent > 1 and fake.stopping.wait(reply.chunk_delay):
+                if reply.chunk_delay and sent > 1 and fake._stopping.wait(reply.chunk_delay):
                     self._drop()
                     return
             self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
@@ -498,7 +494,6 @@ def main() -> None:
     connections accepted on the last. Benchmarks run the server this way, in its own process.
     """
     import argparse
-    import sys
 
     parser = argparse.ArgumentParser(
         description=main.__doc__.splitlines()[0] if main.__doc__ else ""
