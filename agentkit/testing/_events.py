@@ -2,25 +2,29 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from agentkit.events import AgentEvent
 from agentkit.testing._threads import no_thread_leak
 
 
-def run_events(events: Iterable[AgentEvent], *, timeout: float = 10.0) -> list[AgentEvent]:
-    """Drain ``events`` (e.g. ``runner.query("hi")``) into a list; no thread may outlive the run.
+def run_events(
+    events: Iterable[AgentEvent] | Callable[[], Iterable[AgentEvent]], *, timeout: float = 10.0
+) -> list[AgentEvent]:
+    """Drain a run's events into a list; fail if the run leaves a thread behind.
 
-    The iterator is read to its end inside :func:`no_thread_leak`, so a run that leaves a
-    worker thread behind fails with :class:`ThreadLeakError` (threads get up to ``timeout``
-    seconds to end). Streamed messages in the events are not read; :func:`summarize` reads
-    them. Example::
+    The events are read to their end inside :func:`no_thread_leak`: a thread started while
+    they are read and still alive afterwards (given up to ``timeout`` seconds to end) raises
+    :class:`ThreadLeakError`. ``Runner.query`` starts the run's worker at once, so to watch
+    the threads started before the first event too, pass a callable that starts the run::
 
-        events = run_events(Runner(agent).query("What's the weather in Paris?"))
+        events = run_events(lambda: Runner(agent).query("What's the weather in Paris?"))
         assert summarize(events[-1])[3] == "Sunny."
+
+    Streamed messages in the events are not read here; :func:`summarize` reads them.
     """
     with no_thread_leak(timeout):
-        return list(events)
+        return list(events() if callable(events) else events)
 
 
 def summarize(event: AgentEvent) -> tuple[str, list[str], str, str, str | None]:
