@@ -1,4 +1,4 @@
-"""OpenAIChatModel against a real loopback HTTP server (tests/openai_server.py)."""
+"""OpenAIChatModel against a real loopback HTTP server (agentkit.testing.FakeOpenAIServer)."""
 
 from __future__ import annotations
 
