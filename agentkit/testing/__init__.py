@@ -33,7 +33,8 @@ from agentkit.testing._errors import StoreConformanceError, ThreadLeakError
 from agentkit.testing._events import run_events, summarize
 from agentkit.testing._lease_checks import LEASE_CHECKS
 from agentkit.testing._messages import call, calls_message
-from agentkit.testing._openai_server import FakeOpenAIServer, Reply
+from agentkit.testing._openai_replies import Reply
+from agentkit.testing._openai_server import FakeOpenAIServer
 from agentkit.testing._store_support import StoreCheck, StoreFactory
 from agentkit.testing._threads import no_thread_leak
 
