@@ -2,7 +2,7 @@
 
 Run: ``python benchmarks/bench_openai_client.py [--calls N]``
 
-A loopback FakeOpenAIServer (tests/openai_server.py), run in its own process so that it does
+A loopback ``agentkit.testing.FakeOpenAIServer``, run in its own process so that it does
 not compete with the client for the GIL, answers every request. For each history
 length, the benchmark times calls to ``OpenAIChatModel.generate`` / ``stream`` (read to the
 end) and calls that post the very same request bytes with the same httpx client and read
@@ -32,7 +32,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 
 import httpx  # noqa: E402
 
@@ -185,7 +184,7 @@ def main() -> None:
     args = parser.parse_args()
 
     server = subprocess.Popen(
-        [sys.executable, str(ROOT / "tests" / "openai_server.py")],
+        [sys.executable, "-m", "agentkit.testing._openai_server"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,

@@ -21,12 +21,13 @@ from agentkit import (
     with_session_values,
 )
 from agentkit.checkpoint import InMemoryCheckPointStore
-from agentkit.testing import ScriptedChatModel, call, calls_message, no_thread_leak, summarize
-
-
-def collect(events):  # type: ignore[no-untyped-def]
-    with no_thread_leak():
-        return list(events)
+from agentkit.testing import (
+    ScriptedChatModel,
+    call,
+    calls_message,
+    run_events,
+    summarize,
+)
 
 
 @tool
@@ -74,7 +75,7 @@ def test_result_is_the_inner_final_message_and_inner_events_stay_inside() -> Non
     outer = ScriptedChatModel(
         [calls_message(call("Researcher", {"request": "owls?"}, id="o1")), "summary"]
     )
-    events = collect(Runner(boss(inner, outer)).query("tell me about owls"))
+    events = run_events(Runner(boss(inner, outer)).query("tell me about owls"))
     assert [summarize(e) for e in events] == [
         ("Boss", ["Boss"], "assistant", "", None),
         ("Boss", ["Boss"], "tool/Researcher", "owls are birds", None),
@@ -90,7 +91,7 @@ def test_emit_internal_events_forwards_inner_events_with_nested_run_paths() -> N
     outer = ScriptedChatModel(
         [calls_message(call("Researcher", {"request": "owls?"}, id="o1")), "summary"]
     )
-    events = collect(Runner(boss(inner, outer, emit_internal_events=True)).query("owls"))
+    events = run_events(Runner(boss(inner, outer, emit_internal_events=True)).query("owls"))
     assert [summarize(e) for e in events] == [
         ("Boss", ["Boss"], "assistant", "", None),
         ("Researcher", ["Boss", "Researcher"], "assistant", "", None),
@@ -106,7 +107,7 @@ def test_emit_internal_events_forwards_inner_events_with_nested_run_paths() -> N
 def test_streaming_caller_streams_the_inner_run() -> None:
     inner = inner_script()
     outer = ScriptedChatModel([calls_message(call("Researcher", {"request": "q"})), "done"])
-    events = collect(
+    events = run_events(
         Runner(boss(inner, outer, emit_internal_events=True), enable_streaming=True).query("x")
     )
     assert inner.calls[0].streaming
@@ -144,7 +145,7 @@ def test_session_values_are_shared_both_ways() -> None:
         ]
     )
     agent = ChatModelAgent("Boss", "d", outer, tools=[AgentTool(researcher(inner)), check])
-    collect(Runner(agent).query("x", with_session_values({"who": "ada"})))
+    run_events(Runner(agent).query("x", with_session_values({"who": "ada"})))
     assert seen == ["ada"]
 
 
@@ -152,7 +153,7 @@ def test_inner_exit_does_not_end_the_outer_run() -> None:
     inner = ScriptedChatModel([calls_message(call("exit", {"final_result": "inner final"}))])
     inner_agent = ChatModelAgent("Quitter", "quits", inner, exit_tool=ExitTool())
     outer = ScriptedChatModel([calls_message(call("Quitter", {"request": "q"})), "outer continues"])
-    events = collect(
+    events = run_events(
         Runner(ChatModelAgent("Boss", "d", outer, tools=[AgentTool(inner_agent)])).query("x")
     )
     assert [summarize(e)[2:] for e in events] == [
@@ -165,7 +166,7 @@ def test_inner_exit_does_not_end_the_outer_run() -> None:
 def test_inner_error_becomes_the_tool_error() -> None:
     inner = ScriptedChatModel([ValueError("inner broke")])
     outer = ScriptedChatModel([calls_message(call("Researcher", {"request": "q"}, id="o"))])
-    events = collect(Runner(boss(inner, outer)).query("x"))
+    events = run_events(Runner(boss(inner, outer)).query("x"))
     assert "failed to invoke tool[name:Researcher id:o]" in str(events[-1].err)
     assert "inner broke" in str(events[-1].err)
 
@@ -176,7 +177,7 @@ def test_custom_input_schema_passes_raw_arguments() -> None:
     agent_tool = AgentTool(ChatModelAgent("Geo", "geography", inner), input_schema=schema)
     assert agent_tool.info().parameters == schema
     outer = ScriptedChatModel([calls_message(call("Geo", {"city": "Oslo"})), "done"])
-    collect(Runner(ChatModelAgent("Boss", "d", outer, tools=[agent_tool])).query("x"))
+    run_events(Runner(ChatModelAgent("Boss", "d", outer, tools=[agent_tool])).query("x"))
     assert json.loads(inner.calls[0].messages[-1].content) == {"city": "Oslo"}
 
 
@@ -193,7 +194,7 @@ def test_full_chat_history_as_input_rewrites_the_callers_conversation() -> None:
             "done",
         ]
     )
-    collect(
+    run_events(
         Runner(ChatModelAgent("Boss", "d", outer, instruction="sys", tools=[agent_tool])).query(
             "question"
         )
@@ -224,7 +225,7 @@ def test_nested_agent_tools_compose_run_paths() -> None:
     top = ChatModelAgent(
         "Top", "t", outer, tools=[AgentTool(middle_agent)], emit_internal_events=True
     )
-    events = collect(Runner(top).query("x"))
+    events = run_events(Runner(top).query("x"))
     paths = [summarize(e)[1] for e in events]
     assert ["Top", "Middle", "Deep"] in paths
     assert summarize(events[-1]) == ("Top", ["Top"], "assistant", "top answer", None)
@@ -244,7 +245,7 @@ def test_interrupt_inside_an_agent_tool_surfaces_and_resumes_through_the_caller(
     agent = ChatModelAgent("Boss", "d", outer, tools=[AgentTool(payer)], emit_internal_events=True)
     store = InMemoryCheckPointStore()
     runner = Runner(agent, checkpoint_store=store)
-    first = collect(runner.query("x", with_checkpoint_id("n")))
+    first = run_events(runner.query("x", with_checkpoint_id("n")))
     last = first[-1]
     assert summarize(last)[4] == "interrupt"
     (context,) = last.action.interrupted.contexts  # type: ignore[union-attr]
@@ -259,7 +260,7 @@ def test_interrupt_inside_an_agent_tool_surfaces_and_resumes_through_the_caller(
         ("agent:Boss;tool:Payer:o1", "agent tool interrupt"),
         ("agent:Boss", None),
     ]
-    rest = collect(runner.resume("n", targets={context.id: True}))
+    rest = run_events(runner.resume("n", targets={context.id: True}))
     assert [summarize(e) for e in rest] == [
         ("Payer", ["Boss", "Payer"], "tool/pay", "paid 4", None),
         ("Payer", ["Boss", "Payer"], "assistant", "inner paid", None),

@@ -33,7 +33,7 @@ from agentkit import (
 )
 from agentkit.prebuilt import supervisor
 from agentkit.runctx import current_usage
-from agentkit.testing import ScriptedChatModel, call, calls_message, no_thread_leak
+from agentkit.testing import ScriptedChatModel, call, calls_message, no_thread_leak, run_events
 from tests.transfer_support import transfer
 
 
@@ -79,9 +79,8 @@ class Recorder:
 
 
 def run(agent: Any, *handlers: Any, streaming: bool = False, options: Any = ()) -> list[Any]:
-    with no_thread_leak():
-        runner = Runner(agent, enable_streaming=streaming)
-        return list(runner.query("hi", with_callbacks(*handlers), *options))
+    runner = Runner(agent, enable_streaming=streaming)
+    return run_events(lambda: runner.query("hi", with_callbacks(*handlers), *options))
 
 
 def usage(prompt: int, completion: int) -> ResponseMeta:

@@ -20,13 +20,16 @@ from agentkit import (
     with_checkpoint_id,
 )
 from agentkit.checkpoint import InMemoryCheckPointStore
-from agentkit.testing import ScriptedChatModel, call, calls_message, no_thread_leak, summarize
-from tests.openai_server import FakeOpenAIServer, Reply
-
-
-def collect(events):  # type: ignore[no-untyped-def]
-    with no_thread_leak():
-        return list(events)
+from agentkit.testing import (
+    FakeOpenAIServer,
+    Reply,
+    ScriptedChatModel,
+    call,
+    calls_message,
+    no_thread_leak,
+    run_events,
+    summarize,
+)
 
 
 def test_immediate_cancel_stops_before_the_next_model_call() -> None:
@@ -39,7 +42,7 @@ def test_immediate_cancel_stops_before_the_next_model_call() -> None:
         return "worked"
 
     model = ScriptedChatModel(lambda messages: calls_message(call("work")))
-    events = collect(Runner(ChatModelAgent("c", "d", model, tools=[work])).query("x", with_cancel(handle)))
+    events = run_events(Runner(ChatModelAgent("c", "d", model, tools=[work])).query("x", with_cancel(handle)))
     assert len(model.calls) == 1
     err = events[-1].err
     assert isinstance(err, AgentCancelledError)
@@ -65,7 +68,7 @@ def test_after_tool_calls_lets_the_round_finish() -> None:
         return "2"
 
     model = ScriptedChatModel([calls_message(call("first"), call("second")), "never"])
-    events = collect(Runner(ChatModelAgent("c", "d", model, tools=[first, second])).query("x", with_cancel(handle)))
+    events = run_events(Runner(ChatModelAgent("c", "d", model, tools=[first, second])).query("x", with_cancel(handle)))
     assert sorted(ran) == ["first", "second"]
     assert len(model.calls) == 1
     assert isinstance(events[-1].err, AgentCancelledError)
@@ -87,7 +90,7 @@ def test_after_chat_model_stops_before_the_tools_run() -> None:
         return calls_message(call("act"))
 
     model = ScriptedChatModel([reply])
-    events = collect(Runner(ChatModelAgent("c", "d", model, tools=[act])).query("x", with_cancel(handle)))
+    events = run_events(Runner(ChatModelAgent("c", "d", model, tools=[act])).query("x", with_cancel(handle)))
     assert ran == []
     assert [summarize(e)[2] for e in events] == ["assistant", "error"]
 
@@ -109,10 +112,10 @@ def test_cancel_saves_a_checkpoint_and_resume_continues_from_there() -> None:
     model = ScriptedChatModel([reply, "finished"])
     store = InMemoryCheckPointStore()
     runner = Runner(ChatModelAgent("c", "d", model, tools=[act]), checkpoint_store=store)
-    first = collect(runner.query("x", with_cancel(handle), with_checkpoint_id("k")))
+    first = run_events(runner.query("x", with_cancel(handle), with_checkpoint_id("k")))
     assert isinstance(first[-1].err, AgentCancelledError)
     assert store.get("k") is not None
-    rest = collect(runner.resume("k"))
+    rest = run_events(runner.resume("k"))
     assert [summarize(e)[2:4] for e in rest] == [("tool/act", "acted"), ("assistant", "finished")]
     assert ran == ["act"]
     assert len(model.calls) == 2
@@ -132,7 +135,7 @@ def test_safe_point_cancel_escalates_after_its_timeout() -> None:
         return "slow"
 
     model = ScriptedChatModel(lambda messages: calls_message(call("slow")))
-    events = collect(Runner(ChatModelAgent("c", "d", model, tools=[slow])).query("x", with_cancel(handle)))
+    events = run_events(Runner(ChatModelAgent("c", "d", model, tools=[slow])).query("x", with_cancel(handle)))
     err = events[-1].err
     assert isinstance(err, AgentCancelledError) and err.escalated
     assert len(model.calls) == 1
@@ -140,7 +143,7 @@ def test_safe_point_cancel_escalates_after_its_timeout() -> None:
 
 def test_wait_reports_a_run_that_ended_without_cancel() -> None:
     handle = CancelHandle()
-    collect(Runner(ChatModelAgent("c", "d", ScriptedChatModel(["hi"]))).query("x", with_cancel(handle)))
+    run_events(Runner(ChatModelAgent("c", "d", ScriptedChatModel(["hi"]))).query("x", with_cancel(handle)))
     assert handle.wait(10) is False
     assert handle.cancel() is False
 
@@ -191,9 +194,9 @@ def test_cancel_inside_a_sequence_resumes_the_stage_then_runs_the_rest() -> None
     ])
     store = InMemoryCheckPointStore()
     runner = Runner(flow, checkpoint_store=store)
-    first = collect(runner.query("x", with_cancel(handle), with_checkpoint_id("seq")))
+    first = run_events(runner.query("x", with_cancel(handle), with_checkpoint_id("seq")))
     assert [summarize(e)[2] for e in first] == ["assistant", "tool/step", "error"]
-    rest = collect(runner.resume("seq"))
+    rest = run_events(runner.resume("seq"))
     assert [summarize(e)[:4] for e in rest] == [
         ("A", ["S", "A"], "assistant", "first done"),
         ("B", ["S", "A", "B"], "assistant", "second done"),
@@ -217,11 +220,11 @@ def test_cancel_between_sequence_children_resumes_with_the_next_child() -> None:
     ])
     store = InMemoryCheckPointStore()
     runner = Runner(flow, checkpoint_store=store)
-    first = collect(runner.query("x", with_cancel(handle), with_checkpoint_id("t")))
+    first = run_events(runner.query("x", with_cancel(handle), with_checkpoint_id("t")))
     assert summarize(first[0])[2:4] == ("assistant", "first done")
     assert isinstance(first[-1].err, AgentCancelledError)
     assert second_model.calls == []
-    rest = collect(runner.resume("t"))
+    rest = run_events(runner.resume("t"))
     assert [summarize(e)[:4] for e in rest] == [("B", ["S", "A", "B"], "assistant", "second done")]
     assert "For context: [A] said: first done." in [m.content for m in second_model.calls[0].messages]
 
@@ -246,7 +249,7 @@ def test_closing_the_iterator_saves_a_checkpoint_to_resume_from() -> None:
         ready.set()
         list(events)
     assert store.get("closed") is not None
-    rest = collect(runner.resume("closed"))
+    rest = run_events(runner.resume("closed"))
     # the cancel arrived while the tool ran: its result was discarded, not delivered, so the
     # resumed run makes the call again
     assert [summarize(e)[2:4] for e in rest] == [
@@ -311,6 +314,6 @@ def test_wait_reports_a_safe_point_cancel_that_never_came() -> None:
         handle.cancel(CancelMode.AFTER_TOOL_CALLS)  # no tool round follows
         return "done anyway"
 
-    events = collect(Runner(ChatModelAgent("c", "d", ScriptedChatModel([answer]))).query("x", with_cancel(handle)))
+    events = run_events(Runner(ChatModelAgent("c", "d", ScriptedChatModel([answer]))).query("x", with_cancel(handle)))
     assert summarize(events[-1])[3] == "done anyway"
     assert handle.wait(10) is False

@@ -36,7 +36,14 @@ from agentkit import (
     with_session_values,
     with_tool_options,
 )
-from agentkit.testing import ScriptedChatModel, call, calls_message, no_thread_leak, summarize
+from agentkit.testing import (
+    ScriptedChatModel,
+    call,
+    calls_message,
+    no_thread_leak,
+    run_events,
+    summarize,
+)
 
 
 @tool
@@ -58,8 +65,7 @@ def add(a: int, b: int) -> int:
 def run(
     agent: ChatModelAgent, text: str = "hi", *options, streaming: bool = False
 ) -> list[AgentEvent]:  # type: ignore[no-untyped-def]
-    with no_thread_leak():
-        return list(Runner(agent, enable_streaming=streaming).query(text, *options))
+    return run_events(lambda: Runner(agent, enable_streaming=streaming).query(text, *options))
 
 
 def test_single_call_mode_sends_system_and_user_and_offers_no_tools() -> None:

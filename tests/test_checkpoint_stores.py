@@ -22,7 +22,7 @@ from agentkit.checkpoint import (
     lease_for,
 )
 from agentkit.errors import CheckpointBusyError, CheckpointError
-from agentkit.testing_stores import ALL_CHECKS, StoreCheck, check_checkpoint_store
+from agentkit.testing import ALL_CHECKS, StoreCheck, check_checkpoint_store
 
 try:
     from redis_server import redis_url  # session fixture

@@ -26,8 +26,7 @@ from agentkit import (
 from agentkit.checkpoint import InMemoryCheckPointStore
 from agentkit.conversation import InMemoryConversationStore, keep_last_turns
 from agentkit.models import OpenAIChatModel
-from agentkit.testing import ScriptedChatModel, call, calls_message
-from tests.openai_server import FakeOpenAIServer
+from agentkit.testing import FakeOpenAIServer, ScriptedChatModel, call, calls_message
 
 try:
     from redis_server import redis_url  # session fixture

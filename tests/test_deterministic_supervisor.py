@@ -45,7 +45,13 @@ from agentkit import (
 from agentkit.agents.deterministic import agent_with_deterministic_transfer_to
 from agentkit.checkpoint import InMemoryCheckPointStore
 from agentkit.prebuilt import supervisor
-from agentkit.testing import ScriptedChatModel, call, calls_message, no_thread_leak, summarize
+from agentkit.testing import (
+    ScriptedChatModel,
+    call,
+    calls_message,
+    run_events,
+    summarize,
+)
 from tests.transfer_support import context, transfer, transfer_instruction
 
 TRANSFER_TOOL_NAME = "transfer_to_agent"
@@ -54,13 +60,8 @@ def done(dest: str) -> str:
     return f"successfully transferred to agent [{dest}]"
 
 
-def collect(events: AsyncIterator[AgentEvent]) -> list[AgentEvent]:
-    with no_thread_leak():
-        return list(events)
-
-
 def run(agent: Agent, text: str, *options: AgentRunOption, streaming: bool = False) -> list[AgentEvent]:
-    return collect(Runner(agent, enable_streaming=streaming).query(text, *options))
+    return run_events(lambda: Runner(agent, enable_streaming=streaming).query(text, *options))
 
 
 def back_to(agent: str, dest: str, path: list[str]) -> list[tuple[str, list[str], str, str, str | None]]:
@@ -168,7 +169,7 @@ def test_bare_run_emits_unnamed_transfer_pair() -> None:
     agent = agent_with_deterministic_transfer_to(
         ChatModelAgent("Kid", "a kid", ScriptedChatModel(["hello"])), ["Mom"]
     )
-    events = collect(agent.run(AgentInput(messages=[user_message("hi")])))
+    events = run_events(agent.run(AgentInput(messages=[user_message("hi")])))
     assert [summarize(e) for e in events] == [
         ("", [], "assistant", "hello", None),
         ("", [], "assistant", "", None),
@@ -248,7 +249,7 @@ def test_interrupt_passes_through_and_resume_then_transfers() -> None:
         set_sub_agents(ChatModelAgent("Mom", "mother", mom_model), [kid]),
         checkpoint_store=InMemoryCheckPointStore(),
     )
-    first = collect(runner.query("cake?", with_checkpoint_id("cp")))
+    first = run_events(runner.query("cake?", with_checkpoint_id("cp")))
     assert [summarize(e) for e in first][2:] == [
         ("Kid", ["Mom", "Kid"], "assistant", "", None),
         ("Kid", ["Mom", "Kid"], "", "", "interrupt"),
@@ -258,7 +259,7 @@ def test_interrupt_passes_through_and_resume_then_transfers() -> None:
     assert point.info == "approve cake?"
     assert point.address == ("agent:Mom", "agent:Kid", "tool:approve:a1")
 
-    resumed = collect(runner.resume("cp", targets={point.id: True}))
+    resumed = run_events(runner.resume("cp", targets={point.id: True}))
     assert [summarize(e) for e in resumed] == [
         ("Kid", ["Mom", "Kid"], "tool/approve", "approved", None),
         ("Kid", ["Mom", "Kid"], "assistant", "Cake approved", None),
@@ -528,7 +529,7 @@ def test_nested_supervisor_interrupt_is_wrapped_and_resumes() -> None:
         ChatModelAgent("Leaf", "pays", leaf_model, tools=[pay, remember]),
     )
     runner = Runner(team, checkpoint_store=InMemoryCheckPointStore())
-    first = collect(runner.query("pay 3", with_checkpoint_id("n1"), with_session_values({"budget": 10})))
+    first = run_events(runner.query("pay 3", with_checkpoint_id("n1"), with_session_values({"budget": 10})))
     last = first[-1]
     assert summarize(last) == ("Mid", ["Top", "Mid"], "", "", "interrupt")
     assert last.action is not None and last.action.interrupted is not None
@@ -543,7 +544,7 @@ def test_nested_supervisor_interrupt_is_wrapped_and_resumes() -> None:
     assert point.address[:2] == ("agent:Top", "agent:Mid")
     assert point.address[-2:] == ("agent:Leaf", "tool:pay:p1")
 
-    resumed = collect(runner.resume("n1", targets={point.id: True}))
+    resumed = run_events(runner.resume("n1", targets={point.id: True}))
     assert [summarize(e) for e in resumed] == [
         ("Leaf", ["Top", "Mid", "Leaf"], "tool/pay", "paid", None),
         ("Leaf", ["Top", "Mid", "Leaf"], "assistant", "", None),
@@ -591,10 +592,10 @@ def test_cancel_inside_a_worker_saves_a_checkpoint_and_resume_reports_back(neste
             ("Top", [*leaf_path, "Top"], "assistant", "top done", None),
         ]
     runner = Runner(team, checkpoint_store=InMemoryCheckPointStore())
-    first = collect(runner.query("go", with_cancel(handle), with_checkpoint_id("k")))
+    first = run_events(runner.query("go", with_cancel(handle), with_checkpoint_id("k")))
     assert summarize(first[-1])[:3] == ("Leaf", leaf_path, "error")
     assert isinstance(first[-1].err, AgentCancelledError)
-    resumed = collect(runner.resume("k"))
+    resumed = run_events(runner.resume("k"))
     assert [summarize(e) for e in resumed] == [
         ("Leaf", leaf_path, "tool/act", "acted", None),
         ("Leaf", leaf_path, "assistant", "leaf finished", None),
@@ -608,7 +609,7 @@ def test_resuming_a_flow_wrapper_without_its_state_is_an_error_event() -> None:
         [ChatModelAgent("Leaf", "l", ScriptedChatModel([]))],
     )
     agent = agent_with_deterministic_transfer_to(flow, ["Top"])
-    events = collect(agent.resume(ResumeInfo(was_interrupted=True, interrupt_state="junk")))  # type: ignore[attr-defined]
+    events = run_events(agent.resume(ResumeInfo(was_interrupted=True, interrupt_state="junk")))  # type: ignore[attr-defined]
     assert [summarize(e) for e in events] == [
         ("", [], "error", "invalid interrupt state for flowAgent resume in deterministic transfer", None)
     ]

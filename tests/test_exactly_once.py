@@ -40,14 +40,16 @@ from agentkit import (
     with_session_values,
 )
 from agentkit.checkpoint import FileCheckPointStore, InMemoryCheckPointStore
-from agentkit.testing import ScriptedChatModel, call, calls_message, no_thread_leak, summarize
+from agentkit.testing import (
+    ScriptedChatModel,
+    call,
+    calls_message,
+    no_thread_leak,
+    run_events,
+    summarize,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def collect(events: Any) -> list[AgentEvent]:
-    with no_thread_leak():
-        return list(events)
 
 
 def payment_agent(payments: list[int], script: list[Any]) -> ChatModelAgent:
@@ -76,9 +78,9 @@ def test_resuming_a_completed_checkpoint_again_raises_and_pays_once() -> None:
     script = [calls_message(call("pay", {"amount": 7}, id="p1")), "done"]
     store = InMemoryCheckPointStore()
     runner = Runner(payment_agent(payments, script), checkpoint_store=store)
-    first = collect(runner.query("pay 7", with_checkpoint_id("bill")))
+    first = run_events(runner.query("pay 7", with_checkpoint_id("bill")))
     target = root_id(first[-1])
-    rest = collect(runner.resume("bill", targets={target: True}))
+    rest = run_events(runner.resume("bill", targets={target: True}))
     assert summarize(rest[-1])[2:4] == ("assistant", "done")
     for _ in range(2):
         with pytest.raises(CheckpointConsumedError, match="completed at .*start a new run"):
@@ -94,14 +96,14 @@ def test_a_resumed_run_that_interrupts_again_overwrites_the_checkpoint() -> None
     payments: list[int] = []
     script = [calls_message(call("pay", {"amount": 3}, id="p1")), "done"]
     runner = Runner(payment_agent(payments, script), checkpoint_store=InMemoryCheckPointStore())
-    first = collect(runner.query("pay", with_checkpoint_id("c")))
+    first = run_events(runner.query("pay", with_checkpoint_id("c")))
     old = root_id(first[-1])
-    again = collect(runner.resume("c"))  # no data: the tool interrupts again, with a new id
+    again = run_events(runner.resume("c"))  # no data: the tool interrupts again, with a new id
     new = root_id(again[-1])
     assert new != old
     with pytest.raises(ValueError, match="ids change each time a run interrupts"):
         runner.resume("c", targets={old: True})
-    collect(runner.resume("c", targets={new: True}))
+    run_events(runner.resume("c", targets={new: True}))
     assert payments == [3]
 
 
@@ -113,7 +115,7 @@ def test_a_checkpoint_that_cannot_be_saved_is_the_last_event_and_names_the_value
     script = [calls_message(call("pay", {"amount": 1}, id="p1")), "done"]
     store = InMemoryCheckPointStore()
     runner = Runner(payment_agent(payments, script), checkpoint_store=store)
-    events = collect(
+    events = run_events(
         runner.query("pay", with_checkpoint_id("x"), with_session_values({"lock": threading.Lock()}))
     )
     last = events[-1]
@@ -133,7 +135,7 @@ class Opaque:
 def test_a_value_of_a_type_not_allowed_says_how_to_allow_it() -> None:
     script = [calls_message(call("pay", {"amount": 1}, id="p1")), "done"]
     runner = Runner(payment_agent([], script), checkpoint_store=InMemoryCheckPointStore())
-    events = collect(
+    events = run_events(
         runner.query("pay", with_checkpoint_id("x"), with_session_values({"thing": Opaque()}))
     )
     assert isinstance(events[-1].err, CheckpointError)
@@ -149,7 +151,7 @@ class BrokenStore(InMemoryCheckPointStore):
 def test_a_store_that_is_down_ends_the_run_with_a_checkpoint_error() -> None:
     script = [calls_message(call("pay", {"amount": 1}, id="p1")), "done"]
     runner = Runner(payment_agent([], script), checkpoint_store=BrokenStore())
-    events = collect(runner.query("pay", with_checkpoint_id("x")))
+    events = run_events(runner.query("pay", with_checkpoint_id("x")))
     assert isinstance(events[-1].err, CheckpointError)
     assert "Redis is down" in str(events[-1].err)
     assert [e for e in events if e.err is not None] == [events[-1]]
@@ -167,14 +169,14 @@ def test_a_run_that_fails_after_an_approved_payment_resumes_without_paying_again
     ]
     store = InMemoryCheckPointStore()
     runner = Runner(payment_agent(payments, script), checkpoint_store=store)
-    first = collect(runner.query("pay 9", with_checkpoint_id("f")))
-    failed = collect(runner.resume("f", targets={root_id(first[-1]): True}))
+    first = run_events(runner.query("pay 9", with_checkpoint_id("f")))
+    failed = run_events(runner.resume("f", targets={root_id(first[-1]): True}))
     assert payments == [9]
     assert isinstance(failed[-1].err, ModelError)
     assert (failed[-1].agent_name, summarize(failed[-1])[1]) == ("Payer", ["Payer"])
     if sys.version_info >= (3, 11):
         assert any("runner.resume('f')" in note for note in failed[-1].err.__notes__)
-    retried = collect(runner.resume("f"))
+    retried = run_events(runner.resume("f"))
     assert summarize(retried[-1])[2:4] == ("assistant", "all paid")
     assert payments == [9]
     with pytest.raises(CheckpointConsumedError):
@@ -207,9 +209,9 @@ def test_a_tool_exception_is_retried_from_the_failed_call_only() -> None:
         ChatModelAgent("A", "d", model, tools=[flaky, steady]),
         checkpoint_store=InMemoryCheckPointStore(),
     )
-    events = collect(runner.query("go", with_checkpoint_id("t")))
+    events = run_events(runner.query("go", with_checkpoint_id("t")))
     assert events[-1].err is not None
-    rest = collect(runner.resume("t"))
+    rest = run_events(runner.resume("t"))
     assert summarize(rest[-1])[2:4] == ("assistant", "finished")
     assert sorted(runs) == ["flaky", "flaky", "steady"]
     # the model saw both results, in call order
@@ -222,7 +224,7 @@ def test_a_run_without_a_checkpoint_id_saves_nothing_when_it_fails() -> None:
     runner = Runner(
         ChatModelAgent("A", "d", ScriptedChatModel([ModelError("down")])), checkpoint_store=store
     )
-    events = collect(runner.query("go"))
+    events = run_events(runner.query("go"))
     assert isinstance(events[-1].err, ModelError)
     assert store.get("") is None
 
@@ -234,14 +236,14 @@ def test_a_checkpoint_that_fails_to_load_releases_its_lease(tmp_path: Path) -> N
     store = FileCheckPointStore(tmp_path / "store")
     script = [calls_message(call("pay", {"amount": 1}, id="p1")), "done"]
     runner = Runner(payment_agent([], script), checkpoint_store=store)
-    first = collect(runner.query("pay", with_checkpoint_id("L")))
+    first = run_events(runner.query("pay", with_checkpoint_id("L")))
     good = store.get("L")
     assert good is not None
     store.set("L", good[:-20] + b"edited by hand......")
     with pytest.raises(CheckpointError):
         runner.resume("L")
     store.set("L", good)  # restored: resumable at once, not busy
-    rest = collect(runner.resume("L", targets={root_id(first[-1]): True}))
+    rest = run_events(runner.resume("L", targets={root_id(first[-1]): True}))
     assert summarize(rest[-1])[2:4] == ("assistant", "done")
 
 
@@ -261,7 +263,7 @@ def test_a_resumed_run_longer_than_the_lease_keeps_it() -> None:
     model = ScriptedChatModel([calls_message(call("slow", id="s1")), "finished"])
     store = InMemoryCheckPointStore()
     runner = Runner(ChatModelAgent("A", "d", model, tools=[slow]), checkpoint_store=store, lease_ttl=1.0)
-    first = collect(runner.query("go", with_checkpoint_id("long")))
+    first = run_events(runner.query("go", with_checkpoint_id("long")))
     with no_thread_leak():
         events = runner.resume("long", targets={root_id(first[-1]): True})
         assert started.wait(10)
@@ -375,7 +377,7 @@ def test_parallel_cancel_is_one_event_and_resume_finishes_only_the_unfinished_br
     assert errors[0] is seen[-1]
     assert (seen[-1].agent_name, summarize(seen[-1])[1]) == ("P", ["P"])
     assert handle.wait(10) is True
-    rest = collect(runner.resume("p"))
+    rest = run_events(runner.resume("p"))
     assert [summarize(e)[:4] for e in rest] == [
         ("Slow", ["P", "Slow"], "tool/slow", "slow result"),
         ("Slow", ["P", "Slow"], "assistant", "slow answer"),
@@ -391,11 +393,11 @@ def test_parallel_cancelled_before_its_branches_start_saves_a_checkpoint() -> No
         "P", "d", [ChatModelAgent("A", "d", a_model), ChatModelAgent("B", "d", ScriptedChatModel(["b"]))]
     )
     runner = Runner(par, checkpoint_store=InMemoryCheckPointStore())
-    events = collect(runner.query("go", with_cancel(handle), with_checkpoint_id("s")))
+    events = run_events(runner.query("go", with_cancel(handle), with_checkpoint_id("s")))
     assert [summarize(e)[:3] for e in events] == [("P", ["P"], "error")]
     assert isinstance(events[-1].err, AgentCancelledError)
     assert a_model.calls == []
-    rest = collect(runner.resume("s"))
+    rest = run_events(runner.resume("s"))
     assert sorted(summarize(e)[3] for e in rest) == ["a", "b"]
 
 
@@ -482,10 +484,10 @@ def test_an_immediate_cancel_during_a_blocking_model_call_discards_its_answer() 
         return answer(messages) if len(calls) == 1 else "answer after resume"
 
     runner = Runner(ChatModelAgent("A", "d", ScriptedChatModel(counted)), checkpoint_store=store)
-    events = collect(runner.query("go", with_cancel(handle), with_checkpoint_id("m")))
+    events = run_events(runner.query("go", with_cancel(handle), with_checkpoint_id("m")))
     assert [summarize(e)[2] for e in events] == ["error"]
     assert isinstance(events[-1].err, AgentCancelledError)
-    rest = collect(runner.resume("m"))
+    rest = run_events(runner.resume("m"))
     assert [summarize(e)[2:4] for e in rest] == [("assistant", "answer after resume")]
 
 
@@ -506,9 +508,9 @@ def test_held_return_directly_event_is_delivered_after_resume_and_the_run_ends()
     model = ScriptedChatModel([calls_message(call("finish", id="f1"), call("ask", id="a1"))])
     agent = ChatModelAgent("A", "d", model, tools=[ask, finish], return_directly=["finish"])
     runner = Runner(agent, checkpoint_store=InMemoryCheckPointStore())
-    first = collect(runner.query("go", with_checkpoint_id("e8")))
+    first = run_events(runner.query("go", with_checkpoint_id("e8")))
     assert "final answer" not in [summarize(e)[3] for e in first]
-    rest = collect(runner.resume("e8", targets={root_id(first[-1]): True}))
+    rest = run_events(runner.resume("e8", targets={root_id(first[-1]): True}))
     assert [summarize(e)[2:4] for e in rest] == [
         ("tool/ask", "human said yes"),
         ("tool/finish", "final answer"),
@@ -527,6 +529,6 @@ def test_held_exit_action_is_kept_across_a_resume() -> None:
     )
     agent = ChatModelAgent("A", "d", model, tools=[ask], exit_tool=ExitTool())
     runner = Runner(agent, checkpoint_store=InMemoryCheckPointStore())
-    first = collect(runner.query("go", with_checkpoint_id("x")))
-    rest = collect(runner.resume("x", targets={root_id(first[-1]): True}))
+    first = run_events(runner.query("go", with_checkpoint_id("x")))
+    rest = run_events(runner.resume("x", targets={root_id(first[-1]): True}))
     assert summarize(rest[-1])[2:] == ("tool/exit", "bye", "exit")

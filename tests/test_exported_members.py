@@ -105,3 +105,32 @@ def test_the_model_client_imports_tenacity_only_when_a_call_is_retried() -> None
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "False"
+
+
+# agentkit.testing: what applications use to test their agents (README "Testing your agents").
+TESTING_DOCUMENTED = {
+    "ScriptedChatModel", "ModelCall", "call", "calls_message", "summarize", "run_events",
+    "no_thread_leak", "ThreadLeakError", "FakeOpenAIServer", "Reply", "check_checkpoint_store",
+    "StoreConformanceError", "StoreCheck", "StoreFactory", "ALL_CHECKS", "STORE_CHECKS",
+    "LEASE_CHECKS", "UNUSUAL_IDS",
+}
+
+
+def test_testing_all_is_exactly_the_documented_surface() -> None:
+    import agentkit.testing
+
+    assert set(agentkit.testing.__all__) == TESTING_DOCUMENTED
+    assert len(agentkit.testing.__all__) == len(set(agentkit.testing.__all__))
+
+
+def test_every_testing_name_resolves_is_documented_and_presents_itself_publicly() -> None:
+    import agentkit.testing
+
+    for name in agentkit.testing.__all__:
+        obj = getattr(agentkit.testing, name)
+        if inspect.isclass(obj) or inspect.isfunction(obj):
+            assert obj.__doc__ and obj.__doc__.strip(), f"agentkit.testing.{name} has no docstring"
+            assert obj.__module__ in ("agentkit", "agentkit.testing"), f"{name}: {obj.__module__}"
+    for check in agentkit.testing.ALL_CHECKS:
+        assert check.__doc__ and check.__doc__.strip(), f"{check.__name__} has no docstring"
+

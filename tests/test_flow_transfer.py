@@ -47,7 +47,14 @@ from agentkit import (
     with_skip_transfer_messages,
 )
 from agentkit.checkpoint import InMemoryCheckPointStore
-from agentkit.testing import ScriptedChatModel, call, calls_message, no_thread_leak, summarize
+from agentkit.testing import (
+    ScriptedChatModel,
+    call,
+    calls_message,
+    no_thread_leak,
+    run_events,
+    summarize,
+)
 from tests.transfer_support import context, transfer, transfer_instruction
 
 TRANSFER_TOOL = ToolInfo(
@@ -67,8 +74,7 @@ def transferred(dest: str, id: str) -> Message:
 
 
 def run(agent: Agent, text: str, *options: AgentRunOption, streaming: bool = False) -> list[AgentEvent]:
-    with no_thread_leak():
-        return list(Runner(agent, enable_streaming=streaming).query(text, *options))
+    return run_events(lambda: Runner(agent, enable_streaming=streaming).query(text, *options))
 
 
 # --- parent -> child --------------------------------------------------------------------------

@@ -14,7 +14,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentkit import (
-    AgentEvent,
     AgentInput,
     ChatModelAgent,
     CheckpointBusyError,
@@ -39,7 +38,14 @@ from agentkit import (
     with_session_values,
 )
 from agentkit.checkpoint import InMemoryCheckPointStore
-from agentkit.testing import ScriptedChatModel, call, calls_message, no_thread_leak, summarize
+from agentkit.testing import (
+    ScriptedChatModel,
+    call,
+    calls_message,
+    no_thread_leak,
+    run_events,
+    summarize,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -62,11 +68,6 @@ def lookup() -> str:
     return "found it"
 
 
-def collect(events) -> list[AgentEvent]:  # type: ignore[no-untyped-def]
-    with no_thread_leak():
-        return list(events)
-
-
 def payer(model: ScriptedChatModel, calls: list[str] | None = None) -> ChatModelAgent:
     return ChatModelAgent("Payer", "pays bills", model, tools=[approval_tool(calls), lookup])
 
@@ -74,7 +75,7 @@ def payer(model: ScriptedChatModel, calls: list[str] | None = None) -> ChatModel
 def test_tool_interrupt_ends_run_with_context_and_saves_checkpoint() -> None:
     model = ScriptedChatModel([calls_message(call("pay", {"amount": 5}, id="p1")), "done"])
     store = InMemoryCheckPointStore()
-    events = collect(
+    events = run_events(
         Runner(payer(model), checkpoint_store=store).query("pay", with_checkpoint_id("c1"))
     )
     last = events[-1]
@@ -91,7 +92,7 @@ def test_tool_interrupt_ends_run_with_context_and_saves_checkpoint() -> None:
 def test_run_without_checkpoint_id_saves_nothing_but_still_interrupts() -> None:
     model = ScriptedChatModel([calls_message(call("pay", {"amount": 5}))])
     store = InMemoryCheckPointStore()
-    events = collect(Runner(payer(model), checkpoint_store=store).query("pay"))
+    events = run_events(Runner(payer(model), checkpoint_store=store).query("pay"))
     assert summarize(events[-1])[4] == "interrupt"
     assert store.get("anything") is None
 
@@ -103,7 +104,7 @@ def test_parallel_tool_interrupt_keeps_finished_tools_and_resumes_implicitly_the
     )
     store = InMemoryCheckPointStore()
     runner = Runner(payer(model, calls), checkpoint_store=store)
-    first = collect(runner.query("go", with_checkpoint_id("c")))
+    first = run_events(runner.query("go", with_checkpoint_id("c")))
     assert [summarize(e)[2:] for e in first] == [
         ("assistant", "", None),
         ("tool/lookup", "found it", None),
@@ -112,14 +113,14 @@ def test_parallel_tool_interrupt_keeps_finished_tools_and_resumes_implicitly_the
     first_id = first[-1].action.interrupted.contexts[0].id  # type: ignore[union-attr]
 
     # implicit resume: the tool interrupts again, with a new id; lookup does not run again
-    second = collect(runner.resume("c"))
+    second = run_events(runner.resume("c"))
     assert [summarize(e)[2:] for e in second] == [("", "", "interrupt")]
     (context,) = second[-1].action.interrupted.contexts  # type: ignore[union-attr]
     assert context.id != first_id
     with pytest.raises(ValueError, match="unknown interrupt id"):
         runner.resume("c", targets={first_id: True})
 
-    third = collect(runner.resume("c", targets={context.id: True}))
+    third = run_events(runner.resume("c", targets={context.id: True}))
     assert [summarize(e)[2:] for e in third] == [
         ("tool/pay", "paid 5", None),
         ("assistant", "all done", None),
@@ -137,9 +138,9 @@ def test_resume_data_none_is_data() -> None:
     model = ScriptedChatModel([calls_message(call("pay", {"amount": 1})), "ok"])
     store = InMemoryCheckPointStore()
     runner = Runner(payer(model), checkpoint_store=store)
-    first = collect(runner.query("go", with_checkpoint_id("c")))
+    first = run_events(runner.query("go", with_checkpoint_id("c")))
     point = first[-1].action.interrupted.contexts[0].id  # type: ignore[union-attr]
-    events = collect(runner.resume("c", targets={point: None}))
+    events = run_events(runner.resume("c", targets={point: None}))
     assert summarize(events[0])[3] == "payment declined"
 
 
@@ -156,9 +157,9 @@ def test_get_interrupt_state_returns_the_saved_state() -> None:
     model = ScriptedChatModel([calls_message(call("stateful")), "fin"])
     store = InMemoryCheckPointStore()
     runner = Runner(ChatModelAgent("s", "d", model, tools=[stateful]), checkpoint_store=store)
-    first = collect(runner.query("x", with_checkpoint_id("c")))
+    first = run_events(runner.query("x", with_checkpoint_id("c")))
     point = first[-1].action.interrupted.contexts[0].id  # type: ignore[union-attr]
-    collect(runner.resume("c", targets={point: "yes"}))
+    run_events(runner.resume("c", targets={point: "yes"}))
     assert seen == [None, {"step": 2}]
 
 
@@ -173,7 +174,7 @@ def test_except_exception_in_a_tool_does_not_swallow_the_interrupt() -> None:
         return "unreachable"
 
     model = ScriptedChatModel([calls_message(call("careful")), "x"])
-    events = collect(Runner(ChatModelAgent("c", "d", model, tools=[careful])).query("x"))
+    events = run_events(Runner(ChatModelAgent("c", "d", model, tools=[careful])).query("x"))
     assert summarize(events[-1])[4] == "interrupt"
 
 
@@ -213,12 +214,12 @@ def test_custom_agent_interrupt_and_targeted_resume() -> None:
     agent = AskAgent()
     store = InMemoryCheckPointStore()
     runner = Runner(agent, checkpoint_store=store, enable_streaming=True)
-    first = collect(runner.query("hi", with_checkpoint_id("a")))
+    first = run_events(runner.query("hi", with_checkpoint_id("a")))
     (context,) = first[-1].action.interrupted.contexts  # type: ignore[union-attr]
     assert context.address == ("agent:Ask",) and context.info == "what is your name?"
     assert first[-1].action.interrupted.data == "what is your name?"  # type: ignore[union-attr]
 
-    second = collect(runner.resume("a"))
+    second = run_events(runner.resume("a"))
     info = agent.resumes[-1]
     assert (info.was_interrupted, info.is_resume_target, info.interrupt_state) == (
         True,
@@ -228,7 +229,7 @@ def test_custom_agent_interrupt_and_targeted_resume() -> None:
     assert info.enable_streaming is True
     (again,) = second[-1].action.interrupted.contexts  # type: ignore[union-attr]
 
-    third = collect(runner.resume("a", targets={again.id: "Ada"}))
+    third = run_events(runner.resume("a", targets={again.id: "Ada"}))
     info = agent.resumes[-1]
     assert (info.is_resume_target, info.resume_data) == (True, "Ada")
     assert summarize(third[-1]) == ("Ask", ["Ask"], "assistant", "hello Ada", None)
@@ -245,11 +246,11 @@ def test_interrupt_after_transfer_resumes_in_the_child() -> None:
     parent = set_sub_agents(ChatModelAgent("Parent", "routes", parent_model), [child])
     store = InMemoryCheckPointStore()
     runner = Runner(parent, checkpoint_store=store)
-    first = collect(runner.query("pay 9", with_checkpoint_id("t")))
+    first = run_events(runner.query("pay 9", with_checkpoint_id("t")))
     assert summarize(first[-1])[:2] == ("Child", ["Parent", "Child"])
     (context,) = first[-1].action.interrupted.contexts  # type: ignore[union-attr]
     assert context.address == ("agent:Parent", "agent:Child", "tool:pay:p")
-    resumed = collect(runner.resume("t", targets={context.id: True}))
+    resumed = run_events(runner.resume("t", targets={context.id: True}))
     assert [summarize(e) for e in resumed] == [
         ("Child", ["Parent", "Child"], "tool/pay", "paid 9", None),
         ("Child", ["Parent", "Child"], "assistant", "child done", None),
@@ -276,16 +277,16 @@ def test_sequential_interrupt_resumes_the_stage_and_later_agents_see_identical_h
         return f"paid {amount}"
 
     plain, plain_reporter = build(pay)
-    collect(Runner(plain).query("go"))
+    run_events(Runner(plain).query("go"))
 
     flow, report_model = build(approval_tool())
     store = InMemoryCheckPointStore()
     runner = Runner(flow, checkpoint_store=store)
-    first = collect(runner.query("go", with_checkpoint_id("s")))
+    first = run_events(runner.query("go", with_checkpoint_id("s")))
     assert summarize(first[-1])[:2] == ("Payer", ["S", "Payer"])
     (context,) = first[-1].action.interrupted.contexts  # type: ignore[union-attr]
     assert context.address == ("agent:S", "agent:Payer", "tool:pay:p")
-    rest = collect(runner.resume("s", targets={context.id: True}))
+    rest = run_events(runner.resume("s", targets={context.id: True}))
     assert [summarize(e)[:3] for e in rest] == [
         ("Payer", ["S", "Payer"], "tool/pay"),
         ("Payer", ["S", "Payer"], "assistant"),
@@ -312,7 +313,7 @@ def test_parallel_branches_interrupt_together_and_resume_only_interrupted_ones()
     flow = SequentialAgent("S", "d", [par, ChatModelAgent("After", "sums up", after_model)])
     store = InMemoryCheckPointStore()
     runner = Runner(flow, checkpoint_store=store)
-    first = collect(runner.query("go", with_checkpoint_id("p")))
+    first = run_events(runner.query("go", with_checkpoint_id("p")))
     last = first[-1]
     assert summarize(last)[:2] == ("P", ["S", "P"])
     contexts = last.action.interrupted.contexts  # type: ignore[union-attr]
@@ -321,7 +322,7 @@ def test_parallel_branches_interrupt_together_and_resume_only_interrupted_ones()
         ("agent:S", "agent:P", "agent:B2", "tool:pay:p2"),
     ]
     by_branch = {c.address[2]: c.id for c in contexts}
-    second = collect(runner.resume("p", targets={by_branch["agent:B1"]: True}))
+    second = run_events(runner.resume("p", targets={by_branch["agent:B1"]: True}))
     # B1 finishes; B2 (implicitly resumed) interrupts again; Quick is not re-run
     assert [summarize(e)[2:4] for e in second if e.output] == [
         ("tool/pay", "paid 1"),
@@ -330,7 +331,7 @@ def test_parallel_branches_interrupt_together_and_resume_only_interrupted_ones()
     assert summarize(second[-1])[4] == "interrupt"
     assert len(quick_model.calls) == 1
     (b2,) = second[-1].action.interrupted.contexts  # type: ignore[union-attr]
-    third = collect(runner.resume("p", targets={b2.id: False}))
+    third = run_events(runner.resume("p", targets={b2.id: False}))
     assert [summarize(e)[:4] for e in third] == [
         ("B2", ["S", "P", "B2"], "tool/pay", "payment declined"),
         ("B2", ["S", "P", "B2"], "assistant", "branch 2 done"),
@@ -354,10 +355,10 @@ def test_loop_interrupt_resumes_in_the_same_iteration() -> None:
     )
     store = InMemoryCheckPointStore()
     runner = Runner(loop, checkpoint_store=store)
-    first = collect(runner.query("go", with_checkpoint_id("l")))
+    first = run_events(runner.query("go", with_checkpoint_id("l")))
     (context,) = first[-1].action.interrupted.contexts  # type: ignore[union-attr]
     assert context.address == ("agent:L", "agent:Payer", "tool:pay:x")
-    rest = collect(runner.resume("l", targets={context.id: True}))
+    rest = run_events(runner.resume("l", targets={context.id: True}))
     assert [summarize(e)[:4] for e in rest] == [
         ("Payer", ["L", "Payer"], "tool/pay", "paid 1"),
         ("Payer", ["L", "Payer"], "assistant", "paid"),
@@ -377,7 +378,7 @@ def test_tampered_and_foreign_checkpoints_are_refused() -> None:
 
     store = InMemoryCheckPointStore()
     runner = Runner(AskAgent(), checkpoint_store=store)
-    collect(runner.query("hi", with_checkpoint_id("a")))
+    run_events(runner.query("hi", with_checkpoint_id("a")))
     store.set("raw", pickle.dumps({"x": 1}))
     with pytest.raises(CheckpointError):
         runner.resume("raw")
@@ -393,11 +394,11 @@ def test_signed_checkpoint_replayed_under_another_id_is_refused() -> None:
 
     store = InMemoryCheckPointStore()
     runner = Runner(AskAgent(), checkpoint_store=store, serializer=PickleSerializer(b"k" * 32))
-    collect(runner.query("hi", with_checkpoint_id("a")))
+    run_events(runner.query("hi", with_checkpoint_id("a")))
     store.set("b", store.get("a") or b"")
     with pytest.raises(CheckpointError):
         runner.resume("b")
-    collect(runner.resume("a"))  # the original still loads
+    run_events(runner.resume("a"))  # the original still loads
 
 
 def test_two_racing_resumes_exactly_one_runs() -> None:
@@ -415,7 +416,7 @@ def test_two_racing_resumes_exactly_one_runs() -> None:
 
     store = InMemoryCheckPointStore()
     runner = Runner(Slow(), checkpoint_store=store)
-    collect(runner.query("hi", with_checkpoint_id("r")))
+    run_events(runner.query("hi", with_checkpoint_id("r")))
     with no_thread_leak():
         first = runner.resume("r")
         assert entered.wait(10)
@@ -529,17 +530,17 @@ def test_checkpoint_holds_errors_of_any_type_as_text() -> None:
     store = InMemoryCheckPointStore()
     runner = Runner(SequentialAgent("S", "d", [ChatModelAgent("Pre", "d", ScriptedChatModel([MyError("pre")])), par]),
                     checkpoint_store=store)
-    events = collect(runner.query("go", with_checkpoint_id("e")))
+    events = run_events(runner.query("go", with_checkpoint_id("e")))
     assert not any("failed to save checkpoint" in str(e.err) for e in events if e.err)
     # the sequence stopped at Pre's error: the failure is saved, so the run can be retried
     assert store.get("e") is not None
     runner = Runner(par, checkpoint_store=store)
-    events = collect(runner.query("go", with_checkpoint_id("e")))
+    events = run_events(runner.query("go", with_checkpoint_id("e")))
     assert [type(e.err).__name__ for e in events if e.err] == ["MyError"]
     assert summarize(events[-1])[4] == "interrupt"
     assert store.get("e") is not None
     (context,) = events[-1].action.interrupted.contexts  # type: ignore[union-attr]
-    rest = collect(runner.resume("e", targets={context.id: True}))
+    rest = run_events(runner.resume("e", targets={context.id: True}))
     # both unfinished branches go on: the payer is paid, the failed branch is tried again
     assert ("assistant", "paid") in [summarize(e)[2:4] for e in rest]
     assert [type(e.err).__name__ for e in rest if e.err] == ["MyError"]

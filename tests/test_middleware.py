@@ -34,7 +34,14 @@ from agentkit import (
     user_message,
 )
 from agentkit.middleware import ModelCallable, ToolInvoke
-from agentkit.testing import ScriptedChatModel, call, calls_message, no_thread_leak, summarize
+from agentkit.testing import (
+    ScriptedChatModel,
+    call,
+    calls_message,
+    no_thread_leak,
+    run_events,
+    summarize,
+)
 
 BOTH_MODES = pytest.mark.parametrize("streaming", [False, True], ids=["invoke", "stream"])
 
@@ -46,8 +53,7 @@ def add(a: int, b: int) -> int:
 
 
 def run(agent: ChatModelAgent, *, streaming: bool = False, text: str = "hi") -> list[AgentEvent]:
-    with no_thread_leak():
-        return list(Runner(agent, enable_streaming=streaming).query(text))
+    return run_events(lambda: Runner(agent, enable_streaming=streaming).query(text))
 
 
 class Recorder(AgentMiddleware):

@@ -11,7 +11,6 @@ import threading
 from collections.abc import Iterator
 
 import pytest
-from openai_server import FakeOpenAIServer, Reply, tool_call
 
 from agentkit import (
     AgentCancelledError,
@@ -32,7 +31,7 @@ from agentkit import (
     with_cancel,
 )
 from agentkit.models import OpenAIChatModel
-from agentkit.testing import summarize
+from agentkit.testing import FakeOpenAIServer, Reply, call, summarize
 
 GUARD = 30.0
 
@@ -178,7 +177,7 @@ def test_failover_answers_with_the_next_model_and_keeps_using_it(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     server.queue(Reply(status=503, error="overloaded"))
-    backup.queue(Reply(tool_calls=[tool_call("add", '{"a": 1, "b": 2}')]), Reply("3"))
+    backup.queue(Reply(tool_calls=[call("add", '{"a": 1, "b": 2}')]), Reply("3"))
     model = FailoverChatModel([client(server, "primary"), client(backup, "secondary")])
     agent = ChatModelAgent("a", "d", model, tools=[add])
     with caplog.at_level(logging.INFO, logger="agentkit"):

@@ -1,4 +1,4 @@
-"""OpenAIChatModel against a real loopback HTTP server (tests/openai_server.py)."""
+"""OpenAIChatModel against a real loopback HTTP server (agentkit.testing.FakeOpenAIServer)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-from openai_server import FakeOpenAIServer, Reply, tool_call
 
 import agentkit
 import agentkit.models.openai._wire as openai_module
@@ -43,6 +42,7 @@ from agentkit.schema import (
     tool_message,
     user_message,
 )
+from agentkit.testing import FakeOpenAIServer, Reply, call
 
 WEATHER = ToolInfo(
     "get_weather",
@@ -281,7 +281,7 @@ def test_generate_returns_content_finish_reason_and_usage(
 
 
 def test_generate_returns_tool_calls(server: FakeOpenAIServer, model: OpenAIChatModel) -> None:
-    server.queue(Reply(tool_calls=[tool_call("get_weather", '{"city": "Paris"}', id="c1")]))
+    server.queue(Reply(tool_calls=[call("get_weather", '{"city": "Paris"}', id="c1")]))
     reply = model.generate([user_message("weather?")])
 
     assert reply.content == ""
@@ -345,8 +345,8 @@ def test_stream_merges_tool_call_deltas_by_index(
         Reply(
             "Let me check.",
             tool_calls=[
-                tool_call("get_weather", '{"city": "Paris"}', id="c1"),
-                tool_call("get_weather", '{"city": "Tokyo", "unit": "celsius"}', id="c2"),
+                call("get_weather", '{"city": "Paris"}', id="c1"),
+                call("get_weather", '{"city": "Tokyo", "unit": "celsius"}', id="c2"),
             ],
             chunks=3,
         )

@@ -40,7 +40,14 @@ from agentkit.prebuilt.planexecute import (
     Plan,
     PlanExecuteError,
 )
-from agentkit.testing import ScriptedChatModel, call, calls_message, no_thread_leak, summarize
+from agentkit.testing import (
+    ScriptedChatModel,
+    call,
+    calls_message,
+    no_thread_leak,
+    run_events,
+    summarize,
+)
 
 ROOT = "plan_execute_replan"
 PLANNER = [ROOT, "planner"]
@@ -81,8 +88,7 @@ def build(models: Models, max_iterations: int = 10, **executor_kwargs: Any) -> S
 
 
 def run(agent: Any, text: str = "do the thing", *options: Any, streaming: bool = False) -> list[AgentEvent]:
-    with no_thread_leak():
-        return list(Runner(agent, enable_streaming=streaming).query(text, *options))
+    return run_events(lambda: Runner(agent, enable_streaming=streaming).query(text, *options))
 
 
 class SessionProbe:

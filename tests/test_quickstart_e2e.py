@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.openai_server import FakeOpenAIServer, Reply, tool_call
+from agentkit.testing import FakeOpenAIServer, Reply, call
 from tests.samples_support import run_sample
 
 
@@ -32,8 +32,8 @@ def assistant(request: dict[str, Any]) -> Reply:
         return Reply(
             content="Checking.",
             tool_calls=[
-                tool_call("get_weather", json.dumps({"city": "Oslo"}), id="w1"),
-                tool_call("calculate", json.dumps({"expression": "6 * 7"}), id="c1"),
+                call("get_weather", json.dumps({"city": "Oslo"}), id="w1"),
+                call("calculate", json.dumps({"expression": "6 * 7"}), id="c1"),
             ],
         )
     results = {m["tool_call_id"]: m["content"] for m in messages if m["role"] == "tool"}

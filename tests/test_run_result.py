@@ -33,8 +33,7 @@ from agentkit import (
 from agentkit.checkpoint import InMemoryCheckPointStore
 from agentkit.errors import IncompleteStreamError
 from agentkit.models import OpenAIChatModel
-from agentkit.testing import ScriptedChatModel, call, calls_message
-from tests.openai_server import FakeOpenAIServer, Reply
+from agentkit.testing import FakeOpenAIServer, Reply, ScriptedChatModel, call, calls_message
 
 
 def _reply(text: str, prompt: int, completion: int, calls: list[ToolCall] | None = None) -> Message:

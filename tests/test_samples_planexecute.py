@@ -11,8 +11,7 @@ from typing import Any
 
 import pytest
 
-from agentkit.testing import summarize
-from tests.openai_server import FakeOpenAIServer, Reply, tool_call
+from agentkit.testing import FakeOpenAIServer, Reply, call, summarize
 from tests.samples_support import run_sample
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -77,13 +76,13 @@ def travel_llm(request: dict[str, Any]) -> Reply:
     messages = request["messages"]
     if tools == ["plan"]:
         steps = ["Get the weather in Lisbon on 2025-05-16."]
-        return Reply(tool_calls=[tool_call("plan", json.dumps({"steps": steps}), id="p1")])
+        return Reply(tool_calls=[call("plan", json.dumps({"steps": steps}), id="p1")])
     if tools == ["plan", "respond"]:
         answer = {"response": "Lisbon will be sunny: pack sunglasses."}
-        return Reply(tool_calls=[tool_call("respond", json.dumps(answer), id="r1")])
+        return Reply(tool_calls=[call("respond", json.dumps(answer), id="r1")])
     if messages[-1]["role"] == "user":
         arguments = json.dumps({"city": "Lisbon", "date": "2025-05-16"})
-        return Reply(tool_calls=[tool_call("get_weather", arguments, id="w1")])
+        return Reply(tool_calls=[call("get_weather", arguments, id="w1")])
     return Reply("Lisbon on 2025-05-16: " + messages[-1]["content"])
 
 

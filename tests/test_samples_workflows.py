@@ -10,8 +10,7 @@ from typing import Any
 import pytest
 
 from agentkit import AgentEvent, Message
-from agentkit.testing import no_thread_leak, summarize
-from tests.openai_server import FakeOpenAIServer, Reply, tool_call
+from agentkit.testing import FakeOpenAIServer, Reply, call, no_thread_leak, summarize
 from tests.samples_support import run_sample
 
 
@@ -103,7 +102,7 @@ def test_parallel_research_events(sample: Callable[[str], ModuleType], capsys: p
 def as_reply(answer: Message | str) -> Reply:
     if isinstance(answer, str):
         return Reply(answer)
-    calls = [tool_call(c.function.name, c.function.arguments, id=f"call_{i}")
+    calls = [call(c.function.name, c.function.arguments, id=f"call_{i}")
              for i, c in enumerate(answer.tool_calls)]
     return Reply(content=answer.content, tool_calls=calls)  # type: ignore[arg-type]
 

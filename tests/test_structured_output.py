@@ -20,8 +20,7 @@ from agentkit import (
     with_chat_model_options,
 )
 from agentkit.models import OpenAIChatModel
-from agentkit.testing import ScriptedChatModel, call, calls_message
-from tests.openai_server import FakeOpenAIServer, Reply
+from agentkit.testing import FakeOpenAIServer, Reply, ScriptedChatModel, call, calls_message
 
 
 @attrs.define
@@ -220,13 +219,12 @@ def test_structured_agent_answers_as_an_agent_tool() -> None:
 
 
 def test_tool_mode_against_the_loopback_server() -> None:
-    from tests.openai_server import tool_call
 
     def handler(request: dict[str, Any]) -> Reply:
         assert request["tool_choice"] == "required"
         assert [t["function"]["name"] for t in request["tools"]] == ["final_answer"]
         assert "response_format" not in request
-        return Reply(tool_calls=[tool_call("final_answer", '{"city": "Turin", "celsius": 17}')])
+        return Reply(tool_calls=[call("final_answer", '{"city": "Turin", "celsius": 17}')])
 
     with FakeOpenAIServer(handler) as server:
         model = OpenAIChatModel("m", base_url=server.base_url, api_key="k")

@@ -38,7 +38,14 @@ from agentkit import (
 )
 from agentkit.agents.flow import FlowAgent
 from agentkit.checkpoint import InMemoryCheckPointStore
-from agentkit.testing import ScriptedChatModel, call, calls_message, no_thread_leak, summarize
+from agentkit.testing import (
+    ScriptedChatModel,
+    call,
+    calls_message,
+    no_thread_leak,
+    run_events,
+    summarize,
+)
 from tests.transfer_support import transfer
 
 
@@ -60,9 +67,8 @@ def run(
     streaming: bool = False,
     runner: Runner | None = None,
 ) -> list[AgentEvent]:
-    with no_thread_leak():
-        runner = runner or Runner(agent, enable_streaming=streaming)
-        return list(runner.query("hi", *options))
+    chosen = runner or Runner(agent, enable_streaming=streaming)
+    return run_events(lambda: chosen.query("hi", *options))
 
 
 def tool_results(messages: list[Message]) -> list[tuple[str, str, str]]:

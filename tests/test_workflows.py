@@ -46,15 +46,21 @@ from agentkit import (
     with_cancel,
 )
 from agentkit.iterators import AsyncIterator
-from agentkit.testing import ScriptedChatModel, call, calls_message, no_thread_leak, summarize
+from agentkit.testing import (
+    ScriptedChatModel,
+    call,
+    calls_message,
+    no_thread_leak,
+    run_events,
+    summarize,
+)
 
 Summary = tuple[str, list[str], str, str, "str | None"]
 
 
 def run(agent: object, text: str = "hi", *, streaming: bool = False) -> list[AgentEvent]:
     """Run ``agent`` with a Runner on one user message; no thread may outlive the run."""
-    with no_thread_leak():
-        return list(Runner(agent, enable_streaming=streaming).query(text))  # type: ignore[arg-type]
+    return run_events(lambda: Runner(agent, enable_streaming=streaming).query(text))  # type: ignore[arg-type]
 
 
 def summaries(events: Sequence[AgentEvent]) -> list[Summary]:

@@ -1,8 +1,9 @@
 """A conformance suite for conversation stores, for the stores you write yourself.
 
 Each check takes a zero-argument factory returning a store, runs one behaviour of the
-:class:`~agentkit.conversation.ConversationStore` contract, and raises :class:`AssertionError`
-saying what the store did wrong (explicit raises: they run under ``python -O`` too). Checks use
+:class:`~agentkit.conversation.ConversationStore` contract, and raises
+:class:`~agentkit.testing.StoreConformanceError` (an :class:`AssertionError`) saying what the
+store did wrong (explicit raises: they run under ``python -O`` too). Checks use
 fresh random ids and delete what they wrote. Run them all with
 :func:`check_conversation_store`, or one pytest test per check::
 
@@ -30,6 +31,7 @@ from agentkit.schema import (
     tool_message,
     user_message,
 )
+from agentkit.testing import StoreConformanceError
 
 __all__ = [
     "CONVERSATION_CHECKS",
@@ -50,8 +52,8 @@ ConversationStoreFactory = Callable[[], ConversationStore]
 """A zero-argument callable returning the store under test."""
 
 
-def _fail(message: str) -> AssertionError:
-    return AssertionError(f"conversation store conformance: {message}")
+def _fail(message: str) -> StoreConformanceError:
+    return StoreConformanceError(f"conversation store conformance: {message}")
 
 
 def _unique(label: str) -> str:

@@ -1,4 +1,4 @@
-"""A loopback OpenAI-compatible Chat Completions server for tests, samples and benchmarks.
+"""A loopback OpenAI-compatible Chat Completions server, to test agents over real HTTP.
 
 :class:`FakeOpenAIServer` speaks the real wire format over real HTTP/1.1 on 127.0.0.1: JSON
 responses with ``Content-Length``, streamed responses as Server-Sent Events in chunked
@@ -16,82 +16,28 @@ Example::
         model.generate([user_message("Hi")])
         assert server.requests[0]["messages"] == [{"role": "user", "content": "Hi"}]
 
-This module imports only the standard library and attrs, plus ``agentkit.schema`` for the
-tool call type, so benchmarks and samples can import it with ``tests/`` on ``sys.path``.
+``python -m agentkit.testing._openai_server`` serves one fixed reply in its own process (see
+:func:`main`); the benchmarks measure the client against it.
 """
 
 from __future__ import annotations
 
 import json
 import socket
+import sys
 import threading
-import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-import attrs
-
-from agentkit.schema import FunctionCall, TokenUsage, ToolCall
-
-__all__ = ["FakeOpenAIServer", "Reply", "tool_call"]
-
-
-def tool_call(name: str, arguments: str = "{}", id: str = "") -> ToolCall:
-    """Return a tool call for a :class:`Reply` (the id defaults to ``call_<name>``)."""
-    return ToolCall(id or f"call_{name}", FunctionCall(name, arguments))
-
-
-@attrs.define
-class Reply:
-    """What the server answers to one request.
-
-    Attributes:
-        content: the assistant's text.
-        tool_calls: tool calls the assistant requests.
-        finish_reason: defaults to ``"tool_calls"`` when there are tool calls, else ``"stop"``.
-        usage: token usage; by default counted in words of the request and the reply.
-        reasoning_content: DeepSeek-style reasoning text, sent before the content.
-        status: the HTTP status; 400 and above answer with an OpenAI-shaped error body.
-        error: the error message of an error status.
-        retry_after: the ``Retry-After`` header value (seconds, or an HTTP date string).
-        headers: more response headers.
-        delay: seconds to wait before answering (interrupted when the server stops).
-        chunk_delay: seconds to wait between streamed events.
-        chunks: how many deltas the content and each tool call's arguments are split into.
-        cut_after: for a stream, drop the connection after this many ``data`` events; for a
-            plain response, send half the body and drop the connection.
-        disconnect: drop the connection without answering at all.
-        malformed: send a body, or a first stream event, that is not valid JSON.
-        stream_error: send an error event with this message after the first stream chunk.
-        raw_body: send these bytes as the body of a 200 JSON response, verbatim.
-        gate: pause a stream after its first data event until this event is set.
-        done: end a stream with ``data: [DONE]``.
-        keepalive: send ``: keep-alive`` comment lines in streams.
-    """
-
-    content: str = ""
-    tool_calls: list[ToolCall] = attrs.field(factory=list, converter=list)
-    finish_reason: str | None = None
-    usage: TokenUsage | None = None
-    reasoning_content: str = ""
-    status: int = 200
-    error: str = ""
-    retry_after: float | str | None = None
-    headers: dict[str, str] = attrs.Factory(dict)
-    delay: float = 0.0
-    chunk_delay: float = 0.0
-    chunks: int = 3
-    cut_after: int | None = None
-    disconnect: bool = False
-    malformed: bool = False
-    stream_error: str = ""
-    raw_body: bytes | None = None
-    gate: threading.Event | None = None
-    done: bool = True
-    keepalive: bool = True
-
+from agentkit.testing._openai_replies import (
+    Reply,
+    completion_body,
+    error_body,
+    status_error_type,
+    stream_events,
+)
 
 # What FakeOpenAIServer(handler=...) takes: the request's JSON body in, the reply out.
 Handler = Callable[[dict[str, Any]], "Reply | str"]
@@ -116,7 +62,7 @@ class FakeOpenAIServer:
         self._requests: list[dict[str, Any]] = []
         self._request_headers: list[dict[str, str]] = []
         self._connections = 0
-        self.stopping = threading.Event()
+        self._stopping = threading.Event()
         self._httpd = _HTTPServer(("127.0.0.1", 0), _RequestHandler)
         self._httpd.fake = self
         self._thread: threading.Thread | None = None
@@ -139,7 +85,7 @@ class FakeOpenAIServer:
 
     def stop(self) -> None:
         """Stop serving, drop open connections and join the server's threads. Idempotent."""
-        self.stopping.set()
+        self._stopping.set()
         if self._thread is not None:
             self._httpd.shutdown()
             self._thread.join()
@@ -212,7 +158,9 @@ class FakeOpenAIServer:
 
 
 class _HTTPServer(ThreadingHTTPServer):
-    daemon_threads = True
+    # Handler threads are joined by server_close(): none outlives the server. They end
+    # promptly because stop() shuts their sockets down and sets the event their waits watch.
+    daemon_threads = False
     block_on_close = True
     fake: FakeOpenAIServer
 
@@ -242,8 +190,6 @@ class _HTTPServer(ThreadingHTTPServer):
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # Clients that hang up (timeouts, closed streams) are part of the tests, not errors.
-        import sys
-
         if not isinstance(sys.exc_info()[1], OSError):
             super().handle_error(request, client_address)
 
@@ -264,16 +210,16 @@ class _RequestHandler(BaseHTTPRequestHandler):
         fake = self.server.fake
         raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         if self.path.rstrip("/") != "/v1/chat/completions":
-            self._send_json(404, _error_body(f"no route for POST {self.path}", "not_found"))
+            self._send_json(404, error_body(f"no route for POST {self.path}", "not_found"))
             return
         try:
             body = json.loads(raw)
         except ValueError:
-            self._send_json(400, _error_body("the request body is not valid JSON", "invalid_json"))
+            self._send_json(400, error_body("the request body is not valid JSON", "invalid_json"))
             return
         number = fake._record(body, {name.lower(): value for name, value in self.headers.items()})
         reply = fake._reply_for(body, number)
-        if reply.delay and fake.stopping.wait(reply.delay):
+        if reply.delay and fake._stopping.wait(reply.delay):
             self._drop()
             return
         if reply.disconnect:
@@ -318,32 +264,11 @@ class _RequestHandler(BaseHTTPRequestHandler):
             headers["Retry-After"] = str(reply.retry_after)
         raw = b'{"error": {"message": ' if reply.malformed else None
         self._send_json(
-            reply.status, _error_body(reply.error, _error_type(reply.status)), headers, raw
+            reply.status, error_body(reply.error, status_error_type(reply.status)), headers, raw
         )
 
     def _send_completion(self, request: dict[str, Any], reply: Reply, number: int) -> None:
-        message: dict[str, Any] = {"role": "assistant", "content": reply.content or None}
-        if reply.tool_calls:
-            message["tool_calls"] = [
-                {
-                    "id": call.id,
-                    "type": "function",
-                    "function": {"name": call.function.name, "arguments": call.function.arguments},
-                }
-                for call in reply.tool_calls
-            ]
-        else:
-            message["content"] = reply.content
-        if reply.reasoning_content:
-            message["reasoning_content"] = reply.reasoning_content
-        payload = {
-            "id": f"chatcmpl-{number}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": request.get("model", ""),
-            "choices": [{"index": 0, "message": message, "finish_reason": _finish_reason(reply)}],
-            "usage": _usage(request, reply),
-        }
+        payload = completion_body(request, reply, number)
         data = json.dumps(payload).encode()
         if reply.malformed:
             data = data[: len(data) // 2]
@@ -367,7 +292,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
             self.send_header(name, value)
         self.end_headers()
         sent = 0
-        for event in _stream_events(request, reply, number):
+        for event in stream_events(request, reply, number):
             if event.startswith(b"data:"):
                 if reply.cut_after is not None and sent >= reply.cut_after:
                     self._drop()
@@ -375,120 +300,14 @@ class _RequestHandler(BaseHTTPRequestHandler):
                 sent += 1
                 if sent == 2 and reply.gate is not None:
                     while not reply.gate.wait(0.05):
-                        if fake.stopping.is_set():
+                        if fake._stopping.is_set():
                             self._drop()
                             return
-                if reply.chunk_delay and sent > 1 and fake.stopping.wait(reply.chunk_delay):
+                if reply.chunk_delay and sent > 1 and fake._stopping.wait(reply.chunk_delay):
                     self._drop()
                     return
             self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
         self.wfile.write(b"0\r\n\r\n")
-
-
-def _error_type(status: int) -> str:
-    return {
-        400: "invalid_request_error",
-        401: "authentication_error",
-        403: "permission_error",
-        404: "not_found_error",
-        429: "rate_limit_error",
-    }.get(status, "server_error")
-
-
-def _error_body(message: str, error_type: str) -> dict[str, Any]:
-    return {"error": {"message": message, "type": error_type, "param": None, "code": None}}
-
-
-def _finish_reason(reply: Reply) -> str:
-    if reply.finish_reason is not None:
-        return reply.finish_reason
-    return "tool_calls" if reply.tool_calls else "stop"
-
-
-def _words(text: Any) -> int:
-    return len(text.split()) if isinstance(text, str) else 0
-
-
-def _usage(request: dict[str, Any], reply: Reply) -> dict[str, int]:
-    usage = reply.usage
-    if usage is None:
-        prompt = sum(_words(message.get("content")) for message in request.get("messages", ()))
-        completion = _words(reply.content) + len(reply.tool_calls)
-        usage = TokenUsage(prompt, completion, prompt + completion)
-    return {
-        "prompt_tokens": usage.prompt_tokens,
-        "completion_tokens": usage.completion_tokens,
-        "total_tokens": usage.total_tokens,
-    }
-
-
-def _pieces(text: str, count: int) -> list[str]:
-    if not text:
-        return []
-    size = max(1, -(-len(text) // max(1, count)))
-    return [text[start : start + size] for start in range(0, len(text), size)]
-
-
-def _stream_events(request: dict[str, Any], reply: Reply, number: int) -> Iterable[bytes]:
-    """Return the SSE events of a streamed reply, comments included, as the real API sends them."""
-    include_usage = bool((request.get("stream_options") or {}).get("include_usage"))
-    base = {
-        "id": f"chatcmpl-{number}",
-        "object": "chat.completion.chunk",
-        "created": int(time.time()),
-        "model": request.get("model", ""),
-        "system_fingerprint": "fp_fake",
-    }
-
-    def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> bytes:
-        payload = {
-            **base,
-            "choices": [
-                {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
-            ],
-        }
-        if include_usage:
-            payload["usage"] = None
-        return b"data: " + json.dumps(payload).encode() + b"\n\n"
-
-    events: list[bytes] = []
-    if reply.keepalive:
-        events.append(b": keep-alive\n\n")
-    events.append(chunk({"role": "assistant", "content": "", "refusal": None}))
-    for piece in _pieces(reply.reasoning_content, reply.chunks):
-        events.append(chunk({"reasoning_content": piece}))
-    for position, piece in enumerate(_pieces(reply.content, reply.chunks)):
-        events.append(chunk({"content": piece}))
-        if position == 0 and reply.keepalive:
-            events.append(b": keep-alive\n\n")
-    for index, call in enumerate(reply.tool_calls):
-        first = {
-            "index": index,
-            "id": call.id,
-            "type": "function",
-            "function": {"name": call.function.name, "arguments": ""},
-        }
-        events.append(chunk({"tool_calls": [first]}))
-        for piece in _pieces(call.function.arguments, reply.chunks):
-            events.append(
-                chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
-            )
-    events.append(chunk({}, _finish_reason(reply)))
-    if include_usage:
-        events.append(
-            b"data: "
-            + json.dumps({**base, "choices": [], "usage": _usage(request, reply)}).encode()
-            + b"\n\n"
-        )
-    first_data = 1 if reply.keepalive else 0
-    if reply.stream_error:
-        error = json.dumps(_error_body(reply.stream_error, "server_error")).encode()
-        events.insert(first_data + 1, b"data: " + error + b"\n\n")
-    if reply.malformed:
-        events.insert(first_data, b'data: {"choices": [{"delta": \n\n')
-    if reply.done:
-        events.append(b"data: [DONE]\n\n")
-    return events
 
 
 def main() -> None:
@@ -498,7 +317,6 @@ def main() -> None:
     connections accepted on the last. Benchmarks run the server this way, in its own process.
     """
     import argparse
-    import sys
 
     parser = argparse.ArgumentParser(
         description=main.__doc__.splitlines()[0] if main.__doc__ else ""

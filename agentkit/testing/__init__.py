@@ -1,0 +1,77 @@
+"""Test doubles and checks for agentkit applications, the ones agentkit tests itself with.
+
+Like ``httpx.MockTransport``, these are public so applications can test their agents the way
+agentkit does:
+
+* :class:`ScriptedChatModel` replies from a script; :func:`call` and :func:`calls_message`
+  build the tool calls it replies with.
+* :func:`run_events` drains a run's events and fails if the run leaves a thread behind
+  (:func:`no_thread_leak`); :func:`summarize` turns events into tuples to compare.
+* :class:`FakeOpenAIServer` is a loopback OpenAI-compatible HTTP server, scripted with
+  :class:`Reply`, to test :class:`~agentkit.OpenAIChatModel` and whole agents over real HTTP,
+  failures included (error statuses, cut streams, slow answers).
+* :func:`check_checkpoint_store` runs the conformance suite against your own checkpoint
+  store; a broken store raises :class:`StoreConformanceError`, also under ``python -O``.
+  (Conversation stores have theirs in :mod:`agentkit.conversation.conformance`.)
+
+Example::
+
+    from agentkit import ChatModelAgent, Runner
+    from agentkit.testing import ScriptedChatModel, call, calls_message, run_events, summarize
+
+    model = ScriptedChatModel([calls_message(call("get_weather", {"city": "Paris"})), "Sunny."])
+    events = run_events(Runner(ChatModelAgent("a", "d", model, tools=[get_weather])).query("hi"))
+    assert summarize(events[-1]) == ("a", ["a"], "assistant", "Sunny.", None)
+"""
+
+from __future__ import annotations
+
+from agentkit.models.scripted import ModelCall, ScriptedChatModel
+from agentkit.testing._checkpoint_checks import STORE_CHECKS, UNUSUAL_IDS
+from agentkit.testing._checkpoint_suite import ALL_CHECKS, check_checkpoint_store
+from agentkit.testing._errors import StoreConformanceError, ThreadLeakError
+from agentkit.testing._events import run_events, summarize
+from agentkit.testing._lease_checks import LEASE_CHECKS
+from agentkit.testing._messages import call, calls_message
+from agentkit.testing._openai_replies import Reply
+from agentkit.testing._openai_server import FakeOpenAIServer
+from agentkit.testing._store_support import StoreCheck, StoreFactory
+from agentkit.testing._threads import no_thread_leak
+
+__all__ = [
+    "ALL_CHECKS",
+    "FakeOpenAIServer",
+    "LEASE_CHECKS",
+    "ModelCall",
+    "Reply",
+    "STORE_CHECKS",
+    "ScriptedChatModel",
+    "StoreCheck",
+    "StoreConformanceError",
+    "StoreFactory",
+    "ThreadLeakError",
+    "UNUSUAL_IDS",
+    "call",
+    "calls_message",
+    "check_checkpoint_store",
+    "no_thread_leak",
+    "run_events",
+    "summarize",
+]
+
+# Objects defined here present themselves as ``agentkit.testing.X`` in reprs and tracebacks
+# (the scripted model keeps its ``agentkit`` name).
+for _obj in (
+    FakeOpenAIServer,
+    Reply,
+    StoreConformanceError,
+    ThreadLeakError,
+    call,
+    calls_message,
+    check_checkpoint_store,
+    no_thread_leak,
+    run_events,
+    summarize,
+):
+    _obj.__module__ = __name__
+del _obj

@@ -1,0 +1,295 @@
+"""agentkit.testing itself: its checks fail loudly (also under ``python -O``) and clean up."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import subprocess
+import sys
+import textwrap
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from agentkit import AgentKitError, ChatModelAgent, Runner, tool, user_message
+from agentkit.models.openai import OpenAIChatModel
+from agentkit.testing import (
+    ALL_CHECKS,
+    LEASE_CHECKS,
+    STORE_CHECKS,
+    FakeOpenAIServer,
+    Reply,
+    ScriptedChatModel,
+    StoreConformanceError,
+    ThreadLeakError,
+    call,
+    calls_message,
+    check_checkpoint_store,
+    no_thread_leak,
+    run_events,
+    summarize,
+)
+
+
+def run_optimized(script: str) -> subprocess.CompletedProcess[str]:
+    """Run ``script`` in ``python -O`` (assert statements stripped); PYTHONPATH is inherited."""
+    return subprocess.run(
+        [sys.executable, "-O", "-c", textwrap.dedent(script)],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
+    )
+
+
+# The first lines of both scripts prove that -O is on: a bare assert no longer fires.
+OPTIMIZED_PREAMBLE = """
+    import sys
+    assert False, "python -O did not strip this assert"
+    print("optimize", sys.flags.optimize)
+"""
+
+
+def test_checkpoint_conformance_fails_a_broken_store_under_python_O() -> None:
+    result = run_optimized(
+        OPTIMIZED_PREAMBLE
+        + """
+    from agentkit.testing import StoreConformanceError, check_checkpoint_store
+
+    class ForgetfulStore:
+        # Keeps only the first byte of every checkpoint.
+        def __init__(self):
+            self.data = {}
+        def get(self, checkpoint_id):
+            return self.data.get(checkpoint_id)
+        def set(self, checkpoint_id, data):
+            self.data[checkpoint_id] = data[:1]
+        def delete(self, checkpoint_id):
+            self.data.pop(checkpoint_id, None)
+
+    store = ForgetfulStore()
+    try:
+        check_checkpoint_store(lambda: store)
+    except StoreConformanceError as error:
+        print("failed:", error)
+        sys.exit(3)
+    print("the broken store passed")
+    """
+    )
+    assert result.stdout.splitlines()[0] == "optimize 1", result.stderr
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "failed: check_round_trip: after set: get(" in result.stdout
+
+
+def test_conversation_conformance_fails_a_broken_store_under_python_O() -> None:
+    result = run_optimized(
+        OPTIMIZED_PREAMBLE
+        + """
+    from agentkit.conversation import InMemoryConversationStore
+    from agentkit.conversation.conformance import check_conversation_store
+    from agentkit.testing import StoreConformanceError
+
+    class ForgetfulStore(InMemoryConversationStore):
+        # Keeps only the last message appended.
+        def append(self, conversation_id, messages):
+            self.delete(conversation_id)
+            super().append(conversation_id, list(messages)[-1:])
+
+    try:
+        check_conversation_store(ForgetfulStore)
+    except StoreConformanceError as error:
+        print("failed:", error)
+        sys.exit(3)
+    print("the broken store passed")
+    """
+    )
+    assert result.stdout.splitlines()[0] == "optimize 1", result.stderr
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "failed: conversation store conformance: after one append" in result.stdout
+
+
+def test_a_thread_leak_is_reported_under_python_O() -> None:
+    result = run_optimized(
+        OPTIMIZED_PREAMBLE
+        + """
+    import threading
+    from agentkit.testing import ThreadLeakError, no_thread_leak
+
+    gate = threading.Event()
+    try:
+        with no_thread_leak(timeout=0.1):
+            threading.Thread(target=gate.wait, name="left-behind").start()
+    except ThreadLeakError as error:
+        print("failed:", error)
+        sys.exit(3)
+    finally:
+        gate.set()
+    print("the leak passed")
+    """
+    )
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "failed: 1 thread(s) started in the block still run" in result.stdout
+    assert "left-behind" in result.stdout
+
+
+def test_conformance_errors_are_agentkit_errors_and_assertion_errors() -> None:
+    assert issubclass(StoreConformanceError, AgentKitError)
+    assert issubclass(StoreConformanceError, AssertionError)
+    assert issubclass(ThreadLeakError, AgentKitError)
+    assert issubclass(ThreadLeakError, AssertionError)
+    assert ALL_CHECKS == STORE_CHECKS + LEASE_CHECKS
+
+
+class PlainStore:
+    """A correct store without lease methods."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, bytes] = {}
+
+    def get(self, checkpoint_id: str) -> bytes | None:
+        return self.data.get(checkpoint_id)
+
+    def set(self, checkpoint_id: str, data: bytes) -> None:
+        self.data[checkpoint_id] = data
+
+    def delete(self, checkpoint_id: str) -> None:
+        self.data.pop(checkpoint_id, None)
+
+
+def test_require_leases_says_what_is_missing_and_how_to_fix_it() -> None:
+    store = PlainStore()
+    with pytest.raises(StoreConformanceError) as caught:
+        check_checkpoint_store(lambda: store, require_leases=True, checks=())
+    assert str(caught.value) == (
+        "PlainStore has no acquire_lease/release_lease methods; add them "
+        "(see agentkit.checkpoint.LeasingCheckPointStore) or pass require_leases=False"
+    )
+
+
+def test_a_failing_custom_check_is_named_in_the_error() -> None:
+    def check_nothing_is_stored(make_store: object) -> None:
+        raise AssertionError("the store kept something")
+
+    with pytest.raises(StoreConformanceError, match="^check_nothing_is_stored: the store kept"):
+        check_checkpoint_store(PlainStore, checks=[check_nothing_is_stored])
+
+
+def test_a_store_that_raises_in_a_thread_fails_the_concurrency_checks() -> None:
+    class FlakyStore(PlainStore):
+        def set(self, checkpoint_id: str, data: bytes) -> None:
+            if threading.current_thread() is not threading.main_thread():
+                raise OSError("disk on fire")
+            super().set(checkpoint_id, data)
+
+    store = FlakyStore()
+    parallel_writes = [check for check in ALL_CHECKS if check.__name__ == "check_threads_write_distinct_ids"]
+    with no_thread_leak(), pytest.raises(StoreConformanceError, match=r"parallel writes: set raised OSError"):
+        check_checkpoint_store(lambda: store, checks=parallel_writes)
+
+
+# -- run_events --------------------------------------------------------------------------------
+
+
+@tool
+def get_weather(city: str) -> str:
+    """Return the weather in a city."""
+    return f"Sunny in {city}."
+
+
+def weather_agent() -> ChatModelAgent:
+    model = ScriptedChatModel([calls_message(call("get_weather", {"city": "Paris"}, id="w1")), "Sunny."])
+    return ChatModelAgent("a", "answers", model, tools=[get_weather])
+
+
+def test_run_events_drains_an_event_iterator() -> None:
+    events = run_events(Runner(weather_agent()).query("hi"))
+    assert [summarize(event) for event in events] == [
+        ("a", ["a"], "assistant", "", None),
+        ("a", ["a"], "tool/get_weather", "Sunny in Paris.", None),
+        ("a", ["a"], "assistant", "Sunny.", None),
+    ]
+
+
+def test_run_events_starts_the_run_itself_when_given_a_callable() -> None:
+    events = run_events(lambda: Runner(weather_agent(), enable_streaming=True).query("hi"))
+    assert summarize(events[-1]) == ("a", ["a"], "assistant", "Sunny.", None)
+
+
+def leaky_run(gate: threading.Event) -> Iterator[str]:
+    """Starts a thread that outlives the run (it waits for ``gate``)."""
+    threading.Thread(target=gate.wait, name="leaky-tool").start()
+    return iter(["only event"])
+
+
+def test_run_events_fails_a_run_that_leaves_a_thread_behind() -> None:
+    gate = threading.Event()
+    try:
+        with pytest.raises(ThreadLeakError, match="leaky-tool"):
+            run_events(lambda: leaky_run(gate), timeout=0.1)  # type: ignore[arg-type, return-value]
+    finally:
+        gate.set()
+
+
+# -- FakeOpenAIServer --------------------------------------------------------------------------
+
+
+def test_stopping_the_server_joins_its_connection_threads() -> None:
+    before = set(threading.enumerate())
+    server = FakeOpenAIServer().start()
+    server.queue(Reply("hello"))
+    host, port = server.base_url.removeprefix("http://").removesuffix("/v1").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=30)
+    try:
+        body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+        connection.request("POST", "/v1/chat/completions", body, {"Content-Type": "application/json"})
+        response = connection.getresponse()
+        assert json.loads(response.read())["choices"][0]["message"]["content"] == "hello"
+        # The kept-alive connection still has its handler thread waiting for a request.
+        assert len(set(threading.enumerate()) - before) == 2
+        server.stop()
+        assert set(threading.enumerate()) - before == set()
+    finally:
+        connection.close()
+        server.stop()
+
+
+def test_the_server_answers_a_chat_model_agent_over_real_http() -> None:
+    # The server's connection threads live as long as the server, not the run: watch both.
+    with no_thread_leak(), FakeOpenAIServer() as server:
+        server.queue(Reply(tool_calls=[call("get_weather", {"city": "Oslo"}, id="w1")]), Reply("Sunny."))
+        model = OpenAIChatModel("gpt-test", base_url=server.base_url, api_key="sk-test")
+        agent = ChatModelAgent("a", "answers", model, tools=[get_weather])
+        events = list(Runner(agent, enable_streaming=True).query("Weather in Oslo?"))
+    assert [summarize(event)[2:4] for event in events] == [
+        ("assistant", ""),
+        ("tool/get_weather", "Sunny in Oslo."),
+        ("assistant", "Sunny."),
+    ]
+    assert server.requests[1]["messages"][-1] == {
+        "role": "tool",
+        "content": "Sunny in Oslo.",
+        "tool_call_id": "w1",
+    }
+
+
+def test_the_server_runs_in_its_own_process_until_stdin_closes() -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "agentkit.testing._openai_server", "--content", "From afar."],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdin is not None and process.stdout is not None
+    try:
+        base_url = process.stdout.readline().strip()
+        model = OpenAIChatModel("gpt-test", base_url=base_url, api_key="sk-test")
+        assert model.generate([user_message("hi")]).content == "From afar."
+        model.close()
+        process.stdin.close()
+        assert process.stdout.read().strip() == "connections: 1"
+        assert process.wait(timeout=30) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
