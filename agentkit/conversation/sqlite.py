@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
@@ -106,10 +107,10 @@ class SQLiteConversationStore:
         with self._guard:
             connections, self._connections = self._connections, []
         for connection in connections:
-            try:
+            # A connection opened by another thread refuses to be closed here (ProgrammingError);
+            # it is closed when it is collected.
+            with contextlib.suppress(sqlite3.ProgrammingError):
                 connection.close()
-            except sqlite3.ProgrammingError:
-                pass  # opened by another thread; it is closed when collected
 
     def __enter__(self) -> SQLiteConversationStore:
         return self

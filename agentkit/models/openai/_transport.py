@@ -24,6 +24,7 @@ response's ``network_stream`` is registered then).
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import ssl
 import threading
@@ -106,12 +107,10 @@ def _shutdown(stream: Any) -> None:
         return
     if not isinstance(sock, socket.socket):
         return
-    try:
-        # socket.socket's own method: SSLSocket.shutdown would also drop its TLS state,
-        # which the reading thread is still using.
+    # socket.socket's own method: SSLSocket.shutdown would also drop its TLS state, which
+    # the reading thread is still using. An OSError means it is closed or not connected yet.
+    with contextlib.suppress(OSError):
         socket.socket.shutdown(sock, socket.SHUT_RDWR)
-    except OSError:
-        pass  # already closed or not connected
 
 
 def guarded_bytes(chunks: Iterator[bytes], guard: _Guard) -> Iterator[bytes]:
