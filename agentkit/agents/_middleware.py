@@ -28,7 +28,8 @@ from agentkit.tools.base import BaseTool, ToolCallInfo
 from agentkit.tools.function import FunctionTool
 
 if TYPE_CHECKING:
-    from agentkit.agents._react import ReactConfig, ReactRun
+    from agentkit.agents._react import ReactRun
+    from agentkit.agents._react_config import ReactConfig
     from agentkit.models.base import ModelOptions
     from agentkit.options import AgentRunOption
     from agentkit.runctx import ToolCallFrame

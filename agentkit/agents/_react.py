@@ -11,18 +11,13 @@ from __future__ import annotations
 
 import contextvars
 import queue
-from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-import attrs
-
-from agentkit._points import PointResume
 from agentkit._runlocals import RunLocals, run_locals
 from agentkit.agents._middleware import ReactHooks
 from agentkit.agents._model_retry import StreamVerdicts
-from agentkit.agents._structured import StructuredOutput
-from agentkit.agents._tool_errors import ToolErrorPolicy
-from agentkit.agents._tool_timeout import AbandonablePut, call_with_timeout
+from agentkit.agents._react_config import ReactConfig, ReactState
+from agentkit.agents._tool_calls import ToolCalls, ToolItem
 from agentkit.cancel import CancelMode, Point
 from agentkit.errors import AgentCancelledError, ExceedMaxIterationsError
 from agentkit.events import (
@@ -32,52 +27,19 @@ from agentkit.events import (
     event_from_message,
 )
 from agentkit.interrupt import InterruptSignal, ToolRoundState
-from agentkit.middleware import AgentMiddleware
 from agentkit.options import AgentRunOption, ChatModelAgentOptions, get_impl_specific_options
-from agentkit.runctx import RunFrame, ToolCallFrame, use_frame
-from agentkit.schema import Message, Role, ToolCall, tool_message
-from agentkit.streams import StreamReader, concat_message_stream, stream_from_iterator
-from agentkit.tools.base import BaseTool
+from agentkit.runctx import RunFrame
+from agentkit.schema import Message, Role
+from agentkit.streams import StreamReader, concat_message_stream
 from agentkit.worker import EventSink
 
 if TYPE_CHECKING:
-    from agentkit.agents._model_retry import ModelRetryConfig
     from agentkit.models.base import ModelOptions
 
 __all__ = ["ReactConfig", "ReactRun", "ReactState"]
 
 
-@attrs.frozen
-class ReactConfig:
-    """What a ChatModelAgent computes on its first run and never changes afterwards."""
-
-    name: str
-    instruction: str
-    tools: dict[str, BaseTool]
-    return_directly: frozenset[str]
-    model: Any
-    output_key: str | None
-    max_iterations: int
-    emit_internal_events: bool
-    tool_policy: ToolErrorPolicy
-    structured: StructuredOutput | None = None
-    # --- middleware, callbacks, retries, timeouts (see _middleware.py) ---
-    middlewares: tuple[AgentMiddleware, ...] = ()
-    base_model: Any = None  # the model before with_tools, to offer other tools
-    tool_timeouts: Mapping[str, float] = attrs.field(factory=dict)  # per tool name
-    tool_timeout: float | None = None  # the agent's default, for tools added by middleware
-    model_retry: ModelRetryConfig | None = None
-
-
-@attrs.define(eq=False)
-class ReactState:
-    """The ReAct loop's state: the conversation and the model calls left."""
-
-    messages: list[Message]
-    remaining: int
-
-
-class ReactRun:
+class ReactRun(ToolCalls):
     """One run of a ChatModelAgent: everything that is per run, nothing kept afterwards."""
 
     __slots__ = (
@@ -306,7 +268,7 @@ class ReactRun:
         signals: dict[int, InterruptSignal] = {}
         failed: set[int] = set()  # calls whose result tells the model how they failed
 
-        def handle(item: _ToolItem) -> None:
+        def handle(item: ToolItem) -> None:
             nonlocal held
             if item.event is not None:
                 if item.forwarded:
@@ -340,7 +302,7 @@ class ReactRun:
             index = pending[0]
             self.call_tool(calls[index], index, resumed.get(index), history, handle)
         else:
-            inbox: queue.SimpleQueue[_ToolItem | None] = queue.SimpleQueue()
+            inbox: queue.SimpleQueue[ToolItem | None] = queue.SimpleQueue()
             for index in pending:
                 context = contextvars.copy_context()
                 self.scope.submit(
@@ -377,198 +339,6 @@ class ReactRun:
                 # nothing: the model gets to read what went wrong.
                 final = None if index in failed else results[index]
         return final
-
-    def _held_from_earlier_run(
-        self, round_state: ToolRoundState, return_directly_id: str | None
-    ) -> AgentEvent | None:
-        """The held-back event of a return-directly call that finished before a resume.
-
-        A return-directly call's event is delivered after its round; when another call of
-        the round interrupted, the round ended before that, so the resumed round delivers it.
-        """
-        if return_directly_id is None:
-            return None
-        for index, call in enumerate(round_state.calls):
-            if call.id == return_directly_id and index in round_state.done:
-                event = event_from_message(
-                    round_state.done[index], None, Role.TOOL, call.function.name
-                )
-                event.action = round_state.actions.get(index)
-                return event
-        return None
-
-    def call_tool_to_queue(
-        self,
-        call: ToolCall,
-        index: int,
-        resume: PointResume | None,
-        history: list[Message],
-        inbox: queue.SimpleQueue[_ToolItem | None],
-    ) -> None:
-        try:
-            self.call_tool(call, index, resume, history, inbox.put)
-        finally:
-            inbox.put(None)
-
-    def call_tool(
-        self,
-        call: ToolCall,
-        index: int,
-        resume: PointResume | None,
-        history: list[Message],
-        put: Callable[[_ToolItem], object],
-    ) -> None:
-        """Run one tool call, reporting its event, message and error through ``put``.
-
-        A failure that the agent's :class:`ToolErrorPolicy` turns into text is reported as the
-        call's message (with a non-streamed event); any other is reported as its error.
-        """
-        name = call.function.name
-        frame = self.frame
-        policy = self.config.tool_policy
-        try:
-            self.scope.check()
-            tool = self.config.tools.get(name)
-            if tool is None:
-                self._put_failure(policy.unknown_tool(call, self.config.tools), call, index, put)
-                return
-            forward = None
-            if self.config.emit_internal_events:
-
-                def forward(event: AgentEvent) -> None:
-                    put(_ToolItem(index, event=event, forwarded=True))
-
-            call_frame = ToolCallFrame(
-                name=name,
-                call_id=call.id,
-                options=self.tool_options,
-                resume=resume,
-                agent_name=self.config.name,
-                history=history,
-                streaming=self.streaming,
-                forward=forward,
-                emit=lambda event: put(_ToolItem(index, event, forwarded=True)),
-            )
-            tool_frame = attrs.evolve(
-                frame, tool=call_frame, address=(*frame.address, f"tool:{name}:{call.id}")
-            )
-            with use_frame(tool_frame):
-                use_stream = _streams(tool, self.streaming)
-                try:
-                    if self.hooks is not None:
-                        message, use_stream = self.hooks.invoke_tool(
-                            tool, call, use_stream, call_frame, index, put
-                        )
-                    else:
-                        message = self.invoke(tool, call, use_stream, call_frame, index, put)
-                    if self.scope.stopping:
-                        # Cancelled while the tool ran: its result is not delivered, and a
-                        # resumed run calls it again.
-                        self.scope.check()
-                except (InterruptSignal, AgentCancelledError):
-                    raise
-                except Exception as error:
-                    # A failure caused by a cancel is the cancel, not the tool's error.
-                    self.scope.check()
-                    text = policy.failed(error, call)
-                    # Handled: what stopped inside the call (an agent tool's inner run) is
-                    # over, so nothing there is resumed.
-                    frame.journal.discard_under(tool_frame.address)
-                    self._put_failure(text, call, index, put)
-                    return
-            message = policy.limit(message, self.config.name)
-            if use_stream:
-                put(_ToolItem(index, message=message))
-            else:
-                event = event_from_message(message, None, Role.TOOL, name)
-                event.action = call_frame.action
-                put(_ToolItem(index, event=event, message=message))
-        except BaseException as error:
-            put(_ToolItem(index, error=error))
-
-    def _put_failure(
-        self, text: str, call: ToolCall, index: int, put: Callable[[_ToolItem], object]
-    ) -> None:
-        """Report ``text`` as the result of a call that failed, with an event showing it.
-
-        The event carries no action, whatever the tool sent before it failed: a refused
-        transfer transfers nowhere, a failed exit tool exits nothing.
-        """
-        name = call.function.name
-        message = self.config.tool_policy.limit(tool_message(text, call.id, name), self.config.name)
-        event = event_from_message(message, None, Role.TOOL, name)
-        put(_ToolItem(index, event=event, message=message, failed=True))
-
-    def invoke(
-        self,
-        tool: BaseTool,
-        call: ToolCall,
-        use_stream: bool,
-        call_frame: ToolCallFrame,
-        index: int,
-        put: Callable[[_ToolItem], object],
-    ) -> Message:
-        """Run the tool of ``call`` (within its time limit, if it has one)."""
-        timeout = self.config.tool_timeouts.get(call.function.name)
-        if timeout is None:
-            return self._invoke(tool, call, use_stream, call_frame, index, put)
-        guarded = AbandonablePut(put)
-        return call_with_timeout(
-            lambda: self._invoke(tool, call, use_stream, call_frame, index, guarded),
-            timeout,
-            call,
-            on_abandon=guarded.abandon,
-        )
-
-    def _invoke(
-        self,
-        tool: BaseTool,
-        call: ToolCall,
-        use_stream: bool,
-        call_frame: ToolCallFrame,
-        index: int,
-        put: Callable[[_ToolItem], object],
-    ) -> Message:
-        name = call.function.name
-        if use_stream:
-            chunks = tool.stream(call.function.arguments, **self.tool_options)  # type: ignore[attr-defined]
-            reader = _tool_message_stream(chunks, call.id, name)
-            for_user, for_history = reader.copy(2)
-            event = event_from_message(None, for_user, Role.TOOL, name)
-            event.action = call_frame.action
-            put(_ToolItem(index, event=event))
-            return concat_message_stream(for_history)
-        result = tool.invoke(call.function.arguments, **self.tool_options)  # type: ignore[attr-defined]
-        if not isinstance(result, str):
-            raise TypeError(f"tool {name!r} returned {type(result).__name__}, not str")
-        return tool_message(result, call.id, name)
-
-
-@attrs.define(eq=False)
-class _ToolItem:
-    index: int
-    event: AgentEvent | None = None
-    message: Message | None = None
-    error: BaseException | None = None
-    forwarded: bool = False
-    failed: bool = False  # the message tells the model how the call failed
-
-
-def _streams(tool: BaseTool, streaming: bool) -> bool:
-    can_stream = callable(getattr(tool, "stream", None))
-    if not can_stream:
-        return False
-    if streaming:
-        return True
-    return not callable(getattr(tool, "invoke", None))
-
-
-def _tool_message_stream(
-    chunks: StreamReader[str], call_id: str, name: str
-) -> StreamReader[Message]:
-    return stream_from_iterator(
-        (tool_message(chunk, call_id, name) for chunk in chunks), on_close=chunks.close
-    )
 
 
 def _model_options(values: dict[str, Any]) -> ModelOptions | None:

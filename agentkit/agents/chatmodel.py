@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 from agentkit.agents._middleware import apply_before_agent, checked_middlewares, tool_timeouts
 from agentkit.agents._model_retry import ModelRetryConfig
-from agentkit.agents._react import ReactConfig, ReactRun, ReactState
+from agentkit.agents._react import ReactRun
+from agentkit.agents._react_config import ReactConfig, ReactState
 from agentkit.agents._structured import OUTPUT_TOOL_NAME, StructuredOutput
 from agentkit.agents._tool_errors import ToolErrorPolicy, ToolExceptionHandler
 from agentkit.errors import (
