@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
@@ -18,6 +18,13 @@ import attrs
 
 from agentkit._observe import RunObservers, observe_agent
 from agentkit._persist import persisted
+from agentkit.agents._flow_sink import FlowSink
+from agentkit.agents._history import (
+    HistoryEntry,
+    HistoryRewriter,
+    default_history_rewriter,
+    rewrite_message,
+)
 from agentkit.errors import (
     AgentCancelledError,
     AgentConfigError,
@@ -40,8 +47,8 @@ from agentkit.options import (
     filter_options,
     get_impl_specific_options,
 )
-from agentkit.runctx import EventLog, RecordedEvent, RunFrame, Session, current_frame, use_frame
-from agentkit.schema import Message, Role, user_message
+from agentkit.runctx import RunFrame, Session, current_frame, use_frame
+from agentkit.schema import Role
 from agentkit.worker import BuiltinAgent, EventSink, drive
 
 _log = logging.getLogger("agentkit")
@@ -51,24 +58,10 @@ __all__ = [
     "HistoryEntry",
     "HistoryRewriter",
     "agent_with_options",
+    "default_history_rewriter",
+    "rewrite_message",
     "set_sub_agents",
 ]
-
-
-@attrs.define
-class HistoryEntry:
-    """One message of a run's history, as a history rewriter sees it.
-
-    ``agent_name`` is ``""`` for the user's input.
-    """
-
-    is_user_input: bool
-    agent_name: str
-    message: Message
-
-
-HistoryRewriter = Callable[[list[HistoryEntry]], list[Message]]
-"""Turns the run's history into the input messages of one agent."""
 
 
 @persisted("agentkit.PendingTransfer")
@@ -77,91 +70,6 @@ class PendingTransfer:
     """Where a flow stopped when its run was cancelled between two agents (checkpoint state)."""
 
     dest_agent_name: str
-
-
-def rewrite_message(message: Message, agent_name: str) -> Message:
-    """Return another agent's message as a ``For context: ...`` user message."""
-    text = "For context:"
-    if message.role is Role.ASSISTANT:
-        if message.content:
-            text += f" [{agent_name}] said: {message.content}."
-        for call in message.tool_calls:
-            text += (
-                f" [{agent_name}] called tool: `{call.function.name}` with arguments: "
-                f"{call.function.arguments}."
-            )
-    elif message.role is Role.TOOL and message.content:
-        text += f" [{agent_name}] `{message.tool_name}` tool returned result: {message.content}."
-    return user_message(text)
-
-
-def default_history_rewriter(agent_name: str) -> HistoryRewriter:
-    """The default rewriter for ``agent_name``: its own messages verbatim, others' as context."""
-
-    def rewrite(entries: list[HistoryEntry]) -> list[Message]:
-        return [
-            entry.message
-            if entry.is_user_input or entry.agent_name == agent_name
-            else rewrite_message(entry.message, entry.agent_name)
-            for entry in entries
-        ]
-
-    return rewrite
-
-
-class _FlowSink:
-    """Names an agent's events, records its own ones, and remembers the last action.
-
-    With ``unnamed_only`` (agents that host a flow of their own, see :func:`_hosts_flow`)
-    only the events that arrive without a run path are the agent's own: the hosted flow's
-    wrappers have named and recorded theirs already, possibly with this very run path.
-    """
-
-    __slots__ = (
-        "downstream",
-        "error",
-        "last_action",
-        "log",
-        "name",
-        "run_path",
-        "steps",
-        "unnamed_only",
-    )
-
-    def __init__(
-        self,
-        downstream: EventSink,
-        name: str,
-        run_path: tuple[RunStep, ...],
-        log: EventLog,
-        unnamed_only: bool = False,
-    ) -> None:
-        self.downstream = downstream
-        self.name = name
-        self.run_path = run_path
-        self.steps = list(run_path)
-        self.log = log
-        self.unnamed_only = unnamed_only
-        self.last_action: AgentAction | None = None
-        self.error: BaseException | None = None  # the agent's own error event, if any
-
-    def send(self, item: AgentEvent) -> bool:
-        if not item.run_path:
-            item.agent_name = self.name
-            item.run_path = list(self.steps)
-            own = True
-        elif self.unnamed_only:
-            own = False
-        else:
-            own = len(item.run_path) == len(self.steps) and item.run_path == self.steps
-        if own:
-            action = item.action
-            if action is None or action.interrupted is None:
-                self.log.append(RecordedEvent.of(item))
-            self.last_action = action
-            if item.err is not None:
-                self.error = item.err
-        return self.downstream.send(item)
 
 
 class FlowAgent(BuiltinAgent):
@@ -263,12 +171,12 @@ class FlowAgent(BuiltinAgent):
             if _passes_through(self.agent):
                 # Workflows pass their children's events through; the children named and
                 # recorded them. Only the workflow's own (unnamed) errors are named here.
-                own = _FlowSink(sink, self.name, frame.run_path, frame.log, unnamed_only=True)
+                own = FlowSink(sink, self.name, frame.run_path, frame.log, unnamed_only=True)
                 with _observed(self, frame, agent_input, own):
                     drive(self.agent, agent_input, own, options)
                 return None
             hosts = _hosts_flow(self.agent)
-            flow_sink = _FlowSink(sink, self.name, frame.run_path, frame.log, unnamed_only=hosts)
+            flow_sink = FlowSink(sink, self.name, frame.run_path, frame.log, unnamed_only=hosts)
             # A hosted flow starts agents of its own: like transfer targets, they get the
             # unfiltered options so options designated to them reach them.
             agent_options = options if hosts else filter_options(options, self.name)
@@ -313,12 +221,12 @@ class FlowAgent(BuiltinAgent):
                 )
                 resumed_input = AgentInput(enable_streaming=info.enable_streaming)
                 if _passes_through(self.agent):
-                    own = _FlowSink(sink, self.name, frame.run_path, frame.log, unnamed_only=True)
+                    own = FlowSink(sink, self.name, frame.run_path, frame.log, unnamed_only=True)
                     with _observed(self, frame, resumed_input, own):
                         drive(self.agent, None, own, options, resume=own_info)
                     return None
                 hosts = _hosts_flow(self.agent)
-                flow_sink = _FlowSink(
+                flow_sink = FlowSink(
                     sink, self.name, frame.run_path, frame.log, unnamed_only=hosts
                 )
                 agent_options = options if hosts else filter_options(options, self.name)
@@ -465,7 +373,7 @@ def _flow_frame(input: AgentInput | None, options: tuple[AgentRunOption, ...]) -
 
 
 def _observed(
-    wrapper: FlowAgent | None, frame: RunFrame, input: AgentInput, sink: _FlowSink
+    wrapper: FlowAgent | None, frame: RunFrame, input: AgentInput, sink: FlowSink
 ) -> AbstractContextManager[None]:
     """Report the agent's turn to the run's callback handlers (``wrapper=None``: do not)."""
     if wrapper is None:

@@ -1,0 +1,65 @@
+"""The flow wrapper's sink: names an agent's events and records its own in the history."""
+
+from __future__ import annotations
+
+from agentkit.events import AgentAction, AgentEvent, RunStep
+from agentkit.runctx import EventLog, RecordedEvent
+from agentkit.worker import EventSink
+
+__all__ = ["FlowSink"]
+
+
+class FlowSink:
+    """Names an agent's events, records its own ones, and remembers the last action.
+
+    With ``unnamed_only`` (agents that host a flow of their own, see
+    :attr:`~agentkit.worker.BuiltinAgent.hosts_flow`) only the events that arrive without a
+    run path are the agent's own: the hosted flow's wrappers have named and recorded theirs
+    already, possibly with this very run path.
+    """
+
+    __slots__ = (
+        "downstream",
+        "error",
+        "last_action",
+        "log",
+        "name",
+        "run_path",
+        "steps",
+        "unnamed_only",
+    )
+
+    def __init__(
+        self,
+        downstream: EventSink,
+        name: str,
+        run_path: tuple[RunStep, ...],
+        log: EventLog,
+        unnamed_only: bool = False,
+    ) -> None:
+        self.downstream = downstream
+        self.name = name
+        self.run_path = run_path
+        self.steps = list(run_path)
+        self.log = log
+        self.unnamed_only = unnamed_only
+        self.last_action: AgentAction | None = None
+        self.error: BaseException | None = None  # the agent's own error event, if any
+
+    def send(self, item: AgentEvent) -> bool:
+        if not item.run_path:
+            item.agent_name = self.name
+            item.run_path = list(self.steps)
+            own = True
+        elif self.unnamed_only:
+            own = False
+        else:
+            own = len(item.run_path) == len(self.steps) and item.run_path == self.steps
+        if own:
+            action = item.action
+            if action is None or action.interrupted is None:
+                self.log.append(RecordedEvent.of(item))
+            self.last_action = action
+            if item.err is not None:
+                self.error = item.err
+        return self.downstream.send(item)
