@@ -13,7 +13,7 @@ from agentkit import (
     event_from_message,
     new_exit_action,
 )
-from agentkit.agents.flow import _FlowSink
+from agentkit.agents._flow_sink import FlowSink
 from agentkit.runctx import EventLog
 
 OWN = (RunStep("root"), RunStep("me"))
@@ -41,7 +41,7 @@ class Collect:
 def test_only_own_events_are_named_recorded_and_gate_actions(spec: list[tuple[tuple[RunStep, ...], bool]]) -> None:
     downstream = Collect()
     log = EventLog()
-    sink = _FlowSink(downstream, "me", OWN, log)
+    sink = FlowSink(downstream, "me", OWN, log)
     sent = []
     for index, (path, with_action) in enumerate(spec):
         event = event_from_message(assistant_message(str(index)), None, Role.ASSISTANT)
