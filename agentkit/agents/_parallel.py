@@ -1,0 +1,234 @@
+"""The :class:`ParallelAgent`: sub-agents at the same time, each on its own thread."""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+import attrs
+
+from agentkit._persist import persisted
+from agentkit.agents._workflow_base import WorkflowBase
+from agentkit.errors import AgentCancelledError, AgentConfigError, ResumeError
+from agentkit.events import (
+    Agent,
+    AgentAction,
+    AgentEvent,
+    AgentInput,
+    InterruptInfo,
+    ResumeInfo,
+)
+from agentkit.options import AgentRunOption
+from agentkit.runctx import EventLog, RecordedEvent, RunFrame, use_frame
+from agentkit.worker import EventSink
+
+__all__ = ["ParallelAgent", "ParallelState"]
+
+
+@persisted("agentkit.ParallelState")
+@attrs.define
+class ParallelState:
+    """A Parallel workflow's branches when it stopped.
+
+    ``lanes`` holds each branch's own history; ``unfinished`` the branches that did not
+    finish (interrupted, cancelled, failed or not started). A resumed Parallel resumes the
+    unfinished branches that recorded where they stopped, runs the others again from their
+    start, and does not run the finished ones again.
+    """
+
+    lanes: list[list[RecordedEvent]]
+    unfinished: list[int]
+
+
+class _LockedSink:
+    """Serializes sends from parallel branches into one downstream sink."""
+
+    __slots__ = ("downstream", "lock")
+
+    def __init__(self, downstream: EventSink) -> None:
+        self.downstream = downstream
+        self.lock = threading.Lock()
+
+    def send(self, item: AgentEvent) -> bool:
+        with self.lock:
+            return self.downstream.send(item)
+
+
+class _BranchSink:
+    """A branch's view: interrupts and cancels are kept back, everything else is forwarded."""
+
+    __slots__ = ("cancel", "downstream", "failed", "interrupt")
+
+    def __init__(self, downstream: EventSink) -> None:
+        self.downstream = downstream
+        self.interrupt: AgentEvent | None = None
+        self.cancel: AgentEvent | None = None
+        self.failed = False
+
+    @property
+    def finished(self) -> bool:
+        """Whether the branch ran to its end."""
+        return self.interrupt is None and self.cancel is None and not self.failed
+
+    def send(self, item: AgentEvent) -> bool:
+        if item.interrupted:
+            self.interrupt = item
+            return True
+        if isinstance(item.err, AgentCancelledError):
+            # The Parallel reports one cancel for all its branches.
+            self.cancel = item
+            return True
+        if item.err is not None:
+            self.failed = True
+        return self.downstream.send(item)
+
+
+class ParallelAgent(WorkflowBase):
+    """Runs its sub-agents at the same time, each on its own thread.
+
+    Each branch sees the history from before the fork plus its own events, not its
+    siblings'; session values are shared. Events are forwarded as they come. An error in one
+    branch does not stop the others. When all branches are done their events join the
+    history in the order they were made, so an agent after the Parallel sees them all.
+
+    Args:
+        max_workers: how many branches run at once; ``None`` runs every branch at once.
+    """
+
+    _kind = "Parallel"
+
+    def __init__(
+        self,
+        name: str,
+        description: str,
+        sub_agents: Sequence[Agent],
+        max_workers: int | None = None,
+    ) -> None:
+        if max_workers is not None and (
+            isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1
+        ):
+            raise AgentConfigError(f"max_workers must be None or >= 1 (got {max_workers!r})")
+        super().__init__(name, description, sub_agents)
+        self.max_workers = max_workers
+
+    def _run_into(
+        self, input: AgentInput | None, sink: EventSink, options: tuple[AgentRunOption, ...]
+    ) -> None:
+        frame = self._frame()
+        lanes = [frame.log.fork() for _ in self._children]
+        self._fork(frame, sink, options, lanes, list(range(len(self._children))), [], None)
+
+    def _resume_into(
+        self, info: ResumeInfo, sink: EventSink, options: tuple[AgentRunOption, ...]
+    ) -> None:
+        state = info.interrupt_state
+        if not isinstance(state, ParallelState):
+            raise ResumeError(
+                f"workflowAgent.Resume: agent '{self._name}' was asked to resume but has no state"
+            )
+        frame = self._frame()
+        lanes = []
+        for index, saved in enumerate(state.lanes):
+            lane = frame.log.fork()
+            if not (index in state.unfinished and not self._leads_to(frame, self._children[index])):
+                lane.restore(saved)  # a branch run again from its start gets a fresh lane
+            lanes.append(lane)
+        resumed = [i for i in state.unfinished if self._leads_to(frame, self._children[i])]
+        fresh = [i for i in state.unfinished if i not in resumed]
+        self._fork(frame, sink, options, lanes, fresh, resumed, info)
+
+    def _fork(
+        self,
+        frame: RunFrame,
+        sink: EventSink,
+        options: tuple[AgentRunOption, ...],
+        lanes: list[EventLog],
+        fresh: list[int],
+        resumed: list[int],
+        resume: ResumeInfo | None,
+    ) -> None:
+        todo = sorted(fresh + resumed)
+        self._check_transition(frame, self._state(lanes, todo), "before spawn")
+        shared = _LockedSink(sink)
+        branches = {index: _BranchSink(shared) for index in todo}
+
+        def branch(index: int) -> None:
+            child_frame = attrs.evolve(frame, log=lanes[index])
+            with use_frame(child_frame):
+                child = self._children[index]
+                if index in resumed and resume is not None:
+                    child._resume_into(resume, branches[index], options)
+                else:
+                    child._run_into(None, branches[index], options)
+
+        for failure in self._run_branches(todo, branch):
+            branches[failure[0]].failed = True
+            shared.send(AgentEvent(agent_name=self._name, run_path=frame.run_path, err=failure[1]))
+        unfinished = [index for index in todo if not branches[index].finished]
+        cancels = [branches[i].cancel for i in unfinished if branches[i].cancel is not None]
+        interrupts = [branches[i].interrupt for i in unfinished if branches[i].interrupt]
+        if not unfinished:
+            frame.log.commit(lanes)
+            return
+        # Lanes are not committed: the resumed Parallel gets them back from its state.
+        self._stop_at(frame, self._state(lanes, unfinished), bool(interrupts) and not cancels)
+        if cancels or interrupts:
+            first = cancels[0] if cancels else interrupts[0]
+            assert first is not None
+            data = None
+            if first.action is not None and first.action.interrupted is not None:
+                data = first.action.interrupted.data
+            sink.send(
+                AgentEvent(
+                    agent_name=self._name,
+                    run_path=list(frame.run_path),
+                    action=None if cancels else AgentAction(interrupted=InterruptInfo(data=data)),
+                    err=first.err if cancels else None,
+                )
+            )
+
+    def _state(self, lanes: list[EventLog], unfinished: list[int]) -> ParallelState:
+        return ParallelState(
+            lanes=[[record.checkpointable() for record in lane.own()] for lane in lanes],
+            unfinished=list(unfinished),
+        )
+
+    def _run_branches(
+        self, todo: list[int], branch: Callable[[int], None]
+    ) -> list[tuple[int, BaseException]]:
+        """Run ``branch(i)`` for every ``i`` of ``todo`` at once; return what escaped them.
+
+        Without a limit the calling thread runs the first branch itself and a pool sized to
+        the rest runs the others: every branch starts at once. All are joined before this
+        returns, so no branch outlives the Parallel.
+        """
+        if not todo:
+            return []
+        inline = todo[0] if self.max_workers is None else None
+        pooled = [index for index in todo if index != inline]
+        failures: list[tuple[int, BaseException]] = []
+        futures = []
+        pool = None
+        if pooled:
+            workers = min(self.max_workers or len(pooled), len(pooled))
+            pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="agentkit-parallel")
+            futures = [
+                (index, pool.submit(contextvars.copy_context().run, branch, index))
+                for index in pooled
+            ]
+        try:
+            if inline is not None:
+                try:
+                    contextvars.copy_context().run(branch, inline)
+                except Exception as error:
+                    failures.append((inline, error))
+        finally:
+            if pool is not None:
+                for index, future in futures:
+                    escaped = future.exception()
+                    if escaped is not None:
+                        failures.append((index, escaped))
+                pool.shutdown(wait=True)
+        return failures
