@@ -12,11 +12,12 @@ raises it, and the stream is over.
 
 from __future__ import annotations
 
-import abc
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
+
+from agentkit._stream_base import CopyReader, StreamEOF, StreamReader
 
 if TYPE_CHECKING:
     from agentkit.schema import Message
@@ -33,68 +34,6 @@ __all__ = [
 
 T = TypeVar("T")
 U = TypeVar("U")
-
-
-class StreamEOF(EOFError):
-    """Raised by :meth:`StreamReader.recv` when the stream has no more chunks."""
-
-
-class StreamReader(Generic[T], abc.ABC):
-    """The reading end of a stream of chunks; iterate it or call :meth:`recv`.
-
-    Subclasses provide ``_recv``; this class adds iteration, copying and closing.
-    """
-
-    __slots__ = ("__weakref__", "_copied")
-
-    def __init__(self) -> None:
-        self._copied = False
-
-    def recv(self) -> T:
-        """Return the next chunk.
-
-        Raises:
-            StreamEOF: the stream is finished.
-            BaseException: the error the producer sent (the stream is finished afterwards).
-            RuntimeError: this reader was replaced by :meth:`copy`.
-        """
-        if self._copied:
-            raise RuntimeError("this StreamReader was copied; read one of its copies instead")
-        return self._recv()
-
-    @abc.abstractmethod
-    def _recv(self) -> T:
-        """Return the next chunk (subclasses read their source here)."""
-
-    def close(self) -> None:
-        """Stop reading: the producer is told to stop, buffered chunks are dropped. Idempotent."""
-
-    def __iter__(self) -> Iterator[T]:
-        return self
-
-    def __next__(self) -> T:
-        try:
-            return self.recv()
-        except StreamEOF:
-            raise StopIteration from None
-
-    def __enter__(self) -> StreamReader[T]:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    def copy(self, n: int) -> list[StreamReader[T]]:
-        """Return ``n`` independent readers of the chunks this reader has not read yet.
-
-        This reader must not be read afterwards (it raises ``RuntimeError``).
-        """
-        if n < 1:
-            raise ValueError(f"copy() needs n >= 1 (got {n})")
-        if self._copied:
-            raise RuntimeError("this StreamReader was copied already; copy one of its copies")
-        self._copied = True
-        return _TeeBuffer(self).readers(n)
 
 
 # --- pipe -------------------------------------------------------------------------------
@@ -370,138 +309,6 @@ def stream_from_list(items: Iterable[T]) -> StreamReader[T]:
     return _ListReader(list(items))
 
 
-# --- copies -------------------------------------------------------------------------------
-
-
-class _TeeBuffer(Generic[T]):
-    """Chunks read once from a source and shared by any number of cursors.
-
-    Whichever cursor needs a chunk that is not buffered yet reads the source (one at a time);
-    the others wait for it. Results derived from the whole stream (a concatenated message) are
-    memoised here so they are computed once.
-    """
-
-    __slots__ = ("chunks", "cond", "done", "error", "memo", "open_readers", "reading", "source")
-
-    def __init__(self, source: StreamReader[T]) -> None:
-        self.source = source
-        self.chunks: list[T] = []
-        self.cond = threading.Condition(threading.Lock())
-        self.done = False
-        self.error: BaseException | None = None
-        self.reading = False
-        self.open_readers = 0
-        self.memo: dict[Any, Any] = {}
-
-    def readers(self, n: int, start: int = 0) -> list[StreamReader[T]]:
-        with self.cond:
-            self.open_readers += n
-        return [_CopyReader(self, start) for _ in range(n)]
-
-    def chunk_at(self, position: int) -> T:
-        """Return chunk ``position``, reading the source if needed; StreamEOF/error at the end."""
-        chunks = self.chunks
-        if position < len(chunks):
-            # Chunks are only ever appended, so a buffered one can be read without the lock.
-            return chunks[position]
-        cond = self.cond
-        with cond:
-            while True:
-                if position < len(self.chunks):
-                    return self.chunks[position]
-                if self.done:
-                    raise StreamEOF
-                if not self.reading:
-                    self.reading = True
-                    break
-                cond.wait()
-        try:
-            chunk = self.source._recv()
-        except StreamEOF:
-            with cond:
-                self.done = True
-                self.reading = False
-                cond.notify_all()
-            raise
-        except BaseException as error:
-            with cond:
-                self.done = True
-                self.error = error
-                self.reading = False
-                cond.notify_all()
-            raise
-        with cond:
-            self.chunks.append(chunk)
-            self.reading = False
-            cond.notify_all()
-        return chunk
-
-    def release(self) -> None:
-        with self.cond:
-            self.open_readers -= 1
-            last = self.open_readers == 0 and not self.done
-            if last:
-                self.done = True
-        if last:
-            self.source.close()
-
-
-class _CopyReader(StreamReader[T]):
-    __slots__ = ("_buffer", "_closed", "_error_seen", "_position")
-
-    def __init__(self, buffer: _TeeBuffer[T], position: int) -> None:
-        super().__init__()
-        self._buffer = buffer
-        self._position = position
-        self._closed = False
-        self._error_seen = False
-
-    def _recv(self) -> T:
-        if self._closed or self._error_seen:
-            raise StreamEOF
-        buffer = self._buffer
-        try:
-            chunk = buffer.chunk_at(self._position)
-        except StreamEOF:
-            error = buffer.error
-            if error is not None:
-                self._error_seen = True
-                raise error from None
-            raise
-        except BaseException:
-            self._error_seen = True
-            raise
-        self._position += 1
-        return chunk
-
-    def copy(self, n: int) -> list[StreamReader[T]]:
-        if n < 1:
-            raise ValueError(f"copy() needs n >= 1 (got {n})")
-        if self._copied or self._closed:
-            raise RuntimeError("this StreamReader was copied or closed already")
-        # A copy of a copy joins the same buffer: one buffer however many readers there are.
-        readers = self._buffer.readers(n, self._position)
-        self._copied = True
-        self._closed = True
-        self._buffer.release()
-        return readers
-
-    def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            self._buffer.release()
-
-    def _read_rest(self) -> tuple[int, list[T]]:
-        """Read to the end; return the start position and the chunks read (raises the error)."""
-        start = self._position
-        while True:
-            try:
-                self._recv()
-            except StreamEOF:
-                break
-        return start, self._buffer.chunks[start:]
-
-
 def _collect(reader: StreamReader[T]) -> list[T]:
     return list(reader)
 
@@ -514,7 +321,7 @@ def concat_message_stream(reader: StreamReader[Message]) -> Message:
     """
     from agentkit.schema import concat_messages
 
-    if isinstance(reader, _CopyReader) and not reader._copied:
+    if isinstance(reader, CopyReader) and not reader._copied:
         start, chunks = reader._read_rest()
         buffer = reader._buffer
         key = ("concat_messages", start)
