@@ -252,6 +252,28 @@ def _check_data(data: object) -> bytes:
     return bytes(data)
 
 
+class StoreLimits:
+    """What every built-in store has: the largest checkpoint it takes and its lease time."""
+
+    _max_bytes: int
+    _lease_ttl: float
+
+    def _set_limits(self, max_bytes: int, lease_ttl: float) -> None:
+        self._max_bytes = _check_max_bytes(max_bytes)
+        _check_ttl(lease_ttl)
+        self._lease_ttl = float(lease_ttl)
+
+    @property
+    def max_bytes(self) -> int:
+        """The largest checkpoint this store reads or writes, in bytes."""
+        return self._max_bytes
+
+    @property
+    def lease_ttl(self) -> float:
+        """How long a resume lease lasts unless refreshed, in seconds."""
+        return self._lease_ttl
+
+
 def _check_max_bytes(max_bytes: object) -> int:
     if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
         raise ValueError(f"max_bytes must be a positive int, got {max_bytes!r}")

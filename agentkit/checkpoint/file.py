@@ -18,8 +18,8 @@ from agentkit.checkpoint._files import make_private_dir, open_nofollow, read_bou
 from agentkit.checkpoint.base import (
     DEFAULT_LEASE_TTL,
     DEFAULT_MAX_BYTES,
+    StoreLimits,
     _check_data,
-    _check_max_bytes,
     _check_owner,
     _check_size,
     _check_ttl,
@@ -41,7 +41,7 @@ STALE_TEMP_SECONDS = 600.0
 _MAX_ENCODED_LEN = 200
 
 
-class FileCheckPointStore:
+class FileCheckPointStore(StoreLimits):
     """Checkpoints as files in ``directory`` (created if missing), shareable by processes.
 
     * File names are derived from the id, never taken from it: ``c-<base32 of the UTF-8
@@ -88,9 +88,7 @@ class FileCheckPointStore:
         lease_ttl: float = DEFAULT_LEASE_TTL,
     ) -> None:
         self._directory = Path(directory)
-        self._max_bytes = _check_max_bytes(max_bytes)
-        _check_ttl(lease_ttl)
-        self._lease_ttl = float(lease_ttl)
+        self._set_limits(max_bytes, lease_ttl)
         try:
             make_private_dir(self._directory)
         except OSError as exc:
@@ -109,16 +107,6 @@ class FileCheckPointStore:
     def namespace(self) -> str:
         """``"file:"`` and the absolute directory: what checkpoints here are signed with."""
         return self._namespace
-
-    @property
-    def max_bytes(self) -> int:
-        """The largest checkpoint this store reads or writes, in bytes."""
-        return self._max_bytes
-
-    @property
-    def lease_ttl(self) -> float:
-        """How long a resume lease lasts unless refreshed, in seconds."""
-        return self._lease_ttl
 
     def path_for(self, checkpoint_id: str) -> Path:
         """Return the file that holds (or would hold) the checkpoint ``checkpoint_id``."""

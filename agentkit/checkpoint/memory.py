@@ -8,9 +8,9 @@ import time
 from agentkit.checkpoint.base import (
     DEFAULT_LEASE_TTL,
     DEFAULT_MAX_BYTES,
+    StoreLimits,
     _check_data,
     _check_id,
-    _check_max_bytes,
     _check_owner,
     _check_size,
     _check_ttl,
@@ -19,7 +19,7 @@ from agentkit.checkpoint.base import (
 __all__ = ["InMemoryCheckPointStore"]
 
 
-class InMemoryCheckPointStore:
+class InMemoryCheckPointStore(StoreLimits):
     """Checkpoints kept in memory, lost when the process ends; thread-safe, with leases.
 
     Leases are exclusive among the threads of this process that share the store object and
@@ -36,9 +36,7 @@ class InMemoryCheckPointStore:
     def __init__(
         self, *, max_bytes: int = DEFAULT_MAX_BYTES, lease_ttl: float = DEFAULT_LEASE_TTL
     ) -> None:
-        self._max_bytes = _check_max_bytes(max_bytes)
-        _check_ttl(lease_ttl)
-        self._lease_ttl = float(lease_ttl)
+        self._set_limits(max_bytes, lease_ttl)
         self._lock = threading.Lock()
         self._data: dict[str, bytes] = {}
         # checkpoint id -> (owner, time.monotonic() deadline)
@@ -48,16 +46,6 @@ class InMemoryCheckPointStore:
     def namespace(self) -> str:
         """``""``: checkpoints kept in memory are bound to their id only."""
         return ""
-
-    @property
-    def max_bytes(self) -> int:
-        """The largest checkpoint this store keeps, in bytes."""
-        return self._max_bytes
-
-    @property
-    def lease_ttl(self) -> float:
-        """How long a resume lease lasts unless refreshed, in seconds."""
-        return self._lease_ttl
 
     def get(self, checkpoint_id: str) -> bytes | None:
         """Return the bytes stored under ``checkpoint_id``, or ``None``."""

@@ -11,8 +11,8 @@ from urllib.parse import urlsplit, urlunsplit
 from agentkit.checkpoint.base import (
     DEFAULT_LEASE_TTL,
     DEFAULT_MAX_BYTES,
+    StoreLimits,
     _check_data,
-    _check_max_bytes,
     _check_owner,
     _check_size,
     _check_ttl,
@@ -64,7 +64,7 @@ def _redact(url: str) -> str:
     return urlunsplit(parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]))
 
 
-class RedisCheckPointStore:
+class RedisCheckPointStore(StoreLimits):
     """Checkpoints as Redis strings, with leases; usable by every process that reaches Redis.
 
     Args:
@@ -106,8 +106,7 @@ class RedisCheckPointStore:
         if ttl is not None:
             _check_ttl(ttl)
         _check_ttl(lease_ttl)
-        self._max_bytes = _check_max_bytes(max_bytes)
-        self._lease_ttl = float(lease_ttl)
+        self._set_limits(max_bytes, lease_ttl)
         if not isinstance(prefix, str):
             raise TypeError(f"prefix must be a str, not {type(prefix).__name__}")
         self._prefix = prefix.encode("utf-8")
@@ -137,16 +136,6 @@ class RedisCheckPointStore:
     def namespace(self) -> str:
         """``"redis:"`` and the key prefix: what checkpoints here are signed with."""
         return "redis:" + self._prefix.decode("utf-8")
-
-    @property
-    def max_bytes(self) -> int:
-        """The largest checkpoint this store reads or writes, in bytes."""
-        return self._max_bytes
-
-    @property
-    def lease_ttl(self) -> float:
-        """How long a resume lease lasts unless refreshed, in seconds."""
-        return self._lease_ttl
 
     def key_for(self, checkpoint_id: str) -> bytes:
         """Return the Redis key of the checkpoint ``checkpoint_id``."""

@@ -13,8 +13,8 @@ from agentkit.checkpoint._files import open_nofollow
 from agentkit.checkpoint.base import (
     DEFAULT_LEASE_TTL,
     DEFAULT_MAX_BYTES,
+    StoreLimits,
     _check_data,
-    _check_max_bytes,
     _check_owner,
     _check_size,
     _check_ttl,
@@ -58,7 +58,7 @@ _ACQUIRE = """INSERT INTO agentkit_checkpoint_leases (id, owner, expires_at) VAL
 _RELEASE = "DELETE FROM agentkit_checkpoint_leases WHERE id = ? AND owner = ?"
 
 
-class SQLiteCheckPointStore:
+class SQLiteCheckPointStore(StoreLimits):
     """Checkpoints as rows of an SQLite database file, with leases; thread- and process-safe.
 
     The database is opened in WAL mode, so readers do not block the writer, and several
@@ -97,9 +97,7 @@ class SQLiteCheckPointStore:
     ) -> None:
         self._path = os.fspath(path)
         self._timeout = timeout
-        self._max_bytes = _check_max_bytes(max_bytes)
-        _check_ttl(lease_ttl)
-        self._lease_ttl = float(lease_ttl)
+        self._set_limits(max_bytes, lease_ttl)
         self._namespace = f"sqlite:{os.path.realpath(self._path)}:{_TABLE}"
         _create_private(self._path)
         self._lock = threading.Lock()
@@ -119,16 +117,6 @@ class SQLiteCheckPointStore:
     def namespace(self) -> str:
         """``"sqlite:<absolute path>:<table>"``: what checkpoints here are signed with."""
         return self._namespace
-
-    @property
-    def max_bytes(self) -> int:
-        """The largest checkpoint this store reads or writes, in bytes."""
-        return self._max_bytes
-
-    @property
-    def lease_ttl(self) -> float:
-        """How long a resume lease lasts unless refreshed, in seconds."""
-        return self._lease_ttl
 
     def get(self, checkpoint_id: str) -> bytes | None:
         """Return the bytes stored under ``checkpoint_id``, or ``None``."""
