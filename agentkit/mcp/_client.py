@@ -9,7 +9,6 @@ import threading
 import urllib.parse
 import weakref
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 from typing import Any, Literal, TypeVar
 
@@ -18,6 +17,7 @@ import attrs
 from agentkit.errors import ToolTimeoutError
 from agentkit.mcp import _compat
 from agentkit.mcp._connection import Connection, describe_error
+from agentkit.mcp._endpoint import Endpoint, redacted, session_ended
 from agentkit.mcp._errors import MCPClientClosedError, MCPConnectionError, MCPServerError
 from agentkit.runctx import abort_on_cancel, check_cancelled
 from agentkit.schema import ToolInfo
@@ -29,40 +29,6 @@ T = TypeVar("T")
 HTTPTransport = Literal["auto", "streamable-http", "sse"]
 
 _TOOLS_CHANGED = "notifications/tools/list_changed"
-
-
-@attrs.frozen
-class _Endpoint:
-    """How to reach the server: a label for messages and the transports to try, in order."""
-
-    label: str
-    openers: tuple[Callable[[], AbstractAsyncContextManager[_compat.Streams]], ...]
-    sessions: bool = False
-    """``True`` for HTTP, where the server may forget a session and refuse its requests."""
-    secrets: tuple[str, ...] = ()
-    """Parts of the URL that error texts must not repeat (password, query string)."""
-
-    def scrub(self, text: str) -> str:
-        """``text`` with the secrets replaced by ``***``."""
-        for secret in self.secrets:
-            text = text.replace(secret, "***")
-        return text
-
-
-def _redacted(url: str) -> str:
-    # Error texts can reach the model and logs: leave out credentials and query parameters.
-    parts = urllib.parse.urlsplit(url)
-    host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port else host
-    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", ""))
-
-
-def _session_ended(message: str) -> bool:
-    # An HTTP server forgot the session (restart, idle expiry): the request never ran there.
-    text = message.lower()
-    return "session" in text and any(
-        word in text for word in ("terminated", "not found", "expired", "invalid", "unknown")
-    )
 
 
 class MCPClient:
@@ -89,7 +55,7 @@ class MCPClient:
     """
 
     def __init__(
-        self, endpoint: _Endpoint, *, timeout: float | None, connect_timeout: float
+        self, endpoint: Endpoint, *, timeout: float | None, connect_timeout: float
     ) -> None:
         if timeout is not None and timeout <= 0:
             raise ValueError(f"timeout must be > 0 seconds or None (got {timeout})")
@@ -137,7 +103,7 @@ class MCPClient:
         directory = os.fspath(cwd) if cwd is not None else None
         label = " ".join((command, *argv))
         opener = functools.partial(_compat.open_stdio, command, argv, env, directory)
-        return cls(_Endpoint(label, (opener,)), timeout=timeout, connect_timeout=connect_timeout)
+        return cls(Endpoint(label, (opener,)), timeout=timeout, connect_timeout=connect_timeout)
 
     @classmethod
     def http(
@@ -168,7 +134,7 @@ class MCPClient:
         parts = urllib.parse.urlsplit(url)
         # (Very short parts are left alone: replacing them would garble the messages.)
         secrets = tuple(part for part in (parts.password, parts.query) if part and len(part) >= 4)
-        endpoint = _Endpoint(_redacted(url), openers, sessions=True, secrets=secrets)
+        endpoint = Endpoint(redacted(url), openers, sessions=True, secrets=secrets)
         return cls(endpoint, timeout=timeout, connect_timeout=connect_timeout)
 
     def __repr__(self) -> str:
@@ -358,7 +324,7 @@ class MCPClient:
                         attempt == 1
                         and self._endpoint.sessions
                         and details is not None
-                        and _session_ended(details[1])
+                        and session_ended(details[1])
                     ):
                         self._discard(connection, "the server ended the session")
                         continue
