@@ -14,6 +14,7 @@ import shutil
 import statistics
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -178,32 +179,118 @@ def fanout(settings: Settings) -> list[Row]:
     ]
 
 
+EXTENSION_FILES = (
+    "agentkit/middleware.py",
+    "agentkit/agents/_middleware.py",
+    "agentkit/callbacks.py",
+    "agentkit/_observe.py",
+    "agentkit/_runlocals.py",
+    "agentkit/compaction.py",
+    "agentkit/integrations/otel.py",
+)
+"""The modules that implement middleware, callbacks, run-local values and tracing."""
+
+USAGE_ACCOUNTING = ("_observe.py:add", "_observe.py:_plus")
+"""Calls that count a model call's tokens for ``current_usage()`` and ``RunResult.usage``: a
+feature every run has, not an extension point, so ``extensions-unused`` does not count them."""
+
+
+def _extension_calls(run: Callable[[], object], runs: int) -> Counter[str]:
+    """Count the Python calls into :data:`EXTENSION_FILES` made by ``runs`` calls of ``run``.
+
+    Returns the count per function (``file:function``).
+
+    Profiles every thread the runs start (the run worker, tool threads), like ``--profile``.
+    """
+    import cProfile
+    import pstats
+    import threading
+
+    profilers: list[cProfile.Profile] = []
+    lock = threading.Lock()
+
+    def per_thread(frame: object, event: str, arg: object) -> None:
+        thread_profiler = cProfile.Profile()
+        with lock:
+            profilers.append(thread_profiler)
+        thread_profiler.enable()
+
+    main = cProfile.Profile()
+    threading.setprofile(per_thread)
+    main.enable()
+    try:
+        for _ in range(runs):
+            run()
+    finally:
+        main.disable()
+        threading.setprofile(None)
+    for thread_profiler in profilers:
+        thread_profiler.disable()
+    calls: Counter[str] = Counter()
+    for profiler in [main, *profilers]:
+        profiler.create_stats()
+        for (filename, _line, name), entry in pstats.Stats(profiler).stats.items():  # type: ignore[attr-defined]
+            path = filename.replace(os.sep, "/")
+            key = f"{path.rsplit('/', 1)[-1]}:{name}"
+            if path.endswith(EXTENSION_FILES) and key not in USAGE_ACCOUNTING:
+                calls[key] += entry[1]  # all calls
+    return calls
+
+
 def extensions_unused(settings: Settings) -> list[Row]:
-    """``extensions-unused``: the agent with unused extension points vs the plain agent."""
+    """``extensions-unused`` and ``extensions-noop``: what the extension points cost.
+
+    ``extensions-unused`` counts the calls a plain run (no middleware, no callbacks, no
+    tracing) makes into the extension modules per ReAct step: unused extension points must
+    cost nothing as a run grows, so the budget is zero (the few calls that set a run up are
+    in the note). ``extensions-noop`` times an agent with a no-op
+    middleware and a no-op callback handler against the plain agent.
+    """
     from benchmarks._agentkit_side import AgentkitLoop
 
     url = base_url(settings.port, Policy(10))
     plain = AgentkitLoop(url, ("add",), steps=10)
+    short = AgentkitLoop(base_url(settings.port, Policy(1)), ("add",), steps=1)
     extended = AgentkitLoop(url, ("add",), steps=10, extensions=True)
     try:
+        plain.run("go")  # warm up: first-call caches stay out of the count
+        short.run("go")
+        runs = 3 if settings.quick else 20
+        calls_10 = _extension_calls(lambda: plain.run("go"), runs)
+        calls_1 = _extension_calls(lambda: short.run("go"), runs)
+        per_run_1 = sum(calls_1.values()) / runs
+        per_step = (sum(calls_10.values()) / runs - per_run_1) / 9
+        growing = sorted(name for name in calls_10 if calls_10[name] > calls_1[name])
         baseline, ours = interleave(
             [_timed(lambda: plain.run("go")), _timed(lambda: extended.run("go"))],
             settings.rounds(41),
         )
     finally:
         plain.close()
+        short.close()
         extended.close()
     return [
         Row(
             "extensions-unused (k10-l0)",
+            "calls/step",
+            [per_step],
+            budget=Budget("absolute", 0, "calls/step"),
+            note="Python calls into middleware/callbacks/tracing code per ReAct step of a "
+            "plain run: (calls in a 10-step run - calls in a 1-step run) / 9 (cProfile, all "
+            f"threads; usage accounting not counted); per run, a fixed {per_run_1:.0f} calls "
+            "set the run up"
+            + (f"; per step: {', '.join(growing)}" if growing else ""),
+        ),
+        Row(
+            "extensions-noop (k10-l0)",
             "ms",
             _ms(ours),
             _ms(baseline),
             _ratios(ours, baseline),
             Budget("ratio", 1.05),
-            note="baseline = the plain agentkit agent, not the raw loop; "
+            note="a no-op middleware and a no-op callback handler vs the plain agent; "
             "see with_unused_extensions",
-        )
+        ),
     ]
 
 
