@@ -133,10 +133,11 @@ class PointResume:
 class ResumeState:
     """The resume points of a checkpoint and the resume data given for them."""
 
-    __slots__ = ("_by_address", "_data", "_targeted", "points")
+    __slots__ = ("_by_address", "_data", "_targeted", "_visited", "points")
 
     def __init__(self, points: Iterable[ResumePoint], targets: Mapping[str, Any]) -> None:
         self.points = list(points)
+        self._visited: set[Address] = set()
         by_id = {point.id: point for point in self.points}
         self._by_address: dict[Address, ResumePoint] = {p.address: p for p in self.points}
         self._data: dict[Address, Any] = {}
@@ -148,7 +149,12 @@ class ResumeState:
                 self._targeted.add(address[:length])
 
     def at(self, address: Address) -> PointResume:
-        """What the component at ``address`` should know when it resumes."""
+        """What the component at ``address`` should know when it resumes.
+
+        Asking is what a component does when the resumed run reaches it: the address counts
+        as reached from then on (see :meth:`unreached`).
+        """
+        self._visited.add(address)
         point = self._by_address.get(address)
         return PointResume(
             was_interrupted=point is not None,
@@ -174,3 +180,28 @@ class ResumeState:
     def addresses(self) -> list[Address]:
         """Every saved address."""
         return list(self._by_address)
+
+    def unreached(self, recorded: Iterable[Address]) -> list[ResumePoint]:
+        """The saved points the resumed run stopped before reaching, which it must save again.
+
+        A resumed run can stop again (a cancel, an interrupt elsewhere) before it gets back to
+        a component that had stopped: a Sequential cancelled at a transition before its
+        resumed child, a Parallel branch not started yet. That component's points still hold
+        the only record of its progress, so they go into the next checkpoint unchanged: every
+        saved point whose nearest reached ancestor stopped again (has a point in ``recorded``)
+        and that was not reached itself. Points under a component that was reached are its
+        own business: it recorded anew, or it completed.
+        """
+        stopped = set(recorded)
+        visited = self._visited
+        kept: list[ResumePoint] = []
+        for point in self.points:
+            address = point.address
+            if address in visited or address in stopped:
+                continue
+            for length in range(len(address) - 1, 0, -1):
+                if address[:length] in visited:
+                    if address[:length] in stopped:
+                        kept.append(point)
+                    break
+        return kept

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import attrs
 
 from agentkit._checkpoints import Checkpoint, ConsumedCheckpoint, make_checkpoint
-from agentkit._points import interrupt_contexts
+from agentkit._points import ResumePoint, interrupt_contexts
 from agentkit.conversation._turn import OpenTurn
 from agentkit.errors import (
     AgentCancelledError,
@@ -93,6 +93,15 @@ class RunnerSink:
             return ok
         return self.downstream.send(item) and ok
 
+    def _points(self) -> list[ResumePoint]:
+        """The points to save: what the run recorded, and in a resumed run what it did not
+        get back to (:meth:`ResumeState.unreached`)."""
+        points = self.frame.journal.points()
+        resumed = self.frame.resume
+        if resumed is not None:
+            points.extend(resumed.unreached(point.address for point in points))
+        return points
+
     def _interrupt(self, item: AgentEvent) -> bool:
         if self.interrupted:
             return self.downstream.send(
@@ -103,7 +112,7 @@ class RunnerSink:
         self.interrupted = True
         action = item.action
         assert action is not None and action.interrupted is not None
-        points = self.frame.journal.points()
+        points = self._points()
         data = action.interrupted.data
         contexts = interrupt_contexts(points)
         interrupted = InterruptInfo(data=data, contexts=contexts)
@@ -188,7 +197,7 @@ class RunnerSink:
 
     def _save_stopped(self, checkpoint_id: str, held: AgentEvent | None) -> None:
         """Save the checkpoint of a cancelled or failed run (if anything can be resumed)."""
-        points = self.frame.journal.points()
+        points = self._points()
         if not points:
             return
         cancelled = held is not None and isinstance(held.err, AgentCancelledError)
