@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import given, settings
@@ -135,7 +136,7 @@ def test_reading_the_original_after_copy_raises() -> None:
 def test_copy_of_a_copy_shares_one_buffer_and_one_read_of_the_source() -> None:
     pulled: list[int] = []
 
-    def generate():  # type: ignore[no-untyped-def]
+    def generate() -> Iterator[int]:
         for item in range(3):
             pulled.append(item)
             yield item
@@ -169,7 +170,7 @@ def test_closing_all_copies_closes_the_source() -> None:
 
 
 def test_stream_from_iterator_is_lazy_and_propagates_errors() -> None:
-    def generate():  # type: ignore[no-untyped-def]
+    def generate() -> Iterator[int]:
         yield 1
         raise RuntimeError("late")
 
@@ -213,7 +214,7 @@ def test_close_from_another_thread_while_a_generator_runs_is_deferred_to_the_rea
     aborted = threading.Event()
     closed: list[str] = []
 
-    def produce():  # type: ignore[no-untyped-def]
+    def produce() -> Iterator[int]:
         try:
             yield 1
             inside.set()
@@ -256,7 +257,7 @@ def test_close_while_idle_closes_the_generator_at_once_and_runs_on_close() -> No
     closed: list[str] = []
     ended: list[bool] = []
 
-    def produce():  # type: ignore[no-untyped-def]
+    def produce() -> Iterator[int]:
         try:
             yield 1
             yield 2
@@ -275,7 +276,7 @@ def test_an_error_raised_by_an_aborted_read_reaches_the_reader() -> None:
     inside = threading.Event()
     release = threading.Event()
 
-    def produce():  # type: ignore[no-untyped-def]
+    def produce() -> Iterator[int]:
         yield 1
         inside.set()
         assert release.wait(30)
