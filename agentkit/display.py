@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from typing import Any, Protocol, TextIO
 
 from agentkit import _html
-from agentkit.events import AgentEvent, MessageVariant
+from agentkit.events import AgentAction, AgentEvent, MessageVariant
 from agentkit.schema import Message, Role
 
 __all__ = ["live", "print_events"]
@@ -47,37 +47,51 @@ def print_events(
     last_speaker = ""
     for event in events:
         seen.append(event)
-        speaker = event.agent_name or "agent"
-        if show_run_path and event.run_path:
-            speaker = " > ".join(str(step) for step in event.run_path)
+        speaker = _speaker_of(event, show_run_path)
         if speaker != last_speaker:
             out.write(f"\n== {speaker} ==\n")
             last_speaker = speaker
-        variant = event.output.message_output if event.output is not None else None
-        if variant is not None:
-            _print_output(variant, out)
-        if event.output is not None and event.output.customized_output is not None:
-            out.write(f"   output: {event.output.customized_output!r}\n")
-        action = event.action
-        if action is not None:
-            if action.transfer_to_agent is not None:
-                out.write(f"-> transfer to {action.transfer_to_agent.dest_agent_name}\n")
-            if action.exit:
-                out.write("-> exit\n")
-            if action.break_loop is not None:
-                out.write(f"-> break loop (from {action.break_loop.from_agent})\n")
-            if action.interrupted is not None:
-                out.write("-> interrupted, waiting for input:\n")
-                for context in action.interrupted.contexts:
-                    out.write(f"   [{context.id}] {context.info}\n")
-        if event.err is not None:
-            out.write(f"!! error: {type(event.err).__name__}: {event.err}\n")
+        _print_event(event, out)
         out.flush()
     if raise_errors:
         for event in reversed(seen):
             if event.err is not None:
                 raise event.err
     return seen
+
+
+def _speaker_of(event: AgentEvent, show_run_path: bool) -> str:
+    """The heading an event is printed under: its agent, or its run path when asked for."""
+    if show_run_path and event.run_path:
+        return " > ".join(str(step) for step in event.run_path)
+    return event.agent_name or "agent"
+
+
+def _print_event(event: AgentEvent, out: TextIO) -> None:
+    """Print one event's output, action and error (the heading is printed by the caller)."""
+    if event.output is not None:
+        if event.output.message_output is not None:
+            _print_output(event.output.message_output, out)
+        if event.output.customized_output is not None:
+            out.write(f"   output: {event.output.customized_output!r}\n")
+    if event.action is not None:
+        _print_action(event.action, out)
+    if event.err is not None:
+        out.write(f"!! error: {type(event.err).__name__}: {event.err}\n")
+
+
+def _print_action(action: AgentAction, out: TextIO) -> None:
+    """Print a line for each thing an action does: transfer, exit, break loop, interrupt."""
+    if action.transfer_to_agent is not None:
+        out.write(f"-> transfer to {action.transfer_to_agent.dest_agent_name}\n")
+    if action.exit:
+        out.write("-> exit\n")
+    if action.break_loop is not None:
+        out.write(f"-> break loop (from {action.break_loop.from_agent})\n")
+    if action.interrupted is not None:
+        out.write("-> interrupted, waiting for input:\n")
+        for context in action.interrupted.contexts:
+            out.write(f"   [{context.id}] {context.info}\n")
 
 
 def _print_output(variant: MessageVariant, out: TextIO) -> None:

@@ -22,6 +22,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -40,7 +41,7 @@ def lookup(n: int) -> str:
 
 def completion(step: int, final: bool) -> bytes:
     if final:
-        message = {"role": "assistant", "content": "all done"}
+        message: dict[str, Any] = {"role": "assistant", "content": "all done"}
         finish = "stop"
     else:
         call = {

@@ -18,6 +18,7 @@ import timeit
 from collections.abc import Callable
 
 from agentkit._checkpoints import Checkpoint
+from agentkit._points import ResumePoint
 from agentkit.checkpoint import PickleSerializer
 from agentkit.events import AgentInput, MessageVariant, RunStep
 from agentkit.runctx import RecordedEvent
@@ -66,7 +67,7 @@ def checkpoint(count: int) -> Checkpoint:
         session_values={"user": "ada", "cart": [1, 2, 3]},
         history=history,
         enable_streaming=False,
-        points={"approve": (("assistant",), {"amount": 120})},
+        points=[ResumePoint("approve", ("assistant",), state={"amount": 120})],
         interrupt_data={"question": "approve?"},
     )
 

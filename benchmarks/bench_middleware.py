@@ -18,9 +18,22 @@ import gc
 import statistics
 import sys
 import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from agentkit import ChatModelAgent, Message, Role, Runner, tool
+from agentkit import (
+    AgentMiddleware,
+    ChatModelAgent,
+    Message,
+    ModelOptions,
+    Role,
+    Runner,
+    StreamReader,
+    ToolInfo,
+    tool,
+    with_callbacks,
+)
+from agentkit.streams import stream_from_list
 from agentkit.testing import call, calls_message
 
 
@@ -37,10 +50,17 @@ class InstantModel:
         self.steps = steps
         self.calls = 0
 
-    def with_tools(self, tools: object) -> InstantModel:
+    def with_tools(self, tools: Sequence[ToolInfo]) -> InstantModel:
         return self
 
-    def generate(self, messages: list[Message], options: object = None) -> Message:
+    def stream(
+        self, messages: Sequence[Message], options: ModelOptions | None = None
+    ) -> StreamReader[Message]:
+        return stream_from_list([self.generate(messages, options)])
+
+    def generate(
+        self, messages: Sequence[Message], options: ModelOptions | None = None
+    ) -> Message:
         done = self.calls
         self.calls += 1
         if done < self.steps:
@@ -48,45 +68,51 @@ class InstantModel:
         return Message(Role.ASSISTANT, "finished")
 
 
+class PassThrough(AgentMiddleware):
+    """A middleware that overrides every hook and changes nothing."""
+
+    def before_agent(self, context: Any) -> None:
+        pass
+
+    def before_model(self, state: Any) -> None:
+        pass
+
+    def after_model(self, state: Any, message: Message) -> Message:
+        return message
+
+    def wrap_model(self, call: Any) -> Any:
+        def wrapped(messages: list[Message], options: Any) -> Message:
+            return call(messages, options)  # type: ignore[no-any-return]
+
+        return wrapped
+
+    def wrap_tool_call(self, call: Any, invoke: Any) -> str:
+        return str(invoke(call))
+
+
+class Quiet:
+    """A callback handler that listens to every event and does nothing."""
+
+    def on_agent_start(self, *args: Any) -> None: ...
+    def on_agent_end(self, *args: Any) -> None: ...
+    def on_model_start(self, *args: Any) -> None: ...
+    def on_model_end(self, *args: Any) -> None: ...
+    def on_tool_start(self, *args: Any) -> None: ...
+    def on_tool_end(self, *args: Any) -> None: ...
+
+
+# The agent's keyword arguments (and, under "options", the run options) of each configuration.
+CONFIGURATIONS: dict[str, Callable[[], dict[str, Any]]] = {
+    "none": lambda: {},
+    "3 base": lambda: {"middlewares": [AgentMiddleware() for _ in range(3)]},
+    "3 no-op": lambda: {"middlewares": [PassThrough() for _ in range(3)]},
+    "callbacks": lambda: {"options": [with_callbacks(Quiet())]},
+}
+
+
 def make_middlewares(kind: str) -> dict[str, Any]:
-    if kind == "none":
-        return {}
-    from agentkit import AgentMiddleware, with_callbacks
-
-    if kind == "3 base":
-        return {"middlewares": [AgentMiddleware() for _ in range(3)]}
-    if kind == "3 no-op":
-
-        class PassThrough(AgentMiddleware):
-            def before_agent(self, context: Any) -> None:
-                pass
-
-            def before_model(self, state: Any) -> None:
-                pass
-
-            def after_model(self, state: Any, message: Message) -> Message:
-                return message
-
-            def wrap_model(self, call: Any) -> Any:
-                def wrapped(messages: list[Message], options: Any) -> Message:
-                    return call(messages, options)  # type: ignore[no-any-return]
-
-                return wrapped
-
-            def wrap_tool_call(self, call: Any, invoke: Any) -> str:
-                return str(invoke(call))
-
-        return {"middlewares": [PassThrough() for _ in range(3)]}
-
-    class Quiet:
-        def on_agent_start(self, *args: Any) -> None: ...
-        def on_agent_end(self, *args: Any) -> None: ...
-        def on_model_start(self, *args: Any) -> None: ...
-        def on_model_end(self, *args: Any) -> None: ...
-        def on_tool_start(self, *args: Any) -> None: ...
-        def on_tool_end(self, *args: Any) -> None: ...
-
-    return {"options": [with_callbacks(Quiet())]}
+    """A fresh configuration of the given kind (see ``CONFIGURATIONS``)."""
+    return CONFIGURATIONS[kind]()
 
 
 def one_run(kind: str, steps: int) -> float:

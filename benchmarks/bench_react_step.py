@@ -17,8 +17,18 @@ import statistics
 import sys
 import time
 import tracemalloc
+from collections.abc import Sequence
 
-from agentkit import ChatModelAgent, Message, Role, Runner, tool
+from agentkit import (
+    ChatModelAgent,
+    Message,
+    ModelOptions,
+    Role,
+    Runner,
+    StreamReader,
+    ToolInfo,
+    tool,
+)
 from agentkit.testing import call, calls_message
 
 
@@ -35,20 +45,24 @@ class InstantModel:
         self.steps = steps
         self.stamps: list[float] = []
 
-    def with_tools(self, tools: object) -> InstantModel:
+    def with_tools(self, tools: Sequence[ToolInfo]) -> InstantModel:
         return self
 
-    def _reply(self, messages: list[Message]) -> Message:
+    def _reply(self, messages: Sequence[Message]) -> Message:
         self.stamps.append(time.perf_counter())
         done = len(self.stamps) - 1  # O(1): the model's own cost must not grow with history
         if done < self.steps:
             return calls_message(call("step", {"n": done}, id=f"c{done}"))
         return Message(Role.ASSISTANT, "finished")
 
-    def generate(self, messages: list[Message], options: object = None) -> Message:
+    def generate(
+        self, messages: Sequence[Message], options: ModelOptions | None = None
+    ) -> Message:
         return self._reply(messages)
 
-    def stream(self, messages: list[Message], options: object = None):  # type: ignore[no-untyped-def]
+    def stream(
+        self, messages: Sequence[Message], options: ModelOptions | None = None
+    ) -> StreamReader[Message]:
         from agentkit.models.scripted import split_message
         from agentkit.streams import stream_from_list
 

@@ -11,7 +11,8 @@ It does not use agentkit: any MCP server works with ``agentkit.mcp.MCPClient``.
 try:  # mcp 2.x
     from mcp.server.mcpserver import MCPServer
 except ImportError:  # mcp 1.x
-    from mcp.server.fastmcp import FastMCP as MCPServer  # type: ignore[no-redef]
+    # mcp 1.x names: the installed mcp 2.x type-checks the branch above.
+    from mcp.server.fastmcp import FastMCP as MCPServer  # type: ignore[attr-defined, no-redef]
 
 COUNTRIES = {
     "japan": "capital Tokyo, population 124 million, currency JPY",

@@ -170,7 +170,8 @@ def main(argv: Sequence[str] | None = None) -> tuple[list[AgentEvent], UsageTrac
     if failed:
         print(f"the run failed: {failed[-1].err!r}", file=sys.stderr)
         raise SystemExit(1)
-    final = events[-1].output.message_output.get_message() if events[-1].output else None
+    output = events[-1].output
+    final = output.message_output.get_message() if output and output.message_output else None
     print(f"answer: {final.content if final else ''}")
     total = usage.total
     print(

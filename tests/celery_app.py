@@ -30,7 +30,7 @@ queue = AgentQueue(app, shutdown_timeout=GATE_TIMEOUT)
 _redis = redis.Redis.from_url(REDIS_URL)
 
 
-@worker_ready.connect
+@worker_ready.connect  # type: ignore[untyped-decorator]  # celery has no type hints
 def _announce(sender: object = None, **_: object) -> None:
     """Tell the test this worker consumes now (a barrier, not a sleep)."""
     _redis.rpush(f"test:ready:{os.environ['TEST_WORKER_NAME']}", os.getpid())

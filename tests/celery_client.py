@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 import sys
 
-from celery_app import queue
+# Run as a script beside celery_app.py (the module the workers load), not as tests.celery_client.
+from celery_app import queue  # type: ignore[import-not-found]
 
 
 def main(argv: list[str]) -> None:

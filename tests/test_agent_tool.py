@@ -8,9 +8,11 @@ import pytest
 
 from agentkit import (
     AgentConfigError,
+    AgentEvent,
     AgentTool,
     ChatModelAgent,
     ExitTool,
+    MessageVariant,
     Role,
     Runner,
     add_session_value,
@@ -56,6 +58,12 @@ def test_agent_without_name_or_description_is_rejected() -> None:
         AgentTool(ChatModelAgent("", "d", ScriptedChatModel([])))
     with pytest.raises(AgentConfigError, match="non-empty Description"):
         AgentTool(ChatModelAgent("n", "", ScriptedChatModel([])))
+
+
+def variant_of(event: AgentEvent) -> MessageVariant:
+    """The message an event carries (every event of these runs carries one)."""
+    assert event.output is not None and event.output.message_output is not None
+    return event.output.message_output
 
 
 def boss(inner_model: ScriptedChatModel, boss_model: ScriptedChatModel, **kwargs) -> ChatModelAgent:  # type: ignore[no-untyped-def]
@@ -114,9 +122,9 @@ def test_streaming_caller_streams_the_inner_run() -> None:
     forwarded = [
         e
         for e in events
-        if e.agent_name == "Researcher" and e.output.message_output.role is Role.ASSISTANT
-    ]  # type: ignore[union-attr]
-    assert all(e.output.message_output.is_streaming for e in forwarded)  # type: ignore[union-attr]
+        if e.agent_name == "Researcher" and variant_of(e).role is Role.ASSISTANT
+    ]
+    assert all(variant_of(e).is_streaming for e in forwarded)
     assert forwarded[-1].get_message().content == "owls are birds"  # type: ignore[union-attr]
 
 

@@ -173,7 +173,8 @@ class Transfer:
 
     def invoke(self, arguments: str, **options: Any) -> str:
         self.ran.append(arguments)
-        return "moved " + json.loads(arguments)["what"]
+        what: str = json.loads(arguments)["what"]
+        return "moved " + what
 
 
 def test_with_approval_guards_any_tool() -> None:

@@ -25,9 +25,8 @@ import pytest
 pytest.importorskip("celery")
 redis = pytest.importorskip("redis")
 
-from redis_server import redis_url  # noqa: E402,F401
-
 from agentkit.integrations.runs import RunEvent, RunNotFoundError, RunStateError  # noqa: E402
+from tests.redis_server import redis_url  # noqa: E402,F401
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent

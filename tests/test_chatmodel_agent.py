@@ -14,6 +14,7 @@ from agentkit import (
     AgentEvent,
     AgentFrozenError,
     AgentInput,
+    AgentRunOption,
     ChatModelAgent,
     ExceedMaxIterationsError,
     ExitTool,
@@ -63,8 +64,8 @@ def add(a: int, b: int) -> int:
 
 
 def run(
-    agent: ChatModelAgent, text: str = "hi", *options, streaming: bool = False
-) -> list[AgentEvent]:  # type: ignore[no-untyped-def]
+    agent: ChatModelAgent, text: str = "hi", *options: AgentRunOption, streaming: bool = False
+) -> list[AgentEvent]:
     return run_events(lambda: Runner(agent, enable_streaming=streaming).query(text, *options))
 
 

@@ -19,11 +19,7 @@ from agentkit.checkpoint import (
     RedisCheckPointStore,
     SQLiteCheckPointStore,
 )
-
-try:
-    from redis_server import redis_url  # session fixture
-except ImportError:  # tests/ is a package
-    from tests.redis_server import redis_url  # noqa: F401
+from tests.redis_server import redis_url  # noqa: F401 (a session fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
 START_TIMEOUT = 60.0  # failure guard only

@@ -29,11 +29,7 @@ from agentkit.checkpoint import (
 from agentkit.checkpoint._binding import dumps_for_store, loads_for_store
 from agentkit.checkpoint._keys import key_file_path
 from agentkit.errors import CheckpointError
-
-try:
-    from redis_server import redis_url  # session fixture
-except ImportError:  # tests/ is a package
-    from tests.redis_server import redis_url  # noqa: F401
+from tests.redis_server import redis_url  # noqa: F401 (a session fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
 KEY = b"k" * 32
@@ -62,10 +58,11 @@ def two_stores(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple
     if kind == "file":
         yield FileCheckPointStore(tmp_path / "a"), FileCheckPointStore(tmp_path / "b")
     elif kind == "sqlite":
-        a, b = SQLiteCheckPointStore(tmp_path / "a.db"), SQLiteCheckPointStore(tmp_path / "b.db")
-        yield a, b
-        a.close()
-        b.close()
+        sqlite_a = SQLiteCheckPointStore(tmp_path / "a.db")
+        sqlite_b = SQLiteCheckPointStore(tmp_path / "b.db")
+        yield sqlite_a, sqlite_b
+        sqlite_a.close()
+        sqlite_b.close()
     else:
         url = request.getfixturevalue("redis_url")
         run = uuid.uuid4().hex
@@ -90,7 +87,7 @@ def test_a_checkpoint_copied_to_another_store_under_the_same_id_is_refused(
         loads_for_store(serializer, tenant_b, "42", tenant_b.get("42"))
 
 
-def test_namespaces_name_where_the_data_lives(tmp_path: Path, redis_url: str) -> None:
+def test_namespaces_name_where_the_data_lives(tmp_path: Path, redis_url: str) -> None:  # noqa: F811
     assert namespace_of(FileCheckPointStore(tmp_path / "d")) == f"file:{tmp_path / 'd'}"
     with SQLiteCheckPointStore(tmp_path / "x.db") as sqlite_store:
         expected = f"sqlite:{tmp_path / 'x.db'}:agentkit_checkpoints"
@@ -174,7 +171,7 @@ def test_the_sqlite_store_refuses_an_oversized_row_from_its_length(tmp_path: Pat
         assert store.get("ok") == b"x" * 1000
 
 
-def test_the_redis_store_refuses_an_oversized_value_from_its_length(redis_url: str) -> None:
+def test_the_redis_store_refuses_an_oversized_value_from_its_length(redis_url: str) -> None:  # noqa: F811
     prefix = f"test-size:{uuid.uuid4().hex}:"
     with RedisCheckPointStore(redis_url, prefix=prefix, max_bytes=1000) as store:
         store.set("ok", b"x" * 1000)
@@ -362,7 +359,7 @@ def test_temp_files_of_a_save_killed_midway_are_removed_when_stale(tmp_path: Pat
     ids=["memory", "file", "sqlite", "redis"],
 )
 def test_the_lease_ttl_is_configured_on_the_store(
-    make: Callable[[Path, str], Any], tmp_path: Path, redis_url: str
+    make: Callable[[Path, str], Any], tmp_path: Path, redis_url: str  # noqa: F811
 ) -> None:
     store = make(tmp_path, redis_url)
     assert store.lease_ttl == 7

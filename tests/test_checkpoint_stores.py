@@ -23,11 +23,7 @@ from agentkit.checkpoint import (
 )
 from agentkit.errors import CheckpointBusyError, CheckpointError
 from agentkit.testing import ALL_CHECKS, StoreCheck, check_checkpoint_store
-
-try:
-    from redis_server import redis_url  # session fixture
-except ImportError:  # tests/ is a package
-    from tests.redis_server import redis_url  # noqa: F401
+from tests.redis_server import redis_url  # noqa: F401 (a session fixture)
 
 STORE_KINDS = ["memory", "file", "sqlite", "redis"]
 
@@ -304,7 +300,7 @@ def test_sqlite_store_is_shared_by_threads(tmp_path: Path) -> None:
 # -- RedisCheckPointStore ------------------------------------------------------------------
 
 
-def test_redis_store_ttl_expires_checkpoints(redis_url: str) -> None:
+def test_redis_store_ttl_expires_checkpoints(redis_url: str) -> None:  # noqa: F811
     with RedisCheckPointStore(redis_url, prefix="test:ttl:", ttl=0.2) as store:
         store.set("id", b"data")
         assert store.get("id") == b"data"
@@ -314,7 +310,7 @@ def test_redis_store_ttl_expires_checkpoints(redis_url: str) -> None:
         assert store.get("id") is None
 
 
-def test_redis_store_keys_and_lease_keys(redis_url: str) -> None:
+def test_redis_store_keys_and_lease_keys(redis_url: str) -> None:  # noqa: F811
     with RedisCheckPointStore(redis_url, prefix="test:keys:") as store:
         store.set("run/1", b"data")
         assert store.client.get(b"test:keys:run/1") == b"data"
@@ -328,7 +324,7 @@ def test_redis_store_keys_and_lease_keys(redis_url: str) -> None:
 
 
 def test_redis_store_defaults_to_redis_url_env(
-    redis_url: str, monkeypatch: pytest.MonkeyPatch
+    redis_url: str, monkeypatch: pytest.MonkeyPatch  # noqa: F811
 ) -> None:
     monkeypatch.setenv("REDIS_URL", redis_url)
     with RedisCheckPointStore(prefix="test:env:") as store:
@@ -337,7 +333,7 @@ def test_redis_store_defaults_to_redis_url_env(
         store.delete("x")
 
 
-def test_redis_store_uses_a_given_client_and_leaves_it_open(redis_url: str) -> None:
+def test_redis_store_uses_a_given_client_and_leaves_it_open(redis_url: str) -> None:  # noqa: F811
     import redis
 
     client = redis.Redis.from_url(redis_url)

@@ -64,7 +64,9 @@ def test_the_events_still_show_the_whole_results() -> None:
         middlewares=[ToolResultReductionMiddleware(max_chars=10, keep_last=0)],
     )
     result = Runner(agent).invoke("read")
-    shown = [e.get_message().content for e in result.events if e.get_message().role is Role.TOOL]
+    messages = [message for e in result.events if (message := e.get_message()) is not None]
+    assert len(messages) == len(result.events)
+    shown = [message.content for message in messages if message.role is Role.TOOL]
     assert all(len(text) > 3_000 for text in shown)
 
 
@@ -98,10 +100,15 @@ def test_summarization_replaces_older_turns_once_over_budget() -> None:
 
 def test_a_conversation_within_budget_is_left_alone() -> None:
     calls: list[Any] = []
+
+    def summarize(history: list[Message]) -> str:
+        calls.append(history)
+        return "a summary"
+
     model = ScriptedChatModel(["hi"])
     agent = ChatModelAgent(
         "A", "d", model,
-        middlewares=[SummarizationMiddleware(ScriptedChatModel(calls.append), max_tokens=10_000)],
+        middlewares=[SummarizationMiddleware(ScriptedChatModel(summarize), max_tokens=10_000)],
     )
     assert Runner(agent).invoke("hello").text == "hi"
     assert calls == []

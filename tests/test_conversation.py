@@ -27,11 +27,7 @@ from agentkit.checkpoint import InMemoryCheckPointStore
 from agentkit.conversation import InMemoryConversationStore, keep_last_turns
 from agentkit.models import OpenAIChatModel
 from agentkit.testing import FakeOpenAIServer, ScriptedChatModel, call, calls_message
-
-try:
-    from redis_server import redis_url  # session fixture
-except ImportError:  # tests/ is a package
-    from tests.redis_server import redis_url  # noqa: F401
+from tests.redis_server import redis_url  # noqa: F401 (a session fixture)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -312,7 +308,7 @@ def test_a_turn_that_cannot_be_appended_ends_with_a_conversation_store_error() -
     runner.conversation_store.lock("b").release()  # type: ignore[union-attr]
 
 
-def test_a_redis_conversation_through_the_runner(redis_url: str) -> None:
+def test_a_redis_conversation_through_the_runner(redis_url: str) -> None:  # noqa: F811
     from agentkit.conversation import RedisConversationStore
 
     with RedisConversationStore(redis_url, prefix="test:runner-conversation:") as store:
@@ -329,10 +325,11 @@ def test_a_checkpoint_saved_before_checkpoints_held_conversations_still_resumes(
 ) -> None:
     from agentkit._checkpoints import Checkpoint
 
-    original = Checkpoint.__getstate__
+    # attrs writes __getstate__ into slotted classes at run time; mypy's attrs plugin does not.
+    original = Checkpoint.__getstate__  # type: ignore[attr-defined]
 
     def old_format(self: Checkpoint) -> dict[str, Any]:
-        state = dict(original(self))  # type: ignore[call-overload]
+        state = dict(original(self))
         del state["conversation"]
         return state
 

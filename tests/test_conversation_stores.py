@@ -25,11 +25,7 @@ from agentkit.conversation import (
     keep_within_tokens,
 )
 from agentkit.conversation.conformance import CONVERSATION_CHECKS, check_conversation_store
-
-try:
-    from redis_server import redis_url  # session fixture
-except ImportError:  # tests/ is a package
-    from tests.redis_server import redis_url  # noqa: F401
+from tests.redis_server import redis_url  # noqa: F401 (a session fixture)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -167,7 +163,7 @@ def test_the_lock_keeps_another_process_out_until_released_or_killed(
 
 
 def test_redis_lock_is_exclusive_across_clients_and_expires_with_its_holder(
-    redis_url: str,
+    redis_url: str,  # noqa: F811
 ) -> None:
     first = RedisConversationStore(redis_url, prefix="test:redis-lock:", lock_ttl=30)
     second = RedisConversationStore(redis_url, prefix="test:redis-lock:")

@@ -63,6 +63,8 @@ def test_live_updates_one_display_as_tokens_calls_transfers_and_interrupts_arriv
     monkeypatch.setattr(display_module, "UPDATE_INTERVAL", 0.0)  # every token is an update
     events = live(team().query("Trip to Rome"))
     assert events[-1].interrupted
+    action = events[-1].action
+    assert action is not None and action.interrupted is not None
     final = recorder.text[-1]
     assert final.splitlines() == [
         "  router calls transfer_to_agent({\"agent_name\": \"travel\"})",
@@ -73,7 +75,7 @@ def test_live_updates_one_display_as_tokens_calls_transfers_and_interrupts_arriv
         "  get_weather returned: sunny in Rome <b>",
         "travel: Booking now.",
         "  travel calls book({\"city\": \"Rome\"})",
-        f"  waiting for input: Book Rome?  [id {events[-1].action.interrupted.contexts[0].id}]",
+        f"  waiting for input: Book Rome?  [id {action.interrupted.contexts[0].id}]",
     ]
     # Tokens arrived one by one: some update shows a sentence only partly written.
     partial = [

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Iterator
 
 from agentkit import ChatModelAgent, Runner, tool
 from agentkit.testing import ScriptedChatModel, call, calls_message, no_thread_leak
@@ -48,7 +49,7 @@ def test_streams_server_sent_events_from_a_flask_request() -> None:
     def chat() -> Response:
         events = runner.query(request.get_json()["question"])
 
-        def sse():  # type: ignore[no-untyped-def]
+        def sse() -> Iterator[str]:
             with events:  # a client that disconnects closes the generator: the run is cancelled
                 for event in events:
                     yield f"data: {json.dumps(event.to_dict())}\n\n"

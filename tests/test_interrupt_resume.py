@@ -46,6 +46,7 @@ from agentkit.testing import (
     run_events,
     summarize,
 )
+from agentkit.tools import BaseTool
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -263,7 +264,7 @@ def reporter(model: ScriptedChatModel) -> ChatModelAgent:
 
 
 def test_sequential_interrupt_resumes_the_stage_and_later_agents_see_identical_history() -> None:
-    def build(pay_tool):  # type: ignore[no-untyped-def]
+    def build(pay_tool: BaseTool) -> tuple[SequentialAgent, ScriptedChatModel]:
         pay_model = ScriptedChatModel(
             [calls_message(call("pay", {"amount": 3}, id="p")), "paid it"]
         )

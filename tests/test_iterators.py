@@ -8,13 +8,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentkit import new_async_iterator_pair
+from agentkit import AsyncGenerator, AsyncIterator, new_async_iterator_pair
+
+
+def new_pair() -> tuple[AsyncIterator[object], AsyncGenerator[object]]:
+    """A connected pair of any items."""
+    return new_async_iterator_pair()
 
 
 @given(st.lists(st.integers(), max_size=100))
 @settings(deadline=None, max_examples=50)
 def test_order_is_preserved_across_threads(items: list[int]) -> None:
-    iterator, generator = new_async_iterator_pair()
+    iterator, generator = new_pair()
 
     def produce() -> None:
         for item in items:
@@ -28,7 +33,7 @@ def test_order_is_preserved_across_threads(items: list[int]) -> None:
 
 
 def test_next_returns_items_then_end_marker_repeatedly() -> None:
-    iterator, generator = new_async_iterator_pair()
+    iterator, generator = new_pair()
     generator.send("a")
     generator.close()
     generator.close()  # idempotent
@@ -38,7 +43,7 @@ def test_next_returns_items_then_end_marker_repeatedly() -> None:
 
 
 def test_items_sent_before_close_are_drained() -> None:
-    iterator, generator = new_async_iterator_pair()
+    iterator, generator = new_pair()
     for item in range(5):
         generator.send(item)
     generator.close()
@@ -46,7 +51,7 @@ def test_items_sent_before_close_are_drained() -> None:
 
 
 def test_send_after_consumer_close_returns_false() -> None:
-    iterator, generator = new_async_iterator_pair()
+    iterator, generator = new_pair()
     assert generator.send(1)
     iterator.close()
     assert generator.send(2) is False
@@ -61,7 +66,7 @@ def test_send_after_own_close_is_a_bug() -> None:
 
 
 def test_context_manager_closes_the_iterator() -> None:
-    iterator, generator = new_async_iterator_pair()
+    iterator, generator = new_pair()
     with iterator as events:
         generator.send(1)
         assert events.next() == (1, True)
@@ -70,7 +75,7 @@ def test_context_manager_closes_the_iterator() -> None:
 
 
 def test_next_blocks_until_an_item_arrives() -> None:
-    iterator, generator = new_async_iterator_pair()
+    iterator, generator = new_pair()
     got: list[object] = []
     done = threading.Event()
 

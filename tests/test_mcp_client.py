@@ -129,6 +129,7 @@ def test_close_ends_the_thread_and_later_use_is_refused() -> None:
     before = mcp_threads()
     client = toolbox_client()
     tools = client.tools()
+    assert isinstance(tools[0], MCPTool)
     assert len(mcp_threads()) == len(before) + 1
     client.close()
     assert mcp_threads() == before
@@ -189,7 +190,7 @@ def test_bad_settings_are_refused_at_once() -> None:
     with pytest.raises(ValueError, match="timeout must be > 0"):
         MCPClient.stdio("x", timeout=0)
     with pytest.raises(TypeError, match="sequence of strings"):
-        MCPClient.stdio("python", "server.py")  # type: ignore[arg-type]
+        MCPClient.stdio("python", "server.py")
 
 
 SILENT_SERVER = ["-c", "import sys; sys.stdin.read()"]  # never answers, exits when stdin closes

@@ -25,7 +25,9 @@ def stdio_client() -> Iterator[MCPClient]:
 
 
 def tool(client: MCPClient, name: str) -> MCPTool:
-    return next(t for t in client.tools() if t.info().name == name)  # type: ignore[misc]
+    found = next(t for t in client.tools() if t.info().name == name)
+    assert isinstance(found, MCPTool)
+    return found
 
 
 def server_pid(client: MCPClient) -> int:
@@ -116,10 +118,11 @@ def test_sixteen_threads_call_at_once_and_all_calls_run_concurrently(transport: 
 def test_no_thread_outlives_close() -> None:
     with no_thread_leak():
         client = toolbox_client()
-        tools = client.tools()
+        first = client.tools()[0]
+        assert isinstance(first, MCPTool)
         results = []
         workers = [
-            threading.Thread(target=lambda: results.append(tools[0].invoke('{"a": 1, "b": 2}')))
+            threading.Thread(target=lambda: results.append(first.invoke('{"a": 1, "b": 2}')))
             for _ in range(4)
         ]
         for worker in workers:

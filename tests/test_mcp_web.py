@@ -6,34 +6,39 @@ import json
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 import httpx
 import pytest
 
-from agentkit import ChatModelAgent, Role, Runner
-from agentkit.mcp import MCPClient
+from agentkit import ChatModelAgent, Message, Role, Runner
+from agentkit.mcp import MCPClient, MCPTool
 from agentkit.testing import ScriptedChatModel, call, calls_message
 from tests.mcp_servers.support import toolbox_client
 
 flask = pytest.importorskip("flask")
 from werkzeug.serving import make_server  # noqa: E402
 
+if TYPE_CHECKING:
+    from flask import Flask
 
-def create_app(client: MCPClient) -> flask.Flask:
-    app = flask.Flask(__name__)
+
+def create_app(client: MCPClient) -> Flask:
+    app: Flask = flask.Flask(__name__)
 
     @app.get("/meet")
     def meet() -> str:
         # Made once per app and shared by every request thread.
         (tool,) = client.tools(allow=["meet"])
+        assert isinstance(tool, MCPTool)
         arguments = json.dumps({"count": int(flask.request.args["count"])})
-        return tool.invoke(arguments)  # type: ignore[attr-defined, no-any-return]
+        return tool.invoke(arguments)
 
     @app.get("/sum")
     def total() -> str:
         a, b = int(flask.request.args["a"]), int(flask.request.args["b"])
 
-        def reply(messages: list) -> object:  # type: ignore[type-arg]
+        def reply(messages: list[Message]) -> Message | str:
             if messages[-1].role is Role.USER:
                 return calls_message(call("add", {"a": a, "b": b}))
             return f"the sum is {messages[-1].content}"
@@ -46,7 +51,7 @@ def create_app(client: MCPClient) -> flask.Flask:
 
 
 @contextmanager
-def serving(app: flask.Flask) -> Iterator[str]:
+def serving(app: Flask) -> Iterator[str]:
     server = make_server("127.0.0.1", 0, app, threaded=True)
     thread = threading.Thread(target=server.serve_forever)
     thread.start()

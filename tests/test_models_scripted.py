@@ -7,7 +7,6 @@ import threading
 import attrs
 import pytest
 from hypothesis import given, settings
-from strategies import messages
 
 from agentkit.errors import ModelError
 from agentkit.models import (
@@ -31,6 +30,7 @@ from agentkit.schema import (
     user_message,
 )
 from agentkit.streams import StreamReader
+from tests.strategies import messages
 
 ADD = ToolInfo("add", "Add two numbers.", {"type": "object", "properties": {}})
 
@@ -122,8 +122,9 @@ def test_running_out_of_script_says_how_to_fix_it() -> None:
 
 def test_bad_script_and_bad_replies_are_type_errors() -> None:
     with pytest.raises(TypeError, match="list of replies"):
-        ScriptedChatModel("not a list")  # type: ignore[arg-type]
-    model = ScriptedChatModel([42, lambda history: 42])  # type: ignore[list-item]
+        ScriptedChatModel("not a list")
+    # Deliberately wrong replies: the model must refuse them at run time.
+    model = ScriptedChatModel([42, lambda history: 42])  # type: ignore[list-item, return-value]
     with pytest.raises(TypeError, match="got int"):
         model.generate([])
     with pytest.raises(TypeError, match="must return a Message or a str"):

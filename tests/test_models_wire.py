@@ -48,9 +48,9 @@ class Expected:
     status: int = 200
 
 
-WEATHER_ZURICH = ("call_DdmO9pD3xa9XTPNJ32zg2hcA", "get_weather", '{"location":"Zürich"}', {})
-TIME_ZURICH = ("call_ABQm3kGvxDn1LKqXHcPj2mTD", "get_time", '{"tz":"Europe/Zurich"}', {})
-LEGACY_OSLO = ("call_legacy_function", "get_weather", '{"location":"Oslo"}', {})
+WEATHER_ZURICH: Call = ("call_DdmO9pD3xa9XTPNJ32zg2hcA", "get_weather", '{"location":"Zürich"}', {})
+TIME_ZURICH: Call = ("call_ABQm3kGvxDn1LKqXHcPj2mTD", "get_time", '{"tz":"Europe/Zurich"}', {})
+LEGACY_OSLO: Call = ("call_legacy_function", "get_weather", '{"location":"Oslo"}', {})
 GEMINI_CALL = (
     "function-call-16813587286640546071",
     "get_weather",

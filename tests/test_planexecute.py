@@ -678,7 +678,7 @@ def test_plan_json_round_trip_and_first_step() -> None:
     assert Plan.from_json('{"steps": ["café"]}').to_json() == '{"steps":["café"]}'
     assert isinstance(plan, planexecute.PlanLike)
     with pytest.raises(TypeError, match="not one string"):
-        Plan("a then b")  # type: ignore[arg-type]
+        Plan("a then b")
 
 
 @pytest.mark.parametrize("text", ["", "[1]", '{"steps": "a"}', '{"steps": [1, 2]}', "nope"])

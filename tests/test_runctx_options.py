@@ -64,8 +64,10 @@ class SessionAgent:
                 target=ctx.run, args=(lambda: copied.update(get_session_values()),)
             )
             t2 = threading.Thread(target=lambda: bare.update(get_session_values()))
-            t1.start(), t2.start()
-            t1.join(), t2.join()
+            t1.start()
+            t2.start()
+            t1.join()
+            t2.join()
             self.seen["copied"] = copied
             self.seen["bare"] = bare
             gen.send(event_from_message(assistant_message("ok"), None, Role.ASSISTANT))

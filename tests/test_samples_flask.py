@@ -74,7 +74,9 @@ def test_a_run_streams_at_once_then_an_approval_finishes_it(client: Any) -> None
     resumed = client.post(f"/api/runs/{run_id}/resume", json={"approve": True})
     assert resumed.status_code == 200
     rest = frames(resumed.get_data(as_text=True))
-    assert int(rest[0][0]) == int(parsed[-1][0]) + 1  # the log goes on where it stopped
+    resumed_id, stopped_id = rest[0][0], parsed[-1][0]
+    assert resumed_id is not None and stopped_id is not None
+    assert int(resumed_id) == int(stopped_id) + 1  # the log goes on where it stopped
     assert rest[-1][2]["status"] == "completed" and rest[-1][2]["answer"] == ANSWER
     tokens = "".join(data["content"] for _, kind, data in rest if kind == "token")
     assert tokens == ANSWER
@@ -267,4 +269,4 @@ def test_the_app_on_a_celery_worker_with_redis(redis_url: str, tmp_path: Path) -
             worker.wait()
 
 
-from redis_server import redis_url  # noqa: E402,F401
+from tests.redis_server import redis_url  # noqa: E402,F401

@@ -17,7 +17,10 @@ def test_notebook_runs_in_a_real_kernel(monkeypatch: pytest.MonkeyPatch) -> None
     for name in list(os.environ):
         if name.startswith(("OPENAI_", "AGENTKIT_")):
             monkeypatch.delenv(name)
-    notebook = nbformat.read(ROOT / "samples" / "notebook.ipynb", as_version=4)
+    # nbformat.read has no annotations.
+    notebook = nbformat.read(  # type: ignore[no-untyped-call]
+        ROOT / "samples" / "notebook.ipynb", as_version=4
+    )
     client = nbclient.NotebookClient(
         notebook, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(ROOT)}}
     )

@@ -104,7 +104,7 @@ def as_reply(answer: Message | str) -> Reply:
         return Reply(answer)
     calls = [call(c.function.name, c.function.arguments, id=f"call_{i}")
              for i, c in enumerate(answer.tool_calls)]
-    return Reply(content=answer.content, tool_calls=calls)  # type: ignore[arg-type]
+    return Reply(content=answer.content, tool_calls=calls)
 
 
 def messages_of(request: dict[str, Any]) -> list[Message]:

@@ -29,7 +29,7 @@ SETTINGS = settings(deadline=None, max_examples=150, suppress_health_check=[Heal
 line_breaks = st.sampled_from([b"\n", b"\r\n", b"\r"])
 # Any text but CR (a line break in SSE) and surrogates (not encodable); LF splits data lines.
 payload_text = st.text(
-    st.characters(blacklist_categories=("Cs",), blacklist_characters="\r"), max_size=40
+    st.characters(blacklist_categories=["Cs"], blacklist_characters="\r"), max_size=40
 )
 noise_lines = st.sampled_from([b": keep-alive", b":", b"event: message", b"id: 7", b"retry: 100"])
 
@@ -98,7 +98,7 @@ def test_any_bytes_parse_the_same_in_one_piece_or_in_many(data: bytes, cuts: lis
 
 
 error_texts = st.text(
-    st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\n"),
+    st.characters(blacklist_categories=["Cs"], blacklist_characters="\r\n"),
     min_size=1,
     max_size=20,
 )
@@ -140,7 +140,7 @@ def test_error_events_are_found_wherever_the_bytes_are_cut(
 
 # --- whole OpenAI streams through OpenAIChatModel.stream -------------------------------------
 
-texts = st.text(st.characters(blacklist_categories=("Cs",)), max_size=30)
+texts = st.text(st.characters(blacklist_categories=["Cs"]), max_size=30)
 names = st.from_regex(r"[a-z][a-z0-9_]{0,8}", fullmatch=True)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import given, settings
@@ -13,6 +14,8 @@ from agentkit import (
     Message,
     Role,
     StreamEOF,
+    StreamReader,
+    StreamWriter,
     concat_message_stream,
     pipe,
     stream_from_iterator,
@@ -20,10 +23,15 @@ from agentkit import (
 )
 
 
+def int_pipe(capacity: int = 0) -> tuple[StreamReader[int | None], StreamWriter[int | None]]:
+    """A pipe of ints (``None`` is the chunk sent along with an error)."""
+    return pipe(capacity)
+
+
 @given(st.lists(st.integers(), max_size=50), st.integers(0, 4))
 @settings(deadline=None, max_examples=50)
 def test_pipe_preserves_order_across_threads(items: list[int], capacity: int) -> None:
-    reader, writer = pipe(capacity)
+    reader, writer = int_pipe(capacity)
 
     def produce() -> None:
         for item in items:
@@ -37,7 +45,7 @@ def test_pipe_preserves_order_across_threads(items: list[int], capacity: int) ->
 
 
 def test_recv_raises_eof_at_the_end_and_keeps_raising() -> None:
-    reader, writer = pipe()
+    reader, writer = int_pipe()
     writer.send(1)
     writer.close()
     writer.close()  # idempotent
@@ -49,7 +57,7 @@ def test_recv_raises_eof_at_the_end_and_keeps_raising() -> None:
 
 
 def test_error_is_raised_once_then_stream_is_over() -> None:
-    reader, writer = pipe()
+    reader, writer = int_pipe()
     writer.send(1)
     writer.send(None, error=ValueError("boom"))
     assert reader.recv() == 1
@@ -60,14 +68,14 @@ def test_error_is_raised_once_then_stream_is_over() -> None:
 
 
 def test_send_returns_false_once_reader_closed() -> None:
-    reader, writer = pipe()
+    reader, writer = int_pipe()
     assert writer.send(1)
     reader.close()
     assert writer.send(2) is False
 
 
 def test_bounded_pipe_blocks_the_writer_until_the_reader_takes() -> None:
-    reader, writer = pipe(capacity=2)
+    reader, writer = int_pipe(capacity=2)
     sent: list[int] = []
     third_sent = threading.Event()
 
@@ -91,7 +99,7 @@ def test_bounded_pipe_blocks_the_writer_until_the_reader_takes() -> None:
 
 
 def test_closing_the_reader_releases_a_blocked_writer() -> None:
-    reader, writer = pipe(capacity=1)
+    reader, writer = int_pipe(capacity=1)
     writer.send(0)
     results: list[bool] = []
     thread = threading.Thread(target=lambda: results.append(writer.send(1)))
@@ -128,7 +136,7 @@ def test_reading_the_original_after_copy_raises() -> None:
 def test_copy_of_a_copy_shares_one_buffer_and_one_read_of_the_source() -> None:
     pulled: list[int] = []
 
-    def generate():  # type: ignore[no-untyped-def]
+    def generate() -> Iterator[int]:
         for item in range(3):
             pulled.append(item)
             yield item
@@ -141,7 +149,7 @@ def test_copy_of_a_copy_shares_one_buffer_and_one_read_of_the_source() -> None:
 
 
 def test_copies_see_the_error_too() -> None:
-    reader, writer = pipe()
+    reader, writer = int_pipe()
     writer.send(1)
     writer.send(None, error=KeyError("k"))
     a, b = reader.copy(2)
@@ -162,7 +170,7 @@ def test_closing_all_copies_closes_the_source() -> None:
 
 
 def test_stream_from_iterator_is_lazy_and_propagates_errors() -> None:
-    def generate():  # type: ignore[no-untyped-def]
+    def generate() -> Iterator[int]:
         yield 1
         raise RuntimeError("late")
 
@@ -189,7 +197,7 @@ def test_concat_of_empty_stream_names_the_problem() -> None:
 def test_a_dropped_reader_releases_a_blocked_writer() -> None:
     import gc
 
-    reader, writer = pipe(capacity=1)
+    reader, writer = int_pipe(capacity=1)
     writer.send(0)
     results: list[bool] = []
     blocked = threading.Thread(target=lambda: results.append(writer.send(1)))
@@ -206,7 +214,7 @@ def test_close_from_another_thread_while_a_generator_runs_is_deferred_to_the_rea
     aborted = threading.Event()
     closed: list[str] = []
 
-    def produce():  # type: ignore[no-untyped-def]
+    def produce() -> Iterator[int]:
         try:
             yield 1
             inside.set()
@@ -249,7 +257,7 @@ def test_close_while_idle_closes_the_generator_at_once_and_runs_on_close() -> No
     closed: list[str] = []
     ended: list[bool] = []
 
-    def produce():  # type: ignore[no-untyped-def]
+    def produce() -> Iterator[int]:
         try:
             yield 1
             yield 2
@@ -268,7 +276,7 @@ def test_an_error_raised_by_an_aborted_read_reaches_the_reader() -> None:
     inside = threading.Event()
     release = threading.Event()
 
-    def produce():  # type: ignore[no-untyped-def]
+    def produce() -> Iterator[int]:
         yield 1
         inside.set()
         assert release.wait(30)

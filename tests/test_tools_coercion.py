@@ -160,7 +160,7 @@ def test_ambiguous_or_wrong_values_are_still_refused(
     ],
 )
 def test_strict_tools_take_only_the_json_kind_the_schema_names(
-    kind: type, value: str, message: str
+    kind: type[int] | type[float] | type[bool], value: str, message: str
 ) -> None:
     assert refusal(STRICT[kind], value) == f"probe: {message}"
 

@@ -14,7 +14,6 @@ import typing
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Annotated, Any, Literal, NewType, Optional, Union
 
-import _future_annotated_tools as future_tools
 import attrs
 import pytest
 from hypothesis import given, settings
@@ -32,6 +31,7 @@ from agentkit.tools import (
     as_tool,
     tool,
 )
+from tests import _future_annotated_tools as future_tools
 
 
 class Color(enum.Enum):
@@ -109,7 +109,8 @@ def schema_of(annotation: Any, **extra: Any) -> dict[str, Any]:
         return x
 
     probe.__annotations__ = {"x": annotation}
-    return tool(probe).info().parameters["properties"]["x"]
+    schema: dict[str, Any] = tool(probe).info().parameters["properties"]["x"]
+    return schema
 
 
 def echo_tool(annotation: Any, *, strict: bool = False) -> FunctionTool[Any, Any]:
@@ -333,7 +334,7 @@ def test_var_keyword_parameter_is_left_out_and_receives_nothing() -> None:
 
 def test_positional_only_parameters_are_passed_positionally_with_defaults() -> None:
     def power(base: int, exponent: int = 2, /, *, offset: int = 0) -> int:
-        return base**exponent + offset
+        return int(base**exponent) + offset
 
     made = tool(power)
     assert made.info().parameters["required"] == ["base"]
@@ -371,7 +372,7 @@ def test_as_tool_refuses_other_objects_naming_them() -> None:
     with pytest.raises(TypeError, match=r"cannot make a tool of 42 \(int\).*info\(\)"):
         as_tool(42)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"got the class FunctionTool.*pass an instance"):
-        as_tool(FunctionTool)  # type: ignore[arg-type]
+        as_tool(FunctionTool)
 
 
 # --- schema inference ----------------------------------------------------------------------------

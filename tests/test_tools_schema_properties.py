@@ -20,6 +20,7 @@ import itertools
 import json
 import keyword
 import math
+from types import GenericAlias
 from typing import Any, Literal, Optional, Union
 
 import attrs
@@ -257,26 +258,26 @@ def attrs_class_specs(draw: st.DrawFn, children: st.SearchStrategy[Spec]) -> Spe
 def extend(children: st.SearchStrategy[Spec]) -> st.SearchStrategy[Spec]:
     hashable = children.filter(lambda spec: spec.hashable)
     return st.one_of(
-        children.map(lambda s: Spec(list[s.annotation], st.lists(s.values, max_size=3))),
+        children.map(lambda s: Spec(GenericAlias(list, (s.annotation,)), st.lists(s.values, max_size=3))),
         children.map(
-            lambda s: Spec(tuple[s.annotation, ...], st.lists(s.values, max_size=3).map(tuple))
+            lambda s: Spec(GenericAlias(tuple, (s.annotation, ...)), st.lists(s.values, max_size=3).map(tuple))
         ),
         st.tuples(children, children).map(
             lambda pair: Spec(
-                tuple[pair[0].annotation, pair[1].annotation],
+                GenericAlias(tuple, (pair[0].annotation, pair[1].annotation)),
                 st.tuples(pair[0].values, pair[1].values),
                 hashable=pair[0].hashable and pair[1].hashable,
             )
         ),
-        hashable.map(lambda s: Spec(set[s.annotation], st.sets(s.values, max_size=3))),
+        hashable.map(lambda s: Spec(GenericAlias(set, (s.annotation,)), st.sets(s.values, max_size=3))),
         hashable.map(
             lambda s: Spec(
-                frozenset[s.annotation], st.frozensets(s.values, max_size=3), hashable=True
+                GenericAlias(frozenset, (s.annotation,)), st.frozensets(s.values, max_size=3), hashable=True
             )
         ),
         children.map(
             lambda s: Spec(
-                dict[str, s.annotation], st.dictionaries(st.text(max_size=4), s.values, max_size=3)
+                GenericAlias(dict, (str, s.annotation)), st.dictionaries(st.text(max_size=4), s.values, max_size=3)
             )
         ),
         children.map(

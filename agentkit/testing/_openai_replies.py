@@ -20,6 +20,11 @@ import attrs
 from agentkit.schema import TokenUsage, ToolCall
 
 
+def _tool_call_list(calls: Iterable[ToolCall]) -> list[ToolCall]:
+    """Copy the tool calls given to a :class:`Reply` into a list (a typed ``list`` converter)."""
+    return list(calls)
+
+
 @attrs.define
 class Reply:
     """What :class:`FakeOpenAIServer` answers to one request.
@@ -51,7 +56,7 @@ class Reply:
     """
 
     content: str = ""
-    tool_calls: list[ToolCall] = attrs.field(factory=list, converter=list)
+    tool_calls: list[ToolCall] = attrs.field(factory=list, converter=_tool_call_list)
     finish_reason: str | None = None
     usage: TokenUsage | None = None
     reasoning_content: str = ""

@@ -91,13 +91,6 @@ def _make_converter(strict: cattrs.Converter | None) -> cattrs.Converter:
     happily turn a string into a list of characters.
     """
     import cattrs
-    from cattrs.cols import (
-        homogenous_tuple_structure_factory,
-        list_structure_factory,
-        mapping_structure_factory,
-    )
-    from cattrs.errors import IterableValidationError, IterableValidationNote
-    from cattrs.gen import make_dict_structure_fn
 
     converter = cattrs.Converter(detailed_validation=True, forbid_extra_keys=False)
     lax = strict is not None
@@ -108,150 +101,182 @@ def _make_converter(strict: cattrs.Converter | None) -> cattrs.Converter:
     converter.register_structure_hook(NoneType, structure_none)
     converter.register_structure_hook_func(is_enum, structure_enum)
 
-    def literal_hook(tp: Any) -> Hook:
-        choices = typing.get_args(tp)
-        expected = describe(tp)
-
-        def structure_literal(value: Any, _: Any) -> Any:
-            for choice in choices:
-                if same_json(choice, value):
-                    return choice
-            raise Invalid(expected, value)
-
-        return structure_literal
-
     def union_hook(tp: Any, converter: cattrs.Converter) -> Hook:
-        members = union_members(tp)
-        # A float stays a float when the union has a float member: 3.0 is not taken as the
-        # int 3 in `int | float` (the int member comes first).
-        has_float = float in members
-        handlers = [
-            (member, converter.get_structure_hook(member), union_rank(member) == STRUCTURED)
-            for member in members
-        ]
-        expected = describe(tp)
-
-        def structure_union(value: Any, _: Any) -> Any:
-            nested: list[Exception] = []
-            best: Any = MISSING
-            best_score = (-1, 0)
-            for member, handler, structured in handlers:
-                if best is not MISSING and not structured:
-                    break
-                if member is int and has_float and type(value) is float:
-                    continue
-                try:
-                    result = handler(value, member)
-                except Invalid:
-                    continue  # wrong JSON kind for this member
-                except Exception as exc:
-                    nested.append(exc)
-                    continue
-                if not structured:
-                    return result
-                score = _match_score(member, value)
-                if score > best_score:
-                    best, best_score = result, score
-            if best is not MISSING:
-                return best
-            if len(nested) == 1:
-                # Only one member took this kind of value: its detailed error says the most.
-                raise nested[0]
-            raise Invalid(expected, value)
-
-        if strict is None:
-            return structure_union
-        as_it_is = strict.get_structure_hook(tp)
-
-        def structure_lax_union(value: Any, cl: Any) -> Any:
-            try:
-                return as_it_is(value, cl)
-            except Exception:
-                return structure_union(value, cl)
-
-        return structure_lax_union
-
-    def array_hook(tp: Any, converter: cattrs.Converter) -> Hook:
-        fixed = fixed_tuple_args(tp)
-        if fixed is not None:
-            return fixed_tuple_hook(fixed, converter)
-        origin = typing.get_origin(tp) or tp
-        args = typing.get_args(tp)
-        item_type = args[0] if args else Any
-        inner: Hook
-        if origin is tuple:
-            inner = homogenous_tuple_structure_factory(_alias(tuple, item_type, ...), converter)
-        elif origin in SETS:
-            as_list = list_structure_factory(_alias(list, item_type), converter)
-            make = set if origin in (set, collections.abc.MutableSet) else frozenset
-
-            def inner(value: Any, _: Any) -> Any:
-                return make(as_list(value, list))
-
-        else:
-            inner = list_structure_factory(_alias(list, item_type), converter)
-
-        def structure_array(value: Any, cl: Any) -> Any:
-            if type(value) is not list:
-                raise Invalid("an array", value)
-            return inner(value, cl)
-
-        return structure_array
-
-    def fixed_tuple_hook(item_types: tuple[Any, ...], converter: cattrs.Converter) -> Hook:
-        handlers = [(item, converter.get_structure_hook(item)) for item in item_types]
-        size = len(handlers)
-        expected = f"an array of {size} items"
-
-        def structure_tuple(value: Any, _: Any) -> Any:
-            if type(value) is not list or len(value) != size:
-                raise Invalid(expected, value)
-            result = []
-            errors: list[Exception] = []
-            for index, ((item_type, handler), item) in enumerate(zip(handlers, value, strict=True)):
-                try:
-                    result.append(handler(item, item_type))
-                except Exception as exc:
-                    note = IterableValidationNote(
-                        f"Structuring tuple @ index {index}", index, item_type
-                    )
-                    exc.__dict__.setdefault("__notes__", []).append(note)
-                    errors.append(exc)
-            if errors:
-                raise IterableValidationError("While structuring a tuple", errors, tuple)
-            return tuple(result)
-
-        return structure_tuple
-
-    def mapping_hook(tp: Any, converter: cattrs.Converter) -> Hook:
-        args = typing.get_args(tp)
-        value_type = args[1] if len(args) == 2 else Any
-        inner: Hook = mapping_structure_factory(_alias(dict, str, value_type), converter)
-
-        def structure_mapping(value: Any, cl: Any) -> Any:
-            if type(value) is not dict:
-                raise Invalid("an object", value)
-            return inner(value, cl)
-
-        return structure_mapping
-
-    def attrs_hook(tp: Any, converter: cattrs.Converter) -> Hook:
-        inner = make_dict_structure_fn(tp, converter)
-
-        def structure_attrs(value: Any, cl: Any) -> Any:
-            if type(value) is not dict:
-                raise Invalid("an object", value)
-            return inner(value, cl)
-
-        return structure_attrs
+        return _union_hook(tp, converter, strict)
 
     # Factories registered later take precedence over cattrs' own.
-    converter.register_structure_hook_factory(is_literal, literal_hook)
+    converter.register_structure_hook_factory(is_literal, _literal_hook)
     converter.register_structure_hook_factory(is_union, union_hook)
-    converter.register_structure_hook_factory(is_array, array_hook)
-    converter.register_structure_hook_factory(is_mapping, mapping_hook)
-    converter.register_structure_hook_factory(is_attrs, attrs_hook)
+    converter.register_structure_hook_factory(is_array, _array_hook)
+    converter.register_structure_hook_factory(is_mapping, _mapping_hook)
+    converter.register_structure_hook_factory(is_attrs, _attrs_hook)
     return converter
+
+
+def _literal_hook(tp: Any) -> Hook:
+    """The hook for ``Literal[...]``: the choice equal to the value as JSON (``1`` is not
+    ``True``)."""
+    choices = typing.get_args(tp)
+    expected = describe(tp)
+
+    def structure_literal(value: Any, _: Any) -> Any:
+        for choice in choices:
+            if same_json(choice, value):
+                return choice
+        raise Invalid(expected, value)
+
+    return structure_literal
+
+
+def _union_hook(tp: Any, converter: cattrs.Converter, strict: cattrs.Converter | None) -> Hook:
+    """The hook for a union; in the lax converter it tries the strict converter's first."""
+    structure_union = _union_members_hook(tp, converter)
+    if strict is None:
+        return structure_union
+    as_it_is = strict.get_structure_hook(tp)
+
+    def structure_lax_union(value: Any, cl: Any) -> Any:
+        try:
+            return as_it_is(value, cl)
+        except Exception:
+            return structure_union(value, cl)
+
+    return structure_lax_union
+
+
+def _union_members_hook(tp: Any, converter: cattrs.Converter) -> Hook:
+    """Try a union's members in rank order: the first scalar member that takes the value
+    wins; among structured members (attrs classes), the one the JSON object fits best."""
+    members = union_members(tp)
+    # A float stays a float when the union has a float member: 3.0 is not taken as the
+    # int 3 in `int | float` (the int member comes first).
+    has_float = float in members
+    handlers = [
+        (member, converter.get_structure_hook(member), union_rank(member) == STRUCTURED)
+        for member in members
+    ]
+    expected = describe(tp)
+
+    def structure_union(value: Any, _: Any) -> Any:
+        nested: list[Exception] = []
+        best: Any = MISSING
+        best_score = (-1, 0)
+        for member, handler, structured in handlers:
+            if best is not MISSING and not structured:
+                break
+            if member is int and has_float and type(value) is float:
+                continue
+            try:
+                result = handler(value, member)
+            except Invalid:
+                continue  # wrong JSON kind for this member
+            except Exception as exc:
+                nested.append(exc)
+                continue
+            if not structured:
+                return result
+            score = _match_score(member, value)
+            if score > best_score:
+                best, best_score = result, score
+        if best is not MISSING:
+            return best
+        if len(nested) == 1:
+            # Only one member took this kind of value: its detailed error says the most.
+            raise nested[0]
+        raise Invalid(expected, value)
+
+    return structure_union
+
+
+def _array_hook(tp: Any, converter: cattrs.Converter) -> Hook:
+    """The hook for lists, sets, sequences and tuples: a JSON array, then cattrs' own hook."""
+    from cattrs.cols import homogenous_tuple_structure_factory, list_structure_factory
+
+    fixed = fixed_tuple_args(tp)
+    if fixed is not None:
+        return _fixed_tuple_hook(fixed, converter)
+    origin = typing.get_origin(tp) or tp
+    args = typing.get_args(tp)
+    item_type = args[0] if args else Any
+    inner: Hook
+    if origin is tuple:
+        inner = homogenous_tuple_structure_factory(_alias(tuple, item_type, ...), converter)
+    elif origin in SETS:
+        as_list = list_structure_factory(_alias(list, item_type), converter)
+        make = set if origin in (set, collections.abc.MutableSet) else frozenset
+
+        def inner(value: Any, _: Any) -> Any:
+            return make(as_list(value, list))
+
+    else:
+        inner = list_structure_factory(_alias(list, item_type), converter)
+
+    def structure_array(value: Any, cl: Any) -> Any:
+        if type(value) is not list:
+            raise Invalid("an array", value)
+        return inner(value, cl)
+
+    return structure_array
+
+
+def _fixed_tuple_hook(item_types: tuple[Any, ...], converter: cattrs.Converter) -> Hook:
+    """The hook for ``tuple[X, Y]``: an array of exactly that many items, each converted;
+    the errors of all items are reported together, as cattrs does for lists."""
+    from cattrs.errors import IterableValidationError, IterableValidationNote
+
+    handlers = [(item, converter.get_structure_hook(item)) for item in item_types]
+    size = len(handlers)
+    expected = f"an array of {size} items"
+
+    def structure_tuple(value: Any, _: Any) -> Any:
+        if type(value) is not list or len(value) != size:
+            raise Invalid(expected, value)
+        result = []
+        errors: list[Exception] = []
+        for index, ((item_type, handler), item) in enumerate(zip(handlers, value, strict=True)):
+            try:
+                result.append(handler(item, item_type))
+            except Exception as exc:
+                note = IterableValidationNote(
+                    f"Structuring tuple @ index {index}", index, item_type
+                )
+                exc.__dict__.setdefault("__notes__", []).append(note)
+                errors.append(exc)
+        if errors:
+            raise IterableValidationError("While structuring a tuple", errors, tuple)
+        return tuple(result)
+
+    return structure_tuple
+
+
+def _mapping_hook(tp: Any, converter: cattrs.Converter) -> Hook:
+    """The hook for dicts and mappings: a JSON object, then cattrs' own hook."""
+    from cattrs.cols import mapping_structure_factory
+
+    args = typing.get_args(tp)
+    value_type = args[1] if len(args) == 2 else Any
+    inner: Hook = mapping_structure_factory(_alias(dict, str, value_type), converter)
+
+    def structure_mapping(value: Any, cl: Any) -> Any:
+        if type(value) is not dict:
+            raise Invalid("an object", value)
+        return inner(value, cl)
+
+    return structure_mapping
+
+
+def _attrs_hook(tp: Any, converter: cattrs.Converter) -> Hook:
+    """The hook for attrs classes: a JSON object, then cattrs' generated hook."""
+    from cattrs.gen import make_dict_structure_fn
+
+    inner = make_dict_structure_fn(tp, converter)
+
+    def structure_attrs(value: Any, cl: Any) -> Any:
+        if type(value) is not dict:
+            raise Invalid("an object", value)
+        return inner(value, cl)
+
+    return structure_attrs
 
 
 def _alias(origin: type, *args: Any) -> Any:

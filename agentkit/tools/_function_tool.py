@@ -84,6 +84,8 @@ class FunctionTool(Generic[P, R]):
     """
 
     __wrapped__: Callable[P, R]
+    __name__: str
+    __qualname__: str
 
     def __init__(
         self,

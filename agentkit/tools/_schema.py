@@ -128,86 +128,122 @@ def schema_of(
     tp: Any, localns: Mapping[str, Any] | None, seen: tuple[type, ...]
 ) -> dict[str, Any]:
     """Return a fresh JSON Schema for ``tp``; raise :class:`Unsupported` when it has none."""
-    origin = typing.get_origin(tp)
-    args = typing.get_args(tp)
-    if origin is typing.Annotated:
-        schema = schema_of(args[0], localns, seen)
-        text = next((meta for meta in tp.__metadata__ if isinstance(meta, str)), None)
-        if text:
-            schema["description"] = text
-        return schema
-    if tp is Any:
-        return {}
-    if tp is None or tp is NoneType:
-        return {"type": "null"}
+    if typing.get_origin(tp) is typing.Annotated:
+        return _annotated_schema(tp, localns, seen)
+    simple = _simple_schema(tp)
+    if simple is not None:
+        return simple
     supertype = getattr(tp, "__supertype__", None)
     if supertype is not None:  # typing.NewType
         return schema_of(supertype, localns, seen)
-    if is_class(tp) and tp in _SCALARS:
-        return {"type": _SCALARS[tp]}
-    if is_enum(tp):
-        values = [member.value for member in tp]
-        for value in values:
-            if not _is_json_scalar(value):
-                raise Unsupported(
-                    f"the value {value!r} of {tp.__qualname__} is not a JSON string, number, "
-                    "boolean or null"
-                )
-        return _enum_schema(values)
-    if origin is Literal:
-        for value in args:
-            if not _is_json_scalar(value):
-                raise Unsupported(
-                    f"the Literal value {value!r} is not a JSON string, number, boolean or null"
-                )
-        return _enum_schema(list(args))
-    if origin in (Union, types.UnionType):
-        return {"anyOf": [schema_of(member, localns, seen) for member in args]}
+    if is_enum(tp) or is_literal(tp):
+        return _choice_schema(tp)
+    if is_union(tp):
+        return {"anyOf": [schema_of(member, localns, seen) for member in typing.get_args(tp)]}
     if is_attrs(tp):
         return _attrs_schema(tp, localns, seen)
     if is_class(tp) and (dataclasses.is_dataclass(tp) or typing.is_typeddict(tp)):
         return _record_schema(tp, localns, seen)
     if is_array(tp):
-        fixed = fixed_tuple_args(tp)
-        if fixed is not None:
-            items = [schema_of(item, localns, seen) for item in fixed]
-            # `items` for readers that ignore prefixItems: any of the element schemas
-            # ({} when one of them is already anything).
-            any_item: dict[str, Any] = {}
-            unique = [item for i, item in enumerate(items) if item not in items[:i]]
-            if len(unique) == 1:
-                any_item = copy.deepcopy(unique[0])
-            elif all(unique):
-                any_item = {"anyOf": copy.deepcopy(unique)}
-            return {
-                "type": "array",
-                "prefixItems": items,
-                "items": any_item,
-                "minItems": len(items),
-                "maxItems": len(items),
-            }
-        item_type = args[0] if args else Any
-        schema = {"type": "array", "items": schema_of(item_type, localns, seen)}
-        if _bare(tp) in SETS:
-            if not _is_hashable(item_type):
-                raise Unsupported(f"set items must be hashable and {type_name(item_type)} is not")
-            schema["uniqueItems"] = True
-        return schema
+        return _array_schema(tp, localns, seen)
     if is_mapping(tp):
-        if args and strip_annotated(args[0]) not in (str, Any):
-            raise Unsupported(
-                f"dictionary keys must be str (JSON object keys are strings), not "
-                f"{type_name(args[0])}"
-            )
-        value_type = args[1] if len(args) == 2 else Any
-        schema = {"type": "object"}
-        if strip_annotated(value_type) is not Any:
-            schema["additionalProperties"] = schema_of(value_type, localns, seen)
-        return schema
+        return _mapping_schema(tp, localns, seen)
     hint = ""
     if is_class(tp) and tp.__module__ != "builtins":
         hint = " (a class must be an attrs class, a dataclass, a TypedDict or an Enum)"
     raise Unsupported(f"{type_name(tp)} has no JSON form{hint}")
+
+
+def _annotated_schema(
+    tp: Any, localns: Mapping[str, Any] | None, seen: tuple[type, ...]
+) -> dict[str, Any]:
+    """The schema of ``Annotated[X, ...]``: X's, described by the first string metadata."""
+    schema = schema_of(typing.get_args(tp)[0], localns, seen)
+    text = next((meta for meta in tp.__metadata__ if isinstance(meta, str)), None)
+    if text:
+        schema["description"] = text
+    return schema
+
+
+def _simple_schema(tp: Any) -> dict[str, Any] | None:
+    """The schema of ``Any``, ``None`` and the JSON scalars; ``None`` for any other type."""
+    if tp is Any:
+        return {}
+    if tp is None or tp is NoneType:
+        return {"type": "null"}
+    if is_class(tp) and tp in _SCALARS:
+        return {"type": _SCALARS[tp]}
+    return None
+
+
+def _choice_schema(tp: Any) -> dict[str, Any]:
+    """The schema of an Enum or a ``Literal``: one of its values, each a JSON scalar."""
+    values = [member.value for member in tp] if is_enum(tp) else list(typing.get_args(tp))
+    for value in values:
+        if not _is_json_scalar(value):
+            where = (
+                f"the value {value!r} of {tp.__qualname__}"
+                if is_enum(tp)
+                else f"the Literal value {value!r}"
+            )
+            raise Unsupported(f"{where} is not a JSON string, number, boolean or null")
+    return _enum_schema(values)
+
+
+def _array_schema(
+    tp: Any, localns: Mapping[str, Any] | None, seen: tuple[type, ...]
+) -> dict[str, Any]:
+    """The schema of a list, set, sequence or tuple (fixed-length tuples list each item)."""
+    fixed = fixed_tuple_args(tp)
+    if fixed is not None:
+        return _fixed_tuple_schema(fixed, localns, seen)
+    args = typing.get_args(tp)
+    item_type = args[0] if args else Any
+    schema: dict[str, Any] = {"type": "array", "items": schema_of(item_type, localns, seen)}
+    if _bare(tp) in SETS:
+        if not _is_hashable(item_type):
+            raise Unsupported(f"set items must be hashable and {type_name(item_type)} is not")
+        schema["uniqueItems"] = True
+    return schema
+
+
+def _fixed_tuple_schema(
+    fixed: tuple[Any, ...], localns: Mapping[str, Any] | None, seen: tuple[type, ...]
+) -> dict[str, Any]:
+    """The schema of ``tuple[X, Y]``: an array of exactly those items, in that order."""
+    items = [schema_of(item, localns, seen) for item in fixed]
+    # `items` for readers that ignore prefixItems: any of the element schemas
+    # ({} when one of them is already anything).
+    any_item: dict[str, Any] = {}
+    unique = [item for i, item in enumerate(items) if item not in items[:i]]
+    if len(unique) == 1:
+        any_item = copy.deepcopy(unique[0])
+    elif all(unique):
+        any_item = {"anyOf": copy.deepcopy(unique)}
+    return {
+        "type": "array",
+        "prefixItems": items,
+        "items": any_item,
+        "minItems": len(items),
+        "maxItems": len(items),
+    }
+
+
+def _mapping_schema(
+    tp: Any, localns: Mapping[str, Any] | None, seen: tuple[type, ...]
+) -> dict[str, Any]:
+    """The schema of a dict or mapping with str keys: an object of any properties."""
+    args = typing.get_args(tp)
+    if args and strip_annotated(args[0]) not in (str, Any):
+        raise Unsupported(
+            f"dictionary keys must be str (JSON object keys are strings), not "
+            f"{type_name(args[0])}"
+        )
+    value_type = args[1] if len(args) == 2 else Any
+    schema: dict[str, Any] = {"type": "object"}
+    if strip_annotated(value_type) is not Any:
+        schema["additionalProperties"] = schema_of(value_type, localns, seen)
+    return schema
 
 
 def describe_property(schema: dict[str, Any], tp: Any, doc: str | None) -> None:

@@ -102,6 +102,18 @@ def create_app(runs: Runs | None = None, *, idle_timeout: float = IDLE_TIMEOUT) 
     app = Flask(__name__)
     backend = runs if runs is not None else default_runs()
     app.extensions["agentkit_runs"] = backend
+    _add_error_handlers(app)
+
+    @app.get("/")
+    def index() -> Response:
+        return Response(PAGE.read_text(encoding="utf-8"), mimetype="text/html")
+
+    _add_run_routes(app, backend, idle_timeout)
+    return app
+
+
+def _add_error_handlers(app: Flask) -> None:
+    """Answer API errors, and any error under ``/api/``, with JSON ``{"error": ...}``."""
 
     @app.errorhandler(ApiError)
     def api_error(error: ApiError) -> tuple[Response, int]:
@@ -118,19 +130,13 @@ def create_app(runs: Runs | None = None, *, idle_timeout: float = IDLE_TIMEOUT) 
         app.logger.exception("unexpected error in %s %s", request.method, request.path)
         return jsonify(error="internal error; the server log has the details"), 500
 
-    @app.get("/")
-    def index() -> Response:
-        return Response(PAGE.read_text(encoding="utf-8"), mimetype="text/html")
+
+def _add_run_routes(app: Flask, backend: Runs, idle_timeout: float) -> None:
+    """The ``/api/runs`` routes: start, watch, resume and cancel runs of ``backend``."""
 
     @app.post("/api/runs")
     def start_run() -> Response:
-        body = _json_body()
-        message = body.get("message")
-        if not isinstance(message, str) or not message.strip():
-            raise ApiError(400, 'send {"message": "..."} with a non-empty text message')
-        if len(message) > MAX_MESSAGE:
-            raise ApiError(400, f"the message is too long (at most {MAX_MESSAGE} characters)")
-        run_id = backend.submit(AGENT_NAME, message.strip())
+        run_id = backend.submit(AGENT_NAME, _message_of(_json_body()))
         return sse_response(
             backend.events(run_id, idle_timeout=idle_timeout), headers={"X-Run-Id": run_id}
         )
@@ -147,10 +153,7 @@ def create_app(runs: Runs | None = None, *, idle_timeout: float = IDLE_TIMEOUT) 
     @app.post("/api/runs/<run_id>/resume")
     def resume_run(run_id: str) -> Response:
         _known(run_id)
-        body = _json_body()
-        approve = body.get("approve")
-        if not isinstance(approve, bool):
-            raise ApiError(400, 'send {"approve": true} or {"approve": false}')
+        approve = _approval_of(_json_body())
         interrupts = backend.interrupts(run_id)
         if not interrupts:
             raise ApiError(409, f"run {run_id} is not waiting for an approval")
@@ -175,7 +178,23 @@ def create_app(runs: Runs | None = None, *, idle_timeout: float = IDLE_TIMEOUT) 
         if not known:
             raise ApiError(404, f"no run with id {run_id!r}; start one with POST /api/runs")
 
-    return app
+
+def _message_of(body: dict[str, Any]) -> str:
+    """The user's message of a start request, stripped; an :class:`ApiError` when unusable."""
+    message = body.get("message")
+    if not isinstance(message, str) or not message.strip():
+        raise ApiError(400, 'send {"message": "..."} with a non-empty text message')
+    if len(message) > MAX_MESSAGE:
+        raise ApiError(400, f"the message is too long (at most {MAX_MESSAGE} characters)")
+    return message.strip()
+
+
+def _approval_of(body: dict[str, Any]) -> bool:
+    """The ``approve`` flag of a resume request; an :class:`ApiError` when it is no boolean."""
+    approve = body.get("approve")
+    if not isinstance(approve, bool):
+        raise ApiError(400, 'send {"approve": true} or {"approve": false}')
+    return approve
 
 
 def _json_body() -> dict[str, Any]:

@@ -20,9 +20,12 @@ try:  # mcp 2.x
     from mcp.server.mcpserver import Context, Image, MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
 except ImportError:  # mcp 1.x
-    from mcp.server.fastmcp import Context, Image  # type: ignore[no-redef]
-    from mcp.server.fastmcp import FastMCP as MCPServer
-    from mcp.server.fastmcp.exceptions import ToolError  # type: ignore[no-redef]
+    # mcp 1.x names: the installed mcp 2.x type-checks the branch above.
+    from mcp.server.fastmcp import Context, Image  # type: ignore[attr-defined, no-redef]
+    from mcp.server.fastmcp import FastMCP as MCPServer  # type: ignore[attr-defined, no-redef]
+    from mcp.server.fastmcp.exceptions import (  # type: ignore[import-not-found, no-redef]
+        ToolError,
+    )
 
 server = MCPServer("toolbox", log_level="WARNING")
 
@@ -121,7 +124,7 @@ async def meet(count: int) -> str:
 
 
 @server.tool()
-def request_header(name: str, ctx: Context) -> str:  # type: ignore[type-arg]
+def request_header(name: str, ctx: Context) -> str:
     """The value of an HTTP request header ("" over stdio or when it is missing)."""
     headers = getattr(ctx, "headers", None)  # mcp 2.x
     if headers is None:  # mcp 1.x
@@ -138,7 +141,7 @@ def die() -> str:
 
 
 @server.tool()
-async def grow(name: str, ctx: Context) -> str:  # type: ignore[type-arg]
+async def grow(name: str, ctx: Context) -> str:
     """Add a tool called ``name`` and tell the client that the tool list changed."""
 
     def extra(value: str) -> str:
