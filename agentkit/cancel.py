@@ -16,9 +16,8 @@ from typing import Any
 
 from agentkit._persist import persisted
 from agentkit.errors import AgentCancelledError
-from agentkit.options import AgentRunOption, RunOptions, wrap_impl_specific_opt_fn
 
-__all__ = ["CancelHandle", "CancelMode", "with_cancel"]
+__all__ = ["CancelHandle", "CancelMode"]
 
 _log = logging.getLogger("agentkit")
 
@@ -110,17 +109,6 @@ class CancelHandle:
             self._scope = None
             self._took_effect = cancelled
         self._stopped.set()
-
-
-def with_cancel(handle: CancelHandle) -> AgentRunOption:
-    """Let ``handle`` cancel the run."""
-    if not isinstance(handle, CancelHandle):
-        raise TypeError(f"with_cancel() needs a CancelHandle (got {handle!r})")
-
-    def apply(options: RunOptions) -> None:
-        options.cancel_handle = handle
-
-    return wrap_impl_specific_opt_fn(RunOptions, apply)
 
 
 class RunScope:
