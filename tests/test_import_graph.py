@@ -10,12 +10,40 @@ import of a package's ``__init__`` by its submodules does not count.
 from __future__ import annotations
 
 import ast
+import fnmatch
 from collections.abc import Iterator
 from pathlib import Path
 
 import attrs
 
 ROOT = Path(__file__).resolve().parent.parent / "agentkit"
+
+# The layers of ARCHITECTURE.md, bottom to top: a module imports only from its own layer and
+# the ones below. Names are relative to ``agentkit`` ("." is the package itself); a pattern
+# also matches the private spelling of a module (``runctx`` matches ``_runctx``).
+LAYERS: list[tuple[str, list[str]]] = [
+    (
+        "Data and primitives",
+        ["errors", "_persist", "schema", "_html", "_stream_base", "streams", "iterators",
+         "_spawn", "cancel"],
+    ),
+    ("Core types", ["events", "options", "models.base", "conversation.trim"]),
+    ("Run context", ["runctx", "interrupt", "_points", "_observe", "_runlocals", "callbacks"]),
+    ("Workers", ["worker", "results", "display"]),
+    ("Tools", ["tools", "tools.*"]),
+    ("Models", ["models", "models.*"]),
+    ("Agents", ["agents", "agents.*", "middleware"]),
+    (
+        "Runner",
+        ["runner", "_runner_sink", "_checkpoints", "_runlog", "compaction", "checkpoint",
+         "checkpoint.*", "conversation", "conversation.*"],
+    ),
+    (
+        "Patterns and edges",
+        [".", "prebuilt", "prebuilt.*", "mcp", "mcp.*", "integrations", "integrations.*",
+         "testing", "testing.*", "conversation.conformance"],
+    ),
+]
 
 
 @attrs.frozen
@@ -122,6 +150,42 @@ def test_agentkit_has_no_import_cycle() -> None:
     graph = import_graph(load_modules())
     cycle = find_cycle(graph)
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def layer_of(module: str) -> int | None:
+    """The index in :data:`LAYERS` of ``module`` (exact names before patterns)."""
+    short = module.removeprefix("agentkit.") if module != "agentkit" else "."
+    parts = short.split(".")
+    public = ".".join([*parts[:-1], parts[-1].lstrip("_") or parts[-1]])
+    for exact in (True, False):
+        for index, (_, patterns) in enumerate(LAYERS):
+            for pattern in patterns:
+                if exact and pattern in (short, public):
+                    return index
+                if not exact and (fnmatch.fnmatch(short, pattern)):
+                    return index
+    return None
+
+
+def test_imports_flow_downward_through_the_layers() -> None:
+    graph = import_graph(load_modules())
+    unplaced = sorted(module for module in graph if layer_of(module) is None)
+    assert not unplaced, (
+        f"modules in no layer: {unplaced}; add each to the layers table in ARCHITECTURE.md "
+        "and to LAYERS in this test"
+    )
+    upward = []
+    for module, targets in sorted(graph.items()):
+        low = layer_of(module)
+        assert low is not None
+        for target in sorted(targets):
+            high = layer_of(target)
+            assert high is not None
+            if high > low:
+                upward.append(
+                    f"{module} ({LAYERS[low][0]}) imports {target} ({LAYERS[high][0]})"
+                )
+    assert not upward, "imports that go up a layer:\n" + "\n".join(upward)
 
 
 def test_the_graph_sees_type_checking_and_function_local_imports(tmp_path: Path) -> None:
