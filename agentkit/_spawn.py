@@ -40,8 +40,8 @@ class RunEndedError(AgentKitError, RuntimeError):
 def run_in_copy(fn: Callable[..., T], *args: object) -> T:
     """Run ``fn(*args)`` in this thread, in a copy of the current context.
 
-    What ``fn`` sets in context variables stays in the copy, as it would in spawned work; the
-    inline branch of a Parallel uses it so that it and its spawned siblings see the same.
+    What ``fn`` sets in context variables stays in the copy, as it would in spawned work: the
+    branch of a Parallel that runs in the calling thread is isolated like its spawned siblings.
     """
     return contextvars.copy_context().run(fn, *args)
 
@@ -93,12 +93,6 @@ class RunPool:
         self._threads: set[threading.Thread] = set()  # the threads close() joins
         self._pending: dict[Future[Any], _Job] = {}  # spawned work not finished yet
         self._closed = False
-
-    @property
-    def threads(self) -> int:
-        """How many threads the pool owns now (busy or idle)."""
-        with self._lock:
-            return len(self._threads)
 
     def spawn(self, fn: Callable[..., T], *args: object, name: str) -> Future[T]:
         """Run ``fn(*args)`` on a thread named ``name``, in a copy of the caller's context.

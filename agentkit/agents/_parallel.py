@@ -200,10 +200,10 @@ class ParallelAgent(WorkflowBase):
         """Run ``branch(i)`` for every ``i`` of ``todo`` at once; return what escaped them.
 
         Branches run in lanes: at most ``max_workers`` lanes (one per branch without a
-        limit), each running branches one after another. The calling thread runs the first
-        lane itself, the others are spawned on the run's threads (``RunScope.spawn``, which
-        copies the context); all are joined before this returns, so no branch outlives the
-        Parallel. Failures are listed in the order of ``todo``.
+        limit), each running branches one after another, each branch in a copy of the
+        context. The calling thread runs the first lane itself, the others are spawned on the
+        run's threads (``RunScope.spawn``); all are joined before this returns, so no branch
+        outlives the Parallel. Failures are listed in the order of ``todo``.
         """
         if not todo:
             return []
@@ -216,7 +216,7 @@ class ParallelAgent(WorkflowBase):
             index: int | None = first
             while index is not None:
                 try:
-                    branch(index)
+                    run_in_copy(branch, index)  # each branch in a context of its own
                 except Exception as error:
                     failures[index] = error
                 with lock:
@@ -227,7 +227,7 @@ class ParallelAgent(WorkflowBase):
             for first in todo[1:lanes]
         ]
         try:
-            run_in_copy(lane, todo[0])
+            lane(todo[0])
         finally:
             escaped = [future.exception() for future in spawned]  # waits for every lane
         for error in escaped:
