@@ -26,7 +26,7 @@ from agentkit.agents.flow import (
 )
 from agentkit.agents.workflow import LoopAgent, ParallelAgent, SequentialAgent
 from agentkit.callbacks import RunInfo, UsageTracker, with_callbacks
-from agentkit.cancel import CancelHandle, CancelMode, with_cancel
+from agentkit.cancel import CancelHandle, CancelMode
 from agentkit.display import print_events
 from agentkit.errors import (
     AgentCancelledError,
@@ -97,6 +97,7 @@ from agentkit.models.scripted import ModelCall, ScriptedChatModel
 from agentkit.options import (
     AgentRunOption,
     get_impl_specific_options,
+    with_cancel,
     with_chat_model_options,
     with_checkpoint_id,
     with_conversation_id,

@@ -1,8 +1,11 @@
-"""Cancellation: :class:`CancelHandle`, :class:`CancelMode` and the per-run cancel scope.
+"""Cancellation: :class:`CancelHandle`, :class:`CancelMode` and the per-run scope.
 
 Cancellation is cooperative. A run checks for it at step boundaries: before each model call,
 before each tool call, between sub-agents. An immediate cancel also closes the run's open
 model streams, so a run blocked reading a slow response stops at once.
+
+:class:`RunScope` is also where work inside a run starts on another thread
+(:meth:`RunScope.spawn`), so that the run's end joins it.
 """
 
 from __future__ import annotations
@@ -11,16 +14,18 @@ import enum
 import logging
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from concurrent.futures import Future
+from typing import Any, Protocol, TypeVar
 
 from agentkit._persist import persisted
+from agentkit._spawn import RunPool
 from agentkit.errors import AgentCancelledError
-from agentkit.options import AgentRunOption, RunOptions, wrap_impl_specific_opt_fn
 
-__all__ = ["CancelHandle", "CancelMode", "with_cancel"]
+__all__ = ["CancelHandle", "CancelMode"]
 
 _log = logging.getLogger("agentkit")
+
+T = TypeVar("T")
 
 
 @persisted("agentkit.CancelMode")
@@ -112,31 +117,28 @@ class CancelHandle:
         self._stopped.set()
 
 
-def with_cancel(handle: CancelHandle) -> AgentRunOption:
-    """Let ``handle`` cancel the run."""
-    if not isinstance(handle, CancelHandle):
-        raise TypeError(f"with_cancel() needs a CancelHandle (got {handle!r})")
+class Closeable(Protocol):
+    """Something an immediate cancel closes (a model stream, a wait to wake)."""
 
-    def apply(options: RunOptions) -> None:
-        options.cancel_handle = handle
-
-    return wrap_impl_specific_opt_fn(RunOptions, apply)
+    def close(self) -> object:
+        """Stop at once; must not block and may be called from any thread."""
 
 
 class RunScope:
     """Per-run resources and cancel state (framework-internal).
 
-    Owns the run's tool-call thread pool (created on first use, shut down when the run
+    Owns the run's thread pool (:meth:`spawn`; created on first use, joined when the run
     ends) and the model streams open right now (closed by an immediate cancel).
     """
 
     __slots__ = (
         "_closeables",
-        "_executor",
+        "_ended",
+        "_escalating",
         "_handles",
         "_lock",
+        "_pool",
         "_stop",
-        "_timer",
         "escalated",
         "fired",
         "mode",
@@ -147,11 +149,12 @@ class RunScope:
         self.mode: CancelMode | None = None
         self.escalated = False
         self.fired = False  # a cancel actually stopped the run
-        self._closeables: set[Any] = set()
-        self._executor: ThreadPoolExecutor | None = None
-        self._timer: threading.Timer | None = None
+        self._closeables: set[Closeable] = set()
+        self._pool = RunPool()  # starts no thread until work is spawned
+        self._escalating = False  # a wait to escalate a safe-point cancel was spawned
         self._handles: list[CancelHandle] = []
         self._stop = threading.Event()  # set by an immediate cancel: wakes cancellable waits
+        self._ended = threading.Event()  # set by finish(): wakes the escalation wait
 
     # --- cancel state ---
 
@@ -166,10 +169,16 @@ class RunScope:
             if self.mode is CancelMode.IMMEDIATE:
                 return
             self.mode = mode
-            if mode is not CancelMode.IMMEDIATE and timeout is not None and self._timer is None:
-                self._timer = threading.Timer(timeout, self._escalate)
-                self._timer.daemon = True
-                self._timer.start()
+            if (
+                mode is not CancelMode.IMMEDIATE
+                and timeout is not None
+                and not self._escalating
+                and not self._ended.is_set()
+            ):
+                self._escalating = True
+                self._pool.spawn(
+                    self._escalate_after, timeout, name="agentkit-cancel-escalation"
+                )
             closeables = list(self._closeables) if mode is CancelMode.IMMEDIATE else []
         if mode is CancelMode.IMMEDIATE:
             self._stop.set()
@@ -178,6 +187,10 @@ class RunScope:
                 closeable.close()
             except Exception:  # a cancel never raises in the cancelling thread
                 _log.debug("closing %r on cancel failed", closeable, exc_info=True)
+
+    def _escalate_after(self, seconds: float) -> None:
+        if not self._ended.wait(seconds):
+            self._escalate()
 
     def _escalate(self) -> None:
         with self._lock:
@@ -218,7 +231,7 @@ class RunScope:
 
     # --- resources ---
 
-    def open(self, closeable: Any) -> None:
+    def open(self, closeable: Closeable) -> None:
         """Track an open stream so an immediate cancel can close it."""
         with self._lock:
             immediate = self.mode is CancelMode.IMMEDIATE
@@ -229,22 +242,32 @@ class RunScope:
             self.fired = True
             raise AgentCancelledError(CancelMode.IMMEDIATE, self.escalated)
 
-    def closed(self, closeable: Any) -> None:
+    def closed(self, closeable: Closeable) -> None:
         """Stop tracking a stream."""
         with self._lock:
             self._closeables.discard(closeable)
 
-    def submit(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """Run ``fn(*args)`` on the run's thread pool (the caller copies its context)."""
-        with self._lock:
-            if self._executor is None:
-                # Threads are created on demand, one per concurrently running call; the cap
-                # only guards against runaway fan-out.
-                self._executor = ThreadPoolExecutor(
-                    max_workers=256, thread_name_prefix="agentkit-tool"
-                )
-            executor = self._executor
-        return executor.submit(fn, *args)
+    def spawn(self, fn: Callable[..., T], *args: object, name: str) -> Future[T]:
+        """Run ``fn(*args)`` on a thread of the run, in a copy of the caller's context.
+
+        The one way code inside a run starts concurrent work: the thread is named ``name``
+        and sees the caller's run frame (session values, run path, this cancel scope); the
+        future carries the result or the exception back. The run's pool grows on demand, so
+        spawned work never waits for a free thread (work that waits for work it spawned
+        cannot deadlock), and :meth:`finish` joins every thread.
+
+        Raises:
+            RunEndedError: the run already ended.
+        """
+        return self._pool.spawn(fn, *args, name=name)
+
+    def release(self, future: Future[Any]) -> None:
+        """Let the run end without waiting for the spawned work behind ``future``.
+
+        For a tool call abandoned after its time limit: its thread ends on its own when the
+        call returns (see ``agentkit.agents._tool_timeout``).
+        """
+        self._pool.release(future)
 
     def attach(self, handle: CancelHandle) -> None:
         """Let ``handle`` cancel this run."""
@@ -252,15 +275,9 @@ class RunScope:
         handle._attach(self)
 
     def finish(self) -> None:
-        """Release the run's resources: join pool threads, stop the escalation timer."""
+        """Release the run's resources: stop the escalation wait, join the spawned threads."""
         with self._lock:
-            executor, self._executor = self._executor, None
-            timer, self._timer = self._timer, None
-        if timer is not None:
-            timer.cancel()
-            if timer is not threading.current_thread():
-                timer.join()
-        if executor is not None:
-            executor.shutdown(wait=True)
+            self._ended.set()
+        self._pool.close()
         for handle in self._handles:
             handle._run_ended(self.fired)

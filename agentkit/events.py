@@ -13,8 +13,17 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import attrs
 
+from agentkit._html import plain
 from agentkit._persist import persisted
-from agentkit.schema import FunctionCall, Message, Role, ToolCall, assistant_message, tool_message
+from agentkit.schema import (
+    FunctionCall,
+    Message,
+    Role,
+    ToolCall,
+    assistant_message,
+    message_html_lines,
+    tool_message,
+)
 from agentkit.streams import StreamReader, concat_message_stream
 
 if TYPE_CHECKING:
@@ -193,7 +202,7 @@ class InterruptInfo:
         """HTML for Jupyter: each root-cause interrupt point with its id."""
         from agentkit import _html
 
-        return _html.render(_html.interrupt_lines(self), "")
+        return _html.render(interrupt_html_lines(self), "")
 
 
 @persisted("agentkit.BreakLoopAction")
@@ -255,7 +264,7 @@ class AgentEvent:
         """HTML for Jupyter: the event's message, tool calls, actions and error."""
         from agentkit import _html
 
-        return _html.render(_html.event_lines(self), self.agent_name or "agent")
+        return _html.render(event_html_lines(self), self.agent_name or "agent")
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-safe dict: streams materialized, the error as type and message."""
@@ -444,3 +453,46 @@ def gen_transfer_messages(dest: str) -> tuple[Message, Message]:
         assistant_message("", [call]),
         tool_message(transfer_result_text(dest), call_id, TRANSFER_TO_AGENT_TOOL_NAME),
     )
+
+
+# --- notebook display: the transcript lines of events (rendered by agentkit._html) ---
+
+
+def interrupt_html_lines(info: InterruptInfo) -> list[tuple[str, str]]:
+    """The ``(kind, text)`` lines of an interrupt: one per root-cause point, with its id."""
+    contexts = [context for context in info.contexts if context.is_root_cause] or info.contexts
+    if not contexts:
+        return [("interrupt", f"interrupted: {info.data!r}")]
+    return [
+        ("interrupt", f"waiting for input: {plain(context.info)}  [id {context.id}]")
+        for context in contexts
+    ]
+
+
+def event_html_lines(event: AgentEvent) -> list[tuple[str, str]]:
+    """The ``(kind, text)`` lines of an event: its message or output, actions and error."""
+    who = event.agent_name or "agent"
+    lines: list[tuple[str, str]] = []
+    output = event.output
+    if output is not None and output.message_output is not None:
+        try:
+            lines.extend(message_html_lines(output.message_output.get_message(), who))
+        except Exception as error:
+            lines.append(("error", f"stream error: {type(error).__name__}: {error}"))
+    elif output is not None and output.customized_output is not None:
+        lines.append(("result", f"output: {plain(output.customized_output)}"))
+    action = event.action
+    if action is not None:
+        if action.transfer_to_agent is not None:
+            lines.append(
+                ("transfer", f"{who} transfers to {action.transfer_to_agent.dest_agent_name}")
+            )
+        if action.exit:
+            lines.append(("exit", f"{who} exits"))
+        if action.break_loop is not None:
+            lines.append(("exit", f"{who} breaks the loop"))
+        if action.interrupted is not None:
+            lines.extend(interrupt_html_lines(action.interrupted))
+    if event.err is not None:
+        lines.append(("error", f"error: {type(event.err).__name__}: {event.err}"))
+    return lines

@@ -23,13 +23,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
+from agentkit.cancel import CancelHandle
+
 if TYPE_CHECKING:
-    from agentkit.cancel import CancelHandle
     from agentkit.conversation.trim import HistoryTrimmer
 
 __all__ = [
     "AgentRunOption",
     "get_impl_specific_options",
+    "with_cancel",
     "with_chat_model_options",
     "with_checkpoint_id",
     "with_conversation_id",
@@ -164,6 +166,17 @@ def with_conversation_id(
     def apply(options: RunOptions) -> None:
         options.conversation_id = conversation_id
         options.conversation_trim = trim
+
+    return wrap_impl_specific_opt_fn(RunOptions, apply)
+
+
+def with_cancel(handle: CancelHandle) -> AgentRunOption:
+    """Let ``handle`` cancel the run."""
+    if not isinstance(handle, CancelHandle):
+        raise TypeError(f"with_cancel() needs a CancelHandle (got {handle!r})")
+
+    def apply(options: RunOptions) -> None:
+        options.cancel_handle = handle
 
     return wrap_impl_specific_opt_fn(RunOptions, apply)
 

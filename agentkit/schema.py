@@ -184,7 +184,7 @@ class Message:
         from agentkit import _html
 
         who = self.name or self.role.value
-        return _html.render(_html.message_lines(self, who), who)
+        return _html.render(message_html_lines(self, who), who)
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-safe dict in the OpenAI message shape (empty fields left out)."""
@@ -372,3 +372,16 @@ def _merge_fragments(index: int, fragments: list[ToolCall]) -> ToolCall:
     return ToolCall(
         call_id, FunctionCall(function_name, arguments), call_type or "function", index, extra
     )
+
+
+def message_html_lines(message: Message, who: str) -> list[tuple[str, str]]:
+    """The ``(kind, text)`` transcript lines of a message: its content, then its tool calls.
+
+    Framework-internal, for the notebook display (see ``agentkit._html``).
+    """
+    if message.role is Role.TOOL:
+        return [("result", f"{message.tool_name or 'tool'} returned: {message.content}")]
+    lines = [("speech", message.content)] if message.content else []
+    for call in message.tool_calls:
+        lines.append(("call", f"{who} calls {call.function.name}({call.function.arguments})"))
+    return lines

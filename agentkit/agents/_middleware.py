@@ -14,28 +14,79 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
 from agentkit._observe import CallbackSet, RunInfo, fire
-from agentkit.agents._model_retry import ModelRetryConfig
+from agentkit.agents._model_retry import ModelRetryConfig, StreamVerdicts
 from agentkit.errors import AgentConfigError
-from agentkit.events import event_from_message
+from agentkit.events import AgentEvent, event_from_message
 from agentkit.middleware import AgentContext, AgentMiddleware, ModelCallable, ModelState
 from agentkit.schema import FunctionCall, Message, Role, ToolCall, tool_message
 from agentkit.tools.base import BaseTool, ToolCallInfo
 from agentkit.tools.function import FunctionTool
 
 if TYPE_CHECKING:
-    from agentkit.agents._react import ReactRun
     from agentkit.agents._react_config import ReactConfig
     from agentkit.models.base import ModelOptions
     from agentkit.options import AgentRunOption
-    from agentkit.runctx import ToolCallFrame
+    from agentkit.runctx import RunFrame, ToolCallFrame
     from agentkit.schema import ToolInfo
 
-__all__ = ["ReactHooks", "apply_before_agent", "checked_middlewares", "tool_timeouts"]
+__all__ = [
+    "HookedRun",
+    "ReactHooks",
+    "apply_before_agent",
+    "checked_middlewares",
+    "tool_timeouts",
+]
+
+
+class HookedRun(Protocol):
+    """What the hooks use of the run they wrap (framework-internal); ``ReactRun`` is one.
+
+    A protocol, so that this module sits below the ReAct loop that builds the hooks.
+    """
+
+    @property
+    def config(self) -> ReactConfig:
+        """The agent's configuration for this run."""
+
+    @property
+    def frame(self) -> RunFrame:
+        """The run's frame."""
+
+    @property
+    def model_options(self) -> ModelOptions | None:
+        """The run's model options."""
+
+    @property
+    def streaming(self) -> bool:
+        """Whether the run streams model replies."""
+
+    @property
+    def verdicts(self) -> StreamVerdicts | None:
+        """The streams a retried model call emitted (``None`` without a retry policy)."""
+
+    def emit(self, event: AgentEvent) -> None:
+        """Send ``event`` to the run's sink."""
+
+    def model_call(
+        self, model: Any, messages: list[Message], options: ModelOptions | None
+    ) -> Message:
+        """One call of ``model``."""
+
+    def invoke(
+        self,
+        tool: BaseTool,
+        call: ToolCall,
+        use_stream: bool,
+        call_frame: ToolCallFrame,
+        index: int,
+        put: Callable[[Any], object],
+    ) -> Message:
+        """One call of ``tool``; reports go to ``put``."""
 
 
 def checked_middlewares(middlewares: object) -> tuple[AgentMiddleware, ...]:
@@ -134,7 +185,7 @@ class ReactHooks:
 
     def __init__(
         self,
-        run: ReactRun,
+        run: HookedRun,
         middlewares: Sequence[AgentMiddleware],
         handlers: tuple[object, ...],
         retry: ModelRetryConfig | None,
@@ -163,7 +214,7 @@ class ReactHooks:
         )
 
     @classmethod
-    def build(cls, run: ReactRun, options: tuple[AgentRunOption, ...]) -> ReactHooks | None:
+    def build(cls, run: HookedRun, options: tuple[AgentRunOption, ...]) -> ReactHooks | None:
         """The hooks of ``run``, or ``None`` when it has none."""
         config = run.config
         observers = run.frame.observers

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import contextvars
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 
 import attrs
 
 from agentkit._persist import persisted
+from agentkit._spawn import run_in_copy
 from agentkit.agents._workflow_base import WorkflowBase
 from agentkit.errors import AgentCancelledError, AgentConfigError, ResumeError
 from agentkit.events import (
@@ -163,7 +162,7 @@ class ParallelAgent(WorkflowBase):
                 else:
                     child._run_into(None, branches[index], options)
 
-        for failure in self._run_branches(todo, branch):
+        for failure in self._run_branches(frame, todo, branch):
             branches[failure[0]].failed = True
             shared.send(AgentEvent(agent_name=self._name, run_path=frame.run_path, err=failure[1]))
         unfinished = [index for index in todo if not branches[index].finished]
@@ -196,39 +195,42 @@ class ParallelAgent(WorkflowBase):
         )
 
     def _run_branches(
-        self, todo: list[int], branch: Callable[[int], None]
+        self, frame: RunFrame, todo: list[int], branch: Callable[[int], None]
     ) -> list[tuple[int, BaseException]]:
         """Run ``branch(i)`` for every ``i`` of ``todo`` at once; return what escaped them.
 
-        Without a limit the calling thread runs the first branch itself and a pool sized to
-        the rest runs the others: every branch starts at once. All are joined before this
-        returns, so no branch outlives the Parallel.
+        Branches run in lanes: at most ``max_workers`` lanes (one per branch without a
+        limit), each running branches one after another, each branch in a copy of the
+        context. The calling thread runs the first lane itself, the others are spawned on the
+        run's threads (``RunScope.spawn``); all are joined before this returns, so no branch
+        outlives the Parallel. Failures are listed in the order of ``todo``.
         """
         if not todo:
             return []
-        inline = todo[0] if self.max_workers is None else None
-        pooled = [index for index in todo if index != inline]
-        failures: list[tuple[int, BaseException]] = []
-        futures = []
-        pool = None
-        if pooled:
-            workers = min(self.max_workers or len(pooled), len(pooled))
-            pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="agentkit-parallel")
-            futures = [
-                (index, pool.submit(contextvars.copy_context().run, branch, index))
-                for index in pooled
-            ]
-        try:
-            if inline is not None:
+        lanes = min(self.max_workers or len(todo), len(todo))
+        later = iter(todo[lanes:])
+        lock = threading.Lock()
+        failures: dict[int, BaseException] = {}
+
+        def lane(first: int) -> None:
+            index: int | None = first
+            while index is not None:
                 try:
-                    contextvars.copy_context().run(branch, inline)
+                    run_in_copy(branch, index)  # each branch in a context of its own
                 except Exception as error:
-                    failures.append((inline, error))
+                    failures[index] = error
+                with lock:
+                    index = next(later, None)
+
+        spawned = [
+            frame.scope.spawn(lane, first, name=f"agentkit-parallel {self._name}")
+            for first in todo[1:lanes]
+        ]
+        try:
+            lane(todo[0])
         finally:
-            if pool is not None:
-                for index, future in futures:
-                    escaped = future.exception()
-                    if escaped is not None:
-                        failures.append((index, escaped))
-                pool.shutdown(wait=True)
-        return failures
+            escaped = [future.exception() for future in spawned]  # waits for every lane
+        for error in escaped:
+            if error is not None:  # not an Exception: a lane lets it through
+                raise error
+        return [(index, failures[index]) for index in todo if index in failures]

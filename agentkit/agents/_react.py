@@ -9,7 +9,6 @@ its resume point.
 
 from __future__ import annotations
 
-import contextvars
 import queue
 from typing import TYPE_CHECKING, Any
 
@@ -304,10 +303,9 @@ class ReactRun(ToolCalls):
         else:
             inbox: queue.SimpleQueue[ToolItem | None] = queue.SimpleQueue()
             for index in pending:
-                context = contextvars.copy_context()
-                self.scope.submit(
-                    context.run, self.call_tool_to_queue, calls[index], index,
-                    resumed.get(index), history, inbox,
+                self.scope.spawn(
+                    self.call_tool_to_queue, calls[index], index, resumed.get(index), history,
+                    inbox, name=f"agentkit-tool {calls[index].function.name}",
                 )
             # This thread delivers the outcomes as they arrive: events in completion order,
             # each as soon as its call finished (so all calls run on the pool).

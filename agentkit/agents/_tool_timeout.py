@@ -1,18 +1,19 @@
-"""Tool time limits: run a tool call in a thread of its own and stop waiting after a time.
+"""Tool time limits: run a tool call on another thread of the run and stop waiting after a time.
 
-Python cannot kill a thread. A call that overruns its limit is *abandoned*: the agent stops
-waiting, the call fails with :class:`~agentkit.ToolTimeoutError`, and the call's thread is
-left to finish on its own. That thread is a daemon thread that nothing joins (the run's tool
-pool does not wait for it when the run ends); its cancel scope is cancelled at once, so a
-tool that calls :func:`~agentkit.check_cancelled` gets :class:`~agentkit.AgentCancelledError`
-and one in :func:`~agentkit.cancellable_sleep` wakes with it. Whatever the abandoned call does
-afterwards (events, results) is dropped. A tool that never returns and never checks keeps its
-thread until the process exits: give such tools their own way to give up.
+The call is spawned on the run's threads (``RunScope.spawn``). Python cannot kill a thread. A
+call that overruns its limit is *abandoned*: the agent stops waiting, the call fails with
+:class:`~agentkit.ToolTimeoutError`, and the call's thread is left to finish on its own. The
+run lets go of that thread (``RunScope.release``): the run's end does not wait for it, and it
+ends when the call returns (it is a daemon thread, so it never keeps the process alive). Its
+cancel scope is cancelled at once, so a tool that calls :func:`~agentkit.check_cancelled`
+gets :class:`~agentkit.AgentCancelledError` and one in :func:`~agentkit.cancellable_sleep`
+wakes with it. Whatever the abandoned call does afterwards (events, results) is dropped. A
+tool that never returns and never checks keeps its thread until the process exits: give such
+tools their own way to give up.
 """
 
 from __future__ import annotations
 
-import contextvars
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -72,11 +73,11 @@ def call_with_timeout(
     *,
     on_abandon: Callable[[], object],
 ) -> T:
-    """Run ``fn()`` (a tool call) in a new thread and return its result within ``timeout``.
+    """Run ``fn()`` (a tool call) on a spawned thread and return its result within ``timeout``.
 
     The thread runs in the caller's run context with a cancel scope of its own (so that
     cancelling the abandoned call does not cancel the run); an immediate cancel of the run
-    cancels it too and ends the wait at once.
+    cancels it too and ends the wait at once (the call is abandoned then as well).
 
     Raises:
         ToolTimeoutError: the call took longer than ``timeout`` seconds (it is abandoned:
@@ -105,15 +106,8 @@ def call_with_timeout(
 
     wake = _Wake(call_scope, done)
     run_scope.open(wake)  # raises at once if the run is being cancelled
-    context = contextvars.copy_context()
-    thread = threading.Thread(
-        target=context.run,
-        args=(body,),
-        name=f"agentkit-tool-{call.function.name}",
-        daemon=True,  # abandoned calls must not keep the process alive
-    )
     try:
-        thread.start()
+        spawned = run_scope.spawn(body, name=f"agentkit-tool {call.function.name} (timed)")
         done.wait(timeout)
     finally:
         run_scope.closed(wake)
@@ -122,6 +116,7 @@ def call_with_timeout(
         if ok:
             return value  # type: ignore[no-any-return]
         raise value
+    run_scope.release(spawned)  # the run's end does not wait for the abandoned call
     on_abandon()
     call_scope.request_cancel(CancelMode.IMMEDIATE)
     run_scope.check()  # the run was cancelled: that is the error, not the time limit

@@ -28,7 +28,8 @@ from agentkit.options import AgentRunOption
 from agentkit.runctx import RunFrame, current_frame
 from agentkit.schema import Message, system_message
 from agentkit.tools._function_tool import checked_timeout
-from agentkit.tools.base import BaseTool, as_tool
+from agentkit.tools.base import BaseTool
+from agentkit.tools.function import as_tool
 from agentkit.tools.transfer import TransferToAgentTool, transfer_instruction
 from agentkit.worker import BuiltinAgent, EventSink
 

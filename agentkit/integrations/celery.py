@@ -47,7 +47,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from agentkit._runlog import publish, summary_of_error
-from agentkit.cancel import CancelHandle, CancelMode, with_cancel
+from agentkit.cancel import CancelHandle, CancelMode
 from agentkit.checkpoint import DEFAULT_LEASE_TTL
 from agentkit.errors import CheckpointBusyError, CheckpointConsumedError
 from agentkit.events import Agent
@@ -59,7 +59,7 @@ from agentkit.integrations.runs import (
     RunStateError,
     to_messages,
 )
-from agentkit.options import with_checkpoint_id, with_session_values
+from agentkit.options import with_cancel, with_checkpoint_id, with_session_values
 from agentkit.runner import Runner
 from agentkit.schema import Message
 

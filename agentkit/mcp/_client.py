@@ -19,6 +19,7 @@ from agentkit.mcp import _compat
 from agentkit.mcp._connection import Connection, describe_error
 from agentkit.mcp._endpoint import Endpoint, redacted, session_ended
 from agentkit.mcp._errors import MCPClientClosedError, MCPConnectionError, MCPServerError
+from agentkit.mcp._tool import MCPTool
 from agentkit.runctx import abort_on_cancel, check_cancelled
 from agentkit.schema import ToolInfo
 from agentkit.tools.base import BaseTool
@@ -197,8 +198,6 @@ class MCPClient:
             MCPConnectionError: the server could not be reached.
             ToolTimeoutError: the listing took longer than ``timeout``.
         """
-        from agentkit.mcp._tool import MCPTool
-
         prefix = prefix or ""
         allowed = None if allow is None else ({allow} if isinstance(allow, str) else set(allow))
         catalog = self._fresh_catalog()

@@ -3,16 +3,28 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from agentkit.errors import ToolArgumentsError
 from agentkit.mcp._results import result_text
 from agentkit.schema import ToolInfo
 
-if TYPE_CHECKING:
-    from agentkit.mcp._client import MCPClient
+__all__ = ["MCPTool", "ToolSource"]
 
-__all__ = ["MCPTool"]
+
+class ToolSource(Protocol):
+    """What a tool needs of its MCP client (framework-internal); ``MCPClient`` is one.
+
+    A protocol, so that this module sits below the client that makes the tools.
+    """
+
+    def tool_info(self, remote_name: str, prefix: str = "") -> ToolInfo | None:
+        """The newest known description of the server's tool ``remote_name``."""
+
+    def _call_tool(
+        self, remote_name: str, arguments: dict[str, Any], tool_name: str
+    ) -> dict[str, Any]:
+        """Call the server's tool ``remote_name``; returns the ``CallToolResult`` wire shape."""
 
 
 class MCPTool:
@@ -25,7 +37,7 @@ class MCPTool:
     ``@tool`` function that asks for approval with :func:`~agentkit.interrupt` first.
     """
 
-    def __init__(self, client: MCPClient, remote_name: str, prefix: str = "") -> None:
+    def __init__(self, client: ToolSource, remote_name: str, prefix: str = "") -> None:
         info = client.tool_info(remote_name, prefix)
         if info is None:
             raise ValueError(f"the MCP server has no tool named {remote_name!r}")

@@ -7,8 +7,8 @@ this package is imported.
 from __future__ import annotations
 
 from agentkit.tools.approval import ApprovalRequest, Approve, Reject, with_approval
-from agentkit.tools.base import BaseTool, InvokableTool, StreamableTool, ToolCallInfo, as_tool
-from agentkit.tools.function import FunctionTool, StreamingFunctionTool, tool
+from agentkit.tools.base import BaseTool, InvokableTool, StreamableTool, ToolCallInfo
+from agentkit.tools.function import FunctionTool, StreamingFunctionTool, as_tool, tool
 
 __all__ = [
     "ApprovalRequest",

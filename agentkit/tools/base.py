@@ -11,9 +11,7 @@ plain Python function into one.
 
 from __future__ import annotations
 
-import inspect
 import json
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import attrs
@@ -22,7 +20,7 @@ if TYPE_CHECKING:
     from agentkit.schema import ToolCall, ToolInfo
     from agentkit.streams import StreamReader
 
-__all__ = ["BaseTool", "InvokableTool", "StreamableTool", "ToolCallInfo", "as_tool"]
+__all__ = ["BaseTool", "InvokableTool", "StreamableTool", "ToolCallInfo"]
 
 
 @attrs.frozen
@@ -93,33 +91,3 @@ class StreamableTool(BaseTool, Protocol):
             **tool_options: implementation-specific options passed through by the agent.
         """
         ...
-
-
-def as_tool(obj: BaseTool | Callable[..., Any]) -> BaseTool:
-    """Return ``obj`` if it is a tool; make a plain function (or bound method) a tool with ``tool``.
-
-    Agents call this on every entry of their tool list, so users may mix tool objects and
-    functions::
-
-        ChatModelAgent(..., tools=[search_tool, get_weather])
-
-    Raises:
-        TypeError: ``obj`` is neither a tool instance nor a function (a tool *class* is refused
-            too: pass an instance).
-    """
-    if isinstance(obj, type):
-        raise TypeError(
-            f"as_tool() got the class {obj.__qualname__}, not a tool: pass an instance "
-            f"({obj.__qualname__}(...)) or a function"
-        )
-    if isinstance(obj, BaseTool):
-        return obj
-    if inspect.isfunction(obj) or inspect.ismethod(obj):
-        from agentkit.tools.function import tool
-
-        return tool(obj)
-    raise TypeError(
-        f"as_tool() cannot make a tool of {obj!r} ({type(obj).__name__}): pass an object with an "
-        "info() method and invoke() or stream() (an InvokableTool or StreamableTool), or a Python "
-        "function or bound method to be wrapped with @tool"
-    )

@@ -53,8 +53,9 @@ import attrs
 
 from agentkit.tools._function_tool import FunctionTool, StreamingFunctionTool, checked_timeout
 from agentkit.tools.approval import ApprovalPolicy, check_policy
+from agentkit.tools.base import BaseTool
 
-__all__ = ["FunctionTool", "StreamingFunctionTool", "tool"]
+__all__ = ["FunctionTool", "StreamingFunctionTool", "as_tool", "tool"]
 
 # The tool classes present themselves as ``agentkit.tools.function.X``, where they are documented.
 FunctionTool.__module__ = __name__
@@ -229,4 +230,32 @@ def _make_tool(
         localns=localns,
         needs_approval=needs_approval,
         timeout=timeout,
+    )
+
+
+def as_tool(obj: BaseTool | Callable[..., Any]) -> BaseTool:
+    """Return ``obj`` if it is a tool; make a plain function (or bound method) a tool with ``tool``.
+
+    Agents call this on every entry of their tool list, so users may mix tool objects and
+    functions::
+
+        ChatModelAgent(..., tools=[search_tool, get_weather])
+
+    Raises:
+        TypeError: ``obj`` is neither a tool instance nor a function (a tool *class* is refused
+            too: pass an instance).
+    """
+    if isinstance(obj, type):
+        raise TypeError(
+            f"as_tool() got the class {obj.__qualname__}, not a tool: pass an instance "
+            f"({obj.__qualname__}(...)) or a function"
+        )
+    if isinstance(obj, BaseTool):
+        return obj
+    if inspect.isfunction(obj) or inspect.ismethod(obj):
+        return tool(obj)
+    raise TypeError(
+        f"as_tool() cannot make a tool of {obj!r} ({type(obj).__name__}): pass an object with an "
+        "info() method and invoke() or stream() (an InvokableTool or StreamableTool), or a Python "
+        "function or bound method to be wrapped with @tool"
     )
