@@ -45,7 +45,8 @@ import warnings
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
-from agentkit.checkpoint._codec import Decoder, Encoder, TypeTable
+from agentkit.checkpoint._codec import Encoder, TypeTable
+from agentkit.checkpoint._decode import Reader
 from agentkit.checkpoint._keys import KEY_ENV_VAR, MIN_KEY_BYTES, default_key, key_id
 from agentkit.checkpoint.base import DEFAULT_MAX_BYTES, _check_max_bytes
 from agentkit.errors import CheckpointError
@@ -120,7 +121,15 @@ class PickleSerializer:
                                                         # signature check
     """
 
-    __slots__ = ("_allow_unsigned", "_key", "_key_id", "_key_source", "_max_bytes", "_table")
+    __slots__ = (
+        "_allow_unsigned",
+        "_key",
+        "_key_id",
+        "_key_source",
+        "_max_bytes",
+        "_reader",
+        "_table",
+    )
 
     def __init__(
         self,
@@ -160,6 +169,7 @@ class PickleSerializer:
         self._allow_unsigned = bool(allow_unsigned)
         self._max_bytes = max_bytes
         self._table = TypeTable(_allowed_by_name(allowed_types))
+        self._reader = Reader(self._table)
 
     @classmethod
     def from_env(cls, allowed_types: Iterable[type] | Mapping[str, type] = ()) -> PickleSerializer:
@@ -267,9 +277,7 @@ class PickleSerializer:
         data = bytes(data)
         payload = self._open_envelope(data, checkpoint_id, namespace, where)
         try:
-            return Decoder.decode(
-                payload, self._table, max_depth=MAX_DEPTH, max_objects=MAX_OBJECTS
-            )
+            return self._reader.decode(payload, max_depth=MAX_DEPTH, max_objects=MAX_OBJECTS)
         except CheckpointError as exc:
             raise CheckpointError(f"{where} is refused: {exc}") from None
         except RecursionError:
