@@ -40,9 +40,9 @@ __all__ = ["MAX_CACHED_TAGS", "Reader"]
 MAX_CACHED_TAGS = 1024
 """Most distinct tags a :class:`Reader` remembers (a real checkpoint has a few dozen)."""
 
-# What a short tag ("S" + name, *field names) resolves to: the class, the field names, the
-# class's __setstate__ (None: pickle's default state update) and the stable name.
-_Short = tuple[Any, tuple[str, ...], Callable[[Any, Any], None] | None, str]
+# What a short tag ("S" + name, *field names) resolves to: the class, its __new__, the field
+# names, its __setstate__ (None: pickle's default state update) and the stable name.
+_Short = tuple[Any, Any, tuple[str, ...], Callable[[Any, Any], None] | None, str]
 
 
 class Reader:
@@ -66,17 +66,16 @@ class Reader:
             short = self._shorts.get(tag)
             if short is None:
                 short = self._resolve_short(tag)
-            cls, keys, setstate, name = short
+            cls, new, keys, setstate, name = short
             if len(values) != len(keys):
                 raise CheckpointError(f"bad state for {name!r}")
-            obj = cls.__new__(cls)
+            obj = new(cls)
             if type(obj) is not cls:
                 raise CheckpointError(f"rebuilding {name!r} gave a {type(obj).__name__}")
-            state = dict(zip(keys, values, strict=True))
             if setstate is not None:
-                setstate(obj, state)
+                setstate(obj, dict(zip(keys, values, strict=False)))  # same length: checked
             else:
-                set_default_state(obj, name, state)
+                set_default_state(obj, name, dict(zip(keys, values, strict=False)))
             return obj
         builder = self._builders.get(tag) if type(tag) is str else None
         if builder is None:
@@ -93,7 +92,7 @@ class Reader:
         cls = self._table.type_for(name)
         if issubclass(cls, enum.Enum) or cls in VALUE_CODECS:
             raise CheckpointError(f"bad restore call for {name!r}")
-        short: _Short = (cls, keys, getattr(cls, "__setstate__", None), name)
+        short: _Short = (cls, cls.__new__, keys, getattr(cls, "__setstate__", None), name)
         if len(self._shorts) < MAX_CACHED_TAGS:
             self._shorts[tag] = short
         return short

@@ -24,11 +24,13 @@ refuses anything else *before* a single object is built:
 Depth is exact: a container's depth is final when it is placed into another one, because it
 cannot change afterwards.
 
-The simulated stack and memo hold only ints, so that closing a tuple is one ``min`` and one
+The simulated stack and memo hold only ints, so that closing a tuple of plain values is one
 ``max`` over its items: an immutable value is its nesting depth (0 for a scalar, 1 or more
-for a tuple, a frozenset or a restored object), :data:`_RESTORE` is the restore global, and
-``-2 - k`` is the k-th list, dict or set the stream created (its kind, depth and whether it
-was placed are kept by index, so memo aliases share them). The hottest opcodes are handled
+for a tuple, a frozenset or a restored object, never more than ``max_depth``),
+:data:`_RESTORE` (far above any depth) is the restore global, and ``_BOX + k`` is the k-th
+list, dict or set the stream created (its kind, depth and whether it was placed are kept by
+index, so memo aliases share them). A maximum above ``max_depth`` sends the tuple to the slow
+path, which tells these apart. The hottest opcodes are handled
 in the loop of :func:`_check`, every other one by a function from a table of 256.
 """
 
@@ -52,7 +54,8 @@ this cap the worst case stays far below a second."""
 
 _LIST, _DICT, _SET = 1, 2, 3
 _KIND_NAMES = {_LIST: "list", _DICT: "dict", _SET: "set"}
-_RESTORE = -1  # placeholder of the restore global; containers are -2, -3, ...
+_RESTORE = 1 << 62  # placeholder of the restore global: above every depth
+_BOX = _RESTORE + 1  # placeholder of the first list, dict or set; the next is _BOX + 1, ...
 
 
 def check_stream(data: bytes, *, max_depth: int, max_objects: int) -> None:
@@ -80,6 +83,8 @@ class _Scan:
                  "stack")  # fmt: skip
 
     def __init__(self, max_depth: int) -> None:
+        if not 0 < max_depth < _RESTORE:
+            raise ValueError(f"max_depth must be a positive int below 2**62, not {max_depth!r}")
         self.max_depth = max_depth
         self.stack: list[int] = []
         self.marks: list[int] = []
@@ -94,7 +99,7 @@ class _Scan:
         self.box_kind.append(kind)
         self.box_depth.append(1)
         self.box_placed.append(False)
-        return -1 - len(self.box_kind)
+        return _BOX - 1 + len(self.box_kind)
 
     def deeper(self, depth: int) -> int:
         """The depth of a value holding one of depth ``depth``; refuse past ``max_depth``."""
@@ -106,13 +111,13 @@ class _Scan:
         """Place ``items`` into a new container; return the depth that container reaches."""
         deepest = 0
         for item in items:
-            if item >= 0:
+            if item < _RESTORE:
                 depth = item
             elif item == _RESTORE:
                 raise _Refused("the restore function itself cannot be stored")
             else:
-                self.box_placed[-2 - item] = True
-                depth = self.box_depth[-2 - item]
+                self.box_placed[item - _BOX] = True
+                depth = self.box_depth[item - _BOX]
             if depth > deepest:  # noqa: PLR1730 (faster than max() in this loop)
                 deepest = depth
         return self.deeper(deepest)
@@ -157,9 +162,8 @@ def _check(data: bytes, scan: _Scan, max_objects: int) -> None:
             start = marks.pop() if op == 0x74 else _tuple_start(scan, op - 0x84)
             items = stack[start:]
             del stack[start:]
-            if items and min(items) >= 0 and max(items) < max_depth:  # only immutable values
-                depth = max(items) + 1
-            else:
+            depth = max(items) + 1 if items else 1
+            if depth > max_depth:  # a container or the restore global among them, or too deep
                 depth = scan.close(items)
             push(depth)
             i += 1
@@ -178,7 +182,7 @@ def _check(data: bytes, scan: _Scan, max_objects: int) -> None:
 
 
 def _reduce_refusal(args: int, max_depth: int) -> str:
-    if args >= max_depth:  # a tuple (and no container: those are negative)
+    if max_depth <= args < _RESTORE:
         return f"values nested deeper than {max_depth} levels"
     return "REDUCE may only apply the restore function to a tuple"
 
@@ -242,7 +246,7 @@ def _fill(scan: _Scan, data: bytes, i: int) -> int:
             raise _Refused("SETITEMS with an odd number of items")
     if start < 1 or (marks and marks[-1] > start - 1):
         raise _Refused("a container opcode reaches below its mark")
-    box = -2 - stack[start - 1]
+    box = stack[start - 1] - _BOX
     if box < 0 or scan.box_kind[box] != kind:
         raise _Refused(f"only a {_KIND_NAMES[kind]} built by the checkpoint can be filled")
     if scan.box_placed[box]:
