@@ -30,8 +30,8 @@ for a tuple, a frozenset or a restored object, never more than ``max_depth``),
 :data:`_RESTORE` (far above any depth) is the restore global, and ``_BOX + k`` is the k-th
 list, dict or set the stream created (its kind, depth and whether it was placed are kept by
 index, so memo aliases share them). A maximum above ``max_depth`` sends the tuple to the slow
-path, which tells these apart. The hottest opcodes are handled
-in the loop of :func:`_check`, every other one by a function from a table of 256.
+path, which tells these apart. The hottest opcodes are handled in the loop of :func:`_check`,
+every other one by a function from a table of 256.
 """
 
 from __future__ import annotations
