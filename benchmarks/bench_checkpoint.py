@@ -19,6 +19,7 @@ import timeit
 from collections.abc import Callable
 
 from agentkit._checkpoints import Checkpoint
+from agentkit._points import ResumePoint
 from agentkit.checkpoint import PickleSerializer
 from agentkit.checkpoint._scan import check_stream
 from agentkit.checkpoint.serializer import MAX_DEPTH, MAX_OBJECTS
@@ -69,7 +70,14 @@ def checkpoint(count: int) -> Checkpoint:
         session_values={"user": "ada", "cart": [1, 2, 3]},
         history=history,
         enable_streaming=False,
-        points={"approve": (("assistant",), {"amount": 120})},
+        points=[
+            ResumePoint(
+                id="approve",
+                address=("assistant",),
+                state={"amount": 120},
+                is_root_cause=True,
+            )
+        ],
         interrupt_data={"question": "approve?"},
     )
 
