@@ -21,6 +21,7 @@ from agentkit.checkpoint import (
     base,
     lease_for,
 )
+from agentkit.checkpoint._attrs_state import attrs_field_names
 from agentkit.checkpoint._scan import check_stream
 from agentkit.errors import CheckpointError
 from agentkit.schema import FunctionCall, Message, Role, ToolCall
@@ -99,6 +100,27 @@ def test_an_unknown_tag_is_not_remembered() -> None:
         load(serializer, short_call("agentkit.Message", ["__class__"], [b"N"]))
     assert serializer._reader._shorts == {}
     assert serializer._reader._builders == {}
+
+
+def test_attrs_classes_get_their_values_as_a_tuple_only_in_field_order() -> None:
+    assert attrs_field_names(FunctionCall.__setstate__) == ("name", "arguments")
+    assert attrs_field_names(Message.__setstate__) is None  # its own __setstate__
+    serializer = reader()
+    in_order = short_call("agentkit.FunctionCall", ["name", "arguments"], [s("f"), s("{}")])
+    assert load(serializer, in_order) == FunctionCall("f", "{}")
+    reordered = short_call("agentkit.FunctionCall", ["arguments", "name"], [s("{}"), s("f")])
+    assert load(serializer, reordered) == FunctionCall("f", "{}")
+    only_name = short_call("agentkit.FunctionCall", ["name"], [s("g")])
+    loaded = load(serializer, only_name)
+    assert loaded.name == "g"
+    with pytest.raises(AttributeError):
+        loaded.arguments  # noqa: B018 (never set: as pickle would leave it)
+    positional = {tag[1:]: short[4] for tag, short in serializer._reader._shorts.items()}
+    assert positional == {
+        ("name", "arguments"): True,
+        ("arguments", "name"): False,
+        ("name",): False,
+    }
 
 
 # -- the writer's shapes --------------------------------------------------------------------

@@ -24,6 +24,7 @@ import pickle
 from collections.abc import Callable
 from typing import Any
 
+from agentkit.checkpoint._attrs_state import attrs_field_names
 from agentkit.checkpoint._codec import (
     RESTORE_GLOBAL,
     TypeTable,
@@ -41,8 +42,9 @@ MAX_CACHED_TAGS = 1024
 """Most distinct tags a :class:`Reader` remembers (a real checkpoint has a few dozen)."""
 
 # What a short tag ("S" + name, *field names) resolves to: the class, its __new__, the field
-# names, its __setstate__ (None: pickle's default state update) and the stable name.
-_Short = tuple[Any, Any, tuple[str, ...], Callable[[Any, Any], None] | None, str]
+# names, its __setstate__ (None: pickle's default state update), whether that __setstate__
+# takes the values as a tuple (see attrs_field_names) and the stable name.
+_Short = tuple[Any, Any, tuple[str, ...], Any, bool, str]
 
 
 class Reader:
@@ -66,13 +68,15 @@ class Reader:
             short = self._shorts.get(tag)
             if short is None:
                 short = self._resolve_short(tag)
-            cls, new, keys, setstate, name = short
+            cls, new, keys, setstate, positional, name = short
             if len(values) != len(keys):
                 raise CheckpointError(f"bad state for {name!r}")
             obj = new(cls)
             if type(obj) is not cls:
                 raise CheckpointError(f"rebuilding {name!r} gave a {type(obj).__name__}")
-            if setstate is not None:
+            if positional:  # attrs' own __setstate__, and keys are its field names in order
+                setstate(obj, values)
+            elif setstate is not None:
                 setstate(obj, dict(zip(keys, values, strict=False)))  # same length: checked
             else:
                 set_default_state(obj, name, dict(zip(keys, values, strict=False)))
@@ -92,7 +96,9 @@ class Reader:
         cls = self._table.type_for(name)
         if issubclass(cls, enum.Enum) or cls in VALUE_CODECS:
             raise CheckpointError(f"bad restore call for {name!r}")
-        short: _Short = (cls, cls.__new__, keys, getattr(cls, "__setstate__", None), name)
+        setstate = getattr(cls, "__setstate__", None)
+        positional = setstate is not None and attrs_field_names(setstate) == keys
+        short: _Short = (cls, cls.__new__, keys, setstate, positional, name)
         if len(self._shorts) < MAX_CACHED_TAGS:
             self._shorts[tag] = short
         return short
