@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
 import pytest
 
 from agentkit.checkpoint import (
@@ -149,6 +150,45 @@ def test_past_max_specs_the_writer_still_writes_correct_checkpoints(
     loaded = serializer.loads(data, checkpoint_id="x")
     assert loaded == value
     assert loaded[0] is loaded[1]  # shared references survive either way
+
+
+@attrs.define
+class Pair:
+    """Two fields, attrs' own __getstate__: written through a field getter."""
+
+    left: Any = None
+    right: Any = None
+
+
+@attrs.define
+class PairWithOwnState(Pair):
+    """Overrides __getstate__: written from the dict it returns."""
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"left": self.left, "right": "overridden"}
+
+
+def test_attrs_fields_are_read_by_a_getter_and_write_the_same_bytes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    value = {
+        "pairs": [Pair(1, [2]), Pair("a", Pair(None, 3.5))],
+        "own": PairWithOwnState(1, 2),
+        "calls": [ToolCall(id="c", function=FunctionCall("f", "{}"))] * 2,
+    }
+    fast = PickleSerializer(allow_unsigned=True, allowed_types=[Pair, PairWithOwnState])
+    first = fast.dumps(value, checkpoint_id="x")
+    second = fast.dumps(value, checkpoint_id="x")
+    getters = fast._table.field_getters
+    assert Pair in getters and FunctionCall in getters
+    assert PairWithOwnState not in getters and ToolCall not in getters  # their own state
+    monkeypatch.setattr(_codec, "attrs_field_names", lambda method: None)
+    slow = PickleSerializer(allow_unsigned=True, allowed_types=[Pair, PairWithOwnState])
+    assert slow.dumps(value, checkpoint_id="x") == first == second
+    assert slow._table.field_getters == {}
+    loaded = fast.loads(first, checkpoint_id="x")
+    assert loaded["own"].right == "overridden"
+    assert loaded == {**value, "own": PairWithOwnState(1, "overridden")}
 
 
 # -- the opcode check's depth ---------------------------------------------------------------

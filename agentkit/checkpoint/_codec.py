@@ -35,12 +35,14 @@ import copyreg
 import enum
 import importlib
 import io
+import operator
 import pickle
 import types
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from agentkit._persist import persisted_name, persisted_type
+from agentkit.checkpoint._attrs_state import attrs_field_names
 from agentkit.checkpoint._values import BUILTIN_ERRORS, VALUE_BY_NAME, VALUE_CODECS
 from agentkit.errors import CheckpointError
 
@@ -102,16 +104,19 @@ def _is_agentkit(cls: type) -> bool:
 class TypeTable:
     """Which classes a serializer reads and writes, under which stable names."""
 
-    __slots__ = ("_by_name", "_by_type", "short_tags", "specs")
+    __slots__ = ("_by_name", "_by_type", "field_getters", "short_tags", "specs")
 
     def __init__(self, allowed: Mapping[str, type]) -> None:
         self._by_name = dict(allowed)
         self._by_type = {cls: name for name, cls in allowed.items()}
         # What the encoder learnt, kept for all the checkpoints this table writes: the
-        # classes written in the short form (class -> "S" + name), and the one shared
-        # ("S" + name, *field names) tuple per shape. Both depend only on the classes.
+        # classes written in the short form (class -> "S" + name), the one shared
+        # ("S" + name, *field names) tuple per shape, and for classes with attrs' own
+        # __getstate__ that tuple and a getter of the field values (see _attrs_state). All
+        # depend only on the classes.
         self.short_tags: dict[type, str] = {}
         self.specs: dict[tuple[str, ...], tuple[str, ...]] = {}
+        self.field_getters: dict[type, tuple[tuple[str, ...], Callable[[Any], Any]]] = {}
 
     @property
     def user_types(self) -> Mapping[str, type]:
@@ -185,10 +190,14 @@ class Encoder(pickle.Pickler):
         self._table = table
         self._specs = table.specs
         self._short = table.short_tags
+        self._getters = table.field_getters
 
     def reducer_override(self, obj: Any) -> Any:
         """Rewrite ``obj`` as a restore call, or refuse it (see the module docstring)."""
         cls = type(obj)
+        fields = self._getters.get(cls)
+        if fields is not None:  # attrs' own __getstate__: the same values, without the dict
+            return _restore, (fields[0], *fields[1](obj))
         short = self._short.get(cls)
         if short is not None:  # a class seen before, with the common shape: skip the checks
             state = obj.__getstate__()
@@ -232,9 +241,17 @@ class Encoder(pickle.Pickler):
             spec = self._spec("S" + name, state)
             if spec is not None:
                 if _plain_getstate(cls):
-                    self._short[cls] = "S" + name
+                    self._remember(cls, spec)
                 return _restore, (spec, *state.values())
         return _restore, (mode + name, args, state, listitems, dictitems)
+
+    def _remember(self, cls: type, spec: tuple[str, ...]) -> None:
+        """Write ``cls`` in the short form from now on, with a getter when attrs' own
+        ``__getstate__`` gave ``spec``'s fields (two at least: attrgetter returns a tuple)."""
+        self._short[cls] = spec[0]
+        names = attrs_field_names(_class_attr(cls, "__getstate__"))
+        if names is not None and len(names) >= 2 and names == spec[1:]:
+            self._getters[cls] = (spec, operator.attrgetter(*names))
 
     def _spec(self, tag: str, state: dict[Any, Any]) -> tuple[str, ...] | None:
         """The shared ``(tag, *field names)`` tuple, or ``None`` when a key is not a plain
