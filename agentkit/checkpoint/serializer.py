@@ -29,11 +29,11 @@ function builds fresh instances of allowed classes and looks enum members up by 
 allocate more than the payload describes, and depth and object count are capped. Checking the
 stream is one linear pass in Python, then the C unpickler builds the value, calling the restore
 function once per object; what each restore tag resolves to is kept by the serializer (see
-:mod:`agentkit.checkpoint._decode`). A 50-message run saves and loads in about 1.35 ms of CPU
-(0.33 ms ``dumps``, 1.0 ms ``loads``, of which 0.5 ms is the opcode check; plain pickle takes
-0.6 ms; ``benchmarks/bench_checkpoint.py``). The pure-Python ``pickle._Unpickler`` with its
-dispatch overridden would be simpler to restrict, but it alone takes 2 ms to load the same
-run.
+:mod:`agentkit.checkpoint._decode`). A 50-message run saves and loads in about 1.1-1.2 ms of
+CPU (0.2 ms ``dumps``, 0.9 ms ``loads``, of which 0.5 ms is the opcode check; plain pickle
+takes 0.65 ms; ``benchmarks/bench_checkpoint.py``). The pure-Python ``pickle._Unpickler``
+with its dispatch overridden would be simpler to restrict, but it alone takes 2 ms to load
+the same run.
 
 Format version 1 (the previous release: module paths, unsigned by default) is refused with a
 message saying so: loading it would need a second, weaker reader.
