@@ -23,32 +23,37 @@ tuple of plain data that names the class by its **stable name**, never by its mo
 Stable names come from :mod:`agentkit._persist` for agentkit's types, are ``builtins.<Name>``
 for builtin exceptions and ``module.qualname`` (or the key given) for ``allowed_types``.
 
-Reading (:class:`Decoder`): the payload first passes
-:func:`~agentkit.checkpoint._scan.check_stream`, which guarantees that the only callable
-ever invoked is the restore function and that nothing is mutated once built. The restore
-function then resolves the name in the same table (an unknown name is refused) and builds a
-**fresh** object; the only objects it does not create are enum members, which it returns as
-found and never changes.
+Reading is :mod:`agentkit.checkpoint._decode`: the payload is checked opcode by opcode
+first, then the only global it names, the restore function, resolves every tag in the same
+table (an unknown name is refused) and builds a **fresh** object; the only objects it does
+not create are enum members, which it returns as found and never changes.
 """
 
 from __future__ import annotations
 
 import copyreg
 import enum
-import functools
 import importlib
 import io
+import operator
 import pickle
 import types
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from agentkit._persist import persisted_name, persisted_type
-from agentkit.checkpoint._scan import check_stream
+from agentkit.checkpoint._attrs_state import attrs_field_names
 from agentkit.checkpoint._values import BUILTIN_ERRORS, VALUE_BY_NAME, VALUE_CODECS
 from agentkit.errors import CheckpointError
 
-__all__ = ["Decoder", "Encoder", "TypeTable"]
+__all__ = [
+    "RESTORE_GLOBAL",
+    "Encoder",
+    "TypeTable",
+    "has_dunder_key",
+    "is_dunder",
+    "set_default_state",
+]
 
 PICKLE_PROTOCOL = 5
 
@@ -74,14 +79,14 @@ _ENUM, _VALUE, _OBJECT = "enum", "value", "object"
 
 
 def _restore(*args: Any) -> Any:
-    """The one global a checkpoint payload names; only meaningful inside :class:`Decoder`."""
+    """The one global a checkpoint payload names; loading resolves it to a reader's restore."""
     raise CheckpointError("agentkit.checkpoint._restore is only called while loading")
 
 
 # Written into payloads as the global ("agentkit.checkpoint", "_restore"): part of the
 # checkpoint format, so it never changes when this module moves (the package resolves it).
 _restore.__module__ = "agentkit.checkpoint"
-_RESTORE_GLOBAL = ("agentkit.checkpoint", "_restore")
+RESTORE_GLOBAL = ("agentkit.checkpoint", "_restore")
 
 
 # -- the table of names ----------------------------------------------------------------------
@@ -99,11 +104,19 @@ def _is_agentkit(cls: type) -> bool:
 class TypeTable:
     """Which classes a serializer reads and writes, under which stable names."""
 
-    __slots__ = ("_by_name", "_by_type")
+    __slots__ = ("_by_name", "_by_type", "field_getters", "short_tags", "specs")
 
     def __init__(self, allowed: Mapping[str, type]) -> None:
         self._by_name = dict(allowed)
         self._by_type = {cls: name for name, cls in allowed.items()}
+        # What the encoder learnt, kept for all the checkpoints this table writes: the
+        # classes written in the short form (class -> "S" + name), the one shared
+        # ("S" + name, *field names) tuple per shape, and for classes with attrs' own
+        # __getstate__ that tuple and a getter of the field values (see _attrs_state). All
+        # depend only on the classes.
+        self.short_tags: dict[type, str] = {}
+        self.specs: dict[tuple[str, ...], tuple[str, ...]] = {}
+        self.field_getters: dict[type, tuple[tuple[str, ...], Callable[[Any], Any]]] = {}
 
     @property
     def user_types(self) -> Mapping[str, type]:
@@ -157,6 +170,7 @@ class TypeTable:
 
 # -- writing ---------------------------------------------------------------------------------
 
+_MAX_SPECS = 1024  # shapes remembered per table; a real checkpoint has a few dozen
 _FUNCTION_TYPES = (
     types.FunctionType,
     types.BuiltinFunctionType,
@@ -174,17 +188,21 @@ class Encoder(pickle.Pickler):
     def __init__(self, file: io.BytesIO, table: TypeTable) -> None:
         super().__init__(file, protocol=PICKLE_PROTOCOL)
         self._table = table
-        self._specs: dict[tuple[str, ...], tuple[str, ...]] = {}
-        self._short: dict[type, str] = {}
+        self._specs = table.specs
+        self._short = table.short_tags
+        self._getters = table.field_getters
 
     def reducer_override(self, obj: Any) -> Any:
         """Rewrite ``obj`` as a restore call, or refuse it (see the module docstring)."""
         cls = type(obj)
+        fields = self._getters.get(cls)
+        if fields is not None:  # attrs' own __getstate__: the same values, without the dict
+            return _restore, (fields[0], *fields[1](obj))
         short = self._short.get(cls)
         if short is not None:  # a class seen before, with the common shape: skip the checks
             state = obj.__getstate__()
             if type(state) is dict:
-                spec = self._spec(short, state)
+                spec = self._specs.get((short, *state)) or self._spec(short, state)
                 if spec is not None:
                     return _restore, (spec, *state.values())
         if obj is _restore:
@@ -223,9 +241,17 @@ class Encoder(pickle.Pickler):
             spec = self._spec("S" + name, state)
             if spec is not None:
                 if _plain_getstate(cls):
-                    self._short[cls] = "S" + name
+                    self._remember(cls, spec)
                 return _restore, (spec, *state.values())
         return _restore, (mode + name, args, state, listitems, dictitems)
+
+    def _remember(self, cls: type, spec: tuple[str, ...]) -> None:
+        """Write ``cls`` in the short form from now on, with a getter when attrs' own
+        ``__getstate__`` gave ``spec``'s fields (two at least: attrgetter returns a tuple)."""
+        self._short[cls] = spec[0]
+        names = attrs_field_names(_class_attr(cls, "__getstate__"))
+        if names is not None and len(names) >= 2 and names == spec[1:]:
+            self._getters[cls] = (spec, operator.attrgetter(*names))
 
     def _spec(self, tag: str, state: dict[Any, Any]) -> tuple[str, ...] | None:
         """The shared ``(tag, *field names)`` tuple, or ``None`` when a key is not a plain
@@ -233,9 +259,11 @@ class Encoder(pickle.Pickler):
         spec = (tag, *state)
         known = self._specs.get(spec)
         if known is None:
-            if not all(type(key) is str and not _is_dunder(key) for key in state):
+            if not all(type(key) is str and not is_dunder(key) for key in state):
                 return None
-            known = self._specs[spec] = spec
+            known = spec
+            if len(self._specs) < _MAX_SPECS:
+                self._specs[spec] = spec
         return known
 
 
@@ -290,7 +318,7 @@ def _reduction(obj: Any, cls: type, name: str) -> tuple[str, tuple[Any, ...], An
             f"cannot checkpoint value of type {name!r}: its __reduce__ rebuilds it by calling "
             f"{called!r}; checkpoints rebuild values only through their own class"
         )
-    if _has_dunder_key(state):
+    if has_dunder_key(state):
         raise CheckpointError(
             f"cannot checkpoint value of type {name!r}: its state sets a __dunder__ "
             "attribute, which loading refuses"
@@ -300,129 +328,10 @@ def _reduction(obj: Any, cls: type, name: str) -> tuple[str, tuple[Any, ...], An
     return mode, tuple(args), state, listitems, dictitems
 
 
-# -- reading ---------------------------------------------------------------------------------
+# -- shared with the reader (agentkit.checkpoint._decode) ---------------------------------
 
 
-class Decoder(pickle.Unpickler):
-    """Unpickles a checked payload; every class comes from the table, every object is fresh."""
-
-    def __init__(self, file: io.BytesIO, table: TypeTable) -> None:
-        super().__init__(file, fix_imports=False)
-        self._table = table
-        self._resolved: dict[str, Callable[..., Any]] = {}
-
-    @classmethod
-    def decode(cls, payload: bytes, table: TypeTable, *, max_depth: int, max_objects: int) -> Any:
-        """Check ``payload`` (see :mod:`agentkit.checkpoint._scan`), then build its value."""
-        check_stream(payload, max_depth=max_depth, max_objects=max_objects)
-        return cls(io.BytesIO(payload), table).load()
-
-    def find_class(self, module: str, name: str) -> Any:
-        """Resolve only the restore global (to this decoder's restore method)."""
-        if (module, name) == _RESTORE_GLOBAL:
-            return self._restore
-        raise CheckpointError(f"it refers to the global '{module}.{name}'")
-
-    def persistent_load(self, pid: Any) -> Any:
-        """Refuse: checkpoints never hold persistent ids."""
-        raise CheckpointError("it uses pickle persistent ids")
-
-    def _restore(self, tag: Any, *rest: Any) -> Any:
-        resolved = self._resolved.get(tag) if type(tag) in (str, tuple) else None
-        if resolved is None:
-            resolved = self._resolved[tag] = self._resolve(tag)
-        return resolved(*rest)
-
-    def _resolve(self, tag: Any) -> Callable[..., Any]:
-        """The builder for ``tag`` (mode letter + stable name [+ field names])."""
-        keys: tuple[str, ...] = ()
-        if type(tag) is tuple and tag and all(type(part) is str for part in tag):
-            tag, keys = tag[0], tag[1:]
-            if not tag.startswith("S") or any(_is_dunder(key) for key in keys):
-                raise CheckpointError("bad restore call")
-        elif type(tag) is not str or not tag or tag.startswith("S"):
-            raise CheckpointError("bad restore call")
-        mode, name = tag[0], tag[1:]
-        cls = self._table.type_for(name)
-        is_enum = issubclass(cls, enum.Enum)
-        plain = not is_enum and cls not in VALUE_CODECS
-        if mode == "S" and plain:
-            new: Any = cls.__new__
-            setstate = getattr(cls, "__setstate__", None)
-
-            def build_short(*values: Any) -> Any:
-                if len(values) != len(keys):
-                    raise CheckpointError(f"bad state for {name!r}")
-                obj = new(cls)
-                if type(obj) is not cls:
-                    raise CheckpointError(f"rebuilding {name!r} gave a {type(obj).__name__}")
-                state = dict(zip(keys, values, strict=True))
-                if setstate is not None:
-                    setstate(obj, state)
-                else:
-                    _set_default_state(obj, name, state)
-                return obj
-
-            return build_short
-        if mode == "T":
-
-            def build_type() -> Any:
-                return cls
-
-            return build_type
-        if mode == "E" and is_enum:
-
-            def build_member(value: Any) -> Any:
-                member = cls(value)
-                if type(member) is not cls:
-                    raise CheckpointError(f"{name}({value!r}) is not a member")
-                return member
-
-            return build_member
-        if mode == "V" and not plain and not is_enum:
-            decode = VALUE_BY_NAME[name][1]
-            return decode
-        if mode in ("N", "C") and plain:
-            return functools.partial(_rebuild, cls, name, mode)
-        raise CheckpointError(f"bad restore call for {name!r}")
-
-
-def _rebuild(
-    cls: type,
-    name: str,
-    mode: str,
-    args: Any,
-    state: Any = None,
-    listitems: Any = None,
-    dictitems: Any = None,
-) -> Any:
-    if type(args) is not tuple:
-        raise CheckpointError(f"bad arguments for {name!r}")
-    obj: Any = cls.__new__(cls, *args) if mode == "N" else cls(*args)
-    built = type(obj)
-    if built is not cls:
-        raise CheckpointError(f"rebuilding {name!r} gave a {built.__name__}")
-    if state is not None:
-        if _has_dunder_key(state):
-            raise CheckpointError(f"bad state for {name!r}: it sets a __dunder__ attribute")
-        setstate = getattr(cls, "__setstate__", None)
-        if setstate is not None:
-            obj.__setstate__(state)
-        else:
-            _set_default_state(obj, name, state)
-    if listitems is not None:
-        if type(listitems) is not list:
-            raise CheckpointError(f"bad items for {name!r}")
-        obj.extend(listitems)
-    if dictitems is not None:
-        if type(dictitems) is not list:
-            raise CheckpointError(f"bad items for {name!r}")
-        for key, value in dictitems:
-            obj[key] = value
-    return obj
-
-
-def _set_default_state(obj: Any, name: str, state: Any) -> None:
+def set_default_state(obj: Any, name: str, state: Any) -> None:
     """What pickle's ``BUILD`` does for a class without ``__setstate__``, on a fresh object."""
     slots: Any = None
     if type(state) is tuple and len(state) == 2:
@@ -430,7 +339,7 @@ def _set_default_state(obj: Any, name: str, state: Any) -> None:
     for part in (state, slots):
         if part is not None and (
             type(part) is not dict
-            or not all(type(key) is str and not _is_dunder(key) for key in part)
+            or not all(type(key) is str and not is_dunder(key) for key in part)
         ):
             raise CheckpointError(f"bad state for {name!r}")
     if state:
@@ -444,16 +353,16 @@ def _set_default_state(obj: Any, name: str, state: Any) -> None:
             setattr(obj, key, value)
 
 
-def _has_dunder_key(state: Any) -> bool:
+def has_dunder_key(state: Any) -> bool:
     """Whether a dict state (or a ``(dict, slots dict)`` pair) names a ``__dunder__``."""
     parts = state if type(state) is tuple and len(state) == 2 else (state,)
     return any(
-        type(part) is dict and any(type(key) is str and _is_dunder(key) for key in part)
+        type(part) is dict and any(type(key) is str and is_dunder(key) for key in part)
         for part in parts
     )
 
 
-def _is_dunder(name: str) -> bool:
+def is_dunder(name: str) -> bool:
     """``__class__``, ``__dict__``...: never a field of a data class, never set from data."""
     return len(name) > 4 and name.startswith("__") and name.endswith("__")
 

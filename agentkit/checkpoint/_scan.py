@@ -17,16 +17,27 @@ refuses anything else *before* a single object is built:
 * memo references that do not exist, integers longer than :data:`MAX_INT_BYTES` or more than
   :data:`MAX_BIG_INTS` big ones (which could flood a dict with colliding hashes), more than
   ``max_objects`` opcodes (each makes at most one object or memo entry, so this bounds the
-  memory and the time of loading), nesting deeper than ``max_depth``, truncation and trailing
+  memory and the time of loading; a ``MEMOIZE`` right after the ``REDUCE`` or tuple it
+  remembers is counted with it), nesting deeper than ``max_depth``, truncation and trailing
   data.
 
 Depth is exact: a container's depth is final when it is placed into another one, because it
 cannot change afterwards.
+
+The simulated stack and memo hold only ints, so that closing a tuple of plain values is one
+``max`` over its items: an immutable value is its nesting depth (0 for a scalar, 1 or more
+for a tuple, a frozenset or a restored object, never more than ``max_depth``),
+:data:`_RESTORE` (far above any depth) is the restore global, and ``_BOX + k`` is the k-th
+list, dict or set the stream created (its kind, depth and whether it was placed are kept by
+index, so memo aliases share them). A maximum above ``max_depth`` sends the tuple to the slow
+path, which tells these apart. The hottest opcodes are handled in the loop of :func:`_check`,
+every other one by a function from a table of 256.
 """
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 
 from agentkit.errors import CheckpointError
 
@@ -43,27 +54,8 @@ this cap the worst case stays far below a second."""
 
 _LIST, _DICT, _SET = 1, 2, 3
 _KIND_NAMES = {_LIST: "list", _DICT: "dict", _SET: "set"}
-_RESTORE = -1  # stack placeholder for the restore global
-
-
-class _Box:
-    """A mutable container on the simulated stack (shared with the memo, so aliases see it)."""
-
-    __slots__ = ("depth", "kind", "placed")
-
-    def __init__(self, kind: int) -> None:
-        self.kind = kind
-        self.depth = 1
-        self.placed = False
-
-
-# Placeholders: an int is an immutable value of that nesting depth (0 for scalars); a _Box is
-# a list/dict/set being built; _RESTORE is the restore function.
-_Item = int | _Box
-
-
-def _depth(item: _Item) -> int:
-    return item.depth if isinstance(item, _Box) else item
+_RESTORE = 1 << 62  # placeholder of the restore global: above every depth
+_BOX = _RESTORE + 1  # placeholder of the first list, dict or set; the next is _BOX + 1, ...
 
 
 def check_stream(data: bytes, *, max_depth: int, max_objects: int) -> None:
@@ -73,7 +65,7 @@ def check_stream(data: bytes, *, max_depth: int, max_objects: int) -> None:
     is called.
     """
     try:
-        _check(data, max_depth, max_objects)
+        _check(data, _Scan(max_depth), max_objects)
     except _Refused as exc:
         raise CheckpointError(str(exc)) from None
     except IndexError:  # read past the end, an empty stack or mark stack, a missing memo entry
@@ -82,6 +74,251 @@ def check_stream(data: bytes, *, max_depth: int, max_objects: int) -> None:
 
 class _Refused(Exception):
     pass
+
+
+class _Scan:
+    """The simulated unpickler: its stack, marks and memo, and the containers it made."""
+
+    __slots__ = ("big_ints", "box_depth", "box_kind", "box_placed", "marks", "max_depth", "memo",
+                 "stack")  # fmt: skip
+
+    def __init__(self, max_depth: int) -> None:
+        if not 0 < max_depth < _RESTORE:
+            raise ValueError(f"max_depth must be a positive int below 2**62, not {max_depth!r}")
+        self.max_depth = max_depth
+        self.stack: list[int] = []
+        self.marks: list[int] = []
+        self.memo: list[int] = []
+        self.box_kind: list[int] = []
+        self.box_depth: list[int] = []
+        self.box_placed: list[bool] = []
+        self.big_ints = 0
+
+    def new_box(self, kind: int) -> int:
+        """Register a new empty list, dict or set; return its placeholder."""
+        self.box_kind.append(kind)
+        self.box_depth.append(1)
+        self.box_placed.append(False)
+        return _BOX - 1 + len(self.box_kind)
+
+    def deeper(self, depth: int) -> int:
+        """The depth of a value holding one of depth ``depth``; refuse past ``max_depth``."""
+        if depth >= self.max_depth:
+            raise _Refused(f"values nested deeper than {self.max_depth} levels")
+        return depth + 1
+
+    def close(self, items: list[int]) -> int:
+        """Place ``items`` into a new container; return the depth that container reaches."""
+        deepest = 0
+        for item in items:
+            if item < _RESTORE:
+                depth = item
+            elif item == _RESTORE:
+                raise _Refused("the restore function itself cannot be stored")
+            else:
+                self.box_placed[item - _BOX] = True
+                depth = self.box_depth[item - _BOX]
+            if depth > deepest:  # noqa: PLR1730 (faster than max() in this loop)
+                deepest = depth
+        return self.deeper(deepest)
+
+
+def _check(data: bytes, scan: _Scan, max_objects: int) -> None:
+    # The hottest opcodes first, inline; the others through _HANDLERS. Every step makes at
+    # most one object and one memo entry (a MEMOIZE right after REDUCE or a tuple is taken
+    # in the same step), so bounding the steps (for free, by the loop) bounds objects,
+    # memory and time alike.
+    fixed, handlers = _FIXED_SIZES, _HANDLERS
+    stack, marks = scan.stack, scan.marks
+    push, pop = stack.append, stack.pop
+    memo = scan.memo
+    remember = memo.append
+    max_depth = scan.max_depth
+    i = 0
+    for _ in itertools.repeat(None, max_objects):
+        op = data[i]
+        if op == 0x68:  # BINGET
+            push(memo[data[i + 1]])
+            i += 2
+        elif op == 0x94:  # MEMOIZE
+            remember(stack[-1])
+            i += 1
+        elif fixed[op]:  # a scalar of fixed size
+            push(0)
+            i += fixed[op]
+        elif op == 0x52:  # REDUCE
+            args = pop()
+            if pop() != _RESTORE or not 0 < args < max_depth:
+                raise _Refused(_reduce_refusal(args, max_depth))
+            push(args + 1)
+            i += 1
+            if data[i] == 0x94:
+                remember(args + 1)
+                i += 1
+        elif op == 0x28:  # MARK
+            marks.append(len(stack))
+            i += 1
+        elif op == 0x74 or 0x85 <= op <= 0x87:  # TUPLE, TUPLE1, TUPLE2, TUPLE3
+            start = marks.pop() if op == 0x74 else _tuple_start(scan, op - 0x84)
+            items = stack[start:]
+            del stack[start:]
+            depth = max(items) + 1 if items else 1
+            if depth > max_depth:  # a container or the restore global among them, or too deep
+                depth = scan.close(items)
+            push(depth)
+            i += 1
+            if data[i] == 0x94:
+                remember(depth)
+                i += 1
+        elif op == 0x8C:  # SHORT_BINUNICODE
+            i += 2 + data[i + 1]
+            push(0)
+        elif op == 0x2E:  # STOP
+            _stop(scan, data, i)
+            return
+        else:
+            i = handlers[op](scan, data, i)
+    raise _Refused(f"more than {max_objects} objects (pickle opcodes)")
+
+
+def _reduce_refusal(args: int, max_depth: int) -> str:
+    if max_depth <= args < _RESTORE:
+        return f"values nested deeper than {max_depth} levels"
+    return "REDUCE may only apply the restore function to a tuple"
+
+
+def _tuple_start(scan: _Scan, count: int) -> int:
+    """Where TUPLE1/2/3 start on the stack, checked against the bottom and the last mark."""
+    start = len(scan.stack) - count
+    if start < 0:
+        raise _Refused("a tuple opcode reaches below the bottom of the stack")
+    if scan.marks and scan.marks[-1] > start:
+        raise _Refused("a tuple opcode reaches below its mark")
+    return start
+
+
+def _stop(scan: _Scan, data: bytes, i: int) -> None:
+    if len(scan.stack) != 1 or scan.marks or scan.stack[0] == _RESTORE:
+        raise _Refused("the stream does not end with exactly one value")
+    if i + 1 != len(data):
+        raise _Refused("unexpected bytes after the payload")
+
+
+# -- the other opcodes: each handler takes the opcode at data[i] and returns the next i -----
+
+_Handler = Callable[[_Scan, bytes, int], int]
+
+
+def _refuse(scan: _Scan, data: bytes, i: int) -> int:
+    raise _Refused(f"pickle opcode {data[i : i + 1]!r} is not allowed in checkpoints")
+
+
+def _empty_container(scan: _Scan, data: bytes, i: int) -> int:
+    op = data[i]
+    scan.stack.append(scan.new_box(_DICT if op == 0x7D else _LIST if op == 0x5D else _SET))
+    return i + 1
+
+
+def _empty_tuple(scan: _Scan, data: bytes, i: int) -> int:
+    scan.stack.append(1)
+    return i + 1
+
+
+def _frozenset(scan: _Scan, data: bytes, i: int) -> int:
+    start = scan.marks.pop()
+    items = scan.stack[start:]
+    del scan.stack[start:]
+    scan.stack.append(scan.close(items))
+    return i + 1
+
+
+def _fill(scan: _Scan, data: bytes, i: int) -> int:
+    """APPEND, APPENDS, SETITEM, SETITEMS, ADDITEMS: only into an unplaced container."""
+    op, stack, marks = data[i], scan.stack, scan.marks
+    if op == 0x61:  # APPEND
+        start, kind = len(stack) - 1, _LIST
+    elif op == 0x73:  # SETITEM
+        start, kind = len(stack) - 2, _DICT
+    else:
+        start = marks.pop()
+        kind = _LIST if op == 0x65 else _DICT if op == 0x75 else _SET
+        if kind == _DICT and (len(stack) - start) % 2:
+            raise _Refused("SETITEMS with an odd number of items")
+    if start < 1 or (marks and marks[-1] > start - 1):
+        raise _Refused("a container opcode reaches below its mark")
+    box = stack[start - 1] - _BOX
+    if box < 0 or scan.box_kind[box] != kind:
+        raise _Refused(f"only a {_KIND_NAMES[kind]} built by the checkpoint can be filled")
+    if scan.box_placed[box]:
+        raise _Refused("a container is changed after it was placed (a reference cycle?)")
+    items = stack[start:]
+    del stack[start:]
+    depth = scan.close(items)
+    if scan.box_placed[box]:  # it was among its own items
+        raise _Refused("a container holds itself (a reference cycle)")
+    scan.box_depth[box] = max(scan.box_depth[box], depth)
+    return i + 1
+
+
+def _long_binget(scan: _Scan, data: bytes, i: int) -> int:
+    scan.stack.append(scan.memo[int.from_bytes(data[i + 1 : i + 5], "little")])
+    return i + 5
+
+
+def _counted(scan: _Scan, data: bytes, i: int) -> int:
+    """Bytes, str and bytearray opcodes with a length before the data."""
+    width = _COUNTED_WIDTH[data[i]]
+    scan.stack.append(0)
+    return i + 1 + width + int.from_bytes(data[i + 1 : i + 1 + width], "little")
+
+
+def _long(scan: _Scan, data: bytes, i: int) -> int:
+    """LONG1, LONG4: bounded in size, and in number once big enough to collide."""
+    width = 1 if data[i] == 0x8A else 4
+    length = int.from_bytes(data[i + 1 : i + 1 + width], "little", signed=width == 4)
+    if not 0 <= length <= MAX_INT_BYTES:
+        raise _Refused(f"an integer of {length} bytes (the limit is {MAX_INT_BYTES})")
+    if length >= 8:
+        scan.big_ints += 1
+        if scan.big_ints > MAX_BIG_INTS:
+            raise _Refused(f"more than {MAX_BIG_INTS} integers of 8 bytes or more")
+    scan.stack.append(0)
+    return i + 1 + width + length
+
+
+def _stack_global(scan: _Scan, data: bytes, i: int) -> int:
+    """The name pair is checked by the unpickler's find_class: here, two strings."""
+    if scan.stack.pop() != 0 or scan.stack.pop() != 0:
+        raise _Refused("STACK_GLOBAL needs two strings")
+    scan.stack.append(_RESTORE)
+    return i + 1
+
+
+def _pop(scan: _Scan, data: bytes, i: int) -> int:
+    """POP: as in the C unpickler, a MARK on top goes instead of a value."""
+    stack, marks = scan.stack, scan.marks
+    if marks and marks[-1] == len(stack):
+        marks.pop()
+    elif len(stack) <= (marks[-1] if marks else 0):
+        raise _Refused("POP below a mark")
+    else:
+        stack.pop()
+    return i + 1
+
+
+def _pop_mark(scan: _Scan, data: bytes, i: int) -> int:
+    del scan.stack[scan.marks.pop() :]
+    return i + 1
+
+
+def _frame(scan: _Scan, data: bytes, i: int) -> int:
+    return i + 9  # framing is checked by the unpickler itself
+
+
+def _proto(scan: _Scan, data: bytes, i: int) -> int:
+    if data[i + 1] > 5:
+        raise _Refused(f"pickle protocol {data[i + 1]}")
+    return i + 2
 
 
 # Opcodes that push one scalar and have a fixed size: their total size in bytes.
@@ -97,174 +334,23 @@ for _op, _size in (
 ):
     _FIXED[_op] = _size
 _FIXED_SIZES = bytes(_FIXED)
-_COUNTED_WIDTH = {0x43: 1, 0x42: 4, 0x8E: 8, 0x8D: 8, 0x96: 8}  # bytes, str and bytearray
+# SHORT_BINBYTES, BINBYTES, BINBYTES8, BINUNICODE, BINUNICODE8, BYTEARRAY8: width of the length
+_COUNTED_WIDTH = {0x43: 1, 0x42: 4, 0x8E: 8, 0x58: 4, 0x8D: 8, 0x96: 8}
 
-
-def _check(data: bytes, max_depth: int, max_objects: int) -> None:
-    # One flat loop with the hottest opcodes first and the common tuple sizes inlined: this
-    # runs on every load. Every opcode makes at most one object or memo entry, so bounding
-    # the number of opcodes (for free, by the loop) bounds objects, memory and time alike.
-    fixed = _FIXED_SIZES
-    stack: list[_Item] = []
-    push = stack.append
-    pop = stack.pop
-    marks: list[int] = []
-    memo: list[_Item] = []
-    remember = memo.append
-    i = 0
-    big_ints = 0
-    from_bytes = int.from_bytes
-    for _ in itertools.repeat(None, max_objects):
-        op = data[i]
-        if op == 0x94:  # MEMOIZE
-            remember(stack[-1])
-            i += 1
-        elif op == 0x68:  # BINGET
-            push(memo[data[i + 1]])
-            i += 2
-        elif op == 0x8C:  # SHORT_BINUNICODE
-            i += 2 + data[i + 1]
-            push(0)
-        elif fixed[op]:
-            push(0)
-            i += fixed[op]
-        elif op == 0x87 or op == 0x86:  # TUPLE3, TUPLE2  # noqa: PLR1714
-            count = op - 0x84
-            if marks and marks[-1] > len(stack) - count:
-                raise _Refused("a tuple opcode reaches below its mark")
-            items = stack[-count:]
-            if len(items) != count:
-                raise _Refused("a tuple opcode reaches below the bottom of the stack")
-            deepest = 0
-            for item in items:
-                if type(item) is not int or item < 0:
-                    break  # a container or the restore function: the slow path decides
-                if item > deepest:  # noqa: PLR1730 (faster than max() in this loop)
-                    deepest = item
-            else:
-                del stack[-count:]
-                push(_deeper(deepest, max_depth))
-                i += 1
-                continue
-            push(_place(stack, len(stack) - count, max_depth))
-            i += 1
-        elif op == 0x52:  # REDUCE
-            args = pop()
-            if pop() != _RESTORE or type(args) is not int or args < 1:
-                raise _Refused("REDUCE may only apply the restore function to a tuple")
-            push(_deeper(args, max_depth))
-            i += 1
-        elif op == 0x28:  # MARK
-            marks.append(len(stack))
-            i += 1
-        elif op == 0x29:  # EMPTY_TUPLE
-            push(1)
-            i += 1
-        elif op in (0x7D, 0x5D, 0x8F):  # EMPTY_DICT, EMPTY_LIST, EMPTY_SET
-            push(_Box(_DICT if op == 0x7D else _LIST if op == 0x5D else _SET))
-            i += 1
-        elif op in (0x85, 0x74, 0x91):  # TUPLE1, TUPLE, FROZENSET
-            start = len(stack) - 1 if op == 0x85 else marks.pop()
-            if op == 0x85 and marks and marks[-1] > start:
-                raise _Refused("a tuple opcode reaches below its mark")
-            push(_place(stack, start, max_depth))
-            i += 1
-        elif op in (0x61, 0x65, 0x73, 0x75, 0x90):  # APPEND, APPENDS, SETITEM, SETITEMS, ADDITEMS
-            if op == 0x61:
-                start, kind = len(stack) - 1, _LIST
-            elif op == 0x73:
-                start, kind = len(stack) - 2, _DICT
-            else:
-                start = marks.pop()
-                kind = _LIST if op == 0x65 else _DICT if op == 0x75 else _SET
-                if kind == _DICT and (len(stack) - start) % 2:
-                    raise _Refused("SETITEMS with an odd number of items")
-            if start < 1 or (marks and marks[-1] > start - 1):
-                raise _Refused("a container opcode reaches below its mark")
-            target = stack[start - 1]
-            if not isinstance(target, _Box) or target.kind != kind:
-                raise _Refused(f"only a {_KIND_NAMES[kind]} built by the checkpoint can be filled")
-            if target.placed:
-                raise _Refused("a container is changed after it was placed (a reference cycle?)")
-            target.depth = max(target.depth, _place(stack, start, max_depth))
-            if target.placed:  # it was among its own items
-                raise _Refused("a container holds itself (a reference cycle)")
-            i += 1
-        elif op == 0x6A:  # LONG_BINGET
-            push(memo[from_bytes(data[i + 1 : i + 5], "little")])
-            i += 5
-        elif op in _COUNTED_WIDTH:  # SHORT_BINBYTES, BINBYTES, BINBYTES8, BINUNICODE8, BYTEARRAY8
-            width = _COUNTED_WIDTH[op]
-            i += 1 + width + from_bytes(data[i + 1 : i + 1 + width], "little")
-            push(0)
-        elif op == 0x58:  # BINUNICODE
-            i += 5 + from_bytes(data[i + 1 : i + 5], "little")
-            push(0)
-        elif op in (0x8A, 0x8B):  # LONG1, LONG4
-            width = 1 if op == 0x8A else 4
-            length = from_bytes(data[i + 1 : i + 1 + width], "little", signed=op == 0x8B)
-            if not 0 <= length <= MAX_INT_BYTES:
-                raise _Refused(f"an integer of {length} bytes (the limit is {MAX_INT_BYTES})")
-            if length >= 8:
-                big_ints += 1
-                if big_ints > MAX_BIG_INTS:
-                    raise _Refused(f"more than {MAX_BIG_INTS} integers of 8 bytes or more")
-            i += 1 + width + length
-            push(0)
-        elif op == 0x93:  # STACK_GLOBAL: the name pair is checked by find_class
-            if pop() != 0 or pop() != 0:
-                raise _Refused("STACK_GLOBAL needs two strings")
-            push(_RESTORE)
-            i += 1
-        elif op == 0x30:  # POP: as in the C unpickler, a MARK on top goes instead of a value
-            if marks and marks[-1] == len(stack):
-                marks.pop()
-            elif len(stack) <= (marks[-1] if marks else 0):
-                raise _Refused("POP below a mark")
-            else:
-                pop()
-            i += 1
-        elif op == 0x31:  # POP_MARK
-            del stack[marks.pop() :]
-            i += 1
-        elif op == 0x95:  # FRAME: framing is checked by the unpickler itself
-            i += 9
-        elif op == 0x80:  # PROTO
-            if data[i + 1] > 5:
-                raise _Refused(f"pickle protocol {data[i + 1]}")
-            i += 2
-        elif op == 0x2E:  # STOP
-            if len(stack) != 1 or marks or stack[0] == _RESTORE:
-                raise _Refused("the stream does not end with exactly one value")
-            if i + 1 != len(data):
-                raise _Refused("unexpected bytes after the payload")
-            return
-        else:
-            raise _Refused(f"pickle opcode {bytes([op])!r} is not allowed in checkpoints")
-    raise _Refused(f"more than {max_objects} objects (pickle opcodes)")
-
-
-def _deeper(depth: int, max_depth: int) -> int:
-    if depth + 1 > max_depth:
-        raise _Refused(f"values nested deeper than {max_depth} levels")
-    return depth + 1
-
-
-def _place(stack: list[_Item], start: int, max_depth: int) -> int:
-    """Pop ``stack[start:]`` into a new container; return the depth that container reaches."""
-    if start < 0:
-        raise _Refused("an opcode reaches below the bottom of the stack")
-    deepest = 0
-    for item in stack[start:]:
-        if isinstance(item, _Box):
-            item.placed = True
-            depth = item.depth
-        elif item == _RESTORE:
-            raise _Refused("the restore function itself cannot be stored")
-        else:
-            depth = item
-        deepest = max(deepest, depth)
-    del stack[start:]
-    if deepest + 1 > max_depth:
-        raise _Refused(f"values nested deeper than {max_depth} levels")
-    return deepest + 1
+_HANDLERS: list[_Handler] = [_refuse] * 256
+for _ops, _handler in (
+    ((0x7D, 0x5D, 0x8F), _empty_container),  # EMPTY_DICT, EMPTY_LIST, EMPTY_SET
+    ((0x29,), _empty_tuple),  # EMPTY_TUPLE
+    ((0x91,), _frozenset),  # FROZENSET
+    ((0x61, 0x65, 0x73, 0x75, 0x90), _fill),  # APPEND(S), SETITEM(S), ADDITEMS
+    ((0x6A,), _long_binget),  # LONG_BINGET
+    (tuple(_COUNTED_WIDTH), _counted),
+    ((0x8A, 0x8B), _long),  # LONG1, LONG4
+    ((0x93,), _stack_global),  # STACK_GLOBAL
+    ((0x30,), _pop),  # POP
+    ((0x31,), _pop_mark),  # POP_MARK
+    ((0x95,), _frame),  # FRAME
+    ((0x80,), _proto),  # PROTO
+):
+    for _op in _ops:
+        _HANDLERS[_op] = _handler

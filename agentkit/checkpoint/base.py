@@ -13,8 +13,9 @@ import os
 import threading
 import time
 import uuid
+import weakref
 from types import TracebackType
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypeGuard, runtime_checkable
 
 from agentkit.errors import CheckpointBusyError, CheckpointError
 
@@ -203,7 +204,7 @@ def lease_for(store: CheckPointStore, checkpoint_id: str, ttl: float | None = No
         ValueError: ``ttl`` is not positive.
     """
     if ttl is None:
-        ttl = store.lease_ttl if isinstance(store, _WithLeaseTTL) else DEFAULT_LEASE_TTL
+        ttl = store.lease_ttl if _has_lease_ttl(store) else DEFAULT_LEASE_TTL
     _check_ttl(ttl)
     owner = new_lease_owner()
     if not _acquire(store, checkpoint_id, owner, ttl):
@@ -215,16 +216,50 @@ def lease_for(store: CheckPointStore, checkpoint_id: str, ttl: float | None = No
 
 
 def _acquire(store: CheckPointStore, checkpoint_id: str, owner: str, ttl: float) -> bool:
-    if isinstance(store, LeasingCheckPointStore):
+    if _leases(store):
         return store.acquire_lease(checkpoint_id, owner, ttl)
     return _LOCAL_LEASES.acquire(store, checkpoint_id, owner, ttl)
 
 
 def _release(store: CheckPointStore, checkpoint_id: str, owner: str) -> None:
-    if isinstance(store, LeasingCheckPointStore):
+    if _leases(store):
         store.release_lease(checkpoint_id, owner)
     else:
         _LOCAL_LEASES.release(store, checkpoint_id, owner)
+
+
+# What each protocol needs a class to define for its instances to pass isinstance().
+_MEMBERS: dict[type, tuple[str, ...]] = {
+    LeasingCheckPointStore: ("get", "set", "delete", "acquire_lease", "release_lease"),
+    _WithLeaseTTL: ("lease_ttl",),
+}
+_CONFORMING: weakref.WeakKeyDictionary[type, set[type]] = weakref.WeakKeyDictionary()
+
+
+def _conforms(store: object, protocol: type) -> bool:
+    """``isinstance(store, protocol)``, remembered for classes that define every member.
+
+    A runtime protocol check looks each member up (several microseconds), and a resume asks
+    three times; a class that passed once and defines the members itself passes for every
+    instance, so only that verdict is kept. Anything else is checked each time.
+    """
+    cls = type(store)
+    known = _CONFORMING.get(cls)
+    if known is not None and protocol in known:
+        return True
+    if not isinstance(store, protocol):
+        return False
+    if all(hasattr(cls, name) for name in _MEMBERS[protocol]):
+        _CONFORMING.setdefault(cls, set()).add(protocol)
+    return True
+
+
+def _leases(store: object) -> TypeGuard[LeasingCheckPointStore]:
+    return _conforms(store, LeasingCheckPointStore)
+
+
+def _has_lease_ttl(store: object) -> TypeGuard[_WithLeaseTTL]:
+    return _conforms(store, _WithLeaseTTL)
 
 
 # Helpers shared by the stores of this package.
