@@ -106,7 +106,7 @@ from agentkit.options import (
     wrap_impl_specific_opt_fn,
 )
 from agentkit.results import RunResult
-from agentkit.runctx import (
+from agentkit._runctx import (
     abort_on_cancel,
     add_session_value,
     add_session_values,

@@ -22,7 +22,7 @@ from agentkit.checkpoint.base import DEFAULT_LEASE_TTL
 from agentkit.conversation._turn import ConversationTurn, OpenTurn
 from agentkit.errors import CheckpointConsumedError, CheckpointError, CheckpointNotFoundError
 from agentkit.events import AgentInput
-from agentkit.runctx import RecordedEvent, RunFrame
+from agentkit._runctx import RecordedEvent, RunFrame
 
 if TYPE_CHECKING:
     from agentkit.checkpoint import CheckPointStore, Lease

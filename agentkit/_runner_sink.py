@@ -19,7 +19,7 @@ from agentkit.errors import (
 )
 from agentkit.events import AgentEvent, InterruptInfo
 from agentkit.results import RunOutcome
-from agentkit.runctx import RunFrame
+from agentkit._runctx import RunFrame
 from agentkit.worker import EventSink
 
 __all__ = ["RunnerSink"]

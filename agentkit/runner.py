@@ -40,7 +40,7 @@ from agentkit.conversation._turn import OpenTurn, open_turn, resume_turn
 from agentkit.events import Agent, AgentInput, InterruptInfo, ResumeInfo
 from agentkit.options import AgentRunOption, RunOptions, get_impl_specific_options
 from agentkit.results import RunIterator, RunOutcome, RunResult
-from agentkit.runctx import EventLog, RunFrame, Session
+from agentkit._runctx import EventLog, RunFrame, Session
 from agentkit.schema import Message, user_message
 from agentkit.worker import EventSink, start_worker
 

@@ -22,7 +22,7 @@ from agentkit.events import Agent, AgentEvent, AgentInput, InterruptInfo, Resume
 from agentkit.iterators import AsyncGenerator, _attach_producer, _Pair
 from agentkit.options import AgentRunOption
 from agentkit.results import RunIterator, RunOutcome
-from agentkit.runctx import EventLog, RunFrame, current_frame, use_frame
+from agentkit._runctx import EventLog, RunFrame, current_frame, use_frame
 
 __all__ = ["BuiltinAgent", "EventSink", "run_in_worker"]
 

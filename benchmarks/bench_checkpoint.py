@@ -20,7 +20,7 @@ from collections.abc import Callable
 from agentkit._checkpoints import Checkpoint
 from agentkit.checkpoint import PickleSerializer
 from agentkit.events import AgentInput, MessageVariant, RunStep
-from agentkit.runctx import RecordedEvent
+from agentkit._runctx import RecordedEvent
 from agentkit.schema import FunctionCall, Message, ResponseMeta, TokenUsage, ToolCall
 
 

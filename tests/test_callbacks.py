@@ -32,7 +32,7 @@ from agentkit import (
     with_callbacks,
 )
 from agentkit.prebuilt import supervisor
-from agentkit.runctx import current_usage
+from agentkit._runctx import current_usage
 from agentkit.testing import ScriptedChatModel, call, calls_message, no_thread_leak, run_events
 from tests.transfer_support import transfer
 

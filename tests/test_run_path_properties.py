@@ -14,7 +14,7 @@ from agentkit import (
     new_exit_action,
 )
 from agentkit.agents._flow_sink import FlowSink
-from agentkit.runctx import EventLog
+from agentkit._runctx import EventLog
 
 OWN = (RunStep("root"), RunStep("me"))
 PATHS = st.sampled_from(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from agentkit.events import AgentAction, AgentEvent, RunStep
-from agentkit.runctx import EventLog, RecordedEvent
+from agentkit._runctx import EventLog, RecordedEvent
 from agentkit.worker import EventSink
 
 __all__ = ["FlowSink"]

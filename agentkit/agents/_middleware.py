@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from agentkit.agents._react_config import ReactConfig
     from agentkit.models.base import ModelOptions
     from agentkit.options import AgentRunOption
-    from agentkit.runctx import ToolCallFrame
+    from agentkit._runctx import ToolCallFrame
     from agentkit.schema import ToolInfo
 
 __all__ = ["ReactHooks", "apply_before_agent", "checked_middlewares", "tool_timeouts"]

@@ -23,7 +23,7 @@ from agentkit.errors import (
     RetryExhaustedError,
     WillRetryError,
 )
-from agentkit.runctx import cancellable_sleep
+from agentkit._runctx import cancellable_sleep
 from agentkit.schema import Message
 from agentkit.streams import StreamReader, stream_from_iterator
 

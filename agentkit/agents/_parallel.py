@@ -21,7 +21,7 @@ from agentkit.events import (
     ResumeInfo,
 )
 from agentkit.options import AgentRunOption
-from agentkit.runctx import EventLog, RecordedEvent, RunFrame, use_frame
+from agentkit._runctx import EventLog, RecordedEvent, RunFrame, use_frame
 from agentkit.worker import EventSink
 
 __all__ = ["ParallelAgent", "ParallelState"]

@@ -28,7 +28,7 @@ from agentkit.events import (
 )
 from agentkit.interrupt import InterruptSignal, ToolRoundState
 from agentkit.options import AgentRunOption, ChatModelAgentOptions, get_impl_specific_options
-from agentkit.runctx import RunFrame
+from agentkit._runctx import RunFrame
 from agentkit.schema import Message, Role
 from agentkit.streams import StreamReader, concat_message_stream
 from agentkit.worker import EventSink

@@ -21,7 +21,7 @@ import attrs
 
 from agentkit.cancel import CancelMode, RunScope
 from agentkit.errors import ToolTimeoutError
-from agentkit.runctx import current_frame, use_frame
+from agentkit._runctx import current_frame, use_frame
 from agentkit.schema import ToolCall
 
 __all__ = ["AbandonablePut", "call_with_timeout"]

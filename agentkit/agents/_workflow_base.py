@@ -22,7 +22,7 @@ from agentkit.events import (
     RunStep,
 )
 from agentkit.options import AgentRunOption
-from agentkit.runctx import RunFrame, current_frame, use_frame
+from agentkit._runctx import RunFrame, current_frame, use_frame
 from agentkit.worker import BuiltinAgent, EventSink
 
 __all__ = ["HoldSink", "WorkflowBase"]

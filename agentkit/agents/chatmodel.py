@@ -25,7 +25,7 @@ from agentkit.events import (
 )
 from agentkit.interrupt import ToolRoundState
 from agentkit.options import AgentRunOption
-from agentkit.runctx import RunFrame, current_frame
+from agentkit._runctx import RunFrame, current_frame
 from agentkit.schema import Message, system_message
 from agentkit.tools._function_tool import checked_timeout
 from agentkit.tools.base import BaseTool, as_tool

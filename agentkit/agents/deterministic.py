@@ -28,7 +28,7 @@ from agentkit.events import (
     new_transfer_to_agent_action,
 )
 from agentkit.options import AgentRunOption
-from agentkit.runctx import EventLog, RecordedEvent, current_frame, use_frame
+from agentkit._runctx import EventLog, RecordedEvent, current_frame, use_frame
 from agentkit.schema import Role
 from agentkit.worker import BuiltinAgent, EventSink, drive
 

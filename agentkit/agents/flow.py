@@ -47,7 +47,7 @@ from agentkit.options import (
     filter_options,
     get_impl_specific_options,
 )
-from agentkit.runctx import RunFrame, Session, current_frame, use_frame
+from agentkit._runctx import RunFrame, Session, current_frame, use_frame
 from agentkit.schema import Role
 from agentkit.worker import BuiltinAgent, EventSink, drive
 

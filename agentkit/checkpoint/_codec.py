@@ -60,7 +60,7 @@ _PERSISTED_MODULES = (
     "agentkit.schema",
     "agentkit.events",
     "agentkit.cancel",
-    "agentkit.runctx",
+    "agentkit._runctx",
     "agentkit.interrupt",
     "agentkit.runner",
     "agentkit.agents.flow",

@@ -19,7 +19,7 @@ from agentkit.conversation.trim import HistoryTrimmer
 from agentkit.schema import Message
 
 if TYPE_CHECKING:
-    from agentkit.runctx import RecordedEvent
+    from agentkit._runctx import RecordedEvent
 
 __all__ = ["ConversationTurn", "OpenTurn", "open_turn", "resume_turn"]
 

@@ -31,7 +31,7 @@ from agentkit._runlog import publish, summary_of_error
 from agentkit.cancel import CancelHandle, CancelMode, with_cancel
 from agentkit.errors import AgentKitError
 from agentkit.options import with_checkpoint_id, with_session_values
-from agentkit.runctx import check_cancelled
+from agentkit._runctx import check_cancelled
 from agentkit.runner import Runner
 from agentkit.schema import Message, user_message
 

@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 from agentkit.mcp import _compat
 from agentkit.mcp._errors import MCPConnectionError
-from agentkit.runctx import abort_on_cancel, check_cancelled
+from agentkit._runctx import abort_on_cancel, check_cancelled
 
 __all__ = ["Connection", "describe_error"]
 

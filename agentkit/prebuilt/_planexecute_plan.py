@@ -14,7 +14,7 @@ import attrs
 
 from agentkit._persist import persisted
 from agentkit.errors import AgentKitError
-from agentkit.runctx import current_frame, get_session_value
+from agentkit._runctx import current_frame, get_session_value
 from agentkit.schema import Message
 
 # --- session keys -------------------------------------------------------------------------

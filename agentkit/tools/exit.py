@@ -7,7 +7,7 @@ from typing import Any
 
 from agentkit.errors import ToolArgumentsError
 from agentkit.events import new_exit_action
-from agentkit.runctx import send_tool_gen_action
+from agentkit._runctx import send_tool_gen_action
 from agentkit.schema import ToolInfo
 
 __all__ = ["ExitTool"]

@@ -13,7 +13,7 @@ from agentkit.events import (
     new_transfer_to_agent_action,
     transfer_result_text,
 )
-from agentkit.runctx import send_tool_gen_action
+from agentkit._runctx import send_tool_gen_action
 from agentkit.schema import ToolInfo
 
 __all__ = ["TransferToAgentTool", "transfer_instruction"]

@@ -28,7 +28,7 @@ from agentkit.models.openai._wire import (
     server_message,
     tools_bytes,
 )
-from agentkit.runctx import abort_on_cancel, cancellable_sleep, current_frame
+from agentkit._runctx import abort_on_cancel, cancellable_sleep, current_frame
 from agentkit.schema import Message, ToolInfo
 from agentkit.streams import StreamReader, stream_from_iterator
 

@@ -19,7 +19,7 @@ from agentkit.models.openai._wire import (
     parse_chunk,
     parse_error_event,
 )
-from agentkit.runctx import RunFrame
+from agentkit._runctx import RunFrame
 from agentkit.schema import Message
 
 __all__: list[str] = []
