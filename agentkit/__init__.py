@@ -145,7 +145,7 @@ from agentkit.tools.approval import ApprovalRequest, Approve, Reject, with_appro
 from agentkit.tools.base import BaseTool, InvokableTool, StreamableTool, ToolCallInfo
 from agentkit.tools.exit import ExitTool
 from agentkit.tools.function import tool
-from agentkit.worker import run_in_worker
+from agentkit._worker import run_in_worker
 
 if TYPE_CHECKING:
     from agentkit.models.openai import OpenAIChatModel

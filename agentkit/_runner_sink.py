@@ -20,7 +20,7 @@ from agentkit.errors import (
 from agentkit.events import AgentEvent, InterruptInfo
 from agentkit.results import RunOutcome
 from agentkit._runctx import RunFrame
-from agentkit.worker import EventSink
+from agentkit._worker import EventSink
 
 __all__ = ["RunnerSink"]
 

@@ -42,7 +42,7 @@ from agentkit.options import AgentRunOption, RunOptions, get_impl_specific_optio
 from agentkit.results import RunIterator, RunOutcome, RunResult
 from agentkit._runctx import EventLog, RunFrame, Session
 from agentkit.schema import Message, user_message
-from agentkit.worker import EventSink, start_worker
+from agentkit._worker import EventSink, start_worker
 
 if TYPE_CHECKING:
     from agentkit.checkpoint import CheckPointStore, PickleSerializer

@@ -22,7 +22,7 @@ from agentkit.events import (
 )
 from agentkit.options import AgentRunOption
 from agentkit._runctx import EventLog, RecordedEvent, RunFrame, use_frame
-from agentkit.worker import EventSink
+from agentkit._worker import EventSink
 
 __all__ = ["ParallelAgent", "ParallelState"]
 

@@ -31,7 +31,7 @@ from agentkit.options import AgentRunOption, ChatModelAgentOptions, get_impl_spe
 from agentkit._runctx import RunFrame
 from agentkit.schema import Message, Role
 from agentkit.streams import StreamReader, concat_message_stream
-from agentkit.worker import EventSink
+from agentkit._worker import EventSink
 
 if TYPE_CHECKING:
     from agentkit.models.base import ModelOptions

@@ -23,7 +23,7 @@ from agentkit.events import (
 )
 from agentkit.options import AgentRunOption
 from agentkit._runctx import RunFrame, current_frame, use_frame
-from agentkit.worker import BuiltinAgent, EventSink
+from agentkit._worker import BuiltinAgent, EventSink
 
 __all__ = ["HoldSink", "WorkflowBase"]
 

@@ -30,7 +30,7 @@ from agentkit.schema import Message, system_message
 from agentkit.tools._function_tool import checked_timeout
 from agentkit.tools.base import BaseTool, as_tool
 from agentkit.tools.transfer import TransferToAgentTool, transfer_instruction
-from agentkit.worker import BuiltinAgent, EventSink
+from agentkit._worker import BuiltinAgent, EventSink
 
 if TYPE_CHECKING:
     from agentkit.middleware import AgentMiddleware

@@ -30,7 +30,7 @@ from agentkit.events import (
 from agentkit.options import AgentRunOption
 from agentkit._runctx import EventLog, RecordedEvent, current_frame, use_frame
 from agentkit.schema import Role
-from agentkit.worker import BuiltinAgent, EventSink, drive
+from agentkit._worker import BuiltinAgent, EventSink, drive
 
 __all__ = ["DeterministicTransferState", "agent_with_deterministic_transfer_to"]
 

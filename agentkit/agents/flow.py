@@ -49,7 +49,7 @@ from agentkit.options import (
 )
 from agentkit._runctx import RunFrame, Session, current_frame, use_frame
 from agentkit.schema import Role
-from agentkit.worker import BuiltinAgent, EventSink, drive
+from agentkit._worker import BuiltinAgent, EventSink, drive
 
 _log = logging.getLogger("agentkit")
 

@@ -20,7 +20,7 @@ from agentkit.events import (
     ResumeInfo,
 )
 from agentkit.options import AgentRunOption
-from agentkit.worker import EventSink
+from agentkit._worker import EventSink
 
 __all__ = [
     "LoopAgent",

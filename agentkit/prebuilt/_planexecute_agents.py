@@ -33,7 +33,7 @@ from agentkit.prebuilt._planexecute_prompts import replanner_input_for
 from agentkit._runctx import current_frame, get_session_value
 from agentkit.schema import Message, Role, ToolCall, ToolInfo
 from agentkit.streams import StreamReader, concat_message_stream, stream_from_iterator
-from agentkit.worker import BuiltinAgent, EventSink
+from agentkit._worker import BuiltinAgent, EventSink
 
 __all__ = ["Planner", "Replanner"]
 
