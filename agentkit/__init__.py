@@ -81,7 +81,7 @@ from agentkit.events import (
     new_exit_action,
     new_transfer_to_agent_action,
 )
-from agentkit.interrupt import get_interrupt_state, interrupt, interrupt_event
+from agentkit._interrupt import get_interrupt_state, interrupt, interrupt_event
 from agentkit.iterators import AsyncGenerator, AsyncIterator, new_async_iterator_pair
 from agentkit.middleware import (
     AgentContext,

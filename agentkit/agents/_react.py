@@ -26,7 +26,7 @@ from agentkit.events import (
     InterruptInfo,
     event_from_message,
 )
-from agentkit.interrupt import InterruptSignal, ToolRoundState
+from agentkit._interrupt import InterruptSignal, ToolRoundState
 from agentkit.options import AgentRunOption, ChatModelAgentOptions, get_impl_specific_options
 from agentkit._runctx import RunFrame
 from agentkit.schema import Message, Role

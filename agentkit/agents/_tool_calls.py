@@ -19,7 +19,7 @@ from agentkit._points import PointResume
 from agentkit.agents._tool_timeout import AbandonablePut, call_with_timeout
 from agentkit.errors import AgentCancelledError
 from agentkit.events import AgentEvent, event_from_message
-from agentkit.interrupt import InterruptSignal, ToolRoundState
+from agentkit._interrupt import InterruptSignal, ToolRoundState
 from agentkit._runctx import ToolCallFrame, use_frame
 from agentkit.schema import Message, Role, ToolCall, tool_message
 from agentkit.streams import StreamReader, concat_message_stream, stream_from_iterator

@@ -23,7 +23,7 @@ from agentkit.events import (
     AgentInput,
     ResumeInfo,
 )
-from agentkit.interrupt import ToolRoundState
+from agentkit._interrupt import ToolRoundState
 from agentkit.options import AgentRunOption
 from agentkit._runctx import RunFrame, current_frame
 from agentkit.schema import Message, system_message

@@ -61,7 +61,7 @@ _PERSISTED_MODULES = (
     "agentkit.events",
     "agentkit.cancel",
     "agentkit._runctx",
-    "agentkit.interrupt",
+    "agentkit._interrupt",
     "agentkit.runner",
     "agentkit.agents.flow",
     "agentkit.agents.agenttool",

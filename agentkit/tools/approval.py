@@ -30,7 +30,7 @@ import attrs
 
 from agentkit._persist import persisted
 from agentkit.errors import ResumeError, ToolArgumentsError
-from agentkit.interrupt import interrupt
+from agentkit._interrupt import interrupt
 from agentkit._runctx import current_frame, use_frame
 from agentkit.schema import ToolInfo
 from agentkit.tools.base import BaseTool
