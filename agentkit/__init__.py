@@ -14,6 +14,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from agentkit._interrupt import get_interrupt_state, interrupt, interrupt_event
+from agentkit._runctx import (
+    abort_on_cancel,
+    add_session_value,
+    add_session_values,
+    cancellable_sleep,
+    check_cancelled,
+    get_session_value,
+    get_session_values,
+    get_tool_options,
+    send_tool_gen_action,
+)
+from agentkit._worker import run_in_worker
 from agentkit.agents._model_retry import ModelRetryConfig
 from agentkit.agents.agenttool import AgentTool
 from agentkit.agents.chatmodel import ChatModelAgent, GenModelInput
@@ -81,7 +94,6 @@ from agentkit.events import (
     new_exit_action,
     new_transfer_to_agent_action,
 )
-from agentkit._interrupt import get_interrupt_state, interrupt, interrupt_event
 from agentkit.iterators import AsyncGenerator, AsyncIterator, new_async_iterator_pair
 from agentkit.middleware import (
     AgentContext,
@@ -106,17 +118,6 @@ from agentkit.options import (
     wrap_impl_specific_opt_fn,
 )
 from agentkit.results import RunResult
-from agentkit._runctx import (
-    abort_on_cancel,
-    add_session_value,
-    add_session_values,
-    cancellable_sleep,
-    check_cancelled,
-    get_session_value,
-    get_session_values,
-    get_tool_options,
-    send_tool_gen_action,
-)
 from agentkit.runner import Runner
 from agentkit.schema import (
     FunctionCall,
@@ -145,7 +146,6 @@ from agentkit.tools.approval import ApprovalRequest, Approve, Reject, with_appro
 from agentkit.tools.base import BaseTool, InvokableTool, StreamableTool, ToolCallInfo
 from agentkit.tools.exit import ExitTool
 from agentkit.tools.function import tool
-from agentkit._worker import run_in_worker
 
 if TYPE_CHECKING:
     from agentkit.models.openai import OpenAIChatModel

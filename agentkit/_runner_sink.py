@@ -10,6 +10,8 @@ import attrs
 
 from agentkit._checkpoints import Checkpoint, ConsumedCheckpoint, make_checkpoint
 from agentkit._points import interrupt_contexts
+from agentkit._runctx import RunFrame
+from agentkit._worker import EventSink
 from agentkit.conversation._turn import OpenTurn
 from agentkit.errors import (
     AgentCancelledError,
@@ -19,8 +21,6 @@ from agentkit.errors import (
 )
 from agentkit.events import AgentEvent, InterruptInfo
 from agentkit.results import RunOutcome
-from agentkit._runctx import RunFrame
-from agentkit._worker import EventSink
 
 __all__ = ["RunnerSink"]
 

@@ -33,16 +33,16 @@ from agentkit._checkpoints import (
     save_checkpoint,
 )
 from agentkit._observe import RunObservers
+from agentkit._runctx import EventLog, RunFrame, Session
 from agentkit._runner_sink import RunnerSink
+from agentkit._scope import RunScope
+from agentkit._worker import EventSink, start_worker
 from agentkit.agents.flow import FlowAgent
-from agentkit.cancel import RunScope
 from agentkit.conversation._turn import OpenTurn, open_turn, resume_turn
 from agentkit.events import Agent, AgentInput, InterruptInfo, ResumeInfo
 from agentkit.options import AgentRunOption, RunOptions, get_impl_specific_options
 from agentkit.results import RunIterator, RunOutcome, RunResult
-from agentkit._runctx import EventLog, RunFrame, Session
 from agentkit.schema import Message, user_message
-from agentkit._worker import EventSink, start_worker
 
 if TYPE_CHECKING:
     from agentkit.checkpoint import CheckPointStore, PickleSerializer

@@ -18,9 +18,9 @@ import timeit
 from collections.abc import Callable
 
 from agentkit._checkpoints import Checkpoint
+from agentkit._runctx import RecordedEvent
 from agentkit.checkpoint import PickleSerializer
 from agentkit.events import AgentInput, MessageVariant, RunStep
-from agentkit._runctx import RecordedEvent
 from agentkit.schema import FunctionCall, Message, ResponseMeta, TokenUsage, ToolCall
 
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from agentkit.events import AgentAction, AgentEvent, RunStep
 from agentkit._runctx import EventLog, RecordedEvent
 from agentkit._worker import EventSink
+from agentkit.events import AgentAction, AgentEvent, RunStep
 
 __all__ = ["FlowSink"]
 

@@ -10,6 +10,8 @@ from concurrent.futures import ThreadPoolExecutor
 import attrs
 
 from agentkit._persist import persisted
+from agentkit._runctx import EventLog, RecordedEvent, RunFrame, use_frame
+from agentkit._worker import EventSink
 from agentkit.agents._workflow_base import WorkflowBase
 from agentkit.errors import AgentCancelledError, AgentConfigError, ResumeError
 from agentkit.events import (
@@ -21,8 +23,6 @@ from agentkit.events import (
     ResumeInfo,
 )
 from agentkit.options import AgentRunOption
-from agentkit._runctx import EventLog, RecordedEvent, RunFrame, use_frame
-from agentkit._worker import EventSink
 
 __all__ = ["ParallelAgent", "ParallelState"]
 

@@ -19,9 +19,10 @@ from typing import Any, TypeVar
 
 import attrs
 
-from agentkit.cancel import CancelMode, RunScope
-from agentkit.errors import ToolTimeoutError
 from agentkit._runctx import current_frame, use_frame
+from agentkit._scope import RunScope
+from agentkit.cancel import CancelMode
+from agentkit.errors import ToolTimeoutError
 from agentkit.schema import ToolCall
 
 __all__ = ["AbandonablePut", "call_with_timeout"]

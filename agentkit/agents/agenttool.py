@@ -8,13 +8,13 @@ from typing import Any
 
 import attrs
 
+from agentkit._interrupt import InterruptSignal
 from agentkit._persist import persisted
+from agentkit._runctx import EventLog, RecordedEvent, RunFrame, Session, current_frame, use_frame
+from agentkit._scope import RunScope
 from agentkit.agents.flow import FlowAgent, rewrite_message
-from agentkit.cancel import RunScope
 from agentkit.errors import AgentConfigError, AgentKitError, ToolArgumentsError
 from agentkit.events import Agent, AgentEvent, AgentInput, ResumeInfo, gen_transfer_messages
-from agentkit._interrupt import InterruptSignal
-from agentkit._runctx import EventLog, RecordedEvent, RunFrame, Session, current_frame, use_frame
 from agentkit.schema import Message, Role, ToolInfo, user_message
 
 __all__ = ["AgentTool"]

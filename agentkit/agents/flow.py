@@ -18,6 +18,8 @@ import attrs
 
 from agentkit._observe import RunObservers, observe_agent
 from agentkit._persist import persisted
+from agentkit._runctx import RunFrame, Session, current_frame, use_frame
+from agentkit._worker import BuiltinAgent, EventSink, drive
 from agentkit.agents._flow_sink import FlowSink
 from agentkit.agents._history import (
     HistoryEntry,
@@ -47,9 +49,7 @@ from agentkit.options import (
     filter_options,
     get_impl_specific_options,
 )
-from agentkit._runctx import RunFrame, Session, current_frame, use_frame
 from agentkit.schema import Role
-from agentkit._worker import BuiltinAgent, EventSink, drive
 
 _log = logging.getLogger("agentkit")
 

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 import attrs
 
 from agentkit._persist import persisted
+from agentkit._worker import EventSink
 from agentkit.agents._parallel import ParallelAgent, ParallelState
 from agentkit.agents._workflow_base import HoldSink, WorkflowBase
 from agentkit.errors import AgentConfigError, ResumeError
@@ -20,7 +21,6 @@ from agentkit.events import (
     ResumeInfo,
 )
 from agentkit.options import AgentRunOption
-from agentkit._worker import EventSink
 
 __all__ = [
     "LoopAgent",

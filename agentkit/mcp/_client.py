@@ -14,12 +14,12 @@ from typing import Any, Literal, TypeVar
 
 import attrs
 
+from agentkit._runctx import abort_on_cancel, check_cancelled
 from agentkit.errors import ToolTimeoutError
 from agentkit.mcp import _compat
 from agentkit.mcp._connection import Connection, describe_error
 from agentkit.mcp._endpoint import Endpoint, redacted, session_ended
 from agentkit.mcp._errors import MCPClientClosedError, MCPConnectionError, MCPServerError
-from agentkit._runctx import abort_on_cancel, check_cancelled
 from agentkit.schema import ToolInfo
 from agentkit.tools.base import BaseTool
 

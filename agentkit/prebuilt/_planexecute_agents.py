@@ -10,6 +10,8 @@ import abc
 import json
 from collections.abc import Callable, Iterator
 
+from agentkit._runctx import current_frame, get_session_value
+from agentkit._worker import BuiltinAgent, EventSink
 from agentkit.cancel import CancelMode
 from agentkit.errors import AgentCancelledError, AgentConfigError
 from agentkit.events import AgentEvent, AgentInput, event_from_message, new_break_loop_action
@@ -30,10 +32,8 @@ from agentkit.prebuilt._planexecute_plan import (
     store,
 )
 from agentkit.prebuilt._planexecute_prompts import replanner_input_for
-from agentkit._runctx import current_frame, get_session_value
 from agentkit.schema import Message, Role, ToolCall, ToolInfo
 from agentkit.streams import StreamReader, concat_message_stream, stream_from_iterator
-from agentkit._worker import BuiltinAgent, EventSink
 
 __all__ = ["Planner", "Replanner"]
 

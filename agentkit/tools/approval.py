@@ -28,10 +28,10 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 import attrs
 
-from agentkit._persist import persisted
-from agentkit.errors import ResumeError, ToolArgumentsError
 from agentkit._interrupt import interrupt
+from agentkit._persist import persisted
 from agentkit._runctx import current_frame, use_frame
+from agentkit.errors import ResumeError, ToolArgumentsError
 from agentkit.schema import ToolInfo
 from agentkit.tools.base import BaseTool
 
