@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime
 import logging
 from collections.abc import Callable
 
@@ -144,6 +143,8 @@ class RunnerSink:
                 if self.error_seen:
                     self._save_stopped(checkpoint_id, held)
                 elif self.resumed:
+                    import datetime  # only when a resumed run completes
+
                     completed = datetime.datetime.now(datetime.timezone.utc).isoformat()
                     self.save(checkpoint_id, ConsumedCheckpoint(completed))
                     _log.info("agentkit: checkpoint %r consumed", checkpoint_id)
