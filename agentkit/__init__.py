@@ -84,13 +84,23 @@ from agentkit.events import (
     ResumeInfo,
     RunStep,
     TransferToAgentAction,
+    break_loop_action,
     event_from_message,
+    exit_action,
     gen_transfer_messages,
     new_break_loop_action,
     new_exit_action,
     new_transfer_to_agent_action,
+    transfer_action,
 )
-from agentkit.iterators import AsyncGenerator, AsyncIterator, new_async_iterator_pair
+from agentkit.iterators import (
+    AsyncGenerator,
+    AsyncIterator,
+    ItemIterator,
+    ItemSender,
+    channel,
+    new_async_iterator_pair,
+)
 from agentkit.middleware import (
     AgentContext,
     AgentMiddleware,
@@ -102,6 +112,8 @@ from agentkit.middleware import (
 from agentkit.models.base import ChatModel, ModelOptions, ToolCallingChatModel
 from agentkit.options import (
     AgentRunOption,
+    custom_option,
+    custom_options,
     get_impl_specific_options,
     with_chat_model_options,
     with_checkpoint_id,
@@ -176,6 +188,9 @@ __all__ = [
     "AgentTool",
     "AsyncGenerator",
     "AsyncIterator",
+    "ItemIterator",
+    "ItemSender",
+    "channel",
     "AuthenticationError",
     "BadRequestError",
     "BaseTool",
@@ -252,6 +267,8 @@ __all__ = [
     "event_from_message",
     "gen_transfer_messages",
     "get_impl_specific_options",
+    "custom_option",
+    "custom_options",
     "get_interrupt_state",
     "get_session_value",
     "get_session_values",
@@ -262,6 +279,9 @@ __all__ = [
     "new_break_loop_action",
     "new_exit_action",
     "new_transfer_to_agent_action",
+    "exit_action",
+    "transfer_action",
+    "break_loop_action",
     "pipe",
     "print_events",
     "run_in_worker",

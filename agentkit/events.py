@@ -38,10 +38,13 @@ __all__ = [
     "RunStep",
     "TransferToAgentAction",
     "event_from_message",
+    "break_loop_action",
+    "exit_action",
     "gen_transfer_messages",
     "new_break_loop_action",
     "new_exit_action",
     "new_transfer_to_agent_action",
+    "transfer_action",
 ]
 
 TRANSFER_TO_AGENT_TOOL_NAME = "transfer_to_agent"
@@ -405,19 +408,34 @@ def event_from_message(
     return AgentEvent(output=AgentOutput(message_output=variant))
 
 
-def new_exit_action() -> AgentAction:
-    """Return an action that ends the current agent (and stops Sequential/Loop workflows)."""
+def exit_action() -> AgentAction:
+    """Return an action that ends the current agent (and stops Sequential/Loop workflows).
+
+    ``new_exit_action`` is the Eino name for it (the same function).
+    """
     return AgentAction(exit=True)
 
 
-def new_transfer_to_agent_action(dest: str) -> AgentAction:
-    """Return an action that transfers the conversation to the agent named ``dest``."""
+def transfer_action(dest: str) -> AgentAction:
+    """Return an action that transfers the conversation to the agent named ``dest``.
+
+    ``new_transfer_to_agent_action`` is the Eino name for it (the same function).
+    """
     return AgentAction(transfer_to_agent=TransferToAgentAction(dest))
 
 
-def new_break_loop_action(agent_name: str) -> AgentAction:
-    """Return an action that stops the innermost enclosing loop, sent by ``agent_name``."""
+def break_loop_action(agent_name: str) -> AgentAction:
+    """Return an action that stops the innermost enclosing loop, sent by ``agent_name``.
+
+    ``new_break_loop_action`` is the Eino name for it (the same function).
+    """
     return AgentAction(break_loop=BreakLoopAction(from_agent=agent_name))
+
+
+# Eino's names for the three action constructors.
+new_exit_action = exit_action
+new_transfer_to_agent_action = transfer_action
+new_break_loop_action = break_loop_action
 
 
 def transfer_result_text(dest: str) -> str:

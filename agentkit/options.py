@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AgentRunOption",
+    "custom_option",
+    "custom_options",
     "get_impl_specific_options",
     "with_chat_model_options",
     "with_checkpoint_id",
@@ -61,20 +63,26 @@ class AgentRunOption:
         return not self.agent_names or agent_name in self.agent_names
 
 
-def wrap_impl_specific_opt_fn(options_type: type[T], fn: Callable[[T], Any]) -> AgentRunOption:
-    """Return an option that applies ``fn`` to an ``options_type`` instance.
+def custom_option(options_type: type[T], fn: Callable[[T], Any]) -> AgentRunOption:
+    """Return a run option that applies ``fn`` to an ``options_type`` instance.
 
-    ``fn`` may update its argument in place, or return a new instance to replace it.
+    For custom agents: the agent reads its options with :func:`custom_options`. ``fn`` may
+    update its argument in place, or return a new instance to replace it.
+    ``wrap_impl_specific_opt_fn`` is the Eino name for it (the same function).
     """
     if not isinstance(options_type, type):
         raise TypeError(f"options_type must be a class (got {options_type!r})")
     return AgentRunOption(target=options_type, apply=fn)
 
 
-def get_impl_specific_options(base: T, *options: AgentRunOption) -> T:
+def custom_options(base: T, *options: AgentRunOption) -> T:
     """Apply, in order, every option made for exactly ``type(base)`` to ``base``; return it.
 
-    Options for other types are ignored.
+    Options for other types are ignored. Example, in a custom agent's ``run``::
+
+        settings = custom_options(EchoSettings(), *options)
+
+    ``get_impl_specific_options`` is the Eino name for it (the same function).
     """
     kind = type(base)
     for option in options:
@@ -89,6 +97,11 @@ def get_impl_specific_options(base: T, *options: AgentRunOption) -> T:
                 base = result
     return base
 
+
+
+# Eino's names for the custom-agent option pair.
+wrap_impl_specific_opt_fn = custom_option
+get_impl_specific_options = custom_options
 
 def filter_options(
     options: Iterable[AgentRunOption], agent_name: str

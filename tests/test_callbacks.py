@@ -31,7 +31,7 @@ from agentkit import (
     tool,
     with_callbacks,
 )
-from agentkit._runctx import current_usage
+from agentkit.callbacks import current_usage
 from agentkit.prebuilt import supervisor
 from agentkit.testing import ScriptedChatModel, call, calls_message, no_thread_leak, run_events
 from tests.transfer_support import transfer
