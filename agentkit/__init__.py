@@ -148,7 +148,7 @@ from agentkit.streams import (
     stream_from_iterator,
     stream_from_list,
 )
-from agentkit.tools._approval import ApprovalRequest, Approve, Reject, with_approval
+from agentkit.tools.approval import ApprovalRequest, Approve, Reject, with_approval
 from agentkit.tools.base import BaseTool, InvokableTool, StreamableTool, ToolCallInfo
 from agentkit.tools.function import tool
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from agentkit._lazy import attach
-from agentkit.tools._approval import ApprovalRequest, Approve, Reject, with_approval
+from agentkit.tools.approval import ApprovalRequest, Approve, Reject, with_approval
 from agentkit.tools.base import BaseTool, InvokableTool, StreamableTool, ToolCallInfo, as_tool
 from agentkit.tools.function import FunctionTool, StreamingFunctionTool, tool
 
