@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from agentkit.options import AgentRunOption, get_impl_specific_options
+from agentkit._options import AgentRunOption, get_impl_specific_options
 from agentkit.schema import TokenUsage
 
 if TYPE_CHECKING:

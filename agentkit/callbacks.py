@@ -38,9 +38,9 @@ import time
 from typing import Protocol
 
 from agentkit._observe import HANDLER_METHODS, CallbackOptions, RunInfo, UsageLedger
+from agentkit._options import AgentRunOption, wrap_impl_specific_opt_fn
 from agentkit._runctx import current_usage
 from agentkit.events import AgentInput
-from agentkit.options import AgentRunOption, wrap_impl_specific_opt_fn
 from agentkit.schema import Message, TokenUsage
 
 __all__ = ["CallbackHandler", "RunInfo", "UsageTracker", "current_usage", "with_callbacks"]

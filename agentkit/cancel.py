@@ -11,8 +11,8 @@ import enum
 import threading
 from typing import TYPE_CHECKING
 
+from agentkit._options import AgentRunOption, RunOptions, wrap_impl_specific_opt_fn
 from agentkit._persist import persisted
-from agentkit.options import AgentRunOption, RunOptions, wrap_impl_specific_opt_fn
 
 if TYPE_CHECKING:
     from agentkit._scope import RunScope

@@ -18,8 +18,8 @@ from agentkit.schema import FunctionCall, Message, Role, ToolCall, assistant_mes
 from agentkit.streams import StreamReader, concat_message_stream
 
 if TYPE_CHECKING:
+    from agentkit._options import AgentRunOption
     from agentkit.iterators import AsyncIterator
-    from agentkit.options import AgentRunOption
 
 __all__ = [
     "TRANSFER_TO_AGENT_TOOL_NAME",

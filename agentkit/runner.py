@@ -33,6 +33,7 @@ from agentkit._checkpoints import (
     save_checkpoint,
 )
 from agentkit._observe import RunObservers
+from agentkit._options import AgentRunOption, RunOptions, get_impl_specific_options
 from agentkit._runctx import EventLog, RunFrame, Session
 from agentkit._runner_sink import RunnerSink
 from agentkit._scope import RunScope
@@ -40,7 +41,6 @@ from agentkit._worker import EventSink, start_worker
 from agentkit.agents.flow import FlowAgent
 from agentkit.conversation._turn import OpenTurn, open_turn, resume_turn
 from agentkit.events import Agent, AgentInput, InterruptInfo, ResumeInfo
-from agentkit.options import AgentRunOption, RunOptions, get_impl_specific_options
 from agentkit.results import RunIterator, RunOutcome, RunResult
 from agentkit.schema import Message, user_message
 

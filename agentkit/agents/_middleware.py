@@ -28,11 +28,11 @@ from agentkit.tools.base import BaseTool, ToolCallInfo
 from agentkit.tools.function import FunctionTool
 
 if TYPE_CHECKING:
+    from agentkit._options import AgentRunOption
     from agentkit._runctx import ToolCallFrame
     from agentkit.agents._react import ReactRun
     from agentkit.agents._react_config import ReactConfig
     from agentkit.models.base import ModelOptions
-    from agentkit.options import AgentRunOption
     from agentkit.schema import ToolInfo
 
 __all__ = ["ReactHooks", "apply_before_agent", "checked_middlewares", "tool_timeouts"]

@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import attrs
 
+from agentkit._options import AgentRunOption
 from agentkit._persist import persisted
 from agentkit._runctx import EventLog, RecordedEvent, RunFrame, use_frame
 from agentkit._worker import EventSink
@@ -22,7 +23,6 @@ from agentkit.events import (
     InterruptInfo,
     ResumeInfo,
 )
-from agentkit.options import AgentRunOption
 
 __all__ = ["ParallelAgent", "ParallelState"]
 

@@ -14,6 +14,7 @@ import queue
 from typing import TYPE_CHECKING, Any
 
 from agentkit._interrupt import InterruptSignal, ToolRoundState
+from agentkit._options import AgentRunOption, ChatModelAgentOptions, get_impl_specific_options
 from agentkit._runctx import RunFrame
 from agentkit._runlocals import RunLocals, run_locals
 from agentkit._scope import Point
@@ -30,7 +31,6 @@ from agentkit.events import (
     InterruptInfo,
     event_from_message,
 )
-from agentkit.options import AgentRunOption, ChatModelAgentOptions, get_impl_specific_options
 from agentkit.schema import Message, Role
 from agentkit.streams import StreamReader, concat_message_stream
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import attrs
 
+from agentkit._options import AgentRunOption
 from agentkit._runctx import RunFrame, current_frame, use_frame
 from agentkit._scope import Point
 from agentkit._worker import BuiltinAgent, EventSink
@@ -23,7 +24,6 @@ from agentkit.events import (
     ResumeInfo,
     RunStep,
 )
-from agentkit.options import AgentRunOption
 
 __all__ = ["HoldSink", "WorkflowBase"]
 

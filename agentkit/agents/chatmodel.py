@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from agentkit._interrupt import ToolRoundState
+from agentkit._options import AgentRunOption
 from agentkit._runctx import RunFrame, current_frame
 from agentkit._worker import BuiltinAgent, EventSink
 from agentkit.agents._middleware import apply_before_agent, checked_middlewares, tool_timeouts
@@ -26,7 +27,6 @@ from agentkit.events import (
     AgentInput,
     ResumeInfo,
 )
-from agentkit.options import AgentRunOption
 from agentkit.schema import Message, system_message
 from agentkit.tools._function_tool import checked_timeout
 from agentkit.tools.base import BaseTool, as_tool

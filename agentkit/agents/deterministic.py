@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 import attrs
 
+from agentkit._options import AgentRunOption
 from agentkit._persist import persisted
 from agentkit._runctx import EventLog, RecordedEvent, current_frame, use_frame
 from agentkit._worker import BuiltinAgent, EventSink, drive
@@ -29,7 +30,6 @@ from agentkit.events import (
     gen_transfer_messages,
     new_transfer_to_agent_action,
 )
-from agentkit.options import AgentRunOption
 from agentkit.schema import Role
 
 __all__ = ["DeterministicTransferState", "agent_with_deterministic_transfer_to"]

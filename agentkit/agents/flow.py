@@ -17,6 +17,12 @@ from typing import Any
 import attrs
 
 from agentkit._observe import RunObservers, observe_agent
+from agentkit._options import (
+    AgentRunOption,
+    RunOptions,
+    filter_options,
+    get_impl_specific_options,
+)
 from agentkit._persist import persisted
 from agentkit._runctx import RunFrame, Session, current_frame, use_frame
 from agentkit._worker import BuiltinAgent, EventSink, drive
@@ -42,12 +48,6 @@ from agentkit.events import (
     ResumeInfo,
     RunStep,
     new_transfer_to_agent_action,
-)
-from agentkit.options import (
-    AgentRunOption,
-    RunOptions,
-    filter_options,
-    get_impl_specific_options,
 )
 from agentkit.schema import Role
 

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 import attrs
 
+from agentkit._options import AgentRunOption
 from agentkit._persist import persisted
 from agentkit._worker import EventSink
 from agentkit.agents._parallel import ParallelAgent, ParallelState
@@ -20,7 +21,6 @@ from agentkit.events import (
     AgentInput,
     ResumeInfo,
 )
-from agentkit.options import AgentRunOption
 
 __all__ = [
     "LoopAgent",
