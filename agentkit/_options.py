@@ -1,19 +1,6 @@
-"""Per-run options: :class:`AgentRunOption` and the ``with_*`` functions that make them.
+"""Run options: the option type, the options the framework reads, and the ``with_*`` makers.
 
-An option targets one options type and holds a function that updates an instance of it.
-Each component reads the options made for its own type with
-:func:`get_impl_specific_options` and ignores the rest, so custom agents can define options
-the same way the built-in ones do::
-
-    @attrs.define
-    class SearchOptions:
-        depth: int = 1
-
-    def with_depth(depth: int) -> AgentRunOption:
-        return wrap_impl_specific_opt_fn(SearchOptions, lambda o: setattr(o, "depth", depth))
-
-    # inside the custom agent's run():
-    opts = get_impl_specific_options(SearchOptions(), *options)
+Framework-internal; the public side and its documentation are in :mod:`agentkit.options`.
 """
 
 from __future__ import annotations

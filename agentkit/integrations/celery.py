@@ -46,7 +46,6 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from agentkit._options import with_checkpoint_id, with_session_values
 from agentkit._runlog import publish, summary_of_error
 from agentkit.cancel import CancelHandle, CancelMode, with_cancel
 from agentkit.checkpoint import DEFAULT_LEASE_TTL
@@ -60,6 +59,7 @@ from agentkit.integrations.runs import (
     RunStateError,
     to_messages,
 )
+from agentkit.options import with_checkpoint_id, with_session_values
 from agentkit.runner import Runner
 from agentkit.schema import Message
 

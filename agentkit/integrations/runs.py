@@ -27,11 +27,11 @@ from typing import Any
 
 import attrs
 
-from agentkit._options import with_checkpoint_id, with_session_values
 from agentkit._runctx import check_cancelled
 from agentkit._runlog import publish, summary_of_error
 from agentkit.cancel import CancelHandle, CancelMode, with_cancel
 from agentkit.errors import AgentKitError
+from agentkit.options import with_checkpoint_id, with_session_values
 from agentkit.runner import Runner
 from agentkit.schema import Message, user_message
 
