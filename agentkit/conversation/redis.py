@@ -8,7 +8,8 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from agentkit.conversation.base import ConversationLock, ThreadLocks, busy, check_id, decode, encode
+from agentkit.conversation._records import ThreadLocks, check_id, decode, encode
+from agentkit.conversation.base import ConversationLock, busy
 from agentkit.schema import Message
 
 __all__ = ["RedisConversationStore"]
