@@ -16,7 +16,11 @@ from agentkit import _html
 from agentkit.events import AgentEvent, MessageVariant
 from agentkit.schema import Message, Role
 
-__all__ = ["live", "print_events"]
+__all__ = [
+    "live",
+    "print_events",
+    "UPDATE_INTERVAL",
+]
 
 
 def print_events(

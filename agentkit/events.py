@@ -45,6 +45,7 @@ __all__ = [
     "new_exit_action",
     "new_transfer_to_agent_action",
     "transfer_action",
+    "transfer_result_text",
 ]
 
 TRANSFER_TO_AGENT_TOOL_NAME = "transfer_to_agent"

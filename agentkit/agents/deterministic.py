@@ -32,7 +32,11 @@ from agentkit.events import (
 )
 from agentkit.schema import Role
 
-__all__ = ["DeterministicTransferState", "agent_with_deterministic_transfer_to"]
+__all__ = [
+    "DeterministicTransferState",
+    "agent_with_deterministic_transfer_to",
+    "DeterministicTransferAgent",
+]
 
 
 

@@ -66,7 +66,7 @@ __all__ = [
 
 @persisted("agentkit.PendingTransfer")
 @attrs.define
-class PendingTransfer:
+class _PendingTransfer:
     """Where a flow stopped when its run was cancelled between two agents (checkpoint state)."""
 
     dest_agent_name: str
@@ -196,7 +196,7 @@ class FlowAgent(BuiltinAgent):
         point = resume_state.at(frame.address)
         with use_frame(frame):
             if point.was_interrupted:
-                if isinstance(point.state, PendingTransfer):
+                if isinstance(point.state, _PendingTransfer):
                     # Cancelled at a transfer (see _after): make the transfer now.
                     action = new_transfer_to_agent_action(point.state.dest_agent_name)
                     return self._after(action, frame, sink)
@@ -306,7 +306,7 @@ class FlowAgent(BuiltinAgent):
             frame.scope.check()
         except AgentCancelledError as error:
             # Cancelled between two agents: the resumed run makes the transfer.
-            frame.journal.record(frame.address, PendingTransfer(dest_name))
+            frame.journal.record(frame.address, _PendingTransfer(dest_name))
             sink.send(self._error(frame, error))
             return None
         _log.info("agentkit: agent %r transfers to agent %r", self.name, dest_name)

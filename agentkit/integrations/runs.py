@@ -42,6 +42,7 @@ __all__ = [
     "RunNotFoundError",
     "RunStateError",
     "to_messages",
+    "POLL_INTERVAL",
 ]
 
 POLL_INTERVAL = 0.5
