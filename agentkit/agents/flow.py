@@ -16,6 +16,7 @@ from typing import Any
 
 import attrs
 
+from agentkit._lazy import present
 from agentkit._observe import RunObservers, observe_agent
 from agentkit._options import (
     AgentRunOption,
@@ -62,6 +63,9 @@ __all__ = [
     "rewrite_message",
     "set_sub_agents",
 ]
+
+# Defined in a private module, documented here.
+present((default_history_rewriter, rewrite_message), __name__)
 
 
 @persisted("agentkit.PendingTransfer")

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 import attrs
 
+from agentkit._lazy import present
 from agentkit._options import AgentRunOption
 from agentkit._persist import persisted
 from agentkit._worker import EventSink
@@ -30,6 +31,9 @@ __all__ = [
     "SequentialAgent",
     "SequentialState",
 ]
+
+# Defined in a private module, documented here.
+present((ParallelAgent, ParallelState), __name__)
 
 
 @persisted("agentkit.SequentialState")

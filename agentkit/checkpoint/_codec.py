@@ -68,6 +68,7 @@ _PERSISTED_MODULES = (
     "agentkit.agents.workflow",
     "agentkit.agents.deterministic",
     "agentkit.prebuilt.planexecute",
+    "agentkit.mcp._errors",
 )
 
 _ENUM, _VALUE, _OBJECT = "enum", "value", "object"
