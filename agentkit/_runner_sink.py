@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -11,7 +12,6 @@ from agentkit._checkpoints import Checkpoint, ConsumedCheckpoint, make_checkpoin
 from agentkit._points import interrupt_contexts
 from agentkit._runctx import RunFrame
 from agentkit._worker import EventSink
-from agentkit.conversation._turn import OpenTurn
 from agentkit.errors import (
     AgentCancelledError,
     AgentKitError,
@@ -20,6 +20,9 @@ from agentkit.errors import (
 )
 from agentkit.events import AgentEvent, InterruptInfo
 from agentkit.results import RunOutcome
+
+if TYPE_CHECKING:
+    from agentkit.conversation._turn import OpenTurn
 
 __all__ = ["RunnerSink"]
 

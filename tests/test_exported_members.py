@@ -132,7 +132,7 @@ NOT_IMPORTED_BY_IMPORT_AGENTKIT = (
     # agentkit's own optional parts, loaded on first use
     "agentkit.agents.workflow", "agentkit.agents.deterministic", "agentkit.agents.agenttool",
     "agentkit.prebuilt.supervisor", "agentkit.prebuilt.planexecute", "agentkit.display",
-    "agentkit.compaction", "agentkit.callbacks", "agentkit.integrations.otel",
+    "agentkit.compaction", "agentkit.callbacks", "agentkit.integrations.otel", "agentkit.conversation",
     "agentkit.conversation.file", "agentkit.conversation.memory", "agentkit.conversation.sqlite",
     "agentkit.conversation.redis", "agentkit.checkpoint.serializer", "agentkit.checkpoint.file",
     "agentkit.checkpoint.memory", "agentkit.models.openai", "agentkit.models.scripted",

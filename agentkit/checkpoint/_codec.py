@@ -69,6 +69,7 @@ _PERSISTED_MODULES = (
     "agentkit.agents.deterministic",
     "agentkit.prebuilt.planexecute",
     "agentkit.mcp._errors",
+    "agentkit.conversation._turn",
 )
 
 _ENUM, _VALUE, _OBJECT = "enum", "value", "object"
