@@ -33,8 +33,7 @@ def attach(
 
     Args:
         package: the package's ``__name__``.
-        exports: exported name -> the absolute name of the module that defines it; a value
-            ``"module:attribute"`` exports ``attribute`` of ``module`` under the key's name.
+        exports: exported name -> the absolute name of the module that defines it.
         submodules: names of the package's submodules to import when asked for as attributes
             (``agentkit.prebuilt.supervisor`` without importing it first).
 
@@ -46,10 +45,9 @@ def attach(
     namespace = vars(sys.modules[package])
 
     def __getattr__(name: str) -> Any:
-        target = where.get(name)
-        if target is not None:
-            module_name, _, attribute = target.partition(":")
-            value = getattr(importlib.import_module(module_name), attribute or name)
+        module_name = where.get(name)
+        if module_name is not None:
+            value = getattr(importlib.import_module(module_name), name)
             namespace[name] = value
             return value
         if name in subs:
