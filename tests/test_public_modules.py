@@ -160,6 +160,7 @@ def test_the_lazy_helper_is_used_where_packages_export_lazily() -> None:
         "agentkit.checkpoint",
         "agentkit.conversation",
         "agentkit.integrations",
+        "agentkit.mcp",
         "agentkit.models",
         "agentkit.prebuilt",
     } <= set(users)

@@ -468,3 +468,7 @@ def _after_fork_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+# Documented, and loaded on first use, as ``agentkit.mcp.MCPClient``.
+MCPClient.__module__ = "agentkit.mcp"
