@@ -12,22 +12,31 @@ asyncio, so agentkit works the same in scripts, Jupyter notebooks and WSGI apps:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from agentkit._interrupt import get_interrupt_state, interrupt, interrupt_event
+from agentkit._lazy import attach, present
+from agentkit._runctx import (
+    abort_on_cancel,
+    add_session_value,
+    add_session_values,
+    cancellable_sleep,
+    check_cancelled,
+    get_session_value,
+    get_session_values,
+    get_tool_options,
+    send_tool_gen_action,
+)
+from agentkit._worker import run_in_worker
 from agentkit.agents._model_retry import ModelRetryConfig
-from agentkit.agents.agenttool import AgentTool
 from agentkit.agents.chatmodel import ChatModelAgent, GenModelInput
-from agentkit.agents.deterministic import agent_with_deterministic_transfer_to
 from agentkit.agents.flow import (
     HistoryEntry,
     HistoryRewriter,
     agent_with_options,
     set_sub_agents,
 )
-from agentkit.agents.workflow import LoopAgent, ParallelAgent, SequentialAgent
-from agentkit.callbacks import RunInfo, UsageTracker, with_callbacks
 from agentkit.cancel import CancelHandle, CancelMode
-from agentkit.display import print_events
 from agentkit.errors import (
     AgentCancelledError,
     AgentConfigError,
@@ -75,14 +84,23 @@ from agentkit.events import (
     ResumeInfo,
     RunStep,
     TransferToAgentAction,
+    break_loop_action,
     event_from_message,
+    exit_action,
     gen_transfer_messages,
     new_break_loop_action,
     new_exit_action,
     new_transfer_to_agent_action,
+    transfer_action,
 )
-from agentkit.interrupt import get_interrupt_state, interrupt, interrupt_event
-from agentkit.iterators import AsyncGenerator, AsyncIterator, new_async_iterator_pair
+from agentkit.iterators import (
+    AsyncGenerator,
+    AsyncIterator,
+    ItemIterator,
+    ItemSender,
+    channel,
+    new_async_iterator_pair,
+)
 from agentkit.middleware import (
     AgentContext,
     AgentMiddleware,
@@ -92,10 +110,10 @@ from agentkit.middleware import (
     set_run_local_value,
 )
 from agentkit.models.base import ChatModel, ModelOptions, ToolCallingChatModel
-from agentkit.models.failover import FailoverChatModel
-from agentkit.models.scripted import ModelCall, ScriptedChatModel
 from agentkit.options import (
     AgentRunOption,
+    custom_option,
+    custom_options,
     get_impl_specific_options,
     with_cancel,
     with_chat_model_options,
@@ -107,17 +125,6 @@ from agentkit.options import (
     wrap_impl_specific_opt_fn,
 )
 from agentkit.results import RunResult
-from agentkit.runctx import (
-    abort_on_cancel,
-    add_session_value,
-    add_session_values,
-    cancellable_sleep,
-    check_cancelled,
-    get_session_value,
-    get_session_values,
-    get_tool_options,
-    send_tool_gen_action,
-)
 from agentkit.runner import Runner
 from agentkit.schema import (
     FunctionCall,
@@ -144,12 +151,7 @@ from agentkit.streams import (
 )
 from agentkit.tools.approval import ApprovalRequest, Approve, Reject, with_approval
 from agentkit.tools.base import BaseTool, InvokableTool, StreamableTool, ToolCallInfo
-from agentkit.tools.exit import ExitTool
 from agentkit.tools.function import tool
-from agentkit.worker import run_in_worker
-
-if TYPE_CHECKING:
-    from agentkit.models.openai import OpenAIChatModel
 
 __version__ = "0.1.0"
 
@@ -187,6 +189,9 @@ __all__ = [
     "AgentTool",
     "AsyncGenerator",
     "AsyncIterator",
+    "ItemIterator",
+    "ItemSender",
+    "channel",
     "AuthenticationError",
     "BadRequestError",
     "BaseTool",
@@ -263,6 +268,8 @@ __all__ = [
     "event_from_message",
     "gen_transfer_messages",
     "get_impl_specific_options",
+    "custom_option",
+    "custom_options",
     "get_interrupt_state",
     "get_session_value",
     "get_session_values",
@@ -273,6 +280,9 @@ __all__ = [
     "new_break_loop_action",
     "new_exit_action",
     "new_transfer_to_agent_action",
+    "exit_action",
+    "transfer_action",
+    "break_loop_action",
     "pipe",
     "print_events",
     "run_in_worker",
@@ -294,21 +304,66 @@ __all__ = [
     "wrap_impl_specific_opt_fn",
 ]
 
-# Public objects present themselves as ``agentkit.X`` in reprs and tracebacks.
-for _name in __all__:
-    _obj = globals().get(_name)
-    if isinstance(_obj, type) or (callable(_obj) and hasattr(_obj, "__module__")):
-        try:
-            _obj.__module__ = __name__
-        except (AttributeError, TypeError):
-            pass
-del _name, _obj
+#: Public subpackages and modules, importable as attributes (``agentkit.checkpoint``).
+_SUBMODULES = (
+    "agents",
+    "callbacks",
+    "cancel",
+    "checkpoint",
+    "compaction",
+    "conversation",
+    "display",
+    "errors",
+    "events",
+    "integrations",
+    "iterators",
+    "mcp",
+    "middleware",
+    "models",
+    "options",
+    "prebuilt",
+    "results",
+    "runner",
+    "schema",
+    "streams",
+    "testing",
+    "tools",
+)
 
+# The names above are what a plain agent script uses; they present themselves as ``agentkit.X``
+# in reprs and tracebacks.
+present((globals()[name] for name in __all__ if name in globals()), __name__)
 
-def __getattr__(name: str) -> Any:
-    # The HTTP client (httpx, tenacity) is imported on first use, keeping `import agentkit` fast.
-    if name == "OpenAIChatModel":
-        from agentkit.models.openai import OpenAIChatModel
-
-        return OpenAIChatModel
-    raise AttributeError(f"module 'agentkit' has no attribute {name!r}")
+if TYPE_CHECKING:
+    from agentkit.agents.agenttool import AgentTool
+    from agentkit.agents.deterministic import agent_with_deterministic_transfer_to
+    from agentkit.agents.workflow import LoopAgent, ParallelAgent, SequentialAgent
+    from agentkit.callbacks import RunInfo, UsageTracker, with_callbacks
+    from agentkit.display import print_events
+    from agentkit.models.failover import FailoverChatModel
+    from agentkit.models.openai import OpenAIChatModel
+    from agentkit.models.scripted import ModelCall, ScriptedChatModel
+    from agentkit.tools.exit import ExitTool
+else:
+    # Workflows, agent tools, callbacks, display and the other models load on first use
+    # (``agentkit.LoopAgent``, ``from agentkit import LoopAgent``): ``import agentkit`` stays fast.
+    __getattr__, __dir__ = attach(
+        __name__,
+        {
+            "AgentTool": "agentkit.agents.agenttool",
+            "agent_with_deterministic_transfer_to": "agentkit.agents.deterministic",
+            "LoopAgent": "agentkit.agents.workflow",
+            "ParallelAgent": "agentkit.agents.workflow",
+            "SequentialAgent": "agentkit.agents.workflow",
+            "RunInfo": "agentkit.callbacks",
+            "UsageTracker": "agentkit.callbacks",
+            "with_callbacks": "agentkit.callbacks",
+            "print_events": "agentkit.display",
+            "FailoverChatModel": "agentkit.models.failover",
+            "OpenAIChatModel": "agentkit.models.openai",
+            "ModelCall": "agentkit.models.scripted",
+            "ScriptedChatModel": "agentkit.models.scripted",
+            "ExitTool": "agentkit.tools.exit",
+        },
+        submodules=_SUBMODULES,
+    )

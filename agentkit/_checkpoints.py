@@ -18,15 +18,15 @@ import attrs
 
 from agentkit._persist import persisted
 from agentkit._points import ResumePoint, ResumeState
+from agentkit._runctx import RecordedEvent, RunFrame
 from agentkit.checkpoint.base import DEFAULT_LEASE_TTL
-from agentkit.conversation._turn import ConversationTurn, OpenTurn
 from agentkit.errors import CheckpointConsumedError, CheckpointError, CheckpointNotFoundError
 from agentkit.events import AgentInput
-from agentkit.runctx import RecordedEvent, RunFrame
 
 if TYPE_CHECKING:
     from agentkit.checkpoint import CheckPointStore, Lease
     from agentkit.checkpoint.serializer import Serializer
+    from agentkit.conversation._turn import ConversationTurn, OpenTurn
 
 __all__ = [
     "DEFAULT_LEASE_TTL",

@@ -2,7 +2,7 @@
 
 A transcript is a list of ``(kind, text)`` lines; :func:`render` turns it into HTML. The
 lines of a message, an event or an interrupt are made next to their types
-(``schema.message_html_lines``, ``events.event_html_lines``, ``events.interrupt_html_lines``),
+(``schema._message_html_lines``, ``events._event_html_lines``, ``events._interrupt_html_lines``),
 so this module imports nothing of agentkit and sits below them all. Used by the
 ``_repr_html_`` methods of :class:`~agentkit.Message`, :class:`~agentkit.AgentEvent` and
 :class:`~agentkit.InterruptInfo`, and by :func:`agentkit.display.live`. Every text is escaped;

@@ -1,6 +1,6 @@
 """What observes a run: its callback handlers and its token usage (framework-internal).
 
-:class:`RunObservers` rides on the run's :class:`~agentkit.runctx.RunFrame`; the public side is
+:class:`RunObservers` rides on the run's :class:`~agentkit._runctx.RunFrame`; the public side is
 :mod:`agentkit.callbacks`.
 """
 
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from agentkit.options import AgentRunOption, get_impl_specific_options
+from agentkit._options import AgentRunOption, get_impl_specific_options
 from agentkit.schema import TokenUsage
 
 if TYPE_CHECKING:
@@ -201,7 +201,7 @@ def _plus(left: TokenUsage | None, right: TokenUsage) -> TokenUsage:
 class RunObservers:
     """What observes one run: its callback handlers and its usage ledger (framework-internal).
 
-    Held by the run's :class:`~agentkit.runctx.RunFrame` (``frame.observers``), so every
+    Held by the run's :class:`~agentkit._runctx.RunFrame` (``frame.observers``), so every
     thread and nested agent of the run (agents used as tools included) reaches the same one.
     """
 

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import datetime
 import logging
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import attrs
 
 from agentkit._checkpoints import Checkpoint, ConsumedCheckpoint, make_checkpoint
 from agentkit._points import ResumePoint, interrupt_contexts
-from agentkit.conversation._turn import OpenTurn
+from agentkit._runctx import RunFrame
+from agentkit._worker import EventSink
 from agentkit.errors import (
     AgentCancelledError,
     AgentKitError,
@@ -19,8 +20,9 @@ from agentkit.errors import (
 )
 from agentkit.events import AgentEvent, InterruptInfo
 from agentkit.results import RunOutcome
-from agentkit.runctx import RunFrame
-from agentkit.worker import EventSink
+
+if TYPE_CHECKING:
+    from agentkit.conversation._turn import OpenTurn
 
 __all__ = ["RunnerSink"]
 
@@ -153,6 +155,8 @@ class RunnerSink:
                 if self.error_seen:
                     self._save_stopped(checkpoint_id, held)
                 elif self.resumed:
+                    import datetime  # only when a resumed run completes
+
                     completed = datetime.datetime.now(datetime.timezone.utc).isoformat()
                     self.save(checkpoint_id, ConsumedCheckpoint(completed))
                     _log.info("agentkit: checkpoint %r consumed", checkpoint_id)

@@ -37,12 +37,17 @@ import threading
 import time
 from typing import Protocol
 
+from agentkit._lazy import present
 from agentkit._observe import HANDLER_METHODS, CallbackOptions, RunInfo, UsageLedger
+from agentkit._options import AgentRunOption, wrap_impl_specific_opt_fn
+from agentkit._runctx import current_usage
 from agentkit.events import AgentInput
-from agentkit.options import AgentRunOption, wrap_impl_specific_opt_fn
 from agentkit.schema import Message, TokenUsage
 
-__all__ = ["CallbackHandler", "RunInfo", "UsageTracker", "with_callbacks"]
+__all__ = ["CallbackHandler", "RunInfo", "UsageTracker", "current_usage", "with_callbacks"]
+
+# Defined in private modules, documented here.
+present((RunInfo, current_usage), __name__)
 
 
 class CallbackHandler(Protocol):

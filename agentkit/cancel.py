@@ -1,31 +1,19 @@
-"""Cancellation: :class:`CancelHandle`, :class:`CancelMode` and the per-run scope.
+"""Cancellation: :class:`CancelHandle` and :class:`CancelMode`.
 
 Cancellation is cooperative. A run checks for it at step boundaries: before each model call,
 before each tool call, between sub-agents. An immediate cancel also closes the run's open
 model streams, so a run blocked reading a slow response stops at once.
-
-:class:`RunScope` is also where work inside a run starts on another thread
-(:meth:`RunScope.spawn`), so that the run's end joins it.
 """
 
 from __future__ import annotations
 
 import enum
-import logging
 import threading
-from collections.abc import Callable
-from concurrent.futures import Future
-from typing import Any, Protocol, TypeVar
+from typing import Protocol
 
 from agentkit._persist import persisted
-from agentkit._spawn import RunPool
-from agentkit.errors import AgentCancelledError
 
 __all__ = ["CancelHandle", "CancelMode"]
-
-_log = logging.getLogger("agentkit")
-
-T = TypeVar("T")
 
 
 @persisted("agentkit.CancelMode")
@@ -40,13 +28,11 @@ class CancelMode(enum.Enum):
     """Stop after a round of tool calls, before the next model call."""
 
 
-class Point(enum.Enum):
-    """Places where a run checks for cancellation (framework-internal)."""
+class _Cancellable(Protocol):
+    """What a handle cancels: the run's scope (``agentkit._scope.RunScope``)."""
 
-    STEP = "step"
-    AFTER_CHAT_MODEL = "after_chat_model"
-    AFTER_TOOL_CALLS = "after_tool_calls"
-    TRANSITION = "transition"
+    def request_cancel(self, mode: CancelMode, timeout: float | None = None) -> None:
+        """Record a cancel request."""
 
 
 class CancelHandle:
@@ -66,7 +52,7 @@ class CancelHandle:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._scope: RunScope | None = None
+        self._scope: _Cancellable | None = None
         self._pending: tuple[CancelMode, float | None] | None = None
         self._stopped = threading.Event()
         self._took_effect = False
@@ -101,7 +87,7 @@ class CancelHandle:
             raise TimeoutError(f"the run did not stop within {timeout} seconds")
         return self._took_effect
 
-    def _attach(self, scope: RunScope) -> None:
+    def _attach(self, scope: _Cancellable) -> None:
         with self._lock:
             self._scope = scope
             self._stopped.clear()
@@ -115,169 +101,3 @@ class CancelHandle:
             self._scope = None
             self._took_effect = cancelled
         self._stopped.set()
-
-
-class Closeable(Protocol):
-    """Something an immediate cancel closes (a model stream, a wait to wake)."""
-
-    def close(self) -> object:
-        """Stop at once; must not block and may be called from any thread."""
-
-
-class RunScope:
-    """Per-run resources and cancel state (framework-internal).
-
-    Owns the run's thread pool (:meth:`spawn`; created on first use, joined when the run
-    ends) and the model streams open right now (closed by an immediate cancel).
-    """
-
-    __slots__ = (
-        "_closeables",
-        "_ended",
-        "_escalating",
-        "_handles",
-        "_lock",
-        "_pool",
-        "_stop",
-        "escalated",
-        "fired",
-        "mode",
-    )
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.mode: CancelMode | None = None
-        self.escalated = False
-        self.fired = False  # a cancel actually stopped the run
-        self._closeables: set[Closeable] = set()
-        self._pool = RunPool()  # starts no thread until work is spawned
-        self._escalating = False  # a wait to escalate a safe-point cancel was spawned
-        self._handles: list[CancelHandle] = []
-        self._stop = threading.Event()  # set by an immediate cancel: wakes cancellable waits
-        self._ended = threading.Event()  # set by finish(): wakes the escalation wait
-
-    # --- cancel state ---
-
-    @property
-    def cancelled(self) -> bool:
-        """``True`` once any cancel was requested."""
-        return self.mode is not None
-
-    def request_cancel(self, mode: CancelMode, timeout: float | None = None) -> None:
-        """Record a cancel request; an immediate one closes open streams."""
-        with self._lock:
-            if self.mode is CancelMode.IMMEDIATE:
-                return
-            self.mode = mode
-            if (
-                mode is not CancelMode.IMMEDIATE
-                and timeout is not None
-                and not self._escalating
-                and not self._ended.is_set()
-            ):
-                self._escalating = True
-                self._pool.spawn(
-                    self._escalate_after, timeout, name="agentkit-cancel-escalation"
-                )
-            closeables = list(self._closeables) if mode is CancelMode.IMMEDIATE else []
-        if mode is CancelMode.IMMEDIATE:
-            self._stop.set()
-        for closeable in closeables:
-            try:
-                closeable.close()
-            except Exception:  # a cancel never raises in the cancelling thread
-                _log.debug("closing %r on cancel failed", closeable, exc_info=True)
-
-    def _escalate_after(self, seconds: float) -> None:
-        if not self._ended.wait(seconds):
-            self._escalate()
-
-    def _escalate(self) -> None:
-        with self._lock:
-            if self.mode is CancelMode.IMMEDIATE or self.mode is None:
-                return
-            self.escalated = True
-        self.request_cancel(CancelMode.IMMEDIATE)
-
-    @property
-    def stop_event(self) -> threading.Event:
-        """Set once an immediate cancel was requested (for waits that a cancel must wake)."""
-        return self._stop
-
-    @property
-    def stopping(self) -> bool:
-        """``True`` once an immediate cancel (or an escalated one) was requested."""
-        return self._stop.is_set()
-
-    def sleep(self, seconds: float) -> None:
-        """Wait ``seconds``; an immediate cancel ends the wait at once with the cancel error."""
-        if self._stop.wait(seconds) if seconds > 0 else self._stop.is_set():
-            self.fired = True
-            raise AgentCancelledError(CancelMode.IMMEDIATE, self.escalated)
-
-    def check(self, point: Point = Point.STEP) -> None:
-        """Raise :class:`AgentCancelledError` if a cancel applies at ``point``."""
-        mode = self.mode
-        if mode is None:
-            return
-        if (
-            mode is CancelMode.IMMEDIATE
-            or point is Point.TRANSITION
-            or (point is Point.AFTER_CHAT_MODEL and mode is CancelMode.AFTER_CHAT_MODEL)
-            or (point is Point.AFTER_TOOL_CALLS and mode is CancelMode.AFTER_TOOL_CALLS)
-        ):
-            self.fired = True
-            raise AgentCancelledError(mode, self.escalated)
-
-    # --- resources ---
-
-    def open(self, closeable: Closeable) -> None:
-        """Track an open stream so an immediate cancel can close it."""
-        with self._lock:
-            immediate = self.mode is CancelMode.IMMEDIATE
-            if not immediate:
-                self._closeables.add(closeable)
-        if immediate:
-            closeable.close()
-            self.fired = True
-            raise AgentCancelledError(CancelMode.IMMEDIATE, self.escalated)
-
-    def closed(self, closeable: Closeable) -> None:
-        """Stop tracking a stream."""
-        with self._lock:
-            self._closeables.discard(closeable)
-
-    def spawn(self, fn: Callable[..., T], *args: object, name: str) -> Future[T]:
-        """Run ``fn(*args)`` on a thread of the run, in a copy of the caller's context.
-
-        The one way code inside a run starts concurrent work: the thread is named ``name``
-        and sees the caller's run frame (session values, run path, this cancel scope); the
-        future carries the result or the exception back. The run's pool grows on demand, so
-        spawned work never waits for a free thread (work that waits for work it spawned
-        cannot deadlock), and :meth:`finish` joins every thread.
-
-        Raises:
-            RunEndedError: the run already ended.
-        """
-        return self._pool.spawn(fn, *args, name=name)
-
-    def release(self, future: Future[Any]) -> None:
-        """Let the run end without waiting for the spawned work behind ``future``.
-
-        For a tool call abandoned after its time limit: its thread ends on its own when the
-        call returns (see ``agentkit.agents._tool_timeout``).
-        """
-        self._pool.release(future)
-
-    def attach(self, handle: CancelHandle) -> None:
-        """Let ``handle`` cancel this run."""
-        self._handles.append(handle)
-        handle._attach(self)
-
-    def finish(self) -> None:
-        """Release the run's resources: stop the escalation wait, join the spawned threads."""
-        with self._lock:
-            self._ended.set()
-        self._pool.close()
-        for handle in self._handles:
-            handle._run_ended(self.fired)

@@ -13,10 +13,14 @@ from collections.abc import Iterable
 from typing import Any, Protocol, TextIO
 
 from agentkit import _html
-from agentkit.events import AgentAction, AgentEvent, MessageVariant, event_html_lines
+from agentkit.events import AgentAction, AgentEvent, MessageVariant, _event_html_lines
 from agentkit.schema import Message, Role
 
-__all__ = ["live", "print_events"]
+__all__ = [
+    "live",
+    "print_events",
+    "UPDATE_INTERVAL",
+]
 
 
 def print_events(
@@ -229,7 +233,7 @@ class _Transcript:
     def event(self, event: AgentEvent, who: str, *, streamed: bool) -> None:
         """Add the lines of ``event`` (its text too, unless it arrived as tokens)."""
         self._open = False
-        for kind, text in event_html_lines(event):
+        for kind, text in _event_html_lines(event):
             if kind == "speech" and streamed:
                 continue
             self.lines.append((kind, who, text))

@@ -21,14 +21,14 @@ from agentkit.schema import (
     Role,
     ToolCall,
     assistant_message,
-    message_html_lines,
+    _message_html_lines,
     tool_message,
 )
 from agentkit.streams import StreamReader, concat_message_stream
 
 if TYPE_CHECKING:
+    from agentkit._options import AgentRunOption
     from agentkit.iterators import AsyncIterator
-    from agentkit.options import AgentRunOption
 
 __all__ = [
     "TRANSFER_TO_AGENT_TOOL_NAME",
@@ -47,10 +47,14 @@ __all__ = [
     "RunStep",
     "TransferToAgentAction",
     "event_from_message",
+    "break_loop_action",
+    "exit_action",
     "gen_transfer_messages",
     "new_break_loop_action",
     "new_exit_action",
     "new_transfer_to_agent_action",
+    "transfer_action",
+    "transfer_result_text",
 ]
 
 TRANSFER_TO_AGENT_TOOL_NAME = "transfer_to_agent"
@@ -202,7 +206,7 @@ class InterruptInfo:
         """HTML for Jupyter: each root-cause interrupt point with its id."""
         from agentkit import _html
 
-        return _html.render(interrupt_html_lines(self), "")
+        return _html.render(_interrupt_html_lines(self), "")
 
 
 @persisted("agentkit.BreakLoopAction")
@@ -264,7 +268,7 @@ class AgentEvent:
         """HTML for Jupyter: the event's message, tool calls, actions and error."""
         from agentkit import _html
 
-        return _html.render(event_html_lines(self), self.agent_name or "agent")
+        return _html.render(_event_html_lines(self), self.agent_name or "agent")
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-safe dict: streams materialized, the error as type and message."""
@@ -414,19 +418,34 @@ def event_from_message(
     return AgentEvent(output=AgentOutput(message_output=variant))
 
 
-def new_exit_action() -> AgentAction:
-    """Return an action that ends the current agent (and stops Sequential/Loop workflows)."""
+def exit_action() -> AgentAction:
+    """Return an action that ends the current agent (and stops Sequential/Loop workflows).
+
+    ``new_exit_action`` is the Eino name for it (the same function).
+    """
     return AgentAction(exit=True)
 
 
-def new_transfer_to_agent_action(dest: str) -> AgentAction:
-    """Return an action that transfers the conversation to the agent named ``dest``."""
+def transfer_action(dest: str) -> AgentAction:
+    """Return an action that transfers the conversation to the agent named ``dest``.
+
+    ``new_transfer_to_agent_action`` is the Eino name for it (the same function).
+    """
     return AgentAction(transfer_to_agent=TransferToAgentAction(dest))
 
 
-def new_break_loop_action(agent_name: str) -> AgentAction:
-    """Return an action that stops the innermost enclosing loop, sent by ``agent_name``."""
+def break_loop_action(agent_name: str) -> AgentAction:
+    """Return an action that stops the innermost enclosing loop, sent by ``agent_name``.
+
+    ``new_break_loop_action`` is the Eino name for it (the same function).
+    """
     return AgentAction(break_loop=BreakLoopAction(from_agent=agent_name))
+
+
+# Eino's names for the three action constructors.
+new_exit_action = exit_action
+new_transfer_to_agent_action = transfer_action
+new_break_loop_action = break_loop_action
 
 
 def transfer_result_text(dest: str) -> str:
@@ -458,7 +477,7 @@ def gen_transfer_messages(dest: str) -> tuple[Message, Message]:
 # --- notebook display: the transcript lines of events (rendered by agentkit._html) ---
 
 
-def interrupt_html_lines(info: InterruptInfo) -> list[tuple[str, str]]:
+def _interrupt_html_lines(info: InterruptInfo) -> list[tuple[str, str]]:
     """The ``(kind, text)`` lines of an interrupt: one per root-cause point, with its id."""
     contexts = [context for context in info.contexts if context.is_root_cause] or info.contexts
     if not contexts:
@@ -469,14 +488,14 @@ def interrupt_html_lines(info: InterruptInfo) -> list[tuple[str, str]]:
     ]
 
 
-def event_html_lines(event: AgentEvent) -> list[tuple[str, str]]:
+def _event_html_lines(event: AgentEvent) -> list[tuple[str, str]]:
     """The ``(kind, text)`` lines of an event: its message or output, actions and error."""
     who = event.agent_name or "agent"
     lines: list[tuple[str, str]] = []
     output = event.output
     if output is not None and output.message_output is not None:
         try:
-            lines.extend(message_html_lines(output.message_output.get_message(), who))
+            lines.extend(_message_html_lines(output.message_output.get_message(), who))
         except Exception as error:
             lines.append(("error", f"stream error: {type(error).__name__}: {error}"))
     elif output is not None and output.customized_output is not None:
@@ -492,7 +511,7 @@ def event_html_lines(event: AgentEvent) -> list[tuple[str, str]]:
         if action.break_loop is not None:
             lines.append(("exit", f"{who} breaks the loop"))
         if action.interrupted is not None:
-            lines.extend(interrupt_html_lines(action.interrupted))
+            lines.extend(_interrupt_html_lines(action.interrupted))
     if event.err is not None:
         lines.append(("error", f"error: {type(event.err).__name__}: {event.err}"))
     return lines

@@ -1,4 +1,7 @@
-"""The :class:`AsyncIterator` / :class:`AsyncGenerator` pair: a thread-safe, unbounded FIFO.
+"""The :class:`ItemIterator` / :class:`ItemSender` pair (:func:`channel`): a thread-safe FIFO.
+
+Eino calls them ``AsyncIterator``, ``AsyncGenerator`` and ``new_async_iterator_pair``; those
+names are the same objects, kept for Eino users.
 
 "Async" means the producer and the consumer are decoupled, each in its own thread; nothing
 here uses asyncio, so it works the same in scripts, inside Jupyter's running event loop and
@@ -17,7 +20,14 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 
-__all__ = ["AsyncGenerator", "AsyncIterator", "new_async_iterator_pair"]
+__all__ = [
+    "AsyncGenerator",
+    "AsyncIterator",
+    "ItemIterator",
+    "ItemSender",
+    "channel",
+    "new_async_iterator_pair",
+]
 
 T = TypeVar("T")
 
@@ -54,8 +64,11 @@ class _Pair:
         self.refused = False  # a send was refused because of ``stop``
 
 
-class AsyncGenerator(Generic[T]):
-    """The producing end: :meth:`send` items, then :meth:`close`."""
+class ItemSender(Generic[T]):
+    """The producing end: :meth:`send` items, then :meth:`close`.
+
+    ``AsyncGenerator`` is the Eino name for it (the same class).
+    """
 
     __slots__ = ("_pair",)
 
@@ -97,8 +110,11 @@ class AsyncGenerator(Generic[T]):
         pair.queue.put(_END)
 
 
-class AsyncIterator(Generic[T]):
-    """The consuming end: call :meth:`next`, or iterate with ``for``.
+class ItemIterator(Generic[T]):
+    """The consuming end: iterate with ``for``, or call :meth:`next`.
+
+    ``AsyncIterator`` is the Eino name for it (the same class); it is a plain (thread-based)
+    iterator, not an asyncio one.
 
     Use it as a context manager to close it when the block ends::
 
@@ -143,7 +159,7 @@ class AsyncIterator(Generic[T]):
     def close(self, timeout: float | None = None) -> None:
         """Stop consuming: cancel the run producing into this iterator and wait for it to end.
 
-        The producer's next :meth:`AsyncGenerator.send` returns ``False``; a run started by
+        The producer's next :meth:`ItemSender.send` returns ``False``; a run started by
         agentkit stops at its next step boundary and closes its open model streams. Returns
         once the producing threads have ended, or after ``timeout`` seconds. Idempotent.
         """
@@ -171,7 +187,7 @@ class AsyncIterator(Generic[T]):
         for callback in callbacks:
             callback()
 
-    def __enter__(self) -> AsyncIterator[T]:
+    def __enter__(self) -> ItemIterator[T]:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -195,14 +211,31 @@ class AsyncIterator(Generic[T]):
                 thread.join(timeout)
 
 
-def new_async_iterator_pair() -> tuple[AsyncIterator[T], AsyncGenerator[T]]:
-    """Return a connected ``(iterator, generator)`` pair (unbounded)."""
+def channel() -> tuple[ItemIterator[T], ItemSender[T]]:
+    """Return a connected ``(iterator, sender)`` pair (unbounded).
+
+    Example::
+
+        events, sender = channel()
+        sender.send(event)
+        sender.close()
+        for event in events:
+            ...
+
+    ``new_async_iterator_pair`` is the Eino name for it (the same function).
+    """
     pair = _Pair()
-    return AsyncIterator(pair), AsyncGenerator(pair)
+    return ItemIterator(pair), ItemSender(pair)
+
+
+# Eino's names for the pair.
+AsyncIterator = ItemIterator
+AsyncGenerator = ItemSender
+new_async_iterator_pair = channel
 
 
 def _attach_producer(
-    iterator: AsyncIterator[Any],
+    iterator: ItemIterator[Any],
     thread: threading.Thread | None = None,
     on_close: Callable[[], object] | None = None,
     inside: Callable[[], bool] | None = None,

@@ -40,9 +40,9 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from agentkit._runctx import current_frame
 from agentkit._runlocals import current_run_locals
 from agentkit.events import AgentEvent
-from agentkit.runctx import current_frame
 from agentkit.schema import Message
 from agentkit.tools.base import BaseTool, ToolCallInfo
 

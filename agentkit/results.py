@@ -18,7 +18,6 @@ result carries the interrupt and the checkpoint id to resume with.
 
 from __future__ import annotations
 
-import html
 import sys
 import threading
 from collections.abc import Callable, Iterable
@@ -141,6 +140,8 @@ class RunResult:
 
     def _repr_html_(self) -> str:
         """A table for Jupyter; every value is HTML-escaped."""
+        import html  # only notebooks render results as HTML
+
         cells = "".join(
             f"<tr><th style='text-align:left;vertical-align:top'>{html.escape(name)}</th>"
             f"<td style='text-align:left;white-space:pre-wrap'>{html.escape(value)}</td></tr>"

@@ -33,20 +33,20 @@ from agentkit._checkpoints import (
     save_checkpoint,
 )
 from agentkit._observe import RunObservers
+from agentkit._options import AgentRunOption, RunOptions, get_impl_specific_options
+from agentkit._runctx import EventLog, RunFrame, Session
 from agentkit._runner_sink import RunnerSink
+from agentkit._scope import RunScope
+from agentkit._worker import EventSink, start_worker
 from agentkit.agents.flow import FlowAgent
-from agentkit.cancel import RunScope
-from agentkit.conversation._turn import OpenTurn, open_turn, resume_turn
 from agentkit.events import Agent, AgentInput, InterruptInfo, ResumeInfo
-from agentkit.options import AgentRunOption, RunOptions, get_impl_specific_options
 from agentkit.results import RunIterator, RunOutcome, RunResult
-from agentkit.runctx import EventLog, RunFrame, Session
 from agentkit.schema import Message, user_message
-from agentkit.worker import EventSink, start_worker
 
 if TYPE_CHECKING:
     from agentkit.checkpoint import CheckPointStore, PickleSerializer
     from agentkit.conversation import ConversationStore
+    from agentkit.conversation._turn import OpenTurn
 
 __all__ = ["Runner"]
 
@@ -161,6 +161,8 @@ class Runner:
         run_options = get_impl_specific_options(RunOptions(), *options)
         turn: OpenTurn | None = None
         if run_options.conversation_id is not None:
+            from agentkit.conversation._turn import open_turn  # only runs with conversations
+
             turn, messages = open_turn(
                 self._conversation_store(),
                 run_options.conversation_id,
@@ -285,6 +287,8 @@ class Runner:
                 interrupt_info=InterruptInfo(data=checkpoint.interrupt_data),
             )
             if checkpoint.conversation is not None:
+                from agentkit.conversation._turn import resume_turn
+
                 turn = resume_turn(self._conversation_store(), checkpoint.conversation)
             keeper = LeaseKeeper(lease)
         except BaseException:

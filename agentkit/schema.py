@@ -184,7 +184,7 @@ class Message:
         from agentkit import _html
 
         who = self.name or self.role.value
-        return _html.render(message_html_lines(self, who), who)
+        return _html.render(_message_html_lines(self, who), who)
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-safe dict in the OpenAI message shape (empty fields left out)."""
@@ -374,7 +374,7 @@ def _merge_fragments(index: int, fragments: list[ToolCall]) -> ToolCall:
     )
 
 
-def message_html_lines(message: Message, who: str) -> list[tuple[str, str]]:
+def _message_html_lines(message: Message, who: str) -> list[tuple[str, str]]:
     """The ``(kind, text)`` transcript lines of a message: its content, then its tool calls.
 
     Framework-internal, for the notebook display (see ``agentkit._html``).

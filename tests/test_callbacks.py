@@ -31,8 +31,8 @@ from agentkit import (
     tool,
     with_callbacks,
 )
+from agentkit.callbacks import current_usage
 from agentkit.prebuilt import supervisor
-from agentkit.runctx import current_usage
 from agentkit.testing import ScriptedChatModel, call, calls_message, no_thread_leak, run_events
 from tests.transfer_support import transfer
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -19,6 +19,7 @@ from agentkit import (
     with_cancel,
     with_checkpoint_id,
 )
+from agentkit._scope import RunScope
 from agentkit.checkpoint import InMemoryCheckPointStore
 from agentkit.testing import (
     FakeOpenAIServer,
@@ -128,7 +129,7 @@ def test_safe_point_cancel_escalates_after_its_timeout() -> None:
     def slow() -> str:
         """Waits until the cancel escalated to immediate."""
         handle.cancel(CancelMode.AFTER_CHAT_MODEL, timeout=0.01)
-        scope = handle._scope
+        scope = cast("RunScope | None", handle._scope)  # the run's scope, attached by the run
         deadline = time.monotonic() + 10
         while scope is not None and scope.mode is not CancelMode.IMMEDIATE and time.monotonic() < deadline:
             time.sleep(0.005)

@@ -6,6 +6,8 @@ import inspect
 import subprocess
 import sys
 
+import pytest
+
 import agentkit
 
 # Everything API.md promises at the top level, plus the documented extras.
@@ -59,6 +61,21 @@ DOCUMENTED = {
     "FailoverChatModel", "RetryExhaustedError", "WillRetryError",
     # display, version
     "print_events", "__version__",
+    # Pythonic primary names (the Eino names above are the same objects)
+    "exit_action", "transfer_action", "break_loop_action", "custom_option", "custom_options",
+    "ItemIterator", "ItemSender", "channel",
+}
+
+#: Eino name -> Pythonic primary name; each pair is one object under two names.
+EINO_ALIASES = {
+    "new_exit_action": "exit_action",
+    "new_transfer_to_agent_action": "transfer_action",
+    "new_break_loop_action": "break_loop_action",
+    "wrap_impl_specific_opt_fn": "custom_option",
+    "get_impl_specific_options": "custom_options",
+    "AsyncIterator": "ItemIterator",
+    "AsyncGenerator": "ItemSender",
+    "new_async_iterator_pair": "channel",
 }
 
 
@@ -74,20 +91,87 @@ def test_every_exported_name_resolves_and_is_documented() -> None:
             assert obj.__doc__ and obj.__doc__.strip(), f"{name} has no docstring"
 
 
+def test_eino_names_are_the_very_same_objects_as_the_pythonic_names() -> None:
+    for eino, primary in EINO_ALIASES.items():
+        assert getattr(agentkit, eino) is getattr(agentkit, primary), eino
+        # the object carries its Pythonic name, and its docstring names the Eino one
+        assert getattr(agentkit, primary).__name__ == primary
+        assert f"``{eino}`` is the Eino name" in (getattr(agentkit, primary).__doc__ or "")
+
+
+def test_pythonic_names_work_like_the_eino_ones() -> None:
+    assert agentkit.exit_action() == agentkit.AgentAction(exit=True)
+    assert agentkit.transfer_action("b").transfer_to_agent == agentkit.TransferToAgentAction("b")
+    assert agentkit.break_loop_action("a").break_loop == agentkit.BreakLoopAction(from_agent="a")
+
+    class Settings:
+        def __init__(self) -> None:
+            self.level = 0
+
+    option = agentkit.custom_option(Settings, lambda s: setattr(s, "level", 2))
+    assert agentkit.custom_options(Settings(), option).level == 2
+
+    events: agentkit.ItemIterator[int]
+    sender: agentkit.ItemSender[int]
+    events, sender = agentkit.channel()
+    assert sender.send(1) and sender.send(2)
+    sender.close()
+    assert list(events) == [1, 2]
+    assert isinstance(events, agentkit.ItemIterator) and isinstance(sender, agentkit.ItemSender)
+
+
 def test_exported_objects_present_themselves_as_agentkit() -> None:
     assert agentkit.Runner.__module__ == "agentkit"
     assert agentkit.ToolError.__module__ == "agentkit"
     assert agentkit.tool.__module__ == "agentkit"
 
 
+# What a plain ReAct script does not need: ``import agentkit`` leaves these modules unloaded.
+NOT_IMPORTED_BY_IMPORT_AGENTKIT = (
+    # third-party and heavy standard-library modules
+    "httpx", "tenacity", "redis", "sqlite3", "cattrs", "docstring_parser", "hashlib", "hmac",
+    "pickle", "mcp", "opentelemetry", "flask", "celery",
+    # agentkit's own optional parts, loaded on first use
+    "agentkit.agents.workflow", "agentkit.agents.deterministic", "agentkit.agents.agenttool",
+    "agentkit.prebuilt.supervisor", "agentkit.prebuilt.planexecute", "agentkit.display",
+    "agentkit.compaction", "agentkit.callbacks", "agentkit.integrations.otel", "agentkit.conversation",
+    "agentkit.conversation.file", "agentkit.conversation.memory", "agentkit.conversation.sqlite",
+    "agentkit.conversation.redis", "agentkit.checkpoint.serializer", "agentkit.checkpoint.file",
+    "agentkit.checkpoint.memory", "agentkit.models.openai", "agentkit.models.scripted",
+    "agentkit.models.failover", "agentkit.mcp", "agentkit.testing", "agentkit.tools.exit",
+)
+
+
 def test_import_is_light_and_lazy() -> None:
     code = (
         "import sys, agentkit; "
-        "print(','.join(m for m in ('httpx', 'tenacity', 'redis', 'sqlite3', 'cattrs') if m in sys.modules))"
+        f"print(','.join(m for m in {NOT_IMPORTED_BY_IMPORT_AGENTKIT!r} if m in sys.modules))"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == ""
+
+
+def test_lazy_names_load_on_first_use_and_are_the_defining_modules_objects() -> None:
+    code = (
+        "import sys, agentkit\n"
+        "assert 'agentkit.agents.workflow' not in sys.modules\n"
+        "from agentkit import LoopAgent\n"
+        "from agentkit.agents.workflow import LoopAgent as Defined\n"
+        "assert LoopAgent is Defined and agentkit.LoopAgent is Defined\n"
+        "assert 'LoopAgent' in dir(agentkit) and 'LoopAgent' in vars(agentkit)\n"
+        "print('ok')\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"
+
+
+def test_an_unknown_name_is_an_attribute_error_naming_the_module_and_a_close_match() -> None:
+    with pytest.raises(AttributeError, match=r"module 'agentkit' has no attribute 'Runer'.*'Runner'"):
+        agentkit.Runer  # type: ignore[attr-defined]  # noqa: B018 (the misspelling is the test)
+    with pytest.raises(ImportError, match="Runer"):
+        from agentkit import Runer  # type: ignore[attr-defined]  # noqa: F401 (the misspelling is the test)
 
 
 def test_openai_chat_model_loads_on_first_use() -> None:
@@ -130,7 +214,11 @@ def test_every_testing_name_resolves_is_documented_and_presents_itself_publicly(
         obj = getattr(agentkit.testing, name)
         if inspect.isclass(obj) or inspect.isfunction(obj):
             assert obj.__doc__ and obj.__doc__.strip(), f"agentkit.testing.{name} has no docstring"
-            assert obj.__module__ in ("agentkit", "agentkit.testing"), f"{name}: {obj.__module__}"
+            # a public path in reprs (agentkit.testing.X, agentkit.models.scripted.X), never a
+            # private module
+            assert not any(part.startswith("_") for part in obj.__module__.split(".")), (
+                f"{name}: {obj.__module__}"
+            )
     for check in agentkit.testing.ALL_CHECKS:
         assert check.__doc__ and check.__doc__.strip(), f"{check.__name__} has no docstring"
 

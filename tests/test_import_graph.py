@@ -24,12 +24,12 @@ ROOT = Path(__file__).resolve().parent.parent / "agentkit"
 LAYERS: list[tuple[str, list[str]]] = [
     (
         "Data and primitives",
-        ["errors", "_persist", "schema", "_html", "_stream_base", "streams", "iterators",
-         "_spawn", "cancel"],
+        ["errors", "_persist", "_lazy", "schema", "_html", "_stream_base", "streams",
+         "iterators", "_spawn", "cancel", "_scope"],
     ),
     ("Core types", ["events", "options", "models.base", "conversation.trim"]),
-    ("Run context", ["runctx", "interrupt", "_points", "_observe", "_runlocals", "callbacks"]),
-    ("Workers", ["worker", "results", "display"]),
+    ("Run context", ["_runctx", "_interrupt", "_points", "_observe", "_runlocals", "callbacks"]),
+    ("Workers", ["_worker", "results", "display"]),
     ("Tools", ["tools", "tools.*"]),
     ("Models", ["models", "models.*"]),
     ("Agents", ["agents", "agents.*", "middleware"]),

@@ -13,8 +13,8 @@ from agentkit import (
     event_from_message,
     new_exit_action,
 )
+from agentkit._runctx import EventLog
 from agentkit.agents._flow_sink import FlowSink
-from agentkit.runctx import EventLog
 
 OWN = (RunStep("root"), RunStep("me"))
 PATHS = st.sampled_from(

@@ -26,7 +26,7 @@ from agentkit import (
     with_session_values,
     wrap_impl_specific_opt_fn,
 )
-from agentkit.options import filter_options
+from agentkit._options import filter_options
 from agentkit.testing import no_thread_leak
 
 

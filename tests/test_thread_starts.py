@@ -39,9 +39,9 @@ from agentkit import (
     with_cancel,
     with_session_values,
 )
+from agentkit._runctx import current_frame
+from agentkit._scope import RunScope
 from agentkit._spawn import RunEndedError
-from agentkit.cancel import RunScope
-from agentkit.runctx import current_frame
 from agentkit.testing import ScriptedChatModel, call, calls_message, no_thread_leak
 
 GUARD = 30.0  # a failure guard for waits, never a pace
@@ -50,7 +50,7 @@ ROOT = Path(__file__).resolve().parent.parent / "agentkit"
 # Modules that may start threads or copy contexts themselves, and why.
 ALLOWED = {
     "agentkit._spawn": "the run's pool: RunScope.spawn, the one way inside a run",
-    "agentkit.worker": "the run worker: starts the run itself, before any scope work",
+    "agentkit._worker": "the run worker: starts the run itself, before any scope work",
     "agentkit._checkpoints": "the lease keeper: outlives no run, but runs beside its body",
     "agentkit.mcp._connection": "the MCP loop: belongs to an MCPClient, not to a run",
     "agentkit.conversation.redis": "the conversation-lock keeper: belongs to a store's lock",

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from agentkit._runctx import EventLog, RecordedEvent
+from agentkit._worker import EventSink
 from agentkit.events import AgentAction, AgentEvent, RunStep
-from agentkit.runctx import EventLog, RecordedEvent
-from agentkit.worker import EventSink
 
 __all__ = ["FlowSink"]
 
@@ -13,7 +13,7 @@ class FlowSink:
     """Names an agent's events, records its own ones, and remembers the last action.
 
     With ``unnamed_only`` (agents that host a flow of their own, see
-    :attr:`~agentkit.worker.BuiltinAgent.hosts_flow`) only the events that arrive without a
+    :attr:`~agentkit._worker.BuiltinAgent.hosts_flow`) only the events that arrive without a
     run path are the agent's own: the hosted flow's wrappers have named and recorded theirs
     already, possibly with this very run path.
     """

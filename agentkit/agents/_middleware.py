@@ -28,10 +28,10 @@ from agentkit.tools.base import BaseTool, ToolCallInfo
 from agentkit.tools.function import FunctionTool
 
 if TYPE_CHECKING:
+    from agentkit._options import AgentRunOption
+    from agentkit._runctx import RunFrame, ToolCallFrame
     from agentkit.agents._react_config import ReactConfig
     from agentkit.models.base import ModelOptions
-    from agentkit.options import AgentRunOption
-    from agentkit.runctx import RunFrame, ToolCallFrame
     from agentkit.schema import ToolInfo
 
 __all__ = [

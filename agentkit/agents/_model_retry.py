@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from agentkit._runctx import cancellable_sleep
 from agentkit.errors import (
     AgentCancelledError,
     AgentConfigError,
     RetryExhaustedError,
     WillRetryError,
 )
-from agentkit.runctx import cancellable_sleep
 from agentkit.schema import Message
 from agentkit.streams import StreamReader, stream_from_iterator
 

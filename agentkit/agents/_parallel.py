@@ -7,8 +7,11 @@ from collections.abc import Callable, Sequence
 
 import attrs
 
+from agentkit._options import AgentRunOption
 from agentkit._persist import persisted
+from agentkit._runctx import EventLog, RecordedEvent, RunFrame, use_frame
 from agentkit._spawn import run_in_copy
+from agentkit._worker import EventSink
 from agentkit.agents._workflow_base import WorkflowBase
 from agentkit.errors import AgentCancelledError, AgentConfigError, ResumeError
 from agentkit.events import (
@@ -19,9 +22,6 @@ from agentkit.events import (
     InterruptInfo,
     ResumeInfo,
 )
-from agentkit.options import AgentRunOption
-from agentkit.runctx import EventLog, RecordedEvent, RunFrame, use_frame
-from agentkit.worker import EventSink
 
 __all__ = ["ParallelAgent", "ParallelState"]
 

@@ -12,12 +12,17 @@ from __future__ import annotations
 import queue
 from typing import TYPE_CHECKING, Any
 
+from agentkit._interrupt import InterruptSignal, ToolRoundState
+from agentkit._options import AgentRunOption, ChatModelAgentOptions, get_impl_specific_options
+from agentkit._runctx import RunFrame
 from agentkit._runlocals import RunLocals, run_locals
+from agentkit._scope import Point
+from agentkit._worker import EventSink
 from agentkit.agents._middleware import ReactHooks
 from agentkit.agents._model_retry import StreamVerdicts
 from agentkit.agents._react_config import ReactConfig, ReactState
 from agentkit.agents._tool_calls import ToolCalls, ToolItem
-from agentkit.cancel import CancelMode, Point
+from agentkit.cancel import CancelMode
 from agentkit.errors import AgentCancelledError, ExceedMaxIterationsError
 from agentkit.events import (
     AgentAction,
@@ -25,12 +30,8 @@ from agentkit.events import (
     InterruptInfo,
     event_from_message,
 )
-from agentkit.interrupt import InterruptSignal, ToolRoundState
-from agentkit.options import AgentRunOption, ChatModelAgentOptions, get_impl_specific_options
-from agentkit.runctx import RunFrame
 from agentkit.schema import Message, Role
 from agentkit.streams import StreamReader, concat_message_stream
-from agentkit.worker import EventSink
 
 if TYPE_CHECKING:
     from agentkit.models.base import ModelOptions

@@ -15,21 +15,21 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from agentkit._interrupt import InterruptSignal, ToolRoundState
 from agentkit._points import PointResume
+from agentkit._runctx import ToolCallFrame, use_frame
 from agentkit.agents._tool_timeout import AbandonablePut, call_with_timeout
 from agentkit.errors import AgentCancelledError
 from agentkit.events import AgentEvent, event_from_message
-from agentkit.interrupt import InterruptSignal, ToolRoundState
-from agentkit.runctx import ToolCallFrame, use_frame
 from agentkit.schema import Message, Role, ToolCall, tool_message
 from agentkit.streams import StreamReader, concat_message_stream, stream_from_iterator
 from agentkit.tools.base import BaseTool
 
 if TYPE_CHECKING:
+    from agentkit._runctx import RunFrame
+    from agentkit._scope import RunScope
     from agentkit.agents._middleware import ReactHooks
     from agentkit.agents._react_config import ReactConfig
-    from agentkit.cancel import RunScope
-    from agentkit.runctx import RunFrame
 
 __all__ = ["ToolCalls", "ToolItem", "streams", "tool_message_stream"]
 

@@ -20,9 +20,10 @@ from typing import Any, TypeVar
 
 import attrs
 
-from agentkit.cancel import CancelMode, RunScope
+from agentkit._runctx import current_frame, use_frame
+from agentkit._scope import RunScope
+from agentkit.cancel import CancelMode
 from agentkit.errors import ToolTimeoutError
-from agentkit.runctx import current_frame, use_frame
 from agentkit.schema import ToolCall
 
 __all__ = ["AbandonablePut", "call_with_timeout"]

@@ -12,8 +12,11 @@ from typing import Any
 
 import attrs
 
+from agentkit._options import AgentRunOption
+from agentkit._runctx import RunFrame, current_frame, use_frame
+from agentkit._scope import Point
+from agentkit._worker import BuiltinAgent, EventSink
 from agentkit.agents.flow import FlowAgent, agent_with_options
-from agentkit.cancel import Point
 from agentkit.errors import AgentCancelledError, AgentConfigError
 from agentkit.events import (
     Agent,
@@ -21,9 +24,6 @@ from agentkit.events import (
     ResumeInfo,
     RunStep,
 )
-from agentkit.options import AgentRunOption
-from agentkit.runctx import RunFrame, current_frame, use_frame
-from agentkit.worker import BuiltinAgent, EventSink
 
 __all__ = ["HoldSink", "WorkflowBase"]
 

@@ -8,13 +8,13 @@ from typing import Any
 
 import attrs
 
+from agentkit._interrupt import InterruptSignal
 from agentkit._persist import persisted
+from agentkit._runctx import EventLog, RecordedEvent, RunFrame, Session, current_frame, use_frame
+from agentkit._scope import RunScope
 from agentkit.agents.flow import FlowAgent, rewrite_message
-from agentkit.cancel import RunScope
 from agentkit.errors import AgentConfigError, AgentKitError, ToolArgumentsError
 from agentkit.events import Agent, AgentEvent, AgentInput, ResumeInfo, gen_transfer_messages
-from agentkit.interrupt import InterruptSignal
-from agentkit.runctx import EventLog, RecordedEvent, RunFrame, Session, current_frame, use_frame
 from agentkit.schema import Message, Role, ToolInfo, user_message
 
 __all__ = ["AgentTool"]
@@ -28,7 +28,7 @@ _REQUEST_SCHEMA: dict[str, Any] = {
 
 @persisted("agentkit.AgentToolState")
 @attrs.define(eq=False)
-class AgentToolState:
+class _AgentToolState:
     """What an interrupted agent tool keeps: its inner run's input and history."""
 
     root_input: AgentInput
@@ -138,9 +138,9 @@ class AgentTool:
         call = frame.tool
         resume = call.resume if call is not None else None
         streaming = call.streaming if call is not None else False
-        state: AgentToolState | None = None
+        state: _AgentToolState | None = None
         if resume is not None and resume.was_interrupted:
-            if not isinstance(resume.state, AgentToolState):
+            if not isinstance(resume.state, _AgentToolState):
                 raise AgentKitError(
                     f"agent tool '{self._info.name}' interrupt has happened, but cannot find "
                     "interrupt state"
@@ -176,7 +176,7 @@ class AgentTool:
             # The inner run stopped: keep its input and history, so that resuming the caller
             # goes on inside the inner run instead of starting it again.
             history = [record.checkpointable() for record in log.visible()]
-            saved = AgentToolState(root_input=root_input, history=history)
+            saved = _AgentToolState(root_input=root_input, history=history)
             shown = "agent tool interrupt" if sink.interrupted else None
             point = frame.journal.record(frame.address, saved, shown)
             if sink.interrupted:

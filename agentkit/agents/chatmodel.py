@@ -6,6 +6,10 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from agentkit._interrupt import ToolRoundState
+from agentkit._options import AgentRunOption
+from agentkit._runctx import RunFrame, current_frame
+from agentkit._worker import BuiltinAgent, EventSink
 from agentkit.agents._middleware import apply_before_agent, checked_middlewares, tool_timeouts
 from agentkit.agents._model_retry import ModelRetryConfig
 from agentkit.agents._react import ReactRun
@@ -23,15 +27,11 @@ from agentkit.events import (
     AgentInput,
     ResumeInfo,
 )
-from agentkit.interrupt import ToolRoundState
-from agentkit.options import AgentRunOption
-from agentkit.runctx import RunFrame, current_frame
 from agentkit.schema import Message, system_message
 from agentkit.tools._function_tool import checked_timeout
 from agentkit.tools.base import BaseTool
 from agentkit.tools.function import as_tool
 from agentkit.tools.transfer import TransferToAgentTool, transfer_instruction
-from agentkit.worker import BuiltinAgent, EventSink
 
 if TYPE_CHECKING:
     from agentkit.middleware import AgentMiddleware

@@ -12,7 +12,10 @@ from collections.abc import Sequence
 
 import attrs
 
+from agentkit._options import AgentRunOption
 from agentkit._persist import persisted
+from agentkit._runctx import EventLog, RecordedEvent, current_frame, use_frame
+from agentkit._worker import BuiltinAgent, EventSink, drive
 from agentkit.agents.flow import FlowAgent
 from agentkit.errors import AgentCancelledError, AgentConfigError, ResumeError
 from agentkit.events import (
@@ -27,12 +30,13 @@ from agentkit.events import (
     gen_transfer_messages,
     new_transfer_to_agent_action,
 )
-from agentkit.options import AgentRunOption
-from agentkit.runctx import EventLog, RecordedEvent, current_frame, use_frame
 from agentkit.schema import Role
-from agentkit.worker import BuiltinAgent, EventSink, drive
 
-__all__ = ["DeterministicTransferState", "agent_with_deterministic_transfer_to"]
+__all__ = [
+    "DeterministicTransferState",
+    "agent_with_deterministic_transfer_to",
+    "DeterministicTransferAgent",
+]
 
 
 

@@ -16,8 +16,17 @@ from typing import Any
 
 import attrs
 
+from agentkit._lazy import present
 from agentkit._observe import RunObservers, observe_agent
+from agentkit._options import (
+    AgentRunOption,
+    RunOptions,
+    filter_options,
+    get_impl_specific_options,
+)
 from agentkit._persist import persisted
+from agentkit._runctx import RunFrame, Session, current_frame, use_frame
+from agentkit._worker import BuiltinAgent, EventSink, drive
 from agentkit.agents._flow_sink import FlowSink
 from agentkit.agents._history import (
     HistoryEntry,
@@ -41,15 +50,7 @@ from agentkit.events import (
     RunStep,
     new_transfer_to_agent_action,
 )
-from agentkit.options import (
-    AgentRunOption,
-    RunOptions,
-    filter_options,
-    get_impl_specific_options,
-)
-from agentkit.runctx import RunFrame, Session, current_frame, use_frame
 from agentkit.schema import Role
-from agentkit.worker import BuiltinAgent, EventSink, drive
 
 _log = logging.getLogger("agentkit")
 
@@ -63,10 +64,13 @@ __all__ = [
     "set_sub_agents",
 ]
 
+# Defined in a private module, documented here.
+present((default_history_rewriter, rewrite_message), __name__)
+
 
 @persisted("agentkit.PendingTransfer")
 @attrs.define
-class PendingTransfer:
+class _PendingTransfer:
     """Where a flow stopped when its run was cancelled between two agents (checkpoint state)."""
 
     dest_agent_name: str
@@ -196,7 +200,7 @@ class FlowAgent(BuiltinAgent):
         point = resume_state.at(frame.address)
         with use_frame(frame):
             if point.was_interrupted:
-                if isinstance(point.state, PendingTransfer):
+                if isinstance(point.state, _PendingTransfer):
                     # Cancelled at a transfer (see _after): make the transfer now.
                     action = new_transfer_to_agent_action(point.state.dest_agent_name)
                     return self._after(action, frame, sink)
@@ -306,7 +310,7 @@ class FlowAgent(BuiltinAgent):
             frame.scope.check()
         except AgentCancelledError as error:
             # Cancelled between two agents: the resumed run makes the transfer.
-            frame.journal.record(frame.address, PendingTransfer(dest_name))
+            frame.journal.record(frame.address, _PendingTransfer(dest_name))
             sink.send(self._error(frame, error))
             return None
         _log.info("agentkit: agent %r transfers to agent %r", self.name, dest_name)

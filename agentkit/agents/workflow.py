@@ -10,7 +10,10 @@ from collections.abc import Sequence
 
 import attrs
 
+from agentkit._lazy import present
+from agentkit._options import AgentRunOption
 from agentkit._persist import persisted
+from agentkit._worker import EventSink
 from agentkit.agents._parallel import ParallelAgent, ParallelState
 from agentkit.agents._workflow_base import HoldSink, WorkflowBase
 from agentkit.errors import AgentConfigError, ResumeError
@@ -19,8 +22,6 @@ from agentkit.events import (
     AgentInput,
     ResumeInfo,
 )
-from agentkit.options import AgentRunOption
-from agentkit.worker import EventSink
 
 __all__ = [
     "LoopAgent",
@@ -30,6 +31,9 @@ __all__ = [
     "SequentialAgent",
     "SequentialState",
 ]
+
+# Defined in a private module, documented here.
+present((ParallelAgent, ParallelState), __name__)
 
 
 @persisted("agentkit.SequentialState")

@@ -15,9 +15,9 @@ The store and serializer modules are imported on first use, so importing this pa
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from agentkit._lazy import attach
 from agentkit.checkpoint.base import (
     DEFAULT_LEASE_TTL,
     DEFAULT_MAX_BYTES,
@@ -27,17 +27,6 @@ from agentkit.checkpoint.base import (
     lease_for,
     namespace_of,
 )
-
-if TYPE_CHECKING:
-    from agentkit.checkpoint.file import FileCheckPointStore
-    from agentkit.checkpoint.memory import InMemoryCheckPointStore
-    from agentkit.checkpoint.redis import RedisCheckPointStore
-    from agentkit.checkpoint.serializer import (
-        PickleSerializer,
-        Serializer,
-        UnsignedCheckpointWarning,
-    )
-    from agentkit.checkpoint.sqlite import SQLiteCheckPointStore
 
 __all__ = [
     "DEFAULT_LEASE_TTL",
@@ -56,27 +45,29 @@ __all__ = [
     "namespace_of",
 ]
 
-_LAZY = {
-    "FileCheckPointStore": "agentkit.checkpoint.file",
-    "InMemoryCheckPointStore": "agentkit.checkpoint.memory",
-    "PickleSerializer": "agentkit.checkpoint.serializer",
-    "RedisCheckPointStore": "agentkit.checkpoint.redis",
-    "SQLiteCheckPointStore": "agentkit.checkpoint.sqlite",
-    "Serializer": "agentkit.checkpoint.serializer",
-    "UnsignedCheckpointWarning": "agentkit.checkpoint.serializer",
-    # The one global checkpoint payloads name (see agentkit.checkpoint._codec).
-    "_restore": "agentkit.checkpoint._codec",
-}
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+if TYPE_CHECKING:
+    from agentkit.checkpoint.file import FileCheckPointStore
+    from agentkit.checkpoint.memory import InMemoryCheckPointStore
+    from agentkit.checkpoint.redis import RedisCheckPointStore
+    from agentkit.checkpoint.serializer import (
+        PickleSerializer,
+        Serializer,
+        UnsignedCheckpointWarning,
+    )
+    from agentkit.checkpoint.sqlite import SQLiteCheckPointStore
+else:
+    __getattr__, __dir__ = attach(
+        __name__,
+        {
+            "FileCheckPointStore": "agentkit.checkpoint.file",
+            "InMemoryCheckPointStore": "agentkit.checkpoint.memory",
+            "PickleSerializer": "agentkit.checkpoint.serializer",
+            "RedisCheckPointStore": "agentkit.checkpoint.redis",
+            "SQLiteCheckPointStore": "agentkit.checkpoint.sqlite",
+            "Serializer": "agentkit.checkpoint.serializer",
+            "UnsignedCheckpointWarning": "agentkit.checkpoint.serializer",
+            # The one global checkpoint payloads name (see agentkit.checkpoint._codec).
+            "_restore": "agentkit.checkpoint._codec",
+        },
+        submodules=("base", "file", "memory", "redis", "serializer", "sqlite"),
+    )

@@ -65,14 +65,16 @@ _PERSISTED_MODULES = (
     "agentkit.schema",
     "agentkit.events",
     "agentkit.cancel",
-    "agentkit.runctx",
-    "agentkit.interrupt",
+    "agentkit._runctx",
+    "agentkit._interrupt",
     "agentkit.runner",
     "agentkit.agents.flow",
     "agentkit.agents.agenttool",
     "agentkit.agents.workflow",
     "agentkit.agents.deterministic",
     "agentkit.prebuilt.planexecute",
+    "agentkit.mcp._errors",
+    "agentkit.conversation._turn",
 )
 
 _ENUM, _VALUE, _OBJECT = "enum", "value", "object"

@@ -28,6 +28,7 @@ __all__ = [
     "lease_for",
     "namespace_of",
     "new_lease_owner",
+    "StoreLimits",
 ]
 
 DEFAULT_LEASE_TTL = 600.0

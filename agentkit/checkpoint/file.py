@@ -27,7 +27,10 @@ from agentkit.checkpoint.base import (
 )
 from agentkit.errors import CheckpointError
 
-__all__ = ["FileCheckPointStore"]
+__all__ = [
+    "FileCheckPointStore",
+    "STALE_TEMP_SECONDS",
+]
 
 _DATA_SUFFIX = ".ckpt"
 _LEASE_SUFFIX = ".lease"

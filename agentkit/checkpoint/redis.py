@@ -21,7 +21,10 @@ from agentkit.checkpoint.base import (
 )
 from agentkit.errors import CheckpointError
 
-__all__ = ["RedisCheckPointStore"]
+__all__ = [
+    "RedisCheckPointStore",
+    "DEFAULT_URL",
+]
 
 _T = TypeVar("_T")
 

@@ -54,7 +54,16 @@ from agentkit.checkpoint._keys import KEY_ENV_VAR, MIN_KEY_BYTES, default_key, k
 from agentkit.checkpoint.base import DEFAULT_MAX_BYTES, _check_max_bytes
 from agentkit.errors import CheckpointError
 
-__all__ = ["PickleSerializer", "Serializer", "UnsignedCheckpointWarning"]
+__all__ = [
+    "PickleSerializer",
+    "Serializer",
+    "UnsignedCheckpointWarning",
+    "FLAG_SIGNED",
+    "FORMAT_VERSION",
+    "MAGIC",
+    "MAX_DEPTH",
+    "MAX_OBJECTS",
+]
 
 MAGIC = b"AGKCKPT"
 FORMAT_VERSION = 2

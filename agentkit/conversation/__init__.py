@@ -20,9 +20,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from agentkit._lazy import attach
 from agentkit.conversation.base import ConversationLock, ConversationStore
-from agentkit.conversation.file import FileConversationStore
-from agentkit.conversation.memory import InMemoryConversationStore
 from agentkit.conversation.trim import (
     HistoryTrimmer,
     TokenCounter,
@@ -30,10 +29,6 @@ from agentkit.conversation.trim import (
     keep_last_turns,
     keep_within_tokens,
 )
-
-if TYPE_CHECKING:
-    from agentkit.conversation.redis import RedisConversationStore
-    from agentkit.conversation.sqlite import SQLiteConversationStore
 
 __all__ = [
     "ConversationLock",
@@ -49,15 +44,21 @@ __all__ = [
     "keep_within_tokens",
 ]
 
-
-def __getattr__(name: str) -> object:
-    # sqlite3 and redis-py load when their store is first used (``import agentkit`` stays light).
-    if name == "SQLiteConversationStore":
-        from agentkit.conversation.sqlite import SQLiteConversationStore
-
-        return SQLiteConversationStore
-    if name == "RedisConversationStore":
-        from agentkit.conversation.redis import RedisConversationStore
-
-        return RedisConversationStore
-    raise AttributeError(f"module 'agentkit.conversation' has no attribute {name!r}")
+if TYPE_CHECKING:
+    from agentkit.conversation.file import FileConversationStore
+    from agentkit.conversation.memory import InMemoryConversationStore
+    from agentkit.conversation.redis import RedisConversationStore
+    from agentkit.conversation.sqlite import SQLiteConversationStore
+else:
+    # The stores load on first use: sqlite3 and redis-py only with their store, and none of
+    # them for a Runner without conversations (``import agentkit`` stays light).
+    __getattr__, __dir__ = attach(
+        __name__,
+        {
+            "FileConversationStore": "agentkit.conversation.file",
+            "InMemoryConversationStore": "agentkit.conversation.memory",
+            "RedisConversationStore": "agentkit.conversation.redis",
+            "SQLiteConversationStore": "agentkit.conversation.sqlite",
+        },
+        submodules=("base", "conformance", "file", "memory", "redis", "sqlite", "trim"),
+    )

@@ -6,7 +6,8 @@ import hashlib
 import os
 from pathlib import Path
 
-from agentkit.conversation.base import ConversationLock, ThreadLocks, busy
+from agentkit.conversation._records import ThreadLocks
+from agentkit.conversation.base import ConversationLock, busy
 
 __all__ = ["FileLocks"]
 

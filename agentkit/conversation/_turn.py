@@ -14,12 +14,13 @@ from typing import TYPE_CHECKING
 import attrs
 
 from agentkit._persist import persisted
-from agentkit.conversation.base import ConversationLock, ConversationStore, check_id
+from agentkit.conversation._records import check_id
+from agentkit.conversation.base import ConversationLock, ConversationStore
 from agentkit.conversation.trim import HistoryTrimmer
 from agentkit.schema import Message
 
 if TYPE_CHECKING:
-    from agentkit.runctx import RecordedEvent
+    from agentkit._runctx import RecordedEvent
 
 __all__ = ["ConversationTurn", "OpenTurn", "open_turn", "resume_turn"]
 

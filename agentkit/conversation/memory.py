@@ -5,7 +5,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
-from agentkit.conversation.base import ConversationLock, ThreadLocks, busy, check_id, decode, encode
+from agentkit.conversation._records import ThreadLocks, check_id, decode, encode
+from agentkit.conversation.base import ConversationLock, busy
 from agentkit.schema import Message
 
 __all__ = ["InMemoryConversationStore"]

@@ -8,10 +8,15 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from agentkit.conversation.base import ConversationLock, ThreadLocks, busy, check_id, decode, encode
+from agentkit.conversation._records import ThreadLocks, check_id, decode, encode
+from agentkit.conversation.base import ConversationLock, busy
 from agentkit.schema import Message
 
-__all__ = ["RedisConversationStore"]
+__all__ = [
+    "RedisConversationStore",
+    "DEFAULT_LOCK_TTL",
+    "DEFAULT_URL",
+]
 
 DEFAULT_URL = "redis://localhost:6379/0"
 DEFAULT_LOCK_TTL = 30.0

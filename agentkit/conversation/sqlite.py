@@ -10,7 +10,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from agentkit.conversation._filelock import FileLocks
-from agentkit.conversation.base import ConversationLock, check_id, decode, encode
+from agentkit.conversation._records import check_id, decode, encode
+from agentkit.conversation.base import ConversationLock
 from agentkit.schema import Message
 
 __all__ = ["SQLiteConversationStore"]

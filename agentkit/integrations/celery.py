@@ -66,7 +66,14 @@ from agentkit.schema import Message
 if TYPE_CHECKING:
     from agentkit.checkpoint import Lease, RedisCheckPointStore
 
-__all__ = ["AgentQueue", "cancel", "events", "resume", "submit"]
+__all__ = [
+    "AgentQueue",
+    "cancel",
+    "events",
+    "resume",
+    "submit",
+    "TASK_NAME",
+]
 
 _log = logging.getLogger("agentkit")
 

@@ -27,11 +27,11 @@ from typing import Any
 
 import attrs
 
+from agentkit._runctx import check_cancelled
 from agentkit._runlog import publish, summary_of_error
 from agentkit.cancel import CancelHandle, CancelMode
 from agentkit.errors import AgentKitError
 from agentkit.options import with_cancel, with_checkpoint_id, with_session_values
-from agentkit.runctx import check_cancelled
 from agentkit.runner import Runner
 from agentkit.schema import Message, user_message
 
@@ -42,6 +42,7 @@ __all__ = [
     "RunNotFoundError",
     "RunStateError",
     "to_messages",
+    "POLL_INTERVAL",
 ]
 
 POLL_INTERVAL = 0.5

@@ -24,7 +24,9 @@ as ``error from tool <name>: <text>``. Failures of the call itself raise
 
 from __future__ import annotations
 
-from agentkit.mcp._client import MCPClient
+from typing import TYPE_CHECKING
+
+from agentkit._lazy import attach, present
 from agentkit.mcp._errors import (
     MCPClientClosedError,
     MCPConnectionError,
@@ -42,7 +44,16 @@ __all__ = [
     "MCPTool",
 ]
 
-# Public objects present themselves as ``agentkit.mcp.X`` in reprs and tracebacks.
-for _name in __all__:
-    globals()[_name].__module__ = __name__
-del _name
+# Public objects present themselves as ``agentkit.mcp.X`` in reprs and tracebacks (the client
+# does so itself, as it loads on first use).
+present(
+    (MCPClientClosedError, MCPConnectionError, MCPNotInstalledError, MCPServerError, MCPTool),
+    __name__,
+)
+
+if TYPE_CHECKING:
+    from agentkit.mcp._client import MCPClient
+else:
+    # The client brings asyncio and the mcp version probe: loaded when first asked for, so
+    # ``import agentkit.mcp`` (and loading a checkpoint that holds an MCP error) stays cheap.
+    __getattr__, __dir__ = attach(__name__, {"MCPClient": "agentkit.mcp._client"})

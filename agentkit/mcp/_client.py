@@ -14,13 +14,13 @@ from typing import Any, Literal, TypeVar
 
 import attrs
 
+from agentkit._runctx import abort_on_cancel, check_cancelled
 from agentkit.errors import ToolTimeoutError
 from agentkit.mcp import _compat
 from agentkit.mcp._connection import Connection, describe_error
 from agentkit.mcp._endpoint import Endpoint, redacted, session_ended
 from agentkit.mcp._errors import MCPClientClosedError, MCPConnectionError, MCPServerError
 from agentkit.mcp._tool import MCPTool
-from agentkit.runctx import abort_on_cancel, check_cancelled
 from agentkit.schema import ToolInfo
 from agentkit.tools.base import BaseTool
 
@@ -467,3 +467,7 @@ def _after_fork_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+# Documented, and loaded on first use, as ``agentkit.mcp.MCPClient``.
+MCPClient.__module__ = "agentkit.mcp"

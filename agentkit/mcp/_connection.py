@@ -22,9 +22,9 @@ from collections.abc import Callable, Coroutine
 from contextlib import AbstractAsyncContextManager
 from typing import Any, TypeVar
 
+from agentkit._runctx import abort_on_cancel, check_cancelled
 from agentkit.mcp import _compat
 from agentkit.mcp._errors import MCPConnectionError
-from agentkit.runctx import abort_on_cancel, check_cancelled
 
 __all__ = ["Connection", "describe_error"]
 

@@ -3,14 +3,15 @@
 The model errors (:class:`ModelError` and its subclasses) are exported here too, the same
 classes as in :mod:`agentkit` and :mod:`agentkit.errors`.
 
-:class:`OpenAIChatModel` is imported on first use, so ``import agentkit`` does not pay for
-httpx and tenacity.
+The models themselves load on first use: :class:`OpenAIChatModel` brings httpx, so ``import
+agentkit`` does not pay for it (nor for the scripted and failover models it does not need).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from agentkit._lazy import attach
 from agentkit.errors import (
     APIConnectionError,
     APIStatusError,
@@ -23,11 +24,6 @@ from agentkit.errors import (
     RateLimitError,
 )
 from agentkit.models.base import ChatModel, ModelOptions, ToolCallingChatModel
-from agentkit.models.failover import FailoverChatModel
-from agentkit.models.scripted import ModelCall, ScriptedChatModel
-
-if TYPE_CHECKING:
-    from agentkit.models.openai import OpenAIChatModel
 
 __all__ = [
     "APIConnectionError",
@@ -48,16 +44,18 @@ __all__ = [
     "ToolCallingChatModel",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    # PEP 562: load the HTTP client only when someone asks for it.
-    if name == "OpenAIChatModel":
-        from agentkit.models.openai import OpenAIChatModel
-
-        globals()[name] = OpenAIChatModel
-        return OpenAIChatModel
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+if TYPE_CHECKING:
+    from agentkit.models.failover import FailoverChatModel
+    from agentkit.models.openai import OpenAIChatModel
+    from agentkit.models.scripted import ModelCall, ScriptedChatModel
+else:
+    __getattr__, __dir__ = attach(
+        __name__,
+        {
+            "FailoverChatModel": "agentkit.models.failover",
+            "OpenAIChatModel": "agentkit.models.openai",
+            "ModelCall": "agentkit.models.scripted",
+            "ScriptedChatModel": "agentkit.models.scripted",
+        },
+        submodules=("base", "failover", "openai", "scripted"),
+    )

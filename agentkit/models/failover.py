@@ -12,7 +12,10 @@ from agentkit.models.base import ModelOptions
 from agentkit.schema import Message, ToolInfo
 from agentkit.streams import StreamReader
 
-__all__ = ["FailoverChatModel"]
+__all__ = [
+    "FailoverChatModel",
+    "ShouldFailover",
+]
 
 _log = logging.getLogger("agentkit")
 

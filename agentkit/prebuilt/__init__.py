@@ -10,3 +10,16 @@ it costs nothing::
 
     team = supervisor.new(boss, [researcher, writer])
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from agentkit._lazy import attach
+
+__all__ = ["planexecute", "supervisor"]
+
+if TYPE_CHECKING:
+    from agentkit.prebuilt import planexecute, supervisor
+else:
+    __getattr__, __dir__ = attach(__name__, submodules=__all__)

@@ -10,11 +10,13 @@ import abc
 import json
 from collections.abc import Callable, Iterator
 
+from agentkit._options import AgentRunOption, ChatModelAgentOptions, get_impl_specific_options
+from agentkit._runctx import current_frame, get_session_value
+from agentkit._worker import BuiltinAgent, EventSink
 from agentkit.cancel import CancelMode
 from agentkit.errors import AgentCancelledError, AgentConfigError
 from agentkit.events import AgentEvent, AgentInput, event_from_message, new_break_loop_action
 from agentkit.models.base import ChatModel, ModelOptions
-from agentkit.options import AgentRunOption, ChatModelAgentOptions, get_impl_specific_options
 from agentkit.prebuilt._planexecute_plan import (
     EXECUTED_STEP_SESSION_KEY,
     EXECUTED_STEPS_SESSION_KEY,
@@ -30,10 +32,8 @@ from agentkit.prebuilt._planexecute_plan import (
     store,
 )
 from agentkit.prebuilt._planexecute_prompts import replanner_input_for
-from agentkit.runctx import current_frame, get_session_value
 from agentkit.schema import Message, Role, ToolCall, ToolInfo
 from agentkit.streams import StreamReader, concat_message_stream, stream_from_iterator
-from agentkit.worker import BuiltinAgent, EventSink
 
 __all__ = ["Planner", "Replanner"]
 

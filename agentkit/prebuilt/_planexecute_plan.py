@@ -13,8 +13,8 @@ from typing import Any, Protocol, runtime_checkable
 import attrs
 
 from agentkit._persist import persisted
+from agentkit._runctx import current_frame, get_session_value
 from agentkit.errors import AgentKitError
-from agentkit.runctx import current_frame, get_session_value
 from agentkit.schema import Message
 
 # --- session keys -------------------------------------------------------------------------

@@ -33,6 +33,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from agentkit._lazy import present
 from agentkit.agents.chatmodel import ChatModelAgent
 from agentkit.agents.workflow import LoopAgent, SequentialAgent
 from agentkit.errors import AgentConfigError
@@ -96,11 +97,21 @@ __all__ = [
     "new_replanner",
 ]
 
-# The public classes present themselves as ``agentkit.prebuilt.planexecute.X``, where they are
-# documented (checkpoints name them by their persisted names, not by module).
-for _cls in (ExecutedStep, ExecutionContext, Plan, PlanExecuteError, PlanLike):
-    _cls.__module__ = __name__
-del _cls
+# The public classes and functions present themselves as ``agentkit.prebuilt.planexecute.X``,
+# where they are documented (checkpoints name them by their persisted names, not by module).
+present(
+    (
+        ExecutedStep,
+        ExecutionContext,
+        Plan,
+        PlanExecuteError,
+        PlanLike,
+        default_executor_input,
+        default_planner_input,
+        default_replanner_input,
+    ),
+    __name__,
+)
 
 
 # --- constructors -----------------------------------------------------------------------------

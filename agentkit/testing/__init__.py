@@ -60,7 +60,7 @@ __all__ = [
 ]
 
 # Objects defined here present themselves as ``agentkit.testing.X`` in reprs and tracebacks
-# (the scripted model keeps its ``agentkit`` name).
+# (the scripted model keeps its own public name, ``agentkit.models.scripted.X``).
 for _obj in (
     FakeOpenAIServer,
     Reply,

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import threading
 
+from agentkit._runctx import cancellable_sleep
 from agentkit.checkpoint.base import LeasingCheckPointStore
-from agentkit.runctx import cancellable_sleep
 from agentkit.testing._store_support import (
     THREAD_GUARD,
     StoreCheck,

@@ -6,6 +6,9 @@ this package is imported.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from agentkit._lazy import attach
 from agentkit.tools.approval import ApprovalRequest, Approve, Reject, with_approval
 from agentkit.tools.base import BaseTool, InvokableTool, StreamableTool, ToolCallInfo
 from agentkit.tools.function import FunctionTool, StreamingFunctionTool, as_tool, tool
@@ -24,3 +27,9 @@ __all__ = [
     "tool",
     "with_approval",
 ]
+
+if not TYPE_CHECKING:  # mypy resolves submodules itself, and keeps typos errors
+    # The submodules load when asked for as attributes (``agentkit.tools.exit``).
+    __getattr__, __dir__ = attach(
+        __name__, submodules=("approval", "base", "exit", "function", "transfer")
+    )

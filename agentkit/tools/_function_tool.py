@@ -18,10 +18,7 @@ from typing import Any, Generic, ParamSpec, TypeVar
 from agentkit.errors import AgentConfigError, ToolArgumentsError, ToolError
 from agentkit.schema import ToolInfo
 from agentkit.streams import StreamReader, stream_from_iterator
-from agentkit.tools._convert import explain, json_kind, show
-from agentkit.tools._schema import to_json
-from agentkit.tools._signature import check_function, plan_signature, qualname
-from agentkit.tools.approval import (
+from agentkit.tools._approval import (
     ApprovalPolicy,
     Decision,
     ask_approval,
@@ -29,6 +26,9 @@ from agentkit.tools.approval import (
     parse_object,
     running,
 )
+from agentkit.tools._convert import explain, json_kind, show
+from agentkit.tools._schema import to_json
+from agentkit.tools._signature import check_function, plan_signature, qualname
 
 __all__ = ["FunctionTool", "StreamingFunctionTool", "checked_timeout"]
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from agentkit._runctx import send_tool_gen_action
 from agentkit.errors import ToolArgumentsError
 from agentkit.events import new_exit_action
-from agentkit.runctx import send_tool_gen_action
 from agentkit.schema import ToolInfo
 
 __all__ = ["ExitTool"]

@@ -6,6 +6,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from agentkit._runctx import send_tool_gen_action
 from agentkit.errors import ToolArgumentsError
 from agentkit.events import (
     TRANSFER_TO_AGENT_TOOL_NAME,
@@ -13,7 +14,6 @@ from agentkit.events import (
     new_transfer_to_agent_action,
     transfer_result_text,
 )
-from agentkit.runctx import send_tool_gen_action
 from agentkit.schema import ToolInfo
 
 __all__ = ["TransferToAgentTool", "transfer_instruction"]

@@ -17,8 +17,12 @@ at the socket level), ``_stream`` (reading a streamed reply) and ``_client`` (th
 
 from __future__ import annotations
 
+from agentkit._lazy import present
 from agentkit.models.openai._client import DEFAULT_BASE_URL, OpenAIChatModel
 from agentkit.models.openai._retry import parse_retry_after
 from agentkit.models.openai._sse import iter_sse_data
 
 __all__ = ["DEFAULT_BASE_URL", "OpenAIChatModel", "iter_sse_data", "parse_retry_after"]
+
+# Defined in private modules, documented here.
+present((OpenAIChatModel, iter_sse_data, parse_retry_after), __name__)

@@ -10,6 +10,7 @@ from typing import Any, ClassVar, NoReturn, TypeVar
 
 import httpx
 
+from agentkit._runctx import abort_on_cancel, cancellable_sleep, current_frame
 from agentkit.errors import APIConnectionError, APIStatusError, APITimeoutError, ModelError
 from agentkit.models.base import ModelOptions, ToolCallingChatModel
 from agentkit.models.openai._retry import (
@@ -28,7 +29,6 @@ from agentkit.models.openai._wire import (
     server_message,
     tools_bytes,
 )
-from agentkit.runctx import abort_on_cancel, cancellable_sleep, current_frame
 from agentkit.schema import Message, ToolInfo
 from agentkit.streams import StreamReader, stream_from_iterator
 

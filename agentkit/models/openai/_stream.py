@@ -9,6 +9,7 @@ from typing import Any
 
 import httpx
 
+from agentkit._runctx import RunFrame
 from agentkit.cancel import CancelMode
 from agentkit.errors import AgentCancelledError, APITimeoutError, IncompleteStreamError, ModelError
 from agentkit.models.openai._sse import SSEError, sse_payloads
@@ -19,7 +20,6 @@ from agentkit.models.openai._wire import (
     parse_chunk,
     parse_error_event,
 )
-from agentkit.runctx import RunFrame
 from agentkit.schema import Message
 
 __all__: list[str] = []

@@ -20,7 +20,7 @@ import attrs
 from agentkit._observe import RunObservers, UsageLedger
 from agentkit._persist import persisted
 from agentkit._points import Journal, PointResume, ResumeState
-from agentkit.cancel import RunScope
+from agentkit._scope import RunScope
 from agentkit.errors import AgentKitError
 from agentkit.events import AgentAction, AgentEvent, AgentInput, MessageVariant, RunStep
 from agentkit.schema import Message

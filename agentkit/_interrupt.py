@@ -16,8 +16,8 @@ import attrs
 
 from agentkit._persist import persisted
 from agentkit._points import PointResume, ResumePoint
+from agentkit._runctx import current_frame
 from agentkit.events import AgentAction, AgentEvent, InterruptInfo
-from agentkit.runctx import current_frame
 from agentkit.schema import Message, ToolCall
 
 __all__ = ["get_interrupt_state", "interrupt", "interrupt_event"]

@@ -15,14 +15,15 @@ import threading
 from collections.abc import Callable
 from typing import Any, ClassVar, Protocol
 
+from agentkit._options import AgentRunOption
 from agentkit._points import Journal, interrupt_contexts
-from agentkit.cancel import CancelMode, RunScope
+from agentkit._runctx import EventLog, RunFrame, current_frame, use_frame
+from agentkit._scope import RunScope
+from agentkit.cancel import CancelMode
 from agentkit.errors import ResumeError
 from agentkit.events import Agent, AgentEvent, AgentInput, InterruptInfo, ResumeInfo
 from agentkit.iterators import AsyncGenerator, _attach_producer, _Pair
-from agentkit.options import AgentRunOption
 from agentkit.results import RunIterator, RunOutcome
-from agentkit.runctx import EventLog, RunFrame, current_frame, use_frame
 
 __all__ = ["BuiltinAgent", "EventSink", "run_in_worker"]
 

@@ -1,0 +1,87 @@
+"""The one lazy-import helper of agentkit's packages (PEP 562 ``__getattr__`` and ``__dir__``).
+
+A package names what it exports and where each name is defined; the defining module is
+imported the first time the name is asked for (``agentkit.LoopAgent``, ``from agentkit import
+LoopAgent``), so ``import agentkit`` pays only for what a plain agent script needs. Usage, at
+the end of a package's ``__init__.py``::
+
+    if TYPE_CHECKING:  # what mypy and IDEs see: the very same names, imported eagerly
+        from agentkit.agents.workflow import LoopAgent
+    else:
+        __getattr__, __dir__ = attach(__name__, {"LoopAgent": "agentkit.agents.workflow"})
+
+``tests/test_public_modules.py`` checks that the two spellings agree.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+__all__ = ["attach", "present"]
+
+
+def attach(
+    package: str,
+    exports: Mapping[str, str] | None = None,
+    *,
+    submodules: Iterable[str] = (),
+) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """Return the ``(__getattr__, __dir__)`` pair that loads ``package``'s exports on first use.
+
+    Args:
+        package: the package's ``__name__``.
+        exports: exported name -> the absolute name of the module that defines it.
+        submodules: names of the package's submodules to import when asked for as attributes
+            (``agentkit.prebuilt.supervisor`` without importing it first).
+
+    A loaded value is stored in the package's namespace, so ``__getattr__`` runs once per name.
+    ``__dir__`` lists the loaded and the not-yet-loaded names alike.
+    """
+    where = dict(exports or {})
+    subs = frozenset(submodules)
+    namespace = vars(sys.modules[package])
+
+    def __getattr__(name: str) -> Any:
+        module_name = where.get(name)
+        if module_name is not None:
+            value = getattr(importlib.import_module(module_name), name)
+            namespace[name] = value
+            return value
+        if name in subs:
+            return importlib.import_module(f"{package}.{name}")
+        known = [n for n in (*namespace, *where, *subs) if not n.startswith("_")]
+        raise AttributeError(_no_attribute(package, name, known))
+
+    def __dir__() -> list[str]:
+        return sorted(set(namespace) | set(where) | subs)
+
+    return __getattr__, __dir__
+
+
+def present(values: Iterable[object], module: str) -> None:
+    """Give the classes and functions among ``values`` the ``__module__`` ``module``.
+
+    Reprs and tracebacks then show the public path (``agentkit.Runner``), not the private
+    module that defines the object. Names loaded lazily keep their own (public) module.
+    """
+    for value in values:
+        if isinstance(value, type) or (callable(value) and hasattr(value, "__module__")):
+            try:
+                value.__module__ = module
+            except (AttributeError, TypeError):  # builtins and some C objects refuse it
+                pass
+
+
+def _no_attribute(package: str, name: str, known: list[str]) -> str:
+    message = f"module {package!r} has no attribute {name!r}"
+    if name.startswith("__"):
+        return message  # dunder probes (copy, pickle, IDEs): no advice
+    import difflib  # only on this error path
+
+    close = difflib.get_close_matches(name, known, n=3)
+    if close:
+        return f"{message}; did you mean {' or '.join(repr(c) for c in close)}?"
+    return f"{message} (its public names are listed in {package}.__all__)"

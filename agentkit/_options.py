@@ -1,0 +1,223 @@
+"""Run options: the option type, the options the framework reads, and the ``with_*`` makers.
+
+Framework-internal; the public side and its documentation are in :mod:`agentkit.options`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import attrs
+
+from agentkit.cancel import CancelHandle
+
+if TYPE_CHECKING:
+    from agentkit.conversation.trim import HistoryTrimmer
+
+__all__ = [
+    "AgentRunOption",
+    "custom_option",
+    "custom_options",
+    "get_impl_specific_options",
+    "with_cancel",
+    "with_chat_model_options",
+    "with_checkpoint_id",
+    "with_conversation_id",
+    "with_session_values",
+    "with_skip_transfer_messages",
+    "with_tool_options",
+    "wrap_impl_specific_opt_fn",
+]
+
+T = TypeVar("T")
+
+
+@attrs.frozen
+class AgentRunOption:
+    """An option for one run, optionally limited to some agents with :meth:`designate_agent`."""
+
+    target: type
+    apply: Callable[[Any], Any] = attrs.field(repr=False)
+    agent_names: tuple[str, ...] = ()
+
+    def designate_agent(self, *names: str) -> AgentRunOption:
+        """Return a copy of this option that only the named agents see (names accumulate)."""
+        if not names:
+            raise ValueError("designate_agent() needs at least one agent name")
+        return attrs.evolve(self, agent_names=self.agent_names + tuple(names))
+
+    def applies_to(self, agent_name: str) -> bool:
+        """``True`` if the agent named ``agent_name`` should see this option."""
+        return not self.agent_names or agent_name in self.agent_names
+
+
+def custom_option(options_type: type[T], fn: Callable[[T], Any]) -> AgentRunOption:
+    """Return a run option that applies ``fn`` to an ``options_type`` instance.
+
+    For custom agents: the agent reads its options with :func:`custom_options`. ``fn`` may
+    update its argument in place, or return a new instance to replace it.
+    ``wrap_impl_specific_opt_fn`` is the Eino name for it (the same function).
+    """
+    if not isinstance(options_type, type):
+        raise TypeError(f"options_type must be a class (got {options_type!r})")
+    return AgentRunOption(target=options_type, apply=fn)
+
+
+def custom_options(base: T, *options: AgentRunOption) -> T:
+    """Apply, in order, every option made for exactly ``type(base)`` to ``base``; return it.
+
+    Options for other types are ignored. Example, in a custom agent's ``run``::
+
+        settings = custom_options(EchoSettings(), *options)
+
+    ``get_impl_specific_options`` is the Eino name for it (the same function).
+    """
+    kind = type(base)
+    for option in options:
+        if option.target is kind:
+            result = option.apply(base)
+            if result is not None:
+                if type(result) is not kind:
+                    raise TypeError(
+                        f"an option function for {kind.__name__} returned "
+                        f"{type(result).__name__}; return None or a {kind.__name__}"
+                    )
+                base = result
+    return base
+
+
+
+# Eino's names for the custom-agent option pair.
+wrap_impl_specific_opt_fn = custom_option
+get_impl_specific_options = custom_options
+
+def filter_options(
+    options: Iterable[AgentRunOption], agent_name: str
+) -> tuple[AgentRunOption, ...]:
+    """Return the options the agent named ``agent_name`` sees."""
+    return tuple(option for option in options if option.applies_to(agent_name))
+
+
+# --- built-in options ------------------------------------------------------------------------
+
+
+@attrs.define
+class RunOptions:
+    """Options read by the Runner and the flow wrapper (framework-internal)."""
+
+    session_values: dict[str, Any] = attrs.Factory(dict)
+    checkpoint_id: str | None = None
+    skip_transfer_messages: bool = False
+    cancel_handle: CancelHandle | None = None
+    conversation_id: str | None = None
+    conversation_trim: HistoryTrimmer | None = None
+
+
+@attrs.define
+class ChatModelAgentOptions:
+    """Options read by :class:`~agentkit.ChatModelAgent` (framework-internal)."""
+
+    model_options: dict[str, Any] = attrs.Factory(dict)
+    tool_options: dict[str, Any] = attrs.Factory(dict)
+
+
+def with_session_values(values: Mapping[str, Any]) -> AgentRunOption:
+    """Add ``values`` to the session when the run starts (and when it is resumed)."""
+    copied = dict(values)
+
+    def apply(options: RunOptions) -> None:
+        options.session_values.update(copied)
+
+    return wrap_impl_specific_opt_fn(RunOptions, apply)
+
+
+def with_checkpoint_id(checkpoint_id: str) -> AgentRunOption:
+    """Save a checkpoint under ``checkpoint_id`` if the run ends interrupted or cancelled."""
+    if not isinstance(checkpoint_id, str) or not checkpoint_id:
+        raise ValueError(f"a checkpoint id must be a non-empty string (got {checkpoint_id!r})")
+
+    def apply(options: RunOptions) -> None:
+        options.checkpoint_id = checkpoint_id
+
+    return wrap_impl_specific_opt_fn(RunOptions, apply)
+
+
+def with_conversation_id(
+    conversation_id: str, *, trim: HistoryTrimmer | None = None
+) -> AgentRunOption:
+    """Make the run a turn of the conversation ``conversation_id`` (needs a conversation store).
+
+    The run's input is the stored history plus its messages; when the run completes, its
+    messages and what the agents said are appended to the conversation. An interrupted turn
+    is appended when its resumed run completes (the checkpoint remembers the conversation).
+    ``trim(history) -> history`` chooses what of the history the turn sees (see
+    ``agentkit.conversation.keep_last_turns`` / ``keep_within_tokens``); the stored
+    conversation keeps everything. One turn at a time per conversation: a second one raises
+    :class:`~agentkit.ConversationBusyError` from ``run``/``query``/``invoke``.
+    """
+    if not isinstance(conversation_id, str) or not conversation_id:
+        raise ValueError(
+            f"a conversation id must be a non-empty string (got {conversation_id!r})"
+        )
+    if trim is not None and not callable(trim):
+        raise TypeError(f"trim must be a function of the history (got {trim!r})")
+
+    def apply(options: RunOptions) -> None:
+        options.conversation_id = conversation_id
+        options.conversation_trim = trim
+
+    return wrap_impl_specific_opt_fn(RunOptions, apply)
+
+
+def with_cancel(handle: CancelHandle) -> AgentRunOption:
+    """Let ``handle`` cancel the run."""
+    if not isinstance(handle, CancelHandle):
+        raise TypeError(f"with_cancel() needs a CancelHandle (got {handle!r})")
+
+    def apply(options: RunOptions) -> None:
+        options.cancel_handle = handle
+
+    return wrap_impl_specific_opt_fn(RunOptions, apply)
+
+
+def with_skip_transfer_messages() -> AgentRunOption:
+    """Leave transfer calls and their results out of a transfer target's input."""
+
+    def apply(options: RunOptions) -> None:
+        options.skip_transfer_messages = True
+
+    return wrap_impl_specific_opt_fn(RunOptions, apply)
+
+
+def with_chat_model_options(**model_options: Any) -> AgentRunOption:
+    """Pass ``ModelOptions`` fields (``temperature=0.2``, ...) to every model call of the run.
+
+    Raises:
+        ValueError: a key is not a ``ModelOptions`` field.
+    """
+    from agentkit.models.base import ModelOptions
+
+    known = attrs.fields_dict(ModelOptions)
+    unknown = sorted(set(model_options) - set(known))
+    if unknown:
+        raise ValueError(
+            f"unknown model option(s) {', '.join(map(repr, unknown))}; "
+            f"ModelOptions fields are: {', '.join(known)}"
+        )
+    copied = dict(model_options)
+
+    def apply(options: ChatModelAgentOptions) -> None:
+        options.model_options.update(copied)
+
+    return wrap_impl_specific_opt_fn(ChatModelAgentOptions, apply)
+
+
+def with_tool_options(**tool_options: Any) -> AgentRunOption:
+    """Pass keyword options to every tool call; tools read them with ``get_tool_options()``."""
+    copied = dict(tool_options)
+
+    def apply(options: ChatModelAgentOptions) -> None:
+        options.tool_options.update(copied)
+
+    return wrap_impl_specific_opt_fn(ChatModelAgentOptions, apply)

@@ -1,0 +1,274 @@
+"""How approval works inside a tool call: the decision, the interrupt, the wrapper tools.
+
+Framework-internal; the public side and its documentation are in :mod:`agentkit.tools.approval`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+import attrs
+
+from agentkit._interrupt import interrupt
+from agentkit._persist import persisted
+from agentkit._runctx import current_frame, use_frame
+from agentkit.errors import ResumeError, ToolArgumentsError
+from agentkit.schema import ToolInfo
+from agentkit.tools.base import BaseTool
+
+if TYPE_CHECKING:
+    from agentkit.streams import StreamReader
+
+__all__ = [
+    "Approve",
+    "ApprovalPolicy",
+    "ApprovalRequest",
+    "Reject",
+    "with_approval",
+]
+
+ApprovalPolicy: TypeAlias = bool | Callable[[dict[str, Any]], bool]
+"""``needs_approval``: ``True``/``False``, or ``fn(arguments) -> bool`` asked for each call."""
+
+
+def _frozen_dict(value: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    return None if value is None else dict(value)
+
+
+@persisted("agentkit.ApprovalRequest")
+@attrs.frozen
+class ApprovalRequest:
+    """The interrupt info of a tool call waiting for approval.
+
+    Attributes:
+        tool_name: the tool the model called.
+        call_id: the id of the call.
+        arguments: the arguments the model sent (a JSON object, as a dict).
+    """
+
+    tool_name: str
+    call_id: str
+    arguments: dict[str, Any] = attrs.field(hash=False)
+
+    def __str__(self) -> str:
+        return f"approve {self.tool_name}({json.dumps(self.arguments, ensure_ascii=False)})?"
+
+
+@persisted("agentkit.Approve")
+@attrs.frozen
+class Approve:
+    """Resume data that lets a call run; with ``arguments``, run it with those instead."""
+
+    arguments: dict[str, Any] | None = attrs.field(
+        default=None, converter=_frozen_dict, hash=False
+    )
+
+
+@persisted("agentkit.Reject")
+@attrs.frozen
+class Reject:
+    """Resume data that stops a call; the model is told it was rejected, and ``reason``."""
+
+    reason: str = ""
+
+
+def rejection_text(tool_name: str, reason: str) -> str:
+    """The tool message a model gets for a rejected call."""
+    text = f"The user rejected this call of {tool_name}; it was not run."
+    return f"{text} Reason: {reason}" if reason else text
+
+
+@attrs.frozen
+class Decision:
+    """What to do with a call after asking (framework-internal).
+
+    ``arguments`` is the JSON text to run the call with; ``None`` means it was rejected and
+    ``rejection`` is the tool message to return instead. ``resumes_tool`` is ``False`` when
+    the call was just approved: the resume point was the approval's, not the tool's.
+    """
+
+    arguments: str | None
+    rejection: str = ""
+    resumes_tool: bool = False  # no approval was asked now: the tool sees its own resume
+
+
+def ask_approval(
+    tool_name: str, policy: ApprovalPolicy, arguments: str, parsed: dict[str, Any]
+) -> Decision:
+    """Interrupt for approval of this call if ``policy`` wants it; return the decision.
+
+    ``parsed`` is the call's arguments as a dict (checked by the caller). Called inside the
+    tool call: the first time it interrupts the run (the point's state is the request); once
+    resumed with a decision it returns it. A call that was approved and then interrupted by
+    the tool itself (an agent tool whose inner agent asks something) is not asked again: its
+    resume point then holds the tool's own state, not an approval request.
+
+    Raises:
+        ResumeError: the resume data is not a decision (``True``, ``False``, ``Approve``,
+            ``Reject``).
+    """
+    frame = current_frame()
+    resume = frame.tool.resume if frame is not None and frame.tool is not None else None
+    if (
+        resume is not None
+        and resume.was_interrupted
+        and not isinstance(resume.state, ApprovalRequest)
+    ):
+        return Decision(arguments, resumes_tool=True)
+    if not _wants(policy, parsed, tool_name):
+        return Decision(arguments, resumes_tool=True)
+    call_id = frame.tool.call_id if frame is not None and frame.tool is not None else ""
+    request = ApprovalRequest(tool_name, call_id, dict(parsed))
+    answer = interrupt(request, state=request)
+    if answer is True:
+        return Decision(arguments)
+    if isinstance(answer, Approve):
+        if answer.arguments is None:
+            return Decision(arguments)
+        return Decision(json.dumps(answer.arguments, ensure_ascii=False))
+    if answer is False:
+        return Decision(None, rejection_text(tool_name, ""))
+    if isinstance(answer, Reject):
+        return Decision(None, rejection_text(tool_name, answer.reason))
+    raise ResumeError(
+        f"{tool_name}: the resume data for an approval must be True, False, Approve(...) or "
+        f"Reject(...), got {answer!r} ({type(answer).__name__}); resume with "
+        "targets={interrupt_id: Approve()} or Reject(reason=...)"
+    )
+
+
+@contextmanager
+def running(decision: Decision) -> Iterator[None]:
+    """Run the approved call: after an approval, the tool starts afresh (not resumed)."""
+    frame = current_frame()
+    if decision.resumes_tool or frame is None or frame.tool is None:
+        yield
+        return
+    with use_frame(attrs.evolve(frame, tool=attrs.evolve(frame.tool, resume=None))):
+        yield
+
+
+def _wants(policy: ApprovalPolicy, parsed: dict[str, Any], tool_name: str) -> bool:
+    if isinstance(policy, bool):
+        return policy
+    answer = policy(dict(parsed))
+    if not isinstance(answer, bool):
+        raise TypeError(
+            f"{tool_name}: needs_approval({parsed!r}) returned {answer!r}; it must return "
+            "True or False"
+        )
+    return answer
+
+
+def check_policy(policy: object, where: str) -> ApprovalPolicy:
+    """Return ``policy`` if it is a valid ``needs_approval`` value, else raise TypeError."""
+    if isinstance(policy, bool) or callable(policy):
+        return policy
+    raise TypeError(
+        f"{where}: needs_approval must be True, False or a function of the arguments dict "
+        f"returning a bool (got {policy!r})"
+    )
+
+
+def parse_object(tool_name: str, arguments: str) -> dict[str, Any]:
+    """The call's arguments as a dict; raises ToolArgumentsError when they are not an object."""
+    if not arguments or arguments.isspace():
+        return {}
+    try:
+        parsed = json.loads(arguments)
+    except (ValueError, RecursionError) as error:
+        raise ToolArgumentsError(
+            f"{tool_name}: arguments are not valid JSON: {error}", tool_name=tool_name
+        ) from error
+    if type(parsed) is not dict:
+        raise ToolArgumentsError(
+            f"{tool_name}: arguments must be a JSON object (got {arguments[:200]!r})",
+            tool_name=tool_name,
+        )
+    return parsed
+
+
+# --- the wrapper ----------------------------------------------------------------------------
+
+
+class ApprovalTool:
+    """A tool whose calls wait for approval; made by :func:`with_approval`."""
+
+    def __init__(self, tool: BaseTool, needs_approval: ApprovalPolicy) -> None:
+        self._tool = tool
+        self._policy = needs_approval
+        self._name = tool.info().name
+
+    @property
+    def wrapped(self) -> BaseTool:
+        """The tool that runs once a call is approved."""
+        return self._tool
+
+    def info(self) -> ToolInfo:
+        """The wrapped tool's name, description and parameters."""
+        return self._tool.info()
+
+    def _decide(self, arguments: str) -> Decision:
+        parsed = parse_object(self._name, arguments)
+        return ask_approval(self._name, self._policy, arguments, parsed)
+
+    def __repr__(self) -> str:
+        return f"with_approval({self._tool!r})"
+
+
+class _InvokableApprovalTool(ApprovalTool):
+    def invoke(self, arguments: str, **tool_options: Any) -> str:
+        """Ask for approval, then run the wrapped tool (or return the rejection)."""
+        decision = self._decide(arguments)
+        if decision.arguments is None:
+            return decision.rejection
+        with running(decision):
+            result: str = self._tool.invoke(decision.arguments, **tool_options)  # type: ignore[attr-defined]
+        return result
+
+
+class _StreamableApprovalTool(ApprovalTool):
+    def stream(self, arguments: str, **tool_options: Any) -> StreamReader[str]:
+        """Ask for approval, then stream the wrapped tool (or the rejection)."""
+        from agentkit.streams import stream_from_list
+
+        decision = self._decide(arguments)
+        if decision.arguments is None:
+            return stream_from_list([decision.rejection])
+        with running(decision):
+            reader: StreamReader[str] = self._tool.stream(decision.arguments, **tool_options)  # type: ignore[attr-defined]
+        return reader
+
+
+class _BothApprovalTool(_InvokableApprovalTool, _StreamableApprovalTool):
+    pass
+
+
+def with_approval(tool: BaseTool, needs_approval: ApprovalPolicy = True) -> BaseTool:
+    """Return ``tool`` with its calls waiting for approval (see :mod:`agentkit.tools.approval`).
+
+    Works with any tool (MCP tools, agent tools, your own classes): the returned tool has
+    the same ``info()`` and the same ``invoke``/``stream`` methods as ``tool``. The arguments
+    must be a JSON object; the approval request shows them as a dict.
+
+    Args:
+        tool: the tool to guard.
+        needs_approval: ``True`` (every call), ``False`` (none), or ``fn(arguments) -> bool``
+            deciding per call, e.g. ``lambda args: args["amount"] > 100``.
+    """
+    policy = check_policy(needs_approval, "with_approval")
+    invokes = callable(getattr(tool, "invoke", None))
+    streams = callable(getattr(tool, "stream", None))
+    if invokes and streams:
+        return _BothApprovalTool(tool, policy)
+    if streams:
+        return _StreamableApprovalTool(tool, policy)
+    if invokes:
+        return _InvokableApprovalTool(tool, policy)
+    raise TypeError(
+        f"with_approval() needs a tool with invoke() or stream(), got {tool!r} "
+        f"({type(tool).__name__})"
+    )
