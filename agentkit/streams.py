@@ -325,14 +325,14 @@ def concat_message_stream(reader: StreamReader[Message]) -> Message:
         start, chunks = reader._read_rest()
         buffer = reader._buffer
         key = ("concat_messages", start)
-        with buffer.cond:
+        with buffer.lock:
             cached = buffer.memo.get(key)
         if cached is not None:
             return cached  # type: ignore[no-any-return]
         if not chunks:
             raise ValueError("no messages in MessageVariant.MessageStream")
         result = concat_messages(chunks)
-        with buffer.cond:
+        with buffer.lock:
             buffer.memo[key] = result
         return result
     chunks = _collect(reader)
