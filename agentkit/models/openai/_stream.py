@@ -126,24 +126,11 @@ class OpenStream:
                     extra[PROVIDER_FIELDS] = self.fields  # the merged fields so far
                 self.count += 1
                 yield chunk
-        except httpx.TimeoutException as error:
-            if guard.aborted:
-                raise self.call.cancelled() from error
-            if self.done:
+        except httpx.TransportError as error:  # a timeout is a transport error too
+            failure = self._failure(error)
+            if failure is None:
                 return
-            raise APITimeoutError(
-                f"the stream from {url} stalled: no data for {timeout} s after "
-                f"{self.count} chunks ({type(error).__name__})"
-            ) from error
-        except httpx.TransportError as error:
-            if guard.aborted:
-                raise self.call.cancelled() from error
-            if self.done:
-                return
-            raise IncompleteStreamError(
-                f"the stream from {url} broke after {self.count} chunks, before the server "
-                f"finished it ({type(error).__name__}: {error})"
-            ) from error
+            raise failure from error
         finally:
             self.detach()
         if guard.aborted:
@@ -153,6 +140,22 @@ class OpenStream:
                 f"the stream from {url} ended after {self.count} chunks without [DONE] or a "
                 "finish reason; the reply is incomplete"
             )
+
+    def _failure(self, error: httpx.TransportError) -> BaseException | None:
+        """Return the error that ends a stream whose read failed (``None``: it was complete)."""
+        if self.call.guard.aborted:
+            return self.call.cancelled()
+        if self.done:
+            return None
+        if isinstance(error, httpx.TimeoutException):
+            return APITimeoutError(
+                f"the stream from {self.url} stalled: no data for {self.timeout} s after "
+                f"{self.count} chunks ({type(error).__name__})"
+            )
+        return IncompleteStreamError(
+            f"the stream from {self.url} broke after {self.count} chunks, before the server "
+            f"finished it ({type(error).__name__}: {error})"
+        )
 
     def detach(self) -> None:
         """Unregister the response's socket before the connection goes back to the pool."""
