@@ -49,6 +49,15 @@ class StreamReader(Generic[T], abc.ABC):
     def _recv(self) -> T:
         """Return the next chunk (subclasses read their source here)."""
 
+    def _recv_batch(self) -> list[T]:
+        """Return the next chunks: at least one, and any more the source has ready at once.
+
+        A :class:`TeeBuffer` reads its source this way. Sources that receive chunks in groups
+        (several Server-Sent Events in one network read) override it, so that a group costs
+        one buffer round instead of one per chunk. Raises like :meth:`_recv`.
+        """
+        return [self._recv()]
+
     def close(self) -> None:
         """Stop reading: the producer is told to stop, buffered chunks are dropped. Idempotent."""
 
@@ -133,7 +142,7 @@ class TeeBuffer(Generic[T]):
                 return chunks[position]
             raise StreamEOF
         try:
-            chunk = self.source._recv()
+            batch = self.source._recv_batch()
         except StreamEOF:
             self._end(None)
             raise
@@ -141,12 +150,12 @@ class TeeBuffer(Generic[T]):
             self._end(error)
             raise
         with self.lock:
-            chunks.append(chunk)
+            chunks.extend(batch)
             self.reading = False
             waiters = self._take_waiters()
         for waiter in waiters:
             waiter.release()
-        return chunk
+        return chunks[position]
 
     def read_to_end(self) -> None:
         """Read the source to its end; raises its error if this caller was the one reading it.

@@ -12,10 +12,11 @@ raises it, and the stream is over.
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from agentkit._stream_base import CopyReader, StreamEOF, StreamReader
 
@@ -178,7 +179,7 @@ class _IteratorReader(StreamReader[T]):
 
     def __init__(
         self,
-        iterator: Iterator[T],
+        iterator: Iterator[Any],
         on_close: Callable[[], object] | None,
         abort: Callable[[], object] | None,
     ) -> None:
@@ -193,6 +194,10 @@ class _IteratorReader(StreamReader[T]):
         self._lock = threading.Lock()
 
     def _recv(self) -> T:
+        return self._pull()  # type: ignore[no-any-return]
+
+    def _pull(self) -> Any:
+        """Return the iterator's next item (the read protocol of the class docstring)."""
         with self._lock:
             if self._done:
                 if self._cut:
@@ -202,7 +207,7 @@ class _IteratorReader(StreamReader[T]):
                 raise RuntimeError("a StreamReader was read from two threads at once; use copy()")
             self._reading = True
         try:
-            chunk = next(self._iterator)
+            item = next(self._iterator)
         except StopIteration:
             self._end_read()
             self._finish()
@@ -216,7 +221,7 @@ class _IteratorReader(StreamReader[T]):
             # close() does, and this reader learns that the stream was cut, not finished.
             self._close_iterator()
             raise _closed_while_reading()
-        return chunk
+        return item
 
     def _end_read(self) -> bool:
         """Leave the read; return ``True`` if a close came in meanwhile."""
@@ -258,6 +263,60 @@ class _IteratorReader(StreamReader[T]):
             self._close_iterator()
         elif abort is not None:
             abort()
+
+
+class _BatchReader(_IteratorReader[T]):
+    """An :class:`_IteratorReader` of an iterator of chunk lists, read chunk by chunk.
+
+    A :class:`~agentkit._stream_base.TeeBuffer` takes a whole list in one round.
+    """
+
+    __slots__ = ("_pending",)
+
+    def __init__(
+        self,
+        batches: Iterator[list[T]],
+        on_close: Callable[[], object] | None,
+        abort: Callable[[], object] | None,
+    ) -> None:
+        super().__init__(batches, on_close, abort)
+        self._pending: deque[T] = deque()  # the rest of the last list, for _recv
+
+    def _recv(self) -> T:
+        pending = self._pending
+        if pending and not self._done:
+            return pending.popleft()
+        batch = self._next_batch()
+        pending.extend(itertools.islice(batch, 1, None))
+        return batch[0]
+
+    def _recv_batch(self) -> list[T]:
+        pending = self._pending
+        if pending and not self._done:
+            batch = list(pending)
+            pending.clear()
+            return batch
+        return self._next_batch()
+
+    def _next_batch(self) -> list[T]:
+        while True:
+            batch: list[T] = self._pull()
+            if batch:
+                return batch
+
+
+def stream_from_batches(
+    batches: Iterable[list[T]],
+    on_close: Callable[[], object] | None = None,
+    *,
+    abort: Callable[[], object] | None = None,
+) -> StreamReader[T]:
+    """Like :func:`stream_from_iterator`, for an iterator that yields lists of chunks.
+
+    Framework-internal (model clients): a source that receives several chunks at once hands
+    them over together, and copies of the reader buffer them in one round.
+    """
+    return _BatchReader(iter(batches), on_close, abort)
 
 
 def _closed_while_reading() -> BaseException:

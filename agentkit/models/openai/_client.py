@@ -30,7 +30,7 @@ from agentkit.models.openai._wire import (
 )
 from agentkit.runctx import abort_on_cancel, cancellable_sleep, current_frame
 from agentkit.schema import Message, ToolInfo
-from agentkit.streams import StreamReader, stream_from_iterator
+from agentkit.streams import StreamReader, stream_from_batches
 
 __all__ = ["DEFAULT_BASE_URL", "OpenAIChatModel"]
 
@@ -233,7 +233,7 @@ class OpenAIChatModel:
         """
         call = Call(self._body(messages, options, stream=True), self._timeout_seconds, None)
         opened: OpenStream = self._call(self._attempt_open_stream, call)
-        return stream_from_iterator(opened.chunks(), on_close=opened.close, abort=call.guard.abort)
+        return stream_from_batches(opened.chunks(), on_close=opened.close, abort=call.guard.abort)
 
     def close(self) -> None:
         """Close the connection pool if this model made it (shared with its tool-bound copies)."""
@@ -423,7 +423,7 @@ class OpenAIChatModel:
                 if not response.is_success:
                     raise self._status_error(response, call)
                 # The server ignored stream=true and sent a whole completion: one chunk.
-                opened.first = parse_completion(response.content, self._url, response.status_code)
+                opened.first = [parse_completion(response.content, self._url, response.status_code)]
             else:
                 opened.read_first()
             return opened

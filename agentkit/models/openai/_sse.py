@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
-__all__ = ["SSEError", "iter_sse_data", "sse_payloads"]
+__all__ = ["SSEError", "iter_sse_data", "sse_batches", "sse_payloads"]
 
 _LINE_BREAK = re.compile(rb"\r\n|\r|\n")
 
@@ -38,8 +38,18 @@ def sse_payloads(chunks: Iterable[bytes], errors: bool = True) -> Iterator[bytes
     The payload of an event with an ``error`` field is that field's value (joined like
     ``data`` lines); an event of type ``error`` yields its data as an :class:`SSEError`.
     """
+    for payloads in sse_batches(chunks, errors):
+        yield from payloads
+
+
+def sse_batches(chunks: Iterable[bytes], errors: bool = True) -> Iterator[list[bytes]]:
+    """Like :func:`sse_payloads`, but yield the payloads that each piece of bytes completes.
+
+    Pieces that complete no event (a keep-alive comment, half an event) yield nothing.
+    """
     event = _Event(errors)
     for lines in _lines(chunks):
+        payloads: list[bytes] = []
         for line in lines:
             if line.startswith(b"data:"):
                 event.data.append(line[6:] if line[5:6] == b" " else line[5:])
@@ -48,7 +58,9 @@ def sse_payloads(chunks: Iterable[bytes], errors: bool = True) -> Iterator[bytes
             else:
                 payload = event.end()
                 if payload is not None:
-                    yield payload
+                    payloads.append(payload)
+        if payloads:
+            yield payloads
 
 
 def _lines(chunks: Iterable[bytes]) -> Iterator[list[bytes]]:
