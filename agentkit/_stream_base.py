@@ -274,8 +274,11 @@ class CopyReader(StreamReader[T]):
             self._closed = True
             self._buffer.release()
 
-    def _read_rest(self) -> tuple[int, list[T]]:
-        """Read to the end; return the start position and the chunks read (raises the error)."""
+    def _read_rest(self) -> int:
+        """Read to the end (raises the stream's error); return the position it started from.
+
+        A closed cursor reads nothing more.
+        """
         start = self._position
         buffer = self._buffer
         if not (self._closed or self._error_seen):
@@ -289,4 +292,4 @@ class CopyReader(StreamReader[T]):
             if error is not None:
                 self._error_seen = True
                 raise error
-        return start, buffer.chunks[start:]
+        return start

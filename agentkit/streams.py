@@ -16,12 +16,10 @@ import itertools
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from agentkit._stream_base import CopyReader, StreamEOF, StreamReader
-
-if TYPE_CHECKING:
-    from agentkit.schema import Message
+from agentkit.schema import Message, concat_messages
 
 __all__ = [
     "StreamEOF",
@@ -378,23 +376,22 @@ def concat_message_stream(reader: StreamReader[Message]) -> Message:
     The result for copies of one stream is computed once and shared. Raises the stream's
     error if it has one, and ``ValueError`` for a stream without chunks.
     """
-    from agentkit.schema import concat_messages
-
     if isinstance(reader, CopyReader) and not reader._copied:
-        start, chunks = reader._read_rest()
+        closed = reader._closed
+        start = reader._read_rest()
         buffer = reader._buffer
+        if closed:  # a closed copy reads no further: the chunks it had, not the whole stream
+            return _concat(buffer.chunks[start:])
         key = ("concat_messages", start)
-        with buffer.lock:
-            cached = buffer.memo.get(key)
-        if cached is not None:
-            return cached  # type: ignore[no-any-return]
-        if not chunks:
-            raise ValueError("no messages in MessageVariant.MessageStream")
-        result = concat_messages(chunks)
-        with buffer.lock:
-            buffer.memo[key] = result
-        return result
-    chunks = _collect(reader)
+        cached: Message | None = buffer.memo.get(key)
+        if cached is None:
+            # Copies read in other threads may get here together: the first result stored wins.
+            cached = buffer.memo.setdefault(key, _concat(buffer.chunks[start:]))
+        return cached
+    return _concat(_collect(reader))
+
+
+def _concat(chunks: list[Message]) -> Message:
     if not chunks:
         raise ValueError("no messages in MessageVariant.MessageStream")
     return concat_messages(chunks)
