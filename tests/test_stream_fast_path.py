@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from agentkit import AgentCancelledError, concat_message_stream
 from agentkit.errors import ModelError
 from agentkit.models.openai import OpenAIChatModel
-from agentkit.models.openai._wire import parse_chunk, parse_chunk_data
+from agentkit.models.openai._chunks import parse_chunk, parse_chunk_data
 from agentkit.schema import Message, Role, user_message
 from agentkit.streams import StreamEOF, StreamReader, StreamWriter, pipe, stream_from_batches
 from tests.misbehaving_server import RawServer, replay

@@ -11,14 +11,10 @@ import httpx
 
 from agentkit.cancel import CancelMode
 from agentkit.errors import AgentCancelledError, APITimeoutError, IncompleteStreamError, ModelError
+from agentkit.models.openai._chunks import merge_fields, parse_chunk, parse_error_event
 from agentkit.models.openai._sse import SSEError, sse_batches
 from agentkit.models.openai._transport import _Guard, guarded_bytes
-from agentkit.models.openai._wire import (
-    PROVIDER_FIELDS,
-    merge_fields,
-    parse_chunk,
-    parse_error_event,
-)
+from agentkit.models.openai._wire import PROVIDER_FIELDS
 from agentkit.runctx import RunFrame
 from agentkit.schema import Message
 
