@@ -13,6 +13,7 @@ import json
 import threading
 from typing import Any
 
+import attrs
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -20,8 +21,8 @@ from hypothesis import strategies as st
 from agentkit import AgentCancelledError, concat_message_stream
 from agentkit.errors import ModelError
 from agentkit.models.openai import OpenAIChatModel
-from agentkit.models.openai._chunks import parse_chunk, parse_chunk_data
-from agentkit.schema import Message, Role, user_message
+from agentkit.models.openai._chunks import _chunk_message, parse_chunk, parse_chunk_data
+from agentkit.schema import FunctionCall, Message, ResponseMeta, Role, ToolCall, user_message
 from agentkit.streams import StreamEOF, StreamReader, StreamWriter, pipe, stream_from_batches
 from tests.misbehaving_server import RawServer, replay
 
@@ -143,6 +144,22 @@ def test_any_chunk_reads_the_same_through_the_fast_path(value: Any) -> None:
 def test_odd_chunks_read_the_same_through_the_fast_path(value: Any) -> None:
     payload = json.dumps(value).encode()
     assert fast(payload) == general(payload)
+
+
+def test_a_chunk_message_is_built_like_the_constructor_builds_it() -> None:
+    calls = [ToolCall("call_1", FunctionCall("add", "{}"), index=0)]
+    meta = ResponseMeta("tool_calls")
+    built = _chunk_message("hi", calls, meta)
+    assert type(built) is Message
+    assert built == Message(Role.ASSISTANT, "hi", calls, response_meta=meta)
+    assert attrs.asdict(built) == attrs.asdict(
+        Message(Role.ASSISTANT, "hi", calls, response_meta=meta)
+    )
+    other = _chunk_message("", [], None)
+    assert other.extra == {} and other.extra is not built.extra  # a fresh dict each
+    built._wire = ("cached", b"{}")  # as a model client caches its encoding
+    built.content = "changed"  # field hooks still run: the cached form is dropped
+    assert built._wire is None
 
 
 @pytest.mark.parametrize(
