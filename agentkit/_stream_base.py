@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import abc
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any, Generic, TypeVar
 
 __all__ = ["CopyReader", "StreamEOF", "StreamReader", "TeeBuffer"]
@@ -187,11 +187,12 @@ class TeeBuffer(Generic[T]):
             # that read is bounded by the source (a model stream's timeout, a cancel's abort).
             waiter.acquire()
 
-    def _take_waiters(self) -> list[threading.Lock]:
-        # Called with the lock held.
+    def _take_waiters(self) -> Sequence[threading.Lock]:
+        # Called with the lock held. The list handed out is never the one waiters join.
         waiters = self.waiters
-        if waiters:
-            self.waiters = []
+        if not waiters:
+            return ()
+        self.waiters = []
         return waiters
 
     def _end(self, error: BaseException | None) -> None:
