@@ -257,7 +257,7 @@ def _text_of(parts: Any, reasoning: list[str]) -> str:
 def read_tool_call(call: dict[str, Any], streamed: bool) -> ToolCall:
     """Return the tool call of a ``tool_calls`` item (a fragment of one when ``streamed``)."""
     function = call.get("function") or {}
-    extra = None
+    extra: dict[str, Any] = {}
     if not _KNOWN_CALL_FIELDS.issuperset(call):
         extra = {
             key: value
@@ -269,7 +269,7 @@ def read_tool_call(call: dict[str, Any], streamed: bool) -> ToolCall:
         FunctionCall(function.get("name") or "", _arguments(function.get("arguments"))),
         call.get("type") or "function",
         call.get("index") if streamed else None,
-        **({"extra": extra} if extra else {}),
+        extra,
     )
 
 
