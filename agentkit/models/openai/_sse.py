@@ -48,13 +48,18 @@ def sse_batches(chunks: Iterable[bytes], errors: bool = True) -> Iterator[list[b
     Pieces that complete no event (a keep-alive comment, half an event) yield nothing.
     """
     event = _Event(errors)
+    data = event.data  # the same list all along: events clear it
     for lines in _lines(chunks):
         payloads: list[bytes] = []
         for line in lines:
             if line.startswith(b"data:"):
-                event.data.append(line[6:] if line[5:6] == b" " else line[5:])
+                data.append(line[6:] if line[5:6] == b" " else line[5:])
             elif line:
                 event.field(line)
+            elif len(data) == 1 and not event.error and not event.error_event:
+                line = data.pop()  # the common event: one data line, no error
+                if line:
+                    payloads.append(line)
             else:
                 payload = event.end()
                 if payload is not None:
@@ -103,7 +108,7 @@ class _Event:
 
     def __init__(self, errors: bool) -> None:
         self.errors = errors  # read error fields and event types
-        self.data: list[bytes] = []
+        self.data: list[bytes] = []  # cleared, never replaced
         self.error: list[bytes] = []
         self.error_event = False
 
@@ -124,14 +129,14 @@ class _Event:
         self.error_event = False
         if self.error:
             error = SSEError(b"\n".join(self.error))
-            self.error = []
-            self.data = []
+            self.error.clear()
+            self.data.clear()
             return error
         data = self.data
         if not data:
             return None
-        self.data = []
         payload = data[0] if len(data) == 1 else b"\n".join(data)
+        data.clear()
         if not payload:
             return None
         return SSEError(payload) if error_event else payload
