@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -19,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentkit import AgentCancelledError, concat_message_stream
+from agentkit._stream_base import CopyReader, TeeBuffer
 from agentkit.errors import ModelError
 from agentkit.models.openai import OpenAIChatModel
 from agentkit.models.openai._chunks import _chunk_message, parse_chunk, parse_chunk_data
@@ -260,29 +263,38 @@ def test_a_batch_stream_closed_from_another_thread_while_read_is_cut() -> None:
 # --- the tee buffer across threads ---------------------------------------------------------
 
 
+def wait_until(condition: Callable[[], object], what: str) -> None:
+    """Wait for another thread to reach a state (60 s is only a guard against a hang)."""
+    deadline = time.monotonic() + 60
+    while not condition():
+        assert time.monotonic() < deadline, f"gave up waiting: {what}"
+        time.sleep(0.001)
+
+
+def buffer_of(reader: StreamReader[Any]) -> TeeBuffer[Any]:
+    assert isinstance(reader, CopyReader)
+    return reader._buffer
+
+
 def test_a_cursor_waiting_for_another_threads_read_is_woken_with_the_chunk() -> None:
     source: StreamReader[int]
     writer: StreamWriter[int]
     source, writer = pipe()
     first, second = source.copy(2)
+    buffer = buffer_of(first)
     got: list[int] = []
-    first_reading = threading.Event()
-
-    def read_first() -> None:
-        first_reading.set()
-        got.append(first.recv())  # reads the source: blocks until the writer sends
-
-    reader_thread = threading.Thread(target=read_first)
-    reader_thread.start()
-    assert first_reading.wait(60)
+    reader_thread = threading.Thread(target=lambda: got.append(first.recv()))
+    reader_thread.start()  # reads the source: blocks until the writer sends
+    wait_until(lambda: buffer.reading, "the first copy reads the source")
     waiter = threading.Thread(target=lambda: got.append(second.recv()))
-    waiter.start()  # waits for the first cursor's read, or reads the source itself
+    waiter.start()
+    wait_until(lambda: buffer.waiters, "the second copy waits for the first one's read")
     writer.send(7)
     writer.send(8)
     reader_thread.join(60)
     waiter.join(60)
     assert not reader_thread.is_alive() and not waiter.is_alive()
-    assert sorted(got) == [7, 7]
+    assert got == [7, 7]
     writer.close()
     assert list(first) == [8]
     assert list(second) == [8]
@@ -318,24 +330,25 @@ def test_a_failed_stream_raises_its_error_to_a_cursor_that_waited() -> None:
     writer: StreamWriter[Message]
     source, writer = pipe()
     first, second = source.copy(2)
+    buffer = buffer_of(first)
     outcome: list[BaseException] = []
-    started = threading.Event()
 
-    def read_first() -> None:
-        started.set()
+    def read(reader: StreamReader[Message]) -> None:
         try:
-            first.recv()
+            concat_message_stream(reader)
         except BaseException as error:  # handed to the test thread
             outcome.append(error)
 
-    thread = threading.Thread(target=read_first)
-    thread.start()
-    assert started.wait(60)
+    threads = [threading.Thread(target=read, args=(reader,)) for reader in (first, second)]
+    threads[0].start()
+    wait_until(lambda: buffer.reading, "the first copy reads the source")
+    threads[1].start()
+    wait_until(lambda: buffer.waiters, "the second copy waits for the first one's read")
     writer.send(None, RuntimeError("server went away"))
-    thread.join(60)
-    with pytest.raises(RuntimeError, match="server went away"):
-        concat_message_stream(second)
-    assert len(outcome) == 1 and isinstance(outcome[0], RuntimeError)
+    for thread in threads:
+        thread.join(60)
+        assert not thread.is_alive()
+    assert [str(error) for error in outcome] == ["server went away"] * 2
 
 
 # --- a real stream: an error inside one network read ---------------------------------------
