@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import abc
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any, Generic, TypeVar
 
 __all__ = ["CopyReader", "StreamEOF", "StreamReader", "TeeBuffer"]
@@ -49,6 +49,15 @@ class StreamReader(Generic[T], abc.ABC):
     def _recv(self) -> T:
         """Return the next chunk (subclasses read their source here)."""
 
+    def _recv_batch(self) -> list[T]:
+        """Return the next chunks: at least one, and any more the source has ready at once.
+
+        A :class:`TeeBuffer` reads its source this way. Sources that receive chunks in groups
+        (several Server-Sent Events in one network read) override it, so that a group costs
+        one buffer round instead of one per chunk. Raises like :meth:`_recv`.
+        """
+        return [self._recv()]
+
     def close(self) -> None:
         """Stop reading: the producer is told to stop, buffered chunks are dropped. Idempotent."""
 
@@ -87,16 +96,29 @@ class TeeBuffer(Generic[T]):
     """Chunks read once from a source and shared by any number of cursors.
 
     Whichever cursor needs a chunk that is not buffered yet reads the source (one at a time);
-    the others wait for it. Results derived from the whole stream (a concatenated message) are
-    memoised here so they are computed once.
+    the others wait for it. A buffered chunk costs a cursor a list index and nothing else: the
+    lock is taken only to read the source or to wait, and a waiting cursor is woken only when
+    one exists. Results derived from the whole stream (a concatenated message) are memoised
+    here so they are computed once.
     """
 
-    __slots__ = ("chunks", "cond", "done", "error", "memo", "open_readers", "reading", "source")
+    __slots__ = (
+        "chunks",
+        "done",
+        "error",
+        "lock",
+        "memo",
+        "open_readers",
+        "reading",
+        "source",
+        "waiters",
+    )
 
     def __init__(self, source: StreamReader[T]) -> None:
         self.source = source
         self.chunks: list[T] = []
-        self.cond = threading.Condition(threading.Lock())
+        self.lock = threading.Lock()
+        self.waiters: list[threading.Lock] = []  # one held lock per waiting cursor
         self.done = False
         self.error: BaseException | None = None
         self.reading = False
@@ -104,7 +126,8 @@ class TeeBuffer(Generic[T]):
         self.memo: dict[Any, Any] = {}
 
     def readers(self, n: int, start: int = 0) -> list[StreamReader[T]]:
-        with self.cond:
+        """Add ``n`` cursors starting at chunk ``start``."""
+        with self.lock:
             self.open_readers += n
         return [CopyReader(self, start) for _ in range(n)]
 
@@ -114,40 +137,76 @@ class TeeBuffer(Generic[T]):
         if position < len(chunks):
             # Chunks are only ever appended, so a buffered one can be read without the lock.
             return chunks[position]
-        cond = self.cond
-        with cond:
-            while True:
-                if position < len(self.chunks):
-                    return self.chunks[position]
-                if self.done:
-                    raise StreamEOF
-                if not self.reading:
-                    self.reading = True
-                    break
-                cond.wait()
+        if not self._claim(position):
+            if position < len(chunks):
+                return chunks[position]
+            raise StreamEOF
         try:
-            chunk = self.source._recv()
+            batch = self.source._recv_batch()
         except StreamEOF:
-            with cond:
-                self.done = True
-                self.reading = False
-                cond.notify_all()
+            self._end(None)
             raise
         except BaseException as error:
-            with cond:
-                self.done = True
-                self.error = error
-                self.reading = False
-                cond.notify_all()
+            self._end(error)
             raise
-        with cond:
-            self.chunks.append(chunk)
+        with self.lock:
+            chunks.extend(batch)
             self.reading = False
-            cond.notify_all()
-        return chunk
+            waiters = self._take_waiters()
+        for waiter in waiters:
+            waiter.release()
+        return chunks[position]
+
+    def read_to_end(self) -> None:
+        """Read the source to its end; raises its error if this caller was the one reading it.
+
+        A caller that waited for another cursor's read returns normally at the end even when
+        the stream failed: check :attr:`error`.
+        """
+        while True:
+            try:
+                self.chunk_at(len(self.chunks))
+            except StreamEOF:
+                return
+
+    def _claim(self, position: int) -> bool:
+        """Wait until chunk ``position`` is buffered or the stream ended (``False``), or
+        until no cursor reads the source: then this caller reads it (``True``)."""
+        lock = self.lock
+        while True:
+            with lock:
+                if position < len(self.chunks) or self.done:
+                    return False
+                if not self.reading:
+                    self.reading = True
+                    return True
+                waiter = threading.Lock()
+                waiter.acquire()
+                self.waiters.append(waiter)
+            # Released by the reading cursor once its read returned (with a chunk or the end);
+            # that read is bounded by the source (a model stream's timeout, a cancel's abort).
+            waiter.acquire()
+
+    def _take_waiters(self) -> Sequence[threading.Lock]:
+        # Called with the lock held. The list handed out is never the one waiters join.
+        waiters = self.waiters
+        if not waiters:
+            return ()
+        self.waiters = []
+        return waiters
+
+    def _end(self, error: BaseException | None) -> None:
+        with self.lock:
+            self.done = True
+            self.error = error
+            self.reading = False
+            waiters = self._take_waiters()
+        for waiter in waiters:
+            waiter.release()
 
     def release(self) -> None:
-        with self.cond:
+        """Drop a cursor; the last one to go closes the source if it was not read to its end."""
+        with self.lock:
             self.open_readers -= 1
             last = self.open_readers == 0 and not self.done
             if last:
@@ -157,10 +216,12 @@ class TeeBuffer(Generic[T]):
 
 
 class CopyReader(StreamReader[T]):
+    """One cursor of a :class:`TeeBuffer`."""
+
     __slots__ = ("_buffer", "_closed", "_error_seen", "_position")
 
     def __init__(self, buffer: TeeBuffer[T], position: int) -> None:
-        super().__init__()
+        self._copied = False
         self._buffer = buffer
         self._position = position
         self._closed = False
@@ -169,9 +230,14 @@ class CopyReader(StreamReader[T]):
     def _recv(self) -> T:
         if self._closed or self._error_seen:
             raise StreamEOF
+        position = self._position
         buffer = self._buffer
+        chunks = buffer.chunks
+        if position < len(chunks):  # buffered: no call, no lock
+            self._position = position + 1
+            return chunks[position]
         try:
-            chunk = buffer.chunk_at(self._position)
+            chunk = buffer.chunk_at(position)
         except StreamEOF:
             error = buffer.error
             if error is not None:
@@ -181,8 +247,16 @@ class CopyReader(StreamReader[T]):
         except BaseException:
             self._error_seen = True
             raise
-        self._position += 1
+        self._position = position + 1
         return chunk
+
+    def __next__(self) -> T:
+        if self._copied:
+            raise RuntimeError("this StreamReader was copied; read one of its copies instead")
+        try:
+            return self._recv()
+        except StreamEOF:
+            raise StopIteration from None
 
     def copy(self, n: int) -> list[StreamReader[T]]:
         if n < 1:
@@ -201,12 +275,22 @@ class CopyReader(StreamReader[T]):
             self._closed = True
             self._buffer.release()
 
-    def _read_rest(self) -> tuple[int, list[T]]:
-        """Read to the end; return the start position and the chunks read (raises the error)."""
+    def _read_rest(self) -> int:
+        """Read to the end (raises the stream's error); return the position it started from.
+
+        A closed cursor reads nothing more.
+        """
         start = self._position
-        while True:
+        buffer = self._buffer
+        if not (self._closed or self._error_seen):
             try:
-                self._recv()
-            except StreamEOF:
-                break
-        return start, self._buffer.chunks[start:]
+                buffer.read_to_end()
+            except BaseException:
+                self._error_seen = True
+                raise
+            self._position = len(buffer.chunks)
+            error = buffer.error
+            if error is not None:
+                self._error_seen = True
+                raise error
+        return start

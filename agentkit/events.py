@@ -20,8 +20,8 @@ from agentkit.schema import (
     Message,
     Role,
     ToolCall,
-    assistant_message,
     _message_html_lines,
+    assistant_message,
     tool_message,
 )
 from agentkit.streams import StreamReader, concat_message_stream

@@ -12,15 +12,14 @@ raises it, and the stream is over.
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from agentkit._stream_base import CopyReader, StreamEOF, StreamReader
-
-if TYPE_CHECKING:
-    from agentkit.schema import Message
+from agentkit.schema import Message, concat_messages
 
 __all__ = [
     "StreamEOF",
@@ -178,7 +177,7 @@ class _IteratorReader(StreamReader[T]):
 
     def __init__(
         self,
-        iterator: Iterator[T],
+        iterator: Iterator[Any],
         on_close: Callable[[], object] | None,
         abort: Callable[[], object] | None,
     ) -> None:
@@ -193,6 +192,10 @@ class _IteratorReader(StreamReader[T]):
         self._lock = threading.Lock()
 
     def _recv(self) -> T:
+        return self._pull()  # type: ignore[no-any-return]
+
+    def _pull(self) -> Any:
+        """Return the iterator's next item (the read protocol of the class docstring)."""
         with self._lock:
             if self._done:
                 if self._cut:
@@ -202,7 +205,7 @@ class _IteratorReader(StreamReader[T]):
                 raise RuntimeError("a StreamReader was read from two threads at once; use copy()")
             self._reading = True
         try:
-            chunk = next(self._iterator)
+            item = next(self._iterator)
         except StopIteration:
             self._end_read()
             self._finish()
@@ -216,7 +219,7 @@ class _IteratorReader(StreamReader[T]):
             # close() does, and this reader learns that the stream was cut, not finished.
             self._close_iterator()
             raise _closed_while_reading()
-        return chunk
+        return item
 
     def _end_read(self) -> bool:
         """Leave the read; return ``True`` if a close came in meanwhile."""
@@ -258,6 +261,60 @@ class _IteratorReader(StreamReader[T]):
             self._close_iterator()
         elif abort is not None:
             abort()
+
+
+class _BatchReader(_IteratorReader[T]):
+    """An :class:`_IteratorReader` of an iterator of chunk lists, read chunk by chunk.
+
+    A :class:`~agentkit._stream_base.TeeBuffer` takes a whole list in one round.
+    """
+
+    __slots__ = ("_pending",)
+
+    def __init__(
+        self,
+        batches: Iterator[list[T]],
+        on_close: Callable[[], object] | None,
+        abort: Callable[[], object] | None,
+    ) -> None:
+        super().__init__(batches, on_close, abort)
+        self._pending: deque[T] = deque()  # the rest of the last list, for _recv
+
+    def _recv(self) -> T:
+        pending = self._pending
+        if pending and not self._done:
+            return pending.popleft()
+        batch = self._next_batch()
+        pending.extend(itertools.islice(batch, 1, None))
+        return batch[0]
+
+    def _recv_batch(self) -> list[T]:
+        pending = self._pending
+        if pending and not self._done:
+            batch = list(pending)
+            pending.clear()
+            return batch
+        return self._next_batch()
+
+    def _next_batch(self) -> list[T]:
+        while True:
+            batch: list[T] = self._pull()
+            if batch:
+                return batch
+
+
+def stream_from_batches(
+    batches: Iterable[list[T]],
+    on_close: Callable[[], object] | None = None,
+    *,
+    abort: Callable[[], object] | None = None,
+) -> StreamReader[T]:
+    """Like :func:`stream_from_iterator`, for an iterator that yields lists of chunks.
+
+    Framework-internal (model clients): a source that receives several chunks at once hands
+    them over together, and copies of the reader buffer them in one round.
+    """
+    return _BatchReader(iter(batches), on_close, abort)
 
 
 def _closed_while_reading() -> BaseException:
@@ -319,23 +376,22 @@ def concat_message_stream(reader: StreamReader[Message]) -> Message:
     The result for copies of one stream is computed once and shared. Raises the stream's
     error if it has one, and ``ValueError`` for a stream without chunks.
     """
-    from agentkit.schema import concat_messages
-
     if isinstance(reader, CopyReader) and not reader._copied:
-        start, chunks = reader._read_rest()
+        closed = reader._closed
+        start = reader._read_rest()
         buffer = reader._buffer
+        if closed:  # a closed copy reads no further: the chunks it had, not the whole stream
+            return _concat(buffer.chunks[start:])
         key = ("concat_messages", start)
-        with buffer.cond:
-            cached = buffer.memo.get(key)
-        if cached is not None:
-            return cached  # type: ignore[no-any-return]
-        if not chunks:
-            raise ValueError("no messages in MessageVariant.MessageStream")
-        result = concat_messages(chunks)
-        with buffer.cond:
-            buffer.memo[key] = result
-        return result
-    chunks = _collect(reader)
+        cached: Message | None = buffer.memo.get(key)
+        if cached is None:
+            # Copies read in other threads may get here together: the first result stored wins.
+            cached = buffer.memo.setdefault(key, _concat(buffer.chunks[start:]))
+        return cached
+    return _concat(_collect(reader))
+
+
+def _concat(chunks: list[Message]) -> Message:
     if not chunks:
         raise ValueError("no messages in MessageVariant.MessageStream")
     return concat_messages(chunks)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import os
@@ -30,7 +31,7 @@ from agentkit.models.openai._wire import (
     tools_bytes,
 )
 from agentkit.schema import Message, ToolInfo
-from agentkit.streams import StreamReader, stream_from_iterator
+from agentkit.streams import StreamReader, stream_from_batches
 
 __all__ = ["DEFAULT_BASE_URL", "OpenAIChatModel"]
 
@@ -152,6 +153,11 @@ class OpenAIChatModel:
             "/"
         )
         self._url = self._base_url + "/chat/completions"
+        # Parsed once: httpx parses a URL given as text on every request (~12 us). A URL it
+        # cannot parse stays text, so that the request reports it, as it always has.
+        self._request_url: httpx.URL | str = self._url
+        with contextlib.suppress(httpx.InvalidURL):
+            self._request_url = httpx.URL(self._url)
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
@@ -233,7 +239,7 @@ class OpenAIChatModel:
         """
         call = Call(self._body(messages, options, stream=True), self._timeout_seconds, None)
         opened: OpenStream = self._call(self._attempt_open_stream, call)
-        return stream_from_iterator(opened.chunks(), on_close=opened.close, abort=call.guard.abort)
+        return stream_from_batches(opened.chunks(), on_close=opened.close, abort=call.guard.abort)
 
     def close(self) -> None:
         """Close the connection pool if this model made it (shared with its tool-bound copies)."""
@@ -370,7 +376,7 @@ class OpenAIChatModel:
         previous, local.guard = local.guard, call.guard
         try:
             response = self._client.post(
-                self._url,
+                self._request_url,
                 content=call.body,
                 headers=self._request_headers,
                 timeout=self._request_timeout,
@@ -393,7 +399,7 @@ class OpenAIChatModel:
         client = self._client
         request = client.build_request(
             "POST",
-            self._url,
+            self._request_url,
             content=call.body,
             headers=self._request_headers,
             timeout=self._request_timeout,
@@ -423,7 +429,7 @@ class OpenAIChatModel:
                 if not response.is_success:
                     raise self._status_error(response, call)
                 # The server ignored stream=true and sent a whole completion: one chunk.
-                opened.first = parse_completion(response.content, self._url, response.status_code)
+                opened.first = [parse_completion(response.content, self._url, response.status_code)]
             else:
                 opened.read_first()
             return opened

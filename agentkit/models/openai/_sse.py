@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
-__all__ = ["SSEError", "iter_sse_data", "sse_payloads"]
+__all__ = ["SSEError", "iter_sse_data", "sse_batches", "sse_payloads"]
 
 _LINE_BREAK = re.compile(rb"\r\n|\r|\n")
 
@@ -38,59 +38,105 @@ def sse_payloads(chunks: Iterable[bytes], errors: bool = True) -> Iterator[bytes
     The payload of an event with an ``error`` field is that field's value (joined like
     ``data`` lines); an event of type ``error`` yields its data as an :class:`SSEError`.
     """
+    for payloads in sse_batches(chunks, errors):
+        yield from payloads
+
+
+def sse_batches(chunks: Iterable[bytes], errors: bool = True) -> Iterator[list[bytes]]:
+    """Like :func:`sse_payloads`, but yield the payloads that each piece of bytes completes.
+
+    Pieces that complete no event (a keep-alive comment, half an event) yield nothing.
+    """
+    event = _Event(errors)
+    data = event.data  # the same list all along: events clear it
+    for lines in _lines(chunks):
+        payloads: list[bytes] = []
+        for line in lines:
+            if line.startswith(b"data:"):
+                data.append(line[6:] if line[5:6] == b" " else line[5:])
+            elif line:
+                event.field(line)
+            elif len(data) == 1 and not event.error and not event.error_event:
+                line = data.pop()  # the common event: one data line, no error
+                if line:
+                    payloads.append(line)
+            else:
+                payload = event.end()
+                if payload is not None:
+                    payloads.append(payload)
+        if payloads:
+            yield payloads
+
+
+def _lines(chunks: Iterable[bytes]) -> Iterator[list[bytes]]:
+    """Yield the complete lines of a byte stream cut at arbitrary points, a list per piece.
+
+    Lines end with LF, CRLF or CR. A CR at the end of a piece may be the first half of a CRLF,
+    so it is held back until the next piece decides; at the end of the bytes it is a line
+    break after all, and text after the last line break (an unfinished line) is dropped.
+    """
     parts: list[bytes] = []  # the unfinished last line, in pieces
-    data: list[bytes] = []
-    error: list[bytes] = []
-    error_event = False
-    at_end = False
-    chunks = iter(chunks)
-    while not at_end:
-        chunk = next(chunks, None)
-        if chunk is None:
-            if not parts:
-                return
-            # At the end a held-back CR is a line break after all; text after the last
-            # line break is an unfinished line and is dropped.
-            at_end = True
-            lines = _LINE_BREAK.split(b"".join(parts))
-            lines.pop()
-        elif b"\n" not in chunk and b"\r" not in chunk:
+    for chunk in chunks:
+        if b"\n" not in chunk and b"\r" not in chunk:
             if chunk:
                 parts.append(chunk)
             continue
+        if parts:
+            parts.append(chunk)
+            chunk = b"".join(parts)
+            parts = []
+        if b"\r" in chunk:
+            held = chunk.endswith(b"\r")
+            lines = _LINE_BREAK.split(chunk[:-1] if held else chunk)
+            rest = lines.pop() + (b"\r" if held else b"")
         else:
-            if parts:
-                parts.append(chunk)
-                chunk = b"".join(parts)
-                parts = []
-            if b"\r" in chunk:
-                held = chunk.endswith(b"\r")  # may be the first half of a CRLF: decide later
-                lines = _LINE_BREAK.split(chunk[:-1] if held else chunk)
-                rest = lines.pop() + (b"\r" if held else b"")
-            else:
-                lines = chunk.split(b"\n")
-                rest = lines.pop()
-            if rest:
-                parts.append(rest)
-        for line in lines:
-            if not line:
-                if error:
-                    yield SSEError(b"\n".join(error))
-                    error = []
-                    data = []
-                elif data:
-                    payload = data[0] if len(data) == 1 else b"\n".join(data)
-                    data = []
-                    if payload:
-                        yield SSEError(payload) if error_event else payload
-                error_event = False
-            elif line.startswith(b"data:"):
-                data.append(line[6:] if line[5:6] == b" " else line[5:])
-            elif line == b"data":
-                data.append(b"")
-            elif not errors:
-                continue
-            elif line.startswith(b"error:"):
-                error.append(line[7:] if line[6:7] == b" " else line[6:])
-            elif line.startswith(b"event:"):
-                error_event = line[6:].strip() == b"error"
+            lines = chunk.split(b"\n")
+            rest = lines.pop()
+        if rest:
+            parts.append(rest)
+        yield lines
+    if parts:
+        lines = _LINE_BREAK.split(b"".join(parts))
+        lines.pop()
+        yield lines
+
+
+class _Event:
+    """The fields of the event being read."""
+
+    __slots__ = ("data", "error", "error_event", "errors")
+
+    def __init__(self, errors: bool) -> None:
+        self.errors = errors  # read error fields and event types
+        self.data: list[bytes] = []  # cleared, never replaced
+        self.error: list[bytes] = []
+        self.error_event = False
+
+    def field(self, line: bytes) -> None:
+        """Take a non-blank line other than ``data:...`` (a comment, another field)."""
+        if line == b"data":
+            self.data.append(b"")
+        elif not self.errors:
+            return
+        elif line.startswith(b"error:"):
+            self.error.append(line[7:] if line[6:7] == b" " else line[6:])
+        elif line.startswith(b"event:"):
+            self.error_event = line[6:].strip() == b"error"
+
+    def end(self) -> bytes | None:
+        """Take the blank line that ends the event: return its payload, if any, and reset."""
+        error_event = self.error_event
+        self.error_event = False
+        if self.error:
+            error = SSEError(b"\n".join(self.error))
+            self.error.clear()
+            self.data.clear()
+            return error
+        data = self.data
+        if not data:
+            return None
+        payload = data[0] if len(data) == 1 else b"\n".join(data)
+        data.clear()
+        if not payload:
+            return None
+        return SSEError(payload) if error_event else payload

@@ -12,14 +12,10 @@ import httpx
 from agentkit._runctx import RunFrame
 from agentkit.cancel import CancelMode
 from agentkit.errors import AgentCancelledError, APITimeoutError, IncompleteStreamError, ModelError
-from agentkit.models.openai._sse import SSEError, sse_payloads
+from agentkit.models.openai._chunks import merge_fields, parse_chunk, parse_error_event
+from agentkit.models.openai._sse import SSEError, sse_batches
 from agentkit.models.openai._transport import _Guard, guarded_bytes
-from agentkit.models.openai._wire import (
-    PROVIDER_FIELDS,
-    merge_fields,
-    parse_chunk,
-    parse_error_event,
-)
+from agentkit.models.openai._wire import PROVIDER_FIELDS
 from agentkit.schema import Message
 
 __all__: list[str] = []
@@ -49,7 +45,11 @@ class Call:
 
 
 class OpenStream:
-    """A streamed response whose first chunk has been read."""
+    """A streamed response whose first chunks have been read.
+
+    The chunks come in lists: those that one network read completed, so that a reader's
+    copies buffer them in one round (see :func:`agentkit.streams.stream_from_batches`).
+    """
 
     __slots__ = (
         "attached",
@@ -75,8 +75,8 @@ class OpenStream:
         self.count = 0
         self.done = False  # [DONE] seen
         self.finished = False  # a finish_reason seen
-        self.first: Message | None = None
-        self.iterator: Iterator[Message] = iter(())
+        self.first: list[Message] | None = None
+        self.iterator: Iterator[list[Message]] = iter(())
         self.fields: dict[str, Any] = {}  # provider fields of the chunks so far
         # A client of the caller's does not route its I/O through the guard: register the
         # response's socket, so that an abort can still shut it down.
@@ -86,73 +86,93 @@ class OpenStream:
 
     def read_first(self) -> None:
         """Read up to the first chunk, so that errors before it are raised by ``stream()``."""
-        events = self.events()
+        batches = self.batches()
         try:
-            self.first = next(events)
+            self.first = next(batches)
         except StopIteration:
             raise ModelError(
                 f"the stream from {self.url} ended without a single message chunk; "
                 "the server sent no reply",
                 status_code=self.response.status_code,
             ) from None
-        self.iterator = events
+        self.iterator = batches
 
-    def events(self) -> Iterator[Message]:
-        """Yield the message chunks, reading the response to its end (even after ``[DONE]``)."""
-        url = self.url
+    def batches(self) -> Iterator[list[Message]]:
+        """Yield the message chunks in lists (never empty), reading the response to its end.
+
+        The response is read to its end even after ``[DONE]``, so that the connection can be
+        reused. An error in the middle of a list ends the stream after the chunks before it.
+        """
         guard = self.call.guard
         timeout = self.timeout
         monotonic = time.monotonic
         try:
-            for payload in sse_payloads(guarded_bytes(self.response.iter_bytes(), guard)):
+            for payloads in sse_batches(guarded_bytes(self.response.iter_bytes(), guard)):
                 if self.done:
                     continue  # drain, so the connection goes back to the pool
                 # Only data restarts the clock: keep-alive comments do not.
                 guard.deadline = monotonic() + timeout
-                if type(payload) is SSEError:
-                    raise parse_error_event(payload, url)
-                if payload == b"[DONE]":
-                    self.done = True
-                    continue
-                chunk = parse_chunk(payload, url)
-                if chunk is None:
-                    continue
-                meta = chunk.response_meta
-                if meta is not None and meta.finish_reason:
-                    self.finished = True
-                extra = chunk.extra
-                if extra and PROVIDER_FIELDS in extra:
-                    self.fields = merge_fields(self.fields, extra[PROVIDER_FIELDS])
-                    extra[PROVIDER_FIELDS] = self.fields  # the merged fields so far
-                self.count += 1
-                yield chunk
-        except httpx.TimeoutException as error:
-            if guard.aborted:
-                raise self.call.cancelled() from error
-            if self.done:
+                batch: list[Message] = []
+                try:
+                    self.read_payloads(payloads, batch)
+                except BaseException:
+                    if batch:
+                        yield batch  # the chunks before the error come first
+                    raise
+                if batch:
+                    yield batch
+        except httpx.TransportError as error:  # a timeout is a transport error too
+            failure = self._failure(error)
+            if failure is None:
                 return
-            raise APITimeoutError(
-                f"the stream from {url} stalled: no data for {timeout} s after "
-                f"{self.count} chunks ({type(error).__name__})"
-            ) from error
-        except httpx.TransportError as error:
-            if guard.aborted:
-                raise self.call.cancelled() from error
-            if self.done:
-                return
-            raise IncompleteStreamError(
-                f"the stream from {url} broke after {self.count} chunks, before the server "
-                f"finished it ({type(error).__name__}: {error})"
-            ) from error
+            raise failure from error
         finally:
             self.detach()
         if guard.aborted:
             raise self.call.cancelled()
         if not self.done and not self.finished:
             raise IncompleteStreamError(
-                f"the stream from {url} ended after {self.count} chunks without [DONE] or a "
-                "finish reason; the reply is incomplete"
+                f"the stream from {self.url} ended after {self.count} chunks without [DONE] or "
+                "a finish reason; the reply is incomplete"
             )
+
+    def read_payloads(self, payloads: list[bytes], batch: list[Message]) -> None:
+        """Append the chunks of SSE ``payloads`` to ``batch``; stop at ``[DONE]``."""
+        url = self.url
+        for payload in payloads:
+            if type(payload) is SSEError:
+                raise parse_error_event(payload, url)
+            if payload == b"[DONE]":
+                self.done = True
+                return
+            chunk = parse_chunk(payload, url)
+            if chunk is None:
+                continue
+            meta = chunk.response_meta
+            if meta is not None and meta.finish_reason:
+                self.finished = True
+            extra = chunk.extra
+            if extra and PROVIDER_FIELDS in extra:
+                self.fields = merge_fields(self.fields, extra[PROVIDER_FIELDS])
+                extra[PROVIDER_FIELDS] = self.fields  # the merged fields so far
+            self.count += 1
+            batch.append(chunk)
+
+    def _failure(self, error: httpx.TransportError) -> BaseException | None:
+        """Return the error that ends a stream whose read failed (``None``: it was complete)."""
+        if self.call.guard.aborted:
+            return self.call.cancelled()
+        if self.done:
+            return None
+        if isinstance(error, httpx.TimeoutException):
+            return APITimeoutError(
+                f"the stream from {self.url} stalled: no data for {self.timeout} s after "
+                f"{self.count} chunks ({type(error).__name__})"
+            )
+        return IncompleteStreamError(
+            f"the stream from {self.url} broke after {self.count} chunks, before the server "
+            f"finished it ({type(error).__name__}: {error})"
+        )
 
     def detach(self) -> None:
         """Unregister the response's socket before the connection goes back to the pool."""
@@ -165,7 +185,7 @@ class OpenStream:
         self.detach()
         self.response.close()
 
-    def chunks(self) -> Iterator[Message]:
-        """Return an iterator of the first chunk, then the rest as they arrive."""
+    def chunks(self) -> Iterator[list[Message]]:
+        """Return an iterator of the first chunks, then the rest as they arrive (in lists)."""
         first, self.first = self.first, None
         return self.iterator if first is None else itertools.chain((first,), self.iterator)

@@ -254,9 +254,10 @@ def _text_of(parts: Any, reasoning: list[str]) -> str:
     return "".join(texts)
 
 
-def _tool_call(call: dict[str, Any], streamed: bool) -> ToolCall:
+def read_tool_call(call: dict[str, Any], streamed: bool) -> ToolCall:
+    """Return the tool call of a ``tool_calls`` item (a fragment of one when ``streamed``)."""
     function = call.get("function") or {}
-    extra = None
+    extra: dict[str, Any] = {}
     if not _KNOWN_CALL_FIELDS.issuperset(call):
         extra = {
             key: value
@@ -268,7 +269,7 @@ def _tool_call(call: dict[str, Any], streamed: bool) -> ToolCall:
         FunctionCall(function.get("name") or "", _arguments(function.get("arguments"))),
         call.get("type") or "function",
         call.get("index") if streamed else None,
-        **({"extra": extra} if extra else {}),
+        extra,
     )
 
 
@@ -284,7 +285,7 @@ def read_message(
         if reasoning:
             extra["reasoning_content"] = "".join(reasoning)
     calls = data.get("tool_calls")
-    tool_calls = [_tool_call(call, streamed) for call in calls] if calls else []
+    tool_calls = [read_tool_call(call, streamed) for call in calls] if calls else []
     if _KNOWN_MESSAGE_FIELDS.issuperset(data):
         if not _EXTRA_FIELDS.isdisjoint(data):
             content = _read_extras(data, content, tool_calls, extra, streamed)
@@ -368,69 +369,3 @@ def stream_error(data: Any, url: str) -> ModelError:
         status_code=200,
         body=data,
     )
-
-
-def parse_chunk(payload: bytes, url: str) -> Message | None:
-    """Turn one ``chat.completion.chunk`` into a message chunk (``None`` if it carries nothing)."""
-    try:
-        data = _decode(payload.decode())
-    except ValueError:
-        data = decode_json(payload, "a stream chunk", url, 200)  # raises the explanation
-    try:
-        if data.get("error") is not None or data.get("object") == "error":  # is_error_body
-            raise stream_error(data, url)
-        usage_data = data.get("usage")
-        chunk_usage = usage(usage_data) if usage_data else None
-        choices = data.get("choices")
-        if not choices:
-            if chunk_usage is None:
-                return None
-            return Message(Role.ASSISTANT, "", [], response_meta=ResponseMeta("", chunk_usage))
-        content = ""
-        finish_reason = ""
-        tool_calls: list[ToolCall] = []
-        extra: dict[str, Any] = {}
-        for choice in choices:
-            if choice.get("index", 0) != 0:
-                continue  # only the first choice (n=1) is read
-            delta = choice.get("delta")
-            if delta:
-                content, tool_calls, extra = read_message(delta, streamed=True)
-            finish_reason = choice.get("finish_reason") or ""
-            break
-    except (TypeError, AttributeError) as error:
-        raise ModelError(
-            f"the model server at {url} sent a stream chunk of an unexpected shape: "
-            f"{payload[:200].decode('utf-8', 'replace')!r}",
-            status_code=200,
-            body=data,
-        ) from error
-    meta = ResponseMeta(finish_reason, chunk_usage) if finish_reason or chunk_usage else None
-    return Message(Role.ASSISTANT, content, tool_calls, response_meta=meta, extra=extra)
-
-
-def parse_error_event(payload: bytes, url: str) -> ModelError:
-    """Return the error for the payload of an SSE error event."""
-    try:
-        data: Any = _decode(payload.decode())
-    except ValueError:
-        data = payload.decode("utf-8", "replace")
-    return stream_error(data, url)
-
-
-def merge_fields(merged: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
-    """Merge the provider fields of a stream chunk into those of the chunks before it.
-
-    Strings are concatenated and lists extended (both arrive in pieces); other values are
-    replaced. Returns a new dict.
-    """
-    result = dict(merged)
-    for key, value in fields.items():
-        previous = result.get(key)
-        if isinstance(previous, str) and isinstance(value, str):
-            result[key] = previous + value
-        elif isinstance(previous, list) and isinstance(value, list):
-            result[key] = [*previous, *value]
-        else:
-            result[key] = value
-    return result
