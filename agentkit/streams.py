@@ -27,6 +27,7 @@ __all__ = [
     "StreamWriter",
     "concat_message_stream",
     "pipe",
+    "stream_from_batches",
     "stream_from_iterator",
     "stream_from_list",
 ]
@@ -311,8 +312,10 @@ def stream_from_batches(
 ) -> StreamReader[T]:
     """Like :func:`stream_from_iterator`, for an iterator that yields lists of chunks.
 
-    Framework-internal (model clients): a source that receives several chunks at once hands
-    them over together, and copies of the reader buffer them in one round.
+    For model clients: a source that receives several chunks at once (all the SSE events of
+    one network read) hands them over together, and copies of the reader buffer them in one
+    round instead of one round per chunk. Readers still see one chunk at a time; an empty
+    list is skipped.
     """
     return _BatchReader(iter(batches), on_close, abort)
 
