@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agentkit.events import AgentAction, AgentEvent, RunStep
+from agentkit.events import AgentAction, AgentEvent, RunStep, _name_event
 from agentkit.runctx import EventLog, RecordedEvent
 from agentkit.worker import EventSink
 
@@ -47,14 +47,14 @@ class FlowSink:
         self.error: BaseException | None = None  # the agent's own error event, if any
 
     def send(self, item: AgentEvent) -> bool:
-        if not item.run_path:
-            item.agent_name = self.name
-            item.run_path = list(self.steps)
+        path = item.run_path
+        if not path:
+            _name_event(item, self.name, self.steps.copy())
             own = True
         elif self.unnamed_only:
             own = False
         else:
-            own = len(item.run_path) == len(self.steps) and item.run_path == self.steps
+            own = len(path) == len(self.steps) and path == self.steps
         if own:
             action = item.action
             if action is None or action.interrupted is None:

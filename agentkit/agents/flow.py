@@ -151,12 +151,7 @@ class FlowAgent(BuiltinAgent):
                 hop = agent._run_once(sink, options)
 
     def _enter(self) -> RunFrame:
-        frame = _current()
-        return attrs.evolve(
-            frame,
-            run_path=(*frame.run_path, RunStep(self.name)),
-            address=(*frame.address, f"agent:{self.name}"),
-        )
+        return _current().at_agent(RunStep(self.name))
 
     def _run_once(
         self, sink: EventSink, options: tuple[AgentRunOption, ...]
