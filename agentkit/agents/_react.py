@@ -49,7 +49,6 @@ class ReactRun(ToolCalls):
         "corrections",
         "frame",
         "hooks",
-        "locals",
         "model_options",
         "model_pending",
         "round",
@@ -88,7 +87,6 @@ class ReactRun(ToolCalls):
         self.model_pending = False  # a model call is in progress
         observers = frame.observers
         self.usage = observers.usage if observers is not None else None
-        self.locals = RunLocals(self.emit)
         # A streamed run that retries model calls marks the streams of rejected attempts.
         retrying = streaming and config.model_retry is not None
         self.verdicts = StreamVerdicts() if retrying else None
@@ -102,7 +100,9 @@ class ReactRun(ToolCalls):
     def loop(self, state: ReactState, pending_round: ToolRoundState | None) -> None:
         """Run the ReAct loop; on a stop, record where the run can go on from."""
         journal = self.frame.journal
-        token = run_locals.set(self.locals)
+        # Made here, not kept on the run: RunLocals holds self.emit, and a reference back would
+        # make a cycle that keeps the run's whole history alive until the garbage collector.
+        token = run_locals.set(RunLocals(self.emit))
         try:
             self._loop(state, pending_round)
         except InterruptSignal:
