@@ -14,6 +14,7 @@ from typing import Any
 
 from agentkit import (
     AgentEvent,
+    AgentMiddleware,
     AgentRunOption,
     AgentTool,
     BaseTool,
@@ -27,6 +28,7 @@ from agentkit import (
     interrupt,
     set_sub_agents,
     tool,
+    with_callbacks,
 )
 from agentkit.models.openai import OpenAIChatModel
 from agentkit.schema import FunctionCall, ToolCall
@@ -55,20 +57,29 @@ AK_TOOLS: dict[str, BaseTool] = {
 AK_TOOLS["approve"] = approve
 
 
+class _AgentsOnlyHandler:
+    """A callback handler that observes agent turns only (no model or tool callbacks)."""
+
+    def on_agent_start(self, info: Any, input: Any) -> None:
+        """Ignore the turn."""
+
+    def on_agent_end(self, info: Any, error: BaseException | None) -> None:
+        """Ignore the turn."""
+
+
 def with_unused_extensions(
     agent_kwargs: dict[str, Any], run_options: list[AgentRunOption]
 ) -> tuple[dict[str, Any], list[AgentRunOption]]:
     """Return the agent keywords and run options of an agent whose extension points are unused.
 
     The hook of the ``extensions-unused`` scenario, which compares an agent built plainly with
-    the agent this returns. Today agentkit has no middleware or callback parameters on this
-    branch, so both agents are built the same way (the row then shows the method's noise
-    floor). When they land, plug them in here in their "present but unused" form, e.g.
-    ``agent_kwargs["middlewares"] = [AgentMiddleware()]`` (a middleware whose hooks are all
-    no-ops) and ``run_options.append(with_callbacks(_NoopHandler()))`` (a handler with no
-    methods): the scenario's budget says that must cost nothing measurable.
+    the agent this returns: a middleware whose hooks are all the base class's no-ops, and a
+    callback handler that observes agent turns only (so nothing per model or tool call). The
+    scenario's budget says their presence must cost nothing measurable.
     """
-    return dict(agent_kwargs), list(run_options)
+    kwargs = dict(agent_kwargs)
+    kwargs["middlewares"] = [AgentMiddleware()]
+    return kwargs, [*run_options, with_callbacks(_AgentsOnlyHandler())]
 
 
 def drain(events: Any) -> list[AgentEvent]:
