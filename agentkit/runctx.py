@@ -98,15 +98,22 @@ class RecordedEvent:
     err: BaseException | None = None
 
     @classmethod
-    def of(cls, event: AgentEvent) -> RecordedEvent:
+    def of(
+        cls, event: AgentEvent, run_path: tuple[RunStep, ...] | None = None
+    ) -> RecordedEvent:
+        """The record of ``event``; ``run_path`` is its run path when the caller has it as a tuple.
+
+        A stream gets its own reader; a whole message is kept as it is (the framework never
+        changes a non-streamed output after its event was sent).
+        """
         variant = event.output.message_output if event.output is not None else None
-        if variant is not None:
+        if variant is not None and variant.is_streaming:
             variant = variant.copy()
         action = event.action
         return cls(
             seq=next(_sequence),
             agent_name=event.agent_name,
-            run_path=tuple(event.run_path),
+            run_path=tuple(event.run_path) if run_path is None else run_path,
             variant=variant,
             is_transfer=action is not None and action.transfer_to_agent is not None,
             err=event.err,

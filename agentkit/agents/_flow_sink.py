@@ -39,7 +39,7 @@ class FlowSink:
     ) -> None:
         self.downstream = downstream
         self.name = name
-        self.run_path = run_path
+        self.run_path = tuple(run_path)
         self.steps = list(run_path)
         self.log = log
         self.unnamed_only = unnamed_only
@@ -58,7 +58,7 @@ class FlowSink:
         if own:
             action = item.action
             if action is None or action.interrupted is None:
-                self.log.append(RecordedEvent.of(item))
+                self.log.append(RecordedEvent.of(item, self.run_path))
             self.last_action = action
             if item.err is not None:
                 self.error = item.err
