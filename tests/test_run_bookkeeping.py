@@ -13,6 +13,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+import attrs
 import pytest
 
 from agentkit import (
@@ -35,7 +36,7 @@ from agentkit.agents._tool_round import RoundOutcome, return_directly_call
 from agentkit.cancel import CancelMode, RunScope
 from agentkit.events import AgentEvent, RunStep, event_from_message
 from agentkit.interrupt import InterruptSignal, ToolRoundState
-from agentkit.runctx import EventLog, RunFrame, current_frame, use_frame
+from agentkit.runctx import EventLog, RunFrame, ToolCallFrame, current_frame, use_frame
 from agentkit.schema import FunctionCall, ToolCall
 from agentkit.streams import stream_from_list
 from agentkit.testing import ScriptedChatModel, call, calls_message
@@ -272,3 +273,24 @@ def test_abort_on_cancel_aborts_a_blocked_call_from_the_cancelling_thread() -> N
 def test_abort_on_cancel_outside_a_run_does_nothing() -> None:
     with abort_on_cancel(lambda: pytest.fail("no run, nothing to abort")):
         pass
+
+
+def test_moving_a_frame_keeps_every_field_but_the_ones_it_moves() -> None:
+    # at_agent/at_tool build the frame field by field: a field added to RunFrame later must
+    # be carried there too, or it is silently dropped on every agent turn and tool call.
+    values: dict[str, Any] = {field.name: object() for field in attrs.fields(RunFrame)}
+    values["run_path"] = (RunStep("outer"),)
+    values["address"] = ("agent:outer",)
+    frame = RunFrame(**values)
+    tool_call = ToolCallFrame(name="lookup", call_id="c1", options={})
+    agent_frame = frame.at_agent(RunStep("inner"))
+    tool_frame = frame.at_tool(tool_call)
+    for field in attrs.fields(RunFrame):
+        if field.name not in ("run_path", "address"):
+            assert getattr(agent_frame, field.name) is values[field.name], field.name
+        if field.name not in ("address", "tool"):
+            assert getattr(tool_frame, field.name) is values[field.name], field.name
+    assert agent_frame.run_path == (RunStep("outer"), RunStep("inner"))
+    assert agent_frame.address == ("agent:outer", "agent:inner")
+    assert tool_frame.address == ("agent:outer", "tool:lookup:c1")
+    assert tool_frame.tool is tool_call
