@@ -11,8 +11,8 @@ from __future__ import annotations
 import contextvars
 import itertools
 import threading
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from typing import Any
 
 import attrs
@@ -98,15 +98,22 @@ class RecordedEvent:
     err: BaseException | None = None
 
     @classmethod
-    def of(cls, event: AgentEvent) -> RecordedEvent:
+    def of(
+        cls, event: AgentEvent, run_path: tuple[RunStep, ...] | None = None
+    ) -> RecordedEvent:
+        """The record of ``event``; ``run_path`` is its run path when the caller has it as a tuple.
+
+        A stream gets its own reader; a whole message is kept as it is (the framework never
+        changes a non-streamed output after its event was sent).
+        """
         variant = event.output.message_output if event.output is not None else None
-        if variant is not None:
+        if variant is not None and variant.is_streaming:
             variant = variant.copy()
         action = event.action
         return cls(
             seq=next(_sequence),
             agent_name=event.agent_name,
-            run_path=tuple(event.run_path),
+            run_path=tuple(event.run_path) if run_path is None else run_path,
             variant=variant,
             is_transfer=action is not None and action.transfer_to_agent is not None,
             err=event.err,
@@ -224,6 +231,39 @@ class RunFrame:
     resume: ResumeState | None = None
     observers: RunObservers | None = None  # callbacks and usage; None in a bare run
 
+    # The two moves made on every agent turn and tool call build the frame directly:
+    # attrs.evolve would re-read the class's fields each time.
+
+    def at_agent(self, step: RunStep) -> RunFrame:
+        """This frame one agent deeper: ``step`` added to the run path and to the address."""
+        return RunFrame(
+            scope=self.scope,
+            log=self.log,
+            journal=self.journal,
+            session=self.session,
+            root_input=self.root_input,
+            run_path=(*self.run_path, step),
+            address=(*self.address, f"agent:{step.agent_name}"),
+            tool=self.tool,
+            resume=self.resume,
+            observers=self.observers,
+        )
+
+    def at_tool(self, tool: ToolCallFrame) -> RunFrame:
+        """This frame inside the tool call ``tool`` (address segment ``tool:<name>:<call id>``)."""
+        return RunFrame(
+            scope=self.scope,
+            log=self.log,
+            journal=self.journal,
+            session=self.session,
+            root_input=self.root_input,
+            run_path=self.run_path,
+            address=(*self.address, f"tool:{tool.name}:{tool.call_id}"),
+            tool=tool,
+            resume=self.resume,
+            observers=self.observers,
+        )
+
 
 _frame: contextvars.ContextVar[RunFrame | None] = contextvars.ContextVar(
     "agentkit_run_frame", default=None
@@ -235,14 +275,28 @@ def current_frame() -> RunFrame | None:
     return _frame.get()
 
 
-@contextmanager
-def use_frame(frame: RunFrame) -> Iterator[RunFrame]:
+class _FrameInUse:
+    """The ``with`` block of :func:`use_frame` (a class: no generator per block)."""
+
+    __slots__ = ("_frame", "_token")
+
+    def __init__(self, frame: RunFrame) -> None:
+        self._frame = frame
+        self._token: contextvars.Token[RunFrame | None] | None = None
+
+    def __enter__(self) -> RunFrame:
+        self._token = _frame.set(self._frame)
+        return self._frame
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._token is not None:
+            _frame.reset(self._token)
+            self._token = None
+
+
+def use_frame(frame: RunFrame) -> AbstractContextManager[RunFrame]:
     """Make ``frame`` current for the block."""
-    token = _frame.set(frame)
-    try:
-        yield frame
-    finally:
-        _frame.reset(token)
+    return _FrameInUse(frame)
 
 
 # --- public accessors -----------------------------------------------------------------------
@@ -354,18 +408,31 @@ def cancellable_sleep(seconds: float) -> None:
     frame.scope.sleep(seconds)
 
 
-class _Abort:
-    __slots__ = ("abort",)
+class _AbortOnCancel:
+    """The ``with`` block of :func:`abort_on_cancel`; ``close`` is what the cancel calls."""
+
+    __slots__ = ("_abort", "_scope")
 
     def __init__(self, abort: Callable[[], object]) -> None:
-        self.abort = abort
+        self._abort = abort
+        self._scope: RunScope | None = None
+
+    def __enter__(self) -> None:
+        frame = _frame.get()
+        if frame is not None:
+            frame.scope.open(self)  # raises the cancel error, after abort(), when cancelling
+            self._scope = frame.scope
+
+    def __exit__(self, *exc_info: object) -> None:
+        scope, self._scope = self._scope, None
+        if scope is not None:
+            scope.closed(self)
 
     def close(self) -> None:
-        self.abort()
+        self._abort()
 
 
-@contextmanager
-def abort_on_cancel(abort: Callable[[], object]) -> Iterator[None]:
+def abort_on_cancel(abort: Callable[[], object]) -> AbstractContextManager[None]:
     """Call ``abort()`` if the current run is cancelled immediately while the block runs.
 
     For blocking calls agentkit cannot interrupt by itself (a socket read, a subprocess, a
@@ -383,13 +450,4 @@ def abort_on_cancel(abort: Callable[[], object]) -> Iterator[None]:
             out, _ = process.communicate()
         check_cancelled()
     """
-    frame = _frame.get()
-    if frame is None:
-        yield
-        return
-    handle = _Abort(abort)
-    frame.scope.open(handle)
-    try:
-        yield
-    finally:
-        frame.scope.closed(handle)
+    return _AbortOnCancel(abort)

@@ -88,6 +88,11 @@ class AgentInput:
     enable_streaming: bool = False
 
 
+def _to_role(value: Role | str) -> Role:
+    """The ``role`` converter: a :class:`Role` as it is (no enum lookup), a string looked up."""
+    return value if isinstance(value, Role) else Role(value)
+
+
 @persisted("agentkit.MessageVariant")
 @attrs.define
 class MessageVariant:
@@ -100,7 +105,7 @@ class MessageVariant:
     is_streaming: bool
     message: Message | None
     message_stream: StreamReader[Message] | None
-    role: Role = attrs.field(converter=Role)
+    role: Role = attrs.field(converter=_to_role)
     tool_name: str = ""
     _materialized: Message | None = attrs.field(default=None, init=False, eq=False, repr=False)
 
@@ -127,7 +132,10 @@ class MessageVariant:
     def copy(self) -> MessageVariant:
         """Return a variant with its own stream reader (the stream is copied, not re-read)."""
         if not self.is_streaming or self.message_stream is None:
-            return attrs.evolve(self)
+            # The constructor directly: attrs.evolve re-reads the class's fields every call.
+            return MessageVariant(
+                self.is_streaming, self.message, self.message_stream, self.role, self.tool_name
+            )
         keep, other = self.message_stream.copy(2)
         self.message_stream = keep
         copied = MessageVariant(
@@ -235,6 +243,8 @@ class AgentAction:
 
 
 def _run_path_converter(value: Sequence[RunStep | str]) -> list[RunStep]:
+    if not value:
+        return []  # a new event's path: nothing to walk
     return [step if isinstance(step, RunStep) else RunStep(step) for step in value]
 
 
@@ -408,14 +418,31 @@ def event_from_message(
     tool_name: str = "",
 ) -> AgentEvent:
     """Return an event whose output is ``msg``, or ``stream`` when one is given."""
-    variant = MessageVariant(
-        is_streaming=stream is not None,
-        message=None if stream is not None else msg,
-        message_stream=stream,
-        role=role,
-        tool_name=tool_name,
-    )
-    return AgentEvent(output=AgentOutput(message_output=variant))
+    return _message_event(msg, stream, role, tool_name)
+
+
+def _message_event(
+    msg: Message | None,
+    stream: StreamReader[Message] | None,
+    role: Role | str,
+    tool_name: str = "",
+    action: AgentAction | None = None,
+) -> AgentEvent:
+    """:func:`event_from_message` with an action (framework-internal; built in one go)."""
+    streaming = stream is not None
+    variant = MessageVariant(streaming, None if streaming else msg, stream, role, tool_name)
+    return AgentEvent("", [], AgentOutput(variant), action)
+
+
+def _name_event(event: AgentEvent, agent_name: str, run_path: list[RunStep]) -> None:
+    """Fill in an event's agent name and run path (framework-internal).
+
+    ``run_path`` holds :class:`RunStep` objects already, so the per-assignment converter of
+    ``AgentEvent.run_path`` (which walks the path again) is skipped; the event takes the
+    list as it is.
+    """
+    object.__setattr__(event, "agent_name", agent_name)
+    object.__setattr__(event, "run_path", run_path)
 
 
 def exit_action() -> AgentAction:

@@ -57,26 +57,30 @@ AK_TOOLS: dict[str, BaseTool] = {
 AK_TOOLS["approve"] = approve
 
 
+class _AgentsOnlyHandler:
+    """A callback handler that observes agent turns only (no model or tool callbacks)."""
+
+    def on_agent_start(self, info: Any, input: Any) -> None:
+        """Ignore the turn."""
+
+    def on_agent_end(self, info: Any, error: BaseException | None) -> None:
+        """Ignore the turn."""
+
+
 def with_unused_extensions(
     agent_kwargs: dict[str, Any], run_options: list[AgentRunOption]
 ) -> tuple[dict[str, Any], list[AgentRunOption]]:
     """Return the agent keywords and run options of an agent whose extension points do nothing.
 
     The hook of the ``extensions-noop`` row: a middleware whose hooks are all the base class's
-    no-ops, and a callback handler whose one method does nothing. The row compares that agent
-    with the plain one; ``extensions-unused`` (no middleware, no callbacks) is shown by counting
-    the calls into extension code instead (``benchmarks._inproc.EXTENSION_FILES``).
+    no-ops, and a callback handler that observes agent turns only (so nothing per model or tool
+    call). The row compares that agent with the plain one; ``extensions-unused`` (no
+    middleware, no callbacks) is shown by counting the calls into extension code instead
+    (``benchmarks._inproc.EXTENSION_FILES``).
     """
     kwargs = dict(agent_kwargs)
     kwargs["middlewares"] = [AgentMiddleware()]
-    return kwargs, [*run_options, with_callbacks(_NoopHandler())]
-
-
-class _NoopHandler:
-    """A callback handler that is present but does nothing."""
-
-    def on_agent_start(self, info: object, input: object) -> None:
-        """Do nothing."""
+    return kwargs, [*run_options, with_callbacks(_AgentsOnlyHandler())]
 
 
 def drain(events: Any) -> list[AgentEvent]:

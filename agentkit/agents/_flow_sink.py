@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from agentkit._runctx import EventLog, RecordedEvent
 from agentkit._worker import EventSink
-from agentkit.events import AgentAction, AgentEvent, RunStep
+from agentkit.events import AgentAction, AgentEvent, RunStep, _name_event
 
 __all__ = ["FlowSink"]
 
@@ -39,7 +39,7 @@ class FlowSink:
     ) -> None:
         self.downstream = downstream
         self.name = name
-        self.run_path = run_path
+        self.run_path = tuple(run_path)
         self.steps = list(run_path)
         self.log = log
         self.unnamed_only = unnamed_only
@@ -47,18 +47,18 @@ class FlowSink:
         self.error: BaseException | None = None  # the agent's own error event, if any
 
     def send(self, item: AgentEvent) -> bool:
-        if not item.run_path:
-            item.agent_name = self.name
-            item.run_path = list(self.steps)
+        path = item.run_path
+        if not path:
+            _name_event(item, self.name, self.steps.copy())
             own = True
         elif self.unnamed_only:
             own = False
         else:
-            own = len(item.run_path) == len(self.steps) and item.run_path == self.steps
+            own = len(path) == len(self.steps) and path == self.steps
         if own:
             action = item.action
             if action is None or action.interrupted is None:
-                self.log.append(RecordedEvent.of(item))
+                self.log.append(RecordedEvent.of(item, self.run_path))
             self.last_action = action
             if item.err is not None:
                 self.error = item.err

@@ -129,6 +129,14 @@ def _overrides(middleware: AgentMiddleware, method: str) -> bool:
 _HOOKS = ("before_model", "after_model", "wrap_model", "wrap_tool_call")
 
 
+_CALL_CALLBACKS = ("on_model_start", "on_model_end", "on_tool_start", "on_tool_end")
+
+
+def _observes_calls(handler: object) -> bool:
+    """Whether a callback handler has a model or tool callback."""
+    return any(callable(getattr(handler, method, None)) for method in _CALL_CALLBACKS)
+
+
 def _overrides_any(middleware: AgentMiddleware) -> bool:
     """Whether ``middleware`` has a per-call hook (others cost nothing at all)."""
     return any(_overrides(middleware, method) for method in _HOOKS)
@@ -222,6 +230,9 @@ class ReactHooks:
             options
         )
         handlers = callbacks.for_agent(config.name) if callbacks is not None else ()
+        if handlers:
+            # Handlers that observe only agents (on_agent_*) need nothing per call.
+            handlers = tuple(handler for handler in handlers if _observes_calls(handler))
         middlewares = [m for m in config.middlewares if _overrides_any(m)]
         if not middlewares and not handlers and config.model_retry is None:
             return None

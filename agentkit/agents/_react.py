@@ -10,6 +10,7 @@ its resume point.
 from __future__ import annotations
 
 import queue
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from agentkit._interrupt import InterruptSignal, ToolRoundState
@@ -22,6 +23,7 @@ from agentkit.agents._middleware import ReactHooks
 from agentkit.agents._model_retry import StreamVerdicts
 from agentkit.agents._react_config import ReactConfig, ReactState
 from agentkit.agents._tool_calls import ToolCalls, ToolItem
+from agentkit.agents._tool_round import RoundOutcome, return_directly_call
 from agentkit.cancel import CancelMode
 from agentkit.errors import AgentCancelledError, ExceedMaxIterationsError
 from agentkit.events import (
@@ -47,7 +49,6 @@ class ReactRun(ToolCalls):
         "corrections",
         "frame",
         "hooks",
-        "locals",
         "model_options",
         "model_pending",
         "round",
@@ -86,7 +87,6 @@ class ReactRun(ToolCalls):
         self.model_pending = False  # a model call is in progress
         observers = frame.observers
         self.usage = observers.usage if observers is not None else None
-        self.locals = RunLocals(self.emit)
         # A streamed run that retries model calls marks the streams of rejected attempts.
         retrying = streaming and config.model_retry is not None
         self.verdicts = StreamVerdicts() if retrying else None
@@ -100,7 +100,9 @@ class ReactRun(ToolCalls):
     def loop(self, state: ReactState, pending_round: ToolRoundState | None) -> None:
         """Run the ReAct loop; on a stop, record where the run can go on from."""
         journal = self.frame.journal
-        token = run_locals.set(self.locals)
+        # Made here, not kept on the run: RunLocals holds self.emit, and a reference back would
+        # make a cycle that keeps the run's whole history alive until the garbage collector.
+        token = run_locals.set(RunLocals(self.emit))
         try:
             self._loop(state, pending_round)
         except InterruptSignal:
@@ -255,89 +257,48 @@ class ReactRun(ToolCalls):
 
     def tool_round(self, state: ReactState, round_state: ToolRoundState) -> Message | None:
         """Run the tool calls of one model reply; return the final message if the run ends."""
-        calls = round_state.calls
-        return_directly_id: str | None = None
-        for call in calls:
-            if call.function.name in self.config.return_directly:
-                return_directly_id = call.id
+        return_directly_id = return_directly_call(round_state.calls, self.config.return_directly)
         held_before = self._held_from_earlier_run(round_state, return_directly_id)
-        results: dict[int, Message] = dict(round_state.done)
-        pending = [index for index in range(len(calls)) if index not in results]
-        held: AgentEvent | None = None
-        errors: list[BaseException] = []
-        signals: dict[int, InterruptSignal] = {}
-        failed: set[int] = set()  # calls whose result tells the model how they failed
-
-        def handle(item: ToolItem) -> None:
-            nonlocal held
-            if item.event is not None:
-                if item.forwarded:
-                    self.emit(item.event)
-                elif return_directly_id and calls[item.index].id == return_directly_id:
-                    if not item.failed:
-                        held = item.event
-                    else:
-                        if held is not None:  # the call's stream, which broke
-                            self.emit(held)
-                            held = None
-                        self.emit(item.event)
-                else:
-                    self.emit(item.event)
-            if item.event is not None and not item.forwarded and item.event.action is not None:
-                round_state.actions[item.index] = item.event.action
-            if item.message is not None:
-                results[item.index] = item.message
-                round_state.done[item.index] = item.message
-                if item.failed:
-                    failed.add(item.index)
-            if item.error is not None:
-                if isinstance(item.error, InterruptSignal):
-                    signals[item.index] = item.error
-                else:
-                    errors.append(item.error)
-
-        resumed = round_state.resume_of
-        history = round_state.messages
+        outcome = RoundOutcome(self.emit, round_state, return_directly_id)
+        pending = outcome.pending()
         if len(pending) == 1:
             index = pending[0]
-            self.call_tool(calls[index], index, resumed.get(index), history, handle)
+            self.call_tool(
+                round_state.calls[index],
+                index,
+                round_state.resume_of.get(index),
+                round_state.messages,
+                outcome.handle,
+            )
         else:
-            inbox: queue.SimpleQueue[ToolItem | None] = queue.SimpleQueue()
-            for index in pending:
-                self.scope.spawn(
-                    self.call_tool_to_queue, calls[index], index, resumed.get(index), history,
-                    inbox, name=f"agentkit-tool {calls[index].function.name}",
-                )
-            # This thread delivers the outcomes as they arrive: events in completion order,
-            # each as soon as its call finished (so all calls run on the pool).
-            finished = 0
-            while finished < len(pending):
-                item = inbox.get()
-                if item is None:
-                    finished += 1
-                else:
-                    handle(item)
-        if errors:
-            for error in errors:
-                if not isinstance(error, AgentCancelledError):
-                    raise error
-            raise errors[0]
-        if signals:
-            raise signals[min(signals)]
-        if held is None:
-            held = held_before
-        if held is not None:
-            self.emit(held)
-        state.messages.extend(results[index] for index in range(len(calls)))
-        if not return_directly_id:
-            return None
-        final = None
-        for index, call in enumerate(calls):
-            if call.id == return_directly_id:
-                # A failed call of a return-directly tool (a transfer to nobody) ends
-                # nothing: the model gets to read what went wrong.
-                final = None if index in failed else results[index]
-        return final
+            self._run_concurrently(round_state, pending, outcome.handle)
+        outcome.raise_stop()
+        return outcome.finish(state, held_before)
+
+    def _run_concurrently(
+        self, round_state: ToolRoundState, pending: list[int], handle: Callable[[ToolItem], None]
+    ) -> None:
+        """Run the ``pending`` calls on the run's pool; hand their reports to ``handle``.
+
+        This thread delivers the outcomes as they arrive: events in completion order, each as
+        soon as its call finished (so all calls run on the pool).
+        """
+        calls = round_state.calls
+        resumed = round_state.resume_of
+        history = round_state.messages
+        inbox: queue.SimpleQueue[ToolItem | None] = queue.SimpleQueue()
+        for index in pending:
+            self.scope.spawn(
+                self.call_tool_to_queue, calls[index], index, resumed.get(index), history,
+                inbox, name=f"agentkit-tool {calls[index].function.name}",
+            )
+        finished = 0
+        while finished < len(pending):
+            item = inbox.get()
+            if item is None:
+                finished += 1
+            else:
+                handle(item)
 
 
 def _model_options(values: dict[str, Any]) -> ModelOptions | None:

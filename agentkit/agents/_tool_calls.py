@@ -20,7 +20,7 @@ from agentkit._points import PointResume
 from agentkit._runctx import ToolCallFrame, use_frame
 from agentkit.agents._tool_timeout import AbandonablePut, call_with_timeout
 from agentkit.errors import AgentCancelledError
-from agentkit.events import AgentEvent, event_from_message
+from agentkit.events import AgentEvent, _message_event, event_from_message
 from agentkit.schema import Message, Role, ToolCall, tool_message
 from agentkit.streams import StreamReader, concat_message_stream, stream_from_iterator
 from agentkit.tools.base import BaseTool
@@ -58,11 +58,13 @@ class ToolCalls:
             return None
         for index, call in enumerate(round_state.calls):
             if call.id == return_directly_id and index in round_state.done:
-                event = event_from_message(
-                    round_state.done[index], None, Role.TOOL, call.function.name
+                return _message_event(
+                    round_state.done[index],
+                    None,
+                    Role.TOOL,
+                    call.function.name,
+                    round_state.actions.get(index),
                 )
-                event.action = round_state.actions.get(index)
-                return event
         return None
 
     def call_tool_to_queue(
@@ -117,9 +119,7 @@ class ToolCalls:
                 forward=forward,
                 emit=lambda event: put(ToolItem(index, event, forwarded=True)),
             )
-            tool_frame = attrs.evolve(
-                frame, tool=call_frame, address=(*frame.address, f"tool:{name}:{call.id}")
-            )
+            tool_frame = frame.at_tool(call_frame)
             with use_frame(tool_frame):
                 use_stream = streams(tool, self.streaming)
                 try:
@@ -148,8 +148,7 @@ class ToolCalls:
             if use_stream:
                 put(ToolItem(index, message=message))
             else:
-                event = event_from_message(message, None, Role.TOOL, name)
-                event.action = call_frame.action
+                event = _message_event(message, None, Role.TOOL, name, call_frame.action)
                 put(ToolItem(index, event=event, message=message))
         except BaseException as error:
             put(ToolItem(index, error=error))
@@ -202,8 +201,7 @@ class ToolCalls:
             chunks = tool.stream(call.function.arguments, **self.tool_options)  # type: ignore[attr-defined]
             reader = tool_message_stream(chunks, call.id, name)
             for_user, for_history = reader.copy(2)
-            event = event_from_message(None, for_user, Role.TOOL, name)
-            event.action = call_frame.action
+            event = _message_event(None, for_user, Role.TOOL, name, call_frame.action)
             put(ToolItem(index, event=event))
             return concat_message_stream(for_history)
         result = tool.invoke(call.function.arguments, **self.tool_options)  # type: ignore[attr-defined]

@@ -155,12 +155,7 @@ class FlowAgent(BuiltinAgent):
                 hop = agent._run_once(sink, options)
 
     def _enter(self) -> RunFrame:
-        frame = _current()
-        return attrs.evolve(
-            frame,
-            run_path=(*frame.run_path, RunStep(self.name)),
-            address=(*frame.address, f"agent:{self.name}"),
-        )
+        return _current().at_agent(RunStep(self.name))
 
     def _run_once(
         self, sink: EventSink, options: tuple[AgentRunOption, ...]
@@ -183,7 +178,7 @@ class FlowAgent(BuiltinAgent):
             flow_sink = FlowSink(sink, self.name, frame.run_path, frame.log, unnamed_only=hosts)
             # A hosted flow starts agents of its own: like transfer targets, they get the
             # unfiltered options so options designated to them reach them.
-            agent_options = options if hosts else filter_options(options, self.name)
+            agent_options = options if hosts or not options else filter_options(options, self.name)
             # A hosted flow's wrappers report its agents; reporting here too would report
             # the same agent twice.
             with _observed(None if hosts else self, frame, agent_input, flow_sink):
@@ -336,7 +331,10 @@ class FlowAgent(BuiltinAgent):
             HistoryEntry(is_user_input=True, agent_name="", message=message)
             for message in (root.messages if root is not None else ())
         ]
-        skip_transfers = get_impl_specific_options(RunOptions(), *options).skip_transfer_messages
+        skip_transfers = (
+            bool(options)
+            and get_impl_specific_options(RunOptions(), *options).skip_transfer_messages
+        )
         for record in frame.log.visible():
             if skip_transfers and record.is_transfer:
                 if record.variant is not None and record.variant.role is Role.TOOL and entries:
@@ -380,8 +378,9 @@ def _observed(
     wrapper: FlowAgent | None, frame: RunFrame, input: AgentInput, sink: FlowSink
 ) -> AbstractContextManager[None]:
     """Report the agent's turn to the run's callback handlers (``wrapper=None``: do not)."""
-    if wrapper is None:
-        return nullcontext()
+    observers = frame.observers
+    if wrapper is None or observers is None or observers.callbacks is None:
+        return nullcontext()  # nobody to report to (the common case: no callback handlers)
     return observe_agent(
         frame.observers,
         wrapper.name,

@@ -15,7 +15,7 @@ info. Resume the run with the decision as the resume data of that interrupt::
 * ``False`` or ``Reject(reason="...")``: the call does not run; the model gets a tool message
   saying the user rejected it (and why).
 
-Approval is built on :func:`~agentkit.interrupt`, so the decision can come from another process
+Approval is built on :func:`~agentkit._interrupt`, so the decision can come from another process
 with any checkpoint store. The three types are saved in checkpoints under stable names.
 """
 
