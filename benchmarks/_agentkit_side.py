@@ -121,8 +121,12 @@ class AgentkitLoop:
         self.runner = Runner(agent, enable_streaming=stream, checkpoint_store=checkpoint_store)
 
     def run(self, prompt: str, *options: AgentRunOption) -> list[AgentEvent]:
-        """Run the agent on ``prompt`` to its end; returns the events."""
+        """Run the agent on ``prompt`` to its end, reading its events live; returns them."""
         return drain(self.runner.query(prompt, *self.options, *options))
+
+    def invoke(self, prompt: str, *options: AgentRunOption) -> str:
+        """Run the agent on ``prompt`` with ``Runner.invoke`` (no live events); the answer."""
+        return self.runner.invoke(prompt, *self.options, *options).text
 
     def close(self) -> None:
         """Close the model's HTTP client."""
