@@ -31,12 +31,15 @@ def _workload(name: str, settings: Settings) -> tuple[Callable[[], object], Call
         "react-k50-l0": (50, False),
         "react-k10-l50": (10, False),
     }
-    if name in react:
-        steps, stream = react[name]
-        latency = 50 if name.endswith("l50") else 0
+    base = name.removesuffix("-invoke")
+    if base in react:
+        steps, stream = react[base]
+        latency = 50 if base.endswith("l50") else 0
         agent = AgentkitLoop(
             base_url(settings.port, Policy(steps, latency)), ("add",), steps=steps, stream=stream
         )
+        if name.endswith("-invoke"):  # the run in the calling thread, no live events
+            return lambda: agent.invoke("go"), agent.close
         return lambda: agent.run("go"), agent.close
     if name == "fanout-8-l200":
         url = base_url(settings.port, Policy(1, 0, fanout=8, tools=("slow_add",)))
@@ -47,7 +50,8 @@ def _workload(name: str, settings: Settings) -> tuple[Callable[[], object], Call
         runner = build_nested(kind, 6)
         return lambda: drain(runner.query("go")), lambda: None
     raise SystemExit(
-        f"cannot profile {name!r}; choose one of {', '.join(react)}, fanout-8-l200, "
+        f"cannot profile {name!r}; choose one of {', '.join(react)} (each also with "
+        "-invoke), fanout-8-l200, "
         + ", ".join(f"nesting-{kind}" for kind in NESTING_KINDS)
     )
 
