@@ -7,23 +7,20 @@ break loop) or an error. ``agent_name`` and ``run_path`` are filled in by the fr
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import attrs
 
 from agentkit._html import plain
+from agentkit._lazy import present
 from agentkit._persist import persisted
-from agentkit.schema import (
-    FunctionCall,
-    Message,
-    Role,
-    ToolCall,
-    _message_html_lines,
-    assistant_message,
-    tool_message,
+from agentkit._transfer_messages import (
+    TRANSFER_TO_AGENT_TOOL_NAME,
+    gen_transfer_messages,
+    transfer_result_text,
 )
+from agentkit.schema import Message, Role, _message_html_lines
 from agentkit.streams import StreamReader, concat_message_stream
 
 if TYPE_CHECKING:
@@ -57,8 +54,8 @@ __all__ = [
     "transfer_result_text",
 ]
 
-TRANSFER_TO_AGENT_TOOL_NAME = "transfer_to_agent"
-
+# The transfer messages are documented here, where users find them.
+present((gen_transfer_messages, transfer_result_text), __name__)
 
 @persisted("agentkit.RunStep")
 @attrs.frozen(eq=False)
@@ -473,32 +470,6 @@ def break_loop_action(agent_name: str) -> AgentAction:
 new_exit_action = exit_action
 new_transfer_to_agent_action = transfer_action
 new_break_loop_action = break_loop_action
-
-
-def transfer_result_text(dest: str) -> str:
-    """The tool result of a transfer to ``dest``."""
-    return f"successfully transferred to agent [{dest}]"
-
-
-def gen_transfer_messages(dest: str) -> tuple[Message, Message]:
-    """Return the (assistant tool call, tool result) pair that records a transfer to ``dest``.
-
-    The call's arguments are JSON, ``{"agent_name": "<dest>"}``, so a model API accepts the
-    history when it is replayed (Eino puts the bare name there).
-    """
-    import json
-
-    call_id = uuid.uuid4().hex
-    call = ToolCall(
-        id=call_id,
-        function=FunctionCall(
-            name=TRANSFER_TO_AGENT_TOOL_NAME, arguments=json.dumps({"agent_name": dest})
-        ),
-    )
-    return (
-        assistant_message("", [call]),
-        tool_message(transfer_result_text(dest), call_id, TRANSFER_TO_AGENT_TOOL_NAME),
-    )
 
 
 # --- notebook display: the transcript lines of events (rendered by agentkit._html) ---
