@@ -20,7 +20,7 @@ from agentkit._transfer_messages import (
     gen_transfer_messages,
     transfer_result_text,
 )
-from agentkit.schema import Message, Role, _message_html_lines
+from agentkit.schema import Message, Role, _json_safe, _message_html_lines
 from agentkit.streams import StreamReader, concat_message_stream
 
 if TYPE_CHECKING:
@@ -334,20 +334,6 @@ def _action_to_dict(action: AgentAction) -> dict[str, Any]:
     if action.customized_action is not None:
         data["customized_action"] = _json_safe(action.customized_action)
     return data
-
-
-def _json_safe(value: Any) -> Any:
-    if value is None or isinstance(value, (str, int, float, bool)):
-        return value
-    if isinstance(value, dict):
-        return {str(key): _json_safe(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(item) for item in value]
-    if isinstance(value, Message):
-        return value.to_dict()
-    if attrs.has(type(value)):
-        return _json_safe(attrs.asdict(value, recurse=False))
-    return repr(value)
 
 
 @attrs.define

@@ -385,3 +385,19 @@ def _message_html_lines(message: Message, who: str) -> list[tuple[str, str]]:
     for call in message.tool_calls:
         lines.append(("call", f"{who} calls {call.function.name}({call.function.arguments})"))
     return lines
+
+
+def _json_safe(value: Any) -> Any:
+    """``value`` as JSON-safe data (for ``to_dict``): containers walked, messages and attrs
+    instances as dicts, anything else as its ``repr``."""
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    if isinstance(value, dict):
+        return {str(key): _json_safe(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(item) for item in value]
+    if isinstance(value, Message):
+        return value.to_dict()
+    if attrs.has(type(value)):
+        return _json_safe(attrs.asdict(value, recurse=False))
+    return repr(value)
