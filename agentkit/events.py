@@ -54,8 +54,8 @@ __all__ = [
     "transfer_result_text",
 ]
 
-# The transfer messages are documented here, where users find them.
-present((gen_transfer_messages, transfer_result_text), __name__)
+present((gen_transfer_messages, transfer_result_text), __name__)  # documented here
+
 
 @persisted("agentkit.RunStep")
 @attrs.frozen(eq=False)
@@ -389,9 +389,6 @@ class OnSubAgents(Protocol):
     def on_set_as_sub_agent(self, parent: Agent) -> None: ...
 
     def on_disallow_transfer_to_parent(self) -> None: ...
-
-
-# --- helpers --------------------------------------------------------------------------------
 
 
 def event_from_message(
