@@ -66,6 +66,38 @@ def run_in_worker(work: Callable[[Any], None]) -> RunIterator:
     return start_worker(work, frame, owns_scope=False)
 
 
+class _EventCallback:
+    """Calls ``Runner.invoke``'s ``on_event`` with each event as it is delivered.
+
+    Calls are serialized (a Parallel branch sends from its own thread). The first exception
+    the callback raises is kept, the run is cancelled at once, and no further event is
+    delivered; :func:`start_worker` raises the exception once the run has stopped.
+    """
+
+    __slots__ = ("callback", "downstream", "error", "lock", "scope")
+
+    def __init__(
+        self, downstream: EventSink, callback: Callable[[AgentEvent], object], scope: RunScope
+    ) -> None:
+        self.downstream = downstream
+        self.callback = callback
+        self.scope = scope
+        self.lock = threading.Lock()
+        self.error: BaseException | None = None
+
+    def send(self, item: AgentEvent) -> bool:
+        with self.lock:
+            if self.error is not None or not self.downstream.send(item):
+                return False
+            try:
+                self.callback(item)
+                return True
+            except BaseException as error:  # raised again by start_worker, not swallowed
+                self.error = error
+        self.scope.request_cancel(CancelMode.IMMEDIATE)
+        return False
+
+
 class _BareRunSink:
     """The top of a run without a Runner: fills in the contexts of an interrupt event."""
 
@@ -93,6 +125,7 @@ def start_worker(
     fill_interrupts: bool = False,
     outcome: RunOutcome | None = None,
     inline: bool = False,
+    on_event: Callable[[AgentEvent], object] | None = None,
 ) -> RunIterator:
     """Start the worker thread of :func:`run_in_worker` in ``frame`` (framework-internal).
 
@@ -115,6 +148,16 @@ def start_worker(
     sink: EventSink = generator
     if fill_interrupts:
         sink = _BareRunSink(generator, frame.journal)
+    callback = None
+    if on_event is not None:
+        if not inline:
+            raise ValueError("on_event is only for a run in the calling thread (inline)")
+        hand_out = iterator._hand_out  # the callback may read streams result() reads too
+
+        def deliver(event: AgentEvent) -> object:
+            return on_event(hand_out(event))
+
+        sink = callback = _EventCallback(sink, deliver, scope)
 
     def body() -> None:
         with use_frame(frame):
@@ -135,6 +178,8 @@ def start_worker(
         # Nobody watches the run live (Runner.invoke): run it in the calling thread, the
         # events queue up for result(). No worker, no hand-over of every event.
         context.run(body)
+        if callback is not None and callback.error is not None:
+            raise callback.error
         return iterator
     thread = threading.Thread(target=context.run, args=(body,), name="agentkit-run", daemon=True)
 

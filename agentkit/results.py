@@ -25,9 +25,10 @@ from typing import Any
 
 import attrs
 
-from agentkit.events import AgentEvent, InterruptInfo
+from agentkit.events import AgentEvent, InterruptInfo, MessageVariant
 from agentkit.iterators import AsyncIterator, _Pair
 from agentkit.schema import Message, Role, TokenUsage
+from agentkit.streams import StreamReader
 
 __all__ = ["RunIterator", "RunOutcome", "RunResult", "usage_of"]
 
@@ -184,14 +185,17 @@ class RunIterator(AsyncIterator[AgentEvent]):
     """The event iterator of a run; :meth:`result` waits for its end and sums it up.
 
     It is an :class:`~agentkit.AsyncIterator` that also remembers the events it handed out,
-    so ``result()`` after a partial (or full) loop still sees the whole run.
+    so ``result()`` after a partial (or full) loop still sees the whole run, streamed answers
+    included: the ``message_stream`` of an event handed out is a copy, so reading it in the
+    loop leaves the answer for ``result()``.
     """
 
-    __slots__ = ("_lock", "_outcome", "_seen")
+    __slots__ = ("_kept", "_lock", "_outcome", "_seen")
 
     def __init__(self, pair: _Pair, outcome: RunOutcome | None = None) -> None:
         super().__init__(pair)
         self._seen: list[AgentEvent] = []
+        self._kept: dict[int, tuple[MessageVariant, StreamReader[Message]]] = {}
         self._lock = threading.Lock()
         self._outcome = outcome if outcome is not None else RunOutcome()
 
@@ -199,15 +203,30 @@ class RunIterator(AsyncIterator[AgentEvent]):
         """Block until the next event: ``(event, True)``, or ``(None, False)`` at the end."""
         item, ok = super().next()
         if ok and item is not None:
+            self._hand_out(item)
             with self._lock:
                 self._seen.append(item)
         return item, ok
 
     def __next__(self) -> AgentEvent:
         item = super().__next__()
+        self._hand_out(item)
         with self._lock:
             self._seen.append(item)
         return item
+
+    def _hand_out(self, event: AgentEvent) -> AgentEvent:
+        """Keep an unread copy of the message stream of an event the user is about to see."""
+        output = event.output
+        variant = output.message_output if output is not None else None
+        if variant is None or variant.message_stream is None:
+            return event
+        with self._lock:
+            if id(variant) not in self._kept:
+                kept, given = variant.message_stream.copy(2)
+                variant.message_stream = given
+                self._kept[id(variant)] = (variant, kept)
+        return event
 
     def __enter__(self) -> RunIterator:
         return self
@@ -228,6 +247,10 @@ class RunIterator(AsyncIterator[AgentEvent]):
             pass
         with self._lock:
             events = list(self._seen)
+            for variant, kept in self._kept.values():
+                # The user may have read the stream they were given: summarize from our copy.
+                variant.message_stream = kept
+            self._kept.clear()
         result = _summarize(events, self._outcome)
         if raise_errors and result.error is not None:
             raise result.error

@@ -20,7 +20,7 @@ The life of a checkpoint (a run given ``with_checkpoint_id(id)``):
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from agentkit._checkpoints import (
@@ -39,7 +39,7 @@ from agentkit._runner_sink import RunnerSink
 from agentkit._scope import RunScope
 from agentkit._worker import EventSink, start_worker
 from agentkit.agents.flow import FlowAgent
-from agentkit.events import Agent, AgentInput, InterruptInfo, ResumeInfo
+from agentkit.events import Agent, AgentEvent, AgentInput, InterruptInfo, ResumeInfo
 from agentkit.results import RunIterator, RunOutcome, RunResult
 from agentkit.schema import Message, user_message
 
@@ -116,22 +116,46 @@ class Runner:
             self._serializer = PickleSerializer()
         return self._serializer
 
-    def invoke(self, query: str | Sequence[Message], *options: AgentRunOption) -> RunResult:
-        """Run the agent to its end and return the :class:`~agentkit.RunResult`.
+    def invoke(
+        self,
+        query: str | Sequence[Message],
+        *options: AgentRunOption,
+        on_event: Callable[[AgentEvent], object] | None = None,
+    ) -> RunResult:
+        """Run the agent to its end in this thread and return the :class:`~agentkit.RunResult`.
 
-        ``query`` is a user message's text or a list of messages. The same as
-        ``run(...).result()``::
+        ``query`` is a user message's text or a list of messages. The result is the same as
+        ``run(...).result()``, but the run goes on in the calling thread, with no worker
+        thread handing each event over::
 
             print(runner.invoke("What is 2 + 2?").text)
 
+        ``on_event`` is called with each event as it happens, the way a ``for`` loop over
+        :meth:`run` sees it: to show progress, or print a streamed answer as it arrives, at
+        the cost of no thread hand-over::
+
+            def show(event):
+                if event.output and event.output.message_output:
+                    for chunk in event.output.message_output.message_stream or ():
+                        print(chunk.content, end="", flush=True)
+
+            runner.invoke("Tell me a story", on_event=show)
+
+        The callback runs in the thread that produced the event (this one, or a
+        ``ParallelAgent`` branch's), one call at a time. It may read the event's message
+        stream; the run waits meanwhile. If it raises, the run is cancelled at once (as
+        closing :meth:`run`'s iterator would; a run with a checkpoint id is saved) and
+        ``invoke`` raises that exception.
+
         Raises:
             Exception: the error a failed run ended with (see :meth:`RunIterator.result
-                <agentkit.results.RunIterator.result>`); an interrupted run returns normally,
-                with ``result.interrupt`` and ``result.checkpoint_id`` set.
+                <agentkit.results.RunIterator.result>`), or the one ``on_event`` raised; an
+                interrupted run returns normally, with ``result.interrupt`` and
+                ``result.checkpoint_id`` set.
         """
         messages = [user_message(query)] if isinstance(query, str) else query
-        # Nobody reads the events live: the run goes on in this thread (no worker thread).
-        return self._run(messages, options, inline=True).result()
+        # Nobody reads the events through an iterator: the run goes on in this thread.
+        return self._run(messages, options, inline=True, on_event=on_event).result()
 
     def query(self, text: str, *options: AgentRunOption) -> RunIterator:
         """Run the agent on one user message ``text``; see :meth:`run`."""
@@ -152,7 +176,12 @@ class Runner:
         return self._run(messages, options, inline=False)
 
     def _run(
-        self, messages: Sequence[Message], options: tuple[AgentRunOption, ...], *, inline: bool
+        self,
+        messages: Sequence[Message],
+        options: tuple[AgentRunOption, ...],
+        *,
+        inline: bool,
+        on_event: Callable[[AgentEvent], object] | None = None,
     ) -> RunIterator:
         if isinstance(messages, (str, Message)):
             raise TypeError(
@@ -170,7 +199,7 @@ class Runner:
                 run_options.conversation_trim,
             )
         try:
-            return self._start(messages, run_options, options, turn, inline)
+            return self._start(messages, run_options, options, turn, inline, on_event)
         except BaseException:
             if turn is not None:
                 turn.release()  # the run never started: nothing else gives the lock back
@@ -183,6 +212,7 @@ class Runner:
         options: tuple[AgentRunOption, ...],
         turn: OpenTurn | None,
         inline: bool = False,
+        on_event: Callable[[AgentEvent], object] | None = None,
     ) -> RunIterator:
         root_input = AgentInput(messages=list(messages), enable_streaming=self.enable_streaming)
         scope = RunScope()
@@ -221,6 +251,7 @@ class Runner:
             outcome=outcome,
             on_finish=None if turn is None else turn.release,
             inline=inline,
+            on_event=on_event,
         )
 
     def _conversation_store(self) -> ConversationStore:

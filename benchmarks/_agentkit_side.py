@@ -41,6 +41,7 @@ __all__ = [
     "InstantModel",
     "build_nested",
     "drain",
+    "read_event",
     "with_unused_extensions",
 ]
 
@@ -83,15 +84,20 @@ def with_unused_extensions(
     return kwargs, [*run_options, with_callbacks(_AgentsOnlyHandler())]
 
 
+def read_event(event: AgentEvent) -> None:
+    """Read one event the way a live display would (its message stream to the end)."""
+    if event.err is not None:
+        raise event.err
+    output = event.output
+    if output is not None and output.message_output is not None:
+        output.message_output.get_message()
+
+
 def drain(events: Any) -> list[AgentEvent]:
     """Consume a run's events (reading every message stream to its end); raise its error."""
     seen: list[AgentEvent] = []
     for event in events:
-        if event.err is not None:
-            raise event.err
-        output = event.output
-        if output is not None and output.message_output is not None:
-            output.message_output.get_message()
+        read_event(event)
         seen.append(event)
     return seen
 
@@ -127,6 +133,10 @@ class AgentkitLoop:
     def invoke(self, prompt: str, *options: AgentRunOption) -> str:
         """Run the agent on ``prompt`` with ``Runner.invoke`` (no live events); the answer."""
         return self.runner.invoke(prompt, *self.options, *options).text
+
+    def on_event(self, prompt: str, *options: AgentRunOption) -> str:
+        """Run the agent with ``Runner.invoke``, reading each event live with ``on_event``."""
+        return self.runner.invoke(prompt, *self.options, *options, on_event=read_event).text
 
     def close(self) -> None:
         """Close the model's HTTP client."""

@@ -84,17 +84,19 @@ def react(
     """``react-k<steps>-l<latency>``: a ReAct run of ``steps`` tool rounds, wall time.
 
     The agentkit side reads the run's events live (``Runner.query``: the run goes on in a
-    worker thread that hands each event over). With ``invoke`` a third side, interleaved in the
-    same rounds, runs the agent with ``Runner.invoke`` (in the calling thread, like the raw
-    loop, returning the result), and a second row (``<name> invoke``) reports it.
+    worker thread that hands each event over). With ``invoke`` two more sides, interleaved in
+    the same rounds, run the agent in the calling thread like the raw loop: ``Runner.invoke``
+    (the result only; row ``<name> invoke``), and ``Runner.invoke(on_event=...)`` reading every
+    event live as the query side does (row ``<name> on_event``).
     """
     from benchmarks._agentkit_side import AgentkitLoop
 
     url = base_url(settings.port, Policy(steps, latency_ms))
     raw = _raw.RawLoop(url, ("add",), stream=stream)
     agent = AgentkitLoop(url, ("add",), steps=steps, stream=stream)
-    steps_seen: dict[str, list[list[float]]] = {"raw": [], "agentkit": [], "invoke": []}
-    cpu: dict[str, list[float]] = {"raw": [], "agentkit": [], "invoke": []}
+    labels = ("agentkit", "invoke", "on_event")
+    steps_seen: dict[str, list[list[float]]] = {label: [] for label in ("raw", *labels)}
+    cpu: dict[str, list[float]] = {label: [] for label in ("raw", *labels)}
 
     def side(label: str, run: Callable[[str], object]) -> Callable[[], float]:
         timed = _timed(lambda: run("go"))
@@ -111,16 +113,21 @@ def react(
 
     sides = [side("raw", raw.run), side("agentkit", agent.run)]
     if invoke:
-        sides.append(side("invoke", agent.invoke))
+        sides += [side("invoke", agent.invoke), side("on_event", agent.on_event)]
     try:
         baseline, *samples = interleave(sides, settings.rounds(rounds))
     finally:
         raw.close()
         agent.close()
     rows = []
-    for label, ours in zip(("agentkit", "invoke"), samples, strict=False):
+    how_read = {
+        "agentkit": "events read live (query, worker thread)",
+        "invoke": "Runner.invoke",
+        "on_event": "events read live (invoke on_event, calling thread)",
+    }
+    for label, ours in zip(labels, samples, strict=False):
         row = Row(
-            name if label == "agentkit" else f"{name} invoke",
+            name if label == "agentkit" else f"{name} {label}",
             "ms",
             _ms(ours),
             _ms(baseline),
@@ -134,9 +141,8 @@ def react(
             cpu_ms={key: _ms(cpu[key]) for key in ("raw", label)},
             extra_cpu_us_per_step=cpu_extra * 1e6,
         )
-        how = "events read live (query)" if label == "agentkit" else "Runner.invoke"
         row.note = (
-            f"{how}; wall +{per_step_extra:.0f} us/step; client CPU "
+            f"{how_read[label]}; wall +{per_step_extra:.0f} us/step; client CPU "
             f"+{cpu_extra * 1e6:.0f} us/step"
         )
         if steps >= 30 and budget is not None:

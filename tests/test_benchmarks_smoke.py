@@ -26,11 +26,17 @@ def test_quick_run_of_one_scenario_writes_json_and_markdown(tmp_path: Path) -> N
 
     document = json.loads((tmp_path / "results.json").read_text())
     assert document["meta"]["mode"] == "quick"
-    assert [row["name"] for row in document["rows"]] == ["react-k10-l0", "react-k10-l0 invoke"]
-    row, invoked = document["rows"]
+    assert [row["name"] for row in document["rows"]] == [
+        "react-k10-l0",
+        "react-k10-l0 invoke",
+        "react-k10-l0 on_event",
+    ]
+    row, invoked, live = document["rows"]
     assert invoked["note"].startswith("Runner.invoke;")
-    assert row["note"].startswith("events read live (query);")
+    assert row["note"].startswith("events read live (query, worker thread);")
+    assert live["note"].startswith("events read live (invoke on_event, calling thread);")
     assert len(invoked["samples"]["ratios"]) == 3
+    assert len(live["samples"]["ratios"]) == 3
     assert row["unit"] == "ms"
     assert row["budget"] == {"kind": "ratio", "limit": 1.15, "unit": ""}
     assert row["passed"] in (True, False)
