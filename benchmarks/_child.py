@@ -4,7 +4,8 @@ Each child imports only what its side needs (the raw side never imports agentkit
 work, and prints one JSON line: the wall time of the measured part and the process's peak
 RSS (``VmHWM``). ``what`` is ``concurrency`` (50 concurrent runs of a 3-tool agent, 50 ms
 latency; the wall covers the runs only) or ``oneshot`` (import + set-up + one 10-step run,
-the whole process timed by the parent).
+the whole process timed by the parent; the agentkit side is the script a user would write:
+``Runner(agent).invoke(...).text``).
 """
 
 from __future__ import annotations
@@ -76,12 +77,15 @@ def _oneshot(side: str, url: str) -> dict[str, float]:
         answer = loop.run("go")
         loop.close()
     else:
-        from benchmarks._agentkit_side import AgentkitLoop
+        # What a user's one-shot script imports and does: one agent, one answer.
+        from agentkit import ChatModelAgent, Runner, tool
+        from agentkit.models.openai import OpenAIChatModel
+        from benchmarks._raw import add
 
-        agent = AgentkitLoop(url, ("add",), steps=10)
-        final = agent.run("go")[-1].get_message()
-        answer = final.content if final is not None else ""
-        agent.close()
+        model = OpenAIChatModel("bench", api_key="sk-bench", base_url=url)
+        agent = ChatModelAgent("bench", "a benchmark agent", model, tools=[tool(add)])
+        answer = Runner(agent).invoke("go").text
+        model.close()
     if "10 tool results" not in answer:
         raise RuntimeError(f"the one-shot run ended with an unexpected answer: {answer!r}")
     return {"wall": 0.0}

@@ -151,7 +151,8 @@ def oneshot(settings: Settings) -> list[Row]:
             [x * 1e3 for x in baseline],
             _ratios(ours, baseline),
             Budget("ratio", 1.3),
-            note="python -m benchmarks._child: import + set-up + 10 steps, whole process",
+            note="python -m benchmarks._child: import + set-up + 10 steps (Runner.invoke), "
+            "whole process",
         ),
         Row(
             "oneshot peak RSS",
