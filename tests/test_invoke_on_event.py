@@ -31,6 +31,12 @@ def _adder(model: ScriptedChatModel) -> ChatModelAgent:
     return ChatModelAgent("calc", "adds", model, tools=[add])
 
 
+def _role(event: AgentEvent) -> str:
+    message = event.get_message()
+    assert message is not None
+    return message.role.value
+
+
 def test_on_event_sees_every_event_in_order_in_the_calling_thread() -> None:
     model = ScriptedChatModel(
         [calls_message(call("add", {"a": 2, "b": 3}, id="c1")), "2 + 3 = 5"]
@@ -41,7 +47,7 @@ def test_on_event_sees_every_event_in_order_in_the_calling_thread() -> None:
     )
     assert result.text == "2 + 3 = 5"
     assert [event for event, _ in seen] == result.events
-    assert [event.get_message().role.value for event, _ in seen] == [
+    assert [_role(event) for event, _ in seen] == [
         "assistant",
         "tool",
         "assistant",
@@ -100,7 +106,7 @@ def test_an_exception_in_on_event_cancels_the_run_and_invoke_raises_it() -> None
 
     def stop_at_first_tool_result(event: AgentEvent) -> None:
         seen.append(event)
-        if event.get_message().role.value == "tool":
+        if _role(event) == "tool":
             raise Stop("enough")
 
     with pytest.raises(Stop, match="enough"):
@@ -199,4 +205,5 @@ def test_result_after_a_loop_that_read_the_streams_itself() -> None:
     assert result.error is None
     assert result.text == "the sum is 42"
     assert "".join(printed).endswith("the sum is 42")
-    assert result.events[-1].get_message().content == "the sum is 42"
+    last = result.events[-1].get_message()
+    assert last is not None and last.content == "the sum is 42"
