@@ -69,18 +69,25 @@ def run_in_worker(work: Callable[[Any], None]) -> RunIterator:
 class _EventCallback:
     """Calls ``Runner.invoke``'s ``on_event`` with each event as it is delivered.
 
-    Calls are serialized (a Parallel branch sends from its own thread). The first exception
-    the callback raises is kept, the run is cancelled at once, and no further event is
-    delivered; :func:`start_worker` raises the exception once the run has stopped.
+    The event goes through ``hand_out`` first (the iterator keeps a copy of its stream for
+    ``result()``, as for the events it yields). Calls are serialized (a Parallel branch sends
+    from its own thread). The first exception the callback raises is kept, the run is
+    cancelled at once, and no further event is delivered; :func:`start_worker` raises the
+    exception once the run has stopped.
     """
 
-    __slots__ = ("callback", "downstream", "error", "lock", "scope")
+    __slots__ = ("callback", "downstream", "error", "hand_out", "lock", "scope")
 
     def __init__(
-        self, downstream: EventSink, callback: Callable[[AgentEvent], object], scope: RunScope
+        self,
+        downstream: EventSink,
+        callback: Callable[[AgentEvent], object],
+        hand_out: Callable[[AgentEvent], AgentEvent],
+        scope: RunScope,
     ) -> None:
         self.downstream = downstream
         self.callback = callback
+        self.hand_out = hand_out
         self.scope = scope
         self.lock = threading.Lock()
         self.error: BaseException | None = None
@@ -90,7 +97,7 @@ class _EventCallback:
             if self.error is not None or not self.downstream.send(item):
                 return False
             try:
-                self.callback(item)
+                self.callback(self.hand_out(item))
                 return True
             except BaseException as error:  # raised again by start_worker, not swallowed
                 self.error = error
@@ -152,12 +159,7 @@ def start_worker(
     if on_event is not None:
         if not inline:
             raise ValueError("on_event is only for a run in the calling thread (inline)")
-        hand_out = iterator._hand_out  # the callback may read streams result() reads too
-
-        def deliver(event: AgentEvent) -> object:
-            return on_event(hand_out(event))
-
-        sink = callback = _EventCallback(sink, deliver, scope)
+        sink = callback = _EventCallback(sink, on_event, iterator._hand_out, scope)
 
     def body() -> None:
         with use_frame(frame):

@@ -195,7 +195,8 @@ class RunIterator(AsyncIterator[AgentEvent]):
     def __init__(self, pair: _Pair, outcome: RunOutcome | None = None) -> None:
         super().__init__(pair)
         self._seen: list[AgentEvent] = []
-        self._kept: dict[int, tuple[MessageVariant, StreamReader[Message]]] = {}
+        # The variants whose stream the user was given a copy of, and our unread copy.
+        self._kept: list[tuple[MessageVariant, StreamReader[Message]]] = []
         self._lock = threading.Lock()
         self._outcome = outcome if outcome is not None else RunOutcome()
 
@@ -221,11 +222,10 @@ class RunIterator(AsyncIterator[AgentEvent]):
         variant = output.message_output if output is not None else None
         if variant is None or variant.message_stream is None:
             return event
+        kept, given = variant.message_stream.copy(2)
+        variant.message_stream = given
         with self._lock:
-            if id(variant) not in self._kept:
-                kept, given = variant.message_stream.copy(2)
-                variant.message_stream = given
-                self._kept[id(variant)] = (variant, kept)
+            self._kept.append((variant, kept))
         return event
 
     def __enter__(self) -> RunIterator:
@@ -243,11 +243,18 @@ class RunIterator(AsyncIterator[AgentEvent]):
                 mid-stream): the original exception, with a note naming the agent and the run
                 path. An interrupted run is not a failure.
         """
-        for _ in self:
-            pass
+        # The rest is read here, not handed out to the user: its streams need no copy.
+        read = super().__next__
+        while True:
+            try:
+                item = read()
+            except StopIteration:
+                break
+            with self._lock:
+                self._seen.append(item)
         with self._lock:
             events = list(self._seen)
-            for variant, kept in self._kept.values():
+            for variant, kept in self._kept:
                 # The user may have read the stream they were given: summarize from our copy.
                 variant.message_stream = kept
             self._kept.clear()
