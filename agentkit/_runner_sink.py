@@ -194,7 +194,8 @@ class RunnerSink:
                 run_path=held.run_path if held is not None else [],
                 err=ConversationStoreError(
                     f"the turn completed but could not be appended to conversation "
-                    f"{self.turn.turn.conversation_id!r}: {type(error).__name__}: {error}"
+                    f"{self.turn.turn.conversation_id!r}: {type(error).__name__}: {error}",
+                    conversation_id=self.turn.turn.conversation_id,
                 ),
             )
         return None
