@@ -265,7 +265,8 @@ def test_a_record_over_the_size_limit_is_refused_and_nothing_is_appended(
         store.append("c", [user_message("small"), assistant_message("x" * 2000)])
     error = caught.value
     assert (error.conversation_id, error.index) == ("c", 1)
-    assert "message 1 of the 2" in str(error) and "max_record_bytes=1000" in str(error)
+    assert "the message at position 1 of the 2 to append" in str(error)
+    assert "max_record_bytes=1000" in str(error)
     assert [m.content for m in store.load("c")] == ["before"]
 
 
@@ -307,3 +308,23 @@ def test_a_record_error_survives_pickling() -> None:
     error = ConversationRecordError("bad", conversation_id="c", index=3)
     copy = pickle.loads(pickle.dumps(error))
     assert (str(copy), copy.conversation_id, copy.index) == ("bad", "c", 3)
+
+
+def test_a_turn_with_an_answer_over_the_limit_appends_nothing_and_says_why(
+    stores: Callable[..., Any],
+) -> None:
+    store = stores("file", max_record_bytes=2000)
+    store.append("c", [user_message("earlier")])
+    runner = Runner(
+        ChatModelAgent("a", "d", ScriptedChatModel(["w" * 5000])), conversation_store=store
+    )
+    with pytest.raises(ConversationStoreError) as caught:
+        runner.invoke("write a lot", with_conversation_id("c"))
+    error = caught.value
+    assert error.conversation_id == "c"
+    assert "the message at position 1 of the 2 to append" in str(error)
+    assert "max_record_bytes=2000" in str(error)
+    assert isinstance(error.__cause__, ConversationRecordError)
+    assert error.__cause__.index == 1
+    assert [m.content for m in store.load("c")] == ["earlier"]
+    store.lock("c").release()  # the turn gave the lock back

@@ -115,11 +115,11 @@ def encode_records(
         record = _encode(conversation_id, index, len(messages), message)
         if len(record) > max_record_bytes:
             raise ConversationRecordError(
-                f"conversation {conversation_id!r}: message {index} of the {len(messages)} to "
-                f"append is a record of {len(record)} bytes, over max_record_bytes="
-                f"{max_record_bytes}; nothing was appended. Keep less in one message (cap "
-                "tool results with ChatModelAgent(max_tool_result_chars=...)) or create the "
-                "store with a larger max_record_bytes",
+                f"conversation {conversation_id!r}: the message at position {index} of the "
+                f"{len(messages)} to append is a record of {len(record)} bytes, over "
+                f"max_record_bytes={max_record_bytes}; nothing was appended. Keep less in one "
+                "message (cap tool results with ChatModelAgent(max_tool_result_chars=...)) or "
+                "create the store with a larger max_record_bytes",
                 conversation_id=conversation_id,
                 index=index,
             )
@@ -137,8 +137,9 @@ def _encode(conversation_id: str, index: int, count: int, message: Message) -> b
             return json.dumps(data, separators=(",", ":")).encode("ascii")
     except (TypeError, ValueError) as error:
         raise TypeError(
-            f"conversation {conversation_id!r}: message {index} of the {count} to append "
-            f"cannot be stored as JSON: {error} (a message's extra must hold JSON values only)"
+            f"conversation {conversation_id!r}: the message at position {index} of the {count} "
+            f"to append cannot be stored as JSON: {error} (a message's extra must hold JSON "
+            "values only)"
         ) from error
 
 

@@ -100,11 +100,15 @@ class FileConversationStore:
             pass
 
     def drop_record(self, conversation_id: str, index: int) -> None:
-        """Remove the record at position ``index`` (see :class:`ConversationStore`).
+        """Remove the record at position ``index`` (0 is the oldest; the later ones move up).
 
         The file is rewritten to ``<name>.repair`` and moved over the old one, so a crash
         leaves the old file or the new one; a ``.repair`` file left by a crash is
         overwritten by the next repair of that conversation.
+
+        Raises:
+            IndexError: there is no record at ``index``.
+            ConversationBusyError: a turn of the conversation is running.
         """
         path = self.path_for(conversation_id)
         check_index(index)

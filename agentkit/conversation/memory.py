@@ -56,7 +56,12 @@ class InMemoryConversationStore:
             self._logs.pop(check_id(conversation_id), None)
 
     def drop_record(self, conversation_id: str, index: int) -> None:
-        """Remove the record at position ``index`` (see :class:`ConversationStore`)."""
+        """Remove the record at position ``index`` (0 is the oldest; the later ones move up).
+
+        Raises:
+            IndexError: there is no record at ``index``.
+            ConversationBusyError: a turn of the conversation is running.
+        """
         check_id(conversation_id)
         check_index(index)
         lock = self.lock(conversation_id)
