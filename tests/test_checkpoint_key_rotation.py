@@ -246,3 +246,43 @@ def test_a_checkpoint_signed_before_the_database_was_bound_loads_in_db_0(
     legacy = serializer.dumps([1], checkpoint_id="x", namespace="redis:" + prefix)
     with RedisCheckPointStore(on_db(redis_url, 0), prefix=prefix) as db0:
         assert loads_for_store(serializer, db0, "x", legacy) == [1]
+
+
+def test_a_pending_payment_copied_to_another_database_does_not_resume(
+    redis_url: str,  # noqa: F811
+) -> None:
+    paid: list[int] = []
+
+    @tool
+    def pay(amount: int) -> str:
+        """Pay after approval."""
+        if interrupt("approve?"):
+            paid.append(amount)
+            return f"paid {amount}"
+        return "declined"
+
+    def runner(store: RedisCheckPointStore, script: list[Any]) -> Runner:
+        agent = ChatModelAgent("Payer", "pays", ScriptedChatModel(script), tools=[pay])
+        return Runner(agent, checkpoint_store=store, serializer=PickleSerializer(NEW))
+
+    prefix = f"test:{uuid.uuid4().hex}:"
+    with (
+        RedisCheckPointStore(on_db(redis_url, 8), prefix=prefix) as db8,
+        RedisCheckPointStore(on_db(redis_url, 9), prefix=prefix) as db9,
+    ):
+        try:
+            first = runner(db8, [calls_message(call("pay", {"amount": 9999}, id="p"))])
+            stopped = first.invoke("pay", with_checkpoint_id("order"))
+            assert stopped.interrupt is not None
+            [point] = stopped.interrupt.contexts
+            data = db8.get("order")
+            assert data is not None
+            db9.set("order", data)
+            with pytest.raises(CheckpointError, match="'redis/9:"):
+                runner(db9, ["done"]).resume("order", targets={point.id: True})
+            assert paid == []
+            runner(db8, ["done"]).resume("order", targets={point.id: True}).result()
+            assert paid == [9999]  # where it was saved, it resumes
+        finally:
+            db8.delete("order")
+            db9.delete("order")
