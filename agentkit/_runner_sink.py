@@ -189,13 +189,16 @@ class RunnerSink:
         try:
             self.turn.complete(self.frame.log.visible())
         except Exception as error:
+            failure = ConversationStoreError(
+                f"the turn completed but could not be appended to conversation "
+                f"{self.turn.turn.conversation_id!r}: {type(error).__name__}: {error}",
+                conversation_id=self.turn.turn.conversation_id,
+            )
+            failure.__cause__ = error
             return AgentEvent(
                 agent_name=held.agent_name if held is not None else "",
                 run_path=held.run_path if held is not None else [],
-                err=ConversationStoreError(
-                    f"the turn completed but could not be appended to conversation "
-                    f"{self.turn.turn.conversation_id!r}: {type(error).__name__}: {error}"
-                ),
+                err=failure,
             )
         return None
 

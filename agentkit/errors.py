@@ -13,8 +13,10 @@ exception says the same thing, the agentkit error subclasses it too, so existing
     ├── ResumeError
     ├── AgentCancelledError
     ├── OutputValidationError (ValueError)
-    ├── ConversationBusyError
-    ├── ConversationStoreError
+    ├── ConversationError
+    │   ├── ConversationBusyError
+    │   ├── ConversationStoreError
+    │   └── ConversationRecordError (ValueError)
     ├── CheckpointError
     │   ├── CheckpointNotFoundError (KeyError)
     │   ├── CheckpointConsumedError
@@ -60,6 +62,8 @@ __all__ = [
     "CheckpointError",
     "CheckpointNotFoundError",
     "ConversationBusyError",
+    "ConversationError",
+    "ConversationRecordError",
     "ConversationStoreError",
     "ExceedMaxIterationsError",
     "IncompleteStreamError",
@@ -141,12 +145,50 @@ class OutputValidationError(AgentKitError, ValueError):
         return (type(self), (str(self),), {"agent_name": self.agent_name})
 
 
-class ConversationBusyError(AgentKitError):
+class ConversationError(AgentKitError):
+    """A conversation could not be loaded, appended to, locked or repaired.
+
+    Attributes:
+        conversation_id: the conversation, ``""`` when unknown.
+    """
+
+    def __init__(self, message: str, *, conversation_id: str = "") -> None:
+        super().__init__(message)
+        self.conversation_id = conversation_id
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (str(self),), {"conversation_id": self.conversation_id})
+
+
+class ConversationBusyError(ConversationError):
     """Another turn of the same conversation is running (one writer per conversation)."""
 
 
-class ConversationStoreError(AgentKitError):
+class ConversationStoreError(ConversationError):
     """A conversation store failed to load or append a conversation."""
+
+
+class ConversationRecordError(ConversationError, ValueError):
+    """A conversation record is bad: not UTF-8, not JSON, not a message, or over the size limit.
+
+    Raised by ``load`` for a stored record that cannot be read (the conversation stays as it
+    is: repair it with the store's ``drop_record(conversation_id, index)``), and by ``append``
+    for a message whose record would be over the store's ``max_record_bytes`` (then nothing
+    of that append is stored).
+
+    Attributes:
+        conversation_id: the conversation.
+        index: from ``load``, the record's position in the conversation (0 is the oldest);
+            from ``append``, the message's position in the messages given to it.
+    """
+
+    def __init__(self, message: str, *, conversation_id: str = "", index: int = 0) -> None:
+        super().__init__(message, conversation_id=conversation_id)
+        self.index = index
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        state = {"conversation_id": self.conversation_id, "index": self.index}
+        return (type(self), (str(self),), state)
 
 
 class TransferError(AgentKitError):

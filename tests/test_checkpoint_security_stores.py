@@ -205,9 +205,10 @@ def test_the_file_store_creates_private_directories_and_files(
         assert mode(tmp_path / "new") == 0o700
         assert mode(tmp_path / "new" / "checkpoints") == 0o700
         assert mode(store.path_for("a")) == 0o600
-        files = list((tmp_path / "new" / "checkpoints").iterdir())
+        files = [path for path in (tmp_path / "new" / "checkpoints").iterdir() if path.is_file()]
         assert {path.suffix for path in files} == {".ckpt", ".lease", ".lock"}
         assert all(mode(path) == 0o600 for path in files)
+        assert mode(tmp_path / "new" / "checkpoints" / ".tmp") == 0o700
 
 
 @posix_only
@@ -325,7 +326,9 @@ store.set("a", b"x" * 1000)
 
 
 @posix_only
-def test_temp_files_of_a_save_killed_midway_are_removed_when_stale(tmp_path: Path) -> None:
+def test_temp_files_of_a_save_killed_midway_are_removed_when_a_store_opens(
+    tmp_path: Path,
+) -> None:
     directory = tmp_path / "store"
     result = subprocess.run(
         [sys.executable, "-c", KILLED_CHILD, str(directory)],
@@ -334,15 +337,26 @@ def test_temp_files_of_a_save_killed_midway_are_removed_when_stale(tmp_path: Pat
         check=False,
     )
     assert result.returncode == -signal.SIGKILL
-    leftovers = [path for path in directory.iterdir() if path.name.startswith(".tmp-")]
+    leftovers = [path for path in (directory / ".tmp").iterdir() if path.name.startswith(".tmp-")]
     assert len(leftovers) == 1
-    FileCheckPointStore(directory)  # young: a save may still be running in another process
-    assert leftovers[0].exists()
-    old = time.time() - 3600
-    os.utime(leftovers[0], (old, old))
+    # its writer is dead (its lock is free): no need to wait for it to grow old
     store = FileCheckPointStore(directory)
     assert not leftovers[0].exists()
     assert store.get("a") is None  # the killed save never became visible
+
+
+def test_unlocked_temp_files_of_earlier_releases_are_removed_when_stale(tmp_path: Path) -> None:
+    # earlier releases kept unlocked temporary files in the directory itself: only age tells
+    store = FileCheckPointStore(tmp_path)
+    legacy = tmp_path / ".tmp-abcdefgh"
+    legacy.write_bytes(b"half a checkpoint")
+    FileCheckPointStore(tmp_path)  # young: a save of an earlier release may still be running
+    store.set("x", b"a write does not touch it either")
+    assert legacy.exists()
+    old = time.time() - 3600
+    os.utime(legacy, (old, old))
+    FileCheckPointStore(tmp_path)
+    assert not legacy.exists()
 
 
 # -- lease TTLs -----------------------------------------------------------------------------

@@ -207,7 +207,8 @@ def test_file_store_writes_atomically_and_leaves_no_temp_files(tmp_path: Path) -
     store.set("id", b"old")
     store.set("id", b"new")
     assert store.get("id") == b"new"
-    assert sorted(p.name for p in tmp_path.iterdir()) == [store.path_for("id").name]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".tmp", store.path_for("id").name]
+    assert list((tmp_path / ".tmp").iterdir()) == []
 
 
 def test_file_store_failed_write_keeps_the_old_checkpoint(
@@ -224,7 +225,8 @@ def test_file_store_failed_write_keeps_the_old_checkpoint(
         store.set("id", b"new")
     monkeypatch.undo()
     assert store.get("id") == b"old"
-    assert [p.name for p in tmp_path.iterdir()] == [store.path_for("id").name]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".tmp", store.path_for("id").name]
+    assert list((tmp_path / ".tmp").iterdir()) == []
 
 
 def test_file_store_io_errors_are_checkpoint_errors(tmp_path: Path) -> None:

@@ -42,6 +42,7 @@ DOCUMENTED = {
     # 14. wave-3 additions
     "RunResult", "ApprovalRequest", "Approve", "Reject", "with_approval", "OutputValidationError",
     "ConversationBusyError", "ConversationStoreError", "with_conversation_id",
+    "ConversationError", "ConversationRecordError",
     # 8. models (also in agentkit.models)
     "ChatModel", "ToolCallingChatModel", "ModelOptions", "OpenAIChatModel", "ScriptedChatModel",
     "ModelCall",

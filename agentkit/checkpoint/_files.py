@@ -8,7 +8,7 @@ from pathlib import Path
 
 from agentkit.errors import CheckpointError
 
-__all__ = ["make_private_dir", "open_nofollow", "read_bounded"]
+__all__ = ["fsync_directory", "make_private_dir", "open_nofollow", "read_bounded"]
 
 # O_NOFOLLOW makes open() fail (ELOOP) when the last path component is a symlink. Windows has
 # no such flag; there creating symlinks needs a privilege most users lack.
@@ -35,6 +35,22 @@ def make_private_dir(directory: Path) -> None:
         except FileExistsError:
             continue
         os.chmod(path, 0o700)  # mkdir's mode is masked by the umask
+
+
+def fsync_directory(directory: Path) -> None:
+    """``fsync`` a directory, so the entries just added or replaced in it survive a crash."""
+    if os.name != "posix":  # directories cannot be opened for fsync on Windows
+        return
+    try:
+        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # some file systems do not support it; the data file itself was synced
+        pass
+    finally:
+        os.close(fd)
 
 
 def read_bounded(fd: int, max_bytes: int, what: str) -> bytes:

@@ -9,12 +9,17 @@ import hashlib
 import json
 import os
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from agentkit.checkpoint._files import make_private_dir, open_nofollow, read_bounded
+from agentkit.checkpoint._atomic import STALE_TEMP_SECONDS, AtomicFiles
+from agentkit.checkpoint._files import (
+    fsync_directory,
+    make_private_dir,
+    open_nofollow,
+    read_bounded,
+)
 from agentkit.checkpoint.base import (
     DEFAULT_LEASE_TTL,
     DEFAULT_MAX_BYTES,
@@ -34,11 +39,8 @@ __all__ = [
 
 _DATA_SUFFIX = ".ckpt"
 _LEASE_SUFFIX = ".lease"
-_TEMP_PREFIX = ".tmp-"
 _GUARD_NAME = ".leases.lock"
 _MAX_LEASE_BYTES = 4096
-STALE_TEMP_SECONDS = 600.0
-"""Temporary files older than this (seconds) are left over from interrupted saves."""
 # Longest encoded id kept readable in the file name; longer ids use a hash, so names stay
 # well under the usual 255-byte limit.
 _MAX_ENCODED_LEN = 200
@@ -64,9 +66,12 @@ class FileCheckPointStore(StoreLimits):
     * Hygiene: directories the store creates get mode 0700 and every file it creates 0600.
       No symbolic link inside the directory is followed: checkpoint, lease and lock files are
       opened with ``O_NOFOLLOW`` (a planted link is refused with an error), and writes replace
-      the directory entry rather than writing through it. Temporary files of saves that were
-      killed midway are removed when a store is opened, once older than
-      :data:`STALE_TEMP_SECONDS`.
+      the directory entry rather than writing through it.
+    * Temporary files are written in ``<directory>/.tmp/``, each locked (``flock``) by its
+      writer until it is moved into place. Those of saves killed midway (SIGKILL, OOM, power
+      loss) are removed by the next write to the store, from any process, and when a store
+      is opened; the temporary file of a save still running in a live process is never
+      touched, because its writer holds its lock.
     * A checkpoint file over ``max_bytes`` is refused from its size (``fstat`` on the opened
       file) before any of it is read, and ``set`` refuses data over ``max_bytes``.
 
@@ -99,7 +104,10 @@ class FileCheckPointStore(StoreLimits):
                 f"cannot create the checkpoint directory {str(self._directory)!r}: {exc}"
             ) from exc
         self._namespace = "file:" + os.path.realpath(self._directory)
-        self.remove_stale_temp_files()
+        self._files = AtomicFiles(self._directory)
+        with contextlib.suppress(OSError):  # best effort: a write sweeps again, and says why
+            self._files.sweep()
+        self._files.remove_older_than(STALE_TEMP_SECONDS)  # left by earlier releases
 
     @property
     def directory(self) -> Path:
@@ -116,21 +124,19 @@ class FileCheckPointStore(StoreLimits):
         return self._directory / (_file_stem(checkpoint_id) + _DATA_SUFFIX)
 
     def remove_stale_temp_files(self, older_than: float = STALE_TEMP_SECONDS) -> int:
-        """Remove temporary files of interrupted saves older than ``older_than`` seconds.
+        """Remove temporary files of saves that are gone, and any older than ``older_than``.
 
-        Called when the store is opened. Returns how many files were removed.
+        Every write already removes the temporary files of saves whose process died (their
+        lock is free); ``older_than`` also covers files no lock tells about (those of
+        earlier releases, which did not lock them; platforms without ``flock``). Returns how
+        many files were removed.
         """
-        removed = 0
-        deadline = time.time() - older_than
-        with contextlib.suppress(OSError), os.scandir(self._directory) as entries:
-            for entry in entries:
-                if not entry.name.startswith(_TEMP_PREFIX):
-                    continue
-                with contextlib.suppress(OSError):
-                    if entry.stat(follow_symlinks=False).st_mtime < deadline:
-                        os.unlink(entry.path)
-                        removed += 1
-        return removed
+        try:
+            return self._files.sweep() + self._files.remove_older_than(older_than)
+        except OSError as exc:
+            raise CheckpointError(
+                f"cannot clean the temporary files of {str(self._directory)!r}: {_explain(exc)}"
+            ) from exc
 
     def get(self, checkpoint_id: str) -> bytes | None:
         """Return the bytes stored under ``checkpoint_id``, or ``None``."""
@@ -160,7 +166,7 @@ class FileCheckPointStore(StoreLimits):
             self._write_atomic(path, data, durable=True)
         except OSError as exc:
             raise CheckpointError(
-                f"cannot write checkpoint {checkpoint_id!r} to {str(path)!r}: {exc}"
+                f"cannot write checkpoint {checkpoint_id!r} to {str(path)!r}: {_explain(exc)}"
             ) from exc
 
     def delete(self, checkpoint_id: str) -> None:
@@ -174,7 +180,7 @@ class FileCheckPointStore(StoreLimits):
             raise CheckpointError(
                 f"cannot delete checkpoint {checkpoint_id!r} ({str(path)!r}): {exc}"
             ) from exc
-        _fsync_directory(self._directory)
+        fsync_directory(self._directory)
 
     def acquire_lease(self, checkpoint_id: str, owner: str, ttl: float) -> bool:
         """Lease ``checkpoint_id`` for ``owner``; see :class:`LeasingCheckPointStore`."""
@@ -229,20 +235,7 @@ class FileCheckPointStore(StoreLimits):
             os.close(fd)
 
     def _write_atomic(self, path: Path, data: bytes, *, durable: bool) -> None:
-        fd, temp = tempfile.mkstemp(dir=self._directory, prefix=_TEMP_PREFIX)
-        try:
-            with os.fdopen(fd, "wb") as file:
-                file.write(data)
-                file.flush()
-                if durable:
-                    os.fsync(file.fileno())
-            os.replace(temp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(temp)
-            raise
-        if durable:
-            _fsync_directory(self._directory)
+        self._files.replace(path, data, durable=durable)
 
 
 def _file_stem(checkpoint_id: str) -> str:
@@ -282,21 +275,6 @@ def _explain(error: OSError) -> str:
             "who can write to the checkpoint directory planted it)"
         )
     return str(error)
-
-
-def _fsync_directory(directory: Path) -> None:
-    if os.name != "posix":  # directories cannot be opened for fsync on Windows
-        return
-    try:
-        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # some file systems do not support it; the data file itself was synced
-        pass
-    finally:
-        os.close(fd)
 
 
 if sys.platform == "win32":

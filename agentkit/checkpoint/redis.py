@@ -67,6 +67,14 @@ def _redact(url: str) -> str:
     return urlunsplit(parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]))
 
 
+def _namespace(client: Any, prefix: str) -> str:
+    """The namespace of checkpoints under ``prefix`` in the database ``client`` selects."""
+    # redis.Redis names its database in its connection settings; a cluster has only db 0.
+    settings = getattr(client, "get_connection_kwargs", None)
+    database = int(settings().get("db") or 0) if callable(settings) else 0
+    return f"redis:{prefix}" if database == 0 else f"redis/{database}:{prefix}"
+
+
 class RedisCheckPointStore(StoreLimits):
     """Checkpoints as Redis strings, with leases; usable by every process that reaches Redis.
 
@@ -81,6 +89,9 @@ class RedisCheckPointStore(StoreLimits):
         max_bytes: the largest checkpoint read or written; a bigger value is refused from its
             ``STRLEN`` (checked in the same server-side script as the ``GET``) unread.
         lease_ttl: how long a resume lease lasts unless refreshed (seconds).
+
+    Checkpoints are bound to the store's database and prefix (see :attr:`namespace`): one
+    copied to another database or prefix does not load.
 
     A lease on an id is a key holding the owner name, set with ``SET NX PX`` (so Redis itself
     expires it) and refreshed or released only by its owner, through small Lua scripts that
@@ -126,6 +137,7 @@ class RedisCheckPointStore(StoreLimits):
             client = redis.Redis.from_url(url)
         self._client = client
         self._url = url
+        self._namespace = _namespace(client, prefix)
         self._get_script = client.register_script(_GET_SCRIPT)
         self._release_script = client.register_script(_RELEASE_SCRIPT)
         self._refresh_script = client.register_script(_REFRESH_SCRIPT)
@@ -137,8 +149,13 @@ class RedisCheckPointStore(StoreLimits):
 
     @property
     def namespace(self) -> str:
-        """``"redis:"`` and the key prefix: what checkpoints here are signed with."""
-        return "redis:" + self._prefix.decode("utf-8")
+        """Where checkpoints here live, which they are signed with: the database and prefix.
+
+        ``"redis/<db>:<prefix>"``, or ``"redis:<prefix>"`` for database 0 (the namespace of
+        earlier releases, so checkpoints they saved there still load). A checkpoint copied to
+        another database or under another prefix is refused.
+        """
+        return self._namespace
 
     def key_for(self, checkpoint_id: str) -> bytes:
         """Return the Redis key of the checkpoint ``checkpoint_id``."""

@@ -17,7 +17,9 @@ another store (another Redis prefix, SQLite file or directory) with the same id.
 Signed by default: without ``secret_key`` the key comes from ``AGENTKIT_CHECKPOINT_KEY``, else
 from a key file generated once per user (see :mod:`agentkit.checkpoint._keys`), so processes
 of one machine share checkpoints with no set-up, and several machines share them once they
-are given the same ``AGENTKIT_CHECKPOINT_KEY``. Unsigned checkpoints are written and read
+are given the same ``AGENTKIT_CHECKPOINT_KEY``. Keys rotate: given several keys, the first
+signs and each verifies what it signed, found by the key id in the envelope (so a load
+computes one HMAC, however many keys there are). Unsigned checkpoints are written and read
 only with ``allow_unsigned=True``, and each time with a :class:`UnsignedCheckpointWarning`.
 
 Why the payload cannot touch the process, signed or not (a stolen or leaked key must not
@@ -45,12 +47,18 @@ import hashlib
 import hmac
 import io
 import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from agentkit.checkpoint._codec import Encoder, TypeTable
 from agentkit.checkpoint._decode import Reader
-from agentkit.checkpoint._keys import KEY_ENV_VAR, MIN_KEY_BYTES, default_key, key_id
+from agentkit.checkpoint._keys import (
+    KEY_ENV_VAR,
+    MIN_KEY_BYTES,
+    PREVIOUS_KEYS_ENV_VAR,
+    default_keys,
+    key_id,
+)
 from agentkit.checkpoint.base import DEFAULT_MAX_BYTES, _check_max_bytes
 from agentkit.errors import CheckpointError
 
@@ -107,9 +115,14 @@ class PickleSerializer:
     """Pickle-based checkpoint serializer: signed by default, with a restricted unpickler.
 
     Args:
-        secret_key: the HMAC-SHA256 key (at least 16 bytes). Default: the value of
-            ``AGENTKIT_CHECKPOINT_KEY``, else a key file created once in your configuration
-            directory (``AGENTKIT_CHECKPOINT_KEY_FILE`` overrides its path).
+        secret_key: the HMAC-SHA256 key (at least 16 bytes), or a list of keys to rotate
+            them: the first signs, and every one verifies, so checkpoints saved under an old
+            key still load (``[new_key, old_key]``; drop the old key once those runs are
+            done). Default: the value of ``AGENTKIT_CHECKPOINT_KEY`` (surrounding whitespace
+            stripped), else a key file created once in your configuration directory
+            (``AGENTKIT_CHECKPOINT_KEY_FILE`` overrides its path), plus the earlier keys
+            listed in ``AGENTKIT_CHECKPOINT_PREVIOUS_KEYS`` (comma-separated), which only
+            verify.
         allowed_types: your own classes that may appear in checkpoints (session values,
             interrupt state, tool results). Each is stored under the stable name
             ``module.qualname``; pass a mapping ``{"stable.name": cls}`` to choose the names
@@ -141,31 +154,22 @@ class PickleSerializer:
         "_max_bytes",
         "_reader",
         "_table",
+        "_verifiers",
     )
 
     def __init__(
         self,
-        secret_key: bytes | None = None,
+        secret_key: bytes | Sequence[bytes] | None = None,
         allowed_types: Iterable[type] | Mapping[str, type] = (),
         *,
         allow_unsigned: bool = False,
         max_bytes: int = DEFAULT_MAX_BYTES,
     ) -> None:
-        key: object = secret_key  # checked at run time: callers are not always type-checked
-        if key is not None:
-            if isinstance(key, str):
-                raise TypeError("secret_key must be bytes, not str: pass secret.encode('utf-8')")
-            if not isinstance(key, (bytes, bytearray, memoryview)):
-                raise TypeError(f"secret_key must be bytes or None, not {type(key).__name__}")
-            secret_key = bytes(key)
-            if len(secret_key) < MIN_KEY_BYTES:
-                raise ValueError(
-                    f"secret_key is {len(secret_key)} bytes long; use at least {MIN_KEY_BYTES} "
-                    "random bytes (secrets.token_bytes(32))"
-                )
-            source = "secret_key"
+        keys: list[bytes] = []
+        if secret_key is not None:
+            keys, source = _check_keys(secret_key), "secret_key"
         elif not allow_unsigned:
-            secret_key, source = default_key()
+            keys, source = default_keys()
         else:
             source = ""
             warnings.warn(
@@ -175,8 +179,15 @@ class PickleSerializer:
                 stacklevel=2,
             )
         _check_max_bytes(max_bytes)
-        self._key: bytes | None = secret_key
-        self._key_id = b"" if secret_key is None else key_id(secret_key)
+        self._key: bytes | None = keys[0] if keys else None
+        self._key_id = key_id(keys[0]) if keys else b""
+        # key id -> the keys with that id (two keys sharing a 64-bit id is all but impossible,
+        # but then both are tried rather than one being lost)
+        self._verifiers: dict[bytes, list[bytes]] = {}
+        for key in keys:
+            same_id = self._verifiers.setdefault(key_id(key), [])
+            if key not in same_id:
+                same_id.append(key)
         self._key_source = source
         self._allow_unsigned = bool(allow_unsigned)
         self._max_bytes = max_bytes
@@ -347,19 +358,64 @@ class PickleSerializer:
             raise CheckpointError(f"{where} is truncated ({len(data)} bytes)")
         header, mac = data[:start], data[start : start + _MAC_LEN]
         payload = data[start + _MAC_LEN :]
-        expected = _mac(self._key, header, namespace, checkpoint_id, payload)
-        if hmac.compare_digest(mac, expected):
-            return payload
-        if not hmac.compare_digest(header[_HEADER_LEN:], self._key_id):
-            raise CheckpointError(
-                f"{where} was signed with another key than this serializer's (from "
-                f"{self._key_source}); refusing to load it. When several processes or "
-                f"machines share a checkpoint store, set the same {KEY_ENV_VAR} for all of them"
-            )
+        keys = self._verifiers.get(header[_HEADER_LEN:], ())
+        for key in keys:
+            if hmac.compare_digest(mac, _mac(key, header, namespace, checkpoint_id, payload)):
+                return payload
+        if not keys:
+            raise CheckpointError(self._unknown_key(where))
         raise CheckpointError(
             f"{where} failed its signature check: it was altered, or saved under another "
-            "checkpoint id or in another store; refusing to load it"
+            f"checkpoint id or in another store{_this_store(namespace)}; refusing to load it. "
+            "A checkpoint loads only under the id it was saved under, in the store it was "
+            "saved in (the same Redis database and key prefix, SQLite file or directory)"
         )
+
+    def _unknown_key(self, where: str) -> str:
+        count = sum(len(keys) for keys in self._verifiers.values())
+        mine = "this serializer's" if count == 1 else f"any of this serializer's {count} keys"
+        return (
+            f"{where} was signed with another key than {mine} (from {self._key_source}); "
+            "refusing to load it. When several processes or machines share a checkpoint "
+            f"store, set the same {KEY_ENV_VAR} for all of them. If the key was changed, keep "
+            "the old one for verifying: PickleSerializer(secret_key=[new, old]), or list it in "
+            f"{PREVIOUS_KEYS_ENV_VAR}"
+        )
+
+
+def _check_keys(secret_key: object) -> list[bytes]:
+    """The keys of ``secret_key`` (one key or a sequence of keys), checked."""
+    if isinstance(secret_key, str):
+        raise TypeError("secret_key must be bytes, not str: pass secret.encode('utf-8')")
+    if isinstance(secret_key, (bytes, bytearray, memoryview)):
+        return [_check_key(secret_key, "secret_key")]
+    if not isinstance(secret_key, Sequence):
+        raise TypeError(
+            f"secret_key must be bytes, a list of bytes or None, not {type(secret_key).__name__}"
+        )
+    if not secret_key:
+        raise ValueError(
+            "secret_key is a list with no keys; give at least one (the first signs, all verify)"
+        )
+    return [_check_key(key, f"secret_key[{number}]") for number, key in enumerate(secret_key)]
+
+
+def _check_key(key: object, what: str) -> bytes:
+    if not isinstance(key, (bytes, bytearray, memoryview)):
+        hint = ": pass secret.encode('utf-8')" if isinstance(key, str) else ""
+        raise TypeError(f"{what} must be bytes, not {type(key).__name__}{hint}")
+    key = bytes(key)
+    if len(key) < MIN_KEY_BYTES:
+        raise ValueError(
+            f"{what} is {len(key)} bytes long; use at least {MIN_KEY_BYTES} random bytes "
+            "(secrets.token_bytes(32))"
+        )
+    return key
+
+
+def _this_store(namespace: str) -> str:
+    """How an error names the store a checkpoint was refused in."""
+    return f" (this store's namespace is {namespace!r})" if namespace else ""
 
 
 def _allowed_by_name(allowed_types: Iterable[type] | Mapping[str, type]) -> dict[str, type]:

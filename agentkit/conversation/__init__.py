@@ -14,6 +14,16 @@ Each turn's input is the stored history (trimmed, if asked) plus the new message
 turn completes, its new messages and everything the agents said are appended. One turn runs
 at a time per conversation (:class:`~agentkit.ConversationBusyError`), across processes for
 the file, SQLite and Redis stores. Stores hold JSON, never pickles.
+
+A record that cannot be read (damaged by hand or by a bug, or over ``max_record_bytes``)
+makes ``load`` raise :class:`~agentkit.ConversationRecordError` naming the conversation and
+the record's position; every store reports it in the same words, and
+``store.drop_record(conversation_id, index)`` removes it::
+
+    try:
+        runner.invoke("Hi", with_conversation_id("user-42"))
+    except ConversationRecordError as error:
+        store.drop_record(error.conversation_id, error.index)   # after looking at it
 """
 
 from __future__ import annotations
@@ -21,7 +31,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from agentkit._lazy import attach
-from agentkit.conversation.base import ConversationLock, ConversationStore
+from agentkit.conversation.base import (
+    DEFAULT_MAX_RECORD_BYTES,
+    MAX_CONVERSATION_ID_BYTES,
+    ConversationLock,
+    ConversationStore,
+)
 from agentkit.conversation.trim import (
     HistoryTrimmer,
     TokenCounter,
@@ -31,6 +46,8 @@ from agentkit.conversation.trim import (
 )
 
 __all__ = [
+    "DEFAULT_MAX_RECORD_BYTES",
+    "MAX_CONVERSATION_ID_BYTES",
     "ConversationLock",
     "ConversationStore",
     "FileConversationStore",

@@ -6,7 +6,11 @@ a time: a second turn raises :class:`~agentkit.ConversationBusyError`) and appen
 messages when it completes.
 
 Messages are stored as JSON (``Message.to_dict`` / ``Message.from_dict``), never pickled, so a
-store holds nothing that runs code when read.
+store holds nothing that runs code when read. Each message is one *record*: UTF-8 JSON text of
+at most ``max_record_bytes`` (:data:`DEFAULT_MAX_RECORD_BYTES` unless the store is told
+otherwise). A record that cannot be read (damaged, written by hand, over the limit) makes
+``load`` raise :class:`~agentkit.ConversationRecordError` naming the conversation and the
+record's position; ``drop_record`` removes it, and the conversation loads again.
 """
 
 from __future__ import annotations
@@ -17,7 +21,19 @@ from typing import Protocol, runtime_checkable
 from agentkit.errors import ConversationBusyError
 from agentkit.schema import Message
 
-__all__ = ["ConversationLock", "ConversationStore", "busy"]
+__all__ = [
+    "DEFAULT_MAX_RECORD_BYTES",
+    "MAX_CONVERSATION_ID_BYTES",
+    "ConversationLock",
+    "ConversationStore",
+    "busy",
+]
+
+DEFAULT_MAX_RECORD_BYTES = 4 * 2**20
+"""The largest record (one message as UTF-8 JSON) a built-in store writes or reads: 4 MiB."""
+
+MAX_CONVERSATION_ID_BYTES = 1024
+"""The longest conversation id, in bytes of UTF-8, that the stores accept."""
 
 
 @runtime_checkable
@@ -33,16 +49,43 @@ class ConversationLock(Protocol):
 class ConversationStore(Protocol):
     """Where conversations live: append-only message logs, one writer per conversation.
 
-    ``load``, ``append`` and ``delete`` may be called from any thread. ``lock`` is what makes
-    a conversation single-writer: the Runner holds it for the length of a turn.
+    ``load``, ``append``, ``delete`` and ``drop_record`` may be called from any thread.
+    ``lock`` is what makes a conversation single-writer: the Runner holds it for the length
+    of a turn.
+
+    An id is a non-empty ``str`` of at most :data:`MAX_CONVERSATION_ID_BYTES` bytes of UTF-8,
+    without lone surrogates and without NUL; every method raises ``ValueError`` for any other
+    id, before touching the store. ``:``, ``/`` and other punctuation are ordinary characters.
     """
 
     def load(self, conversation_id: str) -> list[Message]:
-        """Return the conversation's messages, oldest first (``[]`` for an unknown id)."""
+        """Return the conversation's messages, oldest first (``[]`` for an unknown id).
+
+        Raises:
+            ConversationRecordError: a stored record cannot be read; the error names the
+                conversation and the record's position (``index``), for :meth:`drop_record`.
+        """
         ...
 
     def append(self, conversation_id: str, messages: Sequence[Message]) -> None:
-        """Append ``messages`` to the conversation (all of them, or none on failure)."""
+        """Append ``messages`` to the conversation (all of them, or none on failure).
+
+        Raises:
+            ConversationRecordError: a message is over the store's record size limit
+                (``index`` is its position in ``messages``); nothing is appended.
+        """
+        ...
+
+    def drop_record(self, conversation_id: str, index: int) -> None:
+        """Remove the record at position ``index`` (0 is the oldest) to repair a conversation.
+
+        The records after it move up by one, as with ``list.pop(index)``. Works whether the
+        record is readable or not; takes the conversation's lock for the change.
+
+        Raises:
+            IndexError: the conversation has no record at ``index`` (or ``index`` < 0).
+            ConversationBusyError: a turn of the conversation is running.
+        """
         ...
 
     def delete(self, conversation_id: str) -> None:
@@ -64,5 +107,6 @@ def busy(conversation_id: str, where: str = "") -> ConversationBusyError:
     return ConversationBusyError(
         f"conversation {conversation_id!r} is busy: another turn of it is running{place}. "
         "One turn at a time per conversation: wait for that turn to end (or close its "
-        "event iterator) and try again"
+        "event iterator) and try again",
+        conversation_id=conversation_id,
     )

@@ -1,7 +1,8 @@
 """A conformance suite for conversation stores, for the stores you write yourself.
 
 Each check takes a zero-argument factory returning a store, runs one behaviour of the
-:class:`~agentkit.conversation.ConversationStore` contract, and raises
+:class:`~agentkit.conversation.ConversationStore` contract (``drop_record`` and the id rules
+included), and raises
 :class:`~agentkit.testing.StoreConformanceError` (an :class:`AssertionError`) saying what the
 store did wrong (explicit raises: they run under ``python -O`` too). Checks use
 fresh random ids and delete what they wrote. Run them all with
@@ -10,6 +11,14 @@ fresh random ids and delete what they wrote. Run them all with
     @pytest.mark.parametrize("check", CONVERSATION_CHECKS, ids=lambda c: c.__name__)
     def test_my_store(check):
         check(lambda: MyStore(...))
+
+How a store reports a bad record can only be checked by planting one, which takes knowledge of
+the store's format: :func:`check_bad_records_are_reported` takes a ``write_raw(store,
+conversation_id, record_bytes)`` function that appends one raw record, and
+:func:`check_conversation_store` runs it when given ``write_raw``. A store that keeps records
+as the built-in ones do (UTF-8 JSON of ``Message.to_dict``) passes it by reading them
+through the same rules: bad UTF-8, bad JSON and anything but a message object raise
+:class:`~agentkit.ConversationRecordError` with ``conversation_id`` and ``index`` set.
 """
 
 from __future__ import annotations
@@ -18,9 +27,10 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
-from agentkit.conversation.base import ConversationStore
-from agentkit.errors import ConversationBusyError
+from agentkit.conversation.base import MAX_CONVERSATION_ID_BYTES, ConversationStore
+from agentkit.errors import ConversationBusyError, ConversationRecordError
 from agentkit.schema import (
     FunctionCall,
     Message,
@@ -36,13 +46,19 @@ from agentkit.testing import StoreConformanceError
 __all__ = [
     "CONVERSATION_CHECKS",
     "ConversationStoreFactory",
+    "RawRecordWriter",
+    "check_any_text_round_trips",
     "check_append_is_append_only",
+    "check_bad_records_are_reported",
     "check_conversation_store",
     "check_conversations_are_distinct",
     "check_delete",
+    "check_drop_record",
+    "check_ids_no_store_can_keep_are_refused",
     "check_lock_is_exclusive_and_released",
     "check_locks_are_per_conversation",
     "check_lock_race_has_one_winner",
+    "check_record_size_limit",
     "check_round_trip",
     "check_unknown_id_is_empty",
     "check_unusual_ids",
@@ -50,6 +66,9 @@ __all__ = [
 
 ConversationStoreFactory = Callable[[], ConversationStore]
 """A zero-argument callable returning the store under test."""
+
+RawRecordWriter = Callable[[Any, str, bytes], None]
+"""``write_raw(store, conversation_id, record)``: append one record's bytes as they are."""
 
 
 def _fail(message: str) -> StoreConformanceError:
@@ -145,18 +164,171 @@ def check_conversations_are_distinct(make_store: ConversationStoreFactory) -> No
 
 
 def check_unusual_ids(make_store: ConversationStoreFactory) -> None:
-    """Ids with slashes, dots, quotes, spaces and non-ASCII text work and stay apart."""
+    """Ids with slashes, colons, dots, quotes, spaces and non-ASCII text work and stay apart."""
     store = make_store()
     suffix = uuid.uuid4().hex
-    ids = [
-        f"{prefix}{suffix}"
-        for prefix in ("a/b", "../../etc/", "with space ", "'quoted'", "ünï ✓ 中文 🙂", ".", "x\\y")
-    ]
+    prefixes = ("a/b", "../../etc/", "with space ", "'quoted'", "ünï ✓ 中文 🙂", ".", "x\\y")
+    ids = [f"{prefix}{suffix}" for prefix in (*prefixes, "tenant:1:", ":", "line\nbreak")]
+    ids.append(("x" * MAX_CONVERSATION_ID_BYTES)[: -len(suffix)] + suffix)
     with _cleanup(store, *ids):
         for index, conversation_id in enumerate(ids):
             store.append(conversation_id, [user_message(str(index))])
         for index, conversation_id in enumerate(ids):
             _expect(store, conversation_id, [user_message(str(index))], "an unusual id")
+
+
+def check_ids_no_store_can_keep_are_refused(make_store: ConversationStoreFactory) -> None:
+    """Ids with a lone surrogate or NUL, over the length bound or empty raise ``ValueError``
+    in every method, before anything is stored."""
+    store = make_store()
+    suffix = uuid.uuid4().hex
+    bad_ids = [
+        f"lone \ud800 {suffix}",
+        f"nul \x00 {suffix}",
+        "x" * (MAX_CONVERSATION_ID_BYTES + 1),
+        "",
+    ]
+    for bad_id in bad_ids:
+        _expect_value_error(store, bad_id)
+
+
+def _expect_value_error(store: ConversationStore, bad_id: str) -> None:
+    operations: dict[str, Callable[[], object]] = {
+        "load": lambda: store.load(bad_id),
+        "append": lambda: store.append(bad_id, [user_message("x")]),
+        "delete": lambda: store.delete(bad_id),
+        "lock": lambda: store.lock(bad_id),
+        "drop_record": lambda: store.drop_record(bad_id, 0),
+    }
+    for name, operation in operations.items():
+        try:
+            operation()
+        except ValueError:
+            continue
+        except Exception as error:
+            raise _fail(
+                f"{name}({bad_id[:30]!r}...) raised {type(error).__name__}: {error} "
+                "instead of ValueError"
+            ) from error
+        raise _fail(f"{name}({bad_id[:30]!r}...) accepted an id no store can keep")
+
+
+def check_any_text_round_trips(make_store: ConversationStoreFactory) -> None:
+    """Messages holding a lone surrogate, NUL, CR, U+2028 or emoji load back equal."""
+    store = make_store()
+    conversation_id = _unique("text")
+    odd = [
+        user_message("half an emoji: \ud83d, NUL \x00, CR \r, LS \u2028"),
+        assistant_message("\udfff and 🙂 and \u0085"),
+    ]
+    with _cleanup(store, conversation_id):
+        store.append(conversation_id, odd)
+        _expect(store, conversation_id, odd, "messages with unusual text")
+
+
+def check_drop_record(make_store: ConversationStoreFactory) -> None:
+    """``drop_record`` removes one record by position; out of range is an ``IndexError``; a
+    locked conversation is a ``ConversationBusyError``."""
+    store = make_store()
+    conversation_id = _unique("drop")
+    sample = _sample()
+    with _cleanup(store, conversation_id):
+        store.append(conversation_id, sample)
+        store.drop_record(conversation_id, 1)
+        _expect(store, conversation_id, [sample[0], *sample[2:]], "after drop_record(id, 1)")
+        store.drop_record(conversation_id, 0)
+        _expect(store, conversation_id, sample[2:], "after drop_record(id, 0)")
+        for index in (2, -1):
+            try:
+                store.drop_record(conversation_id, index)
+            except IndexError:
+                continue
+            raise _fail(f"drop_record(id, {index}) of 2 records did not raise IndexError")
+        _expect(store, conversation_id, sample[2:], "after refused drops")
+        lock = store.lock(conversation_id)
+        try:
+            try:
+                store.drop_record(conversation_id, 0)
+            except ConversationBusyError:
+                pass
+            else:
+                raise _fail("drop_record changed a conversation whose lock was held")
+        finally:
+            lock.release()
+        _expect(store, conversation_id, sample[2:], "after a drop refused as busy")
+
+
+def check_record_size_limit(make_store: ConversationStoreFactory) -> None:
+    """A store with a ``max_record_bytes`` refuses an append with a message over it with
+    ``ConversationRecordError`` (``index`` = the message's position) and appends nothing.
+    Stores without a ``max_record_bytes`` attribute pass."""
+    store = make_store()
+    limit = getattr(store, "max_record_bytes", None)
+    if limit is None:
+        return
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise _fail(f"max_record_bytes is {limit!r}, not a positive int")
+    conversation_id = _unique("size")
+    with _cleanup(store, conversation_id):
+        store.append(conversation_id, [user_message("before")])
+        try:
+            store.append(conversation_id, [user_message("small"), user_message("x" * limit)])
+        except ConversationRecordError as error:
+            if (error.conversation_id, error.index) != (conversation_id, 1):
+                raise _fail(
+                    "the ConversationRecordError of an oversized message names "
+                    f"{error.conversation_id!r}, index {error.index}; expected "
+                    f"{conversation_id!r}, index 1"
+                ) from error
+        else:
+            raise _fail(f"append of a message over max_record_bytes={limit} was accepted")
+        _expect(store, conversation_id, [user_message("before")], "after a refused append")
+
+
+_BAD_RECORDS = (
+    b'{"role": "user", "content": "unfinished',
+    b'["user", "a list"]',
+    b'{"role": "wizard", "content": "x"}',
+    b'{"role": "user", "content": 5}',
+    b'{"role": "user", "content": "\xed\xa0\x80"}',
+    b"",
+)
+
+
+def check_bad_records_are_reported(
+    make_store: ConversationStoreFactory, write_raw: RawRecordWriter
+) -> None:
+    """A bad record (not UTF-8, not JSON, not a message, empty) makes ``load`` raise
+    :class:`~agentkit.ConversationRecordError` naming the conversation and the record's
+    position, and ``drop_record`` of that position repairs the conversation."""
+    store = make_store()
+    for raw in _BAD_RECORDS:
+        conversation_id = _unique("bad-record")
+        with _cleanup(store, conversation_id):
+            store.append(conversation_id, [user_message("before")])
+            write_raw(store, conversation_id, raw)
+            store.append(conversation_id, [user_message("after")])
+            try:
+                got = store.load(conversation_id)
+            except ConversationRecordError as error:
+                if (error.conversation_id, error.index) != (conversation_id, 1):
+                    raise _fail(
+                        f"the error for bad record {raw!r} names {error.conversation_id!r}, "
+                        f"index {error.index}; expected {conversation_id!r}, index 1"
+                    ) from error
+            except Exception as error:
+                raise _fail(
+                    f"load of a conversation with bad record {raw!r} raised "
+                    f"{type(error).__name__}: {error}, not ConversationRecordError"
+                ) from error
+            else:
+                raise _fail(
+                    f"load of a conversation with bad record {raw!r} did not raise "
+                    f"ConversationRecordError (it returned {len(got)} messages)"
+                )
+            store.drop_record(conversation_id, 1)
+            expected = [user_message("before"), user_message("after")]
+            _expect(store, conversation_id, expected, "after dropping the bad record")
 
 
 def check_lock_is_exclusive_and_released(make_store: ConversationStoreFactory) -> None:
@@ -238,6 +410,10 @@ CONVERSATION_CHECKS: tuple[Callable[[ConversationStoreFactory], None], ...] = (
     check_delete,
     check_conversations_are_distinct,
     check_unusual_ids,
+    check_ids_no_store_can_keep_are_refused,
+    check_any_text_round_trips,
+    check_drop_record,
+    check_record_size_limit,
     check_lock_is_exclusive_and_released,
     check_locks_are_per_conversation,
     check_lock_race_has_one_winner,
@@ -245,7 +421,15 @@ CONVERSATION_CHECKS: tuple[Callable[[ConversationStoreFactory], None], ...] = (
 """Every check, in a sensible order."""
 
 
-def check_conversation_store(make_store: ConversationStoreFactory) -> None:
-    """Run every check of :data:`CONVERSATION_CHECKS`; the first failure raises."""
+def check_conversation_store(
+    make_store: ConversationStoreFactory, *, write_raw: RawRecordWriter | None = None
+) -> None:
+    """Run every check of :data:`CONVERSATION_CHECKS`; the first failure raises.
+
+    With ``write_raw`` (see :func:`check_bad_records_are_reported`), bad records are checked
+    too.
+    """
     for check in CONVERSATION_CHECKS:
         check(make_store)
+    if write_raw is not None:
+        check_bad_records_are_reported(make_store, write_raw)

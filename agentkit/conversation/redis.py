@@ -8,8 +8,16 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from agentkit.conversation._records import ThreadLocks, check_id, decode, encode
-from agentkit.conversation.base import ConversationLock, busy
+from agentkit.conversation._records import (
+    ThreadLocks,
+    check_id,
+    check_index,
+    check_max_record_bytes,
+    decode_records,
+    encode_records,
+    out_of_range,
+)
+from agentkit.conversation.base import DEFAULT_MAX_RECORD_BYTES, ConversationLock, busy
 from agentkit.schema import Message
 
 __all__ = [
@@ -30,6 +38,19 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
 end
 return 0
 """
+# KEYS[1] = the list, ARGV[1] = position, ARGV[2] = a fresh token: the list's length when
+# there is no record at that position, else -1 once the record is removed (marked with the
+# token, then that one mark removed).
+_DROP = """
+local length = redis.call('LLEN', KEYS[1])
+local index = tonumber(ARGV[1])
+if index >= length then
+    return length
+end
+redis.call('LSET', KEYS[1], index, ARGV[2])
+redis.call('LREM', KEYS[1], 1, ARGV[2])
+return -1
+"""
 _REFRESH = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
     return redis.call('PEXPIRE', KEYS[1], ARGV[2])
@@ -49,9 +70,11 @@ class RedisConversationStore:
         lock_ttl: seconds a writer lock lasts without a refresh; the lock refreshes itself
             every third of that while it is held, so this only bounds how long a conversation
             stays locked after its writer's process died.
+        max_record_bytes: the largest record (one message as UTF-8 JSON) appended or loaded.
 
-    An append is one ``RPUSH`` (atomic). The writer lock is a key set with ``SET NX PX`` and
-    a random owner token; only its owner refreshes or deletes it (Lua scripts).
+    An append is one ``RPUSH`` (atomic); :meth:`drop_record` is one Lua script. The writer
+    lock is a key set with ``SET NX PX`` and a random owner token; only its owner refreshes
+    or deletes it (Lua scripts).
     """
 
     def __init__(
@@ -61,7 +84,9 @@ class RedisConversationStore:
         client: Any = None,
         prefix: str = "agentkit:conversation:",
         lock_ttl: float = DEFAULT_LOCK_TTL,
+        max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
     ) -> None:
+        self._max_record_bytes = check_max_record_bytes(max_record_bytes)
         if lock_ttl <= 0:
             raise ValueError(f"lock_ttl must be a positive number of seconds (got {lock_ttl!r})")
         self._owns_client = client is None
@@ -78,26 +103,54 @@ class RedisConversationStore:
         self._lock_ttl = float(lock_ttl)
         self._threads = ThreadLocks()
 
-    def _key(self, conversation_id: str) -> bytes:
-        return self._prefix + check_id(conversation_id).encode("utf-8", "surrogatepass")
+    @property
+    def max_record_bytes(self) -> int:
+        """The largest record this store appends or loads, in bytes."""
+        return self._max_record_bytes
+
+    def key_for(self, conversation_id: str) -> bytes:
+        """Return the Redis key of the conversation ``conversation_id`` (a list)."""
+        return self._prefix + check_id(conversation_id).encode("utf-8")
 
     def load(self, conversation_id: str) -> list[Message]:
         """Return the conversation's messages, oldest first."""
-        return [decode(item) for item in self._client.lrange(self._key(conversation_id), 0, -1)]
+        records = self._client.lrange(self.key_for(conversation_id), 0, -1)
+        return decode_records(conversation_id, records, self._max_record_bytes)
 
     def append(self, conversation_id: str, messages: Sequence[Message]) -> None:
         """Append ``messages`` to the conversation (one RPUSH)."""
-        lines = [encode(message) for message in messages]
-        if lines:
-            self._client.rpush(self._key(conversation_id), *lines)
+        key = self.key_for(conversation_id)
+        records = encode_records(conversation_id, messages, self._max_record_bytes)
+        if records:
+            self._client.rpush(key, *records)
 
     def delete(self, conversation_id: str) -> None:
         """Forget the conversation."""
-        self._client.delete(self._key(conversation_id))
+        self._client.delete(self.key_for(conversation_id))
+
+    def drop_record(self, conversation_id: str, index: int) -> None:
+        """Remove the record at position ``index`` (0 is the oldest; the later ones move up).
+
+        Raises:
+            IndexError: there is no record at ``index``.
+            ConversationBusyError: a turn of the conversation is running.
+        """
+        key = self.key_for(conversation_id)
+        check_index(index)
+        lock = self.lock(conversation_id)
+        try:
+            if index < 0:
+                count = self._client.llen(key)
+            else:
+                count = self._client.eval(_DROP, 1, key, index, b"\xff" + uuid.uuid4().bytes)
+            if count >= 0:
+                raise out_of_range(conversation_id, index, count)
+        finally:
+            lock.release()
 
     def lock(self, conversation_id: str) -> ConversationLock:
         """Take the conversation's writer lock (raises ConversationBusyError if taken)."""
-        key = self._key(conversation_id) + _LOCK_INFIX
+        key = self.key_for(conversation_id) + _LOCK_INFIX
         if not self._threads.take(conversation_id):
             raise busy(conversation_id, "in this process")
         token = uuid.uuid4().hex
