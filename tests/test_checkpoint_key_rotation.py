@@ -21,6 +21,7 @@ from agentkit.checkpoint import (
     FileCheckPointStore,
     PickleSerializer,
     RedisCheckPointStore,
+    legacy_namespaces_of,
     namespace_of,
 )
 from agentkit.checkpoint._binding import dumps_for_store, loads_for_store
@@ -221,12 +222,12 @@ def test_a_checkpoint_copied_to_another_redis_database_is_refused(
             db9.delete("pay")
 
 
-def test_redis_namespaces_name_the_database_and_keep_db_0_as_it_was(
+def test_redis_namespaces_name_the_database_and_the_prefix(
     redis_url: str,  # noqa: F811
 ) -> None:
     with RedisCheckPointStore(on_db(redis_url, 0), prefix="tenantA:") as db0:
-        # database 0 keeps the namespace of earlier releases: its pending checkpoints load
-        assert namespace_of(db0) == "redis:tenantA:"
+        assert namespace_of(db0) == "redis/0:tenantA:"
+        assert legacy_namespaces_of(db0) == ("redis:tenantA:",)
     with RedisCheckPointStore(on_db(redis_url, 9), prefix="tenantA:") as db9:
         assert namespace_of(db9) == "redis/9:tenantA:"
     import redis
@@ -238,14 +239,35 @@ def test_redis_namespaces_name_the_database_and_keep_db_0_as_it_was(
         client.close()
 
 
-def test_a_checkpoint_signed_before_the_database_was_bound_loads_in_db_0(
+@pytest.mark.parametrize("db", [0, 9])
+def test_a_checkpoint_signed_before_the_database_was_bound_still_loads(
+    redis_url: str,  # noqa: F811
+    db: int,
+) -> None:
+    # Saved by an earlier release, which signed with "redis:<prefix>" in every database:
+    # an upgrade must not strand it, whichever database it waits in.
+    prefix = f"test:{uuid.uuid4().hex}:"
+    serializer = PickleSerializer(NEW)
+    legacy = serializer.dumps([1], checkpoint_id="x", namespace="redis:" + prefix)
+    with RedisCheckPointStore(on_db(redis_url, db), prefix=prefix) as store:
+        assert loads_for_store(serializer, store, "x", legacy) == [1]
+        with pytest.raises(CheckpointError, match="signature check"):
+            loads_for_store(serializer, store, "y", legacy)  # still bound to its id
+
+
+def test_a_checkpoint_saved_in_db_0_does_not_load_in_another_database(
     redis_url: str,  # noqa: F811
 ) -> None:
     prefix = f"test:{uuid.uuid4().hex}:"
     serializer = PickleSerializer(NEW)
-    legacy = serializer.dumps([1], checkpoint_id="x", namespace="redis:" + prefix)
-    with RedisCheckPointStore(on_db(redis_url, 0), prefix=prefix) as db0:
-        assert loads_for_store(serializer, db0, "x", legacy) == [1]
+    with (
+        RedisCheckPointStore(on_db(redis_url, 0), prefix=prefix) as db0,
+        RedisCheckPointStore(on_db(redis_url, 9), prefix=prefix) as db9,
+    ):
+        data = dumps_for_store(serializer, db0, "pay", {"approved": True})
+        assert loads_for_store(serializer, db0, "pay", data) == {"approved": True}
+        with pytest.raises(CheckpointError, match="in another store"):
+            loads_for_store(serializer, db9, "pay", data)
 
 
 def test_a_pending_payment_copied_to_another_database_does_not_resume(

@@ -93,7 +93,7 @@ def test_namespaces_name_where_the_data_lives(tmp_path: Path, redis_url: str) ->
         expected = f"sqlite:{tmp_path / 'x.db'}:agentkit_checkpoints"
         assert namespace_of(sqlite_store) == expected
     with RedisCheckPointStore(redis_url, prefix="tenantA:") as redis_store:
-        assert namespace_of(redis_store) == "redis:tenantA:"
+        assert namespace_of(redis_store) == "redis/0:tenantA:"
     assert namespace_of(InMemoryCheckPointStore()) == ""
 
 

@@ -25,6 +25,7 @@ from agentkit.checkpoint.base import (
     Lease,
     LeasingCheckPointStore,
     lease_for,
+    legacy_namespaces_of,
     namespace_of,
 )
 
@@ -42,6 +43,7 @@ __all__ = [
     "Serializer",
     "UnsignedCheckpointWarning",
     "lease_for",
+    "legacy_namespaces_of",
     "namespace_of",
 ]
 

@@ -6,7 +6,8 @@ import inspect
 import weakref
 from typing import Any
 
-from agentkit.checkpoint.base import CheckPointStore, namespace_of
+from agentkit.checkpoint.base import CheckPointStore, legacy_namespaces_of, namespace_of
+from agentkit.errors import CheckpointError
 
 __all__ = ["dumps_for_store", "loads_for_store"]
 
@@ -25,10 +26,23 @@ def dumps_for_store(
 def loads_for_store(
     serializer: Any, store: CheckPointStore, checkpoint_id: str, data: bytes
 ) -> Any:
-    """``serializer.loads(data, ...)`` for ``store``, passing its namespace when accepted."""
-    if _takes_namespace(type(serializer)):
+    """``serializer.loads(data, ...)`` for ``store``, passing its namespace when accepted.
+
+    A checkpoint refused in the store's namespace is tried in the namespaces the store used
+    in earlier releases (:func:`~agentkit.checkpoint.legacy_namespaces_of`), so an upgrade
+    does not strand pending checkpoints; if none accepts it, the first refusal is raised.
+    """
+    if not _takes_namespace(type(serializer)):
+        return serializer.loads(data, checkpoint_id=checkpoint_id)
+    try:
         return serializer.loads(data, checkpoint_id=checkpoint_id, namespace=namespace_of(store))
-    return serializer.loads(data, checkpoint_id=checkpoint_id)
+    except CheckpointError as refused:
+        for legacy in legacy_namespaces_of(store):
+            try:
+                return serializer.loads(data, checkpoint_id=checkpoint_id, namespace=legacy)
+            except CheckpointError:
+                continue
+        raise refused from None
 
 
 def _takes_namespace(serializer_type: type) -> bool:

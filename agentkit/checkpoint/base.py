@@ -26,6 +26,7 @@ __all__ = [
     "Lease",
     "LeasingCheckPointStore",
     "lease_for",
+    "legacy_namespaces_of",
     "namespace_of",
     "new_lease_owner",
     "StoreLimits",
@@ -91,6 +92,12 @@ class _Namespaced(Protocol):
 
 
 @runtime_checkable
+class _WithLegacyNamespaces(Protocol):
+    @property
+    def legacy_namespaces(self) -> tuple[str, ...]: ...
+
+
+@runtime_checkable
 class _WithLeaseTTL(Protocol):
     @property
     def lease_ttl(self) -> float: ...
@@ -99,7 +106,7 @@ class _WithLeaseTTL(Protocol):
 def namespace_of(store: CheckPointStore) -> str:
     """The store's ``namespace`` (which checkpoints are signed with), or ``""`` without one.
 
-    The built-in stores name where their data lives: ``"redis:<prefix>"``,
+    The built-in stores name where their data lives: ``"redis/<db>:<prefix>"``,
     ``"sqlite:<absolute path>:<table>"``, ``"file:<absolute directory>"`` (the in-memory
     store has ``""``). A checkpoint signed in one namespace is refused in another, so a
     checkpoint copied to another store under the same id does not load. Moving an SQLite file
@@ -111,6 +118,17 @@ def namespace_of(store: CheckPointStore) -> str:
             raise TypeError(f"{store!r}.namespace must be a str, not {type(namespace).__name__}")
         return namespace
     return ""
+
+
+def legacy_namespaces_of(store: CheckPointStore) -> tuple[str, ...]:
+    """Namespaces a store used in earlier releases, accepted when loading only (or ``()``).
+
+    A store whose namespace changed (the Redis store's now names its database) lists the old
+    one here, so checkpoints saved before an upgrade still load; nothing is signed with it.
+    """
+    if isinstance(store, _WithLegacyNamespaces):
+        return tuple(store.legacy_namespaces)
+    return ()
 
 
 def new_lease_owner() -> str:

@@ -72,7 +72,7 @@ def _namespace(client: Any, prefix: str) -> str:
     # redis.Redis names its database in its connection settings; a cluster has only db 0.
     settings = getattr(client, "get_connection_kwargs", None)
     database = int(settings().get("db") or 0) if callable(settings) else 0
-    return f"redis:{prefix}" if database == 0 else f"redis/{database}:{prefix}"
+    return f"redis/{database}:{prefix}"
 
 
 class RedisCheckPointStore(StoreLimits):
@@ -149,13 +149,22 @@ class RedisCheckPointStore(StoreLimits):
 
     @property
     def namespace(self) -> str:
-        """Where checkpoints here live, which they are signed with: the database and prefix.
+        """Where checkpoints here live, which they are signed with: ``"redis/<db>:<prefix>"``.
 
-        ``"redis/<db>:<prefix>"``, or ``"redis:<prefix>"`` for database 0 (the namespace of
-        earlier releases, so checkpoints they saved there still load). A checkpoint copied to
-        another database or under another prefix is refused.
+        A checkpoint copied to another database or under another prefix is refused.
         """
         return self._namespace
+
+    @property
+    def legacy_namespaces(self) -> tuple[str, ...]:
+        """``("redis:<prefix>",)``: the namespace earlier releases signed checkpoints with.
+
+        Accepted when loading only, so checkpoints saved by an earlier release (in any
+        database) still resume after an upgrade. Nothing is signed with it any more, so a
+        checkpoint saved by this release is bound to its database; one saved before cannot be
+        told apart from a copy made in another database of the same server.
+        """
+        return ("redis:" + self._prefix.decode("utf-8"),)
 
     def key_for(self, checkpoint_id: str) -> bytes:
         """Return the Redis key of the checkpoint ``checkpoint_id``."""
