@@ -32,6 +32,8 @@ from agentkit import (
     with_cancel,
 )
 from agentkit.mcp import MCPClient, MCPClientClosedError, MCPConnectionError, MCPProtocolError
+from agentkit.mcp._http import BodySize, EventSize
+from agentkit.mcp._stdio import LineSplitter, LineTooLongError
 from agentkit.testing import ScriptedChatModel, call, calls_message, no_thread_leak
 from tests.mcp_servers.support import (
     ROGUE,
@@ -230,12 +232,13 @@ def test_a_huge_result_is_refused_in_a_moment_at_bounded_memory(transport: str) 
 
 
 def test_a_timed_out_call_leaves_no_work_burning() -> None:
-    # 40 MiB trickling in over 4 s: the call times out after 1 s, and reading the rest of
-    # the answer (which the client then drops) costs little CPU.
-    with no_thread_leak(), rogue("stdio", timeout=1.0, max_message_bytes=64 * MiB) as client:
+    # 15 MiB trickling in over 3 s: the call times out after 1 s, and reading the rest of
+    # the answer (which the client then drops) costs little CPU (it cost seconds: every
+    # piece copied all that came before it).
+    with no_thread_leak(), rogue("stdio", timeout=1.0) as client:
         identity(client)
         with pytest.raises(ToolTimeoutError):
-            client.call_tool("big", {"size": 40 * MiB, "pause": 0.1})
+            client.call_tool("big", {"size": 15 * MiB, "pause": 0.2})
         cpu = time.process_time()
 
         def answers() -> bool:
@@ -247,7 +250,7 @@ def test_a_timed_out_call_leaves_no_work_burning() -> None:
 
         wait_until(answers, timeout=60)
         spent = time.process_time() - cpu
-        assert spent < 2.0, f"reading the dropped answer took {spent:.1f} s of CPU"
+        assert spent < 1.0, f"reading the dropped answer took {spent:.2f} s of CPU"
 
 
 def test_a_compressed_http_answer_is_refused() -> None:
@@ -395,3 +398,36 @@ def test_a_server_that_prints_a_banner_before_the_handshake_fails_with_a_protoco
     message = str(info.value)
     assert message.startswith("could not connect to the MCP server ")
     assert "it broke the protocol: it sent a line that is not JSON: b'Starting server...'" in message
+
+
+# --- the counting underneath ---
+
+
+def test_lines_are_split_across_chunks_with_either_line_end() -> None:
+    lines = LineSplitter(limit=64)
+    assert lines.feed(b'{"a":') == []
+    assert lines.feed(b'1}\r\n{"b"') == [b'{"a":1}']
+    assert lines.feed(b':2}\n\n') == [b'{"b":2}', b""]
+
+
+def test_a_line_over_the_limit_is_refused_as_soon_as_it_is_seen() -> None:
+    assert LineSplitter(limit=10).feed(b"x" * 10 + b"\r\n") == [b"x" * 10]
+    with pytest.raises(LineTooLongError):
+        LineSplitter(limit=10).feed(b"x" * 12)  # no line end yet
+    lines = LineSplitter(limit=10)
+    lines.feed(b"x" * 6)
+    with pytest.raises(LineTooLongError):
+        lines.feed(b"x" * 6)
+    with pytest.raises(LineTooLongError):
+        LineSplitter(limit=10).feed(b"x" * 11 + b"\n")
+
+
+def test_an_event_stream_is_counted_per_event() -> None:
+    size = EventSize()
+    assert size.add(b"event: message\ndata: ab") == 23
+    assert size.add(b"cd\n\ndata: x") == 7  # a new event began
+    assert size.add(b"\r\n\r") == 0  # a blank line, split between chunks
+    assert size.add(b"\ndata: yy") == 9
+    assert size.add(b"\r\rdata") == 4
+    body = BodySize()
+    assert body.add(b"ab\n\n") == 4 and body.add(b"cd") == 6
