@@ -27,7 +27,7 @@ from agentkit.mcp._errors import (
     MCPServerError,
 )
 from agentkit.mcp._tool import MCPTool
-from agentkit.mcp._wire import DEFAULT_MAX_MESSAGE_BYTES, check_max_message_bytes
+from agentkit.mcp._wire import DEFAULT_MAX_MESSAGE_BYTES, check_max_message_bytes, unparsable
 from agentkit.schema import ToolInfo
 from agentkit.tools.base import BaseTool
 
@@ -38,7 +38,6 @@ HTTPTransport = Literal["auto", "streamable-http", "sse"]
 
 _TOOLS_CHANGED = "notifications/tools/list_changed"
 _STOP_ALLOWANCE = 10.0  # seconds a given-up connection attempt may take to stop, past its timeout
-_REASON_CHARS = 300  # of a parse error's text in an error message
 
 
 class _Attempt:
@@ -412,8 +411,7 @@ class MCPClient:
         label = self._endpoint.label
         if details is not None and details[0] == _compat.PARSE_ERROR:
             # The transport (or the server) could not parse a message: the channel is unsound.
-            text = " ".join(details[1].split()).split(" [type=")[0][:_REASON_CHARS]
-            connection.protocol_error(f"it sent an answer that could not be parsed ({text})")
+            connection.protocol_error(unparsable(details[1]))
         if connection.fault is not None:
             return self._broke(connection, what, tool_name)
         if details is None and connection.usable:

@@ -36,6 +36,7 @@ __all__ = [
     "client_session",
     "dump_message",
     "error_details",
+    "is_parse_error",
     "list_all_tools",
     "mcp_major_version",
     "notification_method",
@@ -240,6 +241,15 @@ def error_details(error: BaseException) -> tuple[int, str] | None:
         return None
     data = error.error
     return int(data.code), str(data.message)
+
+
+def is_parse_error(error: BaseException) -> bool:
+    """Whether ``error`` (handed to the session's message handler) is a message that did not parse.
+
+    Both lines parse messages with pydantic; other errors handed over (a network failure, an
+    answer to a request the session no longer waits for) are not the server's protocol errors.
+    """
+    return isinstance(error, _module("pydantic").ValidationError)
 
 
 def notification_method(message: Any) -> str | None:

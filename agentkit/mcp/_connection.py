@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 from agentkit._runctx import abort_on_cancel, check_cancelled
 from agentkit.mcp import _compat
 from agentkit.mcp._errors import MCPConnectionError, MCPProtocolError
-from agentkit.mcp._wire import Wire
+from agentkit.mcp._wire import Wire, unparsable
 
 __all__ = ["Connection", "describe_error"]
 
@@ -329,11 +329,12 @@ class Connection:
 
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, Exception):
-            # The transport could not read a message of the server (not JSON, not JSON-RPC):
-            # what else it sent cannot be trusted either.
-            self.protocol_error(
-                f"it sent a message that could not be read ({describe_error(message)})"
-            )
+            if _compat.is_parse_error(message):
+                # The transport could not parse a message of the server (not JSON, not
+                # JSON-RPC): what else it sent cannot be trusted either.
+                self.protocol_error(unparsable(describe_error(message)))
+            else:  # a network error, a late answer to a cancelled call: the session goes on
+                _log.debug("MCP transport error from %s: %s", self.label, describe_error(message))
             return
         method = _compat.notification_method(message)
         if method is not None:

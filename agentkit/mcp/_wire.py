@@ -11,12 +11,20 @@ from __future__ import annotations
 
 from typing import Protocol
 
-__all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "Wire", "check_max_message_bytes", "excerpt", "too_large"]
+__all__ = [
+    "DEFAULT_MAX_MESSAGE_BYTES",
+    "Wire",
+    "check_max_message_bytes",
+    "excerpt",
+    "too_large",
+    "unparsable",
+]
 
 DEFAULT_MAX_MESSAGE_BYTES = 16 * 2**20
 """16 MiB: the largest message (a tool result, a tool listing) a server may send by default."""
 
 _EXCERPT_BYTES = 60
+_DETAIL_CHARS = 300
 
 
 class Wire(Protocol):
@@ -64,3 +72,12 @@ def excerpt(data: bytes) -> str:
     if len(data) <= _EXCERPT_BYTES:
         return repr(data)
     return f"{data[:_EXCERPT_BYTES]!r}... ({len(data)} bytes)"
+
+
+def unparsable(detail: str) -> str:
+    """The reason text for a message the transport could not parse, ``detail`` saying why.
+
+    The detail (often a pydantic error) is put on one line, without pydantic's trailer.
+    """
+    text = " ".join(detail.split()).split(" [type=")[0]
+    return f"it sent a message that could not be parsed ({text[:_DETAIL_CHARS]})"
