@@ -239,7 +239,7 @@ class Connection:
             if self.broken is None:
                 self.broken = reason
             self._accepting = False
-        if first:  # the calls in flight raise it; the log tells of it when none was
+        if first:  # the calls in flight raise it too; a bad line may come when none waits
             _log.warning("the MCP server %s broke the protocol: %s", self.label, reason)
         self._request_stop()
 
