@@ -38,7 +38,8 @@ exception says the same thing, the agentkit error subclasses it too, so existing
             └── RateLimitError           429
 
 Optional parts add subclasses of these where they live: ``agentkit.mcp`` (``MCPConnectionError``
-and ``MCPServerError``, both ``ToolError``; ``MCPClientClosedError``, ``MCPNotInstalledError``),
+with its ``MCPProtocolError``, and ``MCPServerError``, all ``ToolError``; ``MCPClientClosedError``,
+``MCPNotInstalledError``),
 ``agentkit.integrations.runs`` (``RunNotFoundError``, ``RunStateError``) and
 ``agentkit.prebuilt.planexecute`` (``PlanExecuteError``).
 """

@@ -15,7 +15,7 @@ from agentkit.mcp import MCPClient, MCPNotInstalledError, MCPServerError
 
 DOCUMENTED = {
     "MCPClient", "MCPTool", "MCPConnectionError", "MCPServerError", "MCPClientClosedError",
-    "MCPNotInstalledError",
+    "MCPNotInstalledError", "MCPProtocolError",
 }
 
 
@@ -33,6 +33,7 @@ def test_all_is_the_documented_surface_and_everything_has_a_docstring() -> None:
 def test_errors_of_a_call_are_tool_errors() -> None:
     assert issubclass(agentkit.mcp.MCPConnectionError, agentkit.ToolError)
     assert issubclass(agentkit.mcp.MCPConnectionError, ConnectionError)
+    assert issubclass(agentkit.mcp.MCPProtocolError, agentkit.mcp.MCPConnectionError)
     assert issubclass(agentkit.mcp.MCPServerError, agentkit.ToolError)
     assert issubclass(agentkit.mcp.MCPClientClosedError, agentkit.AgentKitError)
     assert issubclass(MCPNotInstalledError, ImportError)
@@ -69,6 +70,7 @@ def test_call_errors_round_trip_through_the_checkpoint_serializer() -> None:
     errors = [
         agentkit.mcp.MCPConnectionError("server gone", tool_name="add", call_id="c1"),
         MCPServerError("refused", code=-32602, tool_name="add", call_id="c2"),
+        agentkit.mcp.MCPProtocolError("not JSON", tool_name="add", call_id="c3"),
     ]
     for error in errors:
         copy = serializer.loads(serializer.dumps(error, checkpoint_id="cp"), checkpoint_id="cp")

@@ -20,6 +20,12 @@ as ``[image/png, 1234 bytes]``; a result the server marks with ``isError`` goes 
 as ``error from tool <name>: <text>``. Failures of the call itself raise
 :class:`~agentkit.ToolError` subclasses (:class:`MCPConnectionError`, :class:`MCPServerError`,
 :class:`~agentkit.ToolTimeoutError`), which the agent handles with its tool-error policy.
+
+Limits and healing: every message a server sends (a tool result, a tool listing) is held to
+the client's ``max_message_bytes`` (16 MiB by default). A server that breaks the protocol (a
+line that is not UTF-8, not JSON or not JSON-RPC, or a message over the limit) fails the calls
+in flight with :class:`MCPProtocolError`; its connection is dropped and the next call
+connects again.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from agentkit.mcp._errors import (
     MCPClientClosedError,
     MCPConnectionError,
     MCPNotInstalledError,
+    MCPProtocolError,
     MCPServerError,
 )
 from agentkit.mcp._tool import MCPTool
@@ -40,6 +47,7 @@ __all__ = [
     "MCPClientClosedError",
     "MCPConnectionError",
     "MCPNotInstalledError",
+    "MCPProtocolError",
     "MCPServerError",
     "MCPTool",
 ]
@@ -47,7 +55,14 @@ __all__ = [
 # Public objects present themselves as ``agentkit.mcp.X`` in reprs and tracebacks (the client
 # does so itself, as it loads on first use).
 present(
-    (MCPClientClosedError, MCPConnectionError, MCPNotInstalledError, MCPServerError, MCPTool),
+    (
+        MCPClientClosedError,
+        MCPConnectionError,
+        MCPNotInstalledError,
+        MCPProtocolError,
+        MCPServerError,
+        MCPTool,
+    ),
     __name__,
 )
 

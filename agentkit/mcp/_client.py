@@ -6,6 +6,7 @@ import concurrent.futures
 import functools
 import os
 import threading
+import time
 import urllib.parse
 import weakref
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
@@ -16,11 +17,17 @@ import attrs
 
 from agentkit._runctx import abort_on_cancel, check_cancelled
 from agentkit.errors import ToolTimeoutError
-from agentkit.mcp import _compat
+from agentkit.mcp import _compat, _stdio
 from agentkit.mcp._connection import Connection, describe_error
 from agentkit.mcp._endpoint import Endpoint, redacted, session_ended
-from agentkit.mcp._errors import MCPClientClosedError, MCPConnectionError, MCPServerError
+from agentkit.mcp._errors import (
+    MCPClientClosedError,
+    MCPConnectionError,
+    MCPProtocolError,
+    MCPServerError,
+)
 from agentkit.mcp._tool import MCPTool
+from agentkit.mcp._wire import DEFAULT_MAX_MESSAGE_BYTES, check_max_message_bytes, unparsable
 from agentkit.schema import ToolInfo
 from agentkit.tools.base import BaseTool
 
@@ -30,6 +37,40 @@ T = TypeVar("T")
 HTTPTransport = Literal["auto", "streamable-http", "sse"]
 
 _TOOLS_CHANGED = "notifications/tools/list_changed"
+_STOP_ALLOWANCE = 10.0  # seconds a given-up connection attempt may take to stop, past its timeout
+
+
+class _Attempt:
+    """A connection attempt in progress, which other callers of the client wait for."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._done = False
+        self._waiters: list[threading.Event] = []
+
+    def wait(self, timeout: float) -> bool:
+        """Wait until the attempt ended (``True``) or ``timeout`` passed; a cancel ends it too.
+
+        Raises:
+            AgentCancelledError: the agent run was cancelled while waiting.
+        """
+        woken = threading.Event()
+        with self._lock:
+            if self._done:
+                return True
+            self._waiters.append(woken)
+        with abort_on_cancel(woken.set):
+            woken.wait(timeout)
+        check_cancelled()
+        return self._done
+
+    def finish(self) -> None:
+        """The attempt ended (connected or not): wake every waiter."""
+        with self._lock:
+            self._done = True
+            waiters, self._waiters = self._waiters, []
+        for woken in waiters:
+            woken.set()
 
 
 class MCPClient:
@@ -49,27 +90,41 @@ class MCPClient:
     inherited it starts its own connection. When the connection breaks (the server process
     exits, the HTTP session is gone) the next call reconnects.
 
+    When the server breaks the protocol (a line that is not UTF-8, not JSON or not JSON-RPC,
+    or a message over ``max_message_bytes``), the calls in flight fail at once with
+    :class:`MCPProtocolError`, the connection is dropped (a stdio server is killed) and the
+    next call connects again.
+
     Args:
         timeout: seconds one tool call (or tool listing) may take before it fails with
             :class:`~agentkit.ToolTimeoutError`; ``None`` waits as long as the server takes.
-        connect_timeout: seconds to start the server or reach it and finish the MCP handshake.
+        connect_timeout: seconds to start the server or reach it and finish the MCP handshake
+            (for ``transport="auto"``, both transports together).
+        max_message_bytes: the largest message the server may send (a tool result, a tool
+            listing), in bytes; 16 MiB by default. A larger one is not read past the limit.
     """
 
     def __init__(
-        self, endpoint: Endpoint, *, timeout: float | None, connect_timeout: float
+        self,
+        endpoint: Endpoint,
+        *,
+        timeout: float | None,
+        connect_timeout: float,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     ) -> None:
         if timeout is not None and timeout <= 0:
             raise ValueError(f"timeout must be > 0 seconds or None (got {timeout})")
         if connect_timeout <= 0:
             raise ValueError(f"connect_timeout must be > 0 seconds (got {connect_timeout})")
+        self.max_message_bytes = check_max_message_bytes(max_message_bytes)
         _compat.require_mcp()
         self._endpoint = endpoint
         self.timeout = timeout
         self.connect_timeout = connect_timeout
         self._state_lock = threading.Lock()
-        self._connect_lock = threading.Lock()
         self._connection: Connection | None = None
         self._connecting: Connection | None = None  # being started, so close() can stop it
+        self._attempt: _Attempt | None = None  # the connection attempt in progress
         self._closed = False
         self._pid = os.getpid()
         # The tool list: the last listing and the notification count it reflects.
@@ -88,6 +143,7 @@ class MCPClient:
         cwd: str | os.PathLike[str] | None = None,
         timeout: float | None = 60.0,
         connect_timeout: float = 30.0,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     ) -> MCPClient:
         """A client of a server started as a subprocess, speaking MCP on its stdin and stdout.
 
@@ -97,14 +153,22 @@ class MCPClient:
         as API keys do not leak to servers; ``env`` adds variables to it (pass
         ``env=dict(os.environ)`` to hand over everything). The server's stderr goes to this
         process's stderr (in Jupyter, to the kernel's own stderr).
+
+        Every line the server writes to its stdout must be one MCP message of at most
+        ``max_message_bytes``; anything else (a log line, a banner) is a protocol error.
         """
         if isinstance(args, str):
             raise TypeError(f"args must be a sequence of strings, not one string (got {args!r})")
         argv = tuple(args)
         directory = os.fspath(cwd) if cwd is not None else None
         label = " ".join((command, *argv))
-        opener = functools.partial(_compat.open_stdio, command, argv, env, directory)
-        return cls(Endpoint(label, (opener,)), timeout=timeout, connect_timeout=connect_timeout)
+        opener = functools.partial(_stdio.open_stdio, command, argv, env, directory)
+        return cls(
+            Endpoint(label, (opener,)),
+            timeout=timeout,
+            connect_timeout=connect_timeout,
+            max_message_bytes=max_message_bytes,
+        )
 
     @classmethod
     def http(
@@ -115,12 +179,17 @@ class MCPClient:
         transport: HTTPTransport = "auto",
         timeout: float | None = 60.0,
         connect_timeout: float = 30.0,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     ) -> MCPClient:
         """A client of a server at ``url``, over streamable HTTP (or the older HTTP+SSE).
 
         ``headers`` go with every request (for example ``{"Authorization": "Bearer ..."}``).
         With ``transport="auto"`` the client tries streamable HTTP first and falls back to
         HTTP+SSE when the server does not speak it; ``"streamable-http"`` or ``"sse"`` pick one.
+
+        Every answer (a JSON body, or one event of an event stream) is held to
+        ``max_message_bytes``; the client asks for uncompressed answers and refuses compressed
+        ones. (The HTTP+SSE transport of mcp 2.x also refuses events over 1 MiB by itself.)
         """
         if transport not in ("auto", "streamable-http", "sse"):
             raise ValueError(
@@ -136,7 +205,12 @@ class MCPClient:
         # (Very short parts are left alone: replacing them would garble the messages.)
         secrets = tuple(part for part in (parts.password, parts.query) if part and len(part) >= 4)
         endpoint = Endpoint(redacted(url), openers, sessions=True, secrets=secrets)
-        return cls(endpoint, timeout=timeout, connect_timeout=connect_timeout)
+        return cls(
+            endpoint,
+            timeout=timeout,
+            connect_timeout=connect_timeout,
+            max_message_bytes=max_message_bytes,
+        )
 
     def __repr__(self) -> str:
         connected = self._connection is not None
@@ -308,15 +382,11 @@ class MCPClient:
                         tool_name=tool_name,
                     ) from None
                 except concurrent.futures.CancelledError:
+                    # Not this caller's cancel: the connection failed the call (it broke or
+                    # closed), unless the run is being cancelled.
                     check_cancelled()
                     self._check_open()
-                    reason = connection.broken or "closed"
-                    self._discard(connection, reason)
-                    raise MCPConnectionError(
-                        f"{what} failed: the connection to the MCP server {self._endpoint.label} "
-                        f"broke ({reason}); the next call reconnects",
-                        tool_name=tool_name,
-                    ) from None
+                    raise self._broke(connection, what, tool_name) from None
                 except Exception as error:
                     details = _compat.error_details(error)
                     if (
@@ -339,6 +409,11 @@ class MCPClient:
         tool_name: str,
     ) -> Exception:
         label = self._endpoint.label
+        if details is not None and details[0] == _compat.PARSE_ERROR:
+            # The transport (or the server) could not parse a message: the channel is unsound.
+            connection.protocol_error(unparsable(details[1]))
+        if connection.fault is not None:
+            return self._broke(connection, what, tool_name)
         if details is None and connection.usable:
             # Not a transport failure: the session could not use the server's answer.
             return MCPServerError(
@@ -367,6 +442,27 @@ class MCPClient:
             tool_name=tool_name,
         )
 
+    def _broke(self, connection: Connection, what: str, tool_name: str) -> MCPConnectionError:
+        """Drop a connection that failed a call; the error that call raises."""
+        label = self._endpoint.label
+        reason = connection.broken or "closed"
+        self._discard(connection, reason)
+        if connection.fault is not None:
+            return MCPProtocolError(
+                self._endpoint.scrub(
+                    f"{what} failed: the MCP server {label} broke the protocol: "
+                    f"{connection.fault}; the connection was dropped and the next call reconnects"
+                ),
+                tool_name=tool_name,
+            )
+        return MCPConnectionError(
+            self._endpoint.scrub(
+                f"{what} failed: the connection to the MCP server {label} broke ({reason}); "
+                "the next call reconnects"
+            ),
+            tool_name=tool_name,
+        )
+
     # --- the connection ---
 
     def _check_open(self) -> None:
@@ -379,40 +475,42 @@ class MCPClient:
     def _forget_inherited(self) -> None:
         """In a forked child: drop the parent's connection without touching it."""
         self._state_lock = threading.Lock()
-        self._connect_lock = threading.Lock()
         if self._connection is not None:
             # Its thread does not exist here, and finalizing its objects would stop the
             # parent's server process: keep them alive, untouched, for this process's life.
             _inherited.append(self._connection)
         self._connection = None
+        self._connecting = None
+        self._attempt = None  # a thread of the parent was connecting; none does here
         self._pid = os.getpid()
-
-    def _current(self) -> Connection | None:
-        with self._state_lock:
-            self._check_open()
-            connection = self._connection
-            if connection is None or connection.usable:
-                return connection
-            self._connection = None
-        connection.close()  # broken: stop what is left of it
-        return None
 
     def _live_connection(self) -> Connection:
         if self._pid != os.getpid():
             self._forget_inherited()
-        connection = self._current()
-        if connection is not None:
-            return connection
-        # Another thread may be connecting; its attempt is bounded by connect_timeout per transport.
-        wait = self.connect_timeout * len(self._endpoint.openers) + 10
-        if not self._connect_lock.acquire(timeout=wait):
-            raise MCPConnectionError(
-                f"waited {wait} s for another thread to connect to {self._endpoint.label}"
-            )
+        while True:
+            with self._state_lock:
+                self._check_open()
+                connection, stale = self._connection, None
+                if connection is not None and connection.usable:
+                    return connection
+                if connection is not None:
+                    stale, self._connection = connection, None
+                attempt, mine = self._attempt, self._attempt is None
+                if attempt is None:
+                    attempt = self._attempt = _Attempt()
+            if stale is not None:
+                stale.close()  # broken: stop what is left of it
+            if mine:
+                return self._connect_as(attempt)
+            # Another thread is connecting; its attempt ends within connect_timeout.
+            wait = self.connect_timeout + _STOP_ALLOWANCE
+            if not attempt.wait(wait):
+                raise MCPConnectionError(
+                    f"waited {wait} s for another thread to connect to {self._endpoint.label}"
+                )
+
+    def _connect_as(self, attempt: _Attempt) -> Connection:
         try:
-            connection = self._current()
-            if connection is not None:
-                return connection
             connection = self._connect()
             with self._state_lock:
                 closed = self._closed
@@ -423,17 +521,28 @@ class MCPClient:
                 self._check_open()
             return connection
         finally:
-            self._connect_lock.release()
+            with self._state_lock:
+                self._attempt = None
+            attempt.finish()
 
     def _connect(self) -> Connection:
         errors: list[MCPConnectionError] = []
+        deadline = time.monotonic() + self.connect_timeout
         for opener in self._endpoint.openers:
-            connection = Connection(opener, self._endpoint.label, self._on_notification)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break  # the transports tried so far took all of connect_timeout
+            connection = Connection(
+                opener,
+                self._endpoint.label,
+                self._on_notification,
+                max_message_bytes=self.max_message_bytes,
+            )
             with self._state_lock:
                 self._check_open()
                 self._connecting = connection
             try:
-                connection.start(self.connect_timeout)
+                connection.start(left, connect_timeout=self.connect_timeout)
             except MCPConnectionError as error:
                 self._check_open()  # close() stopped the attempt
                 errors.append(error)
@@ -447,7 +556,12 @@ class MCPClient:
         text = "; ".join(str(error) for error in errors)
         if len(errors) > 1:
             text += " (tried streamable HTTP, then HTTP+SSE)"
-        raise MCPConnectionError(self._endpoint.scrub(text)) from errors[-1]
+        kind = (
+            MCPProtocolError
+            if all(isinstance(error, MCPProtocolError) for error in errors)
+            else MCPConnectionError
+        )
+        raise kind(self._endpoint.scrub(text)) from errors[-1]
 
     def _discard(self, connection: Connection, reason: str) -> None:
         connection.mark_broken(reason)

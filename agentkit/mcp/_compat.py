@@ -15,38 +15,46 @@ from __future__ import annotations
 import asyncio
 import functools
 import importlib
+import inspect
 import logging
-import os
-import sys
 import warnings
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from importlib import metadata
 from types import ModuleType
-from typing import Any, TextIO
+from typing import Any
 
 from agentkit.mcp._errors import MCPNotInstalledError
+from agentkit.mcp._http import capped_client
+from agentkit.mcp._wire import Wire, excerpt
 
 __all__ = [
     "CONNECTION_CLOSED",
+    "PARSE_ERROR",
     "Streams",
     "call_tool",
     "client_session",
+    "dump_message",
     "error_details",
+    "is_parse_error",
     "list_all_tools",
     "mcp_major_version",
     "notification_method",
     "open_sse",
-    "open_stdio",
     "open_streamable_http",
+    "parse_message",
     "require_mcp",
-    "wire",
+    "server_environment",
+    "wire_shape",
 ]
 
 _log = logging.getLogger("agentkit.mcp")
 
 CONNECTION_CLOSED = -32000
 """JSON-RPC code both lines use for "the connection closed before the response came"."""
+
+PARSE_ERROR = -32700
+"""JSON-RPC code for "the message could not be parsed" (both lines use it for a bad answer)."""
 
 Streams = tuple[Any, Any]
 """The (read stream, write stream) pair a transport yields."""
@@ -85,81 +93,124 @@ def mcp_major_version() -> int:
     if major not in (1, 2):
         raise MCPNotInstalledError(
             f"agentkit.mcp supports mcp 1.x and 2.x, but mcp {version} is installed; "
-            "install a supported version with: pip install 'mcp>=1.9,<3'"
+            "install a supported version with: pip install 'mcp>=1.10,<3'"
         )
     return major
 
 
-@asynccontextmanager
-async def open_stdio(
-    command: str, args: Sequence[str], env: Mapping[str, str] | None, cwd: str | None
-) -> AsyncIterator[Streams]:
-    """Start the server process and yield the streams to its stdin and stdout."""
-    stdio = _module("mcp.client.stdio")
-    params = stdio.StdioServerParameters(
-        command=command, args=list(args), env=dict(env) if env is not None else None, cwd=cwd
-    )
-    async with stdio.stdio_client(params, errlog=_server_stderr()) as streams:
-        yield streams[0], streams[1]
+def server_environment(env: Mapping[str, str] | None) -> dict[str, str]:
+    """The environment of a stdio server: the ``mcp`` package's minimal one, plus ``env``.
 
-
-def _server_stderr() -> TextIO:
-    """Where a server process writes its errors: our stderr, if it is a real file.
-
-    In Jupyter ``sys.stderr`` is the kernel's stream object, which has no file descriptor for
-    a child process; the kernel process's own stderr (``sys.__stderr__``) has one.
+    The minimal one (``PATH``, ``HOME``, ``USER``, ...) keeps secrets such as API keys of
+    this process away from servers.
     """
-    for stream in (sys.stderr, sys.__stderr__):
-        if stream is None:
-            continue
-        try:
-            stream.fileno()
-        except (AttributeError, OSError, ValueError):
-            continue
-        return stream
-    return _devnull()
+    stdio = _module("mcp.client.stdio")
+    return {**stdio.get_default_environment(), **(env or {})}
 
 
-@functools.lru_cache(maxsize=1)
-def _devnull() -> TextIO:
-    return open(os.devnull, "w")  # kept open: shared by every server of the process
+def parse_message(line: bytes) -> Any:
+    """The session message (``SessionMessage``) of one JSON-RPC message sent as ``line``.
+
+    Raises:
+        ValueError: saying what ``line`` is instead: not UTF-8, not JSON, or JSON that is
+            not a JSON-RPC message (with the start of the line).
+    """
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ValueError(
+            f"a line that is not UTF-8 (byte {line[error.start]:#04x} at position "
+            f"{error.start}): {excerpt(line)}"
+        ) from None
+    pydantic = _module("pydantic")
+    types = _module("mcp.types")
+    try:
+        if mcp_major_version() >= 2:
+            message = types.jsonrpc_message_adapter.validate_json(text, by_name=False)
+        else:
+            message = types.JSONRPCMessage.model_validate_json(text)
+    except pydantic.ValidationError as error:
+        if any(each["type"] == "json_invalid" for each in error.errors()):
+            raise ValueError(f"a line that is not JSON: {excerpt(line)}") from None
+        raise ValueError(
+            f"a line that is JSON but not a JSON-RPC message: {excerpt(line)}"
+        ) from None
+    return _module("mcp.shared.message").SessionMessage(message)
+
+
+def dump_message(session_message: Any) -> bytes:
+    """The JSON of a session message to send, as both lines of the package write it."""
+    message = session_message.message
+    if mcp_major_version() >= 2:
+        text = message.model_dump_json(by_alias=True, exclude_unset=True)
+    else:
+        text = message.model_dump_json(by_alias=True, exclude_none=True)
+    return str(text).encode("utf-8")
 
 
 @asynccontextmanager
 async def open_streamable_http(
-    url: str, headers: Mapping[str, str] | None
+    url: str, headers: Mapping[str, str] | None, wire: Wire
 ) -> AsyncIterator[Streams]:
-    """Connect with the streamable HTTP transport."""
+    """Connect with the streamable HTTP transport, answers held to ``wire``'s limit."""
     module = _module("mcp.client.streamable_http")
     if mcp_major_version() >= 2:
-        if not headers:
-            async with module.streamable_http_client(url) as streams:
-                yield streams[0], streams[1]
-            return
-        # 2.x takes headers through a configured client of its HTTP library, httpx2, with the
-        # timeouts its own default client uses (a response stream may stay open for long).
-        httpx2 = _module("httpx2")
-        http_client = httpx2.AsyncClient(
-            headers=dict(headers), timeout=httpx2.Timeout(_HTTP_TIMEOUT, read=_HTTP_READ_TIMEOUT)
-        )
-        opener = module.streamable_http_client(url, http_client=http_client)
-        async with http_client, opener as streams:
+        # 2.x takes a configured client of its HTTP library, httpx2.
+        http_client = _client_factory(wire)(headers=dict(headers or {}))
+        options: dict[str, Any] = {"http_client": http_client}
+        if _accepts(module.streamable_http_client, "max_sse_event_size"):
+            options["max_sse_event_size"] = None  # the client's own limit covers events
+        async with http_client, module.streamable_http_client(url, **options) as streams:
             yield streams[0], streams[1]
         return
     with warnings.catch_warnings():
         # Late 1.x releases deprecate this spelling; it is the one every 1.x release has.
         warnings.simplefilter("ignore", DeprecationWarning)
-        opener = module.streamablehttp_client(url, headers=dict(headers or {}))
+        opener = module.streamablehttp_client(
+            url, headers=dict(headers or {}), httpx_client_factory=_client_factory(wire)
+        )
     async with opener as streams:
         yield streams[0], streams[1]
 
 
 @asynccontextmanager
-async def open_sse(url: str, headers: Mapping[str, str] | None) -> AsyncIterator[Streams]:
-    """Connect with the older HTTP+SSE transport."""
+async def open_sse(
+    url: str, headers: Mapping[str, str] | None, wire: Wire
+) -> AsyncIterator[Streams]:
+    """Connect with the older HTTP+SSE transport, answers held to ``wire``'s limit."""
     module = _module("mcp.client.sse")
-    async with module.sse_client(url, headers=dict(headers or {})) as streams:
+    factory = _client_factory(wire)
+    async with module.sse_client(
+        url, headers=dict(headers or {}), httpx_client_factory=factory
+    ) as streams:
         yield streams[0], streams[1]
+
+
+def _client_factory(wire: Wire) -> Callable[..., Any]:
+    """An ``httpx_client_factory`` for the transports: the package's client, held to the limit.
+
+    With the timeouts the package's own clients use (a response stream may stay open long).
+    """
+    httpx = _module("httpx2" if mcp_major_version() >= 2 else "httpx")
+
+    def make(
+        headers: dict[str, str] | None = None, timeout: Any = None, auth: Any = None
+    ) -> Any:
+        options: dict[str, Any] = {
+            "timeout": timeout or httpx.Timeout(_HTTP_TIMEOUT, read=_HTTP_READ_TIMEOUT)
+        }
+        if auth is not None:
+            options["auth"] = auth
+        if mcp_major_version() < 2:
+            options["follow_redirects"] = True  # as 1.x's own factory does
+        return capped_client(httpx, wire, dict(headers or {}), **options)
+
+    return make
+
+
+@functools.cache
+def _accepts(function: Callable[..., Any], parameter: str) -> bool:
+    return parameter in inspect.signature(function).parameters
 
 
 def client_session(read: Any, write: Any, on_message: Callable[[Any], Any]) -> Any:
@@ -171,7 +222,7 @@ def client_session(read: Any, write: Any, on_message: Callable[[Any], Any]) -> A
     return session_module.ClientSession(read, write, message_handler=on_message)
 
 
-def wire(model: Any) -> dict[str, Any]:
+def wire_shape(model: Any) -> dict[str, Any]:
     """The JSON (wire) shape of an ``mcp`` type: camelCase keys, ``None`` fields left out."""
     data = model.model_dump(by_alias=True, mode="json", exclude_none=True)
     if not isinstance(data, dict):
@@ -192,12 +243,21 @@ def error_details(error: BaseException) -> tuple[int, str] | None:
     return int(data.code), str(data.message)
 
 
+def is_parse_error(error: BaseException) -> bool:
+    """Whether ``error`` (handed to the session's message handler) is a message that did not parse.
+
+    Both lines parse messages with pydantic; other errors handed over (a network failure, an
+    answer to a request the session no longer waits for) are not the server's protocol errors.
+    """
+    return isinstance(error, _module("pydantic").ValidationError)
+
+
 def notification_method(message: Any) -> str | None:
     """The JSON-RPC method of a server notification, or ``None`` for anything else."""
     pydantic = _module("pydantic")
     if not isinstance(message, pydantic.BaseModel):
         return None  # 1.x also hands server requests (RequestResponder) to the handler
-    method = wire(message).get("method")
+    method = wire_shape(message).get("method")
     return method if isinstance(method, str) else None
 
 
@@ -211,7 +271,7 @@ async def list_all_tools(session: Any) -> list[dict[str, Any]]:
             result = await session.list_tools()
         else:
             result = await session.list_tools(params=types.PaginatedRequestParams(cursor=cursor))
-        page = wire(result)
+        page = wire_shape(result)
         tools.extend(page.get("tools", []))
         cursor = page.get("nextCursor")
         if not cursor:
@@ -225,12 +285,12 @@ async def call_tool(session: Any, name: str, arguments: dict[str, Any]) -> dict[
     ``notifications/cancelled`` itself, for 1.x this function does.
     """
     if mcp_major_version() >= 2:
-        return wire(await session.call_tool(name, arguments))
+        return wire_shape(await session.call_tool(name, arguments))
     # 1.x numbers requests with this counter and reads it before its first await, so it
     # is this call's id; no public API tells it.
     request_id = session._request_id
     try:
-        return wire(await session.call_tool(name, arguments))
+        return wire_shape(await session.call_tool(name, arguments))
     except asyncio.CancelledError:
         await _send_cancelled(session, request_id)
         raise

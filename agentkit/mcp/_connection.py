@@ -7,8 +7,11 @@ it is told to stop. Callers in any thread hand it coroutines with :meth:`Connect
 and wait on the returned :class:`concurrent.futures.Future`, which they may cancel (that
 cancels the asyncio task, and the session tells the server the request was cancelled).
 
-A connection is used until it breaks (the server process exits, the HTTP session ends) and
-is then replaced by a fresh one; it never reconnects by itself.
+A connection is used until it breaks (the server process exits, the HTTP session ends, the
+server breaks the protocol) and is then replaced by a fresh one; it never reconnects by
+itself. Its transport holds the server to :attr:`Connection.max_message_bytes` and reports a
+broken protocol with :meth:`Connection.protocol_error`, which fails every call in flight at
+once and stops the connection.
 """
 
 from __future__ import annotations
@@ -24,14 +27,16 @@ from typing import Any, TypeVar
 
 from agentkit._runctx import abort_on_cancel, check_cancelled
 from agentkit.mcp import _compat
-from agentkit.mcp._errors import MCPConnectionError
+from agentkit.mcp._errors import MCPConnectionError, MCPProtocolError
+from agentkit.mcp._wire import Wire, unparsable
 
 __all__ = ["Connection", "describe_error"]
 
 _log = logging.getLogger("agentkit.mcp")
 
 T = TypeVar("T")
-Opener = Callable[[], AbstractAsyncContextManager[_compat.Streams]]
+Opener = Callable[[Wire], AbstractAsyncContextManager[_compat.Streams]]
+"""Makes the transport (an async context manager yielding the stream pair) for a connection."""
 Work = Callable[[Any], Coroutine[Any, Any, T]]
 
 
@@ -91,19 +96,28 @@ class _WatchedReadStream:
 class Connection:
     """A session with one MCP server, running in its own thread and event loop.
 
+    It is the :class:`~agentkit.mcp._wire.Wire` its transport serves.
+
     Args:
         opener: makes the transport (an async context manager yielding the stream pair).
         label: names the server in thread names and error texts.
         on_notification: called in the loop thread with this connection and the method of
             every server notification; must not block.
+        max_message_bytes: the largest message the transport accepts from the server.
     """
 
     def __init__(
-        self, opener: Opener, label: str, on_notification: Callable[[Connection, str], None]
+        self,
+        opener: Opener,
+        label: str,
+        on_notification: Callable[[Connection, str], None],
+        *,
+        max_message_bytes: int,
     ) -> None:
         self._opener = opener
         self.label = label
         self._on_notification = on_notification
+        self._max_message_bytes = max_message_bytes
         self._lock = threading.Lock()
         self._ready = threading.Event()  # set once connected, or once the attempt ended
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -116,6 +130,8 @@ class Connection:
         self._error: BaseException | None = None
         self.broken: str | None = None
         """Why the connection can no longer be used (``None`` while it works)."""
+        self.fault: str | None = None
+        """How the server broke the protocol, if it did (then also :attr:`broken`)."""
         self._thread = threading.Thread(target=self._run, name=f"agentkit-mcp {label}", daemon=True)
 
     def __repr__(self) -> str:
@@ -127,14 +143,28 @@ class Connection:
         """``True`` while calls can be submitted."""
         return self._accepting and self.broken is None
 
+    @property
+    def max_message_bytes(self) -> int:
+        """The largest message the transport accepts from the server, in bytes."""
+        return self._max_message_bytes
+
+    @property
+    def graceful(self) -> bool:
+        """``True`` when the server had a session and kept to the protocol (see ``Wire``)."""
+        return self._session is not None and self.fault is None
+
     # --- caller side (any thread) ---
 
-    def start(self, timeout: float | None) -> None:
+    def start(self, timeout: float, *, connect_timeout: float | None = None) -> None:
         """Start the thread and wait until the session is initialized.
+
+        ``connect_timeout`` is the setting an expired ``timeout`` is reported as (the
+        time left of it, when an earlier transport used some); ``timeout`` by default.
 
         Raises:
             MCPConnectionError: the server could not be started or reached, or did not
                 finish the handshake within ``timeout`` seconds.
+            MCPProtocolError: the server broke the protocol during the handshake.
             AgentCancelledError: the agent run was cancelled while connecting.
         """
         self._thread.start()
@@ -149,9 +179,15 @@ class Connection:
             return
         self.close()
         if not ready:
+            stated = timeout if connect_timeout is None else connect_timeout
             raise MCPConnectionError(
-                f"the MCP server {self.label} did not complete the connection within {timeout} s; "
+                f"the MCP server {self.label} did not complete the connection within {stated} s; "
                 "check that it starts and speaks MCP, or raise connect_timeout"
+            )
+        if self.fault is not None:
+            raise MCPProtocolError(
+                f"could not connect to the MCP server {self.label}: it broke the protocol: "
+                f"{self.fault}"
             )
         reason = describe_error(self._error) if self._error is not None else self.broken
         raise MCPConnectionError(
@@ -186,6 +222,26 @@ class Connection:
         with self._lock:
             if self.broken is None:
                 self.broken = reason
+
+    def protocol_error(self, reason: str) -> None:
+        """The server broke the protocol: stop the connection, from any thread; does not block.
+
+        No call is accepted any more, and the connection stops without the grace a
+        well-behaved server gets. The calls in flight fail at once: the session answers
+        each request still waiting with "connection closed" when its transport ends (a
+        request answered before the bad message keeps its answer), and :meth:`close`
+        cancels whatever is left. Their callers read :attr:`fault`. The first reason is kept.
+        """
+        with self._lock:
+            first = self.fault is None
+            if first:
+                self.fault = reason
+            if self.broken is None:
+                self.broken = reason
+            self._accepting = False
+        if first:  # the calls in flight raise it too; a bad line may come when none waits
+            _log.warning("the MCP server %s broke the protocol: %s", self.label, reason)
+        self._request_stop()
 
     def close(self, timeout: float = 10.0) -> None:
         """Leave the session, stop the transport and join the thread (waits up to ``timeout``)."""
@@ -243,7 +299,7 @@ class Connection:
             self._stop = asyncio.Event()
             self._main_task = asyncio.current_task()
         try:
-            async with self._opener() as (read, write):
+            async with self._opener(self) as (read, write):
                 watched = _WatchedReadStream(read, self._transport_ended)
                 async with _compat.client_session(watched, write, self._on_message) as session:
                     await session.initialize()
@@ -272,8 +328,13 @@ class Connection:
         self.mark_broken("the server closed the connection")
 
     async def _on_message(self, message: Any) -> None:
-        if isinstance(message, BaseException):
-            _log.debug("MCP transport error from %s: %s", self.label, describe_error(message))
+        if isinstance(message, Exception):
+            if _compat.is_parse_error(message):
+                # The transport could not parse a message of the server (not JSON, not
+                # JSON-RPC): what else it sent cannot be trusted either.
+                self.protocol_error(unparsable(describe_error(message)))
+            else:  # a network error, a late answer to a cancelled call: the session goes on
+                _log.debug("MCP transport error from %s: %s", self.label, describe_error(message))
             return
         method = _compat.notification_method(message)
         if method is not None:

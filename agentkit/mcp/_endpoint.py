@@ -9,6 +9,7 @@ from contextlib import AbstractAsyncContextManager
 import attrs
 
 from agentkit.mcp import _compat
+from agentkit.mcp._wire import Wire
 
 __all__ = ["Endpoint", "redacted", "session_ended"]
 
@@ -18,7 +19,8 @@ class Endpoint:
     """How to reach the server: a label for messages and the transports to try, in order."""
 
     label: str
-    openers: tuple[Callable[[], AbstractAsyncContextManager[_compat.Streams]], ...]
+    openers: tuple[Callable[[Wire], AbstractAsyncContextManager[_compat.Streams]], ...]
+    """The transports to try, in order; each is given the connection it serves."""
     sessions: bool = False
     """``True`` for HTTP, where the server may forget a session and refuse its requests."""
     secrets: tuple[str, ...] = ()

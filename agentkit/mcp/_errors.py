@@ -6,6 +6,7 @@ with its tool-error policy like any other tool failure::
     AgentKitError
     ├── ToolError
     │   ├── MCPConnectionError (ConnectionError)   the server could not be reached, or died
+    │   │   └── MCPProtocolError                   it broke the protocol (bad or oversized message)
     │   ├── MCPServerError                         the server refused a request (JSON-RPC error)
     │   └── ToolTimeoutError (TimeoutError)        a call took longer than its timeout
     ├── MCPClientClosedError (RuntimeError)        the client was used after close()
@@ -26,6 +27,7 @@ __all__ = [
     "MCPClientClosedError",
     "MCPConnectionError",
     "MCPNotInstalledError",
+    "MCPProtocolError",
     "MCPServerError",
 ]
 
@@ -35,6 +37,18 @@ class MCPConnectionError(ToolError, ConnectionError):
     """The MCP server could not be started or reached, or the connection broke during a call.
 
     The client reconnects on its next use, so a later call may succeed.
+    """
+
+
+@persisted("agentkit.mcp.MCPProtocolError")
+class MCPProtocolError(MCPConnectionError):
+    """The MCP server sent something that is not a valid MCP message, so its connection was dropped.
+
+    A line of a stdio server that is not UTF-8, not JSON or not a JSON-RPC message, or a
+    message larger than the client's ``max_message_bytes``. The call in flight fails with
+    this error at once, and so does every other call waiting on the same connection; the
+    client stops that connection (a stdio server's process is killed) and the next call
+    connects again.
     """
 
 

@@ -20,6 +20,7 @@ pytest.importorskip("mcp")
 from agentkit.mcp import MCPClient
 
 TOOLBOX = Path(__file__).resolve().parent / "toolbox.py"
+ROGUE = Path(__file__).resolve().parent / "rogue.py"
 STARTUP_TIMEOUT = 60.0  # a failure guard only: the server listens within a second or two
 
 
@@ -29,23 +30,27 @@ def toolbox_client(**options: Any) -> MCPClient:
 
 
 class HTTPServer:
-    """The toolbox server as an HTTP process (``kind`` ``"http"`` or ``"sse"``) on 127.0.0.1."""
+    """A test server as an HTTP process (``kind`` ``"http"`` or ``"sse"``) on 127.0.0.1.
 
-    def __init__(self, kind: str = "http") -> None:
+    The toolbox server by default; ``script=ROGUE`` for the server that breaks the protocol.
+    """
+
+    def __init__(self, kind: str = "http", script: Path = TOOLBOX) -> None:
         self.kind = kind
+        self.script = script
         self.port = 0
         self.process: subprocess.Popen[str] | None = None
 
     @property
     def url(self) -> str:
         """The MCP endpoint."""
-        path = "/mcp" if self.kind == "http" else "/sse"
+        path = "/sse" if self.kind == "sse" else "/mcp"
         return f"http://127.0.0.1:{self.port}{path}"
 
     def start(self) -> None:
         """Start the process (on the previous port when restarting) and wait until it listens."""
         self.process = subprocess.Popen(
-            [sys.executable, str(TOOLBOX), self.kind, "--port", str(self.port)],
+            [sys.executable, str(self.script), self.kind, "--port", str(self.port)],
             stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
         assert self.process.stdout is not None
@@ -55,6 +60,13 @@ class HTTPServer:
             self.stop()
             raise RuntimeError(f"the {self.kind} test server did not start (said {line!r})")
         self.port = int(line.split()[1])
+
+    def said(self, expected: str) -> None:
+        """Wait until the server says ``expected`` on a line of its stdout."""
+        assert self.process is not None and self.process.stdout is not None
+        ready, _, _ = select.select([self.process.stdout], [], [], STARTUP_TIMEOUT)
+        line = self.process.stdout.readline() if ready else ""
+        assert line.strip() == expected, f"the {self.kind} test server said {line!r}"
 
     def stop(self) -> None:
         """Stop the process."""
@@ -78,9 +90,9 @@ class HTTPServer:
 
 
 @contextlib.contextmanager
-def http_server(kind: str = "http") -> Iterator[HTTPServer]:
-    """A running toolbox HTTP server for the block."""
-    server = HTTPServer(kind)
+def http_server(kind: str = "http", script: Path = TOOLBOX) -> Iterator[HTTPServer]:
+    """A running HTTP test server (the toolbox server by default) for the block."""
+    server = HTTPServer(kind, script)
     server.start()
     try:
         yield server

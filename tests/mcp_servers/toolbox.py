@@ -1,4 +1,4 @@
-"""A test MCP server with tools that add, fail, sleep, die, grow and wait for each other.
+"""A test MCP server with tools that add, fail, sleep, die, grow, send big texts and meet.
 
     python tests/mcp_servers/toolbox.py                      # stdio
     python tests/mcp_servers/toolbox.py http [--port N]      # streamable HTTP on 127.0.0.1
@@ -72,6 +72,12 @@ def fail(message: str) -> str:
 def picture() -> Image:
     """A tiny PNG image (8 bytes)."""
     return Image(data=b"\x89PNG\r\n\x1a\n", format="png")
+
+
+@server.tool()
+def big(size: int) -> str:
+    """A text of ``size`` bytes."""
+    return "x" * size
 
 
 @server.tool()
