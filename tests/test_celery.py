@@ -26,12 +26,14 @@ pytest.importorskip("celery")
 redis = pytest.importorskip("redis")
 
 from agentkit.integrations.runs import RunEvent, RunNotFoundError, RunStateError  # noqa: E402
+from tests import celery_broker as broker  # noqa: E402
 from tests.redis_server import redis_url  # noqa: E402,F401
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
 GUARD = 60  # seconds: a failure guard for every wait, never a pacing
 TEST_KEY = "celery-tests-checkpoint-key-0123456789abcdef"
+OWNER = "tester"  # the owner of every run here (celery_client.py calls as this owner too)
 
 
 @pytest.fixture(scope="module")
@@ -140,14 +142,14 @@ def web(env: dict[str, str], *args: str) -> list[dict[str, Any]]:
 
 
 def read_all(queue: Any, run_id: str, after: str | None = None) -> list[RunEvent]:
-    with queue.events(run_id, after) as stream:
+    with queue.events(run_id, after, owner=OWNER) as stream:
         return list(stream)
 
 
 def read_until(queue: Any, run_id: str, status: str) -> list[RunEvent]:
     """Read the run's stream until a status entry with ``status`` (or its end)."""
     seen: list[RunEvent] = []
-    with queue.events(run_id, idle_timeout=GUARD) as stream:
+    with queue.events(run_id, owner=OWNER, idle_timeout=GUARD) as stream:
         for entry in stream:
             seen.append(entry)
             if entry.kind == "status" and entry.data["status"] == status:
@@ -168,7 +170,7 @@ def test_run_on_a_worker_read_from_a_second_web_process(
     app_module: Any, workers: dict[str, str], env: dict[str, str], client: Any
 ) -> None:
     queue = app_module.queue
-    run_id = queue.submit("weather", "Oslo", queue="a")
+    run_id = queue.submit("weather", "Oslo", owner=OWNER, queue="a")
     entries = web(env, "events", run_id)
     kinds = [entry["kind"] for entry in entries]
     assert kinds[0] == "run" and entries[0]["data"] == {"run_id": run_id, "agent": "weather"}
@@ -182,7 +184,7 @@ def test_run_on_a_worker_read_from_a_second_web_process(
     agent = [e["data"] for e in entries if e["kind"] == "agent"]
     assert [a["output"]["role"] for a in agent] == ["assistant", "tool", "assistant"]
     assert int(client.get("test:ran:weather:Oslo")) == 1
-    assert queue.status(run_id)["summary"] == end
+    assert queue.status(run_id, owner=OWNER)["summary"] == end
     ids = [entry["id"] for entry in entries]
     assert ids == sorted(ids, key=lambda i: tuple(map(int, i.split("-"))))
 
@@ -192,7 +194,7 @@ def test_reconnect_with_last_event_id_loses_and_repeats_nothing(
 ) -> None:
     queue = app_module.queue
     tag = uuid.uuid4().hex
-    run_id = queue.submit("slow", tag, queue="a")
+    run_id = queue.submit("slow", tag, owner=OWNER, queue="a")
     assert client.blpop([f"test:started:{tag}"], timeout=GUARD) is not None
     # The first connection reads three entries of the live run, then drops.
     first = web(env, "events", run_id, "-", "3")
@@ -210,14 +212,14 @@ def test_interrupted_on_one_worker_resumed_on_another_after_approval_elsewhere(
 ) -> None:
     queue = app_module.queue
     payee = f"ACME-{uuid.uuid4().hex[:8]}"
-    run_id = queue.submit("payer", payee, queue="a")
+    run_id = queue.submit("payer", payee, owner=OWNER, queue="a")
     first = read_all(queue, run_id)
     assert first[-1].kind == "end"
     summary = first[-1].data
     assert summary["status"] == "interrupted"
     assert summary["prompts"][0]["info"] == f"Pay {payee}?"
     assert workers_of(first) == ["a"]
-    assert queue.interrupts(run_id) == summary["interrupts"]
+    assert queue.interrupts(run_id, owner=OWNER) == summary["interrupts"]
     # A human approves on another web server; worker b (queue b) continues the run.
     done = subprocess.run(
         [sys.executable, str(TESTS / "celery_client.py"), "resume", run_id, "approve", "b"],
@@ -238,7 +240,7 @@ def test_interrupted_on_one_worker_resumed_on_another_after_approval_elsewhere(
     assert int(client.get(f"test:ran:pay:{payee}")) == 1
     # Approving twice is refused, and the consumed checkpoint could not run it again anyway.
     with pytest.raises(RunStateError, match="completed"):
-        queue.resume(run_id, {summary["interrupts"][0]: True})
+        queue.resume(run_id, {summary["interrupts"][0]: True}, owner=OWNER)
     assert int(client.get(f"test:ran:pay:{payee}")) == 1
 
 
@@ -247,7 +249,7 @@ def test_cancel_from_a_web_process_reaches_the_worker(
 ) -> None:
     queue = app_module.queue
     tag = uuid.uuid4().hex
-    run_id = queue.submit("slow", tag, queue="a")
+    run_id = queue.submit("slow", tag, owner=OWNER, queue="a")
     assert client.blpop([f"test:started:{tag}"], timeout=GUARD) is not None
     assert web(env, "cancel", run_id) == [{"cancelled": True}]
     seen = read_until(queue, run_id, "cancelling")
@@ -256,29 +258,32 @@ def test_cancel_from_a_web_process_reaches_the_worker(
     assert rest[-1].kind == "end"
     assert rest[-1].data["status"] == "cancelled"
     assert rest[-1].data["error"]["type"] == "AgentCancelledError"
-    assert queue.status(run_id)["status"] == "cancelled"
-    assert queue.cancel(run_id) is False  # stopped already
+    assert queue.status(run_id, owner=OWNER)["status"] == "cancelled"
+    assert queue.cancel(run_id, owner=OWNER) is False  # stopped already
 
 
 def test_a_duplicate_delivery_never_runs_a_run_twice(
     app_module: Any, workers: dict[str, str], client: Any
 ) -> None:
-    from agentkit import user_message
-
     queue = app_module.queue
     tag = uuid.uuid4().hex
-    run_id = queue.submit("slow", tag, queue="a")
+    hold = f"hold-{uuid.uuid4().hex[:6]}"  # no worker consumes it: the test holds the message
+    run_id = queue.submit("slow", tag, owner=OWNER, queue=hold)
+    message = broker.take(client, hold)
+    broker.put(client, "a", message)
     assert client.blpop([f"test:started:{tag}"], timeout=GUARD) is not None
-    payload = {"messages": [user_message(tag).to_dict()], "session_values": {}}
     # The broker delivers the task again (at least once) while worker a runs it.
-    again = queue.task.apply_async(args=[run_id, "slow", "run", payload], queue="b")
-    assert again.get(timeout=GUARD)["status"] == "duplicate"  # the run id's lease is taken
+    again = broker.put(client, "b", message)
+    assert app_module.app.AsyncResult(again).get(timeout=GUARD)["status"] == "duplicate"
     client.rpush(f"test:gate:{tag}", "open")
     entries = read_all(queue, run_id)
     assert entries[-1].data["status"] == "completed"
     # And once more after it completed.
-    late = queue.task.apply_async(args=[run_id, "slow", "run", payload], queue="b")
-    assert late.get(timeout=GUARD) == {"status": "duplicate", "error": "the run is completed"}
+    late = broker.put(client, "b", message)
+    assert app_module.app.AsyncResult(late).get(timeout=GUARD) == {
+        "status": "duplicate",
+        "error": "the run is completed",
+    }
     assert int(client.get(f"test:ran:slow:{tag}")) == 1
     assert workers_of(read_all(queue, run_id)) == ["a"]
 
@@ -288,18 +293,18 @@ def test_unknown_runs_and_bad_event_ids_are_clear_errors(
 ) -> None:
     queue = app_module.queue
     with pytest.raises(RunNotFoundError, match="no run with id 'nope'"):
-        queue.events("nope")
+        queue.events("nope", owner=OWNER)
     with pytest.raises(RunNotFoundError):
-        queue.resume("nope", {})
-    run_id = queue.submit("weather", "Rome", queue="a")
+        queue.resume("nope", {}, owner=OWNER)
+    run_id = queue.submit("weather", "Rome", owner=OWNER, queue="a")
     with pytest.raises(ValueError, match="Last-Event-ID 'abc'"):
-        queue.events(run_id, "abc")
+        queue.events(run_id, "abc", owner=OWNER)
     assert read_all(queue, run_id)[-1].data["status"] == "completed"
     with pytest.raises(RunStateError, match="is taken"):
-        queue.submit("weather", "Rome", checkpoint_id=run_id, queue="a")
+        queue.submit("weather", "Rome", checkpoint_id=run_id, owner=OWNER, queue="a")
     with pytest.raises(TypeError, match="JSON-serializable"):
-        queue.submit("weather", "Rome", session_values={"when": object()}, queue="a")
-    unknown = read_all(queue, queue.submit("nobody", "hi", queue="a"))[-1].data
+        queue.submit("weather", "Rome", session_values={"when": object()}, owner=OWNER, queue="a")
+    unknown = read_all(queue, queue.submit("nobody", "hi", owner=OWNER, queue="a"))[-1].data
     assert unknown["status"] == "failed"
     assert unknown["error"]["type"] == "RunNotFoundError"
     assert "no agent named 'nobody' is registered in this worker" in unknown["error"]["message"]
@@ -312,7 +317,7 @@ def test_sigterm_of_a_worker_mid_run_finishes_on_another_worker(
     lane = f"deploy-{uuid.uuid4().hex[:6]}"
     tag = uuid.uuid4().hex
     with worker(env, client, "old", lane, tmp_path) as old:
-        run_id = queue.submit("slow", tag, queue=lane)
+        run_id = queue.submit("slow", tag, owner=OWNER, queue=lane)
         assert client.blpop([f"test:started:{tag}"], timeout=GUARD) is not None
         old.send_signal(signal.SIGTERM)  # a deploy: warm shutdown
         seen = read_until(queue, run_id, "stopping")
@@ -331,7 +336,7 @@ def test_sigterm_of_a_worker_mid_run_finishes_on_another_worker(
 
 def read_until_after(queue: Any, run_id: str, after: str, status: str) -> list[RunEvent]:
     seen: list[RunEvent] = []
-    with queue.events(run_id, after, idle_timeout=GUARD) as stream:
+    with queue.events(run_id, after, owner=OWNER, idle_timeout=GUARD) as stream:
         for entry in stream:
             seen.append(entry)
             if entry.kind == "status" and entry.data["status"] == status:

@@ -117,7 +117,7 @@ def test_reconnect_mid_stream_with_last_event_id_loses_and_repeats_nothing(clien
         ("post", "/api/runs", {"message": "x" * 5000}, 400, "too long"),
         ("get", "/api/runs/nope/events", None, 404, "no run with id 'nope'"),
         ("post", "/api/runs/nope/resume", {"approve": True}, 404, "no run with id"),
-        ("post", "/api/runs/nope/cancel", None, 404, "no run with id"),
+        ("post", "/api/runs/nope/cancel", {}, 404, "no run with id"),
         ("get", "/api/runs", None, 405, "method"),
         ("get", "/api/nothing", None, 404, "not found"),
     ],
@@ -172,14 +172,16 @@ def test_cancel_stops_a_running_run() -> None:
     runner = Runner(agent, enable_streaming=True, checkpoint_store=InMemoryCheckPointStore())
     with LocalRuns({AGENT_NAME: runner}) as runs:
         client = create_app(runs).test_client()
-        run_id = runs.submit(AGENT_NAME, "go")
+        started = client.post("/api/runs", json={"message": "go"})  # streams lazily
+        run_id = started.headers["X-Run-Id"]
         assert entered.wait(60)
-        response = client.post(f"/api/runs/{run_id}/cancel")
+        response = client.post(f"/api/runs/{run_id}/cancel", json={})
         assert response.get_json() == {"run_id": run_id, "cancelled": True}
         release.set()
+        assert frames(started.get_data(as_text=True))[-1][2]["status"] == "cancelled"
         parsed = frames(client.get(f"/api/runs/{run_id}/events").get_data(as_text=True))
         assert parsed[-1][2]["status"] == "cancelled"
-        assert client.post(f"/api/runs/{run_id}/cancel").get_json()["cancelled"] is False
+        assert client.post(f"/api/runs/{run_id}/cancel", json={}).get_json()["cancelled"] is False
     assert len(model.calls) == 1
 
 
