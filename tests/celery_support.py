@@ -55,8 +55,15 @@ def env(redis_url: str) -> Iterator[dict[str, str]]:
 
 @pytest.fixture(scope="module")
 def app_module(env: dict[str, str]) -> Any:
-    """``celery_app`` imported in the test process (it only submits and reads here)."""
-    return importlib.import_module("celery_app")
+    """``celery_app`` imported in the test process (it only submits and reads here).
+
+    Each test module that imports the ``redis_url`` fixture gets its own redis-server, so a
+    module imported for an earlier test module's server is loaded again for this one.
+    """
+    module = importlib.import_module("celery_app")
+    if env["REDIS_URL"] != module.REDIS_URL:
+        module = importlib.reload(module)
+    return module
 
 
 @pytest.fixture(scope="module")

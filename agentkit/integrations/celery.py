@@ -71,6 +71,7 @@ from agentkit.errors import CheckpointBusyError, CheckpointConsumedError
 from agentkit.events import Agent
 from agentkit.integrations._celery_worker import Watcher, connect_shutdown_signal, shutting_down
 from agentkit.integrations._errors import (
+    RunIdError,
     RunIntegrityError,
     RunNotFoundError,
     RunStateError,
@@ -490,7 +491,7 @@ class AgentQueue:
         """
         try:
             self._owned(run_id, owner)
-        except RunNotFoundError:
+        except (RunNotFoundError, RunIdError):
             return False
         return True
 
@@ -578,9 +579,7 @@ class AgentQueue:
         """Run or resume the order's run in this worker; publish its events; record its stop."""
         log = self._log()
         run_id = order.run_id
-        append = functools.partial(log.append, run_id)
         handle = CancelHandle()
-        lease: Lease | None = None
         watcher = Watcher(
             log,
             run_id,
@@ -590,30 +589,22 @@ class AgentQueue:
             shutdown_timeout=self.shutdown_timeout,
         )
         watcher.start()
+        lease: Lease | None = None
         try:
             try:
-                runner = self.runner(order.agent)
-                if order.kind == "run":
-                    from agentkit.checkpoint import lease_for
-
-                    lease = lease_for(self.store, run_id, DEFAULT_LEASE_TTL)
-                    watcher.lease = lease
-                    messages = [Message.from_dict(item) for item in order.payload["messages"]]
-                    run = runner.run(
-                        messages,
-                        with_checkpoint_id(run_id),
-                        with_session_values(order.payload.get("session_values") or {}),
-                        with_cancel(handle),
-                    )
-                else:
-                    run = runner.resume(
-                        run_id, with_cancel(handle), targets=order.payload["targets"]
-                    )
+                lease, run = self._start(order, handle)
             except (CheckpointBusyError, CheckpointConsumedError) as error:
                 # Another worker runs it, or it completed: a duplicate delivery, nothing to do.
                 _log.info("agentkit: run %r not started on %s: %s", run_id, worker, error)
                 return {"status": "duplicate", "error": str(error)}
-            log.update(run_id, _mark_running(order, worker))
+            watcher.lease = lease
+            try:
+                log.update(run_id, _mark_running(order, worker))
+            except TaskMessageError as error:
+                run.close()
+                _log.error("agentkit: worker %s stopped run %r: %s", worker, run_id, error)
+                return {"status": "refused", "error": str(error)}
+            append = functools.partial(log.append, run_id)
             append("status", {"status": "started", "worker": worker, "kind": order.kind})
             summary = publish(run, append)
         except Exception as error:
@@ -632,6 +623,34 @@ class AgentQueue:
 
         log.finish(run_id, stop, summary)
         return summary
+
+    def _start(self, order: _Order, handle: CancelHandle) -> tuple[Lease | None, Any]:
+        """Start the order's run (a fresh run holds a lease on its id); its event iterator.
+
+        Raises:
+            CheckpointBusyError: another worker runs it.
+            CheckpointConsumedError: a resume of it completed already.
+        """
+        runner = self.runner(order.agent)
+        if order.kind == "resume":
+            return None, runner.resume(
+                order.run_id, with_cancel(handle), targets=order.payload["targets"]
+            )
+        from agentkit.checkpoint import lease_for
+
+        lease = lease_for(self.store, order.run_id, DEFAULT_LEASE_TTL)
+        try:
+            messages = [Message.from_dict(item) for item in order.payload["messages"]]
+            run = runner.run(
+                messages,
+                with_checkpoint_id(order.run_id),
+                with_session_values(order.payload.get("session_values") or {}),
+                with_cancel(handle),
+            )
+        except BaseException:
+            lease.release()
+            raise
+        return lease, run
 
     def _requeue(
         self, worker: str, route: str | None, order: _Order, *, ran: bool
