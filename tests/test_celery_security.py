@@ -376,3 +376,31 @@ def test_a_run_whose_record_is_gone_is_not_found(app_module: Any, client: Any) -
     client.delete(f"agentkit:run:{run_id}")
     with pytest.raises(RunNotFoundError):
         queue.status(run_id, owner=OWNER)
+
+
+def test_signing_keys_rotate_and_a_key_with_its_newline_is_the_same_key(
+    app_module: Any, env: dict[str, str]
+) -> None:
+    from celery import Celery
+
+    from agentkit.integrations.celery import AgentQueue
+
+    old_key, new_key = "old-key-0123456789abcdef", "new-key-0123456789abcdef"
+
+    def web(keys: Any) -> AgentQueue:
+        return AgentQueue(Celery(f"web-{uuid.uuid4().hex[:6]}", broker=env["REDIS_URL"]), signing_key=keys)
+
+    before = web(old_key)
+    run_id = before.submit("weather", "Oslo", owner=OWNER, queue=hold())
+    assert web(old_key + "\n").status(run_id, owner=OWNER)["status"] == "queued"  # pasted
+    during = web([new_key, old_key])  # the new key seals, the old one still opens
+    assert during.status(run_id, owner=OWNER)["status"] == "queued"
+    fresh = during.submit("weather", "Oslo", owner=OWNER, queue=hold())
+    assert web([new_key]).status(fresh, owner=OWNER)["status"] == "queued"
+    with pytest.raises(RunIntegrityError, match="fails verification"):
+        before.status(fresh, owner=OWNER)  # sealed with the new key only
+    with pytest.raises(RunIntegrityError, match="fails verification"):
+        web([new_key]).status(run_id, owner=OWNER)  # the old key was retired
+    for bad in ("short", [], [b"x" * 16, 42]):
+        with pytest.raises((ValueError, TypeError), match="key"):
+            web(bad)
