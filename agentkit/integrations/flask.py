@@ -98,7 +98,9 @@ def check_same_origin(request: Request, *, trusted_origins: Sequence[str] = ()) 
     without that header (older browsers), an ``Origin`` header must match the request's own
     origin. A request with neither header did not come from a browser page and passes.
     ``trusted_origins`` (``"https://app.example.com"``) are other origins allowed to post.
-    Pair it with JSON request bodies: an HTML form cannot send ``application/json``.
+    Pair it with JSON request bodies: an HTML form cannot send ``application/json``. Behind a
+    proxy that changes the ``Host`` header, apply werkzeug's ``ProxyFix`` (or list the public
+    origin in ``trusted_origins``) so that the request knows its own origin.
 
     Raises:
         werkzeug.exceptions.Forbidden: (a 403) the request came from another origin.
@@ -116,7 +118,7 @@ def check_same_origin(request: Request, *, trusted_origins: Sequence[str] = ()) 
             return
         raise Forbidden(
             description=(
-                f"cross-origin request refused (Sec-Fetch-Site: {site}): this endpoint "
+                f"cross-origin request refused (Sec-Fetch-Site: {site[:40]}): this endpoint "
                 "changes state and takes requests from this site's own pages only"
             )
         )
@@ -124,7 +126,7 @@ def check_same_origin(request: Request, *, trusted_origins: Sequence[str] = ()) 
         return
     raise Forbidden(
         description=(
-            f"cross-origin request refused (Origin: {origin}): this endpoint changes "
+            f"cross-origin request refused (Origin: {origin[:200]}): this endpoint changes "
             "state and takes requests from this site's own pages only"
         )
     )
