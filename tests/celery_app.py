@@ -7,14 +7,19 @@ their executions in Redis so a test can see that no tool ran twice across worker
 
 from __future__ import annotations
 
+import logging
 import os
+import sys
+from collections.abc import Sequence
 
 import redis
 from celery import Celery
 from celery.signals import worker_ready
 
-from agentkit import ChatModelAgent, Message, Role, interrupt, tool
+from agentkit import ChatModelAgent, Message, Role, assistant_message, interrupt, tool
 from agentkit.integrations.celery import AgentQueue
+from agentkit.models import ModelOptions
+from agentkit.streams import StreamReader, stream_from_list
 from agentkit.testing import ScriptedChatModel, call, calls_message
 
 REDIS_URL = os.environ["REDIS_URL"]
@@ -27,7 +32,17 @@ app.conf.update(
     worker_hijack_root_logger=False,
 )
 queue = AgentQueue(app, shutdown_timeout=GATE_TIMEOUT)
+# A second queue whose streams keep about 20 entries (trimmed streams, gap entries).
+small = AgentQueue(
+    app, prefix="agentkit:small:", stream_maxlen=20, task_name="agentkit.run.small"
+)
+CHUNKS = 500  # the chatty agent's answer comes in this many chunks
 _redis = redis.Redis.from_url(REDIS_URL)
+if "TEST_WORKER_NAME" in os.environ:  # a worker: agentkit's log lines go to its log file
+    _handler = logging.StreamHandler(sys.stderr)
+    _handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    logging.getLogger("agentkit").addHandler(_handler)
+    logging.getLogger("agentkit").setLevel(logging.INFO)
 
 
 @worker_ready.connect  # type: ignore[untyped-decorator]  # celery has no type hints
@@ -81,6 +96,29 @@ def _slow_script(messages: list[Message]) -> Message | str:
     return f"Finished: {last.content}"
 
 
+def _pay_twice_script(messages: list[Message]) -> Message | str:
+    """Pays the first payee of "A,B", then the second, then answers."""
+    first, second = next(m for m in messages if m.role is Role.USER).content.split(",")
+    paid = [m for m in messages if m.role is Role.TOOL]
+    if not paid:
+        return calls_message(call("pay", {"payee": first}, "call_1"))
+    if len(paid) == 1:
+        return calls_message(call("pay", {"payee": second}, "call_1"))  # the same call id
+    return f"Done: {paid[0].content}, {paid[1].content}."
+
+
+class ChunkyModel:
+    """Answers with :data:`CHUNKS` streamed chunks (many entries in a run's stream)."""
+
+    def generate(self, messages: Sequence[Message], options: ModelOptions | None = None) -> Message:
+        return assistant_message("x" * CHUNKS)
+
+    def stream(
+        self, messages: Sequence[Message], options: ModelOptions | None = None
+    ) -> StreamReader[Message]:
+        return stream_from_list([assistant_message(f"{i} ") for i in range(CHUNKS)])
+
+
 queue.register(
     "weather",
     lambda: ChatModelAgent(
@@ -94,3 +132,8 @@ queue.register(
     "slow",
     lambda: ChatModelAgent("slow", "slow", ScriptedChatModel(_slow_script), tools=[slow_step]),
 )
+queue.register(
+    "payer2",
+    lambda: ChatModelAgent("payer2", "pays twice", ScriptedChatModel(_pay_twice_script), tools=[pay]),
+)
+small.register("chatty", lambda: ChatModelAgent("chatty", "talks", ChunkyModel()))

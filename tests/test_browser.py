@@ -188,3 +188,82 @@ def test_page_reconnects_with_last_event_id_and_loses_and_repeats_nothing(
     assert transcript.count("wait_here returned: released") == 1
     assert transcript.count("calls wait_here()") == 1
     assert resumed_from and all(int(i) >= int(resumed_from[0]) for i in resumed_from)
+
+
+def gated_runs(entered: threading.Event, release: threading.Event) -> LocalRuns:
+    """The app's runs over an agent that waits in a tool until the test releases it."""
+
+    @tool
+    def wait_here() -> str:
+        """Blocks until the test releases it."""
+        entered.set()
+        release.wait(100)  # longer than the test's guards: a guard fails first
+        return "released"
+
+    model = ScriptedChatModel(
+        lambda m: calls_message(call("wait_here"), content="Working on it.") if len(m) == 1 else "Finished."
+    )
+    agent = ChatModelAgent(AGENT_NAME, "d", model, tools=[wait_here])
+    return LocalRuns({AGENT_NAME: Runner(agent, enable_streaming=True, checkpoint_store=InMemoryCheckPointStore())})
+
+
+ATTACK = """<!doctype html><html><body>
+<form id="attack" method="POST" action="{target}" enctype="{enctype}">
+<input name='{{"approve": true, "x": "' value='"}}'>
+</form>
+<script>document.getElementById("attack").submit();</script>
+</body></html>"""
+
+
+@pytest.mark.parametrize("enctype", ["application/x-www-form-urlencoded", "text/plain"])
+def test_a_page_of_another_origin_cannot_cancel_a_run_with_a_form_post(
+    browser: Any, tmp_path: Path, enctype: str
+) -> None:
+    from flask import Flask
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    entered, release = threading.Event(), threading.Event()
+    wait = WebDriverWait(browser, GUARD)
+    with gated_runs(entered, release) as runs, serving(create_app(runs)) as app_url:
+        browser.get(app_url + "/")
+        browser.find_element(By.ID, "send").click()
+        assert entered.wait(GUARD)
+        run_id = wait.until(lambda d: d.execute_script("return window.agentkit.runId"))
+        page = browser.current_window_handle
+        # The user, still logged in to the app (its session cookie), opens another site: a
+        # page on another port of the same host (same site, so the cookie goes along).
+        evil = Flask("evil")
+        target = f"{app_url}/api/runs/{run_id}/cancel"
+
+        @evil.get("/")
+        def attack_page() -> str:
+            return ATTACK.format(target=target, enctype=enctype)
+
+        with serving(evil) as evil_url:
+            assert evil_url.rsplit(":", 1)[1] != app_url.rsplit(":", 1)[1]
+            browser.switch_to.new_window("tab")
+            browser.get(evil_url + "/")
+            wait.until(lambda d: "cross-origin request refused" in d.find_element(By.TAG_NAME, "body").text)
+            browser.save_screenshot(str(tmp_path / "refused.png"))
+        browser.switch_to.window(page)
+        release.set()
+        wait.until(lambda d: d.find_element(By.ID, "answer").text == "Finished.")
+        assert browser.find_element(By.ID, "status").text == "completed"
+
+
+def test_the_pages_stop_button_cancels_its_run(browser: Any) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    entered, release = threading.Event(), threading.Event()
+    wait = WebDriverWait(browser, GUARD)
+    with gated_runs(entered, release) as runs, serving(create_app(runs)) as url:
+        browser.get(url + "/")
+        browser.find_element(By.ID, "send").click()
+        assert entered.wait(GUARD)
+        stop = wait.until(lambda d: d.find_element(By.ID, "stop") if d.find_element(By.ID, "stop").is_enabled() else None)
+        stop.click()
+        wait.until(lambda d: d.find_element(By.ID, "status").text in ("stopping\u2026", "cancelled"))
+        release.set()
+        wait.until(lambda d: d.find_element(By.ID, "status").text == "cancelled")

@@ -40,12 +40,12 @@ def gated_runner(release: threading.Event, entered: threading.Event) -> Runner:
 def test_a_reader_inside_a_cancelled_run_stops_reading() -> None:
     release, entered, reading = threading.Event(), threading.Event(), threading.Event()
     with LocalRuns({"inner": gated_runner(release, entered)}) as runs:
-        inner = runs.submit("inner", "go")
+        inner = runs.submit("inner", "go", owner=None)
 
         @tool
         def follow() -> str:
             """Follows the inner run until it ends."""
-            with runs.events(inner) as stream:
+            with runs.events(inner, owner=None) as stream:
                 for entry in stream:
                     if entry.kind == "agent":
                         reading.set()
@@ -70,9 +70,9 @@ def test_a_reader_inside_a_cancelled_run_stops_reading() -> None:
 def test_close_from_another_thread_ends_a_waiting_reader() -> None:
     release, entered = threading.Event(), threading.Event()
     with LocalRuns({"inner": gated_runner(release, entered)}) as runs:
-        run_id = runs.submit("inner", "go")
+        run_id = runs.submit("inner", "go", owner=None)
         assert entered.wait(GUARD)
-        stream = runs.events(run_id)
+        stream = runs.events(run_id, owner=None)
         got: list[str] = []
         reader = threading.Thread(target=lambda: got.extend(entry.kind for entry in stream))
         reader.start()
@@ -80,9 +80,9 @@ def test_close_from_another_thread_ends_a_waiting_reader() -> None:
         reader.join(GUARD)
         assert not reader.is_alive() and not stream.ended
         release.set()
-        assert [entry.kind for entry in runs.events(run_id)][-1] == "end"
-        assert runs.status(run_id)["status"] == "completed"
-        assert runs.status(run_id)["summary"]["answer"] == "done"
+        assert [entry.kind for entry in runs.events(run_id, owner=None)][-1] == "end"
+        assert runs.status(run_id, owner=None)["status"] == "completed"
+        assert runs.status(run_id, owner=None)["summary"]["answer"] == "done"
 
 
 def test_errors_say_what_to_do() -> None:
@@ -90,16 +90,16 @@ def test_errors_say_what_to_do() -> None:
     release.set()
     with LocalRuns({"inner": gated_runner(release, entered)}) as runs:
         with pytest.raises(RunNotFoundError, match="no agent named 'x'; the agents are: inner"):
-            runs.submit("x", "go")
+            runs.submit("x", "go", owner=None)
         with pytest.raises(RunNotFoundError, match="no run with id 'nope'"):
-            runs.events("nope")
-        run_id = runs.submit("inner", "go", checkpoint_id="fixed")
+            runs.events("nope", owner=None)
+        run_id = runs.submit("inner", "go", owner=None, checkpoint_id="fixed")
         with pytest.raises(RunStateError, match="is taken"):
-            runs.submit("inner", "go", checkpoint_id="fixed")
+            runs.submit("inner", "go", owner=None, checkpoint_id="fixed")
         with pytest.raises(ValueError, match="whole numbers"):
-            runs.events(run_id, "1-0")
-        assert list(runs.events(run_id))[-1].data["status"] == "completed"
+            runs.events(run_id, "1-0", owner=None)
+        assert list(runs.events(run_id, owner=None))[-1].data["status"] == "completed"
         with pytest.raises(RunStateError, match="is completed"):
-            runs.resume(run_id, {})
+            runs.resume(run_id, {}, owner=None)
     with pytest.raises(RunStateError, match="closed"):
-        runs.submit("inner", "go")
+        runs.submit("inner", "go", owner=None)

@@ -117,7 +117,7 @@ def test_reconnect_mid_stream_with_last_event_id_loses_and_repeats_nothing(clien
         ("post", "/api/runs", {"message": "x" * 5000}, 400, "too long"),
         ("get", "/api/runs/nope/events", None, 404, "no run with id 'nope'"),
         ("post", "/api/runs/nope/resume", {"approve": True}, 404, "no run with id"),
-        ("post", "/api/runs/nope/cancel", None, 404, "no run with id"),
+        ("post", "/api/runs/nope/cancel", {}, 404, "no run with id"),
         ("get", "/api/runs", None, 405, "method"),
         ("get", "/api/nothing", None, 404, "not found"),
     ],
@@ -172,14 +172,16 @@ def test_cancel_stops_a_running_run() -> None:
     runner = Runner(agent, enable_streaming=True, checkpoint_store=InMemoryCheckPointStore())
     with LocalRuns({AGENT_NAME: runner}) as runs:
         client = create_app(runs).test_client()
-        run_id = runs.submit(AGENT_NAME, "go")
+        started = client.post("/api/runs", json={"message": "go"})  # streams lazily
+        run_id = started.headers["X-Run-Id"]
         assert entered.wait(60)
-        response = client.post(f"/api/runs/{run_id}/cancel")
+        response = client.post(f"/api/runs/{run_id}/cancel", json={})
         assert response.get_json() == {"run_id": run_id, "cancelled": True}
         release.set()
+        assert frames(started.get_data(as_text=True))[-1][2]["status"] == "cancelled"
         parsed = frames(client.get(f"/api/runs/{run_id}/events").get_data(as_text=True))
         assert parsed[-1][2]["status"] == "cancelled"
-        assert client.post(f"/api/runs/{run_id}/cancel").get_json()["cancelled"] is False
+        assert client.post(f"/api/runs/{run_id}/cancel", json={}).get_json()["cancelled"] is False
     assert len(model.calls) == 1
 
 
@@ -270,3 +272,78 @@ def test_the_app_on_a_celery_worker_with_redis(redis_url: str, tmp_path: Path) -
 
 
 from tests.redis_server import redis_url  # noqa: E402,F401
+
+
+def gated_app() -> tuple[LocalRuns, Any, threading.Event, threading.Event]:
+    """The app over a run that waits in a tool until the test releases it."""
+    entered, release = threading.Event(), threading.Event()
+
+    @tool
+    def wait_here() -> str:
+        """Blocks until the test releases it."""
+        entered.set()
+        release.wait(60)
+        return "released"
+
+    model = ScriptedChatModel(lambda m: calls_message(call("wait_here")) if len(m) == 1 else "finished")
+    agent = ChatModelAgent(AGENT_NAME, "d", model, tools=[wait_here])
+    runner = Runner(agent, enable_streaming=True, checkpoint_store=InMemoryCheckPointStore())
+    runs = LocalRuns({AGENT_NAME: runner})
+    return runs, create_app(runs), entered, release
+
+
+def test_another_session_cannot_read_approve_or_cancel_a_run(client: Any, runs: LocalRuns) -> None:
+    response = client.post("/api/runs", json={"message": "Plan a weekend in Lisbon"})
+    run_id = response.headers["X-Run-Id"]
+    assert frames(response.get_data(as_text=True))[-1][2]["status"] == "interrupted"
+    stranger = client.application.test_client()  # another browser: its own session cookie
+    for method, path, body in [
+        ("get", f"/api/runs/{run_id}/events", None),
+        ("post", f"/api/runs/{run_id}/resume", {"approve": True}),
+        ("post", f"/api/runs/{run_id}/cancel", {}),
+    ]:
+        answer = getattr(stranger, method)(path, json=body)
+        assert answer.status_code == 404, (path, answer.get_json())
+        assert "no run with id" in answer.get_json()["error"]
+    # The owner's session still approves it: nothing was consumed.
+    resumed = client.post(f"/api/runs/{run_id}/resume", json={"approve": True})
+    assert frames(resumed.get_data(as_text=True))[-1][2]["answer"] == ANSWER
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"Sec-Fetch-Site": "cross-site"},
+        {"Sec-Fetch-Site": "same-site"},
+        {"Origin": "http://evil.example"},
+    ],
+)
+def test_state_changing_requests_from_other_origins_are_refused(headers: dict[str, str]) -> None:
+    runs, app, entered, release = gated_app()
+    with runs:
+        web = app.test_client()
+        started = web.post("/api/runs", json={"message": "go"})
+        run_id = started.headers["X-Run-Id"]
+        assert entered.wait(60)
+        for path, body in [
+            (f"/api/runs/{run_id}/cancel", {}),
+            (f"/api/runs/{run_id}/resume", {"approve": True}),
+            ("/api/runs", {"message": "spam"}),
+        ]:
+            refused = web.post(path, json=body, headers=headers)
+            assert refused.status_code == 403
+            assert "cross-origin request refused" in refused.get_json()["error"]
+        assert runs.held() == 1  # no run was started either
+        release.set()
+        assert frames(started.get_data(as_text=True))[-1][2]["status"] == "completed"
+
+
+def test_posts_without_a_json_body_are_refused(client: Any) -> None:
+    response = client.post("/api/runs", json={"message": "Plan a weekend in Lisbon"})
+    run_id = response.headers["X-Run-Id"]
+    response.get_data()
+    for body, content_type in [("", None), ("approve=true", "application/x-www-form-urlencoded"),
+                               ('{"approve": true}', "text/plain")]:
+        refused = client.post(f"/api/runs/{run_id}/resume", data=body, content_type=content_type)
+        assert refused.status_code == 415
+        assert "JSON body" in refused.get_json()["error"]

@@ -4,6 +4,8 @@ Celery sends ``worker_shutting_down`` in a worker's main process when a warm shu
 (SIGTERM). :data:`shutting_down` records it; each running run's :class:`Watcher` then cancels
 its run at the queue's safe point. The watcher also delivers cancel requests from web
 processes (a Redis key, checked once, and a pub/sub channel) and refreshes a fresh run's lease.
+A cancel request is sealed: one that fails verification, names another run or was made
+before the run's latest stop is ignored (and logged).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from agentkit.cancel import CancelHandle, CancelMode
 from agentkit.checkpoint import DEFAULT_LEASE_TTL
 from agentkit.integrations._redislog import RedisRunLog
+from agentkit.integrations._signing import SealError
 from agentkit.integrations.runs import POLL_INTERVAL
 
 if TYPE_CHECKING:
@@ -53,6 +56,7 @@ class Watcher:
         run_id: str,
         handle: CancelHandle,
         *,
+        stops: int,
         shutdown_mode: CancelMode,
         shutdown_timeout: float,
     ) -> None:
@@ -60,6 +64,7 @@ class Watcher:
         self._shutdown_mode = shutdown_mode
         self._shutdown_timeout = shutdown_timeout
         self._run_id = run_id
+        self._stops = stops
         self._handle = handle
         self._stop = threading.Event()
         self.lease: Lease | None = None
@@ -109,9 +114,24 @@ class Watcher:
         finally:
             pubsub.close()
 
-    def _user_cancel(self, mode: str) -> None:
+    def _user_cancel(self, sealed: str) -> None:
         try:
-            chosen = CancelMode(mode)
+            body = self._log.sealer.open("cancel", sealed)
+        except SealError as error:
+            _log.error("agentkit: ignored a cancel request for run %r: %s", self._run_id, error)
+            return
+        if body.get("run_id") != self._run_id or body.get("stops") != self._stops:
+            _log.warning(
+                "agentkit: ignored a cancel request for run %r: it was made for run %r before "
+                "stop %r, and this is stop %d",
+                self._run_id,
+                body.get("run_id"),
+                body.get("stops"),
+                self._stops,
+            )
+            return
+        try:
+            chosen = CancelMode(body.get("mode"))
         except ValueError:
             chosen = CancelMode.IMMEDIATE
         self.reason = "user"

@@ -1,100 +1,281 @@
-"""A run's event log, state and cancel requests in Redis (used by the Celery integration).
+"""A run's event log, record and cancel requests in Redis (used by the Celery integration).
 
 Keys, for ``prefix + run_id`` = ``K``:
 
-* ``K:events``: a Redis Stream of entries ``{kind, data}`` (``XADD`` with an approximate
-  ``MAXLEN``; the key expires ``ttl`` seconds after its last write). Stream ids are the event
-  ids a browser sends back as ``Last-Event-ID``.
-* ``K``: a hash with the run's ``status``, ``agent`` and ``summary`` (JSON).
-* ``K:cancel``: the requested cancel mode; the same value is published on the channel ``K:cancel``
-  for the worker that runs it.
+* ``K:events``: a Redis Stream of entries ``{kind, data}`` with the ids ``0-1``, ``0-2``, ...
+  (``XADD K:events 0-*``), so an entry's id holds its number. ``XADD`` trims the stream to
+  about ``maxlen`` entries; a reader that asks for trimmed entries gets a ``gap`` entry saying
+  how many it lost, then the oldest entries kept. The key expires ``ttl`` seconds after its
+  last write. Entry ids are the event ids a browser sends back as ``Last-Event-ID``.
+* ``K``: a hash whose field ``sealed`` holds the run's :class:`RunRecord`, sealed (see
+  :mod:`agentkit.integrations._signing`): who owns the run, its status, how often it stopped,
+  the nonce of the latest task message sent for it and its last summary. It is only ever
+  replaced by a compare-and-set of the whole sealed text (a Lua script), so two writers
+  cannot both move a run on.
+* ``K:cancel``: a sealed cancel request; the same text is published on the channel
+  ``K:cancel`` for the worker that runs it.
 """
 
 from __future__ import annotations
 
 import json
-import re
+import logging
+from collections.abc import Callable
 from typing import Any
 
-from agentkit.integrations.runs import RunEvent, RunNotFoundError
+import attrs
 
-_STREAM_ID = re.compile(r"^\d+(-\d+)?$")
+from agentkit.integrations._errors import (
+    EventIdError,
+    RunIntegrityError,
+    RunNotFoundError,
+    RunStateError,
+)
+from agentkit.integrations._runids import stream_position
+from agentkit.integrations._signing import Sealer, SealError
+from agentkit.integrations.runs import RunEvent
 
-# KEYS[1] = state hash, KEYS[2] = cancel key. Move a stopped run to "queued" atomically, so two
-# approvals from two web servers cannot both enqueue a resume.
-_CLAIM_RESUME = """
-local status = redis.call('HGET', KEYS[1], 'status')
-if not status then return -1 end
-if status == 'interrupted' or status == 'cancelled' or status == 'failed' then
-    redis.call('HSET', KEYS[1], 'status', 'queued')
-    redis.call('DEL', KEYS[2])
-    return 1
+__all__ = ["READ_BATCH", "RedisRunLog", "RunRecord", "check_event_id"]
+
+_log = logging.getLogger("agentkit")
+
+READ_BATCH = 200
+"""The most entries one read returns (a reader holds no more than this at a time)."""
+_CAS_TRIES = 50
+LIVE = ("queued", "running")
+STOPPED = ("interrupted", "cancelled", "failed")
+
+# KEYS[1] = the record hash. ARGV: the sealed text expected there ("" = no record may exist),
+# the new sealed text, the TTL in ms. Returns 1 when the record was replaced, 0 otherwise.
+_SET_RECORD = """
+local current = redis.call('HGET', KEYS[1], 'sealed')
+if ARGV[1] == '' then
+    if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+elseif current ~= ARGV[1] then
+    return 0
 end
-return 0
+redis.call('HSET', KEYS[1], 'sealed', ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return 1
+"""
+
+# KEYS[1] = the record hash, KEYS[2] = the stream. ARGV: expected sealed text, new sealed
+# text, TTL in ms, MAXLEN, the end entry's data. The record and the end entry change together.
+_FINISH = """
+if redis.call('HGET', KEYS[1], 'sealed') ~= ARGV[1] then return false end
+redis.call('HSET', KEYS[1], 'sealed', ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+local id = redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[4], '0-*',
+                      'kind', 'end', 'data', ARGV[5])
+redis.call('PEXPIRE', KEYS[2], ARGV[3])
+return id
 """
 
 
-def check_event_id(last_event_id: str | None) -> str:
-    """The stream id to read after (``"0"`` for the start); refuses what is not a stream id."""
-    if last_event_id is None or last_event_id == "":
-        return "0"
-    if not _STREAM_ID.match(last_event_id):
-        raise ValueError(
-            f"Last-Event-ID {last_event_id!r} is not an event id of this service (ids look like "
-            "'1700000000000-0'); reconnect without it to read the run from the start"
+def check_event_id(last_event_id: str | None) -> int:
+    """The number of the entry to read after (``0`` for the start).
+
+    Raises:
+        EventIdError: ``last_event_id`` is not an id of a run's stream (``"0-<n>"``).
+    """
+    first, second = stream_position(last_event_id)
+    if first != 0:
+        raise EventIdError(
+            f"Last-Event-ID {last_event_id!r} is not an event id of this service (ids look "
+            "like '0-12'); reconnect without it to read the run from the start"
         )
-    return last_event_id
+    return second
+
+
+@attrs.frozen
+class RunRecord:
+    """What Redis holds about a run, sealed: the record every decision about the run reads.
+
+    ``stops`` counts the times the run stopped (its end entries); ``pending`` is the nonce of
+    the latest task message sent for the run, the only one a worker accepts.
+    """
+
+    run_id: str
+    agent: str
+    owner: str | None
+    status: str
+    stops: int = 0
+    pending: str = ""
+    worker: str = ""
+    summary: dict[str, Any] | None = None
+
+    @property
+    def live(self) -> bool:
+        """``True`` while the run is queued or running."""
+        return self.status in LIVE
+
+    @property
+    def stopped(self) -> bool:
+        """``True`` when the run can be resumed: interrupted, cancelled or failed."""
+        return self.status in STOPPED
+
+    @property
+    def interrupts(self) -> list[str]:
+        """The interrupt ids of the run's latest stop, if it was an interrupt."""
+        if self.status != "interrupted" or self.summary is None:
+            return []
+        return [str(item) for item in self.summary.get("interrupts", [])]
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as a JSON object."""
+        return attrs.asdict(self)
+
+    @classmethod
+    def from_json(cls, body: dict[str, Any]) -> RunRecord:
+        """The record of a verified JSON object; :class:`RunIntegrityError` if it is no record."""
+        try:
+            record = cls(**body)
+        except TypeError as error:
+            raise RunIntegrityError(f"a run record holds unexpected fields ({error})") from None
+        texts = (record.run_id, record.agent, record.status, record.pending, record.worker)
+        if (
+            not all(isinstance(text, str) for text in texts)
+            or not isinstance(record.owner, (str, type(None)))
+            or type(record.stops) is not int
+            or not isinstance(record.summary, (dict, type(None)))
+        ):
+            raise RunIntegrityError("a run record holds values of the wrong type")
+        return record
 
 
 class RedisRunLog:
-    """The Redis side of runs: append and read entries, run state, cancel requests."""
+    """The Redis side of runs: entries, sealed records, cancel requests."""
 
-    def __init__(self, client: Any, *, prefix: str, maxlen: int, ttl: float) -> None:
+    def __init__(
+        self, client: Any, *, prefix: str, maxlen: int, ttl: float, sealer: Sealer
+    ) -> None:
         self.client = client
         self.prefix = prefix
         self.maxlen = maxlen
         self.ttl_ms = max(1, round(ttl * 1000))
-        self._claim = client.register_script(_CLAIM_RESUME)
+        self.sealer = sealer
+        self._set_record = client.register_script(_SET_RECORD)
+        self._finish = client.register_script(_FINISH)
 
     def key(self, run_id: str, suffix: str = "") -> str:
         """The Redis key of ``run_id`` (with ``suffix``: ``:events``, ``:cancel``)."""
         return f"{self.prefix}{run_id}{suffix}"
 
-    def create(self, run_id: str, agent_name: str) -> bool:
-        """Record a new queued run and append its first (``run``) entry; ``False`` if taken."""
-        state = self.key(run_id)
-        if not self.client.hsetnx(state, "status", "queued"):
+    # --- the record ---
+
+    def create(self, record: RunRecord) -> bool:
+        """Record a new run and append its first (``run``) entry; ``False`` if the id is taken."""
+        sealed = self.sealer.seal("record", record.to_json())
+        if not self._set_record(keys=[self.key(record.run_id)], args=["", sealed, self.ttl_ms]):
             return False
-        with self.client.pipeline() as pipe:
-            pipe.hset(state, "agent", agent_name)
-            pipe.pexpire(state, self.ttl_ms)
-            pipe.execute()
-        self.append(run_id, "run", {"run_id": run_id, "agent": agent_name})
+        self.append(record.run_id, "run", {"run_id": record.run_id, "agent": record.agent})
         return True
+
+    def record(self, run_id: str) -> tuple[RunRecord, str]:
+        """The run's verified record and its sealed text.
+
+        Raises:
+            RunNotFoundError: no run has this id.
+            RunIntegrityError: the record fails verification or is not the record of ``run_id``.
+        """
+        sealed = self.client.hget(self.key(run_id), "sealed")
+        if sealed is None:
+            if self.client.exists(self.key(run_id)):
+                raise RunIntegrityError(
+                    f"run {run_id!r} has a record without a seal (written by an agentkit older "
+                    "than signed run records, or by someone without the key); it is not used"
+                )
+            raise RunNotFoundError(
+                f"no run with id {run_id!r} (it never existed, or its records expired)"
+            )
+        text = _text(sealed)
+        try:
+            record = RunRecord.from_json(self.sealer.open("record", text))
+        except SealError as error:
+            raise RunIntegrityError(f"the record of run {run_id!r}: {error}") from None
+        if record.run_id != run_id:
+            raise RunIntegrityError(
+                f"the record under run id {run_id!r} is the record of run {record.run_id!r} "
+                "(copied there by someone with write access to Redis); it is not used"
+            )
+        return record, text
+
+    def update(
+        self, run_id: str, change: Callable[[RunRecord], RunRecord | None]
+    ) -> RunRecord:
+        """Replace the run's record with ``change(record)`` (compare-and-set, retried).
+
+        ``change`` may raise to refuse the change, or return ``None`` to leave the record as
+        it is. Returns the record as it is now.
+        """
+        for _ in range(_CAS_TRIES):
+            record, sealed = self.record(run_id)
+            new = change(record)
+            if new is None:
+                return record
+            replacement = self.sealer.seal("record", new.to_json())
+            if self._set_record(keys=[self.key(run_id)], args=[sealed, replacement, self.ttl_ms]):
+                return new
+        raise RunStateError(
+            f"the record of run {run_id!r} changed {_CAS_TRIES} times while it was updated; "
+            "try again"
+        )
+
+    def finish(
+        self, run_id: str, change: Callable[[RunRecord], RunRecord], summary: dict[str, Any]
+    ) -> str:
+        """Record the run's stop (``change`` of its record) and its ``end`` entry, atomically."""
+        encoded = json.dumps(summary, ensure_ascii=False)
+        for _ in range(_CAS_TRIES):
+            record, sealed = self.record(run_id)
+            replacement = self.sealer.seal("record", change(record).to_json())
+            entry_id = self._finish(
+                keys=[self.key(run_id), self.key(run_id, ":events")],
+                args=[sealed, replacement, self.ttl_ms, self.maxlen, encoded],
+            )
+            if entry_id is not None:
+                return _text(entry_id)
+        raise RunStateError(f"the record of run {run_id!r} kept changing while the run stopped")
+
+    def is_live(self, run_id: str) -> bool:
+        """``True`` while the run is queued or running (``False`` for an unusable record)."""
+        try:
+            return self.record(run_id)[0].live
+        except (RunNotFoundError, RunIntegrityError) as error:
+            _log.debug("agentkit: run %r is not live: %s", run_id, error)
+            return False
+
+    # --- entries ---
 
     def append(self, run_id: str, kind: str, data: dict[str, Any]) -> str:
         """Append one entry; returns its id."""
         stream = self.key(run_id, ":events")
         fields = {"kind": kind, "data": json.dumps(data, ensure_ascii=False)}
         with self.client.pipeline() as pipe:
-            pipe.xadd(stream, fields, maxlen=self.maxlen, approximate=True)
+            pipe.xadd(stream, fields, id="0-*", maxlen=self.maxlen, approximate=True)
             pipe.pexpire(stream, self.ttl_ms)
             entry_id, _ = pipe.execute()
         return _text(entry_id)
 
     def read(self, run_id: str, after: str | None, wait: float) -> list[RunEvent]:
-        """Entries after ``after``, waiting up to ``wait`` seconds for the first one."""
+        """Entries after ``after`` (at most :data:`READ_BATCH`), waiting up to ``wait`` s.
+
+        A ``gap`` entry comes first when entries after ``after`` were trimmed.
+        """
         stream = self.key(run_id, ":events")
-        start = check_event_id(after)
+        number = check_event_id(after)
         block = max(1, round(wait * 1000)) if wait > 0 else None
-        reply = self.client.xread({stream: start}, count=200, block=block)
+        reply = self.client.xread({stream: f"0-{number}"}, count=READ_BATCH, block=block)
         entries: list[RunEvent] = []
+        expected = number + 1
         for _name, items in reply or []:
-            for entry_id, fields in items:
-                values = {_text(key): _text(value) for key, value in fields.items()}
-                entries.append(
-                    RunEvent(_text(entry_id), values["kind"], json.loads(values["data"]))
-                )
+            for raw_id, fields in items:
+                entry_id = _text(raw_id)
+                got = int(entry_id.rpartition("-")[2])
+                if got > expected:
+                    entries.append(RunEvent.gap(f"0-{got - 1}", got - expected))
+                expected = got + 1
+                entries.append(_entry(run_id, entry_id, fields))
         return entries
 
     def last_id(self, run_id: str) -> str | None:
@@ -102,61 +283,39 @@ class RedisRunLog:
         newest = self.client.xrevrange(self.key(run_id, ":events"), count=1)
         return _text(newest[0][0]) if newest else None
 
-    def state(self, run_id: str) -> dict[str, str]:
-        """The run's state hash; raises :class:`RunNotFoundError` for an unknown run."""
-        raw = self.client.hgetall(self.key(run_id))
-        if not raw:
-            raise RunNotFoundError(
-                f"no run with id {run_id!r} (it never existed, or its records expired)"
-            )
-        return {_text(key): _text(value) for key, value in raw.items()}
+    # --- cancel requests ---
 
-    def set_state(self, run_id: str, **fields: str) -> None:
-        """Update fields of the run's state hash."""
-        state = self.key(run_id)
-        with self.client.pipeline() as pipe:
-            pipe.hset(state, mapping=fields)
-            pipe.pexpire(state, self.ttl_ms)
-            pipe.execute()
-
-    def finish(self, run_id: str, summary: dict[str, Any]) -> str:
-        """Record the run's stop: its status, summary and ``end`` entry, in one transaction."""
-        state = self.key(run_id)
-        stream = self.key(run_id, ":events")
-        encoded = json.dumps(summary, ensure_ascii=False)
-        with self.client.pipeline(transaction=True) as pipe:
-            pipe.hset(state, mapping={"status": summary["status"], "summary": encoded})
-            pipe.pexpire(state, self.ttl_ms)
-            pipe.xadd(
-                stream, {"kind": "end", "data": encoded}, maxlen=self.maxlen, approximate=True
-            )
-            pipe.pexpire(stream, self.ttl_ms)
-            entry_id = pipe.execute()[2]
-        return _text(entry_id)
-
-    def is_live(self, run_id: str) -> bool:
-        """``True`` while the run is queued or running."""
-        status = self.client.hget(self.key(run_id), "status")
-        return status is not None and _text(status) in ("queued", "running")
-
-    def claim_resume(self, run_id: str) -> int:
-        """Mark a stopped run queued for a resume: 1 done, 0 not stopped, -1 unknown run."""
-        result: int = self._claim(keys=[self.key(run_id), self.key(run_id, ":cancel")])
-        return int(result)
-
-    def request_cancel(self, run_id: str, mode: str) -> None:
-        """Store and publish a cancel request for the run's worker."""
+    def request_cancel(self, run_id: str, sealed: str) -> None:
+        """Store and publish a sealed cancel request for the run's worker."""
         key = self.key(run_id, ":cancel")
         with self.client.pipeline() as pipe:
-            pipe.set(key, mode, px=self.ttl_ms)
-            pipe.publish(key, mode)
+            pipe.set(key, sealed, px=self.ttl_ms)
+            pipe.publish(key, sealed)
             pipe.execute()
 
+    def clear_cancel(self, run_id: str) -> None:
+        """Drop a cancel request left from an earlier stop of the run."""
+        self.client.delete(self.key(run_id, ":cancel"))
+
     def cancel_requested(self, run_id: str) -> str | None:
-        """The cancel mode requested for the run, or ``None``."""
+        """The sealed cancel request stored for the run, or ``None``."""
         value = self.client.get(self.key(run_id, ":cancel"))
         return None if value is None else _text(value)
 
 
+def _entry(run_id: str, entry_id: str, fields: dict[Any, Any]) -> RunEvent:
+    """A stream entry as a :class:`RunEvent`; an unreadable one as a ``gap`` of one entry."""
+    values = {_text(key): _text(value) for key, value in fields.items()}
+    try:
+        data = json.loads(values["data"])
+        kind = values["kind"]
+        if isinstance(data, dict):
+            return RunEvent(entry_id, kind, data)
+    except (KeyError, ValueError):
+        pass
+    _log.warning("agentkit: entry %s of run %r is unreadable; reported as a gap", entry_id, run_id)
+    return RunEvent.gap(entry_id, 1, reason="unreadable")
+
+
 def _text(value: Any) -> str:
-    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)

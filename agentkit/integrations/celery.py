@@ -12,11 +12,11 @@ any web process can read (and a browser can reconnect to with ``Last-Event-ID``)
     queue.register("assistant", build_agent)      # agents live in the worker, never in messages
 
     # a web process
-    run_id = queue.submit("assistant", "What's the weather in Paris?")
-    for entry in queue.events(run_id):            # RunEvent(id, kind, data), blocking for new ones
+    run_id = queue.submit("assistant", "What's the weather in Paris?", owner=user_id)
+    for entry in queue.events(run_id, owner=user_id):   # RunEvent(id, kind, data), blocking
         ...
-    queue.resume(run_id, {interrupt_id: True})    # a human approved: any worker continues
-    queue.cancel(run_id)                          # from any process
+    queue.resume(run_id, {interrupt_id: True}, owner=user_id)   # any worker continues
+    queue.cancel(run_id, owner=user_id)                          # from any process
 
 How runs stay whole:
 
@@ -31,8 +31,23 @@ How runs stay whole:
   no approved tool runs twice and no run is lost. (Use ``--pool=threads`` or ``solo``: the
   shutdown signal reaches the runs of the worker's own process.)
 
+Who can write the broker or Redis cannot steer a run:
+
+* every task message is sealed (HMAC-SHA256 with the checkpoint key, or ``signing_key=``)
+  over its run id, its kind, its input or resume data, a nonce, the run's stop count and an
+  expiry (``message_ttl``). A worker runs a message only if it verifies and is the latest
+  message sent for its run (its nonce is the one in the run's record), so a forged, altered,
+  expired or replayed message, or resume data meant for another run or another stop, runs
+  nothing: the worker logs an error naming what was wrong and leaves the run as it was;
+* the run's record in Redis (owner, status, stop count, pending message, summary) is sealed
+  the same way, and so are cancel requests;
+* every call takes ``owner=`` (see :mod:`agentkit.integrations.runs`), and caller-chosen run
+  ids are checked (``"X:cancel"`` is refused).
+
 Entries are those of :mod:`agentkit.integrations.runs`; a run's ``end`` entry (its JSON summary)
 is also the Celery task's result. Run input, session values and resume data travel as JSON.
+Streams are capped (``stream_maxlen``): a reader that asks for trimmed entries gets a ``gap``
+entry saying how many it lost.
 """
 
 from __future__ import annotations
@@ -42,9 +57,12 @@ import json
 import logging
 import os
 import threading
+import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
+
+import attrs
 
 from agentkit._runlog import publish, summary_of_error
 from agentkit.cancel import CancelHandle, CancelMode
@@ -52,13 +70,18 @@ from agentkit.checkpoint import DEFAULT_LEASE_TTL
 from agentkit.errors import CheckpointBusyError, CheckpointConsumedError
 from agentkit.events import Agent
 from agentkit.integrations._celery_worker import Watcher, connect_shutdown_signal, shutting_down
-from agentkit.integrations._redislog import RedisRunLog, check_event_id
-from agentkit.integrations.runs import (
-    RunEventStream,
+from agentkit.integrations._errors import (
+    RunIdError,
+    RunIntegrityError,
     RunNotFoundError,
     RunStateError,
-    to_messages,
+    TaskMessageError,
+    owner_mismatch,
 )
+from agentkit.integrations._redislog import RedisRunLog, RunRecord, check_event_id
+from agentkit.integrations._runids import check_owner, check_run_id
+from agentkit.integrations._signing import Sealer, SealError, as_keys
+from agentkit.integrations.runs import RunEventStream, to_messages
 from agentkit.options import with_cancel, with_checkpoint_id, with_session_values
 from agentkit.runner import Runner
 from agentkit.schema import Message
@@ -81,24 +104,70 @@ TASK_NAME = "agentkit.run"
 """The name of the Celery task that runs agents."""
 
 
+@attrs.frozen
+class _Order:
+    """A verified task message: run or resume ``run_id`` (the ``stops``-th stop of it)."""
+
+    run_id: str
+    agent: str
+    kind: str
+    payload: dict[str, Any]
+    nonce: str
+    stops: int
+    expires: float
+
+    @classmethod
+    def from_body(cls, body: dict[str, Any]) -> _Order:
+        try:
+            order = cls(
+                run_id=body["run_id"],
+                agent=body["agent"],
+                kind=body["kind"],
+                payload=body["payload"],
+                nonce=body["nonce"],
+                stops=body["stops"],
+                expires=body["expires"],
+            )
+        except KeyError as error:
+            raise TaskMessageError(f"the task message has no {error.args[0]!r}") from None
+        if (
+            not all(isinstance(text, str) for text in (order.run_id, order.agent, order.nonce))
+            or order.kind not in ("run", "resume")
+            or not isinstance(order.payload, dict)
+            or type(order.stops) is not int
+            or not isinstance(order.expires, (int, float))
+        ):
+            raise TaskMessageError("the task message holds values of the wrong type")
+        return order
+
+
 class AgentQueue:
     """Agents by name, run by Celery workers; events, cancels and resumes through Redis.
 
     Args:
         app: the Celery app (Redis as broker and result backend is the tested setup).
-        redis_url: where run logs, run states and checkpoints live; default: ``REDIS_URL``,
+        redis_url: where run logs, run records and checkpoints live; default: ``REDIS_URL``,
             else the app's broker URL.
         prefix: prepended to the Redis keys of runs.
         checkpoint_prefix: prepended to the Redis keys of checkpoints.
-        stream_maxlen: the most entries a run's stream keeps (approximately; oldest dropped).
-        ttl: seconds run logs, states and checkpoints live after their last write.
+        stream_maxlen: the most entries a run's stream keeps (approximately; oldest dropped,
+            and a reader that asks for them gets a ``gap`` entry).
+        ttl: seconds run logs, records and checkpoints live after their last write.
         shutdown_mode: how a worker's SIGTERM cancels its runs (a safe point by default).
         shutdown_timeout: seconds the safe point may take before the cancel becomes immediate.
         task_name: the Celery task name (one per app).
+        signing_key: the key (16 bytes or more; ``str`` is UTF-8 encoded, surrounding
+            whitespace dropped) that seals task messages, run records and cancel requests,
+            or a list of keys for rotation (the first seals, all are accepted). Default: the
+            checkpoint key (``AGENTKIT_CHECKPOINT_KEY``, else the key file), which workers and
+            web processes must then share.
+        message_ttl: seconds a task message stays valid after it was sent (default one day).
+            A worker refuses an older one; the run it was sent for fails with an error saying
+            so if no worker took it in time.
 
     The same object (same module) is used by the workers, which :meth:`register` the agents,
     and by the web processes, which :meth:`submit`, read :meth:`events`, :meth:`resume` and
-    :meth:`cancel`.
+    :meth:`cancel`. Every web-side call takes ``owner=``: see :mod:`agentkit.integrations.runs`.
     """
 
     def __init__(
@@ -113,13 +182,15 @@ class AgentQueue:
         shutdown_mode: CancelMode = CancelMode.AFTER_TOOL_CALLS,
         shutdown_timeout: float = 60.0,
         task_name: str = TASK_NAME,
+        signing_key: bytes | str | Sequence[bytes | str] | None = None,
+        message_ttl: float = 24 * 3600.0,
     ) -> None:
         if not isinstance(shutdown_mode, CancelMode):
             raise TypeError(f"shutdown_mode must be a CancelMode (got {shutdown_mode!r})")
-        if ttl <= 0 or stream_maxlen <= 0:
+        if ttl <= 0 or stream_maxlen <= 0 or message_ttl <= 0:
             raise ValueError(
-                f"ttl and stream_maxlen must be positive (got ttl={ttl}, "
-                f"stream_maxlen={stream_maxlen})"
+                f"ttl, stream_maxlen and message_ttl must be positive (got ttl={ttl}, "
+                f"stream_maxlen={stream_maxlen}, message_ttl={message_ttl})"
             )
         self.app = app
         self._redis_url = redis_url
@@ -127,6 +198,8 @@ class AgentQueue:
         self._checkpoint_prefix = checkpoint_prefix
         self._maxlen = stream_maxlen
         self._ttl = float(ttl)
+        self._message_ttl = float(message_ttl)
+        self._keys = None if signing_key is None else as_keys(signing_key)
         self.shutdown_mode = shutdown_mode
         self.shutdown_timeout = shutdown_timeout
         self._factories: dict[str, tuple[Callable[[], Agent], bool]] = {}
@@ -136,12 +209,10 @@ class AgentQueue:
         self._store: RedisCheckPointStore | None = None
         queue = self
 
-        def run_agent(
-            task: Any, run_id: str, agent_name: str, kind: str, payload: dict[str, Any]
-        ) -> dict[str, Any]:
+        def run_agent(task: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
             request = task.request
             route = (request.delivery_info or {}).get("routing_key")
-            return queue._execute(request.hostname or "", route, run_id, agent_name, kind, payload)
+            return queue._execute(request.hostname or "", route, args, kwargs)
 
         # Late acks: a task whose worker died is delivered again (the run id's lease keeps it
         # to one worker at a time).
@@ -215,28 +286,62 @@ class AgentQueue:
     @property
     def store(self) -> RedisCheckPointStore:
         """The checkpoint store of the runs (Redis)."""
+        log = self._log()
         with self._lock:
             if self._store is None:
                 from agentkit.checkpoint import RedisCheckPointStore
 
                 self._store = RedisCheckPointStore(
-                    client=self._log().client, prefix=self._checkpoint_prefix, ttl=self._ttl
+                    client=log.client, prefix=self._checkpoint_prefix, ttl=self._ttl
                 )
             return self._store
 
     def _log(self) -> RedisRunLog:
-        if self._runlog is None:
-            try:
-                import redis
-            except ImportError as exc:
-                raise ImportError(
-                    "the Celery integration needs redis-py: pip install 'agentkit[celery]'"
-                ) from exc
-            client = redis.Redis.from_url(self.redis_url)
-            self._runlog = RedisRunLog(
-                client, prefix=self._prefix, maxlen=self._maxlen, ttl=self._ttl
-            )
-        return self._runlog
+        with self._lock:
+            if self._runlog is None:
+                try:
+                    import redis
+                except ImportError as exc:
+                    raise ImportError(
+                        "the Celery integration needs redis-py: pip install 'agentkit[celery]'"
+                    ) from exc
+                client = redis.Redis.from_url(self.redis_url)
+                database = client.connection_pool.connection_kwargs.get("db", 0)
+                sealer = Sealer(self._signing_keys, f"{self._prefix}\0db={database}")
+                self._runlog = RedisRunLog(
+                    client, prefix=self._prefix, maxlen=self._maxlen, ttl=self._ttl, sealer=sealer
+                )
+            return self._runlog
+
+    def _signing_keys(self) -> list[bytes]:
+        if self._keys is not None:
+            return self._keys
+        from agentkit.checkpoint._keys import default_key
+
+        return [default_key()[0]]
+
+    def _seal_order(self, record: RunRecord, kind: str, payload: dict[str, Any]) -> str:
+        """The sealed task message that runs (or resumes) ``record``'s run, once."""
+        now = time.time()
+        body = {
+            "run_id": record.run_id,
+            "agent": record.agent,
+            "kind": kind,
+            "payload": payload,
+            "nonce": record.pending,
+            "stops": record.stops,
+            "issued": now,
+            "expires": now + self._message_ttl,
+        }
+        return self._log().sealer.seal("task", body)
+
+    def _owned(self, run_id: str, owner: str | None) -> RunRecord:
+        """The verified record of ``run_id`` if it belongs to ``owner``."""
+        check_run_id(run_id)
+        record, _ = self._log().record(run_id)
+        if record.owner != owner:
+            raise owner_mismatch(run_id)
+        return record
 
     # --- web side ---
 
@@ -245,42 +350,54 @@ class AgentQueue:
         agent_name: str,
         query_or_messages: str | Message | Sequence[Message],
         *,
+        owner: str | None,
         checkpoint_id: str | None = None,
         session_values: Mapping[str, Any] | None = None,
         queue: str | None = None,
     ) -> str:
         """Enqueue a run of the agent registered as ``agent_name``; returns the run id.
 
-        The run id is ``checkpoint_id`` when given (it must be new), else a fresh one.
-        ``session_values`` must be JSON-serializable. ``queue`` picks a Celery queue.
+        ``owner`` is the user or tenant id that may use the run (``None``: anyone who knows
+        its id). The run id is ``checkpoint_id`` when given (it must be new), else a fresh
+        one. ``session_values`` must be JSON-serializable. ``queue`` picks a Celery queue.
+
+        Raises:
+            RunIdError: ``checkpoint_id`` is not a valid run id.
+            RunStateError: the run id is taken.
         """
+        owner = check_owner(owner)
         messages = to_messages(query_or_messages)
-        run_id = checkpoint_id or uuid.uuid4().hex
+        run_id = uuid.uuid4().hex if checkpoint_id is None else check_run_id(checkpoint_id)
         payload = {
             "messages": [message.to_dict() for message in messages],
             "session_values": dict(session_values or {}),
         }
         _check_json(payload, "the run's messages and session_values")
-        log = self._log()
-        if not log.create(run_id, agent_name):
+        record = RunRecord(run_id, agent_name, owner, "queued", pending=uuid.uuid4().hex)
+        if not self._log().create(record):
             raise RunStateError(
                 f"run id {run_id!r} is taken; leave checkpoint_id out to get a new one"
             )
-        self.task.apply_async(args=[run_id, agent_name, "run", payload], queue=queue)
+        self.task.apply_async(args=[self._seal_order(record, "run", payload)], queue=queue)
         return run_id
 
     def events(
-        self, run_id: str, last_event_id: str | None = None, *, idle_timeout: float | None = None
+        self,
+        run_id: str,
+        last_event_id: str | None = None,
+        *,
+        owner: str | None,
+        idle_timeout: float | None = None,
     ) -> RunEventStream:
         """Read the run's entries after ``last_event_id``, blocking for new ones, until ``end``.
 
         Raises:
-            RunNotFoundError: no run has this id.
-            ValueError: ``last_event_id`` is not an event id.
+            RunNotFoundError: no run has this id (:class:`RunOwnerError`: not ``owner``'s).
+            EventIdError: ``last_event_id`` is not an event id of a run (``"0-<n>"``).
         """
         check_event_id(last_event_id)
+        self._owned(run_id, owner)
         log = self._log()
-        log.state(run_id)
         return RunEventStream(
             functools.partial(log.read, run_id),
             last_event_id,
@@ -289,122 +406,206 @@ class AgentQueue:
         )
 
     def resume(
-        self, run_id: str, targets: Mapping[str, Any] | None = None, *, queue: str | None = None
+        self,
+        run_id: str,
+        targets: Mapping[str, Any] | None = None,
+        *,
+        owner: str | None,
+        queue: str | None = None,
     ) -> str | None:
         """Enqueue the resume of a stopped run; any worker continues it.
 
-        ``targets`` maps interrupt ids to JSON resume data. Returns the id of the entry after
-        which the resumed run's entries come (pass it to :meth:`events`).
+        ``targets`` maps interrupt ids to JSON resume data; the task message binds them to
+        this run and this stop of it. Returns the id of the entry after which the resumed
+        run's entries come (pass it to :meth:`events`).
 
         Raises:
-            RunNotFoundError: no run has this id.
+            RunNotFoundError: no run has this id (:class:`RunOwnerError`: not ``owner``'s).
             RunStateError: the run is not interrupted, cancelled or failed (it is queued,
                 running, completed, or another resume of it was enqueued already).
+            ValueError: a target is not an interrupt id of the run's latest interrupt.
         """
+        check_run_id(run_id)
         wanted = dict(targets or {})
         _check_json(wanted, "resume targets")
+        nonce = uuid.uuid4().hex
+
+        def claim(record: RunRecord) -> RunRecord:
+            if record.owner != owner:
+                raise owner_mismatch(run_id)
+            if not record.stopped:
+                raise RunStateError(
+                    f"run {run_id!r} is {record.status}; only an interrupted, cancelled or "
+                    "failed run can be resumed (and only once per stop)"
+                )
+            unknown = sorted(set(wanted) - set(record.interrupts))
+            if unknown:
+                known = ", ".join(map(repr, record.interrupts)) or "none"
+                raise ValueError(
+                    f"unknown interrupt id(s) {', '.join(map(repr, unknown))} for run "
+                    f"{run_id!r}; its interrupt ids are: {known}"
+                )
+            return attrs.evolve(record, status="queued", pending=nonce, worker="")
+
         log = self._log()
-        claimed = log.claim_resume(run_id)
-        if claimed < 0:
-            log.state(run_id)  # raises RunNotFoundError
-        state = log.state(run_id)
-        if claimed == 0:
-            raise RunStateError(
-                f"run {run_id!r} is {state.get('status')}; only an interrupted, cancelled or "
-                "failed run can be resumed (and only once per stop)"
-            )
+        record = log.update(run_id, claim)
+        log.clear_cancel(run_id)
         after = log.last_id(run_id)
-        self.task.apply_async(
-            args=[run_id, state["agent"], "resume", {"targets": wanted}], queue=queue
-        )
+        message = self._seal_order(record, "resume", {"targets": wanted})
+        self.task.apply_async(args=[message], queue=queue)
         return after
 
-    def cancel(self, run_id: str, mode: CancelMode = CancelMode.IMMEDIATE) -> bool:
+    def cancel(
+        self, run_id: str, mode: CancelMode = CancelMode.IMMEDIATE, *, owner: str | None
+    ) -> bool:
         """Ask the worker of ``run_id`` to cancel it; ``False`` unless it is queued or running."""
         if not isinstance(mode, CancelMode):
             raise TypeError(f"mode must be a CancelMode (got {mode!r})")
-        log = self._log()
-        if log.state(run_id).get("status") not in ("queued", "running"):
+        record = self._owned(run_id, owner)
+        if not record.live:
             return False
-        log.request_cancel(run_id, mode.value)
+        log = self._log()
+        body = {"run_id": run_id, "mode": mode.value, "stops": record.stops}
+        log.request_cancel(run_id, log.sealer.seal("cancel", body))
         return True
 
-    def status(self, run_id: str) -> dict[str, Any]:
+    def status(self, run_id: str, *, owner: str | None) -> dict[str, Any]:
         """The run's state: ``status``, ``agent``, ``worker`` and its ``summary`` once stopped."""
-        state: dict[str, Any] = dict(self._log().state(run_id))
-        if "summary" in state:
-            state["summary"] = json.loads(state["summary"])
+        record = self._owned(run_id, owner)
+        state: dict[str, Any] = {"status": record.status, "agent": record.agent}
+        if record.worker:
+            state["worker"] = record.worker
+        if record.summary is not None:
+            state["summary"] = record.summary
         return state
 
-    def interrupts(self, run_id: str) -> list[str]:
+    def interrupts(self, run_id: str, *, owner: str | None) -> list[str]:
         """The interrupt ids of the run's latest interrupt (empty unless it is interrupted)."""
-        summary = self.status(run_id).get("summary") or {}
-        return list(summary.get("interrupts", [])) if summary.get("status") == "interrupted" else []
+        return self._owned(run_id, owner).interrupts
 
-    def has_run(self, run_id: str) -> bool:
-        """``True`` if Redis holds a record of ``run_id``."""
-        log = self._log()
-        return bool(log.client.exists(log.key(run_id)))
+    def has_run(self, run_id: str, *, owner: str | None) -> bool:
+        """``True`` if Redis holds a record of ``run_id`` that belongs to ``owner``.
+
+        Raises:
+            RunIntegrityError: the record fails verification.
+        """
+        try:
+            self._owned(run_id, owner)
+        except (RunNotFoundError, RunIdError):
+            return False
+        return True
 
     # --- worker side ---
 
     def _execute(
-        self,
-        worker: str,
-        route: str | None,
-        run_id: str,
-        agent_name: str,
-        kind: str,
-        payload: dict[str, Any],
+        self, worker: str, route: str | None, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> dict[str, Any]:
-        """The body of the Celery task: run or resume, publish the events, requeue on shutdown."""
+        """The body of the Celery task: verify, run or resume, publish, requeue on shutdown."""
+        try:
+            order = self._open_order(args, kwargs)
+            record = self._current_record(order)
+        except TaskMessageError as error:
+            _log.error("agentkit: worker %s refused a task message: %s", worker, error)
+            return {"status": "refused", "error": str(error)}
+        if order.expires < time.time():
+            return self._expired(worker, order, record)
+        if not record.live or record.stops != order.stops:
+            # A delivery of a run that stopped since: at least once means sometimes twice;
+            # the run already went on without this one.
+            _log.info("agentkit: run %r is %s; a duplicate task", order.run_id, record.status)
+            return {"status": "duplicate", "error": f"the run is {record.status}"}
         if shutting_down.is_set():
             # A worker going down still receives what it had asked the broker for.
-            return self._requeue(worker, route, run_id, agent_name, kind, payload, ran=False)
-        log = self._log()
+            return self._requeue(worker, route, order, ran=False)
+        return self._run_order(worker, route, order)
+
+    def _open_order(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Order:
+        """The verified order of a task message; :class:`TaskMessageError` for anything else."""
+        if len(args) != 1 or kwargs:
+            raise TaskMessageError(
+                f"the task message is not a sealed agentkit message (it has {len(args)} "
+                f"arguments and {len(kwargs)} keyword arguments; agentkit sends one sealed "
+                "text); if it was sent by an older agentkit, submit the run again"
+            )
         try:
-            status = log.state(run_id).get("status")
-        except RunNotFoundError:
-            status = None
-        if status not in ("queued", "running"):
-            # A delivery of a run that stopped since (or whose records expired): at least
-            # once means sometimes twice; the run already went on without this one.
-            _log.info("agentkit: run %r is %s; the task is a duplicate", run_id, status)
-            return {"status": "duplicate", "error": f"the run is {status or 'unknown'}"}
-        append = functools.partial(log.append, run_id)
+            return _Order.from_body(self._log().sealer.open("task", args[0]))
+        except SealError as error:
+            raise TaskMessageError(str(error)) from None
+
+    def _current_record(self, order: _Order) -> RunRecord:
+        """The run's record, if ``order`` is the latest message sent for the run."""
+        try:
+            record, _ = self._log().record(order.run_id)
+        except (RunNotFoundError, RunIntegrityError) as error:
+            raise TaskMessageError(f"run {order.run_id!r}: {error}") from None
+        if record.pending != order.nonce:
+            raise TaskMessageError(
+                f"the message for run {order.run_id!r} is not the latest one sent for it "
+                f"(it was made after stop {order.stops} of the run, which stopped "
+                f"{record.stops} times so far): a replayed or superseded message; nothing is run"
+            )
+        return record
+
+    def _expired(self, worker: str, order: _Order, record: RunRecord) -> dict[str, Any]:
+        """A verified message that expired: fail its run if it still waits for this message."""
+        age = f"it expired {time.time() - order.expires:.0f} s ago"
+        _log.error(
+            "agentkit: worker %s refused the task message of run %r: %s (message_ttl)",
+            worker,
+            order.run_id,
+            age,
+        )
+        if record.status != "queued":
+            return {"status": "refused", "error": f"the task message expired ({age})"}
+        error = TaskMessageError(
+            f"the task message of run {order.run_id!r} waited in the queue longer than "
+            f"message_ttl ({age}); no worker took it in time. Resume the run (or submit it "
+            "again), and give the workers more capacity or AgentQueue a longer message_ttl"
+        )
+        summary = summary_of_error(error)
+
+        def fail(current: RunRecord) -> RunRecord:
+            if current.pending != order.nonce or current.status != "queued":
+                raise TaskMessageError(f"run {order.run_id!r} moved on meanwhile")
+            return attrs.evolve(current, status="failed", stops=current.stops + 1, summary=summary)
+
+        try:
+            self._log().finish(order.run_id, fail, summary)
+        except TaskMessageError:
+            return {"status": "refused", "error": f"the task message expired ({age})"}
+        return summary
+
+    def _run_order(self, worker: str, route: str | None, order: _Order) -> dict[str, Any]:
+        """Run or resume the order's run in this worker; publish its events; record its stop."""
+        log = self._log()
+        run_id = order.run_id
         handle = CancelHandle()
-        lease: Lease | None = None
         watcher = Watcher(
             log,
             run_id,
             handle,
+            stops=order.stops,
             shutdown_mode=self.shutdown_mode,
             shutdown_timeout=self.shutdown_timeout,
         )
         watcher.start()
+        lease: Lease | None = None
         try:
             try:
-                runner = self.runner(agent_name)
-                if kind == "run":
-                    from agentkit.checkpoint import lease_for
-
-                    lease = lease_for(self.store, run_id, DEFAULT_LEASE_TTL)
-                    watcher.lease = lease
-                    messages = [Message.from_dict(item) for item in payload["messages"]]
-                    run = runner.run(
-                        messages,
-                        with_checkpoint_id(run_id),
-                        with_session_values(payload.get("session_values") or {}),
-                        with_cancel(handle),
-                    )
-                else:
-                    run = runner.resume(run_id, with_cancel(handle), targets=payload["targets"])
+                lease, run = self._start(order, handle)
             except (CheckpointBusyError, CheckpointConsumedError) as error:
                 # Another worker runs it, or it completed: a duplicate delivery, nothing to do.
                 _log.info("agentkit: run %r not started on %s: %s", run_id, worker, error)
                 return {"status": "duplicate", "error": str(error)}
-            log.set_state(run_id, status="running", worker=worker)
-            append("status", {"status": "started", "worker": worker, "kind": kind})
+            watcher.lease = lease
+            try:
+                log.update(run_id, _mark_running(order, worker))
+            except TaskMessageError as error:
+                run.close()
+                _log.error("agentkit: worker %s stopped run %r: %s", worker, run_id, error)
+                return {"status": "refused", "error": str(error)}
+            append = functools.partial(log.append, run_id)
+            append("status", {"status": "started", "worker": worker, "kind": order.kind})
             summary = publish(run, append)
         except Exception as error:
             summary = summary_of_error(error)
@@ -413,33 +614,78 @@ class AgentQueue:
             if lease is not None:
                 lease.release()
         if watcher.reason == "shutdown" and summary["status"] == "cancelled":
-            return self._requeue(worker, route, run_id, agent_name, kind, payload, ran=True)
-        log.finish(run_id, summary)
+            return self._requeue(worker, route, order, ran=True)
+
+        def stop(current: RunRecord) -> RunRecord:
+            return attrs.evolve(
+                current, status=summary["status"], stops=current.stops + 1, summary=summary
+            )
+
+        log.finish(run_id, stop, summary)
         return summary
 
+    def _start(self, order: _Order, handle: CancelHandle) -> tuple[Lease | None, Any]:
+        """Start the order's run (a fresh run holds a lease on its id); its event iterator.
+
+        Raises:
+            CheckpointBusyError: another worker runs it.
+            CheckpointConsumedError: a resume of it completed already.
+        """
+        runner = self.runner(order.agent)
+        if order.kind == "resume":
+            return None, runner.resume(
+                order.run_id, with_cancel(handle), targets=order.payload["targets"]
+            )
+        from agentkit.checkpoint import lease_for
+
+        lease = lease_for(self.store, order.run_id, DEFAULT_LEASE_TTL)
+        try:
+            messages = [Message.from_dict(item) for item in order.payload["messages"]]
+            run = runner.run(
+                messages,
+                with_checkpoint_id(order.run_id),
+                with_session_values(order.payload.get("session_values") or {}),
+                with_cancel(handle),
+            )
+        except BaseException:
+            lease.release()
+            raise
+        return lease, run
+
     def _requeue(
-        self,
-        worker: str,
-        route: str | None,
-        run_id: str,
-        agent_name: str,
-        kind: str,
-        payload: dict[str, Any],
-        *,
-        ran: bool,
+        self, worker: str, route: str | None, order: _Order, *, ran: bool
     ) -> dict[str, Any]:
         """Enqueue a run this worker stopped for its shutdown: as a resume if it was saved.
 
         A run that never started here goes back as it came (a resume keeps its targets).
         """
-        if ran and self.store.get(run_id) is not None:
+        kind, payload = order.kind, order.payload
+        if ran and self.store.get(order.run_id) is not None:
             kind, payload = "resume", {"targets": {}}
+        nonce = uuid.uuid4().hex
+
+        def requeue(current: RunRecord) -> RunRecord:
+            if current.pending != order.nonce:
+                raise TaskMessageError(f"run {order.run_id!r} moved on meanwhile")
+            return attrs.evolve(current, status="queued", pending=nonce, worker="")
+
         log = self._log()
-        log.set_state(run_id, status="queued")
-        log.append(run_id, "status", {"status": "requeued", "worker": worker, "kind": kind})
-        self.task.apply_async(args=[run_id, agent_name, kind, payload], queue=route)
-        _log.info("agentkit: worker %s shutting down; run %r enqueued again", worker, run_id)
+        record = log.update(order.run_id, requeue)
+        log.append(order.run_id, "status", {"status": "requeued", "worker": worker, "kind": kind})
+        self.task.apply_async(args=[self._seal_order(record, kind, payload)], queue=route)
+        _log.info("agentkit: worker %s shutting down; run %r enqueued again", worker, order.run_id)
         return {"status": "requeued"}
+
+
+def _mark_running(order: _Order, worker: str) -> Callable[[RunRecord], RunRecord]:
+    """The record change of a run that starts on ``worker`` for ``order``."""
+
+    def running(current: RunRecord) -> RunRecord:
+        if current.pending != order.nonce:
+            raise TaskMessageError(f"run {order.run_id!r} moved on before it started")
+        return attrs.evolve(current, status="running", worker=worker)
+
+    return running
 
 
 def _check_json(value: Any, what: str) -> None:
@@ -458,25 +704,44 @@ def submit(
     agent_name: str,
     query_or_messages: str | Message | Sequence[Message],
     *,
+    owner: str | None,
     checkpoint_id: str | None = None,
     session_values: Mapping[str, Any] | None = None,
 ) -> str:
     """Enqueue a run; see :meth:`AgentQueue.submit`."""
     return queue.submit(
-        agent_name, query_or_messages, checkpoint_id=checkpoint_id, session_values=session_values
+        agent_name,
+        query_or_messages,
+        owner=owner,
+        checkpoint_id=checkpoint_id,
+        session_values=session_values,
     )
 
 
-def events(queue: AgentQueue, run_id: str, last_event_id: str | None = None) -> RunEventStream:
+def events(
+    queue: AgentQueue, run_id: str, last_event_id: str | None = None, *, owner: str | None
+) -> RunEventStream:
     """Read a run's events; see :meth:`AgentQueue.events`."""
-    return queue.events(run_id, last_event_id)
+    return queue.events(run_id, last_event_id, owner=owner)
 
 
-def cancel(queue: AgentQueue, run_id: str, mode: CancelMode = CancelMode.IMMEDIATE) -> bool:
+def cancel(
+    queue: AgentQueue,
+    run_id: str,
+    mode: CancelMode = CancelMode.IMMEDIATE,
+    *,
+    owner: str | None,
+) -> bool:
     """Cancel a run from any process; see :meth:`AgentQueue.cancel`."""
-    return queue.cancel(run_id, mode)
+    return queue.cancel(run_id, mode, owner=owner)
 
 
-def resume(queue: AgentQueue, run_id: str, targets: Mapping[str, Any] | None = None) -> str | None:
+def resume(
+    queue: AgentQueue,
+    run_id: str,
+    targets: Mapping[str, Any] | None = None,
+    *,
+    owner: str | None,
+) -> str | None:
     """Enqueue a resume; see :meth:`AgentQueue.resume`."""
-    return queue.resume(run_id, targets)
+    return queue.resume(run_id, targets, owner=owner)

@@ -3,7 +3,8 @@
 A web page that shows an agent run should survive a dropped connection: the browser reconnects
 with the id of the last event it saw (``Last-Event-ID``) and goes on from there. For that the
 run's events are appended to a log as :class:`RunEvent` entries, each with an id, and read
-back by any number of :class:`RunEventStream` readers. Two backends share this shape:
+back by any number of :class:`RunEventStream` readers. Two backends share this shape (the
+:class:`RunBackend` protocol):
 
 * :class:`LocalRuns` (this module): runs in threads of this process, the log in memory; for a
   single-process app (and for tests).
@@ -16,45 +17,81 @@ Entry kinds, in order: ``run`` (first: ``{"run_id", "agent"}``), ``status`` (pro
 is ``"completed"``, ``"interrupted"``, ``"cancelled"`` or ``"failed"``, with ``answer``,
 ``interrupts`` and ``error``). A resumed run appends to the same log after its ``end`` entry;
 a reader stops after the first ``end`` entry that follows where it started.
+
+Logs are capped: a reader that asks for entries that were dropped to keep a log within its
+cap gets a ``gap`` entry first (``{"lost": <how many>, "reason": "trimmed"}``), then the
+oldest entries kept; nothing is skipped without saying so.
+
+**Runs belong to someone.** Every call takes ``owner=``: the user or tenant id of your app
+that submits the run, and the one that may read, resume, cancel or forget it. Another owner's
+call raises :class:`RunOwnerError` (a :class:`RunNotFoundError`, so "not yours" and "no such
+run" look the same to a caller). ``owner`` has no default, so a call without it is a
+``TypeError``; pass ``owner=None`` for runs that anyone who knows the run id may use (a run
+submitted with ``owner=None`` is used with ``owner=None``).
 """
 
 from __future__ import annotations
 
+import collections
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 
+from agentkit._lazy import present
 from agentkit._runctx import check_cancelled
 from agentkit._runlog import publish, summary_of_error
 from agentkit.cancel import CancelHandle, CancelMode
-from agentkit.errors import AgentKitError
+from agentkit.integrations._errors import (
+    EventIdError,
+    RunIdError,
+    RunIntegrityError,
+    RunNotFoundError,
+    RunOwnerError,
+    RunStateError,
+    TaskMessageError,
+    owner_mismatch,
+)
+from agentkit.integrations._runids import check_owner, check_run_id, log_position
 from agentkit.options import with_cancel, with_checkpoint_id, with_session_values
 from agentkit.runner import Runner
 from agentkit.schema import Message, user_message
 
 __all__ = [
+    "EventIdError",
     "LocalRuns",
+    "RunBackend",
     "RunEvent",
     "RunEventStream",
+    "RunIdError",
+    "RunIntegrityError",
     "RunNotFoundError",
+    "RunOwnerError",
     "RunStateError",
+    "TaskMessageError",
     "to_messages",
     "POLL_INTERVAL",
 ]
 
+present(
+    (
+        EventIdError,
+        RunIdError,
+        RunIntegrityError,
+        RunNotFoundError,
+        RunOwnerError,
+        RunStateError,
+        TaskMessageError,
+    ),
+    __name__,
+)
+
 POLL_INTERVAL = 0.5
 """Seconds a reader waits for new entries before it looks at whether it was closed."""
-
-
-class RunNotFoundError(AgentKitError, LookupError):
-    """No run has the given id (it never existed, or its log expired)."""
-
-
-class RunStateError(AgentKitError):
-    """The run cannot do that now (resume a run that is not stopped, for example)."""
+_READ_BATCH = 200  # the most entries one read hands a reader
 
 
 @attrs.frozen
@@ -65,6 +102,15 @@ class RunEvent:
     kind: str
     data: dict[str, Any]
 
+    @classmethod
+    def gap(cls, event_id: str, lost: int, *, reason: str = "trimmed") -> RunEvent:
+        """A ``gap`` entry: ``lost`` entries up to ``event_id`` cannot be read (``reason``).
+
+        Its id is that of the last entry lost, so a client that reconnects with it goes on
+        with the first entry kept.
+        """
+        return cls(event_id, "gap", {"lost": lost, "reason": reason})
+
 
 class RunEventStream:
     """Reads a run's log from after ``last_event_id``; blocks for new entries; ends after ``end``.
@@ -72,11 +118,13 @@ class RunEventStream:
     Iterate it (or use it as a context manager). Each wait for new entries is bounded
     (:data:`POLL_INTERVAL`), so :meth:`close` from another thread ends the iteration within
     that time. ``idle_timeout`` (seconds without a new entry) ends the iteration early: an SSE
-    client then reconnects with ``Last-Event-ID`` and loses nothing. Read inside an agent run
-    (a tool that follows another run), an immediate cancel of that run ends the reading with
-    :class:`~agentkit.AgentCancelledError` (:func:`~agentkit.check_cancelled`). ``is_live``
-    tells whether the run is queued or running: a reader that caught up with a stopped run ends
-    at once (read after a run's ``end`` entry, it waits only while a resume is under way).
+    client then reconnects with ``Last-Event-ID`` and goes on where it stopped. Read inside an
+    agent run (a tool that follows another run), an immediate cancel of that run ends the
+    reading with :class:`~agentkit.AgentCancelledError` (:func:`~agentkit.check_cancelled`).
+    ``is_live`` tells whether the run is queued or running: a reader that caught up with a
+    stopped run ends at once (read after a run's ``end`` entry, it waits only while a resume
+    is under way). A reader holds at most one batch of entries (200) at a time: a slow reader
+    costs no memory of its own, and one that falls behind a capped log gets a ``gap`` entry.
     """
 
     def __init__(
@@ -144,6 +192,57 @@ class RunEventStream:
         self.close()
 
 
+class RunBackend(Protocol):
+    """What a web app needs from a run backend: :class:`LocalRuns` or ``AgentQueue``."""
+
+    def submit(
+        self,
+        agent_name: str,
+        query_or_messages: str | Message | Sequence[Message],
+        *,
+        owner: str | None,
+        checkpoint_id: str | None = None,
+        session_values: Mapping[str, Any] | None = None,
+    ) -> str:
+        """Start a run; returns its id."""
+        ...
+
+    def events(
+        self,
+        run_id: str,
+        last_event_id: str | None = None,
+        *,
+        owner: str | None,
+        idle_timeout: float | None = None,
+    ) -> RunEventStream:
+        """Read the run's log after ``last_event_id``."""
+        ...
+
+    def resume(
+        self, run_id: str, targets: Mapping[str, Any] | None = None, *, owner: str | None
+    ) -> str | None:
+        """Resume a stopped run; returns the entry id its new entries follow."""
+        ...
+
+    def cancel(
+        self, run_id: str, mode: CancelMode = CancelMode.IMMEDIATE, *, owner: str | None
+    ) -> bool:
+        """Cancel a queued or running run."""
+        ...
+
+    def status(self, run_id: str, *, owner: str | None) -> dict[str, Any]:
+        """The run's state."""
+        ...
+
+    def interrupts(self, run_id: str, *, owner: str | None) -> list[str]:
+        """The interrupt ids of the run's latest interrupt."""
+        ...
+
+    def has_run(self, run_id: str, *, owner: str | None) -> bool:
+        """``True`` if the run exists and belongs to ``owner``."""
+        ...
+
+
 def to_messages(query_or_messages: str | Message | Sequence[Message]) -> list[Message]:
     """A query text, one message or a list of messages as a list of messages."""
     if isinstance(query_or_messages, str):
@@ -161,49 +260,57 @@ def to_messages(query_or_messages: str | Message | Sequence[Message]) -> list[Me
 
 
 class _MemoryLog:
-    """A run's log in memory: entries numbered 1, 2, ...; readers wait on a condition."""
+    """A run's log in memory: entries numbered 1, 2, ...; the oldest dropped past the cap."""
 
-    def __init__(self) -> None:
-        self.entries: list[RunEvent] = []
+    def __init__(self, max_entries: int) -> None:
+        self._entries: list[RunEvent] = []
+        self._first = 1  # the number of self._entries[0]
+        self._max = max_entries
+        # Entries are dropped in chunks, so appending stays O(1) amortized.
+        self._slack = max(1, max_entries // 8)
         self.condition = threading.Condition()
 
     def append(self, kind: str, data: dict[str, Any]) -> str:
         with self.condition:
-            entry = RunEvent(str(len(self.entries) + 1), kind, data)
-            self.entries.append(entry)
+            entry = RunEvent(str(self._first + len(self._entries)), kind, data)
+            self._entries.append(entry)
+            excess = len(self._entries) - self._max
+            if excess >= self._slack:
+                del self._entries[:excess]
+                self._first += excess
             self.condition.notify_all()
             return entry.id
 
     def last_id(self) -> str | None:
         with self.condition:
-            return self.entries[-1].id if self.entries else None
+            return self._entries[-1].id if self._entries else None
+
+    def held(self) -> int:
+        with self.condition:
+            return len(self._entries)
 
     def read(self, after: str | None, wait: float) -> list[RunEvent]:
-        start = _memory_position(after)
+        start = log_position(after)
         with self.condition:
-            if len(self.entries) <= start and wait > 0:
+            if self._first + len(self._entries) - 1 <= start and wait > 0:
                 self.condition.wait(wait)
-            return self.entries[start:]
+            batch: list[RunEvent] = []
+            if start + 1 < self._first:
+                batch.append(RunEvent.gap(str(self._first - 1), self._first - 1 - start))
+                start = self._first - 1
+            offset = start + 1 - self._first
+            batch.extend(self._entries[offset : offset + _READ_BATCH])
+            return batch
 
     def wake(self) -> None:
         with self.condition:
             self.condition.notify_all()
 
 
-def _memory_position(after: str | None) -> int:
-    if after is None or after == "":
-        return 0
-    if not after.isdigit():
-        raise ValueError(
-            f"Last-Event-ID {after!r} is not an event id of this app (ids are whole numbers); "
-            "reconnect without it to read the run from the start"
-        )
-    return int(after)
-
-
 @attrs.define
 class _LocalRun:
     agent_name: str
+    owner: str | None
     log: _MemoryLog
     status: str = "queued"
     interrupts: list[str] = attrs.Factory(list)
@@ -215,26 +322,56 @@ class _LocalRun:
 class LocalRuns:
     """Runs agents in background threads of this process, each with a reconnectable log.
 
-    Same methods as :class:`agentkit.integrations.celery.AgentQueue`, so an app can switch
-    between one process and Celery workers without changing its views.
+    Same methods as :class:`agentkit.integrations.celery.AgentQueue` (the :class:`RunBackend`
+    protocol), so an app can switch between one process and Celery workers without changing
+    its views.
 
     Args:
         runners: the agents by name, each as a :class:`~agentkit.Runner` (give it a
             ``checkpoint_store`` so interrupted runs can be resumed).
+        max_entries: the most entries a run's log keeps (about; the oldest go first, and a
+            reader that asks for them gets a ``gap`` entry). Default 10,000, as
+            ``AgentQueue(stream_maxlen=...)``.
+        retention: seconds a stopped run (completed, interrupted, cancelled, failed) is kept
+            for readers and resumes before it is forgotten. Default one hour.
+        max_stopped: the most stopped runs kept; past it the oldest stopped run is forgotten.
+            Default 1,000.
+
+    A forgotten run's log is freed (readers still reading it finish what they hold); its
+    checkpoint stays in the Runner's store, so ``Runner.resume`` can still continue an
+    interrupted one. :meth:`forget` drops a stopped run at once. Runs that are queued or
+    running are never forgotten.
 
     A run's thread belongs to this object: :meth:`close` cancels every run and joins them.
 
     Example::
 
         runs = LocalRuns({"assistant": Runner(agent, checkpoint_store=store)})
-        run_id = runs.submit("assistant", "What's the weather in Paris?")
-        for entry in runs.events(run_id):
+        run_id = runs.submit("assistant", "What's the weather in Paris?", owner=user_id)
+        for entry in runs.events(run_id, owner=user_id):
             print(entry.kind, entry.data)
     """
 
-    def __init__(self, runners: Mapping[str, Runner]) -> None:
+    def __init__(
+        self,
+        runners: Mapping[str, Runner],
+        *,
+        max_entries: int = 10_000,
+        retention: float = 3600.0,
+        max_stopped: int = 1000,
+    ) -> None:
+        if max_entries < 1 or max_stopped < 0 or retention < 0:
+            raise ValueError(
+                "max_entries must be at least 1, and retention and max_stopped not negative "
+                f"(got max_entries={max_entries}, retention={retention}, "
+                f"max_stopped={max_stopped})"
+            )
         self._runners = dict(runners)
+        self._max_entries = max_entries
+        self._retention = float(retention)
+        self._max_stopped = max_stopped
         self._runs: dict[str, _LocalRun] = {}
+        self._stopped: collections.OrderedDict[str, float] = collections.OrderedDict()
         self._lock = threading.Lock()
         self._closed = False
 
@@ -243,21 +380,29 @@ class LocalRuns:
         agent_name: str,
         query_or_messages: str | Message | Sequence[Message],
         *,
+        owner: str | None,
         checkpoint_id: str | None = None,
         session_values: Mapping[str, Any] | None = None,
     ) -> str:
         """Start a run of ``agent_name`` in a background thread; returns the run id at once.
 
         The run id is ``checkpoint_id`` when given (it must be new), else a fresh one.
+
+        Raises:
+            RunIdError: ``checkpoint_id`` is not a valid run id (1 to 128 letters, digits,
+                ``.``, ``_`` or ``-``, starting with a letter or digit).
+            RunStateError: the run id is taken, or this object was closed.
         """
+        owner = check_owner(owner)
         runner = self._runner(agent_name)
         messages = to_messages(query_or_messages)
-        run_id = checkpoint_id or uuid.uuid4().hex
-        run = _LocalRun(agent_name, _MemoryLog())
+        run_id = uuid.uuid4().hex if checkpoint_id is None else check_run_id(checkpoint_id)
+        run = _LocalRun(agent_name, owner, _MemoryLog(self._max_entries))
         run.log.append("run", {"run_id": run_id, "agent": agent_name})
         with self._lock:
             if self._closed:
                 raise RunStateError("LocalRuns was closed; create a new one to start runs")
+            self._sweep()
             if run_id in self._runs:
                 raise RunStateError(
                     f"run id {run_id!r} is taken; leave checkpoint_id out to get a new one"
@@ -276,17 +421,19 @@ class LocalRuns:
         self._start(run_id, run, start)
         return run_id
 
-    def resume(self, run_id: str, targets: Mapping[str, Any] | None = None) -> str | None:
+    def resume(
+        self, run_id: str, targets: Mapping[str, Any] | None = None, *, owner: str | None
+    ) -> str | None:
         """Resume a stopped run with ``targets`` (interrupt id -> resume data).
 
         Returns the id of the log entry after which the resumed run's entries come (pass it
         to :meth:`events` as ``last_event_id``).
 
         Raises:
-            RunNotFoundError: no run has this id.
+            RunNotFoundError: no run has this id (:class:`RunOwnerError`: not ``owner``'s).
             RunStateError: the run is queued, running or completed.
         """
-        run = self._run(run_id)
+        run = self._run(run_id, owner)
         runner = self._runner(run.agent_name)
         with self._lock:
             if self._closed:
@@ -297,6 +444,7 @@ class LocalRuns:
                     "run can be resumed"
                 )
             run.status = "queued"
+            self._stopped.pop(run_id, None)
         after = run.log.last_id()
         wanted = dict(targets or {})
 
@@ -307,16 +455,21 @@ class LocalRuns:
         return after
 
     def events(
-        self, run_id: str, last_event_id: str | None = None, *, idle_timeout: float | None = None
+        self,
+        run_id: str,
+        last_event_id: str | None = None,
+        *,
+        owner: str | None,
+        idle_timeout: float | None = None,
     ) -> RunEventStream:
         """Read the run's log after ``last_event_id`` (from the start without one).
 
         Raises:
-            RunNotFoundError: no run has this id.
-            ValueError: ``last_event_id`` is not an id of this log.
+            RunNotFoundError: no run has this id (:class:`RunOwnerError`: not ``owner``'s).
+            EventIdError: ``last_event_id`` is not an id of this log (a whole number).
         """
-        run = self._run(run_id)
-        _memory_position(last_event_id)
+        run = self._run(run_id, owner)
+        log_position(last_event_id)
 
         def is_live() -> bool:
             with self._lock:
@@ -330,35 +483,59 @@ class LocalRuns:
             is_live=is_live,
         )
 
-    def cancel(self, run_id: str, mode: CancelMode = CancelMode.IMMEDIATE) -> bool:
+    def cancel(
+        self, run_id: str, mode: CancelMode = CancelMode.IMMEDIATE, *, owner: str | None
+    ) -> bool:
         """Cancel the run; ``False`` when it is not queued or running."""
-        run = self._run(run_id)
+        run = self._run(run_id, owner)
         with self._lock:
             handle = run.handle if run.status in ("queued", "running") else None
         if handle is None:
             return False
         return handle.cancel(mode)
 
-    def status(self, run_id: str) -> dict[str, Any]:
+    def status(self, run_id: str, *, owner: str | None) -> dict[str, Any]:
         """The run's state: ``status``, ``agent`` and, once stopped, its ``summary``.
 
         ``status`` is queued, running, interrupted, completed, cancelled or failed.
         """
-        run = self._run(run_id)
+        run = self._run(run_id, owner)
         with self._lock:
             state: dict[str, Any] = {"status": run.status, "agent": run.agent_name}
             if run.summary is not None:
                 state["summary"] = run.summary
             return state
 
-    def interrupts(self, run_id: str) -> list[str]:
+    def interrupts(self, run_id: str, *, owner: str | None) -> list[str]:
         """The interrupt ids of the run's latest interrupt (empty unless interrupted)."""
-        return list(self._run(run_id).interrupts)
+        return list(self._run(run_id, owner).interrupts)
 
-    def has_run(self, run_id: str) -> bool:
-        """``True`` if this object knows ``run_id``."""
+    def has_run(self, run_id: str, *, owner: str | None) -> bool:
+        """``True`` if this object holds ``run_id`` and it belongs to ``owner``."""
         with self._lock:
-            return run_id in self._runs
+            run = self._runs.get(run_id)
+        return run is not None and run.owner == owner
+
+    def forget(self, run_id: str, *, owner: str | None) -> None:
+        """Drop a stopped run now: its log is freed and its id is unknown from then on.
+
+        Raises:
+            RunNotFoundError: no run has this id (:class:`RunOwnerError`: not ``owner``'s).
+            RunStateError: the run is queued or running (cancel it first).
+        """
+        run = self._run(run_id, owner)
+        with self._lock:
+            if run.status in ("queued", "running"):
+                raise RunStateError(
+                    f"run {run_id!r} is {run.status}; cancel it and let it stop before "
+                    "forgetting it"
+                )
+            self._drop(run_id)
+
+    def held(self) -> int:
+        """How many runs this object holds now (live and stopped)."""
+        with self._lock:
+            return len(self._runs)
 
     def close(self) -> None:
         """Cancel every run and wait for their threads to end."""
@@ -387,12 +564,36 @@ class LocalRuns:
                 f"no agent named {agent_name!r}; the agents are: {known}"
             ) from None
 
-    def _run(self, run_id: str) -> _LocalRun:
+    def _run(self, run_id: str, owner: str | None) -> _LocalRun:
+        check_run_id(run_id)
         with self._lock:
+            self._sweep()
             run = self._runs.get(run_id)
         if run is None:
-            raise RunNotFoundError(f"no run with id {run_id!r}; start one first")
+            raise RunNotFoundError(
+                f"no run with id {run_id!r} (never started here, or forgotten: stopped runs "
+                "are kept for LocalRuns(retention=...) seconds)"
+            )
+        if run.owner != owner:
+            raise owner_mismatch(run_id)
         return run
+
+    def _sweep(self) -> None:
+        """Forget the stopped runs past the retention period or the count (lock held)."""
+        deadline = time.monotonic() - self._retention
+        stopped = self._stopped
+        while stopped:
+            run_id, stopped_at = next(iter(stopped.items()))
+            if len(stopped) <= self._max_stopped and stopped_at > deadline:
+                return
+            self._drop(run_id)
+
+    def _drop(self, run_id: str) -> None:
+        """Forget a stopped run (lock held)."""
+        self._stopped.pop(run_id, None)
+        run = self._runs.pop(run_id, None)
+        if run is not None:
+            run.log.wake()
 
     def _start(self, run_id: str, run: _LocalRun, start: Callable[[CancelHandle], Any]) -> None:
         handle = CancelHandle()
@@ -414,6 +615,11 @@ class LocalRuns:
                 run.interrupts = list(summary.get("interrupts", []))
                 run.status = str(summary["status"])
                 run.log.append("end", summary)
+                run.handle = None
+                if self._runs.get(run_id) is run:
+                    self._stopped[run_id] = time.monotonic()
+                    self._stopped.move_to_end(run_id)
+                    self._sweep()
 
         thread = threading.Thread(target=work, name=f"agentkit-run-{run_id[:8]}", daemon=True)
         run.thread = thread

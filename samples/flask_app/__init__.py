@@ -11,8 +11,16 @@ API (every stream is Server-Sent Events; every error is JSON ``{"error": ...}`` 
 * ``GET /api/runs/<id>/events``: the run's events, from the start or after ``Last-Event-ID``.
 * ``POST /api/runs/<id>/resume`` with ``{"approve": true|false}``: answers the run's interrupt
   and streams the resumed run.
-* ``POST /api/runs/<id>/cancel``: cancels the run.
+* ``POST /api/runs/<id>/cancel`` with ``{}``: cancels the run.
 * ``GET /``: the page.
+
+Runs belong to the browser session that started them: the app has no login, so each session
+gets a random owner id in Flask's signed session cookie (``FLASK_SECRET_KEY``; a random one
+per process when unset, so set it when several processes serve the app). Another session's
+run is a 404. The ``POST`` endpoints take JSON bodies only (415 otherwise) and refuse requests
+from pages of other origins (403, :func:`~agentkit.integrations.flask.check_same_origin`), so
+another site cannot cancel or approve a run with the user's cookie. A session may follow at
+most ``streams_per_client`` event streams at once (429 past that).
 
 By default runs execute in threads of this process with checkpoints in files. With
 ``REDIS_URL`` set they execute on Celery workers (``celery -A flask_app.tasks worker
@@ -23,19 +31,25 @@ models); live with ``OPENAI_API_KEY``.
 from __future__ import annotations
 
 import os
+import secrets
 import tempfile
-from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from flask import Flask, Response, jsonify, request
+from flask import Flask, Response, jsonify, request, session
 from werkzeug.exceptions import HTTPException
 
-from agentkit import CancelMode, Runner
-from agentkit.integrations.flask import last_event_id, sse_response
+from agentkit import Runner
+from agentkit.integrations.flask import (
+    StreamLimit,
+    check_same_origin,
+    run_events_response,
+    sse_response,
+)
 from agentkit.integrations.runs import (
     LocalRuns,
-    RunEventStream,
+    RunBackend,
+    RunIdError,
     RunNotFoundError,
     RunStateError,
 )
@@ -45,24 +59,7 @@ from .agents import AGENT_NAME, build_agent
 PAGE = Path(__file__).with_name("page.html")
 MAX_MESSAGE = 4000
 IDLE_TIMEOUT = 30.0  # seconds without an event before a stream ends; the page reconnects
-
-
-class Runs(Protocol):
-    """What the views need from a run backend (LocalRuns or the Celery AgentQueue)."""
-
-    def submit(self, agent_name: str, query_or_messages: str) -> str: ...
-
-    def events(
-        self, run_id: str, last_event_id: str | None = None, *, idle_timeout: float | None = None
-    ) -> RunEventStream: ...
-
-    def resume(self, run_id: str, targets: Mapping[str, Any] | None = None) -> str | None: ...
-
-    def cancel(self, run_id: str, mode: CancelMode = CancelMode.IMMEDIATE) -> bool: ...
-
-    def interrupts(self, run_id: str) -> Sequence[str]: ...
-
-    def has_run(self, run_id: str) -> bool: ...
+STREAMS_PER_CLIENT = 8
 
 
 class ApiError(Exception):
@@ -84,7 +81,7 @@ def local_runs(store_dir: str | None = None) -> LocalRuns:
     return LocalRuns({AGENT_NAME: runner})
 
 
-def default_runs() -> Runs:
+def default_runs() -> RunBackend:
     """Celery workers when ``REDIS_URL`` is set, threads of this process otherwise."""
     if os.environ.get("REDIS_URL"):
         from .tasks import queue
@@ -93,23 +90,50 @@ def default_runs() -> Runs:
     return local_runs()
 
 
-def create_app(runs: Runs | None = None, *, idle_timeout: float = IDLE_TIMEOUT) -> Flask:
+def create_app(
+    runs: RunBackend | None = None,
+    *,
+    idle_timeout: float = IDLE_TIMEOUT,
+    secret_key: str | None = None,
+    streams_per_client: int = STREAMS_PER_CLIENT,
+) -> Flask:
     """The app, serving runs from ``runs`` (default: :func:`default_runs`).
 
     A stream without a new event for ``idle_timeout`` seconds ends; the page reconnects with
     ``Last-Event-ID`` (this keeps proxies from cutting idle connections at random).
+    ``secret_key`` signs the session cookie that holds the owner id (default:
+    ``FLASK_SECRET_KEY``, else a random key of this process).
     """
     app = Flask(__name__)
+    app.secret_key = secret_key or os.environ.get("FLASK_SECRET_KEY") or secrets.token_hex(32)
+    app.config.update(SESSION_COOKIE_SAMESITE="Lax", SESSION_COOKIE_HTTPONLY=True)
     backend = runs if runs is not None else default_runs()
     app.extensions["agentkit_runs"] = backend
     _add_error_handlers(app)
+
+    @app.before_request
+    def refuse_cross_site_and_non_json_posts() -> None:
+        if request.path.startswith("/api/") and request.method == "POST":
+            check_same_origin(request)
+            if not request.is_json:
+                raise ApiError(
+                    415, "send a JSON body (Content-Type: application/json), {} when empty"
+                )
 
     @app.get("/")
     def index() -> Response:
         return Response(PAGE.read_text(encoding="utf-8"), mimetype="text/html")
 
-    _add_run_routes(app, backend, idle_timeout)
+    _add_run_routes(app, backend, idle_timeout, StreamLimit(streams_per_client))
     return app
+
+
+def current_owner() -> str:
+    """The owner id of this browser session (made on its first request)."""
+    owner = session.get("owner")
+    if not isinstance(owner, str):
+        owner = session["owner"] = secrets.token_urlsafe(18)
+    return owner
 
 
 def _add_error_handlers(app: Flask) -> None:
@@ -131,52 +155,59 @@ def _add_error_handlers(app: Flask) -> None:
         return jsonify(error="internal error; the server log has the details"), 500
 
 
-def _add_run_routes(app: Flask, backend: Runs, idle_timeout: float) -> None:
-    """The ``/api/runs`` routes: start, watch, resume and cancel runs of ``backend``."""
+def _add_run_routes(
+    app: Flask, backend: RunBackend, idle_timeout: float, streams: StreamLimit
+) -> None:
+    """The ``/api/runs`` routes: start, watch, resume and cancel the session's runs."""
 
     @app.post("/api/runs")
     def start_run() -> Response:
-        run_id = backend.submit(AGENT_NAME, _message_of(_json_body()))
+        owner = current_owner()
+        run_id = backend.submit(AGENT_NAME, _message_of(_json_body()), owner=owner)
         return sse_response(
-            backend.events(run_id, idle_timeout=idle_timeout), headers={"X-Run-Id": run_id}
+            backend.events(run_id, owner=owner, idle_timeout=idle_timeout),
+            headers={"X-Run-Id": run_id},
         )
 
     @app.get("/api/runs/<run_id>/events")
     def run_events(run_id: str) -> Response:
-        _known(run_id)
-        try:
-            stream = backend.events(run_id, last_event_id(request), idle_timeout=idle_timeout)
-        except ValueError as error:
-            raise ApiError(400, str(error)) from None
-        return sse_response(stream, headers={"X-Run-Id": run_id})
+        return run_events_response(
+            backend, run_id, owner=current_owner(), idle_timeout=idle_timeout, limit=streams
+        )
 
     @app.post("/api/runs/<run_id>/resume")
     def resume_run(run_id: str) -> Response:
-        _known(run_id)
+        owner = _known(run_id)
         approve = _approval_of(_json_body())
-        interrupts = backend.interrupts(run_id)
+        interrupts = backend.interrupts(run_id, owner=owner)
         if not interrupts:
             raise ApiError(409, f"run {run_id} is not waiting for an approval")
+        targets = {interrupt_id: approve for interrupt_id in interrupts}
         try:
-            after = backend.resume(run_id, {interrupt_id: approve for interrupt_id in interrupts})
+            after = backend.resume(run_id, targets, owner=owner)
         except RunStateError as error:
             raise ApiError(409, str(error)) from None
         return sse_response(
-            backend.events(run_id, after, idle_timeout=idle_timeout), headers={"X-Run-Id": run_id}
+            backend.events(run_id, after, owner=owner, idle_timeout=idle_timeout),
+            headers={"X-Run-Id": run_id},
         )
 
     @app.post("/api/runs/<run_id>/cancel")
     def cancel_run(run_id: str) -> Response:
-        _known(run_id)
-        return jsonify(run_id=run_id, cancelled=backend.cancel(run_id))
+        owner = _known(run_id)
+        _json_body()
+        return jsonify(run_id=run_id, cancelled=backend.cancel(run_id, owner=owner))
 
-    def _known(run_id: str) -> None:
+    def _known(run_id: str) -> str:
+        """The session's owner id, if ``run_id`` is one of its runs; a 404 otherwise."""
+        owner = current_owner()
         try:
-            known = backend.has_run(run_id)
-        except RunNotFoundError:
+            known = backend.has_run(run_id, owner=owner)
+        except (RunNotFoundError, RunIdError):
             known = False
         if not known:
             raise ApiError(404, f"no run with id {run_id!r}; start one with POST /api/runs")
+        return owner
 
 
 def _message_of(body: dict[str, Any]) -> str:

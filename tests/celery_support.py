@@ -1,0 +1,196 @@
+"""What the Celery tests share: the environment, the Celery app, worker processes, readers.
+
+Workers are started by the tests (``celery -A celery_app worker --pool=threads``, each on its
+own queue so a test decides which worker runs what); "web processes" are subprocesses running
+``celery_client.py``. Barriers are Redis lists the workers and tools push to, and status
+entries in the run's own stream; timeouts are failure guards only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import pytest
+
+redis = pytest.importorskip("redis")
+
+from agentkit.integrations.runs import RunEvent  # noqa: E402
+
+TESTS = Path(__file__).resolve().parent
+ROOT = TESTS.parent
+GUARD = 60  # seconds: a failure guard for every wait, never a pacing
+TEST_KEY = "celery-tests-checkpoint-key-0123456789abcdef"
+OWNER = "tester"  # the owner of the tests' runs (celery_client.py calls as this owner too)
+
+
+@pytest.fixture(scope="module")
+def env(redis_url: str) -> Iterator[dict[str, str]]:
+    """The environment of every process: the test's Redis, a fixed checkpoint key."""
+    values = {
+        "REDIS_URL": redis_url,
+        "AGENTKIT_CHECKPOINT_KEY": TEST_KEY,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), str(TESTS)]),
+    }
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield {**os.environ, **values}
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+@pytest.fixture(scope="module")
+def app_module(env: dict[str, str]) -> Any:
+    """``celery_app`` imported in the test process (it only submits and reads here).
+
+    Each test module that imports the ``redis_url`` fixture gets its own redis-server, so a
+    module imported for an earlier test module's server is loaded again for this one.
+    """
+    module = importlib.import_module("celery_app")
+    if env["REDIS_URL"] != module.REDIS_URL:
+        module = importlib.reload(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def client(env: dict[str, str]) -> Any:
+    return redis.Redis.from_url(env["REDIS_URL"])
+
+
+class Worker(NamedTuple):
+    """A worker process the test started, and the file its output goes to."""
+
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    def log_has(self, text: str) -> bool:
+        """``True`` once the worker wrote ``text`` to its log (waits up to :data:`GUARD`)."""
+        deadline = time.monotonic() + GUARD
+        while text not in self.log.read_text(errors="replace"):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
+
+@contextlib.contextmanager
+def worker(
+    env: dict[str, str], client: Any, name: str, queue: str, log_dir: Path
+) -> Iterator[Worker]:
+    """A Celery worker process consuming ``queue``; started, ready, then stopped."""
+    unique = f"{name}-{uuid.uuid4().hex[:6]}"
+    log_path = log_dir / f"worker-{unique}.log"
+    command = [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "celery_app",
+        "worker",
+        "--pool=threads",
+        "--concurrency=4",
+        "-Q",
+        queue,
+        "-n",
+        f"{unique}@test",
+        "--without-gossip",
+        "--without-mingle",
+        "--loglevel=INFO",
+    ]
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(
+            command,
+            cwd=TESTS,
+            env={**env, "TEST_WORKER_NAME": unique},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        if client.blpop([f"test:ready:{unique}"], timeout=GUARD) is None:
+            pytest.fail(f"worker {unique} did not start:\n{log_path.read_text()[-3000:]}")
+        yield Worker(process, log_path)
+    finally:
+        if process.poll() is None:
+            process.terminate()
+        try:
+            process.wait(timeout=GUARD)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@pytest.fixture(scope="module")
+def workers(
+    env: dict[str, str], client: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Worker]]:
+    """Two workers: ``a`` consumes queue ``a``, ``b`` consumes queue ``b``."""
+    log_dir = tmp_path_factory.mktemp("celery")
+    with (
+        worker(env, client, "a", "a", log_dir) as first,
+        worker(env, client, "b", "b", log_dir) as second,
+    ):
+        yield {"a": first, "b": second}
+
+
+def web(env: dict[str, str], *args: str) -> list[dict[str, Any]]:
+    """Run ``celery_client.py`` in a new process (another web server); its JSON lines."""
+    done = subprocess.run(
+        [sys.executable, str(TESTS / "celery_client.py"), *args],
+        cwd=TESTS,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=GUARD,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+
+
+def read_all(queue: Any, run_id: str, after: str | None = None) -> list[RunEvent]:
+    with queue.events(run_id, after, owner=OWNER) as stream:
+        return list(stream)
+
+
+def read_until(queue: Any, run_id: str, status: str) -> list[RunEvent]:
+    """Read the run's stream until a status entry with ``status`` (or its end)."""
+    seen: list[RunEvent] = []
+    with queue.events(run_id, owner=OWNER, idle_timeout=GUARD) as stream:
+        for entry in stream:
+            seen.append(entry)
+            if entry.kind == "status" and entry.data["status"] == status:
+                return seen
+    pytest.fail(f"no {status!r} status in {[(e.kind, e.data) for e in seen]}")
+
+
+def workers_of(entries: list[Any]) -> list[str]:
+    return [
+        (e.data if isinstance(e, RunEvent) else e["data"])["worker"].split("@")[0].rsplit("-", 1)[0]
+        for e in entries
+        if (e.kind if isinstance(e, RunEvent) else e["kind"]) == "status"
+        and (e.data if isinstance(e, RunEvent) else e["data"])["status"] == "started"
+    ]
+
+
+def read_until_after(queue: Any, run_id: str, after: str, status: str) -> list[RunEvent]:
+    seen: list[RunEvent] = []
+    with queue.events(run_id, after, owner=OWNER, idle_timeout=GUARD) as stream:
+        for entry in stream:
+            seen.append(entry)
+            if entry.kind == "status" and entry.data["status"] == status:
+                return seen
+    pytest.fail(f"no {status!r} status in {[(e.kind, e.data) for e in seen]}")
