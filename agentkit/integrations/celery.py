@@ -316,9 +316,9 @@ class AgentQueue:
     def _signing_keys(self) -> list[bytes]:
         if self._keys is not None:
             return self._keys
-        from agentkit.checkpoint._keys import default_key
+        from agentkit.checkpoint._keys import default_keys
 
-        return [default_key()[0]]
+        return default_keys()[0]  # the checkpoint key signs; earlier keys still verify
 
     def _seal_order(self, record: RunRecord, kind: str, payload: dict[str, Any]) -> str:
         """The sealed task message that runs (or resumes) ``record``'s run, once."""
@@ -350,7 +350,7 @@ class AgentQueue:
         agent_name: str,
         query_or_messages: str | Message | Sequence[Message],
         *,
-        owner: str | None,
+        owner: str | None = None,
         checkpoint_id: str | None = None,
         session_values: Mapping[str, Any] | None = None,
         queue: str | None = None,
@@ -386,7 +386,7 @@ class AgentQueue:
         run_id: str,
         last_event_id: str | None = None,
         *,
-        owner: str | None,
+        owner: str | None = None,
         idle_timeout: float | None = None,
     ) -> RunEventStream:
         """Read the run's entries after ``last_event_id``, blocking for new ones, until ``end``.
@@ -410,7 +410,7 @@ class AgentQueue:
         run_id: str,
         targets: Mapping[str, Any] | None = None,
         *,
-        owner: str | None,
+        owner: str | None = None,
         queue: str | None = None,
     ) -> str | None:
         """Enqueue the resume of a stopped run; any worker continues it.
@@ -456,7 +456,7 @@ class AgentQueue:
         return after
 
     def cancel(
-        self, run_id: str, mode: CancelMode = CancelMode.IMMEDIATE, *, owner: str | None
+        self, run_id: str, mode: CancelMode = CancelMode.IMMEDIATE, *, owner: str | None = None
     ) -> bool:
         """Ask the worker of ``run_id`` to cancel it; ``False`` unless it is queued or running."""
         if not isinstance(mode, CancelMode):
@@ -469,7 +469,7 @@ class AgentQueue:
         log.request_cancel(run_id, log.sealer.seal("cancel", body))
         return True
 
-    def status(self, run_id: str, *, owner: str | None) -> dict[str, Any]:
+    def status(self, run_id: str, *, owner: str | None = None) -> dict[str, Any]:
         """The run's state: ``status``, ``agent``, ``worker`` and its ``summary`` once stopped."""
         record = self._owned(run_id, owner)
         state: dict[str, Any] = {"status": record.status, "agent": record.agent}
@@ -479,11 +479,11 @@ class AgentQueue:
             state["summary"] = record.summary
         return state
 
-    def interrupts(self, run_id: str, *, owner: str | None) -> list[str]:
+    def interrupts(self, run_id: str, *, owner: str | None = None) -> list[str]:
         """The interrupt ids of the run's latest interrupt (empty unless it is interrupted)."""
         return self._owned(run_id, owner).interrupts
 
-    def has_run(self, run_id: str, *, owner: str | None) -> bool:
+    def has_run(self, run_id: str, *, owner: str | None = None) -> bool:
         """``True`` if Redis holds a record of ``run_id`` that belongs to ``owner``.
 
         Raises:
@@ -704,7 +704,7 @@ def submit(
     agent_name: str,
     query_or_messages: str | Message | Sequence[Message],
     *,
-    owner: str | None,
+    owner: str | None = None,
     checkpoint_id: str | None = None,
     session_values: Mapping[str, Any] | None = None,
 ) -> str:
@@ -730,7 +730,7 @@ def cancel(
     run_id: str,
     mode: CancelMode = CancelMode.IMMEDIATE,
     *,
-    owner: str | None,
+    owner: str | None = None,
 ) -> bool:
     """Cancel a run from any process; see :meth:`AgentQueue.cancel`."""
     return queue.cancel(run_id, mode, owner=owner)
@@ -741,7 +741,7 @@ def resume(
     run_id: str,
     targets: Mapping[str, Any] | None = None,
     *,
-    owner: str | None,
+    owner: str | None = None,
 ) -> str | None:
     """Enqueue a resume; see :meth:`AgentQueue.resume`."""
     return queue.resume(run_id, targets, owner=owner)

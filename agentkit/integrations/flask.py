@@ -240,7 +240,7 @@ def run_events_response(
     runs: RunBackend,
     run_id: str,
     *,
-    owner: str | None,
+    owner: str | None = None,
     request: Request | None = None,
     idle_timeout: float | None = None,
     limit: StreamLimit | None = None,

@@ -25,9 +25,10 @@ oldest entries kept; nothing is skipped without saying so.
 **Runs belong to someone.** Every call takes ``owner=``: the user or tenant id of your app
 that submits the run, and the one that may read, resume, cancel or forget it. Another owner's
 call raises :class:`RunOwnerError` (a :class:`RunNotFoundError`, so "not yours" and "no such
-run" look the same to a caller). ``owner`` has no default, so a call without it is a
-``TypeError``; pass ``owner=None`` for runs that anyone who knows the run id may use (a run
-submitted with ``owner=None`` is used with ``owner=None``).
+run" look the same to a caller), and so does a call without ``owner`` on a run that has one.
+A run submitted without an owner (``owner=None``, the default) belongs to nobody: anyone who
+knows its id may use it, as before owners existed. A web app serving several users passes
+the logged-in user's id on every call.
 """
 
 from __future__ import annotations
@@ -200,7 +201,7 @@ class RunBackend(Protocol):
         agent_name: str,
         query_or_messages: str | Message | Sequence[Message],
         *,
-        owner: str | None,
+        owner: str | None = None,
         checkpoint_id: str | None = None,
         session_values: Mapping[str, Any] | None = None,
     ) -> str:
@@ -212,7 +213,7 @@ class RunBackend(Protocol):
         run_id: str,
         last_event_id: str | None = None,
         *,
-        owner: str | None,
+        owner: str | None = None,
         idle_timeout: float | None = None,
     ) -> RunEventStream:
         """Read the run's log after ``last_event_id``."""
@@ -225,20 +226,20 @@ class RunBackend(Protocol):
         ...
 
     def cancel(
-        self, run_id: str, mode: CancelMode = CancelMode.IMMEDIATE, *, owner: str | None
+        self, run_id: str, mode: CancelMode = CancelMode.IMMEDIATE, *, owner: str | None = None
     ) -> bool:
         """Cancel a queued or running run."""
         ...
 
-    def status(self, run_id: str, *, owner: str | None) -> dict[str, Any]:
+    def status(self, run_id: str, *, owner: str | None = None) -> dict[str, Any]:
         """The run's state."""
         ...
 
-    def interrupts(self, run_id: str, *, owner: str | None) -> list[str]:
+    def interrupts(self, run_id: str, *, owner: str | None = None) -> list[str]:
         """The interrupt ids of the run's latest interrupt."""
         ...
 
-    def has_run(self, run_id: str, *, owner: str | None) -> bool:
+    def has_run(self, run_id: str, *, owner: str | None = None) -> bool:
         """``True`` if the run exists and belongs to ``owner``."""
         ...
 
@@ -380,7 +381,7 @@ class LocalRuns:
         agent_name: str,
         query_or_messages: str | Message | Sequence[Message],
         *,
-        owner: str | None,
+        owner: str | None = None,
         checkpoint_id: str | None = None,
         session_values: Mapping[str, Any] | None = None,
     ) -> str:
@@ -459,7 +460,7 @@ class LocalRuns:
         run_id: str,
         last_event_id: str | None = None,
         *,
-        owner: str | None,
+        owner: str | None = None,
         idle_timeout: float | None = None,
     ) -> RunEventStream:
         """Read the run's log after ``last_event_id`` (from the start without one).
@@ -484,7 +485,7 @@ class LocalRuns:
         )
 
     def cancel(
-        self, run_id: str, mode: CancelMode = CancelMode.IMMEDIATE, *, owner: str | None
+        self, run_id: str, mode: CancelMode = CancelMode.IMMEDIATE, *, owner: str | None = None
     ) -> bool:
         """Cancel the run; ``False`` when it is not queued or running."""
         run = self._run(run_id, owner)
@@ -494,7 +495,7 @@ class LocalRuns:
             return False
         return handle.cancel(mode)
 
-    def status(self, run_id: str, *, owner: str | None) -> dict[str, Any]:
+    def status(self, run_id: str, *, owner: str | None = None) -> dict[str, Any]:
         """The run's state: ``status``, ``agent`` and, once stopped, its ``summary``.
 
         ``status`` is queued, running, interrupted, completed, cancelled or failed.
@@ -506,17 +507,17 @@ class LocalRuns:
                 state["summary"] = run.summary
             return state
 
-    def interrupts(self, run_id: str, *, owner: str | None) -> list[str]:
+    def interrupts(self, run_id: str, *, owner: str | None = None) -> list[str]:
         """The interrupt ids of the run's latest interrupt (empty unless interrupted)."""
         return list(self._run(run_id, owner).interrupts)
 
-    def has_run(self, run_id: str, *, owner: str | None) -> bool:
+    def has_run(self, run_id: str, *, owner: str | None = None) -> bool:
         """``True`` if this object holds ``run_id`` and it belongs to ``owner``."""
         with self._lock:
             run = self._runs.get(run_id)
         return run is not None and run.owner == owner
 
-    def forget(self, run_id: str, *, owner: str | None) -> None:
+    def forget(self, run_id: str, *, owner: str | None = None) -> None:
         """Drop a stopped run now: its log is freed and its id is unknown from then on.
 
         Raises:
