@@ -14,6 +14,7 @@ import httpx
 from agentkit._runctx import abort_on_cancel, cancellable_sleep, current_frame
 from agentkit.errors import APIConnectionError, APIStatusError, APITimeoutError, ModelError
 from agentkit.models.base import ModelOptions, ToolCallingChatModel
+from agentkit.models.openai._encoded import EncodedMessages
 from agentkit.models.openai._retry import (
     STATUS_ERRORS,
     STATUS_HINTS,
@@ -23,7 +24,6 @@ from agentkit.models.openai._retry import (
 from agentkit.models.openai._stream import Call, OpenStream
 from agentkit.models.openai._transport import _current, make_client
 from agentkit.models.openai._wire import (
-    cached_message_bytes,
     encode_json,
     parse_completion,
     request_fields,
@@ -52,14 +52,15 @@ def _add_note(error: BaseException, note: str) -> None:
         add_note(note)
 
 
-class _HTTP:
-    """The httpx client shared by a model and its tool-bound copies."""
+class _Shared:
+    """What a model shares with its tool-bound copies: the httpx client and the encodings."""
 
-    __slots__ = ("client", "owned")
+    __slots__ = ("client", "encoded", "owned")
 
     def __init__(self, client: httpx.Client, owned: bool) -> None:
         self.client = client
         self.owned = owned
+        self.encoded = EncodedMessages()
 
 
 class OpenAIChatModel:
@@ -114,9 +115,11 @@ class OpenAIChatModel:
     share one connection pool; use it from any number of threads. Use it as a context
     manager, or call :meth:`close`, to release the connections.
 
-    Each message is encoded to JSON once; the bytes are kept on the message and dropped
-    when one of its fields is set (``message.content = ...``). A change made inside a nested
-    object in place (``message.tool_calls.append(...)``) is not noticed: assign the field.
+    Each message is encoded to JSON once: the model keeps the bytes (nothing is written onto
+    the message) while the message lives and still holds the values they were made from; a
+    message whose field was assigned since (``message.content = ...``) is encoded again. A
+    change made inside a nested value in place (``message.tool_calls.append(...)``) is not
+    noticed: assign the field, or build a new message.
 
     Example::
 
@@ -169,14 +172,15 @@ class OpenAIChatModel:
         self._request_headers: dict[str, str] | None
         self._request_timeout: httpx.Timeout | Any
         if http_client is None:
-            self._http = _HTTP(make_client(self._timeout, headers), owned=True)
+            self._http = _Shared(make_client(self._timeout, headers), owned=True)
             self._request_headers = None
             self._request_timeout = httpx.USE_CLIENT_DEFAULT
         else:
-            self._http = _HTTP(http_client, owned=False)
+            self._http = _Shared(http_client, owned=False)
             self._request_headers = headers
             self._request_timeout = self._timeout
         self._client = self._http.client
+        self._encode = self._http.encoded.encode
         self._backoff: Any = None  # made on the first retry, see _delay
         self._tools: tuple[ToolInfo, ...] = ()
         self._tools_json = b""
@@ -242,7 +246,11 @@ class OpenAIChatModel:
         return stream_from_batches(opened.chunks(), on_close=opened.close, abort=call.guard.abort)
 
     def close(self) -> None:
-        """Close the connection pool if this model made it (shared with its tool-bound copies)."""
+        """Close the connection pool if this model made it (shared with its tool-bound copies).
+
+        Also drops the encoded messages kept for the next calls.
+        """
+        self._http.encoded.clear()
         if self._http.owned:
             self._http.client.close()
 
@@ -278,7 +286,7 @@ class OpenAIChatModel:
             head, tail = self._envelopes[stream]
         else:
             head, tail = self._envelope(self._defaults.merge(options), stream)
-        return head + b",".join(cached_message_bytes(messages)) + tail
+        return head + b",".join(self._encode(messages)) + tail
 
     # -- attempts --------------------------------------------------------------------------
 
