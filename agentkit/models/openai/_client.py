@@ -14,6 +14,11 @@ import httpx
 from agentkit._runctx import abort_on_cancel, cancellable_sleep, current_frame
 from agentkit.errors import APIConnectionError, APIStatusError, APITimeoutError, ModelError
 from agentkit.models.base import ModelOptions, ToolCallingChatModel
+from agentkit.models.openai._body import (
+    DEFAULT_MAX_RESPONSE_BYTES,
+    check_max_response_bytes,
+    read_body,
+)
 from agentkit.models.openai._encoded import EncodedMessages
 from agentkit.models.openai._retry import (
     STATUS_ERRORS,
@@ -141,6 +146,7 @@ class OpenAIChatModel:
         timeout: float = 60.0,
         max_retries: int = 3,
         http_client: httpx.Client | None = None,
+        max_response_bytes: int | None = DEFAULT_MAX_RESPONSE_BYTES,
         **defaults: Any,
     ) -> None:
         if not isinstance(model, str) or not model:
@@ -167,6 +173,7 @@ class OpenAIChatModel:
         self._timeout_seconds = float(timeout)
         self._timeout = httpx.Timeout(timeout)
         self._max_retries = max_retries
+        self._max_response_bytes = check_max_response_bytes(max_response_bytes)
         # An owned client carries the headers and the timeout itself, which spares httpx a
         # merge per request; a client passed in gets them with every request instead.
         self._request_headers: dict[str, str] | None
@@ -356,9 +363,8 @@ class OpenAIChatModel:
             f"could not talk to {self._url} ({type(error).__name__}: {error})"
         ) from error
 
-    def _status_error(self, response: httpx.Response, call: Call) -> APIStatusError:
+    def _status_error(self, response: httpx.Response, content: bytes, call: Call) -> APIStatusError:
         status = response.status_code
-        content = response.content
         body: Any
         try:
             body = json.loads(content)
@@ -378,17 +384,24 @@ class OpenAIChatModel:
             raise call.cancelled()
         call.attempts += 1
         call.retry_after = None
+        client = self._client
+        request = client.build_request(
+            "POST",
+            self._request_url,
+            content=call.body,
+            headers=self._request_headers,
+            timeout=self._request_timeout,
+        )
         # The guard is current while httpx works, so the socket layer obeys its deadline
         # and abort (see _transport).
         local = _current
         previous, local.guard = local.guard, call.guard
         try:
-            response = self._client.post(
-                self._request_url,
-                content=call.body,
-                headers=self._request_headers,
-                timeout=self._request_timeout,
-            )
+            response = client.send(request, stream=True)
+            try:
+                content = read_body(response, call.guard, self._max_response_bytes, self._url)
+            finally:
+                response.close()
         except httpx.TransportError as error:
             self._transport_error(error, call)
         finally:
@@ -396,8 +409,8 @@ class OpenAIChatModel:
         if call.guard.aborted:
             raise call.cancelled()
         if not response.is_success:
-            raise self._status_error(response, call)
-        return parse_completion(response.content, self._url, response.status_code)
+            raise self._status_error(response, content, call)
+        return parse_completion(content, self._url, response.status_code)
 
     def _attempt_open_stream(self, call: Call) -> OpenStream:
         if call.guard.aborted:
@@ -420,24 +433,23 @@ class OpenAIChatModel:
             self._transport_error(error, call)
         finally:
             local.guard = previous
+        limit = self._max_response_bytes
         opened = OpenStream(
-            response, self._url, call, self._timeout_seconds, attach=not self._http.owned
+            response, self._url, call, self._timeout_seconds, limit, attach=not self._http.owned
         )
         try:
             plain = response.headers.get("content-type", "").startswith("application/json")
             if plain or not response.is_success:
-                previous, local.guard = local.guard, call.guard
                 try:
-                    response.read()
+                    content = read_body(response, call.guard, limit, self._url)
                 except httpx.TransportError as error:
                     self._transport_error(error, call)
                 finally:
-                    local.guard = previous
                     opened.detach()
                 if not response.is_success:
-                    raise self._status_error(response, call)
+                    raise self._status_error(response, content, call)
                 # The server ignored stream=true and sent a whole completion: one chunk.
-                opened.first = [parse_completion(response.content, self._url, response.status_code)]
+                opened.first = [parse_completion(content, self._url, response.status_code)]
             else:
                 opened.read_first()
             return opened
