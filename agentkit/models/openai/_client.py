@@ -22,9 +22,9 @@ from agentkit.models.openai._body import (
 from agentkit.models.openai._encoded import EncodedMessages
 from agentkit.models.openai._retry import (
     STATUS_ERRORS,
-    STATUS_HINTS,
     is_retryable,
     parse_retry_after,
+    status_hint,
 )
 from agentkit.models.openai._stream import Call, OpenStream
 from agentkit.models.openai._transport import _current, make_client
@@ -57,6 +57,22 @@ def _add_note(error: BaseException, note: str) -> None:
         add_note(note)
 
 
+def _check_arguments(model: object, timeout: object, max_retries: object) -> None:
+    """Raise a ``ValueError`` that says which argument of ``OpenAIChatModel`` is wrong."""
+    if not isinstance(model, str) or not model:
+        raise ValueError(
+            f"OpenAIChatModel needs a model name as its first argument (got {model!r}), "
+            'such as OpenAIChatModel("gpt-4o-mini")'
+        )
+    if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+        raise ValueError(
+            f"max_retries must be an int >= 0, the retries after a failed attempt "
+            f"(got {max_retries!r})"
+        )
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+        raise ValueError(f"timeout must be a number of seconds > 0 (got {timeout!r})")
+
+
 class _Shared:
     """What a model shares with its tool-bound copies: the httpx client and the encodings."""
 
@@ -87,6 +103,13 @@ class OpenAIChatModel:
             model makes one and :meth:`close` closes it. With your own client the deadline is
             checked between reads (not within one) and a cancel reaches a request only once
             its response headers have arrived.
+        max_response_bytes: the most bytes a response body may have (after decompression):
+            a whole completion, an error body, or all of a stream together. 64 MiB by
+            default, about twice what a 128,000-token reply streamed in small chunks takes;
+            ``None`` turns the limit off. A response that declares or delivers more fails
+            the call at once with :class:`~agentkit.errors.ResponseTooLargeError` (not
+            retried): reading stops, the connection is closed, and memory stays near the
+            limit however much the server sends.
         **defaults: default :class:`~agentkit.models.ModelOptions` fields for every call
             (``temperature=0.2``, ``max_tokens=512``, ...); options given to a call win.
 
@@ -149,12 +172,7 @@ class OpenAIChatModel:
         max_response_bytes: int | None = DEFAULT_MAX_RESPONSE_BYTES,
         **defaults: Any,
     ) -> None:
-        if not isinstance(model, str) or not model:
-            raise ValueError(f"OpenAIChatModel needs a model name (got {model!r})")
-        if max_retries < 0:
-            raise ValueError(f"max_retries must be >= 0 (got {max_retries})")
-        if not timeout > 0:
-            raise ValueError(f"timeout must be a number of seconds > 0 (got {timeout!r})")
+        _check_arguments(model, timeout, max_retries)
         self._defaults = ModelOptions.from_kwargs(**defaults)
         self._model = model
         api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
@@ -357,10 +375,12 @@ class OpenAIChatModel:
         if isinstance(error, httpx.TimeoutException):
             raise APITimeoutError(
                 f"no answer from {self._url} within {self._timeout_seconds} s, the call's "
-                f"timeout ({type(error).__name__}); raise timeout= if the model needs longer"
+                f"timeout ({type(error).__name__}); if the model needs longer, pass a "
+                "larger OpenAIChatModel(..., timeout=...)"
             ) from error
         raise APIConnectionError(
-            f"could not talk to {self._url} ({type(error).__name__}: {error})"
+            f"could not talk to {self._url} ({type(error).__name__}: {error}); check "
+            "base_url (or OPENAI_BASE_URL) and that the server is running and reachable"
         ) from error
 
     def _status_error(self, response: httpx.Response, content: bytes, call: Call) -> APIStatusError:
@@ -374,7 +394,7 @@ class OpenAIChatModel:
         call.retry_after = parse_retry_after(response.headers)
         error_type = STATUS_ERRORS.get(status, APIStatusError)
         return error_type(
-            f"HTTP {status} from {self._url}: {message}{STATUS_HINTS.get(status, '')}",
+            f"HTTP {status} from {self._url}: {message}{status_hint(status)}",
             status_code=status,
             body=body,
         )

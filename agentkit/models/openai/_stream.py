@@ -177,7 +177,8 @@ class OpenStream:
         if isinstance(error, httpx.TimeoutException):
             return APITimeoutError(
                 f"the stream from {self.url} stalled: no data for {self.timeout} s after "
-                f"{self.count} chunks ({type(error).__name__})"
+                f"{self.count} chunks ({type(error).__name__}); if the model pauses longer, "
+                "pass a larger OpenAIChatModel(..., timeout=...)"
             )
         return IncompleteStreamError(
             f"the stream from {self.url} broke after {self.count} chunks, before the server "

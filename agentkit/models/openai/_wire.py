@@ -50,6 +50,9 @@ _EXTRA_FIELDS = frozenset({"function_call", "refusal", "reasoning_content", "rea
 _DROPPED_FIELDS = frozenset({"annotations", "audio", "name"})
 _KNOWN_CALL_FIELDS = frozenset({"id", "type", "function", "index"})
 
+_NOT_API = (
+    " (is base_url the root of an OpenAI-compatible API, such as http://localhost:11434/v1?)"
+)
 _encode_json = json.JSONEncoder(separators=(",", ":")).encode
 _decode = json.JSONDecoder().decode
 
@@ -203,7 +206,7 @@ def decode_json(content: bytes, what: str, url: str, status: int) -> Any:
     except ValueError as error:  # UnicodeDecodeError included
         text = content[:200].decode("utf-8", "replace")
         raise ModelError(
-            f"the model server at {url} sent {what} that is not valid JSON: {text!r}",
+            f"the model server at {url} sent {what} that is not valid JSON: {text!r}{_NOT_API}",
             status_code=status,
             body=content.decode("utf-8", "replace"),
         ) from error
@@ -336,7 +339,7 @@ def parse_completion(content: bytes, url: str, status: int) -> Message:
     except (KeyError, IndexError, TypeError, AttributeError) as error:
         raise ModelError(
             f"the model server at {url} sent a response without choices[0].message "
-            f"({type(error).__name__}: {error})",
+            f"({type(error).__name__}: {error}){_NOT_API}",
             status_code=status,
             body=data,
         ) from error
