@@ -5,19 +5,20 @@ take the process's memory with it. Every byte of a response body, a whole comple
 error body or a Server-Sent Events stream, is counted as it is read; the first read that
 passes ``max_response_bytes`` ends the call with :class:`~agentkit.errors.ResponseTooLargeError`
 and closes the response, which closes its connection (a half-read connection is never
-returned to the pool). A ``Content-Length`` above the limit is refused before any of the
-body is read. Bytes are counted after decompression, so a compressed body is held to what
-it would take in memory.
+returned to the pool). A ``Content-Length`` above the limit is refused as soon as the body
+takes a second read. Bytes are counted after decompression, so a compressed body is held to
+what it would take in memory.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import httpx
 
 from agentkit.errors import ResponseTooLargeError
-from agentkit.models.openai._transport import _Guard, guarded_bytes
+from agentkit.models.openai._transport import _current, _Guard
 
 __all__: list[str] = []
 
@@ -46,16 +47,14 @@ def _size(count: int) -> str:
 
 
 def too_large(
-    url: str, limit: int, received: int, status: int, declared: int | None = None
+    url: str, limit: int, received: int, status: int, declared: int = -1
 ) -> ResponseTooLargeError:
     """Return the error for a response from ``url`` that passed ``limit``."""
-    if declared is not None:
-        what = f"declares a body of {declared:,} bytes (Content-Length); nothing of it was read"
-    else:
-        what = f"passed it: reading stopped after {received:,} bytes and the connection was closed"
+    what = f"declares {declared:,} bytes (Content-Length); " if declared > limit else ""
     return ResponseTooLargeError(
         f"the response from {url} is larger than max_response_bytes={_size(limit)}: it "
-        f"{what}. If replies this large are expected, pass a larger "
+        f"{what}reading stopped after {received:,} bytes and the connection was closed. "
+        "If replies this large are expected, pass a larger "
         "OpenAIChatModel(..., max_response_bytes=...), or None for no limit",
         limit=limit,
         received=received,
@@ -68,23 +67,35 @@ def body_chunks(
 ) -> Iterator[bytes]:
     """Yield the (decoded) body of ``response`` as it arrives, within ``limit`` bytes.
 
-    ``guard`` is made current around each read (see :func:`guarded_bytes`). Passing the
-    limit closes the response and raises :class:`~agentkit.errors.ResponseTooLargeError`.
+    ``guard`` is current around each read, so that the socket layer obeys its deadline and
+    abort (see :mod:`._transport`); the deadline is also checked between reads, which is
+    what bounds the reads of a caller's client. Passing the limit closes the response and
+    raises :class:`~agentkit.errors.ResponseTooLargeError`. ``Content-Length`` is looked at
+    only when the body takes more than one read (most replies take one).
     """
-    chunks = guarded_bytes(response.iter_bytes(), guard)
-    if limit is None:
-        yield from chunks
-        return
-    declared = _declared_length(response)
-    if declared is not None and declared > limit:
-        response.close()
-        raise too_large(url, limit, 0, response.status_code, declared)
+    chunks = response.iter_bytes()
+    local = _current
+    monotonic = time.monotonic
     received = 0
-    for chunk in chunks:
-        received += len(chunk)
-        if received > limit:
-            response.close()
-            raise too_large(url, limit, received, response.status_code)
+    reads = 0
+    while True:
+        previous = local.guard
+        local.guard = guard
+        try:
+            chunk = next(chunks, None)
+        finally:
+            local.guard = previous
+        if chunk is None:
+            return
+        if guard.deadline < monotonic():
+            raise httpx.ReadTimeout("the model call's deadline passed")
+        if limit is not None:
+            received += len(chunk)
+            reads += 1
+            declared = _declared_length(response) if reads == 2 else -1
+            if received > limit or declared > limit:
+                response.close()
+                raise too_large(url, limit, received, response.status_code, declared)
         yield chunk
 
 
@@ -93,15 +104,14 @@ def read_body(response: httpx.Response, guard: _Guard, limit: int | None, url: s
     return b"".join(body_chunks(response, guard, limit, url))
 
 
-def _declared_length(response: httpx.Response) -> int | None:
-    """The ``Content-Length`` of an uncompressed body, if the server gave one."""
-    headers = response.headers
-    if headers.get("content-encoding", "identity").strip().lower() != "identity":
-        return None  # the length of the compressed bytes; the decoded ones are counted
-    value = headers.get("content-length")
-    if value is None:
-        return None
+def _declared_length(response: httpx.Response) -> int:
+    """The ``Content-Length`` the server gave (-1 if none).
+
+    For a compressed body it is the length of the compressed bytes; one larger than the
+    limit is refused all the same (no honest reply is that large, compressed or not).
+    """
+    value = response.headers.get("content-length")
     try:
-        return int(value)
+        return -1 if value is None else int(value)
     except ValueError:
-        return None  # httpcore refuses a malformed length itself
+        return -1  # httpcore refuses a malformed length itself

@@ -32,7 +32,7 @@ import ssl
 import threading
 import time
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, NoReturn, cast
 
 import httpcore
 import httpx
@@ -113,26 +113,6 @@ def _shutdown(stream: Any) -> None:
     # the reading thread is still using. An OSError means it is closed or not connected yet.
     with contextlib.suppress(OSError):
         socket.socket.shutdown(sock, socket.SHUT_RDWR)
-
-
-def guarded_bytes(chunks: Iterator[bytes], guard: _Guard) -> Iterator[bytes]:
-    """Yield ``chunks`` with ``guard`` current around each read; check the deadline between.
-
-    The deadline check matters for callers' clients, whose reads are not clamped to it.
-    """
-    local = _current
-    while True:
-        previous = local.guard
-        local.guard = guard
-        try:
-            chunk = next(chunks, None)
-        finally:
-            local.guard = previous
-        if chunk is None:
-            return
-        if guard.deadline < _monotonic():
-            raise httpx.ReadTimeout("the model call's deadline passed")
-        yield chunk
 
 
 class _Stream(httpcore.NetworkStream):
@@ -263,34 +243,37 @@ def httpx_error(error: Exception) -> httpx.TransportError | None:
     return None
 
 
-@contextlib.contextmanager
-def _httpx_errors() -> Iterator[None]:
-    try:
-        yield
-    except Exception as error:
-        mapped = httpx_error(error)
-        if mapped is None:
-            raise
-        raise mapped from error
+def _reraise(error: Exception) -> NoReturn:
+    """Raise the httpx exception for ``error`` (``error`` itself if httpx has none)."""
+    mapped = httpx_error(error)
+    if mapped is None:
+        raise error
+    raise mapped from error
 
 
 class _ResponseStream(httpx.SyncByteStream):
     """The body of an httpcore response, for an httpx response."""
 
-    __slots__ = ("_response",)
+    __slots__ = ("_stream",)
 
-    def __init__(self, response: httpcore.Response) -> None:
-        self._response = response
+    def __init__(self, stream: Iterable[bytes]) -> None:
+        self._stream = stream  # httpcore.Response.stream of a synchronous pool
 
     def __iter__(self) -> Iterator[bytes]:
-        with _httpx_errors():
-            yield from self._response.iter_stream()
+        try:
+            yield from self._stream
+        except Exception as error:
+            _reraise(error)
 
     def close(self) -> None:
         # Closing a response that was not read to its end closes its connection (httpcore
         # never returns a half-read connection to the pool).
-        with _httpx_errors():
-            self._response.close()
+        close = getattr(self._stream, "close", None)  # a byte stream may have no close
+        if close is not None:
+            try:
+                close()
+            except Exception as error:
+                _reraise(error)
 
 
 class GuardedTransport(httpx.BaseTransport):
@@ -325,12 +308,14 @@ class GuardedTransport(httpx.BaseTransport):
             content=request.stream,
             extensions=request.extensions,
         )
-        with _httpx_errors():
+        try:
             response = self._connections.handle_request(core_request)
+        except Exception as error:
+            _reraise(error)
         return httpx.Response(
             status_code=response.status,
             headers=response.headers,
-            stream=_ResponseStream(response),
+            stream=_ResponseStream(cast("Iterable[bytes]", response.stream)),
             extensions=response.extensions,
         )
 
