@@ -143,11 +143,10 @@ class OpenAIChatModel:
     share one connection pool; use it from any number of threads. Use it as a context
     manager, or call :meth:`close`, to release the connections.
 
-    Each message is encoded to JSON once: the model keeps the bytes (nothing is written onto
-    the message) while the message lives and still holds the values they were made from; a
-    message whose field was assigned since (``message.content = ...``) is encoded again. A
-    change made inside a nested value in place (``message.tool_calls.append(...)``) is not
-    noticed: assign the field, or build a new message.
+    Each message is encoded to JSON once: the model keeps the bytes while the message lives
+    (nothing is written onto the message). A message's ``content`` assigned after it was sent
+    is noticed and sent anew; any other change to a sent message is not: build a new message
+    instead (``attrs.evolve(message, name="bob")``), as the framework itself does.
 
     Example::
 
