@@ -100,8 +100,25 @@ def body_chunks(
 
 
 def read_body(response: httpx.Response, guard: _Guard, limit: int | None, url: str) -> bytes:
-    """Return the whole (decoded) body of ``response``, within ``limit`` bytes."""
-    return b"".join(body_chunks(response, guard, limit, url))
+    """Return the whole (decoded) body of ``response``, within ``limit`` bytes.
+
+    Like :func:`body_chunks`, but the caller makes ``guard`` current (it is for the whole
+    request); one plain loop, since most bodies arrive in one read.
+    """
+    chunks: list[bytes] = []
+    received = 0
+    monotonic = time.monotonic
+    for chunk in response.iter_bytes():
+        if guard.deadline < monotonic():
+            raise httpx.ReadTimeout("the model call's deadline passed")
+        if limit is not None:
+            received += len(chunk)
+            declared = _declared_length(response) if len(chunks) == 1 else -1
+            if received > limit or declared > limit:
+                response.close()
+                raise too_large(url, limit, received, response.status_code, declared)
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _declared_length(response: httpx.Response) -> int:

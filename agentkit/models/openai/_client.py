@@ -459,11 +459,13 @@ class OpenAIChatModel:
         try:
             plain = response.headers.get("content-type", "").startswith("application/json")
             if plain or not response.is_success:
+                previous, local.guard = local.guard, call.guard
                 try:
                     content = read_body(response, call.guard, limit, self._url)
                 except httpx.TransportError as error:
                     self._transport_error(error, call)
                 finally:
+                    local.guard = previous
                     opened.detach()
                 if not response.is_success:
                     raise self._status_error(response, content, call)
