@@ -310,7 +310,13 @@ class OpenAIChatModel:
             head, tail = self._envelopes[stream]
         else:
             head, tail = self._envelope(self._defaults.merge(options), stream)
-        return head + b",".join(self._encode(messages)) + tail
+        parts = self._encode(messages)  # a new list: ours to change
+        if not parts:
+            return head + tail
+        # The envelope joins the first and last pieces, so the body is copied once.
+        parts[0] = head + parts[0]
+        parts[-1] += tail
+        return b",".join(parts)
 
     # -- attempts --------------------------------------------------------------------------
 
