@@ -68,7 +68,7 @@ def body_chunks(
     """Yield the (decoded) body of ``response`` as it arrives, within ``limit`` bytes.
 
     ``guard`` is current around each read, so that the socket layer obeys its deadline and
-    abort (see :mod:`._transport`); the deadline is also checked between reads, which is
+    abort (see ``_transport``); the deadline is also checked between reads, which is
     what bounds the reads of a caller's client. Passing the limit closes the response and
     raises :class:`~agentkit.errors.ResponseTooLargeError`. ``Content-Length`` is looked at
     only when the body takes more than one read (most replies take one).

@@ -61,7 +61,7 @@ _decode = json.JSONDecoder().decode
 
 
 def message_bytes(message: Message) -> bytes:
-    """Return the request JSON of ``message`` (see :mod:`._encoded` for the cache of these)."""
+    """Return the request JSON of ``message`` (the model keeps these: ``_encoded``)."""
     data: dict[str, Any] = {"role": message.role.value}
     extra = message.extra
     if message.tool_calls:
