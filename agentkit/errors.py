@@ -270,10 +270,10 @@ class ResponseTooLargeError(ModelError):
     """The model server's response passed the client's size limit, and was refused.
 
     Raised by :class:`~agentkit.models.OpenAIChatModel` as soon as a response delivers more
-    bytes than its ``max_response_bytes``, or declares more in ``Content-Length`` (seen
-    after its first read); nothing more is read and the connection is closed. It is not
-    retried: the same request would get the same answer. Raise the limit
-    (``max_response_bytes=``), or pass ``None`` to turn it off.
+    bytes than its ``max_response_bytes``, or a whole (non-streamed) body declares more in
+    ``Content-Length`` (seen after its first read); nothing more is read and the connection
+    is closed. It is not retried: the same request would get the same answer. Raise the
+    limit (``max_response_bytes=``), or pass ``None`` to turn it off.
 
     Attributes:
         limit: the ``max_response_bytes`` in force.

@@ -5,9 +5,9 @@ take the process's memory with it. Every byte of a response body, a whole comple
 error body or a Server-Sent Events stream, is counted as it is read; the first read that
 passes ``max_response_bytes`` ends the call with :class:`~agentkit.errors.ResponseTooLargeError`
 and closes the response, which closes its connection (a half-read connection is never
-returned to the pool). A ``Content-Length`` above the limit is refused as soon as the body
-takes a second read. Bytes are counted after decompression, so a compressed body is held to
-what it would take in memory.
+returned to the pool). A whole body whose ``Content-Length`` is above the limit is refused
+as soon as it takes a second read. Bytes are counted after decompression, so a compressed
+body is held to what it would take in memory.
 """
 
 from __future__ import annotations
@@ -70,14 +70,13 @@ def body_chunks(
     ``guard`` is current around each read, so that the socket layer obeys its deadline and
     abort (see ``_transport``); the deadline is also checked between reads, which is
     what bounds the reads of a caller's client. Passing the limit closes the response and
-    raises :class:`~agentkit.errors.ResponseTooLargeError`. ``Content-Length`` is looked at
-    only when the body takes more than one read (most replies take one).
+    raises :class:`~agentkit.errors.ResponseTooLargeError` (an event stream has no
+    ``Content-Length`` worth reading: its bytes are counted).
     """
     chunks = response.iter_bytes()
     local = _current
     monotonic = time.monotonic
     received = 0
-    reads = 0
     while True:
         previous = local.guard
         local.guard = guard
@@ -91,11 +90,9 @@ def body_chunks(
             raise httpx.ReadTimeout("the model call's deadline passed")
         if limit is not None:
             received += len(chunk)
-            reads += 1
-            declared = _declared_length(response) if reads == 2 else -1
-            if received > limit or declared > limit:
+            if received > limit:
                 response.close()
-                raise too_large(url, limit, received, response.status_code, declared)
+                raise too_large(url, limit, received, response.status_code)
         yield chunk
 
 
