@@ -31,6 +31,7 @@ exception says the same thing, the agentkit error subclasses it too, so existing
         ├── APIConnectionError (ConnectionError)
         │   ├── APITimeoutError (TimeoutError)
         │   └── IncompleteStreamError
+        ├── ResponseTooLargeError
         └── APIStatusError
             ├── BadRequestError          400
             ├── AuthenticationError      401
@@ -73,6 +74,7 @@ __all__ = [
     "OutputValidationError",
     "PermissionDeniedError",
     "RateLimitError",
+    "ResponseTooLargeError",
     "ResumeError",
     "RetryExhaustedError",
     "WillRetryError",
@@ -305,6 +307,33 @@ class APITimeoutError(APIConnectionError, TimeoutError):
 
 class IncompleteStreamError(APIConnectionError):
     """A streamed response ended before the server finished it (no ``[DONE]``, no finish reason)."""
+
+
+class ResponseTooLargeError(ModelError):
+    """The model server's response passed the client's size limit, and was refused.
+
+    Raised by :class:`~agentkit.models.OpenAIChatModel` as soon as a response delivers more
+    bytes than its ``max_response_bytes``, or a whole (non-streamed) body declares more in
+    ``Content-Length`` (seen after its first read); nothing more is read and the connection
+    is closed. It is not retried: the same request would get the same answer. Raise the
+    limit (``max_response_bytes=``), or pass ``None`` to turn it off.
+
+    Attributes:
+        limit: the ``max_response_bytes`` in force.
+        received: how many bytes of the body had been read when it was refused.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        limit: int,
+        received: int,
+        status_code: int | None = None,
+    ) -> None:
+        super().__init__(message, status_code=status_code)
+        self.limit = limit
+        self.received = received
 
 
 class APIStatusError(ModelError):

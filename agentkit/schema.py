@@ -124,17 +124,8 @@ def _to_role(value: Role | str) -> Role:
     return value if type(value) is Role else Role(value)
 
 
-def _forget_wire_form(instance: Message, attribute: Any, value: Any) -> Any:
-    # A message's encoded request form is cached by model clients; any field change drops it.
-    object.__setattr__(instance, "_wire", None)
-    return value
-
-
 @persisted("agentkit.Message")
-@attrs.define(
-    getstate_setstate=False,
-    on_setattr=attrs.setters.pipe(attrs.setters.convert, _forget_wire_form),
-)
+@attrs.define(getstate_setstate=False, on_setattr=attrs.setters.convert)
 class Message:
     """A chat message.
 
@@ -157,8 +148,6 @@ class Message:
     name: str = ""
     response_meta: ResponseMeta | None = None
     extra: dict[str, Any] = attrs.Factory(dict)
-    # Cache of the encoded wire form, owned by model clients (see agentkit.models).
-    _wire: Any = attrs.field(default=None, init=False, eq=False, repr=False)
 
     def __getstate__(self) -> dict[str, Any]:
         return {
@@ -176,7 +165,6 @@ class Message:
         for key, value in state.items():
             object.__setattr__(self, key, value)
         object.__setattr__(self, "role", Role(self.role))
-        object.__setattr__(self, "_wire", None)
 
     # --- notebook display (see agentkit.display) ---
     def _repr_html_(self) -> str:

@@ -66,6 +66,12 @@ class RawServer:
         with self._lock:
             return self._count
 
+    @property
+    def connection_count(self) -> int:
+        """How many connections have been accepted."""
+        with self._lock:
+            return len(self._connections)
+
     def wait_for_request(self, timeout: float = 30.0) -> None:
         """Block until one more request has arrived (``AssertionError`` after ``timeout``)."""
         assert self.request_arrived.acquire(timeout=timeout), "no request reached the server"

@@ -54,7 +54,7 @@ DOCUMENTED = {
     "CheckpointError", "CheckpointNotFoundError", "CheckpointBusyError",
     "CheckpointConsumedError", "ToolError",
     "ToolArgumentsError", "ToolNotFoundError", "ToolTimeoutError", "ModelError", "APIConnectionError",
-    "APITimeoutError", "IncompleteStreamError", "APIStatusError", "BadRequestError",
+    "APITimeoutError", "IncompleteStreamError", "ResponseTooLargeError", "APIStatusError", "BadRequestError",
     "AuthenticationError", "PermissionDeniedError", "RateLimitError",
     # 14. middleware, callbacks, retries and failover
     "AgentMiddleware", "AgentContext", "ModelState", "set_run_local_value", "get_run_local_value",

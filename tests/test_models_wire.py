@@ -387,6 +387,7 @@ def test_model_errors_are_exported_from_agentkit_models() -> None:
         "APITimeoutError",
         "APIStatusError",
         "IncompleteStreamError",
+        "ResponseTooLargeError",
     ]
     for name in names:
         assert getattr(agentkit.models, name) is getattr(agentkit, name), name

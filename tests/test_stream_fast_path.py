@@ -153,6 +153,7 @@ def test_a_chunk_message_is_built_like_the_constructor_builds_it() -> None:
     calls = [ToolCall("call_1", FunctionCall("add", "{}"), index=0)]
     meta = ResponseMeta("tool_calls")
     built = _chunk_message("hi", calls, meta)
+    assert _chunk_message.__name__ == "build"  # the fast builder, not the fallback
     assert type(built) is Message
     assert built == Message(Role.ASSISTANT, "hi", calls, response_meta=meta)
     assert attrs.asdict(built) == attrs.asdict(
@@ -160,9 +161,8 @@ def test_a_chunk_message_is_built_like_the_constructor_builds_it() -> None:
     )
     other = _chunk_message("", [], None)
     assert other.extra == {} and other.extra is not built.extra  # a fresh dict each
-    built._wire = ("cached", b"{}")  # as a model client caches its encoding
-    built.content = "changed"  # field hooks still run: the cached form is dropped
-    assert built._wire is None
+    built.role = "user"  # type: ignore[assignment]  # field hooks still run: converted
+    assert built.role is Role.USER
 
 
 @pytest.mark.parametrize(

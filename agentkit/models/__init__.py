@@ -22,6 +22,7 @@ from agentkit.errors import (
     ModelError,
     PermissionDeniedError,
     RateLimitError,
+    ResponseTooLargeError,
 )
 from agentkit.models.base import ChatModel, ModelOptions, ToolCallingChatModel
 
@@ -33,6 +34,7 @@ __all__ = [
     "BadRequestError",
     "ChatModel",
     "IncompleteStreamError",
+    "ResponseTooLargeError",
     "ModelError",
     "PermissionDeniedError",
     "RateLimitError",

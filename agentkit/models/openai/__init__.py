@@ -6,13 +6,15 @@ OpenRouter, LiteLLM and many other servers implement, over one shared, thread-sa
 :class:`httpx.Client`.
 
 Per-call cost is kept flat as a conversation grows: each message is encoded to JSON once
-and the bytes are cached on the message (in its private ``_wire`` slot, which the message
-drops whenever one of its fields is set), so a request body is a join of cached pieces.
-The tool list is encoded once per bound model.
+and the model keeps the bytes (``_encoded``; nothing is written onto the message) while the
+message still holds the values they were made from, so a request body is a join of kept
+pieces. The tool list is encoded once per bound model.
 
-The package is split by concern: ``_wire`` (the JSON shapes), ``_sse`` (Server-Sent
-Events), ``_retry`` (what is retried and when), ``_transport`` (total deadlines and aborts
-at the socket level), ``_stream`` (reading a streamed reply) and ``_client`` (the class).
+The package is split by concern: ``_wire`` (the JSON shapes), ``_encoded`` (the encodings
+kept for the next calls), ``_sse`` (Server-Sent Events), ``_retry`` (what is retried and
+when), ``_transport`` (total deadlines and aborts at the socket level, under a public httpx
+transport), ``_body`` (reading a body within the deadline and ``max_response_bytes``),
+``_stream`` (reading a streamed reply) and ``_client`` (the class).
 """
 
 from __future__ import annotations

@@ -116,7 +116,6 @@ _MESSAGE_SLOTS = (
     "name",
     "response_meta",
     "extra",
-    "_wire",
 )
 
 
@@ -141,7 +140,7 @@ def _chunk_builder() -> Callable[[str, list[ToolCall], ResponseMeta | None], Mes
             return Message(Role.ASSISTANT, content, tool_calls, response_meta=meta)
 
         return construct
-    role, text, calls, call_id, tool_name, name, response_meta, extra, wire = (
+    role, text, calls, call_id, tool_name, name, response_meta, extra = (
         slots[name].__set__ for name in _MESSAGE_SLOTS
     )
     new = object.__new__
@@ -157,7 +156,6 @@ def _chunk_builder() -> Callable[[str, list[ToolCall], ResponseMeta | None], Mes
         name(message, "")
         response_meta(message, meta)
         extra(message, {})
-        wire(message, None)
         return message
 
     return build

@@ -14,16 +14,21 @@ import httpx
 from agentkit._runctx import abort_on_cancel, cancellable_sleep, current_frame
 from agentkit.errors import APIConnectionError, APIStatusError, APITimeoutError, ModelError
 from agentkit.models.base import ModelOptions, ToolCallingChatModel
+from agentkit.models.openai._body import (
+    DEFAULT_MAX_RESPONSE_BYTES,
+    check_max_response_bytes,
+    read_body,
+)
+from agentkit.models.openai._encoded import EncodedMessages
 from agentkit.models.openai._retry import (
     STATUS_ERRORS,
-    STATUS_HINTS,
     is_retryable,
     parse_retry_after,
+    status_hint,
 )
 from agentkit.models.openai._stream import Call, OpenStream
 from agentkit.models.openai._transport import _current, make_client
 from agentkit.models.openai._wire import (
-    cached_message_bytes,
     encode_json,
     parse_completion,
     request_fields,
@@ -52,14 +57,31 @@ def _add_note(error: BaseException, note: str) -> None:
         add_note(note)
 
 
-class _HTTP:
-    """The httpx client shared by a model and its tool-bound copies."""
+def _check_arguments(model: object, timeout: object, max_retries: object) -> None:
+    """Raise a ``ValueError`` that says which argument of ``OpenAIChatModel`` is wrong."""
+    if not isinstance(model, str) or not model:
+        raise ValueError(
+            f"OpenAIChatModel needs a model name as its first argument (got {model!r}), "
+            'such as OpenAIChatModel("gpt-4o-mini")'
+        )
+    if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+        raise ValueError(
+            f"max_retries must be an int >= 0, the retries after a failed attempt "
+            f"(got {max_retries!r})"
+        )
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+        raise ValueError(f"timeout must be a number of seconds > 0 (got {timeout!r})")
 
-    __slots__ = ("client", "owned")
+
+class _Shared:
+    """What a model shares with its tool-bound copies: the httpx client and the encodings."""
+
+    __slots__ = ("client", "encoded", "owned")
 
     def __init__(self, client: httpx.Client, owned: bool) -> None:
         self.client = client
         self.owned = owned
+        self.encoded = EncodedMessages()
 
 
 class OpenAIChatModel:
@@ -81,6 +103,13 @@ class OpenAIChatModel:
             model makes one and :meth:`close` closes it. With your own client the deadline is
             checked between reads (not within one) and a cancel reaches a request only once
             its response headers have arrived.
+        max_response_bytes: the most bytes a response body may have (after decompression):
+            a whole completion, an error body, or all of a stream together. 64 MiB by
+            default, about twice what a 128,000-token reply streamed in small chunks takes;
+            ``None`` turns the limit off. A response that declares or delivers more fails
+            the call at once with :class:`~agentkit.errors.ResponseTooLargeError` (not
+            retried): reading stops, the connection is closed, and memory stays near the
+            limit however much the server sends.
         **defaults: default :class:`~agentkit.models.ModelOptions` fields for every call
             (``temperature=0.2``, ``max_tokens=512``, ...); options given to a call win.
 
@@ -114,9 +143,10 @@ class OpenAIChatModel:
     share one connection pool; use it from any number of threads. Use it as a context
     manager, or call :meth:`close`, to release the connections.
 
-    Each message is encoded to JSON once; the bytes are kept on the message and dropped
-    when one of its fields is set (``message.content = ...``). A change made inside a nested
-    object in place (``message.tool_calls.append(...)``) is not noticed: assign the field.
+    Each message is encoded to JSON once: the model keeps the bytes while the message lives
+    (nothing is written onto the message). A message's ``content`` assigned after it was sent
+    is noticed and sent anew; any other change to a sent message is not: build a new message
+    instead (``attrs.evolve(message, name="bob")``), as the framework itself does.
 
     Example::
 
@@ -138,14 +168,10 @@ class OpenAIChatModel:
         timeout: float = 60.0,
         max_retries: int = 3,
         http_client: httpx.Client | None = None,
+        max_response_bytes: int | None = DEFAULT_MAX_RESPONSE_BYTES,
         **defaults: Any,
     ) -> None:
-        if not isinstance(model, str) or not model:
-            raise ValueError(f"OpenAIChatModel needs a model name (got {model!r})")
-        if max_retries < 0:
-            raise ValueError(f"max_retries must be >= 0 (got {max_retries})")
-        if not timeout > 0:
-            raise ValueError(f"timeout must be a number of seconds > 0 (got {timeout!r})")
+        _check_arguments(model, timeout, max_retries)
         self._defaults = ModelOptions.from_kwargs(**defaults)
         self._model = model
         api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
@@ -164,19 +190,21 @@ class OpenAIChatModel:
         self._timeout_seconds = float(timeout)
         self._timeout = httpx.Timeout(timeout)
         self._max_retries = max_retries
+        self._max_response_bytes = check_max_response_bytes(max_response_bytes)
         # An owned client carries the headers and the timeout itself, which spares httpx a
         # merge per request; a client passed in gets them with every request instead.
         self._request_headers: dict[str, str] | None
         self._request_timeout: httpx.Timeout | Any
         if http_client is None:
-            self._http = _HTTP(make_client(self._timeout, headers), owned=True)
+            self._http = _Shared(make_client(self._timeout, headers), owned=True)
             self._request_headers = None
             self._request_timeout = httpx.USE_CLIENT_DEFAULT
         else:
-            self._http = _HTTP(http_client, owned=False)
+            self._http = _Shared(http_client, owned=False)
             self._request_headers = headers
             self._request_timeout = self._timeout
         self._client = self._http.client
+        self._encode = self._http.encoded.encode
         self._backoff: Any = None  # made on the first retry, see _delay
         self._tools: tuple[ToolInfo, ...] = ()
         self._tools_json = b""
@@ -242,7 +270,11 @@ class OpenAIChatModel:
         return stream_from_batches(opened.chunks(), on_close=opened.close, abort=call.guard.abort)
 
     def close(self) -> None:
-        """Close the connection pool if this model made it (shared with its tool-bound copies)."""
+        """Close the connection pool if this model made it (shared with its tool-bound copies).
+
+        Also drops the encoded messages kept for the next calls.
+        """
+        self._http.encoded.clear()
         if self._http.owned:
             self._http.client.close()
 
@@ -278,7 +310,13 @@ class OpenAIChatModel:
             head, tail = self._envelopes[stream]
         else:
             head, tail = self._envelope(self._defaults.merge(options), stream)
-        return head + b",".join(cached_message_bytes(messages)) + tail
+        parts = self._encode(messages)  # a new list: ours to change
+        if not parts:
+            return head + tail
+        # The envelope joins the first and last pieces, so the body is copied once.
+        parts[0] = head + parts[0]
+        parts[-1] += tail
+        return b",".join(parts)
 
     # -- attempts --------------------------------------------------------------------------
 
@@ -342,15 +380,16 @@ class OpenAIChatModel:
         if isinstance(error, httpx.TimeoutException):
             raise APITimeoutError(
                 f"no answer from {self._url} within {self._timeout_seconds} s, the call's "
-                f"timeout ({type(error).__name__}); raise timeout= if the model needs longer"
+                f"timeout ({type(error).__name__}); if the model needs longer, pass a "
+                "larger OpenAIChatModel(..., timeout=...)"
             ) from error
         raise APIConnectionError(
-            f"could not talk to {self._url} ({type(error).__name__}: {error})"
+            f"could not talk to {self._url} ({type(error).__name__}: {error}); check "
+            "base_url (or OPENAI_BASE_URL) and that the server is running and reachable"
         ) from error
 
-    def _status_error(self, response: httpx.Response, call: Call) -> APIStatusError:
+    def _status_error(self, response: httpx.Response, content: bytes, call: Call) -> APIStatusError:
         status = response.status_code
-        content = response.content
         body: Any
         try:
             body = json.loads(content)
@@ -360,7 +399,7 @@ class OpenAIChatModel:
         call.retry_after = parse_retry_after(response.headers)
         error_type = STATUS_ERRORS.get(status, APIStatusError)
         return error_type(
-            f"HTTP {status} from {self._url}: {message}{STATUS_HINTS.get(status, '')}",
+            f"HTTP {status} from {self._url}: {message}{status_hint(status)}",
             status_code=status,
             body=body,
         )
@@ -370,17 +409,24 @@ class OpenAIChatModel:
             raise call.cancelled()
         call.attempts += 1
         call.retry_after = None
+        client = self._client
+        request = client.build_request(
+            "POST",
+            self._request_url,
+            content=call.body,
+            headers=self._request_headers,
+            timeout=self._request_timeout,
+        )
         # The guard is current while httpx works, so the socket layer obeys its deadline
         # and abort (see _transport).
         local = _current
         previous, local.guard = local.guard, call.guard
         try:
-            response = self._client.post(
-                self._request_url,
-                content=call.body,
-                headers=self._request_headers,
-                timeout=self._request_timeout,
-            )
+            response = client.send(request, stream=True)
+            try:
+                content = read_body(response, call.guard, self._max_response_bytes, self._url)
+            finally:
+                response.close()
         except httpx.TransportError as error:
             self._transport_error(error, call)
         finally:
@@ -388,8 +434,8 @@ class OpenAIChatModel:
         if call.guard.aborted:
             raise call.cancelled()
         if not response.is_success:
-            raise self._status_error(response, call)
-        return parse_completion(response.content, self._url, response.status_code)
+            raise self._status_error(response, content, call)
+        return parse_completion(content, self._url, response.status_code)
 
     def _attempt_open_stream(self, call: Call) -> OpenStream:
         if call.guard.aborted:
@@ -412,24 +458,25 @@ class OpenAIChatModel:
             self._transport_error(error, call)
         finally:
             local.guard = previous
+        limit = self._max_response_bytes
         opened = OpenStream(
-            response, self._url, call, self._timeout_seconds, attach=not self._http.owned
+            response, self._url, call, self._timeout_seconds, limit, attach=not self._http.owned
         )
         try:
             plain = response.headers.get("content-type", "").startswith("application/json")
             if plain or not response.is_success:
                 previous, local.guard = local.guard, call.guard
                 try:
-                    response.read()
+                    content = read_body(response, call.guard, limit, self._url)
                 except httpx.TransportError as error:
                     self._transport_error(error, call)
                 finally:
                     local.guard = previous
                     opened.detach()
                 if not response.is_success:
-                    raise self._status_error(response, call)
+                    raise self._status_error(response, content, call)
                 # The server ignored stream=true and sent a whole completion: one chunk.
-                opened.first = [parse_completion(response.content, self._url, response.status_code)]
+                opened.first = [parse_completion(content, self._url, response.status_code)]
             else:
                 opened.read_first()
             return opened

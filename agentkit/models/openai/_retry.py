@@ -30,10 +30,24 @@ STATUS_ERRORS: dict[int, type[APIStatusError]] = {
     429: RateLimitError,
 }
 STATUS_HINTS = {
+    400: " (the server refused the request as sent: check the options and the messages)",
     401: " (check api_key= or the OPENAI_API_KEY environment variable)",
     403: " (the API key may not use this model or endpoint)",
     404: " (check the model name and base_url)",
+    413: " (the request is too large for the server: shorten the conversation)",
+    429: " (rate limited: send fewer requests, or raise max_retries= to wait longer)",
 }
+"""What to do about an error status, appended to its message."""
+
+
+def status_hint(status: int) -> str:
+    """Return what to do about an error ``status``, to append to its message ("" if nothing)."""
+    hint = STATUS_HINTS.get(status)
+    if hint is not None:
+        return hint
+    if status >= 500:
+        return " (an error on the server's side; it may pass: try again later)"
+    return ""
 
 
 def is_retryable(error: BaseException) -> bool:

@@ -12,9 +12,10 @@ import httpx
 from agentkit._runctx import RunFrame
 from agentkit.cancel import CancelMode
 from agentkit.errors import AgentCancelledError, APITimeoutError, IncompleteStreamError, ModelError
+from agentkit.models.openai._body import body_chunks
 from agentkit.models.openai._chunks import merge_fields, parse_chunk, parse_error_event
 from agentkit.models.openai._sse import SSEError, sse_batches
-from agentkit.models.openai._transport import _Guard, guarded_bytes
+from agentkit.models.openai._transport import _Guard
 from agentkit.models.openai._wire import PROVIDER_FIELDS
 from agentkit.schema import Message
 
@@ -60,18 +61,26 @@ class OpenStream:
         "finished",
         "first",
         "iterator",
+        "limit",
         "response",
         "timeout",
         "url",
     )
 
     def __init__(
-        self, response: httpx.Response, url: str, call: Call, timeout: float, attach: bool
+        self,
+        response: httpx.Response,
+        url: str,
+        call: Call,
+        timeout: float,
+        limit: int | None,
+        attach: bool,
     ) -> None:
         self.response = response
         self.url = url
         self.call = call
         self.timeout = timeout
+        self.limit = limit  # max_response_bytes, for the whole stream
         self.count = 0
         self.done = False  # [DONE] seen
         self.finished = False  # a finish_reason seen
@@ -107,7 +116,8 @@ class OpenStream:
         timeout = self.timeout
         monotonic = time.monotonic
         try:
-            for payloads in sse_batches(guarded_bytes(self.response.iter_bytes(), guard)):
+            body = body_chunks(self.response, guard, self.limit, self.url)
+            for payloads in sse_batches(body):
                 if self.done:
                     continue  # drain, so the connection goes back to the pool
                 # Only data restarts the clock: keep-alive comments do not.
@@ -167,7 +177,8 @@ class OpenStream:
         if isinstance(error, httpx.TimeoutException):
             return APITimeoutError(
                 f"the stream from {self.url} stalled: no data for {self.timeout} s after "
-                f"{self.count} chunks ({type(error).__name__})"
+                f"{self.count} chunks ({type(error).__name__}); if the model pauses longer, "
+                "pass a larger OpenAIChatModel(..., timeout=...)"
             )
         return IncompleteStreamError(
             f"the stream from {self.url} broke after {self.count} chunks, before the server "

@@ -10,7 +10,9 @@ another thread is blocked in. Both are built here at the socket level:
 * The model's own client talks through :class:`_Backend`, an httpcore network backend whose
   streams consult the current guard before every read, write and connect: the timeout httpx
   asks for is shortened to what is left until the deadline (so the deadline holds even
-  between bytes of a trickle), and an aborted guard fails the operation at once.
+  between bytes of a trickle), and an aborted guard fails the operation at once. The
+  backend is put under httpx with public APIs only: :class:`GuardedTransport` is an
+  :class:`httpx.BaseTransport` over an :class:`httpcore.ConnectionPool` given that backend.
 * :meth:`_Guard.abort` (called from the cancelling thread) marks the guard aborted and, if a
   read or write is blocked right now, shuts the socket down: ``shutdown(SHUT_RDWR)`` wakes a
   blocked ``recv`` on every platform, unlike ``close``. The socket is registered only for the
@@ -30,7 +32,7 @@ import ssl
 import threading
 import time
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, NoReturn, cast
 
 import httpcore
 import httpx
@@ -111,26 +113,6 @@ def _shutdown(stream: Any) -> None:
     # the reading thread is still using. An OSError means it is closed or not connected yet.
     with contextlib.suppress(OSError):
         socket.socket.shutdown(sock, socket.SHUT_RDWR)
-
-
-def guarded_bytes(chunks: Iterator[bytes], guard: _Guard) -> Iterator[bytes]:
-    """Yield ``chunks`` with ``guard`` current around each read; check the deadline between.
-
-    The deadline check matters for callers' clients, whose reads are not clamped to it.
-    """
-    local = _current
-    while True:
-        previous = local.guard
-        local.guard = guard
-        try:
-            chunk = next(chunks, None)
-        finally:
-            local.guard = previous
-        if chunk is None:
-            return
-        if guard.deadline < _monotonic():
-            raise httpx.ReadTimeout("the model call's deadline passed")
-        yield chunk
 
 
 class _Stream(httpcore.NetworkStream):
@@ -233,18 +215,116 @@ def _default_ssl_context() -> ssl.SSLContext:
         return _ssl_context
 
 
+# httpcore's exceptions and the httpx ones a caller expects, most specific first (the same
+# correspondence httpx's own transport makes; tests/test_models_transport.py checks it).
+_ERRORS: tuple[tuple[type[Exception], type[httpx.TransportError]], ...] = (
+    (httpcore.ConnectTimeout, httpx.ConnectTimeout),
+    (httpcore.ReadTimeout, httpx.ReadTimeout),
+    (httpcore.WriteTimeout, httpx.WriteTimeout),
+    (httpcore.PoolTimeout, httpx.PoolTimeout),
+    (httpcore.TimeoutException, httpx.TimeoutException),
+    (httpcore.ConnectError, httpx.ConnectError),
+    (httpcore.ReadError, httpx.ReadError),
+    (httpcore.WriteError, httpx.WriteError),
+    (httpcore.NetworkError, httpx.NetworkError),
+    (httpcore.ProxyError, httpx.ProxyError),
+    (httpcore.UnsupportedProtocol, httpx.UnsupportedProtocol),
+    (httpcore.LocalProtocolError, httpx.LocalProtocolError),
+    (httpcore.RemoteProtocolError, httpx.RemoteProtocolError),
+    (httpcore.ProtocolError, httpx.ProtocolError),
+)
+
+
+def httpx_error(error: Exception) -> httpx.TransportError | None:
+    """Return the httpx exception for an httpcore one (``None`` for any other exception)."""
+    for source, target in _ERRORS:
+        if isinstance(error, source):
+            return target(str(error))
+    return None
+
+
+def _reraise(error: Exception) -> NoReturn:
+    """Raise the httpx exception for ``error`` (``error`` itself if httpx has none)."""
+    mapped = httpx_error(error)
+    if mapped is None:
+        raise error
+    raise mapped from error
+
+
+class _ResponseStream(httpx.SyncByteStream):
+    """The body of an httpcore response, for an httpx response."""
+
+    __slots__ = ("_stream",)
+
+    def __init__(self, stream: Iterable[bytes]) -> None:
+        self._stream = stream  # httpcore.Response.stream of a synchronous pool
+
+    def __iter__(self) -> Iterator[bytes]:
+        try:
+            yield from self._stream
+        except Exception as error:
+            _reraise(error)
+
+    def close(self) -> None:
+        # Closing a response that was not read to its end closes its connection (httpcore
+        # never returns a half-read connection to the pool).
+        close = getattr(self._stream, "close", None)  # a byte stream may have no close
+        if close is not None:
+            try:
+                close()
+            except Exception as error:
+                _reraise(error)
+
+
+class GuardedTransport(httpx.BaseTransport):
+    """An httpx transport whose connections obey the current guard.
+
+    httpx's own :class:`httpx.HTTPTransport` builds its httpcore connection pool with
+    httpcore's default network backend and takes no other. This transport is the other way
+    httpx documents for connecting it to something else: a :class:`httpx.BaseTransport`
+    whose ``handle_request`` hands the request to a :class:`httpcore.ConnectionPool` over
+    :class:`_Backend` (the public APIs of both libraries; no private attribute of either).
+    Pool settings come from :class:`httpx.Limits`; HTTP/1.1, as httpx's default.
+    """
+
+    def __init__(self, ssl_context: ssl.SSLContext, limits: httpx.Limits) -> None:
+        self._connections = httpcore.ConnectionPool(
+            ssl_context=ssl_context,
+            max_connections=limits.max_connections,
+            max_keepalive_connections=limits.max_keepalive_connections,
+            keepalive_expiry=limits.keepalive_expiry,
+            network_backend=_Backend(),
+        )
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        """Send ``request`` over the pool; return the response with its body unread."""
+        url = request.url
+        core_request = httpcore.Request(
+            method=request.method,
+            url=httpcore.URL(
+                scheme=url.raw_scheme, host=url.raw_host, port=url.port, target=url.raw_path
+            ),
+            headers=request.headers.raw,
+            content=request.stream,
+            extensions=request.extensions,
+        )
+        try:
+            response = self._connections.handle_request(core_request)
+        except Exception as error:
+            _reraise(error)
+        return httpx.Response(
+            status_code=response.status,
+            headers=response.headers,
+            stream=_ResponseStream(cast("Iterable[bytes]", response.stream)),
+            extensions=response.extensions,
+        )
+
+    def close(self) -> None:
+        """Close every connection of the pool."""
+        self._connections.close()
+
+
 def make_client(timeout: httpx.Timeout, headers: dict[str, str]) -> httpx.Client:
     """Return an httpx client whose requests obey the current guard."""
-    context = _default_ssl_context()
-    transport = httpx.HTTPTransport(verify=context)
-    # httpx builds its connection pool with httpcore's default network backend and takes no
-    # other; httpcore's pool does. Replace the pool with the same one over _Backend (the
-    # settings are httpx's defaults: HTTP/1.1, 100 connections, 20 kept alive for 5 s).
-    transport._pool = httpcore.ConnectionPool(
-        ssl_context=context,
-        max_connections=100,
-        max_keepalive_connections=20,
-        keepalive_expiry=5.0,
-        network_backend=_Backend(),
-    )
+    transport = GuardedTransport(_default_ssl_context(), httpx.Limits())
     return httpx.Client(timeout=timeout, headers=headers, transport=transport)

@@ -50,9 +50,9 @@ _EXTRA_FIELDS = frozenset({"function_call", "refusal", "reasoning_content", "rea
 _DROPPED_FIELDS = frozenset({"annotations", "audio", "name"})
 _KNOWN_CALL_FIELDS = frozenset({"id", "type", "function", "index"})
 
-# Marks the bytes cached in Message._wire as this module's encoding (another client's
-# cached form, keyed differently, is never sent by mistake).
-_WIRE_FORMAT = "agentkit.openai.chat/1"
+_NOT_API = (
+    " (is base_url the root of an OpenAI-compatible API, such as http://localhost:11434/v1?)"
+)
 _encode_json = json.JSONEncoder(separators=(",", ":")).encode
 _decode = json.JSONDecoder().decode
 
@@ -61,10 +61,7 @@ _decode = json.JSONDecoder().decode
 
 
 def message_bytes(message: Message) -> bytes:
-    """Return the request JSON of ``message``, from its cache when it has one."""
-    cached = message._wire
-    if cached is not None and cached[0] is _WIRE_FORMAT:
-        return cached[1]  # type: ignore[no-any-return]
+    """Return the request JSON of ``message`` (the model keeps these: ``_encoded``)."""
     data: dict[str, Any] = {"role": message.role.value}
     extra = message.extra
     if message.tool_calls:
@@ -87,20 +84,7 @@ def message_bytes(message: Message) -> bytes:
         if isinstance(fields, dict):
             for key, value in fields.items():
                 data.setdefault(key, value)
-    encoded = _encode_json(data).encode()
-    object.__setattr__(message, "_wire", (_WIRE_FORMAT, encoded))
-    return encoded
-
-
-def cached_message_bytes(messages: Sequence[Message]) -> list[bytes]:
-    """Return the request JSON of each message (the fast path for cached ones)."""
-    wire = _WIRE_FORMAT
-    return [
-        cached[1]
-        if (cached := message._wire) is not None and cached[0] is wire
-        else message_bytes(message)
-        for message in messages
-    ]
+    return _encode_json(data).encode()
 
 
 def _call_dict(call: ToolCall) -> dict[str, Any]:
@@ -222,7 +206,7 @@ def decode_json(content: bytes, what: str, url: str, status: int) -> Any:
     except ValueError as error:  # UnicodeDecodeError included
         text = content[:200].decode("utf-8", "replace")
         raise ModelError(
-            f"the model server at {url} sent {what} that is not valid JSON: {text!r}",
+            f"the model server at {url} sent {what} that is not valid JSON: {text!r}{_NOT_API}",
             status_code=status,
             body=content.decode("utf-8", "replace"),
         ) from error
@@ -355,7 +339,7 @@ def parse_completion(content: bytes, url: str, status: int) -> Message:
     except (KeyError, IndexError, TypeError, AttributeError) as error:
         raise ModelError(
             f"the model server at {url} sent a response without choices[0].message "
-            f"({type(error).__name__}: {error})",
+            f"({type(error).__name__}: {error}){_NOT_API}",
             status_code=status,
             body=data,
         ) from error
