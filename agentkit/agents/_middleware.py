@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import attrs
 
 from agentkit._observe import CallbackSet, RunInfo, fire
+from agentkit.agents._call_ids import unique_call_ids
 from agentkit.agents._model_retry import ModelRetryConfig, StreamVerdicts
 from agentkit.errors import AgentConfigError
 from agentkit.events import AgentEvent, event_from_message
@@ -263,6 +264,8 @@ class ReactHooks:
                 f"{type(reply).__name__}, not a Message"
             )
         if emit and not run.streaming:
+            # A wrap_model layer may have made the reply: its calls get one id each too.
+            reply = unique_call_ids(reply)
             run.emit(event_from_message(reply, None, Role.ASSISTANT))
         if self.after_model:
             if state is None:

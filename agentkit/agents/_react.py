@@ -19,6 +19,7 @@ from agentkit._runctx import RunFrame
 from agentkit._runlocals import RunLocals, run_locals
 from agentkit._scope import Point
 from agentkit._worker import EventSink
+from agentkit.agents._call_ids import UniqueCallIds, unique_call_ids
 from agentkit.agents._middleware import ReactHooks
 from agentkit.agents._model_retry import StreamVerdicts
 from agentkit.agents._react_config import ReactConfig, ReactState
@@ -158,6 +159,7 @@ class ReactRun(ToolCalls):
                 continue
             if structured is not None:
                 self._emit_reply(reply)
+            reply = unique_call_ids(reply)  # what middleware returned, too
             state.messages.append(reply)
             if not reply.tool_calls:
                 final = reply
@@ -223,13 +225,13 @@ class ReactRun(ToolCalls):
         """One call of ``model``; a streamed run emits the stream as it arrives."""
         scope = self.scope
         if not self.streaming:
-            reply: Message = model.generate(messages, options)
+            reply: Message = unique_call_ids(model.generate(messages, options))
             if scope.stopping:
                 # Cancelled while the model was answering: the answer is not delivered, and
                 # a resumed run makes the call again.
                 scope.check()
         else:
-            stream: StreamReader[Message] = model.stream(messages, options)
+            stream: StreamReader[Message] = UniqueCallIds(model.stream(messages, options))
             scope.open(stream)
             try:
                 for_user, for_history = stream.copy(2)
