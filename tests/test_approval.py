@@ -448,7 +448,7 @@ def test_approving_only_one_of_two_calls_sharing_an_id_asks_again_for_the_other(
 
 def test_a_streamed_call_repeating_its_id_in_every_fragment_keeps_it() -> None:
     from agentkit import FunctionCall, Message, ToolCall, concat_message_stream, stream_from_list
-    from agentkit.agents._call_ids import UniqueCallIds
+    from agentkit.agents._react import UniqueCallIds
 
     def fragment(call_id: str, index: int, name: str = "", arguments: str = "") -> Message:
         return Message(
