@@ -359,8 +359,11 @@ def send_tool_gen_action(action: AgentAction) -> None:
 def current_usage() -> UsageLedger | None:
     """The token usage ledger of the current run (``.total``, ``.by_agent``), or ``None``.
 
-    Every model call of a ChatModelAgent adds its usage to it. The Runner makes one per run
-    (resumed runs start a new one); a run without a Runner has none.
+    Every model call the framework makes (a ChatModelAgent's, the plan-execute planner's)
+    adds its usage to it once; ``RunResult.usage`` reads it, and the callbacks see the same
+    calls. A custom agent that calls a model itself adds the reply's usage here
+    (``current_usage().add(agent_name, usage)``). Each run has one (a resumed run starts a new
+    one); outside a run there is none.
     """
     frame = _frame.get()
     if frame is None:

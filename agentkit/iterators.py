@@ -157,6 +157,9 @@ class ItemIterator(Generic[T]):
         The producer's next :meth:`ItemSender.send` returns ``False``; a run started by
         agentkit stops at its next step boundary and closes its open model streams. Returns
         once the producing threads have ended, or after ``timeout`` seconds. Idempotent.
+
+        Only closing cancels: an iterator that is dropped without being closed (or read to
+        its end) lets its run finish; nothing is cancelled from ``__del__``.
         """
         pair = self._pair
         with pair.lock:
