@@ -35,6 +35,7 @@ from agentkit.events import (
     InterruptInfo,
     ResumeInfo,
     RunStep,
+    _named,
 )
 from agentkit.iterators import (
     AsyncGenerator,
@@ -88,13 +89,12 @@ class Turn:
         return None if last is None else last.action
 
 
-@attrs.frozen(eq=False)
 class AgentRun:
     """One turn of one agent: what it runs with, and where its events go.
 
     :meth:`BaseAgent.execute` is given one. It is made by the framework (the Runner, a flow, a
-    workflow, ``run()``), never changed afterwards, and used in the thread that runs the turn
-    (and the threads that thread starts).
+    workflow, ``run()``), never changed afterwards (its attributes are read-only), and used in
+    the thread that runs the turn (and the threads that thread starts).
 
     Attributes:
         input: the input of the turn (for a resumed turn, no messages: the agent goes on from
@@ -102,30 +102,67 @@ class AgentRun:
         resume_info: ``None`` for a fresh turn; for a resumed one, what the agent saved when it
             stopped and the resume data targeted at it (see :class:`~agentkit.ResumeInfo`).
         options: the run's options as this agent sees them, parsed once per run
-            (:class:`~agentkit._options.AgentOptions`; ``custom_options(S(), *run.options)``
+            (:class:`~agentkit.options.AgentOptions`; ``custom_options(S(), *run.options)``
             reads a custom agent's own options).
         run_path: where the agent runs: the agents from the run's root to this one (empty for
             an agent run directly with ``run()``, whose events are named by whoever reads them).
     """
 
-    input: AgentInput
-    resume_info: ResumeInfo | None
-    options: AgentOptions
-    run_path: tuple[RunStep, ...]
-    _frame: RunFrame = attrs.field(alias="frame", repr=False)
-    _downstream: EventSink = attrs.field(alias="downstream", repr=False)
-    _turn: Turn = attrs.field(alias="turn", factory=Turn, repr=False)
+    __slots__ = ("_downstream", "_frame", "_input", "_options", "_path", "_resume", "_turn")
+
+    def __init__(
+        self,
+        input: AgentInput,
+        resume_info: ResumeInfo | None,
+        options: AgentOptions,
+        run_path: tuple[RunStep, ...],
+        *,
+        frame: RunFrame,
+        downstream: EventSink,
+    ) -> None:
+        self._input = input
+        self._resume = resume_info
+        self._options = options
+        self._path = run_path
+        self._frame = frame
+        self._downstream = downstream
+        self._turn = Turn()
+
+    @property
+    def input(self) -> AgentInput:
+        """The input of the turn."""
+        return self._input
+
+    @property
+    def resume_info(self) -> ResumeInfo | None:
+        """``None`` for a fresh turn; what the agent saved, for a resumed one."""
+        return self._resume
+
+    @property
+    def options(self) -> AgentOptions:
+        """The run's options as this agent sees them (parsed once per run)."""
+        return self._options
+
+    @property
+    def run_path(self) -> tuple[RunStep, ...]:
+        """The agents from the run's root to this one (empty for an agent run directly)."""
+        return self._path
 
     @property
     def agent_name(self) -> str:
         """The name the agent's events carry (``""`` for an agent run directly)."""
-        path = self.run_path
+        path = self._path
         return path[-1].agent_name if path else ""
 
     @property
     def streaming(self) -> bool:
         """Whether the run streams model output (``input.enable_streaming``)."""
-        return self.input.enable_streaming
+        return self._input.enable_streaming
+
+    def __repr__(self) -> str:
+        path = "/".join(step.agent_name for step in self._path) or "-"
+        resumed = ", resumed" if self._resume is not None else ""
+        return f"AgentRun(run_path={path!r}{resumed})"
 
     def emit(self, event: AgentEvent) -> None:
         """Send one of the agent's own events into the run.
@@ -136,12 +173,11 @@ class AgentRun:
         arrives named with another run path (one an inner run of the agent made) is passed on
         as it is, neither recorded nor counted as the agent's own.
         """
-        path = self.run_path
+        path = self._path
         own_path = event.run_path
         if not own_path:
             if path:
-                event = AgentEvent(path[-1].agent_name, list(path), event.output, event.action,
-                                   event.err)
+                event = _named(event, path[-1].agent_name, path)
         elif len(own_path) != len(path) or tuple(own_path) != path:
             self._downstream.send(event)
             return
@@ -256,14 +292,22 @@ def execute_agent(agent: Any, run: AgentRun) -> None:
     A :class:`BaseAgent` runs through :meth:`BaseAgent.execute`; any other agent through its
     ``run()``/``resume()`` iterator, pulled here: the one adapter for the iterator protocol.
     """
-    with use_frame(run._frame):
-        try:
-            if isinstance(agent, BaseAgent):
-                agent.execute(run)
-            else:
-                _pull(agent, run)
-        except Exception as error:
-            run.emit(AgentEvent(err=error))
+    frame = run._frame
+    if current_frame() is frame:
+        _execute(agent, run)
+        return
+    with use_frame(frame):
+        _execute(agent, run)
+
+
+def _execute(agent: Any, run: AgentRun) -> None:
+    try:
+        if isinstance(agent, BaseAgent):
+            agent.execute(run)
+        else:
+            _pull(agent, run)
+    except Exception as error:
+        run.emit(AgentEvent(err=error))
 
 
 def run_agent(

@@ -8,7 +8,7 @@ break loop) or an error. ``agent_name`` and ``run_path`` are filled in by the fr
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import attrs
@@ -58,6 +58,16 @@ __all__ = [
 
 present((gen_transfer_messages, transfer_result_text), __name__)  # documented here
 
+# How the framework makes instances of the frozen event types on the hot path: a new object,
+# its slots set through their descriptors (attrs' own __init__ of a frozen class sets them
+# with object.__setattr__, which costs twice as much). Only ever on an object being made.
+_new_event = object.__new__
+
+
+def _slot_setters(cls: type, *names: str) -> tuple[Callable[[Any, Any], None], ...]:
+    """The ``__set__`` of the slot descriptors ``names`` of the slotted class ``cls``."""
+    return tuple(vars(cls)[name].__set__ for name in names)
+
 
 @persisted("agentkit.RunStep")
 @attrs.frozen(eq=False)
@@ -85,24 +95,6 @@ class AgentInput:
 
     messages: list[Message] = attrs.Factory(list)
     enable_streaming: bool = False
-
-
-def _to_role(value: Role | str) -> Role:
-    """The ``role`` converter: a :class:`Role` as it is (no enum lookup), a string looked up."""
-    return value if isinstance(value, Role) else Role(value)
-
-
-def _shared(stream: StreamReader[Message] | None) -> StreamReader[Message] | None:
-    """The ``message_stream`` converter: a reader of a buffer that any number of readers share.
-
-    A reader that is a copy already is kept; any other stream is copied once (the variant
-    owns the stream from then on), so that :meth:`MessageVariant.get_message` and
-    :meth:`MessageVariant.open_stream` can read it again from its first chunk, whoever read
-    ``message_stream`` meanwhile.
-    """
-    if stream is None or isinstance(stream, CopyReader):
-        return stream
-    return stream.copy(1)[0]
 
 
 class _Concatenated:
@@ -135,15 +127,8 @@ class _Concatenated:
         return message
 
 
-def _concatenated(variant: MessageVariant) -> _Concatenated | None:
-    stream = variant.message_stream
-    if not variant.is_streaming or not isinstance(stream, CopyReader):
-        return None
-    return _Concatenated(stream)
-
-
 @persisted("agentkit.MessageVariant")
-@attrs.frozen
+@attrs.frozen(init=False)
 class MessageVariant:
     """A message output: either a whole :class:`Message` or a stream of message chunks.
 
@@ -158,12 +143,36 @@ class MessageVariant:
 
     is_streaming: bool
     message: Message | None
-    message_stream: StreamReader[Message] | None = attrs.field(converter=_shared)
-    role: Role = attrs.field(converter=_to_role)
+    message_stream: StreamReader[Message] | None
+    role: Role
     tool_name: str = ""
-    _whole: _Concatenated | None = attrs.field(
-        default=attrs.Factory(_concatenated, takes_self=True), init=False, repr=False, eq=False
-    )
+    _whole: _Concatenated | None = attrs.field(repr=False, eq=False, default=None)
+
+    def __init__(
+        self,
+        is_streaming: bool,
+        message: Message | None,
+        message_stream: StreamReader[Message] | None,
+        role: Role | str,
+        tool_name: str = "",
+    ) -> None:
+        # Written out (not attrs' __init__): one variant is made per event, so this is hot. A
+        # stream becomes a reader of a buffer any number of readers share (a reader that is a
+        # copy already is kept; any other is copied once: the variant owns the stream from
+        # then on), and a streaming variant gets the one place its message is concatenated.
+        stream = message_stream
+        whole = None
+        if stream is not None:
+            if not isinstance(stream, CopyReader):
+                stream = stream.copy(1)[0]
+            if is_streaming:
+                whole = _Concatenated(stream)  # type: ignore[arg-type]
+        _V_STREAMING(self, is_streaming)
+        _V_MESSAGE(self, message)
+        _V_STREAM(self, stream)
+        _V_ROLE(self, role if role.__class__ is Role else Role(role))
+        _V_TOOL_NAME(self, tool_name)
+        _V_WHOLE(self, whole)
 
     def get_message(self) -> Message:
         """Return the message, concatenating the stream if this variant streams.
@@ -214,7 +223,11 @@ class MessageVariant:
         for name in ("is_streaming", "message", "message_stream", "role"):
             object.__setattr__(self, name, state[name])
         object.__setattr__(self, "tool_name", state.get("tool_name", ""))
-        object.__setattr__(self, "_whole", _concatenated(self))
+        stream = self.message_stream
+        whole = None
+        if self.is_streaming and isinstance(stream, CopyReader):
+            whole = _Concatenated(stream)
+        object.__setattr__(self, "_whole", whole)
 
 
 @persisted("agentkit.AgentOutput")
@@ -474,6 +487,35 @@ def event_from_message(
     return _message_event(msg, stream, role, tool_name)
 
 
+def _named(event: AgentEvent, agent_name: str, run_path: tuple[RunStep, ...]) -> AgentEvent:
+    """A new event: ``event`` named ``agent_name`` at ``run_path`` (framework-internal).
+
+    Made the way attrs' own ``__init__`` of a frozen class makes one, minus the run path
+    converter: ``run_path`` holds :class:`RunStep` objects already (the run made them), so it
+    is copied into the new event's own list without walking it. ``event`` is not changed.
+    """
+    return _event(agent_name, list(run_path), event.output, event.action, event.err)
+
+
+def _event(
+    agent_name: str,
+    run_path: list[RunStep],
+    output: AgentOutput | None,
+    action: AgentAction | None,
+    err: BaseException | None,
+) -> AgentEvent:
+    """A new event from fields the framework made (``run_path``: a new list of RunSteps)."""
+    event = _new_event(AgentEvent)
+    _E_AGENT_NAME(event, agent_name)
+    _E_RUN_PATH(event, run_path)
+    _E_OUTPUT(event, output)
+    _E_ACTION(event, action)
+    _E_ERR(event, err)
+    return event
+
+
+
+
 def _message_event(
     msg: Message | None,
     stream: StreamReader[Message] | None,
@@ -484,7 +526,10 @@ def _message_event(
     """:func:`event_from_message` with an action (framework-internal; built in one go)."""
     streaming = stream is not None
     variant = MessageVariant(streaming, None if streaming else msg, stream, role, tool_name)
-    return AgentEvent("", [], AgentOutput(variant), action)
+    output = _new_event(AgentOutput)
+    _O_MESSAGE_OUTPUT(output, variant)
+    _O_CUSTOMIZED_OUTPUT(output, None)
+    return _event("", [], output, action, None)
 
 
 def exit_action() -> AgentAction:
@@ -558,3 +603,14 @@ def _event_html_lines(event: AgentEvent) -> list[tuple[str, str]]:
     if event.err is not None:
         lines.append(("error", f"error: {type(event.err).__name__}: {event.err}"))
     return lines
+
+
+_V_STREAMING, _V_MESSAGE, _V_STREAM, _V_ROLE, _V_TOOL_NAME, _V_WHOLE = _slot_setters(
+    MessageVariant, "is_streaming", "message", "message_stream", "role", "tool_name", "_whole"
+)
+_O_MESSAGE_OUTPUT, _O_CUSTOMIZED_OUTPUT = _slot_setters(
+    AgentOutput, "message_output", "customized_output"
+)
+_E_AGENT_NAME, _E_RUN_PATH, _E_OUTPUT, _E_ACTION, _E_ERR = _slot_setters(
+    AgentEvent, "agent_name", "run_path", "output", "action", "err"
+)

@@ -233,10 +233,17 @@ class RunIterator(AsyncIterator[AgentEvent]):
                 mid-stream): the original exception, with a note naming the agent and the run
                 path. An interrupted run is not a failure.
         """
-        for _ in self:
-            pass
-        with self._lock:
-            events = list(self._seen)
+        read = super().__next__  # the rest, read here: one frame less per event
+        seen, lock = self._seen, self._lock
+        while True:
+            try:
+                item = read()
+            except StopIteration:
+                break
+            with lock:
+                seen.append(item)
+        with lock:
+            events = list(seen)
         result = _summarize(events, self._outcome)
         if raise_errors and result.error is not None:
             raise result.error

@@ -34,7 +34,7 @@ from agentkit._checkpoints import (
     save_checkpoint,
 )
 from agentkit._observe import RunObservers
-from agentkit._options import AgentRunOption, RunOptionSet
+from agentkit._options import NO_OPTIONS, AgentRunOption, RunOptionSet
 from agentkit._runctx import EventLog, RunFrame, Session
 from agentkit._runner_sink import RunnerSink
 from agentkit._scope import RunScope
@@ -187,7 +187,7 @@ class Runner:
             raise TypeError(
                 "run() takes a list of messages; use query(text) for a single user message"
             )
-        parsed = RunOptionSet(options)
+        parsed = RunOptionSet(options) if options else NO_OPTIONS
         run_options = parsed.run
         turn: OpenTurn | None = None
         if run_options.conversation_id is not None:
@@ -301,7 +301,7 @@ class Runner:
         try:
             checkpoint = self._load(store, checkpoint_id)
             points = resume_state(checkpoint, targets)
-            parsed = RunOptionSet(options)
+            parsed = RunOptionSet(options) if options else NO_OPTIONS
             run_options = parsed.run
             session = Session(checkpoint.session_values)
             session.update(run_options.session_values)

@@ -349,21 +349,17 @@ class ModelCaller:
         if self.streaming:
             reply = self._stream(model, messages, options)
         else:
-            reply = self._generate(model, messages, options)
+            reply = model.generate(messages, options)
+            if len(reply.tool_calls) > 1:
+                reply = unique_call_ids(reply)
+            scope = self.scope
+            if scope.stopping:
+                # Cancelled while the model was answering: the answer is not delivered, and a
+                # resumed run makes the call again.
+                scope.check()
         meta = reply.response_meta
         if meta is not None and meta.usage is not None:
             self.usage.add(self.agent_name, meta.usage)
-        return reply
-
-    def _generate(
-        self, model: Any, messages: list[Message], options: ModelOptions | None
-    ) -> Message:
-        reply: Message = unique_call_ids(model.generate(messages, options))
-        scope = self.scope
-        if scope.stopping:
-            # Cancelled while the model was answering: the answer is not delivered, and a
-            # resumed run makes the call again.
-            scope.check()
         return reply
 
     def _stream(
@@ -726,7 +722,8 @@ class ReactRun:
                 continue
             if structured is not None:
                 self._emit_reply(reply)
-            reply = unique_call_ids(reply)  # what middleware returned, too
+            if self.hooks is not None:
+                reply = unique_call_ids(reply)  # what middleware returned, too
             state.messages.append(reply)
             if not reply.tool_calls:
                 final = reply

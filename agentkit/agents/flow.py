@@ -211,6 +211,8 @@ class FlowAgent(BaseAgent):
     ) -> Turn:
         """Run the wrapped agent's turn (reported to the callbacks); return what it said."""
         run = open_run(frame, downstream, input, resume_info, named=named)
+        if frame.observers.callbacks is None:
+            return self._play(run)  # nobody to report to (the common case)
         return observe_agent(
             frame.observers,
             self.name,
