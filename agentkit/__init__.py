@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from agentkit._agent import AgentRun, BaseAgent, run_in_worker
 from agentkit._interrupt import get_interrupt_state, interrupt, interrupt_event
 from agentkit._lazy import attach, present
 from agentkit._runctx import (
@@ -27,7 +28,6 @@ from agentkit._runctx import (
     get_tool_options,
     send_tool_gen_action,
 )
-from agentkit._worker import run_in_worker
 from agentkit.agents._model_retry import ModelRetryConfig
 from agentkit.agents.chatmodel import ChatModelAgent, GenModelInput
 from agentkit.agents.flow import (
@@ -188,6 +188,7 @@ __all__ = [
     "AgentInput",
     "AgentKitError",
     "AgentOutput",
+    "AgentRun",
     "AgentRunOption",
     "AgentTool",
     "AsyncGenerator",
@@ -197,6 +198,7 @@ __all__ = [
     "channel",
     "AuthenticationError",
     "BadRequestError",
+    "BaseAgent",
     "BaseTool",
     "BreakLoopAction",
     "CancelHandle",

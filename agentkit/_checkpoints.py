@@ -81,12 +81,11 @@ def load_checkpoint(
         data = store.get(checkpoint_id)
     except Exception as error:
         raise CheckpointError(
-            f"failed to load from checkpoint: failed to get checkpoint from store: {error}"
+            f"cannot load checkpoint {checkpoint_id!r}: the store failed to read it: "
+            f"{type(error).__name__}: {error}"
         ) from error
     if data is None:
-        raise CheckpointNotFoundError(
-            f"failed to load from checkpoint: checkpoint[{checkpoint_id}] not exist"
-        )
+        raise CheckpointNotFoundError(_not_found(store, checkpoint_id))
     from agentkit.checkpoint._binding import loads_for_store
 
     checkpoint = loads_for_store(serializer, store, checkpoint_id, data)
@@ -98,8 +97,8 @@ def load_checkpoint(
         )
     if not isinstance(checkpoint, Checkpoint):
         raise CheckpointError(
-            "failed to load from checkpoint: failed to decode checkpoint: it holds a "
-            f"{type(checkpoint).__name__}, not an agentkit run"
+            f"cannot load checkpoint {checkpoint_id!r}: it holds a "
+            f"{type(checkpoint).__name__}, not the saved state of an agentkit run"
         )
     try:
         checkpoint.conversation  # noqa: B018 (a probe)
@@ -107,6 +106,23 @@ def load_checkpoint(
         checkpoint.conversation = None
     _validate(checkpoint, checkpoint_id)
     return checkpoint
+
+def _not_found(store: CheckPointStore, checkpoint_id: str) -> str:
+    """What can be told about an id the store has nothing under."""
+    ttl = getattr(store, "ttl", None)
+    dropped = (
+        f", or the store dropped it: it keeps a checkpoint {ttl:g} seconds after it was saved "
+        "(its ttl), and the tombstone of a resumed run that completed too"
+        if isinstance(ttl, (int, float)) and not isinstance(ttl, bool)
+        else ", or it was deleted from the store"
+    )
+    return (
+        f"no checkpoint is saved under {checkpoint_id!r}: no run saved one under this id"
+        f"{dropped}. (A checkpoint whose resumed run completed is not this error but "
+        "CheckpointConsumedError, as long as the store keeps it.) Check the id: runs save under "
+        "the id given with with_checkpoint_id(...)"
+    )
+
 
 def save_checkpoint(
     store: CheckPointStore | None,
@@ -126,14 +142,14 @@ def save_checkpoint(
         payload = dumps_for_store(serializer, store, checkpoint_id, checkpoint)
     except CheckpointError as error:
         raise CheckpointError(
-            f"failed to save checkpoint {checkpoint_id!r}: {_culprit(serializer, checkpoint)}"
+            f"cannot save checkpoint {checkpoint_id!r}: {_culprit(serializer, checkpoint)}"
             f"{error}"
         ) from error
     try:
         store.set(checkpoint_id, payload)
     except Exception as error:
         raise CheckpointError(
-            f"failed to save checkpoint {checkpoint_id!r}: the store refused it: "
+            f"cannot save checkpoint {checkpoint_id!r}: the store refused it: "
             f"{type(error).__name__}: {error}"
         ) from error
 
@@ -177,19 +193,19 @@ def _validate(checkpoint: Checkpoint, checkpoint_id: str) -> None:
             value = _MISSING
         if not isinstance(value, kind):
             raise CheckpointError(
-                f"failed to load from checkpoint: checkpoint {checkpoint_id!r} is damaged: its "
+                f"cannot load checkpoint {checkpoint_id!r}: it is damaged (edited by hand?): its "
                 f"field {field!r} is {'missing' if value is _MISSING else type(value).__name__}"
             )
     for item in checkpoint.history:
         if not isinstance(item, RecordedEvent):
             raise CheckpointError(
-                f"failed to load from checkpoint: checkpoint {checkpoint_id!r} is damaged: its "
+                f"cannot load checkpoint {checkpoint_id!r}: it is damaged (edited by hand?): its "
                 f"history holds a {type(item).__name__}"
             )
     for point in checkpoint.points:
         if not isinstance(point, ResumePoint):
             raise CheckpointError(
-                f"failed to load from checkpoint: checkpoint {checkpoint_id!r} is damaged: its "
+                f"cannot load checkpoint {checkpoint_id!r}: it is damaged (edited by hand?): its "
                 f"resume points hold a {type(point).__name__}"
             )
 

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
@@ -32,6 +31,8 @@ __all__ = [
 ]
 
 _log = logging.getLogger("agentkit")
+
+T = TypeVar("T")
 
 
 @attrs.frozen
@@ -123,34 +124,32 @@ def fire(handlers: tuple[object, ...], method: str, *args: Any) -> None:
             )
 
 
-@contextmanager
 def observe_agent(
-    observers: RunObservers | None,
+    observers: RunObservers,
     name: str,
     agent_type: Callable[[], str],
     run_path: tuple[str, ...],
     input: AgentInput,
-    own_error: Callable[[], BaseException | None],
-) -> Iterator[None]:
-    """Report one agent turn (the block) to the handlers that observe agent ``name``.
+    turn: Callable[[], T],
+    own_error: Callable[[T], BaseException | None],
+) -> T:
+    """Run ``turn()``, one turn of the agent ``name``, reported to the handlers that observe it.
 
-    ``own_error()`` is read at the end: the error event the agent sent, if any.
+    ``own_error(result)`` names the error event the agent sent, if any, for ``on_agent_end``.
     """
-    callbacks = observers.callbacks if observers is not None else None
+    callbacks = observers.callbacks
     handlers = callbacks.for_agent(name) if callbacks is not None else ()
     if not handlers:
-        yield
-        return
+        return turn()
     info = RunInfo(name, agent_type(), "Agent", run_path, name)
     fire(handlers, "on_agent_start", info, input)
-    error: BaseException | None = None
     try:
-        yield
-    except BaseException as raised:
-        error = raised
+        result = turn()
+    except BaseException as error:
+        fire(handlers, "on_agent_end", info, error)
         raise
-    finally:
-        fire(handlers, "on_agent_end", info, error if error is not None else own_error())
+    fire(handlers, "on_agent_end", info, own_error(result))
+    return result
 
 
 class UsageLedger:

@@ -5,7 +5,8 @@ Framework-internal; the public side and its documentation are in :mod:`agentkit.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
@@ -14,6 +15,7 @@ from agentkit.cancel import CancelHandle
 
 if TYPE_CHECKING:
     from agentkit.conversation.trim import HistoryTrimmer
+    from agentkit.models.base import ModelOptions
 
 __all__ = [
     "AgentRunOption",
@@ -91,6 +93,7 @@ def custom_options(base: T, *options: AgentRunOption) -> T:
 # Eino's names for the custom-agent option pair.
 wrap_impl_specific_opt_fn = custom_option
 get_impl_specific_options = custom_options
+
 
 def filter_options(
     options: Iterable[AgentRunOption], agent_name: str
@@ -221,3 +224,73 @@ def with_tool_options(**tool_options: Any) -> AgentRunOption:
         options.tool_options.update(copied)
 
     return wrap_impl_specific_opt_fn(ChatModelAgentOptions, apply)
+
+
+# --- the options of one run, parsed once -------------------------------------------------------
+
+
+@attrs.frozen(eq=False)
+class AgentOptions:
+    """The run's options as one agent sees them, parsed once per run and agent.
+
+    An :class:`~agentkit.AgentRun` carries them as ``run.options``. Iterating gives the
+    :class:`AgentRunOption` objects meant for this agent (those not designated to other agents),
+    so ``custom_options(MySettings(), *run.options)`` reads a custom agent's own options;
+    :meth:`custom` does the same.
+
+    Attributes:
+        given: the options meant for this agent, in the order they were given.
+        model_options: the ``with_chat_model_options`` values, merged (``None`` without any).
+        tool_options: the ``with_tool_options`` values, merged.
+    """
+
+    given: tuple[AgentRunOption, ...] = ()
+    model_options: ModelOptions | None = None
+    tool_options: Mapping[str, Any] = attrs.field(factory=dict)
+
+    def __iter__(self) -> Iterator[AgentRunOption]:
+        return iter(self.given)
+
+    def custom(self, base: T) -> T:
+        """``custom_options(base, *self.given)``: apply the options made for ``type(base)``."""
+        return custom_options(base, *self.given)
+
+
+class RunOptionSet:
+    """Every option of one run, parsed once when the run starts (framework-internal).
+
+    ``run`` holds what the Runner and the flow read; :meth:`for_agent` what one agent sees,
+    parsed the first time that agent asks and kept for the rest of the run.
+    """
+
+    __slots__ = ("_by_agent", "_lock", "given", "run")
+
+    def __init__(self, given: Iterable[AgentRunOption] = ()) -> None:
+        self.given = tuple(given)
+        self.run = custom_options(RunOptions(), *self.given) if self.given else _NO_RUN_OPTIONS
+        self._by_agent: dict[str, AgentOptions] = {}
+        self._lock = threading.Lock()
+
+    def for_agent(self, agent_name: str) -> AgentOptions:
+        """The options the agent named ``agent_name`` sees (parsed once per run)."""
+        found = self._by_agent.get(agent_name)
+        if found is not None:
+            return found
+        if not self.given:
+            return _NO_AGENT_OPTIONS
+        given = filter_options(self.given, agent_name)
+        parsed = custom_options(ChatModelAgentOptions(), *given)
+        model_options = None
+        if parsed.model_options:
+            from agentkit.models.base import ModelOptions
+
+            model_options = ModelOptions(**parsed.model_options)
+        made = AgentOptions(given, model_options, dict(parsed.tool_options))
+        with self._lock:
+            return self._by_agent.setdefault(agent_name, made)
+
+
+_NO_RUN_OPTIONS = RunOptions()
+_NO_AGENT_OPTIONS = AgentOptions()
+NO_OPTIONS = RunOptionSet()
+"""The options of a run given none (shared: it parses nothing and keeps nothing)."""

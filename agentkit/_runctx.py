@@ -18,6 +18,7 @@ from typing import Any
 import attrs
 
 from agentkit._observe import RunObservers, UsageLedger
+from agentkit._options import NO_OPTIONS, RunOptionSet
 from agentkit._persist import persisted
 from agentkit._points import Journal, PointResume, ResumeState
 from agentkit._scope import RunScope
@@ -88,7 +89,11 @@ class RecordedError(AgentKitError):
 @persisted("agentkit.RecordedEvent")
 @attrs.define(eq=False)
 class RecordedEvent:
-    """An agent's own event as kept in the run's history (a copy; streams teed)."""
+    """An agent's own event as kept in the run's history.
+
+    The history holds the event's output as it is: an output never changes, and a streamed
+    one is read through a reader of its own whenever the history needs the message.
+    """
 
     seq: int
     agent_name: str
@@ -101,58 +106,40 @@ class RecordedEvent:
     def of(
         cls, event: AgentEvent, run_path: tuple[RunStep, ...] | None = None
     ) -> RecordedEvent:
-        """The record of ``event``; ``run_path`` is its run path when the caller has it as a tuple.
-
-        A stream gets its own reader; a whole message is kept as it is (the framework never
-        changes a non-streamed output after its event was sent).
-        """
-        variant = event.output.message_output if event.output is not None else None
-        if variant is not None and variant.is_streaming:
-            variant = variant.copy()
+        """The record of ``event``; ``run_path``: its run path, when the caller has it."""
         action = event.action
         return cls(
             seq=next(_sequence),
             agent_name=event.agent_name,
             run_path=tuple(event.run_path) if run_path is None else run_path,
-            variant=variant,
+            variant=event.output.message_output if event.output is not None else None,
             is_transfer=action is not None and action.transfer_to_agent is not None,
             err=event.err,
         )
 
     def message(self) -> Message | None:
-        """The event's message (a stream is read once and kept)."""
+        """The event's message (a stream is concatenated once, by its variant)."""
         return None if self.variant is None else self.variant.get_message()
 
     def checkpointable(self) -> RecordedEvent:
-        """A copy a checkpoint can hold: the stream read, the error kept as type and text.
-
-        Errors of any type may be recorded; only their text is needed later, and a
-        checkpoint holds only types its serializer accepts.
-        """
-        self.materialize()
-        err = self.err
-        if err is not None and not isinstance(err, RecordedError):
-            err = RecordedError(type(err).__name__, str(err))
-        return attrs.evolve(self, err=err)
-
-    def materialize(self) -> None:
-        """Replace a streamed output by its concatenated message (for checkpoints)."""
+        """A copy a checkpoint can hold: a stream read into its message, the error kept as
+        type and text (errors of any type may be recorded; a checkpoint holds only types its
+        serializer accepts, and only their text is needed later). A stream that failed (or
+        was cut by a cancel) keeps its error instead of a message."""
         variant = self.variant
+        err = self.err
         if variant is not None and variant.is_streaming:
             try:
                 message = variant.get_message()
             except Exception as error:
-                # A stream that failed (or was cut by a cancel) keeps its error, not a message.
-                self.variant = None
-                self.err = self.err or error
-                return
-            self.variant = MessageVariant(
-                is_streaming=False,
-                message=message,
-                message_stream=None,
-                role=variant.role,
-                tool_name=variant.tool_name,
-            )
+                variant, err = None, err or error
+            else:
+                variant = MessageVariant(False, message, None, variant.role, variant.tool_name)
+        if err is not None and not isinstance(err, RecordedError):
+            err = RecordedError(type(err).__name__, str(err))
+        if variant is self.variant and err is self.err:
+            return self
+        return attrs.evolve(self, variant=variant, err=err)
 
 
 class EventLog:
@@ -206,7 +193,7 @@ class ToolCallFrame:
 
     name: str
     call_id: str
-    options: dict[str, Any]
+    options: Mapping[str, Any]
     action: AgentAction | None = None
     resume: PointResume | None = None  # what a resumed run knows about this call
     agent_name: str = ""  # the calling agent
@@ -229,7 +216,8 @@ class RunFrame:
     address: tuple[str, ...] = ()
     tool: ToolCallFrame | None = None
     resume: ResumeState | None = None
-    observers: RunObservers | None = None  # callbacks and usage; None in a bare run
+    observers: RunObservers = attrs.field(factory=RunObservers)  # callbacks and usage
+    options: RunOptionSet = NO_OPTIONS  # every option of the run, parsed once
 
     # The two moves made on every agent turn and tool call build the frame directly:
     # attrs.evolve would re-read the class's fields each time.
@@ -247,6 +235,7 @@ class RunFrame:
             tool=self.tool,
             resume=self.resume,
             observers=self.observers,
+            options=self.options,
         )
 
     def at_tool(self, tool: ToolCallFrame) -> RunFrame:
@@ -262,6 +251,7 @@ class RunFrame:
             tool=tool,
             resume=self.resume,
             observers=self.observers,
+            options=self.options,
         )
 
 
@@ -369,11 +359,14 @@ def send_tool_gen_action(action: AgentAction) -> None:
 def current_usage() -> UsageLedger | None:
     """The token usage ledger of the current run (``.total``, ``.by_agent``), or ``None``.
 
-    Every model call of a ChatModelAgent adds its usage to it. The Runner makes one per run
-    (resumed runs start a new one); a run without a Runner has none.
+    Every model call the framework makes (a ChatModelAgent's, the plan-execute planner's)
+    adds its usage to it once; ``RunResult.usage`` reads it, and the callbacks see the same
+    calls. A custom agent that calls a model itself adds the reply's usage here
+    (``current_usage().add(agent_name, usage)``). Each run has one (a resumed run starts a new
+    one); outside a run there is none.
     """
     frame = _frame.get()
-    if frame is None or frame.observers is None:
+    if frame is None:
         return None
     return frame.observers.usage
 
@@ -390,7 +383,7 @@ def check_cancelled() -> None:
     the safe-point modes let a running tool finish. Outside a run it does nothing.
     """
     frame = _frame.get()
-    if frame is not None and frame.scope.stopping:
+    if frame is not None:
         frame.scope.check()
 
 

@@ -26,8 +26,7 @@ def publish(events: AsyncIterator[AgentEvent], append: Append) -> dict[str, Any]
         for event in events:
             variant = event.output.message_output if event.output is not None else None
             if variant is not None and variant.message_stream is not None:
-                keep, read = variant.message_stream.copy(2)
-                variant.message_stream = keep
+                read = variant.open_stream()  # a reader of its own: the event stays unread
                 try:
                     for chunk in read:
                         if chunk.content:

@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from agentkit._agent import EventSink
 from agentkit._checkpoints import Checkpoint, ConsumedCheckpoint, make_checkpoint
 from agentkit._points import ResumePoint, interrupt_contexts
 from agentkit._runctx import RunFrame
-from agentkit._worker import EventSink
 from agentkit.errors import (
     AgentCancelledError,
     AgentKitError,
@@ -73,10 +73,9 @@ class RunnerSink:
         self.error_seen = False
         self.ended = False  # the run's last event was delivered; nothing follows it
 
-    def send(self, item: AgentEvent) -> bool:
+    def send(self, item: AgentEvent) -> None:
         if self.ended:
-            return True
-        ok = True
+            return
         held = self.held
         if held is not None:
             if isinstance(held.err, AgentCancelledError) and isinstance(
@@ -84,16 +83,17 @@ class RunnerSink:
             ):
                 # One cancel is reported once.
                 self.held = item
-                return True
+                return
             self.held = None
-            ok = self.downstream.send(held)
+            self.downstream.send(held)
         if item.interrupted:
-            return self._interrupt(item) and ok
+            self._interrupt(item)
+            return
         if item.err is not None:
             self.error_seen = True
             self.held = item
-            return ok
-        return self.downstream.send(item) and ok
+            return
+        self.downstream.send(item)
 
     def _points(self) -> list[ResumePoint]:
         """The points to save: what the run recorded, and in a resumed run what it did not
@@ -104,13 +104,17 @@ class RunnerSink:
             points.extend(resumed.unreached(point.address for point in points))
         return points
 
-    def _interrupt(self, item: AgentEvent) -> bool:
+    def _interrupt(self, item: AgentEvent) -> None:
         if self.interrupted:
-            return self.downstream.send(
+            self.downstream.send(
                 AgentEvent(
-                    err=AgentKitError("multiple interrupt actions should not happen in Runner")
+                    err=AgentKitError(
+                        "the run interrupted twice: an agent sent an interrupt event after the "
+                        "run had interrupted already; an interrupt must be an agent's last event"
+                    )
                 )
             )
+            return
         self.interrupted = True
         action = item.action
         assert action is not None and action.interrupted is not None
@@ -136,11 +140,11 @@ class RunnerSink:
                 self.downstream.send(
                     AgentEvent(agent_name=item.agent_name, run_path=item.run_path, err=error)
                 )
-                return False
+                return
             self.outcome.checkpoint_id = self.checkpoint_id
             _log.info("agentkit: run interrupted; checkpoint %r saved", self.checkpoint_id)
         self.ended = True
-        return self.downstream.send(event)
+        self.downstream.send(event)
 
     def finish(self) -> None:
         """The run ended: save or consume the checkpoint, then deliver the held last event."""

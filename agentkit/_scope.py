@@ -48,21 +48,21 @@ class RunScope:
     __slots__ = (
         "_closeables",
         "_ended",
+        "_escalated",
         "_escalating",
+        "_fired",
         "_handles",
         "_lock",
+        "_mode",
         "_pool",
         "_stop",
-        "escalated",
-        "fired",
-        "mode",
     )
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self.mode: CancelMode | None = None
-        self.escalated = False
-        self.fired = False  # a cancel actually stopped the run
+        self._mode: CancelMode | None = None
+        self._escalated = False
+        self._fired = False  # a cancel actually stopped the run
         self._closeables: set[Closeable] = set()
         self._pool = RunPool()  # starts no thread until work is spawned
         self._escalating = False  # a wait to escalate a safe-point cancel was spawned
@@ -73,16 +73,32 @@ class RunScope:
     # --- cancel state ---
 
     @property
+    def mode(self) -> CancelMode | None:
+        """The cancel requested (``None``: none)."""
+        return self._mode
+
+    @property
+    def escalated(self) -> bool:
+        """``True`` once a safe-point cancel escalated to an immediate one after its timeout."""
+        return self._escalated
+
+    @property
+    def fired(self) -> bool:
+        """``True`` once the cancel took effect: it stopped the run."""
+        return self._fired
+
+    @property
     def cancelled(self) -> bool:
         """``True`` once any cancel was requested."""
-        return self.mode is not None
+        return self._mode is not None
 
     def request_cancel(self, mode: CancelMode, timeout: float | None = None) -> None:
-        """Record a cancel request; an immediate one closes open streams."""
+        """Record a cancel request; an immediate one wakes every wait of the run (it closes
+        the streams and waits registered with :meth:`open`)."""
         with self._lock:
-            if self.mode is CancelMode.IMMEDIATE:
+            if self._mode is CancelMode.IMMEDIATE:
                 return
-            self.mode = mode
+            self._mode = mode
             if (
                 mode is not CancelMode.IMMEDIATE
                 and timeout is not None
@@ -108,9 +124,9 @@ class RunScope:
 
     def _escalate(self) -> None:
         with self._lock:
-            if self.mode is CancelMode.IMMEDIATE or self.mode is None:
+            if self._mode is CancelMode.IMMEDIATE or self._mode is None:
                 return
-            self.escalated = True
+            self._escalated = True
         self.request_cancel(CancelMode.IMMEDIATE)
 
     @property
@@ -123,15 +139,24 @@ class RunScope:
         """``True`` once an immediate cancel (or an escalated one) was requested."""
         return self._stop.is_set()
 
+    def cancel_error(self) -> AgentCancelledError:
+        """The error that ends a run stopped by its cancel (the cancel takes effect)."""
+        self._fired = True
+        return AgentCancelledError(self._mode, self._escalated)
+
     def sleep(self, seconds: float) -> None:
         """Wait ``seconds``; an immediate cancel ends the wait at once with the cancel error."""
         if self._stop.wait(seconds) if seconds > 0 else self._stop.is_set():
-            self.fired = True
-            raise AgentCancelledError(CancelMode.IMMEDIATE, self.escalated)
+            raise self.cancel_error()
 
     def check(self, point: Point = Point.STEP) -> None:
-        """Raise :class:`AgentCancelledError` if a cancel applies at ``point``."""
-        mode = self.mode
+        """Raise :class:`AgentCancelledError` if a cancel applies at ``point``.
+
+        The one check of a run: every step boundary and every woken wait asks it. A cancel
+        stays requested, so after an ``AgentCancelledError`` that someone caught, the next
+        check raises again.
+        """
+        mode = self._mode
         if mode is None:
             return
         if (
@@ -140,21 +165,32 @@ class RunScope:
             or (point is Point.AFTER_CHAT_MODEL and mode is CancelMode.AFTER_CHAT_MODEL)
             or (point is Point.AFTER_TOOL_CALLS and mode is CancelMode.AFTER_TOOL_CALLS)
         ):
-            self.fired = True
-            raise AgentCancelledError(mode, self.escalated)
+            raise self.cancel_error()
+
+    def check_failure(self, error: BaseException) -> None:
+        """A wait of the run failed with ``error``: raise the cancel error instead when an
+        immediate cancel made it fail (it closed the stream or connection waited on)."""
+        if self._mode is CancelMode.IMMEDIATE:
+            if isinstance(error, AgentCancelledError):
+                self._fired = True
+                raise error
+            raise self.cancel_error() from error
 
     # --- resources ---
 
     def open(self, closeable: Closeable) -> None:
-        """Track an open stream so an immediate cancel can close it."""
+        """Register a wait an immediate cancel must wake: it calls ``closeable.close()``.
+
+        Raises:
+            AgentCancelledError: the run is being cancelled already (``close()`` was called).
+        """
         with self._lock:
-            immediate = self.mode is CancelMode.IMMEDIATE
+            immediate = self._mode is CancelMode.IMMEDIATE
             if not immediate:
                 self._closeables.add(closeable)
         if immediate:
             closeable.close()
-            self.fired = True
-            raise AgentCancelledError(CancelMode.IMMEDIATE, self.escalated)
+            raise self.cancel_error()
 
     def closed(self, closeable: Closeable) -> None:
         """Stop tracking a stream."""
@@ -179,7 +215,7 @@ class RunScope:
         """Let the run end without waiting for the spawned work behind ``future``.
 
         For a tool call abandoned after its time limit: its thread ends on its own when the
-        call returns (see ``agentkit.agents._tool_timeout``).
+        call returns (see ``agentkit.agents._react.call_with_timeout``).
         """
         self._pool.release(future)
 
@@ -194,4 +230,4 @@ class RunScope:
             self._ended.set()
         self._pool.close()
         for handle in self._handles:
-            handle._run_ended(self.fired)
+            handle._run_ended(self._fired)

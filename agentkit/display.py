@@ -100,8 +100,7 @@ def _print_action(action: AgentAction, out: TextIO) -> None:
 
 def _print_output(variant: MessageVariant, out: TextIO) -> None:
     if variant.is_streaming and variant.message_stream is not None:
-        keep, read = variant.message_stream.copy(2)
-        variant.message_stream = keep
+        read = variant.open_stream()  # a reader of its own: the event's stream stays unread
         label = _label(variant)
         wrote = bool(label)
         out.write(label)
@@ -186,8 +185,7 @@ def live(
         variant = event.output.message_output if event.output is not None else None
         streamed = False
         if variant is not None and variant.is_streaming and variant.message_stream is not None:
-            keep, read = variant.message_stream.copy(2)
-            variant.message_stream = keep
+            read = variant.open_stream()  # a reader of its own: the event's stream stays unread
             streamed = True
             shown = time.monotonic()
             try:

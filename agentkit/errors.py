@@ -8,7 +8,7 @@ exception says the same thing, the agentkit error subclasses it too, so existing
     ├── ExceedMaxIterationsError
     ├── TransferError
     ├── AgentConfigError (ValueError)
-    ├── AgentFrozenError (RuntimeError)
+    ├── AgentFrozenError (RuntimeError, AttributeError)
     ├── InstructionFormatError (ValueError)
     ├── ResumeError
     ├── AgentCancelledError
@@ -202,8 +202,12 @@ class AgentConfigError(AgentKitError, ValueError):
     """An agent, or the tree of agents, was configured in a way that cannot work."""
 
 
-class AgentFrozenError(AgentKitError, RuntimeError):
-    """An agent was reconfigured after its first run (agents freeze when they first run)."""
+class AgentFrozenError(AgentKitError, RuntimeError, AttributeError):
+    """An agent was changed after it was built: agents are values.
+
+    Raised when a setting is assigned on a built agent (make a changed copy instead, e.g.
+    ``ChatModelAgent.replace``), and when an agent that ran already is wired into a flow.
+    """
 
 
 class InstructionFormatError(AgentKitError, ValueError):
@@ -224,13 +228,29 @@ class AgentCancelledError(AgentKitError):
     """
 
     def __init__(self, mode: Any = None, escalated: bool = False) -> None:
-        mode_text = getattr(mode, "name", mode)
-        super().__init__(f"agent canceled: mode={mode_text}, escalated={escalated}")
+        super().__init__(_cancelled_text(mode, escalated))
         self.mode = mode
         self.escalated = escalated
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.mode, self.escalated))
+
+
+def _cancelled_text(mode: Any, escalated: bool) -> str:
+    name = getattr(mode, "name", None)
+    if name is None:
+        return "the run was cancelled"
+    if escalated:
+        return (
+            f"the run was cancelled: the CancelMode.{name} cancel did not reach its safe point "
+            "within its timeout, so the run stopped at once"
+        )
+    when = {
+        "IMMEDIATE": "at once",
+        "AFTER_CHAT_MODEL": "after a model call, before its tools ran",
+        "AFTER_TOOL_CALLS": "after a round of tool calls",
+    }.get(name, "")
+    return f"the run was cancelled (CancelMode.{name}{': ' + when if when else ''})"
 
 
 class CheckpointError(AgentKitError):

@@ -7,7 +7,8 @@ break loop) or an error. ``agent_name`` and ``run_path`` are filled in by the fr
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import attrs
@@ -15,13 +16,14 @@ import attrs
 from agentkit._html import plain
 from agentkit._lazy import present
 from agentkit._persist import persisted
+from agentkit._stream_base import CopyReader
 from agentkit._transfer_messages import (
     TRANSFER_TO_AGENT_TOOL_NAME,
     gen_transfer_messages,
     transfer_result_text,
 )
 from agentkit.schema import Message, Role, _json_safe, _message_html_lines
-from agentkit.streams import StreamReader, concat_message_stream
+from agentkit.streams import StreamReader, concat_message_stream, stream_from_list
 
 if TYPE_CHECKING:
     from agentkit._options import AgentRunOption
@@ -56,6 +58,16 @@ __all__ = [
 
 present((gen_transfer_messages, transfer_result_text), __name__)  # documented here
 
+# How the framework makes instances of the frozen event types on the hot path: a new object,
+# its slots set through their descriptors (attrs' own __init__ of a frozen class sets them
+# with object.__setattr__, which costs twice as much). Only ever on an object being made.
+_new_event = object.__new__
+
+
+def _slot_setters(cls: type, *names: str) -> tuple[Callable[[Any, Any], None], ...]:
+    """The ``__set__`` of the slot descriptors ``names`` of the slotted class ``cls``."""
+    return tuple(vars(cls)[name].__set__ for name in names)
+
 
 @persisted("agentkit.RunStep")
 @attrs.frozen(eq=False)
@@ -85,69 +97,141 @@ class AgentInput:
     enable_streaming: bool = False
 
 
-def _to_role(value: Role | str) -> Role:
-    """The ``role`` converter: a :class:`Role` as it is (no enum lookup), a string looked up."""
-    return value if isinstance(value, Role) else Role(value)
+class _Concatenated:
+    """A streamed variant's whole message, concatenated once (under a lock) and kept."""
+
+    __slots__ = ("buffer", "lock", "outcome", "start")
+
+    def __init__(self, reader: CopyReader[Message]) -> None:
+        self.buffer = reader._buffer
+        self.start = reader._position
+        self.lock = threading.Lock()
+        self.outcome: tuple[Message | None, BaseException | None] | None = None
+
+    def reader(self) -> StreamReader[Message]:
+        return self.buffer.readers(1, self.start)[0]
+
+    def message(self) -> Message:
+        with self.lock:
+            outcome = self.outcome
+            if outcome is None:
+                try:
+                    outcome = (concat_message_stream(self.reader()), None)
+                except Exception as failure:
+                    outcome = (None, failure)
+                self.outcome = outcome
+        message, error = outcome
+        if error is not None:
+            raise error
+        assert message is not None
+        return message
 
 
 @persisted("agentkit.MessageVariant")
-@attrs.define
+@attrs.frozen(init=False)
 class MessageVariant:
     """A message output: either a whole :class:`Message` or a stream of message chunks.
 
     ``role`` is ``assistant`` for model output and ``tool`` for tool results; it is set even
     for streams, so consumers can route events without reading them.
+
+    A variant never changes. Its stream is read through a buffer every reader shares:
+    :meth:`get_message` concatenates it once, from a reader of its own, and
+    :meth:`open_stream` gives any consumer a reader from the first chunk, so reading
+    ``message_stream`` (the one reader handed out with the event) takes nothing from anyone.
     """
 
     is_streaming: bool
     message: Message | None
     message_stream: StreamReader[Message] | None
-    role: Role = attrs.field(converter=_to_role)
+    role: Role
     tool_name: str = ""
-    _materialized: Message | None = attrs.field(default=None, init=False, eq=False, repr=False)
+    _whole: _Concatenated | None = attrs.field(repr=False, eq=False, default=None)
+
+    def __init__(
+        self,
+        is_streaming: bool,
+        message: Message | None,
+        message_stream: StreamReader[Message] | None,
+        role: Role | str,
+        tool_name: str = "",
+    ) -> None:
+        # Written out (not attrs' __init__): one variant is made per event, so this is hot. A
+        # stream becomes a reader of a buffer any number of readers share (a reader that is a
+        # copy already is kept; any other is copied once: the variant owns the stream from
+        # then on), and a streaming variant gets the one place its message is concatenated.
+        stream = message_stream
+        whole = None
+        if stream is not None:
+            if not isinstance(stream, CopyReader):
+                stream = stream.copy(1)[0]
+            if is_streaming:
+                whole = _Concatenated(stream)  # type: ignore[arg-type]
+        _V_STREAMING(self, is_streaming)
+        _V_MESSAGE(self, message)
+        _V_STREAM(self, stream)
+        _V_ROLE(self, role if role.__class__ is Role else Role(role))
+        _V_TOOL_NAME(self, tool_name)
+        _V_WHOLE(self, whole)
 
     def get_message(self) -> Message:
         """Return the message, concatenating the stream if this variant streams.
 
-        The stream is read once: ``message_stream`` is replaced by an unread copy, so the
-        variant stays consumable, and the concatenated message is kept for later calls.
-        Raises the stream's error, or ``ValueError`` for a stream without chunks.
+        Pure and thread-safe: any number of calls, from any thread, before or after someone
+        read ``message_stream``, return the same message (the stream is concatenated once).
+        Raises the stream's error (every time), or ``ValueError`` for a stream without chunks.
         """
         if not self.is_streaming:
             if self.message is None:
                 raise ValueError("this MessageVariant has no message")
             return self.message
-        if self._materialized is not None:
-            return self._materialized
-        if self.message_stream is None:
+        whole = self._whole
+        if whole is None:
             raise ValueError("this streaming MessageVariant has no message_stream")
-        keep, read = self.message_stream.copy(2)
-        self.message_stream = keep
-        self._materialized = concat_message_stream(read)
-        return self._materialized
+        return whole.message()
+
+    def open_stream(self) -> StreamReader[Message]:
+        """Return a new reader of the stream, from its first chunk, for one consumer.
+
+        Each consumer that reads a streamed output chunk by chunk (a display, an SSE response)
+        takes its own reader, so nobody's reading takes chunks from anyone else. A variant
+        that does not stream gives a reader of its one message.
+        """
+        whole = self._whole
+        if whole is not None:
+            return whole.reader()
+        return stream_from_list([self.get_message()])
 
     def copy(self) -> MessageVariant:
-        """Return a variant with its own stream reader (the stream is copied, not re-read)."""
-        if not self.is_streaming or self.message_stream is None:
-            # The constructor directly: attrs.evolve re-reads the class's fields every call.
-            return MessageVariant(
-                self.is_streaming, self.message, self.message_stream, self.role, self.tool_name
-            )
-        keep, other = self.message_stream.copy(2)
-        self.message_stream = keep
-        copied = MessageVariant(
-            is_streaming=True,
-            message=None,
-            message_stream=other,
-            role=self.role,
-            tool_name=self.tool_name,
-        )
-        copied._materialized = self._materialized
-        return copied
+        """Return a variant with a reader of its own (the stream is shared, never re-read)."""
+        if self._whole is None:
+            return self
+        return MessageVariant(True, None, self._whole.reader(), self.role, self.tool_name)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # The persisted form (checkpoints hold materialized variants): the public fields.
+        return {
+            "is_streaming": self.is_streaming,
+            "message": self.message,
+            "message_stream": self.message_stream,
+            "role": self.role,
+            "tool_name": self.tool_name,
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # Earlier versions also saved a private "_materialized" field: ignored.
+        for name in ("is_streaming", "message", "message_stream", "role"):
+            object.__setattr__(self, name, state[name])
+        object.__setattr__(self, "tool_name", state.get("tool_name", ""))
+        stream = self.message_stream
+        whole = None
+        if self.is_streaming and isinstance(stream, CopyReader):
+            whole = _Concatenated(stream)
+        object.__setattr__(self, "_whole", whole)
 
 
 @persisted("agentkit.AgentOutput")
-@attrs.define
+@attrs.frozen
 class AgentOutput:
     """What an event outputs: a message (plain or streamed) and/or anything custom."""
 
@@ -156,7 +240,7 @@ class AgentOutput:
 
 
 @persisted("agentkit.TransferToAgentAction")
-@attrs.define
+@attrs.frozen
 class TransferToAgentAction:
     """Hand the conversation to the agent named ``dest_agent_name``."""
 
@@ -168,7 +252,7 @@ def _address_converter(value: Sequence[str]) -> tuple[str, ...]:
 
 
 @persisted("agentkit.InterruptContext")
-@attrs.define(eq=False)
+@attrs.frozen(eq=False)
 class InterruptContext:
     """One point of a run that interrupted.
 
@@ -199,7 +283,7 @@ class InterruptContext:
 
 
 @persisted("agentkit.InterruptInfo")
-@attrs.define
+@attrs.frozen
 class InterruptInfo:
     """Why a run interrupted. ``contexts`` lists the root-cause interrupt points."""
 
@@ -215,11 +299,12 @@ class InterruptInfo:
 
 
 @persisted("agentkit.BreakLoopAction")
-@attrs.define
+@attrs.frozen
 class BreakLoopAction:
     """Stop the innermost enclosing :class:`~agentkit.LoopAgent` after the current sub-agent.
 
-    The loop sets ``done`` and ``current_iterations`` (0-based) when it acts on it.
+    The loop that acts on it passes on a copy with ``done`` set and ``current_iterations``
+    (0-based) filled in.
     """
 
     from_agent: str
@@ -228,7 +313,7 @@ class BreakLoopAction:
 
 
 @persisted("agentkit.AgentAction")
-@attrs.define
+@attrs.frozen
 class AgentAction:
     """A control action carried by an event."""
 
@@ -245,12 +330,13 @@ def _run_path_converter(value: Sequence[RunStep | str]) -> list[RunStep]:
     return [step if isinstance(step, RunStep) else RunStep(step) for step in value]
 
 
-@attrs.define
+@attrs.frozen
 class AgentEvent:
     """One event of an agent run: an output, an action, or a terminal error.
 
-    ``agent_name`` and ``run_path`` are filled by the framework when the event leaves the
-    agent that made it. An agent sends at most one error event, as its last event.
+    An event is a fact: once made it never changes. ``agent_name`` and ``run_path`` are filled
+    by the framework when the agent emits it into the run (the run makes a named copy of an
+    event that has no run path). An agent sends at most one error event, as its last event.
     """
 
     agent_name: str = ""
@@ -336,7 +422,7 @@ def _action_to_dict(action: AgentAction) -> dict[str, Any]:
     return data
 
 
-@attrs.define
+@attrs.frozen
 class ResumeInfo:
     """What a resumable agent is told when its run is resumed.
 
@@ -401,6 +487,35 @@ def event_from_message(
     return _message_event(msg, stream, role, tool_name)
 
 
+def _named(event: AgentEvent, agent_name: str, run_path: tuple[RunStep, ...]) -> AgentEvent:
+    """A new event: ``event`` named ``agent_name`` at ``run_path`` (framework-internal).
+
+    Made the way attrs' own ``__init__`` of a frozen class makes one, minus the run path
+    converter: ``run_path`` holds :class:`RunStep` objects already (the run made them), so it
+    is copied into the new event's own list without walking it. ``event`` is not changed.
+    """
+    return _event(agent_name, list(run_path), event.output, event.action, event.err)
+
+
+def _event(
+    agent_name: str,
+    run_path: list[RunStep],
+    output: AgentOutput | None,
+    action: AgentAction | None,
+    err: BaseException | None,
+) -> AgentEvent:
+    """A new event from fields the framework made (``run_path``: a new list of RunSteps)."""
+    event = _new_event(AgentEvent)
+    _E_AGENT_NAME(event, agent_name)
+    _E_RUN_PATH(event, run_path)
+    _E_OUTPUT(event, output)
+    _E_ACTION(event, action)
+    _E_ERR(event, err)
+    return event
+
+
+
+
 def _message_event(
     msg: Message | None,
     stream: StreamReader[Message] | None,
@@ -411,18 +526,10 @@ def _message_event(
     """:func:`event_from_message` with an action (framework-internal; built in one go)."""
     streaming = stream is not None
     variant = MessageVariant(streaming, None if streaming else msg, stream, role, tool_name)
-    return AgentEvent("", [], AgentOutput(variant), action)
-
-
-def _name_event(event: AgentEvent, agent_name: str, run_path: list[RunStep]) -> None:
-    """Fill in an event's agent name and run path (framework-internal).
-
-    ``run_path`` holds :class:`RunStep` objects already, so the per-assignment converter of
-    ``AgentEvent.run_path`` (which walks the path again) is skipped; the event takes the
-    list as it is.
-    """
-    object.__setattr__(event, "agent_name", agent_name)
-    object.__setattr__(event, "run_path", run_path)
+    output = _new_event(AgentOutput)
+    _O_MESSAGE_OUTPUT(output, variant)
+    _O_CUSTOMIZED_OUTPUT(output, None)
+    return _event("", [], output, action, None)
 
 
 def exit_action() -> AgentAction:
@@ -496,3 +603,14 @@ def _event_html_lines(event: AgentEvent) -> list[tuple[str, str]]:
     if event.err is not None:
         lines.append(("error", f"error: {type(event.err).__name__}: {event.err}"))
     return lines
+
+
+_V_STREAMING, _V_MESSAGE, _V_STREAM, _V_ROLE, _V_TOOL_NAME, _V_WHOLE = _slot_setters(
+    MessageVariant, "is_streaming", "message", "message_stream", "role", "tool_name", "_whole"
+)
+_O_MESSAGE_OUTPUT, _O_CUSTOMIZED_OUTPUT = _slot_setters(
+    AgentOutput, "message_output", "customized_output"
+)
+_E_AGENT_NAME, _E_RUN_PATH, _E_OUTPUT, _E_ACTION, _E_ERR = _slot_setters(
+    AgentEvent, "agent_name", "run_path", "output", "action", "err"
+)

@@ -142,11 +142,6 @@ class ItemIterator(Generic[T]):
     def __iter__(self) -> Iterator[T]:
         return self
 
-    @property
-    def _cut_short(self) -> bool:
-        """Whether the producer was refused an item because its run was being cancelled."""
-        return self._pair.refused
-
     def __next__(self) -> T:
         if self._finished:
             raise StopIteration
@@ -162,6 +157,9 @@ class ItemIterator(Generic[T]):
         The producer's next :meth:`ItemSender.send` returns ``False``; a run started by
         agentkit stops at its next step boundary and closes its open model streams. Returns
         once the producing threads have ended, or after ``timeout`` seconds. Idempotent.
+
+        Only closing cancels: an iterator that is dropped without being closed (or read to
+        its end) lets its run finish; nothing is cancelled from ``__del__``.
         """
         pair = self._pair
         with pair.lock:
@@ -172,20 +170,6 @@ class ItemIterator(Generic[T]):
             callback()
         self._finished = True
         self._join(timeout, closing=True)
-
-    def __del__(self) -> None:
-        # Dropped without being read to the end or closed: nobody will read the rest, so
-        # stop the producer (without waiting for it: this may run anywhere, e.g. in the GC).
-        pair = getattr(self, "_pair", None)
-        if pair is None or self._finished:
-            return
-        with pair.lock:
-            if pair.consumer_closed:
-                return
-            pair.consumer_closed = True
-            callbacks = pair.on_close[:]
-        for callback in callbacks:
-            callback()
 
     def __enter__(self) -> ItemIterator[T]:
         return self
@@ -252,3 +236,24 @@ def _attach_producer(
             pair.on_close.append(on_close)
         if inside is not None:
             pair.inside = inside
+
+
+def _end_refused(generator: ItemSender[T], last: Callable[[], T]) -> None:
+    """If ``generator`` refused items because its run was being cancelled, queue ``last()``.
+
+    The producer stopped early (it was told to): the item that says so (a cancel error) ends
+    what it produced. Used by the worker that owns ``generator``.
+    """
+    if generator._pair.refused:
+        _put_last(generator, last())
+
+
+def _put_last(generator: ItemSender[T], item: T) -> None:
+    """Queue ``item``, the producer's last, even while sends are refused for a cancel.
+
+    The item that ends a producer's work (its error, the cancel that stopped it) is what the
+    consumer needs most; only a consumer that closed the iterator does not get it.
+    """
+    pair = generator._pair
+    if not pair.consumer_closed and not pair.producer_closed:
+        pair.queue.put(item)

@@ -20,7 +20,9 @@ ignores the rest, so custom agents can define options the same way the built-in 
 
 from __future__ import annotations
 
+from agentkit._lazy import present
 from agentkit._options import (
+    AgentOptions,
     AgentRunOption,
     custom_option,
     custom_options,
@@ -36,6 +38,7 @@ from agentkit._options import (
 )
 
 __all__ = [
+    "AgentOptions",
     "AgentRunOption",
     "custom_option",
     "custom_options",
@@ -49,3 +52,6 @@ __all__ = [
     "with_tool_options",
     "wrap_impl_specific_opt_fn",
 ]
+
+# Defined in a private module, documented here: what ``AgentRun.options`` is.
+present((AgentOptions,), __name__)

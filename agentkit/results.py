@@ -21,14 +21,16 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from agentkit.events import AgentEvent, InterruptInfo, MessageVariant
+from agentkit.events import AgentEvent, InterruptInfo
 from agentkit.iterators import AsyncIterator, _Pair
 from agentkit.schema import Message, Role, TokenUsage
-from agentkit.streams import StreamReader
+
+if TYPE_CHECKING:
+    from agentkit._observe import UsageLedger
 
 __all__ = ["RunIterator", "RunOutcome", "RunResult", "usage_of"]
 
@@ -43,10 +45,12 @@ class RunOutcome:
         checkpoint_id: the id a checkpoint of this run was saved under (interrupted, cancelled
             or failed), ``None`` when none was saved.
         session_values: reads the run's final session values.
+        usage: the run's token usage ledger (every model call of the run adds to it).
     """
 
     checkpoint_id: str | None = None
     session_values: Callable[[], dict[str, Any]] | None = None
+    usage: UsageLedger | None = None
 
 
 @attrs.define(eq=False)
@@ -62,7 +66,9 @@ class RunResult:
             event carried, e.g. the typed value of a ``ChatModelAgent(output_type=...)``), or
             ``None``.
         session_values: the run's session values when it ended.
-        usage: token usage summed over the model replies of the run.
+        usage: the tokens the run's model calls used (the run's usage ledger, which callbacks,
+            tracing and ``UsageTracker`` report too): retried calls and agents used as tools
+            included.
         usage_by_agent: the same, per agent name.
         interrupt: the interrupt, when the run stopped for outside input.
         checkpoint_id: the id to pass to ``Runner.resume``, when a checkpoint of the run was
@@ -186,17 +192,15 @@ class RunIterator(AsyncIterator[AgentEvent]):
 
     It is an :class:`~agentkit.AsyncIterator` that also remembers the events it handed out,
     so ``result()`` after a partial (or full) loop still sees the whole run, streamed answers
-    included: the ``message_stream`` of an event handed out is a copy, so reading it in the
-    loop leaves the answer for ``result()``.
+    included: reading an event's ``message_stream`` in the loop takes nothing from
+    ``result()``, which reads every message through :meth:`~agentkit.MessageVariant.get_message`.
     """
 
-    __slots__ = ("_kept", "_lock", "_outcome", "_seen")
+    __slots__ = ("_lock", "_outcome", "_seen")
 
     def __init__(self, pair: _Pair, outcome: RunOutcome | None = None) -> None:
         super().__init__(pair)
         self._seen: list[AgentEvent] = []
-        # The variants whose stream the user was given a copy of, and our unread copy.
-        self._kept: list[tuple[MessageVariant, StreamReader[Message]]] = []
         self._lock = threading.Lock()
         self._outcome = outcome if outcome is not None else RunOutcome()
 
@@ -204,29 +208,15 @@ class RunIterator(AsyncIterator[AgentEvent]):
         """Block until the next event: ``(event, True)``, or ``(None, False)`` at the end."""
         item, ok = super().next()
         if ok and item is not None:
-            self._hand_out(item)
             with self._lock:
                 self._seen.append(item)
         return item, ok
 
     def __next__(self) -> AgentEvent:
         item = super().__next__()
-        self._hand_out(item)
         with self._lock:
             self._seen.append(item)
         return item
-
-    def _hand_out(self, event: AgentEvent) -> AgentEvent:
-        """Keep an unread copy of the message stream of an event the user is about to see."""
-        output = event.output
-        variant = output.message_output if output is not None else None
-        if variant is None or variant.message_stream is None:
-            return event
-        kept, given = variant.message_stream.copy(2)
-        variant.message_stream = given
-        with self._lock:
-            self._kept.append((variant, kept))
-        return event
 
     def __enter__(self) -> RunIterator:
         return self
@@ -234,7 +224,7 @@ class RunIterator(AsyncIterator[AgentEvent]):
     def result(self, *, raise_errors: bool = True) -> RunResult:
         """Wait for the run to end and return its :class:`RunResult`.
 
-        Reads the events not read yet (and every message stream, from a copy). Call it
+        Reads the events not read yet (and every message, through ``get_message()``). Call it
         again to get the same result.
 
         Raises:
@@ -243,21 +233,17 @@ class RunIterator(AsyncIterator[AgentEvent]):
                 mid-stream): the original exception, with a note naming the agent and the run
                 path. An interrupted run is not a failure.
         """
-        # The rest is read here, not handed out to the user: its streams need no copy.
-        read = super().__next__
+        read = super().__next__  # the rest, read here: one frame less per event
+        seen, lock = self._seen, self._lock
         while True:
             try:
                 item = read()
             except StopIteration:
                 break
-            with self._lock:
-                self._seen.append(item)
-        with self._lock:
-            events = list(self._seen)
-            for variant, kept in self._kept:
-                # The user may have read the stream they were given: summarize from our copy.
-                variant.message_stream = kept
-            self._kept.clear()
+            with lock:
+                seen.append(item)
+        with lock:
+            events = list(seen)
         result = _summarize(events, self._outcome)
         if raise_errors and result.error is not None:
             raise result.error
@@ -290,7 +276,11 @@ def _summarize(events: list[AgentEvent], outcome: RunOutcome) -> RunResult:
         error = stream_error
     if error is not None:
         interrupt = None
-    usage, by_agent = usage_of(events)
+    ledger = outcome.usage
+    if ledger is not None:
+        usage, by_agent = ledger.total, ledger.by_agent
+    else:
+        usage, by_agent = usage_of(events)
     values = outcome.session_values() if outcome.session_values is not None else {}
     return RunResult(
         events=events,

@@ -23,6 +23,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from agentkit._agent import EventSink, run_agent, start_worker
 from agentkit._checkpoints import (
     DEFAULT_LEASE_TTL,
     Checkpoint,
@@ -33,13 +34,12 @@ from agentkit._checkpoints import (
     save_checkpoint,
 )
 from agentkit._observe import RunObservers
-from agentkit._options import AgentRunOption, RunOptions, get_impl_specific_options
+from agentkit._options import NO_OPTIONS, AgentRunOption, RunOptionSet
 from agentkit._runctx import EventLog, RunFrame, Session
 from agentkit._runner_sink import RunnerSink
 from agentkit._scope import RunScope
-from agentkit._worker import EventSink, start_worker
 from agentkit.agents.flow import FlowAgent
-from agentkit.events import Agent, AgentEvent, AgentInput, InterruptInfo, ResumeInfo
+from agentkit.events import Agent, AgentEvent, AgentInput, InterruptInfo, ResumeInfo, RunStep
 from agentkit.results import RunIterator, RunOutcome, RunResult
 from agentkit.schema import Message, user_message
 
@@ -187,7 +187,8 @@ class Runner:
             raise TypeError(
                 "run() takes a list of messages; use query(text) for a single user message"
             )
-        run_options = get_impl_specific_options(RunOptions(), *options)
+        parsed = RunOptionSet(options) if options else NO_OPTIONS
+        run_options = parsed.run
         turn: OpenTurn | None = None
         if run_options.conversation_id is not None:
             from agentkit.conversation._turn import open_turn  # only runs with conversations
@@ -199,7 +200,7 @@ class Runner:
                 run_options.conversation_trim,
             )
         try:
-            return self._start(messages, run_options, options, turn, inline, on_event)
+            return self._start(messages, parsed, turn, inline, on_event)
         except BaseException:
             if turn is not None:
                 turn.release()  # the run never started: nothing else gives the lock back
@@ -208,12 +209,12 @@ class Runner:
     def _start(
         self,
         messages: Sequence[Message],
-        run_options: RunOptions,
-        options: tuple[AgentRunOption, ...],
+        options: RunOptionSet,
         turn: OpenTurn | None,
         inline: bool = False,
         on_event: Callable[[AgentEvent], object] | None = None,
     ) -> RunIterator:
+        run_options = options.run
         root_input = AgentInput(messages=list(messages), enable_streaming=self.enable_streaming)
         scope = RunScope()
         if run_options.cancel_handle is not None:
@@ -223,7 +224,8 @@ class Runner:
             log=EventLog(),
             session=Session(run_options.session_values),
             root_input=root_input,
-            observers=RunObservers.from_options(options),
+            observers=RunObservers.from_options(options.given),
+            options=options,
         )
         agent = self._agent
         outcome = RunOutcome()
@@ -240,7 +242,7 @@ class Runner:
                 resumed=False,
             )
             try:
-                agent._run_into(root_input, sink, options)
+                run_agent(agent, frame.at_agent(RunStep(agent.name)), sink, root_input)
             finally:
                 sink.finish()
 
@@ -288,7 +290,9 @@ class Runner:
         store = self.checkpoint_store
         if store is None:
             raise ValueError(
-                "failed to resume: store is nil; create the Runner with checkpoint_store=..."
+                f"cannot resume checkpoint {checkpoint_id!r}: this Runner has no checkpoint "
+                "store to load it from; create the Runner with checkpoint_store=... (the store "
+                "the run was saved in)"
             )
         from agentkit.checkpoint import lease_for
 
@@ -297,7 +301,8 @@ class Runner:
         try:
             checkpoint = self._load(store, checkpoint_id)
             points = resume_state(checkpoint, targets)
-            run_options = get_impl_specific_options(RunOptions(), *options)
+            parsed = RunOptionSet(options) if options else NO_OPTIONS
+            run_options = parsed.run
             session = Session(checkpoint.session_values)
             session.update(run_options.session_values)
             log = EventLog()
@@ -311,7 +316,8 @@ class Runner:
                 session=session,
                 root_input=checkpoint.root_input,
                 resume=points,
-                observers=RunObservers.from_options(options),
+                observers=RunObservers.from_options(parsed.given),
+                options=parsed,
             )
             info = ResumeInfo(
                 enable_streaming=checkpoint.enable_streaming,
@@ -336,7 +342,8 @@ class Runner:
                 generator, self._save, frame, checkpoint_id, outcome, turn, resumed=True
             )
             try:
-                agent._resume_into(info, sink, options)
+                resumed_input = AgentInput(enable_streaming=info.enable_streaming)
+                run_agent(agent, frame.at_agent(RunStep(agent.name)), sink, resumed_input, info)
             finally:
                 sink.finish()
 

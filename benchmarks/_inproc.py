@@ -202,7 +202,6 @@ def fanout(settings: Settings) -> list[Row]:
 
 EXTENSION_FILES = (
     "agentkit/middleware.py",
-    "agentkit/agents/_middleware.py",
     "agentkit/callbacks.py",
     "agentkit/_observe.py",
     "agentkit/_runlocals.py",

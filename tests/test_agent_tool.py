@@ -54,9 +54,9 @@ def test_info_comes_from_the_agent_with_a_request_parameter() -> None:
 
 
 def test_agent_without_name_or_description_is_rejected() -> None:
-    with pytest.raises(AgentConfigError, match="non-empty Name"):
+    with pytest.raises(AgentConfigError, match="AgentTool needs an agent with a name"):
         AgentTool(ChatModelAgent("", "d", ScriptedChatModel([])))
-    with pytest.raises(AgentConfigError, match="non-empty Description"):
+    with pytest.raises(AgentConfigError, match="AgentTool needs an agent with a description"):
         AgentTool(ChatModelAgent("n", "", ScriptedChatModel([])))
 
 
@@ -175,7 +175,7 @@ def test_inner_error_becomes_the_tool_error() -> None:
     inner = ScriptedChatModel([ValueError("inner broke")])
     outer = ScriptedChatModel([calls_message(call("Researcher", {"request": "q"}, id="o"))])
     events = run_events(Runner(boss(inner, outer)).query("x"))
-    assert "failed to invoke tool[name:Researcher id:o]" in str(events[-1].err)
+    assert "tool 'Researcher' (call o) raised " in str(events[-1].err)
     assert "inner broke" in str(events[-1].err)
 
 

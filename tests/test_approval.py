@@ -366,3 +366,103 @@ def test_two_calls_in_one_reply_are_decided_separately() -> None:
         "paid 1 to ACME | The user rejected this call of pay; it was not run. "
         "Reason: unknown payee"
     )
+
+
+def _duplicate_id_run(
+    ran: list[dict[str, Any]], streaming: bool
+) -> tuple[Runner, RunResult, ScriptedChatModel]:
+    """A model that reuses one call id for two payments in one reply (issue 25, N1)."""
+    model = ScriptedChatModel(
+        [
+            calls_message(
+                call("pay", {"payee": "MALLORY", "amount": 9999}, id="call_1"),
+                call("pay", {"payee": "ACME", "amount": 12}, id="call_1"),
+            ),
+            lambda messages: " | ".join(
+                f"{m.tool_call_id}={m.content}" for m in messages if m.role is Role.TOOL
+            ),
+        ]
+    )
+    runner = Runner(
+        ChatModelAgent("payer", "pays", model, tools=[make_pay(ran)]),
+        checkpoint_store=InMemoryCheckPointStore(),
+        enable_streaming=streaming,
+    )
+    return runner, runner.invoke("pay", with_checkpoint_id("dup")), model
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_calls_sharing_an_id_get_one_approval_request_each(streaming: bool) -> None:
+    ran: list[dict[str, Any]] = []
+    _, result, _ = _duplicate_id_run(ran, streaming)
+    assert result.interrupt is not None
+    requests = {c.info.call_id: c for c in result.interrupt.contexts}
+    assert len(requests) == 2, "each call needs its own request"
+    by_payee = {c.info.arguments["payee"]: c for c in requests.values()}
+    assert by_payee["MALLORY"].info.call_id == "call_1"
+    assert by_payee["ACME"].info.call_id == "call_1#2"
+    assert by_payee["ACME"].address[-1] == "tool:pay:call_1#2"
+    # the derived id is the one the history and the events carry
+    [reply] = [e.get_message() for e in result.events if e.get_message() and e.get_message().tool_calls]  # type: ignore[union-attr]
+    assert reply is not None
+    assert [c.id for c in reply.tool_calls] == ["call_1", "call_1#2"]
+    assert ran == []
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_approving_one_of_two_calls_sharing_an_id_runs_only_that_call(streaming: bool) -> None:
+    ran: list[dict[str, Any]] = []
+    runner, result, model = _duplicate_id_run(ran, streaming)
+    assert result.interrupt is not None
+    by_payee = {c.info.arguments["payee"]: c.id for c in result.interrupt.contexts}
+    resumed = runner.resume(
+        "dup",
+        targets={
+            by_payee["ACME"]: Approve(arguments={"payee": "ACME", "amount": 10}),
+            by_payee["MALLORY"]: Reject(reason="unknown payee"),
+        },
+    ).result()
+    assert ran == [{"payee": "ACME", "amount": 10}]  # exactly that call, with its edit
+    assert resumed.text == (
+        "call_1=The user rejected this call of pay; it was not run. Reason: unknown payee"
+        " | call_1#2=paid 10 to ACME"
+    )
+    # the model is sent a history whose calls and results pair up one to one
+    sent = model.calls[-1].messages
+    [asked] = [m for m in sent if m.tool_calls]
+    answered = [m.tool_call_id for m in sent if m.role is Role.TOOL]
+    assert [c.id for c in asked.tool_calls] == answered == ["call_1", "call_1#2"]
+
+
+def test_approving_only_one_of_two_calls_sharing_an_id_asks_again_for_the_other() -> None:
+    ran: list[dict[str, Any]] = []
+    runner, result, _ = _duplicate_id_run(ran, False)
+    assert result.interrupt is not None
+    by_payee = {c.info.arguments["payee"]: c.id for c in result.interrupt.contexts}
+    again = runner.resume("dup", targets={by_payee["ACME"]: Approve()}).result()
+    assert ran == [{"payee": "ACME", "amount": 12}]
+    assert again.interrupt is not None
+    [left] = again.interrupt.contexts
+    assert left.info == ApprovalRequest("pay", "call_1", {"payee": "MALLORY", "amount": 9999})
+
+
+def test_a_streamed_call_repeating_its_id_in_every_fragment_keeps_it() -> None:
+    from agentkit import FunctionCall, Message, ToolCall, concat_message_stream, stream_from_list
+    from agentkit.agents._react import UniqueCallIds
+
+    def fragment(call_id: str, index: int, name: str = "", arguments: str = "") -> Message:
+        return Message(
+            Role.ASSISTANT, tool_calls=[ToolCall(call_id, FunctionCall(name, arguments), index=index)]
+        )
+
+    chunks = [
+        fragment("c1", 0, "pay", '{"payee": '),
+        fragment("c1", 0, arguments='"A"}'),  # some servers repeat the id in every fragment
+        fragment("c1", 1, "pay", '{"payee": "B"}'),  # a second call reusing the id
+        fragment("", 1, arguments=""),
+    ]
+    reply = concat_message_stream(UniqueCallIds(stream_from_list(chunks)))
+    assert [(c.id, c.function.arguments) for c in reply.tool_calls] == [
+        ("c1", '{"payee": "A"}'),
+        ("c1#2", '{"payee": "B"}'),
+    ]

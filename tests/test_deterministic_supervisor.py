@@ -611,7 +611,15 @@ def test_resuming_a_flow_wrapper_without_its_state_is_an_error_event() -> None:
     agent = agent_with_deterministic_transfer_to(flow, ["Top"])
     events = run_events(agent.resume(ResumeInfo(was_interrupted=True, interrupt_state="junk")))  # type: ignore[attr-defined]
     assert [summarize(e) for e in events] == [
-        ("", [], "error", "invalid interrupt state for flowAgent resume in deterministic transfer", None)
+        (
+            "",
+            [],
+            "error",
+            "cannot resume agent 'Mid': it runs a flow of its own, whose saved history is "
+            "missing (its interrupt state is str, not a DeterministicTransferState); resume with "
+            "the checkpoint the run saved",
+            None,
+        )
     ]
 
 

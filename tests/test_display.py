@@ -55,12 +55,16 @@ def test_print_events_prints_the_error_then_raises_it() -> None:
     model = ScriptedChatModel([calls_message(call("broken", {"city": "Oslo"}, id="c1")), "never"])
     with pytest.raises(ToolError) as caught:
         print_events(Runner(ChatModelAgent("bot", "d", model, tools=[broken])).query("x"), file=out)
-    assert str(caught.value) == "failed to invoke tool[name:broken id:c1]: 'Oslo'"
+    assert str(caught.value) == (
+        "tool 'broken' (call c1) raised KeyError: 'Oslo'; give the agent a "
+        "tool_exception_handler to send tool errors to the model instead of ending the run"
+    )
     assert isinstance(caught.value.__cause__, KeyError)
     assert out.getvalue() == (
         "\n== bot ==\n"
         '-> calls broken({"city": "Oslo"})\n'
-        "!! error: ToolError: failed to invoke tool[name:broken id:c1]: 'Oslo'\n"
+        "!! error: ToolError: tool 'broken' (call c1) raised KeyError: 'Oslo'; give the agent a "
+        "tool_exception_handler to send tool errors to the model instead of ending the run\n"
     )
 
 
@@ -69,7 +73,7 @@ def test_print_events_returns_the_failed_run_with_raise_errors_false() -> None:
     model = ScriptedChatModel([calls_message(call("nope"))])
     agent = ChatModelAgent("bot", "d", model, tools=[get_weather], recover_tool_errors=False)
     events = print_events(Runner(agent).query("x"), file=out, raise_errors=False)
-    assert "!! error: ToolNotFoundError: tool nope not found in toolsNode indexes" in out.getvalue()
+    assert "!! error: ToolNotFoundError: the model called tool 'nope'" in out.getvalue()
     assert isinstance(events[-1].err, ToolNotFoundError)
 
 

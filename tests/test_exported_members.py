@@ -29,7 +29,7 @@ DOCUMENTED = {
     "Agent", "ResumableAgent", "OnSubAgents", "run_in_worker", "ChatModelAgent", "GenModelInput",
     "ExitTool", "SequentialAgent", "ParallelAgent", "LoopAgent", "set_sub_agents",
     "agent_with_options", "HistoryEntry", "HistoryRewriter", "agent_with_deterministic_transfer_to",
-    "AgentTool",
+    "AgentTool", "BaseAgent", "AgentRun",
     # 6. run context and options
     "get_session_value", "get_session_values", "add_session_value", "add_session_values",
     "AgentRunOption", "with_session_values", "with_checkpoint_id", "with_chat_model_options",

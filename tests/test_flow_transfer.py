@@ -10,6 +10,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+import attrs
 import pytest
 
 from agentkit import (
@@ -235,7 +236,9 @@ def test_transfer_reaches_only_parent_and_children_not_siblings() -> None:
         "A",
         ["Mom", "A"],
         "error",
-        "transfer failed: agent 'B' not found when transferring from 'A'",
+        "agent 'A' transferred to 'B', which it cannot reach: an agent transfers to its "
+        "sub-agents and its parent only ('Mom'); make 'B' a sub-agent of 'A' with "
+        "set_sub_agents(...)",
         None,
     )
 
@@ -283,7 +286,15 @@ def test_transfer_to_unknown_agent_ends_with_error_event() -> None:
             "successfully transferred to agent [Ghost]",
             "transfer:Ghost",
         ),
-        ("Mom", ["Mom"], "error", "transfer failed: agent 'Ghost' not found when transferring from 'Mom'", None),
+        (
+            "Mom",
+            ["Mom"],
+            "error",
+            "agent 'Mom' transferred to 'Ghost', which it cannot reach: an agent transfers to "
+            "its sub-agents and its parent only ('Kid'); make 'Ghost' a sub-agent of 'Mom' "
+            "with set_sub_agents(...)",
+            None,
+        ),
     ]
     assert isinstance(events[-1].err, TransferError)
 
@@ -464,14 +475,14 @@ def test_options_designated_to_a_transfer_target_reach_it() -> None:
 def test_set_sub_agents_twice_on_a_flow_fails() -> None:
     mom = ChatModelAgent("Mom", "mother", ScriptedChatModel([]))
     flow = set_sub_agents(mom, [ChatModelAgent("A", "a", ScriptedChatModel([]))])
-    with pytest.raises(AgentConfigError, match="agent's sub-agents has already been set"):
+    with pytest.raises(AgentConfigError, match="agent 'Mom' has its sub-agents already"):
         set_sub_agents(flow, [ChatModelAgent("B", "b", ScriptedChatModel([]))])
 
 
 def test_set_sub_agents_twice_on_the_same_chat_model_agent_fails() -> None:
     mom = ChatModelAgent("Mom", "mother", ScriptedChatModel([]))
     set_sub_agents(mom, [ChatModelAgent("A", "a", ScriptedChatModel([]))])
-    with pytest.raises(AgentConfigError, match="agent's sub-agents has already been set"):
+    with pytest.raises(AgentConfigError, match=r"agent 'Mom' has its sub-agents already \('A'\)"):
         set_sub_agents(mom, [ChatModelAgent("B", "b", ScriptedChatModel([]))])
 
 
@@ -479,7 +490,8 @@ def test_an_agent_cannot_be_the_sub_agent_of_two_parents() -> None:
     kid = ChatModelAgent("Kid", "a kid", ScriptedChatModel([]))
     set_sub_agents(ChatModelAgent("Mom", "mother", ScriptedChatModel([])), [kid])
     with pytest.raises(
-        AgentConfigError, match="agent has already been set as a sub-agent of another agent"
+        AgentConfigError, match="agent 'Kid' is a sub-agent of 'Mom' already and cannot also be "
+        "one of 'Dad'"
     ):
         set_sub_agents(ChatModelAgent("Dad", "father", ScriptedChatModel([])), [kid])
 
@@ -488,7 +500,7 @@ def test_a_flow_with_a_parent_cannot_get_another_parent() -> None:
     kid_flow = agent_with_options(ChatModelAgent("Kid", "a kid", ScriptedChatModel([])))
     mom_flow = set_sub_agents(ChatModelAgent("Mom", "mother", ScriptedChatModel([])), [kid_flow])
     with pytest.raises(
-        AgentConfigError, match="agent has already been set as a sub-agent of another agent"
+        AgentConfigError, match="agent 'Kid' is a sub-agent of 'Mom' already"
     ):
         set_sub_agents(ChatModelAgent("Dad", "father", ScriptedChatModel([])), mom_flow.sub_agents)
 
@@ -496,11 +508,11 @@ def test_a_flow_with_a_parent_cannot_get_another_parent() -> None:
 def test_an_agent_that_ran_is_frozen() -> None:
     mom = ChatModelAgent("Mom", "mother", ScriptedChatModel(["hello"]))
     run(mom, "hi")
-    with pytest.raises(AgentFrozenError, match="agent has been frozen after run"):
+    with pytest.raises(AgentFrozenError, match="has run already, so it can no longer be given sub-agents"):
         set_sub_agents(mom, [ChatModelAgent("Kid", "a kid", ScriptedChatModel([]))])
     kid = ChatModelAgent("Kid", "a kid", ScriptedChatModel(["hello"]))
     run(kid, "hi")
-    with pytest.raises(AgentFrozenError, match="agent has been frozen after run"):
+    with pytest.raises(AgentFrozenError, match="has run already, so it can no longer be given sub-agents"):
         set_sub_agents(ChatModelAgent("Dad", "father", ScriptedChatModel([])), [kid])
 
 
@@ -543,7 +555,7 @@ def said(text: str) -> AgentEvent:
 def transfer_events(dest: str) -> list[AgentEvent]:
     call_message, result = gen_transfer_messages(dest)
     tool_event = event_from_message(result, None, Role.TOOL, result.tool_name)
-    tool_event.action = new_transfer_to_agent_action(dest)
+    tool_event = attrs.evolve(tool_event, action=new_transfer_to_agent_action(dest))
     return [event_from_message(call_message, None, Role.ASSISTANT), tool_event]
 
 
@@ -610,9 +622,9 @@ def test_custom_agents_transfer_and_are_transferred_to() -> None:
 
 def test_actions_on_deeper_run_paths_are_ignored() -> None:
     # As forwarded from an agent used as a tool: already named, with a longer run path.
-    inner = transfer_events("Kid")[1]
-    inner.agent_name = "Inner"
-    inner.run_path = [RunStep("Mom"), RunStep("Inner")]
+    inner = attrs.evolve(
+        transfer_events("Kid")[1], agent_name="Inner", run_path=[RunStep("Mom"), RunStep("Inner")]
+    )
     mom = HookedAgent("Mom", [said("before"), inner])
     kid_model = ScriptedChatModel([])
     events = run(set_sub_agents(mom, [ChatModelAgent("Kid", "a kid", kid_model)]), "hi")

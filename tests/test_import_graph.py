@@ -29,7 +29,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ),
     ("Core types", ["events", "options", "models.base", "conversation.trim"]),
     ("Run context", ["_runctx", "_interrupt", "_points", "_observe", "_runlocals", "callbacks"]),
-    ("Workers", ["_worker", "results", "display"]),
+    ("Agent protocol", ["_agent", "results", "display"]),
     ("Tools", ["tools", "tools.*"]),
     ("Models", ["models", "models.*"]),
     ("Agents", ["agents", "agents.*", "middleware"]),

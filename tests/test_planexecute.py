@@ -54,6 +54,12 @@ PLANNER = [ROOT, "planner"]
 LOOP = [ROOT, "planner", "execute_replan"]
 
 
+NO_PLAN_CALL = (
+    "the planner's model answered without calling a tool; it must call 'plan' (it is asked "
+    "to with tool_choice='required': use a model that supports forced tool calls)"
+)
+
+
 def plan_reply(*steps: str) -> Message:
     return calls_message(call("plan", {"steps": list(steps)}))
 
@@ -313,9 +319,10 @@ def test_streamed_planner_reply_without_tool_call_fails_the_stream_and_the_run()
     with no_thread_leak():
         events = list(Runner(planner, enable_streaming=True).query("go"))
     output, failure = events
-    with pytest.raises(PlanExecuteError, match="no tool call"):
+    with pytest.raises(PlanExecuteError, match="answered without calling a tool"):
         output.get_message()
-    assert isinstance(failure.err, PlanExecuteError) and str(failure.err) == "no tool call"
+    assert isinstance(failure.err, PlanExecuteError)
+    assert str(failure.err) == NO_PLAN_CALL
 
 
 # --- errors ----------------------------------------------------------------------------------
@@ -329,13 +336,15 @@ def error_run(models: Models, streaming: bool = False) -> list[tuple[str, list[s
 
 def test_planner_reply_without_tool_call_ends_the_run_with_no_tool_call() -> None:
     models = Models(ScriptedChatModel(["Sure, here is a plan: ..."]), ScriptedChatModel([]), ScriptedChatModel([]))
-    assert error_run(models) == [("planner", PLANNER, "error", "no tool call", None)]
+    assert error_run(models) == [("planner", PLANNER, "error", NO_PLAN_CALL, None)]
     assert models.executor.calls == []
 
 
 def test_planner_calling_another_tool_is_an_unexpected_tool_call() -> None:
     models = Models(ScriptedChatModel([calls_message(call("x", {}))]), ScriptedChatModel([]), ScriptedChatModel([]))
-    assert error_run(models) == [("planner", PLANNER, "error", "unexpected tool call: x", None)]
+    assert error_run(models) == [
+        ("planner", PLANNER, "error", "the planner's model called tool 'x', but it may only call 'plan'", None)
+    ]
 
 
 def test_planner_bad_plan_json_sends_the_output_then_unmarshal_plan_error() -> None:
@@ -344,7 +353,7 @@ def test_planner_bad_plan_json_sends_the_output_then_unmarshal_plan_error() -> N
     summaries = error_run(models)
     assert summaries[0] == ("planner", PLANNER, "assistant", '{"steps": ["a", ', None)
     assert summaries[1][:3] == ("planner", PLANNER, "error")
-    assert summaries[1][3].startswith("unmarshal plan error: ")
+    assert summaries[1][3].startswith("the planner's plan could not be read: ")
     assert len(summaries) == 2
 
 
@@ -354,7 +363,7 @@ def test_plan_with_wrong_shape_is_an_unmarshal_plan_error() -> None:
         ScriptedChatModel([]),
         ScriptedChatModel([]),
     )
-    assert "unmarshal plan error: " in error_run(models)[-1][3]
+    assert "the planner's plan could not be read: " in error_run(models)[-1][3]
 
 
 @pytest.mark.parametrize("streaming", [False, True])
@@ -364,7 +373,10 @@ def test_replanner_without_tool_call_ends_the_run_with_no_tool_call(streaming: b
     )
     events = run(build(models), streaming=streaming)
     last = events[-1]
-    assert isinstance(last.err, PlanExecuteError) and str(last.err) == "no tool call"
+    assert isinstance(last.err, PlanExecuteError)
+    assert str(last.err).startswith(
+        "the replanner's model answered without calling a tool; it must call 'plan' or 'respond'"
+    )
     assert (last.agent_name, [str(s) for s in last.run_path]) == ("replanner", [*LOOP, "executor", "replanner"])
     assert not any(e.action is not None and e.action.break_loop for e in events)
 
@@ -376,7 +388,13 @@ def test_replanner_calling_another_tool_is_an_unexpected_tool_call() -> None:
         ScriptedChatModel([calls_message(call("search", {"q": "x"}))]),
     )
     summaries = error_run(models)
-    assert summaries[-1] == ("replanner", [*LOOP, "executor", "replanner"], "error", "unexpected tool call: search", None)
+    assert summaries[-1] == (
+        "replanner",
+        [*LOOP, "executor", "replanner"],
+        "error",
+        "the replanner's model called tool 'search', but it may only call 'plan' or 'respond'",
+        None,
+    )
     assert [s[0] for s in summaries] == ["planner", "executor", "replanner"]
 
 
@@ -388,7 +406,7 @@ def test_replanner_bad_plan_json_is_an_unmarshal_plan_error_and_stops_the_loop()
     )
     summaries = error_run(models)
     assert summaries[-2] == ("replanner", [*LOOP, "executor", "replanner"], "assistant", "not json", None)
-    assert summaries[-1][3].startswith("unmarshal plan error: ")
+    assert summaries[-1][3].startswith("the replanner's plan could not be read: ")
     assert len(models.executor.calls) == 1
 
 
@@ -396,10 +414,10 @@ def test_executor_or_replanner_without_a_planner_fails_with_impossible_errors() 
     executor = planexecute.new_executor(ScriptedChatModel(["x"]))
     events = run(executor)
     assert isinstance(events[-1].err, PlanExecuteError)
-    assert str(events[-1].err).startswith("impossible: plan not found")
+    assert str(events[-1].err).startswith("the plan is missing: session value 'Plan' is not set")
     replanner = planexecute.new_replanner(ScriptedChatModel([]))
     events = run(replanner)
-    assert str(events[-1].err).startswith("impossible: plan not found")
+    assert str(events[-1].err).startswith("the plan is missing: session value 'Plan' is not set")
 
 
 def test_model_errors_reach_the_consumer_as_the_final_event() -> None:

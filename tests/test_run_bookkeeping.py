@@ -18,6 +18,7 @@ import pytest
 
 from agentkit import (
     AgentCancelledError,
+    AgentInput,
     AgentTool,
     ChatModelAgent,
     Role,
@@ -28,14 +29,12 @@ from agentkit import (
     tool_message,
     with_callbacks,
 )
+from agentkit._agent import open_run
 from agentkit._interrupt import InterruptSignal, ToolRoundState
 from agentkit._points import ResumePoint
 from agentkit._runctx import EventLog, RunFrame, ToolCallFrame, current_frame, use_frame
 from agentkit._scope import RunScope
-from agentkit.agents._flow_sink import FlowSink
-from agentkit.agents._react_config import ReactState
-from agentkit.agents._tool_calls import ToolItem
-from agentkit.agents._tool_round import RoundOutcome, return_directly_call
+from agentkit.agents._react import ReactState, RoundOutcome, ToolItem, return_directly_call
 from agentkit.cancel import CancelMode
 from agentkit.events import AgentEvent, RunStep, event_from_message
 from agentkit.schema import FunctionCall, ToolCall
@@ -106,31 +105,39 @@ def test_a_nested_agent_tool_run_is_freed_without_the_garbage_collector(
     assert _agentkit_garbage() == []
 
 
-def test_history_keeps_a_whole_message_as_sent_and_gives_a_stream_its_own_reader() -> None:
+def test_history_keeps_each_output_as_emitted_without_copying_it() -> None:
     log = EventLog()
     steps = (RunStep("me"),)
     downstream: list[AgentEvent] = []
 
     class Collect:
-        def send(self, item: AgentEvent) -> bool:
+        def send(self, item: AgentEvent) -> None:
             downstream.append(item)
-            return True
 
-    sink = FlowSink(Collect(), "me", steps, log)
+    run = open_run(RunFrame(scope=RunScope(), log=log, run_path=steps), Collect(), AgentInput())
     whole = event_from_message(assistant_message("hi"), None, Role.ASSISTANT)
     streamed = event_from_message(
         None, stream_from_list([assistant_message("a"), assistant_message("b")]), Role.ASSISTANT
     )
-    sink.send(whole)
-    sink.send(streamed)
+    run.emit(whole)
+    run.emit(streamed)
 
-    assert whole.agent_name == "me" and whole.run_path == [RunStep("me")]
-    assert streamed.run_path == [RunStep("me")] and streamed.run_path is not whole.run_path
+    named_whole, named_stream = downstream
+    assert whole.agent_name == "" and whole.run_path == []  # the emitted events are not changed
+    assert named_whole.agent_name == "me" and named_whole.run_path == [RunStep("me")]
+    assert named_stream.run_path == [RunStep("me")]
+    assert named_stream.run_path is not named_whole.run_path
     first, second = log.own()
     assert first.run_path == steps and second.run_path == steps
+    # one output, shared: the history, the named event and the emitted one
     assert first.variant is whole.output.message_output  # type: ignore[union-attr]
-    assert second.variant is not streamed.output.message_output  # type: ignore[union-attr]
-    # both readers see the whole stream
+    assert second.variant is streamed.output.message_output  # type: ignore[union-attr]
+    assert named_stream.output is streamed.output
+    # the user reads the event's stream; the history still reads the whole message
+    assert [chunk.content for chunk in named_stream.output.message_output.message_stream] == [  # type: ignore[union-attr]
+        "a",
+        "b",
+    ]
     assert second.message().content == "ab"  # type: ignore[union-attr]
     assert streamed.get_message().content == "ab"  # type: ignore[union-attr]
 

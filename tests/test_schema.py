@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -116,10 +117,14 @@ def test_agent_event_to_dict_is_json_safe_and_materializes_streams() -> None:
         stream_from_list,
     )
 
-    streamed = event_from_message(
-        None, stream_from_list([assistant_message("Hel"), assistant_message("lo")]), Role.ASSISTANT
+    streamed = attrs.evolve(
+        event_from_message(
+            None,
+            stream_from_list([assistant_message("Hel"), assistant_message("lo")]),
+            Role.ASSISTANT,
+        ),
+        agent_name="a",
     )
-    streamed.agent_name = "a"
     data = json.loads(json.dumps(streamed.to_dict()))
     assert data["output"]["message"]["content"] == "Hello"
     assert data["output"]["is_streaming"] is True

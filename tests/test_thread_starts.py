@@ -50,7 +50,7 @@ ROOT = Path(__file__).resolve().parent.parent / "agentkit"
 # Modules that may start threads or copy contexts themselves, and why.
 ALLOWED = {
     "agentkit._spawn": "the run's pool: RunScope.spawn, the one way inside a run",
-    "agentkit._worker": "the run worker: starts the run itself, before any scope work",
+    "agentkit._agent": "the run worker: starts the run itself, before any scope work",
     "agentkit._checkpoints": "the lease keeper: outlives no run, but runs beside its body",
     "agentkit.mcp._connection": "the MCP loop: belongs to an MCPClient, not to a run",
     "agentkit.conversation.redis": "the conversation-lock keeper: belongs to a store's lock",

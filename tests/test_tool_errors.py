@@ -347,7 +347,10 @@ def test_without_a_handler_a_tool_exception_ends_the_run_with_tool_error(streami
     events = run(ChatModelAgent("a", "d", model, tools=[book]), streaming=streaming)
     err = events[-1].err
     assert type(err) is ToolError
-    assert str(err) == "failed to invoke tool[name:book id:c1]: room A is taken"
+    assert str(err) == (
+        "tool 'book' (call c1) raised RuntimeError: room A is taken; give the agent a "
+        "tool_exception_handler to send tool errors to the model instead of ending the run"
+    )
     assert isinstance(err.__cause__, RuntimeError)
     assert len(model.calls) == 1
 
@@ -387,7 +390,10 @@ def test_a_handler_that_reraises_ends_the_run_as_without_handler() -> None:
     events = run(ChatModelAgent("a", "d", model, tools=[book], tool_exception_handler=handler))
     err = events[-1].err
     assert type(err) is ToolError
-    assert str(err) == "failed to invoke tool[name:book id:c1]: room B is taken"
+    assert str(err) == (
+        "tool 'book' (call c1) raised RuntimeError: room B is taken; give the agent a "
+        "tool_exception_handler to send tool errors to the model instead of ending the run"
+    )
     assert isinstance(err.__cause__, RuntimeError)
 
 
@@ -563,7 +569,10 @@ def test_without_recovery_invalid_arguments_end_the_run(streaming: bool) -> None
     events = run(agent, streaming=streaming)
     err = events[-1].err
     assert isinstance(err, ToolArgumentsError)
-    assert str(err) == "failed to invoke tool[name:add id:c1]: add: 'b' is required (got {'a': 1})"
+    assert str(err) == (
+        "tool 'add' (call c1) was called with arguments it refuses: add: 'b' is required "
+        "(got {'a': 1}); with recover_tool_errors=True the model is told and can call it again"
+    )
     assert (err.tool_name, err.call_id) == ("add", "c1")
     assert isinstance(err.__cause__, ToolArgumentsError)
     assert len(model.calls) == 1
@@ -576,7 +585,10 @@ def test_without_recovery_an_unknown_tool_ends_the_run(streaming: bool) -> None:
     events = run(agent, streaming=streaming)
     err = events[-1].err
     assert isinstance(err, ToolNotFoundError)
-    assert str(err) == "tool booking not found in toolsNode indexes"
+    assert str(err) == (
+        "the model called tool 'booking' (call c1), which the agent does not have (its tools: "
+        "'add'); with recover_tool_errors=True the model is told and the run goes on"
+    )
     assert (err.tool_name, err.call_id) == ("booking", "c1")
 
 
@@ -588,7 +600,13 @@ def test_without_recovery_a_transfer_to_nobody_ends_the_run_with_transfer_error(
     assert [summarize(e)[2:] for e in events] == [
         ("assistant", "", None),
         ("tool/transfer_to_agent", "successfully transferred to agent [Nobody]", "transfer:Nobody"),
-        ("error", "transfer failed: agent 'Nobody' not found when transferring from 'Mom'", None),
+        (
+            "error",
+            "agent 'Mom' transferred to 'Nobody', which it cannot reach: an agent transfers to "
+            "its sub-agents and its parent only ('Kid'); make 'Nobody' a sub-agent of 'Mom' "
+            "with set_sub_agents(...)",
+            None,
+        ),
     ]
     assert isinstance(events[-1].err, TransferError)
 
@@ -713,8 +731,8 @@ def test_an_instruction_with_literal_braces_says_how_to_escape_them() -> None:
     err = events[-1].err
     assert isinstance(err, InstructionFormatError)
     assert str(err) == (
-        "failed to format instruction with the session values: could not find key: \"ok\". When "
-        "a run has session values, the instruction is a str.format template: {name} is replaced "
+        "the instruction could not be formatted with the session values: could not find key: "
+        "\"ok\". When a run has session values, the instruction is a str.format template: {name} is replaced "
         "by the session value 'name'. Write literal braces doubled: {{ and }} (for JSON, "
         "'{{\"city\": \"Paris\"}}'). To send the instruction as it is, pass gen_model_input=... "
         "to ChatModelAgent"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 
+import attrs
 import pytest
 
 from agentkit import (
@@ -70,8 +71,7 @@ def summaries(events: Sequence[AgentEvent]) -> list[Summary]:
 def say(text: str, action: AgentAction | None = None) -> AgentEvent:
     """An assistant-message event, as a custom agent sends it (no name, no run path)."""
     event = event_from_message(assistant_message(text), None, Role.ASSISTANT)
-    event.action = action
-    return event
+    return attrs.evolve(event, action=action)
 
 
 class EventAgent:
@@ -759,7 +759,14 @@ def test_a_pending_cancel_is_honoured_between_sequence_children() -> None:
         events = list(Runner(SequentialAgent("seq", "d", [a, b])).query("hi", with_cancel(handle)))
     assert summaries(events) == [
         ("A", ["seq", "A"], "assistant", "a", None),
-        ("seq", ["seq"], "error", "agent canceled: mode=AFTER_CHAT_MODEL, escalated=False", None),
+        (
+            "seq",
+            ["seq"],
+            "error",
+            "the run was cancelled (CancelMode.AFTER_CHAT_MODEL: after a model call, before its "
+            "tools ran)",
+            None,
+        ),
     ]
     assert isinstance(events[-1].err, AgentCancelledError)
     assert b_model.calls == []
@@ -773,7 +780,7 @@ def test_an_agent_cannot_be_a_child_of_two_workflows() -> None:
     a, _ = echo("A", "x")
     SequentialAgent("first", "d", [a])
     with pytest.raises(
-        AgentConfigError, match="agent has already been set as a sub-agent of another agent"
+        AgentConfigError, match="agent 'A' is a sub-agent of 'first' already"
     ):
         ParallelAgent("second", "d", [a])
 
@@ -783,7 +790,7 @@ def test_a_workflow_cannot_be_a_child_of_two_workflows() -> None:
     inner = LoopAgent("inner", "d", [a], max_iterations=1)
     SequentialAgent("first", "d", [inner])
     with pytest.raises(
-        AgentConfigError, match="agent has already been set as a sub-agent of another agent"
+        AgentConfigError, match="LoopAgent 'inner' is a sub-agent of 'first' already"
     ):
         SequentialAgent("second", "d", [inner])
 

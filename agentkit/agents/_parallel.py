@@ -7,18 +7,16 @@ from collections.abc import Callable, Sequence
 
 import attrs
 
-from agentkit._options import AgentRunOption
+from agentkit._agent import AgentRun, EventSink
 from agentkit._persist import persisted
-from agentkit._runctx import EventLog, RecordedEvent, RunFrame, use_frame
+from agentkit._runctx import EventLog, RecordedEvent, RunFrame
 from agentkit._spawn import run_in_copy
-from agentkit._worker import EventSink
-from agentkit.agents._workflow_base import WorkflowBase
+from agentkit.agents._workflow_base import WorkflowBase, no_state
 from agentkit.errors import AgentCancelledError, AgentConfigError, ResumeError
 from agentkit.events import (
     Agent,
     AgentAction,
     AgentEvent,
-    AgentInput,
     InterruptInfo,
     ResumeInfo,
 )
@@ -50,9 +48,9 @@ class _LockedSink:
         self.downstream = downstream
         self.lock = threading.Lock()
 
-    def send(self, item: AgentEvent) -> bool:
+    def send(self, item: AgentEvent) -> None:
         with self.lock:
-            return self.downstream.send(item)
+            self.downstream.send(item)
 
 
 class _BranchSink:
@@ -71,17 +69,17 @@ class _BranchSink:
         """Whether the branch ran to its end."""
         return self.interrupt is None and self.cancel is None and not self.failed
 
-    def send(self, item: AgentEvent) -> bool:
+    def send(self, item: AgentEvent) -> None:
         if item.interrupted:
             self.interrupt = item
-            return True
+            return
         if isinstance(item.err, AgentCancelledError):
             # The Parallel reports one cancel for all its branches.
             self.cancel = item
-            return True
+            return
         if item.err is not None:
             self.failed = True
-        return self.downstream.send(item)
+        self.downstream.send(item)
 
 
 class ParallelAgent(WorkflowBase):
@@ -104,30 +102,32 @@ class ParallelAgent(WorkflowBase):
         description: str,
         sub_agents: Sequence[Agent],
         max_workers: int | None = None,
+        *,
+        agent_type: str | None = None,
     ) -> None:
         if max_workers is not None and (
             isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1
         ):
             raise AgentConfigError(f"max_workers must be None or >= 1 (got {max_workers!r})")
-        super().__init__(name, description, sub_agents)
-        self.max_workers = max_workers
+        super().__init__(name, description, sub_agents, agent_type=agent_type)
+        self._max_workers = max_workers
 
-    def _run_into(
-        self, input: AgentInput | None, sink: EventSink, options: tuple[AgentRunOption, ...]
-    ) -> None:
-        frame = self._frame()
-        lanes = [frame.log.fork() for _ in self._children]
-        self._fork(frame, sink, options, lanes, list(range(len(self._children))), [], None)
+    @property
+    def max_workers(self) -> int | None:
+        """How many branches run at once (``None``: all of them)."""
+        return self._max_workers
 
-    def _resume_into(
-        self, info: ResumeInfo, sink: EventSink, options: tuple[AgentRunOption, ...]
-    ) -> None:
+    def execute(self, run: AgentRun) -> None:
+        """Run the branches at once (a resumed run: the ones that did not finish)."""
+        frame = self._frame(run)
+        info = run.resume_info
+        if info is None:
+            lanes = [frame.log.fork() for _ in self._children]
+            self._fork(run, frame, lanes, list(range(len(self._children))), [], None)
+            return
         state = info.interrupt_state
         if not isinstance(state, ParallelState):
-            raise ResumeError(
-                f"workflowAgent.Resume: agent '{self._name}' was asked to resume but has no state"
-            )
-        frame = self._frame()
+            raise ResumeError(no_state(self, state, ParallelState))
         lanes = []
         for index, saved in enumerate(state.lanes):
             lane = frame.log.fork()
@@ -136,13 +136,12 @@ class ParallelAgent(WorkflowBase):
             lanes.append(lane)
         resumed = [i for i in state.unfinished if self._leads_to(frame, self._children[i])]
         fresh = [i for i in state.unfinished if i not in resumed]
-        self._fork(frame, sink, options, lanes, fresh, resumed, info)
+        self._fork(run, frame, lanes, fresh, resumed, info)
 
     def _fork(
         self,
+        run: AgentRun,
         frame: RunFrame,
-        sink: EventSink,
-        options: tuple[AgentRunOption, ...],
         lanes: list[EventLog],
         fresh: list[int],
         resumed: list[int],
@@ -150,21 +149,20 @@ class ParallelAgent(WorkflowBase):
     ) -> None:
         todo = sorted(fresh + resumed)
         self._check_transition(frame, self._state(lanes, todo), "before spawn")
-        shared = _LockedSink(sink)
+        downstream = run._downstream
+        shared = _LockedSink(downstream)
         branches = {index: _BranchSink(shared) for index in todo}
 
         def branch(index: int) -> None:
-            child_frame = attrs.evolve(frame, log=lanes[index])
-            with use_frame(child_frame):
-                child = self._children[index]
-                if index in resumed and resume is not None:
-                    child._resume_into(resume, branches[index], options)
-                else:
-                    child._run_into(None, branches[index], options)
+            child = self._children[index]
+            branch_frame = attrs.evolve(frame, log=lanes[index])
+            self._run_child(run, branch_frame, (), child, branches[index],
+                            resume if index in resumed else None)
 
         for failure in self._run_branches(frame, todo, branch):
             branches[failure[0]].failed = True
-            shared.send(AgentEvent(agent_name=self._name, run_path=frame.run_path, err=failure[1]))
+            shared.send(AgentEvent(agent_name=self._name, run_path=list(frame.run_path),
+                                   err=failure[1]))
         unfinished = [index for index in todo if not branches[index].finished]
         cancels = [branches[i].cancel for i in unfinished if branches[i].cancel is not None]
         interrupts = [branches[i].interrupt for i in unfinished if branches[i].interrupt]
@@ -179,7 +177,9 @@ class ParallelAgent(WorkflowBase):
             data = None
             if first.action is not None and first.action.interrupted is not None:
                 data = first.action.interrupted.data
-            sink.send(
+            # The branches' summary, on behalf of the Parallel (not an event of its own turn:
+            # the branches' agents stopped, the Parallel only reports it once).
+            downstream.send(
                 AgentEvent(
                     agent_name=self._name,
                     run_path=list(frame.run_path),
@@ -207,7 +207,7 @@ class ParallelAgent(WorkflowBase):
         """
         if not todo:
             return []
-        lanes = min(self.max_workers or len(todo), len(todo))
+        lanes = min(self._max_workers or len(todo), len(todo))
         later = iter(todo[lanes:])
         lock = threading.Lock()
         failures: dict[int, BaseException] = {}

@@ -1,81 +1,646 @@
-"""The ReAct loop of a :class:`~agentkit.ChatModelAgent`: model calls and tool rounds.
+"""The ReAct run of a :class:`~agentkit.ChatModelAgent`: its model calls and its tool rounds.
 
-:class:`ReactConfig` is what an agent fixes on its first run; :class:`ReactRun` is one run of
-it (nothing kept afterwards): call the model, run the tool calls of its reply concurrently
-(events in completion order, history in call order), repeat until an answer, a return-directly
-tool or ``max_iterations``. A stop (interrupt, cancel, failure) records the agent's progress as
-its resume point.
+One module for one concept, the run of a ReAct agent, read top to bottom:
+
+* :class:`ReactConfig` is what an agent fixes on its first run, :class:`ReactState` the
+  loop's state (the conversation and the model calls left).
+* :class:`ModelCaller` makes one model call of an agent's run: streamed replies delivered as
+  they arrive, a cancel that closes the stream, the call counted once in the run's usage ledger
+  and reported to the callbacks. The ReAct loop and the plan-execute planner both use it.
+* :class:`ReactHooks`: the middleware and the model retry of one run, composed once (a run
+  without any takes the plain path and never builds it).
+* :class:`ReactRun` is one run (nothing kept afterwards): call the model, run the tool calls of
+  its reply (one inline, several concurrently: events in completion order, history in call
+  order), repeat until an answer, a return-directly tool or ``max_iterations``. A stop
+  (interrupt, cancel, failure) records the agent's progress as its resume point.
+* :class:`RoundOutcome` gathers a tool round's reports in the agent's thread;
+  :func:`call_with_timeout` runs a call with a time limit; :func:`unique_call_ids` gives every
+  call of a reply its own id.
+
+Around one model call, outermost first: ``before_model`` hooks, model retry, ``wrap_model``
+layers, the call (callbacks, the model); then ``after_model`` hooks (reverse order). Around
+one tool call: ``wrap_tool_call`` layers, the tool callbacks, the time limit, the tool.
 """
 
 from __future__ import annotations
 
+import json
 import queue
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
+import attrs
+
+from agentkit._agent import AgentRun
 from agentkit._interrupt import InterruptSignal, ToolRoundState
-from agentkit._options import AgentRunOption, ChatModelAgentOptions, get_impl_specific_options
-from agentkit._runctx import RunFrame
+from agentkit._observe import RunInfo, fire
+from agentkit._points import PointResume
+from agentkit._runctx import RunFrame, ToolCallFrame, current_frame, use_frame
 from agentkit._runlocals import RunLocals, run_locals
-from agentkit._scope import Point
-from agentkit._worker import EventSink
-from agentkit.agents._middleware import ReactHooks
-from agentkit.agents._model_retry import StreamVerdicts
-from agentkit.agents._react_config import ReactConfig, ReactState
-from agentkit.agents._tool_calls import ToolCalls, ToolItem
-from agentkit.agents._tool_round import RoundOutcome, return_directly_call
+from agentkit._scope import Point, RunScope
+from agentkit._stream_base import StreamReader
+from agentkit.agents._model_retry import ModelRetryConfig, StreamVerdicts
+from agentkit.agents._structured import StructuredOutput
+from agentkit.agents._tool_errors import ToolErrorPolicy
 from agentkit.cancel import CancelMode
-from agentkit.errors import AgentCancelledError, ExceedMaxIterationsError
+from agentkit.errors import (
+    AgentCancelledError,
+    AgentConfigError,
+    ExceedMaxIterationsError,
+    ToolTimeoutError,
+)
 from agentkit.events import (
     AgentAction,
     AgentEvent,
     InterruptInfo,
+    _message_event,
     event_from_message,
 )
-from agentkit.schema import Message, Role
-from agentkit.streams import StreamReader, concat_message_stream
+from agentkit.middleware import AgentContext, AgentMiddleware, ModelCallable, ModelState
+from agentkit.schema import FunctionCall, Message, Role, ToolCall, tool_message
+from agentkit.streams import concat_message_stream, stream_from_iterator
+from agentkit.tools.base import BaseTool, ToolCallInfo
+from agentkit.tools.function import FunctionTool
 
 if TYPE_CHECKING:
     from agentkit.models.base import ModelOptions
+    from agentkit.schema import ToolInfo
 
-__all__ = ["ReactConfig", "ReactRun", "ReactState"]
+__all__ = [
+    "ModelCaller",
+    "ReactConfig",
+    "ReactHooks",
+    "ReactRun",
+    "ReactState",
+    "RoundOutcome",
+    "ToolItem",
+    "UniqueCallIds",
+    "apply_before_agent",
+    "call_with_timeout",
+    "checked_middlewares",
+    "return_directly_call",
+    "tool_timeouts",
+    "unique_call_ids",
+]
+
+T = TypeVar("T")
 
 
-class ReactRun(ToolCalls):
+# --- configuration and state ---------------------------------------------------------------------
+
+
+@attrs.frozen
+class ReactConfig:
+    """What a ChatModelAgent computes on its first run and never changes afterwards."""
+
+    name: str
+    instruction: str
+    tools: dict[str, BaseTool]
+    return_directly: frozenset[str]
+    model: Any
+    output_key: str | None
+    max_iterations: int
+    emit_internal_events: bool
+    tool_policy: ToolErrorPolicy
+    structured: StructuredOutput | None = None
+    # --- middleware, callbacks, retries, timeouts ---
+    middlewares: tuple[AgentMiddleware, ...] = ()
+    base_model: Any = None  # the model before with_tools, to offer other tools
+    tool_timeouts: Mapping[str, float] = attrs.field(factory=dict)  # per tool name
+    tool_timeout: float | None = None  # the agent's default, for tools added by middleware
+    model_retry: ModelRetryConfig | None = None
+
+
+@attrs.define(eq=False)
+class ReactState:
+    """The ReAct loop's state: the conversation and the model calls left."""
+
+    messages: list[Message]
+    remaining: int
+
+
+def checked_middlewares(middlewares: object) -> tuple[AgentMiddleware, ...]:
+    """Validate ``ChatModelAgent(middlewares=...)``."""
+    if isinstance(middlewares, AgentMiddleware):
+        raise AgentConfigError(
+            "middlewares takes a list of middlewares, not one; write middlewares=[...]"
+        )
+    if not isinstance(middlewares, Iterable):
+        raise AgentConfigError(
+            f"middlewares must be a list of AgentMiddleware objects (got {middlewares!r})"
+        )
+    checked: list[AgentMiddleware] = []
+    for item in tuple(middlewares):
+        if not isinstance(item, AgentMiddleware):
+            raise AgentConfigError(
+                f"middleware {item!r} is not an AgentMiddleware: subclass "
+                "agentkit.AgentMiddleware and override the hooks you need"
+            )
+        checked.append(item)
+    return tuple(checked)
+
+
+def tool_timeouts(tools: Mapping[str, BaseTool], default: float | None) -> dict[str, float]:
+    """The time limit of each tool: its own (``@tool(timeout=...)``), else ``default``."""
+    limits: dict[str, float] = {}
+    for name, item in tools.items():
+        own = item.timeout if isinstance(item, FunctionTool) else None
+        limit = own if own is not None else default
+        if limit is not None:
+            limits[name] = limit
+    return limits
+
+
+def apply_before_agent(
+    config: ReactConfig, agent_name: str, instruction: str, messages: list[Message], resumed: bool
+) -> tuple[ReactConfig, str, list[Message]]:
+    """Run the ``before_agent`` hooks; return the run's configuration, instruction and input."""
+    hooks = [m for m in config.middlewares if _overrides(m, "before_agent")]
+    if not hooks:
+        return config, instruction, messages
+    tools = list(config.tools.values())
+    context = AgentContext(
+        agent_name=agent_name,
+        instruction=instruction,
+        tools=list(tools),
+        messages=list(messages),
+        resumed=resumed,
+    )
+    for middleware in hooks:
+        middleware.before_agent(context)
+    if context.tools != tools:
+        by_name: dict[str, BaseTool] = {}
+        for item in context.tools:
+            by_name[item.info().name] = item
+        model = config.base_model
+        if by_name:
+            model = model.with_tools([item.info() for item in by_name.values()])
+        config = attrs.evolve(
+            config,
+            tools=by_name,
+            model=model,
+            tool_timeouts=tool_timeouts(by_name, config.tool_timeout),
+        )
+    return config, context.instruction, list(context.messages)
+
+
+# --- one id per call -----------------------------------------------------------------------------
+# A call's id is its name: the history pairs it with its result, and the interrupt address
+# ``tool:<name>:<call id>`` is where an approval or an interrupt of that call is decided. A model
+# that gives two calls of one reply the same id (or none) would make them one point: one approval
+# request, and approving it would run both. Later calls that repeat an id get a derived one,
+# ``<id>#2``, ``<id>#3``..., in the reply itself, so the history, the events, the tool results and
+# the addresses all carry it.
+
+
+def _derived(call_id: str, used: set[str]) -> str:
+    number = 2
+    while f"{call_id}#{number}" in used:
+        number += 1
+    derived = f"{call_id}#{number}"
+    used.add(derived)
+    return derived
+
+
+def unique_call_ids(message: Message) -> Message:
+    """``message`` with every tool call id unique: a repeated id becomes ``<id>#<n>``.
+
+    The first call with an id keeps it. Returns ``message`` itself when its ids are unique.
+    """
+    calls = message.tool_calls
+    if len(calls) < 2:
+        return message
+    ids = [call.id for call in calls]
+    if len(set(ids)) == len(ids):
+        return message
+    used = set(ids)
+    seen: set[str] = set()
+    fixed: list[ToolCall] = []
+    for call in calls:
+        if call.id in seen:
+            call = attrs.evolve(call, id=_derived(call.id, used))
+        seen.add(call.id)
+        fixed.append(call)
+    return attrs.evolve(message, tool_calls=fixed)
+
+
+class UniqueCallIds(StreamReader[Message]):
+    """A model's reply stream with every tool call id unique (see :func:`unique_call_ids`).
+
+    A streamed call comes in fragments sharing an ``index``; its id is in the first fragment
+    (some servers repeat it in every one). A fragment whose index already has an id carries that
+    id; a new index whose id an earlier call has gets a derived id. Fragments without an index
+    are calls of their own. Chunks without tool calls pass as they are.
+    """
+
+    __slots__ = ("_by_index", "_seen", "_source")
+
+    def __init__(self, source: StreamReader[Message]) -> None:
+        super().__init__()
+        self._source = source
+        self._by_index: dict[int, str] = {}
+        self._seen: set[str] = set()
+
+    def _recv(self) -> Message:
+        chunk = self._source._recv()
+        return self._fix(chunk) if chunk.tool_calls else chunk
+
+    def _recv_batch(self) -> list[Message]:
+        batch = self._source._recv_batch()
+        return [self._fix(chunk) if chunk.tool_calls else chunk for chunk in batch]
+
+    def close(self) -> None:
+        self._source.close()
+
+    def _fix(self, chunk: Message) -> Message:
+        fixed: list[ToolCall] | None = None
+        for position, call in enumerate(chunk.tool_calls):
+            wanted = self._id_of(call)
+            if wanted == call.id:
+                continue
+            if fixed is None:
+                fixed = list(chunk.tool_calls)
+            fixed[position] = attrs.evolve(call, id=wanted)
+        return chunk if fixed is None else attrs.evolve(chunk, tool_calls=fixed)
+
+    def _id_of(self, call: ToolCall) -> str:
+        index = call.index
+        if index is not None:
+            known = self._by_index.get(index)
+            if known is not None:
+                return known if call.id else call.id
+            if not call.id:
+                return call.id  # the id comes in a later fragment
+        call_id = call.id
+        if call_id in self._seen:
+            call_id = _derived(call_id, self._seen)
+        self._seen.add(call_id)
+        if index is not None:
+            self._by_index[index] = call_id
+        return call_id
+
+
+# --- one model call ------------------------------------------------------------------------------
+
+
+class ModelCaller:
+    """The model calls of one agent in one run: streamed, cancellable, counted, reported.
+
+    :meth:`call` makes one call. A streamed run delivers the reply's stream as an event as it
+    arrives (``show`` may change what the user sees of it; a retried run marks the streams of
+    rejected attempts) and concatenates it; a cancel closes the stream. Every call is counted
+    once, in the run's usage ledger (which ``RunResult.usage`` reads), and reported to the
+    callback handlers that watch models (``on_model_start``/``on_model_end``, which tracing and
+    ``UsageTracker`` use): one count, three readers.
+    """
+
+    __slots__ = ("agent_name", "emit", "handlers", "info", "scope", "show", "streaming",
+                 "usage", "verdicts")
+
+    def __init__(
+        self,
+        run: AgentRun,
+        agent_name: str,
+        model: Any,
+        *,
+        streaming: bool | None = None,
+        verdicts: StreamVerdicts | None = None,
+        show: Callable[[StreamReader[Message]], StreamReader[Message]] | None = None,
+    ) -> None:
+        frame = run._frame
+        self.agent_name = agent_name
+        self.emit = run.emit
+        self.scope = frame.scope
+        self.streaming = run.streaming if streaming is None else streaming
+        self.usage = frame.observers.usage
+        self.verdicts = verdicts
+        self.show = show
+        callbacks = frame.observers.callbacks
+        handlers = callbacks.for_agent(agent_name) if callbacks is not None else ()
+        self.handlers = tuple(h for h in handlers if _has(h, _MODEL_CALLBACKS))
+        self.info: RunInfo | None = None
+        if self.handlers:
+            self.info = RunInfo(
+                name=_model_name(model),
+                type=type(model).__name__,
+                component="ChatModel",
+                run_path=tuple(str(step) for step in frame.run_path),
+                agent_name=agent_name,
+            )
+
+    def call(self, model: Any, messages: list[Message], options: ModelOptions | None) -> Message:
+        """One call of ``model`` on ``messages``; returns the (whole) reply."""
+        handlers = self.handlers
+        if not handlers:
+            return self._counted(model, messages, options)
+        fire(handlers, "on_model_start", self.info, messages)
+        try:
+            reply = self._counted(model, messages, options)
+        except BaseException as error:
+            fire(handlers, "on_model_end", self.info, None, error)
+            raise
+        fire(handlers, "on_model_end", self.info, reply, None)
+        return reply
+
+    def _counted(
+        self, model: Any, messages: list[Message], options: ModelOptions | None
+    ) -> Message:
+        if self.streaming:
+            reply = self._stream(model, messages, options)
+        else:
+            reply = model.generate(messages, options)
+            if len(reply.tool_calls) > 1:
+                reply = unique_call_ids(reply)
+            scope = self.scope
+            if scope.stopping:
+                # Cancelled while the model was answering: the answer is not delivered, and a
+                # resumed run makes the call again.
+                scope.check()
+        meta = reply.response_meta
+        if meta is not None and meta.usage is not None:
+            self.usage.add(self.agent_name, meta.usage)
+        return reply
+
+    def _stream(
+        self, model: Any, messages: list[Message], options: ModelOptions | None
+    ) -> Message:
+        scope = self.scope
+        stream: StreamReader[Message] = UniqueCallIds(model.stream(messages, options))
+        scope.open(stream)  # an immediate cancel closes it
+        try:
+            for_user, for_self = stream.copy(2)
+            if self.verdicts is not None:
+                for_user = self.verdicts.guard(for_user)
+            if self.show is not None:
+                for_user = self.show(for_user)
+            self.emit(event_from_message(None, for_user, Role.ASSISTANT))
+            try:
+                reply = concat_message_stream(for_self)
+                if scope.stopping:
+                    scope.check()  # cut short by the cancel: not an answer
+            except Exception as error:
+                scope.check_failure(error)  # the stream closed by a cancel: cancelled
+                raise
+        finally:
+            scope.closed(stream)
+        return reply
+
+
+def _model_name(model: Any) -> str:
+    """The model's name for traces: its ``model`` attribute when a string, else its class."""
+    name = getattr(model, "model", None)
+    return name if isinstance(name, str) and name else type(model).__name__
+
+
+# --- middleware and retry ------------------------------------------------------------------------
+
+_HOOKS = ("before_model", "after_model", "wrap_model", "wrap_tool_call")
+_MODEL_CALLBACKS = ("on_model_start", "on_model_end")
+_TOOL_CALLBACKS = ("on_tool_start", "on_tool_end")
+
+
+def _overrides(middleware: AgentMiddleware, method: str) -> bool:
+    return getattr(type(middleware), method) is not getattr(AgentMiddleware, method)
+
+
+def _overrides_any(middleware: AgentMiddleware) -> bool:
+    """Whether ``middleware`` has a per-call hook (others cost nothing at all)."""
+    return any(_overrides(middleware, method) for method in _HOOKS)
+
+
+def _has(handler: object, methods: tuple[str, ...]) -> bool:
+    """Whether a callback handler has one of ``methods``."""
+    return any(callable(getattr(handler, method, None)) for method in methods)
+
+
+class ReactHooks:
+    """Middleware, tool callbacks and model retry of one run, composed once."""
+
+    __slots__ = (
+        "after_model",
+        "before_model",
+        "handlers",
+        "model",
+        "model_chain",
+        "run",
+        "tool_infos",
+        "tool_run_infos",
+        "tool_wraps",
+    )
+
+    def __init__(
+        self,
+        run: ReactRun,
+        middlewares: Sequence[AgentMiddleware],
+        handlers: tuple[object, ...],
+        retry: ModelRetryConfig | None,
+    ) -> None:
+        self.run = run
+        self.handlers = handlers  # those that watch tool calls
+        self.model = run.config.model
+        self.tool_infos: list[ToolInfo] = [tool.info() for tool in run.config.tools.values()]
+        self.before_model = [m for m in middlewares if _overrides(m, "before_model")]
+        self.after_model = [m for m in reversed(middlewares) if _overrides(m, "after_model")]
+        self.tool_wraps = [m for m in middlewares if _overrides(m, "wrap_tool_call")]
+        self.tool_run_infos: dict[str, RunInfo] = {}  # per tool name (same in every call)
+        chain: ModelCallable = self._call_model
+        for middleware in reversed(middlewares):
+            if _overrides(middleware, "wrap_model"):
+                chain = middleware.wrap_model(chain)
+        if retry is not None:
+            chain = retry.wrap(chain, run.config.name, run.caller.verdicts)
+        self.model_chain = chain
+
+    @classmethod
+    def build(cls, run: ReactRun) -> ReactHooks | None:
+        """The hooks of ``run``, or ``None`` when it has none."""
+        config = run.config
+        callbacks = run.frame.observers.callbacks
+        handlers = callbacks.for_agent(config.name) if callbacks is not None else ()
+        if handlers:
+            # Handlers that watch models only (or agents only) need nothing per tool call.
+            handlers = tuple(h for h in handlers if _has(h, _TOOL_CALLBACKS))
+        middlewares = [m for m in config.middlewares if _overrides_any(m)]
+        if not middlewares and not handlers and config.model_retry is None:
+            return None
+        return cls(run, middlewares, handlers, config.model_retry)
+
+    # --- model calls ---
+
+    def call_model(self, messages: list[Message], emit: bool = True) -> Message:
+        """One model step: hooks, the wrapped call, the event (a whole reply only with
+        ``emit``); returns the reply to act on."""
+        run = self.run
+        state: ModelState | None = None
+        if self.before_model:
+            # The state holds the conversation itself: what the hooks change is kept.
+            state = ModelState(run.config.name, messages, list(self.tool_infos))
+            for middleware in self.before_model:
+                middleware.before_model(state)
+            if state.messages is not messages:
+                messages[:] = state.messages
+            if _changed(state.tools, self.tool_infos):
+                self.tool_infos = list(state.tools)
+                base = run.config.base_model
+                self.model = base.with_tools(self.tool_infos) if self.tool_infos else base
+        reply = self.model_chain(list(messages), run.model_options)
+        if not isinstance(reply, Message):
+            raise TypeError(
+                f"a wrap_model layer of agent {run.config.name!r} returned "
+                f"{type(reply).__name__}, not a Message"
+            )
+        if emit and not run.streaming:
+            # A wrap_model layer may have made the reply: its calls get one id each too.
+            reply = unique_call_ids(reply)
+            run.emit(event_from_message(reply, None, Role.ASSISTANT))
+        if self.after_model:
+            if state is None:
+                state = ModelState(run.config.name, messages, list(self.tool_infos))
+            for middleware in self.after_model:
+                reply = middleware.after_model(state, reply)
+                if not isinstance(reply, Message):
+                    raise TypeError(
+                        f"{type(middleware).__name__}.after_model returned "
+                        f"{type(reply).__name__}; return the Message the agent should go on with"
+                    )
+        return reply
+
+    def _call_model(self, messages: list[Message], options: ModelOptions | None) -> Message:
+        return self.run.caller.call(self.model, messages, options)
+
+    # --- tool calls ---
+
+    def invoke_tool(
+        self,
+        tool: BaseTool,
+        call: ToolCall,
+        use_stream: bool,
+        call_frame: ToolCallFrame,
+        index: int,
+        put: Callable[[ToolItem], object],
+    ) -> tuple[Message, bool]:
+        """Run one tool call through the middlewares; return its message and whether its
+        event was streamed already (a short-circuited call's was not)."""
+        run = self.run
+        name = call.function.name
+        handlers = self.handlers
+        if not self.tool_wraps and not handlers:
+            return run.invoke(tool, call, use_stream, call_frame, index, put), use_stream
+        streamed = False
+        result: Message | None = None
+        original = ToolCallInfo.from_tool_call(call)
+
+        def innermost(info: ToolCallInfo) -> str:
+            nonlocal streamed, result
+            actual = call if info is original else _tool_call(call, info)
+            if not handlers:
+                result = run.invoke(tool, actual, use_stream, call_frame, index, put)
+                streamed = use_stream
+                return result.content
+            run_info = self._tool_run_info(tool, name)
+            fire(handlers, "on_tool_start", run_info, info)
+            try:
+                message = run.invoke(tool, actual, use_stream, call_frame, index, put)
+            except BaseException as error:
+                fire(handlers, "on_tool_end", run_info, info, None, error)
+                raise
+            streamed = use_stream
+            result = message
+            fire(handlers, "on_tool_end", run_info, info, message.content, None)
+            return message.content
+
+        invoke: Callable[[ToolCallInfo], str] = innermost
+        for middleware in reversed(self.tool_wraps):
+            invoke = _layer(middleware, invoke)
+        text = invoke(original)
+        if not isinstance(text, str):
+            raise TypeError(
+                f"a wrap_tool_call layer returned {type(text).__name__} for tool {name!r}, "
+                "not str"
+            )
+        if result is not None and text is result.content:
+            return result, streamed  # the tool's own message, as it made it
+        return tool_message(text, call.id, name), streamed
+
+    def _tool_run_info(self, tool: BaseTool, name: str) -> RunInfo:
+        run_info = self.tool_run_infos.get(name)
+        if run_info is None:
+            run_info = RunInfo(
+                name=name,
+                type=type(tool).__name__,
+                component="Tool",
+                run_path=tuple(str(step) for step in self.run.frame.run_path),
+                agent_name=self.run.config.name,
+            )
+            self.tool_run_infos[name] = run_info
+        return run_info
+
+
+def _changed(tools: list[ToolInfo], before: list[ToolInfo]) -> bool:
+    """Whether a hook replaced, added or removed tools (by identity: cheap, and exact)."""
+    return len(tools) != len(before) or any(a is not b for a, b in zip(tools, before, strict=True))
+
+
+def _layer(
+    middleware: AgentMiddleware, inner: Callable[[ToolCallInfo], str]
+) -> Callable[[ToolCallInfo], str]:
+    def invoke(info: ToolCallInfo) -> str:
+        return middleware.wrap_tool_call(info, inner)
+
+    return invoke
+
+
+def _tool_call(call: ToolCall, info: ToolCallInfo) -> ToolCall:
+    """``call`` with the arguments a middleware may have changed."""
+    if isinstance(info.arguments, str):
+        arguments = info.arguments
+        if arguments == call.function.arguments:
+            return call
+    else:
+        original = ToolCallInfo.from_tool_call(call)
+        if original.arguments == info.arguments:
+            return call
+        arguments = json.dumps(info.arguments, ensure_ascii=False)
+    return ToolCall(
+        id=call.id,
+        function=FunctionCall(call.function.name, arguments),
+        type=call.type,
+        index=call.index,
+    )
+
+
+# --- the run -------------------------------------------------------------------------------------
+
+
+class ReactRun:
     """One run of a ChatModelAgent: everything that is per run, nothing kept afterwards."""
 
     __slots__ = (
+        "caller",
         "config",
         "corrections",
+        "emit",
         "frame",
         "hooks",
         "model_options",
         "model_pending",
         "round",
         "scope",
-        "sink",
         "streaming",
         "tool_options",
         "typed_output",
-        "usage",
-        "verdicts",
     )
 
-    def __init__(
-        self,
-        config: ReactConfig,
-        frame: RunFrame,
-        sink: EventSink,
-        options: tuple[AgentRunOption, ...],
-        streaming: bool,
-    ) -> None:
+    def __init__(self, config: ReactConfig, run: AgentRun, streaming: bool) -> None:
         self.config = config
+        frame = run._frame
         self.frame = frame
         self.scope = frame.scope
-        self.sink = sink
+        self.emit = run.emit
         self.streaming = streaming
-        agent_options = get_impl_specific_options(ChatModelAgentOptions(), *options)
-        self.model_options = _model_options(agent_options.model_options)
+        agent_options = run.options
+        self.model_options = agent_options.model_options
         # --- structured output (see _structured.py) ---
         self.corrections = 0
         self.typed_output: tuple[Any] | None = None  # (value,) once a valid answer was given
@@ -85,17 +650,16 @@ class ReactRun(ToolCalls):
         self.tool_options = agent_options.tool_options
         self.round: ToolRoundState | None = None  # the tool round in progress
         self.model_pending = False  # a model call is in progress
-        observers = frame.observers
-        self.usage = observers.usage if observers is not None else None
         # A streamed run that retries model calls marks the streams of rejected attempts.
         retrying = streaming and config.model_retry is not None
-        self.verdicts = StreamVerdicts() if retrying else None
-        self.hooks = ReactHooks.build(self, options)  # None: no middleware, callback or retry
-
-    def emit(self, event: AgentEvent) -> None:
-        if not self.sink.send(event):
-            # Nobody reads the events any more: stop the run at the next step boundary.
-            self.scope.request_cancel(CancelMode.IMMEDIATE)
+        self.caller = ModelCaller(
+            run,
+            config.name,
+            config.base_model,
+            streaming=streaming,
+            verdicts=StreamVerdicts() if retrying else None,
+        )
+        self.hooks = ReactHooks.build(self)  # None: no middleware, tool callback or retry
 
     def loop(self, state: ReactState, pending_round: ToolRoundState | None) -> None:
         """Run the ReAct loop; on a stop, record where the run can go on from."""
@@ -158,6 +722,8 @@ class ReactRun(ToolCalls):
                 continue
             if structured is not None:
                 self._emit_reply(reply)
+            if self.hooks is not None:
+                reply = unique_call_ids(reply)  # what middleware returned, too
             state.messages.append(reply)
             if not reply.tool_calls:
                 final = reply
@@ -204,6 +770,8 @@ class ReactRun(ToolCalls):
         if not self.streaming:
             self.emit(event_from_message(reply, None, Role.ASSISTANT))
 
+    # --- model calls ---
+
     def call_model(self, messages: list[Message], emit: bool = True) -> Message:
         """Call the model on ``messages`` (through the hooks, if any) and return its reply.
 
@@ -212,48 +780,12 @@ class ReactRun(ToolCalls):
         """
         if self.hooks is not None:
             return self.hooks.call_model(messages, emit)
-        reply = self.model_call(self.config.model, list(messages), self.model_options)
+        reply = self.caller.call(self.config.model, list(messages), self.model_options)
         if emit and not self.streaming:
             self.emit(event_from_message(reply, None, Role.ASSISTANT))
         return reply
 
-    def model_call(
-        self, model: Any, messages: list[Message], options: ModelOptions | None
-    ) -> Message:
-        """One call of ``model``; a streamed run emits the stream as it arrives."""
-        scope = self.scope
-        if not self.streaming:
-            reply: Message = model.generate(messages, options)
-            if scope.stopping:
-                # Cancelled while the model was answering: the answer is not delivered, and
-                # a resumed run makes the call again.
-                scope.check()
-        else:
-            stream: StreamReader[Message] = model.stream(messages, options)
-            scope.open(stream)
-            try:
-                for_user, for_history = stream.copy(2)
-                if self.verdicts is not None:
-                    for_user = self.verdicts.guard(for_user)
-                self.emit(event_from_message(None, for_user, Role.ASSISTANT))
-                try:
-                    reply = concat_message_stream(for_history)
-                    if scope.stopping:
-                        scope.check()  # cut short by the cancel: not an answer
-                except Exception as error:
-                    if scope.mode is CancelMode.IMMEDIATE:
-                        # The stream was closed by the cancel: the run ends as cancelled.
-                        scope.fired = True
-                        if isinstance(error, AgentCancelledError):
-                            raise
-                        raise AgentCancelledError(scope.mode, scope.escalated) from error
-                    raise
-            finally:
-                scope.closed(stream)
-        meta = reply.response_meta
-        if self.usage is not None and meta is not None and meta.usage is not None:
-            self.usage.add(self.config.name, meta.usage)
-        return reply
+    # --- the tool round ---
 
     def tool_round(self, state: ReactState, round_state: ToolRoundState) -> Message | None:
         """Run the tool calls of one model reply; return the final message if the run ends."""
@@ -281,29 +813,479 @@ class ReactRun(ToolCalls):
         """Run the ``pending`` calls on the run's pool; hand their reports to ``handle``.
 
         This thread delivers the outcomes as they arrive: events in completion order, each as
-        soon as its call finished (so all calls run on the pool).
+        soon as its call finished (so all calls run on the pool). An immediate cancel wakes the
+        wait: the round stops waiting for calls that ignore the cancel (they are joined when
+        the run ends; what they report later is dropped).
         """
         calls = round_state.calls
         resumed = round_state.resume_of
         history = round_state.messages
-        inbox: queue.SimpleQueue[ToolItem | None] = queue.SimpleQueue()
-        for index in pending:
-            self.scope.spawn(
-                self.call_tool_to_queue, calls[index], index, resumed.get(index), history,
-                inbox, name=f"agentkit-tool {calls[index].function.name}",
-            )
-        finished = 0
-        while finished < len(pending):
-            item = inbox.get()
-            if item is None:
-                finished += 1
-            else:
-                handle(item)
+        inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        scope = self.scope
+        waker = _Waker(inbox)
+        scope.open(waker)
+        try:
+            for index in pending:
+                scope.spawn(
+                    self.call_tool_to_queue, calls[index], index, resumed.get(index), history,
+                    inbox, name=f"agentkit-tool {calls[index].function.name}",
+                )
+            finished = 0
+            while finished < len(pending):
+                item = inbox.get()
+                if item is None:
+                    finished += 1
+                elif item is _WOKEN:
+                    scope.check()
+                else:
+                    handle(item)
+        finally:
+            scope.closed(waker)
 
+    def _held_from_earlier_run(
+        self, round_state: ToolRoundState, return_directly_id: str | None
+    ) -> AgentEvent | None:
+        """The held-back event of a return-directly call that finished before a resume.
 
-def _model_options(values: dict[str, Any]) -> ModelOptions | None:
-    if not values:
+        A return-directly call's event is delivered after its round; when another call of
+        the round interrupted, the round ended before that, so the resumed round delivers it.
+        """
+        if return_directly_id is None:
+            return None
+        for index, call in enumerate(round_state.calls):
+            if call.id == return_directly_id and index in round_state.done:
+                return _message_event(
+                    round_state.done[index],
+                    None,
+                    Role.TOOL,
+                    call.function.name,
+                    round_state.actions.get(index),
+                )
         return None
-    from agentkit.models.base import ModelOptions
 
-    return ModelOptions(**values)
+    # --- one tool call ---
+
+    def call_tool_to_queue(
+        self,
+        call: ToolCall,
+        index: int,
+        resume: PointResume | None,
+        history: list[Message],
+        inbox: queue.SimpleQueue[Any],
+    ) -> None:
+        try:
+            self.call_tool(call, index, resume, history, inbox.put)
+        finally:
+            inbox.put(None)
+
+    def call_tool(
+        self,
+        call: ToolCall,
+        index: int,
+        resume: PointResume | None,
+        history: list[Message],
+        put: Callable[[ToolItem], object],
+    ) -> None:
+        """Run one tool call, reporting its event, message and error through ``put``.
+
+        A failure that the agent's :class:`ToolErrorPolicy` turns into text is reported as the
+        call's message (with a non-streamed event); any other is reported as its error.
+        """
+        name = call.function.name
+        frame = self.frame
+        policy = self.config.tool_policy
+        try:
+            self.scope.check()
+            tool = self.config.tools.get(name)
+            if tool is None:
+                self._put_failure(policy.unknown_tool(call, self.config.tools), call, index, put)
+                return
+            forward = None
+            if self.config.emit_internal_events:
+
+                def forward(event: AgentEvent) -> None:
+                    put(ToolItem(index, event=event, forwarded=True))
+
+            call_frame = ToolCallFrame(
+                name=name,
+                call_id=call.id,
+                options=self.tool_options,
+                resume=resume,
+                agent_name=self.config.name,
+                history=history,
+                streaming=self.streaming,
+                forward=forward,
+                emit=lambda event: put(ToolItem(index, event, forwarded=True)),
+            )
+            tool_frame = frame.at_tool(call_frame)
+            with use_frame(tool_frame):
+                use_stream = streams(tool, self.streaming)
+                try:
+                    if self.hooks is not None:
+                        message, use_stream = self.hooks.invoke_tool(
+                            tool, call, use_stream, call_frame, index, put
+                        )
+                    else:
+                        message = self.invoke(tool, call, use_stream, call_frame, index, put)
+                    if self.scope.stopping:
+                        # Cancelled while the tool ran: its result is not delivered, and a
+                        # resumed run calls it again.
+                        self.scope.check()
+                except (InterruptSignal, AgentCancelledError):
+                    raise
+                except Exception as error:
+                    # A failure caused by a cancel is the cancel, not the tool's error.
+                    self.scope.check()
+                    text = policy.failed(error, call)
+                    # Handled: what stopped inside the call (an agent tool's inner run) is
+                    # over, so nothing there is resumed.
+                    frame.journal.discard_under(tool_frame.address)
+                    self._put_failure(text, call, index, put)
+                    return
+            message = policy.limit(message, self.config.name)
+            if use_stream:
+                put(ToolItem(index, message=message))
+            else:
+                event = _message_event(message, None, Role.TOOL, name, call_frame.action)
+                put(ToolItem(index, event=event, message=message))
+        except BaseException as error:
+            put(ToolItem(index, error=error))
+
+    def _put_failure(
+        self, text: str, call: ToolCall, index: int, put: Callable[[ToolItem], object]
+    ) -> None:
+        """Report ``text`` as the result of a call that failed, with an event showing it.
+
+        The event carries no action, whatever the tool sent before it failed: a refused
+        transfer transfers nowhere, a failed exit tool exits nothing.
+        """
+        name = call.function.name
+        message = self.config.tool_policy.limit(tool_message(text, call.id, name), self.config.name)
+        event = event_from_message(message, None, Role.TOOL, name)
+        put(ToolItem(index, event=event, message=message, failed=True))
+
+    def invoke(
+        self,
+        tool: BaseTool,
+        call: ToolCall,
+        use_stream: bool,
+        call_frame: ToolCallFrame,
+        index: int,
+        put: Callable[[ToolItem], object],
+    ) -> Message:
+        """Run the tool of ``call`` (within its time limit, if it has one)."""
+        timeout = self.config.tool_timeouts.get(call.function.name)
+        if timeout is None:
+            return self._invoke(tool, call, use_stream, call_frame, index, put)
+        guarded = AbandonablePut(put)
+        return call_with_timeout(
+            lambda: self._invoke(tool, call, use_stream, call_frame, index, guarded),
+            timeout,
+            call,
+            on_abandon=guarded.abandon,
+        )
+
+    def _invoke(
+        self,
+        tool: BaseTool,
+        call: ToolCall,
+        use_stream: bool,
+        call_frame: ToolCallFrame,
+        index: int,
+        put: Callable[[ToolItem], object],
+    ) -> Message:
+        name = call.function.name
+        if use_stream:
+            chunks = tool.stream(call.function.arguments, **self.tool_options)  # type: ignore[attr-defined]
+            reader = tool_message_stream(chunks, call.id, name)
+            for_user, for_history = reader.copy(2)
+            event = _message_event(None, for_user, Role.TOOL, name, call_frame.action)
+            put(ToolItem(index, event=event))
+            return concat_message_stream(for_history)
+        result = tool.invoke(call.function.arguments, **self.tool_options)  # type: ignore[attr-defined]
+        if not isinstance(result, str):
+            raise TypeError(f"tool {name!r} returned {type(result).__name__}, not str")
+        return tool_message(result, call.id, name)
+
+
+_WOKEN: Any = object()
+"""Put in a tool round's inbox when a cancel wakes the round (see :class:`_Waker`)."""
+
+
+class _Waker:
+    """Wakes a tool round's wait for its calls when the run is cancelled immediately."""
+
+    __slots__ = ("inbox",)
+
+    def __init__(self, inbox: queue.SimpleQueue[Any]) -> None:
+        self.inbox = inbox
+
+    def close(self) -> None:
+        self.inbox.put(_WOKEN)
+
+
+def streams(tool: BaseTool, streaming: bool) -> bool:
+    """Whether a call of ``tool`` streams its result in a run that does (or does not)."""
+    can_stream = callable(getattr(tool, "stream", None))
+    if not can_stream:
+        return False
+    if streaming:
+        return True
+    return not callable(getattr(tool, "invoke", None))
+
+
+def tool_message_stream(
+    chunks: StreamReader[str], call_id: str, name: str
+) -> StreamReader[Message]:
+    """A tool's text stream as a stream of tool-message chunks."""
+    return stream_from_iterator(
+        (tool_message(chunk, call_id, name) for chunk in chunks), on_close=chunks.close
+    )
+
+
+# --- a tool round's reports ----------------------------------------------------------------------
+
+
+@attrs.define(eq=False)
+class ToolItem:
+    """One report of a tool call to its round: an event, the call's message, or its error."""
+
+    index: int
+    event: AgentEvent | None = None
+    message: Message | None = None
+    error: BaseException | None = None
+    forwarded: bool = False
+    failed: bool = False  # the message tells the model how the call failed
+
+
+def return_directly_call(calls: list[ToolCall], names: frozenset[str]) -> str | None:
+    """The id of the last call of a return-directly tool among ``calls``, or ``None``."""
+    found: str | None = None
+    for call in calls:
+        if call.function.name in names:
+            found = call.id
+    return found
+
+
+class RoundOutcome:
+    """What the calls of one tool round reported so far (one round, the agent's thread only).
+
+    It delivers events in completion order (holding back the event of a return-directly call
+    until the round is over), keeps results in call order, and collects the errors and
+    interrupts that end the round.
+    """
+
+    __slots__ = (
+        "calls",
+        "emit",
+        "errors",
+        "failed",
+        "held",
+        "results",
+        "return_directly_id",
+        "round_state",
+        "signals",
+    )
+
+    def __init__(
+        self,
+        emit: Callable[[AgentEvent], None],
+        round_state: ToolRoundState,
+        return_directly_id: str | None,
+    ) -> None:
+        self.emit = emit
+        self.round_state = round_state
+        self.calls = round_state.calls
+        self.return_directly_id = return_directly_id
+        # Calls finished before a resume count as done; their events were delivered then.
+        self.results: dict[int, Message] = dict(round_state.done)
+        self.held: AgentEvent | None = None  # the return-directly call's event, until the end
+        self.errors: list[BaseException] = []
+        self.signals: dict[int, InterruptSignal] = {}
+        self.failed: set[int] = set()  # calls whose result tells the model how they failed
+
+    def pending(self) -> list[int]:
+        """The indexes of the calls that have no result yet, in call order."""
+        return [index for index in range(len(self.calls)) if index not in self.results]
+
+    def handle(self, item: ToolItem) -> None:
+        """Take one report of a call: deliver its event, keep its result or its error."""
+        event = item.event
+        if event is not None:
+            self._deliver(item, event)
+            if not item.forwarded and event.action is not None:
+                self.round_state.actions[item.index] = event.action
+        if item.message is not None:
+            self.results[item.index] = item.message
+            self.round_state.done[item.index] = item.message
+            if item.failed:
+                self.failed.add(item.index)
+        if item.error is not None:
+            if isinstance(item.error, InterruptSignal):
+                self.signals[item.index] = item.error
+            else:
+                self.errors.append(item.error)
+
+    def _deliver(self, item: ToolItem, event: AgentEvent) -> None:
+        if (
+            item.forwarded
+            or not self.return_directly_id
+            or self.calls[item.index].id != self.return_directly_id
+        ):
+            self.emit(event)
+        elif not item.failed:
+            self.held = event
+        else:
+            if self.held is not None:  # the call's stream, which broke
+                self.emit(self.held)
+                self.held = None
+            self.emit(event)
+
+    def raise_stop(self) -> None:
+        """Raise what ends the round early: a call's error (not a cancel, if any), an interrupt.
+
+        Of several interrupts, the first call's is raised (each recorded its own point).
+        """
+        if self.errors:
+            for error in self.errors:
+                if not isinstance(error, AgentCancelledError):
+                    raise error
+            raise self.errors[0]
+        if self.signals:
+            raise self.signals[min(self.signals)]
+
+    def finish(self, state: ReactState, held_before: AgentEvent | None) -> Message | None:
+        """Deliver the held event, extend the conversation; return the final message, if any.
+
+        ``held_before`` is the event of a return-directly call that finished before a resume.
+        A failed call of a return-directly tool (a transfer to nobody) ends nothing: the
+        model gets to read what went wrong.
+        """
+        held = self.held if self.held is not None else held_before
+        if held is not None:
+            self.emit(held)
+        results = self.results
+        state.messages.extend(results[index] for index in range(len(self.calls)))
+        if not self.return_directly_id:
+            return None
+        final = None
+        for index, call in enumerate(self.calls):
+            if call.id == self.return_directly_id:
+                final = None if index in self.failed else results[index]
+        return final
+
+
+# --- tool time limits ----------------------------------------------------------------------------
+# A call with a time limit runs on another thread of the run (``RunScope.spawn``). Python cannot
+# kill a thread: a call that overruns its limit is *abandoned*. The agent stops waiting, the call
+# fails with ToolTimeoutError, and the run lets go of the call's thread (``RunScope.release``):
+# the run's end does not wait for it, and it ends when the call returns (a daemon thread, so it
+# never keeps the process alive). Its cancel scope is cancelled at once, so a tool that calls
+# check_cancelled() gets AgentCancelledError and one in cancellable_sleep() wakes with it.
+# Whatever the abandoned call does afterwards (events, results) is dropped. A tool that never
+# returns and never checks keeps its thread until the process exits: give such tools their own
+# way to give up.
+
+
+class AbandonablePut:
+    """Forwards a tool call's reports until the call is abandoned, then drops them."""
+
+    __slots__ = ("_abandoned", "_lock", "_put")
+
+    def __init__(self, put: Callable[[Any], object]) -> None:
+        self._put = put
+        self._lock = threading.Lock()
+        self._abandoned = False
+
+    def __call__(self, item: Any) -> object:
+        with self._lock:
+            if self._abandoned:
+                return None
+            return self._put(item)
+
+    def abandon(self) -> None:
+        """Drop every later report (waits for a report in progress to be delivered)."""
+        with self._lock:
+            self._abandoned = True
+
+
+class _Wake:
+    """Registered with the run's scope: an immediate cancel of the run cancels the call."""
+
+    __slots__ = ("call_scope", "done")
+
+    def __init__(self, call_scope: RunScope, done: threading.Event) -> None:
+        self.call_scope = call_scope
+        self.done = done
+
+    def close(self) -> None:
+        self.call_scope.request_cancel(CancelMode.IMMEDIATE)
+        self.done.set()
+
+
+def call_with_timeout(
+    fn: Callable[[], T],
+    timeout: float,
+    call: ToolCall,
+    *,
+    on_abandon: Callable[[], object],
+) -> T:
+    """Run ``fn()`` (a tool call) on a spawned thread and return its result within ``timeout``.
+
+    The thread runs in the caller's run context with a cancel scope of its own (so that
+    cancelling the abandoned call does not cancel the run); an immediate cancel of the run
+    cancels it too and ends the wait at once (the call is abandoned then as well).
+
+    Raises:
+        ToolTimeoutError: the call took longer than ``timeout`` seconds (it is abandoned:
+            ``on_abandon`` is called and its scope cancelled).
+        AgentCancelledError: the run was cancelled immediately while waiting.
+        BaseException: what ``fn`` raised.
+    """
+    frame = current_frame()
+    if frame is None:
+        raise RuntimeError("tool time limits apply inside an agent run")
+    run_scope = frame.scope
+    call_scope = RunScope()
+    call_frame = _with_scope(frame, call_scope)
+    done = threading.Event()
+    outcome: list[tuple[bool, Any]] = []  # (True, value) or (False, error), set before done
+
+    def body() -> None:
+        with use_frame(call_frame):
+            try:
+                outcome.append((True, fn()))
+            except BaseException as error:  # carried to the waiting thread
+                outcome.append((False, error))
+            finally:
+                done.set()
+                call_scope.finish()
+
+    wake = _Wake(call_scope, done)
+    run_scope.open(wake)  # raises at once if the run is being cancelled
+    try:
+        spawned = run_scope.spawn(body, name=f"agentkit-tool {call.function.name} (timed)")
+        done.wait(timeout)
+    finally:
+        run_scope.closed(wake)
+    if outcome:
+        ok, value = outcome[0]
+        if ok:
+            return value  # type: ignore[no-any-return]
+        raise value
+    run_scope.release(spawned)  # the run's end does not wait for the abandoned call
+    on_abandon()
+    call_scope.request_cancel(CancelMode.IMMEDIATE)
+    run_scope.check()  # the run was cancelled: that is the error, not the time limit
+    name = call.function.name
+    raise ToolTimeoutError(
+        f"tool {name!r} (call {call.id or '-'}) did not finish within {timeout:g} seconds, so "
+        "the agent stopped waiting for it; raise the limit with @tool(timeout=...) or "
+        "ChatModelAgent(tool_timeout=...) if it needs longer",
+        tool_name=name,
+        call_id=call.id,
+    )
+
+
+def _with_scope(frame: RunFrame, scope: RunScope) -> RunFrame:
+    return attrs.evolve(frame, scope=scope)

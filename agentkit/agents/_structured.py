@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from agentkit.errors import AgentConfigError, OutputValidationError
-from agentkit.events import AgentEvent, AgentOutput, event_from_message
+from agentkit.events import AgentEvent, AgentOutput, MessageVariant, event_from_message
 from agentkit.schema import Message, Role, ToolInfo, assistant_message, tool_message, user_message
 from agentkit.tools._convert import Hook, explain, get_converter, show
 from agentkit.tools._schema import Unsupported, schema_of, type_name
@@ -190,9 +190,8 @@ class StructuredOutput:
             # the streamed reply was the answer: the value follows it alone
             event = AgentEvent(output=AgentOutput(customized_output=value))
         else:
-            event = event_from_message(answer, None, Role.ASSISTANT)
-            assert event.output is not None
-            event.output.customized_output = value
+            variant = MessageVariant(False, answer, None, Role.ASSISTANT)
+            event = AgentEvent(output=AgentOutput(variant, customized_output=value))
         return Settled(answer, value, "", [event])
 
     def correction(self, problem: str) -> Message:

@@ -85,14 +85,18 @@ class ToolErrorPolicy:
         """The tool message for a call of a tool the agent does not have.
 
         Raises:
-            ToolNotFoundError: the policy does not recover (Eino's text).
+            ToolNotFoundError: the policy does not recover.
         """
         name = call.function.name
+        known = ", ".join(repr(tool) for tool in sorted(tools))
         if not self.recover:
             raise ToolNotFoundError(
-                f"tool {name} not found in toolsNode indexes", tool_name=name, call_id=call.id
+                f"the model called tool {name!r} (call {call.id or '-'}), which the agent does "
+                f"not have (its tools: {known or 'none'}); with recover_tool_errors=True the "
+                "model is told and the run goes on",
+                tool_name=name,
+                call_id=call.id,
             )
-        known = ", ".join(repr(tool) for tool in sorted(tools))
         return (
             f"Error: there is no tool named {name!r}. The tools you can call are: {known}."
         )
@@ -102,8 +106,8 @@ class ToolErrorPolicy:
         arguments (a ``ToolArgumentsError``, when recovering), or the handler's text.
 
         Raises:
-            ToolError: the run ends: Eino's ``failed to invoke tool[...]`` text, the tool's error
-                as the cause; a ``ToolArgumentsError``, ``ToolNotFoundError`` or
+            ToolError: the run ends: the message names the tool, the call and what went wrong,
+                the tool's error is the cause; a ``ToolArgumentsError``, ``ToolNotFoundError`` or
                 ``ToolTimeoutError`` keeps its class.
             BaseException: whatever the handler raised, when it is not ``error`` itself.
         """
@@ -159,9 +163,18 @@ def _mistake_text(error: ToolArgumentsError, call: ToolCall) -> str:
 
 def _ending_error(error: Exception, call: ToolCall) -> ToolError:
     name = call.function.name
+    where = f"tool {name!r} (call {call.id or '-'})"
     cls = next((kept for kept in _KEPT_CLASSES if isinstance(error, kept)), ToolError)
-    return cls(
-        f"failed to invoke tool[name:{name} id:{call.id}]: {error}",
-        tool_name=name,
-        call_id=call.id,
-    )
+    if isinstance(error, ToolArgumentsError):
+        text = (
+            f"{where} was called with arguments it refuses: {error}; with "
+            "recover_tool_errors=True the model is told and can call it again"
+        )
+    elif cls is not ToolError:
+        text = f"{where} failed: {error}"
+    else:
+        text = (
+            f"{where} raised {type(error).__name__}: {error}; give the agent a "
+            "tool_exception_handler to send tool errors to the model instead of ending the run"
+        )
+    return cls(text, tool_name=name, call_id=call.id)

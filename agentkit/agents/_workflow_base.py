@@ -1,8 +1,12 @@
 """What the workflow agents share: registration of sub-agents, running a child, stopping.
 
 :class:`WorkflowBase` is the base of :class:`~agentkit.SequentialAgent`,
-:class:`~agentkit.LoopAgent` and :class:`~agentkit.ParallelAgent`; :class:`HoldSink` forwards a
-child's events, holding back the one with an action until the next arrives.
+:class:`~agentkit.LoopAgent` and :class:`~agentkit.ParallelAgent`; :class:`HoldSink` passes a
+child's events on, holding back the one with an action until the next arrives.
+
+A workflow's children run through their own flow wrappers, which name and record their
+events; the workflow passes those events on (they are not its own) and emits only its own
+(an error, the Parallel's summary of its branches).
 """
 
 from __future__ import annotations
@@ -12,12 +16,11 @@ from typing import Any
 
 import attrs
 
-from agentkit._options import AgentRunOption
-from agentkit._runctx import RunFrame, current_frame, use_frame
+from agentkit._agent import AgentRun, BaseAgent, EventSink, run_agent
+from agentkit._runctx import RunFrame
 from agentkit._scope import Point
-from agentkit._worker import BuiltinAgent, EventSink
-from agentkit.agents.flow import FlowAgent, agent_with_options
-from agentkit.errors import AgentCancelledError, AgentConfigError
+from agentkit.agents.flow import FlowAgent, _flow_frame, _wire
+from agentkit.errors import AgentCancelledError, AgentConfigError, AgentFrozenError
 from agentkit.events import (
     Agent,
     AgentEvent,
@@ -25,11 +28,15 @@ from agentkit.events import (
     RunStep,
 )
 
-__all__ = ["HoldSink", "WorkflowBase"]
+__all__ = ["HoldSink", "WorkflowBase", "no_state"]
 
 
 class HoldSink:
-    """Forwards a child's events, holding one with an action until the next one arrives."""
+    """Passes a child's events on, holding one with an action until the next one arrives.
+
+    In a loop (``loop_iteration`` given) a child's :class:`~agentkit.BreakLoopAction` is acted
+    on: the event is passed on as a copy whose action is marked ``done`` at this iteration.
+    """
 
     __slots__ = ("broke", "downstream", "error", "held", "loop_iteration")
 
@@ -40,61 +47,59 @@ class HoldSink:
         self.loop_iteration = loop_iteration
         self.broke = False
 
-    def send(self, item: AgentEvent) -> bool:
-        ok = True
+    def send(self, item: AgentEvent) -> None:
         if self.held is not None:
-            ok = self.downstream.send(self.held)
+            self.downstream.send(self.held)
             self.held = None
         action = item.action
-        if (
-            action is not None
-            and action.break_loop is not None
-            and self.loop_iteration is not None
-            and not action.break_loop.done
-        ):
-            action.break_loop.done = True
-            action.break_loop.current_iterations = self.loop_iteration
-            self.broke = True
+        if action is not None:
+            brk = action.break_loop
+            if brk is not None and self.loop_iteration is not None and not brk.done:
+                done = attrs.evolve(brk, done=True, current_iterations=self.loop_iteration)
+                action = attrs.evolve(action, break_loop=done)
+                item = attrs.evolve(item, action=action)
+                self.broke = True
         if item.err is not None:
             self.error = True
-            return self.downstream.send(item) and ok
-        if action is not None:
+            self.downstream.send(item)
+        elif action is not None:
             self.held = item
-            return ok
-        return self.downstream.send(item) and ok
+        else:
+            self.downstream.send(item)
 
 
-class WorkflowBase(BuiltinAgent):
+class WorkflowBase(BaseAgent):
     """What the three workflow agents share."""
 
-    passes_events_through = True
     _kind = "Workflow"
 
-    def __init__(self, name: str, description: str, sub_agents: Sequence[Agent]) -> None:
+    def __init__(
+        self,
+        name: str,
+        description: str,
+        sub_agents: Sequence[Agent],
+        *,
+        agent_type: str | None = None,
+    ) -> None:
         if not isinstance(name, str) or not name:
             raise AgentConfigError(f"a {type(self).__name__} needs a non-empty name (got {name!r})")
         self._name = name
         self._description = description
-        self.agent_type: str = self._kind  # what callbacks report as the workflow's type
+        self._agent_type = agent_type if agent_type is not None else self._kind
+        # The children's parent: a flow around this workflow (no child may transfer to it).
         self._parent_flow = FlowAgent(self)
-        children: list[FlowAgent] = []
-        for agent in sub_agents:
-            child = agent_with_options(agent, disallow_transfer_to_parent=True)
-            if child.parent is not None:
-                raise AgentConfigError(
-                    "agent has already been set as a sub-agent of another agent"
-                )
-            child.parent = self._parent_flow
-            hook = getattr(child.agent, "on_set_as_sub_agent", None)
-            if callable(hook):
-                hook(self._parent_flow)
-            disallow = getattr(child.agent, "on_disallow_transfer_to_parent", None)
-            if callable(disallow):
-                disallow()
-            children.append(child)
-        self._parent_flow.sub_agents = children
-        self._children = children
+        self._children: tuple[FlowAgent, ...] = ()
+        children = _wire(self._parent_flow, sub_agents, disallow_transfer_to_parent=True)
+        self._children = tuple(children)
         self._parent: Agent | None = None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if not name.startswith("_"):
+            raise AgentFrozenError(
+                f"cannot set {name!r} on {type(self).__name__} {self._name!r}: agents are "
+                f"values once built; make a new {type(self).__name__} with the settings you want"
+            )
+        object.__setattr__(self, name, value)
 
     # --- sub-agent registration (OnSubAgents) ---
     # A workflow is a FlowAgent-like node: like Eino's workflow constructors (which return the
@@ -104,24 +109,31 @@ class WorkflowBase(BuiltinAgent):
     def on_set_sub_agents(self, sub_agents: Sequence[Agent]) -> None:
         """Refuse new sub-agents: a workflow's sub-agents are fixed when it is made."""
         if self._children:
-            raise AgentConfigError("agent's sub-agents has already been set")
+            raise AgentConfigError(
+                f"{type(self).__name__} {self._name!r} has its sub-agents already (given when it "
+                "was made); make a new workflow with the sub-agents you want"
+            )
 
     def on_set_as_sub_agent(self, parent: Agent) -> None:
         """Record the parent; a workflow can be nested in one parent only."""
         if self._parent is not None:
-            raise AgentConfigError("agent has already been set as a sub-agent of another agent")
+            raise AgentConfigError(
+                f"{type(self).__name__} {self._name!r} is a sub-agent of "
+                f"{self._parent.name!r} already and cannot also be one of {parent.name!r}: an "
+                "agent has one parent; make another workflow for the other parent"
+            )
         self._parent = parent
 
     def on_disallow_transfer_to_parent(self) -> None:
         """Nothing to do: a workflow never transfers by itself."""
 
     @property
-    def name(self) -> str:
+    def name(self) -> str:  # type: ignore[override]
         """The workflow's name."""
         return self._name
 
     @property
-    def description(self) -> str:
+    def description(self) -> str:  # type: ignore[override]
         """What the workflow does."""
         return self._description
 
@@ -130,43 +142,38 @@ class WorkflowBase(BuiltinAgent):
         """The sub-agents, in order."""
         return [child.agent for child in self._children]
 
+    @property
+    def agent_type(self) -> str:
+        """What callbacks report as the workflow's type."""
+        return self._agent_type
+
     def get_type(self) -> str:
-        """The type callbacks report: ``"Sequential"``, ``"Parallel"``, ``"Loop"`` (or
-        ``agent_type`` when set, e.g. ``"PlanExecute"``)."""
-        return self.agent_type
+        """The type callbacks report: ``"Sequential"``, ``"Parallel"``, ``"Loop"`` (or the
+        ``agent_type`` it was made with, e.g. ``"PlanExecute"``)."""
+        return self._agent_type
 
     def __repr__(self) -> str:
         names = ", ".join(child.name for child in self._children)
         return f"{type(self).__name__}(name={self._name!r}, sub_agents=[{names}])"
-
-    def _entry(self) -> BuiltinAgent:
-        # Run bare, a workflow runs as its own flow wrapper (which names its events).
-        return self._parent_flow
-
-    def _frame(self) -> RunFrame:
-        frame = current_frame()
-        if frame is None:
-            raise RuntimeError(f"{self._kind} workflows run inside a run context; call run()")
-        return frame
 
     def _steps(self, count: int) -> tuple[RunStep, ...]:
         return tuple(RunStep(child.name) for child in self._children[:count])
 
     def _run_child(
         self,
+        run: AgentRun,
         frame: RunFrame,
         prefix: tuple[RunStep, ...],
         child: FlowAgent,
-        hold: HoldSink,
-        options: tuple[AgentRunOption, ...],
+        downstream: EventSink,
         resume: ResumeInfo | None,
     ) -> None:
-        child_frame = attrs.evolve(frame, run_path=frame.run_path + prefix)
-        with use_frame(child_frame):
-            if resume is None:
-                child._run_into(None, hold, options)
-            else:
-                child._resume_into(resume, hold, options)
+        """Run ``child``'s turn after the children in ``prefix`` (its run path shows them)."""
+        place = attrs.evolve(frame, run_path=frame.run_path + prefix)
+        run_agent(child, place.at_agent(RunStep(child.name)), downstream, run.input, resume)
+
+    def _frame(self, run: AgentRun) -> RunFrame:
+        return _flow_frame(run)
 
     def _leads_to(self, frame: RunFrame, child: FlowAgent) -> bool:
         """Whether the saved resume points of a resumed run lie inside ``child``."""
@@ -188,3 +195,12 @@ class WorkflowBase(BuiltinAgent):
             # Resumable: the resumed workflow starts with the child it was about to run.
             frame.journal.record(frame.address, state, f"{self._kind} workflow cancel {when}")
             raise
+
+
+def no_state(workflow: WorkflowBase, state: object, expected: type) -> str:
+    """The message of a workflow resumed with a saved state that is not its own."""
+    return (
+        f"cannot resume {type(workflow).__name__} {workflow.name!r}: its saved state is "
+        f"{type(state).__name__}, not a {expected.__name__}; resume with the checkpoint this "
+        "workflow saved"
+    )

@@ -8,13 +8,21 @@ from typing import Any
 
 import attrs
 
+from agentkit._agent import run_agent
 from agentkit._interrupt import InterruptSignal
 from agentkit._persist import persisted
-from agentkit._runctx import EventLog, RecordedEvent, RunFrame, Session, current_frame, use_frame
+from agentkit._runctx import EventLog, RecordedEvent, RunFrame, Session, current_frame
 from agentkit._scope import RunScope
 from agentkit.agents.flow import FlowAgent, rewrite_message
 from agentkit.errors import AgentConfigError, AgentKitError, ToolArgumentsError
-from agentkit.events import Agent, AgentEvent, AgentInput, ResumeInfo, gen_transfer_messages
+from agentkit.events import (
+    Agent,
+    AgentEvent,
+    AgentInput,
+    ResumeInfo,
+    RunStep,
+    gen_transfer_messages,
+)
 from agentkit.schema import Message, Role, ToolInfo, user_message
 
 __all__ = ["AgentTool"]
@@ -49,21 +57,17 @@ class _InnerSink:
         self.error: BaseException | None = None
         self.interrupted = False
 
-    def send(self, item: AgentEvent) -> bool:
+    def send(self, item: AgentEvent) -> None:
         if item.interrupted:
             self.interrupted = True
-            return True
+            return
         self.last = item
         if item.err is not None and self.error is None:
             self.error = item.err
         if self.forward is not None:
-            forwarded = attrs.evolve(item, run_path=[*self.outer_path, *item.run_path])
-            variant = item.output.message_output if item.output is not None else None
-            if item.output is not None and variant is not None and variant.is_streaming:
-                # The caller's copy gets its own reader of the stream; the tool reads the other.
-                forwarded.output = attrs.evolve(item.output, message_output=variant.copy())
-            self.forward(forwarded)
-        return True
+            # The caller sees the event under its own run path (a new event: the inner run's
+            # history keeps the original). The tool reads the message through get_message().
+            self.forward(attrs.evolve(item, run_path=[*self.outer_path, *item.run_path]))
 
 
 class AgentTool:
@@ -97,9 +101,15 @@ class AgentTool:
         input_schema: Mapping[str, Any] | None = None,
     ) -> None:
         if not getattr(agent, "name", ""):
-            raise AgentConfigError("agent tool requires a non-empty Name")
+            raise AgentConfigError(
+                f"AgentTool needs an agent with a name (it is the tool's name); {agent!r} has "
+                "none"
+            )
         if not getattr(agent, "description", ""):
-            raise AgentConfigError("agent tool requires a non-empty Description")
+            raise AgentConfigError(
+                f"AgentTool needs an agent with a description (the model reads it to decide "
+                f"when to call the tool); agent {agent.name!r} has none"
+            )
         self._agent = agent
         self._flow = agent if isinstance(agent, FlowAgent) else FlowAgent(agent)
         self._full_history = full_chat_history_as_input
@@ -166,12 +176,9 @@ class AgentTool:
         )
         forward = call.forward if call is not None else None
         sink = _InnerSink(forward, list(frame.run_path))
-        with use_frame(inner_frame):
-            if state is None:
-                self._flow._run_into(root_input, sink, ())
-            else:
-                info = ResumeInfo(enable_streaming=root_input.enable_streaming)
-                self._flow._resume_into(info, sink, ())
+        place = inner_frame.at_agent(RunStep(self._flow.name))
+        info = None if state is None else ResumeInfo(enable_streaming=root_input.enable_streaming)
+        run_agent(self._flow, place, sink, root_input, info)
         if sink.interrupted or sink.error is not None:
             # The inner run stopped: keep its input and history, so that resuming the caller
             # goes on inside the inner run instead of starting it again.
@@ -184,7 +191,10 @@ class AgentTool:
             assert sink.error is not None
             raise sink.error
         if sink.last is None:
-            raise AgentKitError("no event returned")
+            raise AgentKitError(
+                f"agent tool {self._info.name!r}: the agent ended its turn without any event, so "
+                "there is no answer to return; the agent must answer with a message"
+            )
         message = sink.last.get_message()
         return message.content if message is not None else ""
 

@@ -6,14 +6,18 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from agentkit._agent import AgentRun, BaseAgent
 from agentkit._interrupt import ToolRoundState
-from agentkit._options import AgentRunOption
-from agentkit._runctx import RunFrame, current_frame
-from agentkit._worker import BuiltinAgent, EventSink
-from agentkit.agents._middleware import apply_before_agent, checked_middlewares, tool_timeouts
+from agentkit._runctx import RunFrame
 from agentkit.agents._model_retry import ModelRetryConfig
-from agentkit.agents._react import ReactRun
-from agentkit.agents._react_config import ReactConfig, ReactState
+from agentkit.agents._react import (
+    ReactConfig,
+    ReactRun,
+    ReactState,
+    apply_before_agent,
+    checked_middlewares,
+    tool_timeouts,
+)
 from agentkit.agents._structured import OUTPUT_TOOL_NAME, StructuredOutput
 from agentkit.agents._tool_errors import ToolErrorPolicy, ToolExceptionHandler
 from agentkit.errors import (
@@ -43,15 +47,15 @@ GenModelInput = Callable[[str, AgentInput], Sequence[Message]]
 """``gen_model_input(instruction, input) -> messages``: builds what the model is sent."""
 
 _FORMAT_ERROR = (
-    "failed to format instruction with the session values: {detail}. When a run has session "
-    "values, the instruction is a str.format template: {{name}} is replaced by the session "
+    "the instruction could not be formatted with the session values: {detail}. When a run has "
+    "session values, the instruction is a str.format template: {{name}} is replaced by the session "
     "value 'name'. Write literal braces doubled: {{{{ and }}}} (for JSON, "
     '\'{{{{"city": "Paris"}}}}\'). To send the instruction as it is, pass '
     "gen_model_input=... to ChatModelAgent"
 )
 
 
-class ChatModelAgent(BuiltinAgent):
+class ChatModelAgent(BaseAgent):
     """An agent that answers with a chat model, calling tools in a ReAct loop.
 
     Without tools it makes one model call. With tools it calls the model, runs the tool
@@ -113,9 +117,11 @@ class ChatModelAgent(BuiltinAgent):
         model_retry: a :class:`~agentkit.ModelRetryConfig` to retry model calls whose outcome
             is rejected (errors, or replies ``should_retry`` refuses).
 
-    The agent is configured once: its first run freezes it (sub-agents can no longer be
-    set). A frozen agent holds no per-run state, so one instance can serve many runs from
-    many threads at once.
+    An agent is a value: its settings are fixed when it is built (setting ``instruction``,
+    ``max_iterations``, ``tools``... raises :class:`~agentkit.AgentFrozenError`); make a
+    changed copy with :meth:`replace`. Its place in a flow is registered once, before its first
+    run (:func:`~agentkit.set_sub_agents`). It holds no per-run state, so one instance can
+    serve many runs from many threads at once.
     """
 
     def __init__(
@@ -142,8 +148,37 @@ class ChatModelAgent(BuiltinAgent):
         middlewares: Iterable[AgentMiddleware] = (),
         model_retry: ModelRetryConfig | None = None,
     ) -> None:
+        # Kept to make changed copies (replace); iterables are read once, here.
+        tools = tuple(tools)
+        middlewares = checked_middlewares(middlewares)
+        if not isinstance(return_directly, str):
+            return_directly = tuple(return_directly)
+        self._arguments: dict[str, Any] = {
+            "name": name,
+            "description": description,
+            "model": model,
+            "instruction": instruction,
+            "tools": tools,
+            "return_directly": return_directly,
+            "exit_tool": exit_tool,
+            "output_key": output_key,
+            "max_iterations": max_iterations,
+            "gen_model_input": gen_model_input,
+            "emit_internal_events": emit_internal_events,
+            "recover_tool_errors": recover_tool_errors,
+            "tool_exception_handler": tool_exception_handler,
+            "max_tool_result_chars": max_tool_result_chars,
+            "output_type": output_type,
+            "output_mode": output_mode,
+            "max_output_corrections": max_output_corrections,
+            "tool_timeout": tool_timeout,
+            "middlewares": middlewares,
+            "model_retry": model_retry,
+        }
         if model is None:
-            raise AgentConfigError("agent 'Model' is required")
+            raise AgentConfigError(
+                f"agent {name!r} needs a model: ChatModelAgent(name, description, model, ...)"
+            )
         if not isinstance(name, str):
             raise AgentConfigError(f"name must be a string (got {name!r})")
         if isinstance(max_iterations, bool) or not isinstance(max_iterations, int):
@@ -164,7 +199,7 @@ class ChatModelAgent(BuiltinAgent):
             recover_tool_errors, tool_exception_handler, max_tool_result_chars
         )
         self._tool_timeout = checked_timeout(tool_timeout)
-        self._middlewares = checked_middlewares(middlewares)
+        self._middlewares = middlewares
         if model_retry is not None and not isinstance(model_retry, ModelRetryConfig):
             raise AgentConfigError(
                 f"model_retry must be a ModelRetryConfig (got {model_retry!r})"
@@ -173,14 +208,15 @@ class ChatModelAgent(BuiltinAgent):
         self._name = name
         self._description = description
         self._model = model
-        self.instruction = instruction
+        self._instruction = instruction
         self._tools = [as_tool(item) for item in tools]
+        _check_unique(name, [*self._tools, *([as_tool(exit_tool)] if exit_tool else [])])
         self._return_directly = frozenset(return_directly)
         self._exit_tool = exit_tool
-        self.output_key = output_key
-        self.max_iterations = max_iterations
+        self._output_key = output_key
+        self._max_iterations = max_iterations
         self._gen_model_input = gen_model_input
-        self.emit_internal_events = emit_internal_events
+        self._emit_internal_events = emit_internal_events
         self._lock = threading.Lock()
         self._frozen: ReactConfig | None = None
         self._sub_agents: list[Agent] | None = None
@@ -188,12 +224,12 @@ class ChatModelAgent(BuiltinAgent):
         self._disallow_transfer_to_parent = False
 
     @property
-    def name(self) -> str:
+    def name(self) -> str:  # type: ignore[override]
         """The agent's name."""
         return self._name
 
     @property
-    def description(self) -> str:
+    def description(self) -> str:  # type: ignore[override]
         """What the agent does."""
         return self._description
 
@@ -201,6 +237,64 @@ class ChatModelAgent(BuiltinAgent):
     def model(self) -> ChatModel:
         """The chat model the agent calls."""
         return self._model
+
+    @property
+    def instruction(self) -> str:
+        """The system prompt the agent was built with (without the transfer instruction)."""
+        return str(self._instruction)
+
+    @property
+    def tools(self) -> list[BaseTool]:
+        """The agent's own tools (a copy; the transfer and exit tools are added per run)."""
+        return list(self._tools)
+
+    @property
+    def output_key(self) -> str | None:
+        """The session key the final answer is stored under, if any."""
+        return self._output_key
+
+    @property
+    def max_iterations(self) -> int:
+        """The most model calls one run may make."""
+        return int(self._max_iterations)
+
+    @property
+    def emit_internal_events(self) -> bool:
+        """Whether the events of agents used as tools are forwarded."""
+        return bool(self._emit_internal_events)
+
+    def replace(self, **changes: Any) -> ChatModelAgent:
+        """Return a new agent with this one's settings, but ``changes``.
+
+        ``changes`` are constructor arguments (``instruction="..."``, ``max_iterations=5``,
+        ``tools=[...]``...). The new agent is a fresh value: it is not registered in any flow
+        (give it sub-agents with :func:`~agentkit.set_sub_agents`), and this one is unchanged::
+
+            brief = agent.replace(instruction="Answer in one sentence.")
+
+        Raises:
+            TypeError: a key is not an argument of ``ChatModelAgent``.
+            AgentConfigError: a changed setting is invalid (as in the constructor).
+        """
+        unknown = sorted(set(changes) - set(self._arguments))
+        if unknown:
+            raise TypeError(
+                f"ChatModelAgent.replace() got unknown argument(s) {', '.join(map(repr, unknown))}"
+                f"; its arguments are: {', '.join(self._arguments)}"
+            )
+        return ChatModelAgent(**{**self._arguments, **changes})
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if not name.startswith("_"):
+            raise AgentFrozenError(
+                f"cannot set {name!r} on agent {self._name!r}: an agent is a value once built, "
+                f"so a run never sees half-changed settings. Make a changed copy with "
+                f"agent.replace({name}=...), or build a new ChatModelAgent"
+            )
+        object.__setattr__(self, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        self.__setattr__(name, None)
 
     def get_type(self) -> str:
         """The type callbacks report for this agent: ``"ChatModel"``."""
@@ -216,7 +310,7 @@ class ChatModelAgent(BuiltinAgent):
         with self._lock:
             self._check_not_frozen()
             if self._sub_agents is not None:
-                raise AgentConfigError("agent's sub-agents has already been set")
+                raise AgentConfigError(_twice(self._name, self._sub_agents))
             self._sub_agents = list(sub_agents)
 
     def on_set_as_sub_agent(self, parent: Agent) -> None:
@@ -224,9 +318,7 @@ class ChatModelAgent(BuiltinAgent):
         with self._lock:
             self._check_not_frozen()
             if self._parent is not None:
-                raise AgentConfigError(
-                    "agent has already been set as a sub-agent of another agent"
-                )
+                raise AgentConfigError(_second_parent(self._name, self._parent, parent))
             self._parent = parent
 
     def on_disallow_transfer_to_parent(self) -> None:
@@ -237,7 +329,11 @@ class ChatModelAgent(BuiltinAgent):
 
     def _check_not_frozen(self) -> None:
         if self._frozen is not None:
-            raise AgentFrozenError("agent has been frozen after run")
+            raise AgentFrozenError(
+                f"agent {self._name!r} has run already, so it can no longer be given sub-agents "
+                "or a parent; wire agents with set_sub_agents(...) before running them, or use "
+                f"agent.replace() to get an unwired copy"
+            )
 
     def _freeze(self) -> ReactConfig:
         frozen = self._frozen
@@ -249,7 +345,7 @@ class ChatModelAgent(BuiltinAgent):
             return self._frozen
 
     def _compute_frozen(self) -> ReactConfig:
-        instruction = self.instruction
+        instruction = self._instruction
         tools = list(self._tools)
         return_directly = set(self._return_directly)
         targets = list(self._sub_agents or ())
@@ -306,51 +402,46 @@ class ChatModelAgent(BuiltinAgent):
             tools=by_name,
             return_directly=frozenset(return_directly),
             model=model,
-            output_key=self.output_key,
-            max_iterations=self.max_iterations,
-            emit_internal_events=self.emit_internal_events,
+            output_key=self._output_key,
+            max_iterations=self._max_iterations,
+            emit_internal_events=self._emit_internal_events,
             tool_policy=self._tool_policy,
             structured=self._structured,
         )
 
     # --- running ---
 
-    def _prepare(self) -> None:
-        self._freeze()
-
-    def _run_into(
-        self, input: AgentInput | None, sink: EventSink, options: tuple[AgentRunOption, ...]
-    ) -> None:
+    def execute(self, run: AgentRun) -> None:
+        """Run the ReAct loop (or go on with the tool round a resumed run stopped in)."""
         frozen = self._freeze()
-        frame = _require_frame()
-        if input is None:
-            input = AgentInput()
+        info = run.resume_info
+        if info is not None:
+            self._resume(frozen, run, info)
+            return
+        input = run.input
         instruction = frozen.instruction
         if frozen.middlewares:
             frozen, instruction, given = apply_before_agent(
                 frozen, self._name, instruction, list(input.messages), False
             )
             input = AgentInput(messages=given, enable_streaming=input.enable_streaming)
-        messages = self._model_input(instruction, input, frame)
-        state = ReactState(messages=messages, remaining=self.max_iterations)
-        run = ReactRun(frozen, frame, sink, options, input.enable_streaming)
-        run.loop(state, None)
+        messages = self._model_input(instruction, input, run._frame)
+        state = ReactState(messages=messages, remaining=frozen.max_iterations)
+        ReactRun(frozen, run, input.enable_streaming).loop(state, None)
 
-    def _resume_into(
-        self, info: ResumeInfo, sink: EventSink, options: tuple[AgentRunOption, ...]
-    ) -> None:
-        frozen = self._freeze()
-        frame = _require_frame()
+    def _resume(self, frozen: ReactConfig, run: AgentRun, info: ResumeInfo) -> None:
+        frame = run._frame
         saved = info.interrupt_state
         if not isinstance(saved, ToolRoundState):
             problem = (
-                "no state"
+                "no saved state"
                 if saved is None
-                else f"invalid interrupt state type: {type(saved).__name__}"
+                else f"a saved state of the wrong type ({type(saved).__name__})"
             )
             raise ResumeError(
-                f"ChatModelAgent.Resume: agent '{self._name}' was asked to resume but has "
-                f"{problem}"
+                f"cannot resume agent {self._name!r}: it has {problem}, not the "
+                "ToolRoundState a ChatModelAgent saves when it stops; resume with the "
+                "checkpoint this agent saved"
             )
         resume_state = frame.resume
         for index, call in enumerate(saved.calls):
@@ -360,8 +451,7 @@ class ChatModelAgent(BuiltinAgent):
         if frozen.middlewares:
             frozen, _, _ = apply_before_agent(frozen, self._name, frozen.instruction, [], True)
         state = ReactState(messages=list(saved.messages), remaining=saved.remaining)
-        run = ReactRun(frozen, frame, sink, options, info.enable_streaming)
-        run.loop(state, saved)
+        ReactRun(frozen, run, info.enable_streaming).loop(state, saved)
 
     def _model_input(self, instruction: str, input: AgentInput, frame: RunFrame) -> list[Message]:
         if self._gen_model_input is not None:
@@ -374,11 +464,33 @@ class ChatModelAgent(BuiltinAgent):
         return messages
 
 
-def _require_frame() -> RunFrame:
-    frame = current_frame()
-    if frame is None:
-        raise RuntimeError("agents run inside a run context; call run(), not _run_into()")
-    return frame
+def _twice(agent_name: str, sub_agents: Sequence[Agent]) -> str:
+    names = ", ".join(repr(agent.name) for agent in sub_agents) or "none"
+    return (
+        f"agent {agent_name!r} has its sub-agents already ({names}); give an agent all its "
+        "sub-agents in one set_sub_agents(...) call"
+    )
+
+
+def _second_parent(agent_name: str, parent: Agent, other: Agent) -> str:
+    return (
+        f"agent {agent_name!r} is a sub-agent of {parent.name!r} already and cannot also be one "
+        f"of {other.name!r}: an agent has one parent; give {other.name!r} a copy "
+        "(ChatModelAgent.replace() makes one)"
+    )
+
+
+def _check_unique(agent_name: str, tools: Iterable[BaseTool]) -> None:
+    """Refuse two tools with one name (the model calls tools by name)."""
+    seen: set[str] = set()
+    for item in tools:
+        tool_name = item.info().name
+        if tool_name in seen:
+            raise AgentConfigError(
+                f"agent {agent_name!r} has two tools named {tool_name!r}; tool names "
+                "must be unique"
+            )
+        seen.add(tool_name)
 
 
 def _format_instruction(instruction: str, values: dict[str, Any]) -> str:

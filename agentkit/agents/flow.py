@@ -1,9 +1,9 @@
 """The flow wrapper: run paths, history, and transfer between agents.
 
 Every agent a :class:`~agentkit.Runner` runs goes through a :class:`FlowAgent`. It adds one
-behaviour: the agent takes part in a multi-agent flow. It names the agent's events, records
-them in the run's history, builds the agent's input from the history, and performs the
-transfer the agent's last event asks for.
+behaviour: the agent takes part in a multi-agent flow. It builds the agent's input from the
+run's history, runs the agent's turn at its place in the flow (the turn names and records the
+agent's own events), and performs the transfer the agent's own last event asks for.
 """
 
 from __future__ import annotations
@@ -11,23 +11,15 @@ from __future__ import annotations
 import copy
 import logging
 from collections.abc import Sequence
-from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import attrs
 
+from agentkit._agent import AgentRun, BaseAgent, EventSink, Turn, execute_agent, open_run
 from agentkit._lazy import present
-from agentkit._observe import RunObservers, observe_agent
-from agentkit._options import (
-    AgentRunOption,
-    RunOptions,
-    filter_options,
-    get_impl_specific_options,
-)
+from agentkit._observe import observe_agent
 from agentkit._persist import persisted
-from agentkit._runctx import RunFrame, Session, current_frame, use_frame
-from agentkit._worker import BuiltinAgent, EventSink, drive
-from agentkit.agents._flow_sink import FlowSink
+from agentkit._runctx import RunFrame, Session
 from agentkit.agents._history import (
     HistoryEntry,
     HistoryRewriter,
@@ -48,7 +40,7 @@ from agentkit.events import (
     AgentInput,
     ResumeInfo,
     RunStep,
-    new_transfer_to_agent_action,
+    transfer_action,
 )
 from agentkit.schema import Role
 
@@ -67,6 +59,9 @@ __all__ = [
 # Defined in a private module, documented here.
 present((default_history_rewriter, rewrite_message), __name__)
 
+_Hop = tuple["FlowAgent", RunFrame]
+"""The next agent of a flow and its place (its frame)."""
+
 
 @persisted("agentkit.PendingTransfer")
 @attrs.define
@@ -76,11 +71,20 @@ class _PendingTransfer:
     dest_agent_name: str
 
 
-class FlowAgent(BuiltinAgent):
+class FlowAgent(BaseAgent):
     """An agent taking part in a multi-agent flow (see :func:`set_sub_agents`).
 
     You rarely make one yourself: :func:`set_sub_agents`, :func:`agent_with_options`, the
-    workflow agents and the Runner wrap agents for you.
+    workflow agents and the Runner wrap agents for you. A flow is a value: the wiring
+    functions return new flows and never change the ones they are given.
+
+    Attributes:
+        agent: the wrapped agent.
+        sub_agents: the flows of the agents this one may transfer to.
+        parent: the flow this one is a sub-agent of (it may transfer back to it, unless
+            ``disallow_transfer_to_parent``).
+        history_rewriter: builds the agent's input from the run's history (``None``: the
+            default, see :func:`default_history_rewriter`).
     """
 
     def __init__(
@@ -90,7 +94,7 @@ class FlowAgent(BuiltinAgent):
         disallow_transfer_to_parent: bool = False,
         history_rewriter: HistoryRewriter | None = None,
     ) -> None:
-        if isinstance(agent, FlowAgent):
+        if isinstance(agent, FlowAgent) and type(self) is FlowAgent:
             raise TypeError("wrap the inner agent, not a FlowAgent")
         for attribute in ("name", "description", "run"):
             if not hasattr(agent, attribute):
@@ -98,243 +102,241 @@ class FlowAgent(BuiltinAgent):
                     f"{agent!r} is not an agent: it needs name, description and run() "
                     "(see agentkit.Agent)"
                 )
-        self.agent = agent
-        self.sub_agents: list[FlowAgent] = []
-        self.parent: FlowAgent | None = None
-        self.disallow_transfer_to_parent = disallow_transfer_to_parent
-        self.history_rewriter = history_rewriter
-        self.agent_type: str | None = None  # what callbacks report as the agent's type
+        self._agent = agent
+        self._sub_agents: tuple[FlowAgent, ...] = ()
+        self._parent: FlowAgent | None = None
+        self._disallow_transfer_to_parent = disallow_transfer_to_parent
+        self._history_rewriter = history_rewriter
+        self._agent_type: str | None = None  # what callbacks report as the agent's type
 
     @property
-    def name(self) -> str:
+    def agent(self) -> Agent:
+        """The wrapped agent."""
+        return self._agent
+
+    @property
+    def sub_agents(self) -> list[FlowAgent]:
+        """The flows of the agents this one may transfer to, in order."""
+        return list(self._sub_agents)
+
+    @property
+    def parent(self) -> FlowAgent | None:
+        """The flow this one is a sub-agent of, if any."""
+        return self._parent
+
+    @property
+    def disallow_transfer_to_parent(self) -> bool:
+        """Whether the parent is left out of this agent's transfer targets."""
+        return self._disallow_transfer_to_parent
+
+    @property
+    def history_rewriter(self) -> HistoryRewriter | None:
+        """The history rewriter of this agent (``None``: the default)."""
+        return self._history_rewriter
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
         """The wrapped agent's name."""
-        return str(self.agent.name)
+        return str(self._agent.name)
 
     @property
-    def description(self) -> str:
+    def description(self) -> str:  # type: ignore[override]
         """The wrapped agent's description."""
-        return str(self.agent.description)
+        return str(self._agent.description)
 
     def get_type(self) -> str:
         """The agent's type as callbacks report it (see :class:`~agentkit.callbacks.RunInfo`).
 
-        ``agent_type`` when set (the supervisor sets ``"Supervisor"``), else the wrapped
-        agent's ``get_type()``, else its class name.
+        The type given when the flow was made (a supervisor reports ``"Supervisor"``), else
+        the wrapped agent's ``get_type()``, else its class name.
         """
-        if self.agent_type is not None:
-            return self.agent_type
-        get_type = getattr(self.agent, "get_type", None)
+        if self._agent_type is not None:
+            return self._agent_type
+        get_type = getattr(self._agent, "get_type", None)
         kind = get_type() if callable(get_type) else ""
-        return str(kind) if kind else type(self.agent).__name__
+        return str(kind) if kind else type(self._agent).__name__
 
     def __repr__(self) -> str:
-        subs = ", ".join(sub.name for sub in self.sub_agents)
-        return f"FlowAgent({self.agent!r}, sub_agents=[{subs}])"
+        subs = ", ".join(sub.name for sub in self._sub_agents)
+        return f"FlowAgent({self._agent!r}, sub_agents=[{subs}])"
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if not name.startswith("_"):
+            from agentkit.errors import AgentFrozenError
+
+            raise AgentFrozenError(
+                f"cannot set {name!r} on the flow of agent {self.name!r}: a flow is a value. "
+                "Make another one with set_sub_agents(...) or agent_with_options(...)"
+            )
+        object.__setattr__(self, name, value)
 
     # --- running ---
 
-    def _run_into(
-        self, input: AgentInput | None, sink: EventSink, options: tuple[AgentRunOption, ...]
-    ) -> None:
-        frame = _flow_frame(input, options)
-        hop: tuple[FlowAgent, RunFrame] | None = (self, frame)
+    def execute(self, run: AgentRun) -> None:
+        """Run the flow from this agent: its turn, then the turns it transfers to."""
+        frame = _flow_frame(run)
+        named = bool(run.run_path)
+        downstream = run._downstream
+        info = run.resume_info
+        if info is None:
+            hop: _Hop | None = self._turn(frame, downstream, named)
+        elif frame.resume is None:
+            # Resumed directly with a ResumeInfo (no checkpoint to walk): this agent resumes.
+            turn = self._agent_turn(frame, downstream, AgentInput(
+                enable_streaming=info.enable_streaming), info, named)
+            hop = self._after(turn.action, frame, downstream, named)
+        else:
+            hop = self._resume_turn(info, frame, downstream, named)
         while hop is not None:
-            agent, at = hop
-            with use_frame(at):
-                hop = agent._run_once(sink, options)
+            node, at = hop
+            hop = node._turn(at, downstream, named)
 
-    def _resume_into(
-        self, info: ResumeInfo, sink: EventSink, options: tuple[AgentRunOption, ...]
-    ) -> None:
-        frame = _flow_frame(None, options)
-        with use_frame(frame):
-            hop = self._resume_once(info, sink, options)
-        while hop is not None:
-            agent, at = hop
-            with use_frame(at):
-                hop = agent._run_once(sink, options)
+    def _turn(self, frame: RunFrame, downstream: EventSink, named: bool) -> _Hop | None:
+        """One turn of this agent at ``frame``; returns the transfer it asks for, if any."""
+        try:
+            agent_input = self._build_input(frame)
+        except Exception as error:
+            downstream.send(self._error(frame, error, named))
+            return None
+        turn = self._agent_turn(frame, downstream, agent_input, None, named)
+        return self._after(turn.action, frame, downstream, named)
 
-    def _enter(self) -> RunFrame:
-        return _current().at_agent(RunStep(self.name))
+    def _agent_turn(
+        self,
+        frame: RunFrame,
+        downstream: EventSink,
+        input: AgentInput,
+        resume_info: ResumeInfo | None,
+        named: bool,
+    ) -> Turn:
+        """Run the wrapped agent's turn (reported to the callbacks); return what it said."""
+        run = open_run(frame, downstream, input, resume_info, named=named)
+        if frame.observers.callbacks is None:
+            return self._play(run)  # nobody to report to (the common case)
+        return observe_agent(
+            frame.observers,
+            self.name,
+            self.get_type,
+            tuple(str(step) for step in frame.run_path),
+            input,
+            lambda: self._play(run),
+            _own_error,
+        )
 
-    def _run_once(
-        self, sink: EventSink, options: tuple[AgentRunOption, ...]
-    ) -> tuple[FlowAgent, RunFrame] | None:
-        frame = self._enter()
-        with use_frame(frame):
-            try:
-                agent_input = self._build_input(frame, options)
-            except Exception as error:
-                sink.send(self._error(frame, error))
-                return None
-            if _passes_through(self.agent):
-                # Workflows pass their children's events through; the children named and
-                # recorded them. Only the workflow's own (unnamed) errors are named here.
-                own = FlowSink(sink, self.name, frame.run_path, frame.log, unnamed_only=True)
-                with _observed(self, frame, agent_input, own):
-                    drive(self.agent, agent_input, own, options)
-                return None
-            hosts = _hosts_flow(self.agent)
-            flow_sink = FlowSink(sink, self.name, frame.run_path, frame.log, unnamed_only=hosts)
-            # A hosted flow starts agents of its own: like transfer targets, they get the
-            # unfiltered options so options designated to them reach them.
-            agent_options = options if hosts or not options else filter_options(options, self.name)
-            # A hosted flow's wrappers report its agents; reporting here too would report
-            # the same agent twice.
-            with _observed(None if hosts else self, frame, agent_input, flow_sink):
-                drive(self.agent, agent_input, flow_sink, agent_options)
-        return self._after(flow_sink.last_action, frame, sink)
+    def _play(self, run: AgentRun) -> Turn:
+        """The wrapped agent's turn in ``run`` (a subclass adds to it)."""
+        execute_agent(self._agent, run)
+        return run._turn
 
-    def _resume_once(
-        self, info: ResumeInfo, sink: EventSink, options: tuple[AgentRunOption, ...]
-    ) -> tuple[FlowAgent, RunFrame] | None:
-        frame = self._enter()
+    def _resume_turn(
+        self, info: ResumeInfo, frame: RunFrame, downstream: EventSink, named: bool
+    ) -> _Hop | None:
+        """Go back to where the saved run stopped, from this agent down."""
         resume_state = frame.resume
-        if resume_state is None:
-            raise ResumeError(f"agent {self.name!r} was asked to resume outside a resumed run")
+        assert resume_state is not None
         point = resume_state.at(frame.address)
-        with use_frame(frame):
-            if point.was_interrupted:
-                if isinstance(point.state, _PendingTransfer):
-                    # Cancelled at a transfer (see _after): make the transfer now.
-                    action = new_transfer_to_agent_action(point.state.dest_agent_name)
-                    return self._after(action, frame, sink)
-                if not _resumable(self.agent):
-                    sink.send(
-                        self._error(
-                            frame,
-                            ResumeError(
-                                f"failed to resume agent: agent '{self.name}' is an interrupt "
-                                "point but is not a ResumableAgent (it has no resume() method)"
-                            ),
-                        )
-                    )
-                    return None
-                own_info = ResumeInfo(
-                    enable_streaming=info.enable_streaming,
-                    interrupt_info=info.interrupt_info,
-                    was_interrupted=point.was_interrupted,
-                    interrupt_state=point.state,
-                    is_resume_target=point.is_resume_target,
-                    resume_data=point.data,
+        if point.was_interrupted:
+            if isinstance(point.state, _PendingTransfer):
+                # Cancelled at a transfer (see _after): make the transfer now.
+                return self._after(
+                    transfer_action(point.state.dest_agent_name), frame, downstream, named
                 )
-                resumed_input = AgentInput(enable_streaming=info.enable_streaming)
-                if _passes_through(self.agent):
-                    own = FlowSink(sink, self.name, frame.run_path, frame.log, unnamed_only=True)
-                    with _observed(self, frame, resumed_input, own):
-                        drive(self.agent, None, own, options, resume=own_info)
-                    return None
-                hosts = _hosts_flow(self.agent)
-                flow_sink = FlowSink(
-                    sink, self.name, frame.run_path, frame.log, unnamed_only=hosts
-                )
-                agent_options = options if hosts else filter_options(options, self.name)
-                with _observed(None if hosts else self, frame, resumed_input, flow_sink):
-                    drive(self.agent, None, flow_sink, agent_options, own_info)
-                return self._after(flow_sink.last_action, frame, sink)
-            hops = resume_state.next_hops(frame.address)
-            if not hops:
-                saved = sorted(";".join(address) for address in resume_state.addresses())
-                sink.send(
-                    self._error(
-                        frame,
-                        ResumeError(
-                            "failed to get next agent leading to interruption: no child agents "
-                            f"leading to interrupted agent were found: agent '{self.name}' "
-                            f"(at {';'.join(frame.address)}) has none of the checkpoint's "
-                            f"stopped agents below it ({', '.join(saved)}); resume with the "
-                            "agent tree that made the checkpoint"
-                        ),
-                    )
-                )
+            if not _resumable(self._agent):
+                downstream.send(self._error(frame, ResumeError(
+                    f"agent {self.name!r} stopped inside its turn, but it cannot be resumed: "
+                    "it has no resume() method; give it one (see agentkit.ResumableAgent), or "
+                    "subclass agentkit.BaseAgent"
+                ), named))
                 return None
-            if len(hops) > 1:
-                sink.send(
-                    self._error(
-                        frame,
-                        ResumeError(
-                            f"agent '{self.name}' has multiple child agents leading to "
-                            f"interruption ({', '.join(hops)}), but concurrent transfer is not "
-                            "supported"
-                        ),
-                    )
-                )
+            own_info = ResumeInfo(
+                enable_streaming=info.enable_streaming,
+                interrupt_info=info.interrupt_info,
+                was_interrupted=point.was_interrupted,
+                interrupt_state=point.state,
+                is_resume_target=point.is_resume_target,
+                resume_data=point.data,
+            )
+            resumed_input = AgentInput(enable_streaming=info.enable_streaming)
+            turn = self._agent_turn(frame, downstream, resumed_input, own_info, named)
+            return self._after(turn.action, frame, downstream, named)
+        hops = resume_state.next_hops(frame.address)
+        if len(hops) != 1:
+            downstream.send(self._error(frame, _no_single_hop(self, frame, hops), named))
+            return None
+        kind, _, name = hops[0].partition(":")
+        dest = self._find(name) if kind == "agent" else None
+        if dest is None:
+            if not self._sub_agents and _resumable(self._agent):
+                # The saved points are inside the agent (an agent tool's inner run, a custom
+                # agent's nested turn): the agent finds its way there itself.
+                self._agent_turn(frame, downstream, AgentInput(
+                    enable_streaming=info.enable_streaming), info, named)
                 return None
-            kind, _, name = hops[0].partition(":")
-            dest = self._find(name) if kind == "agent" else None
-            if dest is None:
-                if not self.sub_agents and _resumable(self.agent):
-                    drive(self.agent, None, sink, options, resume=info)
-                    return None
-                known = ", ".join(repr(sub.name) for sub in self.sub_agents) or "none"
-                sink.send(
-                    self._error(
-                        frame,
-                        ResumeError(
-                            f"failed to resume agent: sub-agent '{name}' not found in agent "
-                            f"'{self.name}' (its sub-agents: {known}); the checkpoint was made "
-                            "by another agent tree"
-                        ),
-                    )
-                )
-                return None
-            nxt = dest._resume_once(info, sink, options)
-        return nxt
+            known = ", ".join(repr(sub.name) for sub in self._sub_agents) or "none"
+            downstream.send(self._error(frame, ResumeError(
+                f"cannot resume: the checkpoint stopped in agent {name!r} under {self.name!r}, "
+                f"but {self.name!r} has no such sub-agent (its sub-agents: {known}); resume "
+                "with the agent tree that made the checkpoint"
+            ), named))
+            return None
+        return dest._resume_turn(info, frame.at_agent(RunStep(dest.name)), downstream, named)
 
     def _after(
-        self, action: AgentAction | None, frame: RunFrame, sink: EventSink
-    ) -> tuple[FlowAgent, RunFrame] | None:
+        self, action: AgentAction | None, frame: RunFrame, downstream: EventSink, named: bool
+    ) -> _Hop | None:
+        """The transfer ``action`` asks for: the next agent and its place, or ``None``."""
         if action is None or action.interrupted is not None or action.exit:
             return None
         if action.transfer_to_agent is None:
             return None
         dest_name = action.transfer_to_agent.dest_agent_name
         dest = self._find(dest_name)
+        if dest is None and not named and self._parent is None:
+            # A flow run directly (run(), no Runner) hands a transfer out of it to its caller:
+            # the events say where the conversation goes.
+            return None
         if dest is None:
-            sink.send(
-                self._error(
-                    frame,
-                    TransferError(
-                        f"transfer failed: agent '{dest_name}' not found when transferring "
-                        f"from '{self.name}'"
-                    ),
-                )
-            )
+            known = [sub.name for sub in self._sub_agents]
+            if self._parent is not None and not self._disallow_transfer_to_parent:
+                known.append(self._parent.name)
+            downstream.send(self._error(frame, TransferError(
+                f"agent {self.name!r} transferred to {dest_name!r}, which it cannot reach: an "
+                "agent transfers to its sub-agents and its parent only "
+                f"({', '.join(map(repr, known)) or 'it has none'}); make {dest_name!r} a "
+                f"sub-agent of {self.name!r} with set_sub_agents(...)"
+            ), named))
             return None
         try:
             frame.scope.check()
         except AgentCancelledError as error:
             # Cancelled between two agents: the resumed run makes the transfer.
             frame.journal.record(frame.address, _PendingTransfer(dest_name))
-            sink.send(self._error(frame, error))
+            downstream.send(self._error(frame, error, named))
             return None
         _log.info("agentkit: agent %r transfers to agent %r", self.name, dest_name)
-        return dest, frame
+        return dest, frame.at_agent(RunStep(dest.name))
 
-    def _error(self, frame: RunFrame, error: BaseException) -> AgentEvent:
+    def _error(self, frame: RunFrame, error: BaseException, named: bool = True) -> AgentEvent:
         """An error event on behalf of this agent (its name and run path filled in)."""
+        if not named:
+            return AgentEvent(err=error)
         return AgentEvent(agent_name=self.name, run_path=list(frame.run_path), err=error)
 
     def _find(self, name: str) -> FlowAgent | None:
-        for sub in self.sub_agents:
+        for sub in self._sub_agents:
             if sub.name == name:
                 return sub
-        if self.parent is not None and self.parent.name == name:
-            return self.parent
+        if self._parent is not None and self._parent.name == name:
+            return self._parent
         return None
 
-    def _build_input(
-        self, frame: RunFrame, options: tuple[AgentRunOption, ...]
-    ) -> AgentInput:
+    def _build_input(self, frame: RunFrame) -> AgentInput:
         root = frame.root_input
         entries = [
             HistoryEntry(is_user_input=True, agent_name="", message=message)
             for message in (root.messages if root is not None else ())
         ]
-        skip_transfers = (
-            bool(options)
-            and get_impl_specific_options(RunOptions(), *options).skip_transfer_messages
-        )
+        skip_transfers = frame.options.run.skip_transfer_messages
         for record in frame.log.visible():
             if skip_transfers and record.is_transfer:
                 if record.variant is not None and record.variant.role is Role.TOOL and entries:
@@ -347,62 +349,48 @@ class FlowAgent(BuiltinAgent):
             if message is None:
                 continue
             entries.append(HistoryEntry(False, record.agent_name, message))
-        rewriter = self.history_rewriter or default_history_rewriter(self.name)
+        rewriter = self._history_rewriter or default_history_rewriter(self.name)
         return AgentInput(
             messages=list(rewriter(entries)),
             enable_streaming=root.enable_streaming if root is not None else False,
         )
 
 
-def _current() -> RunFrame:
-    frame = current_frame()
-    if frame is None:
-        raise RuntimeError("a FlowAgent runs inside a run context; call run(), not _run_into()")
-    return frame
+def _own_error(turn: Turn) -> BaseException | None:
+    return turn.error
 
 
-def _flow_frame(input: AgentInput | None, options: tuple[AgentRunOption, ...]) -> RunFrame:
-    """The current frame, given a session, observers and root input if this is a bare flow run."""
-    frame = _current()
-    changes: dict[str, Any] = {}
-    if frame.session is None:
-        changes["session"] = Session()
-    if frame.observers is None:
-        changes["observers"] = RunObservers.from_options(options)
-    if frame.root_input is None and not frame.run_path and input is not None:
-        changes["root_input"] = input
-    return attrs.evolve(frame, **changes) if changes else frame
-
-
-def _observed(
-    wrapper: FlowAgent | None, frame: RunFrame, input: AgentInput, sink: FlowSink
-) -> AbstractContextManager[None]:
-    """Report the agent's turn to the run's callback handlers (``wrapper=None``: do not)."""
-    observers = frame.observers
-    if wrapper is None or observers is None or observers.callbacks is None:
-        return nullcontext()  # nobody to report to (the common case: no callback handlers)
-    return observe_agent(
-        frame.observers,
-        wrapper.name,
-        wrapper.get_type,
-        tuple(str(step) for step in frame.run_path),
-        input,
-        lambda: sink.error,
+def _no_single_hop(flow: FlowAgent, frame: RunFrame, hops: list[str]) -> ResumeError:
+    resume_state = frame.resume
+    assert resume_state is not None
+    if hops:
+        return ResumeError(
+            f"cannot resume: the checkpoint stopped in several agents under {flow.name!r} "
+            f"({', '.join(hops)}), but one flow goes on in one agent at a time"
+        )
+    saved = sorted(";".join(address) for address in resume_state.addresses())
+    return ResumeError(
+        f"cannot resume: agent {flow.name!r} (at {';'.join(frame.address)}) has none of the "
+        f"checkpoint's stopped agents below it ({', '.join(saved)}); resume with the agent "
+        "tree that made the checkpoint"
     )
 
 
-def _hosts_flow(agent: object) -> bool:
-    """See :attr:`BuiltinAgent.hosts_flow`."""
-    return isinstance(agent, BuiltinAgent) and agent.hosts_flow
-
-
-def _passes_through(agent: object) -> bool:
-    """See :attr:`BuiltinAgent.passes_events_through`."""
-    return isinstance(agent, BuiltinAgent) and agent.passes_events_through
+def _flow_frame(run: AgentRun) -> RunFrame:
+    """The frame of a flow's turn (framework-internal; workflows use it too): a flow run
+    directly gets a session and its input as the run's root input."""
+    frame = run._frame
+    if frame.root_input is not None:
+        return frame
+    return attrs.evolve(
+        frame,
+        root_input=run.input,
+        session=frame.session if frame.session is not None else Session(),
+    )
 
 
 def _resumable(agent: object) -> bool:
-    return isinstance(agent, BuiltinAgent) or callable(getattr(agent, "resume", None))
+    return isinstance(agent, BaseAgent) or callable(getattr(agent, "resume", None))
 
 
 # --- wiring -------------------------------------------------------------------------------------
@@ -422,12 +410,55 @@ def _copy_tree(agent: FlowAgent) -> FlowAgent:
     the parent the copy was given (Mom -> Kid -> Mom -> Grandpa failed with "not found").
     """
     wrapper = copy.copy(agent)
-    wrapper.sub_agents = []
-    for sub in agent.sub_agents:
+    subs = []
+    for sub in agent._sub_agents:
         sub_copy = _copy_tree(sub)
-        sub_copy.parent = wrapper
-        wrapper.sub_agents.append(sub_copy)
+        sub_copy._parent = wrapper
+        subs.append(sub_copy)
+    wrapper._sub_agents = tuple(subs)
     return wrapper
+
+
+def _wire(parent: FlowAgent, children: Sequence[Agent], *, disallow_transfer_to_parent: bool
+         ) -> list[FlowAgent]:
+    """Make ``children`` the sub-agents of ``parent`` (framework-internal; the one place).
+
+    Each child is wrapped (a flow is copied), told its parent through the
+    :class:`~agentkit.OnSubAgents` hooks, and given ``parent`` as its parent. With
+    ``disallow_transfer_to_parent`` (workflow children) no child may transfer back.
+
+    Raises:
+        AgentConfigError: a child already has a parent.
+    """
+    subs = [_wrap(child) for child in children]
+    hook = getattr(parent._agent, "on_set_sub_agents", None)
+    if callable(hook):
+        hook(subs)
+    for sub in subs:
+        if sub._parent is not None:
+            raise AgentConfigError(
+                f"agent {sub.name!r} is a sub-agent of {sub._parent.name!r} already and cannot "
+                f"also be one of {parent.name!r}: an agent has one parent; give {parent.name!r} "
+                "another agent (ChatModelAgent.replace() makes a copy)"
+            )
+        if disallow_transfer_to_parent:
+            sub._disallow_transfer_to_parent = True
+        sub._parent = parent
+        as_sub = getattr(sub._agent, "on_set_as_sub_agent", None)
+        if callable(as_sub):
+            as_sub(parent)
+        if sub._disallow_transfer_to_parent:
+            disallow = getattr(sub._agent, "on_disallow_transfer_to_parent", None)
+            if callable(disallow):
+                disallow()
+    parent._sub_agents = tuple(subs)
+    return subs
+
+
+def _with_type(flow: FlowAgent, agent_type: str) -> FlowAgent:
+    """``flow`` reporting ``agent_type`` to callbacks (framework-internal: ``"Supervisor"``)."""
+    flow._agent_type = agent_type
+    return flow
 
 
 def set_sub_agents(agent: Agent, sub_agents: Sequence[Agent]) -> FlowAgent:
@@ -441,24 +472,13 @@ def set_sub_agents(agent: Agent, sub_agents: Sequence[Agent]) -> FlowAgent:
         AgentFrozenError: an agent has run already (agents are configured before they run).
     """
     parent = _wrap(agent)
-    if parent.sub_agents:
-        raise AgentConfigError("agent's sub-agents has already been set")
-    subs = [_wrap(sub) for sub in sub_agents]
-    hook = getattr(parent.agent, "on_set_sub_agents", None)
-    if callable(hook):
-        hook(subs)
-    for sub in subs:
-        if sub.parent is not None:
-            raise AgentConfigError("agent has already been set as a sub-agent of another agent")
-        sub.parent = parent
-        as_sub = getattr(sub.agent, "on_set_as_sub_agent", None)
-        if callable(as_sub):
-            as_sub(parent)
-        if sub.disallow_transfer_to_parent:
-            disallow = getattr(sub.agent, "on_disallow_transfer_to_parent", None)
-            if callable(disallow):
-                disallow()
-    parent.sub_agents = subs
+    if parent._sub_agents:
+        names = ", ".join(repr(sub.name) for sub in parent._sub_agents)
+        raise AgentConfigError(
+            f"agent {parent.name!r} has its sub-agents already ({names}); give an agent all its "
+            "sub-agents in one set_sub_agents(...) call"
+        )
+    _wire(parent, sub_agents, disallow_transfer_to_parent=False)
     return parent
 
 
@@ -478,7 +498,7 @@ def agent_with_options(
     """
     wrapper = _wrap(agent)
     if disallow_transfer_to_parent:
-        wrapper.disallow_transfer_to_parent = True
+        wrapper._disallow_transfer_to_parent = True
     if history_rewriter is not None:
-        wrapper.history_rewriter = history_rewriter
+        wrapper._history_rewriter = history_rewriter
     return wrapper

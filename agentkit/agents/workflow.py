@@ -10,18 +10,13 @@ from collections.abc import Sequence
 
 import attrs
 
+from agentkit._agent import AgentRun
 from agentkit._lazy import present
-from agentkit._options import AgentRunOption
 from agentkit._persist import persisted
-from agentkit._worker import EventSink
 from agentkit.agents._parallel import ParallelAgent, ParallelState
-from agentkit.agents._workflow_base import HoldSink, WorkflowBase
+from agentkit.agents._workflow_base import HoldSink, WorkflowBase, no_state
 from agentkit.errors import AgentConfigError, ResumeError
-from agentkit.events import (
-    Agent,
-    AgentInput,
-    ResumeInfo,
-)
+from agentkit.events import Agent
 
 __all__ = [
     "LoopAgent",
@@ -62,47 +57,33 @@ class SequentialAgent(WorkflowBase):
 
     _kind = "Sequential"
 
-    def _run_into(
-        self, input: AgentInput | None, sink: EventSink, options: tuple[AgentRunOption, ...]
-    ) -> None:
-        self._sequence(sink, options, 0, None)
-
-    def _resume_into(
-        self, info: ResumeInfo, sink: EventSink, options: tuple[AgentRunOption, ...]
-    ) -> None:
-        state = info.interrupt_state
-        if not isinstance(state, SequentialState):
-            raise ResumeError(
-                f"workflowAgent.Resume: agent '{self._name}' was asked to resume but has no state"
-            )
-        self._sequence(sink, options, state.index, info)
-
-    def _sequence(
-        self,
-        sink: EventSink,
-        options: tuple[AgentRunOption, ...],
-        start: int,
-        resume: ResumeInfo | None,
-    ) -> None:
-        frame = self._frame()
+    def execute(self, run: AgentRun) -> None:
+        """Run the sub-agents in order (from where a resumed run stopped)."""
+        info = run.resume_info
+        start = 0
+        if info is not None:
+            state = info.interrupt_state
+            if not isinstance(state, SequentialState):
+                raise ResumeError(no_state(self, state, SequentialState))
+            start = state.index
+        frame = self._frame(run)
+        downstream = run._downstream
         for index in range(start, len(self._children)):
             state = SequentialState(index)
             self._check_transition(frame, state)
-            hold = HoldSink(sink)
+            hold = HoldSink(downstream)
             child = self._children[index]
-            child_resume = resume if index == start and self._leads_to(frame, child) else None
-            self._run_child(
-                frame, self._steps(index), self._children[index], hold, options, child_resume
-            )
+            child_resume = info if index == start and self._leads_to(frame, child) else None
+            self._run_child(run, frame, self._steps(index), child, hold, child_resume)
             last = hold.held
             if hold.error or (last is not None and last.interrupted):
                 self._stop_at(frame, state, last is not None and last.interrupted)
                 if last is not None:
-                    sink.send(last)
+                    downstream.send(last)
                 return
             if last is None:
                 continue
-            sink.send(last)
+            downstream.send(last)
             if last.action is not None and last.action.exit:
                 return
 
@@ -112,14 +93,20 @@ class LoopAgent(WorkflowBase):
 
     Stops after ``max_iterations`` rounds (0 = no limit), on an Exit action on a sub-agent's
     last event, on an error, or when a sub-agent sends a :class:`~agentkit.BreakLoopAction`
-    (the loop marks it ``done`` and records the iteration, so enclosing loops go on).
+    (the loop passes it on marked ``done`` at the iteration, so enclosing loops go on).
     Run paths keep growing across iterations: ``[loop, a, b, a]`` in the second round.
     """
 
     _kind = "Loop"
 
     def __init__(
-        self, name: str, description: str, sub_agents: Sequence[Agent], max_iterations: int = 0
+        self,
+        name: str,
+        description: str,
+        sub_agents: Sequence[Agent],
+        max_iterations: int = 0,
+        *,
+        agent_type: str | None = None,
     ) -> None:
         if isinstance(max_iterations, bool) or not isinstance(max_iterations, int):
             raise AgentConfigError(f"max_iterations must be an int (got {max_iterations!r})")
@@ -127,58 +114,50 @@ class LoopAgent(WorkflowBase):
             raise AgentConfigError(
                 f"max_iterations must be >= 0, 0 meaning no limit (got {max_iterations})"
             )
-        super().__init__(name, description, sub_agents)
-        self.max_iterations = max_iterations
+        super().__init__(name, description, sub_agents, agent_type=agent_type)
+        self._max_iterations = max_iterations
 
-    def _run_into(
-        self, input: AgentInput | None, sink: EventSink, options: tuple[AgentRunOption, ...]
-    ) -> None:
-        self._loop(sink, options, 0, 0, None)
+    @property
+    def max_iterations(self) -> int:
+        """The most rounds the loop makes (0: no limit)."""
+        return self._max_iterations
 
-    def _resume_into(
-        self, info: ResumeInfo, sink: EventSink, options: tuple[AgentRunOption, ...]
-    ) -> None:
-        state = info.interrupt_state
-        if not isinstance(state, LoopState):
-            raise ResumeError(
-                f"workflowAgent.Resume: agent '{self._name}' was asked to resume but has no state"
-            )
-        self._loop(sink, options, state.iteration, state.index, info)
-
-    def _loop(
-        self,
-        sink: EventSink,
-        options: tuple[AgentRunOption, ...],
-        first_iteration: int,
-        first_index: int,
-        resume: ResumeInfo | None,
-    ) -> None:
-        frame = self._frame()
+    def execute(self, run: AgentRun) -> None:
+        """Run the rounds (from where a resumed run stopped)."""
+        info = run.resume_info
+        first_iteration = first_index = 0
+        if info is not None:
+            state = info.interrupt_state
+            if not isinstance(state, LoopState):
+                raise ResumeError(no_state(self, state, LoopState))
+            first_iteration, first_index = state.iteration, state.index
+        frame = self._frame(run)
         count = len(self._children)
         if count == 0:
             return
+        downstream = run._downstream
         all_steps = self._steps(count)
-        iteration = first_iteration
-        index = first_index
-        while self.max_iterations == 0 or iteration < self.max_iterations:
+        iteration, index, resume = first_iteration, first_index, info
+        limit = self._max_iterations
+        while limit == 0 or iteration < limit:
             while index < count:
                 state = LoopState(iteration, index)
                 self._check_transition(frame, state)
                 prefix = all_steps * iteration + all_steps[:index]
-                hold = HoldSink(sink, loop_iteration=iteration)
+                hold = HoldSink(downstream, loop_iteration=iteration)
                 child = self._children[index]
                 if resume is not None and not self._leads_to(frame, child):
                     resume = None
-                self._run_child(frame, prefix, child, hold, options, resume)
+                self._run_child(run, frame, prefix, child, hold, resume)
                 resume = None
                 last = hold.held
                 if hold.error or (last is not None and last.interrupted):
                     self._stop_at(frame, state, last is not None and last.interrupted)
                     if last is not None:
-                        sink.send(last)
+                        downstream.send(last)
                     return
                 if last is not None:
-                    sink.send(last)
+                    downstream.send(last)
                     if last.action is not None and last.action.exit:
                         return
                 if hold.broke:

@@ -10,12 +10,11 @@ import abc
 import json
 from collections.abc import Callable, Iterator
 
-from agentkit._options import AgentRunOption, ChatModelAgentOptions, get_impl_specific_options
-from agentkit._runctx import current_frame, get_session_value
-from agentkit._worker import BuiltinAgent, EventSink
-from agentkit.cancel import CancelMode
-from agentkit.errors import AgentCancelledError, AgentConfigError
-from agentkit.events import AgentEvent, AgentInput, event_from_message, new_break_loop_action
+from agentkit._agent import AgentRun, BaseAgent
+from agentkit._runctx import get_session_value
+from agentkit.agents._react import ModelCaller
+from agentkit.errors import AgentConfigError
+from agentkit.events import AgentEvent, event_from_message, new_break_loop_action
 from agentkit.models.base import ChatModel, ModelOptions
 from agentkit.prebuilt._planexecute_plan import (
     EXECUTED_STEP_SESSION_KEY,
@@ -33,7 +32,7 @@ from agentkit.prebuilt._planexecute_plan import (
 )
 from agentkit.prebuilt._planexecute_prompts import replanner_input_for
 from agentkit.schema import Message, Role, ToolCall, ToolInfo
-from agentkit.streams import StreamReader, concat_message_stream, stream_from_iterator
+from agentkit.streams import StreamReader, stream_from_iterator
 
 __all__ = ["Planner", "Replanner"]
 
@@ -49,7 +48,31 @@ def _bind(model: ChatModel, tools: list[ToolInfo], role: str) -> ChatModel:
     return bound
 
 
-def _first_call_arguments(reader: StreamReader[Message]) -> StreamReader[Message]:
+def _no_tool_call(role: str, tools: list[str]) -> PlanExecuteError:
+    return PlanExecuteError(
+        f"the {role}'s model answered without calling a tool; it must call "
+        f"{' or '.join(map(repr, tools))} (it is asked to with tool_choice='required': use a "
+        "model that supports forced tool calls)"
+    )
+
+
+def _unexpected_call(role: str, name: str, tools: list[str]) -> PlanExecuteError:
+    return PlanExecuteError(
+        f"the {role}'s model called tool {name!r}, but it may only call "
+        f"{' or '.join(map(repr, tools))}"
+    )
+
+
+def _showing_arguments(
+    role: str, tools: list[str]
+) -> Callable[[StreamReader[Message]], StreamReader[Message]]:
+    """What a streamed run shows of the reply: its first tool call's arguments, as text."""
+    return lambda reader: _first_call_arguments(reader, role, tools)
+
+
+def _first_call_arguments(
+    reader: StreamReader[Message], role: str, tools: list[str]
+) -> StreamReader[Message]:
     """The stream of the first tool call's argument fragments, as assistant chunks."""
 
     def chunks() -> Iterator[Message]:
@@ -64,24 +87,28 @@ def _first_call_arguments(reader: StreamReader[Message]) -> StreamReader[Message
                     sent = True
                     yield Message(Role.ASSISTANT, call.function.arguments)
         if first is None:
-            raise PlanExecuteError("no tool call")
+            raise _no_tool_call(role, tools)
         if not sent:
             yield Message(Role.ASSISTANT, "")
 
     return stream_from_iterator(chunks(), on_close=reader.close)
 
 
-def _first_call(reply: Message) -> ToolCall:
+def _first_call(reply: Message, role: str, tools: list[str]) -> ToolCall:
     if not reply.tool_calls:
-        raise PlanExecuteError("no tool call")
+        raise _no_tool_call(role, tools)
     return reply.tool_calls[0]
 
 
-def _parse_plan(plan_type: type[PlanLike], text: str) -> PlanLike:
+def _parse_plan(plan_type: type[PlanLike], text: str, role: str) -> PlanLike:
     try:
         return plan_type.from_json(text)
     except Exception as error:
-        raise PlanExecuteError(f"unmarshal plan error: {error}") from error
+        raise PlanExecuteError(
+            f"the {role}'s plan could not be read: {type(error).__name__}: {error} (the model "
+            f"sent {text[:200]!r}); {plan_type.__name__}.from_json() must accept what the "
+            "model sends to the plan tool"
+        ) from error
 
 
 def _response_text(arguments: str) -> str:
@@ -107,7 +134,7 @@ def _output(reply: Message, content: str) -> Message:
     return Message(Role.ASSISTANT, content, response_meta=reply.response_meta)
 
 
-class _OneCallAgent(BuiltinAgent):
+class _OneCallAgent(BaseAgent):
     """What the planner and the replanner share: one model call per run, in a push agent."""
 
     def __init__(self, name: str, description: str, model: ChatModel, forced: bool) -> None:
@@ -117,12 +144,12 @@ class _OneCallAgent(BuiltinAgent):
         self._forced = forced
 
     @property
-    def name(self) -> str:
+    def name(self) -> str:  # type: ignore[override]
         """The agent's name."""
         return self._name
 
     @property
-    def description(self) -> str:
+    def description(self) -> str:  # type: ignore[override]
         """What the agent does."""
         return self._description
 
@@ -130,67 +157,28 @@ class _OneCallAgent(BuiltinAgent):
         return f"{type(self).__name__.lstrip('_')}(name={self._name!r}, model={self._model!r})"
 
     @abc.abstractmethod
-    def _run_into(
-        self, input: AgentInput | None, sink: EventSink, options: tuple[AgentRunOption, ...]
-    ) -> None:
-        """Run the agent inline, sending its events into ``sink`` (planner or replanner)."""
+    def execute(self, run: AgentRun) -> None:
+        """Run the agent's one model call (planner or replanner)."""
 
     def _call(
         self,
         messages: list[Message],
-        options: tuple[AgentRunOption, ...],
-        streaming: bool,
-        sink: EventSink,
+        run: AgentRun,
         convert: Callable[[StreamReader[Message]], StreamReader[Message]] | None,
     ) -> Message:
-        """Call the model; when streaming, send the (converted) stream as an event at once."""
-        frame = current_frame()
-        scope = frame.scope if frame is not None else None
-        if scope is not None:
-            scope.check()
-        values = get_impl_specific_options(ChatModelAgentOptions(), *options).model_options
-        model_options: ModelOptions | None = ModelOptions.from_kwargs(**values) if values else None
+        """Call the model (the ReAct agent's model call: streamed, cancellable, counted and
+        reported to the callbacks); a streamed run shows the (converted) stream at once."""
+        run.check_cancelled()
+        model_options: ModelOptions | None = run.options.model_options
         if self._forced:
             # The model must answer with a tool call: "required" is OpenAI's forced choice.
             model_options = (model_options or ModelOptions()).merge(
                 ModelOptions(tool_choice="required")
             )
-        if not streaming:
-            # Eino always streams here; generate() gives the same reply with one request
-            # shape per mode, like ChatModelAgent.
-            reply = self._model.generate(list(messages), model_options)
-            if scope is not None and scope.stopping:
-                scope.check()  # cancelled meanwhile: the reply is not delivered
-            return reply
-        stream = self._model.stream(list(messages), model_options)
-        if scope is not None:
-            scope.open(stream)
-        try:
-            for_user, for_self = stream.copy(2)
-            shown = convert(for_user) if convert is not None else for_user
-            self._emit(sink, event_from_message(None, shown, Role.ASSISTANT))
-            try:
-                reply = concat_message_stream(for_self)
-                if scope is not None and scope.stopping:
-                    scope.check()  # cut short by the cancel: not an answer
-                return reply
-            except Exception as error:
-                if scope is not None and scope.mode is CancelMode.IMMEDIATE:
-                    scope.fired = True
-                    if isinstance(error, AgentCancelledError):
-                        raise
-                    raise AgentCancelledError(scope.mode, scope.escalated) from error
-                raise
-        finally:
-            if scope is not None:
-                scope.closed(stream)
-
-    def _emit(self, sink: EventSink, event: AgentEvent) -> None:
-        if not sink.send(event):
-            frame = current_frame()
-            if frame is not None:
-                # Nobody reads the events any more: stop the run at the next step boundary.
-                frame.scope.request_cancel(CancelMode.IMMEDIATE)
+        # Eino always streams here; generate() gives the same reply with one request shape
+        # per mode, like ChatModelAgent.
+        caller = ModelCaller(run, self._name, self._model, show=convert)
+        return caller.call(self._model, list(messages), model_options)
 
 
 class Planner(_OneCallAgent):
@@ -211,28 +199,26 @@ class Planner(_OneCallAgent):
         self._plan_tool = plan_tool
         self._plan_type = plan_type
 
-    def _run_into(
-        self, input: AgentInput | None, sink: EventSink, options: tuple[AgentRunOption, ...]
-    ) -> None:
-        if input is None:
-            input = AgentInput()
-        user_input = list(input.messages)
+    def execute(self, run: AgentRun) -> None:
+        """Make the plan: one model call, the plan stored in the session."""
+        user_input = list(run.input.messages)
         store(USER_INPUT_SESSION_KEY, user_input)
         messages = list(self._gen_input(list(user_input)))
         tool = self._plan_tool
-        streaming = input.enable_streaming
-        convert = _first_call_arguments if tool is not None else None
-        reply = self._call(messages, options, streaming, sink, convert)
+        streaming = run.streaming
+        tools = [tool.name] if tool is not None else []
+        convert = _showing_arguments("planner", tools) if tool is not None else None
+        reply = self._call(messages, run, convert)
         if tool is None:
             text = reply.content
         else:
-            call = _first_call(reply)
+            call = _first_call(reply, "planner", tools)
             if call.function.name != tool.name:
-                raise PlanExecuteError(f"unexpected tool call: {call.function.name}")
+                raise _unexpected_call("planner", call.function.name, tools)
             text = call.function.arguments
         if not streaming:
-            self._emit(sink, event_from_message(_output(reply, text), None, Role.ASSISTANT))
-        store(PLAN_SESSION_KEY, _parse_plan(self._plan_type, text))
+            run.emit(event_from_message(_output(reply, text), None, Role.ASSISTANT))
+        store(PLAN_SESSION_KEY, _parse_plan(self._plan_type, text, "planner"))
 
 
 class Replanner(_OneCallAgent):
@@ -258,9 +244,8 @@ class Replanner(_OneCallAgent):
         self._respond_tool = respond_tool
         self._plan_type = plan_type
 
-    def _run_into(
-        self, input: AgentInput | None, sink: EventSink, options: tuple[AgentRunOption, ...]
-    ) -> None:
+    def execute(self, run: AgentRun) -> None:
+        """Record the executed step, then revise the plan or respond."""
         plan: PlanLike = require(PLAN_SESSION_KEY, "plan")
         result = require(EXECUTED_STEP_SESSION_KEY, "execute result")
         steps = list(get_session_value(EXECUTED_STEPS_SESSION_KEY) or [])
@@ -269,20 +254,21 @@ class Replanner(_OneCallAgent):
         user_input = require(USER_INPUT_SESSION_KEY, "user input")
         context = ExecutionContext(list(user_input), plan, list(steps))
         messages = list(self._gen_input(context))
-        streaming = input.enable_streaming if input is not None else False
-        reply = self._call(messages, options, streaming, sink, _first_call_arguments)
-        call = _first_call(reply)
+        streaming = run.streaming
+        tools = [self._plan_tool.name, self._respond_tool.name]
+        reply = self._call(messages, run, _showing_arguments("replanner", tools))
+        call = _first_call(reply, "replanner", tools)
         name = call.function.name
-        if name not in (self._respond_tool.name, self._plan_tool.name):
-            raise PlanExecuteError(f"unexpected tool call: {name}")
+        if name not in tools:
+            raise _unexpected_call("replanner", name, tools)
         if name == self._respond_tool.name:
             # The final answer is the run's last message, as text (a streamed reply showed
             # the tool call's JSON arguments as they came; the answer follows them).
             answer = _output(reply, _response_text(call.function.arguments))
-            self._emit(sink, event_from_message(answer, None, Role.ASSISTANT))
-            self._emit(sink, AgentEvent(action=new_break_loop_action(self.name)))
+            run.emit(event_from_message(answer, None, Role.ASSISTANT))
+            run.emit(AgentEvent(action=new_break_loop_action(self.name)))
             return
         if not streaming:
             output = _output(reply, call.function.arguments)
-            self._emit(sink, event_from_message(output, None, Role.ASSISTANT))
-        store(PLAN_SESSION_KEY, _parse_plan(self._plan_type, call.function.arguments))
+            run.emit(event_from_message(output, None, Role.ASSISTANT))
+        store(PLAN_SESSION_KEY, _parse_plan(self._plan_type, call.function.arguments, "replanner"))

@@ -38,8 +38,8 @@ EXECUTED_STEPS_SESSION_KEY = "ExecutedSteps"
 class PlanExecuteError(AgentKitError):
     """A planner or replanner could not get a usable answer from its model.
 
-    The message says what went wrong: ``no tool call``, ``unexpected tool call: <name>``,
-    ``unmarshal plan error: <why>``, or ``impossible: ... not found`` when an agent runs
+    The message says what went wrong, with the values: the model answered without calling a
+    tool, called a tool it may not call, or sent a plan that could not be read; or an agent ran
     without what an earlier one should have stored in the session.
     """
 
@@ -160,8 +160,8 @@ def require(key: str, what: str) -> Any:
     value = get_session_value(key)
     if value is None:
         raise PlanExecuteError(
-            f"impossible: {what} not found (session value {key!r} is missing; run this agent "
-            "inside planexecute.new(...), after the planner)"
+            f"the {what} is missing: session value {key!r} is not set; run this agent inside "
+            "planexecute.new(...), after the planner"
         )
     return value
 

@@ -141,9 +141,8 @@ def new_planner(
             with a JSON output mode).
         plan_type: the plan class (see :class:`PlanLike`); default :class:`Plan`.
 
-    The run fails with :class:`PlanExecuteError`: ``no tool call`` (the reply calls no tool),
-    ``unexpected tool call: <name>``, or ``unmarshal plan error: ...`` (sent after the
-    output event).
+    The run fails with :class:`PlanExecuteError` when the reply calls no tool, calls another
+    tool, or sends a plan that cannot be read (after the output event).
 
     Raises:
         AgentConfigError: ``model`` cannot call tools.
@@ -166,8 +165,8 @@ def new_executor(
     step). With ``tools`` it works in a ReAct loop of at most ``max_iterations`` model
     calls. Its final answer is stored under ``ExecutedStep``.
 
-    The run fails with :class:`PlanExecuteError` (``impossible: plan not found`` /
-    ``impossible: user input not found``) when no planner ran before it.
+    The run fails with :class:`PlanExecuteError` (``the plan is missing``, ``the user input is
+    missing``) when no planner ran before it.
     """
     build = gen_input or default_executor_input
 
@@ -216,9 +215,9 @@ def new_replanner(
         respond_tool: the tool for the final answer (default :data:`RESPOND_TOOL_INFO`).
         plan_type: the plan class (see :class:`PlanLike`); default :class:`Plan`.
 
-    The run fails with :class:`PlanExecuteError`: ``no tool call``,
-    ``unexpected tool call: <name>`` (no output event is sent), ``unmarshal plan error: ...``,
-    or ``impossible: ... not found`` when the planner and the executor did not run before it.
+    The run fails with :class:`PlanExecuteError` when the reply calls no tool, calls another
+    tool (no output event is sent), sends a plan that cannot be read, or when the planner and
+    the executor did not run before it.
 
     Raises:
         AgentConfigError: ``model`` cannot call tools, or both tools have the same name.
@@ -265,10 +264,9 @@ def new(
         [executor, replanner],
         max_iterations=max_iterations,
     )
-    agent = SequentialAgent(
+    return SequentialAgent(
         "plan_execute_replan",
         "plans a task, then executes and replans it step by step",
         [planner, loop],
+        agent_type="PlanExecute",
     )
-    agent.agent_type = "PlanExecute"
-    return agent

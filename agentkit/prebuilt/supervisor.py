@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from agentkit.agents.deterministic import agent_with_deterministic_transfer_to
-from agentkit.agents.flow import FlowAgent, agent_with_options, set_sub_agents
+from agentkit.agents.flow import _with_type, agent_with_options, set_sub_agents
 from agentkit.errors import AgentConfigError
 from agentkit.events import Agent
 
@@ -66,6 +66,4 @@ def new(supervisor: Agent, sub_agents: Sequence[Agent]) -> Agent:
         )
         for agent in sub_agents
     ]
-    flow: FlowAgent = set_sub_agents(supervisor, workers)
-    flow.agent_type = "Supervisor"
-    return flow
+    return _with_type(set_sub_agents(supervisor, workers), "Supervisor")

@@ -15,6 +15,10 @@ info. Resume the run with the decision as the resume data of that interrupt::
 * ``False`` or ``Reject(reason="...")``: the call does not run; the model gets a tool message
   saying the user rejected it (and why).
 
+Each request is bound to exactly one call: when a model gives two calls of one reply the same
+id, the later one gets a derived id (``<id>#2``) in the reply, its events and its result, so
+approving one request never runs another call.
+
 Approval is built on :func:`~agentkit._interrupt`, so the decision can come from another process
 with any checkpoint store. The three types are saved in checkpoints under stable names.
 """

@@ -1,0 +1,552 @@
+"""The agent protocol: :class:`BaseAgent`, the :class:`AgentRun` it is given, and running a turn.
+
+Every agent of agentkit, built-in or custom, is written one way: a :class:`BaseAgent` subclass
+implements :meth:`BaseAgent.execute`, which runs one turn of the agent in the calling thread and
+pushes the agent's events into the run with :meth:`AgentRun.emit`. ``run()`` and ``resume()``,
+returning the Eino event iterator, are derived from it here, once. Agents written to the
+iterator protocol instead (any object with ``name``, ``description`` and ``run``) keep working
+through one adapter (:func:`run_agent` pulls their iterator).
+
+Framework-internal: :func:`run_agent` runs one turn of any agent at a position of a run;
+:func:`start_worker` starts the thread of a run, or runs it in the calling thread.
+"""
+
+from __future__ import annotations
+
+import abc
+import contextvars
+import threading
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import attrs
+
+from agentkit._observe import RunObservers
+from agentkit._options import AgentOptions, AgentRunOption, RunOptionSet
+from agentkit._points import Journal, interrupt_contexts
+from agentkit._runctx import EventLog, RecordedEvent, RunFrame, current_frame, use_frame
+from agentkit._scope import RunScope
+from agentkit.cancel import CancelMode
+from agentkit.errors import ResumeError
+from agentkit.events import (
+    AgentAction,
+    AgentEvent,
+    AgentInput,
+    InterruptInfo,
+    ResumeInfo,
+    RunStep,
+    _named,
+)
+from agentkit.iterators import (
+    AsyncGenerator,
+    _attach_producer,
+    _end_refused,
+    _Pair,
+    _put_last,
+)
+from agentkit.results import RunIterator, RunOutcome
+
+__all__ = [
+    "AgentRun",
+    "BaseAgent",
+    "EventSink",
+    "Turn",
+    "execute_agent",
+    "open_run",
+    "run_agent",
+    "run_in_worker",
+    "start_worker",
+]
+
+
+class EventSink(Protocol):
+    """Where the events of a run go next (framework-internal).
+
+    What ``send`` returns is not the framework's business (an agent's iterator-style worker
+    reads ``AsyncGenerator.send``'s answer); a run stops through its scope alone.
+    """
+
+    def send(self, item: AgentEvent) -> object: ...
+
+
+class Turn:
+    """What one agent turn's own events said (framework-internal): read by the code that ran it.
+
+    ``last`` is the agent's last own event (a flow acts on its action: a transfer, an exit),
+    ``error`` the error of its own error event, if it sent one.
+    """
+
+    __slots__ = ("error", "last")
+
+    def __init__(self) -> None:
+        self.last: AgentEvent | None = None
+        self.error: BaseException | None = None
+
+    @property
+    def action(self) -> AgentAction | None:
+        """The action of the agent's last own event."""
+        last = self.last
+        return None if last is None else last.action
+
+
+class AgentRun:
+    """One turn of one agent: what it runs with, and where its events go.
+
+    :meth:`BaseAgent.execute` is given one. It is made by the framework (the Runner, a flow, a
+    workflow, ``run()``), never changed afterwards (its attributes are read-only), and used in
+    the thread that runs the turn (and the threads that thread starts).
+
+    Attributes:
+        input: the input of the turn (for a resumed turn, no messages: the agent goes on from
+            the state it saved).
+        resume_info: ``None`` for a fresh turn; for a resumed one, what the agent saved when it
+            stopped and the resume data targeted at it (see :class:`~agentkit.ResumeInfo`).
+        options: the run's options as this agent sees them, parsed once per run
+            (:class:`~agentkit.options.AgentOptions`; ``custom_options(S(), *run.options)``
+            reads a custom agent's own options).
+        run_path: where the agent runs: the agents from the run's root to this one (empty for
+            an agent run directly with ``run()``, whose events are named by whoever reads them).
+    """
+
+    __slots__ = ("_downstream", "_frame", "_input", "_options", "_path", "_resume", "_turn")
+
+    def __init__(
+        self,
+        input: AgentInput,
+        resume_info: ResumeInfo | None,
+        options: AgentOptions,
+        run_path: tuple[RunStep, ...],
+        *,
+        frame: RunFrame,
+        downstream: EventSink,
+    ) -> None:
+        self._input = input
+        self._resume = resume_info
+        self._options = options
+        self._path = run_path
+        self._frame = frame
+        self._downstream = downstream
+        self._turn = Turn()
+
+    @property
+    def input(self) -> AgentInput:
+        """The input of the turn."""
+        return self._input
+
+    @property
+    def resume_info(self) -> ResumeInfo | None:
+        """``None`` for a fresh turn; what the agent saved, for a resumed one."""
+        return self._resume
+
+    @property
+    def options(self) -> AgentOptions:
+        """The run's options as this agent sees them (parsed once per run)."""
+        return self._options
+
+    @property
+    def run_path(self) -> tuple[RunStep, ...]:
+        """The agents from the run's root to this one (empty for an agent run directly)."""
+        return self._path
+
+    @property
+    def agent_name(self) -> str:
+        """The name the agent's events carry (``""`` for an agent run directly)."""
+        path = self._path
+        return path[-1].agent_name if path else ""
+
+    @property
+    def streaming(self) -> bool:
+        """Whether the run streams model output (``input.enable_streaming``)."""
+        return self._input.enable_streaming
+
+    def __repr__(self) -> str:
+        path = "/".join(step.agent_name for step in self._path) or "-"
+        resumed = ", resumed" if self._resume is not None else ""
+        return f"AgentRun(run_path={path!r}{resumed})"
+
+    def emit(self, event: AgentEvent) -> None:
+        """Send one of the agent's own events into the run.
+
+        The event is named here, once: an event without a run path gets this turn's agent name
+        and run path (as a new event: nothing writes to an event once it is made). The agent's
+        own message events join the run's history, so the next agents see them. An event that
+        arrives named with another run path (one an inner run of the agent made) is passed on
+        as it is, neither recorded nor counted as the agent's own.
+        """
+        path = self._path
+        own_path = event.run_path
+        if not own_path:
+            if path:
+                event = _named(event, path[-1].agent_name, path)
+        elif len(own_path) != len(path) or tuple(own_path) != path:
+            self._downstream.send(event)
+            return
+        if path:
+            action = event.action
+            if action is None or action.interrupted is None:
+                self._frame.log.append(RecordedEvent.of(event, path))
+        turn = self._turn
+        turn.last = event
+        if event.err is not None:
+            turn.error = event.err
+        self._downstream.send(event)
+
+    def check_cancelled(self) -> None:
+        """Raise :class:`~agentkit.AgentCancelledError` if the run is being cancelled now.
+
+        Call it between steps of the agent's own (before a long call, between chunks of work);
+        the framework checks before each model call, each tool call and each sub-agent.
+        """
+        self._frame.scope.check()
+
+    @property
+    def cancelled(self) -> bool:
+        """``True`` once a cancel of the run was requested (any mode)."""
+        return self._frame.scope.cancelled
+
+
+class BaseAgent(abc.ABC):
+    """The base class of agents: implement :meth:`execute`, get ``run()`` and ``resume()``.
+
+    Subclasses give the agent a ``name`` and a ``description`` (attributes or properties) and
+    implement one method, :meth:`execute`, which runs one turn in the calling thread and pushes
+    the agent's events with :meth:`AgentRun.emit`::
+
+        class Echo(BaseAgent):
+            name = "echo"
+            description = "repeats the last message"
+
+            def execute(self, run: AgentRun) -> None:
+                text = run.input.messages[-1].content
+                run.emit(event_from_message(assistant_message(text), None, Role.ASSISTANT))
+
+    Such an agent behaves like a built-in one wherever it runs: as the Runner's agent (under
+    ``Runner.invoke`` it runs in the calling thread: no thread is started), as a sub-agent that
+    transfers (emit ``transfer_action(name)``), inside workflows and agent tools; it is
+    cancelled at the framework's checks and its own :meth:`AgentRun.check_cancelled`; it
+    interrupts by emitting :func:`~agentkit.interrupt_event` as its last event and is resumed
+    with ``run.resume_info`` set. An exception raised by :meth:`execute` ends the turn with an
+    error event.
+    """
+
+    name: str
+    description: str
+
+    @abc.abstractmethod
+    def execute(self, run: AgentRun) -> None:
+        """Run one turn of the agent, sending its events with ``run.emit(event)``.
+
+        ``run.resume_info`` is ``None`` for a fresh turn. When it is set, the run is resumed
+        here: the agent (or something inside it) stopped at its last turn, and
+        ``run.resume_info.interrupt_state`` is the state it saved (``interrupt_event(...,
+        state=...)``); an agent that cannot go on raises :class:`~agentkit.ResumeError`.
+        """
+
+    def run(self, input: AgentInput, *options: AgentRunOption) -> RunIterator:
+        """Start a turn of the agent in a worker thread; returns the event iterator at once.
+
+        Called inside a run (by another agent), the turn is part of that run (same session,
+        cancellation and history); its own events come unnamed, for the caller to name. Use
+        :class:`~agentkit.Runner` to run an agent as a run of its own.
+        """
+        return _run_directly(self, input, None, options)
+
+    def resume(self, info: ResumeInfo, *options: AgentRunOption) -> RunIterator:
+        """Resume the agent inside a run restored by the Runner; returns the event iterator."""
+        return _run_directly(self, AgentInput(enable_streaming=info.enable_streaming), info,
+                             options)
+
+    def get_type(self) -> str:
+        """The agent's type as callbacks report it (default: the class name)."""
+        return type(self).__name__
+
+
+# --- running one turn -------------------------------------------------------------------------
+
+
+def open_run(
+    frame: RunFrame,
+    downstream: EventSink,
+    input: AgentInput,
+    resume_info: ResumeInfo | None = None,
+    *,
+    named: bool = True,
+) -> AgentRun:
+    """The :class:`AgentRun` of a turn at ``frame`` (the agent's place: its run path and address
+    end with it) whose events go to ``downstream``. With ``named=False`` (an agent run
+    directly) its events stay unnamed and out of the history: whoever reads them does that."""
+    path = frame.run_path
+    return AgentRun(
+        input,
+        resume_info,
+        frame.options.for_agent(path[-1].agent_name if path else ""),
+        path if named else (),
+        frame=frame,
+        downstream=downstream,
+    )
+
+
+def execute_agent(agent: Any, run: AgentRun) -> None:
+    """Run ``agent``'s turn in ``run``, in this thread; an exception becomes its error event.
+
+    A :class:`BaseAgent` runs through :meth:`BaseAgent.execute`; any other agent through its
+    ``run()``/``resume()`` iterator, pulled here: the one adapter for the iterator protocol.
+    """
+    frame = run._frame
+    if current_frame() is frame:
+        _execute(agent, run)
+        return
+    with use_frame(frame):
+        _execute(agent, run)
+
+
+def _execute(agent: Any, run: AgentRun) -> None:
+    try:
+        if isinstance(agent, BaseAgent):
+            agent.execute(run)
+        else:
+            _pull(agent, run)
+    except Exception as error:
+        run.emit(AgentEvent(err=error))
+
+
+def run_agent(
+    agent: Any,
+    frame: RunFrame,
+    downstream: EventSink,
+    input: AgentInput,
+    resume_info: ResumeInfo | None = None,
+    *,
+    named: bool = True,
+) -> Turn:
+    """Run one turn of ``agent`` at ``frame`` in this thread; return what its events said."""
+    run = open_run(frame, downstream, input, resume_info, named=named)
+    execute_agent(agent, run)
+    return run._turn
+
+
+def _pull(agent: Any, run: AgentRun) -> None:
+    """The iterator-protocol adapter: emit what ``agent.run()``/``resume()`` yields.
+
+    When the run is cancelled while the agent runs, its worker (:func:`run_in_worker`) is
+    refused further events, stops, and ends its events with the cancel error.
+    """
+    info = run.resume_info
+    if info is None:
+        events = agent.run(run.input, *run.options)
+    else:
+        resume = getattr(agent, "resume", None)
+        if not callable(resume):
+            raise ResumeError(
+                f"agent {agent.name!r} stopped inside its turn but cannot be resumed: it has "
+                "no resume() method; give it one (see agentkit.ResumableAgent), or subclass "
+                "agentkit.BaseAgent"
+            )
+        events = resume(info, *run.options)
+    try:
+        for event in events:
+            run.emit(event)
+    finally:
+        events.close()
+
+
+# --- starting a run's thread ----------------------------------------------------------------------
+
+
+def run_in_worker(work: Callable[[Any], None]) -> RunIterator:
+    """Run ``work(generator)`` in a new thread and return the iterator of what it sends.
+
+    The way to write an agent to the iterator protocol (``run()`` returning an iterator); a
+    :class:`BaseAgent` subclass needs no thread of its own. The iterator is a
+    :class:`~agentkit.results.RunIterator`: ``result()`` waits for the end.
+
+    The thread runs with the caller's run context (session values, run path, interrupt
+    address). An exception raised by ``work`` becomes a final event whose ``err`` is that
+    exception (its traceback kept); the generator is always closed. Once the run is cancelled
+    (``CancelHandle.cancel()``, or the consumer closed the iterator), ``generator.send``
+    returns ``False``: stop then. Long-running work can also call
+    :func:`~agentkit.check_cancelled` between steps of its own.
+
+    Example, a custom agent::
+
+        class Echo:
+            name = "echo"
+            description = "repeats the last message"
+
+            def run(self, input, *options):
+                def work(gen):
+                    text = input.messages[-1].content
+                    gen.send(event_from_message(assistant_message(text), None, Role.ASSISTANT))
+                return run_in_worker(work)
+    """
+    frame = current_frame()
+    if frame is None:
+        # A run of its own (no Runner): its own scope, no session.
+        frame = RunFrame(scope=RunScope(), log=EventLog())
+        return start_worker(work, frame, owns_scope=True, fill_interrupts=True)
+    return start_worker(work, frame, owns_scope=False)
+
+
+def _run_directly(
+    agent: BaseAgent,
+    input: AgentInput,
+    resume_info: ResumeInfo | None,
+    options: tuple[AgentRunOption, ...],
+) -> RunIterator:
+    """``agent.run()``/``resume()``: a turn at the caller's place, or a run of its own."""
+    caller = current_frame()
+    if caller is None:
+        base = RunFrame(
+            scope=RunScope(),
+            log=EventLog(),
+            observers=RunObservers.from_options(options),
+            options=RunOptionSet(options),
+        )
+    else:
+        base = caller
+    frame = base.at_agent(RunStep(agent.name))
+
+    def work(sink: EventSink) -> None:
+        run_agent(agent, frame, sink, input, resume_info, named=False)
+
+    if caller is None:
+        return start_worker(work, frame, owns_scope=True, fill_interrupts=True)
+    return start_worker(work, frame, owns_scope=False)
+
+
+class _EventCallback:
+    """Calls ``Runner.invoke``'s ``on_event`` with each event as it is delivered.
+
+    Calls are serialized (a Parallel branch sends from its own thread). The first exception
+    the callback raises is kept, the run is cancelled at once, and no further event is
+    delivered; :func:`start_worker` raises the exception once the run has stopped.
+    """
+
+    __slots__ = ("callback", "downstream", "error", "lock", "scope")
+
+    def __init__(
+        self, downstream: EventSink, callback: Callable[[AgentEvent], object], scope: RunScope
+    ) -> None:
+        self.downstream = downstream
+        self.callback = callback
+        self.scope = scope
+        self.lock = threading.Lock()
+        self.error: BaseException | None = None
+
+    def send(self, item: AgentEvent) -> None:
+        with self.lock:
+            if self.error is not None:
+                return
+            self.downstream.send(item)
+            try:
+                self.callback(item)
+                return
+            except BaseException as error:  # raised again by start_worker, not swallowed
+                self.error = error
+        self.scope.request_cancel(CancelMode.IMMEDIATE)
+
+
+class _BareRunSink:
+    """The top of a run without a Runner: gives an interrupt event its contexts."""
+
+    __slots__ = ("downstream", "journal")
+
+    def __init__(self, downstream: EventSink, journal: Journal) -> None:
+        self.downstream = downstream
+        self.journal = journal
+
+    def send(self, item: AgentEvent) -> object:
+        action = item.action
+        if action is not None and action.interrupted is not None:
+            contexts = interrupt_contexts(self.journal.points())
+            interrupted = InterruptInfo(data=action.interrupted.data, contexts=contexts)
+            item = attrs.evolve(item, action=attrs.evolve(action, interrupted=interrupted))
+        return self.downstream.send(item)
+
+
+def _outcome_of(frame: RunFrame, outcome: RunOutcome | None) -> RunOutcome:
+    """What ``result()`` reads of the run at ``frame`` besides its events."""
+    if outcome is None:
+        outcome = RunOutcome()
+    if outcome.session_values is None and frame.session is not None:
+        outcome.session_values = frame.session.snapshot
+    if outcome.usage is None:
+        outcome.usage = frame.observers.usage
+    return outcome
+
+
+def start_worker(
+    work: Callable[[Any], None],
+    frame: RunFrame,
+    *,
+    owns_scope: bool,
+    on_finish: Callable[[], object] | None = None,
+    fill_interrupts: bool = False,
+    outcome: RunOutcome | None = None,
+    inline: bool = False,
+    on_event: Callable[[AgentEvent], object] | None = None,
+) -> RunIterator:
+    """Run ``work(sink)`` in a new thread, or inline, and return the iterator of its events.
+
+    The worker that owns the run's scope ends it (``scope.finish()`` joins the run's threads)
+    before closing the generator, and the iterator joins the worker at its end, so no thread
+    outlives the run. Closing the iterator of a scope-owning worker cancels the run. With
+    ``fill_interrupts`` (a run without a Runner) interrupt events get their contexts here.
+    ``outcome`` is filled by the Runner for :meth:`RunIterator.result`. ``inline`` runs the
+    work in the calling thread (``Runner.invoke``), with ``on_event`` called for each event.
+    """
+    outcome = _outcome_of(frame, outcome)
+    pair = _Pair()
+    iterator = RunIterator(pair, outcome)
+    generator: AsyncGenerator[AgentEvent] = AsyncGenerator(pair)
+    context = contextvars.copy_context()
+    scope = frame.scope
+    sink: EventSink = generator
+    if fill_interrupts:
+        sink = _BareRunSink(sink, frame.journal)
+    callback = None
+    if on_event is not None:
+        if not inline:
+            raise ValueError("on_event is only for a run in the calling thread (inline)")
+        sink = callback = _EventCallback(sink, on_event, scope)
+
+    def body() -> None:
+        with use_frame(frame):
+            try:
+                work(sink)
+            except BaseException as error:  # the consumer gets every failure as an event
+                _put_last(generator, AgentEvent(err=error))
+            else:
+                # Told to stop (a send was refused): the work ended early, as cancelled.
+                _end_refused(generator, lambda: AgentEvent(err=scope.cancel_error()))
+            finally:
+                try:
+                    if owns_scope:
+                        scope.finish()
+                    if on_finish is not None:
+                        on_finish()
+                finally:
+                    generator.close()
+
+    if inline:
+        # Nobody watches the run live (Runner.invoke): run it in the calling thread, the
+        # events queue up for result(). No worker, no hand-over of every event.
+        context.run(body)
+        if callback is not None and callback.error is not None:
+            raise callback.error
+        return iterator
+    thread = threading.Thread(target=context.run, args=(body,), name="agentkit-run", daemon=True)
+
+    def inside() -> bool:
+        # A tool of this very run closing the iterator must not wait for the run to end.
+        current = current_frame()
+        return current is not None and current.scope is scope
+
+    if owns_scope:
+        _attach_producer(
+            iterator, thread, lambda: scope.request_cancel(CancelMode.IMMEDIATE), inside
+        )
+    else:
+        _attach_producer(iterator, thread, inside=inside, stop=scope.stop_event)
+    thread.start()
+    return iterator
