@@ -1,4 +1,4 @@
-"""What observes a run: its callback handlers and its token usage (framework-internal).
+"""What observes a run: its callback handlers, and its usage and limits (framework-internal).
 
 :class:`RunObservers` rides on the run's :class:`~agentkit._runctx.RunFrame`; the public side is
 :mod:`agentkit.callbacks`.
@@ -8,16 +8,20 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
 from agentkit._options import AgentRunOption, get_impl_specific_options
+from agentkit._persist import persisted
+from agentkit.errors import RunLimitError
 from agentkit.schema import TokenUsage
 
 if TYPE_CHECKING:
     from agentkit.events import AgentInput
+    from agentkit.limits import RunLimits
 
 __all__ = [
     "CallbackOptions",
@@ -25,6 +29,7 @@ __all__ = [
     "CallbackSet",
     "RunInfo",
     "RunObservers",
+    "RunUsage",
     "UsageLedger",
     "fire",
     "observe_agent",
@@ -152,32 +157,93 @@ def observe_agent(
     return result
 
 
-class UsageLedger:
-    """Token usage summed per run and per agent (thread-safe; framework-internal).
+@persisted("agentkit.RunUsage")
+@attrs.frozen
+class RunUsage:
+    """What a run used so far, by limit name (framework-internal).
 
-    Every model call of a run adds its ``response_meta.usage`` here, under the calling agent.
+    Saved in the run's checkpoint, so that a resumed run continues the count of its
+    :class:`~agentkit.RunLimits`. ``model_calls`` and ``tool_calls`` are counted only while the
+    run has limits; ``cost`` is ``None`` until a model call had a cost; ``wall_time`` is the
+    seconds the run ran (the time it was paused does not count).
     """
 
-    __slots__ = ("_by_agent", "_lock")
+    model_calls: int = 0
+    tool_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    cost: float | None = None
+    wall_time: float = 0.0
 
-    def __init__(self) -> None:
+    def used(self, limit: str) -> float:
+        """The amount used of the limit named ``limit`` (one of ``LIMIT_NAMES``)."""
+        value: float | None = getattr(self, limit)
+        return 0 if value is None else value
+
+
+_MODEL_CALLS = "model_calls"
+_TOOL_CALLS = "tool_calls"
+_CONSUMED = ("input_tokens", "output_tokens", "total_tokens", "cost", "wall_time")
+"""The limits every safe point checks (the call counts are checked at their own kind)."""
+
+_NEXT = {_MODEL_CALLS: "model call", _TOOL_CALLS: "tool call"}
+
+
+class UsageLedger:
+    """What a run used: tokens and cost per run and per agent, model and tool calls, run time;
+    and the run's limits, checked before each model and tool call (thread-safe;
+    framework-internal).
+
+    Every model call of a run adds its ``response_meta.usage`` (and ``cost``) here, under the
+    calling agent. A run with :class:`~agentkit.RunLimits` also counts its model and tool calls
+    here (:meth:`begin`), before each one starts. ``carried`` is what the run used before it
+    was resumed: the limits count it, the totals of this run (``total``, ``by_agent``,
+    ``cost``, which ``RunResult`` reports) do not.
+    """
+
+    __slots__ = (
+        "_by_agent",
+        "_calls",
+        "_cost",
+        "_lock",
+        "_started",
+        "_total",
+        "carried",
+        "limits",
+        "pausable",
+    )
+
+    def __init__(
+        self,
+        limits: RunLimits | None = None,
+        *,
+        carried: RunUsage | None = None,
+        pausable: bool = False,
+    ) -> None:
         self._lock = threading.Lock()
         self._by_agent: dict[str, TokenUsage] = {}
+        self._total = TokenUsage()
+        self._cost: float | None = None
+        self._calls = {_MODEL_CALLS: 0, _TOOL_CALLS: 0}
+        self._started = time.monotonic()
+        self.limits = limits
+        self.carried = carried if carried is not None else RunUsage()
+        self.pausable = pausable  # reaching a limit pauses the run (it has a checkpoint)
 
-    def add(self, agent_name: str, usage: TokenUsage) -> None:
-        """Count ``usage`` for ``agent_name``."""
+    def add(self, agent_name: str, usage: TokenUsage, cost: float | None = None) -> None:
+        """Count ``usage`` (and the ``cost`` of the call, if known) for ``agent_name``."""
         with self._lock:
             self._by_agent[agent_name] = _plus(self._by_agent.get(agent_name), usage)
+            self._total = _plus(self._total, usage)
+            if cost is not None:
+                self._cost = cost if self._cost is None else self._cost + cost
 
     @property
     def total(self) -> TokenUsage:
         """The sum over every agent."""
         with self._lock:
-            values = list(self._by_agent.values())
-        total = TokenUsage()
-        for usage in values:
-            total = _plus(total, usage)
-        return total
+            return _plus(None, self._total)
 
     @property
     def by_agent(self) -> dict[str, TokenUsage]:
@@ -185,14 +251,84 @@ class UsageLedger:
         with self._lock:
             return dict(self._by_agent)
 
+    @property
+    def cost(self) -> float | None:
+        """What this run's model calls cost, or ``None`` when none had a cost."""
+        with self._lock:
+            return self._cost
+
+    def begin(self, kind: str) -> None:
+        """Count a model call (``kind="model_calls"``) or tool call (``"tool_calls"``) that
+        is about to start; raise :class:`~agentkit.RunLimitError` instead when a limit is
+        reached: that call's own, or one of tokens, cost or time. Only for runs with limits.
+        """
+        limits = self.limits
+        assert limits is not None
+        with self._lock:
+            used = self._used()
+            for name, allowed in limits.set_limits():
+                if (name == kind or name in _CONSUMED) and used.used(name) >= allowed:
+                    raise _limit_error(name, used.used(name), allowed, limits, kind)
+            self._calls[kind] += 1
+
+    def snapshot(self) -> RunUsage:
+        """What the run used so far, its resumes before this one included."""
+        with self._lock:
+            return self._used()
+
+    def _used(self) -> RunUsage:
+        carried = self.carried
+        total = self._total
+        cost = self._cost
+        if carried.cost is not None:
+            cost = carried.cost if cost is None else carried.cost + cost
+        return RunUsage(
+            model_calls=carried.model_calls + self._calls[_MODEL_CALLS],
+            tool_calls=carried.tool_calls + self._calls[_TOOL_CALLS],
+            input_tokens=carried.input_tokens + total.prompt_tokens,
+            output_tokens=carried.output_tokens + total.completion_tokens,
+            total_tokens=carried.total_tokens + total.total_tokens,
+            cost=cost,
+            wall_time=carried.wall_time + (time.monotonic() - self._started),
+        )
+
+
+def _limit_error(
+    limit: str, used: float, allowed: float, limits: RunLimits, kind: str
+) -> RunLimitError:
+    from agentkit.limits import _amount_text, _describe
+
+    what = _describe(limit)
+    verb = {
+        "model_calls": "it made",
+        "tool_calls": "it made",
+        "wall_time": "it ran",
+        "cost": "its model calls cost",
+    }.get(limit, "its model calls used")
+    used_text = _amount_text(limit, used)
+    unit = "" if limit in ("cost", "wall_time") else f" {what}"
+    return RunLimitError(
+        f"the run reached its {what} limit ({limits!r}): {verb} {used_text}{unit}, so it "
+        f"stopped before its next {_NEXT[kind]}. Give it a larger allowance "
+        "(with_limits(RunLimits(...)) for one run, Runner(limits=...) for every run), or run "
+        "it with a checkpoint id (with_checkpoint_id(...) and a checkpoint store): then a run "
+        "that reaches a limit pauses, to be resumed with a larger one",
+        limit=limit,
+        used=used,
+        allowed=allowed,
+    )
+
 
 def _plus(left: TokenUsage | None, right: TokenUsage) -> TokenUsage:
     if left is None:
-        return TokenUsage(right.prompt_tokens, right.completion_tokens, right.total_tokens)
+        return TokenUsage(
+            right.prompt_tokens, right.completion_tokens, right.total_tokens, right.cached_tokens
+        )
     return TokenUsage(
         left.prompt_tokens + right.prompt_tokens,
         left.completion_tokens + right.completion_tokens,
         left.total_tokens + right.total_tokens,
+        left.cached_tokens + right.cached_tokens,
     )
 
 
@@ -208,6 +344,12 @@ class RunObservers:
     usage: UsageLedger = attrs.Factory(UsageLedger)
 
     @classmethod
-    def from_options(cls, options: Iterable[AgentRunOption]) -> RunObservers:
-        """The observers of a run started with ``options``."""
-        return cls(callbacks=CallbackSet.from_options(options))
+    def from_options(
+        cls, options: Iterable[AgentRunOption], usage: UsageLedger | None = None
+    ) -> RunObservers:
+        """The observers of a run started with ``options`` (``usage``: its ledger, when the
+        run has limits or goes on from a checkpoint)."""
+        callbacks = CallbackSet.from_options(options)
+        if usage is None:
+            return cls(callbacks=callbacks)
+        return cls(callbacks=callbacks, usage=usage)
