@@ -17,6 +17,7 @@ import attrs
 from agentkit._options import AgentRunOption, get_impl_specific_options
 from agentkit._persist import persisted
 from agentkit.errors import RunLimitError
+from agentkit.limits import LIMIT_NAMES
 from agentkit.schema import TokenUsage
 
 if TYPE_CHECKING:
@@ -182,6 +183,9 @@ class RunUsage:
         return 0 if value is None else value
 
 
+_NOTHING = RunUsage()
+"""What a run that was not resumed carries (shared: frozen)."""
+
 _MODEL_CALLS = "model_calls"
 _TOOL_CALLS = "tool_calls"
 _CONSUMED = ("input_tokens", "output_tokens", "total_tokens", "cost", "wall_time")
@@ -204,11 +208,11 @@ class UsageLedger:
 
     __slots__ = (
         "_by_agent",
-        "_calls",
+        "_checks",
         "_cost",
         "_lock",
         "_started",
-        "_total",
+        "_used",
         "carried",
         "limits",
         "pausable",
@@ -223,27 +227,46 @@ class UsageLedger:
     ) -> None:
         self._lock = threading.Lock()
         self._by_agent: dict[str, TokenUsage] = {}
-        self._total = TokenUsage()
-        self._cost: float | None = None
-        self._calls = {_MODEL_CALLS: 0, _TOOL_CALLS: 0}
+        self._cost: float | None = None  # this run's, for RunResult.cost
         self._started = time.monotonic()
         self.limits = limits
-        self.carried = carried if carried is not None else RunUsage()
+        self.carried = carried = carried if carried is not None else _NOTHING
         self.pausable = pausable  # reaching a limit pauses the run (it has a checkpoint)
+        # What the run used, its resumes before included, by limit name (not the run time).
+        self._used: dict[str, float] = {
+            name: carried.used(name) for name in LIMIT_NAMES if name != "wall_time"
+        }
+        # The limits checked before a model call and before a tool call, worked out once.
+        self._checks: dict[str, list[tuple[str, float]]] = {}
+        if limits is not None:
+            for kind in (_MODEL_CALLS, _TOOL_CALLS):
+                self._checks[kind] = [
+                    (name, allowed)
+                    for name, allowed in limits.set_limits()
+                    if name == kind or name in _CONSUMED
+                ]
 
     def add(self, agent_name: str, usage: TokenUsage, cost: float | None = None) -> None:
         """Count ``usage`` (and the ``cost`` of the call, if known) for ``agent_name``."""
         with self._lock:
             self._by_agent[agent_name] = _plus(self._by_agent.get(agent_name), usage)
-            self._total = _plus(self._total, usage)
+            used = self._used
+            used["input_tokens"] += usage.prompt_tokens
+            used["output_tokens"] += usage.completion_tokens
+            used["total_tokens"] += usage.total_tokens
             if cost is not None:
                 self._cost = cost if self._cost is None else self._cost + cost
+                used["cost"] += cost
 
     @property
     def total(self) -> TokenUsage:
         """The sum over every agent."""
         with self._lock:
-            return _plus(None, self._total)
+            values = list(self._by_agent.values())
+        total = TokenUsage()
+        for usage in values:
+            total = _plus(total, usage)
+        return total
 
     @property
     def by_agent(self) -> dict[str, TokenUsage]:
@@ -262,35 +285,36 @@ class UsageLedger:
         is about to start; raise :class:`~agentkit.RunLimitError` instead when a limit is
         reached: that call's own, or one of tokens, cost or time. Only for runs with limits.
         """
-        limits = self.limits
-        assert limits is not None
+        checks = self._checks[kind]
         with self._lock:
-            used = self._used()
-            for name, allowed in limits.set_limits():
-                if (name == kind or name in _CONSUMED) and used.used(name) >= allowed:
-                    raise _limit_error(name, used.used(name), allowed, limits, kind)
-            self._calls[kind] += 1
+            used = self._used
+            for name, allowed in checks:
+                amount = self._wall_time() if name == "wall_time" else used[name]
+                if amount >= allowed:
+                    assert self.limits is not None
+                    raise _limit_error(name, amount, allowed, self.limits, kind)
+            used[kind] += 1
 
     def snapshot(self) -> RunUsage:
         """What the run used so far, its resumes before this one included."""
         with self._lock:
-            return self._used()
-
-    def _used(self) -> RunUsage:
-        carried = self.carried
-        total = self._total
-        cost = self._cost
-        if carried.cost is not None:
-            cost = carried.cost if cost is None else carried.cost + cost
+            used = dict(self._used)
+            cost = self._cost
+        carried_cost = self.carried.cost
+        if carried_cost is not None:
+            cost = carried_cost if cost is None else carried_cost + cost
         return RunUsage(
-            model_calls=carried.model_calls + self._calls[_MODEL_CALLS],
-            tool_calls=carried.tool_calls + self._calls[_TOOL_CALLS],
-            input_tokens=carried.input_tokens + total.prompt_tokens,
-            output_tokens=carried.output_tokens + total.completion_tokens,
-            total_tokens=carried.total_tokens + total.total_tokens,
+            model_calls=int(used["model_calls"]),
+            tool_calls=int(used["tool_calls"]),
+            input_tokens=int(used["input_tokens"]),
+            output_tokens=int(used["output_tokens"]),
+            total_tokens=int(used["total_tokens"]),
             cost=cost,
-            wall_time=carried.wall_time + (time.monotonic() - self._started),
+            wall_time=self._wall_time(),
         )
+
+    def _wall_time(self) -> float:
+        return self.carried.wall_time + (time.monotonic() - self._started)
 
 
 def _limit_error(

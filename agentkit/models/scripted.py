@@ -190,16 +190,18 @@ class ScriptedChatModel:
         if _is_exception(item):
             raise item  # type: ignore[misc]
         if isinstance(item, (Message, str)):
-            return self._priced(_as_message(item))
-        if callable(item):
-            return self._priced(_as_message(item(list(history))))
-        raise TypeError(
-            "a ScriptedChatModel script item must be a Message, a str, an exception or a "
-            f"function of the messages (got {type(item).__name__})"
-        )
+            reply = _as_message(item)
+        elif callable(item):
+            reply = _as_message(item(list(history)))
+        else:
+            raise TypeError(
+                "a ScriptedChatModel script item must be a Message, a str, an exception or a "
+                f"function of the messages (got {type(item).__name__})"
+            )
+        return reply if self._pricing is None else self._priced(reply)
 
     def _priced(self, reply: Message) -> Message:
-        """``reply`` with the cost of its usage, when this model has pricing."""
+        """``reply`` with the cost of its usage (itself when it reports none)."""
         pricing = self._pricing
         meta = reply.response_meta
         if pricing is None or meta is None or meta.usage is None or meta.cost is not None:
