@@ -424,3 +424,66 @@ def test_limits_given_in_the_wrong_place_say_how_to_give_them() -> None:
 def test_run_limits_show_only_what_is_set() -> None:
     assert repr(RunLimits(cost=0.5, model_calls=10)) == "RunLimits(model_calls=10, cost=0.5)"
     assert RunLimits(cost=0.5).set_limits() == [("cost", 0.5)]
+
+
+# --- plan-execute: the planner and the replanner pause too -------------------------------------
+
+
+def plan_execute() -> tuple[Any, list[ScriptedChatModel]]:
+    from agentkit.prebuilt import planexecute
+
+    models = [
+        ScriptedChatModel([calls_message(call("plan", {"steps": ["step A", "step B"]}))]),
+        ScriptedChatModel(["result A", "result B"]),
+        ScriptedChatModel(
+            [
+                calls_message(call("plan", {"steps": ["step B"]})),
+                calls_message(call("respond", {"response": "all good"})),
+            ]
+        ),
+    ]
+    agent = planexecute.new(
+        planexecute.new_planner(models[0]),
+        planexecute.new_executor(models[1]),
+        planexecute.new_replanner(models[2]),
+    )
+    return agent, models
+
+
+@pytest.mark.parametrize("allowed", [1, 2, 3, 4])
+def test_plan_execute_pauses_in_any_agent_and_resumes_to_the_same_answer(allowed: int) -> None:
+    # The calls: planner, executor, replanner, executor, replanner.
+    agent, models = plan_execute()
+    runner = saving_runner(agent)
+    paused = runner.invoke("do it", with_checkpoint_id("cp"), with_limits(RunLimits(model_calls=allowed)))
+    assert reached(paused) == [LimitReached("model_calls", allowed, allowed)]
+    waiting = ["planner", "executor", "replanner", "executor", "replanner"][allowed]
+    (context,) = paused.interrupt.contexts  # type: ignore[union-attr]
+    assert context.address[-1] == f"agent:{waiting}"
+    done = runner.resume("cp", with_limits(RunLimits(model_calls=5))).result()
+    assert done.text == "all good"
+    assert [len(model.calls) for model in models] == [1, 2, 2]  # no call made twice
+    steps = done.session_values["ExecutedSteps"]
+    assert [step.step for step in steps] == ["step A", "step B"]  # recorded once each
+
+
+def test_a_planner_that_a_limit_refuses_pauses_and_plans_from_its_input_when_resumed() -> None:
+    def greet_then_plan() -> tuple[Any, list[ScriptedChatModel]]:
+        agent, models = plan_execute()
+        greeter = ChatModelAgent("greeter", "greets", ScriptedChatModel(["hello"]))
+        return SequentialAgent("both", "greet, then plan", [greeter, agent]), models
+
+    unlimited, expected = greet_then_plan()
+    Runner(unlimited).invoke("do it")
+    agent, models = greet_then_plan()
+    runner = saving_runner(agent)
+    paused = runner.invoke("do it", with_checkpoint_id("cp"), with_limits(RunLimits(model_calls=1)))
+    (context,) = paused.interrupt.contexts  # type: ignore[union-attr]
+    assert context.address[-1] == "agent:planner" and models[0].calls == []
+    done = runner.resume("cp", with_limits(None)).result()
+    assert done.text == "all good"
+    # The resumed planner was sent what it would have been sent without the pause.
+    assert models[0].calls[0].messages == expected[0].calls[0].messages
+    assert [m.content for m in models[0].calls[0].messages][-2:] == [
+        "do it", "For context: [greeter] said: hello."
+    ]

@@ -83,6 +83,7 @@ __all__ = [
     "apply_before_agent",
     "call_with_timeout",
     "checked_middlewares",
+    "limit_pause",
     "return_directly_call",
     "tool_timeouts",
     "unique_call_ids",
@@ -406,6 +407,23 @@ _NO_USAGE = TokenUsage()
 """Counted for a reply that has a cost but reports no tokens."""
 
 
+def limit_pause(frame: RunFrame, reached: RunLimitError, state: Any) -> AgentEvent | None:
+    """The interrupt that pauses the agent at ``frame`` on the limit it ``reached``, or ``None``
+    (after recording ``state`` as where it stopped) when the run cannot pause.
+
+    The agent itself is the interrupt's root cause, with a :class:`~agentkit.LimitReached` as
+    its info and ``state`` as what it needs to make the refused call when resumed. A run pauses
+    when it has a checkpoint to be saved in (``UsageLedger.pausable``); emit the event as the
+    agent's last one.
+    """
+    if not frame.observers.usage.pausable:
+        frame.journal.record(frame.address, state)
+        return None
+    info = LimitReached(reached.limit, reached.used, reached.allowed)
+    frame.journal.record(frame.address, state, info, root=True)
+    return AgentEvent(action=AgentAction(interrupted=InterruptInfo()))
+
+
 def _model_name(model: Any) -> str:
     """The model's name for traces: its ``model`` attribute when a string, else its class."""
     name = getattr(model, "model", None)
@@ -703,13 +721,11 @@ class ReactRun:
             self.emit(AgentEvent(action=AgentAction(interrupted=InterruptInfo())))
         except RunLimitError as reached:
             # A limit stopped the next model or tool call: a run with a checkpoint pauses here
-            # (the agent is the interrupt's root cause; resumed, it makes that call), others end.
-            if not self.frame.observers.usage.pausable:
-                journal.record(self.frame.address, self._progress(state))
+            # (resumed, the agent makes that call), the others end.
+            pause = limit_pause(self.frame, reached, self._progress(state))
+            if pause is None:
                 raise
-            info = LimitReached(reached.limit, reached.used, reached.allowed)
-            journal.record(self.frame.address, self._progress(state), info, root=True)
-            self.emit(AgentEvent(action=AgentAction(interrupted=InterruptInfo())))
+            self.emit(pause)
         except Exception:
             # Cancelled or failed: keep the last safe point (after the last finished model or
             # tool call), so that resuming retries from there and runs no finished tool again.
