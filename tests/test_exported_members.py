@@ -60,6 +60,8 @@ DOCUMENTED = {
     "AgentMiddleware", "AgentContext", "ModelState", "set_run_local_value", "get_run_local_value",
     "send_event", "with_callbacks", "RunInfo", "UsageTracker", "ModelRetryConfig",
     "FailoverChatModel", "RetryExhaustedError", "WillRetryError",
+    # 15. limits, budgets, guardrails
+    "RunLimits", "LimitReached", "ModelPricing", "RunLimitError", "GuardrailTripped", "with_limits",
     # display, version
     "print_events", "__version__",
     # Pythonic primary names (the Eino names above are the same objects)

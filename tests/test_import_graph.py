@@ -25,14 +25,14 @@ LAYERS: list[tuple[str, list[str]]] = [
     (
         "Data and primitives",
         ["errors", "_persist", "_lazy", "schema", "_html", "_stream_base", "streams",
-         "iterators", "_spawn", "cancel", "_scope", "_transfer_messages"],
+         "iterators", "_spawn", "cancel", "_scope", "_transfer_messages", "limits"],
     ),
     ("Core types", ["events", "options", "models.base", "conversation.trim"]),
     ("Run context", ["_runctx", "_interrupt", "_points", "_observe", "_runlocals", "callbacks"]),
     ("Agent protocol", ["_agent", "results", "display"]),
     ("Tools", ["tools", "tools.*"]),
     ("Models", ["models", "models.*"]),
-    ("Agents", ["agents", "agents.*", "middleware"]),
+    ("Agents", ["agents", "agents.*", "middleware", "guardrails"]),
     (
         "Runner",
         ["runner", "_runner_sink", "_checkpoints", "_runlog", "compaction", "checkpoint",
