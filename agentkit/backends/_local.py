@@ -110,9 +110,12 @@ class LocalBackend:
 
     # --- paths ---
 
-    def _resolve(self, path: str) -> tuple[str, ...]:
-        """The components under the root of what ``path`` names (links inside the root followed)."""
+    def _resolve(self, path: str, *, follow_last: bool = True) -> tuple[str, ...]:
+        """The components under the root of what ``path`` names (links inside the root followed;
+        the last component's own link too, unless ``follow_last`` is false)."""
         parts = relative_parts(path, absolute_root=self._root)
+        if not follow_last and parts:
+            return (*self._resolve(path + "/..", follow_last=True), parts[-1])
         real = os.path.realpath(os.path.join(self._root, *parts))
         if real == self._root:
             return ()
@@ -350,7 +353,7 @@ class LocalBackend:
 
     def delete(self, path: str) -> None:
         """Delete file ``path`` (a symbolic link is removed itself, never its target)."""
-        parts = self._resolve(path)
+        parts = self._resolve(path, follow_last=False)
         if not parts:
             raise IsADirectoryError("the root is a directory; it cannot be deleted")
         directory = self._open_dir(parts[:-1], path)
