@@ -142,23 +142,20 @@ class _Loader:
     def load(self, files: Sequence[str]) -> list[tuple[str, str]]:
         loaded: list[tuple[str, str]] = []
         for index, path in enumerate(files):
-            found = self.file(path, 0, set())
+            found = self.file(path, 0)
             if index > 0 and self.over_budget():
                 self.warn(path, f"skipped: together the files exceed {self.max} bytes")
                 break
             loaded.extend(found)
         return loaded
 
-    def file(self, path: str, depth: int, including: set[str]) -> list[tuple[str, str]]:
+    def file(self, path: str, depth: int) -> list[tuple[str, str]]:
         path = posixpath.normpath(path)
         if depth > MAX_IMPORT_DEPTH:
             self.warn(path, f"skipped: included more than {MAX_IMPORT_DEPTH} levels deep")
             return []
-        if path in including:
-            self.warn(path, "skipped: it includes itself (circular @ reference)")
-            return []
         if path in self.seen:
-            return []
+            return []  # included already (this also cuts cycles)
         try:
             content = self.backend.read(path)
         except FileNotFoundError:
@@ -179,5 +176,5 @@ class _Loader:
             )
             if posixpath.normpath(target) in self.seen:
                 continue
-            found.extend(self.file(target, depth + 1, {*including, path}))
+            found.extend(self.file(target, depth + 1))
         return found
