@@ -122,8 +122,7 @@ class _TaskStore:
             raise ToolArgumentsError(
                 f"{tool}: there is no task #{task_id}; TaskList lists the tasks", tool_name=tool
             ) from None
-        task: _Task = json.loads(text)
-        return task
+        return _normalized(json.loads(text))
 
     def save(self, task: _Task) -> None:
         self.backend.write(self.path(task["id"]), _dumps(task))
@@ -133,7 +132,8 @@ class _TaskStore:
         for name in self.names():
             stem, extension = posixpath.splitext(name)
             if extension == ".json" and _ID.fullmatch(stem):
-                tasks.append(json.loads(self.backend.read(posixpath.join(self.base, name))))
+                text = self.backend.read(posixpath.join(self.base, name))
+                tasks.append(_normalized(json.loads(text)))
         return sorted(tasks, key=lambda task: int(task["id"]))
 
     # --- the tools ---
@@ -283,6 +283,16 @@ class _TaskStore:
         if all(task["status"] == "completed" for task in tasks):
             for task in tasks:
                 self.backend.delete(self.path(task["id"]))
+
+
+def _normalized(task: _Task) -> _Task:
+    """A task read from its file, with the fields every task has (older files may lack some)."""
+    for key, default in (("subject", ""), ("description", ""), ("status", "pending")):
+        task.setdefault(key, default)
+    task["id"] = str(task.get("id", ""))
+    task["blocks"] = list(task.get("blocks") or [])
+    task["blockedBy"] = list(task.get("blockedBy") or [])
+    return task
 
 
 def _checked_id(value: object, tool: str) -> str:
