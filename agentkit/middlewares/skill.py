@@ -31,8 +31,8 @@ field are not ported: such a skill is refused with a clear error when called, an
 is ignored.
 
 A ``SKILL.md`` without front matter, or whose front matter is not YAML with a ``name``, ends
-the run with :class:`SkillError` naming the file and what to fix; a call of a skill that does
-not exist is told to the model, with the names of those that do.
+the run with :class:`SkillError` naming the file and what to fix; a call of an unknown skill
+is told to the model, with the names of the skills there are.
 """
 
 from __future__ import annotations
