@@ -548,3 +548,15 @@ def test_a_large_result_in_a_run_is_offloaded_and_read_back_in_parts() -> None:
     assert model.calls[1].messages[-1].content == dumped[3]  # what the model kept
     assert summarize(events[3])[3] == "   101\trow 100\n   102\trow 101"
     assert len(backend.read("large_tool_result/d1").split("\n")) == 20_000
+
+
+def test_a_result_the_backend_cannot_keep_is_given_to_the_model_with_the_reason() -> None:
+    backend = InMemoryBackend(max_file_bytes=100)
+    middleware = OffloadLargeResults(backend, token_limit=10)
+    text = middleware.wrap_tool_call(ToolCallInfo("t", "c1", {}), lambda _: "z" * 200)
+    assert text.startswith(
+        "Tool result too large (200 characters), and it could not be saved in the filesystem at "
+        "large_tool_result/c1: 'large_tool_result/c1': the content has 200 bytes, more than the "
+        "100 the backend reads or writes at once"
+    )
+    assert text.endswith("The result as it is:\n" + "z" * 200)

@@ -37,8 +37,9 @@ class LocalShell:
     output still runs to its end. Processes the command leaves running in the background
     are killed when its shell exits.
 
-    This is not a sandbox: the command runs as the current user, with the current
-    environment, and can reach anything the user can; ``root`` is only its working directory.
+    POSIX only (``/bin/sh``, process groups). This is not a sandbox: the command runs as the
+    current user, with the current environment, and can reach anything the user can; ``root``
+    is only its working directory.
     Give untrusted agents a container or a remote sandbox (any object with ``execute``).
 
     Args:

@@ -36,7 +36,7 @@ import uuid
 from collections.abc import Callable
 
 from agentkit._lazy import present
-from agentkit.backends import Backend, Shell
+from agentkit.backends import Backend, BackendError, Shell
 from agentkit.errors import AgentConfigError
 from agentkit.middleware import AgentContext, AgentMiddleware, ToolInvoke
 from agentkit.middlewares._file_tools import EXECUTE, FILE_TOOLS, file_tools
@@ -106,7 +106,9 @@ class OffloadLargeResults(AgentMiddleware):
     The model gets, instead of the result, where it was written and its first 10 lines (each
     cut to 1,000 characters), and can read the rest with ``read_file`` a part at a time. Every
     tool call of the agent is watched (as Eino's tool middleware). A result that was streamed
-    to the caller was shown whole; what the model keeps is the short text.
+    to the caller was shown whole; what the model keeps is the short text. When the backend
+    refuses the write (a result over its ``max_file_bytes``, a full disk), the model is told so
+    and gets the result itself, which the agent's ``max_tool_result_chars`` then cuts.
 
     Args:
         backend: where the results are written.
@@ -136,7 +138,15 @@ class OffloadLargeResults(AgentMiddleware):
         if len(result) <= self._limit:
             return result
         path = self._path(call)
-        self._backend.write(path, result)
+        try:
+            self._backend.write(path, result)
+        except (OSError, BackendError) as error:
+            # The model learns why it gets only the beginning (the agent's own limit on tool
+            # results then cuts what is returned here).
+            return (
+                f"Tool result too large ({len(result):,} characters), and it could not be saved "
+                f"in the filesystem at {path}: {error}\n\nThe result as it is:\n{result}"
+            )
         return (
             f"Tool result too large: the result of tool call {call.call_id} was saved in the "
             f"filesystem at {path}.\n"
