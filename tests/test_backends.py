@@ -534,3 +534,15 @@ def test_local_shell_refuses_bad_settings_and_commands(tmp_path: Path) -> None:
         LocalShell(tmp_path / "missing")
     with pytest.raises(ValueError, match="non-empty"):
         LocalShell(tmp_path).execute("  ")
+
+
+def test_a_loop_of_links_is_refused_with_a_clear_error(tmp_path: Path) -> None:
+    backend = LocalBackend(tmp_path)
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    with pytest.raises(PathOutsideRootError, match="symbolic link that does not resolve inside"):
+        backend.read("a")
+    with pytest.raises(PathOutsideRootError):
+        backend.ls("a/x")
+    assert backend.ls() == ["a", "b"]
+    assert backend.grep("x") == []

@@ -400,8 +400,9 @@ def _refused(
         is_link = False
     if is_link or error.errno == errno.ELOOP:
         return PathOutsideRootError(
-            f"path {path!r}: {shown(parts)!r} became a symbolic link while it was opened; "
-            "links are not followed there, try again"
+            f"path {path!r}: {shown(parts)!r} is a symbolic link that does not resolve inside "
+            "the root (a loop of links, or a link made while the path was opened); links are "
+            "not followed there"
         )
     if error.errno == errno.ENOTDIR:
         return NotADirectoryError(f"path {path!r}: {shown(parts)!r} is a file, not a directory")
