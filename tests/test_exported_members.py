@@ -142,6 +142,7 @@ NOT_IMPORTED_BY_IMPORT_AGENTKIT = (
     "agentkit.conversation.redis", "agentkit.checkpoint.serializer", "agentkit.checkpoint.file",
     "agentkit.checkpoint.memory", "agentkit.models.openai", "agentkit.models.scripted",
     "agentkit.models.failover", "agentkit.mcp", "agentkit.testing", "agentkit.tools.exit",
+    "agentkit.backends", "agentkit.middlewares", "agentkit.prebuilt.deep", "yaml",
 )
 
 

@@ -30,7 +30,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("Core types", ["events", "options", "models.base", "conversation.trim"]),
     ("Run context", ["_runctx", "_interrupt", "_points", "_observe", "_runlocals", "callbacks"]),
     ("Agent protocol", ["_agent", "results", "display"]),
-    ("Tools", ["tools", "tools.*"]),
+    ("Tools", ["tools", "tools.*", "backends", "backends.*"]),
     ("Models", ["models", "models.*"]),
     ("Agents", ["agents", "agents.*", "middleware", "guardrails"]),
     (
@@ -40,8 +40,8 @@ LAYERS: list[tuple[str, list[str]]] = [
     ),
     (
         "Patterns and edges",
-        [".", "prebuilt", "prebuilt.*", "mcp", "mcp.*", "integrations", "integrations.*",
-         "testing", "testing.*", "conversation.conformance"],
+        [".", "prebuilt", "prebuilt.*", "middlewares", "middlewares.*", "mcp", "mcp.*",
+         "integrations", "integrations.*", "testing", "testing.*", "conversation.conformance"],
     ),
 ]
 
