@@ -249,6 +249,7 @@ def _cancelled_text(mode: Any, escalated: bool) -> str:
         "IMMEDIATE": "at once",
         "AFTER_CHAT_MODEL": "after a model call, before its tools ran",
         "AFTER_TOOL_CALLS": "after a round of tool calls",
+        "ANY_SAFE_POINT": "at the first safe point, after a model call or a round of tool calls",
     }.get(name, "")
     return f"the run was cancelled (CancelMode.{name}{': ' + when if when else ''})"
 
