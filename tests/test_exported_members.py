@@ -60,6 +60,9 @@ DOCUMENTED = {
     "AgentMiddleware", "AgentContext", "ModelState", "set_run_local_value", "get_run_local_value",
     "send_event", "with_callbacks", "RunInfo", "UsageTracker", "ModelRetryConfig",
     "FailoverChatModel", "RetryExhaustedError", "WillRetryError",
+    # 15. the Eino v0.9 line: TurnLoop
+    "TurnLoop", "TurnLoopExit", "TurnInput", "TurnResume", "SavedTurn", "TurnContext",
+    "TurnInterruptedError",
     # display, version
     "print_events", "__version__",
     # Pythonic primary names (the Eino names above are the same objects)

@@ -40,8 +40,8 @@ LAYERS: list[tuple[str, list[str]]] = [
     ),
     (
         "Patterns and edges",
-        [".", "prebuilt", "prebuilt.*", "mcp", "mcp.*", "integrations", "integrations.*",
-         "testing", "testing.*", "conversation.conformance"],
+        [".", "turnloop", "prebuilt", "prebuilt.*", "mcp", "mcp.*", "integrations",
+         "integrations.*", "testing", "testing.*", "conversation.conformance"],
     ),
 ]
 

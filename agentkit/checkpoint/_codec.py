@@ -75,6 +75,7 @@ _PERSISTED_MODULES = (
     "agentkit.prebuilt.planexecute",
     "agentkit.mcp._errors",
     "agentkit.conversation._turn",
+    "agentkit.turnloop",
 )
 
 _ENUM, _VALUE, _OBJECT = "enum", "value", "object"
