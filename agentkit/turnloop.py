@@ -390,8 +390,9 @@ class TurnLoop(Generic[T]):
     """A long-lived conversation with an agent: items pushed at any time become turns.
 
     Build it, :meth:`push` items (before or after :meth:`start`), :meth:`stop` it, and
-    :meth:`wait` for its :class:`TurnLoopExit`. As a context manager it starts on entry and,
-    on exit, stops (letting the running turn finish) and waits.
+    :meth:`wait` for its :class:`TurnLoopExit`. As a context manager it starts on entry; on
+    exit it handles every item pushed and ends (``stop(idle_for=0)``), or, when the block
+    raised, stops the running turn at a safe point (``stop()``), then waits.
 
     Args:
         runner_factory_or_agent: the agent every turn runs (any :class:`~agentkit.Agent`),
@@ -597,18 +598,19 @@ class TurnLoop(Generic[T]):
         ends at once.
 
         ``idle_for`` (seconds) defers the stop until the loop has had no turn and no item for
-        that long (each item starts the wait again; the running turn is not touched); a later
-        ``stop()`` without it ends the loop anyway. ``skip_checkpoint=True`` saves nothing
+        that long (each item starts the wait again; the running turn is not touched);
+        ``idle_for=0`` ends the loop once every item pushed was handled. A later ``stop()``
+        without it ends the loop anyway. ``skip_checkpoint=True`` saves nothing
         (and removes the checkpoint the loop resumed): for a loop you will not resume.
         ``cause`` is reported as ``TurnLoopExit.stop_cause`` (the first one given counts).
         Calling ``stop`` again may escalate (a graceful stop, then an immediate one).
 
         Raises:
-            ValueError: a non-positive ``timeout`` or ``idle_for``, or a ``timeout`` without a
-                graceful cancel to bound.
+            ValueError: a non-positive ``timeout``, a negative ``idle_for``, or a ``timeout``
+                without a graceful cancel to bound.
         """
         _check_seconds("timeout", timeout, positive=True)
-        _check_seconds("idle_for", idle_for, positive=True)
+        _check_seconds("idle_for", idle_for)
         if timeout is not None and (not graceful or finish_turn):
             raise ValueError(
                 "timeout bounds a graceful stop's wait for a safe point; it means nothing with "
@@ -661,8 +663,16 @@ class TurnLoop(Generic[T]):
     def __enter__(self) -> TurnLoop[T]:
         return self.start()
 
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop(finish_turn=True)
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: object,
+    ) -> None:
+        if exc_type is None:
+            self.stop(idle_for=0)  # every item pushed in the block is handled
+        else:
+            self.stop()  # leaving on an error: the running turn stops at a safe point
         self.wait()
 
     def _stop_cause(self) -> str:

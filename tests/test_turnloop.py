@@ -1,0 +1,839 @@
+"""TurnLoop: turns made of pushed items, preempted at safe points, stopped, interrupted, resumed.
+
+Each test names the Eino test (cloudwego/eino ``adk/turn_loop_test.go``) it follows. Turns run
+real agents (ChatModelAgent with the scripted model, or small BaseAgents) on real threads;
+tools meet the tests at events, so nothing depends on timing; every wait has a generous guard.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from agentkit import (
+    AgentCancelledError,
+    AgentEvent,
+    AgentRun,
+    Approve,
+    BaseAgent,
+    CancelMode,
+    ChatModelAgent,
+    CheckpointError,
+    Message,
+    Role,
+    Runner,
+    RunResult,
+    SavedTurn,
+    TurnContext,
+    TurnInput,
+    TurnInterruptedError,
+    TurnLoop,
+    TurnLoopExit,
+    TurnResume,
+    assistant_message,
+    cancellable_sleep,
+    event_from_message,
+    interrupt,
+    tool,
+    user_message,
+    with_checkpoint_id,
+    with_session_values,
+)
+from agentkit.checkpoint import InMemoryCheckPointStore, PickleSerializer
+from agentkit.conversation import InMemoryConversationStore, keep_last_turns
+from agentkit.iterators import ItemIterator
+from agentkit.testing import ScriptedChatModel, call, calls_message, no_thread_leak, summarize
+
+GUARD = 30.0  # a failure guard for waits, never a pace
+KEY = b"turnloop-tests-key-0123456789abcdef"
+
+
+def serializer() -> PickleSerializer:
+    return PickleSerializer(KEY)
+
+
+@pytest.fixture(autouse=True)
+def _no_leaks() -> Iterator[None]:
+    with no_thread_leak():
+        yield
+
+
+def finished(loop: TurnLoop[Any]) -> TurnLoopExit[Any]:
+    return loop.wait(GUARD)
+
+
+def kinds(events: list[AgentEvent]) -> list[tuple[str, str]]:
+    return [summarize(event)[2:4] for event in events]
+
+
+class Recorder:
+    """An ``on_events`` that keeps every turn's events (and its context) for the test."""
+
+    def __init__(self, then: Callable[[TurnContext[Any], list[AgentEvent]], object] | None = None) -> None:
+        self.turns: list[tuple[TurnContext[Any], list[AgentEvent]]] = []
+        self.then = then
+        self.lock = threading.Lock()
+
+    def __call__(self, turn: TurnContext[Any], events: ItemIterator[AgentEvent]) -> None:
+        got = list(events)
+        with self.lock:
+            self.turns.append((turn, got))
+        if self.then is not None:
+            self.then(turn, got)
+
+
+class Echo(BaseAgent):
+    """Answers with the text of every message it was given, joined with ``|``."""
+
+    name = "echo"
+    description = "echoes its input"
+
+    def __init__(self) -> None:
+        self.inputs: list[list[str]] = []
+
+    def execute(self, run: AgentRun) -> None:
+        texts = [message.content for message in run.input.messages]
+        self.inputs.append(texts)
+        run.emit(event_from_message(assistant_message("|".join(texts)), None, Role.ASSISTANT))
+
+
+class Gated(BaseAgent):
+    """Signals ``started`` and waits for ``release`` (or an immediate cancel) before answering."""
+
+    name = "gated"
+    description = "waits for the test"
+
+    def __init__(self) -> None:
+        self.started = threading.Event()
+        self.release = threading.Event()
+        self.turns = 0
+
+    def execute(self, run: AgentRun) -> None:
+        self.turns += 1
+        self.started.set()
+        for _ in range(int(GUARD * 100)):
+            if self.release.is_set():
+                break
+            cancellable_sleep(0.01)
+        run.emit(event_from_message(assistant_message("work-done"), None, Role.ASSISTANT))
+
+
+class Worker:
+    """A ChatModelAgent whose tool ``work`` waits for the test; records what the model saw.
+
+    The model calls ``work(task=<last user message>)`` for a user message and answers
+    ``done: <tool result>`` after a tool result.
+    """
+
+    def __init__(self) -> None:
+        self.started = threading.Event()
+        self.release = threading.Event()
+        self.seen: list[list[tuple[str, str]]] = []
+        self.ran: list[str] = []
+
+        @tool
+        def work(task: str) -> str:
+            """Works on a task until the test lets it finish."""
+            self.started.set()
+            if not self.release.wait(GUARD):
+                raise AssertionError("the test never released the tool")
+            self.ran.append(task)
+            return f"worked on {task}"
+
+        def reply(messages: list[Message]) -> Message | str:
+            self.seen.append([(m.role.value, m.content) for m in messages])
+            last = messages[-1]
+            if last.role is Role.USER:
+                return calls_message(call("work", {"task": last.content}, id=f"w{len(self.seen)}"))
+            return f"done: {last.content}"
+
+        self.model = ScriptedChatModel(reply)
+        self.agent = ChatModelAgent("worker", "works on tasks", self.model, tools=[work])
+
+
+# --- lifecycle ---------------------------------------------------------------------------------
+
+
+def test_stop_is_idempotent() -> None:
+    # TestTurnLoop_StopIsIdempotent
+    loop: TurnLoop[str] = TurnLoop(Echo()).start()
+    loop.stop()
+    loop.stop()
+    loop.stop(graceful=False)
+    assert finished(loop).reason is None
+
+
+def test_every_waiting_thread_gets_the_same_exit() -> None:
+    # TestTurnLoop_WaitMultipleGoroutines
+    loop: TurnLoop[str] = TurnLoop(Echo()).start()
+    results: list[TurnLoopExit[str]] = []
+    barrier = threading.Barrier(4)
+
+    def waiter() -> None:
+        barrier.wait(GUARD)
+        results.append(loop.wait(GUARD))
+
+    threads = [threading.Thread(target=waiter) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    barrier.wait(GUARD)
+    loop.stop()
+    for thread in threads:
+        thread.join(GUARD)
+    assert len(results) == 3 and results[0] is results[1] is results[2] is loop.wait(GUARD)
+
+
+def test_items_pushed_before_start_are_handled_and_start_is_idempotent() -> None:
+    # TestNewTurnLoop_PushBeforeRun, TestNewTurnLoop_RunIsIdempotent
+    echo = Echo()
+    recorder = Recorder(lambda turn, events: turn.loop.stop(finish_turn=True))
+    loop: TurnLoop[str] = TurnLoop(echo, on_events=recorder)
+    assert loop.push("a") and loop.push("b")
+    assert loop.start() is loop.start() is loop
+    exit_state = finished(loop)
+    assert exit_state == TurnLoopExit(reason=None, unhandled_items=[], interrupted_items=[])
+    assert echo.inputs == [["a", "b"]]
+    assert kinds(recorder.turns[0][1]) == [("assistant", "a|b")]
+
+
+def test_wait_before_start_waits_for_the_start_and_the_end() -> None:
+    # TestNewTurnLoop_WaitBeforeRun
+    loop: TurnLoop[str] = TurnLoop(Echo())
+    got: list[TurnLoopExit[str]] = []
+    waiting = threading.Thread(target=lambda: got.append(loop.wait(GUARD)))
+    waiting.start()
+    loop.stop()
+    assert not loop.done
+    loop.start()
+    waiting.join(GUARD)
+    assert got and got[0].reason is None
+
+
+def test_wait_is_bounded_and_refused_inside_the_loop() -> None:
+    loop: TurnLoop[str] = TurnLoop(Echo())
+    with pytest.raises(TimeoutError, match="did not end within 0.01 seconds"):
+        loop.wait(0.01)
+    refused: list[BaseException] = []
+
+    def on_events(turn: TurnContext[str], events: ItemIterator[AgentEvent]) -> None:
+        try:
+            turn.loop.wait(GUARD)
+        except RuntimeError as error:
+            refused.append(error)
+        turn.loop.stop()
+
+    loop = TurnLoop(Echo(), on_events=on_events).start()
+    loop.push("x")
+    assert finished(loop).reason is None
+    assert "wait for itself forever" in str(refused[0])
+
+
+def test_the_loop_runs_on_one_named_thread_that_ends_with_it() -> None:
+    names: list[str] = []
+    loop: TurnLoop[str] = TurnLoop(
+        Echo(),
+        on_events=lambda turn, events: (names.append(threading.current_thread().name), list(events)),
+    )
+    with loop:
+        loop.push("x")
+    assert names == ["agentkit-turnloop"]
+    assert "agentkit-turnloop" not in [thread.name for thread in threading.enumerate()]
+
+
+def test_push_after_stop_returns_false_and_the_item_is_not_taken() -> None:
+    # TestTurnLoop_PushAfterStop_BufferedAsLateItems (agentkit: the caller keeps the item)
+    loop: TurnLoop[str] = TurnLoop(Echo()).start()
+    loop.stop()
+    assert loop.push("late") is False
+    exit_state = finished(loop)
+    assert exit_state.unhandled_items == []
+    assert loop.push("later") is False
+
+
+def test_stop_before_start_keeps_the_pushed_items_unhandled() -> None:
+    # TestTurnLoop_StopBeforeRun_PushThenStop, TestTurnLoop_StopBeforeRun_StopThenPush
+    echo = Echo()
+    loop: TurnLoop[str] = TurnLoop(echo)
+    loop.push("a")
+    loop.stop()
+    assert loop.push("b") is False
+    loop.start()
+    assert finished(loop).unhandled_items == ["a"]
+    assert echo.inputs == []
+
+
+def test_arguments_are_checked_with_clear_errors() -> None:
+    # TestWithGracefulTimeout_NonPositive_Panics, TestWithPreempt_ZeroSafePoint_Panics,
+    # TestUntilIdleFor_NonPositive_Panics, TestNewTurnLoop_NilGenInput_Panics
+    loop: TurnLoop[str] = TurnLoop(Echo())
+    with pytest.raises(ValueError, match="timeout must be a positive number of seconds"):
+        loop.stop(timeout=0)
+    with pytest.raises(ValueError, match="idle_for must be a non-negative"):
+        loop.stop(idle_for=-1)
+    with pytest.raises(ValueError, match="means nothing with graceful=False"):
+        loop.stop(graceful=False, timeout=1)
+    with pytest.raises(ValueError, match="a preempt never stops a turn at once"):
+        loop.push("x", preempt=True, safe_point=CancelMode.IMMEDIATE)
+    with pytest.raises(TypeError, match="needs an agent, a Runner or a function"):
+        TurnLoop(42)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="gen_input must be a function"):
+        TurnLoop(Echo(), gen_input="nope")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="both checkpoint_store and checkpoint_id"):
+        TurnLoop(Echo(), checkpoint_id="x")  # TestTurnLoop_CheckpointIDWithoutStore_FreshStart
+    with pytest.raises(ValueError, match="need keep_history=True"):
+        TurnLoop(Echo(), keep_history=False, trim=keep_last_turns(1))
+    assert loop.push("fine")
+    loop.stop()
+    loop.start()
+    assert finished(loop).unhandled_items == ["fine"]
+
+
+# --- planning a turn -----------------------------------------------------------------------------
+
+
+def consume_first(loop: TurnLoop[str], items: list[str]) -> TurnInput[str]:
+    return TurnInput([user_message(items[0])], consumed=items[:1], remaining=items[1:])
+
+
+def test_remaining_items_go_to_the_next_turns_in_order() -> None:
+    # TestTurnLoop_BatchProcessing
+    echo = Echo()
+    batches: list[list[str]] = []
+
+    def plan(loop: TurnLoop[str], items: list[str]) -> TurnInput[str]:
+        batches.append(list(items))
+        return consume_first(loop, items)
+
+    loop: TurnLoop[str] = TurnLoop(echo, gen_input=plan, keep_history=False)
+    for item in ("m1", "m2", "m3"):
+        loop.push(item)
+    loop.start()
+    loop.stop(idle_for=0)
+    assert finished(loop).reason is None
+    assert batches == [["m1", "m2", "m3"], ["m2", "m3"], ["m3"]]
+    assert echo.inputs == [["m1"], ["m2"], ["m3"]]
+
+
+def test_items_in_neither_list_are_dropped() -> None:
+    echo = Echo()
+    loop: TurnLoop[str] = TurnLoop(
+        echo,
+        gen_input=lambda loop, items: TurnInput([user_message(items[0])], consumed=items[:1]),
+        keep_history=False,
+    )
+    loop.push("a")
+    loop.push("b")
+    loop.start()
+    loop.stop(idle_for=0)
+    assert finished(loop).unhandled_items == []
+    assert echo.inputs == [["a"]]
+
+
+def test_a_gen_input_error_ends_the_loop_and_keeps_the_items() -> None:
+    # TestTurnLoop_GenInputError, TestTurnLoop_GenInputError_RecoverItems
+    boom = RuntimeError("gen input error")
+
+    def plan(loop: TurnLoop[str], items: list[str]) -> TurnInput[str]:
+        raise boom
+
+    loop: TurnLoop[str] = TurnLoop(Echo(), gen_input=plan)
+    loop.push("m1")
+    loop.push("m2")
+    exit_state = finished(loop.start())
+    assert exit_state.reason is boom
+    assert exit_state.unhandled_items == ["m1", "m2"]
+
+
+def test_gen_input_must_return_a_turn_input() -> None:
+    loop: TurnLoop[str] = TurnLoop(Echo(), gen_input=lambda loop, items: ["hi"])  # type: ignore[arg-type, return-value]
+    loop.push("m1")
+    exit_state = finished(loop.start())
+    assert isinstance(exit_state.reason, TypeError)
+    assert "gen_input must return a TurnInput (got list" in str(exit_state.reason)
+    assert exit_state.unhandled_items == ["m1"]
+
+
+def test_options_the_loop_sets_itself_are_refused() -> None:
+    loop: TurnLoop[str] = TurnLoop(
+        Echo(),
+        gen_input=lambda loop, items: TurnInput(
+            [user_message("x")], options=[with_checkpoint_id("mine")]
+        ),
+    )
+    loop.push("m1")
+    exit_state = finished(loop.start())
+    assert isinstance(exit_state.reason, ValueError)
+    assert "has with_checkpoint_id: the TurnLoop sets these itself" in str(exit_state.reason)
+
+
+def test_turn_options_reach_the_run() -> None:
+    seen: list[object] = []
+
+    class Reader(BaseAgent):
+        name = "reader"
+        description = "reads a session value"
+
+        def execute(self, run: AgentRun) -> None:
+            from agentkit import get_session_value
+
+            seen.append(get_session_value("user"))
+            run.emit(event_from_message(assistant_message("ok"), None, Role.ASSISTANT))
+
+    loop: TurnLoop[str] = TurnLoop(
+        Reader(),
+        gen_input=lambda loop, items: TurnInput(
+            [user_message(items[0])], options=[with_session_values({"user": items[0]})]
+        ),
+    )
+    loop.push("ann")
+    loop.start()
+    loop.stop(idle_for=0)
+    assert finished(loop).reason is None
+    assert seen == ["ann"]
+
+
+def test_an_agent_factory_error_ends_the_loop_and_keeps_the_items_in_order() -> None:
+    # TestTurnLoop_GetAgentError, TestTurnLoop_GetAgentError_RecoverConsumed,
+    # TestTurnLoop_PrepareAgentError_RecoverItemsInOrder
+    boom = RuntimeError("get agent error")
+    planned = threading.Event()
+    go_on = threading.Event()
+
+    def plan(loop: TurnLoop[str], items: list[str]) -> TurnInput[str]:
+        planned.set()
+        assert go_on.wait(GUARD)
+        return consume_first(loop, items)
+
+    def factory(consumed: list[str]) -> Echo:
+        raise boom
+
+    loop: TurnLoop[str] = TurnLoop(factory, gen_input=plan)
+    loop.push("a")
+    loop.push("b")
+    loop.start()
+    assert planned.wait(GUARD)
+    loop.push("c")  # pushed while the turn is planned: after the planned ones
+    go_on.set()
+    exit_state = finished(loop)
+    assert exit_state.reason is boom
+    assert exit_state.unhandled_items == ["a", "b", "c"]
+
+
+def test_the_factory_gets_each_turns_items_and_may_return_a_runner() -> None:
+    # TestTurnLoop_RunCtx_Propagation (PrepareAgent sees the consumed items)
+    made: list[list[str]] = []
+
+    def factory(consumed: list[str]) -> Runner | Echo:
+        made.append(consumed)
+        if consumed == ["b"]:
+            streaming = ChatModelAgent("streamer", "d", ScriptedChatModel(["b"]))
+            return Runner(streaming, enable_streaming=True)
+        return Echo()
+
+    recorder = Recorder()
+    loop: TurnLoop[str] = TurnLoop(factory, gen_input=consume_first, on_events=recorder, keep_history=False)
+    loop.push("a")
+    loop.push("b")
+    loop.start()
+    loop.stop(idle_for=0)
+    assert finished(loop).reason is None
+    assert made == [["a"], ["b"]]
+    streamed = [events[0].output.message_output.is_streaming for _, events in recorder.turns]  # type: ignore[union-attr]
+    assert streamed == [False, True]  # the Runner's streaming mode is used
+    assert [kinds(events) for _, events in recorder.turns] == [[("assistant", "a")], [("assistant", "b")]]
+
+
+def test_a_factory_that_returns_no_agent_is_a_clear_error() -> None:
+    loop: TurnLoop[str] = TurnLoop(lambda consumed: "not an agent")  # type: ignore[arg-type, return-value]
+    loop.push("a")
+    exit_state = finished(loop.start())
+    assert isinstance(exit_state.reason, TypeError)
+    assert "agent factory must return an Agent or a Runner (got str" in str(exit_state.reason)
+    assert exit_state.unhandled_items == ["a"]
+
+
+def test_items_that_are_not_messages_need_a_gen_input() -> None:
+    loop: TurnLoop[object] = TurnLoop(Echo())
+    loop.push({"task": 1})
+    exit_state = finished(loop.start())
+    assert isinstance(exit_state.reason, TypeError)
+    assert "cannot make a message of a dict item" in str(exit_state.reason)
+    assert exit_state.unhandled_items == [{"task": 1}]
+
+
+def test_a_stop_while_the_turn_is_planned_puts_its_items_back() -> None:
+    # TestTurnLoop_UnhandledItemsOnStop, TestTurnLoop_StopAfterGenInput_RecoverConsumed
+    planned = threading.Event()
+    go_on = threading.Event()
+    echo = Echo()
+
+    def plan(loop: TurnLoop[str], items: list[str]) -> TurnInput[str]:
+        planned.set()
+        assert go_on.wait(GUARD)
+        return consume_first(loop, items)
+
+    loop: TurnLoop[str] = TurnLoop(echo, gen_input=plan)
+    for item in ("msg1", "msg2", "msg3"):
+        loop.push(item)
+    loop.start()
+    assert planned.wait(GUARD)
+    loop.stop()
+    go_on.set()
+    exit_state = finished(loop)
+    assert exit_state.reason is None
+    assert exit_state.unhandled_items == ["msg1", "msg2", "msg3"]
+    assert echo.inputs == []
+
+
+def test_stop_from_gen_input_ends_the_loop() -> None:
+    # TestTurnLoop_StopCallFromGenInput
+    def plan(loop: TurnLoop[str], items: list[str]) -> TurnInput[str]:
+        loop.stop()
+        return TurnInput([user_message(items[0])])
+
+    loop: TurnLoop[str] = TurnLoop(Echo(), gen_input=plan)
+    loop.push("a")
+    exit_state = finished(loop.start())
+    assert exit_state.reason is None and exit_state.unhandled_items == ["a"]
+
+
+def test_push_from_on_events_starts_another_turn() -> None:
+    # TestTurnLoop_PushFromOnAgentEvents
+    echo = Echo()
+
+    def then(turn: TurnContext[str], events: list[AgentEvent]) -> None:
+        if turn.consumed == ["first"]:
+            assert turn.loop.push("second")
+        else:
+            turn.loop.stop()
+
+    loop: TurnLoop[str] = TurnLoop(echo, on_events=Recorder(then), keep_history=False)
+    loop.push("first")
+    assert finished(loop.start()).reason is None
+    assert echo.inputs == [["first"], ["second"]]
+
+
+def test_concurrent_pushes_each_reach_exactly_one_turn() -> None:
+    # TestTurnLoop_ConcurrentPush, TestNewTurnLoop_ConcurrentPushAndRun
+    echo = Echo()
+    loop: TurnLoop[str] = TurnLoop(echo, keep_history=False)
+    barrier = threading.Barrier(9)
+
+    def pusher(n: int) -> None:
+        barrier.wait(GUARD)
+        for i in range(25):
+            assert loop.push(f"{n}-{i}")
+
+    threads = [threading.Thread(target=pusher, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    barrier.wait(GUARD)
+    loop.start()
+    for thread in threads:
+        thread.join(GUARD)
+    loop.stop(idle_for=0)
+    assert finished(loop).reason is None
+    handled = [item for texts in echo.inputs for item in texts]
+    assert sorted(handled) == sorted(f"{n}-{i}" for n in range(8) for i in range(25))
+    for n in range(8):  # each pusher's items keep their order
+        mine = [item for item in handled if item.startswith(f"{n}-")]
+        assert mine == [f"{n}-{i}" for i in range(25)]
+
+
+# --- events ------------------------------------------------------------------------------------
+
+
+def test_on_events_gets_each_turns_whole_event_sequence() -> None:
+    # TestTurnLoop_OnAgentEventsReceivesEvents
+    worker = Worker()
+    worker.release.set()
+    recorder = Recorder()
+    loop: TurnLoop[str] = TurnLoop(worker.agent, on_events=recorder)
+    loop.push("plan")
+    loop.start()
+    loop.stop(idle_for=0)
+    assert finished(loop).reason is None
+    ((turn, events),) = recorder.turns
+    assert turn.consumed == ["plan"] and not turn.resumed and not turn.preempted
+    assert [summarize(event) for event in events] == [
+        ("worker", ["worker"], "assistant", "", None),
+        ("worker", ["worker"], "tool/work", "worked on plan", None),
+        ("worker", ["worker"], "assistant", "done: worked on plan", None),
+    ]
+
+
+def test_what_on_events_leaves_unread_is_read_by_the_loop() -> None:
+    worker = Worker()
+    worker.release.set()
+    loop: TurnLoop[str] = TurnLoop(worker.agent, on_events=lambda turn, events: None)
+    loop.push("a")
+    loop.push("b")
+    loop.start()
+    loop.stop(idle_for=0)
+    assert finished(loop).reason is None
+    assert worker.seen[0] == [("user", "a"), ("user", "b")]  # one turn of both items
+    assert worker.ran == ["b"] and len(worker.seen) == 2  # the turn ran to its end
+
+
+def test_the_default_on_events_ends_the_loop_with_a_failed_turns_error() -> None:
+    # TestTurnLoop_DefaultOnAgentEvents_ErrorPropagation
+    def broken(messages: list[Message]) -> str:
+        raise RuntimeError("the model broke")
+
+    agent = ChatModelAgent("a", "d", ScriptedChatModel(broken))
+    loop: TurnLoop[str] = TurnLoop(agent)
+    loop.push("x")
+    loop.push("y")
+    exit_state = finished(loop.start())
+    assert isinstance(exit_state.reason, RuntimeError) and str(exit_state.reason) == "the model broke"
+    assert exit_state.interrupted_items == ["x", "y"]
+
+
+def test_an_on_events_that_swallows_a_failure_lets_the_loop_go_on() -> None:
+    calls: list[str] = []
+
+    def flaky(messages: list[Message]) -> str:
+        calls.append(messages[-1].content)
+        if len(calls) == 1:
+            raise RuntimeError("once")
+        return "fine"
+
+    recorder = Recorder()
+    loop: TurnLoop[str] = TurnLoop(
+        ChatModelAgent("a", "d", ScriptedChatModel(flaky)),
+        gen_input=consume_first,
+        on_events=recorder,
+    )
+    loop.push("x")
+    loop.push("y")
+    loop.start()
+    loop.stop(idle_for=0)
+    assert finished(loop).reason is None
+    assert [kinds(events)[-1] for _, events in recorder.turns] == [("error", "once"), ("assistant", "fine")]
+
+
+def test_an_on_events_error_cancels_the_turn_and_ends_the_loop() -> None:
+    # TestTurnLoop_OnAgentEventsError
+    worker = Worker()
+    boom = ValueError("callback failed")
+
+    def on_events(turn: TurnContext[str], events: ItemIterator[AgentEvent]) -> None:
+        next(iter(events))  # the model's tool call
+        raise boom
+
+    store = InMemoryCheckPointStore()
+    loop: TurnLoop[str] = TurnLoop(
+        worker.agent, on_events=on_events, checkpoint_store=store, checkpoint_id="cb", serializer=serializer()
+    )
+    loop.push("x")
+    loop.start()
+    assert worker.started.wait(GUARD)
+    worker.release.set()
+    exit_state = finished(loop)
+    assert exit_state.reason is boom
+    assert exit_state.interrupted_items == ["x"]
+    assert exit_state.checkpoint_attempted and exit_state.checkpoint_error is None
+
+
+# --- preempt -----------------------------------------------------------------------------------
+
+
+def test_a_preempt_stops_the_turn_after_its_tool_round_and_the_next_turn_sees_everything() -> None:
+    # TestTurnLoop_Preempt_CancelsCurrentAgent, TestTurnLoop_Preempt_DiscardsConsumedItems
+    worker = Worker()
+    recorder = Recorder()
+    loop: TurnLoop[str] = TurnLoop(worker.agent, on_events=recorder).start()
+    loop.push("first")
+    assert worker.started.wait(GUARD)
+    assert loop.push("urgent", preempt=True)  # while the tool runs: it finishes, then the stop
+    worker.release.set()
+    loop.stop(idle_for=0)
+    assert finished(loop) == TurnLoopExit(reason=None, unhandled_items=[], interrupted_items=[])
+    (first, first_events), (second, second_events) = recorder.turns
+    assert first.consumed == ["first"] and first.preempted and not first.stopped
+    assert kinds(first_events) == [
+        ("assistant", ""),
+        ("tool/work", "worked on first"),
+        ("error", "the run was cancelled (CancelMode.ANY_SAFE_POINT: at the first safe point, "
+                  "after a model call or a round of tool calls)"),
+    ]
+    assert second.consumed == ["urgent"] and not second.preempted
+    assert kinds(second_events) == [
+        ("assistant", ""),
+        ("tool/work", "worked on urgent"),
+        ("assistant", "done: worked on urgent"),
+    ]
+    # the next turn sees the preempted turn's work, then the new message
+    assert worker.seen[1] == [
+        ("user", "first"), ("assistant", ""), ("tool", "worked on first"), ("user", "urgent"),
+    ]
+    assert worker.ran == ["first", "urgent"]
+
+
+def test_a_preempt_during_the_model_call_answers_the_tool_calls_it_did_not_run() -> None:
+    model_started = threading.Event()
+    go_on = threading.Event()
+    seen: list[list[tuple[str, str]]] = []
+    ran: list[str] = []
+
+    @tool
+    def book(city: str) -> str:
+        """Books a trip."""
+        ran.append(city)
+        return f"booked {city}"
+
+    def reply(messages: list[Message]) -> Message | str:
+        seen.append([(m.role.value, m.content) for m in messages])
+        last = messages[-1]
+        if last.content == "Lisbon":
+            model_started.set()
+            assert go_on.wait(GUARD)
+        if last.role is Role.USER:
+            return calls_message(call("book", {"city": last.content}, id=f"b{len(seen)}"))
+        return f"done: {last.content}"
+
+    loop: TurnLoop[str] = TurnLoop(ChatModelAgent("agent", "d", ScriptedChatModel(reply), tools=[book]))
+    loop.start()
+    loop.push("Lisbon")
+    assert model_started.wait(GUARD)
+    loop.push("Porto", preempt=True)
+    go_on.set()
+    loop.stop(idle_for=0)
+    assert finished(loop).reason is None
+    assert ran == ["Porto"]
+    assert seen[1] == [
+        ("user", "Lisbon"),
+        ("assistant", ""),
+        ("tool", "The call to book (id b1) was not run: a new message came in before it could run."),
+        ("user", "Porto"),
+    ]
+
+
+def test_a_preempt_at_after_tool_calls_waits_for_the_round() -> None:
+    # TestTurnLoop_Preempt_WithAgentCancelMode
+    model_started = threading.Event()
+    go_on = threading.Event()
+    ran: list[str] = []
+
+    @tool
+    def book(city: str) -> str:
+        """Books a trip."""
+        ran.append(city)
+        return f"booked {city}"
+
+    def reply(messages: list[Message]) -> Message | str:
+        last = messages[-1]
+        if last.content == "Lisbon":
+            model_started.set()
+            assert go_on.wait(GUARD)
+        if last.role is Role.USER:
+            return calls_message(call("book", {"city": last.content}))
+        return f"done: {last.content}"
+
+    recorder = Recorder()
+    loop: TurnLoop[str] = TurnLoop(
+        ChatModelAgent("agent", "d", ScriptedChatModel(reply), tools=[book]), on_events=recorder
+    ).start()
+    loop.push("Lisbon")
+    assert model_started.wait(GUARD)
+    loop.push("Porto", preempt=True, safe_point=CancelMode.AFTER_TOOL_CALLS)
+    go_on.set()
+    loop.stop(idle_for=0)
+    assert finished(loop).reason is None
+    assert ran == ["Lisbon", "Porto"]
+    error = recorder.turns[0][1][-1].err
+    assert isinstance(error, AgentCancelledError) and error.mode is CancelMode.AFTER_TOOL_CALLS
+
+
+def test_a_push_without_preempt_does_not_cancel_the_turn() -> None:
+    # TestTurnLoop_Push_WithoutPreempt_DoesNotCancel
+    worker = Worker()
+    recorder = Recorder()
+    loop: TurnLoop[str] = TurnLoop(worker.agent, on_events=recorder).start()
+    loop.push("first")
+    assert worker.started.wait(GUARD)
+    loop.push("second")
+    worker.release.set()
+    loop.stop(idle_for=0)
+    assert finished(loop).reason is None
+    assert [kinds(events)[-1] for _, events in recorder.turns] == [
+        ("assistant", "done: worked on first"),
+        ("assistant", "done: worked on second"),
+    ]
+    assert not recorder.turns[0][0].preempted
+
+
+def test_a_preempt_while_the_turn_is_planned_cancels_the_turn_that_did_not_see_the_item() -> None:
+    # TestTurnLoop_PreemptDuringPlanningCancelsUpcomingAgent
+    worker = Worker()
+    worker.release.set()
+    planned = threading.Event()
+    go_on = threading.Event()
+
+    def plan(loop: TurnLoop[str], items: list[str]) -> TurnInput[str]:
+        if items == ["stale"]:
+            planned.set()
+            assert go_on.wait(GUARD)
+        return TurnInput([user_message(item) for item in items])
+
+    recorder = Recorder()
+    loop: TurnLoop[str] = TurnLoop(worker.agent, gen_input=plan, on_events=recorder).start()
+    loop.push("stale")
+    assert planned.wait(GUARD)
+    loop.push("fresh", preempt=True)
+    go_on.set()
+    loop.stop(idle_for=0)
+    assert finished(loop).reason is None
+    (first, first_events), (second, _) = recorder.turns
+    assert first.preempted
+    assert kinds(first_events)[-1][0] == "error"  # stopped after its first model call
+    assert worker.ran == ["fresh"]
+    assert second.consumed == ["fresh"]
+
+
+def test_a_preempt_between_turns_cancels_nothing() -> None:
+    # TestTurnLoop_PreemptBetweenTurnsAcksImmediately, TestTurnLoop_PreemptAck_ClosesImmediatelyIfLoopNotStarted
+    echo = Echo()
+    recorder = Recorder()
+    loop: TurnLoop[str] = TurnLoop(echo, on_events=recorder, keep_history=False)
+    assert loop.push("before start", preempt=True)
+    loop.start()
+    loop.stop(idle_for=0)
+    assert finished(loop).reason is None
+    assert kinds(recorder.turns[0][1]) == [("assistant", "before start")]
+
+
+class Stubborn(BaseAgent):
+    """First turn: works until an immediate cancel (it has no safe point); then answers."""
+
+    name = "stubborn"
+    description = "ignores safe points"
+
+    def __init__(self) -> None:
+        self.started = threading.Event()
+        self.turns = 0
+
+    def execute(self, run: AgentRun) -> None:
+        self.turns += 1
+        if self.turns == 1:
+            self.started.set()
+            cancellable_sleep(GUARD)  # woken by an immediate cancel only
+        run.emit(event_from_message(assistant_message(f"turn {self.turns}"), None, Role.ASSISTANT))
+
+
+def test_a_preempt_timeout_stops_a_turn_that_reaches_no_safe_point() -> None:
+    # TestTurnLoop_Preempt_EscalatesOnSecondPreempt (WithPreemptTimeout)
+    agent = Stubborn()
+    recorder = Recorder()
+    loop: TurnLoop[str] = TurnLoop(agent, on_events=recorder).start()
+    loop.push("long job")
+    assert agent.started.wait(GUARD)
+    loop.push("urgent", preempt=True, preempt_timeout=0.01)
+    loop.stop(idle_for=0)
+    assert finished(loop).reason is None
+    first_error = recorder.turns[0][1][-1].err
+    assert isinstance(first_error, AgentCancelledError) and first_error.escalated
+    assert kinds(recorder.turns[1][1]) == [("assistant", "turn 2")]
