@@ -837,3 +837,267 @@ def test_a_preempt_timeout_stops_a_turn_that_reaches_no_safe_point() -> None:
     first_error = recorder.turns[0][1][-1].err
     assert isinstance(first_error, AgentCancelledError) and first_error.escalated
     assert kinds(recorder.turns[1][1]) == [("assistant", "turn 2")]
+
+
+# --- stop --------------------------------------------------------------------------------------
+
+
+def test_finish_turn_lets_the_running_turn_complete_and_starts_no_other() -> None:
+    # TestTurnLoop_BareStop_AgentRunsToCompletion
+    agent = Gated()
+    recorder = Recorder()
+    loop: TurnLoop[str] = TurnLoop(agent, gen_input=consume_first, on_events=recorder)
+    loop.push("task1")
+    loop.push("task2")
+    loop.start()
+    assert agent.started.wait(GUARD)
+    loop.stop(finish_turn=True)
+    agent.release.set()
+    exit_state = finished(loop)
+    assert exit_state == TurnLoopExit(reason=None, unhandled_items=["task2"], interrupted_items=[])
+    assert agent.turns == 1
+    assert kinds(recorder.turns[0][1]) == [("assistant", "work-done")]
+    assert not recorder.turns[0][0].stopped
+
+
+def test_a_graceful_stop_saves_the_turn_and_a_new_loop_resumes_it() -> None:
+    # TestTurnLoop_StopCancel_InterruptedItems_PersistAndRestore,
+    # TestTurnLoop_StopCheckPointIDInCancelError, TestTurnLoop_StopWithMode
+    worker = Worker()
+    store = InMemoryCheckPointStore()
+    recorder = Recorder()
+    loop: TurnLoop[str] = TurnLoop(
+        worker.agent, on_events=recorder, checkpoint_store=store, checkpoint_id="chat-1",
+        serializer=serializer(),
+    ).start()
+    loop.push("msg1")
+    assert worker.started.wait(GUARD)
+    loop.stop(cause="shutting down")
+    assert loop.push("too late") is False
+    worker.release.set()
+    exit_state = finished(loop)
+    assert isinstance(exit_state.reason, AgentCancelledError)
+    assert exit_state.reason.mode is CancelMode.ANY_SAFE_POINT
+    assert exit_state.interrupted_items == ["msg1"] and exit_state.unhandled_items == []
+    assert exit_state.stop_cause == "shutting down"
+    assert exit_state.checkpoint_attempted and exit_state.checkpoint_error is None
+    assert store.get("chat-1") is not None
+    turn = recorder.turns[0][0]
+    assert turn.stopped and turn.stop_cause == "shutting down"
+
+    saved: list[SavedTurn[str]] = []
+
+    def resume(loop: TurnLoop[str], turn: SavedTurn[str]) -> TurnResume[str]:
+        saved.append(turn)
+        return TurnResume()
+
+    def plan(loop: TurnLoop[str], items: list[str]) -> TurnInput[str]:
+        raise AssertionError("the saved turn is resumed, not planned again")
+
+    again = Recorder()
+    loop2: TurnLoop[str] = TurnLoop(
+        worker.agent, gen_input=plan, gen_resume=resume, on_events=again,
+        checkpoint_store=store, checkpoint_id="chat-1", serializer=serializer(),
+    )
+    loop2.start()
+    loop2.stop(idle_for=0)
+    assert finished(loop2).reason is None
+    assert saved == [SavedTurn(["msg1"], [], [], None, "cancelled")]
+    ((resumed, events),) = again.turns
+    assert resumed.resumed and resumed.consumed == ["msg1"]
+    assert kinds(events) == [("assistant", "done: worked on msg1")]
+    assert worker.ran == ["msg1"]  # the finished tool call is not run again
+    assert store.get("chat-1") is None  # nothing left: the checkpoint is gone
+
+
+class Sleeper:
+    """A ChatModelAgent whose tool sleeps until an immediate cancel wakes it."""
+
+    def __init__(self) -> None:
+        self.started = threading.Event()
+
+        @tool
+        def research(topic: str) -> str:
+            """Researches for a long time."""
+            self.started.set()
+            cancellable_sleep(GUARD)
+            return "never"
+
+        def reply(messages: list[Message]) -> Message | str:
+            if messages[-1].role is Role.USER:
+                return calls_message(call("research", {"topic": messages[-1].content}))
+            return "summary"
+
+        self.agent = ChatModelAgent("researcher", "d", ScriptedChatModel(reply), tools=[research])
+
+
+def test_an_immediate_stop_cancels_the_turn_at_once() -> None:
+    sleeper = Sleeper()
+    store = InMemoryCheckPointStore()
+    loop: TurnLoop[str] = TurnLoop(
+        sleeper.agent, checkpoint_store=store, checkpoint_id="now", serializer=serializer()
+    ).start()
+    loop.push("stars")
+    assert sleeper.started.wait(GUARD)
+    loop.stop(graceful=False)
+    exit_state = finished(loop)
+    assert isinstance(exit_state.reason, AgentCancelledError)
+    assert exit_state.reason.mode is CancelMode.IMMEDIATE
+    assert exit_state.interrupted_items == ["stars"] and exit_state.checkpoint_attempted
+
+
+def test_a_second_stop_escalates_a_graceful_one() -> None:
+    # TestTurnLoop_Stop_EscalatesCancelMode, TestAttack_BareStopDoesNotDeescalateExistingCancelIntent
+    sleeper = Sleeper()
+    loop: TurnLoop[str] = TurnLoop(sleeper.agent).start()
+    loop.push("stars")
+    assert sleeper.started.wait(GUARD)
+    loop.stop()  # waits for the tool round, which waits for an immediate cancel
+    loop.stop(finish_turn=True)  # does not take the cancel back
+    loop.stop(graceful=False)
+    exit_state = finished(loop)
+    assert isinstance(exit_state.reason, AgentCancelledError)
+    assert exit_state.reason.mode is CancelMode.IMMEDIATE
+
+
+def test_a_graceful_stop_with_a_timeout_escalates() -> None:
+    sleeper = Sleeper()
+    loop: TurnLoop[str] = TurnLoop(sleeper.agent).start()
+    loop.push("stars")
+    assert sleeper.started.wait(GUARD)
+    loop.stop(timeout=0.01)
+    exit_state = finished(loop)
+    assert isinstance(exit_state.reason, AgentCancelledError) and exit_state.reason.escalated
+    assert exit_state.checkpoint_attempted is False  # TestTurnLoop_CheckpointAttempted_FalseWhenNoStore
+
+
+def test_the_cancel_is_the_exit_reason_even_when_on_events_ignores_it() -> None:
+    # TestTurnLoop_CancelError_CapturedIndependentlyOfCallback
+    sleeper = Sleeper()
+    loop: TurnLoop[str] = TurnLoop(sleeper.agent, on_events=lambda turn, events: None).start()
+    loop.push("stars")
+    assert sleeper.started.wait(GUARD)
+    loop.stop(graceful=False)
+    exit_state = finished(loop)
+    assert isinstance(exit_state.reason, AgentCancelledError)
+    assert exit_state.interrupted_items == ["stars"]
+
+
+def test_an_on_events_error_wins_and_the_items_are_still_kept() -> None:
+    # TestTurnLoop_CancelError_CustomErrorWins_InterruptedItemsStillSet
+    sleeper = Sleeper()
+    boom = ValueError("my own error")
+
+    def on_events(turn: TurnContext[str], events: ItemIterator[AgentEvent]) -> None:
+        list(events)
+        raise boom
+
+    loop: TurnLoop[str] = TurnLoop(sleeper.agent, on_events=on_events).start()
+    loop.push("stars")
+    assert sleeper.started.wait(GUARD)
+    loop.stop(graceful=False)
+    exit_state = finished(loop)
+    assert exit_state.reason is boom
+    assert exit_state.interrupted_items == ["stars"]
+
+
+def test_a_stop_while_idle_saves_nothing() -> None:
+    # TestTurnLoop_StopWhileIdle_SkipsCheckpoint, TestTurnLoop_StopWithoutCheckpointIDDoesNotPersist
+    store = InMemoryCheckPointStore()
+    loop: TurnLoop[str] = TurnLoop(
+        Echo(), checkpoint_store=store, checkpoint_id="idle", serializer=serializer()
+    ).start()
+    loop.push("a")
+    loop.stop(idle_for=0)
+    exit_state = finished(loop)
+    assert exit_state.reason is None and not exit_state.checkpoint_attempted
+    assert store.get("idle") is None
+
+
+def test_items_left_between_turns_are_saved_and_taken_by_the_next_loop() -> None:
+    # TestTurnLoop_StopBetweenTurnsAndResume, TestTurnLoop_StaleCheckpointDeletion_OnCleanResume
+    store = InMemoryCheckPointStore()
+    loop: TurnLoop[str] = TurnLoop(
+        Echo(), checkpoint_store=store, checkpoint_id="between", serializer=serializer()
+    )
+    loop.push("a")
+    loop.push("b")
+    loop.stop()
+    exit_state = finished(loop.start())
+    assert exit_state.unhandled_items == ["a", "b"] and exit_state.checkpoint_attempted
+    assert store.get("between") is not None
+
+    seen: list[list[str]] = []
+
+    def plan(loop: TurnLoop[str], items: list[str]) -> TurnInput[str]:
+        seen.append(list(items))
+        return TurnInput([user_message(item) for item in items])
+
+    loop2: TurnLoop[str] = TurnLoop(
+        Echo(), gen_input=plan, checkpoint_store=store, checkpoint_id="between", serializer=serializer()
+    )
+    loop2.push("c")
+    loop2.start()
+    loop2.stop(idle_for=0)
+    assert finished(loop2).reason is None
+    assert seen == [["a", "b", "c"]]
+    assert store.get("between") is None  # consumed: nothing is left to resume
+
+
+def test_skip_checkpoint_saves_nothing_removes_the_resumed_one_and_sticks() -> None:
+    # TestTurnLoop_StopWithSkipCheckpoint, TestTurnLoop_StopWithSkipCheckpoint_DeletesStaleCheckpoint,
+    # TestTurnLoop_SkipCheckpoint_Sticky
+    store = InMemoryCheckPointStore()
+    first: TurnLoop[str] = TurnLoop(
+        Echo(), checkpoint_store=store, checkpoint_id="skip", serializer=serializer()
+    )
+    first.push("a")
+    first.stop()
+    assert finished(first.start()).checkpoint_attempted
+    second: TurnLoop[str] = TurnLoop(
+        Gated(), checkpoint_store=store, checkpoint_id="skip", serializer=serializer()
+    )
+    second.stop(skip_checkpoint=True)
+    second.stop()
+    exit_state = finished(second.start())
+    assert exit_state.unhandled_items == ["a"] and not exit_state.checkpoint_attempted
+    assert store.get("skip") is None
+
+
+def test_the_first_stop_cause_counts() -> None:
+    # TestTurnLoop_StopWithStopCause, TestTurnLoop_StopCause_FirstNonEmptyWins,
+    # TestTurnLoop_StopCause_EmptyWhenNoStop
+    loop: TurnLoop[str] = TurnLoop(Echo())
+    loop.stop(idle_for=GUARD * 10)
+    loop.stop(cause="first")
+    loop.stop(cause="second")
+    assert finished(loop.start()).stop_cause == "first"
+    quiet: TurnLoop[str] = TurnLoop(Echo(), gen_input=lambda loop, items: 1 / 0)  # type: ignore[arg-type, return-value]
+    quiet.push("x")
+    assert finished(quiet.start()).stop_cause == ""
+
+
+def test_idle_for_ends_the_loop_once_idle_that_long_and_leaves_the_running_turn_alone() -> None:
+    # TestUntilIdleFor, TestUntilIdleFor_DoesNotCancelRunningAgent
+    agent = Gated()
+    recorder = Recorder()
+    loop: TurnLoop[str] = TurnLoop(agent, on_events=recorder).start()
+    loop.push("job")
+    assert agent.started.wait(GUARD)
+    loop.stop(idle_for=0.05)
+    agent.release.set()
+    exit_state = finished(loop)
+    assert exit_state.reason is None
+    assert kinds(recorder.turns[0][1]) == [("assistant", "work-done")]
+    assert not recorder.turns[0][0].stopped
+
+
+def test_a_plain_stop_overrides_a_long_idle_wait() -> None:
+    # TestAttack_BareStopOverridesUntilIdleFor, TestAttack_UntilIdleFor_MultipleStopCallsFirstWins
+    loop: TurnLoop[str] = TurnLoop(Echo()).start()
+    loop.stop(idle_for=GUARD * 10)
+    loop.stop(idle_for=0)  # the first idle wait counts
+    with pytest.raises(TimeoutError):
+        loop.wait(0.05)
+    loop.stop()
+    assert finished(loop).reason is None
