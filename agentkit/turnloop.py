@@ -125,6 +125,10 @@ def _as_list(value: Sequence[Any] | None) -> list[Any] | None:
     return None if value is None else list(value)
 
 
+def _as_items(value: Sequence[Any]) -> list[Any]:
+    return list(value)
+
+
 def _as_messages(value: Sequence[Message]) -> list[Message]:
     return list(value)
 
@@ -151,7 +155,7 @@ class TurnInput(Generic[T]):
     messages: list[Message] = attrs.field(converter=_as_messages)
     options: tuple[AgentRunOption, ...] = attrs.field(default=(), converter=_as_options)
     consumed: list[T] | None = attrs.field(default=None, converter=_as_list)
-    remaining: list[T] = attrs.field(factory=list, converter=list)
+    remaining: list[T] = attrs.field(factory=list, converter=_as_items)
 
 
 @attrs.frozen
@@ -500,6 +504,7 @@ class TurnLoop(Generic[T]):
         self._left: Checkpoint | None = None  # the stopped turn's run, kept in the checkpoint
         self._interrupt: InterruptInfo | None = None  # the stopped turn's interrupt
         self._loaded = False  # a checkpoint was loaded: remove it when nothing is left
+        self._claimed = False  # the loop holds the lease on its checkpoint id
         self._turn_serializer: PickleSerializer | None = None
 
     def __repr__(self) -> str:
@@ -702,12 +707,15 @@ class TurnLoop(Generic[T]):
                     pool.close()  # this thread ends when _main returns
 
     def _take_lease(self) -> LeaseKeeper | None:
+        """Claim the checkpoint id for the loop's life (another loop on it is refused)."""
         store, checkpoint_id = self.checkpoint_store, self.checkpoint_id
         if store is None or checkpoint_id is None:
             return None
         from agentkit.checkpoint import lease_for
 
-        return LeaseKeeper(lease_for(store, checkpoint_id))
+        keeper = LeaseKeeper(lease_for(store, checkpoint_id))
+        self._claimed = True
+        return keeper
 
     def _load(self) -> tuple[SavedTurn[T], Checkpoint] | None:
         """Load the loop's checkpoint: its stopped turn to resume, or its waiting items."""
@@ -1026,7 +1034,7 @@ class TurnLoop(Generic[T]):
             self._wake.notify_all()
         attempted, failure = False, None
         store, checkpoint_id = self.checkpoint_store, self.checkpoint_id
-        if store is not None and checkpoint_id is not None:
+        if store is not None and checkpoint_id is not None and self._claimed:
             left = self._left is not None or unhandled or self._interrupted
             if left and not stop.skip_checkpoint:
                 attempted = True

@@ -25,7 +25,6 @@ from agentkit import (
     Message,
     Role,
     Runner,
-    RunResult,
     SavedTurn,
     TurnContext,
     TurnInput,
@@ -36,7 +35,6 @@ from agentkit import (
     assistant_message,
     cancellable_sleep,
     event_from_message,
-    interrupt,
     tool,
     user_message,
     with_checkpoint_id,
@@ -233,10 +231,11 @@ def test_wait_is_bounded_and_refused_inside_the_loop() -> None:
 
 def test_the_loop_runs_on_one_named_thread_that_ends_with_it() -> None:
     names: list[str] = []
-    loop: TurnLoop[str] = TurnLoop(
-        Echo(),
-        on_events=lambda turn, events: (names.append(threading.current_thread().name), list(events)),
-    )
+
+    def on_events(turn: TurnContext[str], events: ItemIterator[AgentEvent]) -> None:
+        names.append(threading.current_thread().name)
+
+    loop: TurnLoop[str] = TurnLoop(Echo(), on_events=on_events)
     with loop:
         loop.push("x")
     assert names == ["agentkit-turnloop"]
@@ -617,22 +616,21 @@ def test_an_on_events_that_swallows_a_failure_lets_the_loop_go_on() -> None:
 
 def test_an_on_events_error_cancels_the_turn_and_ends_the_loop() -> None:
     # TestTurnLoop_OnAgentEventsError
-    worker = Worker()
+    sleeper = Sleeper()
     boom = ValueError("callback failed")
 
     def on_events(turn: TurnContext[str], events: ItemIterator[AgentEvent]) -> None:
         next(iter(events))  # the model's tool call
+        assert sleeper.started.wait(GUARD)  # the tool runs until a cancel wakes it
         raise boom
 
     store = InMemoryCheckPointStore()
     loop: TurnLoop[str] = TurnLoop(
-        worker.agent, on_events=on_events, checkpoint_store=store, checkpoint_id="cb", serializer=serializer()
+        sleeper.agent, on_events=on_events, checkpoint_store=store, checkpoint_id="cb",
+        serializer=serializer(),
     )
     loop.push("x")
-    loop.start()
-    assert worker.started.wait(GUARD)
-    worker.release.set()
-    exit_state = finished(loop)
+    exit_state = finished(loop.start())
     assert exit_state.reason is boom
     assert exit_state.interrupted_items == ["x"]
     assert exit_state.checkpoint_attempted and exit_state.checkpoint_error is None
@@ -1101,3 +1099,427 @@ def test_a_plain_stop_overrides_a_long_idle_wait() -> None:
         loop.wait(0.05)
     loop.stop()
     assert finished(loop).reason is None
+
+
+# --- interrupts, checkpoints and resume --------------------------------------------------------
+
+
+def payer() -> tuple[ChatModelAgent, list[str]]:
+    """A payment agent whose ``pay`` tool needs approval; returns it and the payments made."""
+    paid: list[str] = []
+
+    @tool(needs_approval=True)
+    def pay(payee: str, amount: int) -> str:
+        """Pays a payee."""
+        paid.append(f"{amount} to {payee}")
+        return f"paid {amount} to {payee}"
+
+    def reply(messages: list[Message]) -> Message | str:
+        last = messages[-1]
+        if last.role is Role.USER:
+            return calls_message(call("pay", {"payee": last.content, "amount": 120}, id="p1"))
+        return f"Done: {last.content}"
+
+    return ChatModelAgent("payer", "pays", ScriptedChatModel(reply), tools=[pay]), paid
+
+
+def test_an_interrupt_ends_the_loop_with_a_checkpoint_that_a_new_loop_resumes() -> None:
+    # TestTurnLoop_BusinessInterrupt_PersistAndResume
+    agent, paid = payer()
+    store = InMemoryCheckPointStore()
+    recorder = Recorder()
+    settings: dict[str, Any] = {
+        "checkpoint_store": store, "checkpoint_id": "pay-session", "serializer": serializer(),
+    }
+    loop: TurnLoop[str] = TurnLoop(agent, gen_input=consume_first, on_events=recorder, **settings)
+    loop.push("ACME")
+    loop.push("Globex")
+    exit_state = finished(loop.start())
+    assert isinstance(exit_state.reason, TurnInterruptedError)
+    interrupt_info = exit_state.interrupt
+    assert interrupt_info is not None and exit_state.reason.interrupt is interrupt_info
+    (point,) = interrupt_info.contexts
+    assert point.address == ("agent:payer", "tool:pay:p1")
+    assert str(exit_state.reason).startswith("the turn was interrupted at 1 point(s) waiting for input")
+    assert exit_state.interrupted_items == ["ACME"] and exit_state.unhandled_items == ["Globex"]
+    assert exit_state.checkpoint_attempted and exit_state.checkpoint_error is None
+    assert paid == []
+    assert kinds(recorder.turns[0][1]) == [("assistant", ""), ("", "")]
+    assert summarize(recorder.turns[0][1][-1])[4] == "interrupt"
+
+    saved: list[SavedTurn[str]] = []
+
+    def answer(loop: TurnLoop[str], turn: SavedTurn[str]) -> TurnResume[str]:
+        saved.append(turn)
+        assert turn.interrupt is not None
+        return TurnResume(targets={turn.interrupt.contexts[0].id: Approve()})
+
+    again = Recorder()
+    loop2: TurnLoop[str] = TurnLoop(
+        agent, gen_input=consume_first, gen_resume=answer, on_events=again, **settings
+    )
+    loop2.push("Initech")
+    second = finished(loop2.start())
+    (turn,) = saved
+    assert (turn.interrupted_items, turn.unhandled_items, turn.new_items, turn.reason) == (
+        ["ACME"], ["Globex"], ["Initech"], "interrupted",
+    )
+    assert turn.interrupt is not None and turn.interrupt.contexts[0].id == point.id
+    assert (again.turns[0][0].consumed, again.turns[0][0].resumed) == (["ACME"], True)
+    assert kinds(again.turns[0][1]) == [("tool/pay", "paid 120 to ACME"), ("assistant", "Done: paid 120 to ACME")]
+    assert paid == ["120 to ACME"]
+    # the next turn (Globex) asks for its own approval: the loop ends there, saved again
+    assert isinstance(second.reason, TurnInterruptedError)
+    assert second.interrupted_items == ["Globex"] and second.unhandled_items == ["Initech"]
+    assert second.checkpoint_attempted and store.get("pay-session") is not None
+
+
+def test_the_items_after_a_resumed_turn_run_as_usual() -> None:
+    agent, paid = payer()
+    store = InMemoryCheckPointStore()
+    settings: dict[str, Any] = {"checkpoint_store": store, "checkpoint_id": "s", "serializer": serializer()}
+    loop: TurnLoop[str] = TurnLoop(agent, gen_input=consume_first, **settings)
+    loop.push("ACME")
+    loop.push("Globex")
+    first = finished(loop.start())
+    assert first.interrupt is not None
+    def approve_all(loop: TurnLoop[str], turn: SavedTurn[str]) -> TurnResume[str]:
+        assert turn.interrupt is not None
+        return TurnResume(targets={context.id: True for context in turn.interrupt.contexts})
+
+    loop2: TurnLoop[str] = TurnLoop(agent, gen_input=consume_first, gen_resume=approve_all, **settings)
+    second = finished(loop2.start())
+    # ACME is paid; Globex's turn then stops for its own approval, saved under the same id
+    assert paid == ["120 to ACME"]
+    assert isinstance(second.reason, TurnInterruptedError)
+    assert second.interrupted_items == ["Globex"] and second.unhandled_items == []
+    loop3: TurnLoop[str] = TurnLoop(agent, gen_input=consume_first, gen_resume=approve_all, **settings)
+    loop3.start()
+    loop3.stop(idle_for=0)
+    assert finished(loop3).reason is None
+    assert paid == ["120 to ACME", "120 to Globex"]
+    assert store.get("s") is None
+
+
+def test_a_resumed_turn_is_dropped_from_the_checkpoint_before_the_next_turn_starts() -> None:
+    agent, paid = payer()
+    store = InMemoryCheckPointStore()
+    settings: dict[str, Any] = {"checkpoint_store": store, "checkpoint_id": "once", "serializer": serializer()}
+    loop: TurnLoop[str] = TurnLoop(agent, **settings)
+    loop.push("ACME")
+    assert finished(loop.start()).interrupt is not None
+    during_next_turn: list[bytes | None] = []
+
+    def on_events(turn: TurnContext[str], events: ItemIterator[AgentEvent]) -> None:
+        list(events)
+        if not turn.resumed:
+            during_next_turn.append(store.get("once"))
+            turn.loop.stop(finish_turn=True)
+
+    loop2: TurnLoop[str] = TurnLoop(
+        lambda consumed: agent if consumed == ["ACME"] else Echo(),
+        gen_resume=lambda loop, turn: TurnResume(targets={turn.interrupt.contexts[0].id: True}),  # type: ignore[union-attr]
+        on_events=on_events,
+        **settings,
+    )
+    loop2.push("next")
+    finished(loop2.start())
+    # The resumed payment is no longer in the checkpoint once its turn ended: a crash in the
+    # next turn would not pay twice. Only the item that was waiting is left.
+    (data,) = during_next_turn
+    assert data is not None
+    left = serializer().loads(data, checkpoint_id="once")
+    assert (left.turn, left.unhandled_items, left.interrupted_items) == (None, ["next"], [])
+    assert paid == ["120 to ACME"]
+
+
+def test_resuming_without_answers_interrupts_again_and_keeps_the_streaming_mode() -> None:
+    # TestTurnLoop_ResumeInterruptAgain_PreservesEnableStreamingCheckpoint, TestTurnLoop_SameCheckpointID_OverwritePattern
+    agent, paid = payer()
+    store = InMemoryCheckPointStore()
+    settings: dict[str, Any] = {"checkpoint_store": store, "checkpoint_id": "st", "serializer": serializer()}
+    loop: TurnLoop[str] = TurnLoop(agent, enable_streaming=True, **settings)
+    loop.push("ACME")
+    first = finished(loop.start())
+    loop2: TurnLoop[str] = TurnLoop(agent, **settings)  # default gen_resume: no answers
+    second = finished(loop2.start())
+    assert isinstance(second.reason, TurnInterruptedError)
+    assert second.interrupt is not None and first.interrupt is not None
+    assert second.interrupt.contexts[0].id != first.interrupt.contexts[0].id  # a new interrupt
+    assert second.interrupted_items == ["ACME"]
+    recorder = Recorder()
+    loop3: TurnLoop[str] = TurnLoop(
+        agent,
+        gen_resume=lambda loop, turn: TurnResume(targets={turn.interrupt.contexts[0].id: True}),  # type: ignore[union-attr]
+        on_events=recorder,
+        **settings,
+    )
+    loop3.start()
+    loop3.stop(idle_for=0)
+    assert finished(loop3).reason is None
+    streamed = [e.output.message_output.is_streaming for e in recorder.turns[0][1] if e.output and e.output.message_output]
+    assert streamed == [False, True]  # the tool result, then the model's answer, streamed
+    assert paid == ["120 to ACME"]
+
+
+def test_an_interrupt_without_a_store_ends_the_loop_and_saves_nothing() -> None:
+    # TestAttack_BusinessInterrupt_NoStore_ExitsWithoutPanic
+    agent, _ = payer()
+    loop: TurnLoop[str] = TurnLoop(agent)
+    loop.push("ACME")
+    exit_state = finished(loop.start())
+    assert isinstance(exit_state.reason, TurnInterruptedError)
+    assert exit_state.interrupted_items == ["ACME"] and not exit_state.checkpoint_attempted
+
+
+def test_unknown_resume_targets_end_the_loop_and_keep_the_checkpoint() -> None:
+    # TestTurnLoop_ResumeWithParams
+    agent, paid = payer()
+    store = InMemoryCheckPointStore()
+    settings: dict[str, Any] = {"checkpoint_store": store, "checkpoint_id": "t", "serializer": serializer()}
+    loop: TurnLoop[str] = TurnLoop(agent, **settings)
+    loop.push("ACME")
+    finished(loop.start())
+    loop2: TurnLoop[str] = TurnLoop(
+        agent, gen_resume=lambda loop, turn: TurnResume(targets={"some-address": "data"}), **settings
+    )
+    exit_state = finished(loop2.start())
+    assert isinstance(exit_state.reason, ValueError)
+    assert "unknown interrupt id(s) 'some-address'" in str(exit_state.reason)
+    assert exit_state.interrupted_items == ["ACME"] and exit_state.checkpoint_attempted
+    loop3: TurnLoop[str] = TurnLoop(  # the checkpoint still resumes
+        agent,
+        gen_resume=lambda loop, turn: TurnResume(targets={turn.interrupt.contexts[0].id: True}),  # type: ignore[union-attr]
+        **settings,
+    )
+    loop3.start()
+    loop3.stop(idle_for=0)
+    assert finished(loop3).reason is None and paid == ["120 to ACME"]
+
+
+def test_a_gen_resume_error_ends_the_loop_and_keeps_the_checkpoint() -> None:
+    # TestTurnLoop_GenResumeReturnsError, TestTurnLoop_GenResumeNil_Error
+    agent, paid = payer()
+    store = InMemoryCheckPointStore()
+    settings: dict[str, Any] = {"checkpoint_store": store, "checkpoint_id": "g", "serializer": serializer()}
+    loop: TurnLoop[str] = TurnLoop(agent, **settings)
+    loop.push("ACME")
+    finished(loop.start())
+    before = store.get("g")
+    loop2: TurnLoop[str] = TurnLoop(agent, gen_resume=lambda loop, turn: None, **settings)  # type: ignore[arg-type, return-value]
+    loop2.push("new")
+    exit_state = finished(loop2.start())
+    assert isinstance(exit_state.reason, TypeError)
+    assert "gen_resume must return a TurnResume (got NoneType" in str(exit_state.reason)
+    assert exit_state.interrupted_items == ["ACME"] and exit_state.unhandled_items == ["new"]
+    assert exit_state.checkpoint_attempted and store.get("g") != before  # re-saved, with "new"
+    assert paid == []
+
+
+def test_a_failed_turn_is_saved_and_the_next_loop_retries_it() -> None:
+    calls: list[str] = []
+
+    @tool
+    def fetch(url: str) -> str:
+        """Fetches a page."""
+        calls.append(url)
+        return f"page {url}"
+
+    failures = [RuntimeError("model down")]
+
+    def reply(messages: list[Message]) -> Message | str:
+        last = messages[-1]
+        if last.role is Role.USER:
+            return calls_message(call("fetch", {"url": "a.example"}, id="f1"))
+        if failures:
+            raise failures.pop()
+        return f"summary of {last.content}"
+
+    agent = ChatModelAgent("reader", "d", ScriptedChatModel(reply), tools=[fetch])
+    store = InMemoryCheckPointStore()
+    settings: dict[str, Any] = {"checkpoint_store": store, "checkpoint_id": "f", "serializer": serializer()}
+    loop: TurnLoop[str] = TurnLoop(agent, **settings)
+    loop.push("read a.example")
+    exit_state = finished(loop.start())
+    assert isinstance(exit_state.reason, RuntimeError) and exit_state.interrupted_items == ["read a.example"]
+    saved: list[str] = []
+
+    def resume(loop: TurnLoop[str], turn: SavedTurn[str]) -> TurnResume[str]:
+        saved.append(turn.reason)
+        return TurnResume()
+
+    recorder = Recorder()
+    loop2: TurnLoop[str] = TurnLoop(agent, gen_resume=resume, on_events=recorder, **settings)
+    loop2.start()
+    loop2.stop(idle_for=0)
+    assert finished(loop2).reason is None
+    assert saved == ["failed"]
+    assert kinds(recorder.turns[0][1]) == [("assistant", "summary of page a.example")]
+    assert calls == ["a.example"]  # the finished tool call is not repeated
+
+
+class BrokenStore(InMemoryCheckPointStore):
+    def __init__(self, *, get: bool = False, set: bool = False) -> None:
+        super().__init__()
+        self.fail_get, self.fail_set = get, set
+
+    def get(self, checkpoint_id: str) -> bytes | None:
+        if self.fail_get:
+            raise OSError("disk on fire")
+        return super().get(checkpoint_id)
+
+    def set(self, checkpoint_id: str, data: bytes) -> None:
+        if self.fail_set:
+            raise OSError("disk full")
+        super().set(checkpoint_id, data)
+
+
+def test_a_checkpoint_that_cannot_be_read_ends_the_loop_with_a_checkpoint_error() -> None:
+    # TestTurnLoop_CheckpointLoadError_ReturnsError, TestTurnLoop_CheckpointCorruptData_ReturnsError
+    store = BrokenStore(get=True)
+    loop: TurnLoop[str] = TurnLoop(Echo(), checkpoint_store=store, checkpoint_id="x", serializer=serializer())
+    loop.push("a")
+    exit_state = finished(loop.start())
+    assert isinstance(exit_state.reason, CheckpointError)
+    assert "the store failed to read it: OSError: disk on fire" in str(exit_state.reason)
+    assert exit_state.unhandled_items == ["a"]
+
+    corrupt = InMemoryCheckPointStore()
+    corrupt.set("x", b"not a checkpoint")
+    loop = TurnLoop(Echo(), checkpoint_store=corrupt, checkpoint_id="x", serializer=serializer())
+    assert isinstance(finished(loop.start()).reason, CheckpointError)
+    assert corrupt.get("x") == b"not a checkpoint"  # left as it was, for a human to look at
+
+
+def test_a_runners_checkpoint_is_not_a_loops() -> None:
+    store = InMemoryCheckPointStore()
+    agent, _ = payer()
+    Runner(agent, checkpoint_store=store, serializer=serializer()).invoke("ACME", with_checkpoint_id("r"))
+    loop: TurnLoop[str] = TurnLoop(agent, checkpoint_store=store, checkpoint_id="r", serializer=serializer())
+    exit_state = finished(loop.start())
+    assert isinstance(exit_state.reason, CheckpointError)
+    assert "it holds a Checkpoint, not a TurnLoop's checkpoint" in str(exit_state.reason)
+
+
+def test_no_checkpoint_under_the_id_is_a_fresh_start() -> None:
+    # TestTurnLoop_CheckpointNotFound_FreshStart, TestTurnLoop_CheckpointEmptyData_TreatedAsNoCheckpoint
+    echo = Echo()
+    loop: TurnLoop[str] = TurnLoop(echo, checkpoint_store=InMemoryCheckPointStore(), checkpoint_id="new", serializer=serializer())
+    loop.push("hi")
+    loop.start()
+    loop.stop(idle_for=0)
+    assert finished(loop).reason is None and echo.inputs == [["hi"]]
+
+
+def test_a_failed_save_is_reported_apart_from_the_exit_reason() -> None:
+    # TestTurnLoop_CheckpointSaveError_ReturnsError, TestTurnLoop_CheckpointErr_SeparateFromExitReason
+    store = BrokenStore(set=True)
+    loop: TurnLoop[str] = TurnLoop(Echo(), checkpoint_store=store, checkpoint_id="x", serializer=serializer())
+    loop.push("a")
+    loop.stop()
+    exit_state = finished(loop.start())
+    assert exit_state.reason is None and exit_state.checkpoint_attempted
+    assert isinstance(exit_state.checkpoint_error, CheckpointError)
+    assert "the store refused it: OSError: disk full" in str(exit_state.checkpoint_error)
+
+
+class Order:
+    def __init__(self, number: int) -> None:
+        self.number = number
+
+
+def test_items_of_a_type_the_serializer_refuses_are_named() -> None:
+    store = InMemoryCheckPointStore()
+    loop: TurnLoop[Order] = TurnLoop(Echo(), checkpoint_store=store, checkpoint_id="o", serializer=serializer())
+    loop.push(Order(1))
+    loop.stop()
+    exit_state = finished(loop.start())
+    assert isinstance(exit_state.checkpoint_error, CheckpointError)
+    assert "Order" in str(exit_state.checkpoint_error) and "allowed_types" in str(exit_state.checkpoint_error)
+    allowing: TurnLoop[Order] = TurnLoop(
+        Echo(), checkpoint_store=store, checkpoint_id="o", serializer=PickleSerializer(KEY, allowed_types=[Order])
+    )
+    allowing.push(Order(2))
+    allowing.stop()
+    exit_state = finished(allowing.start())
+    assert exit_state.checkpoint_error is None
+    assert [order.number for order in exit_state.unhandled_items] == [2]
+
+
+def test_a_second_loop_on_the_same_checkpoint_id_is_refused_while_the_first_runs() -> None:
+    store = InMemoryCheckPointStore()
+    agent = Gated()
+    settings: dict[str, Any] = {"checkpoint_store": store, "checkpoint_id": "busy", "serializer": serializer()}
+    first: TurnLoop[str] = TurnLoop(agent, **settings).start()
+    first.push("work")
+    assert agent.started.wait(GUARD)
+    second: TurnLoop[str] = TurnLoop(Echo(), **settings)
+    second.push("x")
+    exit_state = finished(second.start())
+    from agentkit import CheckpointBusyError
+
+    assert isinstance(exit_state.reason, CheckpointBusyError)
+    assert exit_state.unhandled_items == ["x"] and not exit_state.checkpoint_attempted
+    agent.release.set()
+    first.stop(idle_for=0)
+    assert finished(first).reason is None
+
+
+# --- the conversation's history ----------------------------------------------------------------
+
+
+def test_turns_are_one_conversation_kept_in_the_store() -> None:
+    echo = Echo()
+    conversations = InMemoryConversationStore()
+    loop: TurnLoop[str] = TurnLoop(
+        echo, gen_input=consume_first, conversation_store=conversations, conversation_id="ann"
+    )
+    loop.push("hello")
+    loop.push("again")
+    loop.start()
+    loop.stop(idle_for=0)
+    assert finished(loop).reason is None
+    assert echo.inputs == [["hello"], ["hello", "hello", "again"]]
+    assert [m.content for m in conversations.load("ann")] == ["hello", "hello", "again", "hello|hello|again"]
+
+
+def test_trim_chooses_what_of_the_history_a_turn_sees() -> None:
+    echo = Echo()
+    loop: TurnLoop[str] = TurnLoop(echo, gen_input=consume_first, trim=keep_last_turns(1))
+    for item in ("one", "two", "three"):
+        loop.push(item)
+    loop.start()
+    loop.stop(idle_for=0)
+    assert finished(loop).reason is None
+    assert echo.inputs == [["one"], ["one", "one", "two"], ["two", "one|one|two", "three"]]
+
+
+def test_without_history_each_turn_sees_its_own_messages_only() -> None:
+    # Eino's behaviour: GenInput builds the whole input
+    echo = Echo()
+    loop: TurnLoop[str] = TurnLoop(echo, gen_input=consume_first, keep_history=False)
+    loop.push("one")
+    loop.push("two")
+    loop.start()
+    loop.stop(idle_for=0)
+    assert finished(loop).reason is None
+    assert echo.inputs == [["one"], ["two"]]
+
+
+def test_the_history_defaults_to_the_checkpoint_id_so_a_durable_store_carries_it_over(tmp_path: Any) -> None:
+    from agentkit.conversation import FileConversationStore
+
+    conversations = FileConversationStore(tmp_path)
+    store = InMemoryCheckPointStore()
+    for text in ("first", "second"):
+        echo = Echo()
+        loop: TurnLoop[str] = TurnLoop(
+            echo, checkpoint_store=store, checkpoint_id="chat-7", serializer=serializer(),
+            conversation_store=conversations,
+        )
+        loop.push(text)
+        loop.start()
+        loop.stop(idle_for=0)
+        assert finished(loop).reason is None
+    assert echo.inputs == [["first", "first", "second"]]
+    assert loop.conversation_id == "chat-7"
