@@ -476,17 +476,16 @@ class TurnLoop(Generic[T]):
         self._gen_input: GenInput[T] = gen_input or default_input
         self._gen_resume: GenResume[T] = gen_resume or default_resume
         self._on_events: OnEvents[T] = on_events or drain_events
-        self.checkpoint_store = checkpoint_store
-        self.checkpoint_id = checkpoint_id
+        self._checkpoint_store = checkpoint_store
+        self._checkpoint_id = checkpoint_id
         self._serializer = serializer
-        self.enable_streaming = bool(enable_streaming)
-        self.keep_history = bool(keep_history)
+        self._enable_streaming = bool(enable_streaming)
         if keep_history and conversation_store is None:
             from agentkit.conversation import InMemoryConversationStore
 
             conversation_store = InMemoryConversationStore()
-        self.conversation_store = conversation_store
-        self.conversation_id = conversation_id or checkpoint_id or "turnloop"
+        self._conversation_store = conversation_store
+        self._conversation_id = conversation_id or checkpoint_id or "turnloop"
         self._trim = trim
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)  # items, stops
@@ -512,6 +511,36 @@ class TurnLoop(Generic[T]):
             f"<TurnLoop {self._phase.value} checkpoint_id={self.checkpoint_id!r} "
             f"waiting={len(self._buffer)}>"
         )
+
+    @property
+    def checkpoint_store(self) -> CheckPointStore | None:
+        """Where the loop saves what is left when it ends (``None``: nowhere)."""
+        return self._checkpoint_store
+
+    @property
+    def checkpoint_id(self) -> str | None:
+        """The id of the loop's checkpoint in :attr:`checkpoint_store`."""
+        return self._checkpoint_id
+
+    @property
+    def enable_streaming(self) -> bool:
+        """Whether the turns' model output is streamed (a given Runner's own mode counts)."""
+        return self._enable_streaming
+
+    @property
+    def keep_history(self) -> bool:
+        """Whether the turns are one conversation (their input starts with the history)."""
+        return self._conversation_store is not None
+
+    @property
+    def conversation_store(self) -> ConversationStore | None:
+        """Where the history is kept (``None`` without history)."""
+        return self._conversation_store
+
+    @property
+    def conversation_id(self) -> str:
+        """The history's id in :attr:`conversation_store`."""
+        return self._conversation_id
 
     @property
     def serializer(self) -> PickleSerializer:
