@@ -90,9 +90,7 @@ T = TypeVar("T")
 # stopped turn saved in its own checkpoint.
 _TURN_CHECKPOINT_ID = "turn"
 
-_NOT_RUN = (
-    "The call to {name} (id {call_id}) was not run: a new message came in before it could run."
-)
+_NOT_RUN = "The call to {name} (id {call_id}) did not complete: a new message came in first."
 
 
 class TurnInterruptedError(AgentKitError):

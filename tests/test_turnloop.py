@@ -705,7 +705,7 @@ def test_a_preempt_during_the_model_call_answers_the_tool_calls_it_did_not_run()
     assert seen[1] == [
         ("user", "Lisbon"),
         ("assistant", ""),
-        ("tool", "The call to book (id b1) was not run: a new message came in before it could run."),
+        ("tool", "The call to book (id b1) did not complete: a new message came in first."),
         ("user", "Porto"),
     ]
 
