@@ -41,8 +41,9 @@ exception says the same thing, the agentkit error subclasses it too, so existing
 Optional parts add subclasses of these where they live: ``agentkit.mcp`` (``MCPConnectionError``
 with its ``MCPProtocolError``, and ``MCPServerError``, all ``ToolError``; ``MCPClientClosedError``,
 ``MCPNotInstalledError``),
-``agentkit.integrations.runs`` (``RunNotFoundError``, ``RunStateError``) and
-``agentkit.prebuilt.planexecute`` (``PlanExecuteError``).
+``agentkit.integrations.runs`` (``RunNotFoundError``, ``RunStateError``),
+``agentkit.prebuilt.planexecute`` (``PlanExecuteError``) and ``agentkit.turnloop``
+(``TurnInterruptedError``).
 """
 
 from __future__ import annotations

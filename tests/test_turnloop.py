@@ -1523,3 +1523,45 @@ def test_the_history_defaults_to_the_checkpoint_id_so_a_durable_store_carries_it
         assert finished(loop).reason is None
     assert echo.inputs == [["first", "first", "second"]]
     assert loop.conversation_id == "chat-7"
+
+
+def test_a_stop_after_a_preempt_of_the_same_turn_keeps_the_turn() -> None:
+    # TestTurnLoop_TurnContext_BothPreemptedAndStopped (agentkit: the stop wins, the turn is kept)
+    worker = Worker()
+    recorder = Recorder()
+    store = InMemoryCheckPointStore()
+    loop: TurnLoop[str] = TurnLoop(
+        worker.agent, on_events=recorder, checkpoint_store=store, checkpoint_id="both",
+        serializer=serializer(),
+    ).start()
+    loop.push("first")
+    assert worker.started.wait(GUARD)
+    assert loop.push("second", preempt=True)
+    loop.stop()
+    worker.release.set()
+    exit_state = finished(loop)
+    assert isinstance(exit_state.reason, AgentCancelledError)
+    assert exit_state.interrupted_items == ["first"] and exit_state.unhandled_items == ["second"]
+    ((turn, _),) = recorder.turns
+    assert turn.preempted and turn.stopped
+
+
+def test_the_interrupted_items_are_those_of_the_turn_the_stop_cancelled() -> None:
+    # TestTurnLoop_PreemptThenStop_InterruptedItems_ReflectsStoppedTurn
+    sleeper = Sleeper()
+    second_started = threading.Event()
+
+    def on_events(turn: TurnContext[str], events: ItemIterator[AgentEvent]) -> None:
+        for event in events:
+            if turn.consumed == ["b"] and summarize(event)[2] == "assistant":
+                second_started.set()  # turn 2 asked for its tool
+
+    loop: TurnLoop[str] = TurnLoop(sleeper.agent, on_events=on_events).start()
+    loop.push("a")
+    assert sleeper.started.wait(GUARD)
+    loop.push("b", preempt=True, preempt_timeout=0.01)  # turn 1's tool never ends by itself
+    assert second_started.wait(GUARD)
+    loop.stop(graceful=False)
+    exit_state = finished(loop)
+    assert isinstance(exit_state.reason, AgentCancelledError)
+    assert exit_state.interrupted_items == ["b"]
