@@ -718,7 +718,14 @@ class TurnLoop(Generic[T]):
         keeper: LeaseKeeper | None = None
         try:
             keeper = self._take_lease()
-            self._run_turns(self._load())
+            try:
+                resume = self._load()
+            except BaseException:
+                # What is stored could not be read: it is left as it is (a serializer with the
+                # right key or allowed types may read it), never overwritten or removed.
+                self._claimed = False
+                raise
+            self._run_turns(resume)
         except BaseException as error:  # the exit reports every failure
             if self._reason is None:
                 self._reason = error

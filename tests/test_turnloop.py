@@ -1387,8 +1387,32 @@ def test_a_checkpoint_that_cannot_be_read_ends_the_loop_with_a_checkpoint_error(
     corrupt = InMemoryCheckPointStore()
     corrupt.set("x", b"not a checkpoint")
     loop = TurnLoop(Echo(), checkpoint_store=corrupt, checkpoint_id="x", serializer=serializer())
-    assert isinstance(finished(loop.start()).reason, CheckpointError)
-    assert corrupt.get("x") == b"not a checkpoint"  # left as it was, for a human to look at
+    loop.push("b")
+    exit_state = finished(loop.start())
+    assert isinstance(exit_state.reason, CheckpointError)
+    assert exit_state.unhandled_items == ["b"] and not exit_state.checkpoint_attempted
+    assert corrupt.get("x") == b"not a checkpoint"  # left as it was, never overwritten
+
+
+def test_a_checkpoint_another_key_signed_is_left_for_the_right_serializer() -> None:
+    store = InMemoryCheckPointStore()
+    first: TurnLoop[str] = TurnLoop(Echo(), checkpoint_store=store, checkpoint_id="k", serializer=serializer())
+    first.push("kept")
+    first.stop()
+    finished(first.start())
+    saved = store.get("k")
+    wrong: TurnLoop[str] = TurnLoop(
+        Echo(), checkpoint_store=store, checkpoint_id="k", serializer=PickleSerializer(b"another key, 32 bytes long......")
+    )
+    wrong.push("new")
+    exit_state = finished(wrong.start())
+    assert isinstance(exit_state.reason, CheckpointError)
+    assert store.get("k") == saved
+    echo = Echo()
+    right: TurnLoop[str] = TurnLoop(echo, checkpoint_store=store, checkpoint_id="k", serializer=serializer())
+    right.start()
+    right.stop(idle_for=0)
+    assert finished(right).reason is None and echo.inputs == [["kept"]]
 
 
 def test_a_runners_checkpoint_is_not_a_loops() -> None:
