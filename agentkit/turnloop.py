@@ -371,10 +371,11 @@ class _Plan(Generic[T]):
     consumed: list[T]
     remaining: list[T]
     options: tuple[AgentRunOption, ...]
+    given: list[T]  # what the turn was planned from: put back whole if it does not run
     messages: list[Message] = attrs.Factory(list)
     resume: Checkpoint | None = None  # the saved run this turn resumes
     targets: Mapping[str, Any] | None = None
-    interrupt: InterruptInfo | None = None  # what the resumed turn had stopped for
+    saved: SavedTurn[T] | None = None  # what the loop's checkpoint said of that run
 
 
 @attrs.define(eq=False)
@@ -835,7 +836,7 @@ class TurnLoop(Generic[T]):
             self._put_back(items, error)
             return None
         consumed = list(items) if made.consumed is None else made.consumed
-        return _Plan(consumed, made.remaining, made.options, messages=list(made.messages))
+        return _Plan(consumed, made.remaining, made.options, items, messages=list(made.messages))
 
     def _plan_resume(self, saved: SavedTurn[T], run: Checkpoint) -> _Plan[T] | None:
         """Ask ``gen_resume`` how the saved turn goes on."""
@@ -862,9 +863,10 @@ class TurnLoop(Generic[T]):
             consumed,
             remaining,
             made.options,
+            [*saved.unhandled_items, *saved.new_items],
             resume=run,
             targets=made.targets,
-            interrupt=saved.interrupt,
+            saved=saved,
         )
 
     def _keep_stopped(
@@ -882,11 +884,10 @@ class TurnLoop(Generic[T]):
             self._reason = error
 
     def _cancel_plan(self, plan: _Plan[T], error: BaseException | None) -> None:
-        if plan.resume is not None:
-            self._keep_stopped(plan.resume, plan.consumed, plan.interrupt)
-            self._put_back(list(plan.remaining), error)
-        else:
-            self._put_back([*plan.consumed, *plan.remaining], error)
+        """The planned turn does not run: everything is as it was before it was planned."""
+        if plan.resume is not None and plan.saved is not None:
+            self._keep_stopped(plan.resume, plan.saved.interrupted_items, plan.saved.interrupt)
+        self._put_back(list(plan.given), error)
 
     def _run(self, plan: _Plan[T]) -> _Ended | None:
         """Run the planned turn; ``None`` when it did not start (the loop ends)."""

@@ -1589,3 +1589,19 @@ def test_the_interrupted_items_are_those_of_the_turn_the_stop_cancelled() -> Non
     exit_state = finished(loop)
     assert isinstance(exit_state.reason, AgentCancelledError)
     assert exit_state.interrupted_items == ["b"]
+
+
+def test_a_turn_that_does_not_start_puts_back_every_item_it_was_planned_from() -> None:
+    # TestTurnLoop_StopAfterGenInput_RecoverConsumed: dropped items come back too
+    boom = RuntimeError("no agent today")
+
+    def factory(consumed: list[str]) -> Echo:
+        raise boom
+
+    loop: TurnLoop[str] = TurnLoop(
+        factory, gen_input=lambda loop, items: TurnInput([user_message(items[0])], consumed=items[:1])
+    )
+    loop.push("a")
+    loop.push("b")  # neither consumed nor remaining: dropped only by a turn that runs
+    exit_state = finished(loop.start())
+    assert exit_state.reason is boom and exit_state.unhandled_items == ["a", "b"]
