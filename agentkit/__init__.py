@@ -272,6 +272,13 @@ __all__ = [
     "ToolTimeoutError",
     "TransferError",
     "TransferToAgentAction",
+    "SavedTurn",
+    "TurnContext",
+    "TurnInput",
+    "TurnInterruptedError",
+    "TurnLoop",
+    "TurnLoopExit",
+    "TurnResume",
     "__version__",
     "abort_on_cancel",
     "add_session_value",
@@ -348,6 +355,7 @@ _SUBMODULES = (
     "streams",
     "testing",
     "tools",
+    "turnloop",
 )
 
 # The names above are what a plain agent script uses; they present themselves as ``agentkit.X``
@@ -364,9 +372,19 @@ if TYPE_CHECKING:
     from agentkit.models.openai import OpenAIChatModel
     from agentkit.models.scripted import ModelCall, ScriptedChatModel
     from agentkit.tools.exit import ExitTool
+    from agentkit.turnloop import (
+        SavedTurn,
+        TurnContext,
+        TurnInput,
+        TurnInterruptedError,
+        TurnLoop,
+        TurnLoopExit,
+        TurnResume,
+    )
 else:
     # Workflows, agent tools, callbacks, display and the other models load on first use
     # (``agentkit.LoopAgent``, ``from agentkit import LoopAgent``): ``import agentkit`` stays fast.
+    # The TurnLoop too.
     __getattr__, __dir__ = attach(
         __name__,
         {
@@ -384,6 +402,13 @@ else:
             "ModelCall": "agentkit.models.scripted",
             "ScriptedChatModel": "agentkit.models.scripted",
             "ExitTool": "agentkit.tools.exit",
+            "SavedTurn": "agentkit.turnloop",
+            "TurnContext": "agentkit.turnloop",
+            "TurnInput": "agentkit.turnloop",
+            "TurnInterruptedError": "agentkit.turnloop",
+            "TurnLoop": "agentkit.turnloop",
+            "TurnLoopExit": "agentkit.turnloop",
+            "TurnResume": "agentkit.turnloop",
         },
         submodules=_SUBMODULES,
     )

@@ -46,7 +46,8 @@ with its ``MCPProtocolError``, and ``MCPServerError``, all ``ToolError``; ``MCPC
 ``agentkit.integrations.runs`` (``RunNotFoundError``, ``RunStateError``),
 ``agentkit.prebuilt.planexecute`` (``PlanExecuteError``), ``agentkit.backends``
 (``BackendError`` with ``PathOutsideRootError``, ``FileTooLargeError``, ``BinaryFileError`` and
-``EditError``) and ``agentkit.middlewares.skill`` (``SkillError``).
+``EditError``), ``agentkit.middlewares.skill`` (``SkillError``) and ``agentkit.turnloop``
+(``TurnInterruptedError``).
 """
 
 from __future__ import annotations
@@ -350,6 +351,7 @@ def _cancelled_text(mode: Any, escalated: bool) -> str:
         "IMMEDIATE": "at once",
         "AFTER_CHAT_MODEL": "after a model call, before its tools ran",
         "AFTER_TOOL_CALLS": "after a round of tool calls",
+        "ANY_SAFE_POINT": "at the first safe point, after a model call or a round of tool calls",
     }.get(name, "")
     return f"the run was cancelled (CancelMode.{name}{': ' + when if when else ''})"
 

@@ -62,6 +62,9 @@ DOCUMENTED = {
     "FailoverChatModel", "RetryExhaustedError", "WillRetryError",
     # 15. limits, budgets, guardrails
     "RunLimits", "LimitReached", "ModelPricing", "RunLimitError", "GuardrailTripped", "with_limits",
+    # 15. the Eino v0.9 line: TurnLoop
+    "TurnLoop", "TurnLoopExit", "TurnInput", "TurnResume", "SavedTurn", "TurnContext",
+    "TurnInterruptedError",
     # display, version
     "print_events", "__version__",
     # Pythonic primary names (the Eino names above are the same objects)

@@ -40,8 +40,9 @@ LAYERS: list[tuple[str, list[str]]] = [
     ),
     (
         "Patterns and edges",
-        [".", "prebuilt", "prebuilt.*", "middlewares", "middlewares.*", "mcp", "mcp.*",
-         "integrations", "integrations.*", "testing", "testing.*", "conversation.conformance"],
+        [".", "turnloop", "prebuilt", "prebuilt.*", "middlewares", "middlewares.*", "mcp",
+         "mcp.*", "integrations", "integrations.*", "testing", "testing.*",
+         "conversation.conformance"],
     ),
 ]
 

@@ -78,6 +78,7 @@ _PERSISTED_MODULES = (
     "agentkit.middlewares.skill",
     "agentkit.mcp._errors",
     "agentkit.conversation._turn",
+    "agentkit.turnloop",
 )
 
 _ENUM, _VALUE, _OBJECT = "enum", "value", "object"
