@@ -65,6 +65,9 @@ from agentkit.errors import (
     ResponseTooLargeError,
     ResumeError,
     RetryExhaustedError,
+    SharedLimitError,
+    SharedLimitUnavailableError,
+    SlotTimeoutError,
     ToolArgumentsError,
     ToolError,
     ToolNotFoundError,
@@ -152,6 +155,7 @@ from agentkit.streams import (
     stream_from_iterator,
     stream_from_list,
 )
+from agentkit.throttle import ConcurrencyLimit, RateLimit
 from agentkit.tools.approval import ApprovalRequest, Approve, Reject, with_approval
 from agentkit.tools.base import BaseTool, InvokableTool, StreamableTool, ToolCallInfo
 from agentkit.tools.function import tool
@@ -173,6 +177,11 @@ __all__ = [
     "UsageTracker",
     "with_callbacks",
     "ModelRetryConfig",
+    "ConcurrencyLimit",
+    "RateLimit",
+    "SharedLimitError",
+    "SharedLimitUnavailableError",
+    "SlotTimeoutError",
     "FailoverChatModel",
     "RetryExhaustedError",
     "WillRetryError",
@@ -335,6 +344,7 @@ _SUBMODULES = (
     "schema",
     "streams",
     "testing",
+    "throttle",
     "tools",
 )
 

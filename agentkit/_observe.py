@@ -72,6 +72,7 @@ HANDLER_METHODS = (
     "on_model_end",
     "on_tool_start",
     "on_tool_end",
+    "on_limit_wait",
 )
 
 

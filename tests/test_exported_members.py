@@ -60,6 +60,9 @@ DOCUMENTED = {
     "AgentMiddleware", "AgentContext", "ModelState", "set_run_local_value", "get_run_local_value",
     "send_event", "with_callbacks", "RunInfo", "UsageTracker", "ModelRetryConfig",
     "FailoverChatModel", "RetryExhaustedError", "WillRetryError",
+    # 15. shared limits
+    "ConcurrencyLimit", "RateLimit", "SharedLimitError", "SharedLimitUnavailableError",
+    "SlotTimeoutError",
     # display, version
     "print_events", "__version__",
     # Pythonic primary names (the Eino names above are the same objects)
