@@ -149,11 +149,14 @@ class Waiting:
         """The error of a wait whose deadline passed (or would pass after ``needed`` s more)."""
         waited = self.waited
         if needed is None:
-            what = f"waited {waited:.3g} s for its turn and its timeout of {self.timeout:g} s passed"
+            what = (
+                f"waited {waited:.3g} s for its turn until its timeout of {self.timeout:.3g} s "
+                "ran out"
+            )
         else:
             what = (
                 f"would have to wait {needed:.3g} s more for its turn, past its timeout of "
-                f"{self.timeout:g} s"
+                f"{self.timeout:.3g} s"
             )
         hint = (
             "raise the limit, lower the load, or give the call a longer timeout"

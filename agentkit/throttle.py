@@ -72,7 +72,9 @@ def _check_per_minute(value: object, what: str) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(f"{what} must be a number > 0, or None (got {value!r})")
     if not (value > 0 and math.isfinite(value)):
-        raise ValueError(f"{what} must be a finite number > 0, or None for no limit (got {value!r})")
+        raise ValueError(
+            f"{what} must be a finite number > 0, or None for no limit (got {value!r})"
+        )
     return float(value)
 
 

@@ -51,8 +51,8 @@ from typing import Any, ParamSpec, TypeVar, overload
 
 import attrs
 
-from agentkit.tools._approval import ApprovalPolicy, check_policy
 from agentkit.throttle import ConcurrencyLimiter
+from agentkit.tools._approval import ApprovalPolicy, check_policy
 from agentkit.tools._function_tool import (
     FunctionTool,
     StreamingFunctionTool,
