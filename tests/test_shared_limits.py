@@ -144,19 +144,24 @@ def test_sixteen_threads_of_five_runs_never_have_more_than_three_model_calls_in_
             except BaseException as error:  # reported below
                 errors.append(error)
 
+        # The test holds the three slots until all sixteen users queue for them.
+        held = [slots.acquire() for _ in range(3)]
         threads = [threading.Thread(target=user, args=(n,)) for n in range(16)]
         for thread in threads:
             thread.start()
+        eventually(lambda: slots.waiting == 16)
+        for slot in held:
+            slot.release()
         for thread in threads:
             thread.join(GUARD)
         model.close()
     assert not errors
     assert finished == ["done"] * 80
     assert counter.total == 80
-    assert counter.most == 3  # full use of the three slots, never a fourth
+    assert counter.most <= 3
     assert slots.in_use == 0 and slots.waiting == 0
     # Calls that queued were reported, named as model calls of the agent.
-    assert waits.seen, "sixteen threads on three slots: some calls must have waited"
+    assert len(waits.seen) >= 16  # the first call of every user waited
     info, wait = waits.seen[0]
     assert (info.component, info.name, info.agent_name) == ("ChatModel", "gpt-test", "assistant")
     assert wait.limit is slots and wait.kind == "concurrency" and wait.error is None
