@@ -159,7 +159,7 @@ def test_three_processes_never_have_more_than_three_calls_in_flight(
         assert out.split(maxsplit=2)[:2] == ["15", "15"] and out.rstrip().endswith("[]"), out
     assert counter.total == 45
     assert counter.most <= 3
-    assert RedisConcurrencyLimit(3, name, url=redis_url).in_use() == 0
+    assert RedisConcurrencyLimit(3, name, url=redis_url).in_use == 0
 
 
 def test_the_slot_of_a_killed_holder_comes_back_when_its_lease_ends(
@@ -181,9 +181,9 @@ def test_the_slot_of_a_killed_holder_comes_back_when_its_lease_ends(
         holder = child(HOLDER, redis_url, name, fake.base_url, str(lease))
         try:
             assert arrived.wait(GUARD), holder.stderr.read() if holder.stderr else ""
-            assert slots.in_use() == 1
+            assert slots.in_use == 1
             time.sleep(lease)  # a living holder refreshes its lease: the slot stays taken
-            assert slots.in_use() == 1
+            assert slots.in_use == 1
             with pytest.raises(SlotTimeoutError):
                 slots.acquire(timeout=0.2)
             holder.send_signal(signal.SIGKILL)
@@ -202,7 +202,7 @@ def test_the_slot_of_a_killed_holder_comes_back_when_its_lease_ends(
     assert reply.content == "mine now"
     assert waited >= 0.1  # it had to wait for the lease to end ...
     assert waited < lease + 5.0  # ... and no longer (the guard is generous)
-    assert slots.in_use() == 0 and slots.held_here == 0
+    assert slots.in_use == 0 and slots.held_here == 0
 
 
 def test_a_pause_in_one_process_holds_back_the_callers_of_another(
@@ -243,7 +243,7 @@ def test_a_freed_slot_wakes_a_waiter_of_another_object_at_once(
         held.release()
         waiter.join(GUARD)
     assert got and got[0] >= 0.2
-    assert first.in_use() == 0 and second.held_here == 0
+    assert first.in_use == 0 and second.held_here == 0
 
 
 def test_requests_past_the_shared_allowance_wait_for_the_refill(
@@ -298,7 +298,7 @@ def test_a_cancel_ends_a_run_waiting_for_a_redis_slot(redis_url: str) -> None:  
         assert fake.requests == []
     assert len(collected) == 1 and isinstance(collected[0].err, AgentCancelledError)
     held.release()
-    assert slots.in_use() == 0
+    assert slots.in_use == 0
 
 
 # --- Redis down -------------------------------------------------------------------------------

@@ -395,8 +395,11 @@ class RedisConcurrencyLimit(ConcurrencyLimiter):
         """How many slots this object holds now (in this process)."""
         return self._keeper.held
 
+    @property
     def in_use(self) -> int:
         """How many slots are held now, by every process (leases that ran out not counted).
+
+        Asks Redis.
 
         Raises:
             SharedLimitUnavailableError: Redis could not be reached.
@@ -557,6 +560,8 @@ class RedisRateLimit(RateLimiter):
     @property
     def paused_for(self) -> float:
         """Seconds left of the pause a server asked for, in any process (``0.0``: none).
+
+        Asks Redis.
 
         Raises:
             SharedLimitUnavailableError: Redis could not be reached.
