@@ -211,8 +211,9 @@ def test_a_model_call_waits_for_a_slot_no_longer_than_its_timeout(server: FakeOp
     with pytest.raises(SlotTimeoutError) as caught:
         model.generate([user_message("hi")])
     assert time.monotonic() - started >= 0.3
-    assert "ConcurrencyLimit(1)" in str(caught.value) and "timeout of 0.3 s" in str(caught.value)
-    assert caught.value.limit is slots and caught.value.waited >= 0.3
+    assert "a call under ConcurrencyLimit(1) waited" in str(caught.value)
+    assert "until its timeout of" in str(caught.value)
+    assert caught.value.limit is slots and caught.value.waited > 0.25  # the time the call had left
     assert isinstance(caught.value, TimeoutError) and isinstance(caught.value, SharedLimitError)
     assert server.requests == []  # nothing was sent
     assert slots.waiting == 0
@@ -368,11 +369,12 @@ def test_a_tool_with_a_timeout_waits_no_longer_for_a_slot() -> None:
 
 def test_requests_past_the_allowance_wait_for_the_bucket_to_refill() -> None:
     rate = RateLimit(requests_per_minute=120)  # two a second, a minute's worth at once
+    started = time.monotonic()
     for _ in range(120):
         assert rate.acquire().waited == 0.0
-    started = time.monotonic()
     grant = rate.acquire(timeout=GUARD)
-    assert time.monotonic() - started >= 0.45 and grant.waited >= 0.45
+    assert grant.waited > 0
+    assert time.monotonic() - started >= 0.5  # 121 requests from a full bucket of 120
 
 
 def test_a_rate_wait_that_cannot_end_in_time_fails_at_once() -> None:
@@ -380,18 +382,18 @@ def test_a_rate_wait_that_cannot_end_in_time_fails_at_once() -> None:
     rate.acquire()
     started = time.monotonic()
     with pytest.raises(SlotTimeoutError, match="would have to wait"):
-        rate.acquire(timeout=5)
-    assert time.monotonic() - started < 1.0  # it knew it would take a minute
+        rate.acquire(timeout=30)
+    assert time.monotonic() - started < 10  # it knew it would take a minute: no 30 s wait
 
 
 def test_tokens_are_charged_by_estimate_and_settled_with_the_real_usage() -> None:
     rate = RateLimit(tokens_per_minute=6000)  # 100 tokens a second
+    started = time.monotonic()
     grant = rate.acquire(tokens=6000)
     grant.settle(3000)  # used half: 3000 come back at once
     assert rate.acquire(tokens=3000).waited == 0.0
-    started = time.monotonic()
-    rate.acquire(tokens=100, timeout=GUARD)
-    assert time.monotonic() - started >= 0.9
+    assert rate.acquire(tokens=100, timeout=GUARD).waited > 0
+    assert time.monotonic() - started >= 1.0  # 6100 tokens from a bucket of 6000
 
 
 def test_a_call_larger_than_a_minute_of_tokens_waits_for_a_full_bucket_then_runs() -> None:

@@ -175,7 +175,7 @@ def test_the_slot_of_a_killed_holder_comes_back_when_its_lease_ends(
         return Reply("mine now")
 
     name = fresh("killed")
-    lease = 1.5
+    lease = 3.0
     slots = RedisConcurrencyLimit(1, name, url=redis_url, lease=lease)
     with FakeOpenAIServer(handler=handler) as fake:
         holder = child(HOLDER, redis_url, name, fake.base_url, str(lease))
@@ -189,6 +189,7 @@ def test_the_slot_of_a_killed_holder_comes_back_when_its_lease_ends(
             holder.send_signal(signal.SIGKILL)
             holder.wait(GUARD)
             killed_at = time.monotonic()
+            assert slots.in_use == 1  # the dead holder's lease has not run out yet
             model = OpenAIChatModel(
                 "gpt-test", base_url=fake.base_url, api_key="k", concurrency=slots, timeout=GUARD
             )
@@ -200,8 +201,7 @@ def test_the_slot_of_a_killed_holder_comes_back_when_its_lease_ends(
             answer.set()
         model.close()
     assert reply.content == "mine now"
-    assert waited >= 0.1  # it had to wait for the lease to end ...
-    assert waited < lease + 5.0  # ... and no longer (the guard is generous)
+    assert waited < lease + 5.0  # the slot came back with the end of the lease
     assert slots.in_use == 0 and slots.held_here == 0
 
 
@@ -210,12 +210,15 @@ def test_a_pause_in_one_process_holds_back_the_callers_of_another(
 ) -> None:
     name = fresh("paused")
     rate = RedisRateLimit(name, requests_per_minute=10_000, url=redis_url)
-    pauser = child(PAUSER, redis_url, name, "1.5")
+    pauser = child(PAUSER, redis_url, name, "3")
     out, err = pauser.communicate(timeout=GUARD)
     assert pauser.returncode == 0 and out.strip() == "paused", err
     started = time.monotonic()
+    left = rate.paused_for  # what is left of the other process's pause (Redis's clock)
+    assert left > 0
     grant = rate.acquire(timeout=GUARD)
-    assert time.monotonic() - started >= 1.0 and grant.waited >= 1.0
+    assert time.monotonic() - started >= left - 0.01  # milliseconds of rounding
+    assert grant.waited > 0
     assert rate.paused_for == 0.0
     rate.close()
 
@@ -239,10 +242,10 @@ def test_a_freed_slot_wakes_a_waiter_of_another_object_at_once(
     with no_thread_leak(GUARD):
         waiter = threading.Thread(target=wait_for_it)
         waiter.start()
-        time.sleep(0.2)
+        time.sleep(0.2)  # it waits by now (if not, it finds the slot taken, or free)
         held.release()
         waiter.join(GUARD)
-    assert got and got[0] >= 0.2
+    assert len(got) == 1
     assert first.in_use == 0 and second.held_here == 0
 
 
@@ -252,9 +255,11 @@ def test_requests_past_the_shared_allowance_wait_for_the_refill(
     name = fresh("refill")
     one = RedisRateLimit(name, requests_per_minute=120, url=redis_url)
     other = RedisRateLimit(name, requests_per_minute=120, url=redis_url)
+    started = time.monotonic()
     for limit in (one, other) * 60:
         assert limit.acquire().waited == 0.0
-    assert other.acquire(timeout=GUARD).waited >= 0.4
+    assert other.acquire(timeout=GUARD).waited > 0
+    assert time.monotonic() - started >= 0.5 - 0.01  # 121 from 120; ms of Redis's clock
     slow = RedisRateLimit(fresh("slow"), requests_per_minute=1, url=redis_url)
     slow.acquire()
     with pytest.raises(SlotTimeoutError, match="would have to wait"):
@@ -263,10 +268,12 @@ def test_requests_past_the_shared_allowance_wait_for_the_refill(
 
 def test_shared_tokens_are_settled_with_the_real_usage(redis_url: str) -> None:  # noqa: F811
     rate = RedisRateLimit(fresh("tokens"), tokens_per_minute=6000, url=redis_url)
+    started = time.monotonic()
     grant = rate.acquire(tokens=6000)
     grant.settle(3000)
     assert rate.acquire(tokens=3000).waited == 0.0
-    assert rate.acquire(tokens=100, timeout=GUARD).waited >= 0.9
+    assert rate.acquire(tokens=100, timeout=GUARD).waited > 0
+    assert time.monotonic() - started >= 1.0 - 0.01
 
 
 def test_a_model_under_a_redis_rate_is_paused_for_everyone_by_a_429(
