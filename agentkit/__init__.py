@@ -67,6 +67,9 @@ from agentkit.errors import (
     ResumeError,
     RetryExhaustedError,
     RunLimitError,
+    SharedLimitError,
+    SharedLimitUnavailableError,
+    SlotTimeoutError,
     ToolArgumentsError,
     ToolError,
     ToolNotFoundError,
@@ -156,6 +159,7 @@ from agentkit.streams import (
     stream_from_iterator,
     stream_from_list,
 )
+from agentkit.throttle import ConcurrencyLimit, RateLimit
 from agentkit.tools.approval import ApprovalRequest, Approve, Reject, with_approval
 from agentkit.tools.base import BaseTool, InvokableTool, StreamableTool, ToolCallInfo
 from agentkit.tools.function import tool
@@ -177,6 +181,11 @@ __all__ = [
     "UsageTracker",
     "with_callbacks",
     "ModelRetryConfig",
+    "ConcurrencyLimit",
+    "RateLimit",
+    "SharedLimitError",
+    "SharedLimitUnavailableError",
+    "SlotTimeoutError",
     "FailoverChatModel",
     "RetryExhaustedError",
     "WillRetryError",
@@ -354,6 +363,7 @@ _SUBMODULES = (
     "schema",
     "streams",
     "testing",
+    "throttle",
     "tools",
     "turnloop",
 )

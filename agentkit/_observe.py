@@ -78,6 +78,7 @@ HANDLER_METHODS = (
     "on_model_end",
     "on_tool_start",
     "on_tool_end",
+    "on_limit_wait",
 )
 
 

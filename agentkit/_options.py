@@ -119,6 +119,7 @@ class RunOptions:
     conversation_trim: HistoryTrimmer | None = None
     limits: RunLimits | None = None
     limits_given: bool = False  # with_limits(None) runs without limits: not the same as unset
+    turn_key: str | None = None
 
 
 @attrs.define
@@ -150,8 +151,13 @@ def with_checkpoint_id(checkpoint_id: str) -> AgentRunOption:
     return wrap_impl_specific_opt_fn(RunOptions, apply)
 
 
+_MAX_TURN_KEY_LENGTH = 256
+
 def with_conversation_id(
-    conversation_id: str, *, trim: HistoryTrimmer | None = None
+    conversation_id: str,
+    *,
+    trim: HistoryTrimmer | None = None,
+    turn_key: str | None = None,
 ) -> AgentRunOption:
     """Make the run a turn of the conversation ``conversation_id`` (needs a conversation store).
 
@@ -162,6 +168,17 @@ def with_conversation_id(
     ``agentkit.conversation.keep_last_turns`` / ``keep_within_tokens``); the stored
     conversation keeps everything. One turn at a time per conversation: a second one raises
     :class:`~agentkit.ConversationBusyError` from ``run``/``query``/``invoke``.
+
+    ``turn_key`` names the turn, for a client that may send it twice (a double click, a
+    request retried after a timeout): a turn whose key the conversation already holds does
+    not run again. Its run runs no agent and calls no model: its events are the messages
+    the first turn's agents said, read back from the conversation (``result().text`` is the
+    first turn's answer), and nothing is appended. A duplicate that comes while the first
+    turn still runs raises :class:`~agentkit.ConversationBusyError` as any second turn does
+    (retry it once that turn is over); the key is recorded when the turn's messages are
+    appended, so a turn that interrupted is not recognised until its resumed run completes.
+    The key is kept in the conversation, on the turn's first message
+    (``message.extra["agentkit_turn"]``), and goes when the conversation is deleted.
     """
     if not isinstance(conversation_id, str) or not conversation_id:
         raise ValueError(
@@ -169,10 +186,18 @@ def with_conversation_id(
         )
     if trim is not None and not callable(trim):
         raise TypeError(f"trim must be a function of the history (got {trim!r})")
+    if turn_key is not None and (
+        not isinstance(turn_key, str) or not turn_key or len(turn_key) > _MAX_TURN_KEY_LENGTH
+    ):
+        raise ValueError(
+            f"a turn key must be a string of 1 to {_MAX_TURN_KEY_LENGTH} characters, such as "
+            f"the id of the request that brought the turn (got {turn_key!r})"
+        )
 
     def apply(options: RunOptions) -> None:
         options.conversation_id = conversation_id
         options.conversation_trim = trim
+        options.turn_key = turn_key
 
     return wrap_impl_specific_opt_fn(RunOptions, apply)
 

@@ -8,6 +8,7 @@ A handler is any object with some of these methods (missing ones are skipped)::
     on_model_end(info: RunInfo, message: Message | None, error: BaseException | None)
     on_tool_start(info: RunInfo, call: ToolCallInfo)
     on_tool_end(info: RunInfo, call: ToolCallInfo, result: str | None, error: BaseException | None)
+    on_limit_wait(info: RunInfo, wait: LimitWait)
 
 Threading contract: handlers are called synchronously, in the thread that runs what they
 observe (the agent's thread for agent and model callbacks, the tool's thread for tool
@@ -24,6 +25,14 @@ Model callbacks fire around each call of the chat model itself (``on_model_end``
 token usage on ``message.response_meta``, and its ``cost`` when the model has a
 :class:`~agentkit.limits.ModelPricing`); with streaming the end fires once the stream was
 read to its end. Tool callbacks fire around the tool itself, inside any middleware.
+
+``on_limit_wait`` says how long a model or tool call waited for a shared limit
+(:class:`~agentkit.ConcurrencyLimit`, :class:`~agentkit.RateLimit` and their Redis
+counterparts; see :mod:`agentkit.throttle`): ``info`` names the model or tool and the agent
+calling it, ``wait`` is a :class:`~agentkit.throttle.LimitWait` (the limit, ``kind``,
+``seconds``, and ``error`` when the wait failed). It fires once per wait, after it, only for
+calls that did not get their turn at once, in the waiting thread, between the call's start
+and end callbacks.
 
 A resumed run reports the agents it runs again; ``on_agent_start`` then gets an
 :class:`~agentkit.AgentInput` without messages (the agent goes on from its saved state). An

@@ -15,6 +15,9 @@ exception says the same thing, the agentkit error subclasses it too, so existing
     ├── ResumeError
     ├── AgentCancelledError
     ├── OutputValidationError (ValueError)
+    ├── SharedLimitError
+    │   ├── SlotTimeoutError (TimeoutError)
+    │   └── SharedLimitUnavailableError (ConnectionError)
     ├── ConversationError
     │   ├── ConversationBusyError
     │   ├── ConversationStoreError
@@ -85,6 +88,9 @@ __all__ = [
     "ResumeError",
     "RetryExhaustedError",
     "RunLimitError",
+    "SharedLimitError",
+    "SharedLimitUnavailableError",
+    "SlotTimeoutError",
     "WillRetryError",
     "ToolArgumentsError",
     "ToolError",
@@ -248,6 +254,33 @@ class OutputValidationError(AgentKitError, ValueError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (str(self),), {"agent_name": self.agent_name})
+
+
+class SharedLimitError(AgentKitError):
+    """A call could not get its turn under a shared limit (``ConcurrencyLimit``, ``RateLimit``).
+
+    Attributes:
+        limit: the limit object the call waited for.
+        waited: the seconds the call waited before it gave up.
+    """
+
+    def __init__(self, message: str, *, limit: object = None, waited: float = 0.0) -> None:
+        super().__init__(message)
+        self.limit = limit
+        self.waited = waited
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The limit itself may hold locks or connections: it travels as its repr.
+        state = {"limit": repr(self.limit), "waited": self.waited}
+        return (type(self), (str(self),), state)
+
+
+class SlotTimeoutError(SharedLimitError, TimeoutError):
+    """A call waited for a shared limit (a free slot, or room in a rate) longer than its timeout."""
+
+
+class SharedLimitUnavailableError(SharedLimitError, ConnectionError):
+    """The store a shared limit keeps its state in (Redis) could not be reached."""
 
 
 class ConversationError(AgentKitError):

@@ -39,15 +39,25 @@ from agentkit._runctx import EventLog, RunFrame, Session
 from agentkit._runner_sink import RunnerSink
 from agentkit._scope import RunScope
 from agentkit.agents.flow import FlowAgent
-from agentkit.events import Agent, AgentEvent, AgentInput, InterruptInfo, ResumeInfo, RunStep
+from agentkit.events import (
+    Agent,
+    AgentEvent,
+    AgentInput,
+    AgentOutput,
+    InterruptInfo,
+    MessageVariant,
+    ResumeInfo,
+    RunStep,
+)
 from agentkit.limits import RunLimits
 from agentkit.results import RunIterator, RunOutcome, RunResult
 from agentkit.schema import Message, user_message
+from agentkit.streams import stream_from_list
 
 if TYPE_CHECKING:
     from agentkit.checkpoint import CheckPointStore, PickleSerializer
     from agentkit.conversation import ConversationStore
-    from agentkit.conversation._turn import OpenTurn
+    from agentkit.conversation._turn import DoneTurn, OpenTurn
 
 __all__ = ["Runner"]
 
@@ -180,7 +190,9 @@ class Runner:
         Closing the iterator (or leaving its ``with`` block) cancels the run. The iterator's
         ``result()`` waits for the end and returns a :class:`~agentkit.RunResult`. With
         ``with_conversation_id(id)`` the run is a turn of that conversation (see
-        :func:`~agentkit.with_conversation_id`).
+        :func:`~agentkit.with_conversation_id`); with ``with_conversation_id(id,
+        turn_key=key)`` a turn the conversation holds already is not run again: its events
+        are the first turn's messages.
 
         Raises (at once, before a thread starts):
             ValueError: a conversation id was given but the Runner has no conversation store.
@@ -206,12 +218,16 @@ class Runner:
         if run_options.conversation_id is not None:
             from agentkit.conversation._turn import open_turn  # only runs with conversations
 
-            turn, messages = open_turn(
+            opened = open_turn(
                 self._conversation_store(),
                 run_options.conversation_id,
                 messages,
                 run_options.conversation_trim,
+                run_options.turn_key,
             )
+            if not isinstance(opened, tuple):  # a repeat of a turn the conversation holds
+                return self._repeat(opened, parsed, inline, on_event)
+            turn, messages = opened
         try:
             return self._start(messages, parsed, turn, inline, on_event)
         except BaseException:
@@ -273,6 +289,63 @@ class Runner:
             on_finish=None if turn is None else turn.release,
             inline=inline,
             on_event=on_event,
+        )
+
+    def _repeat(
+        self,
+        done: DoneTurn,
+        options: RunOptionSet,
+        inline: bool,
+        on_event: Callable[[AgentEvent], object] | None,
+    ) -> RunIterator:
+        """The run of a turn that repeats a completed one: its agents' messages, read back.
+
+        No agent runs and nothing is appended; the events are the first turn's messages, in
+        its order, named as they were (streamed when this Runner streams).
+        """
+        run_options = options.run
+        scope = RunScope()
+        if run_options.cancel_handle is not None:
+            scope.attach(run_options.cancel_handle)
+        frame = RunFrame(
+            scope=scope,
+            log=EventLog(),
+            session=Session(run_options.session_values),
+            root_input=AgentInput(enable_streaming=self.enable_streaming),
+            observers=RunObservers.from_options(options.given),
+            options=options,
+        )
+        streaming = self.enable_streaming
+        events = []
+        for said in done.said:
+            message = said.message
+            variant = MessageVariant(
+                streaming,
+                None if streaming else message,
+                stream_from_list([message]) if streaming else None,
+                message.role,
+                message.tool_name,
+            )
+            events.append(
+                AgentEvent(
+                    agent_name=said.agent_name,
+                    run_path=[RunStep(name) for name in said.run_path],
+                    output=AgentOutput(message_output=variant),
+                )
+            )
+        _log.info(
+            "agentkit: turn %r of conversation %r ran before; its messages are given back",
+            done.key,
+            done.conversation_id,
+        )
+
+        def work(sink: EventSink) -> None:
+            for event in events:
+                scope.check()
+                sink.send(event)
+
+        return start_worker(
+            work, frame, owns_scope=True, outcome=RunOutcome(), inline=inline, on_event=on_event
         )
 
     def _conversation_store(self) -> ConversationStore:

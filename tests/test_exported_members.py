@@ -65,6 +65,9 @@ DOCUMENTED = {
     # 15. the Eino v0.9 line: TurnLoop
     "TurnLoop", "TurnLoopExit", "TurnInput", "TurnResume", "SavedTurn", "TurnContext",
     "TurnInterruptedError",
+    # 15. shared limits
+    "ConcurrencyLimit", "RateLimit", "SharedLimitError", "SharedLimitUnavailableError",
+    "SlotTimeoutError",
     # display, version
     "print_events", "__version__",
     # Pythonic primary names (the Eino names above are the same objects)

@@ -28,7 +28,11 @@ LAYERS: list[tuple[str, list[str]]] = [
          "iterators", "_spawn", "cancel", "_scope", "_transfer_messages", "limits"],
     ),
     ("Core types", ["events", "options", "models.base", "conversation.trim"]),
-    ("Run context", ["_runctx", "_interrupt", "_points", "_observe", "_runlocals", "callbacks"]),
+    (
+        "Run context",
+        ["_runctx", "_interrupt", "_points", "_observe", "_runlocals", "callbacks", "_waiting",
+         "throttle"],
+    ),
     ("Agent protocol", ["_agent", "results", "display"]),
     ("Tools", ["tools", "tools.*", "backends", "backends.*"]),
     ("Models", ["models", "models.*"]),

@@ -30,6 +30,7 @@ import attrs
 from agentkit.callbacks import RunInfo
 from agentkit.events import AgentInput
 from agentkit.schema import Message
+from agentkit.throttle import LimitWait
 from agentkit.tools.base import ToolCallInfo
 
 if TYPE_CHECKING:
@@ -67,6 +68,11 @@ class OpenTelemetryHandler:
     pricing's, which agentkit does not know, so no ``gen_ai.usage.cost.currency`` is set. A failed
     agent, model call or tool call sets the span's status to error, records the exception
     and sets ``error.type``.
+
+    A model or tool call that waited for a shared limit (:mod:`agentkit.throttle`) gets an
+    ``agentkit.limit_wait`` event on its span, with ``agentkit.limit.kind`` (``concurrency``
+    or ``rate``), ``agentkit.limit`` (the limit's repr), ``agentkit.limit.wait_seconds`` and,
+    when the wait failed, ``error.type``.
 
     One handler can trace many runs at once, from many threads.
 
@@ -173,6 +179,22 @@ class OpenTelemetryHandler:
     ) -> None:
         """Close the tool call's span."""
         self._end(error)
+
+    # --- shared limits ---
+
+    def on_limit_wait(self, info: RunInfo, wait: LimitWait) -> None:
+        """Add an ``agentkit.limit_wait`` event to the waiting call's span."""
+        current = self._open.get()
+        if current is None:
+            return  # the wait of a call whose start this handler did not see
+        attributes: dict[str, Any] = {
+            "agentkit.limit.kind": wait.kind,
+            "agentkit.limit": repr(wait.limit),
+            "agentkit.limit.wait_seconds": wait.seconds,
+        }
+        if wait.error is not None:
+            attributes["error.type"] = type(wait.error).__qualname__
+        current.span.add_event("agentkit.limit_wait", attributes)
 
     # --- spans ---
 

@@ -51,8 +51,14 @@ from typing import Any, ParamSpec, TypeVar, overload
 
 import attrs
 
+from agentkit.throttle import ConcurrencyLimiter
 from agentkit.tools._approval import ApprovalPolicy, check_policy
-from agentkit.tools._function_tool import FunctionTool, StreamingFunctionTool, checked_timeout
+from agentkit.tools._function_tool import (
+    FunctionTool,
+    StreamingFunctionTool,
+    checked_concurrency,
+    checked_timeout,
+)
 from agentkit.tools.base import BaseTool
 
 __all__ = ["FunctionTool", "StreamingFunctionTool", "as_tool", "tool"]
@@ -79,6 +85,7 @@ def tool(
     strict: bool = False,
     needs_approval: ApprovalPolicy = False,
     timeout: float | None = None,
+    concurrency: ConcurrencyLimiter | None = None,
 ) -> StreamingFunctionTool[P, I]: ...
 
 
@@ -92,6 +99,7 @@ def tool(
     strict: bool = False,
     needs_approval: ApprovalPolicy = False,
     timeout: float | None = None,
+    concurrency: ConcurrencyLimiter | None = None,
 ) -> FunctionTool[P, R]: ...
 
 
@@ -105,6 +113,7 @@ def tool(
     strict: bool = False,
     needs_approval: ApprovalPolicy = False,
     timeout: float | None = None,
+    concurrency: ConcurrencyLimiter | None = None,
 ) -> _Decorator: ...
 
 
@@ -117,6 +126,7 @@ def tool(
     strict: bool = False,
     needs_approval: ApprovalPolicy = False,
     timeout: float | None = None,
+    concurrency: ConcurrencyLimiter | None = None,
 ) -> FunctionTool[Any, Any] | _Decorator:
     """Make a tool of a Python function: its schema comes from the type hints and the docstring.
 
@@ -163,6 +173,14 @@ def tool(
         timeout: the most seconds a call of the tool may take when an agent runs it (it then
             fails with :class:`~agentkit.ToolTimeoutError`; see ``ChatModelAgent(tool_timeout=)``
             for what happens to the abandoned call). ``None``: the agent's ``tool_timeout``.
+        concurrency: a :class:`~agentkit.ConcurrencyLimit` (or
+            :class:`~agentkit.integrations.redis.RedisConcurrencyLimit`): each call takes a
+            slot before the function runs and gives it back when it returns (a generator:
+            when its stream ends or is closed), so that no more calls run at once than the
+            limit allows, among every tool, thread and run given the same limit. The wait
+            for a slot comes after the arguments were checked and any approval was given;
+            it is bounded by the tool's own ``timeout`` and, in a run, by the agent's
+            ``tool_timeout`` and cancelled with the run (see :mod:`agentkit.throttle`).
 
     Raises:
         TypeError: ``fn`` is not a function, is ``async``, has ``*args``, or a parameter has an
@@ -171,14 +189,22 @@ def tool(
     """
     check_policy(needs_approval, "tool()")
     timeout = checked_timeout(timeout)
+    concurrency = checked_concurrency(concurrency)
     if fn is None:
-        return _Decorator(name, description, strict, needs_approval, timeout)
+        return _Decorator(name, description, strict, needs_approval, timeout, concurrency)
     if isinstance(fn, str):
         raise TypeError(
             f"tool() takes the function first; to name the tool write @tool(name={fn!r})"
         )
     return _make_tool(
-        fn, name, description, strict, sys._getframe(1).f_locals, needs_approval, timeout
+        fn,
+        name,
+        description,
+        strict,
+        sys._getframe(1).f_locals,
+        needs_approval,
+        timeout,
+        concurrency,
     )
 
 
@@ -191,6 +217,7 @@ class _Decorator:
     strict: bool
     needs_approval: ApprovalPolicy = False
     timeout: float | None = None
+    concurrency: ConcurrencyLimiter | None = None
 
     @overload
     def __call__(self, fn: Callable[P, I], /) -> StreamingFunctionTool[P, I]: ...
@@ -207,6 +234,7 @@ class _Decorator:
             sys._getframe(1).f_locals,
             self.needs_approval,
             self.timeout,
+            self.concurrency,
         )
 
 
@@ -218,6 +246,7 @@ def _make_tool(
     localns: Mapping[str, Any] | None,
     needs_approval: ApprovalPolicy = False,
     timeout: float | None = None,
+    concurrency: ConcurrencyLimiter | None = None,
 ) -> FunctionTool[Any, Any]:
     if isinstance(fn, FunctionTool):
         fn = fn.__wrapped__
@@ -230,6 +259,7 @@ def _make_tool(
         localns=localns,
         needs_approval=needs_approval,
         timeout=timeout,
+        concurrency=concurrency,
     )
 
 
