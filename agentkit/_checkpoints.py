@@ -106,16 +106,9 @@ def load_checkpoint(
             f"cannot load checkpoint {checkpoint_id!r}: it holds a "
             f"{type(checkpoint).__name__}, not the saved state of an agentkit run"
         )
-    for field in _LATER_FIELDS:
-        try:
-            getattr(checkpoint, field)
-        except AttributeError:  # saved before checkpoints held this field
-            setattr(checkpoint, field, None)
     _validate(checkpoint, checkpoint_id)
     return checkpoint
 
-_LATER_FIELDS = ("conversation", "usage", "limits")
-"""Fields added to :class:`Checkpoint` after its first release (``None`` when missing)."""
 
 
 def _not_found(store: CheckPointStore, checkpoint_id: str) -> str:
