@@ -20,7 +20,7 @@ import agentkit  # noqa: E402  (after the path is set)
 
 project = "agentkit"
 author = "the agentkit authors"
-copyright = "the agentkit authors"  # noqa: A001  (Sphinx's name)
+copyright = "the agentkit authors"
 release = agentkit.__version__
 version = ".".join(release.split(".")[:2])
 
@@ -79,12 +79,38 @@ apiref_external_links = {
     "httpx.BaseTransport": "https://www.python-httpx.org/advanced/transports/",
     "TracerProvider": "https://opentelemetry-python.readthedocs.io/en/stable/api/trace.html"
     "#opentelemetry.trace.TracerProvider",
+    # The Python 3.11 inventory Debian ships documents re.Pattern's members but not the class.
+    "re.Pattern": "https://docs.python.org/3/library/re.html#re.Pattern",
 }
 
 # Private classes that public signatures show (the types of constructor arguments and fields
 # that only agentkit itself fills in). They appear as plain text; any other private class in a
 # public signature fails the build, so a new one is a decision, written down here.
 apiref_private_types = {
+    # AgentRun(...) is built by the framework for each run (agents receive it; they never make one).
+    "agentkit._runctx.RunFrame": "AgentRun's frame argument",
+    "agentkit._agent.EventSink": "AgentRun's sink argument",
+    # ModelRetryConfig.wrap is called by ChatModelAgent with its own verdict record.
+    "agentkit.agents._model_retry.StreamVerdicts": "ModelRetryConfig.wrap's verdicts argument",
+    # Type aliases (a Callable and a Literal): the signature shows the alias, its docstring and
+    # the argument's description say what it is.
+    "agentkit.agents._tool_errors.ToolExceptionHandler": "ChatModelAgent's tool_error_handler",
+    "agentkit.prebuilt._deep_tools.TodoStatus": "Todo.status",
+    # Made by MCPClient and MCPTool themselves from their public arguments.
+    "agentkit.mcp._endpoint.Endpoint": "MCPClient's endpoint (made from its public arguments)",
+    "agentkit.mcp._tool.ToolSource": "MCPTool's source (made by MCPClient)",
+    # The usage record a run keeps; read through RunOutcome.usage and current_usage().
+    "agentkit._observe.UsageLedger": "RunOutcome.usage, current_usage()",
+    # Internals of iterators and streams that their signatures name.
+    "agentkit.iterators._Pair": "RunIterator's base",
+    "agentkit.streams._Channel": "StreamWriter's channel argument",
+    "agentkit.tools.function._Decorator": "what tool() returns when given options only",
+    # The shared base of the workflow agents (shown as their base class).
+    "agentkit.agents._workflow_base.WorkflowBase": "SequentialAgent's, ParallelAgent's base",
+    # A recorded event in saved states (ParallelState, DeterministicTransferState).
+    "agentkit._runctx.RecordedEvent": "the events a saved state holds",
+    # FailoverChatModel's copies share which model answered last through it.
+    "agentkit.models.failover._Preferred": "FailoverChatModel's _preferred argument",
 }
 
 # -- HTML ----------------------------------------------------------------------------------------

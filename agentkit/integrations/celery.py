@@ -20,11 +20,12 @@ any web process can read (and a browser can reconnect to with ``Last-Event-ID``)
 
 How runs stay whole:
 
-* the run id is the checkpoint id; checkpoints live in Redis (:class:`RedisCheckPointStore`), so
-  a run interrupted on one worker is resumed on any other;
+* the run id is the checkpoint id; checkpoints live in Redis
+  (:class:`~agentkit.checkpoint.RedisCheckPointStore`), so a run interrupted on one worker is
+  resumed on any other;
 * tasks are acknowledged late (``acks_late``, ``reject_on_worker_lost``): a task whose worker
   died is delivered again; a lease on the run id (held by fresh runs, and by
-  :meth:`Runner.resume`) makes sure only one worker runs it at a time;
+  :meth:`~agentkit.Runner.resume`) makes sure only one worker runs it at a time;
 * a worker that receives SIGTERM (a deploy; Celery's warm shutdown) cancels its runs at a safe
   point (after the current tool calls, by default), so the checkpoint holds every finished
   tool; then it enqueues the run again as a resume, and another worker goes on from there:
@@ -439,7 +440,8 @@ class AgentQueue:
         """Read the run's entries after ``last_event_id``, blocking for new ones, until ``end``.
 
         Raises:
-            RunNotFoundError: no run has this id (:class:`RunOwnerError`: not ``owner``'s).
+            RunNotFoundError: no run has this id
+                (:class:`~agentkit.integrations.runs.RunOwnerError`: not ``owner``'s).
             EventIdError: ``last_event_id`` is not an event id of a run (``"0-<n>"``).
         """
         check_event_id(last_event_id)
@@ -467,7 +469,8 @@ class AgentQueue:
         run's entries come (pass it to :meth:`events`).
 
         Raises:
-            RunNotFoundError: no run has this id (:class:`RunOwnerError`: not ``owner``'s).
+            RunNotFoundError: no run has this id
+                (:class:`~agentkit.integrations.runs.RunOwnerError`: not ``owner``'s).
             RunStateError: the run is not interrupted, cancelled or failed (it is queued,
                 running, completed, or another resume of it was enqueued already).
             ValueError: a target is not an interrupt id of the run's latest interrupt.

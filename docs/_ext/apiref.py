@@ -46,6 +46,7 @@ logger = logging.getLogger(__name__)
 
 PACKAGE = "agentkit"
 API_DIR = "api"  # relative to the documentation's source directory
+MAX_VALUE_SHOWN = 600  # a longer constant (a prompt, a test corpus) is described, not printed
 
 
 def _is_public(dotted: str) -> bool:
@@ -121,12 +122,16 @@ def _imports(tree: ast.Module, module: str) -> dict[str, tuple[str, str]]:
 
 def _assigns(tree: ast.Module, name: str) -> bool:
     for node in tree.body:
-        if isinstance(node, ast.Assign):
-            if any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
-                return True
-        elif isinstance(node, ast.AnnAssign):
-            if isinstance(node.target, ast.Name) and node.target.id == name:
-                return True
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == name for t in node.targets
+        ):
+            return True
+        if (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and node.target.id == name
+        ):
+            return True
     return False
 
 
@@ -214,13 +219,7 @@ def _constant_doc(origin: tuple[str, str]) -> str | None:
 
 
 def _value_text(value: Any) -> str:
-    if isinstance(value, (types.GenericAlias, types.UnionType)) or type(value).__module__ in (
-        "typing",
-        "collections.abc",
-    ):
-        text = repr(value)
-    else:
-        text = repr(value)
+    text = repr(value)
     for prefix in ("collections.abc.", "typing."):
         text = text.replace(prefix, "")
     return text
@@ -254,7 +253,7 @@ def _directive_for(entry: Entry) -> str:
     if doc:
         lines.append(_indent(doc))
         lines.append("")
-    if len(value) > 70 or "\n" in value:
+    if (len(value) > 70 or "\n" in value) and len(value) <= MAX_VALUE_SHOWN:
         lines.append("   Value::")
         lines.append("")
         lines.append(_indent(value, 6))
@@ -279,12 +278,11 @@ def module_page(module_name: str, entries: list[Entry]) -> str:
     elsewhere: list[tuple[str, Entry]] = []
     for entry in entries:
         for mod, name in entry.names:
-            if mod == module_name and entry.home != module_name or (
-                mod == module_name and entry.kind == "module"
-            ):
+            if mod != module_name:
+                continue
+            if entry.home != module_name or entry.kind == "module" or entry.name != name:
+                # documented on another page, a module, or another name of one documented here
                 elsewhere.append((name, entry))
-            elif mod == module_name and entry.name != name:
-                elsewhere.append((name, entry))  # an alias on its own page
     order = {name: i for i, name in enumerate(exported)}
     elsewhere.sort(key=lambda pair: order[pair[0]])
 
@@ -363,6 +361,49 @@ def write_pages(srcdir: Path) -> list[str]:
 
 def _generate(app: Sphinx) -> None:
     write_pages(Path(app.srcdir))
+    _restore_defining_modules()
+
+
+def _defines(tree: ast.Module, name: str) -> bool:
+    return any(
+        isinstance(node, (ast.ClassDef, ast.FunctionDef)) and node.name == name
+        for node in tree.body
+    )
+
+
+def defining_module(module: str, name: str) -> str | None:
+    """The module whose source defines the class or function ``module.name`` (following
+    ``from x import name``), or ``None`` when it is not agentkit's."""
+    seen: set[tuple[str, str]] = set()
+    while (module, name) not in seen and module in module_files():
+        seen.add((module, name))
+        tree = _module_tree(module)
+        if _defines(tree, name):
+            return module
+        imported = _imports(tree, module).get(name)
+        if imported is None:
+            return None
+        module, name = imported
+    return None
+
+
+def _restore_defining_modules() -> None:
+    """Give each public class and function back the ``__module__`` of the source that defines it.
+
+    agentkit sets the ``__module__`` of the objects its public modules import from private ones
+    to the public module (``agentkit._lazy.present``: reprs and tracebacks show public paths).
+    autodoc reads attribute docstrings (and viewcode the source) from the module
+    ``__module__`` names, so in the documentation build that is set back to the defining one;
+    the pages still document each object under its public name.
+    """
+    for entry in collect():
+        if entry.kind not in ("class", "exception", "function"):
+            continue
+        for module, name in entry.names:
+            real = defining_module(module, name)
+            if real is not None and real != entry.value.__module__:
+                entry.value.__module__ = real
+                break
 
 
 def _undocumented(app: Sphinx, env: BuildEnvironment) -> Iterator[str]:
@@ -466,7 +507,12 @@ def _resolve(app: Sphinx, env: BuildEnvironment, node: Any, contnode: Any) -> An
         reference = nodes.reference("", "", internal=False, refuri=external)
         reference.append(contnode)
         return reference
+    if _LITERAL.fullmatch(target):
+        return contnode  # a value in a Literal[...] type: nothing to link to
     candidates = [target] + ([f"{module}.{target}"] if module and "." not in target else [])
+    context = _context_module(module, node.get("py:class"))
+    if context is not None and context != module and "." not in target:
+        candidates.append(f"{context}.{target}")
     for candidate in candidates:
         try:
             value = _import_target(candidate)
@@ -483,10 +529,94 @@ def _resolve(app: Sphinx, env: BuildEnvironment, node: Any, contnode: Any) -> An
             )
         if candidate in app.config.apiref_private_types:
             return contnode
+    imported = _imported_name(module, target) or _imported_name(context, target)
+    if imported is not None and imported != target:
+        return _resolve_as(app, env, node, contnode, imported)
     return None
 
 
+_LITERAL = re.compile(r"""'[^']*'|"[^"]*"|-?\d+(\.\d+)?""")
+
+
+def _context_module(module: str | None, cls: str | None) -> str | None:
+    """The module defining the class a reference is written in (its type hints are that
+    module's names), or ``None``."""
+    if not module or not cls:
+        return None
+    try:
+        value = _import_target(f"{module}.{cls}")
+    except LookupError:
+        return None
+    defined_in = getattr(value, "__module__", None)
+    return defined_in if isinstance(defined_in, str) else None
+
+
+def _imported_name(module: str | None, target: str) -> str | None:
+    """The full name of ``target`` as ``module`` imports it (``Request`` -> ``flask.Request``),
+    imports under ``if TYPE_CHECKING:`` included: type hints name such imports."""
+    if not module or module not in module_files():
+        return None
+    tree = _module_tree(module)
+    head, _, rest = target.partition(".")
+    found = _imports(tree, module).get(head)
+    if found is None:
+        return None
+    source, name = found
+    return ".".join(part for part in (source, name, rest) if part)
+
+
+@functools.cache
+def _module_tree(module: str) -> ast.Module:
+    return ast.parse(module_files()[module].read_text(encoding="utf-8"))
+
+
+def _resolve_as(
+    app: Sphinx, env: BuildEnvironment, node: Any, contnode: Any, target: str
+) -> Any:
+    """Resolve ``node`` as if it named ``target``: agentkit's own names, then the other
+    projects' inventories."""
+    retry = node.deepcopy()
+    retry["reftarget"] = target
+    domain: PythonDomain = env.get_domain("py")  # type: ignore[assignment]
+    resolved = domain.resolve_xref(
+        env, node["refdoc"], app.builder, node["reftype"], target, retry, contnode
+    )
+    if resolved is None:
+        resolved = _resolve(app, env, retry, contnode)
+    if resolved is not None:
+        return resolved
+    from sphinx.ext.intersphinx import missing_reference
+
+    return missing_reference(app, env, retry, contnode)
+
+
+# -- napoleon and the docstrings of attributes ---------------------------------------------------
+
+# Napoleon reads the first line of an attribute's or property's docstring as ``type: text``, so
+# ``"""The most rounds the loop makes (0: no limit)."""`` would render ``The most rounds ... (0``
+# as a type (a broken reference). agentkit's docstrings never give a type there (the annotation
+# does), so these docstrings are kept as written: saved before napoleon runs, put back after.
+_PLAIN_KINDS = ("attribute", "property", "data")
+_saved_lines: dict[str, list[str]] = {}
+
+
+def _save_plain(
+    app: Sphinx, what: str, name: str, obj: Any, options: Any, lines: list[str]
+) -> None:
+    if what in _PLAIN_KINDS:
+        _saved_lines[name] = list(lines)
+
+
+def _restore_plain(
+    app: Sphinx, what: str, name: str, obj: Any, options: Any, lines: list[str]
+) -> None:
+    if what in _PLAIN_KINDS and name in _saved_lines:
+        lines[:] = _saved_lines.pop(name)
+
+
 def setup(app: Sphinx) -> dict[str, Any]:
+    app.connect("autodoc-process-docstring", _save_plain, priority=400)
+    app.connect("autodoc-process-docstring", _restore_plain, priority=600)
     app.add_config_value("apiref_private_types", {}, "env", dict)
     app.add_config_value("apiref_external_links", {}, "env", dict)
     app.connect("builder-inited", _generate)
