@@ -581,7 +581,7 @@ def test_function_without_parameters_has_an_empty_object_schema() -> None:
         (
             BarePoint,
             "BarePoint has no JSON form (a class must be an attrs class, a dataclass, a "
-            "TypedDict or an Enum)",
+            "TypedDict, an Enum or a pydantic model)",
         ),
     ],
 )
@@ -1084,8 +1084,8 @@ def test_result_that_is_not_json_encodable_is_a_tool_error() -> None:
     assert not isinstance(caught.value, ToolArgumentsError)
     assert caught.value.tool_name == "opaque"
     assert str(caught.value).startswith(
-        "opaque: the result cannot be encoded as JSON (Object of type object is not JSON "
-        "serializable); return a str, or data made of"
+        "opaque: the result cannot be encoded as JSON: result is of type object, which has no "
+        "JSON form; return a str, or data made of"
     )
 
 

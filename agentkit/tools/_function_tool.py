@@ -15,6 +15,8 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Generic, ParamSpec, TypeVar
 
+from agentkit._jsonable import dumps as json_dumps
+from agentkit._jsonable import unencodable_part
 from agentkit.errors import AgentConfigError, ToolArgumentsError, ToolError
 from agentkit.schema import ToolInfo
 from agentkit.streams import StreamReader, stream_from_iterator
@@ -27,7 +29,6 @@ from agentkit.tools._approval import (
     running,
 )
 from agentkit.tools._convert import explain, json_kind, show
-from agentkit.tools._schema import to_json
 from agentkit.tools._signature import check_function, plan_signature, qualname
 
 __all__ = ["FunctionTool", "StreamingFunctionTool", "checked_timeout"]
@@ -60,7 +61,9 @@ class FunctionTool(Generic[P, R]):
     ``invoke`` parses the JSON arguments, checks and converts them to the annotated types
     (unknown arguments are ignored; parameters that were not sent get their defaults), calls the
     function and returns its result: a ``str`` as it is, an enum as its value, anything else as
-    JSON (attrs instances as objects, sets and tuples as arrays).
+    JSON: attrs and dataclass instances and pydantic models as objects, sets and tuples as
+    arrays, ``datetime``/``date``/``time`` as ISO 8601 strings, ``timedelta`` as an ISO 8601
+    duration, ``Decimal``, ``UUID`` and paths as strings.
 
     Errors:
 
@@ -70,7 +73,9 @@ class FunctionTool(Generic[P, R]):
       ``get_weather: 'days' must be an integer (got 'three')``. A
       :class:`~agentkit.ChatModelAgent` sends it back to the model by default
       (``recover_tool_errors``).
-    * A result that cannot be JSON-encoded raises :class:`~agentkit.errors.ToolError`.
+    * A result that cannot be JSON-encoded raises :class:`~agentkit.errors.ToolError` naming
+      the tool, the part of the result and its type, e.g. ``when: the result cannot be
+      encoded as JSON: result['at'] is of type Clock, which has no JSON form; return ...``.
     * Exceptions raised by the function propagate unchanged (the agent running the tool adds
       the tool-call id). Only ``Exception`` subclasses are ever caught by the tool, so
       ``BaseException``-based signals such as interrupts pass through untouched.
@@ -281,17 +286,36 @@ def _encode_chunks(name: str, items: Iterator[Any]) -> Iterator[str]:
 # --- results ------------------------------------------------------------------------------------
 
 
+_ENCODABLE = (
+    "dict (str keys), list, tuple, set, str, int, float, bool, None, enums, datetime, date, "
+    "time, timedelta, Decimal, UUID, pathlib paths, attrs and dataclass instances and pydantic "
+    "models"
+)
+
+
 def _encode_result(name: str, result: Any) -> str:
-    """A tool result as text: a str as it is, an enum as its value, anything else as JSON."""
+    """A tool result as text: a str as it is, an enum as its value, anything else as JSON.
+
+    Raises:
+        ToolError: a part of the result has no JSON form; the message names the tool, the
+            part and its type.
+    """
     if isinstance(result, enum.Enum):
         result = result.value
     if isinstance(result, str):
         return str(result)
     try:
-        return json.dumps(result, ensure_ascii=False, default=to_json)
+        return json_dumps(result, ensure_ascii=False)
     except (TypeError, ValueError, RecursionError) as exc:
+        part = None if isinstance(exc, (ValueError, RecursionError)) else unencodable_part(result)
+        if part is not None:
+            what = f"{part}, which has no JSON form"
+        elif isinstance(exc, ValueError):
+            what = "the result contains itself"
+        else:
+            what = str(exc)
         raise ToolError(
-            f"{name}: the result cannot be encoded as JSON ({exc}); return a str, or data made "
-            "of dict, list, tuple, set, str, int, float, bool, None, enums and attrs instances",
+            f"{name}: the result cannot be encoded as JSON: {what}; return a str, or data "
+            f"made of {_ENCODABLE}",
             tool_name=name,
         ) from exc

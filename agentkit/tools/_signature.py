@@ -27,7 +27,8 @@ __all__ = ["Param", "SignaturePlan", "check_function", "plan_signature", "qualna
 
 _SUPPORTED = (
     "str, int, float, bool, None, Any, list/Sequence, tuple, set/frozenset, dict[str, ...], "
-    "Optional/Union, Literal, Enum, attrs classes, dataclasses, TypedDicts, Annotated and NewType"
+    "Optional/Union, Literal, Enum, attrs classes, dataclasses, TypedDicts, pydantic models, "
+    "Annotated and NewType"
 )
 
 
