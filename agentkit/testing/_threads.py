@@ -9,6 +9,7 @@ from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from typing import Protocol
 
+from agentkit._aioloop import loop_thread
 from agentkit.testing._errors import ThreadLeakError
 
 
@@ -63,6 +64,10 @@ def no_thread_leak(timeout: float = 10.0) -> Iterator[None]:
     A server started inside the block is checked like everything else: stop it (leave its
     ``with`` block) before the block ends.
 
+    agentkit's event-loop thread (``agentkit-asyncio``, which runs ``async def`` tools and
+    MCP connections) is never counted either: it is started once per process, on first use,
+    and ends at exit. What runs on it is checked by the code that waits for it.
+
     Raises:
         ThreadLeakError: naming the threads that outlived the block.
     """
@@ -71,7 +76,8 @@ def no_thread_leak(timeout: float = 10.0) -> Iterator[None]:
     yield
     deadline = time.monotonic() + timeout
     while True:
-        theirs = {thread for owner in owners for thread in owner.owned_threads()}
+        theirs: set[threading.Thread | None] = {loop_thread()}
+        theirs.update(thread for owner in owners for thread in owner.owned_threads())
         extra = [
             t
             for t in threading.enumerate()

@@ -12,7 +12,7 @@ import functools
 import inspect
 import json
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any, Generic, ParamSpec, TypeVar
 
 from agentkit._jsonable import dumps as json_dumps
@@ -28,10 +28,11 @@ from agentkit.tools._approval import (
     parse_object,
     running,
 )
+from agentkit.tools._async import AsyncItems, await_in_loop
 from agentkit.tools._convert import explain, json_kind, show
 from agentkit.tools._signature import check_function, plan_signature, qualname
 
-__all__ = ["FunctionTool", "StreamingFunctionTool", "checked_timeout"]
+__all__ = ["FunctionTool", "StreamingFunctionTool", "checked_timeout", "is_generator_function"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -48,6 +49,11 @@ def checked_timeout(timeout: object) -> float | None:
             f"timeout must be a number of seconds > 0, or None for no limit (got {timeout!r})"
         )
     return float(timeout)
+
+
+def is_generator_function(fn: object) -> bool:
+    """Whether calling ``fn`` makes a generator or an async generator (a streaming tool)."""
+    return inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn)
 
 
 _NOT_ASKED = Decision("", resumes_tool=True)  # no approval needed: the call runs as it is
@@ -111,7 +117,7 @@ class FunctionTool(Generic[P, R]):
         and ``timeout`` are as for :func:`tool`.
         """
         check_function(fn)
-        if inspect.isgeneratorfunction(fn) and not isinstance(self, StreamingFunctionTool):
+        if is_generator_function(fn) and not isinstance(self, StreamingFunctionTool):
             raise TypeError(
                 f"{qualname(fn)} is a generator function: make it a StreamingFunctionTool "
                 "(tool() does this)"
@@ -131,6 +137,7 @@ class FunctionTool(Generic[P, R]):
         self._params = plan.params
         self._needs_approval = check_policy(needs_approval, self._name)
         self._timeout = checked_timeout(timeout)
+        self._is_async = inspect.iscoroutinefunction(fn)
 
     @property
     def name(self) -> str:
@@ -162,7 +169,14 @@ class FunctionTool(Generic[P, R]):
             return approved
         args, kwargs, decision = approved
         with running(decision):
-            result = self._fn(*args, **kwargs)
+            result: Any
+            if self._is_async:
+                coroutine_function: Callable[..., Awaitable[Any]] = self._fn  # type: ignore[assignment]
+                result = await_in_loop(
+                    functools.partial(coroutine_function, *args, **kwargs), self._name
+                )
+            else:
+                result = self._fn(*args, **kwargs)
         return _encode_result(self._name, result)
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
@@ -265,7 +279,10 @@ class StreamingFunctionTool(FunctionTool[P, R]):
             return stream_from_iterator(iter([approved]))
         args, kwargs, decision = approved
         with running(decision):
-            items: Iterator[Any] = self._fn(*args, **kwargs)  # type: ignore[assignment]
+            produced: Any = self._fn(*args, **kwargs)
+        items: Iterator[Any] = (
+            AsyncItems(produced, self._name) if inspect.isasyncgen(produced) else produced
+        )
         return stream_from_iterator(_encode_chunks(self._name, items))
 
     def invoke(self, arguments: str, **tool_options: Any) -> str:

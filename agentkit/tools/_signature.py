@@ -54,14 +54,10 @@ class SignaturePlan:
 
 
 def check_function(fn: object) -> None:
-    """Raise ``TypeError`` unless ``fn`` is a plain (not async) function or bound method."""
+    """Raise ``TypeError`` unless ``fn`` is a function or bound method (``async`` or not)."""
     if not (inspect.isfunction(fn) or inspect.ismethod(fn)):
         raise TypeError(
             f"tool() needs a Python function or bound method, got {fn!r} ({type(fn).__name__})"
-        )
-    if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
-        raise TypeError(
-            f"{qualname(fn)} is async; agentkit runs tools in threads: make it a plain function"
         )
 
 

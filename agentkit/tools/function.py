@@ -46,13 +46,18 @@ from __future__ import annotations
 
 import inspect
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Any, ParamSpec, TypeVar, overload
 
 import attrs
 
 from agentkit.tools._approval import ApprovalPolicy, check_policy
-from agentkit.tools._function_tool import FunctionTool, StreamingFunctionTool, checked_timeout
+from agentkit.tools._function_tool import (
+    FunctionTool,
+    StreamingFunctionTool,
+    checked_timeout,
+    is_generator_function,
+)
 from agentkit.tools.base import BaseTool
 
 __all__ = ["FunctionTool", "StreamingFunctionTool", "as_tool", "tool"]
@@ -64,6 +69,7 @@ StreamingFunctionTool.__module__ = __name__
 P = ParamSpec("P")
 R = TypeVar("R")
 I = TypeVar("I", bound=Iterator[Any])  # noqa: E741 - the conventional name for an iterator type
+AI = TypeVar("AI", bound=AsyncIterator[Any])
 
 
 # --- the decorator ------------------------------------------------------------------------------
@@ -80,6 +86,19 @@ def tool(
     needs_approval: ApprovalPolicy = False,
     timeout: float | None = None,
 ) -> StreamingFunctionTool[P, I]: ...
+
+
+@overload
+def tool(
+    fn: Callable[P, AI],
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    strict: bool = False,
+    needs_approval: ApprovalPolicy = False,
+    timeout: float | None = None,
+) -> StreamingFunctionTool[P, AI]: ...
 
 
 @overload
@@ -196,6 +215,9 @@ class _Decorator:
     def __call__(self, fn: Callable[P, I], /) -> StreamingFunctionTool[P, I]: ...
 
     @overload
+    def __call__(self, fn: Callable[P, AI], /) -> StreamingFunctionTool[P, AI]: ...
+
+    @overload
     def __call__(self, fn: Callable[P, R], /) -> FunctionTool[P, R]: ...
 
     def __call__(self, fn: Callable[..., Any], /) -> FunctionTool[Any, Any]:
@@ -221,7 +243,7 @@ def _make_tool(
 ) -> FunctionTool[Any, Any]:
     if isinstance(fn, FunctionTool):
         fn = fn.__wrapped__
-    cls = StreamingFunctionTool if inspect.isgeneratorfunction(fn) else FunctionTool
+    cls = StreamingFunctionTool if is_generator_function(fn) else FunctionTool
     return cls(
         fn,
         name=name,
