@@ -111,7 +111,7 @@ class Task(Generic[T]):
 
     def _start(self, make: Callable[[], Coroutine[Any, Any, T]], name: str | None) -> None:
         if self._cancel_asked:
-            self._future.cancel()
+            self._end_cancelled()
             return
         try:
             coroutine = make()
@@ -126,9 +126,15 @@ class Task(Generic[T]):
         if self._task is not None:
             self._task.cancel()
 
+    def _end_cancelled(self) -> None:
+        self._future.cancel()
+        # What wakes concurrent.futures.wait() for a cancelled future (as asyncio's own
+        # run_coroutine_threadsafe does): cancel() alone only wakes result() and exception().
+        self._future.set_running_or_notify_cancel()
+
     def _finish(self, task: asyncio.Task[Any]) -> None:
         if task.cancelled():
-            self._future.cancel()
+            self._end_cancelled()
             return
         error = task.exception()
         if error is not None:
