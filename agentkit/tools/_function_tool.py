@@ -89,6 +89,16 @@ class FunctionTool(Generic[P, R]):
     ``**tool_options`` passed to ``invoke`` are ignored: a function tool reads whatever it
     needs from the run context.
 
+    An ``async def`` function runs as a task on agentkit's event loop (one per process, in
+    its own thread, started on first use; never the caller's loop), in the caller's context:
+    session values, tool options and :func:`~agentkit.interrupt` work as in a plain tool.
+    ``invoke`` waits for the task. A time limit of the call or an immediate cancel of the run
+    cancels the task (``asyncio.CancelledError`` at its ``await``) and ``invoke`` raises
+    :class:`~agentkit.AgentCancelledError` once the coroutine ended; its exceptions propagate
+    as they are. Awaiting the tool object itself (``await my_tool(...)``) calls the function.
+    ``invoke`` called on the loop's own thread (from inside another async tool) raises
+    ``RuntimeError``: await the function there instead.
+
     The object is still the function: calling it calls the function directly, and
     ``__wrapped__``, ``__name__``, ``__doc__`` and ``__module__`` are the function's.
     Nothing in a tool changes after it is made: invoke it from as many threads as you like.
@@ -262,6 +272,8 @@ class StreamingFunctionTool(FunctionTool[P, R]):
     that runs the generator lazily, in the thread that reads: each yielded item is one chunk,
     a ``str`` as it is, anything else JSON-encoded as for :class:`FunctionTool`. An exception
     raised by the generator is the stream's error. Closing the reader closes the generator.
+    An async generator (``async def`` with ``yield``) runs on agentkit's event loop, one item
+    per step, with the cancel rules of async :class:`FunctionTool` calls.
 
     ``invoke`` returns the chunks joined with no separator, which is what Eino does when a
     streaming tool is called by an agent that does not stream; an agent that streams calls

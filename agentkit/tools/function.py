@@ -8,7 +8,9 @@ Everything about a function that a model needs is worked out once, when the tool
 * a conversion plan: for every parameter a ``cattrs`` structuring hook that checks the JSON value
   and turns it into the annotated type (attrs instances, enum members, tuples, sets...).
 
-A call then only parses the JSON text, runs the prepared hooks and calls the function.
+A call then only parses the JSON text, runs the prepared hooks and calls the function. An
+``async def`` function is run as a task on agentkit's event loop (one per process, in a
+thread of its own), and the call waits for it; see :class:`FunctionTool`.
 
 The JSON value accepted for each annotation, and the schema it gets:
 
@@ -37,6 +39,9 @@ no annotation, ``Any``                      anything (``{}``)
 ``Literal[...]``                            one of the values (``enum``)
 ``Enum`` subclass                           one of the members' values (``enum``)
 attrs class, dataclass, ``TypedDict``       object with the class's fields (defaults kept)
+pydantic model (v2)                         the model's ``model_json_schema()``, nested
+                                            models in place; converted by
+                                            ``model_validate`` (the model's own rules)
 ``Annotated[X, "text"]``                    as ``X``, described by ``"text"``
 ``NewType("N", X)``                         as ``X``
 ==========================================  =============================================
@@ -140,9 +145,9 @@ def tool(
     """Make a tool of a Python function: its schema comes from the type hints and the docstring.
 
     Use it as ``@tool``, ``@tool()``, ``@tool(name=..., description=...)``, or call it:
-    ``tool(fn, name=...)``. A generator function becomes a :class:`StreamingFunctionTool` (each
-    yielded item is a chunk), any other function a :class:`FunctionTool`. Either stays callable
-    like the function itself.
+    ``tool(fn, name=...)``. A generator function (plain or ``async``) becomes a
+    :class:`StreamingFunctionTool` (each yielded item is a chunk), any other function (plain
+    or ``async``) a :class:`FunctionTool`. Either stays callable like the function itself.
 
     Example::
 
@@ -184,8 +189,8 @@ def tool(
             for what happens to the abandoned call). ``None``: the agent's ``tool_timeout``.
 
     Raises:
-        TypeError: ``fn`` is not a function, is ``async``, has ``*args``, or a parameter has an
-            annotation that cannot be expressed in JSON (the message names the parameter and type).
+        TypeError: ``fn`` is not a function, has ``*args``, or a parameter has an annotation
+            that cannot be expressed in JSON (the message names the parameter and type).
         AgentConfigError: the name is not a valid tool name (a lambda needs ``name=``).
     """
     check_policy(needs_approval, "tool()")
