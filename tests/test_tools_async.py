@@ -541,6 +541,15 @@ def test_mcp_connections_and_async_tools_share_the_loop() -> None:
         names = [t.name for t in threading.enumerate()]
         assert names.count(THREAD_NAME) == 1
         assert not [name for name in names if name.startswith("agentkit-mcp")]
+
+        @tool
+        async def blocking_mcp_call() -> str:
+            """Call an MCP tool the blocking way, from inside the loop."""
+            return add.invoke('{"a": 1, "b": 1}')  # type: ignore[attr-defined,no-any-return]
+
+        with pytest.raises(RuntimeError, match="cannot wait on agentkit's event loop thread"):
+            blocking_mcp_call.invoke("")
+        assert add.invoke('{"a": 2, "b": 2}') == "4"  # type: ignore[attr-defined]
     assert mcp_connections() == []
 
 

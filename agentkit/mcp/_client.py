@@ -15,6 +15,7 @@ from typing import Any, Literal, TypeVar
 
 import attrs
 
+from agentkit._aioloop import in_loop_thread
 from agentkit._runctx import abort_on_cancel, check_cancelled
 from agentkit.errors import ToolTimeoutError
 from agentkit.mcp import _compat, _stdio
@@ -362,7 +363,19 @@ class MCPClient:
     def _run(
         self, work: Callable[[Any], Coroutine[Any, Any, T]], *, what: str, tool_name: str
     ) -> T:
-        """Run ``work(session)`` on the connection and wait, with timeout and cancel."""
+        """Run ``work(session)`` on the connection and wait, with timeout and cancel.
+
+        Raises:
+            RuntimeError: called on agentkit's event loop thread (from an async tool), where
+                waiting would block the very loop the call runs on.
+        """
+        if in_loop_thread():
+            raise RuntimeError(
+                f"{what} on the MCP server {self._endpoint.label} cannot wait on agentkit's "
+                "event loop thread (this is an async tool or an MCP callback): make the calling "
+                "tool a plain function, or run the call in a thread "
+                "(await asyncio.to_thread(...))"
+            )
         for attempt in (1, 2):
             connection = self._live_connection()
             try:
