@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 import typing
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Annotated, Any, Literal, NewType, Optional, Union
 
 import attrs
@@ -303,12 +303,20 @@ def test_non_functions_are_refused() -> None:
         tool(42)  # type: ignore[call-overload]
 
 
-def test_async_functions_are_refused() -> None:
+def test_async_functions_are_tools_and_async_generators_streaming_tools() -> None:
+    # They used to be refused; tests/test_tools_async.py has how they run.
     async def fetch(url: str) -> str:
+        """Fetch."""
         return url
 
-    with pytest.raises(TypeError, match="is async"):
-        tool(fetch)
+    async def pages(url: str) -> AsyncIterator[str]:
+        """Pages."""
+        yield url
+
+    made = tool(fetch)
+    assert type(made) is FunctionTool and made.invoke('{"url": "x"}') == "x"
+    streaming = tool(pages)
+    assert isinstance(streaming, StreamingFunctionTool) and streaming.invoke('{"url": "y"}') == "y"
 
 
 def test_var_positional_parameters_are_refused() -> None:
