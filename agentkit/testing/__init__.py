@@ -26,6 +26,9 @@ Example::
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from agentkit._lazy import attach
 from agentkit.models.scripted import ModelCall, ScriptedChatModel
 from agentkit.testing._checkpoint_checks import STORE_CHECKS, UNUSUAL_IDS
 from agentkit.testing._checkpoint_suite import ALL_CHECKS, check_checkpoint_store
@@ -75,3 +78,6 @@ for _obj in (
 ):
     _obj.__module__ = __name__
 del _obj
+
+if not TYPE_CHECKING:  # dir() lists the API only (not this module's imports)
+    __getattr__, __dir__ = attach(__name__)
