@@ -322,6 +322,7 @@ _SUBMODULES = (
     "conversation",
     "display",
     "errors",
+    "evals",
     "events",
     "integrations",
     "iterators",

@@ -41,7 +41,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     (
         "Patterns and edges",
         [".", "prebuilt", "prebuilt.*", "mcp", "mcp.*", "integrations", "integrations.*",
-         "testing", "testing.*", "conversation.conformance"],
+         "testing", "testing.*", "evals", "evals.*", "conversation.conformance"],
     ),
 ]
 
