@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 from agentkit import (
     AgentEvent,
@@ -38,7 +40,7 @@ from agentkit.errors import (
 )
 from agentkit.models import OpenAIChatModel
 from agentkit.models.base import ChatModel, ToolCallingChatModel
-from agentkit.streams import StreamReader
+from agentkit.streams import StreamReader, stream_from_list
 from agentkit.testing import (
     Cassette,
     CassetteError,
@@ -52,6 +54,8 @@ from agentkit.testing import (
     no_thread_leak,
     summarize,
 )
+from agentkit.testing._redact import is_secret_key
+from tests.strategies import messages as any_message
 
 GUARD = 30.0  # a failure guard for waits, never a pace
 FIXTURES = Path(__file__).parent / "fixtures" / "cassettes"
@@ -542,3 +546,43 @@ def test_a_cassette_is_a_tool_calling_chat_model(tmp_path: Path) -> None:
     bound = model.with_tools([ToolInfo("t")])
     assert isinstance(bound, Cassette) and bound.path == path and bound.mode == "record"
     assert "mode='record'" in repr(model)
+
+
+# --- round trips ----------------------------------------------------------------------------
+
+any_text = st.text(
+    st.characters(exclude_categories=["Cs"]), max_size=30
+)  # every character a str can hold, line breaks and controls included
+
+
+def _plain_extra(message: Message) -> bool:
+    return not any(is_secret_key(key) for key in message.extra)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    reply=any_message.filter(_plain_extra),
+    chunks=st.lists(st.builds(assistant_message, any_text), min_size=1, max_size=4),
+    question=any_text,
+    suffix=st.sampled_from([".json", ".yaml"]),
+)
+def test_any_reply_replays_exactly(
+    tmp_path: Path, reply: Message, chunks: list[Message], question: str, suffix: str
+) -> None:
+    assume(not any(s in question + reply.content for s in ("sk-", "Bearer", "Basic", "{", "[")))
+    path = tmp_path / f"round{suffix}"
+    path.unlink(missing_ok=True)
+    asked = [user_message(question)]
+    recorder = cassette(ScriptedChatModel([reply]), path, mode="record")
+    assert recorder.generate(asked) == reply
+
+    class Chunked(ScriptedChatModel):
+        def stream(self, messages: Sequence[Message], options: ModelOptions | None = None) -> StreamReader[Message]:
+            self.generate(messages, options)
+            return stream_from_list(chunks)
+
+    streamed = cassette(Chunked(["unused"]), path, mode="record-missing")
+    assert list(streamed.stream([user_message(question + "!")])) == chunks
+    replay = cassette(None, path)
+    assert replay.generate(asked) == reply
+    assert list(replay.stream([user_message(question + "!")])) == chunks

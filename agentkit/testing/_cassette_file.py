@@ -138,7 +138,8 @@ def match_key(request: dict[str, Any]) -> str:
 def request_lines(request: dict[str, Any]) -> list[str]:
     """The request as indented JSON lines, for a readable diff."""
     shown = {key: value for key, value in request.items() if key != "stream"}
-    return json.dumps(shown, indent=2, sort_keys=True, ensure_ascii=False).splitlines()
+    # split("\n"), not splitlines(): text may hold other line separators (\x85, \u2028).
+    return json.dumps(shown, indent=2, sort_keys=True, ensure_ascii=False).split("\n")
 
 
 def error_record(error: errors.ModelError) -> dict[str, Any]:
@@ -220,7 +221,7 @@ class CassetteFormat:
             inner = inner.replace(
                 json.dumps(mark), json.dumps(chunk, ensure_ascii=False), 1
             )
-        return "\n".join("    " + line for line in inner.splitlines())
+        return "\n".join("    " + line for line in inner.split("\n"))
 
     def document(self, blocks: Sequence[str]) -> str:
         """The whole file, from the blocks of its interactions."""
@@ -328,7 +329,11 @@ def _yaml_dumper() -> Any:
         """Writes text with line breaks as a literal block, readable in a diff."""
 
     def text(dumper: Any, value: str) -> Any:
-        style = "|" if "\n" in value and _block_safe(value) else None
+        style = None
+        if _needs_escapes(value):
+            style = '"'
+        elif "\n" in value and _block_safe(value):
+            style = "|"
         return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 
     def flow(dumper: Any, value: _FlowMapping) -> Any:
@@ -349,7 +354,7 @@ def _one_line(value: Any) -> Any:
         return _FlowMapping({key: _one_line(item) for key, item in value.items()})
     if isinstance(value, list):
         return [_one_line(item) for item in value]
-    if isinstance(value, str) and ("\n" in value or "\r" in value):
+    if isinstance(value, str) and ("\n" in value or _needs_escapes(value)):
         return _Quoted(value)
     return value
 
@@ -364,9 +369,19 @@ class _FlowMapping(dict):  # type: ignore[type-arg]
     """A mapping YAML writes on one line (a stream chunk)."""
 
 
-def _block_safe(value: str) -> bool:
-    # A literal block cannot keep trailing spaces on a line, or a few control characters;
-    # such text is written quoted instead, which round-trips exactly.
-    return not any(line != line.rstrip(" \t") for line in value.split("\n")) and all(
-        char in "\n\t" or char >= " " for char in value
+# Characters YAML reads as line breaks or byte-order marks, or cannot hold unescaped.
+_SPECIAL = frozenset("\r\x85\u2028\u2029\ufeff\x7f")
+
+
+def _needs_escapes(value: str) -> bool:
+    """Text that only a double-quoted YAML scalar, with escapes, keeps exactly."""
+    return any(
+        char in _SPECIAL or (char < " " and char not in "\n\t") or "\x80" <= char < "\xa0"
+        for char in value
     )
+
+
+def _block_safe(value: str) -> bool:
+    # A literal block cannot keep trailing spaces or tabs on a line; such text is written
+    # quoted instead, which round-trips exactly.
+    return not any(line != line.rstrip(" \t") for line in value.split("\n"))
