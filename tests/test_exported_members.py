@@ -192,7 +192,8 @@ def test_the_model_client_imports_tenacity_only_when_a_call_is_retried() -> None
     assert result.stdout.strip() == "False"
 
 
-# agentkit.testing: what applications use to test their agents (README "Testing your agents").
+# agentkit.testing: what applications use to test their agents (README "Testing and evaluating
+# agents").
 TESTING_DOCUMENTED = {
     "ScriptedChatModel", "ModelCall", "call", "calls_message", "summarize", "run_events",
     "no_thread_leak", "ThreadLeakError", "FakeOpenAIServer", "Reply", "check_checkpoint_store",
