@@ -8,6 +8,7 @@ reached the network would fail.
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -288,6 +289,22 @@ def test_a_scrubber_must_return_text(tmp_path: Path) -> None:
     recorder = cassette(ScriptedChatModel(["x"]), tmp_path / "c.json", mode="record", scrub=lambda t: None)  # type: ignore[arg-type,return-value]
     with pytest.raises(TypeError, match="scrub function must return a str"):
         recorder.generate([user_message("hi")])
+
+
+def test_no_committed_cassette_holds_a_secret() -> None:
+    root = Path(__file__).resolve().parent.parent
+    files = [
+        path
+        for folder in (root / "samples" / "cassettes", FIXTURES)
+        for path in folder.rglob("*")
+        if path.suffix in (".json", ".yaml", ".yml")
+    ]
+    assert len(files) >= 4
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        assert not re.search(r"\b(Bearer|Basic) (?!<redacted>)\S", text), path
+        assert not re.search(r"\bsk-[A-Za-z0-9_-]{8,}", text), path
+        assert not re.search(r"(?i)\"?(authorization|api[_-]?key)\"?: *\"?(?!<redacted>)\w", text), path
 
 
 # --- modes ----------------------------------------------------------------------------------

@@ -80,8 +80,14 @@ def cassette(
     the same result when run twice (a replayed reply, already scrubbed, comes back in the
     next request).
 
-    Calls may come from several threads; see :mod:`agentkit.testing._cassette` for how a
-    call finds its recording (``match``).
+    How a call finds its recording: its request (messages, tools, options; whether it
+    streams does not count) is compared with the recorded ones. With ``match="request"``
+    (default) it gets the first recorded call with the same request not replayed yet, so
+    calls from several threads at once (parallel tool calls, ``ParallelAgent`` branches)
+    replay in whatever order the threads come, and identical requests are answered in
+    recorded order. With ``match="order"`` the n-th call must be the n-th recorded one.
+    A recorded stream answers ``generate`` with its chunks joined; a recorded whole reply
+    answers ``stream`` in one chunk.
 
     Example::
 
