@@ -19,6 +19,7 @@ import pytest
 from agentkit import (
     ChatModelAgent,
     Message,
+    ModelPricing,
     ResponseMeta,
     Role,
     Runner,
@@ -68,7 +69,12 @@ def add(a: int, b: int) -> int:
     return a + b
 
 
-def calculator(*, wrong_on: frozenset[int] = frozenset(), usage: TokenUsage | None = None) -> ChatModelAgent:
+def calculator(
+    *,
+    wrong_on: frozenset[int] = frozenset(),
+    usage: TokenUsage | None = None,
+    pricing: ModelPricing | None = None,
+) -> ChatModelAgent:
     """An agent that asks the add tool, then answers ``The sum is <n>.``.
 
     For the first numbers in ``wrong_on`` it answers one too many (a regressed agent).
@@ -85,7 +91,7 @@ def calculator(*, wrong_on: frozenset[int] = frozenset(), usage: TokenUsage | No
             message = calls_message(call("add", {"a": a, "b": b}))
         return attrs.evolve(message, response_meta=ResponseMeta("stop", usage)) if usage else message
 
-    return ChatModelAgent("calc", "adds numbers", ScriptedChatModel(reply), tools=[add])
+    return ChatModelAgent("calc", "adds numbers", ScriptedChatModel(reply, pricing=pricing), tools=[add])
 
 
 def twenty_cases() -> Dataset:
@@ -135,6 +141,7 @@ def test_a_twenty_case_report_counts_and_explains_every_case() -> None:
     assert data["cases"][4]["input"] == "What is 5 + 5?"
     assert data["cases"][4]["output"] == "The sum is 10."
     assert data["cases"][4]["metadata"] == {"i": 5}
+    assert data["cases"][4]["cost"] is None  # the scripted model has no pricing
 
     table = str(report)
     lines = table.splitlines()
@@ -426,11 +433,20 @@ def test_token_and_cost_budgets_read_the_runs_usage() -> None:
         "MaxTokens(219, output=19): total 220 > 219, output 20 > 19 tokens"
     ]
     # 200 input tokens at 1.0/M + 20 output tokens at 10.0/M = 0.0004
-    prices = {"input_per_million": 1.0, "output_per_million": 10.0}
-    assert run_one(MaxCost(0.0004, **prices), agent=agent) == []
-    assert run_one(MaxCost(0.0003, **prices), agent=agent) == [
-        "MaxCost(0.0003, input_per_million=1.0, output_per_million=10.0): the run cost 0.0004"
+    pricing = ModelPricing(1.0, 10.0)
+    assert run_one(MaxCost(0.0004, pricing=pricing), agent=agent) == []
+    assert run_one(MaxCost(0.0003, pricing=pricing), agent=agent) == [
+        "MaxCost(0.0003, pricing=ModelPricing(input_per_million=1.0, output_per_million=10.0, "
+        "cached_input_per_million=None)): the run cost 0.0004"
     ]
+    # Without prices, the run's own cost: what its priced model reported.
+    assert run_one(MaxCost(1.0), agent=agent) == [
+        "MaxCost(1.0): the run's cost is unknown (no model had pricing); give the model "
+        "pricing=ModelPricing(...), or give MaxCost(pricing=...)"
+    ]
+    priced = calculator(usage=TokenUsage(100, 10, 110), pricing=pricing)
+    assert run_one(MaxCost(0.0004), agent=priced) == []
+    assert run_one(MaxCost(0.0003), agent=priced) == ["MaxCost(0.0003): the run cost 0.0004"]
     with pytest.raises(ValueError, match="MaxTokens.. needs a limit"):
         MaxTokens()
     with pytest.raises(ValueError, match="must be a number >= 0"):

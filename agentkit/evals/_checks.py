@@ -17,6 +17,7 @@ from typing import Any
 import attrs
 
 from agentkit.evals._case import CaseRun
+from agentkit.limits import ModelPricing
 from agentkit.tools._convert import explain, get_converter
 from agentkit.tools._schema import to_json, type_name
 from agentkit.tools.base import ToolCallInfo
@@ -300,28 +301,38 @@ class MaxLatency(_Shown):
         return f"{self!r}: the run took {run.duration:.2f} s"
 
 
+def _pricing(value: ModelPricing | None) -> ModelPricing | None:
+    if value is not None and not isinstance(value, ModelPricing):
+        raise TypeError(f"MaxCost(pricing=...) takes a ModelPricing (got {value!r})")
+    return value
+
+
 @attrs.frozen(repr=False)
 class MaxCost(_Shown):
-    """The run's tokens cost at most ``amount``, at the given prices per million tokens.
+    """The run cost at most ``amount``.
 
-    The cost is ``(input tokens * input_per_million + output tokens * output_per_million)
-    / 1e6`` over the run's usage (``RunResult.usage``).
+    The cost is the run's own (``RunResult.cost``: what its models priced with
+    ``pricing=ModelPricing(...)`` reported), or, with ``pricing``, the run's token usage at
+    those prices (for models that have no pricing, such as replayed or scripted ones).
+    A run whose cost is unknown fails the check, saying how to price it.
     """
 
     amount: float = attrs.field(validator=_positive("number"))
-    input_per_million: float = attrs.field(kw_only=True, validator=_positive("price"))
-    output_per_million: float = attrs.field(kw_only=True, validator=_positive("price"))
+    pricing: ModelPricing | None = attrs.field(default=None, kw_only=True, converter=_pricing)
 
-    def cost(self, run: CaseRun) -> float:
-        """The cost of ``run``'s tokens at these prices."""
-        usage = run.usage
-        return (
-            usage.prompt_tokens * self.input_per_million
-            + usage.completion_tokens * self.output_per_million
-        ) / 1_000_000
+    def cost(self, run: CaseRun) -> float | None:
+        """The cost of ``run``: at ``pricing`` when given, else the run's own (or ``None``)."""
+        if self.pricing is not None:
+            return self.pricing.cost(run.usage)
+        return run.result.cost
 
     def __call__(self, run: CaseRun) -> str | None:
         cost = self.cost(run)
+        if cost is None:
+            return (
+                f"{self!r}: the run's cost is unknown (no model had pricing); give the model "
+                "pricing=ModelPricing(...), or give MaxCost(pricing=...)"
+            )
         if cost <= self.amount:
             return None
         return f"{self!r}: the run cost {cost:.6g}"

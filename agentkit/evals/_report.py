@@ -76,7 +76,7 @@ class CaseReport:
         return self.passed and self.attempts > 1
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON data of this case: outcome, failures, input, answer, usage, timing."""
+        """JSON data of this case: outcome, failures, input, answer, usage, cost, timing."""
         case = self.case
         usage = self.result.usage
         output = self.result.output if self.result.output is not None else self.result.text
@@ -93,6 +93,7 @@ class CaseReport:
             "output": _json(output),
             "error": _error_text(self.result.error),
             "model_calls": self.model_calls,
+            "cost": self.result.cost,
             "usage": {
                 "input_tokens": usage.prompt_tokens,
                 "output_tokens": usage.completion_tokens,
