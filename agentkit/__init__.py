@@ -348,6 +348,7 @@ _SUBMODULES = (
     "conversation",
     "display",
     "errors",
+    "evals",
     "events",
     "guardrails",
     "integrations",

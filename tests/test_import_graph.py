@@ -45,7 +45,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     (
         "Patterns and edges",
         [".", "turnloop", "prebuilt", "prebuilt.*", "middlewares", "middlewares.*", "mcp",
-         "mcp.*", "integrations", "integrations.*", "testing", "testing.*",
+         "mcp.*", "integrations", "integrations.*", "testing", "testing.*", "evals", "evals.*",
          "conversation.conformance"],
     ),
 ]

@@ -60,6 +60,7 @@ ALLOWED = {
 ALLOWED_PACKAGES = {
     "agentkit.integrations": "Celery and background runs: start and watch whole runs",
     "agentkit.testing": "test helpers that race threads on purpose",
+    "agentkit.evals": "evaluate(): whole runs, one per case, on a pool the call owns and joins",
 }
 FORBIDDEN = {
     "threading.Thread",
