@@ -349,6 +349,7 @@ _SUBMODULES = (
     "conversation",
     "display",
     "errors",
+    "evals",
     "events",
     "guardrails",
     "integrations",

@@ -37,7 +37,8 @@ small = AgentQueue(
     app, prefix="agentkit:small:", stream_maxlen=20, task_name="agentkit.run.small"
 )
 CHUNKS = 500  # the chatty agent's answer comes in this many chunks
-_redis = redis.Redis.from_url(REDIS_URL)
+# A socket timeout longer than the gate's BLPOP (redis-py 8 defaults to 5 s).
+_redis = redis.Redis.from_url(REDIS_URL, socket_timeout=GATE_TIMEOUT + 10)
 if "TEST_WORKER_NAME" in os.environ:  # a worker: agentkit's log lines go to its log file
     _handler = logging.StreamHandler(sys.stderr)
     _handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))

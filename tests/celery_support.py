@@ -68,7 +68,9 @@ def app_module(env: dict[str, str]) -> Any:
 
 @pytest.fixture(scope="module")
 def client(env: dict[str, str]) -> Any:
-    return redis.Redis.from_url(env["REDIS_URL"])
+    # Blocking waits (BLPOP up to GUARD) need a socket timeout longer than the wait: redis-py
+    # 8 reads with a 5 s timeout by default, which a worker starting under load exceeds.
+    return redis.Redis.from_url(env["REDIS_URL"], socket_timeout=GUARD + 10)
 
 
 class Worker(NamedTuple):

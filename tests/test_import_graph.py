@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent / "agentkit"
 LAYERS: list[tuple[str, list[str]]] = [
     (
         "Data and primitives",
-        ["errors", "_persist", "_lazy", "schema", "_html", "_stream_base", "streams",
+        ["errors", "_persist", "_lazy", "_jsonable", "_aioloop", "schema", "_html", "_stream_base", "streams",
          "iterators", "_spawn", "cancel", "_scope", "_transfer_messages", "limits"],
     ),
     ("Core types", ["events", "options", "models.base", "conversation.trim"]),
@@ -45,7 +45,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     (
         "Patterns and edges",
         [".", "turnloop", "prebuilt", "prebuilt.*", "middlewares", "middlewares.*", "mcp",
-         "mcp.*", "integrations", "integrations.*", "testing", "testing.*",
+         "mcp.*", "integrations", "integrations.*", "testing", "testing.*", "evals", "evals.*",
          "conversation.conformance"],
     ),
 ]

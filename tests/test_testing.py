@@ -31,6 +31,8 @@ from agentkit.testing import (
     summarize,
 )
 
+GUARD = 30.0  # a failure guard for waits, never a pace
+
 
 def run_optimized(script: str) -> subprocess.CompletedProcess[str]:
     """Run ``script`` in ``python -O`` (assert statements stripped); PYTHONPATH is inherited."""
@@ -271,6 +273,58 @@ def test_the_server_answers_a_chat_model_agent_over_real_http() -> None:
         "content": "Sunny in Oslo.",
         "tool_call_id": "w1",
     }
+
+
+def test_no_thread_leak_inside_the_servers_block_ignores_its_keep_alive_connections() -> None:
+    # The way a user writes it: the server around the test, the check around the run. The
+    # model's client keeps its connection open after the run, and with it the server's
+    # connection thread; the check ends at once (it used to fail after its 10 s timeout).
+    with FakeOpenAIServer() as server:
+        server.queue("Hello!", "Again!")
+        model = OpenAIChatModel("gpt-test", base_url=server.base_url, api_key="sk-test")
+        agent = ChatModelAgent("a", "answers", model)
+        with no_thread_leak(timeout=GUARD):
+            assert Runner(agent).invoke("Hi").text == "Hello!"
+        [connection] = server.owned_threads()
+        assert connection.name == "FakeOpenAIServer connection 1" and connection.is_alive()
+        with no_thread_leak(timeout=GUARD):  # the same connection again, then a new one
+            assert Runner(agent, enable_streaming=True).invoke("Hi").text == "Again!"
+        model.close()
+    assert server.owned_threads() == []
+    assert not connection.is_alive()
+
+
+def test_no_thread_leak_inside_the_servers_block_still_reports_the_runs_own_threads() -> None:
+    gate = threading.Event()
+    with FakeOpenAIServer() as server:
+        server.queue(Reply(tool_calls=[call("leaky_tool", id="t1")]), "done")
+        model = OpenAIChatModel("gpt-test", base_url=server.base_url, api_key="sk-test")
+
+        @tool
+        def leaky_tool() -> str:
+            """Leave a thread behind."""
+            threading.Thread(target=gate.wait, name="left-by-the-tool", daemon=True).start()
+            return "ok"
+
+        agent = ChatModelAgent("a", "answers", model, tools=[leaky_tool])
+        try:
+            with pytest.raises(ThreadLeakError) as caught, no_thread_leak(timeout=0.1):
+                assert Runner(agent).invoke("Hi").text == "done"
+        finally:
+            gate.set()
+        model.close()
+    assert "left-by-the-tool" in str(caught.value)
+    assert "FakeOpenAIServer" not in str(caught.value)
+
+
+def test_a_server_started_inside_the_block_and_left_running_is_a_leak() -> None:
+    server = None
+    try:
+        with pytest.raises(ThreadLeakError, match="FakeOpenAIServer"), no_thread_leak(timeout=0.1):
+            server = FakeOpenAIServer().start()
+    finally:
+        if server is not None:
+            server.stop()
 
 
 def test_the_server_runs_in_its_own_process_until_stdin_closes() -> None:

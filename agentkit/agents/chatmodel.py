@@ -96,9 +96,10 @@ class ChatModelAgent(BaseAgent):
             reach it.
         max_tool_result_chars: longer tool results are cut to this many characters, with a
             note to the model and a warning on the ``agentkit`` logger (``None``: no limit).
-        output_type: the type of the answer (an attrs class, dataclass, TypedDict, Enum, or
-            ``list[...]``/``dict[str, ...]`` of those): the model is asked for JSON matching
-            its schema, the reply is checked and converted, and the typed value is the final
+        output_type: the type of the answer (an attrs class, dataclass, TypedDict, Enum,
+            pydantic model, or ``list[...]``/``dict[str, ...]`` of those): the model is asked
+            for JSON matching its schema, the reply is checked and converted as tool
+            arguments are (quoted numbers accepted), and the typed value is the final
             event's ``output.customized_output`` (``RunResult.output``; ``output_key`` stores
             it). Tools work as usual alongside. See ``agentkit.agents._structured``.
         output_mode: how the model is asked: ``"response_format"`` (default; the OpenAI

@@ -8,7 +8,9 @@ Everything about a function that a model needs is worked out once, when the tool
 * a conversion plan: for every parameter a ``cattrs`` structuring hook that checks the JSON value
   and turns it into the annotated type (attrs instances, enum members, tuples, sets...).
 
-A call then only parses the JSON text, runs the prepared hooks and calls the function.
+A call then only parses the JSON text, runs the prepared hooks and calls the function. An
+``async def`` function is run as a task on agentkit's event loop (one per process, in a
+thread of its own), and the call waits for it; see :class:`FunctionTool`.
 
 The JSON value accepted for each annotation, and the schema it gets:
 
@@ -37,6 +39,9 @@ no annotation, ``Any``                      anything (``{}``)
 ``Literal[...]``                            one of the values (``enum``)
 ``Enum`` subclass                           one of the members' values (``enum``)
 attrs class, dataclass, ``TypedDict``       object with the class's fields (defaults kept)
+pydantic model (v2)                         the model's ``model_json_schema()``, nested
+                                            models in place; converted by
+                                            ``model_validate`` (the model's own rules)
 ``Annotated[X, "text"]``                    as ``X``, described by ``"text"``
 ``NewType("N", X)``                         as ``X``
 ==========================================  =============================================
@@ -46,7 +51,7 @@ from __future__ import annotations
 
 import inspect
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Any, ParamSpec, TypeVar, overload
 
 import attrs
@@ -58,6 +63,7 @@ from agentkit.tools._function_tool import (
     StreamingFunctionTool,
     checked_concurrency,
     checked_timeout,
+    is_generator_function,
 )
 from agentkit.tools.base import BaseTool
 
@@ -70,6 +76,7 @@ StreamingFunctionTool.__module__ = __name__
 P = ParamSpec("P")
 R = TypeVar("R")
 I = TypeVar("I", bound=Iterator[Any])  # noqa: E741 - the conventional name for an iterator type
+AI = TypeVar("AI", bound=AsyncIterator[Any])
 
 
 # --- the decorator ------------------------------------------------------------------------------
@@ -87,6 +94,19 @@ def tool(
     timeout: float | None = None,
     concurrency: ConcurrencyLimiter | None = None,
 ) -> StreamingFunctionTool[P, I]: ...
+
+
+@overload
+def tool(
+    fn: Callable[P, AI],
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    strict: bool = False,
+    needs_approval: ApprovalPolicy = False,
+    timeout: float | None = None,
+) -> StreamingFunctionTool[P, AI]: ...
 
 
 @overload
@@ -131,9 +151,9 @@ def tool(
     """Make a tool of a Python function: its schema comes from the type hints and the docstring.
 
     Use it as ``@tool``, ``@tool()``, ``@tool(name=..., description=...)``, or call it:
-    ``tool(fn, name=...)``. A generator function becomes a :class:`StreamingFunctionTool` (each
-    yielded item is a chunk), any other function a :class:`FunctionTool`. Either stays callable
-    like the function itself.
+    ``tool(fn, name=...)``. A generator function (plain or ``async``) becomes a
+    :class:`StreamingFunctionTool` (each yielded item is a chunk), any other function (plain
+    or ``async``) a :class:`FunctionTool`. Either stays callable like the function itself.
 
     Example::
 
@@ -183,8 +203,8 @@ def tool(
             ``tool_timeout`` and cancelled with the run (see :mod:`agentkit.throttle`).
 
     Raises:
-        TypeError: ``fn`` is not a function, is ``async``, has ``*args``, or a parameter has an
-            annotation that cannot be expressed in JSON (the message names the parameter and type).
+        TypeError: ``fn`` is not a function, has ``*args``, or a parameter has an annotation
+            that cannot be expressed in JSON (the message names the parameter and type).
         AgentConfigError: the name is not a valid tool name (a lambda needs ``name=``).
     """
     check_policy(needs_approval, "tool()")
@@ -223,6 +243,9 @@ class _Decorator:
     def __call__(self, fn: Callable[P, I], /) -> StreamingFunctionTool[P, I]: ...
 
     @overload
+    def __call__(self, fn: Callable[P, AI], /) -> StreamingFunctionTool[P, AI]: ...
+
+    @overload
     def __call__(self, fn: Callable[P, R], /) -> FunctionTool[P, R]: ...
 
     def __call__(self, fn: Callable[..., Any], /) -> FunctionTool[Any, Any]:
@@ -250,7 +273,7 @@ def _make_tool(
 ) -> FunctionTool[Any, Any]:
     if isinstance(fn, FunctionTool):
         fn = fn.__wrapped__
-    cls = StreamingFunctionTool if inspect.isgeneratorfunction(fn) else FunctionTool
+    cls = StreamingFunctionTool if is_generator_function(fn) else FunctionTool
     return cls(
         fn,
         name=name,
