@@ -81,6 +81,13 @@ apiref_external_links = {
     "#opentelemetry.trace.TracerProvider",
     # The Python 3.11 inventory Debian ships documents re.Pattern's members but not the class.
     "re.Pattern": "https://docs.python.org/3/library/re.html#re.Pattern",
+    # pytest's types, as the plugin's hooks and fixture name them (no local inventory).
+    "_pytest.fixtures.FixtureRequest": "https://docs.pytest.org/en/stable/reference/reference.html"
+    "#pytest.FixtureRequest",
+    "_pytest.config.argparsing.Parser": "https://docs.pytest.org/en/stable/reference/reference.html"
+    "#pytest.Parser",
+    "_pytest.config.Config": "https://docs.pytest.org/en/stable/reference/reference.html"
+    "#pytest.Config",
 }
 
 # Private classes that public signatures show (the types of constructor arguments and fields
@@ -111,6 +118,10 @@ apiref_private_types = {
     "agentkit._runctx.RecordedEvent": "the events a saved state holds",
     # FailoverChatModel's copies share which model answered last through it.
     "agentkit.models.failover._Preferred": "FailoverChatModel's _preferred argument",
+    # The shared base of the text checks of agentkit.evals (shown as their base class).
+    "agentkit.evals._checks._Shown": "Contains', Matches' ... base",
+    # The recording a Cassette works on (made by cassette() from its arguments).
+    "agentkit.testing._cassette._Tape": "Cassette's tape argument",
 }
 
 # -- HTML ----------------------------------------------------------------------------------------

@@ -173,6 +173,9 @@ def collect(package: str = PACKAGE) -> list[Entry]:
             origin = None
             if kind == "module":
                 key: object = ("module", value.__name__)
+            elif kind == "data" and defining_module(module_name, name) is not None:
+                kind = "function"  # a decorated function (a pytest fixture): a callable object
+                key = id(value)
             elif kind == "data":
                 origin = constant_origin(module_name, name)
                 key = ("data", origin)
