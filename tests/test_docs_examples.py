@@ -47,7 +47,7 @@ DEFAULT_REPLY = "This is the documentation's fake model answering."
 _FENCE = re.compile(r"^(`{3,}|~{3,})\s*([\w+-]*)[^\n]*$")
 _SKIP = re.compile(r"^<!--\s*doctest:\s*skip\b.*-->\s*$")
 _SETUP_START = re.compile(r"^<!--\s*doctest:\s*setup\s*$")
-_MARKER = re.compile(r"<!--\s*doctest:")
+_MARKER = re.compile(r"^<!--\s*doctest:")
 
 
 @dataclass(frozen=True)
