@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 import attrs
 
+from agentkit._ctrlc import InvokeGuard, ctrl_c_interrupt
 from agentkit._observe import RunObservers
 from agentkit._options import AgentOptions, AgentRunOption, RunOptionSet
 from agentkit._points import Journal, interrupt_contexts
@@ -475,6 +476,29 @@ def _outcome_of(frame: RunFrame, outcome: RunOutcome | None) -> RunOutcome:
     return outcome
 
 
+def _run_inline(
+    body: Callable[[], None],
+    context: contextvars.Context,
+    scope: RunScope,
+    outcome: RunOutcome,
+) -> None:
+    """Run ``body`` in this thread; a Ctrl-C meanwhile cancels the run (see ``_ctrlc``).
+
+    Raises:
+        KeyboardInterrupt: Ctrl-C was pressed; the run has stopped (and was saved, if it
+            has a checkpoint id) or a second Ctrl-C gave up waiting for it.
+    """
+    guard = InvokeGuard(scope)
+    try:
+        with guard:
+            context.run(body)
+    except KeyboardInterrupt:
+        if not guard.pressed:
+            raise
+    if guard.pressed:
+        raise ctrl_c_interrupt(outcome.checkpoint_id, stopped=not guard.forced)
+
+
 def start_worker(
     work: Callable[[Any], None],
     frame: RunFrame,
@@ -497,10 +521,10 @@ def start_worker(
     """
     outcome = _outcome_of(frame, outcome)
     pair = _Pair()
-    iterator = RunIterator(pair, outcome)
+    scope = frame.scope
+    iterator = RunIterator(pair, outcome, scope if owns_scope else None)
     generator: AsyncGenerator[AgentEvent] = AsyncGenerator(pair)
     context = contextvars.copy_context()
-    scope = frame.scope
     sink: EventSink = generator
     if fill_interrupts:
         sink = _BareRunSink(sink, frame.journal)
@@ -520,18 +544,22 @@ def start_worker(
                 # Told to stop (a send was refused): the work ended early, as cancelled.
                 _end_refused(generator, lambda: AgentEvent(err=scope.cancel_error()))
             finally:
+                # Each step even if the one before was cut (a Ctrl-C while joining a tool
+                # that ignores the cancel): locks and leases are given back all the same.
                 try:
                     if owns_scope:
                         scope.finish()
-                    if on_finish is not None:
-                        on_finish()
                 finally:
-                    generator.close()
+                    try:
+                        if on_finish is not None:
+                            on_finish()
+                    finally:
+                        generator.close()
 
     if inline:
         # Nobody watches the run live (Runner.invoke): run it in the calling thread, the
         # events queue up for result(). No worker, no hand-over of every event.
-        context.run(body)
+        _run_inline(body, context, scope, outcome)
         if callback is not None and callback.error is not None:
             raise callback.error
         return iterator

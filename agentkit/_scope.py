@@ -55,7 +55,9 @@ class RunScope:
         "_lock",
         "_mode",
         "_pool",
+        "_protected",
         "_stop",
+        "_unsettled",
     )
 
     def __init__(self) -> None:
@@ -69,6 +71,11 @@ class RunScope:
         self._handles: list[CancelHandle] = []
         self._stop = threading.Event()  # set by an immediate cancel: wakes cancellable waits
         self._ended = threading.Event()  # set by finish(): wakes the escalation wait
+        # An immediate cancel made by a signal handler (Ctrl-C), whose waits are not woken
+        # yet: a handler takes no lock (the thread it interrupted may hold it), so the next
+        # call of this scope from ordinary code wakes them (settle()).
+        self._unsettled = False
+        self._protected = 0  # sections a Ctrl-C must not cut (a checkpoint being saved)
 
     # --- cancel state ---
 
@@ -95,6 +102,9 @@ class RunScope:
     def request_cancel(self, mode: CancelMode, timeout: float | None = None) -> None:
         """Record a cancel request; an immediate one wakes every wait of the run (it closes
         the streams and waits registered with :meth:`open`)."""
+        if self._unsettled:
+            self.settle()
+            return
         with self._lock:
             if self._mode is CancelMode.IMMEDIATE:
                 return
@@ -117,6 +127,49 @@ class RunScope:
                 closeable.close()
             except Exception:  # a cancel never raises in the cancelling thread
                 _log.debug("closing %r on cancel failed", closeable, exc_info=True)
+
+    def interrupt(self) -> None:
+        """Cancel the run at once from a signal handler (Ctrl-C); takes no lock.
+
+        The run's checks raise from now on; the waits an immediate cancel wakes are woken by
+        :meth:`settle`, which every other method of the scope calls first, from ordinary code.
+        (A signal handler runs in the middle of whatever the main thread was doing, maybe
+        holding this scope's lock or a stream's: it must not wait for a lock.)
+        """
+        if self._mode is not CancelMode.IMMEDIATE and not self._ended.is_set():
+            self._mode = CancelMode.IMMEDIATE
+            self._unsettled = True
+
+    def settle(self) -> None:
+        """Wake the waits of a cancel made by :meth:`interrupt`, if it has not been done yet.
+
+        Call it from ordinary code (never from a signal handler) before waiting for work of
+        the run that a cancel must stop.
+        """
+        with self._lock:
+            unsettled, self._unsettled = self._unsettled, False
+            if not unsettled:
+                return
+            self._mode = CancelMode.IMMEDIATE
+            closeables = list(self._closeables)
+        self._stop.set()
+        for closeable in closeables:
+            try:
+                closeable.close()
+            except Exception:  # a cancel never raises in the cancelling thread
+                _log.debug("closing %r on cancel failed", closeable, exc_info=True)
+
+    @property
+    def protected(self) -> bool:
+        """``True`` while the run is in a section a Ctrl-C must not cut (see :meth:`protect`)."""
+        return self._protected > 0
+
+    def protect(self) -> _Protected:
+        """A ``with`` block a Ctrl-C must not cut: the run saving its checkpoint.
+
+        A Ctrl-C that arrives meanwhile waits for the block to end (see ``agentkit._ctrlc``).
+        """
+        return _Protected(self)
 
     def _escalate_after(self, seconds: float) -> None:
         if not self._ended.wait(seconds):
@@ -141,11 +194,15 @@ class RunScope:
 
     def cancel_error(self) -> AgentCancelledError:
         """The error that ends a run stopped by its cancel (the cancel takes effect)."""
+        if self._unsettled:
+            self.settle()
         self._fired = True
         return AgentCancelledError(self._mode, self._escalated)
 
     def sleep(self, seconds: float) -> None:
         """Wait ``seconds``; an immediate cancel ends the wait at once with the cancel error."""
+        if self._unsettled:
+            self.settle()
         if self._stop.wait(seconds) if seconds > 0 else self._stop.is_set():
             raise self.cancel_error()
 
@@ -184,6 +241,8 @@ class RunScope:
         Raises:
             AgentCancelledError: the run is being cancelled already (``close()`` was called).
         """
+        if self._unsettled:
+            self.settle()
         with self._lock:
             immediate = self._mode is CancelMode.IMMEDIATE
             if not immediate:
@@ -194,6 +253,8 @@ class RunScope:
 
     def closed(self, closeable: Closeable) -> None:
         """Stop tracking a stream."""
+        if self._unsettled:
+            self.settle()
         with self._lock:
             self._closeables.discard(closeable)
 
@@ -209,6 +270,8 @@ class RunScope:
         Raises:
             RunEndedError: the run already ended.
         """
+        if self._unsettled:
+            self.settle()
         return self._pool.spawn(fn, *args, name=name)
 
     def release(self, future: Future[Any]) -> None:
@@ -226,8 +289,29 @@ class RunScope:
 
     def finish(self) -> None:
         """Release the run's resources: stop the escalation wait, join the spawned threads."""
+        if self._unsettled:
+            self.settle()
         with self._lock:
             self._ended.set()
         self._pool.close()
         for handle in self._handles:
             handle._run_ended(self._fired)
+
+
+class _Protected:
+    """The ``with`` block of :meth:`RunScope.protect`."""
+
+    __slots__ = ("_scope",)
+
+    def __init__(self, scope: RunScope) -> None:
+        self._scope = scope
+
+    def __enter__(self) -> None:
+        scope = self._scope
+        with scope._lock:
+            scope._protected += 1
+
+    def __exit__(self, *exc_info: object) -> None:
+        scope = self._scope
+        with scope._lock:
+            scope._protected -= 1

@@ -243,6 +243,8 @@ class Runner:
             )
             try:
                 run_agent(agent, frame.at_agent(RunStep(agent.name)), sink, root_input)
+            except BaseException as error:  # the run's last event, as any failure
+                sink.abort(error, agent.name)
             finally:
                 sink.finish()
 
@@ -344,6 +346,8 @@ class Runner:
             try:
                 resumed_input = AgentInput(enable_streaming=info.enable_streaming)
                 run_agent(agent, frame.at_agent(RunStep(agent.name)), sink, resumed_input, info)
+            except BaseException as error:  # the run's last event, as any failure
+                sink.abort(error, agent.name)
             finally:
                 sink.finish()
 

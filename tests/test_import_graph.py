@@ -25,7 +25,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     (
         "Data and primitives",
         ["errors", "_persist", "_lazy", "schema", "_html", "_stream_base", "streams",
-         "iterators", "_spawn", "cancel", "_scope", "_transfer_messages"],
+         "iterators", "_spawn", "cancel", "_scope", "_ctrlc", "_transfer_messages"],
     ),
     ("Core types", ["events", "options", "models.base", "conversation.trim"]),
     ("Run context", ["_runctx", "_interrupt", "_points", "_observe", "_runlocals", "callbacks"]),
