@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 import attrs
 
-from agentkit._ctrlc import InvokeGuard, ctrl_c_interrupt
+from agentkit._ctrlc import InvokeGuard, ctrl_c_interrupt, exit_stops
 from agentkit._observe import RunObservers
 from agentkit._options import AgentOptions, AgentRunOption, RunOptionSet
 from agentkit._points import Journal, interrupt_contexts
@@ -509,6 +509,7 @@ def start_worker(
     outcome: RunOutcome | None = None,
     inline: bool = False,
     on_event: Callable[[AgentEvent], object] | None = None,
+    stop_at_exit: bool = False,
 ) -> RunIterator:
     """Run ``work(sink)`` in a new thread, or inline, and return the iterator of its events.
 
@@ -518,6 +519,8 @@ def start_worker(
     ``fill_interrupts`` (a run without a Runner) interrupt events get their contexts here.
     ``outcome`` is filled by the Runner for :meth:`RunIterator.result`. ``inline`` runs the
     work in the calling thread (``Runner.invoke``), with ``on_event`` called for each event.
+    With ``stop_at_exit`` (a run with a checkpoint id), a worker still going when the program
+    exits is cancelled and waited for, so that its run is saved (see ``_ctrlc``).
     """
     outcome = _outcome_of(frame, outcome)
     pair = _Pair()
@@ -533,6 +536,8 @@ def start_worker(
         if not inline:
             raise ValueError("on_event is only for a run in the calling thread (inline)")
         sink = callback = _EventCallback(sink, on_event, scope)
+
+    untrack: Callable[[], None] | None = None  # set before the worker starts
 
     def body() -> None:
         with use_frame(frame):
@@ -555,6 +560,8 @@ def start_worker(
                             on_finish()
                     finally:
                         generator.close()
+                        if untrack is not None:
+                            untrack()
 
     if inline:
         # Nobody watches the run live (Runner.invoke): run it in the calling thread, the
@@ -576,5 +583,7 @@ def start_worker(
         )
     else:
         _attach_producer(iterator, thread, inside=inside, stop=scope.stop_event)
+    if stop_at_exit and owns_scope:
+        untrack = exit_stops.track(scope, thread)
     thread.start()
     return iterator

@@ -17,6 +17,10 @@ with a note saying what was saved.
   agent records where it stopped, as for any cancel) and a ``KeyboardInterrupt`` (so a tool's
   ``except KeyboardInterrupt`` cleanup runs).
 
+* **A Ctrl-C in the body of a ``for`` loop** over a run's events, outside ``with``, does not
+  reach the iterator: the run goes on in its worker thread until the program exits, and then
+  :data:`exit_stops` cancels it (a run with a checkpoint id) and waits for its save.
+
 Either way a Ctrl-C that arrives while the run saves its checkpoint (a section under
 :meth:`~agentkit._scope.RunScope.protect`) waits for the save to end, so the save is never cut
 halfway. Another Ctrl-C while the run has not stopped yet (a tool that ignores the cancel)
@@ -29,6 +33,7 @@ import logging
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable
 from types import FrameType
 from typing import Any
@@ -37,7 +42,14 @@ from agentkit._scope import RunScope
 from agentkit.cancel import CancelMode
 from agentkit.errors import AgentCancelledError
 
-__all__ = ["InvokeGuard", "KeyboardCancel", "ctrl_c_interrupt", "stop_after_ctrl_c"]
+__all__ = [
+    "EXIT_WAIT",
+    "InvokeGuard",
+    "KeyboardCancel",
+    "ctrl_c_interrupt",
+    "exit_stops",
+    "stop_after_ctrl_c",
+]
 
 _log = logging.getLogger("agentkit")
 
@@ -146,3 +158,61 @@ class InvokeGuard:
             raise KeyboardCancel()
         self.forced = True
         raise KeyboardInterrupt
+
+
+EXIT_WAIT = 10.0
+"""Seconds the interpreter's exit waits, in all, for the runs it cancelled to save and end."""
+
+
+class _ExitStops:
+    """Runs with a checkpoint id still going in a worker thread: stopped at interpreter exit.
+
+    A ``KeyboardInterrupt`` (or any exception) raised in the body of a ``for`` loop over a
+    run's events, outside a ``with`` block, never reaches the run's iterator, and the run's
+    worker thread is a daemon that the interpreter's exit would cut anywhere. So at exit
+    (``atexit``, which runs while daemon threads still run), every such run still going is
+    cancelled and waited for (``EXIT_WAIT`` seconds in all), which saves it.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._runs: dict[int, tuple[RunScope, threading.Thread]] = {}
+        self._registered = False
+
+    def track(self, scope: RunScope, thread: threading.Thread) -> Callable[[], None]:
+        """Stop the run of ``scope`` (worker ``thread``) at exit; returns what untracks it."""
+        key = id(scope)
+        with self._lock:
+            self._runs[key] = (scope, thread)
+            if not self._registered:
+                import atexit  # only programs that run with checkpoint ids register
+
+                atexit.register(self.stop_all)
+                self._registered = True
+
+        def untrack() -> None:
+            with self._lock:
+                self._runs.pop(key, None)
+
+        return untrack
+
+    def stop_all(self) -> None:
+        """Cancel every tracked run and wait for them to end (bounded by ``EXIT_WAIT``)."""
+        with self._lock:
+            runs = list(self._runs.values())
+        if not runs:
+            return
+        _log.warning(
+            "agentkit: the program exits while %d run(s) with a checkpoint id are going on: "
+            "cancelling them so that they are saved",
+            len(runs),
+        )
+        for scope, _ in runs:
+            scope.request_cancel(CancelMode.IMMEDIATE)
+        deadline = time.monotonic() + EXIT_WAIT
+        for _, thread in runs:
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+
+exit_stops = _ExitStops()
+"""The runs :class:`_ExitStops` stops at interpreter exit (one per process)."""

@@ -256,6 +256,7 @@ class Runner:
             on_finish=None if turn is None else turn.release,
             inline=inline,
             on_event=on_event,
+            stop_at_exit=run_options.checkpoint_id is not None,
         )
 
     def _conversation_store(self) -> ConversationStore:
@@ -358,7 +359,9 @@ class Runner:
                 if turn is not None:
                     turn.release()
 
-        return start_worker(work, frame, owns_scope=True, on_finish=finish, outcome=outcome)
+        return start_worker(
+            work, frame, owns_scope=True, on_finish=finish, outcome=outcome, stop_at_exit=True
+        )
 
     def _load(self, store: CheckPointStore, checkpoint_id: str) -> Checkpoint:
         return load_checkpoint(store, self.serializer, checkpoint_id)

@@ -4,6 +4,7 @@
 
 ``how`` is how the run is driven: ``invoke``, ``on_event`` (``invoke`` with a callback),
 ``loop`` (a ``for`` loop over ``query``, no ``with``), ``with`` (the same inside ``with``),
+``body`` (a ``for`` loop, no ``with``, whose body waits after step 2, writing ``in-body``),
 ``result`` (``query(...).result()``) or ``resume`` (finish the saved run, no blocking).
 
 ``block_at`` is where the run waits for the parent's SIGINT after writing ``ready`` into
@@ -166,11 +167,15 @@ class SlowStore(FileCheckPointStore):
         super().set(checkpoint_id, data)
 
 
-def on_event(event: AgentEvent) -> None:
+def is_result_of(event: AgentEvent, number: str) -> bool:
     variant = event.output.message_output if event.output is not None else None
     if variant is None or variant.role is not Role.TOOL:
-        return
-    if block_at == f"event:{variant.get_message().content.split()[1]}":
+        return False
+    return variant.get_message().content == f"step {number} done"
+
+
+def on_event(event: AgentEvent) -> None:
+    if block_kind == "event" and is_result_of(event, block_number):
         wait_for_ctrl_c()
 
 
@@ -192,6 +197,14 @@ def main() -> dict[str, Any]:
     if how == "loop":
         for _event in runner.query(query, option):
             pass
+        return {"ended": "returned"}
+    if how == "body":
+        # The Ctrl-C lands in the loop's body, not in the iterator: the run goes on until
+        # the program exits, which cancels and saves it.
+        for event in runner.query(query, option):
+            if is_result_of(event, "2"):
+                say("in-body")
+                time.sleep(BLOCK_FOR)
         return {"ended": "returned"}
     if how == "with":
         with runner.query(query, option) as events:

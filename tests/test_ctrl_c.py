@@ -169,3 +169,21 @@ def test_a_second_ctrl_c_stops_waiting_for_a_tool_that_ignores_the_first(
         "last save is not saved"
     ]
     assert child.steps() == {**ran_once(1), "start 2": 1, "ignored 2": 1}
+
+
+def test_ctrl_c_in_the_body_of_a_loop_without_with_saves_the_run_at_exit(
+    tmp_path: Path,
+) -> None:
+    # The KeyboardInterrupt is raised in the loop's body: the iterator never sees it, and the
+    # run goes on in its (daemon) worker thread, waiting in its model call. The program's
+    # exit cancels it and waits for its save.
+    child = Child(tmp_path, "body", "model:2")
+    child.wait_for("ready")
+    child.wait_for("in-body")
+    child.ctrl_c()
+    outcome = child.outcome(130)
+    assert outcome["ended"] == "KeyboardInterrupt"
+    assert outcome["threads"] == ["agentkit-run"]  # when the program caught it; not at exit
+    assert child.steps() == ran_once(1, 2)
+    assert resume_in_another_process(tmp_path)["text"] == "all 4 steps done"
+    assert child.steps() == ran_once(1, 2, 3, 4)
