@@ -31,7 +31,8 @@ app.conf.update(
     broker_connection_retry_on_startup=True,
     worker_hijack_root_logger=False,
 )
-queue = AgentQueue(app, shutdown_timeout=GATE_TIMEOUT)
+LEASE_TTL = 3.0  # short: a task delivered again while its run is held comes back this soon
+queue = AgentQueue(app, shutdown_timeout=GATE_TIMEOUT, lease_ttl=LEASE_TTL)
 # A second queue whose streams keep about 20 entries (trimmed streams, gap entries).
 small = AgentQueue(
     app, prefix="agentkit:small:", stream_maxlen=20, task_name="agentkit.run.small"
