@@ -68,7 +68,8 @@ def app_module(env: dict[str, str]) -> Any:
 
 @pytest.fixture(scope="module")
 def client(env: dict[str, str]) -> Any:
-    return redis.Redis.from_url(env["REDIS_URL"])
+    # Blocking reads (BLPOP) wait up to GUARD: longer than redis-py's default socket timeout.
+    return redis.Redis.from_url(env["REDIS_URL"], socket_timeout=GUARD + 5)
 
 
 class Worker(NamedTuple):
@@ -89,9 +90,18 @@ class Worker(NamedTuple):
 
 @contextlib.contextmanager
 def worker(
-    env: dict[str, str], client: Any, name: str, queue: str, log_dir: Path
+    env: dict[str, str],
+    client: Any,
+    name: str,
+    queue: str,
+    log_dir: Path,
+    *,
+    app: str = "celery_app",
 ) -> Iterator[Worker]:
-    """A Celery worker process consuming ``queue``; started, ready, then stopped."""
+    """A Celery worker process of ``app`` consuming ``queue``; started, ready, then stopped.
+
+    A worker the test killed already is simply reaped.
+    """
     unique = f"{name}-{uuid.uuid4().hex[:6]}"
     log_path = log_dir / f"worker-{unique}.log"
     command = [
@@ -99,7 +109,7 @@ def worker(
         "-m",
         "celery",
         "-A",
-        "celery_app",
+        app,
         "worker",
         "--pool=threads",
         "--concurrency=4",

@@ -15,7 +15,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from agentkit.cancel import CancelHandle, CancelMode
 from agentkit.integrations._redislog import RedisRunLog
@@ -47,6 +48,38 @@ def connect_shutdown_signal() -> None:
 
         worker_shutting_down.connect(on_worker_shutting_down, weak=False)
         _connected = True
+
+
+OUTAGE_WAIT = 60.0
+"""Seconds a worker keeps trying to write a run's entries and record while Redis is away."""
+
+_T = TypeVar("_T")
+
+
+def patiently(call: Callable[[], _T], what: str, *, wait: float = OUTAGE_WAIT) -> _T:
+    """``call()``, tried again with growing pauses while Redis cannot be reached.
+
+    For the writes of a running run (its entries, its record): a restart or failover of Redis
+    delays them instead of failing the run. After ``wait`` seconds the connection error is
+    raised (the task's message, not acknowledged then, is delivered again later).
+    """
+    import redis
+
+    deadline = time.monotonic() + wait
+    pause = 0.05
+    warned = False
+    while True:
+        try:
+            return call()
+        except (redis.ConnectionError, redis.TimeoutError) as error:
+            if time.monotonic() + pause > deadline:
+                raise
+            if not warned:
+                warned = True
+                _log.warning("agentkit: Redis is away while a worker %s (%s); trying again",
+                             what, error)
+            time.sleep(pause)
+            pause = min(pause * 2, 2.0)
 
 
 class Watcher:

@@ -68,7 +68,12 @@ from agentkit._runlog import publish, summary_of_error
 from agentkit.cancel import CancelHandle, CancelMode
 from agentkit.errors import CheckpointBusyError, CheckpointConsumedError
 from agentkit.events import Agent
-from agentkit.integrations._celery_worker import Watcher, connect_shutdown_signal, shutting_down
+from agentkit.integrations._celery_worker import (
+    Watcher,
+    connect_shutdown_signal,
+    patiently,
+    shutting_down,
+)
 from agentkit.integrations._errors import (
     RunIdError,
     RunIntegrityError,
@@ -627,12 +632,17 @@ class AgentQueue:
             if lease is not None:
                 watcher.hold(lease)
             try:
-                log.update(run_id, _mark_running(order, worker))
+                patiently(
+                    lambda: log.update(run_id, _mark_running(order, worker)), "records a run"
+                )
             except TaskMessageError as error:
                 run.close()
                 _log.error("agentkit: worker %s stopped run %r: %s", worker, run_id, error)
                 return {"status": "refused", "error": str(error)}
-            append = functools.partial(log.append, run_id)
+
+            def append(kind: str, data: dict[str, Any]) -> str:
+                return patiently(lambda: log.append(run_id, kind, data), "appends an entry")
+
             append("status", {"status": "started", "worker": worker, "kind": order.kind})
             published = publish(run, append)
             summary, tail = published.summary, published.tail
@@ -654,7 +664,7 @@ class AgentQueue:
 
         # The lease is free before the record says the run stopped: a resume enqueued the
         # moment a reader sees the interrupt finds the run free to take.
-        log.finish(run_id, stop, summary, tail)
+        patiently(lambda: log.finish(run_id, stop, summary, tail), "records a run's end")
         return summary
 
     def _start(
