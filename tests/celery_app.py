@@ -14,9 +14,9 @@ from collections.abc import Sequence
 
 import redis
 from celery import Celery
+from celery.signals import worker_ready
 from redis.backoff import ConstantBackoff
 from redis.retry import Retry
-from celery.signals import worker_ready
 
 from agentkit import (
     ChatModelAgent,

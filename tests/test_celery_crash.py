@@ -55,7 +55,7 @@ def hold_on(client: Any, worker_name: str, seen: dict[str, str]) -> str:
         tag, name = popped[1].decode().split()
         seen[tag] = name
         if name.startswith(worker_name):
-            return tag
+            return str(tag)
     pytest.fail(f"no run was held on worker {worker_name}")
 
 
