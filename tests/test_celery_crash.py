@@ -239,3 +239,18 @@ def test_a_cancel_after_a_redis_restart_still_stops_the_run(
         assert lost  # the watcher stopped the run when it could not refresh its lease
         statuses = [e.data["status"] for e in entries if e.kind == "status"]
         assert "requeued" in statuses  # nobody else had taken it: enqueued again, resumed
+
+
+def test_the_sample_hands_a_dead_workers_runs_over_once_their_lease_expired() -> None:
+    # The sample app's settings keep the order the tests above rely on: a task of a dead
+    # worker comes back (visibility timeout) well after the run's lease expired, and the
+    # task sent again for a run still held (countdown lease_ttl) comes due before it could
+    # be handed out a second time.
+    import tests.sample_celery  # noqa: F401  (puts samples/ on the path)
+
+    tasks = importlib.import_module("flask_app.tasks")
+    options = tasks.app.conf.broker_transport_options
+    assert options["visibility_timeout"] == tasks.VISIBILITY_TIMEOUT
+    assert options["unacked_restore_throttle"] == 1
+    assert tasks.VISIBILITY_TIMEOUT >= 3 * tasks.LEASE_TTL
+    assert tasks.queue.runner(tasks.AGENT_NAME).lease_ttl == tasks.LEASE_TTL

@@ -23,8 +23,16 @@ How runs stay whole:
 * the run id is the checkpoint id; checkpoints live in Redis (:class:`RedisCheckPointStore`), so
   a run interrupted on one worker is resumed on any other;
 * tasks are acknowledged late (``acks_late``, ``reject_on_worker_lost``): a task whose worker
-  died is delivered again; a lease on the run id (held by fresh runs, and by
-  :meth:`Runner.resume`) makes sure only one worker runs it at a time;
+  died is delivered again (after the broker's ``visibility_timeout``); a lease on the run id
+  (``lease_ttl``, refreshed while the run lives; held by fresh runs, and by
+  :meth:`Runner.resume`) makes sure only one worker runs it at a time. A task delivered while
+  its run is held is sent again, due ``lease_ttl`` seconds later, never dropped; once the
+  dead worker's lease expired, the new worker takes the run over (from its checkpoint, if it
+  has one), so no run stays "running" without a worker;
+* a run's watcher (cancels, lease refresh) connects again after Redis went away; a lost lease
+  stops the run; the worker's writes wait out a Redis restart;
+* a run's interrupt (or final error) reaches the stream together with its ``end`` entry and
+  its new state, so a resume sent the instant a reader sees the interrupt is accepted;
 * a worker that receives SIGTERM (a deploy; Celery's warm shutdown) cancels its runs at a safe
   point (after the current tool calls, by default), so the checkpoint holds every finished
   tool; then it enqueues the run again as a resume, and another worker goes on from there:
