@@ -12,7 +12,7 @@ with a note saying what was saved.
 * **A run in the calling thread** (``Runner.invoke``): the Ctrl-C lands wherever the run is, in
   a tool, a model call, ``on_event``. While the run goes on, :class:`InvokeGuard` replaces
   Python's SIGINT handler (in the main thread, when no other handler was installed): the first
-  Ctrl-C cancels the run (:meth:`~agentkit._scope.RunScope.interrupt`) and raises
+  Ctrl-C cancels the run (``RunScope.interrupt``) and raises
   :class:`KeyboardCancel` where the run is, which is both the run's cancel error (so every
   agent records where it stopped, as for any cancel) and a ``KeyboardInterrupt`` (so a tool's
   ``except KeyboardInterrupt`` cleanup runs).
@@ -22,7 +22,7 @@ with a note saying what was saved.
   :data:`exit_stops` cancels it (a run with a checkpoint id) and waits for its save.
 
 Either way a Ctrl-C that arrives while the run saves its checkpoint (a section under
-:meth:`~agentkit._scope.RunScope.protect`) waits for the save to end, so the save is never cut
+``RunScope.protect``) waits for the save to end, so the save is never cut
 halfway. Another Ctrl-C while the run has not stopped yet (a tool that ignores the cancel)
 stops waiting for it: ``KeyboardInterrupt`` at once, nothing more is saved.
 """
