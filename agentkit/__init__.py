@@ -56,6 +56,7 @@ from agentkit.errors import (
     ConversationRecordError,
     ConversationStoreError,
     ExceedMaxIterationsError,
+    GuardrailTripped,
     IncompleteStreamError,
     InstructionFormatError,
     ModelError,
@@ -65,6 +66,7 @@ from agentkit.errors import (
     ResponseTooLargeError,
     ResumeError,
     RetryExhaustedError,
+    RunLimitError,
     ToolArgumentsError,
     ToolError,
     ToolNotFoundError,
@@ -104,6 +106,7 @@ from agentkit.iterators import (
     channel,
     new_async_iterator_pair,
 )
+from agentkit.limits import LimitReached, ModelPricing, RunLimits
 from agentkit.middleware import (
     AgentContext,
     AgentMiddleware,
@@ -122,6 +125,7 @@ from agentkit.options import (
     with_chat_model_options,
     with_checkpoint_id,
     with_conversation_id,
+    with_limits,
     with_session_values,
     with_skip_transfer_messages,
     with_tool_options,
@@ -176,6 +180,12 @@ __all__ = [
     "FailoverChatModel",
     "RetryExhaustedError",
     "WillRetryError",
+    "RunLimits",
+    "LimitReached",
+    "ModelPricing",
+    "RunLimitError",
+    "GuardrailTripped",
+    "with_limits",
     "APIConnectionError",
     "APIStatusError",
     "APITimeoutError",
@@ -262,6 +272,13 @@ __all__ = [
     "ToolTimeoutError",
     "TransferError",
     "TransferToAgentAction",
+    "SavedTurn",
+    "TurnContext",
+    "TurnInput",
+    "TurnInterruptedError",
+    "TurnLoop",
+    "TurnLoopExit",
+    "TurnResume",
     "__version__",
     "abort_on_cancel",
     "add_session_value",
@@ -323,8 +340,10 @@ _SUBMODULES = (
     "display",
     "errors",
     "events",
+    "guardrails",
     "integrations",
     "iterators",
+    "limits",
     "mcp",
     "middleware",
     "models",
@@ -336,6 +355,7 @@ _SUBMODULES = (
     "streams",
     "testing",
     "tools",
+    "turnloop",
 )
 
 # The names above are what a plain agent script uses; they present themselves as ``agentkit.X``
@@ -352,9 +372,19 @@ if TYPE_CHECKING:
     from agentkit.models.openai import OpenAIChatModel
     from agentkit.models.scripted import ModelCall, ScriptedChatModel
     from agentkit.tools.exit import ExitTool
+    from agentkit.turnloop import (
+        SavedTurn,
+        TurnContext,
+        TurnInput,
+        TurnInterruptedError,
+        TurnLoop,
+        TurnLoopExit,
+        TurnResume,
+    )
 else:
     # Workflows, agent tools, callbacks, display and the other models load on first use
     # (``agentkit.LoopAgent``, ``from agentkit import LoopAgent``): ``import agentkit`` stays fast.
+    # The TurnLoop too.
     __getattr__, __dir__ = attach(
         __name__,
         {
@@ -372,6 +402,13 @@ else:
             "ModelCall": "agentkit.models.scripted",
             "ScriptedChatModel": "agentkit.models.scripted",
             "ExitTool": "agentkit.tools.exit",
+            "SavedTurn": "agentkit.turnloop",
+            "TurnContext": "agentkit.turnloop",
+            "TurnInput": "agentkit.turnloop",
+            "TurnInterruptedError": "agentkit.turnloop",
+            "TurnLoop": "agentkit.turnloop",
+            "TurnLoopExit": "agentkit.turnloop",
+            "TurnResume": "agentkit.turnloop",
         },
         submodules=_SUBMODULES,
     )

@@ -16,12 +16,14 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from agentkit._observe import RunUsage
 from agentkit._persist import persisted
 from agentkit._points import ResumePoint, ResumeState
 from agentkit._runctx import RecordedEvent, RunFrame
 from agentkit.checkpoint.base import DEFAULT_LEASE_TTL
 from agentkit.errors import CheckpointConsumedError, CheckpointError, CheckpointNotFoundError
 from agentkit.events import AgentInput
+from agentkit.limits import RunLimits
 
 if TYPE_CHECKING:
     from agentkit.checkpoint import CheckPointStore, Lease
@@ -48,7 +50,9 @@ _log = logging.getLogger("agentkit")
 class Checkpoint:
     """What the Runner saves when a run stops before it completes (framework-internal).
 
-    ``reason`` is ``"interrupted"``, ``"cancelled"`` or ``"failed"``.
+    ``reason`` is ``"interrupted"``, ``"cancelled"`` or ``"failed"``. ``usage`` is what the
+    run used so far and ``limits`` the limits it ran with: a resumed run continues the count
+    (and keeps the limits unless it is given others).
     """
 
     root_input: AgentInput
@@ -59,6 +63,8 @@ class Checkpoint:
     interrupt_data: Any = None
     reason: str = "interrupted"
     conversation: ConversationTurn | None = None  # the conversation turn the run belongs to
+    usage: RunUsage | None = None  # what the run used so far (None: saved before it was kept)
+    limits: RunLimits | None = None  # the limits the run ran with
 
 
 @persisted("agentkit.ConsumedCheckpoint")
@@ -100,12 +106,17 @@ def load_checkpoint(
             f"cannot load checkpoint {checkpoint_id!r}: it holds a "
             f"{type(checkpoint).__name__}, not the saved state of an agentkit run"
         )
-    try:
-        checkpoint.conversation  # noqa: B018 (a probe)
-    except AttributeError:  # saved before checkpoints held conversation turns
-        checkpoint.conversation = None
+    for field in _LATER_FIELDS:
+        try:
+            getattr(checkpoint, field)
+        except AttributeError:  # saved before checkpoints held this field
+            setattr(checkpoint, field, None)
     _validate(checkpoint, checkpoint_id)
     return checkpoint
+
+_LATER_FIELDS = ("conversation", "usage", "limits")
+"""Fields added to :class:`Checkpoint` after its first release (``None`` when missing)."""
+
 
 def _not_found(store: CheckPointStore, checkpoint_id: str) -> str:
     """What can be told about an id the store has nothing under."""
@@ -162,6 +173,7 @@ def make_checkpoint(
 ) -> Checkpoint:
     """The checkpoint of the run in ``frame``, stopped at ``points`` for ``reason``."""
     root_input = frame.root_input or AgentInput()
+    ledger = frame.observers.usage
     return Checkpoint(
         root_input=AgentInput(
             messages=list(root_input.messages), enable_streaming=root_input.enable_streaming
@@ -173,6 +185,8 @@ def make_checkpoint(
         interrupt_data=data,
         reason=reason,
         conversation=None if turn is None else turn.turn,
+        usage=ledger.snapshot(),
+        limits=ledger.limits,
     )
 
 
@@ -185,6 +199,8 @@ def _validate(checkpoint: Checkpoint, checkpoint_id: str) -> None:
         ("enable_streaming", bool),
         ("points", list),
         ("reason", str),
+        ("usage", (RunUsage, type(None))),
+        ("limits", (RunLimits, type(None))),
     ]
     for field, kind in expected:
         try:

@@ -15,6 +15,7 @@ from agentkit.cancel import CancelHandle
 
 if TYPE_CHECKING:
     from agentkit.conversation.trim import HistoryTrimmer
+    from agentkit.limits import RunLimits
     from agentkit.models.base import ModelOptions
 
 __all__ = [
@@ -26,6 +27,7 @@ __all__ = [
     "with_chat_model_options",
     "with_checkpoint_id",
     "with_conversation_id",
+    "with_limits",
     "with_session_values",
     "with_skip_transfer_messages",
     "with_tool_options",
@@ -115,6 +117,8 @@ class RunOptions:
     cancel_handle: CancelHandle | None = None
     conversation_id: str | None = None
     conversation_trim: HistoryTrimmer | None = None
+    limits: RunLimits | None = None
+    limits_given: bool = False  # with_limits(None) runs without limits: not the same as unset
 
 
 @attrs.define
@@ -169,6 +173,36 @@ def with_conversation_id(
     def apply(options: RunOptions) -> None:
         options.conversation_id = conversation_id
         options.conversation_trim = trim
+
+    return wrap_impl_specific_opt_fn(RunOptions, apply)
+
+
+def with_limits(limits: RunLimits | None) -> AgentRunOption:
+    """Limit what the run may use: model calls, tool calls, tokens, cost, run time.
+
+    ``limits`` replaces the Runner's default (``Runner(limits=...)``) for this run; ``None``
+    runs without limits. Given to :meth:`~agentkit.Runner.resume`, it replaces the limits the
+    run was saved with (which a resume keeps otherwise): resume a run that paused on a
+    :class:`~agentkit.LimitReached` with a larger allowance to let it go on::
+
+        runner.resume("trip-1", with_limits(RunLimits(cost=2.00)))
+
+    See :class:`~agentkit.RunLimits` for what is counted and when a run stops.
+
+    Raises:
+        TypeError: ``limits`` is not a ``RunLimits`` (or ``None``).
+    """
+    from agentkit.limits import RunLimits
+
+    if limits is not None and not isinstance(limits, RunLimits):
+        raise TypeError(
+            f"with_limits() takes a RunLimits, or None for no limits (got {limits!r}); "
+            "write with_limits(RunLimits(model_calls=20, cost=1.0))"
+        )
+
+    def apply(options: RunOptions) -> None:
+        options.limits = limits
+        options.limits_given = True
 
     return wrap_impl_specific_opt_fn(RunOptions, apply)
 

@@ -21,7 +21,8 @@ the exception is logged on ``logging.getLogger("agentkit")`` and the run goes on
 Agent callbacks fire once per agent turn, for every agent the flow runs (the Runner, transfers,
 workflows, supervisors, agents used as tools), never twice for one agent however it is wrapped.
 Model callbacks fire around each call of the chat model itself (``on_model_end`` sees the
-token usage on ``message.response_meta``); with streaming the end fires once the stream was
+token usage on ``message.response_meta``, and its ``cost`` when the model has a
+:class:`~agentkit.limits.ModelPricing`); with streaming the end fires once the stream was
 read to its end. Tool callbacks fire around the tool itself, inside any middleware.
 
 A resumed run reports the agents it runs again; ``on_agent_start`` then gets an
@@ -92,13 +93,13 @@ def with_callbacks(*handlers: object) -> AgentRunOption:
 
 
 class UsageTracker:
-    """A callback handler that sums token usage and model time over runs, per agent too.
+    """A callback handler that sums token usage, cost and model time over runs, per agent too.
 
     Example::
 
         usage = UsageTracker()
         runner.invoke("Plan my trip", with_callbacks(usage))
-        print(usage.total.total_tokens, usage.by_agent, usage.model_seconds)
+        print(usage.total.total_tokens, usage.by_agent, usage.model_seconds, usage.cost)
 
     One tracker may observe several runs (and runs in several threads): it keeps adding up.
     """
@@ -128,9 +129,9 @@ class UsageTracker:
             self._seconds[info.agent_name] = self._seconds.get(info.agent_name, 0.0) + elapsed
         if message is None or message.response_meta is None:
             return
-        usage = message.response_meta.usage
-        if usage is not None:
-            self._ledger.add(info.agent_name, usage)
+        meta = message.response_meta
+        if meta.usage is not None or meta.cost is not None:
+            self._ledger.add(info.agent_name, meta.usage or TokenUsage(), meta.cost)
 
     @property
     def total(self) -> TokenUsage:
@@ -141,6 +142,12 @@ class UsageTracker:
     def by_agent(self) -> dict[str, TokenUsage]:
         """The tokens per agent name."""
         return self._ledger.by_agent
+
+    @property
+    def cost(self) -> float | None:
+        """What the model calls seen cost (``response_meta.cost``, set by models with a
+        :class:`~agentkit.limits.ModelPricing`), or ``None`` when none had a cost."""
+        return self._ledger.cost
 
     @property
     def model_seconds(self) -> float:

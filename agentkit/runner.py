@@ -33,13 +33,14 @@ from agentkit._checkpoints import (
     resume_state,
     save_checkpoint,
 )
-from agentkit._observe import RunObservers
+from agentkit._observe import RunObservers, UsageLedger
 from agentkit._options import NO_OPTIONS, AgentRunOption, RunOptionSet
 from agentkit._runctx import EventLog, RunFrame, Session
 from agentkit._runner_sink import RunnerSink
 from agentkit._scope import RunScope
 from agentkit.agents.flow import FlowAgent
 from agentkit.events import Agent, AgentEvent, AgentInput, InterruptInfo, ResumeInfo, RunStep
+from agentkit.limits import RunLimits
 from agentkit.results import RunIterator, RunOutcome, RunResult
 from agentkit.schema import Message, user_message
 
@@ -77,6 +78,11 @@ class Runner:
             checkpoint stays locked after the resuming process died.
         conversation_store: where conversations live (see ``agentkit.conversation``); runs
             given ``with_conversation_id(id)`` are turns of that conversation.
+        limits: the :class:`~agentkit.RunLimits` of every run (``with_limits(...)`` gives one
+            run others, ``with_limits(None)`` none). A run that reaches a limit pauses when it
+            has a checkpoint id (an interrupt with a :class:`~agentkit.LimitReached`; resume it
+            with a larger ``with_limits(...)``), and ends with
+            :class:`~agentkit.RunLimitError` otherwise.
 
     The life of a checkpoint (saved on interrupt, cancel or failure; resumed exclusively;
     consumed once a resumed run completes) is described in :mod:`agentkit.runner`.
@@ -91,15 +97,22 @@ class Runner:
         serializer: PickleSerializer | None = None,
         lease_ttl: float = DEFAULT_LEASE_TTL,
         conversation_store: ConversationStore | None = None,
+        limits: RunLimits | None = None,
     ) -> None:
         if isinstance(lease_ttl, bool) or not isinstance(lease_ttl, (int, float)) or lease_ttl <= 0:
             raise ValueError(f"lease_ttl must be a positive number of seconds (got {lease_ttl!r})")
+        if limits is not None and not isinstance(limits, RunLimits):
+            raise TypeError(
+                f"limits must be a RunLimits, or None for none (got {limits!r}); write "
+                "Runner(agent, limits=RunLimits(model_calls=20, cost=1.0))"
+            )
         self._agent = agent if isinstance(agent, FlowAgent) else FlowAgent(agent)
         self.enable_streaming = enable_streaming
         self.checkpoint_store = checkpoint_store
         self._serializer = serializer
         self.lease_ttl = float(lease_ttl)
         self.conversation_store = conversation_store
+        self.limits = limits
 
     @property
     def agent(self) -> Agent:
@@ -219,12 +232,18 @@ class Runner:
         scope = RunScope()
         if run_options.cancel_handle is not None:
             scope.attach(run_options.cancel_handle)
+        limits = run_options.limits if run_options.limits_given else self.limits
+        usage = None
+        if limits is not None:
+            # Reaching a limit pauses a run that can be saved, and ends the others.
+            pausable = run_options.checkpoint_id is not None and self.checkpoint_store is not None
+            usage = UsageLedger(limits, pausable=pausable)
         frame = RunFrame(
             scope=scope,
             log=EventLog(),
             session=Session(run_options.session_values),
             root_input=root_input,
-            observers=RunObservers.from_options(options.given),
+            observers=RunObservers.from_options(options.given, usage),
             options=options,
         )
         agent = self._agent
@@ -283,6 +302,11 @@ class Runner:
         is the saved run's. If the resumed run stops again, it is saved under the same id;
         if it completes, the checkpoint is consumed.
 
+        The run keeps counting what it used for its limits, and keeps the limits it was saved
+        with (the Runner's default, for a run saved without any): give
+        ``with_limits(RunLimits(...))`` to replace them, e.g. to let a run that paused on a
+        :class:`~agentkit.LimitReached` go on with a larger allowance (no ``targets`` needed).
+
         Raises (at once, before a thread starts):
             ValueError: the Runner has no checkpoint store, or a target id is unknown.
             CheckpointNotFoundError: nothing is saved under ``checkpoint_id``.
@@ -313,13 +337,21 @@ class Runner:
             scope = RunScope()
             if run_options.cancel_handle is not None:
                 scope.attach(run_options.cancel_handle)
+            # The run goes on counting what it used, within the limits it was saved with
+            # unless it is given others.
+            limits = run_options.limits if run_options.limits_given else checkpoint.limits
+            usage = UsageLedger(
+                limits if limits is not None or run_options.limits_given else self.limits,
+                carried=checkpoint.usage,
+                pausable=True,
+            )
             frame = RunFrame(
                 scope=scope,
                 log=log,
                 session=session,
                 root_input=checkpoint.root_input,
                 resume=points,
-                observers=RunObservers.from_options(parsed.given),
+                observers=RunObservers.from_options(parsed.given, usage),
                 options=parsed,
             )
             info = ResumeInfo(

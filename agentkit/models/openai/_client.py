@@ -6,9 +6,10 @@ import contextlib
 import copy
 import json
 import os
-from collections.abc import Callable, Sequence
-from typing import Any, ClassVar, NoReturn, TypeVar
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, TypeVar
 
+import attrs
 import httpx
 
 from agentkit._runctx import abort_on_cancel, cancellable_sleep, current_frame
@@ -37,6 +38,9 @@ from agentkit.models.openai._wire import (
 )
 from agentkit.schema import Message, ToolInfo
 from agentkit.streams import StreamReader, stream_from_batches
+
+if TYPE_CHECKING:
+    from agentkit.limits import ModelPricing
 
 __all__ = ["DEFAULT_BASE_URL", "OpenAIChatModel"]
 
@@ -71,6 +75,33 @@ def _check_arguments(model: object, timeout: object, max_retries: object) -> Non
         )
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
         raise ValueError(f"timeout must be a number of seconds > 0 (got {timeout!r})")
+
+
+def _checked_pricing(pricing: object) -> ModelPricing | None:
+    from agentkit.limits import ModelPricing
+
+    if pricing is not None and not isinstance(pricing, ModelPricing):
+        raise TypeError(
+            f"pricing must be a ModelPricing (got {pricing!r}); write "
+            "pricing=ModelPricing(input_per_million=..., output_per_million=...)"
+        )
+    return pricing
+
+
+def _priced(message: Message, pricing: ModelPricing) -> Message:
+    """``message`` with the cost of the usage it reports (itself when it reports none)."""
+    meta = message.response_meta
+    if meta is None or meta.usage is None or meta.cost is not None:
+        return message
+    return attrs.evolve(message, response_meta=attrs.evolve(meta, cost=pricing.cost(meta.usage)))
+
+
+def _priced_batches(
+    batches: Iterator[list[Message]], pricing: ModelPricing
+) -> Iterator[list[Message]]:
+    """The chunks of a stream, the one with the usage priced."""
+    for batch in batches:
+        yield [_priced(chunk, pricing) for chunk in batch]
 
 
 class _Shared:
@@ -110,6 +141,12 @@ class OpenAIChatModel:
             the call at once with :class:`~agentkit.errors.ResponseTooLargeError` (not
             retried): reading stops, the connection is closed, and memory stays near the
             limit however much the server sends.
+        pricing: what the model's tokens cost (a :class:`~agentkit.limits.ModelPricing`):
+            every reply that reports its token usage gets ``response_meta.cost`` (for a
+            stream, on the chunk with the usage), which runs sum into ``RunResult.cost`` and
+            count against ``RunLimits(cost=...)``. Prompt tokens the server read from its
+            cache (``prompt_tokens_details.cached_tokens``) are priced at
+            ``cached_input_per_million`` when given.
         **defaults: default :class:`~agentkit.models.ModelOptions` fields for every call
             (``temperature=0.2``, ``max_tokens=512``, ...); options given to a call win.
 
@@ -169,9 +206,11 @@ class OpenAIChatModel:
         max_retries: int = 3,
         http_client: httpx.Client | None = None,
         max_response_bytes: int | None = DEFAULT_MAX_RESPONSE_BYTES,
+        pricing: ModelPricing | None = None,
         **defaults: Any,
     ) -> None:
         _check_arguments(model, timeout, max_retries)
+        self._pricing = _checked_pricing(pricing)
         self._defaults = ModelOptions.from_kwargs(**defaults)
         self._model = model
         api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
@@ -232,6 +271,11 @@ class OpenAIChatModel:
         """The default options of every call."""
         return self._defaults
 
+    @property
+    def pricing(self) -> ModelPricing | None:
+        """What this model's tokens cost (``None``: its replies carry no cost)."""
+        return self._pricing
+
     def with_tools(self, tools: Sequence[ToolInfo]) -> ToolCallingChatModel:
         """Return a model bound to ``tools`` sharing these connections; this one is unchanged."""
         bound = copy.copy(self)
@@ -248,7 +292,10 @@ class OpenAIChatModel:
             AgentCancelledError: inside a run, the run was cancelled immediately.
         """
         call = Call(self._body(messages, options, stream=False), self._timeout_seconds, None)
-        return self._call(self._attempt_generate, call)
+        reply = self._call(self._attempt_generate, call)
+        if self._pricing is not None:
+            return _priced(reply, self._pricing)
+        return reply
 
     def stream(
         self, messages: Sequence[Message], options: ModelOptions | None = None
@@ -267,7 +314,10 @@ class OpenAIChatModel:
         """
         call = Call(self._body(messages, options, stream=True), self._timeout_seconds, None)
         opened: OpenStream = self._call(self._attempt_open_stream, call)
-        return stream_from_batches(opened.chunks(), on_close=opened.close, abort=call.guard.abort)
+        batches: Iterator[list[Message]] = opened.chunks()
+        if self._pricing is not None:
+            batches = _priced_batches(batches, self._pricing)
+        return stream_from_batches(batches, on_close=opened.close, abort=call.guard.abort)
 
     def close(self) -> None:
         """Close the connection pool if this model made it (shared with its tool-bound copies).
