@@ -12,13 +12,14 @@ from agentkit._agent import EventSink
 from agentkit._checkpoints import Checkpoint, ConsumedCheckpoint, make_checkpoint
 from agentkit._points import ResumePoint, interrupt_contexts
 from agentkit._runctx import RunFrame
+from agentkit.cancel import CancelMode
 from agentkit.errors import (
     AgentCancelledError,
     AgentKitError,
     CheckpointError,
     ConversationStoreError,
 )
-from agentkit.events import AgentEvent, InterruptInfo
+from agentkit.events import AgentEvent, InterruptInfo, RunStep
 from agentkit.results import RunOutcome
 
 if TYPE_CHECKING:
@@ -95,6 +96,19 @@ class RunnerSink:
             return
         self.downstream.send(item)
 
+    def abort(self, error: BaseException, agent_name: str) -> None:
+        """The run was cut by ``error``, which no agent turned into an event.
+
+        Agents report an ``Exception`` as an error event; what gets here is a
+        ``BaseException`` (a ``KeyboardInterrupt`` no Ctrl-C handler turned into a cancel, a
+        ``SystemExit`` in a tool under ``Runner.invoke``). It ends the run like a failure:
+        whatever else of the run still works is cancelled, the run is saved if anything
+        was recorded, nothing is consumed or appended to a conversation, and ``error`` is
+        the run's last event.
+        """
+        self.frame.scope.request_cancel(CancelMode.IMMEDIATE)
+        self.send(AgentEvent(agent_name=agent_name, run_path=[RunStep(agent_name)], err=error))
+
     def _points(self) -> list[ResumePoint]:
         """The points to save: what the run recorded, and in a resumed run what it did not
         get back to (:meth:`ResumeState.unreached`)."""
@@ -133,7 +147,8 @@ class RunnerSink:
                 checkpoint = make_checkpoint(
                     self.frame, points, data, "interrupted", self.turn
                 )
-                self.save(self.checkpoint_id, checkpoint)
+                with self.frame.scope.protect():
+                    self.save(self.checkpoint_id, checkpoint)
             except CheckpointError as error:
                 # Nothing can be resumed: the failure is the run's last event.
                 self.ended = True
@@ -147,11 +162,18 @@ class RunnerSink:
         self.downstream.send(event)
 
     def finish(self) -> None:
-        """The run ended: save or consume the checkpoint, then deliver the held last event."""
+        """The run ended: save or consume the checkpoint, then deliver the held last event.
+
+        A Ctrl-C meanwhile waits for the end of the save (``RunScope.protect``).
+        """
         held, self.held = self.held, None
         if self.ended:
             return
         self.ended = True
+        with self.frame.scope.protect():
+            self._finish(held)
+
+    def _finish(self, held: AgentEvent | None) -> None:
         checkpoint_id = self.checkpoint_id
         failure: AgentEvent | None = None
         if checkpoint_id is not None:

@@ -278,6 +278,8 @@ class Runner:
             )
             try:
                 run_agent(agent, frame.at_agent(RunStep(agent.name)), sink, root_input)
+            except BaseException as error:  # the run's last event, as any failure
+                sink.abort(error, agent.name)
             finally:
                 sink.finish()
 
@@ -289,6 +291,7 @@ class Runner:
             on_finish=None if turn is None else turn.release,
             inline=inline,
             on_event=on_event,
+            stop_at_exit=run_options.checkpoint_id is not None,
         )
 
     def _repeat(
@@ -449,6 +452,8 @@ class Runner:
             try:
                 resumed_input = AgentInput(enable_streaming=info.enable_streaming)
                 run_agent(agent, frame.at_agent(RunStep(agent.name)), sink, resumed_input, info)
+            except BaseException as error:  # the run's last event, as any failure
+                sink.abort(error, agent.name)
             finally:
                 sink.finish()
 
@@ -459,7 +464,9 @@ class Runner:
                 if turn is not None:
                     turn.release()
 
-        return start_worker(work, frame, owns_scope=True, on_finish=finish, outcome=outcome)
+        return start_worker(
+            work, frame, owns_scope=True, on_finish=finish, outcome=outcome, stop_at_exit=True
+        )
 
     def _load(self, store: CheckPointStore, checkpoint_id: str) -> Checkpoint:
         return load_checkpoint(store, self.serializer, checkpoint_id)

@@ -96,6 +96,7 @@ apiref_external_links = {
 apiref_private_types = {
     # AgentRun(...) is built by the framework for each run (agents receive it; they never make one).
     "agentkit._runctx.RunFrame": "AgentRun's frame argument",
+    "agentkit._scope.RunScope": "AgentRun's scope argument",
     "agentkit._agent.EventSink": "AgentRun's sink argument",
     # ModelRetryConfig.wrap is called by ChatModelAgent with its own verdict record.
     "agentkit.agents._model_retry.StreamVerdicts": "ModelRetryConfig.wrap's verdicts argument",

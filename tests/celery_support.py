@@ -91,9 +91,18 @@ class Worker(NamedTuple):
 
 @contextlib.contextmanager
 def worker(
-    env: dict[str, str], client: Any, name: str, queue: str, log_dir: Path
+    env: dict[str, str],
+    client: Any,
+    name: str,
+    queue: str,
+    log_dir: Path,
+    *,
+    app: str = "celery_app",
 ) -> Iterator[Worker]:
-    """A Celery worker process consuming ``queue``; started, ready, then stopped."""
+    """A Celery worker process of ``app`` consuming ``queue``; started, ready, then stopped.
+
+    A worker the test killed already is simply reaped.
+    """
     unique = f"{name}-{uuid.uuid4().hex[:6]}"
     log_path = log_dir / f"worker-{unique}.log"
     command = [
@@ -101,7 +110,7 @@ def worker(
         "-m",
         "celery",
         "-A",
-        "celery_app",
+        app,
         "worker",
         "--pool=threads",
         "--concurrency=4",

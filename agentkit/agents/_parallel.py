@@ -229,6 +229,7 @@ class ParallelAgent(WorkflowBase):
         try:
             lane(todo[0])
         finally:
+            frame.scope.settle()  # a Ctrl-C's cancel wakes the other lanes before the wait
             escaped = [future.exception() for future in spawned]  # waits for every lane
         for error in escaped:
             if error is not None:  # not an Exception: a lane lets it through

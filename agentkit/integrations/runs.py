@@ -674,14 +674,20 @@ class LocalRuns:
                 previous.join()
             run.status = "running"
             run.log.append("status", {"status": "started"})
+            tail: list[tuple[str, dict[str, Any]]] = []
             try:
-                summary = publish(start(handle), run.log.append)
+                published = publish(start(handle), run.log.append)
+                summary, tail = published.summary, published.tail
             except Exception as error:  # resume refused: busy, consumed, bad targets
                 summary = summary_of_error(error)
-            with self._lock:  # the status and the end entry change together
+            # The status, the run's last events and the end entry change together: a reader
+            # that sees the interrupt can resume at once.
+            with self._lock:
                 run.summary = summary
                 run.interrupts = list(summary.get("interrupts", []))
                 run.status = str(summary["status"])
+                for kind, data in tail:
+                    run.log.append(kind, data)
                 run.log.append("end", summary)
                 run.handle = None
                 if self._runs.get(run_id) is run:
