@@ -26,8 +26,8 @@ How runs stay whole:
 * tasks are acknowledged late (``acks_late``, ``reject_on_worker_lost``): a task whose worker
   died is delivered again (after the broker's ``visibility_timeout``); a lease on the run id
   (``lease_ttl``, refreshed while the run lives; held by fresh runs, and by
-  :meth:`~agentkit.Runner.resume`) makes sure only one worker runs it at a time. A task delivered while
-  its run is held is sent again, due ``lease_ttl`` seconds later, never dropped; once the
+  :meth:`~agentkit.Runner.resume`) makes sure only one worker runs it at a time. A task
+  delivered while its run is held is sent again, due ``lease_ttl`` seconds later, never dropped; once the
   dead worker's lease expired, the new worker takes the run over (from its checkpoint, if it
   has one), so no run stays "running" without a worker;
 * a run's watcher (cancels, lease refresh) connects again after Redis went away; a lost lease
