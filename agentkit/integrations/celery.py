@@ -27,9 +27,9 @@ How runs stay whole:
   died is delivered again (after the broker's ``visibility_timeout``); a lease on the run id
   (``lease_ttl``, refreshed while the run lives; held by fresh runs, and by
   :meth:`~agentkit.Runner.resume`) makes sure only one worker runs it at a time. A task
-  delivered while its run is held is sent again, due ``lease_ttl`` seconds later, never dropped; once the
-  dead worker's lease expired, the new worker takes the run over (from its checkpoint, if it
-  has one), so no run stays "running" without a worker;
+  delivered while its run is held is sent again, due ``lease_ttl`` seconds later, never
+  dropped; once the dead worker's lease expired, the new worker takes the run over (from its
+  checkpoint, if it has one), so no run stays "running" without a worker;
 * a run's watcher (cancels, lease refresh) connects again after Redis went away; a lost lease
   stops the run; the worker's writes wait out a Redis restart;
 * a run's interrupt (or final error) reaches the stream together with its ``end`` entry and
