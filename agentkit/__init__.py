@@ -165,6 +165,7 @@ from agentkit.tools.base import BaseTool, InvokableTool, StreamableTool, ToolCal
 from agentkit.tools.function import tool
 
 __version__ = "0.1.0"
+"""agentkit's version (the distribution's version, from ``setup.cfg``)."""
 
 __all__ = [
     "ApprovalRequest",

@@ -12,7 +12,7 @@ they come, or call :meth:`RunIterator.result` to wait for the end and get everyt
 A failed run raises its error from ``result()`` (unless ``raise_errors=False``), with a note
 naming the agent and the run path where it failed (:meth:`BaseException.add_note`, Python
 3.11+: the error keeps its type and is the very object the run raised, so ``except ToolError``
-still works; :attr:`RunResult.error` is the same object). An interrupted run is not a failure: its
+still works; ``RunResult.error`` is the same object). An interrupted run is not a failure: its
 result carries the interrupt and the checkpoint id to resume with.
 """
 

@@ -5,7 +5,7 @@ The life of a checkpoint (a run given ``with_checkpoint_id(id)``):
 * **saved** when the run stops before it completes: interrupted, cancelled, or failed (a model
   error after its retries, a tool exception, a timeout). The checkpoint holds the run's input,
   session values, history and the resume points every stopped component recorded (see
-  :mod:`agentkit._points`): the last safe point, after the last finished model or tool call.
+  ``agentkit._points``): the last safe point, after the last finished model or tool call.
   It is saved *before* the interrupt or error event is delivered; when saving fails, the
   run's last event is a :class:`~agentkit.CheckpointError` that says why, and no interrupt
   event follows it.

@@ -1,4 +1,7 @@
-"""ChatModelAgent: a chat model in a ReAct loop with tools (the loop is in :mod:`._react`)."""
+"""ChatModelAgent: a chat model in a ReAct loop with tools.
+
+The loop itself is in ``agentkit.agents._react``.
+"""
 
 from __future__ import annotations
 
@@ -98,7 +101,7 @@ class ChatModelAgent(BaseAgent):
             for JSON matching its schema, the reply is checked and converted as tool
             arguments are (quoted numbers accepted), and the typed value is the final
             event's ``output.customized_output`` (``RunResult.output``; ``output_key`` stores
-            it). Tools work as usual alongside. See :mod:`agentkit.agents._structured`.
+            it). Tools work as usual alongside. See ``agentkit.agents._structured``.
         output_mode: how the model is asked: ``"response_format"`` (default; the OpenAI
             ``response_format`` json_schema field, sent with every model call) or ``"tool"``
             (a ``final_answer`` tool whose arguments are the answer, with

@@ -183,7 +183,10 @@ class FileCheckPointStore(StoreLimits):
         fsync_directory(self._directory)
 
     def acquire_lease(self, checkpoint_id: str, owner: str, ttl: float) -> bool:
-        """Lease ``checkpoint_id`` for ``owner``; see :class:`LeasingCheckPointStore`."""
+        """Lease ``checkpoint_id`` for ``owner``.
+
+        See :class:`~agentkit.checkpoint.LeasingCheckPointStore`.
+        """
         _check_owner(owner)
         _check_ttl(ttl)
         path = self._lease_path(checkpoint_id)

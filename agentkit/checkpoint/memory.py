@@ -67,7 +67,10 @@ class InMemoryCheckPointStore(StoreLimits):
             self._data.pop(checkpoint_id, None)
 
     def acquire_lease(self, checkpoint_id: str, owner: str, ttl: float) -> bool:
-        """Lease ``checkpoint_id`` for ``owner``; see :class:`LeasingCheckPointStore`."""
+        """Lease ``checkpoint_id`` for ``owner``.
+
+        See :class:`~agentkit.checkpoint.LeasingCheckPointStore`.
+        """
         _check_id(checkpoint_id)
         _check_owner(owner)
         _check_ttl(ttl)

@@ -29,6 +29,7 @@ __all__ = [
 _T = TypeVar("_T")
 
 DEFAULT_URL = "redis://localhost:6379/0"
+"""The Redis server a store connects to when given no client and no URL."""
 
 # Byte 0xFF never occurs in UTF-8, so a lease key can never equal a data key
 # (prefix + UTF-8 id), whatever the prefix and the ids are.
@@ -201,7 +202,10 @@ class RedisCheckPointStore(StoreLimits):
         self._run(f"delete checkpoint {checkpoint_id!r}", lambda: self._client.delete(key))
 
     def acquire_lease(self, checkpoint_id: str, owner: str, ttl: float) -> bool:
-        """Lease ``checkpoint_id`` for ``owner``; see :class:`LeasingCheckPointStore`."""
+        """Lease ``checkpoint_id`` for ``owner``.
+
+        See :class:`~agentkit.checkpoint.LeasingCheckPointStore`.
+        """
         key = self._lease_key(checkpoint_id)
         _check_owner(owner)
         _check_ttl(ttl)

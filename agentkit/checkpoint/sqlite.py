@@ -150,7 +150,10 @@ class SQLiteCheckPointStore(StoreLimits):
         )
 
     def acquire_lease(self, checkpoint_id: str, owner: str, ttl: float) -> bool:
-        """Lease ``checkpoint_id`` for ``owner``; see :class:`LeasingCheckPointStore`."""
+        """Lease ``checkpoint_id`` for ``owner``.
+
+        See :class:`~agentkit.checkpoint.LeasingCheckPointStore`.
+        """
         key = _encode_id(checkpoint_id)
         _check_owner(owner)
         _check_ttl(ttl)

@@ -76,7 +76,7 @@ def evaluate(
     the case's own, then the dataset's. A case with an ``expected`` value is also checked
     with :class:`Equals` unless one of its checks already looks at it (an :class:`Equals`
     or a :class:`Judge`). A check that raises fails the case, its exception kept in
-    :attr:`CaseReport.errors`.
+    ``CaseReport.errors``.
 
     Raises:
         EvalCancelledError: ``cancel`` was set before every case finished.

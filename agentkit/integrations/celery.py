@@ -20,15 +20,16 @@ any web process can read (and a browser can reconnect to with ``Last-Event-ID``)
 
 How runs stay whole:
 
-* the run id is the checkpoint id; checkpoints live in Redis (:class:`RedisCheckPointStore`), so
-  a run interrupted on one worker is resumed on any other;
+* the run id is the checkpoint id; checkpoints live in Redis
+  (:class:`~agentkit.checkpoint.RedisCheckPointStore`), so a run interrupted on one worker is
+  resumed on any other;
 * tasks are acknowledged late (``acks_late``, ``reject_on_worker_lost``): a task whose worker
   died is delivered again (after the broker's ``visibility_timeout``); a lease on the run id
   (``lease_ttl``, refreshed while the run lives; held by fresh runs, and by
-  :meth:`Runner.resume`) makes sure only one worker runs it at a time. A task delivered while
-  its run is held is sent again, due ``lease_ttl`` seconds later, never dropped; once the
-  dead worker's lease expired, the new worker takes the run over (from its checkpoint, if it
-  has one), so no run stays "running" without a worker;
+  :meth:`~agentkit.Runner.resume`) makes sure only one worker runs it at a time. A task
+  delivered while its run is held is sent again, due ``lease_ttl`` seconds later, never
+  dropped; once the dead worker's lease expired, the new worker takes the run over (from its
+  checkpoint, if it has one), so no run stays "running" without a worker;
 * a run's watcher (cancels, lease refresh) connects again after Redis went away; a lost lease
   stops the run; the worker's writes wait out a Redis restart;
 * a run's interrupt (or final error) reaches the stream together with its ``end`` entry and
@@ -466,7 +467,8 @@ class AgentQueue:
         """Read the run's entries after ``last_event_id``, blocking for new ones, until ``end``.
 
         Raises:
-            RunNotFoundError: no run has this id (:class:`RunOwnerError`: not ``owner``'s).
+            RunNotFoundError: no run has this id
+                (:class:`~agentkit.integrations.runs.RunOwnerError`: not ``owner``'s).
             EventIdError: ``last_event_id`` is not an event id of a run (``"0-<n>"``).
         """
         check_event_id(last_event_id)
@@ -494,7 +496,8 @@ class AgentQueue:
         run's entries come (pass it to :meth:`events`).
 
         Raises:
-            RunNotFoundError: no run has this id (:class:`RunOwnerError`: not ``owner``'s).
+            RunNotFoundError: no run has this id
+                (:class:`~agentkit.integrations.runs.RunOwnerError`: not ``owner``'s).
             RunStateError: the run is not interrupted, cancelled or failed (it is queued,
                 running, completed, or another resume of it was enqueued already).
             ValueError: a target is not an interrupt id of the run's latest interrupt.

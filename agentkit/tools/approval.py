@@ -19,7 +19,7 @@ Each request is bound to exactly one call: when a model gives two calls of one r
 id, the later one gets a derived id (``<id>#2``) in the reply, its events and its result, so
 approving one request never runs another call.
 
-Approval is built on :func:`~agentkit._interrupt`, so the decision can come from another process
+Approval is built on :func:`~agentkit.interrupt`, so the decision can come from another process
 with any checkpoint store. The three types are saved in checkpoints under stable names.
 """
 
