@@ -197,7 +197,7 @@ TESTING_DOCUMENTED = {
     "ScriptedChatModel", "ModelCall", "call", "calls_message", "summarize", "run_events",
     "no_thread_leak", "ThreadLeakError", "FakeOpenAIServer", "Reply", "check_checkpoint_store",
     "StoreConformanceError", "StoreCheck", "StoreFactory", "ALL_CHECKS", "STORE_CHECKS",
-    "LEASE_CHECKS", "UNUSUAL_IDS",
+    "LEASE_CHECKS", "STEP_CHECKS", "UNUSUAL_IDS",
 }
 
 

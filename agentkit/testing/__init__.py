@@ -11,7 +11,8 @@ agentkit does:
   :class:`Reply`, to test :class:`~agentkit.OpenAIChatModel` and whole agents over real HTTP,
   failures included (error statuses, cut streams, slow answers).
 * :func:`check_checkpoint_store` runs the conformance suite against your own checkpoint
-  store; a broken store raises :class:`StoreConformanceError`, also under ``python -O``.
+  store (data, leases, step records); a broken store raises :class:`StoreConformanceError`,
+  also under ``python -O``.
   (Conversation stores have theirs in :mod:`agentkit.conversation.conformance`.)
 
 Example::
@@ -35,6 +36,7 @@ from agentkit.testing._lease_checks import LEASE_CHECKS
 from agentkit.testing._messages import call, calls_message
 from agentkit.testing._openai_replies import Reply
 from agentkit.testing._openai_server import FakeOpenAIServer
+from agentkit.testing._step_checks import STEP_CHECKS
 from agentkit.testing._store_support import StoreCheck, StoreFactory
 from agentkit.testing._threads import no_thread_leak
 
@@ -44,6 +46,7 @@ __all__ = [
     "LEASE_CHECKS",
     "ModelCall",
     "Reply",
+    "STEP_CHECKS",
     "STORE_CHECKS",
     "ScriptedChatModel",
     "StoreCheck",
