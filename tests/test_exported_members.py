@@ -43,6 +43,8 @@ DOCUMENTED = {
     "RunResult", "ApprovalRequest", "Approve", "Reject", "with_approval", "OutputValidationError",
     "ConversationBusyError", "ConversationStoreError", "with_conversation_id",
     "ConversationError", "ConversationRecordError",
+    # 15. wave-4 additions: durable steps and crashes
+    "UnfinishedToolCall", "tool_call_key",
     # 8. models (also in agentkit.models)
     "ChatModel", "ToolCallingChatModel", "ModelOptions", "OpenAIChatModel", "ScriptedChatModel",
     "ModelCall",

@@ -28,14 +28,17 @@ LAYERS: list[tuple[str, list[str]]] = [
          "iterators", "_spawn", "cancel", "_scope", "_transfer_messages"],
     ),
     ("Core types", ["events", "options", "models.base", "conversation.trim"]),
-    ("Run context", ["_runctx", "_interrupt", "_points", "_observe", "_runlocals", "callbacks"]),
+    (
+        "Run context",
+        ["_runctx", "_interrupt", "_points", "_progress", "_observe", "_runlocals", "callbacks"],
+    ),
     ("Agent protocol", ["_agent", "results", "display"]),
     ("Tools", ["tools", "tools.*"]),
     ("Models", ["models", "models.*"]),
     ("Agents", ["agents", "agents.*", "middleware"]),
     (
         "Runner",
-        ["runner", "_runner_sink", "_checkpoints", "_runlog", "compaction", "checkpoint",
+        ["runner", "_runner_sink", "_checkpoints", "_durable", "_runlog", "compaction", "checkpoint",
          "checkpoint.*", "conversation", "conversation.*"],
     ),
     (

@@ -11,6 +11,7 @@ import attrs
 from agentkit._agent import run_agent
 from agentkit._interrupt import InterruptSignal
 from agentkit._persist import persisted
+from agentkit._progress import PutPoint
 from agentkit._runctx import EventLog, RecordedEvent, RunFrame, Session, current_frame
 from agentkit._scope import RunScope
 from agentkit.agents.flow import FlowAgent, rewrite_message
@@ -125,6 +126,12 @@ class AgentTool:
         """The wrapped agent."""
         return self._agent
 
+    @property
+    def idempotent(self) -> bool:
+        """``True``: a call a crash cut short runs again, and goes on inside its agent from
+        the agent's last finished step (in a durable run), so nothing it finished runs twice."""
+        return True
+
     def info(self) -> ToolInfo:
         """Return the tool's name and description (the agent's) and its parameters."""
         return self._info
@@ -163,6 +170,7 @@ class AgentTool:
             root_input = state.root_input
             log = EventLog()
             log.restore(state.history)
+        progress = frame.progress
         inner_frame = RunFrame(
             scope=frame.scope,
             log=log,
@@ -173,12 +181,26 @@ class AgentTool:
             address=frame.address,
             resume=frame.resume if state is not None else None,
             observers=frame.observers,
+            progress=progress,
+            key=call.key() if call is not None else frame.key,
         )
         forward = call.forward if call is not None else None
         sink = _InnerSink(forward, list(frame.run_path))
         place = inner_frame.at_agent(RunStep(self._flow.name))
         info = None if state is None else ResumeInfo(enable_streaming=root_input.enable_streaming)
-        run_agent(self._flow, place, sink, root_input, info)
+        if progress is not None:
+            # The inner run's point (its input and, as its commits come, its history): a call
+            # a crash cut short goes on inside the inner run.
+            history = [record.checkpointable() for record in log.own()]
+            progress.track(log, frame.address, "history")
+            progress.commit(
+                [PutPoint(frame.address, _AgentToolState(root_input, history))], flush=False
+            )
+        try:
+            run_agent(self._flow, place, sink, root_input, info)
+        finally:
+            if progress is not None:
+                progress.untrack(log)
         if sink.interrupted or sink.error is not None:
             # The inner run stopped: keep its input and history, so that resuming the caller
             # goes on inside the inner run instead of starting it again.

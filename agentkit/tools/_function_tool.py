@@ -30,12 +30,22 @@ from agentkit.tools._convert import explain, json_kind, show
 from agentkit.tools._schema import to_json
 from agentkit.tools._signature import check_function, plan_signature, qualname
 
-__all__ = ["FunctionTool", "StreamingFunctionTool", "checked_timeout"]
+__all__ = ["FunctionTool", "StreamingFunctionTool", "checked_idempotent", "checked_timeout"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def checked_idempotent(idempotent: object) -> bool | None:
+    """Return ``idempotent`` if it is ``True``, ``False`` or ``None``; else raise TypeError."""
+    if idempotent is None or isinstance(idempotent, bool):
+        return idempotent
+    raise TypeError(
+        f"idempotent must be True, False or None (None: True unless the tool needs approval), "
+        f"got {idempotent!r}"
+    )
 
 
 def checked_timeout(timeout: object) -> float | None:
@@ -97,13 +107,14 @@ class FunctionTool(Generic[P, R]):
         localns: Mapping[str, Any] | None = None,
         needs_approval: ApprovalPolicy = False,
         timeout: float | None = None,
+        idempotent: bool | None = None,
     ) -> None:
         """Build the tool; prefer :func:`tool`, which picks the class for generator functions.
 
         ``localns`` is a namespace tried when an annotation names something that is not a
         global of the function's module (a class defined inside a function, for example);
-        :func:`tool` passes the namespace it is called from. ``strict``, ``needs_approval``
-        and ``timeout`` are as for :func:`tool`.
+        :func:`tool` passes the namespace it is called from. ``strict``, ``needs_approval``,
+        ``timeout`` and ``idempotent`` are as for :func:`tool`.
         """
         check_function(fn)
         if inspect.isgeneratorfunction(fn) and not isinstance(self, StreamingFunctionTool):
@@ -126,6 +137,8 @@ class FunctionTool(Generic[P, R]):
         self._params = plan.params
         self._needs_approval = check_policy(needs_approval, self._name)
         self._timeout = checked_timeout(timeout)
+        given = checked_idempotent(idempotent)
+        self._idempotent = (self._needs_approval is False) if given is None else given
 
     @property
     def name(self) -> str:
@@ -140,6 +153,14 @@ class FunctionTool(Generic[P, R]):
         :class:`~agentkit.ChatModelAgent` for what happens to a call that takes longer.
         """
         return self._timeout
+
+    @property
+    def idempotent(self) -> bool:
+        """Whether a call may run again after a crash cut it short (see :func:`tool`).
+
+        ``idempotent=None`` made it ``True``, unless the tool needs approval.
+        """
+        return self._idempotent
 
     def info(self) -> ToolInfo:
         """Return the name, description and JSON Schema parameters (a fresh copy each time)."""

@@ -52,7 +52,12 @@ from typing import Any, ParamSpec, TypeVar, overload
 import attrs
 
 from agentkit.tools._approval import ApprovalPolicy, check_policy
-from agentkit.tools._function_tool import FunctionTool, StreamingFunctionTool, checked_timeout
+from agentkit.tools._function_tool import (
+    FunctionTool,
+    StreamingFunctionTool,
+    checked_idempotent,
+    checked_timeout,
+)
 from agentkit.tools.base import BaseTool
 
 __all__ = ["FunctionTool", "StreamingFunctionTool", "as_tool", "tool"]
@@ -79,6 +84,7 @@ def tool(
     strict: bool = False,
     needs_approval: ApprovalPolicy = False,
     timeout: float | None = None,
+    idempotent: bool | None = None,
 ) -> StreamingFunctionTool[P, I]: ...
 
 
@@ -92,6 +98,7 @@ def tool(
     strict: bool = False,
     needs_approval: ApprovalPolicy = False,
     timeout: float | None = None,
+    idempotent: bool | None = None,
 ) -> FunctionTool[P, R]: ...
 
 
@@ -105,6 +112,7 @@ def tool(
     strict: bool = False,
     needs_approval: ApprovalPolicy = False,
     timeout: float | None = None,
+    idempotent: bool | None = None,
 ) -> _Decorator: ...
 
 
@@ -117,6 +125,7 @@ def tool(
     strict: bool = False,
     needs_approval: ApprovalPolicy = False,
     timeout: float | None = None,
+    idempotent: bool | None = None,
 ) -> FunctionTool[Any, Any] | _Decorator:
     """Make a tool of a Python function: its schema comes from the type hints and the docstring.
 
@@ -163,6 +172,12 @@ def tool(
         timeout: the most seconds a call of the tool may take when an agent runs it (it then
             fails with :class:`~agentkit.ToolTimeoutError`; see ``ChatModelAgent(tool_timeout=)``
             for what happens to the abandoned call). ``None``: the agent's ``tool_timeout``.
+        idempotent: whether running a call twice does no harm (reading, computing, or writing
+            with an idempotency key: see :func:`~agentkit.tool_call_key`). A call that had
+            started but not finished when its process died is run again on recovery when its
+            tool is idempotent; otherwise the recovered run interrupts with an
+            :class:`~agentkit.UnfinishedToolCall` and a human decides. ``None`` (the default):
+            ``True``, except for tools with ``needs_approval``, which default to ``False``.
 
     Raises:
         TypeError: ``fn`` is not a function, is ``async``, has ``*args``, or a parameter has an
@@ -171,14 +186,16 @@ def tool(
     """
     check_policy(needs_approval, "tool()")
     timeout = checked_timeout(timeout)
+    checked_idempotent(idempotent)
     if fn is None:
-        return _Decorator(name, description, strict, needs_approval, timeout)
+        return _Decorator(name, description, strict, needs_approval, timeout, idempotent)
     if isinstance(fn, str):
         raise TypeError(
             f"tool() takes the function first; to name the tool write @tool(name={fn!r})"
         )
     return _make_tool(
-        fn, name, description, strict, sys._getframe(1).f_locals, needs_approval, timeout
+        fn, name, description, strict, sys._getframe(1).f_locals, needs_approval, timeout,
+        idempotent,
     )
 
 
@@ -191,6 +208,7 @@ class _Decorator:
     strict: bool
     needs_approval: ApprovalPolicy = False
     timeout: float | None = None
+    idempotent: bool | None = None
 
     @overload
     def __call__(self, fn: Callable[P, I], /) -> StreamingFunctionTool[P, I]: ...
@@ -207,6 +225,7 @@ class _Decorator:
             sys._getframe(1).f_locals,
             self.needs_approval,
             self.timeout,
+            self.idempotent,
         )
 
 
@@ -218,6 +237,7 @@ def _make_tool(
     localns: Mapping[str, Any] | None,
     needs_approval: ApprovalPolicy = False,
     timeout: float | None = None,
+    idempotent: bool | None = None,
 ) -> FunctionTool[Any, Any]:
     if isinstance(fn, FunctionTool):
         fn = fn.__wrapped__
@@ -230,6 +250,7 @@ def _make_tool(
         localns=localns,
         needs_approval=needs_approval,
         timeout=timeout,
+        idempotent=idempotent,
     )
 
 
