@@ -52,7 +52,7 @@ from agentkit._options import HeldLease
 from agentkit._points import ResumePoint
 from agentkit._progress import ROOT, Op, Progress, apply_ops
 from agentkit.cancel import CancelMode
-from agentkit.checkpoint.base import DEFAULT_MAX_BYTES, journals
+from agentkit.checkpoint.base import DEFAULT_MAX_BYTES, journals, namespace_of
 from agentkit.errors import CheckpointError
 
 if TYPE_CHECKING:
@@ -96,6 +96,7 @@ class StepWriter:
         "_journals",
         "_limit",
         "_lock",
+        "_namespace",
         "_points",
         "_seq",
         "_serializer",
@@ -109,6 +110,7 @@ class StepWriter:
         self._serializer = serializer
         self._checkpoint_id = checkpoint_id
         self._journals = journals(store)
+        self._namespace = namespace_of(store)
         max_bytes = getattr(store, "max_bytes", DEFAULT_MAX_BYTES)
         self._limit = max_bytes // 2 if isinstance(max_bytes, int) else DEFAULT_MAX_BYTES // 2
         self._lock = threading.Lock()
@@ -213,7 +215,9 @@ class StepWriter:
         from agentkit.checkpoint._binding import dumps_for_store
 
         try:
-            data = dumps_for_store(self._serializer, self._store, self._checkpoint_id, image)
+            data = dumps_for_store(
+                self._serializer, self._store, self._checkpoint_id, image, self._namespace
+            )
         except CheckpointError as error:
             raise CheckpointError(
                 f"cannot save checkpoint {self._checkpoint_id!r}: "
@@ -238,7 +242,9 @@ class StepWriter:
         from agentkit.checkpoint._binding import dumps_for_store
 
         try:
-            return dumps_for_store(self._serializer, self._store, self._checkpoint_id, record)
+            return dumps_for_store(
+                self._serializer, self._store, self._checkpoint_id, record, self._namespace
+            )
         except CheckpointError as error:
             raise CheckpointError(
                 f"cannot save a step of checkpoint {self._checkpoint_id!r}: "

@@ -169,6 +169,12 @@ class ResumeState:
             data=self._data.get(address),
         )
 
+    def unreach(self, address: Address) -> None:
+        """The component at ``address`` asked for its point but did not use it (it could not:
+        the resume failed there): keep the point as it was for the next save (see
+        :meth:`unreached`), its id with it, so that the same resume data applies again."""
+        self._visited.discard(address)
+
     def next_hops(self, address: Address) -> list[str]:
         """The distinct child segments of ``address`` that lead to saved points."""
         depth = len(address)

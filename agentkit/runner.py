@@ -63,7 +63,7 @@ from agentkit.schema import Message, user_message
 if TYPE_CHECKING:
     from agentkit._durable import DurableRun
     from agentkit._points import ResumeState
-    from agentkit.checkpoint import CheckPointStore, PickleSerializer
+    from agentkit.checkpoint import CheckPointStore, Lease, PickleSerializer
     from agentkit.conversation import ConversationStore
     from agentkit.conversation._turn import OpenTurn
 
@@ -280,10 +280,12 @@ class Runner:
             )
             try:
                 place = frame.at_agent(RunStep(agent.name))
-                if durable is not None and not _begin(
-                    durable, make_checkpoint(frame, [], None, "running", turn), sink, place
-                ):
-                    return
+                if durable is not None:
+                    if not _begin(durable, make_checkpoint(frame, [], None, "running", turn),
+                                  sink, place):
+                        return
+                    # A fresh run that stops with nothing to resume leaves nothing behind.
+                    sink.discard = durable.writer.discard
                 run_agent(agent, place, sink, root_input)
             finally:
                 sink.finish()
@@ -381,7 +383,7 @@ class Runner:
             durable = self._durable(checkpoint_id, frame, lease)
             if durable is not None:
                 frame = attrs.evolve(frame, progress=durable.progress)
-            else:
+            else:  # saved when it stops: the lease is kept here, and fences the save
                 keeper = LeaseKeeper(lease, on_lost=_cancel(scope), release=False)
         except BaseException:
             if turn is not None:
@@ -416,24 +418,17 @@ class Runner:
                     )
                     if not _begin(durable, image, sink, place):
                         return
+                if frame.resume is None:
+                    # A durable run that died before any step of it finished: nothing of it
+                    # is kept but its input, so it runs again from the start.
+                    run_agent(agent, place, sink, checkpoint.root_input)
+                    return
                 resumed_input = AgentInput(enable_streaming=info.enable_streaming)
                 run_agent(agent, place, sink, resumed_input, info)
             finally:
                 sink.finish()
 
-        def finish() -> None:
-            try:
-                if durable is not None:
-                    durable.end()
-                if keeper is not None:
-                    keeper.stop()
-            finally:
-                try:
-                    lease.release()
-                finally:
-                    if turn is not None:
-                        turn.release()
-
+        finish = _resumed_finish(durable, keeper, lease, turn)
         return start_worker(work, frame, owns_scope=True, on_finish=finish, outcome=outcome)
 
     def _load(self, store: CheckPointStore, checkpoint_id: str) -> Checkpoint:
@@ -452,7 +447,9 @@ def _resumed_frame(
     session = Session(checkpoint.session_values)
     session.update(run_options.session_values)
     log = EventLog()
-    log.restore(checkpoint.history)
+    started = bool(checkpoint.points)  # else: nothing finished (a durable run's first image)
+    if started:
+        log.restore(checkpoint.history)
     scope = RunScope()
     if run_options.cancel_handle is not None:
         scope.attach(run_options.cancel_handle)
@@ -461,7 +458,7 @@ def _resumed_frame(
         log=log,
         session=session,
         root_input=checkpoint.root_input,
-        resume=points,
+        resume=points if started else None,
         observers=RunObservers.from_options(parsed.given),
         options=parsed,
         key=checkpoint.key or new_run_key(),
@@ -476,7 +473,6 @@ def _begin(durable: DurableRun, image: Checkpoint, sink: RunnerSink, place: RunF
         step = place.run_path[-1]
         sink.send(AgentEvent(agent_name=step.agent_name, run_path=[step], err=error))
         return False
-    sink.discard = durable.writer.discard  # from now on, there is something to remove
     return True
 
 
@@ -492,6 +488,28 @@ def _on_finish(durable: DurableRun | None, turn: OpenTurn | None) -> Callable[[]
         finally:
             if turn is not None:
                 turn.release()
+
+    return finish
+
+
+def _resumed_finish(
+    durable: DurableRun | None, keeper: LeaseKeeper | None, lease: Lease, turn: OpenTurn | None
+) -> Callable[[], None]:
+    """What a resumed run does when it ended: stop keeping its lease, release it, give its
+    conversation turn back."""
+
+    def finish() -> None:
+        try:
+            if durable is not None:
+                durable.end()
+            if keeper is not None:
+                keeper.stop()
+        finally:
+            try:
+                lease.release()
+            finally:
+                if turn is not None:
+                    turn.release()
 
     return finish
 

@@ -82,9 +82,14 @@ class _DurableBranches:
             self.progress.untrack(lane)
 
     def completed(self, frame: RunFrame) -> None:
-        """Every branch finished and the lanes joined the history: the Parallel is done (its
-        point goes, with the joined history)."""
-        self.progress.commit([DropPoints(self.address)], frame.log)
+        """Every branch finished and the lanes joined the history: the Parallel is done.
+
+        Its point stays, with no lanes and no unfinished branch (a resumed run has nothing to
+        do there), until its parent moves on: an empty image would read as a run that never
+        started. The joined history is written with it.
+        """
+        done = ParallelState(lanes=[[] for _ in self.lanes], unfinished=[])
+        self.progress.commit([PutPoint(self.address, done)], frame.log)
 
 
 class _LockedSink:

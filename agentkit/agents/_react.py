@@ -698,8 +698,7 @@ class ReactRun:
         return ToolRoundState(messages=list(state.messages), remaining=remaining, calls=[])
 
     def _commit(
-        self, state: ReactState, *, flush: bool = True, finished: bool = False,
-        also: tuple[DropPoints, ...] = (),
+        self, state: ReactState, *, finished: bool = False, also: tuple[DropPoints, ...] = ()
     ) -> None:
         """Commit this run's progress since its last commit (a durable run only).
 
@@ -712,7 +711,7 @@ class ReactRun:
         snapshot.finished = finished
         ops = state_delta(self.frame.address, self.written, snapshot)
         self.written = snapshot
-        durable.commit([*also, *ops], self.frame.log, flush=flush)
+        durable.commit([*also, *ops], self.frame.log)
 
     def _call_done(self, state: ReactState, round_state: ToolRoundState, index: int) -> None:
         """A call of the round finished (its result is in ``round_state.done``): commit it."""
@@ -725,18 +724,16 @@ class ReactRun:
         durable = self.durable
         final: Message | None = None
         answered = False  # the model gave the final answer (not a return-directly tool)
+        # A commit writes what changed since this run's last one (the first: the whole state),
+        # so the loop commits only where something must be durable before it goes on.
         if pending_round is not None:
             self.round = pending_round
-            if durable is not None:
-                self._commit(state, flush=False)  # where the resumed run starts from
             final = self.tool_round(state, pending_round)
             self.round = None
             if final is None:
                 scope.check(Point.AFTER_TOOL_CALLS)
         while final is None:
             scope.check()
-            if durable is not None:
-                self._commit(state, flush=False)  # written with the model's reply
             final, answered = self._step(state)
         output_key = self.config.output_key
         if output_key is not None and self.frame.session is not None:
@@ -1100,6 +1097,9 @@ class ReactRun:
         if resume is None or not resume.is_resume_target or not resume.has_data:
             return
         name = call.function.name
+        resume_state = self.frame.resume
+        if resume_state is not None:  # the checkpoint keeps the decision for a fixed agent
+            resume_state.unreach((*self.frame.address, f"tool:{name}:{call.id}"))
         tools = ", ".join(repr(known) for known in sorted(self.config.tools)) or "none"
         raise ResumeError(
             f"cannot resume: the resume data for the interrupt at tool {name!r} (call "

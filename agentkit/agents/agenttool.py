@@ -71,6 +71,15 @@ class _InnerSink:
             self.forward(attrs.evolve(item, run_path=[*self.outer_path, *item.run_path]))
 
 
+def _last_message(log: EventLog) -> Message | None:
+    """The last message of a history, if it has one."""
+    for record in reversed(log.visible()):
+        message = record.message()
+        if message is not None:
+            return message
+    return None
+
+
 class AgentTool:
     """An agent used as a tool: the model calls it with a ``request``; it answers with the
     inner agent's final message.
@@ -212,12 +221,19 @@ class AgentTool:
                 raise InterruptSignal(point)
             assert sink.error is not None
             raise sink.error
-        if sink.last is None:
+        if sink.last is not None:
+            message = sink.last.get_message()
+        elif state is not None:
+            # Resumed after the inner agent had answered (a durable run died before this call
+            # finished): the answer is the last message of the inner run's history.
+            message = _last_message(log)
+        else:
+            message = None
+        if sink.last is None and message is None:
             raise AgentKitError(
                 f"agent tool {self._info.name!r}: the agent ended its turn without any event, so "
                 "there is no answer to return; the agent must answer with a message"
             )
-        message = sink.last.get_message()
         return message.content if message is not None else ""
 
     def _input_messages(self, arguments: str, call: Any) -> list[Message]:
