@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ from agentkit import (
     tool,
     tool_call_key,
 )
+from agentkit.checkpoint import InMemoryCheckPointStore
 from agentkit.prebuilt import planexecute, supervisor
 from agentkit.schema import FunctionCall, ToolCall, assistant_message
 from agentkit.testing import Reply, ScriptedChatModel
@@ -119,6 +121,84 @@ class Tools:
             return run("pay", f"paid {amount}")
 
         return work, pay
+
+
+# --- crashes in-process ------------------------------------------------------------------------
+# A crash is simulated at an exact point: the store is copied there (what a process killed at
+# that instant leaves behind) and the run is abandoned; a new Runner resumes from the copy.
+
+
+class Crash(BaseException):
+    """The process dies here (nothing after it runs in the real world)."""
+
+
+class WatchedStore(InMemoryCheckPointStore):
+    """A store that tells the crash when a step record is about to be written ("save") and
+    when it was written ("saved")."""
+
+    crash: CrashAt | None = None
+
+    def append_step(self, checkpoint_id: str, data: bytes, *, sync: bool = False) -> None:
+        if self.crash is not None:
+            self.crash.tick("save")
+        super().append_step(checkpoint_id, data, sync=sync)
+        if self.crash is not None:
+            self.crash.tick("saved")
+
+
+def copy_of(store: InMemoryCheckPointStore, checkpoint_id: str) -> InMemoryCheckPointStore:
+    """What the store holds for a run right now: all a killed process leaves behind."""
+    copy = InMemoryCheckPointStore()
+    data = store.get(checkpoint_id)
+    if data is not None:
+        copy.set(checkpoint_id, data)
+    for record in store.read_steps(checkpoint_id):
+        copy.append_step(checkpoint_id, record)
+    return copy
+
+
+@attrs.define
+class CrashAt:
+    """Crashes a run at the ``number``-th event of a kind: a model call, a tool start, a tool
+    end (after its effect, before it returns).
+
+    Other threads of the run go on after the crash point in this simulation; what they do
+    then did not happen in the world the copy shows, so their effects are not recorded
+    (:class:`UntilCrash`).
+    """
+
+    kind: str  # "model", "start", "end", "save" or "saved"
+    number: int
+    store: InMemoryCheckPointStore
+    checkpoint_id: str = "crashed-run"
+    seen: int = 0
+    left: InMemoryCheckPointStore | None = None
+    lock: threading.Lock = attrs.Factory(threading.Lock)
+
+    def tick(self, kind: str) -> None:
+        with self.lock:
+            if self.left is not None:
+                raise Crash("after the crash")  # this world ended
+            if kind != self.kind:
+                return
+            self.seen += 1
+            if self.seen == self.number:
+                self.left = copy_of(self.store, self.checkpoint_id)
+                raise Crash(f"{kind} {self.number}")
+
+
+class UntilCrash(Effects):
+    """Effects written only while the crashed world lasts."""
+
+    def __init__(self, path: Path, crash: CrashAt) -> None:
+        super().__init__(path)
+        self.crash = crash
+
+    def write(self, what: str, tool_name: str, call_id: str, key: str) -> None:
+        with self.crash.lock:
+            if self.crash.left is None:
+                super().write(what, tool_name, call_id, key)
+
 
 
 # --- conversation-driven replies ------------------------------------------------------------

@@ -16,7 +16,6 @@ What must hold after the resume, for every kind and every crash point:
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -31,8 +30,12 @@ from agentkit.models.scripted import ScriptedChatModel
 from agentkit.testing import no_thread_leak
 from tests.durable_support import (
     KINDS,
+    Crash,
+    CrashAt,
     Effects,
     Tools,
+    UntilCrash,
+    WatchedStore,
     answers,
     build,
     seen_messages,
@@ -40,77 +43,6 @@ from tests.durable_support import (
 
 KEY = b"durable recovery tests key 32 b!"
 RUN = "crashed-run"
-
-
-class Crash(BaseException):
-    """The process dies here (nothing after it runs in the real world)."""
-
-
-class WatchedStore(InMemoryCheckPointStore):
-    """A store that tells the crash when a step record is about to be written ("save") and
-    when it was written ("saved")."""
-
-    crash: CrashAt | None = None
-
-    def append_step(self, checkpoint_id: str, data: bytes, *, sync: bool = False) -> None:
-        if self.crash is not None:
-            self.crash.tick("save")
-        super().append_step(checkpoint_id, data, sync=sync)
-        if self.crash is not None:
-            self.crash.tick("saved")
-
-
-def copy_of(store: InMemoryCheckPointStore) -> InMemoryCheckPointStore:
-    """What the store holds for the run right now: all a killed process leaves behind."""
-    copy = InMemoryCheckPointStore()
-    data = store.get(RUN)
-    if data is not None:
-        copy.set(RUN, data)
-    for record in store.read_steps(RUN):
-        copy.append_step(RUN, record)
-    return copy
-
-
-@attrs.define
-class CrashAt:
-    """Crashes a run at the ``number``-th event of a kind: a model call, a tool start, a tool
-    end (after its effect, before it returns).
-
-    Other threads of the run go on after the crash point in this simulation; what they do
-    then did not happen in the world the copy shows, so their effects are not recorded
-    (:class:`UntilCrash`).
-    """
-
-    kind: str  # "model", "start", "end", "save" or "saved"
-    number: int
-    store: InMemoryCheckPointStore
-    seen: int = 0
-    left: InMemoryCheckPointStore | None = None
-    lock: threading.Lock = attrs.Factory(threading.Lock)
-
-    def tick(self, kind: str) -> None:
-        with self.lock:
-            if self.left is not None:
-                raise Crash("after the crash")  # this world ended
-            if kind != self.kind:
-                return
-            self.seen += 1
-            if self.seen == self.number:
-                self.left = copy_of(self.store)
-                raise Crash(f"{kind} {self.number}")
-
-
-class UntilCrash(Effects):
-    """Effects written only while the crashed world lasts."""
-
-    def __init__(self, path: Path, crash: CrashAt) -> None:
-        super().__init__(path)
-        self.crash = crash
-
-    def write(self, what: str, tool_name: str, call_id: str, key: str) -> None:
-        with self.crash.lock:
-            if self.crash.left is None:
-                super().write(what, tool_name, call_id, key)
 
 
 def models(kind: str, crash: CrashAt | None) -> Any:

@@ -986,18 +986,28 @@ class ReactRun:
             tool_frame = frame.at_tool(call_frame)
             with use_frame(tool_frame):
                 use_stream = streams(tool, self.streaming)
-                try:
-                    ran = self._run_call(tool, call, index, use_stream, call_frame, put)
-                    if ran is None:
+                if (
+                    round_state is not None
+                    and index in round_state.started
+                    and not is_idempotent(tool)
+                ):
+                    # It started before the run stopped and did not finish: ask, or act on
+                    # the answer (an interrupt or a bad answer ends the call here).
+                    decided = self._unfinished(call, call_frame)
+                    if isinstance(decided, str):
+                        self._put_result(tool_message(decided, call.id, name), index, put)
                         return
-                    message, use_stream = ran
+                    call = decided
+                try:
+                    message, use_stream = self._run_call(
+                        tool, call, index, use_stream, call_frame, put
+                    )
                     if self.scope.stopping:
                         # Cancelled while the tool ran: its result is not delivered, and a
                         # resumed run calls it again.
                         self.scope.check()
-                except InterruptSignal as signal:
-                    if not isinstance(signal.point.state, UnfinishedToolCall):
-                        self._not_running(index)  # it stopped to ask (a crash cut it short)
+                except InterruptSignal:
+                    self._not_running(index)  # it stopped to ask
                     raise
                 except AgentCancelledError:
                     raise
@@ -1028,22 +1038,13 @@ class ReactRun:
         use_stream: bool,
         call_frame: ToolCallFrame,
         put: Callable[[ToolItem], object],
-    ) -> tuple[Message, bool] | None:
+    ) -> tuple[Message, bool]:
         """Run the call (through the hooks); return its message and whether it streamed.
 
-        A call that a crash cut short is first decided on (:meth:`_unfinished`); one that is
-        not run again reports its result here and returns ``None``. In a durable run, the
-        start of a call whose tool is not idempotent is made durable before the tool runs.
+        In a durable run, the start of a call whose tool is not idempotent is made durable
+        (to the disk) before the tool runs.
         """
         round_state = self.round
-        if round_state is not None and index in round_state.started and not is_idempotent(tool):
-            decided = self._unfinished(call, call_frame)
-            if isinstance(decided, str):
-                message = tool_message(decided, call.id, call.function.name)
-                event = _message_event(message, None, Role.TOOL, call.function.name)
-                put(ToolItem(index, event=event, message=message))
-                return None
-            call = decided
         if self.durable is not None and round_state is not None and not is_idempotent(tool):
             round_state.started.add(index)
             self.durable.commit(
@@ -1073,7 +1074,13 @@ class ReactRun:
             and resume.has_data
         ):
             resume.has_data = False  # decided once
-            arguments, text = unfinished_decision(info, call.function.arguments, resume.data)
+            try:
+                arguments, text = unfinished_decision(info, call.function.arguments, resume.data)
+            except ResumeError:
+                resume_state = self.frame.resume
+                if resume_state is not None:  # keep the question for a resume with an answer
+                    resume_state.unreach((*self.frame.address, f"tool:{name}:{call.id}"))
+                raise
             if arguments is None:
                 return text
             if arguments == call.function.arguments:
@@ -1081,6 +1088,12 @@ class ReactRun:
             return attrs.evolve(call, function=FunctionCall(name, arguments))
         address = (*self.frame.address, f"tool:{name}:{call.id}")
         raise InterruptSignal(self.frame.journal.record(address, info, info, root=True))
+
+    def _put_result(self, message: Message, index: int, put: Callable[[ToolItem], object]
+                    ) -> None:
+        """Report ``message`` as the result of the call at ``index`` (not run: decided)."""
+        event = _message_event(message, None, Role.TOOL, message.tool_name)
+        put(ToolItem(index, event=event, message=message))
 
     def _not_running(self, index: int) -> None:
         """The call at ``index`` ended (it raised, or interrupted): it is not in flight."""
