@@ -57,6 +57,7 @@ from agentkit.errors import (
     ConversationRecordError,
     ConversationStoreError,
     ExceedMaxIterationsError,
+    GuardrailTripped,
     IncompleteStreamError,
     InstructionFormatError,
     ModelError,
@@ -66,6 +67,10 @@ from agentkit.errors import (
     ResponseTooLargeError,
     ResumeError,
     RetryExhaustedError,
+    RunLimitError,
+    SharedLimitError,
+    SharedLimitUnavailableError,
+    SlotTimeoutError,
     ToolArgumentsError,
     ToolError,
     ToolNotFoundError,
@@ -105,6 +110,7 @@ from agentkit.iterators import (
     channel,
     new_async_iterator_pair,
 )
+from agentkit.limits import LimitReached, ModelPricing, RunLimits
 from agentkit.middleware import (
     AgentContext,
     AgentMiddleware,
@@ -123,6 +129,7 @@ from agentkit.options import (
     with_chat_model_options,
     with_checkpoint_id,
     with_conversation_id,
+    with_limits,
     with_session_values,
     with_skip_transfer_messages,
     with_tool_options,
@@ -153,6 +160,7 @@ from agentkit.streams import (
     stream_from_iterator,
     stream_from_list,
 )
+from agentkit.throttle import ConcurrencyLimit, RateLimit
 from agentkit.tools.approval import (
     ApprovalRequest,
     Approve,
@@ -182,9 +190,20 @@ __all__ = [
     "UsageTracker",
     "with_callbacks",
     "ModelRetryConfig",
+    "ConcurrencyLimit",
+    "RateLimit",
+    "SharedLimitError",
+    "SharedLimitUnavailableError",
+    "SlotTimeoutError",
     "FailoverChatModel",
     "RetryExhaustedError",
     "WillRetryError",
+    "RunLimits",
+    "LimitReached",
+    "ModelPricing",
+    "RunLimitError",
+    "GuardrailTripped",
+    "with_limits",
     "APIConnectionError",
     "APIStatusError",
     "APITimeoutError",
@@ -271,6 +290,13 @@ __all__ = [
     "ToolTimeoutError",
     "TransferError",
     "TransferToAgentAction",
+    "SavedTurn",
+    "TurnContext",
+    "TurnInput",
+    "TurnInterruptedError",
+    "TurnLoop",
+    "TurnLoopExit",
+    "TurnResume",
     "__version__",
     "abort_on_cancel",
     "add_session_value",
@@ -332,8 +358,10 @@ _SUBMODULES = (
     "display",
     "errors",
     "events",
+    "guardrails",
     "integrations",
     "iterators",
+    "limits",
     "mcp",
     "middleware",
     "models",
@@ -344,7 +372,9 @@ _SUBMODULES = (
     "schema",
     "streams",
     "testing",
+    "throttle",
     "tools",
+    "turnloop",
 )
 
 # The names above are what a plain agent script uses; they present themselves as ``agentkit.X``
@@ -361,9 +391,19 @@ if TYPE_CHECKING:
     from agentkit.models.openai import OpenAIChatModel
     from agentkit.models.scripted import ModelCall, ScriptedChatModel
     from agentkit.tools.exit import ExitTool
+    from agentkit.turnloop import (
+        SavedTurn,
+        TurnContext,
+        TurnInput,
+        TurnInterruptedError,
+        TurnLoop,
+        TurnLoopExit,
+        TurnResume,
+    )
 else:
     # Workflows, agent tools, callbacks, display and the other models load on first use
     # (``agentkit.LoopAgent``, ``from agentkit import LoopAgent``): ``import agentkit`` stays fast.
+    # The TurnLoop too.
     __getattr__, __dir__ = attach(
         __name__,
         {
@@ -381,6 +421,13 @@ else:
             "ModelCall": "agentkit.models.scripted",
             "ScriptedChatModel": "agentkit.models.scripted",
             "ExitTool": "agentkit.tools.exit",
+            "SavedTurn": "agentkit.turnloop",
+            "TurnContext": "agentkit.turnloop",
+            "TurnInput": "agentkit.turnloop",
+            "TurnInterruptedError": "agentkit.turnloop",
+            "TurnLoop": "agentkit.turnloop",
+            "TurnLoopExit": "agentkit.turnloop",
+            "TurnResume": "agentkit.turnloop",
         },
         submodules=_SUBMODULES,
     )

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 import attrs
 
-from agentkit._observe import RunObservers
+from agentkit._observe import RunObservers, UsageLedger
 from agentkit._options import AgentOptions, AgentRunOption, RunOptionSet
 from agentkit._points import Journal, interrupt_contexts
 from agentkit._runctx import EventLog, RecordedEvent, RunFrame, current_frame, use_frame
@@ -396,11 +396,16 @@ def _run_directly(
     """``agent.run()``/``resume()``: a turn at the caller's place, or a run of its own."""
     caller = current_frame()
     if caller is None:
+        parsed = RunOptionSet(options)
+        limits = parsed.run.limits
         base = RunFrame(
             scope=RunScope(),
             log=EventLog(),
-            observers=RunObservers.from_options(options),
-            options=RunOptionSet(options),
+            # No checkpoint without a Runner: a limit that is reached ends the run.
+            observers=RunObservers.from_options(
+                options, None if limits is None else UsageLedger(limits)
+            ),
+            options=parsed,
         )
     else:
         base = caller

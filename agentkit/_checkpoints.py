@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from agentkit._observe import RunUsage
 from agentkit._options import HeldLease
 from agentkit._persist import persisted
 from agentkit._points import ResumePoint, ResumeState, new_point_id
@@ -26,6 +27,7 @@ from agentkit._runctx import RecordedEvent, RunFrame
 from agentkit.checkpoint.base import DEFAULT_LEASE_TTL
 from agentkit.errors import CheckpointConsumedError, CheckpointError, CheckpointNotFoundError
 from agentkit.events import AgentInput
+from agentkit.limits import RunLimits
 
 if TYPE_CHECKING:
     from agentkit.checkpoint import CheckPointStore
@@ -63,11 +65,14 @@ class Checkpoint:
 
     ``reason`` is ``"interrupted"``, ``"cancelled"``, ``"failed"``, or ``"running"`` for the
     image of a durable run that has not stopped (``durability="step"``; see
-    :mod:`agentkit._durable`), which its step records bring up to date.
+    :mod:`agentkit._durable`), which its step records bring up to date. ``usage`` is what the
+    run used so far and ``limits`` the limits it ran with: a resumed run continues the count
+    (and keeps the limits unless it is given others).
 
     Fields added after the first release have defaults, and loading fills them in for
-    checkpoints written before they existed (:func:`load_checkpoint`): add new per-run state
-    the same way, as a field with a default.
+    checkpoints written before they existed (the decoder gives an attrs object written before
+    a field existed that field's default): add new per-run state the same way, as a field
+    with a default.
     """
 
     root_input: AgentInput
@@ -83,6 +88,8 @@ class Checkpoint:
     # Resume data a resumed run was given and had not used up when it stopped or died:
     # resuming again without targets uses it (interrupt id -> data).
     resume_data: dict[str, Any] = attrs.Factory(dict)
+    usage: RunUsage | None = None  # what the run used so far (None: saved before it was kept)
+    limits: RunLimits | None = None  # the limits the run ran with
 
 
 @persisted("agentkit.ConsumedCheckpoint")
@@ -124,23 +131,9 @@ def load_checkpoint(
             f"cannot load checkpoint {checkpoint_id!r}: it holds a "
             f"{type(checkpoint).__name__}, not the saved state of an agentkit run"
         )
-    _fill_defaults(checkpoint)
     _validate(checkpoint, checkpoint_id)
     return fold_steps(store, serializer, checkpoint_id, checkpoint)
 
-
-def _fill_defaults(checkpoint: Checkpoint) -> None:
-    """Give a checkpoint saved before a field existed that field's default."""
-    for field in attrs.fields(Checkpoint):
-        try:
-            getattr(checkpoint, field.name)
-        except AttributeError:
-            default: Any = field.default
-            if default is attrs.NOTHING:
-                continue  # a required field: _validate names it
-            if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
-                default = default.factory()
-            setattr(checkpoint, field.name, default)
 
 @persisted("agentkit.StepRecord")
 @attrs.frozen
@@ -293,6 +286,7 @@ def make_checkpoint(
     """
     root_input = frame.root_input or AgentInput()
     known = {point.id for point in points}
+    ledger = frame.observers.usage
     return Checkpoint(
         root_input=AgentInput(
             messages=list(root_input.messages), enable_streaming=root_input.enable_streaming
@@ -306,6 +300,8 @@ def make_checkpoint(
         conversation=None if turn is None else turn.turn,
         key=frame.key,
         resume_data={k: v for k, v in (resume_data or {}).items() if k in known},
+        usage=ledger.snapshot(),
+        limits=ledger.limits,
     )
 
 
@@ -318,6 +314,8 @@ def _validate(checkpoint: Checkpoint, checkpoint_id: str) -> None:
         ("enable_streaming", bool),
         ("points", list),
         ("reason", str),
+        ("usage", (RunUsage, type(None))),
+        ("limits", (RunLimits, type(None))),
     ]
     for field, kind in expected:
         try:

@@ -1,4 +1,4 @@
-"""What observes a run: its callback handlers and its token usage (framework-internal).
+"""What observes a run: its callback handlers, and its usage and limits (framework-internal).
 
 :class:`RunObservers` rides on the run's :class:`~agentkit._runctx.RunFrame`; the public side is
 :mod:`agentkit.callbacks`.
@@ -8,16 +8,21 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
 from agentkit._options import AgentRunOption, get_impl_specific_options
+from agentkit._persist import persisted
+from agentkit.errors import RunLimitError
+from agentkit.limits import LIMIT_NAMES
 from agentkit.schema import TokenUsage
 
 if TYPE_CHECKING:
     from agentkit.events import AgentInput
+    from agentkit.limits import RunLimits
 
 __all__ = [
     "CallbackOptions",
@@ -25,6 +30,7 @@ __all__ = [
     "CallbackSet",
     "RunInfo",
     "RunObservers",
+    "RunUsage",
     "UsageLedger",
     "fire",
     "observe_agent",
@@ -72,6 +78,7 @@ HANDLER_METHODS = (
     "on_model_end",
     "on_tool_start",
     "on_tool_end",
+    "on_limit_wait",
 )
 
 
@@ -152,22 +159,105 @@ def observe_agent(
     return result
 
 
-class UsageLedger:
-    """Token usage summed per run and per agent (thread-safe; framework-internal).
+@persisted("agentkit.RunUsage")
+@attrs.frozen
+class RunUsage:
+    """What a run used so far, by limit name (framework-internal).
 
-    Every model call of a run adds its ``response_meta.usage`` here, under the calling agent.
+    Saved in the run's checkpoint, so that a resumed run continues the count of its
+    :class:`~agentkit.RunLimits`. ``model_calls`` and ``tool_calls`` are counted only while the
+    run has limits; ``cost`` is ``None`` until a model call had a cost; ``wall_time`` is the
+    seconds the run ran (the time it was paused does not count).
     """
 
-    __slots__ = ("_by_agent", "_lock")
+    model_calls: int = 0
+    tool_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    cost: float | None = None
+    wall_time: float = 0.0
 
-    def __init__(self) -> None:
+    def used(self, limit: str) -> float:
+        """The amount used of the limit named ``limit`` (one of ``LIMIT_NAMES``)."""
+        value: float | None = getattr(self, limit)
+        return 0 if value is None else value
+
+
+_NOTHING = RunUsage()
+"""What a run that was not resumed carries (shared: frozen)."""
+
+_MODEL_CALLS = "model_calls"
+_TOOL_CALLS = "tool_calls"
+_CONSUMED = ("input_tokens", "output_tokens", "total_tokens", "cost", "wall_time")
+"""The limits every safe point checks (the call counts are checked at their own kind)."""
+
+_NEXT = {_MODEL_CALLS: "model call", _TOOL_CALLS: "tool call"}
+
+
+class UsageLedger:
+    """What a run used: tokens and cost per run and per agent, model and tool calls, run time;
+    and the run's limits, checked before each model and tool call (thread-safe;
+    framework-internal).
+
+    Every model call of a run adds its ``response_meta.usage`` (and ``cost``) here, under the
+    calling agent. A run with :class:`~agentkit.RunLimits` also counts its model and tool calls
+    here (:meth:`begin`), before each one starts. ``carried`` is what the run used before it
+    was resumed: the limits count it, the totals of this run (``total``, ``by_agent``,
+    ``cost``, which ``RunResult`` reports) do not.
+    """
+
+    __slots__ = (
+        "_by_agent",
+        "_checks",
+        "_cost",
+        "_lock",
+        "_started",
+        "_used",
+        "carried",
+        "limits",
+        "pausable",
+    )
+
+    def __init__(
+        self,
+        limits: RunLimits | None = None,
+        *,
+        carried: RunUsage | None = None,
+        pausable: bool = False,
+    ) -> None:
         self._lock = threading.Lock()
         self._by_agent: dict[str, TokenUsage] = {}
+        self._cost: float | None = None  # this run's, for RunResult.cost
+        self._started = time.monotonic()
+        self.limits = limits
+        self.carried = carried = carried if carried is not None else _NOTHING
+        self.pausable = pausable  # reaching a limit pauses the run (it has a checkpoint)
+        # What the run used, its resumes before included, by limit name (not the run time).
+        self._used: dict[str, float] = {
+            name: carried.used(name) for name in LIMIT_NAMES if name != "wall_time"
+        }
+        # The limits checked before a model call and before a tool call, worked out once.
+        self._checks: dict[str, list[tuple[str, float]]] = {}
+        if limits is not None:
+            for kind in (_MODEL_CALLS, _TOOL_CALLS):
+                self._checks[kind] = [
+                    (name, allowed)
+                    for name, allowed in limits.set_limits()
+                    if name == kind or name in _CONSUMED
+                ]
 
-    def add(self, agent_name: str, usage: TokenUsage) -> None:
-        """Count ``usage`` for ``agent_name``."""
+    def add(self, agent_name: str, usage: TokenUsage, cost: float | None = None) -> None:
+        """Count ``usage`` (and the ``cost`` of the call, if known) for ``agent_name``."""
         with self._lock:
             self._by_agent[agent_name] = _plus(self._by_agent.get(agent_name), usage)
+            used = self._used
+            used["input_tokens"] += usage.prompt_tokens
+            used["output_tokens"] += usage.completion_tokens
+            used["total_tokens"] += usage.total_tokens
+            if cost is not None:
+                self._cost = cost if self._cost is None else self._cost + cost
+                used["cost"] += cost
 
     @property
     def total(self) -> TokenUsage:
@@ -185,14 +275,85 @@ class UsageLedger:
         with self._lock:
             return dict(self._by_agent)
 
+    @property
+    def cost(self) -> float | None:
+        """What this run's model calls cost, or ``None`` when none had a cost."""
+        with self._lock:
+            return self._cost
+
+    def begin(self, kind: str) -> None:
+        """Count a model call (``kind="model_calls"``) or tool call (``"tool_calls"``) that
+        is about to start; raise :class:`~agentkit.RunLimitError` instead when a limit is
+        reached: that call's own, or one of tokens, cost or time. Only for runs with limits.
+        """
+        checks = self._checks[kind]
+        with self._lock:
+            used = self._used
+            for name, allowed in checks:
+                amount = self._wall_time() if name == "wall_time" else used[name]
+                if amount >= allowed:
+                    assert self.limits is not None
+                    raise _limit_error(name, amount, allowed, self.limits, kind)
+            used[kind] += 1
+
+    def snapshot(self) -> RunUsage:
+        """What the run used so far, its resumes before this one included."""
+        with self._lock:
+            used = dict(self._used)
+            cost = self._cost
+        carried_cost = self.carried.cost
+        if carried_cost is not None:
+            cost = carried_cost if cost is None else carried_cost + cost
+        return RunUsage(
+            model_calls=int(used["model_calls"]),
+            tool_calls=int(used["tool_calls"]),
+            input_tokens=int(used["input_tokens"]),
+            output_tokens=int(used["output_tokens"]),
+            total_tokens=int(used["total_tokens"]),
+            cost=cost,
+            wall_time=self._wall_time(),
+        )
+
+    def _wall_time(self) -> float:
+        return self.carried.wall_time + (time.monotonic() - self._started)
+
+
+def _limit_error(
+    limit: str, used: float, allowed: float, limits: RunLimits, kind: str
+) -> RunLimitError:
+    from agentkit.limits import _amount_text, _describe
+
+    what = _describe(limit)
+    verb = {
+        "model_calls": "it made",
+        "tool_calls": "it made",
+        "wall_time": "it ran",
+        "cost": "its model calls cost",
+    }.get(limit, "its model calls used")
+    used_text = _amount_text(limit, used)
+    unit = "" if limit in ("cost", "wall_time") else f" {what}"
+    return RunLimitError(
+        f"the run reached its {what} limit ({limits!r}): {verb} {used_text}{unit}, so it "
+        f"stopped before its next {_NEXT[kind]}. Give it a larger allowance "
+        "(with_limits(RunLimits(...)) for one run, Runner(limits=...) for every run), or run "
+        "it with a checkpoint id (with_checkpoint_id(...) and a checkpoint store): then a run "
+        "that reaches a limit pauses, to be resumed with a larger one",
+        limit=limit,
+        used=used,
+        allowed=allowed,
+    )
+
 
 def _plus(left: TokenUsage | None, right: TokenUsage) -> TokenUsage:
     if left is None:
-        return TokenUsage(right.prompt_tokens, right.completion_tokens, right.total_tokens)
+        return TokenUsage(
+            right.prompt_tokens, right.completion_tokens, right.total_tokens, right.cached_tokens
+        )
     return TokenUsage(
         left.prompt_tokens + right.prompt_tokens,
         left.completion_tokens + right.completion_tokens,
         left.total_tokens + right.total_tokens,
+        left.cached_tokens + right.cached_tokens,
     )
 
 
@@ -208,6 +369,12 @@ class RunObservers:
     usage: UsageLedger = attrs.Factory(UsageLedger)
 
     @classmethod
-    def from_options(cls, options: Iterable[AgentRunOption]) -> RunObservers:
-        """The observers of a run started with ``options``."""
-        return cls(callbacks=CallbackSet.from_options(options))
+    def from_options(
+        cls, options: Iterable[AgentRunOption], usage: UsageLedger | None = None
+    ) -> RunObservers:
+        """The observers of a run started with ``options`` (``usage``: its ledger, when the
+        run has limits or goes on from a checkpoint)."""
+        callbacks = CallbackSet.from_options(options)
+        if usage is None:
+            return cls(callbacks=callbacks)
+        return cls(callbacks=callbacks, usage=usage)

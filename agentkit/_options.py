@@ -15,6 +15,7 @@ from agentkit.cancel import CancelHandle
 
 if TYPE_CHECKING:
     from agentkit.conversation.trim import HistoryTrimmer
+    from agentkit.limits import RunLimits
     from agentkit.models.base import ModelOptions
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "with_chat_model_options",
     "with_checkpoint_id",
     "with_conversation_id",
+    "with_limits",
     "with_session_values",
     "with_skip_transfer_messages",
     "with_tool_options",
@@ -139,6 +141,9 @@ class RunOptions:
     cancel_handle: CancelHandle | None = None
     conversation_id: str | None = None
     conversation_trim: HistoryTrimmer | None = None
+    limits: RunLimits | None = None
+    limits_given: bool = False  # with_limits(None) runs without limits: not the same as unset
+    turn_key: str | None = None
 
 
 @attrs.define
@@ -189,8 +194,13 @@ def with_checkpoint_id(
     return wrap_impl_specific_opt_fn(RunOptions, apply)
 
 
+_MAX_TURN_KEY_LENGTH = 256
+
 def with_conversation_id(
-    conversation_id: str, *, trim: HistoryTrimmer | None = None
+    conversation_id: str,
+    *,
+    trim: HistoryTrimmer | None = None,
+    turn_key: str | None = None,
 ) -> AgentRunOption:
     """Make the run a turn of the conversation ``conversation_id`` (needs a conversation store).
 
@@ -201,6 +211,17 @@ def with_conversation_id(
     ``agentkit.conversation.keep_last_turns`` / ``keep_within_tokens``); the stored
     conversation keeps everything. One turn at a time per conversation: a second one raises
     :class:`~agentkit.ConversationBusyError` from ``run``/``query``/``invoke``.
+
+    ``turn_key`` names the turn, for a client that may send it twice (a double click, a
+    request retried after a timeout): a turn whose key the conversation already holds does
+    not run again. Its run runs no agent and calls no model: its events are the messages
+    the first turn's agents said, read back from the conversation (``result().text`` is the
+    first turn's answer), and nothing is appended. A duplicate that comes while the first
+    turn still runs raises :class:`~agentkit.ConversationBusyError` as any second turn does
+    (retry it once that turn is over); the key is recorded when the turn's messages are
+    appended, so a turn that interrupted is not recognised until its resumed run completes.
+    The key is kept in the conversation, on the turn's first message
+    (``message.extra["agentkit_turn"]``), and goes when the conversation is deleted.
     """
     if not isinstance(conversation_id, str) or not conversation_id:
         raise ValueError(
@@ -208,10 +229,48 @@ def with_conversation_id(
         )
     if trim is not None and not callable(trim):
         raise TypeError(f"trim must be a function of the history (got {trim!r})")
+    if turn_key is not None and (
+        not isinstance(turn_key, str) or not turn_key or len(turn_key) > _MAX_TURN_KEY_LENGTH
+    ):
+        raise ValueError(
+            f"a turn key must be a string of 1 to {_MAX_TURN_KEY_LENGTH} characters, such as "
+            f"the id of the request that brought the turn (got {turn_key!r})"
+        )
 
     def apply(options: RunOptions) -> None:
         options.conversation_id = conversation_id
         options.conversation_trim = trim
+        options.turn_key = turn_key
+
+    return wrap_impl_specific_opt_fn(RunOptions, apply)
+
+
+def with_limits(limits: RunLimits | None) -> AgentRunOption:
+    """Limit what the run may use: model calls, tool calls, tokens, cost, run time.
+
+    ``limits`` replaces the Runner's default (``Runner(limits=...)``) for this run; ``None``
+    runs without limits. Given to :meth:`~agentkit.Runner.resume`, it replaces the limits the
+    run was saved with (which a resume keeps otherwise): resume a run that paused on a
+    :class:`~agentkit.LimitReached` with a larger allowance to let it go on::
+
+        runner.resume("trip-1", with_limits(RunLimits(cost=2.00)))
+
+    See :class:`~agentkit.RunLimits` for what is counted and when a run stops.
+
+    Raises:
+        TypeError: ``limits`` is not a ``RunLimits`` (or ``None``).
+    """
+    from agentkit.limits import RunLimits
+
+    if limits is not None and not isinstance(limits, RunLimits):
+        raise TypeError(
+            f"with_limits() takes a RunLimits, or None for no limits (got {limits!r}); "
+            "write with_limits(RunLimits(model_calls=20, cost=1.0))"
+        )
+
+    def apply(options: RunOptions) -> None:
+        options.limits = limits
+        options.limits_given = True
 
     return wrap_impl_specific_opt_fn(RunOptions, apply)
 

@@ -444,9 +444,10 @@ def current_usage() -> UsageLedger | None:
 
     Every model call the framework makes (a ChatModelAgent's, the plan-execute planner's)
     adds its usage to it once; ``RunResult.usage`` reads it, and the callbacks see the same
-    calls. A custom agent that calls a model itself adds the reply's usage here
-    (``current_usage().add(agent_name, usage)``). Each run has one (a resumed run starts a new
-    one); outside a run there is none.
+    calls. A custom agent that calls a model itself adds the reply's usage (and cost) here
+    (``current_usage().add(agent_name, usage, cost)``): it then counts towards the run's token
+    and cost limits too. Each run has one (a resumed run starts a new one, which carries what
+    the run used before for its limits); outside a run there is none.
     """
     frame = _frame.get()
     if frame is None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import enum
 import logging
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, Protocol, TypeVar
@@ -31,6 +32,9 @@ class Point(enum.Enum):
     TRANSITION = "transition"
 
 
+_SAFE_POINTS = (Point.AFTER_CHAT_MODEL, Point.AFTER_TOOL_CALLS)
+
+
 class Closeable(Protocol):
     """Something an immediate cancel closes (a model stream, a wait to wake)."""
 
@@ -47,6 +51,7 @@ class RunScope:
 
     __slots__ = (
         "_closeables",
+        "_deadline",
         "_ended",
         "_escalated",
         "_escalating",
@@ -56,6 +61,7 @@ class RunScope:
         "_mode",
         "_pool",
         "_stop",
+        "_wake",
     )
 
     def __init__(self) -> None:
@@ -68,7 +74,10 @@ class RunScope:
         self._escalating = False  # a wait to escalate a safe-point cancel was spawned
         self._handles: list[CancelHandle] = []
         self._stop = threading.Event()  # set by an immediate cancel: wakes cancellable waits
-        self._ended = threading.Event()  # set by finish(): wakes the escalation wait
+        self._ended = threading.Event()  # set by finish()
+        self._deadline: float | None = None  # when a safe-point cancel escalates (monotonic)
+        self._wake = threading.Condition(self._lock)  # wakes the escalation wait: ended, or
+        # an earlier deadline
 
     # --- cancel state ---
 
@@ -94,21 +103,18 @@ class RunScope:
 
     def request_cancel(self, mode: CancelMode, timeout: float | None = None) -> None:
         """Record a cancel request; an immediate one wakes every wait of the run (it closes
-        the streams and waits registered with :meth:`open`)."""
+        the streams and waits registered with :meth:`open`).
+
+        Requests add up (Eino's merge): an immediate one wins, two different safe points join
+        into ``CancelMode.ANY_SAFE_POINT``, and the earliest escalation deadline counts.
+        """
         with self._lock:
             if self._mode is CancelMode.IMMEDIATE:
                 return
+            mode = mode if self._mode is None else self._mode.join(mode)
             self._mode = mode
-            if (
-                mode is not CancelMode.IMMEDIATE
-                and timeout is not None
-                and not self._escalating
-                and not self._ended.is_set()
-            ):
-                self._escalating = True
-                self._pool.spawn(
-                    self._escalate_after, timeout, name="agentkit-cancel-escalation"
-                )
+            if mode is not CancelMode.IMMEDIATE and timeout is not None:
+                self._escalate_by(time.monotonic() + timeout)
             closeables = list(self._closeables) if mode is CancelMode.IMMEDIATE else []
         if mode is CancelMode.IMMEDIATE:
             self._stop.set()
@@ -118,9 +124,27 @@ class RunScope:
             except Exception:  # a cancel never raises in the cancelling thread
                 _log.debug("closing %r on cancel failed", closeable, exc_info=True)
 
-    def _escalate_after(self, seconds: float) -> None:
-        if not self._ended.wait(seconds):
-            self._escalate()
+    def _escalate_by(self, deadline: float) -> None:
+        """Escalate the cancel at ``deadline`` unless an earlier one is set (lock held)."""
+        if self._ended.is_set() or (self._deadline is not None and self._deadline <= deadline):
+            return
+        self._deadline = deadline
+        if self._escalating:
+            self._wake.notify_all()  # the waiting escalation takes the earlier deadline
+            return
+        self._escalating = True
+        self._pool.spawn(self._escalate_at_deadline, name="agentkit-cancel-escalation")
+
+    def _escalate_at_deadline(self) -> None:
+        with self._lock:
+            while not self._ended.is_set():
+                left = (self._deadline or 0.0) - time.monotonic()
+                if left <= 0:
+                    break
+                self._wake.wait(left)
+            if self._ended.is_set():
+                return
+        self._escalate()
 
     def _escalate(self) -> None:
         with self._lock:
@@ -164,6 +188,7 @@ class RunScope:
             or point is Point.TRANSITION
             or (point is Point.AFTER_CHAT_MODEL and mode is CancelMode.AFTER_CHAT_MODEL)
             or (point is Point.AFTER_TOOL_CALLS and mode is CancelMode.AFTER_TOOL_CALLS)
+            or (mode is CancelMode.ANY_SAFE_POINT and point in _SAFE_POINTS)
         ):
             raise self.cancel_error()
 
@@ -228,6 +253,7 @@ class RunScope:
         """Release the run's resources: stop the escalation wait, join the spawned threads."""
         with self._lock:
             self._ended.set()
+            self._wake.notify_all()
         self._pool.close()
         for handle in self._handles:
             handle._run_ended(self._fired)

@@ -8,6 +8,7 @@ A handler is any object with some of these methods (missing ones are skipped)::
     on_model_end(info: RunInfo, message: Message | None, error: BaseException | None)
     on_tool_start(info: RunInfo, call: ToolCallInfo)
     on_tool_end(info: RunInfo, call: ToolCallInfo, result: str | None, error: BaseException | None)
+    on_limit_wait(info: RunInfo, wait: LimitWait)
 
 Threading contract: handlers are called synchronously, in the thread that runs what they
 observe (the agent's thread for agent and model callbacks, the tool's thread for tool
@@ -21,8 +22,17 @@ the exception is logged on ``logging.getLogger("agentkit")`` and the run goes on
 Agent callbacks fire once per agent turn, for every agent the flow runs (the Runner, transfers,
 workflows, supervisors, agents used as tools), never twice for one agent however it is wrapped.
 Model callbacks fire around each call of the chat model itself (``on_model_end`` sees the
-token usage on ``message.response_meta``); with streaming the end fires once the stream was
+token usage on ``message.response_meta``, and its ``cost`` when the model has a
+:class:`~agentkit.limits.ModelPricing`); with streaming the end fires once the stream was
 read to its end. Tool callbacks fire around the tool itself, inside any middleware.
+
+``on_limit_wait`` says how long a model or tool call waited for a shared limit
+(:class:`~agentkit.ConcurrencyLimit`, :class:`~agentkit.RateLimit` and their Redis
+counterparts; see :mod:`agentkit.throttle`): ``info`` names the model or tool and the agent
+calling it, ``wait`` is a :class:`~agentkit.throttle.LimitWait` (the limit, ``kind``,
+``seconds``, and ``error`` when the wait failed). It fires once per wait, after it, only for
+calls that did not get their turn at once, in the waiting thread, between the call's start
+and end callbacks.
 
 A resumed run reports the agents it runs again; ``on_agent_start`` then gets an
 :class:`~agentkit.AgentInput` without messages (the agent goes on from its saved state). An
@@ -92,13 +102,13 @@ def with_callbacks(*handlers: object) -> AgentRunOption:
 
 
 class UsageTracker:
-    """A callback handler that sums token usage and model time over runs, per agent too.
+    """A callback handler that sums token usage, cost and model time over runs, per agent too.
 
     Example::
 
         usage = UsageTracker()
         runner.invoke("Plan my trip", with_callbacks(usage))
-        print(usage.total.total_tokens, usage.by_agent, usage.model_seconds)
+        print(usage.total.total_tokens, usage.by_agent, usage.model_seconds, usage.cost)
 
     One tracker may observe several runs (and runs in several threads): it keeps adding up.
     """
@@ -128,9 +138,9 @@ class UsageTracker:
             self._seconds[info.agent_name] = self._seconds.get(info.agent_name, 0.0) + elapsed
         if message is None or message.response_meta is None:
             return
-        usage = message.response_meta.usage
-        if usage is not None:
-            self._ledger.add(info.agent_name, usage)
+        meta = message.response_meta
+        if meta.usage is not None or meta.cost is not None:
+            self._ledger.add(info.agent_name, meta.usage or TokenUsage(), meta.cost)
 
     @property
     def total(self) -> TokenUsage:
@@ -141,6 +151,12 @@ class UsageTracker:
     def by_agent(self) -> dict[str, TokenUsage]:
         """The tokens per agent name."""
         return self._ledger.by_agent
+
+    @property
+    def cost(self) -> float | None:
+        """What the model calls seen cost (``response_meta.cost``, set by models with a
+        :class:`~agentkit.limits.ModelPricing`), or ``None`` when none had a cost."""
+        return self._ledger.cost
 
     @property
     def model_seconds(self) -> float:

@@ -26,6 +26,16 @@ class CancelMode(enum.Enum):
     """Stop after a model call that asked for tools, before the tools run."""
     AFTER_TOOL_CALLS = "after_tool_calls"
     """Stop after a round of tool calls, before the next model call."""
+    ANY_SAFE_POINT = "any_safe_point"
+    """Stop at whichever safe point comes first: after a model call that asked for tools, or
+    after a round of tool calls (Eino's ``AnySafePoint``)."""
+
+    def join(self, other: CancelMode) -> CancelMode:
+        """The mode of two cancel requests made on one run: an immediate one wins; two
+        different safe points join into :attr:`ANY_SAFE_POINT` (the run stops at either)."""
+        if self is CancelMode.IMMEDIATE or other is CancelMode.IMMEDIATE:
+            return CancelMode.IMMEDIATE
+        return self if self is other else CancelMode.ANY_SAFE_POINT
 
 
 class _Cancellable(Protocol):
@@ -47,7 +57,9 @@ class CancelHandle:
         handle.wait()
 
     A handle belongs to one run at a time; a cancel requested before the run starts takes
-    effect as soon as it does.
+    effect as soon as it does. Repeated requests add up, as in Eino: an immediate one wins,
+    two different safe points join into ``CancelMode.ANY_SAFE_POINT``, the earliest
+    escalation deadline counts.
     """
 
     def __init__(self) -> None:
@@ -72,7 +84,7 @@ class CancelHandle:
                 return False
             scope = self._scope
             if scope is None:
-                self._pending = (mode, timeout)
+                self._pending = _merged(self._pending, mode, timeout)
                 return True
         scope.request_cancel(mode, timeout)
         return True
@@ -101,3 +113,14 @@ class CancelHandle:
             self._scope = None
             self._took_effect = cancelled
         self._stopped.set()
+
+
+def _merged(
+    pending: tuple[CancelMode, float | None] | None, mode: CancelMode, timeout: float | None
+) -> tuple[CancelMode, float | None]:
+    """Two requests made before the run started, as one (the shorter timeout counts)."""
+    if pending is None:
+        return mode, timeout
+    joined = pending[0].join(mode)
+    timeouts = [t for t in (pending[1], timeout) if t is not None]
+    return joined, (min(timeouts) if timeouts and joined is not CancelMode.IMMEDIATE else None)

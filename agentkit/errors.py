@@ -6,6 +6,8 @@ exception says the same thing, the agentkit error subclasses it too, so existing
 
     AgentKitError
     ├── ExceedMaxIterationsError
+    ├── RunLimitError
+    ├── GuardrailTripped
     ├── TransferError
     ├── AgentConfigError (ValueError)
     ├── AgentFrozenError (RuntimeError, AttributeError)
@@ -13,6 +15,9 @@ exception says the same thing, the agentkit error subclasses it too, so existing
     ├── ResumeError
     ├── AgentCancelledError
     ├── OutputValidationError (ValueError)
+    ├── SharedLimitError
+    │   ├── SlotTimeoutError (TimeoutError)
+    │   └── SharedLimitUnavailableError (ConnectionError)
     ├── ConversationError
     │   ├── ConversationBusyError
     │   ├── ConversationStoreError
@@ -41,12 +46,16 @@ exception says the same thing, the agentkit error subclasses it too, so existing
 Optional parts add subclasses of these where they live: ``agentkit.mcp`` (``MCPConnectionError``
 with its ``MCPProtocolError``, and ``MCPServerError``, all ``ToolError``; ``MCPClientClosedError``,
 ``MCPNotInstalledError``),
-``agentkit.integrations.runs`` (``RunNotFoundError``, ``RunStateError``) and
-``agentkit.prebuilt.planexecute`` (``PlanExecuteError``).
+``agentkit.integrations.runs`` (``RunNotFoundError``, ``RunStateError``),
+``agentkit.prebuilt.planexecute`` (``PlanExecuteError``), ``agentkit.backends``
+(``BackendError`` with ``PathOutsideRootError``, ``FileTooLargeError``, ``BinaryFileError`` and
+``EditError``), ``agentkit.middlewares.skill`` (``SkillError``) and ``agentkit.turnloop``
+(``TurnInterruptedError``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 __all__ = [
@@ -68,6 +77,7 @@ __all__ = [
     "ConversationRecordError",
     "ConversationStoreError",
     "ExceedMaxIterationsError",
+    "GuardrailTripped",
     "IncompleteStreamError",
     "InstructionFormatError",
     "ModelError",
@@ -77,6 +87,10 @@ __all__ = [
     "ResponseTooLargeError",
     "ResumeError",
     "RetryExhaustedError",
+    "RunLimitError",
+    "SharedLimitError",
+    "SharedLimitUnavailableError",
+    "SlotTimeoutError",
     "WillRetryError",
     "ToolArgumentsError",
     "ToolError",
@@ -94,11 +108,15 @@ class ExceedMaxIterationsError(AgentKitError):
     """A ChatModelAgent called its model ``max_iterations`` times without finishing.
 
     The message starts with ``exceeds max iterations`` (Eino's text), then says which agent hit
-    which limit and how to raise it.
+    which limit and how to raise it, and quotes the tool results that were errors in the last
+    rounds (the unknown tool or agent the model kept asking for, the arguments a tool kept
+    refusing), with how often each came back.
 
     Attributes:
         max_iterations: the limit that was reached, when known.
         agent_name: the agent that reached it, ``""`` when unknown.
+        tool_errors: the last tool results that were errors (the text the model got), oldest
+            first, each once; empty when the last rounds had none.
     """
 
     def __init__(
@@ -107,28 +125,118 @@ class ExceedMaxIterationsError(AgentKitError):
         *,
         max_iterations: int | None = None,
         agent_name: str = "",
+        tool_errors: Sequence[tuple[str, int]] = (),
     ) -> None:
         if message is None:
-            message = _max_iterations_text(max_iterations, agent_name)
+            message = _max_iterations_text(max_iterations, agent_name, tool_errors)
         super().__init__(message)
         self.max_iterations = max_iterations
         self.agent_name = agent_name
+        self.tool_errors = tuple(text for text, _ in tool_errors)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        state = {"max_iterations": self.max_iterations, "agent_name": self.agent_name}
+        state = {
+            "max_iterations": self.max_iterations,
+            "agent_name": self.agent_name,
+            "tool_errors": self.tool_errors,
+        }
         return (type(self), (str(self),), state)
 
 
-def _max_iterations_text(max_iterations: int | None, agent_name: str) -> str:
+def _max_iterations_text(
+    max_iterations: int | None, agent_name: str, tool_errors: Sequence[tuple[str, int]]
+) -> str:
     if max_iterations is None:
         return "exceeds max iterations"
     who = f"agent '{agent_name}'" if agent_name else "the agent"
-    return (
+    text = (
         f"exceeds max iterations: {who} called its model {max_iterations} times "
         f"(max_iterations={max_iterations}) and the model still asked for tools instead of "
-        "answering. Raise the limit with ChatModelAgent(..., max_iterations=N), or look at the "
-        "tool results in the events: a model that keeps retrying a failing tool never finishes"
+        "answering."
     )
+    if not tool_errors:
+        return text + (
+            " Raise the limit with ChatModelAgent(..., max_iterations=N), or look at the tool "
+            "results in the events: a model that keeps retrying a failing tool never finishes"
+        )
+    quoted = "; ".join(
+        f"{_shortened(error)!r}" + (f" ({count} times)" if count > 1 else "")
+        for error, count in tool_errors
+    )
+    return (
+        f"{text} The last tool calls failed, and the model was told: {quoted}. Fix what the "
+        "model keeps getting wrong (a tool or agent name, the arguments, the instruction), or "
+        "raise the limit with ChatModelAgent(..., max_iterations=N)"
+    )
+
+
+def _shortened(text: str, limit: int = 300) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class RunLimitError(AgentKitError):
+    """A run reached one of its :class:`~agentkit.RunLimits` and had no checkpoint to pause in.
+
+    The run ended before its next model or tool call. Give the run a larger limit
+    (``with_limits(...)``, ``Runner(limits=...)``), or a checkpoint id: then reaching a limit
+    pauses the run (a :class:`~agentkit.LimitReached` interrupt) instead, and it can go on.
+
+    Attributes:
+        limit: which limit (``"model_calls"``, ``"tool_calls"``, ``"input_tokens"``,
+            ``"output_tokens"``, ``"total_tokens"``, ``"cost"`` or ``"wall_time"``).
+        used: how much the run used (over its resumes too).
+        allowed: the allowance it reached.
+    """
+
+    def __init__(
+        self, message: str, *, limit: str = "", used: float = 0, allowed: float = 0
+    ) -> None:
+        super().__init__(message)
+        self.limit = limit
+        self.used = used
+        self.allowed = allowed
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        state = {"limit": self.limit, "used": self.used, "allowed": self.allowed}
+        return (type(self), (str(self),), state)
+
+
+class GuardrailTripped(AgentKitError):
+    """A guardrail of a :class:`~agentkit.ChatModelAgent` stopped the run.
+
+    Raised for the input and output checks (a tripped tool-call check does not end the run:
+    the call is not run and the model is told why).
+
+    Attributes:
+        stage: ``"input"``, ``"output"`` or ``"tool_call"``.
+        reason: what the guardrail said.
+        guardrail: the guardrail's name (its ``name`` attribute, else its class name).
+        agent_name: the agent whose guardrail tripped.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        stage: str = "",
+        reason: str = "",
+        guardrail: str = "",
+        agent_name: str = "",
+    ) -> None:
+        super().__init__(message)
+        self.stage = stage
+        self.reason = reason
+        self.guardrail = guardrail
+        self.agent_name = agent_name
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        state = {
+            "stage": self.stage,
+            "reason": self.reason,
+            "guardrail": self.guardrail,
+            "agent_name": self.agent_name,
+        }
+        return (type(self), (str(self),), state)
 
 
 class OutputValidationError(AgentKitError, ValueError):
@@ -146,6 +254,33 @@ class OutputValidationError(AgentKitError, ValueError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (str(self),), {"agent_name": self.agent_name})
+
+
+class SharedLimitError(AgentKitError):
+    """A call could not get its turn under a shared limit (``ConcurrencyLimit``, ``RateLimit``).
+
+    Attributes:
+        limit: the limit object the call waited for.
+        waited: the seconds the call waited before it gave up.
+    """
+
+    def __init__(self, message: str, *, limit: object = None, waited: float = 0.0) -> None:
+        super().__init__(message)
+        self.limit = limit
+        self.waited = waited
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The limit itself may hold locks or connections: it travels as its repr.
+        state = {"limit": repr(self.limit), "waited": self.waited}
+        return (type(self), (str(self),), state)
+
+
+class SlotTimeoutError(SharedLimitError, TimeoutError):
+    """A call waited for a shared limit (a free slot, or room in a rate) longer than its timeout."""
+
+
+class SharedLimitUnavailableError(SharedLimitError, ConnectionError):
+    """The store a shared limit keeps its state in (Redis) could not be reached."""
 
 
 class ConversationError(AgentKitError):
@@ -249,6 +384,7 @@ def _cancelled_text(mode: Any, escalated: bool) -> str:
         "IMMEDIATE": "at once",
         "AFTER_CHAT_MODEL": "after a model call, before its tools ran",
         "AFTER_TOOL_CALLS": "after a round of tool calls",
+        "ANY_SAFE_POINT": "at the first safe point, after a model call or a round of tool calls",
     }.get(name, "")
     return f"the run was cancelled (CancelMode.{name}{': ' + when if when else ''})"
 

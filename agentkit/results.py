@@ -32,7 +32,7 @@ from agentkit.schema import Message, Role, TokenUsage
 if TYPE_CHECKING:
     from agentkit._observe import UsageLedger
 
-__all__ = ["RunIterator", "RunOutcome", "RunResult", "usage_of"]
+__all__ = ["RunIterator", "RunOutcome", "RunResult", "cost_of", "usage_of"]
 
 
 @attrs.define
@@ -70,7 +70,12 @@ class RunResult:
             tracing and ``UsageTracker`` report too): retried calls and agents used as tools
             included.
         usage_by_agent: the same, per agent name.
-        interrupt: the interrupt, when the run stopped for outside input.
+        cost: what the run's model calls cost (the sum of their ``response_meta.cost``, which
+            models given a :class:`~agentkit.limits.ModelPricing` set), or ``None`` when no
+            model had pricing. A resumed run reports what it used since the resume (its
+            :class:`~agentkit.RunLimits` count the whole run).
+        interrupt: the interrupt, when the run stopped for outside input (a paused budget:
+            a :class:`~agentkit.LimitReached` in ``interrupt.contexts``).
         checkpoint_id: the id to pass to ``Runner.resume``, when a checkpoint of the run was
             saved (it interrupted, or stopped early with ``with_checkpoint_id``).
         error: the error the run failed with, or ``None`` (an interrupted run did not fail).
@@ -85,6 +90,7 @@ class RunResult:
     interrupt: InterruptInfo | None = None
     checkpoint_id: str | None = None
     error: BaseException | None = None
+    cost: float | None = None
 
     @property
     def text(self) -> str:
@@ -126,6 +132,8 @@ class RunResult:
                 f"{usage.total_tokens} tokens",
             )
         )
+        if self.cost is not None:
+            rows.append(("cost", f"{self.cost:.6g}"))
         if self.session_values:
             rows.append(("session", ", ".join(sorted(map(str, self.session_values)))))
         return rows
@@ -185,6 +193,24 @@ def usage_of(events: Iterable[AgentEvent]) -> tuple[TokenUsage, dict[str, TokenU
             tally.completion_tokens += usage.completion_tokens
             tally.total_tokens += usage.total_tokens
     return total, by_agent
+
+
+def cost_of(events: Iterable[AgentEvent]) -> float | None:
+    """Sum the ``response_meta.cost`` of the assistant messages among ``events`` (``None``
+    when none has a cost)."""
+    total: float | None = None
+    for event in events:
+        variant = event.output.message_output if event.output is not None else None
+        if variant is None or variant.role is not Role.ASSISTANT:
+            continue
+        try:
+            message = variant.get_message()
+        except Exception:
+            continue  # a broken stream reports no cost (the run's error says what broke)
+        cost = message.response_meta.cost if message.response_meta is not None else None
+        if cost is not None:
+            total = cost if total is None else total + cost
+    return total
 
 
 class RunIterator(AsyncIterator[AgentEvent]):
@@ -278,9 +304,10 @@ def _summarize(events: list[AgentEvent], outcome: RunOutcome) -> RunResult:
         interrupt = None
     ledger = outcome.usage
     if ledger is not None:
-        usage, by_agent = ledger.total, ledger.by_agent
+        usage, by_agent, cost = ledger.total, ledger.by_agent, ledger.cost
     else:
         usage, by_agent = usage_of(events)
+        cost = cost_of(events)
     values = outcome.session_values() if outcome.session_values is not None else {}
     return RunResult(
         events=events,
@@ -292,6 +319,7 @@ def _summarize(events: list[AgentEvent], outcome: RunOutcome) -> RunResult:
         interrupt=interrupt,
         checkpoint_id=outcome.checkpoint_id,
         error=error,
+        cost=cost,
     )
 
 

@@ -48,7 +48,7 @@ from agentkit._checkpoints import (
     resume_state,
     save_checkpoint,
 )
-from agentkit._observe import RunObservers
+from agentkit._observe import RunObservers, UsageLedger
 from agentkit._options import NO_OPTIONS, AgentRunOption, HeldLease, RunOptionSet
 from agentkit._runctx import EventLog, RunFrame, Session, new_run_key
 from agentkit._runner_sink import RunnerSink
@@ -56,16 +56,27 @@ from agentkit._scope import RunScope
 from agentkit.agents.flow import FlowAgent
 from agentkit.cancel import CancelMode
 from agentkit.errors import CheckpointError
-from agentkit.events import Agent, AgentEvent, AgentInput, InterruptInfo, ResumeInfo, RunStep
+from agentkit.events import (
+    Agent,
+    AgentEvent,
+    AgentInput,
+    AgentOutput,
+    InterruptInfo,
+    MessageVariant,
+    ResumeInfo,
+    RunStep,
+)
+from agentkit.limits import RunLimits
 from agentkit.results import RunIterator, RunOutcome, RunResult
 from agentkit.schema import Message, user_message
+from agentkit.streams import stream_from_list
 
 if TYPE_CHECKING:
     from agentkit._durable import DurableRun
     from agentkit._points import ResumeState
     from agentkit.checkpoint import CheckPointStore, Lease, PickleSerializer
     from agentkit.conversation import ConversationStore
-    from agentkit.conversation._turn import OpenTurn
+    from agentkit.conversation._turn import DoneTurn, OpenTurn
 
 __all__ = ["Runner"]
 
@@ -103,6 +114,11 @@ class Runner:
             and the run holds a lease on its id while it lives. ``"stop"``: only when the run
             stops (interrupt, cancel, failure), as before version 0.5: a run whose process
             dies is lost since its last stop.
+        limits: the :class:`~agentkit.RunLimits` of every run (``with_limits(...)`` gives one
+            run others, ``with_limits(None)`` none). A run that reaches a limit pauses when it
+            has a checkpoint id (an interrupt with a :class:`~agentkit.LimitReached`; resume it
+            with a larger ``with_limits(...)``), and ends with
+            :class:`~agentkit.RunLimitError` otherwise.
 
     The life of a checkpoint (saved as it goes or on a stop; resumed exclusively; consumed
     once a resumed or durable run completes) is described in :mod:`agentkit.runner`.
@@ -118,6 +134,7 @@ class Runner:
         lease_ttl: float = RUN_LEASE_TTL,
         conversation_store: ConversationStore | None = None,
         durability: str = "step",
+        limits: RunLimits | None = None,
     ) -> None:
         if isinstance(lease_ttl, bool) or not isinstance(lease_ttl, (int, float)) or lease_ttl <= 0:
             raise ValueError(f"lease_ttl must be a positive number of seconds (got {lease_ttl!r})")
@@ -126,6 +143,11 @@ class Runner:
                 f"durability must be 'step' (save after every finished model reply and tool "
                 f"call) or 'stop' (save when the run stops), got {durability!r}"
             )
+        if limits is not None and not isinstance(limits, RunLimits):
+            raise TypeError(
+                f"limits must be a RunLimits, or None for none (got {limits!r}); write "
+                "Runner(agent, limits=RunLimits(model_calls=20, cost=1.0))"
+            )
         self.durability = durability
         self._agent = agent if isinstance(agent, FlowAgent) else FlowAgent(agent)
         self.enable_streaming = enable_streaming
@@ -133,6 +155,7 @@ class Runner:
         self._serializer = serializer
         self.lease_ttl = float(lease_ttl)
         self.conversation_store = conversation_store
+        self.limits = limits
 
     @property
     def agent(self) -> Agent:
@@ -200,7 +223,9 @@ class Runner:
         Closing the iterator (or leaving its ``with`` block) cancels the run. The iterator's
         ``result()`` waits for the end and returns a :class:`~agentkit.RunResult`. With
         ``with_conversation_id(id)`` the run is a turn of that conversation (see
-        :func:`~agentkit.with_conversation_id`).
+        :func:`~agentkit.with_conversation_id`); with ``with_conversation_id(id,
+        turn_key=key)`` a turn the conversation holds already is not run again: its events
+        are the first turn's messages.
 
         Raises (at once, before a thread starts):
             ValueError: a conversation id was given but the Runner has no conversation store.
@@ -226,12 +251,16 @@ class Runner:
         if run_options.conversation_id is not None:
             from agentkit.conversation._turn import open_turn  # only runs with conversations
 
-            turn, messages = open_turn(
+            opened = open_turn(
                 self._conversation_store(),
                 run_options.conversation_id,
                 messages,
                 run_options.conversation_trim,
+                run_options.turn_key,
             )
+            if not isinstance(opened, tuple):  # a repeat of a turn the conversation holds
+                return self._repeat(opened, parsed, inline, on_event)
+            turn, messages = opened
         try:
             return self._start(messages, parsed, turn, inline, on_event)
         except BaseException:
@@ -252,12 +281,18 @@ class Runner:
         scope = RunScope()
         if run_options.cancel_handle is not None:
             scope.attach(run_options.cancel_handle)
+        limits = run_options.limits if run_options.limits_given else self.limits
+        usage = None
+        if limits is not None:
+            # Reaching a limit pauses a run that can be saved, and ends the others.
+            pausable = run_options.checkpoint_id is not None and self.checkpoint_store is not None
+            usage = UsageLedger(limits, pausable=pausable)
         frame = RunFrame(
             scope=scope,
             log=EventLog(),
             session=Session(run_options.session_values),
             root_input=root_input,
-            observers=RunObservers.from_options(options.given),
+            observers=RunObservers.from_options(options.given, usage),
             options=options,
         )
         agent = self._agent
@@ -324,6 +359,63 @@ class Runner:
             lease=lease,
         )
 
+    def _repeat(
+        self,
+        done: DoneTurn,
+        options: RunOptionSet,
+        inline: bool,
+        on_event: Callable[[AgentEvent], object] | None,
+    ) -> RunIterator:
+        """The run of a turn that repeats a completed one: its agents' messages, read back.
+
+        No agent runs and nothing is appended; the events are the first turn's messages, in
+        its order, named as they were (streamed when this Runner streams).
+        """
+        run_options = options.run
+        scope = RunScope()
+        if run_options.cancel_handle is not None:
+            scope.attach(run_options.cancel_handle)
+        frame = RunFrame(
+            scope=scope,
+            log=EventLog(),
+            session=Session(run_options.session_values),
+            root_input=AgentInput(enable_streaming=self.enable_streaming),
+            observers=RunObservers.from_options(options.given),
+            options=options,
+        )
+        streaming = self.enable_streaming
+        events = []
+        for said in done.said:
+            message = said.message
+            variant = MessageVariant(
+                streaming,
+                None if streaming else message,
+                stream_from_list([message]) if streaming else None,
+                message.role,
+                message.tool_name,
+            )
+            events.append(
+                AgentEvent(
+                    agent_name=said.agent_name,
+                    run_path=[RunStep(name) for name in said.run_path],
+                    output=AgentOutput(message_output=variant),
+                )
+            )
+        _log.info(
+            "agentkit: turn %r of conversation %r ran before; its messages are given back",
+            done.key,
+            done.conversation_id,
+        )
+
+        def work(sink: EventSink) -> None:
+            for event in events:
+                scope.check()
+                sink.send(event)
+
+        return start_worker(
+            work, frame, owns_scope=True, outcome=RunOutcome(), inline=inline, on_event=on_event
+        )
+
     def _conversation_store(self) -> ConversationStore:
         store = self.conversation_store
         if store is None:
@@ -348,6 +440,11 @@ class Runner:
         is the saved run's. If the resumed run stops again, it is saved under the same id;
         if it completes, the checkpoint is consumed.
 
+        The run keeps counting what it used for its limits, and keeps the limits it was saved
+        with (the Runner's default, for a run saved without any): give
+        ``with_limits(RunLimits(...))`` to replace them, e.g. to let a run that paused on a
+        :class:`~agentkit.LimitReached` go on with a larger allowance (no ``targets`` needed).
+
         Raises (at once, before a thread starts):
             ValueError: the Runner has no checkpoint store, or a target id is unknown.
             CheckpointNotFoundError: nothing is saved under ``checkpoint_id``.
@@ -370,7 +467,7 @@ class Runner:
         try:
             checkpoint = self._load(store, checkpoint_id)
             points = resume_state(checkpoint, targets)
-            frame = _resumed_frame(checkpoint, points, options)
+            frame = _resumed_frame(checkpoint, points, options, self.limits)
             scope = frame.scope
             info = ResumeInfo(
                 enable_streaming=checkpoint.enable_streaming,
@@ -439,9 +536,13 @@ class Runner:
 
 
 def _resumed_frame(
-    checkpoint: Checkpoint, points: ResumeState, options: tuple[AgentRunOption, ...]
+    checkpoint: Checkpoint,
+    points: ResumeState,
+    options: tuple[AgentRunOption, ...],
+    default_limits: RunLimits | None,
 ) -> RunFrame:
-    """The frame of a run resumed from ``checkpoint``: its session, history, key and options."""
+    """The frame of a run resumed from ``checkpoint``: its session, history, key, options and
+    usage (``default_limits``: the Runner's, for a run saved without limits)."""
     parsed = RunOptionSet(options) if options else NO_OPTIONS
     run_options = parsed.run
     session = Session(checkpoint.session_values)
@@ -453,13 +554,21 @@ def _resumed_frame(
     scope = RunScope()
     if run_options.cancel_handle is not None:
         scope.attach(run_options.cancel_handle)
+    # The run goes on counting what it used, within the limits it was saved with unless it is
+    # given others.
+    limits = run_options.limits if run_options.limits_given else checkpoint.limits
+    usage = UsageLedger(
+        limits if limits is not None or run_options.limits_given else default_limits,
+        carried=checkpoint.usage,
+        pausable=True,
+    )
     return RunFrame(
         scope=scope,
         log=log,
         session=session,
         root_input=checkpoint.root_input,
         resume=points if started else None,
-        observers=RunObservers.from_options(parsed.given),
+        observers=RunObservers.from_options(parsed.given, usage),
         options=parsed,
         key=checkpoint.key or new_run_key(),
     )

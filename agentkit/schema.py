@@ -89,20 +89,53 @@ class ToolCall:
 @persisted("agentkit.TokenUsage")
 @attrs.define
 class TokenUsage:
-    """Token counts reported by the model server."""
+    """Token counts reported by the model server.
+
+    ``cached_tokens`` is the part of ``prompt_tokens`` the server read from its prompt cache
+    (OpenAI's ``prompt_tokens_details.cached_tokens``; ``0`` when it says nothing).
+    """
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
     total_tokens: int = 0
+    cached_tokens: int = 0
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": self.total_tokens,
+            "cached_tokens": self.cached_tokens,
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # Checkpoints written before ``cached_tokens`` existed hold three values.
+        object.__setattr__(self, "cached_tokens", 0)
+        for key, value in state.items():
+            object.__setattr__(self, key, value)
 
 
 @persisted("agentkit.ResponseMeta")
 @attrs.define
 class ResponseMeta:
-    """Metadata of a model response: why it finished and what it cost."""
+    """Metadata of a model response: why it finished and what it cost.
+
+    ``cost`` is the price of the response's token usage, set by a model that has a
+    :class:`~agentkit.limits.ModelPricing` (``None`` otherwise).
+    """
 
     finish_reason: str = ""
     usage: TokenUsage | None = None
+    cost: float | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"finish_reason": self.finish_reason, "usage": self.usage, "cost": self.cost}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # Checkpoints written before ``cost`` existed hold two values.
+        object.__setattr__(self, "cost", None)
+        for key, value in state.items():
+            object.__setattr__(self, key, value)
 
 
 @persisted("agentkit.ToolInfo")
@@ -194,6 +227,10 @@ class Message:
                     "completion_tokens": usage.completion_tokens,
                     "total_tokens": usage.total_tokens,
                 }
+                if usage.cached_tokens:
+                    meta["usage"]["cached_tokens"] = usage.cached_tokens
+            if self.response_meta.cost is not None:
+                meta["cost"] = self.response_meta.cost
             data["response_meta"] = meta
         if self.extra:
             data["extra"] = dict(self.extra)
@@ -211,6 +248,7 @@ class Message:
             response_meta = ResponseMeta(
                 finish_reason=meta.get("finish_reason") or "",
                 usage=None if usage is None else TokenUsage(**usage),
+                cost=meta.get("cost"),
             )
         return cls(
             role=data["role"],
@@ -276,8 +314,8 @@ def concat_messages(chunks: Sequence[Message]) -> Message:
     Contents are concatenated. Tool calls are merged by ``index``: the id, type and name come
     from the first fragment that has them and the ``arguments`` are concatenated; merged calls
     are ordered by index, followed by calls without an index in the order they came. The last
-    non-empty finish reason and the usage of the last chunk that has one are kept. ``extra``
-    dicts are merged (string values concatenated, other values: last one wins).
+    non-empty finish reason and the usage (and cost) of the last chunk that has one are kept.
+    ``extra`` dicts are merged (string values concatenated, other values: last one wins).
 
     Raises:
         ValueError: no chunks, or chunks with different roles.
@@ -292,6 +330,7 @@ def concat_messages(chunks: Sequence[Message]) -> Message:
     name = tool_call_id = tool_name = ""
     finish_reason = ""
     usage: TokenUsage | None = None
+    cost: float | None = None
     extra: dict[str, Any] = {}
     indexed: dict[int, list[ToolCall]] = {}
     unindexed: list[ToolCall] = []
@@ -315,6 +354,7 @@ def concat_messages(chunks: Sequence[Message]) -> Message:
         if meta is not None:
             finish_reason = meta.finish_reason or finish_reason
             usage = meta.usage if meta.usage is not None else usage
+            cost = meta.cost if meta.cost is not None else cost
         for key, value in chunk.extra.items():
             previous = extra.get(key)
             if isinstance(previous, str) and isinstance(value, str):
@@ -334,7 +374,7 @@ def concat_messages(chunks: Sequence[Message]) -> Message:
     )
     response_meta = None
     if finish_reason or usage is not None or any(c.response_meta for c in chunks):
-        response_meta = ResponseMeta(finish_reason=finish_reason, usage=usage)
+        response_meta = ResponseMeta(finish_reason=finish_reason, usage=usage, cost=cost)
     return Message(
         role,
         "".join(contents),

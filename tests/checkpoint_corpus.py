@@ -24,10 +24,14 @@ from agentkit import (
     LoopAgent,
     Message,
     ModelError,
+    ModelPricing,
     ParallelAgent,
+    ResponseMeta,
     ResumeInfo,
     Role,
+    RunLimits,
     SequentialAgent,
+    TokenUsage,
     assistant_message,
     check_cancelled,
     event_from_message,
@@ -37,6 +41,7 @@ from agentkit import (
     set_sub_agents,
     tool,
     with_cancel,
+    with_limits,
     with_session_values,
 )
 from agentkit.models import ScriptedChatModel
@@ -70,6 +75,47 @@ def payer(name: str = "Payer", amount: int = 5) -> ChatModelAgent:
         return assistant_message(f"{name}: {results[-1].content}")
 
     return ChatModelAgent(name, f"{name} pays bills", ScriptedChatModel(reply), tools=[pay])
+
+
+def priced_payer() -> ChatModelAgent:
+    """A payer whose model reports token usage (cached tokens too) and has pricing: its
+    history holds replies with a cost."""
+
+    @tool
+    def pay(amount: int) -> str:
+        """Pay an amount after approval."""
+        decision = interrupt(f"approve paying {amount}?")
+        return f"paid {amount}" if decision else "payment declined"
+
+    def reply(messages: list[Message]) -> Message:
+        results = _tool_results(messages)
+        message = (
+            assistant_message(f"Payer: {results[-1].content}")
+            if results
+            else assistant_message("", [_call("pay", "priced-p", '{"amount": 7}')])
+        )
+        usage = TokenUsage(100 * len(messages), 20, 100 * len(messages) + 20, cached_tokens=50)
+        return attrs.evolve(message, response_meta=ResponseMeta("stop", usage))
+
+    model = ScriptedChatModel(reply, pricing=ModelPricing(1.0, 4.0, cached_input_per_million=0.5))
+    return ChatModelAgent("Payer", "pays bills", model, tools=[pay])
+
+
+def stepper() -> ChatModelAgent:
+    """Looks something up, then answers: two model calls."""
+
+    @tool
+    def look(what: str) -> str:
+        """Look something up."""
+        return f"found {what}"
+
+    def reply(messages: list[Message]) -> Message:
+        results = _tool_results(messages)
+        if results:
+            return assistant_message(f"Stepper: {results[-1].content}")
+        return assistant_message("", [_call("look", "step-1", '{"what": "news"}')])
+
+    return ChatModelAgent("Stepper", "looks things up", ScriptedChatModel(reply), tools=[look])
 
 
 def echo(name: str) -> ChatModelAgent:
@@ -223,6 +269,16 @@ SCENARIOS = [
     Scenario("cancelled_parallel", _cancel_build, lambda: (with_cancel(_canceller.handle),)),
     Scenario("failed_run", failing),
     Scenario("consumed", _same(payer), resume_after_completion=True),
+    # Run limits (issue 28): the checkpoint holds what the run used and its limits; the first
+    # interrupts for an approval within its limits and its resume completes, the second paused
+    # on a reached limit (a LimitReached), and its resume keeps the saved limits: it pauses
+    # again before any call.
+    Scenario(
+        "within_limits",
+        _same(priced_payer),
+        lambda: (with_limits(RunLimits(model_calls=10, cost=1.0)),),
+    ),
+    Scenario("limit_reached", _same(stepper), lambda: (with_limits(RunLimits(model_calls=1)),)),
 ]
 
 

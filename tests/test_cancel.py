@@ -331,3 +331,116 @@ def test_wait_reports_a_safe_point_cancel_that_never_came() -> None:
     events = run_events(Runner(ChatModelAgent("c", "d", ScriptedChatModel([answer]))).query("x", with_cancel(handle)))
     assert summarize(events[-1])[3] == "done anyway"
     assert handle.wait(10) is False
+
+
+# --- several requests on one run add up (Eino: cancel options merge) ------------------------
+
+
+def test_any_safe_point_stops_after_the_model_call_that_asked_for_tools() -> None:
+    handle = CancelHandle()
+    ran: list[str] = []
+
+    @tool
+    def act() -> str:
+        """Must not run."""
+        ran.append("act")
+        return "acted"
+
+    def reply(messages: list[Message]) -> Message:
+        handle.cancel(CancelMode.ANY_SAFE_POINT)
+        return calls_message(call("act"))
+
+    events = run_events(Runner(ChatModelAgent("c", "d", ScriptedChatModel([reply]), tools=[act])).query("x", with_cancel(handle)))
+    assert ran == []
+    err = events[-1].err
+    assert isinstance(err, AgentCancelledError) and err.mode is CancelMode.ANY_SAFE_POINT
+    assert str(err) == (
+        "the run was cancelled (CancelMode.ANY_SAFE_POINT: at the first safe point, after a "
+        "model call or a round of tool calls)"
+    )
+
+
+def test_any_safe_point_stops_after_the_tool_round_it_was_asked_in() -> None:
+    handle = CancelHandle()
+
+    @tool
+    def act() -> str:
+        """Asks for the cancel while the round runs."""
+        handle.cancel(CancelMode.ANY_SAFE_POINT)
+        return "acted"
+
+    model = ScriptedChatModel([calls_message(call("act")), "never"])
+    events = run_events(Runner(ChatModelAgent("c", "d", model, tools=[act])).query("x", with_cancel(handle)))
+    assert [summarize(e)[2:4] for e in events[:-1]] == [("assistant", ""), ("tool/act", "acted")]
+    assert isinstance(events[-1].err, AgentCancelledError)
+    assert len(model.calls) == 1
+
+
+def test_two_different_safe_points_join_and_the_first_to_come_stops_the_run() -> None:
+    # AFTER_CHAT_MODEL then AFTER_TOOL_CALLS, both during the model call: the run stops after
+    # that call, before its tools (the later request no longer replaces the earlier one).
+    handle = CancelHandle()
+    ran: list[str] = []
+
+    @tool
+    def act() -> str:
+        """Must not run."""
+        ran.append("act")
+        return "acted"
+
+    def reply(messages: list[Message]) -> Message:
+        handle.cancel(CancelMode.AFTER_CHAT_MODEL)
+        handle.cancel(CancelMode.AFTER_TOOL_CALLS)
+        return calls_message(call("act"))
+
+    events = run_events(Runner(ChatModelAgent("c", "d", ScriptedChatModel([reply]), tools=[act])).query("x", with_cancel(handle)))
+    assert ran == []
+    err = events[-1].err
+    assert isinstance(err, AgentCancelledError) and err.mode is CancelMode.ANY_SAFE_POINT
+
+
+def test_requests_made_before_the_run_starts_join_too() -> None:
+    handle = CancelHandle()
+    handle.cancel(CancelMode.AFTER_CHAT_MODEL)
+    handle.cancel(CancelMode.AFTER_TOOL_CALLS)
+    model = ScriptedChatModel([calls_message(call("act")), "never"])
+
+    @tool
+    def act() -> str:
+        """Must not run."""
+        raise AssertionError("the tool ran")
+
+    events = run_events(Runner(ChatModelAgent("c", "d", model, tools=[act])).query("x", with_cancel(handle)))
+    err = events[-1].err
+    assert isinstance(err, AgentCancelledError) and err.mode is CancelMode.ANY_SAFE_POINT
+
+
+def test_an_immediate_request_wins_over_a_safe_point_and_is_not_undone() -> None:
+    handle = CancelHandle()
+    handle.cancel(CancelMode.AFTER_TOOL_CALLS)
+    handle.cancel(CancelMode.IMMEDIATE)
+    handle.cancel(CancelMode.AFTER_CHAT_MODEL)
+    events = run_events(Runner(ChatModelAgent("c", "d", ScriptedChatModel(["never"]))).query("x", with_cancel(handle)))
+    err = events[-1].err
+    assert isinstance(err, AgentCancelledError) and err.mode is CancelMode.IMMEDIATE
+
+
+def test_a_later_request_with_an_earlier_deadline_escalates_sooner() -> None:
+    handle = CancelHandle()
+    escalated = threading.Event()
+
+    @tool
+    def wait_for_it() -> str:
+        """Asks for two safe-point cancels; the second has the shorter timeout."""
+        handle.cancel(CancelMode.AFTER_TOOL_CALLS, timeout=GUARD * 10)
+        handle.cancel(CancelMode.AFTER_TOOL_CALLS, timeout=0.01)
+        scope = cast("RunScope", handle._scope)
+        if scope.stop_event.wait(GUARD):  # woken by the escalation to an immediate cancel
+            escalated.set()
+        return "woken"
+
+    model = ScriptedChatModel([calls_message(call("wait_for_it")), "never"])
+    events = run_events(Runner(ChatModelAgent("c", "d", model, tools=[wait_for_it])).query("x", with_cancel(handle)))
+    assert escalated.is_set()
+    err = events[-1].err
+    assert isinstance(err, AgentCancelledError) and err.escalated

@@ -115,8 +115,7 @@ def test_attrs_classes_get_their_values_as_a_tuple_only_in_field_order() -> None
     only_name = short_call("agentkit.FunctionCall", ["name"], [s("g")])
     loaded = load(serializer, only_name)
     assert loaded.name == "g"
-    with pytest.raises(AttributeError):
-        loaded.arguments  # noqa: B018 (never set: as pickle would leave it)
+    assert loaded.arguments == ""  # a field the checkpoint predates gets its default
     positional = {tag[1:]: short[4] for tag, short in serializer._reader._shorts.items()}
     assert positional == {
         ("name", "arguments"): True,

@@ -62,6 +62,14 @@ DOCUMENTED = {
     "AgentMiddleware", "AgentContext", "ModelState", "set_run_local_value", "get_run_local_value",
     "send_event", "with_callbacks", "RunInfo", "UsageTracker", "ModelRetryConfig",
     "FailoverChatModel", "RetryExhaustedError", "WillRetryError",
+    # 15. limits, budgets, guardrails
+    "RunLimits", "LimitReached", "ModelPricing", "RunLimitError", "GuardrailTripped", "with_limits",
+    # 15. the Eino v0.9 line: TurnLoop
+    "TurnLoop", "TurnLoopExit", "TurnInput", "TurnResume", "SavedTurn", "TurnContext",
+    "TurnInterruptedError",
+    # 15. shared limits
+    "ConcurrencyLimit", "RateLimit", "SharedLimitError", "SharedLimitUnavailableError",
+    "SlotTimeoutError",
     # display, version
     "print_events", "__version__",
     # Pythonic primary names (the Eino names above are the same objects)
@@ -142,6 +150,7 @@ NOT_IMPORTED_BY_IMPORT_AGENTKIT = (
     "agentkit.conversation.redis", "agentkit.checkpoint.serializer", "agentkit.checkpoint.file",
     "agentkit.checkpoint.memory", "agentkit.models.openai", "agentkit.models.scripted",
     "agentkit.models.failover", "agentkit.mcp", "agentkit.testing", "agentkit.tools.exit",
+    "agentkit.backends", "agentkit.middlewares", "agentkit.prebuilt.deep", "yaml",
 )
 
 

@@ -25,17 +25,18 @@ LAYERS: list[tuple[str, list[str]]] = [
     (
         "Data and primitives",
         ["errors", "_persist", "_lazy", "schema", "_html", "_stream_base", "streams",
-         "iterators", "_spawn", "cancel", "_scope", "_transfer_messages"],
+         "iterators", "_spawn", "cancel", "_scope", "_transfer_messages", "limits"],
     ),
     ("Core types", ["events", "options", "models.base", "conversation.trim"]),
     (
         "Run context",
-        ["_runctx", "_interrupt", "_points", "_progress", "_observe", "_runlocals", "callbacks"],
+        ["_runctx", "_interrupt", "_points", "_progress", "_observe", "_runlocals", "callbacks",
+         "_waiting", "throttle"],
     ),
     ("Agent protocol", ["_agent", "results", "display"]),
-    ("Tools", ["tools", "tools.*"]),
+    ("Tools", ["tools", "tools.*", "backends", "backends.*"]),
     ("Models", ["models", "models.*"]),
-    ("Agents", ["agents", "agents.*", "middleware"]),
+    ("Agents", ["agents", "agents.*", "middleware", "guardrails"]),
     (
         "Runner",
         ["runner", "_runner_sink", "_checkpoints", "_durable", "_runlog", "compaction", "checkpoint",
@@ -43,8 +44,9 @@ LAYERS: list[tuple[str, list[str]]] = [
     ),
     (
         "Patterns and edges",
-        [".", "prebuilt", "prebuilt.*", "mcp", "mcp.*", "integrations", "integrations.*",
-         "testing", "testing.*", "conversation.conformance"],
+        [".", "turnloop", "prebuilt", "prebuilt.*", "middlewares", "middlewares.*", "mcp",
+         "mcp.*", "integrations", "integrations.*", "testing", "testing.*",
+         "conversation.conformance"],
     ),
 ]
 

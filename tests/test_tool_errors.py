@@ -244,8 +244,25 @@ def test_mistakes_count_towards_max_iterations() -> None:
     model = ScriptedChatModel(lambda messages: calls_message(call("add", {"a": 1})))
     events = run(ChatModelAgent("loop", "d", model, tools=[add], max_iterations=3))
     assert len(model.calls) == 3
+    # The error quotes what the model was told each time (issue 28).
     assert str(events[-1].err) == (
         "exceeds max iterations: agent 'loop' called its model 3 times (max_iterations=3) and "
+        "the model still asked for tools instead of answering. The last tool calls failed, and "
+        "the model was told: \"Error: add: 'b' is required (got {'a': 1}). Correct the "
+        "arguments and call add again.\" (3 times). Fix what the model keeps getting wrong (a "
+        "tool or agent name, the arguments, the instruction), or raise the limit with "
+        "ChatModelAgent(..., max_iterations=N)"
+    )
+    assert events[-1].err.tool_errors == (  # type: ignore[union-attr]
+        "Error: add: 'b' is required (got {'a': 1}). Correct the arguments and call add again.",
+    )
+
+
+def test_without_failed_tool_calls_the_error_says_where_to_look() -> None:
+    model = ScriptedChatModel(lambda messages: calls_message(call("add", {"a": 1, "b": 2})))
+    events = run(ChatModelAgent("loop", "d", model, tools=[add], max_iterations=2))
+    assert str(events[-1].err) == (
+        "exceeds max iterations: agent 'loop' called its model 2 times (max_iterations=2) and "
         "the model still asked for tools instead of answering. Raise the limit with "
         "ChatModelAgent(..., max_iterations=N), or look at the tool results in the events: a "
         "model that keeps retrying a failing tool never finishes"
@@ -777,7 +794,36 @@ def test_exceed_max_iterations_error_survives_pickling_with_its_details() -> Non
 
     from agentkit import ExceedMaxIterationsError
 
-    error = ExceedMaxIterationsError(max_iterations=4, agent_name="loop")
+    error = ExceedMaxIterationsError(
+        max_iterations=4, agent_name="loop", tool_errors=[("Error: no tool", 2)]
+    )
     copy = pickle.loads(pickle.dumps(error))
     assert (str(copy), copy.max_iterations, copy.agent_name) == (str(error), 4, "loop")
+    assert copy.tool_errors == ("Error: no tool",)
     assert str(ExceedMaxIterationsError()) == "exceeds max iterations"
+
+
+def test_a_router_that_keeps_asking_for_a_wrong_agent_name_is_quoted_when_it_gives_up() -> None:
+    # Issue 28: a router asked for 'weather' instead of 'Weather' until max_iterations, and the
+    # error never said so.
+    from agentkit import ExceedMaxIterationsError, Runner, set_sub_agents
+
+    router_model = ScriptedChatModel(
+        lambda messages: calls_message(call("transfer_to_agent", {"agent_name": "weather"}))
+    )
+    router = ChatModelAgent("Router", "routes questions", router_model, max_iterations=4)
+    weather = ChatModelAgent("Weather", "knows the weather", ScriptedChatModel(["sunny"]))
+    set_sub_agents(router, [weather])
+    result = Runner(router).query("weather in Paris?").result(raise_errors=False)
+    error = result.error
+    assert isinstance(error, ExceedMaxIterationsError)
+    assert len(router_model.calls) == 4
+    text = str(error)
+    assert "there is no agent named 'weather' to transfer to" in text
+    assert "the agents you can transfer to are: 'Weather'" in text
+    assert "(4 times)" in text
+    assert error.tool_errors == (
+        "Error: transfer_to_agent: there is no agent named 'weather' to transfer to; the agents "
+        "you can transfer to are: 'Weather'. Correct the arguments and call transfer_to_agent "
+        "again.",
+    )

@@ -22,6 +22,7 @@ from agentkit.errors import (
     AgentCancelledError,
     AgentConfigError,
     RetryExhaustedError,
+    RunLimitError,
     WillRetryError,
 )
 from agentkit.schema import Message
@@ -106,7 +107,8 @@ class ModelRetryConfig:
                 try:
                     output = call(messages, options)
                 except Exception as raised:
-                    if isinstance(raised, AgentCancelledError):
+                    if isinstance(raised, (AgentCancelledError, RunLimitError)):
+                        # A cancel, or a limit that refused the call: never retried.
                         _keep_all(streams)
                         raise
                     error = raised

@@ -34,13 +34,14 @@ import attrs
 
 from agentkit._agent import AgentRun
 from agentkit._interrupt import InterruptSignal, ToolRoundState
-from agentkit._observe import RunInfo, fire
+from agentkit._observe import RunInfo, UsageLedger, fire
 from agentkit._points import PointResume
 from agentkit._progress import DropPoints, ExtendField, Progress, state_delta
 from agentkit._runctx import RunFrame, ToolCallFrame, current_frame, use_frame
 from agentkit._runlocals import RunLocals, run_locals
 from agentkit._scope import Point, RunScope
 from agentkit._stream_base import StreamReader
+from agentkit.agents._guardrails import Guardrails
 from agentkit.agents._model_retry import ModelRetryConfig, StreamVerdicts
 from agentkit.agents._structured import StructuredOutput
 from agentkit.agents._tool_errors import ToolErrorPolicy
@@ -49,7 +50,9 @@ from agentkit.errors import (
     AgentCancelledError,
     AgentConfigError,
     ExceedMaxIterationsError,
+    GuardrailTripped,
     ResumeError,
+    RunLimitError,
     ToolTimeoutError,
 )
 from agentkit.events import (
@@ -59,8 +62,9 @@ from agentkit.events import (
     _message_event,
     event_from_message,
 )
+from agentkit.limits import LimitReached
 from agentkit.middleware import AgentContext, AgentMiddleware, ModelCallable, ModelState
-from agentkit.schema import FunctionCall, Message, Role, ToolCall, tool_message
+from agentkit.schema import FunctionCall, Message, Role, TokenUsage, ToolCall, tool_message
 from agentkit.streams import concat_message_stream, stream_from_iterator
 from agentkit.tools._unfinished import UnfinishedToolCall, unfinished_decision
 from agentkit.tools.base import BaseTool, ToolCallInfo, is_idempotent
@@ -82,6 +86,7 @@ __all__ = [
     "apply_before_agent",
     "call_with_timeout",
     "checked_middlewares",
+    "limit_pause",
     "return_directly_call",
     "tool_timeouts",
     "unique_call_ids",
@@ -113,6 +118,7 @@ class ReactConfig:
     tool_timeouts: Mapping[str, float] = attrs.field(factory=dict)  # per tool name
     tool_timeout: float | None = None  # the agent's default, for tools added by middleware
     model_retry: ModelRetryConfig | None = None
+    guardrails: Guardrails | None = None
 
 
 @attrs.define(eq=False)
@@ -295,11 +301,13 @@ class ModelCaller:
     rejected attempts) and concatenates it; a cancel closes the stream. Every call is counted
     once, in the run's usage ledger (which ``RunResult.usage`` reads), and reported to the
     callback handlers that watch models (``on_model_start``/``on_model_end``, which tracing and
-    ``UsageTracker`` use): one count, three readers.
+    ``UsageTracker`` use): one count, three readers. In a run with limits, the ledger counts
+    the call before it starts, or refuses it with :class:`~agentkit.RunLimitError` once a
+    limit is reached.
     """
 
-    __slots__ = ("agent_name", "emit", "handlers", "info", "scope", "show", "streaming",
-                 "usage", "verdicts")
+    __slots__ = ("agent_name", "budget", "emit", "handlers", "info", "scope", "show",
+                 "streaming", "usage", "verdicts")
 
     def __init__(
         self,
@@ -317,6 +325,8 @@ class ModelCaller:
         self.scope = frame.scope
         self.streaming = run.streaming if streaming is None else streaming
         self.usage = frame.observers.usage
+        # The ledger again, when the run has limits to check before each call.
+        self.budget: UsageLedger | None = self.usage if self.usage.limits is not None else None
         self.verdicts = verdicts
         self.show = show
         callbacks = frame.observers.callbacks
@@ -333,7 +343,13 @@ class ModelCaller:
             )
 
     def call(self, model: Any, messages: list[Message], options: ModelOptions | None) -> Message:
-        """One call of ``model`` on ``messages``; returns the (whole) reply."""
+        """One call of ``model`` on ``messages``; returns the (whole) reply.
+
+        Raises:
+            RunLimitError: the run reached one of its limits (the call is not made).
+        """
+        if self.budget is not None:
+            self.budget.begin("model_calls")
         handlers = self.handlers
         if not handlers:
             return self._counted(model, messages, options)
@@ -361,8 +377,8 @@ class ModelCaller:
                 # resumed run makes the call again.
                 scope.check()
         meta = reply.response_meta
-        if meta is not None and meta.usage is not None:
-            self.usage.add(self.agent_name, meta.usage)
+        if meta is not None and (meta.usage is not None or meta.cost is not None):
+            self.usage.add(self.agent_name, meta.usage or _NO_USAGE, meta.cost)
         return reply
 
     def _stream(
@@ -388,6 +404,27 @@ class ModelCaller:
         finally:
             scope.closed(stream)
         return reply
+
+
+_NO_USAGE = TokenUsage()
+"""Counted for a reply that has a cost but reports no tokens."""
+
+
+def limit_pause(frame: RunFrame, reached: RunLimitError, state: Any) -> AgentEvent | None:
+    """The interrupt that pauses the agent at ``frame`` on the limit it ``reached``, or ``None``
+    (after recording ``state`` as where it stopped) when the run cannot pause.
+
+    The agent itself is the interrupt's root cause, with a :class:`~agentkit.LimitReached` as
+    its info and ``state`` as what it needs to make the refused call when resumed. A run pauses
+    when it has a checkpoint to be saved in (``UsageLedger.pausable``); emit the event as the
+    agent's last one.
+    """
+    if not frame.observers.usage.pausable:
+        frame.journal.record(frame.address, state)
+        return None
+    info = LimitReached(reached.limit, reached.used, reached.allowed)
+    frame.journal.record(frame.address, state, info, root=True)
+    return AgentEvent(action=AgentAction(interrupted=InterruptInfo()))
 
 
 def _model_name(model: Any) -> str:
@@ -493,10 +530,13 @@ class ReactHooks:
                 f"a wrap_model layer of agent {run.config.name!r} returned "
                 f"{type(reply).__name__}, not a Message"
             )
-        if emit and not run.streaming:
-            # A wrap_model layer may have made the reply: its calls get one id each too.
-            reply = unique_call_ids(reply)
-            run.emit(event_from_message(reply, None, Role.ASSISTANT))
+        if emit:
+            if run.guards is not None:
+                run.check_answer(reply)
+            if not run.streaming:
+                # A wrap_model layer may have made the reply: its calls get one id each too.
+                reply = unique_call_ids(reply)
+                run.emit(event_from_message(reply, None, Role.ASSISTANT))
         if self.after_model:
             if state is None:
                 state = ModelState(run.config.name, messages, list(self.tool_infos))
@@ -625,7 +665,9 @@ class ReactRun:
         "corrections",
         "durable",
         "emit",
+        "failures",
         "frame",
+        "guards",
         "hooks",
         "model_options",
         "model_pending",
@@ -659,6 +701,10 @@ class ReactRun:
         # committed last (see agentkit._progress).
         self.durable: Progress | None = frame.progress
         self.written: ToolRoundState | None = None
+        self.guards = config.guardrails  # None: the agent has no guardrails
+        # The texts of failed tool calls, how often each came back (oldest first), to quote
+        # when the run exceeds max_iterations.
+        self.failures: dict[str, int] = {}
         # A streamed run that retries model calls marks the streams of rejected attempts.
         retrying = streaming and config.model_retry is not None
         self.caller = ModelCaller(
@@ -682,6 +728,13 @@ class ReactRun:
             # The interrupting tools recorded their points; this one finishes the round later.
             journal.record(self.frame.address, self._progress(state))
             self.emit(AgentEvent(action=AgentAction(interrupted=InterruptInfo())))
+        except RunLimitError as reached:
+            # A limit stopped the next model or tool call: a run with a checkpoint pauses here
+            # (resumed, the agent makes that call), the others end.
+            pause = limit_pause(self.frame, reached, self._progress(state))
+            if pause is None:
+                raise
+            self.emit(pause)
         except Exception:
             # Cancelled or failed: keep the last safe point (after the last finished model or
             # tool call), so that resuming retries from there and runs no finished tool again.
@@ -732,6 +785,10 @@ class ReactRun:
             self.round = None
             if final is None:
                 scope.check(Point.AFTER_TOOL_CALLS)
+        elif self.guards is not None and self.guards.input:
+            # A fresh turn: the input checks run before the first model call, not beside it,
+            # so that a tripped input costs no model call.
+            self.guards.check_input(state.messages)
         while final is None:
             scope.check()
             final, answered = self._step(state)
@@ -764,7 +821,9 @@ class ReactRun:
             return final, final is not None
         if state.remaining <= 0:
             raise ExceedMaxIterationsError(
-                max_iterations=self.config.max_iterations, agent_name=self.config.name
+                max_iterations=self.config.max_iterations,
+                agent_name=self.config.name,
+                tool_errors=list(self.failures.items())[-_QUOTED_FAILURES:],
             )
         state.remaining -= 1
         self.model_pending = True
@@ -806,6 +865,8 @@ class ReactRun:
         structured = self.config.structured
         assert structured is not None
         settled = structured.settle(reply, state.messages, self.streaming, self.corrections)
+        if settled.answer is not None and self.guards is not None and self.guards.output:
+            self.guards.check_output(settled.answer)  # before the answer is delivered
         for event in settled.events:
             self.emit(event)
         if settled.answer is None:
@@ -832,9 +893,21 @@ class ReactRun:
         if self.hooks is not None:
             return self.hooks.call_model(messages, emit)
         reply = self.caller.call(self.config.model, list(messages), self.model_options)
-        if emit and not self.streaming:
-            self.emit(event_from_message(reply, None, Role.ASSISTANT))
+        if emit:
+            if self.guards is not None:
+                self.check_answer(reply)
+            if not self.streaming:
+                self.emit(event_from_message(reply, None, Role.ASSISTANT))
         return reply
+
+    def check_answer(self, reply: Message) -> None:
+        """Run the output guardrails on ``reply`` if it is an answer (it calls no tool).
+
+        Called before a whole reply is delivered; a streamed one was shown as it came.
+        """
+        guards = self.guards
+        if guards is not None and guards.output and not reply.tool_calls:
+            guards.check_output(reply)
 
     # --- the tool round ---
 
@@ -862,7 +935,19 @@ class ReactRun:
         else:
             self._run_concurrently(round_state, pending, outcome.handle)
         outcome.raise_stop()
-        return outcome.finish(state, held_before)
+        final = outcome.finish(state, held_before)
+        if outcome.failed:
+            self._note_failures(outcome)
+        return final
+
+    def _note_failures(self, outcome: RoundOutcome) -> None:
+        """Remember what the failed calls of a round told the model (the latest last)."""
+        failures = self.failures
+        for index in sorted(outcome.failed):
+            text = outcome.results[index].content
+            failures[text] = failures.pop(text, 0) + 1
+        while len(failures) > _QUOTED_FAILURES:
+            del failures[next(iter(failures))]
 
     def _run_concurrently(
         self, round_state: ToolRoundState, pending: list[int], handle: Callable[[ToolItem], None]
@@ -958,6 +1043,14 @@ class ReactRun:
                 self._check_not_targeted(call, resume)
                 self._put_failure(policy.unknown_tool(call, self.config.tools), call, index, put)
                 return
+            if self.guards is not None:
+                refusal = self.guards.refusal(call)
+                if refusal is not None:  # blocked: not run, not counted; the model is told
+                    self._put_failure(refusal, call, index, put)
+                    return
+            budget = self.caller.budget
+            if budget is not None:
+                budget.begin("tool_calls")
             forward = None
             if self.config.emit_internal_events:
 
@@ -1009,8 +1102,8 @@ class ReactRun:
                 except InterruptSignal:
                     self._not_running(index)  # it stopped to ask
                     raise
-                except AgentCancelledError:
-                    raise
+                except (AgentCancelledError, RunLimitError, GuardrailTripped):
+                    raise  # a cancel, a limit, a guardrail: the run's, not the tool's
                 except Exception as error:
                     self._not_running(index)
                     # A failure caused by a cancel is the cancel, not the tool's error.
@@ -1177,6 +1270,9 @@ class ReactRun:
             raise TypeError(f"tool {name!r} returned {type(result).__name__}, not str")
         return tool_message(result, call.id, name)
 
+
+_QUOTED_FAILURES = 3
+"""How many distinct failed tool results ExceedMaxIterationsError quotes."""
 
 _WOKEN: Any = object()
 """Put in a tool round's inbox when a cancel wakes the round (see :class:`_Waker`)."""

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from agentkit._agent import AgentRun, BaseAgent
 from agentkit._interrupt import ToolRoundState
 from agentkit._runctx import RunFrame
+from agentkit.agents._guardrails import Guardrails
 from agentkit.agents._model_retry import ModelRetryConfig
 from agentkit.agents._react import (
     ReactConfig,
@@ -116,6 +117,16 @@ class ChatModelAgent(BaseAgent):
             :mod:`agentkit.middleware`).
         model_retry: a :class:`~agentkit.ModelRetryConfig` to retry model calls whose outcome
             is rejected (errors, or replies ``should_retry`` refuses).
+        guardrails: objects with some of ``check_input(messages)``,
+            ``check_output(message)`` and ``check_tool_call(call)``; a check that returns a
+            string trips it with that reason (see :mod:`agentkit.guardrails`). The input checks
+            run before the first model call of a turn (on the messages that call would be sent;
+            a resumed turn is not checked again), the output checks on the agent's answer (a
+            reply without tool calls, or the typed answer of ``output_type``) before it is
+            delivered (a streamed answer was shown as it came); either trip ends the run with
+            :class:`~agentkit.GuardrailTripped`. A tool-call check runs before each call (in
+            the call's thread: parallel calls check at once): a trip does not run the tool and
+            tells the model why, and the run goes on.
 
     An agent is a value: its settings are fixed when it is built (setting ``instruction``,
     ``max_iterations``, ``tools``... raises :class:`~agentkit.AgentFrozenError`); make a
@@ -147,10 +158,13 @@ class ChatModelAgent(BaseAgent):
         tool_timeout: float | None = None,
         middlewares: Iterable[AgentMiddleware] = (),
         model_retry: ModelRetryConfig | None = None,
+        guardrails: Iterable[object] = (),
     ) -> None:
         # Kept to make changed copies (replace); iterables are read once, here.
         tools = tuple(tools)
         middlewares = checked_middlewares(middlewares)
+        checked_guardrails = Guardrails.checked(name, guardrails)
+        guardrails = checked_guardrails.items if checked_guardrails is not None else ()
         if not isinstance(return_directly, str):
             return_directly = tuple(return_directly)
         self._arguments: dict[str, Any] = {
@@ -174,6 +188,7 @@ class ChatModelAgent(BaseAgent):
             "tool_timeout": tool_timeout,
             "middlewares": middlewares,
             "model_retry": model_retry,
+            "guardrails": guardrails,
         }
         if model is None:
             raise AgentConfigError(
@@ -205,6 +220,7 @@ class ChatModelAgent(BaseAgent):
                 f"model_retry must be a ModelRetryConfig (got {model_retry!r})"
             )
         self._model_retry = model_retry
+        self._guardrails = checked_guardrails
         self._name = name
         self._description = description
         self._model = model
@@ -397,6 +413,7 @@ class ChatModelAgent(BaseAgent):
             tool_timeouts=tool_timeouts(by_name, self._tool_timeout),
             tool_timeout=self._tool_timeout,
             model_retry=self._model_retry,
+            guardrails=self._guardrails,
             name=self._name,
             instruction=instruction,
             tools=by_name,

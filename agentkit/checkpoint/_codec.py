@@ -77,8 +77,12 @@ _PERSISTED_MODULES = (
     "agentkit.agents.workflow",
     "agentkit.agents.deterministic",
     "agentkit.prebuilt.planexecute",
+    "agentkit.prebuilt.deep",
+    "agentkit.backends",
+    "agentkit.middlewares.skill",
     "agentkit.mcp._errors",
     "agentkit.conversation._turn",
+    "agentkit.turnloop",
 )
 
 _ENUM, _VALUE, _OBJECT = "enum", "value", "object"

@@ -24,6 +24,8 @@ import pickle
 from collections.abc import Callable
 from typing import Any
 
+import attrs
+
 from agentkit.checkpoint._attrs_state import attrs_field_names
 from agentkit.checkpoint._codec import (
     RESTORE_GLOBAL,
@@ -43,8 +45,9 @@ MAX_CACHED_TAGS = 1024
 
 # What a short tag ("S" + name, *field names) resolves to: the class, its __new__, the field
 # names, its __setstate__ (None: pickle's default state update), whether that __setstate__
-# takes the values as a tuple (see attrs_field_names) and the stable name.
-_Short = tuple[Any, Any, tuple[str, ...], Any, bool, str]
+# takes the values as a tuple (see attrs_field_names), the stable name, and the defaults of
+# attrs fields the checkpoint predates (see _later_fields).
+_Short = tuple[Any, Any, tuple[str, ...], Any, bool, str, tuple[tuple[str, Any, bool], ...]]
 
 
 class Reader:
@@ -68,7 +71,7 @@ class Reader:
             short = self._shorts.get(tag)
             if short is None:
                 short = self._resolve_short(tag)
-            cls, new, keys, setstate, positional, name = short
+            cls, new, keys, setstate, positional, name, later = short
             if len(values) != len(keys):
                 raise CheckpointError(f"bad state for {name!r}")
             obj = new(cls)
@@ -80,6 +83,8 @@ class Reader:
                 setstate(obj, dict(zip(keys, values, strict=False)))  # same length: checked
             else:
                 set_default_state(obj, name, dict(zip(keys, values, strict=False)))
+            for field, default, factory in later:  # empty unless written by an older version
+                object.__setattr__(obj, field, default() if factory else default)
             return obj
         builder = self._builders.get(tag) if type(tag) is str else None
         if builder is None:
@@ -98,7 +103,15 @@ class Reader:
             raise CheckpointError(f"bad restore call for {name!r}")
         setstate = getattr(cls, "__setstate__", None)
         positional = setstate is not None and attrs_field_names(setstate) == keys
-        short: _Short = (cls, cls.__new__, keys, setstate, positional, name)
+        short: _Short = (
+            cls,
+            cls.__new__,
+            keys,
+            setstate,
+            positional,
+            name,
+            _later_fields(cls, keys),
+        )
         if len(self._shorts) < MAX_CACHED_TAGS:
             self._shorts[tag] = short
         return short
@@ -114,6 +127,29 @@ class Reader:
         if len(self._builders) < MAX_CACHED_TAGS:
             self._builders[tag] = builder
         return builder
+
+
+def _later_fields(cls: type, keys: tuple[str, ...]) -> tuple[tuple[str, Any, bool], ...]:
+    """The attrs fields of ``cls`` with a default that a checkpoint's state ``keys`` lacks.
+
+    A persisted attrs class may gain fields with defaults in a later version; a checkpoint
+    written before holds none of them, and its object gets each field's default (a factory is
+    called per object), so every later reader sees a whole object, wherever it is nested.
+    """
+    if not attrs.has(cls):
+        return ()
+    later = []
+    for field in attrs.fields(cls):
+        if field.name in keys or field.default is attrs.NOTHING:
+            continue
+        default = field.default
+        if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
+            if default.takes_self:
+                continue
+            later.append((field.name, default.factory, True))
+        else:
+            later.append((field.name, default, False))
+    return tuple(later)
 
 
 class _Unpickler(pickle.Unpickler):

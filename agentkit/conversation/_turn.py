@@ -4,12 +4,21 @@ The Runner starts a turn before its worker thread starts (taking the conversatio
 loading the history), and ends it when the run ends: a completed run appends the turn's
 messages, an interrupted one saves the turn in its checkpoint, so the resumed run, once it
 completes, appends them.
+
+A turn with a key (``with_conversation_id(..., turn_key=...)``) is recorded in the
+conversation itself, on its first message: ``extra["agentkit_turn"]`` holds the key and,
+once the turn completed, how many records it appended (``records``), how many of them it
+brought (``new``) and, for each message its agents said, the agent and the run path
+(``said``). Written in the same append as the turn's messages, the record is atomic with them
+in every store and lives and goes with the conversation. While the turn runs (and in the
+checkpoint of an interrupted one) the mark holds only the key.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -22,7 +31,20 @@ from agentkit.schema import Message
 if TYPE_CHECKING:
     from agentkit._runctx import RecordedEvent
 
-__all__ = ["ConversationTurn", "OpenTurn", "open_turn", "resume_turn"]
+__all__ = [
+    "TURN_MARK",
+    "ConversationTurn",
+    "DoneTurn",
+    "OpenTurn",
+    "SaidMessage",
+    "open_turn",
+    "resume_turn",
+]
+
+_log = logging.getLogger("agentkit")
+
+TURN_MARK = "agentkit_turn"
+"""The ``Message.extra`` key of a keyed turn's record, on the turn's first message."""
 
 
 @persisted("agentkit.ConversationTurn")
@@ -45,11 +67,26 @@ class OpenTurn:
     def complete(self, history: Sequence[RecordedEvent]) -> None:
         """Append the turn's new messages and what the agents said (the run's ``history``)."""
         said = [
-            message
+            (record, message)
             for record in history
             if record.err is None and (message := _message(record)) is not None
         ]
-        self.store.append(self.turn.conversation_id, [*self.turn.new_messages, *said])
+        new = self.turn.new_messages
+        mark = new[0].extra.get(TURN_MARK) if new else None
+        if isinstance(mark, dict) and "records" not in mark:
+            # A keyed turn completes: its record says what to give back to a repeat of it.
+            done = {
+                "key": mark.get("key"),
+                "new": len(new),
+                "records": len(new) + len(said),
+                "said": [
+                    [record.agent_name, [str(step) for step in record.run_path]]
+                    for record, _ in said
+                ],
+            }
+            new = [_with_mark(new[0], done), *new[1:]]
+        messages = [message for _, message in said]
+        self.store.append(self.turn.conversation_id, [*new, *messages])
 
     def release(self) -> None:
         """Give the conversation's lock back."""
@@ -63,28 +100,112 @@ def _message(record: RecordedEvent) -> Message | None:
         return None  # a stream that broke: nothing of it is kept
 
 
+@attrs.frozen
+class SaidMessage:
+    """A message an agent said in a completed turn, as the conversation keeps it."""
+
+    agent_name: str
+    run_path: tuple[str, ...]
+    message: Message
+
+
+@attrs.frozen
+class DoneTurn:
+    """A turn the conversation holds already, found by its key: what its agents said."""
+
+    conversation_id: str
+    key: str
+    said: tuple[SaidMessage, ...]
+
+
 def open_turn(
     store: ConversationStore,
     conversation_id: str,
     new_messages: Sequence[Message],
     trim: HistoryTrimmer | None,
-) -> tuple[OpenTurn, list[Message]]:
+    turn_key: str | None = None,
+) -> tuple[OpenTurn, list[Message]] | DoneTurn:
     """Lock the conversation and load it; return the turn and the run's input messages.
+
+    With ``turn_key``, a conversation that holds a completed turn of that key returns it
+    (a :class:`DoneTurn`) instead, and the lock is given back at once.
 
     Raises:
         ConversationBusyError: another turn of the conversation is running.
+        ValueError: a turn key was given for a turn that brings no message.
     """
     check_id(conversation_id)
+    new = [_without_mark(message) for message in new_messages]
+    if turn_key is not None:
+        if not new:
+            raise ValueError(
+                "a turn with a turn_key must bring at least one message (the key is kept "
+                "on the turn's first message)"
+            )
+        new[0] = _with_mark(new[0], {"key": turn_key})
     lock = store.lock(conversation_id)
     try:
         history = store.load(conversation_id)
+        if turn_key is not None:
+            done = _find(conversation_id, history, turn_key)
+            if done is not None:
+                lock.release()
+                return done
         if trim is not None:
             history = list(trim(list(history)))
     except BaseException:
         lock.release()
         raise
-    turn = ConversationTurn(conversation_id, list(new_messages))
-    return OpenTurn(store, lock, turn), [*history, *new_messages]
+    turn = ConversationTurn(conversation_id, new)
+    return OpenTurn(store, lock, turn), [*history, *new]
+
+
+def _with_mark(message: Message, mark: dict[str, Any]) -> Message:
+    return attrs.evolve(message, extra={**message.extra, TURN_MARK: mark})
+
+
+def _without_mark(message: Message) -> Message:
+    """A message sent again (loaded from a conversation) loses its turn's record."""
+    if TURN_MARK not in message.extra:
+        return message
+    extra = {key: value for key, value in message.extra.items() if key != TURN_MARK}
+    return attrs.evolve(message, extra=extra)
+
+
+def _find(conversation_id: str, history: list[Message], key: str) -> DoneTurn | None:
+    """The completed turn of ``key`` in ``history`` (the latest one), or ``None``."""
+    for index in range(len(history) - 1, -1, -1):
+        mark = history[index].extra.get(TURN_MARK)
+        if not isinstance(mark, dict) or mark.get("key") != key or "records" not in mark:
+            continue
+        try:
+            return _done(conversation_id, history, index, mark)
+        except (KeyError, TypeError, ValueError, IndexError) as error:
+            _log.warning(
+                "agentkit: the record of turn %r in conversation %r (message %d) is unreadable "
+                "(%s); the turn runs again", key, conversation_id, index, error,
+            )
+            return None
+    return None
+
+
+def _done(
+    conversation_id: str, history: list[Message], index: int, mark: dict[str, Any]
+) -> DoneTurn:
+    new, records, said = int(mark["new"]), int(mark["records"]), list(mark["said"])
+    messages = history[index + new : index + records]
+    if len(messages) != len(said) or records - new != len(said):
+        raise ValueError(
+            f"it names {len(said)} messages said, the conversation holds {len(messages)}"
+        )
+    return DoneTurn(
+        conversation_id,
+        str(mark["key"]),
+        tuple(
+            SaidMessage(str(agent), tuple(str(step) for step in path), message)
+            for (agent, path), message in zip(said, messages, strict=True)
+        ),
+    )
 
 
 def resume_turn(store: ConversationStore, turn: ConversationTurn) -> OpenTurn:

@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING
 
 from agentkit._lazy import attach
 
-__all__ = ["celery", "flask", "otel", "runs"]
+__all__ = ["celery", "flask", "otel", "redis", "runs"]
 
 if TYPE_CHECKING:
-    from agentkit.integrations import celery, flask, otel, runs
+    from agentkit.integrations import celery, flask, otel, redis, runs
 else:
     __getattr__, __dir__ = attach(__name__, submodules=__all__)

@@ -14,6 +14,10 @@ Keys, for ``prefix + run_id`` = ``K``:
   cannot both move a run on.
 * ``K:cancel``: a sealed cancel request; the same text is published on the channel
   ``K:cancel`` for the worker that runs it.
+* ``prefix + "idempotency:" + digest``: the run a submission's idempotency key started, sealed
+  (its digest binds key and owner; see :mod:`agentkit.integrations._idempotency`). It is made
+  with the run's record, in one script, and the record's hash names it (field ``idem``), so
+  every write of the record keeps it alive as long as the record.
 """
 
 from __future__ import annotations
@@ -56,6 +60,8 @@ elseif current ~= ARGV[1] then
 end
 redis.call('HSET', KEYS[1], 'sealed', ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
+local idem = redis.call('HGET', KEYS[1], 'idem')
+if idem then redis.call('PEXPIRE', idem, ARGV[3]) end
 return 1
 """
 
@@ -65,10 +71,31 @@ _FINISH = """
 if redis.call('HGET', KEYS[1], 'sealed') ~= ARGV[1] then return false end
 redis.call('HSET', KEYS[1], 'sealed', ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
+local idem = redis.call('HGET', KEYS[1], 'idem')
+if idem then redis.call('PEXPIRE', idem, ARGV[3]) end
 local id = redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[4], '0-*',
                       'kind', 'end', 'data', ARGV[5])
 redis.call('PEXPIRE', KEYS[2], ARGV[3])
 return id
+"""
+
+# KEYS[1] = the idempotency key, KEYS[2] = the new run's record hash. ARGV: the new record's
+# sealed text, the key's sealed value, the TTL in ms. Returns {1, ''} when the run was
+# recorded, {0, ''} when its id is taken, {2, value} when the key names an earlier run.
+_CREATE_ONCE = """
+local first = redis.call('GET', KEYS[1])
+if first then return {2, first} end
+if redis.call('EXISTS', KEYS[2]) == 1 then return {0, ''} end
+redis.call('HSET', KEYS[2], 'sealed', ARGV[1], 'idem', KEYS[1])
+redis.call('PEXPIRE', KEYS[2], ARGV[3])
+redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+return {1, ''}
+"""
+
+# KEYS[1] = the idempotency key; ARGV[1] = the value it must still hold to be removed.
+_FORGET_KEY = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
 """
 
 
@@ -156,6 +183,8 @@ class RedisRunLog:
         self.sealer = sealer
         self._set_record = client.register_script(_SET_RECORD)
         self._finish = client.register_script(_FINISH)
+        self._create_once = client.register_script(_CREATE_ONCE)
+        self._forget_key = client.register_script(_FORGET_KEY)
 
     def key(self, run_id: str, suffix: str = "") -> str:
         """The Redis key of ``run_id`` (with ``suffix``: ``:events``, ``:cancel``)."""
@@ -170,6 +199,61 @@ class RedisRunLog:
             return False
         self.append(record.run_id, "run", {"run_id": record.run_id, "agent": record.agent})
         return True
+
+    def create_once(
+        self, record: RunRecord, key: str, request: str
+    ) -> tuple[str, str, str] | None:
+        """Record a new run started with the idempotency key ``key`` (a digest), atomically.
+
+        Returns ``None`` when the run was recorded (its first entry appended), else ``(run id,
+        request digest, sealed value)`` of the run the key started before.
+
+        Raises:
+            RunStateError: the run id is taken.
+            RunIntegrityError: the key's value fails verification.
+        """
+        sealed = self.sealer.seal("record", record.to_json())
+        value = self.sealer.seal(
+            "idempotency", {"key": key, "run_id": record.run_id, "request": request}
+        )
+        outcome, first = self._create_once(
+            keys=[self.idempotency_key(key), self.key(record.run_id)],
+            args=[sealed, value, self.ttl_ms],
+        )
+        if int(outcome) == 0:
+            raise RunStateError(
+                f"run id {record.run_id!r} is taken; leave checkpoint_id out to get a new one"
+            )
+        if int(outcome) == 1:
+            self.append(record.run_id, "run", {"run_id": record.run_id, "agent": record.agent})
+            return None
+        text = _text(first)
+        try:
+            body = self.sealer.open("idempotency", text)
+        except SealError as error:
+            raise RunIntegrityError(f"an idempotency key's record: {error}") from None
+        if body.get("key") != key or not isinstance(body.get("run_id"), str):
+            raise RunIntegrityError(
+                "an idempotency key's record names another key (copied there by someone with "
+                "write access to Redis); it is not used"
+            )
+        return body["run_id"], str(body.get("request")), text
+
+    def idempotency_key(self, key: str) -> str:
+        """The Redis key of an idempotency key's digest."""
+        return f"{self.prefix}idempotency:{key}"
+
+    def forget_key(self, key: str, run_id: str, request: str) -> None:
+        """Free an idempotency key that still names ``run_id`` (its run could not start)."""
+        value = self.client.get(self.idempotency_key(key))
+        if value is None:
+            return
+        try:
+            body = self.sealer.open("idempotency", _text(value))
+        except SealError:
+            return
+        if body.get("run_id") == run_id and body.get("request") == request:
+            self._forget_key(keys=[self.idempotency_key(key)], args=[_text(value)])
 
     def record(self, run_id: str) -> tuple[RunRecord, str]:
         """The run's verified record and its sealed text.

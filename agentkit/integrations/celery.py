@@ -78,6 +78,7 @@ from agentkit.integrations._errors import (
     TaskMessageError,
     owner_mismatch,
 )
+from agentkit.integrations._idempotency import check_key, conflict, key_digest, request_digest
 from agentkit.integrations._redislog import RedisRunLog, RunRecord, check_event_id
 from agentkit.integrations._runids import check_owner, check_run_id
 from agentkit.integrations._signing import Sealer, SealError, as_keys
@@ -354,6 +355,7 @@ class AgentQueue:
         checkpoint_id: str | None = None,
         session_values: Mapping[str, Any] | None = None,
         queue: str | None = None,
+        idempotency_key: str | None = None,
     ) -> str:
         """Enqueue a run of the agent registered as ``agent_name``; returns the run id.
 
@@ -361,11 +363,21 @@ class AgentQueue:
         its id). The run id is ``checkpoint_id`` when given (it must be new), else a fresh
         one. ``session_values`` must be JSON-serializable. ``queue`` picks a Celery queue.
 
+        With ``idempotency_key`` (a request id the client made up), a submission that
+        repeats an earlier one (same key, same owner), from any process, returns the
+        earlier run's id and enqueues nothing: Redis records the run and its key in one
+        step, so of two submissions racing with one key exactly one starts a run. The key
+        lives as long as the run's record (``ttl`` after its last change). If the run cannot
+        be enqueued (the broker is down), the key is freed and the run marked failed, so
+        that the client's retry starts it.
+
         Raises:
             RunIdError: ``checkpoint_id`` is not a valid run id.
-            RunStateError: the run id is taken.
+            RunStateError: the run id is taken, or the key was used for another request
+                (another agent, input, session values or run id).
         """
         owner = check_owner(owner)
+        key = check_key(idempotency_key)
         messages = to_messages(query_or_messages)
         run_id = uuid.uuid4().hex if checkpoint_id is None else check_run_id(checkpoint_id)
         payload = {
@@ -374,12 +386,47 @@ class AgentQueue:
         }
         _check_json(payload, "the run's messages and session_values")
         record = RunRecord(run_id, agent_name, owner, "queued", pending=uuid.uuid4().hex)
-        if not self._log().create(record):
-            raise RunStateError(
-                f"run id {run_id!r} is taken; leave checkpoint_id out to get a new one"
-            )
-        self.task.apply_async(args=[self._seal_order(record, "run", payload)], queue=queue)
+        log = self._log()
+        if key is None:
+            if not log.create(record):
+                raise RunStateError(
+                    f"run id {run_id!r} is taken; leave checkpoint_id out to get a new one"
+                )
+            self.task.apply_async(args=[self._seal_order(record, "run", payload)], queue=queue)
+            return run_id
+        stored = key_digest(owner, key)
+        request = request_digest(agent_name, messages, session_values, checkpoint_id)
+        first = log.create_once(record, stored, request)
+        if first is not None:
+            first_id, first_request, _ = first
+            if first_request != request:
+                raise conflict(key, first_id)
+            return first_id  # a repeated submission: the same run, nothing enqueued
+        try:
+            self.task.apply_async(args=[self._seal_order(record, "run", payload)], queue=queue)
+        except Exception as error:
+            self._not_enqueued(record, stored, request, error)
+            raise
         return run_id
+
+    def _not_enqueued(
+        self, record: RunRecord, key: str, request: str, error: Exception
+    ) -> None:
+        """A run whose task could not be sent: fail it and free its idempotency key."""
+        log = self._log()
+        summary = summary_of_error(error)
+
+        def fail(current: RunRecord) -> RunRecord:
+            return attrs.evolve(current, status="failed", stops=current.stops + 1, summary=summary)
+
+        try:
+            log.forget_key(key, record.run_id, request)
+            log.finish(record.run_id, fail, summary)
+        except Exception as cleanup:  # the submission's own error is the one to raise
+            _log.error(
+                "agentkit: run %r could not be enqueued (%s) nor marked failed: %s",
+                record.run_id, error, cleanup,
+            )
 
     def events(
         self,
@@ -707,6 +754,7 @@ def submit(
     owner: str | None = None,
     checkpoint_id: str | None = None,
     session_values: Mapping[str, Any] | None = None,
+    idempotency_key: str | None = None,
 ) -> str:
     """Enqueue a run; see :meth:`AgentQueue.submit`."""
     return queue.submit(
@@ -715,6 +763,7 @@ def submit(
         owner=owner,
         checkpoint_id=checkpoint_id,
         session_values=session_values,
+        idempotency_key=idempotency_key,
     )
 
 

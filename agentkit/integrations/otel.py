@@ -30,6 +30,7 @@ import attrs
 from agentkit.callbacks import RunInfo
 from agentkit.events import AgentInput
 from agentkit.schema import Message
+from agentkit.throttle import LimitWait
 from agentkit.tools.base import ToolCallInfo
 
 if TYPE_CHECKING:
@@ -57,10 +58,21 @@ class OpenTelemetryHandler:
     Attributes on the spans: ``gen_ai.operation.name`` (``invoke_agent``, ``chat``,
     ``execute_tool``), ``gen_ai.agent.name``, ``gen_ai.request.model``,
     ``gen_ai.usage.input_tokens``, ``gen_ai.usage.output_tokens``,
-    ``gen_ai.response.finish_reasons``, ``gen_ai.tool.name``, ``gen_ai.tool.call.id``,
-    ``gen_ai.tool.type``, plus ``agentkit.agent.type`` and ``agentkit.run_path``. A failed
+    ``gen_ai.usage.cache_read.input_tokens`` (prompt tokens read from the provider's cache,
+    when the server reports them), ``gen_ai.response.finish_reasons``, ``gen_ai.tool.name``,
+    ``gen_ai.tool.call.id``, ``gen_ai.tool.type``, plus ``agentkit.agent.type`` and
+    ``agentkit.run_path``. The cost of a model call (a model with a
+    :class:`~agentkit.limits.ModelPricing`) is ``gen_ai.usage.cost.amount`` on its ``chat``
+    span: the GenAI conventions have no cost attribute yet, and this is the name the open
+    proposal for one uses (semantic-conventions-genai pull request 443); its currency is the
+    pricing's, which agentkit does not know, so no ``gen_ai.usage.cost.currency`` is set. A failed
     agent, model call or tool call sets the span's status to error, records the exception
     and sets ``error.type``.
+
+    A model or tool call that waited for a shared limit (:mod:`agentkit.throttle`) gets an
+    ``agentkit.limit_wait`` event on its span, with ``agentkit.limit.kind`` (``concurrency``
+    or ``rate``), ``agentkit.limit`` (the limit's repr), ``agentkit.limit.wait_seconds`` and,
+    when the wait failed, ``error.type``.
 
     One handler can trace many runs at once, from many threads.
 
@@ -122,7 +134,7 @@ class OpenTelemetryHandler:
     def on_model_end(
         self, info: RunInfo, message: Message | None, error: BaseException | None
     ) -> None:
-        """Close the model call's span, with the token usage."""
+        """Close the model call's span, with the token usage and the cost."""
         current = self._open.get()
         meta = message.response_meta if message is not None else None
         if current is not None and meta is not None:
@@ -133,6 +145,12 @@ class OpenTelemetryHandler:
                 current.span.set_attribute(
                     "gen_ai.usage.output_tokens", meta.usage.completion_tokens
                 )
+                if meta.usage.cached_tokens:
+                    current.span.set_attribute(
+                        "gen_ai.usage.cache_read.input_tokens", meta.usage.cached_tokens
+                    )
+            if meta.cost is not None:
+                current.span.set_attribute("gen_ai.usage.cost.amount", meta.cost)
         self._end(error)
 
     # --- tool calls ---
@@ -161,6 +179,22 @@ class OpenTelemetryHandler:
     ) -> None:
         """Close the tool call's span."""
         self._end(error)
+
+    # --- shared limits ---
+
+    def on_limit_wait(self, info: RunInfo, wait: LimitWait) -> None:
+        """Add an ``agentkit.limit_wait`` event to the waiting call's span."""
+        current = self._open.get()
+        if current is None:
+            return  # the wait of a call whose start this handler did not see
+        attributes: dict[str, Any] = {
+            "agentkit.limit.kind": wait.kind,
+            "agentkit.limit": repr(wait.limit),
+            "agentkit.limit.wait_seconds": wait.seconds,
+        }
+        if wait.error is not None:
+            attributes["error.type"] = type(wait.error).__qualname__
+        current.span.add_event("agentkit.limit_wait", attributes)
 
     # --- spans ---
 

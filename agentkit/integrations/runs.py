@@ -29,6 +29,12 @@ run" look the same to a caller), and so does a call without ``owner`` on a run t
 A run submitted without an owner (``owner=None``, the default) belongs to nobody: anyone who
 knows its id may use it, as before owners existed. A web app serving several users passes
 the logged-in user's id on every call.
+
+**A submission may come twice** (a double click, a POST retried after a timeout): pass
+``idempotency_key=`` (a request id the client made up) to ``submit``. The first submission
+with a key starts a run; a later one with the same key (and owner) returns that run's id and
+starts nothing, for as long as the run is kept. The same key with another agent, input,
+session values or run id raises :class:`RunStateError`.
 """
 
 from __future__ import annotations
@@ -56,6 +62,7 @@ from agentkit.integrations._errors import (
     TaskMessageError,
     owner_mismatch,
 )
+from agentkit.integrations._idempotency import check_key, conflict, key_digest, request_digest
 from agentkit.integrations._runids import check_owner, check_run_id, log_position
 from agentkit.options import with_cancel, with_checkpoint_id, with_session_values
 from agentkit.runner import Runner
@@ -204,8 +211,9 @@ class RunBackend(Protocol):
         owner: str | None = None,
         checkpoint_id: str | None = None,
         session_values: Mapping[str, Any] | None = None,
+        idempotency_key: str | None = None,
     ) -> str:
-        """Start a run; returns its id."""
+        """Start a run; returns its id (the first run's id again for a repeated key)."""
         ...
 
     def events(
@@ -318,6 +326,7 @@ class _LocalRun:
     summary: dict[str, Any] | None = None
     handle: CancelHandle | None = None
     thread: threading.Thread | None = None
+    idempotency: tuple[str, str] | None = None  # the key as stored, and the request's digest
 
 
 class LocalRuns:
@@ -372,6 +381,8 @@ class LocalRuns:
         self._retention = float(retention)
         self._max_stopped = max_stopped
         self._runs: dict[str, _LocalRun] = {}
+        # idempotency key (bound to its owner) -> the run id and request digest of its run
+        self._keys: dict[str, tuple[str, str]] = {}
         self._stopped: collections.OrderedDict[str, float] = collections.OrderedDict()
         self._lock = threading.Lock()
         self._closed = False
@@ -384,31 +395,48 @@ class LocalRuns:
         owner: str | None = None,
         checkpoint_id: str | None = None,
         session_values: Mapping[str, Any] | None = None,
+        idempotency_key: str | None = None,
     ) -> str:
         """Start a run of ``agent_name`` in a background thread; returns the run id at once.
 
         The run id is ``checkpoint_id`` when given (it must be new), else a fresh one.
+        With ``idempotency_key``, a submission that repeats an earlier one (same key, same
+        owner) returns the earlier run's id and starts nothing, as long as that run is kept
+        (see ``retention``).
 
         Raises:
             RunIdError: ``checkpoint_id`` is not a valid run id (1 to 128 letters, digits,
                 ``.``, ``_`` or ``-``, starting with a letter or digit).
-            RunStateError: the run id is taken, or this object was closed.
+            RunStateError: the run id is taken, this object was closed, or the key was used
+                for another request (another agent, input, session values or run id).
         """
         owner = check_owner(owner)
+        key = check_key(idempotency_key)
         runner = self._runner(agent_name)
         messages = to_messages(query_or_messages)
         run_id = uuid.uuid4().hex if checkpoint_id is None else check_run_id(checkpoint_id)
         run = _LocalRun(agent_name, owner, _MemoryLog(self._max_entries))
+        if key is not None:
+            digest = request_digest(agent_name, messages, session_values, checkpoint_id)
+            run.idempotency = (key_digest(owner, key), digest)
         run.log.append("run", {"run_id": run_id, "agent": agent_name})
         with self._lock:
             if self._closed:
                 raise RunStateError("LocalRuns was closed; create a new one to start runs")
             self._sweep()
+            if run.idempotency is not None:
+                first = self._keys.get(run.idempotency[0])
+                if first is not None:
+                    if first[1] != run.idempotency[1]:
+                        raise conflict(str(key), first[0])
+                    return first[0]  # a repeated submission: the same run, nothing started
             if run_id in self._runs:
                 raise RunStateError(
                     f"run id {run_id!r} is taken; leave checkpoint_id out to get a new one"
                 )
             self._runs[run_id] = run
+            if run.idempotency is not None:
+                self._keys[run.idempotency[0]] = (run_id, run.idempotency[1])
         values = dict(session_values or {})
 
         def start(handle: CancelHandle) -> Any:
@@ -594,6 +622,8 @@ class LocalRuns:
         self._stopped.pop(run_id, None)
         run = self._runs.pop(run_id, None)
         if run is not None:
+            if run.idempotency is not None:
+                self._keys.pop(run.idempotency[0], None)  # the key goes with its run
             run.log.wake()
 
     def _start(self, run_id: str, run: _LocalRun, start: Callable[[CancelHandle], Any]) -> None:

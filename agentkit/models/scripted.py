@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from typing import TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
 import attrs
 
@@ -17,6 +17,9 @@ from agentkit.errors import ModelError
 from agentkit.models.base import ModelOptions, ToolCallingChatModel
 from agentkit.schema import FunctionCall, Message, Role, ToolCall, ToolInfo, assistant_message
 from agentkit.streams import StreamReader, stream_from_list
+
+if TYPE_CHECKING:
+    from agentkit.limits import ModelPricing
 
 __all__ = ["ModelCall", "ScriptReply", "ScriptedChatModel", "split_message"]
 
@@ -109,6 +112,11 @@ class ScriptedChatModel:
     (finish reason and usage), when it has one, on the last chunk. ``concat_messages`` of the
     chunks gives back the reply exactly, except that its tool calls carry their ``index``.
 
+    With ``pricing`` (a :class:`~agentkit.limits.ModelPricing`), a reply whose
+    ``response_meta`` reports token usage gets its ``cost`` set, as a priced
+    :class:`~agentkit.OpenAIChatModel` does: script replies with
+    ``ResponseMeta(usage=TokenUsage(...))`` to test budgets offline.
+
     Raises:
         ModelError: (from a call) the script has no reply left.
 
@@ -123,9 +131,17 @@ class ScriptedChatModel:
     def __init__(
         self,
         script: Sequence[ScriptReply] | Callable[[list[Message]], Message | str],
+        *,
+        pricing: ModelPricing | None = None,
     ) -> None:
         self._script = _Script(script)
         self._tools: list[ToolInfo] = []
+        self._pricing = _checked_pricing(pricing)
+
+    @property
+    def pricing(self) -> ModelPricing | None:
+        """What this model's tokens cost (``None``: its replies carry no cost)."""
+        return self._pricing
 
     @property
     def calls(self) -> list[ModelCall]:
@@ -151,6 +167,7 @@ class ScriptedChatModel:
         bound = ScriptedChatModel.__new__(ScriptedChatModel)
         bound._script = self._script
         bound._tools = list(tools)
+        bound._pricing = self._pricing
         return bound
 
     def generate(self, messages: Sequence[Message], options: ModelOptions | None = None) -> Message:
@@ -173,18 +190,39 @@ class ScriptedChatModel:
         if _is_exception(item):
             raise item  # type: ignore[misc]
         if isinstance(item, (Message, str)):
-            return _as_message(item)
-        if callable(item):
-            return _as_message(item(list(history)))
-        raise TypeError(
-            "a ScriptedChatModel script item must be a Message, a str, an exception or a "
-            f"function of the messages (got {type(item).__name__})"
-        )
+            reply = _as_message(item)
+        elif callable(item):
+            reply = _as_message(item(list(history)))
+        else:
+            raise TypeError(
+                "a ScriptedChatModel script item must be a Message, a str, an exception or a "
+                f"function of the messages (got {type(item).__name__})"
+            )
+        return reply if self._pricing is None else self._priced(reply)
+
+    def _priced(self, reply: Message) -> Message:
+        """``reply`` with the cost of its usage (itself when it reports none)."""
+        pricing = self._pricing
+        meta = reply.response_meta
+        if pricing is None or meta is None or meta.usage is None or meta.cost is not None:
+            return reply
+        return attrs.evolve(reply, response_meta=attrs.evolve(meta, cost=pricing.cost(meta.usage)))
 
     def __repr__(self) -> str:
         left = self.replies_left
         script = "function" if left is None else f"{left} replies left"
         return f"ScriptedChatModel({script}, calls={len(self.calls)}, tools={len(self._tools)})"
+
+
+def _checked_pricing(pricing: object) -> ModelPricing | None:
+    from agentkit.limits import ModelPricing
+
+    if pricing is not None and not isinstance(pricing, ModelPricing):
+        raise TypeError(
+            f"pricing must be a ModelPricing (got {pricing!r}); write "
+            "pricing=ModelPricing(input_per_million=..., output_per_million=...)"
+        )
+    return pricing
 
 
 def _as_message(value: object) -> Message:

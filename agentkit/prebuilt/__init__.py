@@ -2,6 +2,8 @@
 
 - :mod:`agentkit.prebuilt.supervisor`: a supervisor hands tasks to workers, which report back.
 - :mod:`agentkit.prebuilt.planexecute`: plan, then execute and re-plan step by step.
+- :mod:`agentkit.prebuilt.deep`: a deep agent that plans with a todo list, hands work to
+  sub-agents, and works with files and a shell.
 
 Import the pattern you need explicitly; this package imports nothing itself, so importing
 it costs nothing::
@@ -17,9 +19,9 @@ from typing import TYPE_CHECKING
 
 from agentkit._lazy import attach
 
-__all__ = ["planexecute", "supervisor"]
+__all__ = ["deep", "planexecute", "supervisor"]
 
 if TYPE_CHECKING:
-    from agentkit.prebuilt import planexecute, supervisor
+    from agentkit.prebuilt import deep, planexecute, supervisor
 else:
     __getattr__, __dir__ = attach(__name__, submodules=__all__)

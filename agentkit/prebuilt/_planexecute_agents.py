@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterator
 
 from agentkit._agent import AgentRun, BaseAgent
 from agentkit._runctx import get_session_value
-from agentkit.agents._react import ModelCaller
-from agentkit.errors import AgentConfigError
+from agentkit.agents._react import ModelCaller, limit_pause
+from agentkit.errors import AgentConfigError, RunLimitError
 from agentkit.events import AgentEvent, event_from_message, new_break_loop_action
 from agentkit.models.base import ChatModel, ModelOptions
 from agentkit.prebuilt._planexecute_plan import (
@@ -160,14 +160,26 @@ class _OneCallAgent(BaseAgent):
     def execute(self, run: AgentRun) -> None:
         """Run the agent's one model call (planner or replanner)."""
 
+    @staticmethod
+    def _paused_call(run: AgentRun) -> list[Message] | None:
+        """The messages of the call a run limit refused, when this turn resumes it."""
+        info = run.resume_info
+        if info is not None and isinstance(info.interrupt_state, list):
+            return list(info.interrupt_state)
+        return None
+
     def _call(
         self,
         messages: list[Message],
         run: AgentRun,
         convert: Callable[[StreamReader[Message]], StreamReader[Message]] | None,
-    ) -> Message:
+    ) -> Message | None:
         """Call the model (the ReAct agent's model call: streamed, cancellable, counted and
-        reported to the callbacks); a streamed run shows the (converted) stream at once."""
+        reported to the callbacks); a streamed run shows the (converted) stream at once.
+
+        ``None`` when a run limit refused the call and the run paused: the turn ends, and the
+        resumed turn makes the call with the same ``messages`` (:meth:`_paused_call`).
+        """
         run.check_cancelled()
         model_options: ModelOptions | None = run.options.model_options
         if self._forced:
@@ -178,7 +190,14 @@ class _OneCallAgent(BaseAgent):
         # Eino always streams here; generate() gives the same reply with one request shape
         # per mode, like ChatModelAgent.
         caller = ModelCaller(run, self._name, self._model, show=convert)
-        return caller.call(self._model, list(messages), model_options)
+        try:
+            return caller.call(self._model, list(messages), model_options)
+        except RunLimitError as reached:
+            pause = limit_pause(run._frame, reached, list(messages))
+            if pause is None:
+                raise
+            run.emit(pause)
+            return None
 
 
 class Planner(_OneCallAgent):
@@ -201,14 +220,18 @@ class Planner(_OneCallAgent):
 
     def execute(self, run: AgentRun) -> None:
         """Make the plan: one model call, the plan stored in the session."""
-        user_input = list(run.input.messages)
-        store(USER_INPUT_SESSION_KEY, user_input)
-        messages = list(self._gen_input(list(user_input)))
+        messages = self._paused_call(run)
+        if messages is None:
+            user_input = list(run.input.messages)
+            store(USER_INPUT_SESSION_KEY, user_input)
+            messages = list(self._gen_input(list(user_input)))
         tool = self._plan_tool
         streaming = run.streaming
         tools = [tool.name] if tool is not None else []
         convert = _showing_arguments("planner", tools) if tool is not None else None
         reply = self._call(messages, run, convert)
+        if reply is None:
+            return  # paused by a run limit
         if tool is None:
             text = reply.content
         else:
@@ -246,17 +269,21 @@ class Replanner(_OneCallAgent):
 
     def execute(self, run: AgentRun) -> None:
         """Record the executed step, then revise the plan or respond."""
-        plan: PlanLike = require(PLAN_SESSION_KEY, "plan")
-        result = require(EXECUTED_STEP_SESSION_KEY, "execute result")
-        steps = list(get_session_value(EXECUTED_STEPS_SESSION_KEY) or [])
-        steps.append(ExecutedStep(plan.first_step(), str(result)))
-        store(EXECUTED_STEPS_SESSION_KEY, steps)
-        user_input = require(USER_INPUT_SESSION_KEY, "user input")
-        context = ExecutionContext(list(user_input), plan, list(steps))
-        messages = list(self._gen_input(context))
+        messages = self._paused_call(run)
+        if messages is None:  # a resumed turn recorded the step before it paused
+            plan: PlanLike = require(PLAN_SESSION_KEY, "plan")
+            result = require(EXECUTED_STEP_SESSION_KEY, "execute result")
+            steps = list(get_session_value(EXECUTED_STEPS_SESSION_KEY) or [])
+            steps.append(ExecutedStep(plan.first_step(), str(result)))
+            store(EXECUTED_STEPS_SESSION_KEY, steps)
+            user_input = require(USER_INPUT_SESSION_KEY, "user input")
+            context = ExecutionContext(list(user_input), plan, list(steps))
+            messages = list(self._gen_input(context))
         streaming = run.streaming
         tools = [self._plan_tool.name, self._respond_tool.name]
         reply = self._call(messages, run, _showing_arguments("replanner", tools))
+        if reply is None:
+            return  # paused by a run limit
         call = _first_call(reply, "replanner", tools)
         name = call.function.name
         if name not in tools:

@@ -132,18 +132,22 @@ def _words(text: Any) -> int:
     return len(text.split()) if isinstance(text, str) else 0
 
 
-def usage_body(request: dict[str, Any], reply: Reply) -> dict[str, int]:
-    """Return the ``usage`` object: as scripted, else counted in words."""
+def usage_body(request: dict[str, Any], reply: Reply) -> dict[str, Any]:
+    """Return the ``usage`` object: as scripted, else counted in words. Scripted
+    ``cached_tokens`` go where OpenAI puts them (``prompt_tokens_details``)."""
     usage = reply.usage
     if usage is None:
         prompt = sum(_words(message.get("content")) for message in request.get("messages", ()))
         completion = _words(reply.content) + len(reply.tool_calls)
         usage = TokenUsage(prompt, completion, prompt + completion)
-    return {
+    body: dict[str, Any] = {
         "prompt_tokens": usage.prompt_tokens,
         "completion_tokens": usage.completion_tokens,
         "total_tokens": usage.total_tokens,
     }
+    if usage.cached_tokens:
+        body["prompt_tokens_details"] = {"cached_tokens": usage.cached_tokens}
+    return body
 
 
 def _pieces(text: str, count: int) -> list[str]:

@@ -15,9 +15,11 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Generic, ParamSpec, TypeVar
 
+from agentkit._waiting import CallSite, admitted
 from agentkit.errors import AgentConfigError, ToolArgumentsError, ToolError
 from agentkit.schema import ToolInfo
 from agentkit.streams import StreamReader, stream_from_iterator
+from agentkit.throttle import ConcurrencyLimiter, Slot
 from agentkit.tools._approval import (
     ApprovalPolicy,
     Decision,
@@ -30,7 +32,13 @@ from agentkit.tools._convert import explain, json_kind, show
 from agentkit.tools._schema import to_json
 from agentkit.tools._signature import check_function, plan_signature, qualname
 
-__all__ = ["FunctionTool", "StreamingFunctionTool", "checked_idempotent", "checked_timeout"]
+__all__ = [
+    "FunctionTool",
+    "StreamingFunctionTool",
+    "checked_concurrency",
+    "checked_idempotent",
+    "checked_timeout",
+]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -57,6 +65,16 @@ def checked_timeout(timeout: object) -> float | None:
             f"timeout must be a number of seconds > 0, or None for no limit (got {timeout!r})"
         )
     return float(timeout)
+
+
+def checked_concurrency(concurrency: object) -> ConcurrencyLimiter | None:
+    """A tool's ``concurrency`` limit; ``TypeError`` when it is not a ``ConcurrencyLimiter``."""
+    if concurrency is None or isinstance(concurrency, ConcurrencyLimiter):
+        return concurrency
+    raise TypeError(
+        "concurrency= takes a ConcurrencyLimit, a RedisConcurrencyLimit or another "
+        f"ConcurrencyLimiter, shared by the tools given the same one (got {concurrency!r})"
+    )
 
 
 _NOT_ASKED = Decision("", resumes_tool=True)  # no approval needed: the call runs as it is
@@ -108,13 +126,14 @@ class FunctionTool(Generic[P, R]):
         needs_approval: ApprovalPolicy = False,
         timeout: float | None = None,
         idempotent: bool | None = None,
+        concurrency: ConcurrencyLimiter | None = None,
     ) -> None:
         """Build the tool; prefer :func:`tool`, which picks the class for generator functions.
 
         ``localns`` is a namespace tried when an annotation names something that is not a
         global of the function's module (a class defined inside a function, for example);
         :func:`tool` passes the namespace it is called from. ``strict``, ``needs_approval``,
-        ``timeout`` and ``idempotent`` are as for :func:`tool`.
+        ``timeout``, ``idempotent`` and ``concurrency`` are as for :func:`tool`.
         """
         check_function(fn)
         if inspect.isgeneratorfunction(fn) and not isinstance(self, StreamingFunctionTool):
@@ -139,6 +158,8 @@ class FunctionTool(Generic[P, R]):
         self._timeout = checked_timeout(timeout)
         given = checked_idempotent(idempotent)
         self._idempotent = (self._needs_approval is False) if given is None else given
+        self._concurrency = checked_concurrency(concurrency)
+        self._site = CallSite("Tool", tool_name, type(self).__name__)
 
     @property
     def name(self) -> str:
@@ -162,6 +183,11 @@ class FunctionTool(Generic[P, R]):
         """
         return self._idempotent
 
+    @property
+    def concurrency(self) -> ConcurrencyLimiter | None:
+        """The concurrency limit each call takes a slot of while the function runs (or ``None``)."""
+        return self._concurrency
+
     def info(self) -> ToolInfo:
         """Return the name, description and JSON Schema parameters (a fresh copy each time)."""
         return ToolInfo(self._name, self._description, copy.deepcopy(self._parameters))
@@ -177,12 +203,22 @@ class FunctionTool(Generic[P, R]):
         if isinstance(approved, str):
             return approved
         args, kwargs, decision = approved
-        with running(decision):
-            result = self._fn(*args, **kwargs)
+        limit = self._concurrency
+        if limit is None:
+            with running(decision):
+                result = self._fn(*args, **kwargs)
+        else:
+            with self._slot(limit), running(decision):
+                result = self._fn(*args, **kwargs)
         return _encode_result(self._name, result)
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self._fn(*args, **kwargs)
+
+    def _slot(self, limit: ConcurrencyLimiter) -> Slot:
+        """Wait for a slot of the tool's ``concurrency`` limit, at most its ``timeout``."""
+        timeout = self._timeout
+        return admitted(lambda: limit.acquire(timeout), limit, "concurrency", self._site)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self._name!r})"
@@ -280,9 +316,20 @@ class StreamingFunctionTool(FunctionTool[P, R]):
         if isinstance(approved, str):
             return stream_from_iterator(iter([approved]))
         args, kwargs, decision = approved
-        with running(decision):
-            items: Iterator[Any] = self._fn(*args, **kwargs)  # type: ignore[assignment]
-        return stream_from_iterator(_encode_chunks(self._name, items))
+        limit = self._concurrency
+        if limit is None:
+            with running(decision):
+                items: Iterator[Any] = self._fn(*args, **kwargs)  # type: ignore[assignment]
+            return stream_from_iterator(_encode_chunks(self._name, items))
+        # The slot is held while the generator runs: until the stream ends or is closed.
+        slot = self._slot(limit)
+        try:
+            with running(decision):
+                items = self._fn(*args, **kwargs)  # type: ignore[assignment]
+        except BaseException:
+            slot.release()
+            raise
+        return stream_from_iterator(_encode_chunks(self._name, items), on_close=slot.release)
 
     def invoke(self, arguments: str, **tool_options: Any) -> str:
         """Run the generator to its end and return all chunks joined."""

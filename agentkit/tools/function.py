@@ -51,10 +51,12 @@ from typing import Any, ParamSpec, TypeVar, overload
 
 import attrs
 
+from agentkit.throttle import ConcurrencyLimiter
 from agentkit.tools._approval import ApprovalPolicy, check_policy
 from agentkit.tools._function_tool import (
     FunctionTool,
     StreamingFunctionTool,
+    checked_concurrency,
     checked_idempotent,
     checked_timeout,
 )
@@ -85,6 +87,7 @@ def tool(
     needs_approval: ApprovalPolicy = False,
     timeout: float | None = None,
     idempotent: bool | None = None,
+    concurrency: ConcurrencyLimiter | None = None,
 ) -> StreamingFunctionTool[P, I]: ...
 
 
@@ -99,6 +102,7 @@ def tool(
     needs_approval: ApprovalPolicy = False,
     timeout: float | None = None,
     idempotent: bool | None = None,
+    concurrency: ConcurrencyLimiter | None = None,
 ) -> FunctionTool[P, R]: ...
 
 
@@ -113,6 +117,7 @@ def tool(
     needs_approval: ApprovalPolicy = False,
     timeout: float | None = None,
     idempotent: bool | None = None,
+    concurrency: ConcurrencyLimiter | None = None,
 ) -> _Decorator: ...
 
 
@@ -126,6 +131,7 @@ def tool(
     needs_approval: ApprovalPolicy = False,
     timeout: float | None = None,
     idempotent: bool | None = None,
+    concurrency: ConcurrencyLimiter | None = None,
 ) -> FunctionTool[Any, Any] | _Decorator:
     """Make a tool of a Python function: its schema comes from the type hints and the docstring.
 
@@ -178,6 +184,14 @@ def tool(
             tool is idempotent; otherwise the recovered run interrupts with an
             :class:`~agentkit.UnfinishedToolCall` and a human decides. ``None`` (the default):
             ``True``, except for tools with ``needs_approval``, which default to ``False``.
+        concurrency: a :class:`~agentkit.ConcurrencyLimit` (or
+            :class:`~agentkit.integrations.redis.RedisConcurrencyLimit`): each call takes a
+            slot before the function runs and gives it back when it returns (a generator:
+            when its stream ends or is closed), so that no more calls run at once than the
+            limit allows, among every tool, thread and run given the same limit. The wait
+            for a slot comes after the arguments were checked and any approval was given;
+            it is bounded by the tool's own ``timeout`` and, in a run, by the agent's
+            ``tool_timeout`` and cancelled with the run (see :mod:`agentkit.throttle`).
 
     Raises:
         TypeError: ``fn`` is not a function, is ``async``, has ``*args``, or a parameter has an
@@ -187,15 +201,25 @@ def tool(
     check_policy(needs_approval, "tool()")
     timeout = checked_timeout(timeout)
     checked_idempotent(idempotent)
+    concurrency = checked_concurrency(concurrency)
     if fn is None:
-        return _Decorator(name, description, strict, needs_approval, timeout, idempotent)
+        return _Decorator(
+            name, description, strict, needs_approval, timeout, idempotent, concurrency
+        )
     if isinstance(fn, str):
         raise TypeError(
             f"tool() takes the function first; to name the tool write @tool(name={fn!r})"
         )
     return _make_tool(
-        fn, name, description, strict, sys._getframe(1).f_locals, needs_approval, timeout,
+        fn,
+        name,
+        description,
+        strict,
+        sys._getframe(1).f_locals,
+        needs_approval,
+        timeout,
         idempotent,
+        concurrency,
     )
 
 
@@ -209,6 +233,7 @@ class _Decorator:
     needs_approval: ApprovalPolicy = False
     timeout: float | None = None
     idempotent: bool | None = None
+    concurrency: ConcurrencyLimiter | None = None
 
     @overload
     def __call__(self, fn: Callable[P, I], /) -> StreamingFunctionTool[P, I]: ...
@@ -226,6 +251,7 @@ class _Decorator:
             self.needs_approval,
             self.timeout,
             self.idempotent,
+            self.concurrency,
         )
 
 
@@ -238,6 +264,7 @@ def _make_tool(
     needs_approval: ApprovalPolicy = False,
     timeout: float | None = None,
     idempotent: bool | None = None,
+    concurrency: ConcurrencyLimiter | None = None,
 ) -> FunctionTool[Any, Any]:
     if isinstance(fn, FunctionTool):
         fn = fn.__wrapped__
@@ -251,6 +278,7 @@ def _make_tool(
         needs_approval=needs_approval,
         timeout=timeout,
         idempotent=idempotent,
+        concurrency=concurrency,
     )
 
 

@@ -6,13 +6,21 @@ import contextlib
 import copy
 import json
 import os
-from collections.abc import Callable, Sequence
-from typing import Any, ClassVar, NoReturn, TypeVar
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, TypeVar
 
+import attrs
 import httpx
 
 from agentkit._runctx import abort_on_cancel, cancellable_sleep, current_frame
-from agentkit.errors import APIConnectionError, APIStatusError, APITimeoutError, ModelError
+from agentkit._waiting import CallSite
+from agentkit.errors import (
+    APIConnectionError,
+    APIStatusError,
+    APITimeoutError,
+    ModelError,
+    RateLimitError,
+)
 from agentkit.models.base import ModelOptions, ToolCallingChatModel
 from agentkit.models.openai._body import (
     DEFAULT_MAX_RESPONSE_BYTES,
@@ -20,6 +28,7 @@ from agentkit.models.openai._body import (
     read_body,
 )
 from agentkit.models.openai._encoded import EncodedMessages
+from agentkit.models.openai._limits import CallLimits, check_limits
 from agentkit.models.openai._retry import (
     STATUS_ERRORS,
     is_retryable,
@@ -37,6 +46,10 @@ from agentkit.models.openai._wire import (
 )
 from agentkit.schema import Message, ToolInfo
 from agentkit.streams import StreamReader, stream_from_batches
+from agentkit.throttle import ConcurrencyLimiter, RateLimiter
+
+if TYPE_CHECKING:
+    from agentkit.limits import ModelPricing
 
 __all__ = ["DEFAULT_BASE_URL", "OpenAIChatModel"]
 
@@ -71,6 +84,33 @@ def _check_arguments(model: object, timeout: object, max_retries: object) -> Non
         )
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
         raise ValueError(f"timeout must be a number of seconds > 0 (got {timeout!r})")
+
+
+def _checked_pricing(pricing: object) -> ModelPricing | None:
+    from agentkit.limits import ModelPricing
+
+    if pricing is not None and not isinstance(pricing, ModelPricing):
+        raise TypeError(
+            f"pricing must be a ModelPricing (got {pricing!r}); write "
+            "pricing=ModelPricing(input_per_million=..., output_per_million=...)"
+        )
+    return pricing
+
+
+def _priced(message: Message, pricing: ModelPricing) -> Message:
+    """``message`` with the cost of the usage it reports (itself when it reports none)."""
+    meta = message.response_meta
+    if meta is None or meta.usage is None or meta.cost is not None:
+        return message
+    return attrs.evolve(message, response_meta=attrs.evolve(meta, cost=pricing.cost(meta.usage)))
+
+
+def _priced_batches(
+    batches: Iterator[list[Message]], pricing: ModelPricing
+) -> Iterator[list[Message]]:
+    """The chunks of a stream, the one with the usage priced."""
+    for batch in batches:
+        yield [_priced(chunk, pricing) for chunk in batch]
 
 
 class _Shared:
@@ -110,6 +150,21 @@ class OpenAIChatModel:
             the call at once with :class:`~agentkit.errors.ResponseTooLargeError` (not
             retried): reading stops, the connection is closed, and memory stays near the
             limit however much the server sends.
+        pricing: what the model's tokens cost (a :class:`~agentkit.limits.ModelPricing`):
+            every reply that reports its token usage gets ``response_meta.cost`` (for a
+            stream, on the chunk with the usage), which runs sum into ``RunResult.cost`` and
+            count against ``RunLimits(cost=...)``. Prompt tokens the server read from its
+            cache (``prompt_tokens_details.cached_tokens``) are priced at
+            ``cached_input_per_million`` when given.
+        concurrency: a :class:`~agentkit.ConcurrencyLimit` (or
+            :class:`~agentkit.integrations.redis.RedisConcurrencyLimit`) shared with other
+            models, threads and processes: each request takes a slot before it is sent and
+            holds it until its response was read (a stream: until it ends or is closed).
+        rate_limit: a :class:`~agentkit.RateLimit` (or
+            :class:`~agentkit.integrations.redis.RedisRateLimit`): each request takes its
+            place in the rate before it is sent (its tokens estimated, then corrected with
+            the usage the response reports), and an HTTP 429 pauses the limit for every
+            caller sharing it (see :mod:`agentkit.throttle`).
         **defaults: default :class:`~agentkit.models.ModelOptions` fields for every call
             (``temperature=0.2``, ``max_tokens=512``, ...); options given to a call win.
 
@@ -118,7 +173,9 @@ class OpenAIChatModel:
     the delay the server asks for in ``Retry-After`` (capped at 60 s). Retries count toward
     the same limit: all attempts and the waits between them share the ``timeout`` of the
     call (for a stream: until its first chunk), and a retry that could not finish in time
-    is not made, so a call never takes much longer than ``timeout``. A stream is never
+    is not made, so a call never takes much longer than ``timeout``. Waits for a turn under
+    ``concurrency`` or ``rate_limit`` count toward it too (a wait that runs out raises
+    :class:`~agentkit.SlotTimeoutError`, not retried). A stream is never
     retried once it has delivered a chunk. Errors are :class:`~agentkit.ModelError`
     subclasses carrying the status code, the server's message and the decoded body.
 
@@ -169,9 +226,14 @@ class OpenAIChatModel:
         max_retries: int = 3,
         http_client: httpx.Client | None = None,
         max_response_bytes: int | None = DEFAULT_MAX_RESPONSE_BYTES,
+        pricing: ModelPricing | None = None,
+        concurrency: ConcurrencyLimiter | None = None,
+        rate_limit: RateLimiter | None = None,
         **defaults: Any,
     ) -> None:
         _check_arguments(model, timeout, max_retries)
+        check_limits(concurrency, rate_limit)
+        self._pricing = _checked_pricing(pricing)
         self._defaults = ModelOptions.from_kwargs(**defaults)
         self._model = model
         api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
@@ -206,6 +268,10 @@ class OpenAIChatModel:
         self._client = self._http.client
         self._encode = self._http.encoded.encode
         self._backoff: Any = None  # made on the first retry, see _delay
+        self._limits: CallLimits | None = None  # None: the calls do no work for limits
+        if concurrency is not None or rate_limit is not None:
+            site = CallSite("ChatModel", model, type(self).__name__)
+            self._limits = CallLimits(concurrency, rate_limit, site)
         self._tools: tuple[ToolInfo, ...] = ()
         self._tools_json = b""
         self._envelopes = self._make_envelopes()
@@ -232,6 +298,21 @@ class OpenAIChatModel:
         """The default options of every call."""
         return self._defaults
 
+    @property
+    def pricing(self) -> ModelPricing | None:
+        """What this model's tokens cost (``None``: its replies carry no cost)."""
+        return self._pricing
+
+    @property
+    def concurrency(self) -> ConcurrencyLimiter | None:
+        """The concurrency limit the requests take a slot of (``None``: none)."""
+        return None if self._limits is None else self._limits.concurrency
+
+    @property
+    def rate_limit(self) -> RateLimiter | None:
+        """The rate limit the requests take their place in (``None``: none)."""
+        return None if self._limits is None else self._limits.rate
+
     def with_tools(self, tools: Sequence[ToolInfo]) -> ToolCallingChatModel:
         """Return a model bound to ``tools`` sharing these connections; this one is unchanged."""
         bound = copy.copy(self)
@@ -248,7 +329,13 @@ class OpenAIChatModel:
             AgentCancelledError: inside a run, the run was cancelled immediately.
         """
         call = Call(self._body(messages, options, stream=False), self._timeout_seconds, None)
-        return self._call(self._attempt_generate, call)
+        if self._limits is None:
+            reply = self._call(self._attempt_generate, call)
+        else:
+            reply = self._call(self._limited_generate, call)
+        if self._pricing is not None:
+            return _priced(reply, self._pricing)
+        return reply
 
     def stream(
         self, messages: Sequence[Message], options: ModelOptions | None = None
@@ -266,8 +353,12 @@ class OpenAIChatModel:
         and token usage: merge them with ``concat_messages``.
         """
         call = Call(self._body(messages, options, stream=True), self._timeout_seconds, None)
-        opened: OpenStream = self._call(self._attempt_open_stream, call)
-        return stream_from_batches(opened.chunks(), on_close=opened.close, abort=call.guard.abort)
+        attempt = self._attempt_open_stream if self._limits is None else self._limited_open_stream
+        opened: OpenStream = self._call(attempt, call)
+        batches: Iterator[list[Message]] = opened.chunks()
+        if self._pricing is not None:
+            batches = _priced_batches(batches, self._pricing)
+        return stream_from_batches(batches, on_close=opened.close, abort=call.guard.abort)
 
     def close(self) -> None:
         """Close the connection pool if this model made it (shared with its tool-bound copies).
@@ -403,6 +494,47 @@ class OpenAIChatModel:
             status_code=status,
             body=body,
         )
+
+    def _limited_generate(self, call: Call) -> Message:
+        """One attempt of ``generate`` under the model's limits (see ``_limits``)."""
+        limits = self._limits
+        if limits is None:
+            return self._attempt_generate(call)
+        admission = limits.admit(call.body, call.guard.remaining())
+        try:
+            reply = self._attempt_generate(call)
+        except BaseException as error:
+            admission.release()
+            self._note_rate_limited(error, call, limits)
+            raise
+        meta = reply.response_meta
+        usage = None if meta is None else meta.usage
+        admission.release(None if usage is None else usage.total_tokens)
+        return reply
+
+    def _limited_open_stream(self, call: Call) -> OpenStream:
+        """One attempt of ``stream`` under the model's limits: the stream holds its turn."""
+        limits = self._limits
+        if limits is None:
+            return self._attempt_open_stream(call)
+        admission = limits.admit(call.body, call.guard.remaining())
+        try:
+            opened = self._attempt_open_stream(call)
+        except BaseException as error:
+            admission.release()
+            self._note_rate_limited(error, call, limits)
+            raise
+        opened.admission = admission  # released when the stream ends or is closed
+        return opened
+
+    def _note_rate_limited(self, error: BaseException, call: Call, limits: CallLimits) -> None:
+        """After an HTTP 429, pause the shared rate for the retry's delay (everyone waits)."""
+        if limits.rate is None or not isinstance(error, RateLimitError):
+            return
+        if call.retry_after is None:
+            # No Retry-After: the back-off this call would wait, which the retry then uses.
+            call.retry_after = self._delay(call)
+        limits.rate_limited(call.retry_after)
 
     def _attempt_generate(self, call: Call) -> Message:
         if call.guard.aborted:

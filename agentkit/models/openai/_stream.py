@@ -14,6 +14,7 @@ from agentkit.cancel import CancelMode
 from agentkit.errors import AgentCancelledError, APITimeoutError, IncompleteStreamError, ModelError
 from agentkit.models.openai._body import body_chunks
 from agentkit.models.openai._chunks import merge_fields, parse_chunk, parse_error_event
+from agentkit.models.openai._limits import Admission
 from agentkit.models.openai._sse import SSEError, sse_batches
 from agentkit.models.openai._transport import _Guard
 from agentkit.models.openai._wire import PROVIDER_FIELDS
@@ -53,6 +54,7 @@ class OpenStream:
     """
 
     __slots__ = (
+        "admission",
         "attached",
         "call",
         "count",
@@ -64,6 +66,7 @@ class OpenStream:
         "limit",
         "response",
         "timeout",
+        "tokens",
         "url",
     )
 
@@ -87,6 +90,8 @@ class OpenStream:
         self.first: list[Message] | None = None
         self.iterator: Iterator[list[Message]] = iter(())
         self.fields: dict[str, Any] = {}  # provider fields of the chunks so far
+        self.admission: Admission | None = None  # the turn taken under the model's limits
+        self.tokens: int | None = None  # the total tokens the server reported, if it did
         # A client of the caller's does not route its I/O through the guard: register the
         # response's socket, so that an abort can still shut it down.
         self.attached = attach
@@ -159,8 +164,11 @@ class OpenStream:
             if chunk is None:
                 continue
             meta = chunk.response_meta
-            if meta is not None and meta.finish_reason:
-                self.finished = True
+            if meta is not None:
+                if meta.finish_reason:
+                    self.finished = True
+                if meta.usage is not None:
+                    self.tokens = meta.usage.total_tokens
             extra = chunk.extra
             if extra and PROVIDER_FIELDS in extra:
                 self.fields = merge_fields(self.fields, extra[PROVIDER_FIELDS])
@@ -192,9 +200,14 @@ class OpenStream:
             self.call.guard.attach(None)
 
     def close(self) -> None:
-        """Release the response (and its connection)."""
+        """Release the response (and its connection), and the turn it held under limits."""
         self.detach()
-        self.response.close()
+        try:
+            self.response.close()
+        finally:
+            admission, self.admission = self.admission, None
+            if admission is not None:
+                admission.release(self.tokens)
 
     def chunks(self) -> Iterator[list[Message]]:
         """Return an iterator of the first chunks, then the rest as they arrive (in lists)."""

@@ -159,10 +159,13 @@ def usage(data: Any) -> TokenUsage | None:
     """Return the token usage of a ``usage`` object, or ``None``."""
     if not isinstance(data, dict):
         return None
+    details = data.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
     return TokenUsage(
         prompt_tokens=data.get("prompt_tokens") or 0,
         completion_tokens=data.get("completion_tokens") or 0,
         total_tokens=data.get("total_tokens") or 0,
+        cached_tokens=cached if isinstance(cached, int) and not isinstance(cached, bool) else 0,
     )
 
 

@@ -1,0 +1,57 @@
+"""File backends and shells: what the file tools and ``execute`` of a deep agent work on.
+
+- :class:`Backend`: the protocol of a small file system (``ls``, ``read``, ``write``, ``edit``,
+  ``glob``, ``grep``); :class:`DeletingBackend` adds ``delete``.
+- :class:`InMemoryBackend`: files in memory (tests, scratch space).
+- :class:`LocalBackend`: a directory on disk; every path is confined under its root (``..``,
+  absolute paths elsewhere and symbolic links out of it are refused, also against a file
+  system that changes meanwhile).
+- :class:`Shell` and :class:`LocalShell`: shell commands in a subprocess in a directory,
+  bounded in time and output, killed with their process group on timeout or cancel.
+
+Paths are ``/``-separated and relative to the backend's root; what a backend returns is
+relative to the root too::
+
+    from agentkit.backends import LocalBackend, LocalShell
+
+    backend = LocalBackend("workspace")
+    backend.write("notes/plan.md", "1. read the sources\\n")
+    backend.grep("sources", glob="*.md")   # [GrepMatch(path='notes/plan.md', line=1, ...)]
+    LocalShell("workspace", timeout=30).execute("ls notes").output   # 'plan.md\\n'
+
+The tools over them are in :mod:`agentkit.middlewares.filesystem`; a deep agent
+(:mod:`agentkit.prebuilt.deep`) takes them as ``backend=`` and ``shell=``.
+"""
+
+from __future__ import annotations
+
+from agentkit._lazy import present
+from agentkit.backends._base import Backend, DeletingBackend, ExecuteResult, GrepMatch, Shell
+from agentkit.backends._errors import (
+    BackendError,
+    BinaryFileError,
+    EditError,
+    FileTooLargeError,
+    PathOutsideRootError,
+)
+from agentkit.backends._local import LocalBackend
+from agentkit.backends._memory import InMemoryBackend
+from agentkit.backends._shell import LocalShell
+
+__all__ = [
+    "Backend",
+    "BackendError",
+    "BinaryFileError",
+    "DeletingBackend",
+    "EditError",
+    "ExecuteResult",
+    "FileTooLargeError",
+    "GrepMatch",
+    "InMemoryBackend",
+    "LocalBackend",
+    "LocalShell",
+    "PathOutsideRootError",
+    "Shell",
+]
+
+present([globals()[name] for name in __all__], __name__)

@@ -1,0 +1,54 @@
+"""The errors of :mod:`agentkit.backends`.
+
+A backend reports a missing file or directory with the builtin :class:`FileNotFoundError`,
+:class:`NotADirectoryError` and :class:`IsADirectoryError`; everything else it refuses is a
+:class:`BackendError`, which also subclasses the builtin that says the same thing::
+
+    AgentKitError
+    └── BackendError
+        ├── PathOutsideRootError (PermissionError)   a path leaves the backend's root
+        ├── FileTooLargeError (ValueError)           more bytes than the backend reads or writes
+        ├── BinaryFileError (ValueError)             not UTF-8 text
+        └── EditError (ValueError)                   the text to replace is missing or not unique
+
+The file tools (:mod:`agentkit.middlewares.filesystem`) turn all of them into a message the
+model reads, so a model's mistake never ends the run.
+"""
+
+from __future__ import annotations
+
+from agentkit._persist import persisted
+from agentkit.errors import AgentKitError
+
+__all__ = [
+    "BackendError",
+    "BinaryFileError",
+    "EditError",
+    "FileTooLargeError",
+    "PathOutsideRootError",
+]
+
+
+@persisted("agentkit.backends.BackendError")  # errors can be kept in checkpoints
+class BackendError(AgentKitError):
+    """A file backend refused an operation (the message says what and how to go on)."""
+
+
+@persisted("agentkit.backends.PathOutsideRootError")
+class PathOutsideRootError(BackendError, PermissionError):
+    """A path leads outside the backend's root (``..``, an absolute path, a symbolic link)."""
+
+
+@persisted("agentkit.backends.FileTooLargeError")
+class FileTooLargeError(BackendError, ValueError):
+    """A file, or the part of it asked for, is larger than the backend reads or writes at once."""
+
+
+@persisted("agentkit.backends.BinaryFileError")
+class BinaryFileError(BackendError, ValueError):
+    """A file is not UTF-8 text (the file tools read and write text only)."""
+
+
+@persisted("agentkit.backends.EditError")
+class EditError(BackendError, ValueError):
+    """An edit could not be made: the text to replace is empty, missing, or found more than once."""

@@ -1,0 +1,180 @@
+"""``AGENTS.md`` content in every model call (Eino's ``agentsmd``).
+
+:class:`AgentsMdMiddleware` reads instruction files (``AGENTS.md`` by default) from a
+:class:`~agentkit.backends.Backend` and puts their content, as a user message wrapped in
+``<system-reminder>``, before the first user message of what each model call is sent. It is
+added to the call only, never to the conversation: the history, the checkpoints and the
+summaries stay without it. The files are read once per run, on the first model call.
+
+A file may include others with ``@path`` (``@docs/style.md``, relative to the including
+file's directory; a path starting with ``/`` is given to the backend as it is): a reference
+counts when it holds a ``/`` or ends in ``.md``, ``.mdx``, ``.txt``, ``.yaml``, ``.yml``,
+``.json`` or ``.toml`` (so ``@someone`` and ``@example.com`` do not). Each included file
+appears once, after the file that includes it, up to 5 levels deep; cycles are cut. A
+missing file is skipped with a warning; other read errors end the run.
+"""
+
+from __future__ import annotations
+
+import logging
+import posixpath
+import re
+from collections.abc import Callable, Sequence
+
+from agentkit.backends import Backend
+from agentkit.errors import AgentConfigError
+from agentkit.middleware import AgentMiddleware, ModelCallable
+from agentkit.models.base import ModelOptions
+from agentkit.schema import Message, Role, user_message
+
+__all__ = ["AgentsMdMiddleware", "MAX_IMPORT_DEPTH", "format_instructions"]
+
+MAX_IMPORT_DEPTH = 5
+"""How deep ``@path`` includes are followed."""
+
+_EXTRA_KEY = "__agentsmd_content__"
+_IMPORT = re.compile(r"@([a-zA-Z0-9_.~/][a-zA-Z0-9_.~/\-]*)")
+_IMPORT_EXTENSIONS = frozenset((".md", ".txt", ".mdx", ".yaml", ".yml", ".json", ".toml"))
+_logger = logging.getLogger("agentkit")
+
+_HEADER = """<system-reminder>
+Below are instructions for this codebase and from the user. Follow them: they take precedence
+over your default behaviour.
+"""
+_FOOTER = """Use this context where it applies to the task; do not respond to it otherwise.
+</system-reminder>"""
+
+
+def format_instructions(files: Sequence[tuple[str, str]]) -> str:
+    """The reminder text for ``files`` (path, content), or ``""`` when there are none."""
+    if not files:
+        return ""
+    sections = "".join(
+        f"\nContents of {path} (instructions):\n\n{content}\n" for path, content in files
+    )
+    return _HEADER + sections + _FOOTER
+
+
+def _warn(path: str, problem: str) -> None:
+    _logger.warning("AGENTS.md file %s: %s", path, problem)
+
+
+class AgentsMdMiddleware(AgentMiddleware):
+    """Adds the content of ``files`` (and what they include) to every model call.
+
+    Args:
+        backend: where the files are read.
+        files: the files, in order (default ``("AGENTS.md",)``).
+        max_bytes: a budget for all files together: once exceeded, the remaining files and
+            includes are skipped (the first file is always read whole). ``None``: no limit.
+        on_warning: ``on_warning(path, problem)`` for a skipped file (default: a warning on the
+            ``agentkit`` logger).
+
+    Raises:
+        AgentConfigError: no files, or a limit that is not positive.
+    """
+
+    def __init__(
+        self,
+        backend: Backend,
+        files: Sequence[str] = ("AGENTS.md",),
+        *,
+        max_bytes: int | None = None,
+        on_warning: Callable[[str, str], object] | None = None,
+    ) -> None:
+        if isinstance(files, str):
+            raise AgentConfigError(f"files takes a list of paths; write files=[{files!r}]")
+        if not files:
+            raise AgentConfigError("AgentsMdMiddleware needs at least one file path")
+        if max_bytes is not None and (
+            isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1
+        ):
+            raise AgentConfigError(f"max_bytes must be a positive int or None (got {max_bytes!r})")
+        self._backend = backend
+        self._files = tuple(files)
+        self._max = max_bytes
+        self._warn = on_warning or _warn
+
+    def load(self) -> str:
+        """Read the files now and return the reminder text (``""`` when all are missing)."""
+        return format_instructions(_Loader(self._backend, self._max, self._warn).load(self._files))
+
+    def wrap_model(self, call: ModelCallable) -> ModelCallable:
+        """Add the reminder before the first user message of each call of this run."""
+        loaded: list[str] = []  # this run's text, read on its first model call
+
+        def with_instructions(messages: list[Message], options: ModelOptions | None) -> Message:
+            if not loaded:
+                text = self.load()
+                if text:
+                    loaded.append(text)
+            if loaded and not any(_EXTRA_KEY in message.extra for message in messages):
+                messages = _before_first_user(messages, loaded[0])
+            return call(messages, options)
+
+        return with_instructions
+
+
+def _before_first_user(messages: list[Message], text: str) -> list[Message]:
+    note = user_message(text)
+    note.extra[_EXTRA_KEY] = True
+    for index, message in enumerate(messages):
+        if message.role is Role.USER:
+            return [*messages[:index], note, *messages[index:]]
+    return [*messages, note]
+
+
+class _Loader:
+    """One load: the files read so far and the bytes they took."""
+
+    def __init__(
+        self, backend: Backend, max_bytes: int | None, warn: Callable[[str, str], object]
+    ) -> None:
+        self.backend = backend
+        self.max = max_bytes
+        self.warn = warn
+        self.total = 0
+        self.seen: set[str] = set()
+
+    def over_budget(self) -> bool:
+        return self.max is not None and self.total > self.max
+
+    def load(self, files: Sequence[str]) -> list[tuple[str, str]]:
+        loaded: list[tuple[str, str]] = []
+        for index, path in enumerate(files):
+            found = self.file(path, 0)
+            if index > 0 and self.over_budget():
+                self.warn(path, f"skipped: together the files exceed {self.max} bytes")
+                break
+            loaded.extend(found)
+        return loaded
+
+    def file(self, path: str, depth: int) -> list[tuple[str, str]]:
+        path = posixpath.normpath(path)
+        if depth > MAX_IMPORT_DEPTH:
+            self.warn(path, f"skipped: included more than {MAX_IMPORT_DEPTH} levels deep")
+            return []
+        if path in self.seen:
+            return []  # included already (this also cuts cycles)
+        try:
+            content = self.backend.read(path)
+        except FileNotFoundError:
+            self.warn(path, "file not found, skipping")
+            return []
+        self.seen.add(path)
+        self.total += len(content.encode("utf-8"))
+        if not content:
+            return []
+        found = [(path, content)]
+        for reference in _IMPORT.findall(content):
+            if "/" not in reference and posixpath.splitext(reference)[1] not in _IMPORT_EXTENSIONS:
+                continue
+            if self.over_budget():
+                break
+            target = reference if reference.startswith("/") else posixpath.join(
+                posixpath.dirname(path), reference
+            )
+            if posixpath.normpath(target) in self.seen:
+                continue
+            found.extend(self.file(target, depth + 1))
+        return found

@@ -1,0 +1,296 @@
+"""Skills: SKILL.md discovery from a backend directory, the ``skill`` tool (inline and fork),
+and what happens with a SKILL.md that has no front matter or a call of a skill that does not
+exist.
+
+Tests named after Eino's follow ``adk/middlewares/skill/skill_test.go`` and
+``filesystem_backend_test.go``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentkit import (
+    AgentConfigError,
+    AgentContext,
+    ChatModelAgent,
+    Role,
+    Runner,
+    ToolArgumentsError,
+)
+from agentkit.backends import InMemoryBackend, LocalBackend
+from agentkit.middlewares import FilesystemMiddleware, SkillMiddleware
+from agentkit.middlewares.skill import Skill, SkillError, load_skills, parse_skill
+from agentkit.prebuilt import deep
+from agentkit.testing import ScriptedChatModel, call, calls_message, run_events, summarize
+
+PDF = "---\nname: pdf\ndescription: PDF processing\n---\nProcess PDF files here\n"
+WEB = (
+    "---\nname: web-research\ndescription: >\n  How to research a topic\n  and cite sources.\n"
+    "---\n\n1. List the questions.\n2. Read sources/checklist.md.\n"
+)
+
+
+def skills_backend(**extra: str) -> InMemoryBackend:
+    return InMemoryBackend({"skills/pdf/SKILL.md": PDF, "skills/web/SKILL.md": WEB, **extra})
+
+
+def skill_tool(middleware: SkillMiddleware) -> Any:
+    context = AgentContext("agent", "Be helpful.", [], [])
+    middleware.before_agent(context)
+    [tool_] = context.tools
+    return tool_
+
+
+# --- finding skills (Eino's filesystem_backend_test.go) --------------------------------------------
+
+
+def test_filesystem_backend_list() -> None:
+    """Eino's TestFilesystemBackend_List: one skill per directory right under the base."""
+    backend = skills_backend(**{
+        "skills/README.md": "files in the base directory are ignored",
+        "skills/notes/todo.md": "a directory without SKILL.md is no skill",
+        "skills/deep/nested/SKILL.md": "---\nname: nested\n---\nignored: too deep",
+    })
+    assert [(s.name, s.description, s.base_directory) for s in load_skills(backend, "skills")] == [
+        ("pdf", "PDF processing", "skills/pdf"),
+        ("web-research", "How to research a topic and cite sources.", "skills/web"),
+    ]
+    assert load_skills(InMemoryBackend(), "skills") == []  # a base directory that does not exist
+    assert load_skills(InMemoryBackend({"skills/x.md": "x"}), "skills") == []
+
+
+def test_filesystem_backend_list_from_a_local_directory(tmp_path: Path) -> None:
+    (tmp_path / "skills" / "pdf").mkdir(parents=True)
+    (tmp_path / "skills" / "pdf" / "SKILL.md").write_text(PDF)
+    [skill] = load_skills(LocalBackend(tmp_path), "skills")
+    assert skill == Skill("pdf", "PDF processing", "Process PDF files here", "skills/pdf")
+
+
+def test_an_invalid_skill_md_is_an_error_naming_the_file() -> None:
+    """Eino's 'invalid SKILL.md returns error'."""
+    backend = skills_backend(**{"skills/broken/SKILL.md": "# Broken\nNo front matter here.\n"})
+    with pytest.raises(SkillError, match=r"skill file 'skills/broken/SKILL.md' has no front matter"):
+        load_skills(backend, "skills")
+
+
+def test_two_skills_with_one_name_are_refused() -> None:
+    backend = skills_backend(**{"skills/pdf2/SKILL.md": PDF})
+    with pytest.raises(SkillError, match="two skills are named 'pdf'"):
+        load_skills(backend, "skills")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("---\nname: a\ndescription: b\n---\nbody", ("a", "b", "body")),
+        ("---\nname: a\n---\nline 1\n\nline 2\n", ("a", "", "line 1\n\nline 2")),
+        ("\n\n  ---\nname: a\n---\n  body  \n\n", ("a", "", "body")),
+        ("---\nname: a\n---\n", ("a", "", "")),
+        ("---\nname: a\n---\nbefore\n---\nafter", ("a", "", "before\n---\nafter")),
+    ],
+    ids=["valid", "multiline content", "surrounding whitespace", "empty content", "--- inside"],
+)
+def test_parse_frontmatter(text: str, expected: tuple[str, str, str]) -> None:
+    """Eino's TestParseFrontmatter."""
+    skill = parse_skill(text, "skills/a/SKILL.md")
+    assert (skill.name, skill.description, skill.content) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("name: a\n---\nbody", "has no front matter: it must start with a line '---'"),
+        ("---\nname: a\nbody without closing", "its front matter is not closed"),
+        ("---\nname: [a\n---\nbody", "its front matter is not valid YAML"),
+        ("---\n- a\n- b\n---\nbody", "must be YAML key: value pairs"),
+        ("---\ndescription: no name\n---\nbody", "has no 'name'"),
+        ("---\n---\nbody", "has no 'name'"),
+        ("---\nname: a\ncontext: thread\n---\nbody", "context 'thread' is not one of"),
+    ],
+    ids=["missing opening", "missing closing", "invalid yaml", "not a mapping", "no name",
+         "empty front matter", "unknown context"],
+)
+def test_a_bad_skill_md_gives_a_clear_error(text: str, problem: str) -> None:
+    with pytest.raises(SkillError, match=problem) as raised:
+        parse_skill(text, "skills/a/SKILL.md")
+    assert "skills/a/SKILL.md" in str(raised.value)
+    assert isinstance(raised.value, ValueError)
+
+
+# --- the skill tool (Eino's skill_test.go) ---------------------------------------------------------
+
+
+def test_tool() -> None:
+    """Eino's TestTool: the description lists the skills; a call loads one inline."""
+    backend = InMemoryBackend({
+        "skills/one/SKILL.md": "---\nname: name1\ndescription: desc1\n---\ncontent1",
+        "skills/two/SKILL.md": "---\nname: name2\ndescription: desc2\n---\ncontent2",
+    })
+    tool_ = skill_tool(SkillMiddleware(backend))
+    info = tool_.info()
+    assert info.name == "skill"
+    assert info.description.endswith(
+        "\n<available_skills>\n"
+        "<skill>\n<name>\nname1\n</name>\n<description>\ndesc1\n</description>\n</skill>\n"
+        "<skill>\n<name>\nname2\n</name>\n<description>\ndesc2\n</description>\n</skill>\n"
+        "</available_skills>\n"
+    )
+    assert info.parameters["required"] == ["skill"]
+    assert tool_.invoke('{"skill": "name1"}') == (
+        "Launching skill: name1\nBase directory for this skill: skills/one\n\ncontent1"
+    )
+
+
+def test_skill_tool_name() -> None:
+    """Eino's TestSkillToolName: a custom name, also in the instruction."""
+    middleware = SkillMiddleware(skills_backend(), tool_name="load_skill")
+    context = AgentContext("agent", "Be helpful.", [], [])
+    middleware.before_agent(context)
+    assert context.tools[0].info().name == "load_skill"
+    assert context.instruction.startswith("Be helpful.\n\n# Skills")
+    assert "'load_skill'" in context.instruction and "{tool_name}" not in context.instruction
+
+
+def test_new_middleware() -> None:
+    """Eino's TestNewMiddleware: bad settings are refused; a custom instruction is used."""
+    with pytest.raises(AgentConfigError, match="base_dir"):
+        SkillMiddleware(skills_backend(), "")
+    with pytest.raises(AgentConfigError, match="tool_name"):
+        SkillMiddleware(skills_backend(), tool_name="")
+    context = AgentContext("agent", "Base.", [], [])
+    SkillMiddleware(skills_backend(), instruction="Call {tool_name} first.").before_agent(context)
+    assert context.instruction == "Base.\nCall skill first."
+
+
+def test_invokable_run_inline_mode() -> None:
+    """Eino's TestInvokableRun_InlineMode: bad JSON and unknown skills are argument errors."""
+    tool_ = skill_tool(SkillMiddleware(skills_backend()))
+    with pytest.raises(ToolArgumentsError, match="not valid JSON"):
+        tool_.invoke("not json")
+    with pytest.raises(
+        ToolArgumentsError,
+        match="there is no skill named 'nonexistent'; the skills are: 'pdf', 'web-research'",
+    ):
+        tool_.invoke('{"skill": "nonexistent"}')
+    assert tool_.invoke('{"skill": "pdf"}') == (
+        "Launching skill: pdf\nBase directory for this skill: skills/pdf\n\nProcess PDF files here"
+    )
+
+
+def test_invokable_run_fork_mode() -> None:
+    """Eino's TestInvokableRun_AgentMode: a fork runs the skill on an agent of its own."""
+    forked = "---\nname: summarize\ndescription: s\ncontext: fork\n---\nSummarize the notes."
+    named = "---\nname: review\ndescription: r\ncontext: fork\nagent: reviewer\n---\nReview it."
+    backend = skills_backend(**{"skills/sum/SKILL.md": forked, "skills/rev/SKILL.md": named})
+    worker_model = ScriptedChatModel(lambda messages: f"worked on: {messages[-1].content}")
+    worker = ChatModelAgent("worker", "does skills", worker_model)
+    reviewer = ChatModelAgent("reviewer", "reviews", ScriptedChatModel(["looks good"]))
+    tool_ = skill_tool(SkillMiddleware(backend, agents={"reviewer": reviewer}, default_agent=worker))
+    assert tool_.invoke('{"skill": "summarize"}') == (
+        'Skill "summarize" completed (sub-agent execution).\n\nResult:\nworked on: '
+        "Base directory for this skill: skills/sum\n\nSummarize the notes."
+    )
+    assert tool_.invoke('{"skill": "review"}') == (
+        'Skill "review" completed (sub-agent execution).\n\nResult:\nlooks good'
+    )
+    # The forked agent starts with a fresh context: only the skill's content.
+    assert [m.role for m in worker_model.calls[0].messages] == [Role.USER]
+
+
+def test_fork_without_its_agent_is_told_to_the_model() -> None:
+    """Eino's 'fork mode without AgentHub returns error'."""
+    forked = "---\nname: summarize\ndescription: s\ncontext: fork\n---\nSummarize."
+    with_context = "---\nname: recall\ndescription: r\ncontext: fork_with_context\n---\nRecall."
+    backend = skills_backend(**{"skills/sum/SKILL.md": forked, "skills/rec/SKILL.md": with_context})
+    tool_ = skill_tool(SkillMiddleware(backend))
+    with pytest.raises(ToolArgumentsError, match=r"needs a default agent.*default_agent="):
+        tool_.invoke('{"skill": "summarize"}')
+    with pytest.raises(ToolArgumentsError, match="fork_with_context, which agentkit's skill"):
+        tool_.invoke('{"skill": "recall"}')
+
+
+def test_before_agent() -> None:
+    """Eino's TestBeforeAgent: the instruction gets the skills section, the tools the tool."""
+    context = AgentContext("agent", "Original", [], [])
+    SkillMiddleware(skills_backend()).before_agent(context)
+    assert context.instruction.startswith("Original\n\n# Skills\n")
+    assert [t.info().name for t in context.tools] == ["skill"]
+
+
+# --- whole runs -----------------------------------------------------------------------------------
+
+
+def test_a_skill_is_loaded_on_demand_and_its_files_read_with_the_file_tools(tmp_path: Path) -> None:
+    (tmp_path / "skills" / "web" / "sources").mkdir(parents=True)
+    (tmp_path / "skills" / "web" / "SKILL.md").write_text(WEB)
+    (tmp_path / "skills" / "web" / "sources" / "checklist.md").write_text("- cite every claim\n")
+    backend = LocalBackend(tmp_path)
+    model = ScriptedChatModel(
+        [
+            calls_message(call("skill", {"skill": "web-research"}, id="s1")),
+            calls_message(call("read_file", {"file_path": "skills/web/sources/checklist.md"}, id="r1")),
+            "Researched, with every claim cited.",
+        ]
+    )
+    agent = ChatModelAgent(
+        "researcher", "researches", model, instruction="Research well.",
+        middlewares=[FilesystemMiddleware(backend), SkillMiddleware(backend)],
+    )
+    events = run_events(lambda: Runner(agent).query("Research quantum computing"))
+    assert [summarize(event)[2:4] for event in events] == [
+        ("assistant", ""),
+        ("tool/skill", "Launching skill: web-research\nBase directory for this skill: skills/web\n\n"
+         "1. List the questions.\n2. Read sources/checklist.md."),
+        ("assistant", ""),
+        ("tool/read_file", "     1\t- cite every claim"),
+        ("assistant", "Researched, with every claim cited."),
+    ]
+    first = model.calls[0]
+    assert first.messages[0].content.startswith("Research well.\n\n# Skills")
+    skill_info = next(info for info in first.tools if info.name == "skill")
+    assert "<name>\nweb-research\n</name>" in skill_info.description
+    assert "How to research a topic and cite sources." in skill_info.description
+    # The instructions entered the conversation only when loaded.
+    assert "List the questions" not in json.dumps([m.content for m in first.messages])
+
+
+def test_a_skill_md_without_front_matter_ends_the_run_with_a_clear_error() -> None:
+    backend = skills_backend(**{"skills/broken/SKILL.md": "Just text.\n"})
+    model = ScriptedChatModel(["never"])
+    agent = ChatModelAgent("a", "d", model, middlewares=[SkillMiddleware(backend)])
+    events = run_events(lambda: Runner(agent).query("hi"))
+    assert len(events) == 1
+    assert isinstance(events[0].err, SkillError)
+    assert "skill file 'skills/broken/SKILL.md' has no front matter" in str(events[0].err)
+    assert model.calls == []
+
+
+def test_a_call_of_a_skill_that_does_not_exist_is_told_to_the_model() -> None:
+    model = ScriptedChatModel([calls_message(call("skill", {"skill": "xlsx"})), "no such skill"])
+    agent = deep.new(
+        model, middlewares=[SkillMiddleware(skills_backend())], without_general_sub_agent=True
+    )
+    events = run_events(lambda: Runner(agent).query("make a spreadsheet"))
+    assert summarize(events[1])[2:4] == (
+        "tool/skill",
+        "Error: skill: there is no skill named 'xlsx'; the skills are: 'pdf', 'web-research'. "
+        "Correct the arguments and call skill again.",
+    )
+    assert summarize(events[-1])[3] == "no such skill"
+
+
+def test_skills_added_between_runs_are_found_by_the_next_run() -> None:
+    backend = InMemoryBackend({"skills/pdf/SKILL.md": PDF})
+    model = ScriptedChatModel(lambda messages: "ok")
+    agent = ChatModelAgent("a", "d", model, middlewares=[SkillMiddleware(backend)])
+    run_events(lambda: Runner(agent).query("1"))
+    backend.write("skills/web/SKILL.md", WEB)
+    run_events(lambda: Runner(agent).query("2"))
+    first, second = (next(i for i in c.tools if i.name == "skill") for c in model.calls)
+    assert "web-research" not in first.description
+    assert "web-research" in second.description
