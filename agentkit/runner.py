@@ -55,7 +55,7 @@ from agentkit._runner_sink import RunnerSink
 from agentkit._scope import RunScope
 from agentkit.agents.flow import FlowAgent
 from agentkit.cancel import CancelMode
-from agentkit.errors import CheckpointError
+from agentkit.errors import CheckpointConsumedError, CheckpointError
 from agentkit.events import (
     Agent,
     AgentEvent,
@@ -465,7 +465,11 @@ class Runner:
         turn: OpenTurn | None = None
         keeper: LeaseKeeper | None = None
         try:
-            checkpoint = self._load(store, checkpoint_id)
+            try:
+                checkpoint = self._load(store, checkpoint_id)
+            except CheckpointConsumedError:
+                _drop_leftover_steps(store, checkpoint_id)
+                raise
             points = resume_state(checkpoint, targets)
             frame = _resumed_frame(checkpoint, points, options, self.limits)
             scope = frame.scope
@@ -533,6 +537,25 @@ class Runner:
 
     def _save(self, checkpoint_id: str, checkpoint: Checkpoint | ConsumedCheckpoint) -> None:
         save_checkpoint(self.checkpoint_store, self.serializer, checkpoint_id, checkpoint)
+
+
+def _drop_leftover_steps(store: CheckPointStore, checkpoint_id: str) -> None:
+    """Delete step records left under a tombstone (the process that completed the run died
+    between writing the tombstone and deleting them); the caller holds the id's lease."""
+    from agentkit.checkpoint.base import journals
+
+    if not journals(store):
+        return
+    try:
+        store.delete_steps(checkpoint_id)
+    except Exception as error:  # the consumed checkpoint is the answer; this is housekeeping
+        _log.warning(
+            "agentkit: cannot delete the step records left under consumed checkpoint %r: "
+            "%s: %s",
+            checkpoint_id,
+            type(error).__name__,
+            error,
+        )
 
 
 def _resumed_frame(
