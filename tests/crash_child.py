@@ -44,7 +44,7 @@ def store_for(spec: dict[str, Any], kill: dict[str, Any], counter: dict[str, int
              "redis": RedisCheckPointStore}
     base: Any = kinds[spec["kind"]]
     at, number = kill.get("at"), kill.get("number", 0)
-    class Dying(base):  # type: ignore[misc, valid-type]
+    class Dying(base):  # type: ignore[misc]
         def append_step(self, checkpoint_id: str, data: bytes, *, sync: bool = False) -> None:
             counter["steps"] += 1
             here = counter["steps"] == number

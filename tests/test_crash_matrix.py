@@ -296,8 +296,8 @@ def recover(
                         checkpoint_store=store, lease_ttl=LEASE_TTL)
         with pytest.raises(CheckpointConsumedError):
             once_free(lambda: runner.resume(checkpoint_id))
-        starts = Counter((e.tool, e.call_id) for e in before if e.what == "start")
-        assert all(count == 1 for count in starts.values()), f"{where}: {starts}"
+        once = Counter((e.tool, e.call_id) for e in before if e.what == "start")
+        assert all(count == 1 for count in once.values()), f"{where}: {once}"
         check_clean(store, store_spec, checkpoint_id, where)
         outcome.completed = True
         return outcome
