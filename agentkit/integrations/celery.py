@@ -690,7 +690,7 @@ class AgentQueue:
             messages = [Message.from_dict(item) for item in order.payload["messages"]]
             run = runner.run(
                 messages,
-                with_checkpoint_id(order.run_id),
+                with_checkpoint_id(order.run_id, lease=lease),  # the run keeps it, durable
                 with_session_values(order.payload.get("session_values") or {}),
                 with_cancel(handle),
             )
