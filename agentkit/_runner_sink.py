@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -39,6 +39,8 @@ class RunnerSink:
 
     __slots__ = (
         "checkpoint_id",
+        "consume",
+        "discard",
         "downstream",
         "ended",
         "error_seen",
@@ -46,7 +48,6 @@ class RunnerSink:
         "held",
         "interrupted",
         "outcome",
-        "resumed",
         "save",
         "turn",
     )
@@ -60,15 +61,20 @@ class RunnerSink:
         outcome: RunOutcome,
         turn: OpenTurn | None,
         *,
-        resumed: bool,
+        consume: bool,
+        discard: Callable[[], None] | None = None,
     ) -> None:
+        """``consume``: a run that completes leaves a tombstone (a resumed run, a durable
+        one); ``discard``: removes what a durable run saved as it went, when it stops with
+        nothing to resume."""
         self.outcome = outcome
         self.turn = turn
         self.downstream = downstream
         self.save = save
         self.frame = frame
         self.checkpoint_id = checkpoint_id
-        self.resumed = resumed
+        self.consume = consume
+        self.discard = discard
         self.held: AgentEvent | None = None
         self.interrupted = False
         self.error_seen = False
@@ -118,6 +124,12 @@ class RunnerSink:
             points.extend(resumed.unreached(point.address for point in points))
         return points
 
+    def _targets(self) -> dict[str, Any]:
+        """The resume data this (resumed) run was given: what targets points saved again is
+        kept with them (see :func:`~agentkit._checkpoints.make_checkpoint`)."""
+        resumed = self.frame.resume
+        return {} if resumed is None else resumed.targets()
+
     def _interrupt(self, item: AgentEvent) -> None:
         if self.interrupted:
             self.downstream.send(
@@ -145,7 +157,7 @@ class RunnerSink:
         if self.checkpoint_id is not None:
             try:
                 checkpoint = make_checkpoint(
-                    self.frame, points, data, "interrupted", self.turn
+                    self.frame, points, data, "interrupted", self.turn, self._targets()
                 )
                 with self.frame.scope.protect():
                     self.save(self.checkpoint_id, checkpoint)
@@ -180,8 +192,8 @@ class RunnerSink:
             try:
                 if self.error_seen:
                     self._save_stopped(checkpoint_id, held)
-                elif self.resumed:
-                    import datetime  # only when a resumed run completes
+                elif self.consume:
+                    import datetime  # only when a resumed or durable run completes
 
                     completed = datetime.datetime.now(datetime.timezone.utc).isoformat()
                     self.save(checkpoint_id, ConsumedCheckpoint(completed))
@@ -232,10 +244,14 @@ class RunnerSink:
         """Save the checkpoint of a cancelled or failed run (if anything can be resumed)."""
         points = self._points()
         if not points:
+            if self.discard is not None:
+                self.discard()
             return
         cancelled = held is not None and isinstance(held.err, AgentCancelledError)
         reason = "cancelled" if cancelled else "failed"
-        checkpoint = make_checkpoint(self.frame, points, None, reason, self.turn)
+        checkpoint = make_checkpoint(
+            self.frame, points, None, reason, self.turn, self._targets()
+        )
         self.save(checkpoint_id, checkpoint)
         self.outcome.checkpoint_id = checkpoint_id
         _log.info("agentkit: run %s; checkpoint %r saved", reason, checkpoint_id)

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from benchmarks._decompose import decompose
+from benchmarks._durable import durable_steps
 from benchmarks._inproc import SCENARIOS, Settings
 from benchmarks._procs import PROCESS_SCENARIOS, ROOT, child_env
 from benchmarks._report import Row, markdown, run_metadata, write_results
@@ -24,7 +25,7 @@ from benchmarks._report import Row, markdown, run_metadata, write_results
 #: A fixed 32-byte checkpoint key, so results do not depend on the user's key file.
 BENCHMARK_CHECKPOINT_KEY = "agentkit-benchmark-key-32-bytes!"
 
-ALL = {**SCENARIOS, **PROCESS_SCENARIOS, "decompose": decompose}
+ALL = {**SCENARIOS, "durable-steps": durable_steps, **PROCESS_SCENARIOS, "decompose": decompose}
 
 
 @contextlib.contextmanager

@@ -114,6 +114,7 @@ class AgentkitLoop:
         stream: bool = False,
         extensions: bool = False,
         checkpoint_store: Any = None,
+        durability: str = "step",
     ) -> None:
         self.model = OpenAIChatModel("bench", api_key="sk-bench", base_url=base_url)
         kwargs: dict[str, Any] = {
@@ -124,7 +125,10 @@ class AgentkitLoop:
         if extensions:
             kwargs, self.options = with_unused_extensions(kwargs, self.options)
         agent = ChatModelAgent("bench", "a benchmark agent", self.model, **kwargs)
-        self.runner = Runner(agent, enable_streaming=stream, checkpoint_store=checkpoint_store)
+        self.runner = Runner(
+            agent, enable_streaming=stream, checkpoint_store=checkpoint_store,
+            durability=durability,
+        )
 
     def run(self, prompt: str, *options: AgentRunOption) -> list[AgentEvent]:
         """Run the agent on ``prompt`` to its end, reading its events live; returns them."""

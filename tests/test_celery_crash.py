@@ -90,12 +90,6 @@ def test_a_worker_killed_mid_run_leaves_no_run_running_and_the_other_finishes_th
     assert "agentkit" in log
 
 
-@pytest.mark.xfail(
-    reason="needs durable steps (Runner(durability='step'), helper 'durable'): a run taken "
-    "over after a crash starts again from its last checkpoint, which a run that never "
-    "stopped does not have yet",
-    strict=True,
-)
 def test_a_worker_killed_mid_run_runs_no_finished_tool_again(
     crash_app: Any, env: dict[str, str], client: Any, tmp_path: Path
 ) -> None:

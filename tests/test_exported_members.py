@@ -43,6 +43,8 @@ DOCUMENTED = {
     "RunResult", "ApprovalRequest", "Approve", "Reject", "with_approval", "OutputValidationError",
     "ConversationBusyError", "ConversationStoreError", "with_conversation_id",
     "ConversationError", "ConversationRecordError",
+    # 15. wave-4 additions: durable steps and crashes
+    "UnfinishedToolCall", "tool_call_key",
     # 8. models (also in agentkit.models)
     "ChatModel", "ToolCallingChatModel", "ModelOptions", "OpenAIChatModel", "ScriptedChatModel",
     "ModelCall",
@@ -206,7 +208,7 @@ TESTING_DOCUMENTED = {
     "ScriptedChatModel", "ModelCall", "call", "calls_message", "summarize", "run_events",
     "no_thread_leak", "ThreadLeakError", "FakeOpenAIServer", "Reply", "check_checkpoint_store",
     "StoreConformanceError", "StoreCheck", "StoreFactory", "ALL_CHECKS", "STORE_CHECKS",
-    "LEASE_CHECKS", "UNUSUAL_IDS", "cassette", "Cassette", "CassetteError", "CassetteMismatchError",
+    "LEASE_CHECKS", "STEP_CHECKS", "UNUSUAL_IDS", "cassette", "Cassette", "CassetteError", "CassetteMismatchError",
 }
 
 

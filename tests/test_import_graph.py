@@ -30,8 +30,8 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("Core types", ["events", "options", "models.base", "conversation.trim"]),
     (
         "Run context",
-        ["_runctx", "_interrupt", "_points", "_observe", "_runlocals", "callbacks", "_waiting",
-         "throttle"],
+        ["_runctx", "_interrupt", "_points", "_progress", "_observe", "_runlocals", "callbacks",
+         "_waiting", "throttle"],
     ),
     ("Agent protocol", ["_agent", "results", "display"]),
     ("Tools", ["tools", "tools.*", "backends", "backends.*"]),
@@ -39,7 +39,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("Agents", ["agents", "agents.*", "middleware", "guardrails"]),
     (
         "Runner",
-        ["runner", "_runner_sink", "_checkpoints", "_runlog", "compaction", "checkpoint",
+        ["runner", "_runner_sink", "_checkpoints", "_durable", "_runlog", "compaction", "checkpoint",
          "checkpoint.*", "conversation", "conversation.*"],
     ),
     (

@@ -17,6 +17,7 @@ from agentkit.models.openai import OpenAIChatModel
 from agentkit.testing import (
     ALL_CHECKS,
     LEASE_CHECKS,
+    STEP_CHECKS,
     STORE_CHECKS,
     FakeOpenAIServer,
     Reply,
@@ -140,7 +141,7 @@ def test_conformance_errors_are_agentkit_errors_and_assertion_errors() -> None:
     assert issubclass(StoreConformanceError, AssertionError)
     assert issubclass(ThreadLeakError, AgentKitError)
     assert issubclass(ThreadLeakError, AssertionError)
-    assert ALL_CHECKS == STORE_CHECKS + LEASE_CHECKS
+    assert ALL_CHECKS == STORE_CHECKS + LEASE_CHECKS + STEP_CHECKS
 
 
 class PlainStore:
@@ -167,6 +168,54 @@ def test_require_leases_says_what_is_missing_and_how_to_fix_it() -> None:
         "PlainStore has no acquire_lease/release_lease methods; add them "
         "(see agentkit.checkpoint.LeasingCheckPointStore) or pass require_leases=False"
     )
+
+
+def test_require_steps_says_what_is_missing_and_how_to_fix_it() -> None:
+    store = PlainStore()
+    with pytest.raises(StoreConformanceError) as caught:
+        check_checkpoint_store(lambda: store, require_steps=True, checks=())
+    assert str(caught.value) == (
+        "PlainStore has no append_step/read_steps/delete_steps methods; add them "
+        "(see agentkit.checkpoint.JournalingCheckPointStore) or pass require_steps=False"
+    )
+    check_checkpoint_store(lambda: store, checks=STEP_CHECKS)  # optional: passes without them
+
+
+class ForgetfulJournal(PlainStore):
+    """Keeps step records, but ``delete`` forgets to remove them (a common mistake)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.steps: dict[str, list[bytes]] = {}
+
+    def append_step(self, checkpoint_id: str, data: bytes, *, sync: bool = False) -> None:
+        self.steps.setdefault(checkpoint_id, []).append(data)
+
+    def read_steps(self, checkpoint_id: str) -> list[bytes]:
+        return list(self.steps.get(checkpoint_id, ()))
+
+    def delete_steps(self, checkpoint_id: str) -> None:
+        self.steps.pop(checkpoint_id, None)
+
+
+def test_the_step_checks_catch_a_delete_that_keeps_the_records() -> None:
+    store = ForgetfulJournal()
+    with pytest.raises(StoreConformanceError, match="delete must remove the step records too"):
+        check_checkpoint_store(lambda: store, checks=STEP_CHECKS, require_steps=True)
+
+
+def test_the_step_checks_catch_records_read_out_of_order() -> None:
+    class Reversed(ForgetfulJournal):
+        def delete(self, checkpoint_id: str) -> None:
+            super().delete(checkpoint_id)
+            self.delete_steps(checkpoint_id)
+
+        def read_steps(self, checkpoint_id: str) -> list[bytes]:
+            return list(reversed(super().read_steps(checkpoint_id)))
+
+    store = Reversed()
+    with pytest.raises(StoreConformanceError, match="^check_steps_round_trip_in_order: after"):
+        check_checkpoint_store(lambda: store, checks=STEP_CHECKS)
 
 
 def test_a_failing_custom_check_is_named_in_the_error() -> None:

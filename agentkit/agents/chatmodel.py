@@ -464,6 +464,10 @@ class ChatModelAgent(BaseAgent):
                 "ToolRoundState a ChatModelAgent saves when it stops; resume with the "
                 "checkpoint this agent saved"
             )
+        if saved.finished:
+            # A durable run died after this agent answered: its turn is over (its events and
+            # output key are in the restored history and session).
+            return
         resume_state = frame.resume
         for index, call in enumerate(saved.calls):
             if index not in saved.done and resume_state is not None:

@@ -78,6 +78,7 @@ from agentkit.cancel import CancelHandle, CancelMode
 from agentkit.errors import CheckpointBusyError, CheckpointConsumedError
 from agentkit.events import Agent
 from agentkit.integrations._celery_worker import (
+    OUTAGE_WAIT,
     Watcher,
     connect_shutdown_signal,
     patiently,
@@ -321,7 +322,10 @@ class AgentQueue:
                 from agentkit.checkpoint import RedisCheckPointStore
 
                 self._store = RedisCheckPointStore(
-                    client=log.client, prefix=self._checkpoint_prefix, ttl=self._ttl
+                    client=log.client,
+                    prefix=self._checkpoint_prefix,
+                    ttl=self._ttl,
+                    outage_wait=OUTAGE_WAIT,  # a run's step writes wait out a Redis restart
                 )
             return self._store
 
@@ -760,7 +764,7 @@ class AgentQueue:
             messages = [Message.from_dict(item) for item in order.payload["messages"]]
             run = runner.run(
                 messages,
-                with_checkpoint_id(run_id),
+                with_checkpoint_id(run_id, lease=lease),  # the run keeps it, durable
                 with_session_values(order.payload.get("session_values") or {}),
                 with_cancel(handle),
             )

@@ -15,7 +15,8 @@ agentkit does:
   :class:`CassetteMismatchError` with a diff. The pytest fixture ``model_cassette`` (in
   :mod:`agentkit.testing.pytest_plugin`) makes it one line per test.
 * :func:`check_checkpoint_store` runs the conformance suite against your own checkpoint
-  store; a broken store raises :class:`StoreConformanceError`, also under ``python -O``.
+  store (data, leases, step records); a broken store raises :class:`StoreConformanceError`,
+  also under ``python -O``.
   (Conversation stores have theirs in :mod:`agentkit.conversation.conformance`.)
 
 Example::
@@ -48,6 +49,7 @@ from agentkit.testing._lease_checks import LEASE_CHECKS
 from agentkit.testing._messages import call, calls_message
 from agentkit.testing._openai_replies import Reply
 from agentkit.testing._openai_server import FakeOpenAIServer
+from agentkit.testing._step_checks import STEP_CHECKS
 from agentkit.testing._store_support import StoreCheck, StoreFactory
 from agentkit.testing._threads import no_thread_leak
 
@@ -60,6 +62,7 @@ __all__ = [
     "LEASE_CHECKS",
     "ModelCall",
     "Reply",
+    "STEP_CHECKS",
     "STORE_CHECKS",
     "ScriptedChatModel",
     "StoreCheck",

@@ -38,6 +38,7 @@ __all__ = [
     "FunctionTool",
     "StreamingFunctionTool",
     "checked_concurrency",
+    "checked_idempotent",
     "checked_timeout",
     "is_generator_function",
 ]
@@ -46,6 +47,16 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def checked_idempotent(idempotent: object) -> bool | None:
+    """Return ``idempotent`` if it is ``True``, ``False`` or ``None``; else raise TypeError."""
+    if idempotent is None or isinstance(idempotent, bool):
+        return idempotent
+    raise TypeError(
+        f"idempotent must be True, False or None (None: True unless the tool needs approval), "
+        f"got {idempotent!r}"
+    )
 
 
 def checked_timeout(timeout: object) -> float | None:
@@ -135,6 +146,7 @@ class FunctionTool(Generic[P, R]):
         localns: Mapping[str, Any] | None = None,
         needs_approval: ApprovalPolicy = False,
         timeout: float | None = None,
+        idempotent: bool | None = None,
         concurrency: ConcurrencyLimiter | None = None,
     ) -> None:
         """Build the tool; prefer :func:`tool`, which picks the class for generator functions.
@@ -142,7 +154,7 @@ class FunctionTool(Generic[P, R]):
         ``localns`` is a namespace tried when an annotation names something that is not a
         global of the function's module (a class defined inside a function, for example);
         :func:`tool` passes the namespace it is called from. ``strict``, ``needs_approval``,
-        ``timeout`` and ``concurrency`` are as for :func:`tool`.
+        ``timeout``, ``idempotent`` and ``concurrency`` are as for :func:`tool`.
         """
         check_function(fn)
         if is_generator_function(fn) and not isinstance(self, StreamingFunctionTool):
@@ -165,6 +177,8 @@ class FunctionTool(Generic[P, R]):
         self._params = plan.params
         self._needs_approval = check_policy(needs_approval, self._name)
         self._timeout = checked_timeout(timeout)
+        given = checked_idempotent(idempotent)
+        self._idempotent = (self._needs_approval is False) if given is None else given
         self._concurrency = checked_concurrency(concurrency)
         self._site = CallSite("Tool", tool_name, type(self).__name__)
         self._is_async = inspect.iscoroutinefunction(fn)
@@ -182,6 +196,14 @@ class FunctionTool(Generic[P, R]):
         :class:`~agentkit.ChatModelAgent` for what happens to a call that takes longer.
         """
         return self._timeout
+
+    @property
+    def idempotent(self) -> bool:
+        """Whether a call may run again after a crash cut it short (see :func:`tool`).
+
+        ``idempotent=None`` made it ``True``, unless the tool needs approval.
+        """
+        return self._idempotent
 
     @property
     def concurrency(self) -> ConcurrencyLimiter | None:

@@ -62,6 +62,7 @@ from agentkit.tools._function_tool import (
     FunctionTool,
     StreamingFunctionTool,
     checked_concurrency,
+    checked_idempotent,
     checked_timeout,
     is_generator_function,
 )
@@ -92,6 +93,7 @@ def tool(
     strict: bool = False,
     needs_approval: ApprovalPolicy = False,
     timeout: float | None = None,
+    idempotent: bool | None = None,
     concurrency: ConcurrencyLimiter | None = None,
 ) -> StreamingFunctionTool[P, I]: ...
 
@@ -119,6 +121,7 @@ def tool(
     strict: bool = False,
     needs_approval: ApprovalPolicy = False,
     timeout: float | None = None,
+    idempotent: bool | None = None,
     concurrency: ConcurrencyLimiter | None = None,
 ) -> FunctionTool[P, R]: ...
 
@@ -133,6 +136,7 @@ def tool(
     strict: bool = False,
     needs_approval: ApprovalPolicy = False,
     timeout: float | None = None,
+    idempotent: bool | None = None,
     concurrency: ConcurrencyLimiter | None = None,
 ) -> _Decorator: ...
 
@@ -146,6 +150,7 @@ def tool(
     strict: bool = False,
     needs_approval: ApprovalPolicy = False,
     timeout: float | None = None,
+    idempotent: bool | None = None,
     concurrency: ConcurrencyLimiter | None = None,
 ) -> FunctionTool[Any, Any] | _Decorator:
     """Make a tool of a Python function: its schema comes from the type hints and the docstring.
@@ -193,6 +198,12 @@ def tool(
         timeout: the most seconds a call of the tool may take when an agent runs it (it then
             fails with :class:`~agentkit.ToolTimeoutError`; see ``ChatModelAgent(tool_timeout=)``
             for what happens to the abandoned call). ``None``: the agent's ``tool_timeout``.
+        idempotent: whether running a call twice does no harm (reading, computing, or writing
+            with an idempotency key: see :func:`~agentkit.tool_call_key`). A call that had
+            started but not finished when its process died is run again on recovery when its
+            tool is idempotent; otherwise the recovered run interrupts with an
+            :class:`~agentkit.UnfinishedToolCall` and a human decides. ``None`` (the default):
+            ``True``, except for tools with ``needs_approval``, which default to ``False``.
         concurrency: a :class:`~agentkit.ConcurrencyLimit` (or
             :class:`~agentkit.integrations.redis.RedisConcurrencyLimit`): each call takes a
             slot before the function runs and gives it back when it returns (a generator:
@@ -209,9 +220,12 @@ def tool(
     """
     check_policy(needs_approval, "tool()")
     timeout = checked_timeout(timeout)
+    checked_idempotent(idempotent)
     concurrency = checked_concurrency(concurrency)
     if fn is None:
-        return _Decorator(name, description, strict, needs_approval, timeout, concurrency)
+        return _Decorator(
+            name, description, strict, needs_approval, timeout, idempotent, concurrency
+        )
     if isinstance(fn, str):
         raise TypeError(
             f"tool() takes the function first; to name the tool write @tool(name={fn!r})"
@@ -224,6 +238,7 @@ def tool(
         sys._getframe(1).f_locals,
         needs_approval,
         timeout,
+        idempotent,
         concurrency,
     )
 
@@ -237,6 +252,7 @@ class _Decorator:
     strict: bool
     needs_approval: ApprovalPolicy = False
     timeout: float | None = None
+    idempotent: bool | None = None
     concurrency: ConcurrencyLimiter | None = None
 
     @overload
@@ -257,6 +273,7 @@ class _Decorator:
             sys._getframe(1).f_locals,
             self.needs_approval,
             self.timeout,
+            self.idempotent,
             self.concurrency,
         )
 
@@ -269,6 +286,7 @@ def _make_tool(
     localns: Mapping[str, Any] | None,
     needs_approval: ApprovalPolicy = False,
     timeout: float | None = None,
+    idempotent: bool | None = None,
     concurrency: ConcurrencyLimiter | None = None,
 ) -> FunctionTool[Any, Any]:
     if isinstance(fn, FunctionTool):
@@ -282,6 +300,7 @@ def _make_tool(
         localns=localns,
         needs_approval=needs_approval,
         timeout=timeout,
+        idempotent=idempotent,
         concurrency=concurrency,
     )
 
