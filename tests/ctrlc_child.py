@@ -145,10 +145,15 @@ def model(messages: list[Message]) -> Message | str:
 
 
 class SlowStore(FileCheckPointStore):
-    """A file store whose first save waits, halfway, for a second Ctrl-C to be handled."""
+    """A file store whose first save after the Ctrl-C waits, halfway, for a second Ctrl-C to
+    be handled (the saves of a durable run before it go through)."""
 
     def set(self, checkpoint_id: str, data: bytes) -> None:
-        if block_kind == "save" and not os.path.exists(os.path.join(state_dir, "saving")):
+        if (
+            block_kind == "save"
+            and os.path.exists(os.path.join(state_dir, "ready"))
+            and not os.path.exists(os.path.join(state_dir, "saving"))
+        ):
             os.set_blocking(signals_read, False)
             try:
                 os.read(signals_read, 64)  # the byte(s) of the first SIGINT
