@@ -102,6 +102,11 @@ def raw_run(run_id: str, prompt: str) -> dict[str, Any]:
 
     loop.on_message = loop.on_tool_result = on_message
     answer = loop.run(prompt)
-    summary = {"status": "completed", "answer": answer, "interrupts": [], "error": None}
+    summary: dict[str, Any] = {
+        "status": "completed",
+        "answer": answer,
+        "interrupts": [],
+        "error": None,
+    }
     _append(run_id, "end", summary)
     return summary

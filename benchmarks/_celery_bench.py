@@ -237,7 +237,8 @@ def _load_tasks(redis_url: str, model_url: str) -> ModuleType:
     os.environ["BENCH_REDIS_URL"] = redis_url
     os.environ["BENCH_MODEL_URL"] = model_url
     module = importlib.import_module("benchmarks._celery_app")
-    if module.REDIS_URL != redis_url or module.MODEL_URL != model_url:
+    loaded_for = (module.REDIS_URL, module.MODEL_URL)
+    if loaded_for != (redis_url, model_url):
         module = importlib.reload(module)
     return module
 

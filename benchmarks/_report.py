@@ -12,7 +12,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Budget", "Row", "ScenarioUnavailable", "markdown", "run_metadata", "spread", "write_results"]
+__all__ = [
+    "Budget",
+    "Row",
+    "ScenarioUnavailable",
+    "markdown",
+    "run_metadata",
+    "spread",
+    "write_results",
+]
 
 
 def spread(values: list[float]) -> dict[str, float]:

@@ -137,10 +137,10 @@ def soak(settings: Settings) -> list[Row]:
     """``soak``: 100,000 one-step runs in a row in one process; RSS and threads stay flat.
 
     Each side runs in its own process (the raw loop a tenth as many runs, as a reference); the
-    curve (RSS and thread count after every tenth of the runs) is printed and kept in the row. Budget: agentkit's
-    RSS grows by at most :data:`SOAK_GROWTH_MB` from the first tenth to the end, and its
-    thread count never exceeds the idle count + 1 (a finished run's worker thread may still
-    be exiting when the count is read).
+    curve (RSS and thread count after every tenth of the runs) is printed and kept in the row.
+    Budget: agentkit's RSS grows by at most :data:`SOAK_GROWTH_MB` from the first tenth to the
+    end, and its thread count never exceeds the idle count + 1 (a finished run's worker thread
+    may still be exiting when the count is read).
     """
     warm_bytecode()
     runs = QUICK_SOAK_RUNS if settings.quick else SOAK_RUNS

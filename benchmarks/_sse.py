@@ -51,7 +51,8 @@ def sse_unavailable() -> str | None:
     if importlib.util.find_spec("flask") is None:
         return "sse-fanout needs Flask (pip install 'agentkit[flask]'); it was not run"
     if not (ROOT / "samples" / "flask_app" / "__init__.py").is_file():
-        return f"sse-fanout needs the sample app in {ROOT / 'samples' / 'flask_app'}; it was not run"
+        where = ROOT / "samples" / "flask_app"
+        return f"sse-fanout needs the sample app in {where}; it was not run"
     return None
 
 
@@ -142,7 +143,7 @@ def _round(port: int, runs: int, clients: int) -> tuple[list[_Client], list[list
     followers: list[list[_Client]] = [[] for _ in range(runs)]
     threads: list[threading.Thread] = []
     try:
-        for session, starter in zip(sessions, starters, strict=True):
+        for session in sessions:
             session.get("/")  # the session cookie (the owner of the run)
         run_ids: list[str] = []
         for session, starter in zip(sessions, starters, strict=True):

@@ -49,7 +49,8 @@ def main() -> None:
     from werkzeug.serving import WSGIRequestHandler, make_server
 
     sys.path.insert(0, str(SAMPLES))
-    from flask_app import AGENT_NAME, create_app  # type: ignore[import-not-found]
+    from flask_app import create_app
+    from flask_app.agents import AGENT_NAME
 
     class RequestHandler(WSGIRequestHandler):
         """Werkzeug's handler with a socket timeout, as ``python -m flask_app`` serves."""
