@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from agentkit.cancel import CancelHandle, CancelMode
@@ -67,6 +68,10 @@ class Watcher:
         self._stops = stops
         self._handle = handle
         self._stop = threading.Event()
+        # A channel of this watcher's own: stop() publishes to it, so a watcher waiting for a
+        # cancel message wakes at once instead of at the end of its poll (the run's ``end``
+        # entry is written, and the worker's thread freed, only once the watcher stopped).
+        self._wake_channel = log.key(run_id, f":watcher:{uuid.uuid4().hex}")
         self.lease: Lease | None = None
         self.reason: str | None = None  # "user" or "shutdown"
         self._thread = threading.Thread(
@@ -78,8 +83,18 @@ class Watcher:
         self._thread.start()
 
     def stop(self) -> None:
-        """Stop watching; returns once the thread ended."""
+        """Stop watching; returns once the thread ended (at once: the watcher is woken)."""
         self._stop.set()
+        try:
+            self._log.client.publish(self._wake_channel, b"stop")
+        except Exception:
+            # Only slower: the watcher still sees the stop at the end of its poll.
+            _log.warning(
+                "agentkit: could not wake the watcher of run %r; it stops within %.2f s",
+                self._run_id,
+                POLL_INTERVAL / 2,
+                exc_info=True,
+            )
         self._thread.join()
 
     def _watch(self) -> None:
@@ -87,8 +102,9 @@ class Watcher:
         pubsub = log.client.pubsub(ignore_subscribe_messages=True)
         refresh_every = DEFAULT_LEASE_TTL / 3
         waited = 0.0
+        cancel_channel = log.key(self._run_id, ":cancel")
         try:
-            pubsub.subscribe(log.key(self._run_id, ":cancel"))
+            pubsub.subscribe(cancel_channel, self._wake_channel)
             requested = log.cancel_requested(self._run_id)  # asked before we listened
             if requested is not None:
                 self._user_cancel(requested)
@@ -100,7 +116,11 @@ class Watcher:
                         self._run_id, "status", {"status": "stopping", "reason": "worker shutdown"}
                     )
                 message = pubsub.get_message(timeout=POLL_INTERVAL / 2)
-                if message is not None and message.get("type") == "message":
+                if (
+                    message is not None
+                    and message.get("type") == "message"
+                    and _text(message.get("channel")) == cancel_channel
+                ):
                     data = message["data"]
                     self._user_cancel(data.decode() if isinstance(data, bytes) else str(data))
                 waited += POLL_INTERVAL / 2
@@ -137,3 +157,7 @@ class Watcher:
         self.reason = "user"
         self._handle.cancel(chosen)
         self._log.append(self._run_id, "status", {"status": "cancelling", "mode": chosen.value})
+
+
+def _text(value: object) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
