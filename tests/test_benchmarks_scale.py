@@ -62,10 +62,8 @@ def test_concurrency_and_soak_rows_and_the_markdown_file(tmp_path: Path) -> None
         assert all(value > 0 for value in wall["samples"]["agentkit"] + wall["samples"]["baseline"])
         assert all(value > 30 for value in rss["samples"]["agentkit"] + rss["samples"]["baseline"])
         peaks = threads["extra"]["peak_threads"]
-        assert min(peaks["raw"]) >= 100  # 100 runs, each on a thread of its own
-    # Runner.query runs each run in a worker thread; invoke(on_event=...) in the caller's.
-    assert rows["concurrency-1000 threads/run"]["samples"]["agentkit"][0] >= 0.9
-    assert rows["concurrency-1000 on_event threads/run"]["samples"]["agentkit"][0] <= 0.1
+        assert min(peaks["raw"]) > 1  # the runs ran on threads (how many overlap: load's say)
+        assert threads["budget"] == {"kind": "absolute", "limit": 1, "unit": "threads/run"}
     soak = rows["soak RSS growth"]
     curve = soak["extra"]["agentkit"]["curve"]
     assert [point["runs"] for point in curve] == [0, *range(200, 2001, 200)]
