@@ -27,6 +27,7 @@ from agentkit._runctx import (
     get_session_values,
     get_tool_options,
     send_tool_gen_action,
+    tool_call_key,
 )
 from agentkit.agents._model_retry import ModelRetryConfig
 from agentkit.agents.chatmodel import ChatModelAgent, GenModelInput
@@ -160,17 +161,26 @@ from agentkit.streams import (
     stream_from_list,
 )
 from agentkit.throttle import ConcurrencyLimit, RateLimit
-from agentkit.tools.approval import ApprovalRequest, Approve, Reject, with_approval
+from agentkit.tools.approval import (
+    ApprovalRequest,
+    Approve,
+    Reject,
+    UnfinishedToolCall,
+    with_approval,
+)
 from agentkit.tools.base import BaseTool, InvokableTool, StreamableTool, ToolCallInfo
 from agentkit.tools.function import tool
 
 __version__ = "0.1.0"
+"""agentkit's version (the distribution's version, from ``setup.cfg``)."""
 
 __all__ = [
     "ApprovalRequest",
     "Approve",
     "Reject",
+    "UnfinishedToolCall",
     "with_approval",
+    "tool_call_key",
     "AgentContext",
     "AgentMiddleware",
     "ModelState",
@@ -348,6 +358,7 @@ _SUBMODULES = (
     "conversation",
     "display",
     "errors",
+    "evals",
     "events",
     "guardrails",
     "integrations",

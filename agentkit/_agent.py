@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 import attrs
 
+from agentkit._ctrlc import InvokeGuard, ctrl_c_interrupt, exit_stops
 from agentkit._observe import RunObservers, UsageLedger
 from agentkit._options import AgentOptions, AgentRunOption, RunOptionSet
 from agentkit._points import Journal, interrupt_contexts
@@ -480,6 +481,29 @@ def _outcome_of(frame: RunFrame, outcome: RunOutcome | None) -> RunOutcome:
     return outcome
 
 
+def _run_inline(
+    body: Callable[[], None],
+    context: contextvars.Context,
+    scope: RunScope,
+    outcome: RunOutcome,
+) -> None:
+    """Run ``body`` in this thread; a Ctrl-C meanwhile cancels the run (see ``_ctrlc``).
+
+    Raises:
+        KeyboardInterrupt: Ctrl-C was pressed; the run has stopped (and was saved, if it
+            has a checkpoint id) or a second Ctrl-C gave up waiting for it.
+    """
+    guard = InvokeGuard(scope)
+    try:
+        with guard:
+            context.run(body)
+    except KeyboardInterrupt:
+        if not guard.pressed:
+            raise
+    if guard.pressed:
+        raise ctrl_c_interrupt(outcome.checkpoint_id, stopped=not guard.forced)
+
+
 def start_worker(
     work: Callable[[Any], None],
     frame: RunFrame,
@@ -490,6 +514,7 @@ def start_worker(
     outcome: RunOutcome | None = None,
     inline: bool = False,
     on_event: Callable[[AgentEvent], object] | None = None,
+    stop_at_exit: bool = False,
 ) -> RunIterator:
     """Run ``work(sink)`` in a new thread, or inline, and return the iterator of its events.
 
@@ -499,13 +524,15 @@ def start_worker(
     ``fill_interrupts`` (a run without a Runner) interrupt events get their contexts here.
     ``outcome`` is filled by the Runner for :meth:`RunIterator.result`. ``inline`` runs the
     work in the calling thread (``Runner.invoke``), with ``on_event`` called for each event.
+    With ``stop_at_exit`` (a run with a checkpoint id), a worker still going when the program
+    exits is cancelled and waited for, so that its run is saved (see ``_ctrlc``).
     """
     outcome = _outcome_of(frame, outcome)
     pair = _Pair()
-    iterator = RunIterator(pair, outcome)
+    scope = frame.scope
+    iterator = RunIterator(pair, outcome, scope if owns_scope else None)
     generator: AsyncGenerator[AgentEvent] = AsyncGenerator(pair)
     context = contextvars.copy_context()
-    scope = frame.scope
     sink: EventSink = generator
     if fill_interrupts:
         sink = _BareRunSink(sink, frame.journal)
@@ -514,6 +541,8 @@ def start_worker(
         if not inline:
             raise ValueError("on_event is only for a run in the calling thread (inline)")
         sink = callback = _EventCallback(sink, on_event, scope)
+
+    untrack: Callable[[], None] | None = None  # set before the worker starts
 
     def body() -> None:
         with use_frame(frame):
@@ -525,18 +554,24 @@ def start_worker(
                 # Told to stop (a send was refused): the work ended early, as cancelled.
                 _end_refused(generator, lambda: AgentEvent(err=scope.cancel_error()))
             finally:
+                # Each step even if the one before was cut (a Ctrl-C while joining a tool
+                # that ignores the cancel): locks and leases are given back all the same.
                 try:
                     if owns_scope:
                         scope.finish()
-                    if on_finish is not None:
-                        on_finish()
                 finally:
-                    generator.close()
+                    try:
+                        if on_finish is not None:
+                            on_finish()
+                    finally:
+                        generator.close()
+                        if untrack is not None:
+                            untrack()
 
     if inline:
         # Nobody watches the run live (Runner.invoke): run it in the calling thread, the
         # events queue up for result(). No worker, no hand-over of every event.
-        context.run(body)
+        _run_inline(body, context, scope, outcome)
         if callback is not None and callback.error is not None:
             raise callback.error
         return iterator
@@ -553,5 +588,7 @@ def start_worker(
         )
     else:
         _attach_producer(iterator, thread, inside=inside, stop=scope.stop_event)
+    if stop_at_exit and owns_scope:
+        untrack = exit_stops.track(scope, thread)
     thread.start()
     return iterator

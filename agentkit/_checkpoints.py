@@ -1,24 +1,28 @@
-"""The checkpoint of a run: what is saved, how it is read back, and the resume's lease.
+"""The checkpoint of a run: what is saved, how it is read back, and the run's lease.
 
 The life of a checkpoint is described in :mod:`agentkit.runner`; this module holds its pieces:
 the persisted :class:`Checkpoint` and its tombstone, loading with every check (a damaged or
-consumed checkpoint is a :class:`~agentkit.CheckpointError`, never a raw ``AttributeError``),
-saving with errors that name the value that cannot be saved, and the :class:`LeaseKeeper` that
-keeps a resume exclusive while it lives.
+consumed checkpoint is a :class:`~agentkit.CheckpointError`, never a raw ``AttributeError``;
+a durable run's step records are folded in, see :mod:`agentkit._durable`), saving with errors
+that name the value that cannot be saved, and the :class:`LeaseKeeper` that keeps a run
+exclusive while it lives.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from agentkit._observe import RunUsage
+from agentkit._options import HeldLease
 from agentkit._persist import persisted
-from agentkit._points import ResumePoint, ResumeState
+from agentkit._points import ResumePoint, ResumeState, new_point_id
+from agentkit._progress import ROOT, ExtendField, MergeField, PutPoint, SetField, apply_ops
 from agentkit._runctx import RecordedEvent, RunFrame
 from agentkit.checkpoint.base import DEFAULT_LEASE_TTL
 from agentkit.errors import CheckpointConsumedError, CheckpointError, CheckpointNotFoundError
@@ -26,20 +30,29 @@ from agentkit.events import AgentInput
 from agentkit.limits import RunLimits
 
 if TYPE_CHECKING:
-    from agentkit.checkpoint import CheckPointStore, Lease
+    from agentkit.checkpoint import CheckPointStore
     from agentkit.checkpoint.serializer import Serializer
     from agentkit.conversation._turn import ConversationTurn, OpenTurn
 
 __all__ = [
     "DEFAULT_LEASE_TTL",
+    "RUN_LEASE_TTL",
     "Checkpoint",
     "ConsumedCheckpoint",
     "LeaseKeeper",
+    "StepRecord",
+    "culprit",
+    "fold_steps",
     "load_checkpoint",
     "make_checkpoint",
+    "new_point",
     "resume_state",
     "save_checkpoint",
 ]
+
+RUN_LEASE_TTL = 30.0
+"""Seconds a run's lease lasts unless refreshed (``Runner(lease_ttl=...)``): a live run
+refreshes it every third of that, so this is how long a crashed run's id stays busy."""
 
 _log = logging.getLogger("agentkit")
 
@@ -50,9 +63,16 @@ _log = logging.getLogger("agentkit")
 class Checkpoint:
     """What the Runner saves when a run stops before it completes (framework-internal).
 
-    ``reason`` is ``"interrupted"``, ``"cancelled"`` or ``"failed"``. ``usage`` is what the
+    ``reason`` is ``"interrupted"``, ``"cancelled"``, ``"failed"``, or ``"running"`` for the
+    image of a durable run that has not stopped (``durability="step"``; see
+    :mod:`agentkit._durable`), which its step records bring up to date. ``usage`` is what the
     run used so far and ``limits`` the limits it ran with: a resumed run continues the count
     (and keeps the limits unless it is given others).
+
+    Fields added after the first release have defaults, and loading fills them in for
+    checkpoints written before they existed (the decoder gives an attrs object written before
+    a field existed that field's default): add new per-run state the same way, as a field
+    with a default.
     """
 
     root_input: AgentInput
@@ -63,6 +83,11 @@ class Checkpoint:
     interrupt_data: Any = None
     reason: str = "interrupted"
     conversation: ConversationTurn | None = None  # the conversation turn the run belongs to
+    key: str = ""  # the run's key, which tool_call_key() derives from ("" before it existed)
+    generation: str = ""  # names this save: the step records written after it carry it
+    # Resume data a resumed run was given and had not used up when it stopped or died:
+    # resuming again without targets uses it (interrupt id -> data).
+    resume_data: dict[str, Any] = attrs.Factory(dict)
     usage: RunUsage | None = None  # what the run used so far (None: saved before it was kept)
     limits: RunLimits | None = None  # the limits the run ran with
 
@@ -78,7 +103,7 @@ class ConsumedCheckpoint:
 def load_checkpoint(
     store: CheckPointStore, serializer: Serializer, checkpoint_id: str
 ) -> Checkpoint:
-    """Read, verify and decode the checkpoint ``checkpoint_id``.
+    """Read, verify and decode the checkpoint ``checkpoint_id`` (its step records folded in).
 
     Every failure is a :class:`~agentkit.CheckpointError`; a consumed checkpoint raises
     :class:`~agentkit.CheckpointConsumedError`.
@@ -107,8 +132,104 @@ def load_checkpoint(
             f"{type(checkpoint).__name__}, not the saved state of an agentkit run"
         )
     _validate(checkpoint, checkpoint_id)
+    return fold_steps(store, serializer, checkpoint_id, checkpoint)
+
+
+@persisted("agentkit.StepRecord")
+@attrs.frozen
+class StepRecord:
+    """One commit of a durable run, as appended to its checkpoint's journal.
+
+    ``generation`` names the base it follows; ``seq`` is its place among that base's records
+    (1, 2, 3...). Both are inside the signed payload.
+    """
+
+    generation: str
+    seq: int
+    ops: list[Any]
+
+
+# --- loading ----------------------------------------------------------------------------------
+
+
+def fold_steps(
+    store: CheckPointStore, serializer: Serializer, checkpoint_id: str, checkpoint: Checkpoint
+) -> Checkpoint:
+    """``checkpoint`` (a base just loaded) brought up to date with its step records.
+
+    The records of the base's generation are applied in order (see :mod:`agentkit._durable`);
+    those of another generation are left over from before the base was saved again, and
+    skipped; a record repeated byte for byte right after itself (an append retried after a
+    lost answer) is applied once.
+
+    Raises:
+        CheckpointError: a record is forged, from elsewhere, out of place or does not fit.
+    """
+    from agentkit.checkpoint.base import journals
+
+    if not journals(store) or not checkpoint.generation:
+        return checkpoint
+    try:
+        records = store.read_steps(checkpoint_id)
+    except CheckpointError:
+        raise
+    except Exception as error:
+        raise CheckpointError(
+            f"cannot load checkpoint {checkpoint_id!r}: the store failed to read its step "
+            f"records: {type(error).__name__}: {error}"
+        ) from error
+    if not records:
+        return checkpoint
+    from agentkit.checkpoint._binding import loads_for_store
+
+    points = {point.address: point for point in checkpoint.points}
+    expected = 1
+    previous = b""
+    for position, data in enumerate(records, 1):
+        if data == previous:
+            # The same record twice in a row: an append retried after its first try reached
+            # the store but its answer was lost (a dropped connection). Applied once.
+            continue
+        previous = data
+        try:
+            record = loads_for_store(serializer, store, checkpoint_id, data)
+        except CheckpointError as error:
+            raise CheckpointError(
+                f"cannot load checkpoint {checkpoint_id!r}: its step record {position} is "
+                f"refused: {error}"
+            ) from None
+        if not isinstance(record, StepRecord):
+            raise CheckpointError(
+                f"cannot load checkpoint {checkpoint_id!r}: its step record {position} holds a "
+                f"{type(record).__name__}, not a step record"
+            )
+        if record.generation != checkpoint.generation:
+            continue  # left over from before the base was saved again
+        if record.seq != expected:
+            raise CheckpointError(
+                f"cannot load checkpoint {checkpoint_id!r}: its step record {position} says "
+                f"it is step {record.seq} of its run, but it is in the place of step "
+                f"{expected}: the records were reordered, or one was replayed; refusing them"
+            )
+        try:
+            apply_ops(record.ops, checkpoint, points, new_point, own=_same)
+        except (ValueError, TypeError, AttributeError, IndexError) as error:
+            raise CheckpointError(
+                f"cannot load checkpoint {checkpoint_id!r}: its step record {position} does "
+                f"not fit the checkpoint ({error})"
+            ) from None
+        expected += 1
+    checkpoint.points = list(points.values())
     return checkpoint
 
+
+def new_point(address: tuple[str, ...], state: Any) -> ResumePoint:
+    """The point a step record puts at ``address`` (a fresh id: no interrupt targets it)."""
+    return ResumePoint(new_point_id(), address, state)
+
+
+def _same(value: Any) -> Any:
+    return value
 
 
 def _not_found(store: CheckPointStore, checkpoint_id: str) -> str:
@@ -146,7 +267,7 @@ def save_checkpoint(
         payload = dumps_for_store(serializer, store, checkpoint_id, checkpoint)
     except CheckpointError as error:
         raise CheckpointError(
-            f"cannot save checkpoint {checkpoint_id!r}: {_culprit(serializer, checkpoint)}"
+            f"cannot save checkpoint {checkpoint_id!r}: {culprit(serializer, checkpoint)}"
             f"{error}"
         ) from error
     try:
@@ -163,9 +284,15 @@ def make_checkpoint(
     data: Any,
     reason: str,
     turn: OpenTurn | None = None,
+    resume_data: Mapping[str, Any] | None = None,
 ) -> Checkpoint:
-    """The checkpoint of the run in ``frame``, stopped at ``points`` for ``reason``."""
+    """The checkpoint of the run in ``frame``, stopped at ``points`` for ``reason``.
+
+    ``resume_data``: the resume data the run was given that targets one of ``points`` (the
+    rest was used).
+    """
     root_input = frame.root_input or AgentInput()
+    known = {point.id for point in points}
     ledger = frame.observers.usage
     return Checkpoint(
         root_input=AgentInput(
@@ -178,6 +305,8 @@ def make_checkpoint(
         interrupt_data=data,
         reason=reason,
         conversation=None if turn is None else turn.turn,
+        key=frame.key,
+        resume_data={k: v for k, v in (resume_data or {}).items() if k in known},
         usage=ledger.snapshot(),
         limits=ledger.limits,
     )
@@ -222,20 +351,23 @@ def _validate(checkpoint: Checkpoint, checkpoint_id: str) -> None:
 _MISSING = object()
 
 
-def _culprit(serializer: Serializer, checkpoint: Checkpoint | ConsumedCheckpoint) -> str:
+def culprit(serializer: Serializer, checkpoint: Any) -> str:
     """Name the session value or resume state that cannot be saved, if one alone fails."""
-    if not isinstance(checkpoint, Checkpoint):
-        return ""
-    probes: list[tuple[str, Any]] = [
-        (f"session value {key!r} ({type(value).__name__})", value)
-        for key, value in checkpoint.session_values.items()
-    ]
-    probes.extend(
-        (f"the interrupt state at {';'.join(point.address)} ({type(point.state).__name__})",
-         point.state)
-        for point in checkpoint.points
-    )
-    probes.append(("the interrupt info", checkpoint.interrupt_data))
+    probes: list[tuple[str, Any]]
+    if isinstance(checkpoint, Checkpoint):
+        probes = [
+            (f"session value {key!r} ({type(value).__name__})", value)
+            for key, value in checkpoint.session_values.items()
+        ]
+        probes.extend(
+            (f"the interrupt state at {';'.join(point.address)} ({type(point.state).__name__})",
+             point.state)
+            for point in checkpoint.points
+        )
+        probes.append(("the interrupt info", checkpoint.interrupt_data))
+        probes.append(("the resume data", checkpoint.resume_data))
+    else:
+        probes = _step_probes(checkpoint)
     for what, value in probes:
         try:
             serializer.dumps(value, checkpoint_id="probe")
@@ -244,7 +376,33 @@ def _culprit(serializer: Serializer, checkpoint: Checkpoint | ConsumedCheckpoint
     return ""
 
 
+def _step_probes(record: Any) -> list[tuple[str, Any]]:
+    """The values of a step record that could fail to encode, each with what to call it."""
+    probes: list[tuple[str, Any]] = []
+    for op in record.ops if isinstance(record, StepRecord) else ():
+        where = ";".join(op.address)
+        if isinstance(op, MergeField) and op.address == ROOT:
+            probes.extend(
+                (f"session value {key!r} ({type(value).__name__})", value)
+                for key, value in op.items.items()
+            )
+        elif isinstance(op, PutPoint):
+            probes.append((f"the state at {where} ({type(op.state).__name__})", op.state))
+        elif isinstance(op, SetField | ExtendField | MergeField):
+            value = op.value if isinstance(op, SetField) else op.items
+            probes.append((f"the change of {op.field} at {where or 'the run'}", value))
+    return probes
+
+
 def resume_state(checkpoint: Checkpoint, targets: Mapping[str, Any] | None) -> ResumeState:
+    """The resume state of ``checkpoint`` for ``targets`` (interrupt id -> resume data).
+
+    The resume data a resumed run was given and did not use up before it stopped or died
+    (``Checkpoint.resume_data``) applies again, unless ``targets`` says otherwise.
+
+    Raises:
+        ValueError: a target id is not an interrupt id of the checkpoint.
+    """
     wanted = dict(targets or {})
     known_ids = {point.id for point in checkpoint.points}
     unknown = sorted(set(wanted) - known_ids)
@@ -255,39 +413,102 @@ def resume_state(checkpoint: Checkpoint, targets: Mapping[str, Any] | None) -> R
             f"interrupt ids are: {', '.join(map(repr, roots)) or 'none'} (ids change each "
             "time a run interrupts: use those of the latest interrupt event)"
         )
-    return ResumeState(checkpoint.points, wanted)
+    saved = {k: v for k, v in checkpoint.resume_data.items() if k in known_ids}
+    return ResumeState(checkpoint.points, {**saved, **wanted})
 
 
 class LeaseKeeper:
-    """Refreshes a resume's lease while the resumed run lives; releases it at the end."""
+    """Keeps a run's lease while the run lives: refreshes it, and says when it was lost.
 
-    __slots__ = ("_done", "_lease", "_thread")
+    A thread (``agentkit-lease``) refreshes the lease every third of its ttl. The lease is
+    *lost* when a refresh says another owner took it (it expired meanwhile: the process was
+    paused, or the store unreachable, for longer than the ttl), or when no refresh succeeded
+    for a whole ttl (the store is down: the lease may have expired). Then ``on_lost(reason)``
+    is called once, from the keeper's thread: the run must stop, and save nothing, since
+    another process may be running it by now. :meth:`stop` ends the keeping and releases the
+    lease (unless it was made with ``release=False``: a lease the caller took and gives back
+    itself).
 
-    def __init__(self, lease: Lease) -> None:
+    Example::
+
+        lease = lease_for(store, "run-1", 30.0)
+        keeper = LeaseKeeper(lease, on_lost=lambda reason: handle.cancel())
+        try:
+            ...  # the work the lease protects
+        finally:
+            keeper.stop()
+    """
+
+    __slots__ = ("_done", "_lease", "_lost", "_on_lost", "_release", "_thread")
+
+    def __init__(
+        self,
+        lease: HeldLease,
+        *,
+        on_lost: Callable[[str], object] | None = None,
+        release: bool = True,
+    ) -> None:
         self._lease = lease
+        self._on_lost = on_lost
+        self._release = release
+        self._lost: str | None = None
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._keep, name="agentkit-lease", daemon=True)
         self._thread.start()
 
+    @property
+    def lease(self) -> HeldLease:
+        """The lease kept."""
+        return self._lease
+
+    @property
+    def lost(self) -> str | None:
+        """Why the lease was lost, or ``None`` while it is held."""
+        return self._lost
+
     def _keep(self) -> None:
-        interval = self._lease.ttl / 3
+        lease = self._lease
+        interval = lease.ttl / 3
+        held_until = time.monotonic() + lease.ttl
         while not self._done.wait(interval):
             try:
-                if not self._lease.refresh():
-                    _log.warning(
-                        "agentkit: lost the claim on checkpoint %r while resuming it",
-                        self._lease.checkpoint_id,
-                    )
-                    return
+                refreshed = lease.refresh()
             except Exception:
                 _log.warning(
-                    "agentkit: could not refresh the claim on checkpoint %r",
-                    self._lease.checkpoint_id,
+                    "agentkit: could not refresh the lease on checkpoint %r",
+                    lease.checkpoint_id,
                     exc_info=True,
                 )
+                if time.monotonic() >= held_until:
+                    self._lose(
+                        f"its lease could not be refreshed for {lease.ttl:g} seconds (the "
+                        "store failed), so another process may have taken the run over"
+                    )
+                    return
+                continue
+            if not refreshed:
+                if not self._done.is_set():
+                    self._lose(
+                        "its lease expired and another process took it (was this process "
+                        f"paused, or the store unreachable, for more than {lease.ttl:g} s?)"
+                    )
+                return
+            held_until = time.monotonic() + lease.ttl
+
+    def _lose(self, reason: str) -> None:
+        self._lost = reason
+        _log.warning("agentkit: run of checkpoint %r lost: %s", self._lease.checkpoint_id, reason)
+        if self._on_lost is not None:
+            try:
+                self._on_lost(reason)
+            except Exception:  # the keeper's thread has nobody to raise to
+                _log.exception("agentkit: on_lost of checkpoint %r failed",
+                               self._lease.checkpoint_id)
 
     def stop(self) -> None:
+        """Stop refreshing; release the lease (unless made with ``release=False``)."""
         self._done.set()
         if self._thread is not threading.current_thread():
             self._thread.join()
-        self._lease.release()
+        if self._release:
+            self._lease.release()

@@ -105,6 +105,11 @@ class ToolRoundState:
     ``calls`` are the tool calls of the round in progress (empty between rounds), ``done`` the
     results of the calls that finished and ``actions`` the actions those calls attached to
     their events (an exit, a transfer), so a resumed round delivers them as it would have.
+
+    A durable run (``durability="step"``) also keeps ``started``, the indexes of the calls
+    that were running (a call not in ``done`` that is in ``started`` may have had its effect
+    when the process died), and ``finished``: the agent's turn is over (its answer given), so a
+    resumed run does not ask the model again.
     """
 
     messages: list[Message]
@@ -113,18 +118,29 @@ class ToolRoundState:
     done: dict[int, Message] = attrs.Factory(dict)
     actions: dict[int, AgentAction] = attrs.Factory(dict)
     resume_of: dict[int, PointResume] = attrs.field(factory=dict, eq=False)
+    started: set[int] = attrs.Factory(set)
+    finished: bool = False
 
     def __getstate__(self) -> dict[str, Any]:
-        return {
+        state: dict[str, Any] = {
             "messages": self.messages,
             "remaining": self.remaining,
             "calls": self.calls,
             "done": self.done,
             "actions": self.actions,
         }
+        # Written only when set, so that checkpoints of runs that do not use them stay
+        # readable by the releases before them.
+        if self.started:
+            state["started"] = self.started
+        if self.finished:
+            state["finished"] = True
+        return state
 
     def __setstate__(self, state: Mapping[str, Any]) -> None:
         object.__setattr__(self, "actions", {})
+        object.__setattr__(self, "started", set())
+        object.__setattr__(self, "finished", False)
         for key, value in state.items():
             object.__setattr__(self, key, value)
         object.__setattr__(self, "resume_of", {})
@@ -137,4 +153,6 @@ class ToolRoundState:
             calls=list(self.calls),
             done=dict(self.done),
             actions=dict(self.actions),
+            started=self.started.copy(),  # one step: tool threads add to it meanwhile
+            finished=self.finished,
         )

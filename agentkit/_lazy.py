@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+import types
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -38,7 +39,10 @@ def attach(
             (``agentkit.prebuilt.supervisor`` without importing it first).
 
     A loaded value is stored in the package's namespace, so ``__getattr__`` runs once per name.
-    ``__dir__`` lists the loaded and the not-yet-loaded names alike.
+    ``__dir__`` lists the package's API and nothing else: its ``__all__``, the lazy names
+    (loaded or not), the declared ``submodules`` and the public submodules imported so far;
+    never its own imports (``TYPE_CHECKING``, ``annotations``), private modules or helpers.
+    A package that loads nothing lazily calls ``attach(__name__)`` for that ``__dir__``.
     """
     where = dict(exports or {})
     subs = frozenset(submodules)
@@ -56,7 +60,16 @@ def attach(
         raise AttributeError(_no_attribute(package, name, known))
 
     def __dir__() -> list[str]:
-        return sorted(set(namespace) | set(where) | subs)
+        public = {name for name in where if not name.startswith("_")} | subs
+        public.update(namespace.get("__all__", ()))
+        public.update(
+            name
+            for name, value in namespace.items()
+            if isinstance(value, types.ModuleType)
+            and not name.startswith("_")
+            and value.__name__ == f"{package}.{name}"
+        )
+        return sorted(public)
 
     return __getattr__, __dir__
 

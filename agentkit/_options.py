@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import attrs
 
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AgentRunOption",
+    "HeldLease",
     "custom_option",
     "custom_options",
     "get_impl_specific_options",
@@ -107,12 +108,35 @@ def filter_options(
 # --- built-in options ------------------------------------------------------------------------
 
 
+class HeldLease(Protocol):
+    """What a run needs of a lease it is given (an ``agentkit.checkpoint.Lease``)."""
+
+    @property
+    def checkpoint_id(self) -> str:
+        """The leased id."""
+        ...
+
+    @property
+    def ttl(self) -> float:
+        """Seconds the lease lasts unless refreshed."""
+        ...
+
+    def refresh(self, ttl: float | None = None) -> bool:
+        """Extend the lease; ``False`` when it was lost."""
+        ...
+
+    def release(self) -> None:
+        """Give the lease back."""
+        ...
+
+
 @attrs.define
 class RunOptions:
     """Options read by the Runner and the flow wrapper (framework-internal)."""
 
     session_values: dict[str, Any] = attrs.Factory(dict)
     checkpoint_id: str | None = None
+    checkpoint_lease: HeldLease | None = None  # a lease the caller holds on checkpoint_id
     skip_transfer_messages: bool = False
     cancel_handle: CancelHandle | None = None
     conversation_id: str | None = None
@@ -140,13 +164,32 @@ def with_session_values(values: Mapping[str, Any]) -> AgentRunOption:
     return wrap_impl_specific_opt_fn(RunOptions, apply)
 
 
-def with_checkpoint_id(checkpoint_id: str) -> AgentRunOption:
-    """Save a checkpoint under ``checkpoint_id`` if the run ends interrupted or cancelled."""
+def with_checkpoint_id(
+    checkpoint_id: str, *, lease: HeldLease | None = None
+) -> AgentRunOption:
+    """Save the run under ``checkpoint_id``, so that it can be resumed.
+
+    With ``Runner(durability="step")`` (the default) the run is saved as it goes (every
+    finished model reply and tool call) and holds a lease on the id while it lives; with
+    ``durability="stop"`` it is saved when it stops before completing (interrupted, cancelled,
+    failed). See :class:`~agentkit.Runner`.
+
+    ``lease``: a :class:`~agentkit.checkpoint.Lease` the caller holds on ``checkpoint_id``
+    already (a worker that claimed the run before starting it). The run uses it instead of
+    taking its own: it keeps it refreshed while it lives and stops if it is lost, but does not
+    release it (the caller does).
+    """
     if not isinstance(checkpoint_id, str) or not checkpoint_id:
         raise ValueError(f"a checkpoint id must be a non-empty string (got {checkpoint_id!r})")
+    if lease is not None and lease.checkpoint_id != checkpoint_id:
+        raise ValueError(
+            f"the lease given with checkpoint id {checkpoint_id!r} is on another id "
+            f"({lease.checkpoint_id!r}); give the lease taken on this id"
+        )
 
     def apply(options: RunOptions) -> None:
         options.checkpoint_id = checkpoint_id
+        options.checkpoint_lease = lease
 
     return wrap_impl_specific_opt_fn(RunOptions, apply)
 

@@ -133,10 +133,11 @@ class PointResume:
 class ResumeState:
     """The resume points of a checkpoint and the resume data given for them."""
 
-    __slots__ = ("_by_address", "_data", "_targeted", "_visited", "points")
+    __slots__ = ("_by_address", "_data", "_given", "_targeted", "_visited", "points")
 
     def __init__(self, points: Iterable[ResumePoint], targets: Mapping[str, Any]) -> None:
         self.points = list(points)
+        self._given = dict(targets)
         self._visited: set[Address] = set()
         by_id = {point.id: point for point in self.points}
         self._by_address: dict[Address, ResumePoint] = {p.address: p for p in self.points}
@@ -147,6 +148,10 @@ class ResumeState:
             self._data[address] = data
             for length in range(1, len(address) + 1):
                 self._targeted.add(address[:length])
+
+    def targets(self) -> dict[str, Any]:
+        """The resume data given, by interrupt id."""
+        return dict(self._given)
 
     def at(self, address: Address) -> PointResume:
         """What the component at ``address`` should know when it resumes.
@@ -163,6 +168,12 @@ class ResumeState:
             has_data=address in self._data,
             data=self._data.get(address),
         )
+
+    def unreach(self, address: Address) -> None:
+        """The component at ``address`` asked for its point but did not use it (it could not:
+        the resume failed there): keep the point as it was for the next save (see
+        :meth:`unreached`), its id with it, so that the same resume data applies again."""
+        self._visited.discard(address)
 
     def next_hops(self, address: Address) -> list[str]:
         """The distinct child segments of ``address`` that lead to saved points."""

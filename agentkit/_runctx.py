@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextvars
 import itertools
 import threading
+import uuid
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from typing import Any
@@ -21,6 +22,7 @@ from agentkit._observe import RunObservers, UsageLedger
 from agentkit._options import NO_OPTIONS, RunOptionSet
 from agentkit._persist import persisted
 from agentkit._points import Journal, PointResume, ResumeState
+from agentkit._progress import Progress
 from agentkit._scope import RunScope
 from agentkit.errors import AgentKitError
 from agentkit.events import AgentAction, AgentEvent, AgentInput, MessageVariant, RunStep
@@ -37,6 +39,7 @@ __all__ = [
     "get_session_values",
     "get_tool_options",
     "send_tool_gen_action",
+    "tool_call_key",
 ]
 
 
@@ -186,6 +189,23 @@ class EventLog:
         with self._lock:
             self._entries.extend(entries)
 
+    # --- what a durable run writes of it (see agentkit._progress) ---
+
+    def size(self) -> int:
+        """How many entries this log holds of its own."""
+        with self._lock:
+            return len(self._entries)
+
+    def since(self, start: int) -> list[RecordedEvent]:
+        """Its own entries from ``start`` on, as a checkpoint holds them."""
+        with self._lock:
+            entries = self._entries[start:]
+        return [entry.checkpointable() for entry in entries]
+
+    def chain(self) -> tuple[EventLog, ...]:
+        """This log and the logs its entries are also recorded in (none: each its own)."""
+        return (self,)
+
 
 @attrs.define(eq=False)
 class ToolCallFrame:
@@ -201,6 +221,26 @@ class ToolCallFrame:
     streaming: bool = False  # whether the caller streams
     forward: Callable[[AgentEvent], None] | None = None  # emit an event in the caller's stream
     emit: Callable[[AgentEvent], object] | None = None  # send_event() inside this call
+    # What tool_call_key() is made of: the run's key (or the enclosing call's) and where this
+    # call is: its address, the run path (loop rounds) and its model round (see key()).
+    key_base: str = ""
+    key_place: tuple[str, ...] = ()
+
+    def key(self) -> str:
+        """This call's idempotency key (see :func:`tool_call_key`)."""
+        import hashlib  # only when a key is asked for: importing agentkit stays light
+
+        digest = hashlib.sha256(self.key_base.encode("utf-8", "surrogatepass"))
+        for part in self.key_place:
+            encoded = part.encode("utf-8", "surrogatepass")
+            digest.update(len(encoded).to_bytes(4, "big"))
+            digest.update(encoded)
+        return digest.hexdigest()[:32]
+
+
+def new_run_key() -> str:
+    """A fresh random run key (see :attr:`RunFrame.key`)."""
+    return uuid.uuid4().hex
 
 
 @attrs.frozen(eq=False)
@@ -218,6 +258,11 @@ class RunFrame:
     resume: ResumeState | None = None
     observers: RunObservers = attrs.field(factory=RunObservers)  # callbacks and usage
     options: RunOptionSet = NO_OPTIONS  # every option of the run, parsed once
+    # What the run's components commit as they go (durability="step"; None otherwise).
+    progress: Progress | None = None
+    # The run's key, saved in its checkpoint (inside an agent tool: the calling tool call's
+    # key): what tool_call_key() derives every call's key from.
+    key: str = attrs.field(factory=new_run_key)
 
     # The two moves made on every agent turn and tool call build the frame directly:
     # attrs.evolve would re-read the class's fields each time.
@@ -236,6 +281,8 @@ class RunFrame:
             resume=self.resume,
             observers=self.observers,
             options=self.options,
+            progress=self.progress,
+            key=self.key,
         )
 
     def at_tool(self, tool: ToolCallFrame) -> RunFrame:
@@ -252,6 +299,8 @@ class RunFrame:
             resume=self.resume,
             observers=self.observers,
             options=self.options,
+            progress=self.progress,
+            key=self.key,
         )
 
 
@@ -354,6 +403,40 @@ def send_tool_gen_action(action: AgentAction) -> None:
     if frame is None or frame.tool is None:
         raise RuntimeError("send_tool_gen_action() works only inside a tool call of an agent run")
     frame.tool.action = action
+
+
+def tool_call_key() -> str:
+    """Inside a tool call: a key that names this call, for downstream idempotency.
+
+    The key is the same every time this call runs: when a run resumed after an interrupt, a
+    cancel or a crash runs the call again, the key is the one the first attempt had. It is
+    different for every other call (another call of the same tool, the same call id in a later
+    model round, another run under the same checkpoint id). Pass it to services that accept
+    an idempotency key, so that a call run twice has its effect once::
+
+        @tool
+        def pay(amount: int, to: str) -> str:
+            '''Pay an amount.'''
+            response = httpx.post(
+                "https://payments.example/charges",
+                json={"amount": amount, "to": to},
+                headers={"Idempotency-Key": tool_call_key()},
+            )
+            return response.json()["status"]
+
+    The key is 32 hex digits, derived (SHA-256) from a random key the run keeps in its
+    checkpoint and where the call is: its address, run path and model round.
+
+    Raises:
+        RuntimeError: called outside a tool call of an agent run.
+    """
+    frame = _frame.get()
+    if frame is None or frame.tool is None:
+        raise RuntimeError(
+            "tool_call_key() works only inside a tool call of an agent run (it names the call "
+            "running in this thread)"
+        )
+    return frame.tool.key()
 
 
 def current_usage() -> UsageLedger | None:

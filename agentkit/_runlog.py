@@ -1,14 +1,19 @@
 """Turning a run's events into log entries and a JSON summary (shared by the run backends).
 
 :func:`publish` consumes a run's event iterator and appends ``token`` and ``agent`` entries
-through a callback; it returns the run's summary (the data of its ``end`` entry). The summary
-is this package's own small JSON result of a run, made from its events.
+through a callback; it returns the run's summary (the data of its ``end`` entry) and the
+entries of the run's last events, held back: a backend appends those together with the
+``end`` entry and the run's new state, so that no reader sees an interrupt (or the error a
+run stopped with) while the run's state still says it is running. The summary is this
+package's own small JSON result of a run, made from its events.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
+
+import attrs
 
 from agentkit.errors import AgentCancelledError
 from agentkit.events import AgentEvent
@@ -19,11 +24,33 @@ Append = Callable[[str, dict[str, Any]], object]
 """Appends one entry (kind, JSON data) to a run's log."""
 
 
-def publish(events: AsyncIterator[AgentEvent], append: Append) -> dict[str, Any]:
-    """Append every event of the run (tokens first for streamed messages); return its summary."""
+@attrs.frozen
+class Published:
+    """What :func:`publish` made of a run: its summary, and the entries it held back.
+
+    ``tail`` holds the ``agent`` entries of the run's final events (its interrupt, the error
+    it stopped with), not appended yet: append them, the ``end`` entry (``summary``) and the
+    run's new state in one step.
+    """
+
+    summary: dict[str, Any]
+    tail: list[tuple[str, dict[str, Any]]]
+
+
+def publish(events: AsyncIterator[AgentEvent], append: Append) -> Published:
+    """Append the run's events (tokens first for streamed messages) but its final ones.
+
+    An interrupt or error event is held back until another event follows it (then it was not
+    the run's last); what is held when the run ends is returned in :attr:`Published.tail`.
+    """
     summary = Summary()
+    held: list[tuple[str, dict[str, Any]]] = []
     with events:
         for event in events:
+            if held:
+                for kind, data in held:
+                    append(kind, data)
+                held.clear()
             variant = event.output.message_output if event.output is not None else None
             if variant is not None and variant.message_stream is not None:
                 read = variant.open_stream()  # a reader of its own: the event stays unread
@@ -36,9 +63,12 @@ def publish(events: AsyncIterator[AgentEvent], append: Append) -> dict[str, Any]
                 except Exception:
                     read.close()  # the failure is reported by the event's own entry
             data = event.to_dict()
-            append("agent", data)
+            if event.err is not None or event.interrupted:
+                held.append(("agent", data))
+            else:
+                append("agent", data)
             summary.add(event, data)
-    return summary.result()
+    return Published(summary.result(), held)
 
 
 def summary_of_error(error: BaseException) -> dict[str, Any]:

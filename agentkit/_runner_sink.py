@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -12,13 +12,14 @@ from agentkit._agent import EventSink
 from agentkit._checkpoints import Checkpoint, ConsumedCheckpoint, make_checkpoint
 from agentkit._points import ResumePoint, interrupt_contexts
 from agentkit._runctx import RunFrame
+from agentkit.cancel import CancelMode
 from agentkit.errors import (
     AgentCancelledError,
     AgentKitError,
     CheckpointError,
     ConversationStoreError,
 )
-from agentkit.events import AgentEvent, InterruptInfo
+from agentkit.events import AgentEvent, InterruptInfo, RunStep
 from agentkit.results import RunOutcome
 
 if TYPE_CHECKING:
@@ -38,6 +39,8 @@ class RunnerSink:
 
     __slots__ = (
         "checkpoint_id",
+        "consume",
+        "discard",
         "downstream",
         "ended",
         "error_seen",
@@ -45,7 +48,6 @@ class RunnerSink:
         "held",
         "interrupted",
         "outcome",
-        "resumed",
         "save",
         "turn",
     )
@@ -59,15 +61,20 @@ class RunnerSink:
         outcome: RunOutcome,
         turn: OpenTurn | None,
         *,
-        resumed: bool,
+        consume: bool,
+        discard: Callable[[], None] | None = None,
     ) -> None:
+        """``consume``: a run that completes leaves a tombstone (a resumed run, a durable
+        one); ``discard``: removes what a durable run saved as it went, when it stops with
+        nothing to resume."""
         self.outcome = outcome
         self.turn = turn
         self.downstream = downstream
         self.save = save
         self.frame = frame
         self.checkpoint_id = checkpoint_id
-        self.resumed = resumed
+        self.consume = consume
+        self.discard = discard
         self.held: AgentEvent | None = None
         self.interrupted = False
         self.error_seen = False
@@ -95,6 +102,19 @@ class RunnerSink:
             return
         self.downstream.send(item)
 
+    def abort(self, error: BaseException, agent_name: str) -> None:
+        """The run was cut by ``error``, which no agent turned into an event.
+
+        Agents report an ``Exception`` as an error event; what gets here is a
+        ``BaseException`` (a ``KeyboardInterrupt`` no Ctrl-C handler turned into a cancel, a
+        ``SystemExit`` in a tool under ``Runner.invoke``). It ends the run like a failure:
+        whatever else of the run still works is cancelled, the run is saved if anything
+        was recorded, nothing is consumed or appended to a conversation, and ``error`` is
+        the run's last event.
+        """
+        self.frame.scope.request_cancel(CancelMode.IMMEDIATE)
+        self.send(AgentEvent(agent_name=agent_name, run_path=[RunStep(agent_name)], err=error))
+
     def _points(self) -> list[ResumePoint]:
         """The points to save: what the run recorded, and in a resumed run what it did not
         get back to (:meth:`ResumeState.unreached`)."""
@@ -103,6 +123,12 @@ class RunnerSink:
         if resumed is not None:
             points.extend(resumed.unreached(point.address for point in points))
         return points
+
+    def _targets(self) -> dict[str, Any]:
+        """The resume data this (resumed) run was given: what targets points saved again is
+        kept with them (see :func:`~agentkit._checkpoints.make_checkpoint`)."""
+        resumed = self.frame.resume
+        return {} if resumed is None else resumed.targets()
 
     def _interrupt(self, item: AgentEvent) -> None:
         if self.interrupted:
@@ -131,9 +157,10 @@ class RunnerSink:
         if self.checkpoint_id is not None:
             try:
                 checkpoint = make_checkpoint(
-                    self.frame, points, data, "interrupted", self.turn
+                    self.frame, points, data, "interrupted", self.turn, self._targets()
                 )
-                self.save(self.checkpoint_id, checkpoint)
+                with self.frame.scope.protect():
+                    self.save(self.checkpoint_id, checkpoint)
             except CheckpointError as error:
                 # Nothing can be resumed: the failure is the run's last event.
                 self.ended = True
@@ -147,19 +174,26 @@ class RunnerSink:
         self.downstream.send(event)
 
     def finish(self) -> None:
-        """The run ended: save or consume the checkpoint, then deliver the held last event."""
+        """The run ended: save or consume the checkpoint, then deliver the held last event.
+
+        A Ctrl-C meanwhile waits for the end of the save (``RunScope.protect``).
+        """
         held, self.held = self.held, None
         if self.ended:
             return
         self.ended = True
+        with self.frame.scope.protect():
+            self._finish(held)
+
+    def _finish(self, held: AgentEvent | None) -> None:
         checkpoint_id = self.checkpoint_id
         failure: AgentEvent | None = None
         if checkpoint_id is not None:
             try:
                 if self.error_seen:
                     self._save_stopped(checkpoint_id, held)
-                elif self.resumed:
-                    import datetime  # only when a resumed run completes
+                elif self.consume:
+                    import datetime  # only when a resumed or durable run completes
 
                     completed = datetime.datetime.now(datetime.timezone.utc).isoformat()
                     self.save(checkpoint_id, ConsumedCheckpoint(completed))
@@ -210,10 +244,14 @@ class RunnerSink:
         """Save the checkpoint of a cancelled or failed run (if anything can be resumed)."""
         points = self._points()
         if not points:
+            if self.discard is not None:
+                self.discard()
             return
         cancelled = held is not None and isinstance(held.err, AgentCancelledError)
         reason = "cancelled" if cancelled else "failed"
-        checkpoint = make_checkpoint(self.frame, points, None, reason, self.turn)
+        checkpoint = make_checkpoint(
+            self.frame, points, None, reason, self.turn, self._targets()
+        )
         self.save(checkpoint_id, checkpoint)
         self.outcome.checkpoint_id = checkpoint_id
         _log.info("agentkit: run %s; checkpoint %r saved", reason, checkpoint_id)

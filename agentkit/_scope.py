@@ -60,7 +60,9 @@ class RunScope:
         "_lock",
         "_mode",
         "_pool",
+        "_protected",
         "_stop",
+        "_unsettled",
         "_wake",
     )
 
@@ -78,6 +80,11 @@ class RunScope:
         self._deadline: float | None = None  # when a safe-point cancel escalates (monotonic)
         self._wake = threading.Condition(self._lock)  # wakes the escalation wait: ended, or
         # an earlier deadline
+        # An immediate cancel made by a signal handler (Ctrl-C), whose waits are not woken
+        # yet: a handler takes no lock (the thread it interrupted may hold it), so the next
+        # call of this scope from ordinary code wakes them (settle()).
+        self._unsettled = False
+        self._protected = 0  # sections a Ctrl-C must not cut (a checkpoint being saved)
 
     # --- cancel state ---
 
@@ -108,6 +115,9 @@ class RunScope:
         Requests add up (Eino's merge): an immediate one wins, two different safe points join
         into ``CancelMode.ANY_SAFE_POINT``, and the earliest escalation deadline counts.
         """
+        if self._unsettled:
+            self.settle()
+            return
         with self._lock:
             if self._mode is CancelMode.IMMEDIATE:
                 return
@@ -123,6 +133,49 @@ class RunScope:
                 closeable.close()
             except Exception:  # a cancel never raises in the cancelling thread
                 _log.debug("closing %r on cancel failed", closeable, exc_info=True)
+
+    def interrupt(self) -> None:
+        """Cancel the run at once from a signal handler (Ctrl-C); takes no lock.
+
+        The run's checks raise from now on; the waits an immediate cancel wakes are woken by
+        :meth:`settle`, which every other method of the scope calls first, from ordinary code.
+        (A signal handler runs in the middle of whatever the main thread was doing, maybe
+        holding this scope's lock or a stream's: it must not wait for a lock.)
+        """
+        if self._mode is not CancelMode.IMMEDIATE and not self._ended.is_set():
+            self._mode = CancelMode.IMMEDIATE
+            self._unsettled = True
+
+    def settle(self) -> None:
+        """Wake the waits of a cancel made by :meth:`interrupt`, if it has not been done yet.
+
+        Call it from ordinary code (never from a signal handler) before waiting for work of
+        the run that a cancel must stop.
+        """
+        with self._lock:
+            unsettled, self._unsettled = self._unsettled, False
+            if not unsettled:
+                return
+            self._mode = CancelMode.IMMEDIATE
+            closeables = list(self._closeables)
+        self._stop.set()
+        for closeable in closeables:
+            try:
+                closeable.close()
+            except Exception:  # a cancel never raises in the cancelling thread
+                _log.debug("closing %r on cancel failed", closeable, exc_info=True)
+
+    @property
+    def protected(self) -> bool:
+        """``True`` while the run is in a section a Ctrl-C must not cut (see :meth:`protect`)."""
+        return self._protected > 0
+
+    def protect(self) -> _Protected:
+        """A ``with`` block a Ctrl-C must not cut: the run saving its checkpoint.
+
+        A Ctrl-C that arrives meanwhile waits for the block to end (see ``agentkit._ctrlc``).
+        """
+        return _Protected(self)
 
     def _escalate_by(self, deadline: float) -> None:
         """Escalate the cancel at ``deadline`` unless an earlier one is set (lock held)."""
@@ -165,11 +218,15 @@ class RunScope:
 
     def cancel_error(self) -> AgentCancelledError:
         """The error that ends a run stopped by its cancel (the cancel takes effect)."""
+        if self._unsettled:
+            self.settle()
         self._fired = True
         return AgentCancelledError(self._mode, self._escalated)
 
     def sleep(self, seconds: float) -> None:
         """Wait ``seconds``; an immediate cancel ends the wait at once with the cancel error."""
+        if self._unsettled:
+            self.settle()
         if self._stop.wait(seconds) if seconds > 0 else self._stop.is_set():
             raise self.cancel_error()
 
@@ -209,6 +266,8 @@ class RunScope:
         Raises:
             AgentCancelledError: the run is being cancelled already (``close()`` was called).
         """
+        if self._unsettled:
+            self.settle()
         with self._lock:
             immediate = self._mode is CancelMode.IMMEDIATE
             if not immediate:
@@ -219,6 +278,8 @@ class RunScope:
 
     def closed(self, closeable: Closeable) -> None:
         """Stop tracking a stream."""
+        if self._unsettled:
+            self.settle()
         with self._lock:
             self._closeables.discard(closeable)
 
@@ -234,6 +295,8 @@ class RunScope:
         Raises:
             RunEndedError: the run already ended.
         """
+        if self._unsettled:
+            self.settle()
         return self._pool.spawn(fn, *args, name=name)
 
     def release(self, future: Future[Any]) -> None:
@@ -251,9 +314,30 @@ class RunScope:
 
     def finish(self) -> None:
         """Release the run's resources: stop the escalation wait, join the spawned threads."""
+        if self._unsettled:
+            self.settle()
         with self._lock:
             self._ended.set()
             self._wake.notify_all()
         self._pool.close()
         for handle in self._handles:
             handle._run_ended(self._fired)
+
+
+class _Protected:
+    """The ``with`` block of :meth:`RunScope.protect`."""
+
+    __slots__ = ("_scope",)
+
+    def __init__(self, scope: RunScope) -> None:
+        self._scope = scope
+
+    def __enter__(self) -> None:
+        scope = self._scope
+        with scope._lock:
+            scope._protected += 1
+
+    def __exit__(self, *exc_info: object) -> None:
+        scope = self._scope
+        with scope._lock:
+            scope._protected -= 1

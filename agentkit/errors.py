@@ -49,8 +49,9 @@ with its ``MCPProtocolError``, and ``MCPServerError``, all ``ToolError``; ``MCPC
 ``agentkit.integrations.runs`` (``RunNotFoundError``, ``RunStateError``),
 ``agentkit.prebuilt.planexecute`` (``PlanExecuteError``), ``agentkit.backends``
 (``BackendError`` with ``PathOutsideRootError``, ``FileTooLargeError``, ``BinaryFileError`` and
-``EditError``), ``agentkit.middlewares.skill`` (``SkillError``) and ``agentkit.turnloop``
-(``TurnInterruptedError``).
+``EditError``), ``agentkit.middlewares.skill`` (``SkillError``), ``agentkit.turnloop``
+(``TurnInterruptedError``), ``agentkit.testing`` (``CassetteError`` with its
+``CassetteMismatchError``) and ``agentkit.evals`` (``DatasetError``, ``EvalCancelledError``).
 """
 
 from __future__ import annotations

@@ -238,6 +238,20 @@ def _attach_producer(
             pair.inside = inside
 
 
+def _wait_for_end(iterator: ItemIterator[Any]) -> None:
+    """Wait until the producer of ``iterator`` closed it, dropping what it still sends.
+
+    For a consumer that stopped reading (it closed the iterator) but must know when the
+    producer is done. Unlike ``Thread.join``, the wait can be cut by ``KeyboardInterrupt``
+    and started again (an interrupted join may take a live thread for ended).
+    """
+    pair = iterator._pair
+    while pair.queue.get() is not _END:
+        pass
+    pair.queue.put(_END)  # the end stays visible to every later read
+    iterator._join(None)
+
+
 def _end_refused(generator: ItemSender[T], last: Callable[[], T]) -> None:
     """If ``generator`` refused items because its run was being cancelled, queue ``last()``.
 

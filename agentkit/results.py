@@ -12,7 +12,7 @@ they come, or call :meth:`RunIterator.result` to wait for the end and get everyt
 A failed run raises its error from ``result()`` (unless ``raise_errors=False``), with a note
 naming the agent and the run path where it failed (:meth:`BaseException.add_note`, Python
 3.11+: the error keeps its type and is the very object the run raised, so ``except ToolError``
-still works; :attr:`RunResult.error` is the same object). An interrupted run is not a failure: its
+still works; ``RunResult.error`` is the same object). An interrupted run is not a failure: its
 result carries the interrupt and the checkpoint id to resume with.
 """
 
@@ -25,8 +25,10 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from agentkit._ctrlc import ctrl_c_interrupt, stop_after_ctrl_c
+from agentkit._scope import RunScope
 from agentkit.events import AgentEvent, InterruptInfo
-from agentkit.iterators import AsyncIterator, _Pair
+from agentkit.iterators import AsyncIterator, _Pair, _wait_for_end
 from agentkit.schema import Message, Role, TokenUsage
 
 if TYPE_CHECKING:
@@ -222,27 +224,50 @@ class RunIterator(AsyncIterator[AgentEvent]):
     ``result()``, which reads every message through :meth:`~agentkit.MessageVariant.get_message`.
     """
 
-    __slots__ = ("_lock", "_outcome", "_seen")
+    __slots__ = ("_lock", "_outcome", "_scope", "_seen")
 
-    def __init__(self, pair: _Pair, outcome: RunOutcome | None = None) -> None:
+    def __init__(
+        self, pair: _Pair, outcome: RunOutcome | None = None, scope: RunScope | None = None
+    ) -> None:
         super().__init__(pair)
         self._seen: list[AgentEvent] = []
         self._lock = threading.Lock()
         self._outcome = outcome if outcome is not None else RunOutcome()
+        self._scope = scope  # the run's own scope, when this iterator owns the run
 
     def next(self) -> tuple[AgentEvent | None, bool]:
         """Block until the next event: ``(event, True)``, or ``(None, False)`` at the end."""
-        item, ok = super().next()
+        try:
+            item, ok = super().next()
+        except KeyboardInterrupt as error:
+            raise self._ctrl_c(error) from None
         if ok and item is not None:
             with self._lock:
                 self._seen.append(item)
         return item, ok
 
     def __next__(self) -> AgentEvent:
-        item = super().__next__()
+        try:
+            item = super().__next__()
+        except KeyboardInterrupt as error:
+            raise self._ctrl_c(error) from None
         with self._lock:
             self._seen.append(item)
         return item
+
+    def _ctrl_c(self, error: KeyboardInterrupt) -> KeyboardInterrupt:
+        """Ctrl-C while waiting for an event: cancel the run, wait for it (and its save).
+
+        Returns what to raise: a ``KeyboardInterrupt`` saying what was saved. An iterator
+        that does not own its run (an agent's inner run) passes ``error`` on: the run it is
+        part of handles the Ctrl-C.
+        """
+        scope = self._scope
+        if scope is None:
+            return error
+        self.close(timeout=0)  # cancels the run; its events are not read any more
+        stopped = stop_after_ctrl_c(scope, lambda: _wait_for_end(self))
+        return ctrl_c_interrupt(self._outcome.checkpoint_id, stopped=stopped)
 
     def __enter__(self) -> RunIterator:
         return self
@@ -266,6 +291,8 @@ class RunIterator(AsyncIterator[AgentEvent]):
                 item = read()
             except StopIteration:
                 break
+            except KeyboardInterrupt as error:
+                raise self._ctrl_c(error) from None
             with lock:
                 seen.append(item)
         with lock:

@@ -12,6 +12,7 @@ from typing import Any
 
 import attrs
 
+from agentkit._jsonable import UNENCODABLE, jsonable
 from agentkit._persist import persisted
 
 __all__ = [
@@ -416,16 +417,19 @@ def _message_html_lines(message: Message, who: str) -> list[tuple[str, str]]:
 
 
 def _json_safe(value: Any) -> Any:
-    """``value`` as JSON-safe data (for ``to_dict``): containers walked, messages and attrs
-    instances as dicts, anything else as its ``repr``."""
+    """``value`` as JSON-safe data (for ``to_dict``): containers walked, messages as their
+    dicts, the values tool results may hold as JSON (see ``agentkit._jsonable``: records and
+    pydantic models as objects, enums as values, dates as ISO strings...), anything else as
+    its ``repr``."""
     if value is None or isinstance(value, (str, int, float, bool)):
-        return value
+        return value.value if isinstance(value, enum.Enum) else value
     if isinstance(value, dict):
-        return {str(key): _json_safe(item) for key, item in value.items()}
+        return {str(_json_safe(key)): _json_safe(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
         return [_json_safe(item) for item in value]
     if isinstance(value, Message):
         return value.to_dict()
-    if attrs.has(type(value)):
-        return _json_safe(attrs.asdict(value, recurse=False))
-    return repr(value)
+    converted = jsonable(value)
+    if converted is UNENCODABLE:
+        return repr(value)
+    return _json_safe(converted)

@@ -164,8 +164,8 @@ class TurnResume(Generic[T]):
         targets: resume data by interrupt id (``InterruptContext.id``), as for
             :meth:`Runner.resume <agentkit.Runner.resume>`; ``None`` resumes without data (an
             interrupt asks again; a cancelled or failed turn goes on from its last safe point).
-        options: run options for the resumed turn (the same restrictions as
-            :attr:`TurnInput.options`).
+        options: run options for the resumed turn (the same restrictions as the
+            ``options`` of :class:`TurnInput`).
         consumed: the items the resumed turn handles (``None``: the checkpoint's
             ``interrupted_items``).
         remaining: the items kept for later turns (``None``: the checkpoint's

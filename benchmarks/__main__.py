@@ -23,6 +23,7 @@ from pathlib import Path
 
 from benchmarks._celery_bench import CELERY_SCENARIOS, celery_unavailable
 from benchmarks._decompose import decompose
+from benchmarks._durable import durable_steps
 from benchmarks._inproc import SCENARIOS, Settings
 from benchmarks._procs import PROCESS_SCENARIOS, ROOT, child_env
 from benchmarks._report import Row, markdown, run_metadata, write_results
@@ -34,6 +35,7 @@ BENCHMARK_CHECKPOINT_KEY = "agentkit-benchmark-key-32-bytes!"
 
 ALL = {
     **SCENARIOS,
+    "durable-steps": durable_steps,
     **PROCESS_SCENARIOS,
     "decompose": decompose,
     **SCALE_SCENARIOS,

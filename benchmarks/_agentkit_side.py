@@ -117,6 +117,7 @@ class AgentkitLoop:
         extensions: bool = False,
         checkpoint_store: Any = None,
         limits: httpx.Limits | None = None,
+        durability: str = "step",
     ) -> None:
         # With ``limits``, the model gets an httpx client of those limits (which this loop
         # closes), as the raw loop does; otherwise the model's own client.
@@ -132,7 +133,10 @@ class AgentkitLoop:
         if extensions:
             kwargs, self.options = with_unused_extensions(kwargs, self.options)
         agent = ChatModelAgent("bench", "a benchmark agent", self.model, **kwargs)
-        self.runner = Runner(agent, enable_streaming=stream, checkpoint_store=checkpoint_store)
+        self.runner = Runner(
+            agent, enable_streaming=stream, checkpoint_store=checkpoint_store,
+            durability=durability,
+        )
 
     def run(self, prompt: str, *options: AgentRunOption) -> list[AgentEvent]:
         """Run the agent on ``prompt`` to its end, reading its events live; returns them."""

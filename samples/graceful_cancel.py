@@ -17,10 +17,13 @@ Offline by default (scripted models); live with ``OPENAI_API_KEY`` (see samples/
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import sys
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from types import FrameType
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -44,7 +47,6 @@ from agentkit import (
     with_checkpoint_id,
 )
 from agentkit.checkpoint import FileCheckPointStore
-from agentkit.results import RunIterator
 from agentkit.testing import call, calls_message
 
 DEFAULT_STORE = os.path.join(os.getcwd(), ".agentkit-checkpoints")
@@ -144,26 +146,42 @@ def build_runner(store_dir: str) -> Runner:
     return Runner(researcher, checkpoint_store=FileCheckPointStore(store_dir))
 
 
-def follow(events: RunIterator, handle: CancelHandle) -> list[AgentEvent]:
-    """Print the run; a first Ctrl-C asks for a graceful stop, a second for an immediate one."""
-    seen: list[AgentEvent] = []
-    for mode in (None, CancelMode.ANY_SAFE_POINT, CancelMode.IMMEDIATE):
-        try:
-            if mode is CancelMode.ANY_SAFE_POINT:
-                print(
-                    "\nCtrl-C: stopping at the next safe point, keeping the work done so far "
-                    "(Ctrl-C again to stop at once)...",
-                    flush=True,
-                )
-                handle.cancel(mode, timeout=GRACE_SECONDS)
-            elif mode is CancelMode.IMMEDIATE:
-                print("\nCtrl-C again: stopping now...", flush=True)
-                handle.cancel(mode)
-            seen += print_events(events, raise_errors=False)
-            return seen
-        except KeyboardInterrupt:
-            continue
-    return seen
+@contextlib.contextmanager
+def ctrl_c_cancels(handle: CancelHandle) -> Iterator[None]:
+    """While inside: a first Ctrl-C asks for a graceful stop, a second for an immediate one.
+
+    Without a handler of its own, a program's Ctrl-C is a ``KeyboardInterrupt``, which agentkit
+    turns into an immediate cancel (saved, then re-raised). A graceful stop needs the program
+    to take SIGINT itself: the handler only asks the run to stop (it runs between two bytecodes
+    of the main thread, so it writes its message straight to the file descriptor and takes no
+    lock the main thread may hold); the run then ends at its next safe point and its events
+    end with the cancel error, read as usual.
+    """
+    presses = 0
+
+    def on_ctrl_c(signum: int, frame: FrameType | None) -> None:
+        nonlocal presses
+        presses += 1
+        if presses == 1:
+            say(
+                "\nCtrl-C: stopping at the next safe point, keeping the work done so far "
+                "(Ctrl-C again to stop at once)...\n"
+            )
+            handle.cancel(CancelMode.ANY_SAFE_POINT, timeout=GRACE_SECONDS)
+        else:
+            say("\nCtrl-C again: stopping now...\n")
+            handle.cancel(CancelMode.IMMEDIATE)
+
+    previous = signal.signal(signal.SIGINT, on_ctrl_c)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def say(text: str) -> None:
+    """Write ``text`` to stdout unbuffered (safe inside a signal handler)."""
+    os.write(sys.stdout.fileno(), text.encode())
 
 
 def start(store_dir: str) -> int:
@@ -171,8 +189,9 @@ def start(store_dir: str) -> int:
     checkpoint_id = f"research-{uuid.uuid4().hex[:8]}"
     handle = CancelHandle()
     print(f"> {TOPIC}\n(press Ctrl-C to stop; the work done so far is kept)", flush=True)
-    events = runner.query(TOPIC, with_checkpoint_id(checkpoint_id), with_cancel(handle))
-    seen = follow(events, handle)
+    with ctrl_c_cancels(handle):
+        events = runner.query(TOPIC, with_checkpoint_id(checkpoint_id), with_cancel(handle))
+        seen = print_events(events, raise_errors=False)
     return report(runner, seen, checkpoint_id, store_dir)
 
 
@@ -180,12 +199,14 @@ def resume(store_dir: str, checkpoint_id: str) -> int:
     runner = build_runner(store_dir)
     handle = CancelHandle()
     print(f"resuming {checkpoint_id}", flush=True)
-    try:
-        events = runner.resume(checkpoint_id, with_cancel(handle))
-    except CheckpointError as error:  # unknown, finished, busy or damaged
-        print(f"cannot resume: {error}", file=sys.stderr)
-        return 1
-    return report(runner, follow(events, handle), checkpoint_id, store_dir)
+    with ctrl_c_cancels(handle):
+        try:
+            events = runner.resume(checkpoint_id, with_cancel(handle))
+        except CheckpointError as error:  # unknown, finished, busy or damaged
+            print(f"cannot resume: {error}", file=sys.stderr)
+            return 1
+        seen = print_events(events, raise_errors=False)
+    return report(runner, seen, checkpoint_id, store_dir)
 
 
 def report(runner: Runner, seen: list[AgentEvent], checkpoint_id: str, store_dir: str) -> int:

@@ -15,8 +15,18 @@ from collections.abc import Sequence
 import redis
 from celery import Celery
 from celery.signals import worker_ready
+from redis.backoff import ConstantBackoff
+from redis.retry import Retry
 
-from agentkit import ChatModelAgent, Message, Role, assistant_message, interrupt, tool
+from agentkit import (
+    ChatModelAgent,
+    Message,
+    Role,
+    assistant_message,
+    cancellable_sleep,
+    interrupt,
+    tool,
+)
 from agentkit.integrations.celery import AgentQueue
 from agentkit.models import ModelOptions
 from agentkit.streams import StreamReader, stream_from_list
@@ -31,13 +41,22 @@ app.conf.update(
     broker_connection_retry_on_startup=True,
     worker_hijack_root_logger=False,
 )
-queue = AgentQueue(app, shutdown_timeout=GATE_TIMEOUT)
+LEASE_TTL = 3.0  # short: a task delivered again while its run is held comes back this soon
+# Run logs, records and checkpoints live in REDIS_URL too, unless RUNS_REDIS_URL names another
+# Redis (a test restarts that one alone; the broker stays up).
+queue = AgentQueue(
+    app,
+    shutdown_timeout=GATE_TIMEOUT,
+    lease_ttl=LEASE_TTL,
+    redis_url=os.environ.get("RUNS_REDIS_URL", REDIS_URL),
+)
 # A second queue whose streams keep about 20 entries (trimmed streams, gap entries).
 small = AgentQueue(
     app, prefix="agentkit:small:", stream_maxlen=20, task_name="agentkit.run.small"
 )
 CHUNKS = 500  # the chatty agent's answer comes in this many chunks
-_redis = redis.Redis.from_url(REDIS_URL)
+# A socket timeout longer than the gate's BLPOP (redis-py 8 defaults to 5 s).
+_redis = redis.Redis.from_url(REDIS_URL, socket_timeout=GATE_TIMEOUT + 10)
 if "TEST_WORKER_NAME" in os.environ:  # a worker: agentkit's log lines go to its log file
     _handler = logging.StreamHandler(sys.stderr)
     _handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
@@ -107,6 +126,31 @@ def _pay_twice_script(messages: list[Message]) -> Message | str:
     return f"Done: {paid[0].content}, {paid[1].content}."
 
 
+TICKS = 20  # the ticker agent's steps
+TICK = 1.0  # seconds each step takes
+# The ticker's own client waits out a Redis restart (a test restarts Redis mid-run).
+_patient = redis.Redis.from_url(
+    REDIS_URL, retry=Retry(ConstantBackoff(0.1), 600), retry_on_error=[redis.ConnectionError]
+)
+
+
+@tool
+def tick(tag: str) -> str:
+    """One step of a long job."""
+    count = _patient.incr(f"test:ticks:{tag}")
+    _patient.rpush(f"test:tick:{tag}", count)
+    cancellable_sleep(TICK)
+    return f"tick {count}"
+
+
+def _tick_script(messages: list[Message]) -> Message | str:
+    tag = next(m for m in messages if m.role is Role.USER).content
+    done = sum(1 for m in messages if m.role is Role.TOOL)
+    if done < TICKS:
+        return calls_message(call("tick", {"tag": tag}, f"tick-{done + 1}"))
+    return f"{tag}: ticked {TICKS} times"
+
+
 class ChunkyModel:
     """Answers with :data:`CHUNKS` streamed chunks (many entries in a run's stream)."""
 
@@ -137,3 +181,7 @@ queue.register(
     lambda: ChatModelAgent("payer2", "pays twice", ScriptedChatModel(_pay_twice_script), tools=[pay]),
 )
 small.register("chatty", lambda: ChatModelAgent("chatty", "talks", ChunkyModel()))
+queue.register(
+    "ticker",
+    lambda: ChatModelAgent("ticker", "ticks", ScriptedChatModel(_tick_script), tools=[tick]),
+)

@@ -68,7 +68,9 @@ def app_module(env: dict[str, str]) -> Any:
 
 @pytest.fixture(scope="module")
 def client(env: dict[str, str]) -> Any:
-    return redis.Redis.from_url(env["REDIS_URL"])
+    # Blocking waits (BLPOP up to GUARD) need a socket timeout longer than the wait: redis-py
+    # 8 reads with a 5 s timeout by default, which a worker starting under load exceeds.
+    return redis.Redis.from_url(env["REDIS_URL"], socket_timeout=GUARD + 10)
 
 
 class Worker(NamedTuple):
@@ -89,9 +91,18 @@ class Worker(NamedTuple):
 
 @contextlib.contextmanager
 def worker(
-    env: dict[str, str], client: Any, name: str, queue: str, log_dir: Path
+    env: dict[str, str],
+    client: Any,
+    name: str,
+    queue: str,
+    log_dir: Path,
+    *,
+    app: str = "celery_app",
 ) -> Iterator[Worker]:
-    """A Celery worker process consuming ``queue``; started, ready, then stopped."""
+    """A Celery worker process of ``app`` consuming ``queue``; started, ready, then stopped.
+
+    A worker the test killed already is simply reaped.
+    """
     unique = f"{name}-{uuid.uuid4().hex[:6]}"
     log_path = log_dir / f"worker-{unique}.log"
     command = [
@@ -99,7 +110,7 @@ def worker(
         "-m",
         "celery",
         "-A",
-        "celery_app",
+        app,
         "worker",
         "--pool=threads",
         "--concurrency=4",

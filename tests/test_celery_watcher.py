@@ -43,7 +43,13 @@ def _subscribers(log: RedisRunLog, channel: str) -> int:
 
 def _started_watcher(log: RedisRunLog, run_id: str, handle: CancelHandle) -> Watcher:
     watcher = Watcher(
-        log, run_id, handle, stops=0, shutdown_mode=CancelMode.IMMEDIATE, shutdown_timeout=1
+        log,
+        run_id,
+        handle,
+        stops=0,
+        shutdown_mode=CancelMode.IMMEDIATE,
+        shutdown_timeout=1,
+        lease_ttl=30,
     )
     watcher.start()
     deadline = time.monotonic() + GUARD

@@ -16,6 +16,7 @@ from agentkit.checkpoint import (
     CheckPointStore,
     FileCheckPointStore,
     InMemoryCheckPointStore,
+    JournalingCheckPointStore,
     LeasingCheckPointStore,
     RedisCheckPointStore,
     SQLiteCheckPointStore,
@@ -74,6 +75,85 @@ def test_every_store_implements_the_lease_protocol(make_store: Callable[[], Any]
     store = make_store()
     assert isinstance(store, CheckPointStore)
     assert isinstance(store, LeasingCheckPointStore)
+
+
+def test_every_store_keeps_step_records(make_store: Callable[[], Any]) -> None:
+    store = make_store()
+    assert isinstance(store, JournalingCheckPointStore)
+    check_checkpoint_store(make_store, require_steps=True, checks=())
+
+
+def test_step_records_are_refused_over_max_bytes(
+    make_store: Callable[[], Any], tmp_path: Path
+) -> None:
+    small = _small_twin(make_store(), tmp_path, max_bytes=100)
+    with pytest.raises(CheckpointError, match="over the store's max_bytes=100"):
+        small.append_step("big", b"x" * 101)
+    for _ in range(3):
+        small.append_step("many", b"y" * 60)
+    with pytest.raises(CheckpointError, match="over the (store.s max_bytes=|limit of )100"):
+        small.read_steps("many")
+    small.delete("many")
+
+
+# -- step records in files: a torn last record ----------------------------------------------
+
+
+def test_a_torn_last_step_record_is_dropped_and_earlier_ones_kept(tmp_path: Path) -> None:
+    store = FileCheckPointStore(tmp_path)
+    store.append_step("run", b"one")
+    store.append_step("run", b"two" * 100)
+    path = store.steps_path_for("run")
+    whole = path.read_bytes()
+    for cut in range(len(whole) - 1, len(whole) - 300, -37):  # inside the last record's frame
+        path.write_bytes(whole[:cut])
+        assert store.read_steps("run") == [b"one"]
+    path.write_bytes(whole[:-1] + bytes([whole[-1] ^ 0xFF]))  # complete, but damaged
+    assert store.read_steps("run") == [b"one"]
+    path.write_bytes(whole)
+    assert store.read_steps("run") == [b"one", b"two" * 100]
+
+
+def test_a_damaged_step_record_before_the_last_is_refused(tmp_path: Path) -> None:
+    store = FileCheckPointStore(tmp_path)
+    store.append_step("run", b"one")
+    store.append_step("run", b"two")
+    path = store.steps_path_for("run")
+    data = bytearray(path.read_bytes())
+    data[9] ^= 0xFF  # a byte of the first record
+    path.write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match="fails its CRC and is not the last one"):
+        store.read_steps("run")
+
+
+def test_step_records_never_follow_a_planted_symlink(tmp_path: Path) -> None:
+    store = FileCheckPointStore(tmp_path / "store")
+    target = tmp_path / "elsewhere"
+    target.write_bytes(b"")
+    store.steps_path_for("run").symlink_to(target)
+    with pytest.raises(CheckpointError, match="symbolic link"):
+        store.append_step("run", b"record")
+    assert target.read_bytes() == b""
+
+
+def test_step_records_are_private_files(tmp_path: Path) -> None:
+    store = FileCheckPointStore(tmp_path / "store", sync_steps=True)
+    store.append_step("run", b"record")
+    assert store.steps_path_for("run").stat().st_mode & 0o777 == 0o600
+    assert store.read_steps("run") == [b"record"]
+
+
+def _small_twin(store: Any, tmp_path: Path, *, max_bytes: int) -> Any:
+    """A store of the same kind as ``store`` (a fresh backend) with a small ``max_bytes``."""
+    if isinstance(store, InMemoryCheckPointStore):
+        return InMemoryCheckPointStore(max_bytes=max_bytes)
+    if isinstance(store, FileCheckPointStore):
+        return FileCheckPointStore(tmp_path / "small", max_bytes=max_bytes)
+    if isinstance(store, SQLiteCheckPointStore):
+        return SQLiteCheckPointStore(tmp_path / "small.db", max_bytes=max_bytes)
+    assert isinstance(store, RedisCheckPointStore)
+    return RedisCheckPointStore(client=store.client, prefix=f"small:{time.time_ns()}:",
+                                max_bytes=max_bytes)
 
 
 def test_stores_refuse_non_str_ids_and_non_bytes_data(make_store: Callable[[], Any]) -> None:

@@ -43,6 +43,8 @@ DOCUMENTED = {
     "RunResult", "ApprovalRequest", "Approve", "Reject", "with_approval", "OutputValidationError",
     "ConversationBusyError", "ConversationStoreError", "with_conversation_id",
     "ConversationError", "ConversationRecordError",
+    # 15. wave-4 additions: durable steps and crashes
+    "UnfinishedToolCall", "tool_call_key",
     # 8. models (also in agentkit.models)
     "ChatModel", "ToolCallingChatModel", "ModelOptions", "OpenAIChatModel", "ScriptedChatModel",
     "ModelCall",
@@ -201,13 +203,34 @@ def test_the_model_client_imports_tenacity_only_when_a_call_is_retried() -> None
     assert result.stdout.strip() == "False"
 
 
-# agentkit.testing: what applications use to test their agents (README "Testing your agents").
+# agentkit.testing: what applications use to test their agents (README "Testing and evaluating
+# agents").
 TESTING_DOCUMENTED = {
     "ScriptedChatModel", "ModelCall", "call", "calls_message", "summarize", "run_events",
     "no_thread_leak", "ThreadLeakError", "FakeOpenAIServer", "Reply", "check_checkpoint_store",
     "StoreConformanceError", "StoreCheck", "StoreFactory", "ALL_CHECKS", "STORE_CHECKS",
-    "LEASE_CHECKS", "UNUSUAL_IDS",
+    "LEASE_CHECKS", "STEP_CHECKS", "UNUSUAL_IDS", "cassette", "Cassette", "CassetteError", "CassetteMismatchError",
 }
+
+
+# agentkit.evals: evaluating agents (README "Testing and evaluating agents", API.md section 15).
+EVALS_DOCUMENTED = {
+    "Case", "Dataset", "DatasetError", "CaseRun", "Check", "CheckOutcome", "Equals", "Contains",
+    "Matches", "ToolCalled", "OutputType", "MatchesSchema", "MaxSteps", "MaxTokens", "MaxLatency",
+    "MaxCost", "Judge", "evaluate", "EvalCancelledError", "EvalReport", "CaseReport",
+    "EvalComparison", "CaseChange",
+}
+
+
+def test_evals_all_is_exactly_the_documented_surface() -> None:
+    import agentkit.evals
+
+    assert set(agentkit.evals.__all__) == EVALS_DOCUMENTED
+    for name in agentkit.evals.__all__:
+        obj = getattr(agentkit.evals, name)
+        if inspect.isclass(obj) or inspect.isfunction(obj):
+            assert obj.__doc__ and obj.__doc__.strip(), f"agentkit.evals.{name} has no docstring"
+            assert obj.__module__ == "agentkit.evals", f"{name}: {obj.__module__}"
 
 
 def test_testing_all_is_exactly_the_documented_surface() -> None:

@@ -24,14 +24,14 @@ ROOT = Path(__file__).resolve().parent.parent / "agentkit"
 LAYERS: list[tuple[str, list[str]]] = [
     (
         "Data and primitives",
-        ["errors", "_persist", "_lazy", "schema", "_html", "_stream_base", "streams",
-         "iterators", "_spawn", "cancel", "_scope", "_transfer_messages", "limits"],
+        ["errors", "_persist", "_lazy", "_jsonable", "_aioloop", "schema", "_html", "_stream_base", "streams",
+         "iterators", "_spawn", "cancel", "_scope", "_ctrlc", "_transfer_messages", "limits"],
     ),
     ("Core types", ["events", "options", "models.base", "conversation.trim"]),
     (
         "Run context",
-        ["_runctx", "_interrupt", "_points", "_observe", "_runlocals", "callbacks", "_waiting",
-         "throttle"],
+        ["_runctx", "_interrupt", "_points", "_progress", "_observe", "_runlocals", "callbacks",
+         "_waiting", "throttle"],
     ),
     ("Agent protocol", ["_agent", "results", "display"]),
     ("Tools", ["tools", "tools.*", "backends", "backends.*"]),
@@ -39,13 +39,13 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("Agents", ["agents", "agents.*", "middleware", "guardrails"]),
     (
         "Runner",
-        ["runner", "_runner_sink", "_checkpoints", "_runlog", "compaction", "checkpoint",
+        ["runner", "_runner_sink", "_checkpoints", "_durable", "_runlog", "compaction", "checkpoint",
          "checkpoint.*", "conversation", "conversation.*"],
     ),
     (
         "Patterns and edges",
         [".", "turnloop", "prebuilt", "prebuilt.*", "middlewares", "middlewares.*", "mcp",
-         "mcp.*", "integrations", "integrations.*", "testing", "testing.*",
+         "mcp.*", "integrations", "integrations.*", "testing", "testing.*", "evals", "evals.*",
          "conversation.conformance"],
     ),
 ]

@@ -20,7 +20,7 @@ from agentkit.mcp import (
 from tests.mcp_servers.support import (
     HTTPServer,
     http_server,
-    mcp_threads,
+    mcp_connections,
     toolbox_client,
     wait_until,
 )
@@ -126,13 +126,13 @@ def test_call_tool_returns_the_raw_result(client: MCPClient) -> None:
 
 
 def test_close_ends_the_thread_and_later_use_is_refused() -> None:
-    before = mcp_threads()
+    before = mcp_connections()
     client = toolbox_client()
     tools = client.tools()
     assert isinstance(tools[0], MCPTool)
-    assert len(mcp_threads()) == len(before) + 1
+    assert len(mcp_connections()) == len(before) + 1
     client.close()
-    assert mcp_threads() == before
+    assert mcp_connections() == before
     client.close()  # idempotent
     with pytest.raises(MCPClientClosedError, match="is closed"):
         tools[0].invoke("{}")
@@ -141,30 +141,30 @@ def test_close_ends_the_thread_and_later_use_is_refused() -> None:
 
 
 def test_a_client_starts_nothing_until_first_use() -> None:
-    before = mcp_threads()
+    before = mcp_connections()
     with toolbox_client() as client:
-        assert mcp_threads() == before
+        assert mcp_connections() == before
         assert "idle" in repr(client)
-    assert mcp_threads() == before
+    assert mcp_connections() == before
 
 
 def test_a_server_that_cannot_start_is_a_connection_error_naming_it() -> None:
-    before = mcp_threads()
+    before = mcp_connections()
     expected = "could not connect to the MCP server /nonexistent/mcp-server --flag"
     with MCPClient.stdio("/nonexistent/mcp-server", ["--flag"]) as client, pytest.raises(
         MCPConnectionError, match=expected
     ):
         client.tools()
-    assert mcp_threads() == before
+    assert mcp_connections() == before
 
 
 def test_an_unreachable_url_is_a_connection_error() -> None:
-    before = mcp_threads()
+    before = mcp_connections()
     with MCPClient.http("http://127.0.0.1:9/mcp", connect_timeout=20) as client, pytest.raises(
         MCPConnectionError, match="127.0.0.1:9"
     ):
         client.tools()
-    assert mcp_threads() == before
+    assert mcp_connections() == before
 
 
 def test_error_texts_leave_out_credentials_of_the_url() -> None:
@@ -197,16 +197,16 @@ SILENT_SERVER = ["-c", "import sys; sys.stdin.read()"]  # never answers, exits w
 
 
 def test_a_server_that_never_answers_fails_after_connect_timeout() -> None:
-    before = mcp_threads()
+    before = mcp_connections()
     with MCPClient.stdio(sys.executable, SILENT_SERVER, connect_timeout=1) as client, pytest.raises(
         MCPConnectionError, match="did not complete the connection within 1 s"
     ):
         client.tools()
-    assert mcp_threads() == before
+    assert mcp_connections() == before
 
 
 def test_close_stops_a_connection_attempt_in_progress() -> None:
-    before = mcp_threads()
+    before = mcp_connections()
     client = MCPClient.stdio(sys.executable, SILENT_SERVER, connect_timeout=120)
     errors: list[BaseException] = []
 
@@ -218,9 +218,9 @@ def test_close_stops_a_connection_attempt_in_progress() -> None:
 
     caller = threading.Thread(target=list_tools)
     caller.start()
-    wait_until(lambda: len(mcp_threads()) == len(before) + 1)  # connecting
+    wait_until(lambda: len(mcp_connections()) == len(before) + 1)  # connecting
     client.close()
     caller.join(60)
     assert not caller.is_alive()
     assert len(errors) == 1 and isinstance(errors[0], MCPClientClosedError)
-    assert mcp_threads() == before
+    assert mcp_connections() == before

@@ -38,7 +38,7 @@ from agentkit.testing import ScriptedChatModel, call, calls_message, no_thread_l
 from tests.mcp_servers.support import (
     ROGUE,
     http_server,
-    mcp_threads,
+    mcp_connections,
     toolbox_client,
     wait_until,
 )
@@ -103,7 +103,7 @@ def test_a_stdio_line_that_is_not_a_message_fails_the_call_at_once_and_the_next_
         after = identity(client)  # a fresh server process answers
         assert after != before and after.startswith("stdio ")
         assert text(client.call_tool("echo", {"text": "healed"})) == "healed"
-        assert len(mcp_threads()) == 1
+        assert len(mcp_connections()) == 1
 
 
 def _search(pattern: str, message: str) -> bool:

@@ -22,8 +22,8 @@ CELLS = [
     "(add,) = client.tools(allow=['add'])\n"
     "print('add:', add.invoke('{\"a\": 40, \"b\": 2}'))",
     "client.close()\n"
-    "import threading\n"
-    "print('mcp threads:', [t.name for t in threading.enumerate() if t.name.startswith('agentkit-mcp')])",
+    "from tests.mcp_servers.support import mcp_connections\n"
+    "print('mcp connections:', mcp_connections())",
 ]
 
 
@@ -41,4 +41,4 @@ def test_mcp_tools_work_in_a_jupyter_kernel() -> None:
     )
     assert "loop running: True" in printed  # the kernel's loop runs while the cells execute
     assert "add: 42" in printed
-    assert "mcp threads: []" in printed
+    assert "mcp connections: []" in printed

@@ -15,7 +15,7 @@ from agentkit import ToolError, ToolTimeoutError
 from agentkit.mcp import MCPClient, MCPConnectionError, MCPTool
 from agentkit.mcp._compat import mcp_major_version
 from agentkit.testing import no_thread_leak
-from tests.mcp_servers.support import client_over, http_server, mcp_threads, toolbox_client
+from tests.mcp_servers.support import client_over, http_server, mcp_connections, toolbox_client
 
 
 @pytest.fixture
@@ -53,7 +53,7 @@ def test_a_server_that_exits_mid_call_raises_a_connection_error_and_the_next_cal
         tool(stdio_client, "die").invoke("{}")
     assert isinstance(info.value, ToolError)
     assert server_pid(stdio_client) != first
-    assert len(mcp_threads()) == 1
+    assert len(mcp_connections()) == 1
 
 
 def test_an_http_server_that_exits_mid_call_raises_a_tool_error_and_is_found_again() -> None:
@@ -130,9 +130,9 @@ def test_no_thread_outlives_close() -> None:
         for worker in workers:
             worker.join(60)
         assert results == ["3"] * 4
-        assert len(mcp_threads()) == 1
+        assert len(mcp_connections()) == 1
         client.close()
-        assert mcp_threads() == []
+        assert mcp_connections() == []
 
 
 def test_works_from_a_thread_whose_asyncio_loop_is_running(stdio_client: MCPClient) -> None:
@@ -163,10 +163,10 @@ def test_a_client_used_before_fork_works_in_the_child_with_its_own_connection(
             answer = {
                 "add": tool(stdio_client, "add").invoke('{"a": 3, "b": 4}'),
                 "server": server_pid(stdio_client),
-                "threads": len(mcp_threads()),
+                "threads": len(mcp_connections()),
             }
             stdio_client.close()
-            answer["threads_after_close"] = len(mcp_threads())
+            answer["threads_after_close"] = len(mcp_connections())
             os.write(write, json.dumps(answer).encode())
             code = 0
         finally:

@@ -200,3 +200,52 @@ def test_a_checkpoint_finds_every_persisted_type_even_when_its_module_was_not_im
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+PUBLIC_PACKAGES = [name for name in PACKAGES if _is_public(name)]
+
+
+def _dir_problems(name: str) -> list[str]:
+    """What ``dir()`` of the package lists beyond its API, or cannot resolve."""
+    package = importlib.import_module(name)
+    exported = set(package.__all__)
+    problems = []
+    for entry in dir(package):
+        if entry in exported:
+            continue
+        value = getattr(package, entry, None)
+        if not (isinstance(value, types.ModuleType) and value.__name__ == f"{name}.{entry}"):
+            problems.append(f"{name}: dir() lists {entry!r}, which is not API")
+        elif not _is_public(value.__name__):
+            problems.append(f"{name}: dir() lists the private module {entry!r}")
+    return problems
+
+
+@pytest.mark.parametrize("name", PUBLIC_PACKAGES)
+def test_dir_of_a_public_package_lists_its_api_and_nothing_else(name: str) -> None:
+    # Here every module of agentkit has been imported (the walk above): private modules,
+    # imports and helpers are attributes of the packages by now, and still not listed.
+    for module in MODULES:
+        importlib.import_module(module)
+    assert _dir_problems(name) == []
+    listed = set(dir(importlib.import_module(name)))
+    assert not {"TYPE_CHECKING", "annotations", "attach", "present"} & listed
+    assert set(importlib.import_module(name).__all__) <= listed
+
+
+def test_dir_of_every_public_package_is_clean_in_a_fresh_interpreter() -> None:
+    code = (
+        "import importlib\n"
+        "from tests.test_public_modules import _dir_problems\n"
+        f"problems = [p for name in {PUBLIC_PACKAGES!r} for p in _dir_problems(name)]\n"
+        "print(problems)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT.parent,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"

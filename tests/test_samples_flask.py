@@ -230,7 +230,7 @@ def test_the_app_on_a_celery_worker_with_redis(redis_url: str, tmp_path: Path) -
     lane = f"app-{uuid.uuid4().hex[:6]}"
     env["CELERY_QUEUE"] = lane  # this test's own queue: no other worker takes its runs
     log_path = tmp_path / "worker.log"
-    client = redis.Redis.from_url(redis_url)
+    client = redis.Redis.from_url(redis_url, socket_timeout=70)  # > the BLPOP below
     ready = f"test:ready:{lane}"
     boot = (
         "import sys, redis; from celery.signals import worker_ready\n"

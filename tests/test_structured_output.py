@@ -234,3 +234,44 @@ def test_tool_mode_against_the_loopback_server() -> None:
     for result in (plain, streamed):
         assert result.output == Weather("Turin", 17.0)
         assert json.loads(result.text) == {"city": "Turin", "celsius": 17}
+
+
+def test_the_answer_is_converted_as_tool_arguments_are_quoted_numbers_included() -> None:
+    # What a tool accepts as an argument, an answer may be: "21.5" for a float, "false" for
+    # a bool (the same converter; it used to be refused and sent back for a correction).
+    model = ScriptedChatModel(['{"city": "Paris", "celsius": "21.5", "sunny": "false"}'])
+    result = Runner(agent_for(model, Weather)).invoke("weather?")
+    assert result.output == Weather("Paris", 21.5, False)
+    assert len(model.calls) == 1
+    counted = ScriptedChatModel(['{"value": "3"}'])
+    assert Runner(agent_for(counted, int)).invoke("how many?").output == 3
+
+
+@pytest.mark.parametrize(
+    ("mode", "reply", "instruction"),
+    [
+        (
+            "response_format",
+            "It is sunny.",
+            "Reply again with only a JSON object that matches this JSON schema: {",
+        ),
+        (
+            "tool",
+            calls_message(call("final_answer", {"city": "Paris"}, id="f1")),
+            "Call the final_answer tool again, with arguments that match this JSON schema: {",
+        ),
+    ],
+)
+def test_the_correction_tells_the_model_what_was_wrong_and_what_to_send(
+    mode: str, reply: Any, instruction: str
+) -> None:
+    good = '{"city": "Paris", "celsius": 20}'
+    model = ScriptedChatModel(
+        [reply, good if mode == "response_format" else calls_message(call("final_answer", good))]
+    )
+    Runner(agent_for(model, Weather, output_mode=mode)).invoke("weather?")
+    correction = model.calls[1].messages[-1].content
+    assert correction.startswith("Your answer does not match the required format: ")
+    assert instruction in correction
+    schema = json.loads(correction[correction.index(instruction) + len(instruction) - 1 :])
+    assert schema["required"] == ["city", "celsius"]

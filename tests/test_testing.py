@@ -17,6 +17,7 @@ from agentkit.models.openai import OpenAIChatModel
 from agentkit.testing import (
     ALL_CHECKS,
     LEASE_CHECKS,
+    STEP_CHECKS,
     STORE_CHECKS,
     FakeOpenAIServer,
     Reply,
@@ -30,6 +31,8 @@ from agentkit.testing import (
     run_events,
     summarize,
 )
+
+GUARD = 30.0  # a failure guard for waits, never a pace
 
 
 def run_optimized(script: str) -> subprocess.CompletedProcess[str]:
@@ -138,7 +141,7 @@ def test_conformance_errors_are_agentkit_errors_and_assertion_errors() -> None:
     assert issubclass(StoreConformanceError, AssertionError)
     assert issubclass(ThreadLeakError, AgentKitError)
     assert issubclass(ThreadLeakError, AssertionError)
-    assert ALL_CHECKS == STORE_CHECKS + LEASE_CHECKS
+    assert ALL_CHECKS == STORE_CHECKS + LEASE_CHECKS + STEP_CHECKS
 
 
 class PlainStore:
@@ -165,6 +168,54 @@ def test_require_leases_says_what_is_missing_and_how_to_fix_it() -> None:
         "PlainStore has no acquire_lease/release_lease methods; add them "
         "(see agentkit.checkpoint.LeasingCheckPointStore) or pass require_leases=False"
     )
+
+
+def test_require_steps_says_what_is_missing_and_how_to_fix_it() -> None:
+    store = PlainStore()
+    with pytest.raises(StoreConformanceError) as caught:
+        check_checkpoint_store(lambda: store, require_steps=True, checks=())
+    assert str(caught.value) == (
+        "PlainStore has no append_step/read_steps/delete_steps methods; add them "
+        "(see agentkit.checkpoint.JournalingCheckPointStore) or pass require_steps=False"
+    )
+    check_checkpoint_store(lambda: store, checks=STEP_CHECKS)  # optional: passes without them
+
+
+class ForgetfulJournal(PlainStore):
+    """Keeps step records, but ``delete`` forgets to remove them (a common mistake)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.steps: dict[str, list[bytes]] = {}
+
+    def append_step(self, checkpoint_id: str, data: bytes, *, sync: bool = False) -> None:
+        self.steps.setdefault(checkpoint_id, []).append(data)
+
+    def read_steps(self, checkpoint_id: str) -> list[bytes]:
+        return list(self.steps.get(checkpoint_id, ()))
+
+    def delete_steps(self, checkpoint_id: str) -> None:
+        self.steps.pop(checkpoint_id, None)
+
+
+def test_the_step_checks_catch_a_delete_that_keeps_the_records() -> None:
+    store = ForgetfulJournal()
+    with pytest.raises(StoreConformanceError, match="delete must remove the step records too"):
+        check_checkpoint_store(lambda: store, checks=STEP_CHECKS, require_steps=True)
+
+
+def test_the_step_checks_catch_records_read_out_of_order() -> None:
+    class Reversed(ForgetfulJournal):
+        def delete(self, checkpoint_id: str) -> None:
+            super().delete(checkpoint_id)
+            self.delete_steps(checkpoint_id)
+
+        def read_steps(self, checkpoint_id: str) -> list[bytes]:
+            return list(reversed(super().read_steps(checkpoint_id)))
+
+    store = Reversed()
+    with pytest.raises(StoreConformanceError, match="^check_steps_round_trip_in_order: after"):
+        check_checkpoint_store(lambda: store, checks=STEP_CHECKS)
 
 
 def test_a_failing_custom_check_is_named_in_the_error() -> None:
@@ -271,6 +322,58 @@ def test_the_server_answers_a_chat_model_agent_over_real_http() -> None:
         "content": "Sunny in Oslo.",
         "tool_call_id": "w1",
     }
+
+
+def test_no_thread_leak_inside_the_servers_block_ignores_its_keep_alive_connections() -> None:
+    # The way a user writes it: the server around the test, the check around the run. The
+    # model's client keeps its connection open after the run, and with it the server's
+    # connection thread; the check ends at once (it used to fail after its 10 s timeout).
+    with FakeOpenAIServer() as server:
+        server.queue("Hello!", "Again!")
+        model = OpenAIChatModel("gpt-test", base_url=server.base_url, api_key="sk-test")
+        agent = ChatModelAgent("a", "answers", model)
+        with no_thread_leak(timeout=GUARD):
+            assert Runner(agent).invoke("Hi").text == "Hello!"
+        [connection] = server.owned_threads()
+        assert connection.name == "FakeOpenAIServer connection 1" and connection.is_alive()
+        with no_thread_leak(timeout=GUARD):  # the same connection again, then a new one
+            assert Runner(agent, enable_streaming=True).invoke("Hi").text == "Again!"
+        model.close()
+    assert server.owned_threads() == []
+    assert not connection.is_alive()
+
+
+def test_no_thread_leak_inside_the_servers_block_still_reports_the_runs_own_threads() -> None:
+    gate = threading.Event()
+    with FakeOpenAIServer() as server:
+        server.queue(Reply(tool_calls=[call("leaky_tool", id="t1")]), "done")
+        model = OpenAIChatModel("gpt-test", base_url=server.base_url, api_key="sk-test")
+
+        @tool
+        def leaky_tool() -> str:
+            """Leave a thread behind."""
+            threading.Thread(target=gate.wait, name="left-by-the-tool", daemon=True).start()
+            return "ok"
+
+        agent = ChatModelAgent("a", "answers", model, tools=[leaky_tool])
+        try:
+            with pytest.raises(ThreadLeakError) as caught, no_thread_leak(timeout=0.1):
+                assert Runner(agent).invoke("Hi").text == "done"
+        finally:
+            gate.set()
+        model.close()
+    assert "left-by-the-tool" in str(caught.value)
+    assert "FakeOpenAIServer" not in str(caught.value)
+
+
+def test_a_server_started_inside_the_block_and_left_running_is_a_leak() -> None:
+    server = None
+    try:
+        with pytest.raises(ThreadLeakError, match="FakeOpenAIServer"), no_thread_leak(timeout=0.1):
+            server = FakeOpenAIServer().start()
+    finally:
+        if server is not None:
+            server.stop()
 
 
 def test_the_server_runs_in_its_own_process_until_stdin_closes() -> None:

@@ -52,13 +52,15 @@ ALLOWED = {
     "agentkit._spawn": "the run's pool: RunScope.spawn, the one way inside a run",
     "agentkit._agent": "the run worker: starts the run itself, before any scope work",
     "agentkit._checkpoints": "the lease keeper: outlives no run, but runs beside its body",
-    "agentkit.mcp._connection": "the MCP loop: belongs to an MCPClient, not to a run",
+    "agentkit._aioloop": "the process's asyncio loop (async tools, MCP): started on first use, "
+    "joined at exit; runs no thread per call",
     "agentkit.conversation.redis": "the conversation-lock keeper: belongs to a store's lock",
     "agentkit.conversation.conformance": "a conformance suite for stores (test helper)",
 }
 ALLOWED_PACKAGES = {
     "agentkit.integrations": "Celery and background runs: start and watch whole runs",
     "agentkit.testing": "test helpers that race threads on purpose",
+    "agentkit.evals": "evaluate(): whole runs, one per case, on a pool the call owns and joins",
 }
 FORBIDDEN = {
     "threading.Thread",

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 import typing
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Annotated, Any, Literal, NewType, Optional, Union
 
 import attrs
@@ -303,12 +303,20 @@ def test_non_functions_are_refused() -> None:
         tool(42)  # type: ignore[call-overload]
 
 
-def test_async_functions_are_refused() -> None:
+def test_async_functions_are_tools_and_async_generators_streaming_tools() -> None:
+    # They used to be refused; tests/test_tools_async.py has how they run.
     async def fetch(url: str) -> str:
+        """Fetch."""
         return url
 
-    with pytest.raises(TypeError, match="is async"):
-        tool(fetch)
+    async def pages(url: str) -> AsyncIterator[str]:
+        """Pages."""
+        yield url
+
+    made = tool(fetch)
+    assert type(made) is FunctionTool and made.invoke('{"url": "x"}') == "x"
+    streaming = tool(pages)
+    assert isinstance(streaming, StreamingFunctionTool) and streaming.invoke('{"url": "y"}') == "y"
 
 
 def test_var_positional_parameters_are_refused() -> None:
@@ -581,7 +589,7 @@ def test_function_without_parameters_has_an_empty_object_schema() -> None:
         (
             BarePoint,
             "BarePoint has no JSON form (a class must be an attrs class, a dataclass, a "
-            "TypedDict or an Enum)",
+            "TypedDict, an Enum or a pydantic model)",
         ),
     ],
 )
@@ -1084,8 +1092,8 @@ def test_result_that_is_not_json_encodable_is_a_tool_error() -> None:
     assert not isinstance(caught.value, ToolArgumentsError)
     assert caught.value.tool_name == "opaque"
     assert str(caught.value).startswith(
-        "opaque: the result cannot be encoded as JSON (Object of type object is not JSON "
-        "serializable); return a str, or data made of"
+        "opaque: the result cannot be encoded as JSON: result is of type object, which has no "
+        "JSON form; return a str, or data made of"
     )
 
 

@@ -66,7 +66,7 @@ class ModelRetryConfig:
             reply (``error`` is ``None``) or the exception (``output`` is ``None``). ``True``
             makes the call again. Default: retry every failed call, accept every reply.
         backoff: ``backoff(attempt) -> seconds`` to wait before retry ``attempt`` (1-based);
-            default :func:`default_backoff`.
+            default: 0.1 s doubling up to 10 s, plus up to 50 % random jitter.
 
     Cancellation and interrupts are never retried. When the retries are used up the call
     fails with :class:`~agentkit.RetryExhaustedError` (the last error as its cause).

@@ -9,6 +9,7 @@ import attrs
 
 from agentkit._agent import AgentRun, EventSink
 from agentkit._persist import persisted
+from agentkit._progress import DropPoints, Progress, PutPoint, SetField
 from agentkit._runctx import EventLog, RecordedEvent, RunFrame
 from agentkit._spawn import run_in_copy
 from agentkit.agents._workflow_base import WorkflowBase, no_state
@@ -37,6 +38,58 @@ class ParallelState:
 
     lanes: list[list[RecordedEvent]]
     unfinished: list[int]
+
+
+class _DurableBranches:
+    """A durable run's view of a Parallel: its point, each lane's history, finished branches.
+
+    The Parallel's point (a :class:`ParallelState`) is put when it forks; each lane's events
+    are written into it by the commits made in that lane; a branch that finishes is taken off
+    ``unfinished`` and its points dropped in one commit, so a resumed run does not run it
+    again, whichever thread ran it (the calling thread's lane included).
+    """
+
+    __slots__ = ("address", "lanes", "lock", "progress", "unfinished")
+
+    def __init__(
+        self, progress: Progress, frame: RunFrame, state: ParallelState, lanes: list[EventLog]
+    ) -> None:
+        self.progress = progress
+        self.address = frame.address
+        self.lanes = lanes
+        self.lock = threading.Lock()
+        self.unfinished = list(state.unfinished)
+        for index, lane in enumerate(lanes):
+            progress.track(lane, frame.address, "lanes", index)
+        progress.commit([PutPoint(frame.address, state)], frame.log, flush=False)
+
+    def finished(self, index: int, child_name: str) -> None:
+        """Branch ``index`` ran to its end: commit it (its lane's last events with it)."""
+        with self.lock:
+            self.unfinished.remove(index)
+            unfinished = list(self.unfinished)
+            self.progress.commit(
+                [
+                    DropPoints((*self.address, f"agent:{child_name}")),
+                    SetField(self.address, "unfinished", unfinished),
+                ],
+                self.lanes[index],
+            )
+
+    def joined(self) -> None:
+        """Every branch returned (finished or stopped): stop writing the lanes."""
+        for lane in self.lanes:
+            self.progress.untrack(lane)
+
+    def completed(self, frame: RunFrame) -> None:
+        """Every branch finished and the lanes joined the history: the Parallel is done.
+
+        Its point stays, with no lanes and no unfinished branch (a resumed run has nothing to
+        do there), until its parent moves on: an empty image would read as a run that never
+        started. The joined history is written with it.
+        """
+        done = ParallelState(lanes=[[] for _ in self.lanes], unfinished=[])
+        self.progress.commit([PutPoint(self.address, done)], frame.log)
 
 
 class _LockedSink:
@@ -148,7 +201,11 @@ class ParallelAgent(WorkflowBase):
         resume: ResumeInfo | None,
     ) -> None:
         todo = sorted(fresh + resumed)
-        self._check_transition(frame, self._state(lanes, todo), "before spawn")
+        state = self._state(lanes, todo)
+        self._check_transition(frame, state, "before spawn")
+        durable = None
+        if frame.progress is not None:
+            durable = _DurableBranches(frame.progress, frame, state, lanes)
         downstream = run._downstream
         shared = _LockedSink(downstream)
         branches = {index: _BranchSink(shared) for index in todo}
@@ -158,8 +215,15 @@ class ParallelAgent(WorkflowBase):
             branch_frame = attrs.evolve(frame, log=lanes[index])
             self._run_child(run, branch_frame, (), child, branches[index],
                             resume if index in resumed else None)
+            if durable is not None and branches[index].finished:
+                durable.finished(index, child.name)
 
-        for failure in self._run_branches(frame, todo, branch):
+        try:
+            failures = self._run_branches(frame, todo, branch)
+        finally:
+            if durable is not None:
+                durable.joined()
+        for failure in failures:
             branches[failure[0]].failed = True
             shared.send(AgentEvent(agent_name=self._name, run_path=list(frame.run_path),
                                    err=failure[1]))
@@ -168,6 +232,8 @@ class ParallelAgent(WorkflowBase):
         interrupts = [branches[i].interrupt for i in unfinished if branches[i].interrupt]
         if not unfinished:
             frame.log.commit(lanes)
+            if durable is not None:
+                durable.completed(frame)
             return
         # Lanes are not committed: the resumed Parallel gets them back from its state.
         self._stop_at(frame, self._state(lanes, unfinished), bool(interrupts) and not cancels)
@@ -229,6 +295,7 @@ class ParallelAgent(WorkflowBase):
         try:
             lane(todo[0])
         finally:
+            frame.scope.settle()  # a Ctrl-C's cancel wakes the other lanes before the wait
             escaped = [future.exception() for future in spawned]  # waits for every lane
         for error in escaped:
             if error is not None:  # not an Exception: a lane lets it through

@@ -36,6 +36,7 @@ from agentkit._agent import AgentRun
 from agentkit._interrupt import InterruptSignal, ToolRoundState
 from agentkit._observe import RunInfo, UsageLedger, fire
 from agentkit._points import PointResume
+from agentkit._progress import DropPoints, ExtendField, Progress, state_delta
 from agentkit._runctx import RunFrame, ToolCallFrame, current_frame, use_frame
 from agentkit._runlocals import RunLocals, run_locals
 from agentkit._scope import Point, RunScope
@@ -50,6 +51,7 @@ from agentkit.errors import (
     AgentConfigError,
     ExceedMaxIterationsError,
     GuardrailTripped,
+    ResumeError,
     RunLimitError,
     ToolTimeoutError,
 )
@@ -64,7 +66,8 @@ from agentkit.limits import LimitReached
 from agentkit.middleware import AgentContext, AgentMiddleware, ModelCallable, ModelState
 from agentkit.schema import FunctionCall, Message, Role, TokenUsage, ToolCall, tool_message
 from agentkit.streams import concat_message_stream, stream_from_iterator
-from agentkit.tools.base import BaseTool, ToolCallInfo
+from agentkit.tools._unfinished import UnfinishedToolCall, unfinished_decision
+from agentkit.tools.base import BaseTool, ToolCallInfo, is_idempotent
 from agentkit.tools.function import FunctionTool
 
 if TYPE_CHECKING:
@@ -660,6 +663,7 @@ class ReactRun:
         "caller",
         "config",
         "corrections",
+        "durable",
         "emit",
         "failures",
         "frame",
@@ -672,6 +676,7 @@ class ReactRun:
         "streaming",
         "tool_options",
         "typed_output",
+        "written",
     )
 
     def __init__(self, config: ReactConfig, run: AgentRun, streaming: bool) -> None:
@@ -692,6 +697,10 @@ class ReactRun:
         self.tool_options = agent_options.tool_options
         self.round: ToolRoundState | None = None  # the tool round in progress
         self.model_pending = False  # a model call is in progress
+        # A durable run (durability="step"): where this run commits its progress, and what it
+        # committed last (see agentkit._progress).
+        self.durable: Progress | None = frame.progress
+        self.written: ToolRoundState | None = None
         self.guards = config.guardrails  # None: the agent has no guardrails
         # The texts of failed tool calls, how often each came back (oldest first), to quote
         # when the run exceeds max_iterations.
@@ -741,9 +750,35 @@ class ReactRun:
         remaining = state.remaining + (1 if self.model_pending else 0)
         return ToolRoundState(messages=list(state.messages), remaining=remaining, calls=[])
 
+    def _commit(
+        self, state: ReactState, *, finished: bool = False, also: tuple[DropPoints, ...] = ()
+    ) -> None:
+        """Commit this run's progress since its last commit (a durable run only).
+
+        ``finished``: the agent answered; a resumed run ends its turn at once. ``also``: ops
+        of the same commit (the points of a finished tool call, dropped).
+        """
+        durable = self.durable
+        assert durable is not None
+        snapshot = self._progress(state)
+        snapshot.finished = finished
+        ops = state_delta(self.frame.address, self.written, snapshot)
+        self.written = snapshot
+        durable.commit([*also, *ops], self.frame.log)
+
+    def _call_done(self, state: ReactState, round_state: ToolRoundState, index: int) -> None:
+        """A call of the round finished (its result is in ``round_state.done``): commit it."""
+        call = round_state.calls[index]
+        tool_address = (*self.frame.address, f"tool:{call.function.name}:{call.id}")
+        self._commit(state, also=(DropPoints(tool_address),))
+
     def _loop(self, state: ReactState, pending_round: ToolRoundState | None) -> None:
         scope = self.scope
+        durable = self.durable
         final: Message | None = None
+        answered = False  # the model gave the final answer (not a return-directly tool)
+        # A commit writes what changed since this run's last one (the first: the whole state),
+        # so the loop commits only where something must be durable before it goes on.
         if pending_round is not None:
             self.round = pending_round
             final = self.tool_round(state, pending_round)
@@ -754,55 +789,71 @@ class ReactRun:
             # A fresh turn: the input checks run before the first model call, not beside it,
             # so that a tripped input costs no model call.
             self.guards.check_input(state.messages)
-        structured = self.config.structured
         while final is None:
             scope.check()
-            if not self.config.tools:
-                self.model_pending = True
-                final = self.call_model(state.messages, emit=structured is None)
-                self.model_pending = False
-                if structured is not None:
-                    state.messages.append(final)
-                    final = self._structured_answer(final, state)
-                continue
-            if state.remaining <= 0:
-                raise ExceedMaxIterationsError(
-                    max_iterations=self.config.max_iterations,
-                    agent_name=self.config.name,
-                    tool_errors=list(self.failures.items())[-_QUOTED_FAILURES:],
-                )
-            state.remaining -= 1
-            self.model_pending = True
-            reply = self.call_model(state.messages, emit=structured is None)
-            self.model_pending = False
-            if structured is not None and structured.answer_of(reply) is not None:
-                state.messages.append(reply)
-                final = self._structured_answer(reply, state)
-                continue
-            if structured is not None:
-                self._emit_reply(reply)
-            if self.hooks is not None:
-                reply = unique_call_ids(reply)  # what middleware returned, too
-            state.messages.append(reply)
-            if not reply.tool_calls:
-                final = reply
-                break
-            round_state = ToolRoundState(
-                messages=list(state.messages),
-                remaining=state.remaining,
-                calls=list(reply.tool_calls),
-            )
-            self.round = round_state
-            scope.check(Point.AFTER_CHAT_MODEL)
-            final = self.tool_round(state, round_state)
-            self.round = None
-            if final is None:
-                scope.check(Point.AFTER_TOOL_CALLS)
+            final, answered = self._step(state)
         output_key = self.config.output_key
         if output_key is not None and self.frame.session is not None:
             typed = self.typed_output
             # With output_type, the key holds the typed value (the text otherwise).
             self.frame.session.set(output_key, final.content if typed is None else typed[0])
+        if durable is not None and answered:
+            # The answer (and its output key) is durable: a resumed run does not ask again.
+            # A return-directly tool's result ends the turn with an action its parent acts on
+            # (a transfer, an exit): that turn stays resumable from its tool round instead,
+            # whose resume delivers the result again.
+            self._commit(state, finished=True)
+
+    def _step(self, state: ReactState) -> tuple[Message | None, bool]:
+        """One model call and the tool round of its reply.
+
+        Returns the final message (``None``: the loop goes on) and whether the model gave it
+        (rather than a return-directly tool).
+        """
+        structured = self.config.structured
+        if not self.config.tools:
+            self.model_pending = True
+            final: Message | None = self.call_model(state.messages, emit=structured is None)
+            self.model_pending = False
+            if structured is not None and final is not None:
+                state.messages.append(final)
+                final = self._structured_answer(final, state)
+            return final, final is not None
+        if state.remaining <= 0:
+            raise ExceedMaxIterationsError(
+                max_iterations=self.config.max_iterations,
+                agent_name=self.config.name,
+                tool_errors=list(self.failures.items())[-_QUOTED_FAILURES:],
+            )
+        state.remaining -= 1
+        self.model_pending = True
+        reply = self.call_model(state.messages, emit=structured is None)
+        self.model_pending = False
+        if structured is not None and structured.answer_of(reply) is not None:
+            state.messages.append(reply)
+            final = self._structured_answer(reply, state)
+            return final, final is not None
+        if structured is not None:
+            self._emit_reply(reply)
+        if self.hooks is not None:
+            reply = unique_call_ids(reply)  # what middleware returned, too
+        state.messages.append(reply)
+        if not reply.tool_calls:
+            return reply, True
+        round_state = ToolRoundState(
+            messages=list(state.messages),
+            remaining=state.remaining,
+            calls=list(reply.tool_calls),
+        )
+        self.round = round_state
+        if self.durable is not None:
+            self._commit(state)  # the reply is durable before any of its calls runs
+        self.scope.check(Point.AFTER_CHAT_MODEL)
+        final = self.tool_round(state, round_state)
+        self.round = None
+        if final is None:
+            self.scope.check(Point.AFTER_TOOL_CALLS)
+        return final, False
 
     # --- structured output (see _structured.py) ---
 
@@ -864,7 +915,13 @@ class ReactRun:
         """Run the tool calls of one model reply; return the final message if the run ends."""
         return_directly_id = return_directly_call(round_state.calls, self.config.return_directly)
         held_before = self._held_from_earlier_run(round_state, return_directly_id)
-        outcome = RoundOutcome(self.emit, round_state, return_directly_id)
+        on_result = None
+        if self.durable is not None:
+
+            def on_result(index: int) -> None:
+                self._call_done(state, round_state, index)
+
+        outcome = RoundOutcome(self.emit, round_state, return_directly_id, on_result)
         pending = outcome.pending()
         if len(pending) == 1:
             index = pending[0]
@@ -983,6 +1040,7 @@ class ReactRun:
             self.scope.check()
             tool = self.config.tools.get(name)
             if tool is None:
+                self._check_not_targeted(call, resume)
                 self._put_failure(policy.unknown_tool(call, self.config.tools), call, index, put)
                 return
             if self.guards is not None:
@@ -999,6 +1057,7 @@ class ReactRun:
                 def forward(event: AgentEvent) -> None:
                     put(ToolItem(index, event=event, forwarded=True))
 
+            round_state = self.round
             call_frame = ToolCallFrame(
                 name=name,
                 call_id=call.id,
@@ -1009,24 +1068,44 @@ class ReactRun:
                 streaming=self.streaming,
                 forward=forward,
                 emit=lambda event: put(ToolItem(index, event, forwarded=True)),
+                key_base=frame.key,
+                key_place=(
+                    *frame.address,
+                    f"tool:{name}:{call.id}",
+                    "/".join(step.agent_name for step in frame.run_path),
+                    str(round_state.remaining if round_state is not None else ""),
+                ),
             )
             tool_frame = frame.at_tool(call_frame)
             with use_frame(tool_frame):
                 use_stream = streams(tool, self.streaming)
+                if (
+                    round_state is not None
+                    and index in round_state.started
+                    and not is_idempotent(tool)
+                ):
+                    # It started before the run stopped and did not finish: ask, or act on
+                    # the answer (an interrupt or a bad answer ends the call here).
+                    decided = self._unfinished(call, call_frame)
+                    if isinstance(decided, str):
+                        self._put_result(tool_message(decided, call.id, name), index, put)
+                        return
+                    call = decided
                 try:
-                    if self.hooks is not None:
-                        message, use_stream = self.hooks.invoke_tool(
-                            tool, call, use_stream, call_frame, index, put
-                        )
-                    else:
-                        message = self.invoke(tool, call, use_stream, call_frame, index, put)
+                    message, use_stream = self._run_call(
+                        tool, call, index, use_stream, call_frame, put
+                    )
                     if self.scope.stopping:
                         # Cancelled while the tool ran: its result is not delivered, and a
                         # resumed run calls it again.
                         self.scope.check()
-                except (InterruptSignal, AgentCancelledError, RunLimitError, GuardrailTripped):
-                    raise  # a pause, a cancel, a limit, a guardrail: the run's, not the tool's
+                except InterruptSignal:
+                    self._not_running(index)  # it stopped to ask
+                    raise
+                except (AgentCancelledError, RunLimitError, GuardrailTripped):
+                    raise  # a cancel, a limit, a guardrail: the run's, not the tool's
                 except Exception as error:
+                    self._not_running(index)
                     # A failure caused by a cancel is the cancel, not the tool's error.
                     self.scope.check()
                     text = policy.failed(error, call)
@@ -1043,6 +1122,97 @@ class ReactRun:
                 put(ToolItem(index, event=event, message=message))
         except BaseException as error:
             put(ToolItem(index, error=error))
+
+    def _run_call(
+        self,
+        tool: BaseTool,
+        call: ToolCall,
+        index: int,
+        use_stream: bool,
+        call_frame: ToolCallFrame,
+        put: Callable[[ToolItem], object],
+    ) -> tuple[Message, bool]:
+        """Run the call (through the hooks); return its message and whether it streamed.
+
+        In a durable run, the start of a call whose tool is not idempotent is made durable
+        (to the disk) before the tool runs.
+        """
+        round_state = self.round
+        if self.durable is not None and round_state is not None and not is_idempotent(tool):
+            round_state.started.add(index)
+            self.durable.commit(
+                [ExtendField(self.frame.address, "started", {index})], sync=True
+            )
+        if self.hooks is not None:
+            return self.hooks.invoke_tool(tool, call, use_stream, call_frame, index, put)
+        return self.invoke(tool, call, use_stream, call_frame, index, put), use_stream
+
+    def _unfinished(self, call: ToolCall, call_frame: ToolCallFrame) -> ToolCall | str:
+        """A call that started before the run stopped and did not finish, of a tool that is not
+        idempotent: interrupt with an :class:`~agentkit.UnfinishedToolCall`, or act on the
+        decision the run was resumed with (the call to run, or the result to give instead)."""
+        name = call.function.name
+        parsed = ToolCallInfo.from_tool_call(call).arguments
+        info = UnfinishedToolCall(
+            tool_name=name,
+            call_id=call.id,
+            arguments=parsed if isinstance(parsed, dict) else {},
+            key=call_frame.key(),
+        )
+        resume = call_frame.resume
+        if (
+            resume is not None
+            and isinstance(resume.state, UnfinishedToolCall)
+            and resume.is_resume_target
+            and resume.has_data
+        ):
+            resume.has_data = False  # decided once
+            try:
+                arguments, text = unfinished_decision(info, call.function.arguments, resume.data)
+            except ResumeError:
+                resume_state = self.frame.resume
+                if resume_state is not None:  # keep the question for a resume with an answer
+                    resume_state.unreach((*self.frame.address, f"tool:{name}:{call.id}"))
+                raise
+            if arguments is None:
+                return text
+            if arguments == call.function.arguments:
+                return call
+            return attrs.evolve(call, function=FunctionCall(name, arguments))
+        address = (*self.frame.address, f"tool:{name}:{call.id}")
+        raise InterruptSignal(self.frame.journal.record(address, info, info, root=True))
+
+    def _put_result(self, message: Message, index: int, put: Callable[[ToolItem], object]
+                    ) -> None:
+        """Report ``message`` as the result of the call at ``index`` (not run: decided)."""
+        event = _message_event(message, None, Role.TOOL, message.tool_name)
+        put(ToolItem(index, event=event, message=message))
+
+    def _not_running(self, index: int) -> None:
+        """The call at ``index`` ended (it raised, or interrupted): it is not in flight."""
+        round_state = self.round
+        if round_state is not None:
+            round_state.started.discard(index)
+
+    def _check_not_targeted(self, call: ToolCall, resume: PointResume | None) -> None:
+        """Refuse resume data for a call of a tool the agent does not have (any more).
+
+        The run was resumed with a decision (an approval, an answer) for this call, but the
+        code changed since the run stopped: dropping the decision silently would lose it.
+        """
+        if resume is None or not resume.is_resume_target or not resume.has_data:
+            return
+        name = call.function.name
+        resume_state = self.frame.resume
+        if resume_state is not None:  # the checkpoint keeps the decision for a fixed agent
+            resume_state.unreach((*self.frame.address, f"tool:{name}:{call.id}"))
+        tools = ", ".join(repr(known) for known in sorted(self.config.tools)) or "none"
+        raise ResumeError(
+            f"cannot resume: the resume data for the interrupt at tool {name!r} (call "
+            f"{call.id!r}) of agent {self.config.name!r} targets a tool that agent "
+            f"{self.config.name!r} does not have now (its tools: {tools}); the code changed "
+            "since the run stopped. Give the agent its tool back to resume this run"
+        )
 
     def _put_failure(
         self, text: str, call: ToolCall, index: int, put: Callable[[ToolItem], object]
@@ -1177,6 +1347,7 @@ class RoundOutcome:
         "errors",
         "failed",
         "held",
+        "on_result",
         "results",
         "return_directly_id",
         "round_state",
@@ -1188,8 +1359,12 @@ class RoundOutcome:
         emit: Callable[[AgentEvent], None],
         round_state: ToolRoundState,
         return_directly_id: str | None,
+        on_result: Callable[[int], None] | None = None,
     ) -> None:
+        """``on_result(index)`` is called once each call's result is kept (a durable run
+        commits it there, before anything else happens)."""
         self.emit = emit
+        self.on_result = on_result
         self.round_state = round_state
         self.calls = round_state.calls
         self.return_directly_id = return_directly_id
@@ -1216,6 +1391,8 @@ class RoundOutcome:
             self.round_state.done[item.index] = item.message
             if item.failed:
                 self.failed.add(item.index)
+            if self.on_result is not None:
+                self.on_result(item.index)
         if item.error is not None:
             if isinstance(item.error, InterruptSignal):
                 self.signals[item.index] = item.error

@@ -1,8 +1,8 @@
 """Structured output of a :class:`~agentkit.ChatModelAgent`: ``output_type=T``.
 
 The model is asked for JSON matching the JSON Schema of ``T`` (attrs class, dataclass,
-TypedDict, Enum, or ``list[...]``/``dict[...]`` of those; schema and conversion are the ones
-function tools use), in one of two ways (``output_mode``):
+TypedDict, Enum, pydantic model, or ``list[...]``/``dict[...]`` of those), in one of two ways
+(``output_mode``):
 
 * ``"response_format"`` (default): each model call carries the OpenAI ``response_format``
   ``{"type": "json_schema", ...}`` request field (through ``ModelOptions.extra``); the answer
@@ -15,10 +15,13 @@ function tools use), in one of two ways (``output_mode``):
 A schema that is not an object (a list, an enum, a dict of values) is wrapped as
 ``{"value": ...}``, because structured-output APIs want an object at the top.
 
-The reply is parsed and converted with cattrs. An invalid reply goes back to the model with
-what was wrong (as a user message), up to ``max_corrections`` times; after that the run ends
-with :class:`~agentkit.errors.OutputValidationError`. The typed value is the final event's
-``output.customized_output``.
+The reply is checked and converted exactly as function tool arguments are (the same schema,
+the same converter; see :mod:`agentkit.tools.function`): a number or boolean the model
+quoted (``"12.5"``, ``"true"``) is accepted, an attrs class or dataclass is built from its
+object, a pydantic model is validated by pydantic. An invalid reply goes back to the model
+with what was wrong (as a user message), up to ``max_corrections`` times; after that the run
+ends with :class:`~agentkit.errors.OutputValidationError`. The typed value is the final
+event's ``output.customized_output``.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ import attrs
 from agentkit.errors import AgentConfigError, OutputValidationError
 from agentkit.events import AgentEvent, AgentOutput, MessageVariant, event_from_message
 from agentkit.schema import Message, Role, ToolInfo, assistant_message, tool_message, user_message
-from agentkit.tools._convert import Hook, explain, get_converter, show
+from agentkit.tools._convert import Hook, explain, get_converter, scalar_hook, show
 from agentkit.tools._schema import Unsupported, schema_of, type_name
 
 if TYPE_CHECKING:
@@ -80,8 +83,8 @@ class StructuredOutput:
         except Unsupported as error:
             raise AgentConfigError(
                 f"agent {agent!r}: output_type {type_name(output_type)} has no JSON schema: "
-                f"{error}. Use an attrs class, a dataclass, a TypedDict, an Enum, or list[...] / "
-                "dict[str, ...] of those"
+                f"{error}. Use an attrs class, a dataclass, a TypedDict, an Enum, a pydantic "
+                "model, or list[...] / dict[str, ...] of those"
             ) from None
         wrapped = schema.get("type") != "object" or "properties" not in schema
         if wrapped:
@@ -90,7 +93,10 @@ class StructuredOutput:
                 "properties": {_WRAP_KEY: schema},
                 "required": [_WRAP_KEY],
             }
-        hook = get_converter(True).get_structure_hook(output_type)
+        # The converter of tools (lax): what a tool accepts as an argument, an answer may be.
+        hook = scalar_hook(output_type, False) or get_converter(False).get_structure_hook(
+            output_type
+        )
         return cls(output_type, schema, wrapped, hook, mode, max_corrections)
 
     @property
@@ -197,13 +203,13 @@ class StructuredOutput:
     def correction(self, problem: str) -> Message:
         """The message that sends an invalid answer back to the model."""
         how = (
-            f"Call the {OUTPUT_TOOL_NAME} tool again with arguments"
+            f"Call the {OUTPUT_TOOL_NAME} tool again, with arguments that match"
             if self.mode == "tool"
-            else "Reply again with only JSON"
+            else "Reply again with only a JSON object that matches"
         )
         return user_message(
-            f"Your answer does not match the required format: {problem}. {how} that match "
-            f"this JSON schema: {json.dumps(self.schema, ensure_ascii=False)}"
+            f"Your answer does not match the required format: {problem}. {how} this JSON "
+            f"schema: {json.dumps(self.schema, ensure_ascii=False)}"
         )
 
     def give_up(self, agent: str, problem: str) -> OutputValidationError:

@@ -17,6 +17,7 @@ from typing import Any
 import attrs
 
 from agentkit._agent import AgentRun, BaseAgent, EventSink, run_agent
+from agentkit._progress import DropPoints, Op, PutPoint
 from agentkit._runctx import RunFrame
 from agentkit._scope import Point
 from agentkit.agents.flow import FlowAgent, _flow_frame, _wire
@@ -187,6 +188,21 @@ class WorkflowBase(BaseAgent):
         cancelled, or the run was cancelled before a child): a resumed run goes on there."""
         info = f"{self._kind} workflow interrupted" if interrupted else None
         frame.journal.record(frame.address, state, info)
+
+    def _move_to(
+        self, frame: RunFrame, state: Any, finished: FlowAgent | None, *, flush: bool = True
+    ) -> None:
+        """In a durable run, commit that the workflow is at ``state`` now, ``finished``'s turn
+        being over (its points dropped in the same commit, so that a resumed run neither runs
+        it again nor skips the next one)."""
+        progress = frame.progress
+        if progress is None:
+            return
+        ops: list[Op] = []
+        if finished is not None:
+            ops.append(DropPoints((*frame.address, f"agent:{finished.name}")))
+        ops.append(PutPoint(frame.address, state))
+        progress.commit(ops, frame.log, flush=flush)
 
     def _check_transition(self, frame: RunFrame, state: Any, when: str = "at transition") -> None:
         try:

@@ -11,6 +11,7 @@ import attrs
 from agentkit._agent import run_agent
 from agentkit._interrupt import InterruptSignal
 from agentkit._persist import persisted
+from agentkit._progress import PutPoint
 from agentkit._runctx import EventLog, RecordedEvent, RunFrame, Session, current_frame
 from agentkit._scope import RunScope
 from agentkit.agents.flow import FlowAgent, rewrite_message
@@ -70,6 +71,15 @@ class _InnerSink:
             self.forward(attrs.evolve(item, run_path=[*self.outer_path, *item.run_path]))
 
 
+def _last_message(log: EventLog) -> Message | None:
+    """The last message of a history, if it has one."""
+    for record in reversed(log.visible()):
+        message = record.message()
+        if message is not None:
+            return message
+    return None
+
+
 class AgentTool:
     """An agent used as a tool: the model calls it with a ``request``; it answers with the
     inner agent's final message.
@@ -125,6 +135,12 @@ class AgentTool:
         """The wrapped agent."""
         return self._agent
 
+    @property
+    def idempotent(self) -> bool:
+        """``True``: a call a crash cut short runs again, and goes on inside its agent from
+        the agent's last finished step (in a durable run), so nothing it finished runs twice."""
+        return True
+
     def info(self) -> ToolInfo:
         """Return the tool's name and description (the agent's) and its parameters."""
         return self._info
@@ -163,6 +179,7 @@ class AgentTool:
             root_input = state.root_input
             log = EventLog()
             log.restore(state.history)
+        progress = frame.progress
         inner_frame = RunFrame(
             scope=frame.scope,
             log=log,
@@ -173,12 +190,26 @@ class AgentTool:
             address=frame.address,
             resume=frame.resume if state is not None else None,
             observers=frame.observers,
+            progress=progress,
+            key=call.key() if call is not None else frame.key,
         )
         forward = call.forward if call is not None else None
         sink = _InnerSink(forward, list(frame.run_path))
         place = inner_frame.at_agent(RunStep(self._flow.name))
         info = None if state is None else ResumeInfo(enable_streaming=root_input.enable_streaming)
-        run_agent(self._flow, place, sink, root_input, info)
+        if progress is not None:
+            # The inner run's point (its input and, as its commits come, its history): a call
+            # a crash cut short goes on inside the inner run.
+            history = [record.checkpointable() for record in log.own()]
+            progress.track(log, frame.address, "history")
+            progress.commit(
+                [PutPoint(frame.address, _AgentToolState(root_input, history))], flush=False
+            )
+        try:
+            run_agent(self._flow, place, sink, root_input, info)
+        finally:
+            if progress is not None:
+                progress.untrack(log)
         if sink.interrupted or sink.error is not None:
             # The inner run stopped: keep its input and history, so that resuming the caller
             # goes on inside the inner run instead of starting it again.
@@ -190,12 +221,19 @@ class AgentTool:
                 raise InterruptSignal(point)
             assert sink.error is not None
             raise sink.error
-        if sink.last is None:
+        if sink.last is not None:
+            message = sink.last.get_message()
+        elif state is not None:
+            # Resumed after the inner agent had answered (a durable run died before this call
+            # finished): the answer is the last message of the inner run's history.
+            message = _last_message(log)
+        else:
+            message = None
+        if sink.last is None and message is None:
             raise AgentKitError(
                 f"agent tool {self._info.name!r}: the agent ended its turn without any event, so "
                 "there is no answer to return; the agent must answer with a message"
             )
-        message = sink.last.get_message()
         return message.content if message is not None else ""
 
     def _input_messages(self, arguments: str, call: Any) -> list[Message]:

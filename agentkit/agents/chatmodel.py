@@ -1,4 +1,7 @@
-"""ChatModelAgent: a chat model in a ReAct loop with tools (the loop is in :mod:`._react`)."""
+"""ChatModelAgent: a chat model in a ReAct loop with tools.
+
+The loop itself is in ``agentkit.agents._react``.
+"""
 
 from __future__ import annotations
 
@@ -93,11 +96,12 @@ class ChatModelAgent(BaseAgent):
             reach it.
         max_tool_result_chars: longer tool results are cut to this many characters, with a
             note to the model and a warning on the ``agentkit`` logger (``None``: no limit).
-        output_type: the type of the answer (an attrs class, dataclass, TypedDict, Enum, or
-            ``list[...]``/``dict[str, ...]`` of those): the model is asked for JSON matching
-            its schema, the reply is checked and converted, and the typed value is the final
+        output_type: the type of the answer (an attrs class, dataclass, TypedDict, Enum,
+            pydantic model, or ``list[...]``/``dict[str, ...]`` of those): the model is asked
+            for JSON matching its schema, the reply is checked and converted as tool
+            arguments are (quoted numbers accepted), and the typed value is the final
             event's ``output.customized_output`` (``RunResult.output``; ``output_key`` stores
-            it). Tools work as usual alongside. See :mod:`agentkit.agents._structured`.
+            it). Tools work as usual alongside. See ``agentkit.agents._structured``.
         output_mode: how the model is asked: ``"response_format"`` (default; the OpenAI
             ``response_format`` json_schema field, sent with every model call) or ``"tool"``
             (a ``final_answer`` tool whose arguments are the answer, with
@@ -460,6 +464,10 @@ class ChatModelAgent(BaseAgent):
                 "ToolRoundState a ChatModelAgent saves when it stops; resume with the "
                 "checkpoint this agent saved"
             )
+        if saved.finished:
+            # A durable run died after this agent answered: its turn is over (its events and
+            # output key are in the restored history and session).
+            return
         resume_state = frame.resume
         for index, call in enumerate(saved.calls):
             if index not in saved.done and resume_state is not None:

@@ -14,6 +14,7 @@ import attrs
 
 from agentkit._agent import AgentRun, EventSink, Turn, open_run, run_agent
 from agentkit._persist import persisted
+from agentkit._progress import PutPoint
 from agentkit._runctx import EventLog, RecordedEvent, RunFrame
 from agentkit.agents.flow import FlowAgent
 from agentkit.errors import AgentCancelledError, AgentConfigError, ResumeError
@@ -174,8 +175,20 @@ class DeterministicTransferAgent(FlowAgent):
             run_path = run_path[:-1]
         inner = attrs.evolve(frame, log=history, run_path=run_path).at_agent(RunStep(flow.name))
         watcher = _Watcher(run._downstream, hold_interrupts=True)
-        run_agent(flow, inner, watcher, AgentInput(enable_streaming=run.streaming), info,
-                  named=bool(run.run_path))
+        progress = frame.progress
+        if progress is not None:
+            # The hosted flow's own history is this node's point, written as the flow commits.
+            own = [record.checkpointable() for record in history.own()]
+            progress.track(history, frame.address, "history")
+            progress.commit(
+                [PutPoint(frame.address, DeterministicTransferState(history=own))], flush=False
+            )
+        try:
+            run_agent(flow, inner, watcher, AgentInput(enable_streaming=run.streaming), info,
+                      named=bool(run.run_path))
+        finally:
+            if progress is not None:
+                progress.untrack(history)
         held = watcher.interrupt
         if held is None and not watcher.cancelled:
             self._transfer(run, watcher.last, watcher.stopped, False)
@@ -268,3 +281,7 @@ class _MirroredLog(EventLog):
         super().commit(lanes)
         for entry in self.own()[before:]:
             self._mirror.append(entry)
+
+    def chain(self) -> tuple[EventLog, ...]:
+        """This history and the enclosing ones its entries are mirrored into."""
+        return (self, *self._mirror.chain())

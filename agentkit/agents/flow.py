@@ -19,6 +19,7 @@ from agentkit._agent import AgentRun, BaseAgent, EventSink, Turn, execute_agent,
 from agentkit._lazy import present
 from agentkit._observe import observe_agent
 from agentkit._persist import persisted
+from agentkit._progress import DropPoints, PutPoint
 from agentkit._runctx import RunFrame, Session
 from agentkit.agents._history import (
     HistoryEntry,
@@ -66,7 +67,9 @@ _Hop = tuple["FlowAgent", RunFrame]
 @persisted("agentkit.PendingTransfer")
 @attrs.define
 class _PendingTransfer:
-    """Where a flow stopped when its run was cancelled between two agents (checkpoint state)."""
+    """A transfer a flow made or was about to make (checkpoint state): where a flow stopped
+    when its run was cancelled between two agents, and, in a durable run, the transfer made
+    (the destination's own points, once it has some, say how far it got)."""
 
     dest_agent_name: str
 
@@ -237,10 +240,7 @@ class FlowAgent(BaseAgent):
         point = resume_state.at(frame.address)
         if point.was_interrupted:
             if isinstance(point.state, _PendingTransfer):
-                # Cancelled at a transfer (see _after): make the transfer now.
-                return self._after(
-                    transfer_action(point.state.dest_agent_name), frame, downstream, named
-                )
+                return self._resume_transfer(point.state, info, frame, downstream, named)
             if not _resumable(self._agent):
                 downstream.send(self._error(frame, ResumeError(
                     f"agent {self.name!r} stopped inside its turn, but it cannot be resumed: "
@@ -281,6 +281,26 @@ class FlowAgent(BaseAgent):
             return None
         return dest._resume_turn(info, frame.at_agent(RunStep(dest.name)), downstream, named)
 
+    def _resume_transfer(
+        self,
+        pending: _PendingTransfer,
+        info: ResumeInfo,
+        frame: RunFrame,
+        downstream: EventSink,
+        named: bool,
+    ) -> _Hop | None:
+        """Go on from a transfer this agent made (or was cancelled at): resume the destination
+        where it got to, or make the transfer now if it had not started."""
+        resume_state = frame.resume
+        name = pending.dest_agent_name
+        dest = self._find(name)
+        if dest is not None and resume_state is not None and resume_state.leads_to(
+            frame.address, f"agent:{dest.name}"
+        ):
+            at = frame.at_agent(RunStep(dest.name))
+            return dest._resume_turn(info, at, downstream, named)
+        return self._after(transfer_action(name), frame, downstream, named)
+
     def _after(
         self, action: AgentAction | None, frame: RunFrame, downstream: EventSink, named: bool
     ) -> _Hop | None:
@@ -313,6 +333,14 @@ class FlowAgent(BaseAgent):
             frame.journal.record(frame.address, _PendingTransfer(dest_name))
             downstream.send(self._error(frame, error, named))
             return None
+        progress = frame.progress
+        if progress is not None:
+            # This agent's turn is over and the flow goes on in dest: one commit, so that a
+            # resumed run neither runs this turn again nor loses the transfer.
+            progress.commit(
+                [DropPoints(frame.address), PutPoint(frame.address, _PendingTransfer(dest_name))],
+                frame.log,
+            )
         _log.info("agentkit: agent %r transfers to agent %r", self.name, dest_name)
         return dest, frame.at_agent(RunStep(dest.name))
 

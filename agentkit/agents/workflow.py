@@ -15,6 +15,7 @@ from agentkit._lazy import present
 from agentkit._persist import persisted
 from agentkit.agents._parallel import ParallelAgent, ParallelState
 from agentkit.agents._workflow_base import HoldSink, WorkflowBase, no_state
+from agentkit.agents.flow import FlowAgent
 from agentkit.errors import AgentConfigError, ResumeError
 from agentkit.events import Agent
 
@@ -71,6 +72,8 @@ class SequentialAgent(WorkflowBase):
         for index in range(start, len(self._children)):
             state = SequentialState(index)
             self._check_transition(frame, state)
+            previous = self._children[index - 1] if index > start else None
+            self._move_to(frame, state, previous, flush=previous is not None)
             hold = HoldSink(downstream)
             child = self._children[index]
             child_resume = info if index == start and self._leads_to(frame, child) else None
@@ -139,10 +142,13 @@ class LoopAgent(WorkflowBase):
         all_steps = self._steps(count)
         iteration, index, resume = first_iteration, first_index, info
         limit = self._max_iterations
+        previous: FlowAgent | None = None  # the child whose turn just ended
         while limit == 0 or iteration < limit:
             while index < count:
                 state = LoopState(iteration, index)
                 self._check_transition(frame, state)
+                self._move_to(frame, state, previous, flush=previous is not None)
+                previous = self._children[index]
                 prefix = all_steps * iteration + all_steps[:index]
                 hold = HoldSink(downstream, loop_iteration=iteration)
                 child = self._children[index]

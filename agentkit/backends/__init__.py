@@ -25,7 +25,9 @@ The tools over them are in :mod:`agentkit.middlewares.filesystem`; a deep agent
 
 from __future__ import annotations
 
-from agentkit._lazy import present
+from typing import TYPE_CHECKING
+
+from agentkit._lazy import attach, present
 from agentkit.backends._base import Backend, DeletingBackend, ExecuteResult, GrepMatch, Shell
 from agentkit.backends._errors import (
     BackendError,
@@ -55,3 +57,6 @@ __all__ = [
 ]
 
 present([globals()[name] for name in __all__], __name__)
+
+if not TYPE_CHECKING:  # dir() lists the API only (never the private modules)
+    __getattr__, __dir__ = attach(__name__)

@@ -3,7 +3,9 @@
 * Stores keep checkpoint bytes under string ids: :class:`InMemoryCheckPointStore`,
   :class:`FileCheckPointStore`, :class:`SQLiteCheckPointStore`, :class:`RedisCheckPointStore`,
   or any object with the :class:`CheckPointStore` shape. Stores that also implement
-  :class:`LeasingCheckPointStore` make a resume exclusive across processes.
+  :class:`LeasingCheckPointStore` make a run exclusive across processes; those that implement
+  :class:`JournalingCheckPointStore` keep a run's step records (``Runner(durability="step")``)
+  so that a step costs the same however long the run is. The built-in stores do both.
 * :class:`PickleSerializer` encodes checkpoint state: pickle in a versioned envelope, signed
   with HMAC-SHA256 by default (bound to the id and the store's namespace), read by an
   unpickler that cannot touch anything but the new objects it builds.
@@ -22,6 +24,7 @@ from agentkit.checkpoint.base import (
     DEFAULT_LEASE_TTL,
     DEFAULT_MAX_BYTES,
     CheckPointStore,
+    JournalingCheckPointStore,
     Lease,
     LeasingCheckPointStore,
     lease_for,
@@ -35,6 +38,7 @@ __all__ = [
     "CheckPointStore",
     "FileCheckPointStore",
     "InMemoryCheckPointStore",
+    "JournalingCheckPointStore",
     "Lease",
     "LeasingCheckPointStore",
     "PickleSerializer",

@@ -13,11 +13,21 @@ __all__ = ["dumps_for_store", "loads_for_store"]
 
 
 def dumps_for_store(
-    serializer: Any, store: CheckPointStore | None, checkpoint_id: str, obj: Any
+    serializer: Any,
+    store: CheckPointStore | None,
+    checkpoint_id: str,
+    obj: Any,
+    namespace: str | None = None,
 ) -> bytes:
-    """``serializer.dumps(obj, ...)`` for ``store``, passing its namespace when accepted."""
+    """``serializer.dumps(obj, ...)`` for ``store``, passing its namespace when accepted.
+
+    ``namespace``: the store's namespace, when the caller has it already (a durable run's
+    writer asks once, not at every step).
+    """
     if store is not None and _takes_namespace(type(serializer)):
-        data = serializer.dumps(obj, checkpoint_id=checkpoint_id, namespace=namespace_of(store))
+        if namespace is None:
+            namespace = namespace_of(store)
+        data = serializer.dumps(obj, checkpoint_id=checkpoint_id, namespace=namespace)
     else:
         data = serializer.dumps(obj, checkpoint_id=checkpoint_id)
     return data  # type: ignore[no-any-return]

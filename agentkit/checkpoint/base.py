@@ -1,10 +1,16 @@
-"""The checkpoint store protocols and the lease that makes a resume exclusive.
+"""The checkpoint store protocols and the lease that makes a run exclusive.
 
-A store keeps opaque bytes under string ids (:class:`CheckPointStore`). A store that can be
-shared by several processes should also implement :class:`LeasingCheckPointStore`, so that two
-processes never resume the same checkpoint at once. :func:`lease_for` takes a lease from any
-store: through the store's lease methods when it has them, otherwise from a registry local to
-this process.
+A store keeps opaque bytes under string ids (:class:`CheckPointStore`). Two optional extensions:
+
+* :class:`LeasingCheckPointStore`: expiring, named leases on ids, so that two processes never
+  run or resume the same checkpoint at once. :func:`lease_for` takes a lease from any store:
+  through the store's lease methods when it has them, otherwise from a registry local to this
+  process.
+* :class:`JournalingCheckPointStore`: an append-only journal of *step records* per id, beside
+  the checkpoint. ``Runner(durability="step")`` appends one small record after each finished
+  model reply and tool call, so the cost of a step does not grow with the run's history; a
+  store without these methods still works, and the Runner then saves the whole checkpoint at
+  each step instead.
 """
 
 from __future__ import annotations
@@ -23,8 +29,10 @@ __all__ = [
     "DEFAULT_LEASE_TTL",
     "DEFAULT_MAX_BYTES",
     "CheckPointStore",
+    "JournalingCheckPointStore",
     "Lease",
     "LeasingCheckPointStore",
+    "journals",
     "lease_for",
     "legacy_namespaces_of",
     "namespace_of",
@@ -82,6 +90,51 @@ class LeasingCheckPointStore(CheckPointStore, Protocol):
 
     def release_lease(self, checkpoint_id: str, owner: str) -> None:
         """Release the lease if ``owner`` still holds it; otherwise do nothing."""
+        ...
+
+
+@runtime_checkable
+class JournalingCheckPointStore(CheckPointStore, Protocol):
+    """A store that also keeps an append-only journal of step records beside each checkpoint.
+
+    With ``Runner(durability="step")`` a run writes its checkpoint once (the *base*) and then
+    appends one record per finished step (a model reply, a tool call): only what changed, so
+    a step costs the same at the first step and the thousandth. Loading reads the base and
+    its records. The records are opaque signed bytes to the store; the Runner checks that each
+    belongs to its id, its store and its place in the journal.
+
+    What a store must guarantee:
+
+    * ``append_step`` is atomic: after a crash of the writing process (SIGKILL, OOM) a reader
+      sees each record whole or not at all, never a torn one, and the records it sees are the
+      first ones appended, in order. Once ``append_step`` returns, the record survives the
+      death of the writing process; with ``sync=True`` it (and every record before it) also
+      survives a power loss or an OS crash.
+    * ``read_steps`` returns the records of ``checkpoint_id`` in the order they were appended
+      (``[]`` when there are none).
+    * ``set`` leaves the records alone; ``delete`` removes the checkpoint *and* its records;
+      ``delete_steps`` removes the records only.
+    * Records of different ids are independent, whatever the ids (see
+      :class:`CheckPointStore`). One writer appends to an id at a time (it holds the id's
+      lease); reads may run concurrently with it.
+
+    ``agentkit.testing.check_checkpoint_store`` checks all of this.
+    """
+
+    def append_step(self, checkpoint_id: str, data: bytes, *, sync: bool = False) -> None:
+        """Append the record ``data`` to the steps of ``checkpoint_id``.
+
+        ``sync=True``: the record must survive a power loss when this returns (``fsync``);
+        otherwise surviving the death of this process is enough.
+        """
+        ...
+
+    def read_steps(self, checkpoint_id: str) -> list[bytes]:
+        """Return the records of ``checkpoint_id`` in the order they were appended."""
+        ...
+
+    def delete_steps(self, checkpoint_id: str) -> None:
+        """Remove every record of ``checkpoint_id`` (not the checkpoint); unknown ids are fine."""
         ...
 
 
@@ -250,6 +303,8 @@ def _release(store: CheckPointStore, checkpoint_id: str, owner: str) -> None:
 # What each protocol needs a class to define for its instances to pass isinstance().
 _MEMBERS: dict[type, tuple[str, ...]] = {
     LeasingCheckPointStore: ("get", "set", "delete", "acquire_lease", "release_lease"),
+    JournalingCheckPointStore: ("get", "set", "delete", "append_step", "read_steps",
+                                "delete_steps"),
     _WithLeaseTTL: ("lease_ttl",),
 }
 _CONFORMING: weakref.WeakKeyDictionary[type, set[type]] = weakref.WeakKeyDictionary()
@@ -275,6 +330,11 @@ def _conforms(store: object, protocol: type) -> bool:
 
 def _leases(store: object) -> TypeGuard[LeasingCheckPointStore]:
     return _conforms(store, LeasingCheckPointStore)
+
+
+def journals(store: object) -> TypeGuard[JournalingCheckPointStore]:
+    """Whether ``store`` keeps step records (:class:`JournalingCheckPointStore`)."""
+    return _conforms(store, JournalingCheckPointStore)
 
 
 def _has_lease_ttl(store: object) -> TypeGuard[_WithLeaseTTL]:
@@ -342,6 +402,14 @@ def _check_size(checkpoint_id: str, data: bytes, max_bytes: int) -> bytes:
             "checkpoints this large are expected)"
         )
     return data
+
+
+def _steps_too_large(checkpoint_id: str, size: int, max_bytes: int) -> CheckpointError:
+    return CheckpointError(
+        f"the step records of checkpoint {checkpoint_id!r} take {size} bytes, over the store's "
+        f"max_bytes={max_bytes}; refusing to read them (raise max_bytes on the store and the "
+        "serializer if they are legitimate)"
+    )
 
 
 def _too_large(checkpoint_id: str, size: int, max_bytes: int) -> CheckpointError:

@@ -14,6 +14,7 @@ from agentkit.checkpoint.base import (
     _check_owner,
     _check_size,
     _check_ttl,
+    _steps_too_large,
 )
 
 __all__ = ["InMemoryCheckPointStore"]
@@ -24,7 +25,8 @@ class InMemoryCheckPointStore(StoreLimits):
 
     Leases are exclusive among the threads of this process that share the store object and
     last ``lease_ttl`` seconds unless refreshed; ``set`` refuses data over ``max_bytes``. Its
-    namespace is ``""``: checkpoints are signed with their id only.
+    namespace is ``""``: checkpoints are signed with their id only. It keeps step records
+    (:class:`~agentkit.checkpoint.JournalingCheckPointStore`) in a list per id.
 
     Example::
 
@@ -39,6 +41,7 @@ class InMemoryCheckPointStore(StoreLimits):
         self._set_limits(max_bytes, lease_ttl)
         self._lock = threading.Lock()
         self._data: dict[str, bytes] = {}
+        self._steps: dict[str, list[bytes]] = {}
         # checkpoint id -> (owner, time.monotonic() deadline)
         self._leases: dict[str, tuple[str, float]] = {}
 
@@ -65,9 +68,36 @@ class InMemoryCheckPointStore(StoreLimits):
         _check_id(checkpoint_id)
         with self._lock:
             self._data.pop(checkpoint_id, None)
+            self._steps.pop(checkpoint_id, None)
+
+    def append_step(self, checkpoint_id: str, data: bytes, *, sync: bool = False) -> None:
+        """Append the step record ``data`` to ``checkpoint_id``'s (``sync`` changes nothing)."""
+        _check_id(checkpoint_id)
+        data = _check_size(checkpoint_id, _check_data(data), self._max_bytes)
+        with self._lock:
+            self._steps.setdefault(checkpoint_id, []).append(data)
+
+    def read_steps(self, checkpoint_id: str) -> list[bytes]:
+        """Return the step records of ``checkpoint_id``, oldest first."""
+        _check_id(checkpoint_id)
+        with self._lock:
+            steps = list(self._steps.get(checkpoint_id, ()))
+        size = sum(map(len, steps))
+        if size > self._max_bytes:
+            raise _steps_too_large(checkpoint_id, size, self._max_bytes)
+        return steps
+
+    def delete_steps(self, checkpoint_id: str) -> None:
+        """Remove the step records of ``checkpoint_id``."""
+        _check_id(checkpoint_id)
+        with self._lock:
+            self._steps.pop(checkpoint_id, None)
 
     def acquire_lease(self, checkpoint_id: str, owner: str, ttl: float) -> bool:
-        """Lease ``checkpoint_id`` for ``owner``; see :class:`LeasingCheckPointStore`."""
+        """Lease ``checkpoint_id`` for ``owner``.
+
+        See :class:`~agentkit.checkpoint.LeasingCheckPointStore`.
+        """
         _check_id(checkpoint_id)
         _check_owner(owner)
         _check_ttl(ttl)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import time
 from collections.abc import Callable
 from types import TracebackType
 from typing import Any, TypeVar
@@ -17,9 +19,12 @@ from agentkit.checkpoint.base import (
     _check_size,
     _check_ttl,
     _encode_id,
+    _steps_too_large,
     _too_large,
 )
 from agentkit.errors import CheckpointError
+
+_log = logging.getLogger("agentkit")
 
 __all__ = [
     "RedisCheckPointStore",
@@ -29,10 +34,12 @@ __all__ = [
 _T = TypeVar("_T")
 
 DEFAULT_URL = "redis://localhost:6379/0"
+"""The Redis server a store connects to when given no client and no URL."""
 
 # Byte 0xFF never occurs in UTF-8, so a lease key can never equal a data key
 # (prefix + UTF-8 id), whatever the prefix and the ids are.
 _LEASE_INFIX = b"\xfflease:"
+_STEPS_INFIX = b"\xffsteps:"
 
 # KEYS[1] = checkpoint key, ARGV[1] = max bytes: the value, or its length (an integer reply)
 # when it is over the limit, so an oversized value never crosses the network.
@@ -42,6 +49,27 @@ if size > tonumber(ARGV[1]) then
     return size
 end
 return redis.call('GET', KEYS[1])
+"""
+# KEYS[1] = steps key, ARGV[1] = max bytes: the records, or their total size (an integer
+# reply) when it is over the limit.
+_READ_STEPS_SCRIPT = """
+local items = redis.call('LRANGE', KEYS[1], 0, -1)
+local size = 0
+for _, item in ipairs(items) do
+    size = size + #item
+end
+if size > tonumber(ARGV[1]) then
+    return size
+end
+return items
+"""
+# KEYS[1] = steps key, KEYS[2] = checkpoint key, ARGV[1] = record, ARGV[2] = ttl in ms: append
+# and keep the checkpoint and its records alive while the run writes them.
+_APPEND_EXPIRING_SCRIPT = """
+redis.call('RPUSH', KEYS[1], ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+redis.call('PEXPIRE', KEYS[2], ARGV[2])
+return 1
 """
 # KEYS[1] = lease key, ARGV[1] = owner: delete the lease only if the owner still holds it.
 _RELEASE_SCRIPT = """
@@ -85,10 +113,18 @@ class RedisCheckPointStore(StoreLimits):
         client: an existing ``redis.Redis`` client to use (it must not decode responses).
             The store does not close a client it was given.
         prefix: prepended to every key; a checkpoint lives at ``prefix + id``.
-        ttl: when given, checkpoints expire this many seconds after they were last written.
+        ttl: when given, checkpoints expire this many seconds after they were last written
+            (a step record written counts for its checkpoint too: a live run's checkpoint does
+            not expire under it), and so do the tombstones of completed runs.
         max_bytes: the largest checkpoint read or written; a bigger value is refused from its
             ``STRLEN`` (checked in the same server-side script as the ``GET``) unread.
         lease_ttl: how long a resume lease lasts unless refreshed (seconds).
+        outage_wait: how long (seconds) an operation keeps trying, with growing pauses, while
+            Redis cannot be reached (a restart, a failover) before it fails; default 0: at
+            once. A durable run's step writes then wait out a short outage instead of failing
+            the run. A retried append whose first try did reach Redis leaves the record twice
+            in a row, which loading applies once. :class:`~agentkit.integrations.celery.AgentQueue`
+            uses 60 seconds.
 
     Checkpoints are bound to the store's database and prefix (see :attr:`namespace`): one
     copied to another database or prefix does not load.
@@ -97,6 +133,11 @@ class RedisCheckPointStore(StoreLimits):
     expires it) and refreshed or released only by its owner, through small Lua scripts that
     compare and then ``PEXPIRE`` / ``DEL`` atomically. Lease keys are
     ``prefix + b"\\xfflease:" + id`` and can never collide with a checkpoint key.
+
+    Step records (:class:`~agentkit.checkpoint.JournalingCheckPointStore`) are a Redis list at
+    ``prefix + b"\\xffsteps:" + id``, one ``RPUSH`` each (atomic). How durable a record is
+    after a crash of the Redis server itself is Redis's persistence setting (``appendonly``
+    and ``appendfsync``); ``sync=True`` changes nothing here.
 
     redis-py is imported when a store is constructed, not when this module is imported.
     Redis errors are raised as :class:`~agentkit.errors.CheckpointError`.
@@ -116,10 +157,14 @@ class RedisCheckPointStore(StoreLimits):
         ttl: float | None = None,
         max_bytes: int = DEFAULT_MAX_BYTES,
         lease_ttl: float = DEFAULT_LEASE_TTL,
+        outage_wait: float = 0.0,
     ) -> None:
         if ttl is not None:
             _check_ttl(ttl)
         _check_ttl(lease_ttl)
+        if not isinstance(outage_wait, (int, float)) or not 0 <= outage_wait < float("inf"):
+            raise ValueError(f"outage_wait must be a number of seconds >= 0 (got {outage_wait!r})")
+        self._outage_wait = float(outage_wait)
         self._set_limits(max_bytes, lease_ttl)
         if not isinstance(prefix, str):
             raise TypeError(f"prefix must be a str, not {type(prefix).__name__}")
@@ -140,6 +185,8 @@ class RedisCheckPointStore(StoreLimits):
         self._namespace = _namespace(client, prefix)
         self._get_script = client.register_script(_GET_SCRIPT)
         self._release_script = client.register_script(_RELEASE_SCRIPT)
+        self._read_steps_script = client.register_script(_READ_STEPS_SCRIPT)
+        self._append_expiring_script = client.register_script(_APPEND_EXPIRING_SCRIPT)
         self._refresh_script = client.register_script(_REFRESH_SCRIPT)
 
     @property
@@ -196,12 +243,51 @@ class RedisCheckPointStore(StoreLimits):
         )
 
     def delete(self, checkpoint_id: str) -> None:
-        """Remove the checkpoint; an unknown id is not an error."""
-        key = self.key_for(checkpoint_id)
-        self._run(f"delete checkpoint {checkpoint_id!r}", lambda: self._client.delete(key))
+        """Remove the checkpoint and its step records; an unknown id is not an error."""
+        keys = (self.key_for(checkpoint_id), self._steps_key(checkpoint_id))
+        self._run(f"delete checkpoint {checkpoint_id!r}", lambda: self._client.delete(*keys))
+
+    def append_step(self, checkpoint_id: str, data: bytes, *, sync: bool = False) -> None:
+        """Append the step record ``data`` (``RPUSH``); with a ``ttl``, renew the expiry of the
+        checkpoint and its records."""
+        key = self._steps_key(checkpoint_id)
+        data = _check_size(checkpoint_id, _check_data(data), self._max_bytes)
+        ttl_ms = self._ttl_ms
+        if ttl_ms is None:
+            operation: Callable[[], object] = lambda: self._client.rpush(key, data)  # noqa: E731
+        else:
+            keys = [key, self.key_for(checkpoint_id)]
+            operation = lambda: self._append_expiring_script(keys=keys, args=[data, ttl_ms])  # noqa: E731
+        self._run(f"append a step of checkpoint {checkpoint_id!r}", operation)
+
+    def read_steps(self, checkpoint_id: str) -> list[bytes]:
+        """Return the step records of ``checkpoint_id``, oldest first."""
+        key = self._steps_key(checkpoint_id)
+        value = self._run(
+            f"read the steps of checkpoint {checkpoint_id!r}",
+            lambda: self._read_steps_script(keys=[key], args=[self._max_bytes]),
+        )
+        if isinstance(value, int):
+            raise _steps_too_large(checkpoint_id, value, self._max_bytes)
+        if not all(isinstance(item, bytes) for item in value):
+            raise CheckpointError(
+                f"Redis returned text for the steps of checkpoint {checkpoint_id!r}; create the "
+                "client with decode_responses=False so step records stay bytes"
+            )
+        return list(value)
+
+    def delete_steps(self, checkpoint_id: str) -> None:
+        """Remove the step records of ``checkpoint_id``; an unknown id is not an error."""
+        key = self._steps_key(checkpoint_id)
+        self._run(
+            f"delete the steps of checkpoint {checkpoint_id!r}", lambda: self._client.delete(key)
+        )
 
     def acquire_lease(self, checkpoint_id: str, owner: str, ttl: float) -> bool:
-        """Lease ``checkpoint_id`` for ``owner``; see :class:`LeasingCheckPointStore`."""
+        """Lease ``checkpoint_id`` for ``owner``.
+
+        See :class:`~agentkit.checkpoint.LeasingCheckPointStore`.
+        """
         key = self._lease_key(checkpoint_id)
         _check_owner(owner)
         _check_ttl(ttl)
@@ -243,13 +329,28 @@ class RedisCheckPointStore(StoreLimits):
         where = _redact(self._url) if self._owns_client and self._url else "client=..."
         return f"RedisCheckPointStore({where!r}, prefix={self._prefix.decode('utf-8')!r})"
 
+    def _steps_key(self, checkpoint_id: str) -> bytes:
+        return self._prefix + _STEPS_INFIX + _encode_id(checkpoint_id)
+
     def _lease_key(self, checkpoint_id: str) -> bytes:
         return self._prefix + _LEASE_INFIX + _encode_id(checkpoint_id)
 
     def _run(self, what: str, operation: Callable[[], _T]) -> _T:
         import redis
 
-        try:
-            return operation()
-        except redis.RedisError as exc:
-            raise CheckpointError(f"cannot {what} in Redis: {exc}") from exc
+        deadline = time.monotonic() + self._outage_wait
+        pause = 0.05
+        warned = False
+        while True:
+            try:
+                return operation()
+            except (redis.ConnectionError, redis.TimeoutError) as exc:
+                if time.monotonic() + pause > deadline:
+                    raise CheckpointError(f"cannot {what} in Redis: {exc}") from exc
+                if not warned:
+                    warned = True
+                    _log.warning("agentkit: Redis is away (%s); trying to %s again", exc, what)
+                time.sleep(pause)
+                pause = min(pause * 2, 2.0)
+            except redis.RedisError as exc:
+                raise CheckpointError(f"cannot {what} in Redis: {exc}") from exc

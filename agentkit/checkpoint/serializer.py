@@ -15,7 +15,7 @@ signed checkpoint therefore cannot be altered, nor replayed under another id, no
 another store (another Redis prefix, SQLite file or directory) with the same id.
 
 Signed by default: without ``secret_key`` the key comes from ``AGENTKIT_CHECKPOINT_KEY``, else
-from a key file generated once per user (see :mod:`agentkit.checkpoint._keys`), so processes
+from a key file generated once per user (see ``agentkit.checkpoint._keys``), so processes
 of one machine share checkpoints with no set-up, and several machines share them once they
 are given the same ``AGENTKIT_CHECKPOINT_KEY``. Keys rotate: given several keys, the first
 signs and each verifies what it signed, found by the key id in the envelope (so a load
@@ -24,14 +24,14 @@ only with ``allow_unsigned=True``, and each time with a :class:`UnsignedCheckpoi
 
 Why the payload cannot touch the process, signed or not (a stolen or leaked key must not
 mean code execution): classes are written by stable name, and the C unpickler runs only
-after :mod:`agentkit.checkpoint._scan` has checked the whole opcode stream, which admits
+after ``agentkit.checkpoint._scan`` has checked the whole opcode stream, which admits
 literals, plain containers, the memo and calls of one restore function, nothing else. That
 function builds fresh instances of allowed classes and looks enum members up by value; no
 ``BUILD`` or ``setattr`` ever reaches a class, a function or an existing object, nothing can
 allocate more than the payload describes, and depth and object count are capped. Checking the
 stream is one linear pass in Python, then the C unpickler builds the value, calling the restore
 function once per object; what each restore tag resolves to is kept by the serializer (see
-:mod:`agentkit.checkpoint._decode`). A 50-message run saves and loads in about 1.1-1.2 ms of
+``agentkit.checkpoint._decode``). A 50-message run saves and loads in about 1.1-1.2 ms of
 CPU (0.2 ms ``dumps``, 0.9 ms ``loads``, of which 0.5 ms is the opcode check; plain pickle
 takes 0.65 ms; ``benchmarks/bench_checkpoint.py``). The pure-Python ``pickle._Unpickler``
 with its dispatch overridden would be simpler to restrict, but it alone takes 2 ms to load
@@ -74,8 +74,12 @@ __all__ = [
 ]
 
 MAGIC = b"AGKCKPT"
+"""The bytes every checkpoint starts with."""
 FORMAT_VERSION = 2
+"""The envelope version this agentkit writes (the byte after :data:`MAGIC`); it reads it and every
+earlier one."""
 FLAG_SIGNED = 0x01
+"""The flag bit (in the byte after the version) of a signed checkpoint."""
 _KNOWN_FLAGS = FLAG_SIGNED
 _HEADER_LEN = len(MAGIC) + 2
 _KEY_ID_LEN = 8

@@ -19,6 +19,7 @@ from agentkit.checkpoint.base import (
     _check_size,
     _check_ttl,
     _encode_id,
+    _steps_too_large,
     _too_large,
 )
 from agentkit.errors import CheckpointError
@@ -41,6 +42,12 @@ _SCHEMA = (
         owner TEXT NOT NULL,
         expires_at REAL NOT NULL
     )""",
+    """CREATE TABLE IF NOT EXISTS agentkit_checkpoint_steps (
+        id BLOB NOT NULL,
+        seq INTEGER NOT NULL,
+        data BLOB NOT NULL,
+        PRIMARY KEY (id, seq)
+    ) WITHOUT ROWID""",
 )
 _TABLE = "agentkit_checkpoints"
 # length() of a BLOB is read from the record header: an oversized row is refused unread.
@@ -49,6 +56,12 @@ _GET = """SELECT length(data), CASE WHEN length(data) <= ? THEN data END
 _SET = """INSERT INTO agentkit_checkpoints (id, data, updated_at) VALUES (?, ?, ?)
     ON CONFLICT (id) DO UPDATE SET data = excluded.data, updated_at = excluded.updated_at"""
 _DELETE = "DELETE FROM agentkit_checkpoints WHERE id = ?"
+# One statement: the next number and the row, so a record is appended whole or not at all.
+_APPEND_STEP = """INSERT INTO agentkit_checkpoint_steps (id, seq, data) VALUES (?,
+    (SELECT COALESCE(MAX(seq), 0) + 1 FROM agentkit_checkpoint_steps WHERE id = ?), ?)"""
+_STEPS_SIZE = "SELECT COALESCE(SUM(length(data)), 0) FROM agentkit_checkpoint_steps WHERE id = ?"
+_READ_STEPS = "SELECT data FROM agentkit_checkpoint_steps WHERE id = ? ORDER BY seq"
+_DELETE_STEPS = "DELETE FROM agentkit_checkpoint_steps WHERE id = ?"
 # Taken when free; taken over when expired; refreshed when already ours. One statement, so
 # the check and the write are a single atomic step for every process using the file.
 _ACQUIRE = """INSERT INTO agentkit_checkpoint_leases (id, owner, expires_at) VALUES (?, ?, ?)
@@ -68,10 +81,19 @@ class SQLiteCheckPointStore(StoreLimits):
     process under a lock (a forked child opens its own); ``timeout`` is how long a statement
     waits for another process's write lock (SQLite's busy timeout).
 
-    Tables: ``agentkit_checkpoints(id, data, updated_at)`` and
-    ``agentkit_checkpoint_leases(id, owner, expires_at)``; a lease is taken with one
-    ``INSERT ... ON CONFLICT DO UPDATE ... WHERE expired OR same owner`` statement. Lease
-    expiry uses the wall clock, shared by the processes of one machine.
+    Tables: ``agentkit_checkpoints(id, data, updated_at)``,
+    ``agentkit_checkpoint_leases(id, owner, expires_at)`` and
+    ``agentkit_checkpoint_steps(id, seq, data)`` (step records, see
+    :class:`~agentkit.checkpoint.JournalingCheckPointStore`: one row each, appended by one
+    ``INSERT`` that numbers it); a lease is taken with one ``INSERT ... ON CONFLICT DO UPDATE
+    ... WHERE expired OR same owner`` statement. Lease expiry uses the wall clock, shared by
+    the processes of one machine.
+
+    Durability: a checkpoint write (``set``, ``delete``) is synced to disk when it commits
+    (``PRAGMA synchronous = FULL``). A step record commits with ``synchronous = NORMAL``: it
+    survives the death of the process at once and a power loss once SQLite syncs its log
+    (its next checkpoint write, or a record appended with ``sync=True``), which keeps a step
+    at a few hundredths of a millisecond; ``sync_steps=True`` syncs every record.
 
     A database file the store creates gets mode 0600 (SQLite gives its ``-wal`` and ``-shm``
     files the database's mode); an existing file keeps its mode. A row over ``max_bytes`` is
@@ -94,9 +116,11 @@ class SQLiteCheckPointStore(StoreLimits):
         timeout: float = 30.0,
         max_bytes: int = DEFAULT_MAX_BYTES,
         lease_ttl: float = DEFAULT_LEASE_TTL,
+        sync_steps: bool = False,
     ) -> None:
         self._path = os.fspath(path)
         self._timeout = timeout
+        self._sync_steps = bool(sync_steps)
         self._set_limits(max_bytes, lease_ttl)
         self._namespace = f"sqlite:{os.path.realpath(self._path)}:{_TABLE}"
         _create_private(self._path)
@@ -138,19 +162,72 @@ class SQLiteCheckPointStore(StoreLimits):
         data = _check_size(checkpoint_id, _check_data(data), self._max_bytes)
         self._run(
             f"write checkpoint {checkpoint_id!r}",
-            lambda connection: connection.execute(_SET, (key, data, time.time())),
+            lambda connection: _synced(connection, _SET, (key, data, time.time())),
         )
 
     def delete(self, checkpoint_id: str) -> None:
-        """Remove the checkpoint; an unknown id is not an error."""
+        """Remove the checkpoint and its step records; an unknown id is not an error."""
+        key = _encode_id(checkpoint_id)
+
+        def delete(connection: sqlite3.Connection) -> None:
+            connection.execute("PRAGMA synchronous = FULL")
+            try:
+                connection.execute("BEGIN IMMEDIATE")
+                try:
+                    connection.execute(_DELETE_STEPS, (key,))
+                    connection.execute(_DELETE, (key,))
+                except BaseException:
+                    connection.execute("ROLLBACK")
+                    raise
+                connection.execute("COMMIT")
+            finally:
+                connection.execute("PRAGMA synchronous = NORMAL")
+
+        self._run(f"delete checkpoint {checkpoint_id!r}", delete)
+
+    def append_step(self, checkpoint_id: str, data: bytes, *, sync: bool = False) -> None:
+        """Append the step record ``data`` (one row); see the class docs for durability."""
+        key = _encode_id(checkpoint_id)
+        data = _check_size(checkpoint_id, _check_data(data), self._max_bytes)
+        synced = sync or self._sync_steps
+
+        def append(connection: sqlite3.Connection) -> None:
+            if synced:
+                _synced(connection, _APPEND_STEP, (key, key, data))
+            else:
+                connection.execute(_APPEND_STEP, (key, key, data))
+
+        self._run(f"append a step of checkpoint {checkpoint_id!r}", append)
+
+    def read_steps(self, checkpoint_id: str) -> list[bytes]:
+        """Return the step records of ``checkpoint_id``, oldest first."""
+        key = _encode_id(checkpoint_id)
+
+        def read(connection: sqlite3.Connection) -> list[bytes]:
+            connection.execute("BEGIN")  # one snapshot: the size checked is the size read
+            try:
+                size = connection.execute(_STEPS_SIZE, (key,)).fetchone()[0]
+                if size > self._max_bytes:
+                    raise _steps_too_large(checkpoint_id, size, self._max_bytes)
+                return [bytes(row[0]) for row in connection.execute(_READ_STEPS, (key,))]
+            finally:
+                connection.execute("COMMIT")
+
+        return self._run(f"read the steps of checkpoint {checkpoint_id!r}", read)
+
+    def delete_steps(self, checkpoint_id: str) -> None:
+        """Remove the step records of ``checkpoint_id``; an unknown id is not an error."""
         key = _encode_id(checkpoint_id)
         self._run(
-            f"delete checkpoint {checkpoint_id!r}",
-            lambda connection: connection.execute(_DELETE, (key,)),
+            f"delete the steps of checkpoint {checkpoint_id!r}",
+            lambda connection: connection.execute(_DELETE_STEPS, (key,)),
         )
 
     def acquire_lease(self, checkpoint_id: str, owner: str, ttl: float) -> bool:
-        """Lease ``checkpoint_id`` for ``owner``; see :class:`LeasingCheckPointStore`."""
+        """Lease ``checkpoint_id`` for ``owner``.
+
+        See :class:`~agentkit.checkpoint.LeasingCheckPointStore`.
+        """
         key = _encode_id(checkpoint_id)
         _check_owner(owner)
         _check_ttl(ttl)
@@ -220,6 +297,8 @@ class SQLiteCheckPointStore(StoreLimits):
         )
         try:
             connection.execute("PRAGMA journal_mode = WAL")
+            # Step records commit without a sync; checkpoint writes sync (see _synced).
+            connection.execute("PRAGMA synchronous = NORMAL")
             for statement in _SCHEMA:
                 connection.execute(statement)
         except BaseException:
@@ -228,6 +307,15 @@ class SQLiteCheckPointStore(StoreLimits):
         self._connection = connection
         self._pid = os.getpid()
         return connection
+
+
+def _synced(connection: sqlite3.Connection, statement: str, parameters: tuple[object, ...]) -> None:
+    """Run ``statement`` so that its commit reaches the disk (``synchronous = FULL``)."""
+    connection.execute("PRAGMA synchronous = FULL")
+    try:
+        connection.execute(statement, parameters)
+    finally:
+        connection.execute("PRAGMA synchronous = NORMAL")
 
 
 def _create_private(path: str) -> None:

@@ -27,7 +27,9 @@ __all__ = [
 ]
 
 DEFAULT_URL = "redis://localhost:6379/0"
+"""The Redis server a store connects to when given no client and no URL."""
 DEFAULT_LOCK_TTL = 30.0
+"""Seconds a writer lock lasts without a refresh, by default."""
 
 # Byte 0xFF never occurs in UTF-8, so a lock key never equals a conversation key.
 _LOCK_INFIX = b"\xfflock:"

@@ -3,7 +3,9 @@
 Celery sends ``worker_shutting_down`` in a worker's main process when a warm shutdown begins
 (SIGTERM). :data:`shutting_down` records it; each running run's :class:`Watcher` then cancels
 its run at the queue's safe point. The watcher also delivers cancel requests from web
-processes (a Redis key, checked once, and a pub/sub channel) and refreshes a fresh run's lease.
+processes (a pub/sub channel, and a Redis key read when it starts listening and every few
+seconds) and refreshes a fresh run's lease; it connects again after Redis went away, and
+stops the run when it lost the lease.
 A cancel request is sealed: one that fails verification, names another run or was made
 before the run's latest stop is ignored (and logged).
 """
@@ -12,11 +14,12 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import uuid
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from agentkit.cancel import CancelHandle, CancelMode
-from agentkit.checkpoint import DEFAULT_LEASE_TTL
 from agentkit.integrations._redislog import RedisRunLog
 from agentkit.integrations._signing import SealError
 from agentkit.integrations.runs import POLL_INTERVAL
@@ -48,8 +51,53 @@ def connect_shutdown_signal() -> None:
         _connected = True
 
 
+OUTAGE_WAIT = 60.0
+"""Seconds a worker keeps trying to write a run's entries and record while Redis is away."""
+
+_T = TypeVar("_T")
+
+
+def patiently(call: Callable[[], _T], what: str, *, wait: float = OUTAGE_WAIT) -> _T:
+    """``call()``, tried again with growing pauses while Redis cannot be reached.
+
+    For the writes of a running run (its entries, its record): a restart or failover of Redis
+    delays them instead of failing the run. After ``wait`` seconds the connection error is
+    raised (the task's message, not acknowledged then, is delivered again later).
+    """
+    import redis
+
+    deadline = time.monotonic() + wait
+    pause = 0.05
+    warned = False
+    while True:
+        try:
+            return call()
+        except (redis.ConnectionError, redis.TimeoutError) as error:
+            if time.monotonic() + pause > deadline:
+                raise
+            if not warned:
+                warned = True
+                _log.warning("agentkit: Redis is away while a worker %s (%s); trying again",
+                             what, error)
+            time.sleep(pause)
+            pause = min(pause * 2, 2.0)
+
+
 class Watcher:
-    """Per run in a worker: delivers cancel requests and the shutdown, refreshes the lease."""
+    """Per run in a worker: delivers cancel requests and the shutdown, refreshes the lease.
+
+    It outlives a lost connection to Redis (a restart, a failover): it reconnects with a
+    growing pause (``MIN_BACKOFF`` to ``MAX_BACKOFF`` seconds), subscribes again and reads the
+    run's stored cancel request, so a cancel made meanwhile is not lost; it also reads that
+    request every ``KEY_CHECK`` seconds, for cancels published while a connection was being
+    made again. A lease it cannot refresh before it expires, or finds held by another worker,
+    is lost: the run is cancelled at once (:attr:`reason` ``"lease lost"``), since another
+    worker may now run it.
+    """
+
+    MIN_BACKOFF = 0.05
+    MAX_BACKOFF = 2.0
+    KEY_CHECK = 2.0
 
     def __init__(
         self,
@@ -60,6 +108,7 @@ class Watcher:
         stops: int,
         shutdown_mode: CancelMode,
         shutdown_timeout: float,
+        lease_ttl: float,
     ) -> None:
         self._log = log
         self._shutdown_mode = shutdown_mode
@@ -67,13 +116,17 @@ class Watcher:
         self._run_id = run_id
         self._stops = stops
         self._handle = handle
+        self._lease_ttl = lease_ttl
         self._stop = threading.Event()
         # A channel of this watcher's own: stop() publishes to it, so a watcher waiting for a
         # cancel message wakes at once instead of at the end of its poll (the run's ``end``
         # entry is written, and the worker's thread freed, only once the watcher stopped).
         self._wake_channel = log.key(run_id, f":watcher:{uuid.uuid4().hex}")
-        self.lease: Lease | None = None
-        self.reason: str | None = None  # "user" or "shutdown"
+        self._lease: Lease | None = None
+        self._lease_until = 0.0  # monotonic time the lease is known to last until
+        self._next_refresh = 0.0
+        self._outage = False  # the connection to Redis is lost right now
+        self.reason: str | None = None  # "user", "shutdown" or "lease lost"
         self._thread = threading.Thread(
             target=self._watch, name=f"agentkit-watch-{run_id[:8]}", daemon=True
         )
@@ -97,24 +150,48 @@ class Watcher:
             )
         self._thread.join()
 
+    def hold(self, lease: Lease) -> None:
+        """Refresh ``lease`` (just taken) while the run lives."""
+        now = time.monotonic()
+        self._lease_until = now + self._lease_ttl
+        self._next_refresh = now + self._lease_ttl / 3
+        self._lease = lease
+
     def _watch(self) -> None:
+        backoff = self.MIN_BACKOFF
+        while not self._stop.is_set():
+            try:
+                self._listen()
+            except Exception as error:  # Redis unreachable: wait, then listen again
+                if not self._outage:
+                    self._outage = True
+                    _log.warning(
+                        "agentkit: lost the connection to Redis while watching run %r (%s: "
+                        "%s); connecting again",
+                        self._run_id,
+                        type(error).__name__,
+                        error,
+                    )
+                self._shutdown_if_asked()
+                self._check_lease_time()
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, self.MAX_BACKOFF)
+            else:
+                return
+
+    def _listen(self) -> None:
         log = self._log
         pubsub = log.client.pubsub(ignore_subscribe_messages=True)
-        refresh_every = DEFAULT_LEASE_TTL / 3
-        waited = 0.0
         cancel_channel = log.key(self._run_id, ":cancel")
         try:
             pubsub.subscribe(cancel_channel, self._wake_channel)
-            requested = log.cancel_requested(self._run_id)  # asked before we listened
-            if requested is not None:
-                self._user_cancel(requested)
+            self._check_cancel_key()  # asked before we listened (or while we could not)
+            if self._outage:
+                self._outage = False
+                _log.info("agentkit: watching run %r again", self._run_id)
+            next_key_check = time.monotonic() + self.KEY_CHECK
             while not self._stop.is_set():
-                if shutting_down.is_set() and self.reason is None:
-                    self.reason = "shutdown"
-                    self._handle.cancel(self._shutdown_mode, self._shutdown_timeout)
-                    log.append(
-                        self._run_id, "status", {"status": "stopping", "reason": "worker shutdown"}
-                    )
+                self._shutdown_if_asked()
                 message = pubsub.get_message(timeout=POLL_INTERVAL / 2)
                 if (
                     message is not None
@@ -123,18 +200,68 @@ class Watcher:
                 ):
                     data = message["data"]
                     self._user_cancel(data.decode() if isinstance(data, bytes) else str(data))
-                waited += POLL_INTERVAL / 2
-                if self.lease is not None and waited >= refresh_every:
-                    waited = 0.0
-                    self.lease.refresh()
-        except Exception:
-            _log.warning(
-                "agentkit: watching run %r for cancels failed", self._run_id, exc_info=True
-            )
+                now = time.monotonic()
+                if now >= next_key_check:
+                    next_key_check = now + self.KEY_CHECK
+                    self._check_cancel_key()
+                self._refresh_lease(now)
         finally:
-            pubsub.close()
+            try:
+                pubsub.close()
+            except Exception:  # a broken connection: nothing to give back
+                _log.debug("agentkit: closing a pub/sub connection failed", exc_info=True)
+
+    def _shutdown_if_asked(self) -> None:
+        if shutting_down.is_set() and self.reason is None:
+            self.reason = "shutdown"
+            self._handle.cancel(self._shutdown_mode, self._shutdown_timeout)
+            self._note({"status": "stopping", "reason": "worker shutdown"})
+
+    def _check_cancel_key(self) -> None:
+        requested = self._log.cancel_requested(self._run_id)
+        if requested is not None:
+            self._user_cancel(requested)
+
+    def _refresh_lease(self, now: float) -> None:
+        lease = self._lease
+        if lease is None or now < self._next_refresh:
+            return
+        if not lease.refresh():
+            self._lost_lease("another worker holds it now")
+            return
+        self._lease_until = now + self._lease_ttl
+        self._next_refresh = now + self._lease_ttl / 3
+
+    def _check_lease_time(self) -> None:
+        """During an outage: past the lease's expiry, another worker may have taken the run."""
+        if self._lease is not None and time.monotonic() >= self._lease_until:
+            self._lost_lease(f"it could not be refreshed within its {self._lease_ttl:g} s")
+
+    def _lost_lease(self, why: str) -> None:
+        if self.reason == "lease lost":
+            return
+        self.reason = "lease lost"
+        self._lease = None
+        _log.error(
+            "agentkit: lost the lease on run %r (%s); stopping the run here, since another "
+            "worker may run it",
+            self._run_id,
+            why,
+        )
+        self._handle.cancel(CancelMode.IMMEDIATE)
+        self._note({"status": "stopping", "reason": "lease lost"})
+
+    def _note(self, status: dict[str, Any]) -> None:
+        """Append a status entry to the run's log, if Redis can be reached now."""
+        try:
+            self._log.append(self._run_id, "status", status)
+        except Exception:  # Redis is away: the entry is news only, the cancel took effect
+            _log.debug("agentkit: could not note %r for run %r", status, self._run_id,
+                       exc_info=True)
 
     def _user_cancel(self, sealed: str) -> None:
+        if self.reason is not None:
+            return  # cancelled already (the same request, read again after an outage)
         try:
             body = self._log.sealer.open("cancel", sealed)
         except SealError as error:
@@ -156,7 +283,7 @@ class Watcher:
             chosen = CancelMode.IMMEDIATE
         self.reason = "user"
         self._handle.cancel(chosen)
-        self._log.append(self._run_id, "status", {"status": "cancelling", "mode": chosen.value})
+        self._note({"status": "cancelling", "mode": chosen.value})
 
 
 def _text(value: object) -> str:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
@@ -66,15 +66,20 @@ return 1
 """
 
 # KEYS[1] = the record hash, KEYS[2] = the stream. ARGV: expected sealed text, new sealed
-# text, TTL in ms, MAXLEN, the end entry's data. The record and the end entry change together.
+# text, TTL in ms, MAXLEN, then kind and data of each entry to add (the run's last events,
+# then its end entry). The record and the entries change together: no reader sees the run's
+# interrupt before its record says it is interrupted.
 _FINISH = """
 if redis.call('HGET', KEYS[1], 'sealed') ~= ARGV[1] then return false end
 redis.call('HSET', KEYS[1], 'sealed', ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 local idem = redis.call('HGET', KEYS[1], 'idem')
 if idem then redis.call('PEXPIRE', idem, ARGV[3]) end
-local id = redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[4], '0-*',
-                      'kind', 'end', 'data', ARGV[5])
+local id
+for i = 5, #ARGV, 2 do
+    id = redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[4], '0-*',
+                    'kind', ARGV[i], 'data', ARGV[i + 1])
+end
 redis.call('PEXPIRE', KEYS[2], ARGV[3])
 return id
 """
@@ -306,16 +311,23 @@ class RedisRunLog:
         )
 
     def finish(
-        self, run_id: str, change: Callable[[RunRecord], RunRecord], summary: dict[str, Any]
+        self,
+        run_id: str,
+        change: Callable[[RunRecord], RunRecord],
+        summary: dict[str, Any],
+        tail: Sequence[tuple[str, dict[str, Any]]] = (),
     ) -> str:
-        """Record the run's stop (``change`` of its record) and its ``end`` entry, atomically."""
-        encoded = json.dumps(summary, ensure_ascii=False)
+        """Record the run's stop (``change`` of its record), the ``tail`` entries (its last
+        events) and its ``end`` entry, atomically; returns the ``end`` entry's id."""
+        entries: list[str] = []
+        for kind, data in [*tail, ("end", summary)]:
+            entries += [kind, json.dumps(data, ensure_ascii=False)]
         for _ in range(_CAS_TRIES):
             record, sealed = self.record(run_id)
             replacement = self.sealer.seal("record", change(record).to_json())
             entry_id = self._finish(
                 keys=[self.key(run_id), self.key(run_id, ":events")],
-                args=[sealed, replacement, self.ttl_ms, self.maxlen, encoded],
+                args=[sealed, replacement, self.ttl_ms, self.maxlen, *entries],
             )
             if entry_id is not None:
                 return _text(entry_id)

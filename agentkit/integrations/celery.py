@@ -20,11 +20,20 @@ any web process can read (and a browser can reconnect to with ``Last-Event-ID``)
 
 How runs stay whole:
 
-* the run id is the checkpoint id; checkpoints live in Redis (:class:`RedisCheckPointStore`), so
-  a run interrupted on one worker is resumed on any other;
+* the run id is the checkpoint id; checkpoints live in Redis
+  (:class:`~agentkit.checkpoint.RedisCheckPointStore`), so a run interrupted on one worker is
+  resumed on any other;
 * tasks are acknowledged late (``acks_late``, ``reject_on_worker_lost``): a task whose worker
-  died is delivered again; a lease on the run id (held by fresh runs, and by
-  :meth:`Runner.resume`) makes sure only one worker runs it at a time;
+  died is delivered again (after the broker's ``visibility_timeout``); a lease on the run id
+  (``lease_ttl``, refreshed while the run lives; held by fresh runs, and by
+  :meth:`~agentkit.Runner.resume`) makes sure only one worker runs it at a time. A task
+  delivered while its run is held is sent again, due ``lease_ttl`` seconds later, never
+  dropped; once the dead worker's lease expired, the new worker takes the run over (from its
+  checkpoint, if it has one), so no run stays "running" without a worker;
+* a run's watcher (cancels, lease refresh) connects again after Redis went away; a lost lease
+  stops the run; the worker's writes wait out a Redis restart;
+* a run's interrupt (or final error) reaches the stream together with its ``end`` entry and
+  its new state, so a resume sent the instant a reader sees the interrupt is accepted;
 * a worker that receives SIGTERM (a deploy; Celery's warm shutdown) cancels its runs at a safe
   point (after the current tool calls, by default), so the checkpoint holds every finished
   tool; then it enqueues the run again as a resume, and another worker goes on from there:
@@ -66,10 +75,15 @@ import attrs
 
 from agentkit._runlog import publish, summary_of_error
 from agentkit.cancel import CancelHandle, CancelMode
-from agentkit.checkpoint import DEFAULT_LEASE_TTL
 from agentkit.errors import CheckpointBusyError, CheckpointConsumedError
 from agentkit.events import Agent
-from agentkit.integrations._celery_worker import Watcher, connect_shutdown_signal, shutting_down
+from agentkit.integrations._celery_worker import (
+    OUTAGE_WAIT,
+    Watcher,
+    connect_shutdown_signal,
+    patiently,
+    shutting_down,
+)
 from agentkit.integrations._errors import (
     RunIdError,
     RunIntegrityError,
@@ -103,6 +117,9 @@ _log = logging.getLogger("agentkit")
 
 TASK_NAME = "agentkit.run"
 """The name of the Celery task that runs agents."""
+
+_RUN_LEASE_TTL = 30.0
+"""Seconds a worker's claim on a run lasts unless refreshed (``AgentQueue(lease_ttl=...)``)."""
 
 
 @attrs.frozen
@@ -165,6 +182,10 @@ class AgentQueue:
         message_ttl: seconds a task message stays valid after it was sent (default one day).
             A worker refuses an older one; the run it was sent for fails with an error saying
             so if no worker took it in time.
+        lease_ttl: seconds a worker's claim on a run lasts unless refreshed (the worker
+            refreshes it every third of that while the run lives). A run whose worker died
+            (``kill -9``, a lost machine) can be taken over this long after its last refresh;
+            a task delivered again meanwhile waits that long and tries again.
 
     The same object (same module) is used by the workers, which :meth:`register` the agents,
     and by the web processes, which :meth:`submit`, read :meth:`events`, :meth:`resume` and
@@ -185,13 +206,15 @@ class AgentQueue:
         task_name: str = TASK_NAME,
         signing_key: bytes | str | Sequence[bytes | str] | None = None,
         message_ttl: float = 24 * 3600.0,
+        lease_ttl: float = _RUN_LEASE_TTL,
     ) -> None:
         if not isinstance(shutdown_mode, CancelMode):
             raise TypeError(f"shutdown_mode must be a CancelMode (got {shutdown_mode!r})")
-        if ttl <= 0 or stream_maxlen <= 0 or message_ttl <= 0:
+        if ttl <= 0 or stream_maxlen <= 0 or message_ttl <= 0 or lease_ttl <= 0:
             raise ValueError(
-                f"ttl, stream_maxlen and message_ttl must be positive (got ttl={ttl}, "
-                f"stream_maxlen={stream_maxlen}, message_ttl={message_ttl})"
+                f"ttl, stream_maxlen, message_ttl and lease_ttl must be positive (got ttl={ttl}, "
+                f"stream_maxlen={stream_maxlen}, message_ttl={message_ttl}, "
+                f"lease_ttl={lease_ttl})"
             )
         self.app = app
         self._redis_url = redis_url
@@ -200,6 +223,7 @@ class AgentQueue:
         self._maxlen = stream_maxlen
         self._ttl = float(ttl)
         self._message_ttl = float(message_ttl)
+        self._lease_ttl = float(lease_ttl)
         self._keys = None if signing_key is None else as_keys(signing_key)
         self.shutdown_mode = shutdown_mode
         self.shutdown_timeout = shutdown_timeout
@@ -264,7 +288,12 @@ class AgentQueue:
                 "call queue.register(name, agent) in the module the worker imports"
             )
         factory, streaming = entry
-        built = Runner(factory(), enable_streaming=streaming, checkpoint_store=self.store)
+        built = Runner(
+            factory(),
+            enable_streaming=streaming,
+            checkpoint_store=self.store,
+            lease_ttl=self._lease_ttl,
+        )
         with self._lock:
             return self._runners.setdefault(name, built)
 
@@ -293,7 +322,10 @@ class AgentQueue:
                 from agentkit.checkpoint import RedisCheckPointStore
 
                 self._store = RedisCheckPointStore(
-                    client=log.client, prefix=self._checkpoint_prefix, ttl=self._ttl
+                    client=log.client,
+                    prefix=self._checkpoint_prefix,
+                    ttl=self._ttl,
+                    outage_wait=OUTAGE_WAIT,  # a run's step writes wait out a Redis restart
                 )
             return self._store
 
@@ -439,7 +471,8 @@ class AgentQueue:
         """Read the run's entries after ``last_event_id``, blocking for new ones, until ``end``.
 
         Raises:
-            RunNotFoundError: no run has this id (:class:`RunOwnerError`: not ``owner``'s).
+            RunNotFoundError: no run has this id
+                (:class:`~agentkit.integrations.runs.RunOwnerError`: not ``owner``'s).
             EventIdError: ``last_event_id`` is not an event id of a run (``"0-<n>"``).
         """
         check_event_id(last_event_id)
@@ -467,7 +500,8 @@ class AgentQueue:
         run's entries come (pass it to :meth:`events`).
 
         Raises:
-            RunNotFoundError: no run has this id (:class:`RunOwnerError`: not ``owner``'s).
+            RunNotFoundError: no run has this id
+                (:class:`~agentkit.integrations.runs.RunOwnerError`: not ``owner``'s).
             RunStateError: the run is not interrupted, cancelled or failed (it is queued,
                 running, completed, or another resume of it was enqueued already).
             ValueError: a target is not an interrupt id of the run's latest interrupt.
@@ -564,7 +598,9 @@ class AgentQueue:
         if shutting_down.is_set():
             # A worker going down still receives what it had asked the broker for.
             return self._requeue(worker, route, order, ran=False)
-        return self._run_order(worker, route, order)
+        # "running": a worker took this very message before; it died, or still runs it.
+        redelivered = record.status == "running"
+        return self._run_order(worker, route, order, args[0], redelivered=redelivered)
 
     def _open_order(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Order:
         """The verified order of a task message; :class:`TaskMessageError` for anything else."""
@@ -622,8 +658,14 @@ class AgentQueue:
             return {"status": "refused", "error": f"the task message expired ({age})"}
         return summary
 
-    def _run_order(self, worker: str, route: str | None, order: _Order) -> dict[str, Any]:
-        """Run or resume the order's run in this worker; publish its events; record its stop."""
+    def _run_order(
+        self, worker: str, route: str | None, order: _Order, message: str, *, redelivered: bool
+    ) -> dict[str, Any]:
+        """Run or resume the order's run in this worker; publish its events; record its stop.
+
+        ``message`` is the sealed task message (sent again when the run is held elsewhere);
+        ``redelivered``: a worker took this message before (and died, or still runs it).
+        """
         log = self._log()
         run_id = order.run_id
         handle = CancelHandle()
@@ -634,63 +676,95 @@ class AgentQueue:
             stops=order.stops,
             shutdown_mode=self.shutdown_mode,
             shutdown_timeout=self.shutdown_timeout,
+            lease_ttl=self._lease_ttl,
         )
         watcher.start()
         lease: Lease | None = None
+        tail: list[tuple[str, dict[str, Any]]] = []
         try:
             try:
-                lease, run = self._start(order, handle)
-            except (CheckpointBusyError, CheckpointConsumedError) as error:
-                # Another worker runs it, or it completed: a duplicate delivery, nothing to do.
+                lease, run = self._start(order, handle, redelivered=redelivered)
+            except CheckpointBusyError as error:
+                # Another worker holds the run: alive (a duplicate delivery), or dead (its
+                # lease expires within lease_ttl). Try again then, never drop the run.
+                return self._retry_later(worker, route, order, message, error)
+            except CheckpointConsumedError as error:
                 _log.info("agentkit: run %r not started on %s: %s", run_id, worker, error)
                 return {"status": "duplicate", "error": str(error)}
-            watcher.lease = lease
+            if lease is not None:
+                watcher.hold(lease)
             try:
-                log.update(run_id, _mark_running(order, worker))
+                patiently(
+                    lambda: log.update(run_id, _mark_running(order, worker)), "records a run"
+                )
             except TaskMessageError as error:
                 run.close()
                 _log.error("agentkit: worker %s stopped run %r: %s", worker, run_id, error)
                 return {"status": "refused", "error": str(error)}
-            append = functools.partial(log.append, run_id)
+
+            def append(kind: str, data: dict[str, Any]) -> str:
+                return patiently(lambda: log.append(run_id, kind, data), "appends an entry")
+
             append("status", {"status": "started", "worker": worker, "kind": order.kind})
-            summary = publish(run, append)
+            published = publish(run, append)
+            summary, tail = published.summary, published.tail
         except Exception as error:
             summary = summary_of_error(error)
         finally:
             watcher.stop()
             if lease is not None:
                 lease.release()
+        if watcher.reason == "lease lost":
+            return self._after_lost_lease(worker, route, order, tail)
         if watcher.reason == "shutdown" and summary["status"] == "cancelled":
-            return self._requeue(worker, route, order, ran=True)
+            return self._requeue(worker, route, order, ran=True, tail=tail)
 
         def stop(current: RunRecord) -> RunRecord:
             return attrs.evolve(
                 current, status=summary["status"], stops=current.stops + 1, summary=summary
             )
 
-        log.finish(run_id, stop, summary)
+        # The lease is free before the record says the run stopped: a resume enqueued the
+        # moment a reader sees the interrupt finds the run free to take.
+        patiently(lambda: log.finish(run_id, stop, summary, tail), "records a run's end")
         return summary
 
-    def _start(self, order: _Order, handle: CancelHandle) -> tuple[Lease | None, Any]:
+    def _start(
+        self, order: _Order, handle: CancelHandle, *, redelivered: bool
+    ) -> tuple[Lease | None, Any]:
         """Start the order's run (a fresh run holds a lease on its id); its event iterator.
 
+        A redelivered order goes on from the run's checkpoint, when the worker that took it
+        first saved one: a fresh run is resumed; a resume whose targets the run has moved
+        past (it interrupted again, or saved progress) is resumed without them.
+
         Raises:
-            CheckpointBusyError: another worker runs it.
+            CheckpointBusyError: another worker holds the run.
             CheckpointConsumedError: a resume of it completed already.
         """
         runner = self.runner(order.agent)
+        run_id = order.run_id
         if order.kind == "resume":
-            return None, runner.resume(
-                order.run_id, with_cancel(handle), targets=order.payload["targets"]
-            )
+            targets = order.payload["targets"]
+            try:
+                return None, runner.resume(run_id, with_cancel(handle), targets=targets)
+            except ValueError:
+                if not redelivered:
+                    raise
+                _log.info("agentkit: run %r moved past its resume data; resuming it", run_id)
+                return None, runner.resume(run_id, with_cancel(handle))
         from agentkit.checkpoint import lease_for
 
-        lease = lease_for(self.store, order.run_id, DEFAULT_LEASE_TTL)
+        lease = lease_for(self.store, run_id, self._lease_ttl)
         try:
+            if redelivered and self.store.get(run_id) is not None:
+                lease.release()  # the resume takes its own
+                _log.info("agentkit: run %r was saved by a worker that died; resuming it", run_id)
+                return None, runner.resume(run_id, with_cancel(handle))
             messages = [Message.from_dict(item) for item in order.payload["messages"]]
             run = runner.run(
                 messages,
-                with_checkpoint_id(order.run_id),
+                with_checkpoint_id(run_id, lease=lease),  # the run keeps it, durable
                 with_session_values(order.payload.get("session_values") or {}),
                 with_cancel(handle),
             )
@@ -699,12 +773,63 @@ class AgentQueue:
             raise
         return lease, run
 
-    def _requeue(
-        self, worker: str, route: str | None, order: _Order, *, ran: bool
+    def _retry_later(
+        self,
+        worker: str,
+        route: str | None,
+        order: _Order,
+        message: str,
+        error: CheckpointBusyError,
     ) -> dict[str, Any]:
-        """Enqueue a run this worker stopped for its shutdown: as a resume if it was saved.
+        """Send ``message`` again, due once a lease not refreshed since now has expired."""
+        countdown = self._lease_ttl
+        _log.info(
+            "agentkit: run %r is held by another worker (%s); worker %s sends its task again, "
+            "due in %g s",
+            order.run_id,
+            error,
+            worker,
+            countdown,
+        )
+        self.task.apply_async(args=[message], queue=route, countdown=countdown)
+        return {"status": "retrying", "countdown": countdown}
 
-        A run that never started here goes back as it came (a resume keeps its targets).
+    def _after_lost_lease(
+        self,
+        worker: str,
+        route: str | None,
+        order: _Order,
+        tail: list[tuple[str, dict[str, Any]]],
+    ) -> dict[str, Any]:
+        """The run stopped here because its lease was lost: leave it, or enqueue it again.
+
+        Another worker that took the lease owns the run now; if none did (Redis was away
+        longer than the lease), the run is enqueued again as a resume, like at a shutdown.
+        """
+        from agentkit.checkpoint import lease_for
+
+        try:
+            probe = lease_for(self.store, order.run_id, self._lease_ttl)
+        except CheckpointBusyError:
+            _log.info("agentkit: run %r goes on on another worker", order.run_id)
+            return {"status": "lease lost"}
+        try:
+            return self._requeue(worker, route, order, ran=True, tail=tail)
+        finally:
+            probe.release()
+
+    def _requeue(
+        self,
+        worker: str,
+        route: str | None,
+        order: _Order,
+        *,
+        ran: bool,
+        tail: list[tuple[str, dict[str, Any]]] | None = None,
+    ) -> dict[str, Any]:
+        """Enqueue a run this worker stopped (its shutdown, a lost lease): as a resume if it
+        was saved. A run that never started here goes back as it came (a resume keeps its
+        targets). ``tail`` holds the run's last events (not appended yet).
         """
         kind, payload = order.kind, order.payload
         if ran and self.store.get(order.run_id) is not None:
@@ -718,9 +843,11 @@ class AgentQueue:
 
         log = self._log()
         record = log.update(order.run_id, requeue)
+        for entry_kind, data in tail or ():
+            log.append(order.run_id, entry_kind, data)
         log.append(order.run_id, "status", {"status": "requeued", "worker": worker, "kind": kind})
         self.task.apply_async(args=[self._seal_order(record, kind, payload)], queue=route)
-        _log.info("agentkit: worker %s shutting down; run %r enqueued again", worker, order.run_id)
+        _log.info("agentkit: worker %s stopped run %r; enqueued again", worker, order.run_id)
         return {"status": "requeued"}
 
 

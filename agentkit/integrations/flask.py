@@ -2,7 +2,7 @@
 
 WSGI servers run each request in a thread, which is exactly what agentkit's synchronous
 runs need: iterate the run's events in the response generator. When the client goes away,
-the WSGI server closes the generator, which closes the run's iterator and cancels the run.
+the WSGI server closes the generator, which closes the run's iterator and cancels the run::
 
     from flask import Flask, request
     from agentkit.integrations.flask import sse_response

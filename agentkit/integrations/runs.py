@@ -22,6 +22,10 @@ Logs are capped: a reader that asks for entries that were dropped to keep a log 
 cap gets a ``gap`` entry first (``{"lost": <how many>, "reason": "trimmed"}``), then the
 oldest entries kept; nothing is skipped without saying so.
 
+The shape of every entry is a JSON Schema shipped with the package, versioned
+(:data:`RUN_LOG_SCHEMA_VERSION`): :func:`run_log_schema` returns it, for readers in other
+languages, for validating a stream in a test, or for generating types from it.
+
 **Runs belong to someone.** Every call takes ``owner=``: the user or tenant id of your app
 that submits the run, and the one that may read, resume, cancel or forget it. Another owner's
 call raises :class:`RunOwnerError` (a :class:`RunNotFoundError`, so "not yours" and "no such
@@ -40,10 +44,12 @@ session values or run id raises :class:`RunStateError`.
 from __future__ import annotations
 
 import collections
+import json
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from importlib import resources
 from typing import Any, Protocol
 
 import attrs
@@ -82,6 +88,8 @@ __all__ = [
     "TaskMessageError",
     "to_messages",
     "POLL_INTERVAL",
+    "RUN_LOG_SCHEMA_VERSION",
+    "run_log_schema",
 ]
 
 present(
@@ -99,6 +107,35 @@ present(
 
 POLL_INTERVAL = 0.5
 """Seconds a reader waits for new entries before it looks at whether it was closed."""
+
+RUN_LOG_SCHEMA_VERSION = 1
+"""The version of :func:`run_log_schema`; it changes whenever the shape of an entry changes."""
+
+
+def run_log_schema() -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of one run log entry, as readers get it.
+
+    An entry is ``{"id": ..., "kind": ..., "data": {...}}``: a :class:`RunEvent` of
+    :class:`LocalRuns` or :class:`~agentkit.integrations.celery.AgentQueue` (``vars(entry)``
+    or ``attrs.asdict(entry)``), or one frame of an SSE response of
+    :mod:`agentkit.integrations.flask` (its ``id:``, ``event:`` and JSON ``data:`` lines).
+    The schema describes every kind (``run``, ``status``, ``token``, ``agent``, ``end``,
+    ``gap``, ``done``) and the data of each; its ``$id`` ends with
+    :data:`RUN_LOG_SCHEMA_VERSION`. The file is ``agentkit/integrations/runlog.schema.json``.
+    Each call returns a fresh copy.
+
+    Example (with the ``jsonschema`` package)::
+
+        import attrs, jsonschema
+        from agentkit.integrations.runs import run_log_schema
+
+        validator = jsonschema.Draft202012Validator(run_log_schema())
+        for entry in runs.events(run_id):
+            validator.validate(attrs.asdict(entry))
+    """
+    text = resources.files(__package__).joinpath("runlog.schema.json").read_text("utf-8")
+    schema: dict[str, Any] = json.loads(text)
+    return schema
 _READ_BATCH = 200  # the most entries one read hands a reader
 
 
@@ -637,14 +674,20 @@ class LocalRuns:
                 previous.join()
             run.status = "running"
             run.log.append("status", {"status": "started"})
+            tail: list[tuple[str, dict[str, Any]]] = []
             try:
-                summary = publish(start(handle), run.log.append)
+                published = publish(start(handle), run.log.append)
+                summary, tail = published.summary, published.tail
             except Exception as error:  # resume refused: busy, consumed, bad targets
                 summary = summary_of_error(error)
-            with self._lock:  # the status and the end entry change together
+            # The status, the run's last events and the end entry change together: a reader
+            # that sees the interrupt can resume at once.
+            with self._lock:
                 run.summary = summary
                 run.interrupts = list(summary.get("interrupts", []))
                 run.status = str(summary["status"])
+                for kind, data in tail:
+                    run.log.append(kind, data)
                 run.log.append("end", summary)
                 run.handle = None
                 if self._runs.get(run_id) is run:

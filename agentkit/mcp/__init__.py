@@ -11,9 +11,11 @@ imported when the first client is made::
 
     client = MCPClient.http("http://localhost:8000/mcp", headers={"Authorization": "Bearer ..."})
 
-Each client keeps one background thread with its own asyncio event loop (started on first
-use, ended by ``close()``); nothing runs in the caller's event loop, so clients work the same
-in scripts, Flask request threads and Jupyter notebooks.
+Each client's connection is a task on agentkit's own asyncio event loop, which runs in one
+background thread per process (``agentkit-asyncio``, started on first use, shared with
+``async def`` tools, joined at exit); ``close()`` ends the connection. Nothing runs in the
+caller's event loop, so clients work the same in scripts, Flask request threads and Jupyter
+notebooks.
 
 Results: text content becomes the tool message; images and audio become placeholders such
 as ``[image/png, 1234 bytes]``; a result the server marks with ``isError`` goes to the model

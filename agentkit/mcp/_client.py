@@ -15,6 +15,7 @@ from typing import Any, Literal, TypeVar
 
 import attrs
 
+from agentkit._aioloop import in_loop_thread
 from agentkit._runctx import abort_on_cancel, check_cancelled
 from agentkit.errors import ToolTimeoutError
 from agentkit.mcp import _compat, _stdio
@@ -83,9 +84,10 @@ class MCPClient:
             agent = ChatModelAgent("assistant", "answers", model, tools=client.tools())
             print_events(Runner(agent).query("Weather in Paris?"))
 
-    Threading: the client connects on first use, in one background thread that runs its own
-    asyncio event loop (the caller's thread and any loop running there are not touched), and
-    :meth:`close` ends that thread. Tool calls may come from many threads at once. A client
+    Threading: the client connects on first use, as a task on agentkit's event loop (one
+    background thread per process, shared with ``async def`` tools; the caller's thread and
+    any loop running there are not touched), and :meth:`close` ends the connection and waits
+    for its end. Tool calls may come from many threads at once. A client
     made before a WSGI server forks its workers works in each worker: a process that
     inherited it starts its own connection. When the connection breaks (the server process
     exits, the HTTP session is gone) the next call reconnects.
@@ -234,7 +236,7 @@ class MCPClient:
         return self._closed
 
     def close(self) -> None:
-        """Disconnect (stopping a stdio server) and join the background thread. Idempotent.
+        """Disconnect (stopping a stdio server) and wait until the connection ended. Idempotent.
 
         Calls still running fail with :class:`MCPConnectionError`; later use raises
         :class:`MCPClientClosedError`.
@@ -361,7 +363,19 @@ class MCPClient:
     def _run(
         self, work: Callable[[Any], Coroutine[Any, Any, T]], *, what: str, tool_name: str
     ) -> T:
-        """Run ``work(session)`` on the connection and wait, with timeout and cancel."""
+        """Run ``work(session)`` on the connection and wait, with timeout and cancel.
+
+        Raises:
+            RuntimeError: called on agentkit's event loop thread (from an async tool), where
+                waiting would block the very loop the call runs on.
+        """
+        if in_loop_thread():
+            raise RuntimeError(
+                f"{what} on the MCP server {self._endpoint.label} cannot wait on agentkit's "
+                "event loop thread (this is an async tool or an MCP callback): make the calling "
+                "tool a plain function, or run the call in a thread "
+                "(await asyncio.to_thread(...))"
+            )
         for attempt in (1, 2):
             connection = self._live_connection()
             try:
@@ -476,7 +490,7 @@ class MCPClient:
         """In a forked child: drop the parent's connection without touching it."""
         self._state_lock = threading.Lock()
         if self._connection is not None:
-            # Its thread does not exist here, and finalizing its objects would stop the
+            # Its loop thread does not exist here, and finalizing its objects would stop the
             # parent's server process: keep them alive, untouched, for this process's life.
             _inherited.append(self._connection)
         self._connection = None

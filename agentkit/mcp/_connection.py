@@ -1,17 +1,19 @@
-"""One live MCP session, held open by an asyncio event loop in a thread of its own.
+"""One live MCP session, held open by a task on agentkit's event loop.
 
-The ``mcp`` package is asynchronous; agentkit is not. A :class:`Connection` owns one thread
-that runs a private event loop (never the caller's: a Jupyter kernel's loop is left alone).
-The loop enters the transport and the ``ClientSession``, initializes it, and then waits until
-it is told to stop. Callers in any thread hand it coroutines with :meth:`Connection.submit`
-and wait on the returned :class:`concurrent.futures.Future`, which they may cancel (that
-cancels the asyncio task, and the session tells the server the request was cancelled).
+The ``mcp`` package is asynchronous; agentkit is not. A :class:`Connection` is one task on
+the process's private event loop (:mod:`agentkit._aioloop`, shared with ``async def`` tools;
+never the caller's loop: a Jupyter kernel's loop is left alone). The task enters the
+transport and the ``ClientSession``, initializes it, and then waits until it is told to stop.
+Callers in any thread hand it coroutines with :meth:`Connection.submit` and wait on the
+returned :class:`concurrent.futures.Future`, which they may cancel (that cancels the asyncio
+task, and the session tells the server the request was cancelled).
 
 A connection is used until it breaks (the server process exits, the HTTP session ends, the
 server breaks the protocol) and is then replaced by a fresh one; it never reconnects by
 itself. Its transport holds the server to :attr:`Connection.max_message_bytes` and reports a
 broken protocol with :meth:`Connection.protocol_error`, which fails every call in flight at
-once and stops the connection.
+once and stops the connection. When it ends, the calls still running on it are cancelled
+(only its own: other connections and async tools share the loop).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from collections.abc import Callable, Coroutine
 from contextlib import AbstractAsyncContextManager
 from typing import Any, TypeVar
 
+from agentkit._aioloop import Task, in_loop_thread, start_task
 from agentkit._runctx import abort_on_cancel, check_cancelled
 from agentkit.mcp import _compat
 from agentkit.mcp._errors import MCPConnectionError, MCPProtocolError
@@ -94,13 +97,13 @@ class _WatchedReadStream:
 
 
 class Connection:
-    """A session with one MCP server, running in its own thread and event loop.
+    """A session with one MCP server, held open by a task on agentkit's event loop.
 
     It is the :class:`~agentkit.mcp._wire.Wire` its transport serves.
 
     Args:
         opener: makes the transport (an async context manager yielding the stream pair).
-        label: names the server in thread names and error texts.
+        label: names the server in task names and error texts.
         on_notification: called in the loop thread with this connection and the method of
             every server notification; must not block.
         max_message_bytes: the largest message the transport accepts from the server.
@@ -126,13 +129,14 @@ class Connection:
         self._session: Any = None
         self._accepting = False
         self._closing = False
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()  # its calls and background work (loop only)
+        self._ended = False  # set in the loop when the session is over (loop only)
         self._error: BaseException | None = None
         self.broken: str | None = None
         """Why the connection can no longer be used (``None`` while it works)."""
         self.fault: str | None = None
         """How the server broke the protocol, if it did (then also :attr:`broken`)."""
-        self._thread = threading.Thread(target=self._run, name=f"agentkit-mcp {label}", daemon=True)
+        self._life: Task[None] | None = None  # the task that holds the session open
 
     def __repr__(self) -> str:
         state = "usable" if self.usable else f"broken ({self.broken})" if self.broken else "idle"
@@ -156,7 +160,7 @@ class Connection:
     # --- caller side (any thread) ---
 
     def start(self, timeout: float, *, connect_timeout: float | None = None) -> None:
-        """Start the thread and wait until the session is initialized.
+        """Start the session's task and wait until the session is initialized.
 
         ``connect_timeout`` is the setting an expired ``timeout`` is reported as (the
         time left of it, when an earlier transport used some); ``timeout`` by default.
@@ -167,7 +171,10 @@ class Connection:
             MCPProtocolError: the server broke the protocol during the handshake.
             AgentCancelledError: the agent run was cancelled while connecting.
         """
-        self._thread.start()
+        # A fresh context: the connection outlives the run (if any) that opened it.
+        self._life = start_task(
+            self._live, inherit_context=False, name=f"agentkit-mcp {self.label}"
+        )
         try:
             with abort_on_cancel(self._request_stop):
                 ready = self._ready.wait(timeout)
@@ -207,15 +214,26 @@ class Connection:
                     f"the connection to the MCP server {self.label} is closed "
                     f"({self.broken or 'closed'})"
                 )
-            return asyncio.run_coroutine_threadsafe(work(self._session), self._loop)
+            return asyncio.run_coroutine_threadsafe(self._call(work), self._loop)
 
     def spawn(self, work: Callable[[Any], Coroutine[Any, Any, object]]) -> None:
         """From inside the loop thread: run ``work(session)`` as a background task."""
-        if not self.usable:
+        if not self.usable or self._ended:
             return
         task = asyncio.ensure_future(work(self._session))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    async def _call(self, work: Work[T]) -> T:
+        """One call, counted among the connection's tasks so that its end cancels it."""
+        task = asyncio.current_task()
+        if self._ended or task is None:  # submitted just before the session ended
+            raise asyncio.CancelledError
+        self._tasks.add(task)
+        try:
+            return await work(self._session)
+        finally:
+            self._tasks.discard(task)
 
     def mark_broken(self, reason: str) -> None:
         """Stop using this connection (a call found the transport dead)."""
@@ -244,14 +262,14 @@ class Connection:
         self._request_stop()
 
     def close(self, timeout: float = 10.0) -> None:
-        """Leave the session, stop the transport and join the thread (waits up to ``timeout``)."""
+        """Leave the session, stop the transport and wait for its end (up to ``timeout``)."""
         self._request_stop()
-        if self._thread.ident is None or self._thread is threading.current_thread():
+        life = self._life
+        if life is None or in_loop_thread():
             return
-        self._thread.join(timeout)
-        if self._thread.is_alive():
+        if not life.wait(timeout):
             _log.warning(
-                "the MCP connection thread for %s did not end within %s s; it ends when the "
+                "the MCP connection to %s did not end within %s s; it ends when the "
                 "server's transport closes", self.label, timeout,
             )
 
@@ -267,7 +285,7 @@ class Connection:
         except RuntimeError:  # the loop already closed: nothing left to stop
             pass
 
-    # --- loop side (the connection's thread) ---
+    # --- loop side (agentkit's event loop thread) ---
 
     def _stop_in_loop(self) -> None:
         if self._session is not None and self._stop is not None:
@@ -275,20 +293,18 @@ class Connection:
         elif self._main_task is not None:
             self._main_task.cancel()  # still connecting: abandon the attempt
 
-    def _run(self) -> None:
-        loop = asyncio.new_event_loop()
+    async def _live(self) -> None:
+        """The connection's task: the session, then the end of what is left of it."""
         try:
-            loop.run_until_complete(self._main(loop))
+            await self._main(asyncio.get_running_loop())
         finally:
             with self._lock:
                 self._accepting = False
                 if self.broken is None:
                     self.broken = "closed"
             try:
-                loop.run_until_complete(self._cancel_leftovers())
-                loop.run_until_complete(loop.shutdown_asyncgens())
+                await self._cancel_leftovers()
             finally:
-                loop.close()
                 self._ready.set()
 
     async def _main(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -308,7 +324,7 @@ class Connection:
                         self._accepting = not self._closing
                     self._ready.set()
                     await self._stop.wait()
-        except BaseException as error:  # the thread ends quietly; callers see self.broken
+        except BaseException as error:  # the task ends quietly; callers see self.broken
             self._error = error
             with self._lock:
                 if self.broken is None:
@@ -317,9 +333,10 @@ class Connection:
                 raise
 
     async def _cancel_leftovers(self) -> None:
-        await asyncio.sleep(0)  # submissions queued before the gate closed become tasks now
-        current = asyncio.current_task()
-        tasks = [task for task in asyncio.all_tasks() if task is not current]
+        # Calls submitted before the gate closed and not started yet see _ended and end
+        # cancelled as they start; the ones running now are cancelled here.
+        self._ended = True
+        tasks = list(self._tasks)
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

@@ -34,7 +34,7 @@ class MCPTool:
     schema, as of the server's newest tool listing. :meth:`invoke` calls the tool on the
     server and returns the result as text (see :mod:`agentkit.mcp` for how content, images
     and errors are rendered). It can be called from inside another tool, for example a
-    ``@tool`` function that asks for approval with :func:`~agentkit._interrupt` first.
+    ``@tool`` function that asks for approval with :func:`~agentkit.interrupt` first.
     """
 
     def __init__(self, client: ToolSource, remote_name: str, prefix: str = "") -> None:

@@ -42,6 +42,7 @@ tools you have. Follow the guidance below.
 - Help with legitimate work, including authorized security testing and education; refuse to
   help with harm (malware, attacks on systems you are not authorized to test, evading
   detection)."""
+"""The deep agent's default instruction (replaced by ``instruction=``)."""
 
 TASK_PROMPT = """
 # The 'task' tool: sub-agents

@@ -32,7 +32,9 @@ SESSION_KEY_TODOS = "deep_agent_session_key_todos"
 """The session key ``write_todos`` keeps the todo list under (a list of :class:`Todo`)."""
 
 TASK_TOOL_NAME = "task"
+"""The name of the tool a deep agent hands a task to a sub-agent with."""
 WRITE_TODOS_TOOL_NAME = "write_todos"
+"""The name of the tool a deep agent keeps its todo list with."""
 
 TodoStatus = Literal["pending", "in_progress", "completed"]
 _STATUSES = ("pending", "in_progress", "completed")

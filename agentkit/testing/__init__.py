@@ -10,8 +10,13 @@ agentkit does:
 * :class:`FakeOpenAIServer` is a loopback OpenAI-compatible HTTP server, scripted with
   :class:`Reply`, to test :class:`~agentkit.OpenAIChatModel` and whole agents over real HTTP,
   failures included (error statuses, cut streams, slow answers).
+* :func:`cassette` wraps a model to record its calls to a file (JSON or YAML) and replay
+  them offline; a replayed call that differs from the recording raises
+  :class:`CassetteMismatchError` with a diff. The pytest fixture ``model_cassette`` (in
+  :mod:`agentkit.testing.pytest_plugin`) makes it one line per test.
 * :func:`check_checkpoint_store` runs the conformance suite against your own checkpoint
-  store; a broken store raises :class:`StoreConformanceError`, also under ``python -O``.
+  store (data, leases, step records); a broken store raises :class:`StoreConformanceError`,
+  also under ``python -O``.
   (Conversation stores have theirs in :mod:`agentkit.conversation.conformance`.)
 
 Example::
@@ -26,24 +31,38 @@ Example::
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from agentkit._lazy import attach
 from agentkit.models.scripted import ModelCall, ScriptedChatModel
+from agentkit.testing._cassette import Cassette, cassette
 from agentkit.testing._checkpoint_checks import STORE_CHECKS, UNUSUAL_IDS
 from agentkit.testing._checkpoint_suite import ALL_CHECKS, check_checkpoint_store
-from agentkit.testing._errors import StoreConformanceError, ThreadLeakError
+from agentkit.testing._errors import (
+    CassetteError,
+    CassetteMismatchError,
+    StoreConformanceError,
+    ThreadLeakError,
+)
 from agentkit.testing._events import run_events, summarize
 from agentkit.testing._lease_checks import LEASE_CHECKS
 from agentkit.testing._messages import call, calls_message
 from agentkit.testing._openai_replies import Reply
 from agentkit.testing._openai_server import FakeOpenAIServer
+from agentkit.testing._step_checks import STEP_CHECKS
 from agentkit.testing._store_support import StoreCheck, StoreFactory
 from agentkit.testing._threads import no_thread_leak
 
 __all__ = [
     "ALL_CHECKS",
+    "Cassette",
+    "CassetteError",
+    "CassetteMismatchError",
     "FakeOpenAIServer",
     "LEASE_CHECKS",
     "ModelCall",
     "Reply",
+    "STEP_CHECKS",
     "STORE_CHECKS",
     "ScriptedChatModel",
     "StoreCheck",
@@ -53,6 +72,7 @@ __all__ = [
     "UNUSUAL_IDS",
     "call",
     "calls_message",
+    "cassette",
     "check_checkpoint_store",
     "no_thread_leak",
     "run_events",
@@ -62,12 +82,16 @@ __all__ = [
 # Objects defined here present themselves as ``agentkit.testing.X`` in reprs and tracebacks
 # (the scripted model keeps its own public name, ``agentkit.models.scripted.X``).
 for _obj in (
+    Cassette,
+    CassetteError,
+    CassetteMismatchError,
     FakeOpenAIServer,
     Reply,
     StoreConformanceError,
     ThreadLeakError,
     call,
     calls_message,
+    cassette,
     check_checkpoint_store,
     no_thread_leak,
     run_events,
@@ -75,3 +99,6 @@ for _obj in (
 ):
     _obj.__module__ = __name__
 del _obj
+
+if not TYPE_CHECKING:  # dir() lists the API only (not this module's imports)
+    __getattr__, __dir__ = attach(__name__)

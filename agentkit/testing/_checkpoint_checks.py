@@ -48,7 +48,7 @@ UNUSUAL_IDS: tuple[str, ...] = (
     "plain.lease",
     "x" * 1000,
 )
-"""Ids every store must keep apart and round-trip (used by :func:`check_unusual_ids`)."""
+"""Ids every store must keep apart and round-trip (one of the :data:`STORE_CHECKS` stores them)."""
 
 
 def check_round_trip(make_store: StoreFactory) -> None:

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agentkit.checkpoint.base import LeasingCheckPointStore
+from agentkit.checkpoint.base import JournalingCheckPointStore, LeasingCheckPointStore
 from agentkit.testing._checkpoint_checks import STORE_CHECKS
 from agentkit.testing._errors import StoreConformanceError
 from agentkit.testing._lease_checks import LEASE_CHECKS
+from agentkit.testing._step_checks import STEP_CHECKS
 from agentkit.testing._store_support import StoreCheck, StoreFactory
 
-ALL_CHECKS: tuple[StoreCheck, ...] = STORE_CHECKS + LEASE_CHECKS
+ALL_CHECKS: tuple[StoreCheck, ...] = STORE_CHECKS + LEASE_CHECKS + STEP_CHECKS
 """Every check, in the order :func:`check_checkpoint_store` runs them."""
 
 
@@ -18,6 +19,7 @@ def check_checkpoint_store(
     make_store: StoreFactory,
     *,
     require_leases: bool = False,
+    require_steps: bool = False,
     checks: Sequence[StoreCheck] = ALL_CHECKS,
 ) -> None:
     """Run the conformance checks against the stores ``make_store`` returns.
@@ -36,6 +38,10 @@ def check_checkpoint_store(
         require_leases: fail when the store does not implement
             :class:`~agentkit.checkpoint.LeasingCheckPointStore` (stores shared by several
             processes should). Without it, the lease checks pass for stores without leases.
+        require_steps: fail when the store does not implement
+            :class:`~agentkit.checkpoint.JournalingCheckPointStore` (step records, which make
+            ``Runner(durability="step")`` cost the same per step however long a run is).
+            Without it, the step checks pass for stores without step records.
         checks: the checks to run (default: all of them).
 
     Raises:
@@ -47,6 +53,14 @@ def check_checkpoint_store(
             raise StoreConformanceError(
                 f"{type(store).__name__} has no acquire_lease/release_lease methods; add them "
                 "(see agentkit.checkpoint.LeasingCheckPointStore) or pass require_leases=False"
+            )
+    if require_steps:
+        store = make_store()
+        if not isinstance(store, JournalingCheckPointStore):
+            raise StoreConformanceError(
+                f"{type(store).__name__} has no append_step/read_steps/delete_steps methods; "
+                "add them (see agentkit.checkpoint.JournalingCheckPointStore) or pass "
+                "require_steps=False"
             )
     for check in checks:
         try:

@@ -1,10 +1,12 @@
-"""The exceptions of :mod:`agentkit.testing`: failed checks, raised even under ``python -O``.
+"""The exceptions of :mod:`agentkit.testing`: failed checks, and cassettes that cannot replay.
 
-Both are :class:`AssertionError` subclasses, so pytest reports them as failed checks and
-existing ``except AssertionError`` clauses keep working, and :class:`~agentkit.AgentKitError`
+The check errors (:class:`StoreConformanceError`, :class:`ThreadLeakError`) are
+:class:`AssertionError` subclasses, so pytest reports them as failed checks and existing
+``except AssertionError`` clauses keep working, and :class:`~agentkit.AgentKitError`
 subclasses, like every error agentkit raises. They are raised explicitly, never with a bare
 ``assert``, so a broken store or a leaked thread is not waved through when assertions are
-stripped.
+stripped. The cassette errors (:class:`CassetteError`, :class:`CassetteMismatchError`) are
+plain :class:`~agentkit.AgentKitError` subclasses.
 """
 
 from __future__ import annotations
@@ -22,3 +24,26 @@ class StoreConformanceError(AgentKitError, AssertionError):
 
 class ThreadLeakError(AgentKitError, AssertionError):
     """A thread started inside :func:`no_thread_leak` was still alive after the block."""
+
+
+class CassetteError(AgentKitError):
+    """A cassette cannot be used: its file is missing, damaged or from a later agentkit, or
+    it has no recorded reply for a call (see :func:`~agentkit.testing.cassette`)."""
+
+
+class CassetteMismatchError(CassetteError):
+    """A call made while replaying a cassette is not one it recorded.
+
+    The message shows a diff between the closest recorded request and this one, and how to
+    record again.
+
+    Attributes:
+        path: the cassette file.
+        diff: the unified diff (recorded request first), ``""`` when no recorded call was left
+            to compare with.
+    """
+
+    def __init__(self, message: str, *, path: str = "", diff: str = "") -> None:
+        super().__init__(message)
+        self.path = path
+        self.diff = diff

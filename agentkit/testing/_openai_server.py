@@ -38,6 +38,7 @@ from agentkit.testing._openai_replies import (
     status_error_type,
     stream_events,
 )
+from agentkit.testing._threads import register_owner
 
 # What FakeOpenAIServer(handler=...) takes: the request's JSON body in, the reply out.
 Handler = Callable[[dict[str, Any]], "Reply | str"]
@@ -50,6 +51,11 @@ class FakeOpenAIServer:
     queued with :meth:`queue`, in order (a ``str`` is an assistant message). A request with
     no reply to give gets HTTP 400 saying so. Use it as a context manager; it stops serving,
     drops open connections and joins its threads on exit.
+
+    Each connection is served in a thread of its own (``FakeOpenAIServer connection N``) that
+    lives as long as the client keeps the connection open. These threads are the server's:
+    :func:`~agentkit.testing.no_thread_leak` inside the server's ``with`` block does not
+    count them (see :meth:`owned_threads`).
 
     Attributes:
         base_url: ``"http://127.0.0.1:PORT/v1"``.
@@ -74,6 +80,7 @@ class FakeOpenAIServer:
     def start(self) -> FakeOpenAIServer:
         """Start serving (done by ``with``)."""
         if self._thread is None:
+            register_owner(self)
             self._thread = threading.Thread(
                 target=self._httpd.serve_forever,
                 kwargs={"poll_interval": 0.01},
@@ -92,6 +99,10 @@ class FakeOpenAIServer:
             self._thread = None
         self._httpd.drop_connections()
         self._httpd.server_close()
+
+    def owned_threads(self) -> list[threading.Thread]:
+        """The threads serving connections right now (none once stopped: they were joined)."""
+        return self._httpd.connection_threads()
 
     def __enter__(self) -> FakeOpenAIServer:
         return self.start()
@@ -158,21 +169,48 @@ class FakeOpenAIServer:
 
 
 class _HTTPServer(ThreadingHTTPServer):
-    # Handler threads are joined by server_close(): none outlives the server. They end
-    # promptly because stop() shuts their sockets down and sets the event their waits watch.
-    daemon_threads = False
-    block_on_close = True
+    # One thread per connection, started and joined here (server_close): none outlives the
+    # server. They end promptly because stop() shuts their sockets down and sets the event
+    # their waits watch.
+    daemon_threads = True
+    block_on_close = False
     fake: FakeOpenAIServer
 
     def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
         self._sockets: set[socket.socket] = set()
         self._sockets_lock = threading.Lock()
+        self._workers: set[threading.Thread] = set()
+        self._started = 0
         super().__init__(address, handler)
 
     def process_request(self, request: Any, client_address: Any) -> None:
         with self._sockets_lock:
             self._sockets.add(request)
-        super().process_request(request, client_address)
+            self._started += 1
+            worker = threading.Thread(
+                target=self._serve_connection,
+                args=(request, client_address),
+                name=f"FakeOpenAIServer connection {self._started}",
+                daemon=True,
+            )
+            self._workers.add(worker)
+        worker.start()
+
+    def _serve_connection(self, request: Any, client_address: Any) -> None:
+        try:
+            self.process_request_thread(request, client_address)
+        finally:
+            with self._sockets_lock:
+                self._workers.discard(threading.current_thread())
+
+    def connection_threads(self) -> list[threading.Thread]:
+        with self._sockets_lock:
+            return list(self._workers)
+
+    def server_close(self) -> None:
+        super().server_close()
+        for worker in self.connection_threads():
+            worker.join()
 
     def shutdown_request(self, request: Any) -> None:
         with self._sockets_lock:

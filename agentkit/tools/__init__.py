@@ -9,21 +9,37 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from agentkit._lazy import attach
-from agentkit.tools.approval import ApprovalRequest, Approve, Reject, with_approval
-from agentkit.tools.base import BaseTool, InvokableTool, StreamableTool, ToolCallInfo
+from agentkit.tools.approval import (
+    ApprovalRequest,
+    Approve,
+    Reject,
+    UnfinishedToolCall,
+    with_approval,
+)
+from agentkit.tools.base import (
+    BaseTool,
+    DeclaresIdempotency,
+    InvokableTool,
+    StreamableTool,
+    ToolCallInfo,
+    is_idempotent,
+)
 from agentkit.tools.function import FunctionTool, StreamingFunctionTool, as_tool, tool
 
 __all__ = [
     "ApprovalRequest",
     "Approve",
     "BaseTool",
+    "DeclaresIdempotency",
     "FunctionTool",
     "InvokableTool",
     "Reject",
     "StreamableTool",
     "StreamingFunctionTool",
     "ToolCallInfo",
+    "UnfinishedToolCall",
     "as_tool",
+    "is_idempotent",
     "tool",
     "with_approval",
 ]

@@ -207,6 +207,11 @@ class ApprovalTool:
         """The tool that runs once a call is approved."""
         return self._tool
 
+    @property
+    def idempotent(self) -> bool:
+        """``False``: a call that waits for approval is not run again unasked after a crash."""
+        return False
+
     def info(self) -> ToolInfo:
         """The wrapped tool's name, description and parameters."""
         return self._tool.info()

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from agentkit.tools._explain import explain
+from agentkit.tools._pydantic import is_pydantic_model, model_field_names
 from agentkit.tools._scalar_hooks import (
     MISSING,
     STRUCTURED,
@@ -110,6 +111,7 @@ def _make_converter(strict: cattrs.Converter | None) -> cattrs.Converter:
     converter.register_structure_hook_factory(is_array, _array_hook)
     converter.register_structure_hook_factory(is_mapping, _mapping_hook)
     converter.register_structure_hook_factory(is_attrs, _attrs_hook)
+    converter.register_structure_hook_factory(is_pydantic_model, _pydantic_hook)
     return converter
 
 
@@ -279,17 +281,31 @@ def _attrs_hook(tp: Any, converter: cattrs.Converter) -> Hook:
     return structure_attrs
 
 
+def _pydantic_hook(tp: Any) -> Hook:
+    """The hook for pydantic models: a JSON object, then the model's own validation (its
+    ``ValidationError`` is explained field by field)."""
+
+    def structure_model(value: Any, _: Any) -> Any:
+        if type(value) is not dict:
+            raise Invalid("an object", value)
+        return tp.model_validate(value)
+
+    return structure_model
+
+
 def _alias(origin: type, *args: Any) -> Any:
     """``origin[args]`` for type arguments known only at run time."""
     return types.GenericAlias(origin, args)
 
 
 def _match_score(tp: Any, value: Any) -> tuple[int, int]:
-    """How well a JSON object fits an attrs class: most of its keys are fields, fewest fields
-    left to their defaults."""
+    """How well a JSON object fits an attrs class or pydantic model: most of its keys are
+    fields, fewest fields left to their defaults."""
     tp = strip_annotated(tp)
-    if type(value) is dict and is_attrs(tp):
-        fields = attrs.fields(tp)
-        matched = sum(1 for field in fields if field.name in value)
-        return matched, matched - len(fields)
+    if type(value) is dict and (is_attrs(tp) or is_pydantic_model(tp)):
+        names = [field.name for field in attrs.fields(tp)] if is_attrs(tp) else (
+            model_field_names(tp)
+        )
+        matched = sum(1 for name in names if name in value)
+        return matched, matched - len(names)
     return 0, 0

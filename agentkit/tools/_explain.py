@@ -1,8 +1,9 @@
 """Explaining a failed argument conversion in words a model can act on.
 
 Framework-internal: :func:`explain` walks the tree of ``cattrs`` validation errors (and the
-:class:`~agentkit.tools._scalar_hooks.Invalid` errors of agentkit's own hooks) and writes one
-message per wrong argument, naming where it is (``'trip.days[2]'``) and what was expected.
+:class:`~agentkit.tools._scalar_hooks.Invalid` errors of agentkit's own hooks, and the
+``ValidationError`` of pydantic models) and writes one message per wrong argument, naming
+where it is (``'trip.days[2]'``) and what was expected.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from agentkit.tools._pydantic import problems as pydantic_problems
 from agentkit.tools._scalar_hooks import MISSING, Invalid, show
 
 __all__ = ["explain"]
@@ -22,6 +24,16 @@ def explain(exc: BaseException, path: list[_Segment], data: Any, problems: list[
     where = _format_path(path)
     if isinstance(exc, Invalid):
         problems.append(f"'{where}' must be {exc.expected} (got {show(exc.value)})")
+        return
+    found = pydantic_problems(exc)
+    if found is not None:  # a pydantic model's own validation
+        for problem in found:
+            segments: list[_Segment] = [
+                ("index", key) if isinstance(key, int) else ("attr", key)
+                for key in problem.location
+            ]
+            place = _format_path([*path, *segments])
+            problems.append(f"'{place}' {problem.text} (got {show(problem.value)})")
         return
     from cattrs.errors import AttributeValidationNote, BaseValidationError, IterableValidationNote
 

@@ -12,9 +12,11 @@ import functools
 import inspect
 import json
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any, Generic, ParamSpec, TypeVar
 
+from agentkit._jsonable import dumps as json_dumps
+from agentkit._jsonable import unencodable_part
 from agentkit._waiting import CallSite, admitted
 from agentkit.errors import AgentConfigError, ToolArgumentsError, ToolError
 from agentkit.schema import ToolInfo
@@ -28,16 +30,33 @@ from agentkit.tools._approval import (
     parse_object,
     running,
 )
+from agentkit.tools._async import AsyncItems, await_in_loop
 from agentkit.tools._convert import explain, json_kind, show
-from agentkit.tools._schema import to_json
 from agentkit.tools._signature import check_function, plan_signature, qualname
 
-__all__ = ["FunctionTool", "StreamingFunctionTool", "checked_concurrency", "checked_timeout"]
+__all__ = [
+    "FunctionTool",
+    "StreamingFunctionTool",
+    "checked_concurrency",
+    "checked_idempotent",
+    "checked_timeout",
+    "is_generator_function",
+]
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def checked_idempotent(idempotent: object) -> bool | None:
+    """Return ``idempotent`` if it is ``True``, ``False`` or ``None``; else raise TypeError."""
+    if idempotent is None or isinstance(idempotent, bool):
+        return idempotent
+    raise TypeError(
+        f"idempotent must be True, False or None (None: True unless the tool needs approval), "
+        f"got {idempotent!r}"
+    )
 
 
 def checked_timeout(timeout: object) -> float | None:
@@ -60,6 +79,10 @@ def checked_concurrency(concurrency: object) -> ConcurrencyLimiter | None:
         f"ConcurrencyLimiter, shared by the tools given the same one (got {concurrency!r})"
     )
 
+def is_generator_function(fn: object) -> bool:
+    """Whether calling ``fn`` makes a generator or an async generator (a streaming tool)."""
+    return inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn)
+
 
 _NOT_ASKED = Decision("", resumes_tool=True)  # no approval needed: the call runs as it is
 
@@ -72,7 +95,9 @@ class FunctionTool(Generic[P, R]):
     ``invoke`` parses the JSON arguments, checks and converts them to the annotated types
     (unknown arguments are ignored; parameters that were not sent get their defaults), calls the
     function and returns its result: a ``str`` as it is, an enum as its value, anything else as
-    JSON (attrs instances as objects, sets and tuples as arrays).
+    JSON: attrs and dataclass instances and pydantic models as objects, sets and tuples as
+    arrays, ``datetime``/``date``/``time`` as ISO 8601 strings, ``timedelta`` as an ISO 8601
+    duration, ``Decimal``, ``UUID`` and paths as strings.
 
     Errors:
 
@@ -82,13 +107,25 @@ class FunctionTool(Generic[P, R]):
       ``get_weather: 'days' must be an integer (got 'three')``. A
       :class:`~agentkit.ChatModelAgent` sends it back to the model by default
       (``recover_tool_errors``).
-    * A result that cannot be JSON-encoded raises :class:`~agentkit.errors.ToolError`.
+    * A result that cannot be JSON-encoded raises :class:`~agentkit.errors.ToolError` naming
+      the tool, the part of the result and its type, e.g. ``when: the result cannot be
+      encoded as JSON: result['at'] is of type Clock, which has no JSON form; return ...``.
     * Exceptions raised by the function propagate unchanged (the agent running the tool adds
       the tool-call id). Only ``Exception`` subclasses are ever caught by the tool, so
       ``BaseException``-based signals such as interrupts pass through untouched.
 
     ``**tool_options`` passed to ``invoke`` are ignored: a function tool reads whatever it
     needs from the run context.
+
+    An ``async def`` function runs as a task on agentkit's event loop (one per process, in
+    its own thread, started on first use; never the caller's loop), in the caller's context:
+    session values, tool options and :func:`~agentkit.interrupt` work as in a plain tool.
+    ``invoke`` waits for the task. A time limit of the call or an immediate cancel of the run
+    cancels the task (``asyncio.CancelledError`` at its ``await``) and ``invoke`` raises
+    :class:`~agentkit.AgentCancelledError` once the coroutine ended; its exceptions propagate
+    as they are. Awaiting the tool object itself (``await my_tool(...)``) calls the function.
+    ``invoke`` called on the loop's own thread (from inside another async tool) raises
+    ``RuntimeError``: await the function there instead.
 
     The object is still the function: calling it calls the function directly, and
     ``__wrapped__``, ``__name__``, ``__doc__`` and ``__module__`` are the function's.
@@ -109,6 +146,7 @@ class FunctionTool(Generic[P, R]):
         localns: Mapping[str, Any] | None = None,
         needs_approval: ApprovalPolicy = False,
         timeout: float | None = None,
+        idempotent: bool | None = None,
         concurrency: ConcurrencyLimiter | None = None,
     ) -> None:
         """Build the tool; prefer :func:`tool`, which picks the class for generator functions.
@@ -116,10 +154,10 @@ class FunctionTool(Generic[P, R]):
         ``localns`` is a namespace tried when an annotation names something that is not a
         global of the function's module (a class defined inside a function, for example);
         :func:`tool` passes the namespace it is called from. ``strict``, ``needs_approval``,
-        ``timeout`` and ``concurrency`` are as for :func:`tool`.
+        ``timeout``, ``idempotent`` and ``concurrency`` are as for :func:`tool`.
         """
         check_function(fn)
-        if inspect.isgeneratorfunction(fn) and not isinstance(self, StreamingFunctionTool):
+        if is_generator_function(fn) and not isinstance(self, StreamingFunctionTool):
             raise TypeError(
                 f"{qualname(fn)} is a generator function: make it a StreamingFunctionTool "
                 "(tool() does this)"
@@ -139,8 +177,11 @@ class FunctionTool(Generic[P, R]):
         self._params = plan.params
         self._needs_approval = check_policy(needs_approval, self._name)
         self._timeout = checked_timeout(timeout)
+        given = checked_idempotent(idempotent)
+        self._idempotent = (self._needs_approval is False) if given is None else given
         self._concurrency = checked_concurrency(concurrency)
         self._site = CallSite("Tool", tool_name, type(self).__name__)
+        self._is_async = inspect.iscoroutinefunction(fn)
 
     @property
     def name(self) -> str:
@@ -155,6 +196,14 @@ class FunctionTool(Generic[P, R]):
         :class:`~agentkit.ChatModelAgent` for what happens to a call that takes longer.
         """
         return self._timeout
+
+    @property
+    def idempotent(self) -> bool:
+        """Whether a call may run again after a crash cut it short (see :func:`tool`).
+
+        ``idempotent=None`` made it ``True``, unless the tool needs approval.
+        """
+        return self._idempotent
 
     @property
     def concurrency(self) -> ConcurrencyLimiter | None:
@@ -179,11 +228,18 @@ class FunctionTool(Generic[P, R]):
         limit = self._concurrency
         if limit is None:
             with running(decision):
-                result = self._fn(*args, **kwargs)
+                result = self._call(args, kwargs)
         else:
             with self._slot(limit), running(decision):
-                result = self._fn(*args, **kwargs)
+                result = self._call(args, kwargs)
         return _encode_result(self._name, result)
+
+    def _call(self, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        """Call the function: a coroutine function as a task on agentkit's asyncio loop."""
+        if not self._is_async:
+            return self._fn(*args, **kwargs)
+        coroutine_function: Callable[..., Awaitable[Any]] = self._fn  # type: ignore[assignment]
+        return await_in_loop(functools.partial(coroutine_function, *args, **kwargs), self._name)
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self._fn(*args, **kwargs)
@@ -273,6 +329,8 @@ class StreamingFunctionTool(FunctionTool[P, R]):
     that runs the generator lazily, in the thread that reads: each yielded item is one chunk,
     a ``str`` as it is, anything else JSON-encoded as for :class:`FunctionTool`. An exception
     raised by the generator is the stream's error. Closing the reader closes the generator.
+    An async generator (``async def`` with ``yield``) runs on agentkit's event loop, one item
+    per step, with the cancel rules of async :class:`FunctionTool` calls.
 
     ``invoke`` returns the chunks joined with no separator, which is what Eino does when a
     streaming tool is called by an agent that does not stream; an agent that streams calls
@@ -292,17 +350,23 @@ class StreamingFunctionTool(FunctionTool[P, R]):
         limit = self._concurrency
         if limit is None:
             with running(decision):
-                items: Iterator[Any] = self._fn(*args, **kwargs)  # type: ignore[assignment]
-            return stream_from_iterator(_encode_chunks(self._name, items))
+                produced: Any = self._fn(*args, **kwargs)
+            return stream_from_iterator(_encode_chunks(self._name, self._items(produced)))
         # The slot is held while the generator runs: until the stream ends or is closed.
         slot = self._slot(limit)
         try:
             with running(decision):
-                items = self._fn(*args, **kwargs)  # type: ignore[assignment]
+                produced = self._fn(*args, **kwargs)
         except BaseException:
             slot.release()
             raise
-        return stream_from_iterator(_encode_chunks(self._name, items), on_close=slot.release)
+        return stream_from_iterator(
+            _encode_chunks(self._name, self._items(produced)), on_close=slot.release
+        )
+
+    def _items(self, produced: Any) -> Iterator[Any]:
+        """The generator's items; an async generator's are read on agentkit's asyncio loop."""
+        return AsyncItems(produced, self._name) if inspect.isasyncgen(produced) else produced
 
     def invoke(self, arguments: str, **tool_options: Any) -> str:
         """Run the generator to its end and return all chunks joined."""
@@ -322,17 +386,36 @@ def _encode_chunks(name: str, items: Iterator[Any]) -> Iterator[str]:
 # --- results ------------------------------------------------------------------------------------
 
 
+_ENCODABLE = (
+    "dict (str keys), list, tuple, set, str, int, float, bool, None, enums, datetime, date, "
+    "time, timedelta, Decimal, UUID, pathlib paths, attrs and dataclass instances and pydantic "
+    "models"
+)
+
+
 def _encode_result(name: str, result: Any) -> str:
-    """A tool result as text: a str as it is, an enum as its value, anything else as JSON."""
+    """A tool result as text: a str as it is, an enum as its value, anything else as JSON.
+
+    Raises:
+        ToolError: a part of the result has no JSON form; the message names the tool, the
+            part and its type.
+    """
     if isinstance(result, enum.Enum):
         result = result.value
     if isinstance(result, str):
         return str(result)
     try:
-        return json.dumps(result, ensure_ascii=False, default=to_json)
+        return json_dumps(result, ensure_ascii=False)
     except (TypeError, ValueError, RecursionError) as exc:
+        part = None if isinstance(exc, (ValueError, RecursionError)) else unencodable_part(result)
+        if part is not None:
+            what = f"{part}, which has no JSON form"
+        elif isinstance(exc, ValueError):
+            what = "the result contains itself"
+        else:
+            what = str(exc)
         raise ToolError(
-            f"{name}: the result cannot be encoded as JSON ({exc}); return a str, or data made "
-            "of dict, list, tuple, set, str, int, float, bool, None, enums and attrs instances",
+            f"{name}: the result cannot be encoded as JSON: {what}; return a str, or data "
+            f"made of {_ENCODABLE}",
             tool_name=name,
         ) from exc

@@ -20,6 +20,9 @@ from typing import Any, Literal, Union
 
 import attrs
 
+from agentkit._jsonable import dumps as json_dumps
+from agentkit.tools._pydantic import is_pydantic_model, is_pydantic_v1_model, model_schema
+
 __all__ = [
     "SETS",
     "NoneType",
@@ -37,7 +40,6 @@ __all__ = [
     "record_default",
     "schema_of",
     "strip_annotated",
-    "to_json",
     "type_name",
 ]
 
@@ -144,13 +146,26 @@ def schema_of(
         return _attrs_schema(tp, localns, seen)
     if is_class(tp) and (dataclasses.is_dataclass(tp) or typing.is_typeddict(tp)):
         return _record_schema(tp, localns, seen)
+    if is_pydantic_model(tp):
+        try:
+            return model_schema(tp)
+        except ValueError as error:
+            raise Unsupported(str(error)) from None
     if is_array(tp):
         return _array_schema(tp, localns, seen)
     if is_mapping(tp):
         return _mapping_schema(tp, localns, seen)
+    if is_pydantic_v1_model(tp):
+        raise Unsupported(
+            f"{type_name(tp)} is a pydantic v1 model; agentkit supports pydantic v2 models "
+            "(pydantic.BaseModel of pydantic 2, not pydantic.v1.BaseModel)"
+        )
     hint = ""
     if is_class(tp) and tp.__module__ != "builtins":
-        hint = " (a class must be an attrs class, a dataclass, a TypedDict or an Enum)"
+        hint = (
+            " (a class must be an attrs class, a dataclass, a TypedDict, an Enum or a pydantic "
+            "model)"
+        )
     raise Unsupported(f"{type_name(tp)} has no JSON form{hint}")
 
 
@@ -379,7 +394,7 @@ def _is_hashable(tp: Any) -> bool:
         return all(_is_hashable(arg) for arg in typing.get_args(tp) if arg is not Ellipsis)
     if is_array(tp) or is_mapping(tp):
         return _bare(tp) in (tuple, frozenset)
-    if is_attrs(tp):
+    if is_attrs(tp) or is_pydantic_model(tp):
         return tp.__hash__ is not None
     return True
 
@@ -387,7 +402,7 @@ def _is_hashable(tp: Any) -> bool:
 def record_default(schema: dict[str, Any], default: Any) -> None:
     """Add ``default`` to the schema when it has a JSON form."""
     try:
-        text = json.dumps(default, default=to_json, allow_nan=False)
+        text = json_dumps(default, allow_nan=False)
     except (TypeError, ValueError, RecursionError):
         return
     schema["default"] = json.loads(text)
@@ -400,19 +415,6 @@ def type_name(tp: Any) -> str:
         return tp.__qualname__
     return repr(tp).replace("typing.", "")
 
-
-
-def to_json(value: Any) -> Any:
-    """``json.dumps`` fallback for the result types tools may return besides plain JSON data."""
-    if isinstance(value, enum.Enum):
-        return value.value
-    if attrs.has(type(value)):
-        return attrs.asdict(value, recurse=False)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {field.name: getattr(value, field.name) for field in dataclasses.fields(value)}
-    if isinstance(value, (set, frozenset)):
-        return list(value)
-    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
 # Section headers and field markers of the Google, reST, NumPy and Epydoc docstring styles.

@@ -27,7 +27,8 @@ __all__ = ["Param", "SignaturePlan", "check_function", "plan_signature", "qualna
 
 _SUPPORTED = (
     "str, int, float, bool, None, Any, list/Sequence, tuple, set/frozenset, dict[str, ...], "
-    "Optional/Union, Literal, Enum, attrs classes, dataclasses, TypedDicts, Annotated and NewType"
+    "Optional/Union, Literal, Enum, attrs classes, dataclasses, TypedDicts, pydantic models, "
+    "Annotated and NewType"
 )
 
 
@@ -53,14 +54,10 @@ class SignaturePlan:
 
 
 def check_function(fn: object) -> None:
-    """Raise ``TypeError`` unless ``fn`` is a plain (not async) function or bound method."""
+    """Raise ``TypeError`` unless ``fn`` is a function or bound method (``async`` or not)."""
     if not (inspect.isfunction(fn) or inspect.ismethod(fn)):
         raise TypeError(
             f"tool() needs a Python function or bound method, got {fn!r} ({type(fn).__name__})"
-        )
-    if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
-        raise TypeError(
-            f"{qualname(fn)} is async; agentkit runs tools in threads: make it a plain function"
         )
 
 

@@ -19,8 +19,13 @@ Each request is bound to exactly one call: when a model gives two calls of one r
 id, the later one gets a derived id (``<id>#2``) in the reply, its events and its result, so
 approving one request never runs another call.
 
-Approval is built on :func:`~agentkit._interrupt`, so the decision can come from another process
+Approval is built on :func:`~agentkit.interrupt`, so the decision can come from another process
 with any checkpoint store. The three types are saved in checkpoints under stable names.
+
+The same decisions answer an :class:`UnfinishedToolCall`: the interrupt of a run recovered
+after its process died while a call of a tool that is not idempotent ran (``True`` /
+``Approve()`` run it again, ``False`` / ``Reject()`` do not; a ``str`` is used as its
+result).
 """
 
 from __future__ import annotations
@@ -32,11 +37,13 @@ from agentkit.tools._approval import (
     Reject,
     with_approval,
 )
+from agentkit.tools._unfinished import UnfinishedToolCall
 
 __all__ = [
     "Approve",
     "ApprovalPolicy",
     "ApprovalRequest",
     "Reject",
+    "UnfinishedToolCall",
     "with_approval",
 ]

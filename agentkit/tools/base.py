@@ -20,7 +20,14 @@ if TYPE_CHECKING:
     from agentkit.schema import ToolCall, ToolInfo
     from agentkit.streams import StreamReader
 
-__all__ = ["BaseTool", "InvokableTool", "StreamableTool", "ToolCallInfo"]
+__all__ = [
+    "BaseTool",
+    "DeclaresIdempotency",
+    "InvokableTool",
+    "StreamableTool",
+    "ToolCallInfo",
+    "is_idempotent",
+]
 
 
 @attrs.frozen
@@ -91,3 +98,32 @@ class StreamableTool(BaseTool, Protocol):
             **tool_options: implementation-specific options passed through by the agent.
         """
         ...
+
+
+@runtime_checkable
+class DeclaresIdempotency(Protocol):
+    """A tool that says whether a call of it may run twice (``idempotent``).
+
+    :class:`~agentkit.tools.FunctionTool` has it (``@tool(idempotent=...)``), so do
+    :class:`~agentkit.AgentTool` (``True``: a resumed agent tool goes on inside its agent) and
+    the tools :func:`~agentkit.with_approval` returns (``False``). Give your own tool classes
+    an ``idempotent`` property to say it.
+    """
+
+    @property
+    def idempotent(self) -> bool:
+        """Whether running a call twice does no harm."""
+        ...
+
+
+def is_idempotent(tool: object) -> bool:
+    """Whether a call of ``tool`` that a crash cut short may simply run again.
+
+    The tool's own ``idempotent`` (see :class:`DeclaresIdempotency`), else ``True``: a tool
+    that says nothing (an MCP tool, a tool class of yours) runs again. Tools with effects that
+    must not happen twice say ``idempotent=False`` (or need approval, which implies it): the
+    recovered run then asks a human (:class:`~agentkit.UnfinishedToolCall`).
+    """
+    if isinstance(tool, DeclaresIdempotency):
+        return bool(tool.idempotent)
+    return True

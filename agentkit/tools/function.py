@@ -8,7 +8,9 @@ Everything about a function that a model needs is worked out once, when the tool
 * a conversion plan: for every parameter a ``cattrs`` structuring hook that checks the JSON value
   and turns it into the annotated type (attrs instances, enum members, tuples, sets...).
 
-A call then only parses the JSON text, runs the prepared hooks and calls the function.
+A call then only parses the JSON text, runs the prepared hooks and calls the function. An
+``async def`` function is run as a task on agentkit's event loop (one per process, in a
+thread of its own), and the call waits for it; see :class:`FunctionTool`.
 
 The JSON value accepted for each annotation, and the schema it gets:
 
@@ -37,6 +39,9 @@ no annotation, ``Any``                      anything (``{}``)
 ``Literal[...]``                            one of the values (``enum``)
 ``Enum`` subclass                           one of the members' values (``enum``)
 attrs class, dataclass, ``TypedDict``       object with the class's fields (defaults kept)
+pydantic model (v2)                         the model's ``model_json_schema()``, nested
+                                            models in place; converted by
+                                            ``model_validate`` (the model's own rules)
 ``Annotated[X, "text"]``                    as ``X``, described by ``"text"``
 ``NewType("N", X)``                         as ``X``
 ==========================================  =============================================
@@ -46,7 +51,7 @@ from __future__ import annotations
 
 import inspect
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Any, ParamSpec, TypeVar, overload
 
 import attrs
@@ -57,7 +62,9 @@ from agentkit.tools._function_tool import (
     FunctionTool,
     StreamingFunctionTool,
     checked_concurrency,
+    checked_idempotent,
     checked_timeout,
+    is_generator_function,
 )
 from agentkit.tools.base import BaseTool
 
@@ -70,6 +77,7 @@ StreamingFunctionTool.__module__ = __name__
 P = ParamSpec("P")
 R = TypeVar("R")
 I = TypeVar("I", bound=Iterator[Any])  # noqa: E741 - the conventional name for an iterator type
+AI = TypeVar("AI", bound=AsyncIterator[Any])
 
 
 # --- the decorator ------------------------------------------------------------------------------
@@ -85,8 +93,22 @@ def tool(
     strict: bool = False,
     needs_approval: ApprovalPolicy = False,
     timeout: float | None = None,
+    idempotent: bool | None = None,
     concurrency: ConcurrencyLimiter | None = None,
 ) -> StreamingFunctionTool[P, I]: ...
+
+
+@overload
+def tool(
+    fn: Callable[P, AI],
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    strict: bool = False,
+    needs_approval: ApprovalPolicy = False,
+    timeout: float | None = None,
+) -> StreamingFunctionTool[P, AI]: ...
 
 
 @overload
@@ -99,6 +121,7 @@ def tool(
     strict: bool = False,
     needs_approval: ApprovalPolicy = False,
     timeout: float | None = None,
+    idempotent: bool | None = None,
     concurrency: ConcurrencyLimiter | None = None,
 ) -> FunctionTool[P, R]: ...
 
@@ -113,6 +136,7 @@ def tool(
     strict: bool = False,
     needs_approval: ApprovalPolicy = False,
     timeout: float | None = None,
+    idempotent: bool | None = None,
     concurrency: ConcurrencyLimiter | None = None,
 ) -> _Decorator: ...
 
@@ -126,14 +150,15 @@ def tool(
     strict: bool = False,
     needs_approval: ApprovalPolicy = False,
     timeout: float | None = None,
+    idempotent: bool | None = None,
     concurrency: ConcurrencyLimiter | None = None,
 ) -> FunctionTool[Any, Any] | _Decorator:
     """Make a tool of a Python function: its schema comes from the type hints and the docstring.
 
     Use it as ``@tool``, ``@tool()``, ``@tool(name=..., description=...)``, or call it:
-    ``tool(fn, name=...)``. A generator function becomes a :class:`StreamingFunctionTool` (each
-    yielded item is a chunk), any other function a :class:`FunctionTool`. Either stays callable
-    like the function itself.
+    ``tool(fn, name=...)``. A generator function (plain or ``async``) becomes a
+    :class:`StreamingFunctionTool` (each yielded item is a chunk), any other function (plain
+    or ``async``) a :class:`FunctionTool`. Either stays callable like the function itself.
 
     Example::
 
@@ -173,6 +198,12 @@ def tool(
         timeout: the most seconds a call of the tool may take when an agent runs it (it then
             fails with :class:`~agentkit.ToolTimeoutError`; see ``ChatModelAgent(tool_timeout=)``
             for what happens to the abandoned call). ``None``: the agent's ``tool_timeout``.
+        idempotent: whether running a call twice does no harm (reading, computing, or writing
+            with an idempotency key: see :func:`~agentkit.tool_call_key`). A call that had
+            started but not finished when its process died is run again on recovery when its
+            tool is idempotent; otherwise the recovered run interrupts with an
+            :class:`~agentkit.UnfinishedToolCall` and a human decides. ``None`` (the default):
+            ``True``, except for tools with ``needs_approval``, which default to ``False``.
         concurrency: a :class:`~agentkit.ConcurrencyLimit` (or
             :class:`~agentkit.integrations.redis.RedisConcurrencyLimit`): each call takes a
             slot before the function runs and gives it back when it returns (a generator:
@@ -183,15 +214,18 @@ def tool(
             ``tool_timeout`` and cancelled with the run (see :mod:`agentkit.throttle`).
 
     Raises:
-        TypeError: ``fn`` is not a function, is ``async``, has ``*args``, or a parameter has an
-            annotation that cannot be expressed in JSON (the message names the parameter and type).
+        TypeError: ``fn`` is not a function, has ``*args``, or a parameter has an annotation
+            that cannot be expressed in JSON (the message names the parameter and type).
         AgentConfigError: the name is not a valid tool name (a lambda needs ``name=``).
     """
     check_policy(needs_approval, "tool()")
     timeout = checked_timeout(timeout)
+    checked_idempotent(idempotent)
     concurrency = checked_concurrency(concurrency)
     if fn is None:
-        return _Decorator(name, description, strict, needs_approval, timeout, concurrency)
+        return _Decorator(
+            name, description, strict, needs_approval, timeout, idempotent, concurrency
+        )
     if isinstance(fn, str):
         raise TypeError(
             f"tool() takes the function first; to name the tool write @tool(name={fn!r})"
@@ -204,6 +238,7 @@ def tool(
         sys._getframe(1).f_locals,
         needs_approval,
         timeout,
+        idempotent,
         concurrency,
     )
 
@@ -217,10 +252,14 @@ class _Decorator:
     strict: bool
     needs_approval: ApprovalPolicy = False
     timeout: float | None = None
+    idempotent: bool | None = None
     concurrency: ConcurrencyLimiter | None = None
 
     @overload
     def __call__(self, fn: Callable[P, I], /) -> StreamingFunctionTool[P, I]: ...
+
+    @overload
+    def __call__(self, fn: Callable[P, AI], /) -> StreamingFunctionTool[P, AI]: ...
 
     @overload
     def __call__(self, fn: Callable[P, R], /) -> FunctionTool[P, R]: ...
@@ -234,6 +273,7 @@ class _Decorator:
             sys._getframe(1).f_locals,
             self.needs_approval,
             self.timeout,
+            self.idempotent,
             self.concurrency,
         )
 
@@ -246,11 +286,12 @@ def _make_tool(
     localns: Mapping[str, Any] | None,
     needs_approval: ApprovalPolicy = False,
     timeout: float | None = None,
+    idempotent: bool | None = None,
     concurrency: ConcurrencyLimiter | None = None,
 ) -> FunctionTool[Any, Any]:
     if isinstance(fn, FunctionTool):
         fn = fn.__wrapped__
-    cls = StreamingFunctionTool if inspect.isgeneratorfunction(fn) else FunctionTool
+    cls = StreamingFunctionTool if is_generator_function(fn) else FunctionTool
     return cls(
         fn,
         name=name,
@@ -259,6 +300,7 @@ def _make_tool(
         localns=localns,
         needs_approval=needs_approval,
         timeout=timeout,
+        idempotent=idempotent,
         concurrency=concurrency,
     )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import select
@@ -17,6 +18,7 @@ import pytest
 
 pytest.importorskip("mcp")
 
+from agentkit._aioloop import start_task
 from agentkit.mcp import MCPClient
 
 TOOLBOX = Path(__file__).resolve().parent / "toolbox.py"
@@ -121,6 +123,17 @@ def wait_until(condition: Callable[[], bool], timeout: float = 30.0) -> None:
         pause.wait(0.02)
 
 
-def mcp_threads() -> list[threading.Thread]:
-    """The live connection threads of agentkit.mcp clients."""
-    return [t for t in threading.enumerate() if t.name.startswith("agentkit-mcp") and t.is_alive()]
+async def _connection_tasks() -> list[str]:
+    return sorted(
+        task.get_name()
+        for task in asyncio.all_tasks()
+        if task.get_name().startswith("agentkit-mcp") and not task.done()
+    )
+
+
+def mcp_connections() -> list[str]:
+    """The live MCP connections of this process: the names of their tasks on agentkit's
+    event loop (``agentkit-mcp <server>``), read in the loop itself."""
+    task = start_task(_connection_tasks, inherit_context=False)
+    assert task.wait(STARTUP_TIMEOUT)
+    return task.result()

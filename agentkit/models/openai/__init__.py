@@ -19,7 +19,9 @@ transport), ``_body`` (reading a body within the deadline and ``max_response_byt
 
 from __future__ import annotations
 
-from agentkit._lazy import present
+from typing import TYPE_CHECKING
+
+from agentkit._lazy import attach, present
 from agentkit.models.openai._client import DEFAULT_BASE_URL, OpenAIChatModel
 from agentkit.models.openai._retry import parse_retry_after
 from agentkit.models.openai._sse import iter_sse_data
@@ -28,3 +30,6 @@ __all__ = ["DEFAULT_BASE_URL", "OpenAIChatModel", "iter_sse_data", "parse_retry_
 
 # Defined in private modules, documented here.
 present((OpenAIChatModel, iter_sse_data, parse_retry_after), __name__)
+
+if not TYPE_CHECKING:  # dir() lists the API only (not this module's imports)
+    __getattr__, __dir__ = attach(__name__)

@@ -1,0 +1,370 @@
+"""Durable steps, the Runner's side: a run's image in the store, written as it goes.
+
+``Runner(durability="step")`` with a checkpoint store and id makes every finished model reply
+and tool call durable before the run goes on (the components' side, what they commit and when,
+is :mod:`agentkit._progress`). What is in the store:
+
+* **The base**: a :class:`~agentkit._checkpoints.Checkpoint` of reason ``"running"``, written
+  when the run starts (or is resumed) under a fresh random ``generation``; then a full save
+  again whenever the run stops (interrupt, cancel, failure: as with ``durability="stop"``) and
+  when the journal has grown as large as the base (compaction, so that the records a resume
+  reads stay bounded and no step pays for the whole history).
+* **Step records** (:class:`StepRecord`), one per commit, appended to the store's journal of
+  the id (:class:`~agentkit.checkpoint.JournalingCheckPointStore`): the commit's ops, its
+  generation and its number. Each is encoded and signed like a checkpoint, by the run's
+  serializer, so it is bound to the checkpoint id and the store's namespace; the number and
+  the generation are inside the signed payload. A step costs what changed, not the history.
+* A store without a journal gets the whole image saved at each step instead (the documented
+  fallback: correct, but the cost of a step grows with the run).
+
+Loading (:func:`fold_steps`) reads the base and its records and applies the records of the
+base's generation in order: a record of another generation is left over from an earlier save
+(written before a crash cut the clean-up short) and skipped; a record that fails its signature
+(forged, or from another id or store), or whose number is not its place (reordered,
+replayed), is refused with :class:`~agentkit.CheckpointError`. A record torn by a crash during
+its append never reaches the fold: the store drops it (the file store frames records with a
+CRC; SQLite and Redis append atomically).
+
+When the run completes, a tombstone replaces the base (a later resume says the run
+completed) and the records are deleted. A run that lost its lease (another process resumed
+it after the lease expired) is *fenced*: it writes nothing more.
+"""
+
+from __future__ import annotations
+
+import datetime
+import threading
+import uuid
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from agentkit._checkpoints import (
+    Checkpoint,
+    ConsumedCheckpoint,
+    LeaseKeeper,
+    StepRecord,
+    culprit,
+    new_point,
+    save_checkpoint,
+)
+from agentkit._options import HeldLease
+from agentkit._points import ResumePoint
+from agentkit._progress import ROOT, Op, Progress, apply_ops
+from agentkit.cancel import CancelMode
+from agentkit.checkpoint.base import DEFAULT_MAX_BYTES, journals, namespace_of
+from agentkit.errors import CheckpointError
+
+if TYPE_CHECKING:
+    from agentkit._runctx import EventLog
+    from agentkit._scope import RunScope
+    from agentkit.checkpoint import CheckPointStore
+    from agentkit.checkpoint.serializer import Serializer
+
+__all__ = ["DurableRun", "StepWriter", "tombstone"]
+
+Address = tuple[str, ...]
+
+COMPACT_MIN_BYTES = 256 * 1024
+"""The journal is folded into a new base once it holds this much, or as much as the base."""
+
+
+def new_generation() -> str:
+    """A fresh name for a base save."""
+    return uuid.uuid4().hex
+
+
+# --- writing ----------------------------------------------------------------------------------
+
+
+class StepWriter:
+    """Writes one durable run to its store: the base, then a signed record per commit.
+
+    Thread-safe: commits come from every thread of the run, the final save from the run's
+    end. After the final save (or once fenced) it refuses to write, so a straggler (a tool
+    call the run stopped waiting for) cannot add a record after the run's last word.
+    """
+
+    __slots__ = (
+        "_base_bytes",
+        "_checkpoint_id",
+        "_closed",
+        "_fenced",
+        "_generation",
+        "_image",
+        "_journal_bytes",
+        "_journals",
+        "_limit",
+        "_lock",
+        "_namespace",
+        "_points",
+        "_seq",
+        "_serializer",
+        "_store",
+    )
+
+    def __init__(
+        self, store: CheckPointStore, serializer: Serializer, checkpoint_id: str
+    ) -> None:
+        self._store = store
+        self._serializer = serializer
+        self._checkpoint_id = checkpoint_id
+        self._journals = journals(store)
+        self._namespace = namespace_of(store)
+        max_bytes = getattr(store, "max_bytes", DEFAULT_MAX_BYTES)
+        self._limit = max_bytes // 2 if isinstance(max_bytes, int) else DEFAULT_MAX_BYTES // 2
+        self._lock = threading.Lock()
+        self._image: Checkpoint | None = None
+        self._points: dict[Address, ResumePoint] = {}
+        self._generation = ""
+        self._seq = 0
+        self._journal_bytes = 0
+        self._base_bytes = 0
+        self._fenced: str | None = None
+        self._closed = False
+
+    @property
+    def checkpoint_id(self) -> str:
+        """The id the run is saved under."""
+        return self._checkpoint_id
+
+    def fence(self, reason: str) -> None:
+        """Refuse every later write: the run lost its lease (``reason`` says how)."""
+        with self._lock:
+            self._fenced = reason
+
+    # --- the base ---
+
+    def start(self, checkpoint: Checkpoint) -> None:
+        """Write the run's first image (its input, session, history and points so far)."""
+        with self._lock:
+            self._check_open()
+            self._image = _own(checkpoint)
+            self._points = {point.address: point for point in self._image.points}
+            self._save_image()
+
+    def save(self, checkpoint_id: str, checkpoint: Checkpoint | ConsumedCheckpoint) -> None:
+        """The run stopped (``Checkpoint``) or completed (the tombstone): its last save."""
+        assert checkpoint_id == self._checkpoint_id
+        with self._lock:
+            self._check_open()
+            self._closed = True
+            if isinstance(checkpoint, Checkpoint):
+                checkpoint.generation = new_generation()
+            save_checkpoint(self._store, self._serializer, checkpoint_id, checkpoint)
+            self._delete_steps()
+
+    def discard(self) -> None:
+        """The run ended with nothing to resume: remove its image (and its records)."""
+        with self._lock:
+            self._check_open()
+            self._closed = True
+            try:
+                self._store.delete(self._checkpoint_id)
+            except CheckpointError:
+                raise
+            except Exception as error:
+                raise CheckpointError(
+                    f"cannot delete checkpoint {self._checkpoint_id!r}: the store refused: "
+                    f"{type(error).__name__}: {error}"
+                ) from error
+
+    # --- the steps ---
+
+    def write(self, ops: list[Op], sync: bool) -> None:
+        """Make ``ops`` (one commit) durable: append a record, or save the image again."""
+        with self._lock:
+            self._check_open()
+            image = self._image
+            assert image is not None, "a durable run commits after its start"
+            if not self._journals:
+                apply_ops(ops, image, self._points, new_point, own=_own)
+                self._save_image()
+                return
+            record = StepRecord(self._generation, self._seq + 1, ops)
+            data = self._encode(record)
+            if self._journal_bytes + len(data) > max(COMPACT_MIN_BYTES, self._base_bytes) or (
+                self._journal_bytes + len(data) > self._limit
+            ):
+                apply_ops(ops, image, self._points, new_point, own=_own)
+                self._save_image()
+                return
+            self._append(data, sync)
+            self._seq += 1
+            self._journal_bytes += len(data)
+            apply_ops(ops, image, self._points, new_point, own=_own)
+
+    def _check_open(self) -> None:
+        if self._fenced is not None:
+            raise CheckpointError(
+                f"the run of checkpoint {self._checkpoint_id!r} stopped saving: "
+                f"{self._fenced}; it saves nothing more, so as not to overwrite the other run"
+            )
+        if self._closed:
+            raise CheckpointError(
+                f"the run of checkpoint {self._checkpoint_id!r} has ended and saved its last "
+                "state; a step that finished after that is not saved"
+            )
+
+    def _save_image(self) -> None:
+        """Save the image as the new base (a new generation) and drop the old records."""
+        image = self._image
+        assert image is not None
+        image.points = list(self._points.values())
+        image.generation = new_generation()
+        from agentkit.checkpoint._binding import dumps_for_store
+
+        try:
+            data = dumps_for_store(
+                self._serializer, self._store, self._checkpoint_id, image, self._namespace
+            )
+        except CheckpointError as error:
+            raise CheckpointError(
+                f"cannot save checkpoint {self._checkpoint_id!r}: "
+                f"{culprit(self._serializer, image)}{error}"
+            ) from error
+        _store_call(self._checkpoint_id, "save", lambda: self._store.set(self._checkpoint_id, data))
+        self._generation = image.generation
+        self._seq = 0
+        self._journal_bytes = 0
+        self._base_bytes = len(data)
+        self._delete_steps()
+
+    def _delete_steps(self) -> None:
+        store = self._store
+        if journals(store):
+            _store_call(
+                self._checkpoint_id, "delete the step records of",
+                lambda: store.delete_steps(self._checkpoint_id),
+            )
+
+    def _encode(self, record: StepRecord) -> bytes:
+        from agentkit.checkpoint._binding import dumps_for_store
+
+        try:
+            return dumps_for_store(
+                self._serializer, self._store, self._checkpoint_id, record, self._namespace
+            )
+        except CheckpointError as error:
+            raise CheckpointError(
+                f"cannot save a step of checkpoint {self._checkpoint_id!r}: "
+                f"{culprit(self._serializer, record)}{error}"
+            ) from error
+
+    def _append(self, data: bytes, sync: bool) -> None:
+        store = self._store
+        assert journals(store)
+        _store_call(
+            self._checkpoint_id, "append a step to",
+            lambda: store.append_step(self._checkpoint_id, data, sync=sync),
+        )
+
+
+def _store_call(checkpoint_id: str, what: str, call: Any) -> None:
+    try:
+        call()
+    except CheckpointError:
+        raise
+    except Exception as error:
+        raise CheckpointError(
+            f"cannot {what} checkpoint {checkpoint_id!r}: the store refused it: "
+            f"{type(error).__name__}: {error}"
+        ) from error
+
+
+def tombstone() -> ConsumedCheckpoint:
+    """The tombstone of a run that completed now."""
+    return ConsumedCheckpoint(datetime.datetime.now(datetime.timezone.utc).isoformat())
+
+
+# --- the image's own copies -------------------------------------------------------------------
+
+
+def _own(value: Any) -> Any:
+    """A copy of a point state (or a checkpoint) whose containers nothing else holds.
+
+    The image changes its states in place as ops come (extends a list, merges a dict), so it
+    must not share them with the component that committed them. Only containers are copied
+    (lists, dicts, sets, and the fields of the state itself); messages and events are values
+    nobody changes.
+    """
+    kind = type(value)
+    if attrs.has(kind):
+        changes = {
+            field.alias or field.name: _containers(getattr(value, field.name))
+            for field in attrs.fields(kind)
+            if field.init
+        }
+        copy = attrs.evolve(value, **changes)
+        if isinstance(value, Checkpoint):
+            copy.points = [attrs.evolve(point, state=_own(point.state)) for point in value.points]
+        return copy
+    return _containers(value)
+
+
+def _containers(value: Any) -> Any:
+    kind = type(value)
+    if kind is list:
+        return [_containers(item) for item in value]
+    if kind is dict:
+        return {key: _containers(item) for key, item in value.items()}
+    if kind is set:
+        return set(value)
+    return value
+
+
+# --- one durable run ------------------------------------------------------------------------
+
+
+class DurableRun:
+    """What makes one run durable: its lease, kept while it lives, its writer, its progress.
+
+    Made before the run's thread starts (so a busy id raises at once); :meth:`begin` writes
+    the first image in the run's thread; :meth:`end` stops keeping the lease (and releases it,
+    unless the caller gave it).
+    """
+
+    __slots__ = ("keeper", "progress", "writer")
+
+    def __init__(
+        self,
+        store: CheckPointStore,
+        serializer: Serializer,
+        checkpoint_id: str,
+        *,
+        lease_ttl: float,
+        scope: RunScope,
+        session: Any,
+        log: EventLog,
+        lease: HeldLease | None = None,
+    ) -> None:
+        from agentkit.checkpoint.base import lease_for
+
+        own = lease is None
+        held = lease_for(store, checkpoint_id, lease_ttl) if lease is None else lease
+        try:
+            self.writer = writer = StepWriter(store, serializer, checkpoint_id)
+            self.progress = Progress(writer.write, session)
+            self.progress.track(log, ROOT, "history")
+
+            def lost(reason: str) -> None:
+                writer.fence(reason)
+                scope.request_cancel(CancelMode.IMMEDIATE)
+
+            self.keeper = LeaseKeeper(held, on_lost=lost, release=own)
+        except BaseException:
+            if own:
+                held.release()
+            raise
+
+    def begin(self, checkpoint: Checkpoint) -> None:
+        """Write the run's first image (in the run's thread, before its agent runs).
+
+        Raises:
+            CheckpointError: it could not be saved (the run must not start).
+        """
+        self.writer.start(checkpoint)
+
+    def end(self) -> None:
+        """The run ended: stop keeping its lease (release it if it was taken here)."""
+        self.keeper.stop()

@@ -1,0 +1,351 @@
+"""Durable progress: what a run's components commit at their steps (``durability="step"``).
+
+The design, in full (the Runner's side is :mod:`agentkit._durable`):
+
+* **The image.** A durable run keeps in its checkpoint store an *image* of itself that a
+  resume can go on from, of the same shape as a stopped run's checkpoint: the run's input,
+  history and session values, and the *live points*: for every component running now, the
+  resume point it would record if the run stopped here (a ChatModelAgent's conversation and
+  tool round, a Sequential's child, a Parallel's lanes, a pending transfer, an agent tool's
+  inner history). A run whose process died is resumed from its image the way a stopped run is
+  resumed from its journal's points (:mod:`agentkit._points`).
+* **Commits.** A component changes the image only at its own step boundaries, by committing
+  a list of *ops* (:class:`PutPoint`, :class:`DropPoints`, :class:`SetField`,
+  :class:`ExtendField`, :class:`MergeField`), addressed like resume points; the address
+  ``()`` is the checkpoint itself (``history``, ``session_values``). A ChatModelAgent commits
+  after each model reply and each tool call, a workflow when it moves to its next child
+  (dropping the finished child's points and advancing its own in the same commit), a flow
+  when it transfers, a Parallel when a branch finishes. One commit is one unit, never split,
+  so the image always shows a state its components really had.
+* **History with its owner.** A commit also carries the new entries of the committing
+  frame's history (:meth:`Progress.track` names where each history goes in the image: the
+  run's, a Parallel lane's, an agent tool's inner run's). So the history never runs ahead of
+  the points, and a Parallel branch's events are written by its own commits only.
+* **Session values** that changed since the last record (a new value object under a key)
+  ride on every commit. A value changed in place is written when its key is set again or at
+  the next full save; set values with ``add_session_value`` to have them saved with the step.
+* **Writing** is the Runner's writer (:mod:`agentkit._durable`), handed the ops as they are
+  committed: it appends them to the store as one signed step record before the component
+  goes on. Nothing in this module knows a store.
+* **Cost.** Without ``durability="step"`` and a checkpoint id, ``RunFrame.progress`` is
+  ``None``: each component checks that once per step and does nothing else.
+"""
+
+from __future__ import annotations
+
+import operator
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+import attrs
+
+from agentkit._persist import persisted
+
+__all__ = [
+    "ROOT",
+    "DropPoints",
+    "ExtendField",
+    "LogLike",
+    "MergeField",
+    "Op",
+    "Progress",
+    "PutPoint",
+    "SetField",
+    "state_delta",
+]
+
+Address = tuple[str, ...]
+
+ROOT: Address = ()
+"""The address of the checkpoint itself in ops (its fields ``history`` and ``session_values``)."""
+
+
+@persisted("agentkit.StepPut")
+@attrs.frozen
+class PutPoint:
+    """Op: the component at ``address`` is at ``state`` now (its point is replaced whole)."""
+
+    address: Address
+    state: Any
+
+
+@persisted("agentkit.StepDrop")
+@attrs.frozen
+class DropPoints:
+    """Op: forget the points at and under ``address`` (those components finished)."""
+
+    address: Address
+
+
+@persisted("agentkit.StepSet")
+@attrs.frozen
+class SetField:
+    """Op: the field ``field`` of the state at ``address`` is ``value`` now."""
+
+    address: Address
+    field: str
+    value: Any
+
+
+@persisted("agentkit.StepExtend")
+@attrs.frozen
+class ExtendField:
+    """Op: ``items`` are added to the list (or set) ``field`` of the state at ``address``;
+    with ``index``, to the list at that position of the field (a Parallel's lanes)."""
+
+    address: Address
+    field: str
+    items: Any
+    index: int | None = None
+
+
+@persisted("agentkit.StepMerge")
+@attrs.frozen
+class MergeField:
+    """Op: the dict ``field`` of the state at ``address`` is updated with ``items``."""
+
+    address: Address
+    field: str
+    items: dict[Any, Any]
+
+
+Op = PutPoint | DropPoints | SetField | ExtendField | MergeField
+"""One change of a durable run's image."""
+
+
+class LogLike(Protocol):
+    """What :class:`Progress` reads of a history (an ``agentkit._runctx.EventLog``)."""
+
+    def size(self) -> int:
+        """How many entries the history holds of its own."""
+        ...
+
+    def since(self, start: int) -> list[Any]:
+        """Its own entries from ``start`` on, as a checkpoint holds them."""
+        ...
+
+    def chain(self) -> tuple[LogLike, ...]:
+        """This history and the ones its entries are also recorded in."""
+        ...
+
+
+class _Cursor:
+    """Where the entries of one history go in the image, and how many were written."""
+
+    __slots__ = ("address", "field", "index", "log", "written")
+
+    def __init__(
+        self, log: LogLike, address: Address, field: str, index: int | None, written: int
+    ) -> None:
+        self.log = log
+        self.address = address
+        self.field = field
+        self.index = index
+        self.written = written
+
+
+Sink = Callable[[list[Op], bool], None]
+"""The Runner's writer: ``sink(ops, sync)`` makes ``ops`` durable before it returns."""
+
+_MISSING: Any = object()
+
+
+class Progress:
+    """The durable progress of one run: components commit ops, the writer makes them durable.
+
+    Thread-safe: Parallel branches and parallel tool calls commit from their own threads;
+    commits are written one at a time, in the order they were made.
+    """
+
+    __slots__ = ("_cursors", "_lock", "_pending", "_session", "_sink", "_written_session")
+
+    def __init__(self, sink: Sink, session: Any = None) -> None:
+        self._sink = sink
+        self._session = session  # an agentkit._runctx.Session (it has snapshot())
+        self._lock = threading.Lock()
+        self._cursors: dict[int, _Cursor] = {}
+        self._pending: list[Op] = []
+        self._written_session: dict[str, Any] = (
+            session.snapshot() if session is not None else {}
+        )
+
+    def track(
+        self,
+        log: LogLike,
+        address: Address,
+        field: str,
+        index: int | None = None,
+        *,
+        written: int | None = None,
+    ) -> None:
+        """Write the entries ``log`` records to ``field`` of the state at ``address``.
+
+        ``written``: how many of its entries the image holds already (default: all it has).
+        """
+        done = log.size() if written is None else written
+        with self._lock:
+            self._cursors[id(log)] = _Cursor(log, address, field, index, done)
+
+    def untrack(self, log: LogLike) -> None:
+        """Stop writing ``log`` (its component finished; its point was dropped)."""
+        with self._lock:
+            self._cursors.pop(id(log), None)
+
+    def commit(
+        self, ops: Sequence[Op], log: LogLike | None = None, *, flush: bool = True,
+        sync: bool = False,
+    ) -> None:
+        """Commit ``ops`` (one unit) and the new entries of ``log``; with ``flush``, write them
+        (and what was committed before without ``flush``) before returning.
+
+        ``sync``: the record must survive a power loss too (the start of a call that must not
+        run twice unnoticed).
+
+        Raises:
+            CheckpointError: the writer could not make the commit durable; the component
+                must not go on as if it were.
+        """
+        with self._lock:
+            pending = self._pending
+            if log is not None:
+                for history in log.chain():
+                    cursor = self._cursors.get(id(history))
+                    if cursor is None:
+                        continue
+                    entries = history.since(cursor.written)
+                    if entries:
+                        pending.append(ExtendField(cursor.address, cursor.field, entries,
+                                                   cursor.index))
+                        cursor.written += len(entries)
+            pending.extend(ops)
+            if not flush:
+                return
+            changed = self._session_changes()
+            if changed:
+                pending.append(MergeField(ROOT, "session_values", changed))
+            if not pending:
+                return
+            self._pending = []
+            self._sink(pending, sync)
+
+    def _session_changes(self) -> dict[str, Any]:
+        session = self._session
+        if session is None or not session:
+            return {}
+        now: dict[str, Any] = session.snapshot()
+        written = self._written_session
+        changed = {
+            key: value for key, value in now.items() if written.get(key, _MISSING) is not value
+        }
+        if changed:
+            self._written_session = now
+        return changed
+
+
+# --- deltas of a component's state ----------------------------------------------------------
+
+
+def state_delta(address: Address, old: Any, new: Any) -> list[Op]:
+    """The ops that turn the point state ``old`` (as last committed) into ``new``.
+
+    ``new`` must be a fresh snapshot (its lists, dicts and sets are its own). Field by field:
+    a value that is the same object is skipped; a list that starts with the old one's items
+    (the same objects) is extended, a set that holds the old one is added to, a dict that
+    holds the old one's items is merged; anything else is set whole. With no ``old`` (or one
+    of another type) the point is put whole.
+    """
+    if old is None or type(old) is not type(new):
+        return [PutPoint(address, new)]
+    ops: list[Op] = []
+    for field in attrs.fields(type(new)):
+        name = field.name
+        before, after = getattr(old, name), getattr(new, name)
+        if after is before:
+            continue
+        op = _field_delta(address, name, before, after)
+        if op is not None:
+            ops.append(op)
+    return ops
+
+
+def _field_delta(address: Address, name: str, before: Any, after: Any) -> Op | None:
+    kind = type(after)
+    if kind is not type(before):
+        return SetField(address, name, after)
+    if kind is list:
+        size = len(before)
+        if len(after) >= size and all(map(operator.is_, before, after)):
+            return ExtendField(address, name, after[size:]) if len(after) > size else None
+        return SetField(address, name, after)
+    if kind is set:
+        if before <= after:
+            return ExtendField(address, name, after - before) if after != before else None
+        return SetField(address, name, after)
+    if kind is dict:
+        if all(key in after and after[key] is value for key, value in before.items()):
+            added = {key: value for key, value in after.items()
+                     if before.get(key, _MISSING) is not value}
+            return MergeField(address, name, added) if added else None
+        return SetField(address, name, after)
+    if after == before:
+        return None
+    return SetField(address, name, after)
+
+
+def apply_ops(
+    ops: Sequence[Op],
+    root: Any,
+    points: dict[Address, Any],
+    make_point: Callable[[Address, Any], Any],
+    *,
+    own: Callable[[Any], Any],
+) -> None:
+    """Apply ``ops`` to an image: ``root`` (the checkpoint) and ``points`` (address -> point).
+
+    ``make_point(address, state)`` builds a point for :class:`PutPoint`; ``own(value)`` gives
+    a copy of a put state or of added items that nothing else holds (the image changes them
+    in place later). Raises ``ValueError`` naming the op that does not fit the image.
+    """
+    for op in ops:
+        if isinstance(op, PutPoint):
+            points.pop(op.address, None)  # a put point comes last, like a recorded one
+            points[op.address] = make_point(op.address, own(op.state))
+        elif isinstance(op, DropPoints):
+            depth = len(op.address)
+            for address in [a for a in points if a[:depth] == op.address]:
+                del points[address]
+        else:
+            _apply_field(op, _target(op.address, root, points), own)
+
+
+def _target(address: Address, root: Any, points: Mapping[Address, Any]) -> Any:
+    if address == ROOT:
+        return root
+    point = points.get(address)
+    if point is None:
+        raise ValueError(f"a step changes the point at {';'.join(address)!r}, which it has not")
+    return point.state
+
+
+def _apply_field(op: SetField | ExtendField | MergeField, target: Any, own: Callable[[Any], Any]
+                 ) -> None:
+    name = op.field
+    if not attrs.has(type(target)) or name not in attrs.fields_dict(type(target)):
+        raise ValueError(f"a step changes {type(target).__name__}.{name}, which is not a field")
+    if isinstance(op, SetField):
+        object.__setattr__(target, name, own(op.value))
+        return
+    value = getattr(target, name)
+    if isinstance(op, ExtendField) and op.index is not None:
+        value = value[op.index]
+    if isinstance(op, MergeField):
+        if not isinstance(value, dict) or not isinstance(op.items, dict):
+            raise ValueError(f"a step merges into {type(target).__name__}.{name}, not a dict")
+        value.update(op.items)
+    elif isinstance(value, list):
+        value.extend(op.items)
+    elif isinstance(value, set):
+        value.update(op.items)
+    else:
+        raise ValueError(f"a step extends {type(target).__name__}.{name}, not a list or set")

@@ -1,0 +1,158 @@
+"""What a cassette never writes: API keys, bearer tokens, passwords (the built-in redaction).
+
+Every string and every mapping of a cassette record passes through :class:`Redactor` before
+it is written, and every live request passes through the same redactor before it is compared
+with a recorded one, so a redacted value still matches. The built-in rules:
+
+* a value under a secret-looking key (``Authorization``, ``api_key``, ``x-api-key``,
+  ``password``, ``cookie``, ``access_token``, ...; case, ``-`` and ``_`` ignored) becomes
+  ``"<redacted>"``, whatever it is;
+* ``Bearer <token>`` and ``Basic <token>`` in any string keep the scheme and lose the token;
+* strings shaped like well-known API keys (OpenAI/Anthropic ``sk-...``, Google ``AIza...``,
+  GitHub ``ghp_...``, AWS ``AKIA...``, Slack ``xox?-...``, Hugging Face ``hf_...``) become
+  ``<redacted>``;
+* a string that is a JSON object or array with such a key (tool-call arguments such as
+  ``{"password": "..."}``) is parsed, redacted the same way and written back as JSON;
+* the value of every environment variable whose name says it holds a secret (it contains
+  ``KEY``, ``TOKEN``, ``SECRET``, ``PASSWORD`` or ``PASSWD``, such as ``OPENAI_API_KEY``) becomes
+  ``<redacted:NAME>`` wherever it appears (values shorter than 8 characters are left alone:
+  too likely to be ordinary text).
+
+A user scrubber (``cassette(..., scrub=fn)``, ``fn(text) -> text``) then runs on every string.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+REDACTED = "<redacted>"
+
+_SECRET_KEYS = frozenset(
+    {
+        "authorization",
+        "proxyauthorization",
+        "apikey",
+        "xapikey",
+        "openaiapikey",
+        "apitoken",
+        "accesstoken",
+        "refreshtoken",
+        "idtoken",
+        "authtoken",
+        "bearertoken",
+        "clientsecret",
+        "secret",
+        "secretkey",
+        "password",
+        "passwd",
+        "cookie",
+        "setcookie",
+        "xgoogapikey",
+        "ocpapimsubscriptionkey",
+    }
+)
+
+_AUTH_SCHEME = re.compile(r"\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=\-]{6,}")
+_KEY_SHAPES = re.compile(
+    r"\b(?:"
+    r"sk-[A-Za-z0-9_\-]{16,}"  # OpenAI, Anthropic (sk-ant-...), DeepSeek, ...
+    r"|AIza[0-9A-Za-z_\-]{30,}"  # Google
+    r"|gh[pousr]_[A-Za-z0-9]{30,}"  # GitHub
+    r"|github_pat_[A-Za-z0-9_]{30,}"
+    r"|AKIA[0-9A-Z]{16}"  # AWS access key id
+    r"|xox[abprs]-[A-Za-z0-9\-]{10,}"  # Slack
+    r"|hf_[A-Za-z0-9]{30,}"  # Hugging Face
+    r")"
+)
+_JSON_KEY = re.compile(r'"([A-Za-z0-9_\-]{3,40})"\s*:')
+_SECRET_ENV_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD", re.IGNORECASE)
+_MIN_SECRET_LENGTH = 8
+
+Scrub = Callable[[str], str]
+"""A user scrubber: ``scrub(text) -> text``, run on every string of a cassette record."""
+
+
+def is_secret_key(key: str) -> bool:
+    """``True`` for a mapping key whose value is a credential (``Authorization``, ``api_key``)."""
+    return key.lower().replace("-", "").replace("_", "") in _SECRET_KEYS
+
+
+def secret_environment(environ: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
+    """``(name, value)`` of the environment variables that hold secrets, longest value first."""
+    source = os.environ if environ is None else environ
+    found = [
+        (name, value)
+        for name, value in source.items()
+        if _SECRET_ENV_NAME.search(name) and len(value) >= _MIN_SECRET_LENGTH
+    ]
+    return sorted(found, key=lambda item: (-len(item[1]), item[0]))
+
+
+class Redactor:
+    """Applies the built-in redaction, then the user's scrubber, to JSON-like data.
+
+    Made once per cassette: the secret environment values are read when it is made.
+    """
+
+    __slots__ = ("_scrub", "_secrets")
+
+    def __init__(self, scrub: Scrub | None = None, environ: Mapping[str, str] | None = None):
+        if scrub is not None and not callable(scrub):
+            raise TypeError(
+                f"scrub must be a function of a string returning a string (got {scrub!r})"
+            )
+        self._scrub = scrub
+        self._secrets = secret_environment(environ)
+
+    def text(self, value: str) -> str:
+        """``value`` with every secret in it replaced, then scrubbed."""
+        value = self._builtin(value)
+        if self._scrub is not None:
+            scrubbed = self._scrub(value)
+            if not isinstance(scrubbed, str):
+                raise TypeError(
+                    f"the cassette's scrub function must return a str (got "
+                    f"{type(scrubbed).__name__} for {value[:40]!r})"
+                )
+            value = scrubbed
+        return value
+
+    def data(self, value: Any) -> Any:
+        """A copy of JSON-like ``value`` (dicts, lists, scalars) with every secret removed."""
+        return self._walk(value, self.text)
+
+    def _builtin(self, value: str) -> str:
+        if value.lstrip()[:1] in ("{", "["):
+            value = self._json_text(value)
+        for name, secret in self._secrets:
+            if secret in value:
+                value = value.replace(secret, f"<redacted:{name}>")
+        value = _AUTH_SCHEME.sub(lambda match: f"{match.group(1)} {REDACTED}", value)
+        return _KEY_SHAPES.sub(REDACTED, value)
+
+    def _json_text(self, value: str) -> str:
+        """A JSON text with secret keys, redacted and re-encoded; any other text as it is."""
+        if not any(is_secret_key(key) for key in _JSON_KEY.findall(value)):
+            return value
+        try:
+            parsed = json.loads(value)
+        except (ValueError, RecursionError):
+            return value
+        return json.dumps(self._walk(parsed, self._builtin), ensure_ascii=False)
+
+    @classmethod
+    def _walk(cls, value: Any, text: Callable[[str], str]) -> Any:
+        if isinstance(value, str):
+            return text(value)
+        if isinstance(value, dict):
+            return {
+                key: REDACTED if is_secret_key(str(key)) else cls._walk(item, text)
+                for key, item in value.items()
+            }
+        if isinstance(value, list):
+            return [cls._walk(item, text) for item in value]
+        return value
