@@ -141,12 +141,15 @@ class StepRecord:
     """One commit of a durable run, as appended to its checkpoint's journal.
 
     ``generation`` names the base it follows; ``seq`` is its place among that base's records
-    (1, 2, 3...). Both are inside the signed payload.
+    (1, 2, 3...). Both are inside the signed payload. ``usage`` is what the run had used when
+    the record was written, for a run with limits (so a run resumed after a crash counts on
+    from its last step, not from its last base); ``None`` otherwise.
     """
 
     generation: str
     seq: int
     ops: list[Any]
+    usage: RunUsage | None = None
 
 
 # --- loading ----------------------------------------------------------------------------------
@@ -211,6 +214,8 @@ def fold_steps(
                 f"it is step {record.seq} of its run, but it is in the place of step "
                 f"{expected}: the records were reordered, or one was replayed; refusing them"
             )
+        if record.usage is not None:
+            checkpoint.usage = record.usage
         try:
             apply_ops(record.ops, checkpoint, points, new_point, own=_same)
         except (ValueError, TypeError, AttributeError, IndexError) as error:

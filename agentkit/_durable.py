@@ -35,6 +35,7 @@ from __future__ import annotations
 import datetime
 import threading
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -48,6 +49,7 @@ from agentkit._checkpoints import (
     new_point,
     save_checkpoint,
 )
+from agentkit._observe import RunUsage
 from agentkit._options import HeldLease
 from agentkit._points import ResumePoint
 from agentkit._progress import ROOT, Op, Progress, apply_ops
@@ -101,12 +103,18 @@ class StepWriter:
         "_seq",
         "_serializer",
         "_store",
+        "_usage",
     )
 
     def __init__(
-        self, store: CheckPointStore, serializer: Serializer, checkpoint_id: str
+        self,
+        store: CheckPointStore,
+        serializer: Serializer,
+        checkpoint_id: str,
+        usage: Callable[[], RunUsage] | None = None,
     ) -> None:
         self._store = store
+        self._usage = usage
         self._serializer = serializer
         self._checkpoint_id = checkpoint_id
         self._journals = journals(store)
@@ -181,7 +189,10 @@ class StepWriter:
                 apply_ops(ops, image, self._points, new_point, own=_own)
                 self._save_image()
                 return
-            record = StepRecord(self._generation, self._seq + 1, ops)
+            usage = None if self._usage is None else self._usage()
+            if usage is not None:
+                image.usage = usage  # a compaction's new base carries it too
+            record = StepRecord(self._generation, self._seq + 1, ops, usage)
             data = self._encode(record)
             if self._journal_bytes + len(data) > max(COMPACT_MIN_BYTES, self._base_bytes) or (
                 self._journal_bytes + len(data) > self._limit
@@ -337,13 +348,14 @@ class DurableRun:
         session: Any,
         log: EventLog,
         lease: HeldLease | None = None,
+        usage: Callable[[], RunUsage] | None = None,
     ) -> None:
         from agentkit.checkpoint.base import lease_for
 
         own = lease is None
         held = lease_for(store, checkpoint_id, lease_ttl) if lease is None else lease
         try:
-            self.writer = writer = StepWriter(store, serializer, checkpoint_id)
+            self.writer = writer = StepWriter(store, serializer, checkpoint_id, usage)
             self.progress = Progress(writer.write, session)
             self.progress.track(log, ROOT, "history")
 

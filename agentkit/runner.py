@@ -351,6 +351,7 @@ class Runner:
             return None
         from agentkit._durable import DurableRun
 
+        ledger = frame.observers.usage
         return DurableRun(
             store,
             self.serializer,
@@ -360,6 +361,8 @@ class Runner:
             session=frame.session,
             log=frame.log,
             lease=lease,
+            # A run with limits keeps its usage in every step record (costs nothing otherwise).
+            usage=None if ledger.limits is None else ledger.snapshot,
         )
 
     def _repeat(

@@ -1,9 +1,14 @@
 """``python -m benchmarks``: run the comparative suite and write its JSON and Markdown.
 
 Options: ``--quick`` (a smoke run of about 30 s), ``--only NAME[,NAME...]`` (scenarios to run;
-``--list`` shows them), ``--out DIR`` (default ``benchmarks/results/``), ``--profile NAME``
-(run agentkit's side of one in-process scenario under cProfile instead, and print where the
-time goes).
+``--list`` shows them), ``--out DIR`` (default ``benchmarks/results/``), ``--markdown FILE``
+(also write the table, with the machine's load, to FILE, e.g. ``benchmarks/RESULTS.md``),
+``--profile NAME`` (run agentkit's side of one in-process scenario under cProfile instead, and
+print where the time goes).
+
+A scenario whose servers or packages are missing here (``celery-throughput`` needs
+redis-server, celery and redis-py; ``sse-fanout`` needs Flask) is refused before anything
+runs, with a message saying what to install: the suite never prints made-up rows.
 """
 
 from __future__ import annotations
@@ -13,19 +18,36 @@ import contextlib
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from benchmarks._celery_bench import CELERY_SCENARIOS, celery_unavailable
 from benchmarks._decompose import decompose
 from benchmarks._durable import durable_steps
 from benchmarks._inproc import SCENARIOS, Settings
 from benchmarks._procs import PROCESS_SCENARIOS, ROOT, child_env
 from benchmarks._report import Row, markdown, run_metadata, write_results
+from benchmarks._scale import SCALE_SCENARIOS
+from benchmarks._sse import SSE_SCENARIOS, sse_unavailable
 
 #: A fixed 32-byte checkpoint key, so results do not depend on the user's key file.
 BENCHMARK_CHECKPOINT_KEY = "agentkit-benchmark-key-32-bytes!"
 
-ALL = {**SCENARIOS, "durable-steps": durable_steps, **PROCESS_SCENARIOS, "decompose": decompose}
+ALL = {
+    **SCENARIOS,
+    "durable-steps": durable_steps,
+    **PROCESS_SCENARIOS,
+    "decompose": decompose,
+    **SCALE_SCENARIOS,
+    **CELERY_SCENARIOS,
+    **SSE_SCENARIOS,
+}
+
+#: Scenarios that need more than this checkout: each says why it cannot run here, or None.
+REQUIREMENTS: dict[str, Callable[[], str | None]] = {
+    "celery-throughput": celery_unavailable,
+    "sse-fanout": sse_unavailable,
+}
 
 
 @contextlib.contextmanager
@@ -64,6 +86,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="few rounds: a ~30 s smoke run")
     parser.add_argument("--only", default="", help="comma-separated scenario names")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
+    parser.add_argument(
+        "--markdown", type=Path, default=None, help="also write the Markdown table to this file"
+    )
     parser.add_argument("--list", action="store_true", help="list the scenarios and exit")
     parser.add_argument("--profile", default="", help="profile agentkit's side of a scenario")
     return parser.parse_args(argv)
@@ -86,6 +111,19 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         print(f"unknown scenario(s): {', '.join(unknown)}; --list shows the names", file=sys.stderr)
         return 2
+    refused = [
+        reason
+        for name in names
+        if name in REQUIREMENTS and (reason := REQUIREMENTS[name]()) is not None
+    ]
+    if refused:
+        for reason in refused:
+            print(reason, file=sys.stderr)
+        print(
+            "nothing was run; install what is missing or leave those scenarios out with --only",
+            file=sys.stderr,
+        )
+        return 2
     rows: list[Row] = []
     mode = "quick" if args.quick else "full"
     meta = run_metadata(mode, "rounds per scenario: see each row's n in the JSON")
@@ -95,7 +133,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"running {name} ...", file=sys.stderr, flush=True)
             rows.extend(ALL[name](settings))
     json_path, md_path = write_results(rows, meta, args.out)
-    print(markdown(rows, meta))
+    table = markdown(rows, meta)
+    print(table)
+    if args.markdown is not None:
+        args.markdown.parent.mkdir(parents=True, exist_ok=True)
+        args.markdown.write_text(table)
+        print(f"wrote {args.markdown}", file=sys.stderr)
     print(f"wrote {json_path} and {md_path}", file=sys.stderr)
     return 0
 

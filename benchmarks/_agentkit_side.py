@@ -12,6 +12,8 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import httpx
+
 from agentkit import (
     AgentEvent,
     AgentMiddleware,
@@ -114,9 +116,15 @@ class AgentkitLoop:
         stream: bool = False,
         extensions: bool = False,
         checkpoint_store: Any = None,
+        limits: httpx.Limits | None = None,
         durability: str = "step",
     ) -> None:
-        self.model = OpenAIChatModel("bench", api_key="sk-bench", base_url=base_url)
+        # With ``limits``, the model gets an httpx client of those limits (which this loop
+        # closes), as the raw loop does; otherwise the model's own client.
+        self.http = None if limits is None else httpx.Client(limits=limits, timeout=60.0)
+        self.model = OpenAIChatModel(
+            "bench", api_key="sk-bench", base_url=base_url, http_client=self.http
+        )
         kwargs: dict[str, Any] = {
             "tools": [AK_TOOLS[name] for name in tools],
             "max_iterations": steps + 2,
@@ -145,6 +153,8 @@ class AgentkitLoop:
     def close(self) -> None:
         """Close the model's HTTP client."""
         self.model.close()
+        if self.http is not None:
+            self.http.close()
 
 
 class InstantModel:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import resource
 import shutil
 import statistics
 import tempfile
@@ -62,6 +63,12 @@ def _timed(run: Callable[[], object]) -> Callable[[], float]:
     return measure
 
 
+def _context_switches() -> int:
+    """The process's context switches so far (voluntary + involuntary, all threads)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_nvcsw + usage.ru_nivcsw
+
+
 def _ratios(agentkit: list[float], baseline: list[float]) -> list[float]:
     return [a / b for a, b in zip(agentkit, baseline, strict=True)]
 
@@ -97,14 +104,17 @@ def react(
     labels = ("agentkit", "invoke", "on_event")
     steps_seen: dict[str, list[list[float]]] = {label: [] for label in ("raw", *labels)}
     cpu: dict[str, list[float]] = {label: [] for label in ("raw", *labels)}
+    switches: dict[str, list[int]] = {label: [] for label in ("raw", *labels)}
 
     def side(label: str, run: Callable[[str], object]) -> Callable[[], float]:
         timed = _timed(lambda: run("go"))
 
         def measure() -> float:
             cpu_started = time.process_time()
+            switches_before = _context_switches()
             elapsed = timed()
             cpu[label].append(time.process_time() - cpu_started)
+            switches[label].append(_context_switches() - switches_before)
             stamps = _raw.stamps
             steps_seen[label].append([b - a for a, b in itertools.pairwise(stamps)])
             return elapsed
@@ -141,9 +151,13 @@ def react(
             cpu_ms={key: _ms(cpu[key]) for key in ("raw", label)},
             extra_cpu_us_per_step=cpu_extra * 1e6,
         )
+        switches_extra = (
+            statistics.median(switches[label]) - statistics.median(switches["raw"])
+        ) / steps
+        row.extra["extra_context_switches_per_step"] = switches_extra
         row.note = (
             f"{how_read[label]}; wall +{per_step_extra:.0f} us/step; client CPU "
-            f"+{cpu_extra * 1e6:.0f} us/step"
+            f"+{cpu_extra * 1e6:.0f} us/step; context switches +{switches_extra:.1f}/step"
         )
         if steps >= 30 and budget is not None:
             _flatness(row, {"raw": steps_seen["raw"], "agentkit": steps_seen[label]}, budget)

@@ -85,14 +85,27 @@ class Paused(Exception):
 class RawLoop:
     """A ReAct loop over one shared ``httpx.Client``; thread-safe like the client."""
 
-    def __init__(self, base_url: str, tools: tuple[str, ...], *, stream: bool = False) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        tools: tuple[str, ...],
+        *,
+        stream: bool = False,
+        limits: httpx.Limits | None = None,
+    ) -> None:
         self.url = base_url + "/chat/completions"
-        self.client = httpx.Client(headers={"authorization": "Bearer sk-bench"}, timeout=60.0)
+        self.client = httpx.Client(
+            headers={"authorization": "Bearer sk-bench"},
+            timeout=60.0,
+            limits=limits or httpx.Limits(),
+        )
         self.tools = [TOOL_SCHEMAS[name] for name in tools]
         self.stream = stream
         self.pool = ThreadPoolExecutor(max_workers=16)
         #: Called with every model reply (the ``decompose`` scenario hands them to a thread).
         self.on_message: Callable[[dict[str, Any]], object] | None = None
+        #: Called with every tool result message (``celery-throughput`` XADDs them).
+        self.on_tool_result: Callable[[dict[str, Any]], object] | None = None
 
     def close(self) -> None:
         """Release the client and the tool pool."""
@@ -130,7 +143,10 @@ class RawLoop:
             else:
                 results = list(self.pool.map(_run_tool, calls))
             for call, result in zip(calls, results, strict=True):
-                messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
+                tool_message = {"role": "tool", "tool_call_id": call["id"], "content": result}
+                messages.append(tool_message)
+                if self.on_tool_result is not None:
+                    self.on_tool_result(tool_message)
 
     def _post(self, body: dict[str, Any]) -> dict[str, Any]:
         response = self.client.post(self.url, json=body)

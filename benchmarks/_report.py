@@ -12,7 +12,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Budget", "Row", "markdown", "run_metadata", "spread", "write_results"]
+__all__ = [
+    "Budget",
+    "Row",
+    "ScenarioUnavailable",
+    "markdown",
+    "run_metadata",
+    "spread",
+    "write_results",
+]
 
 
 def spread(values: list[float]) -> dict[str, float]:
@@ -31,6 +39,10 @@ def spread(values: list[float]) -> dict[str, float]:
         "max": ordered[-1],
         "n": float(len(ordered)),
     }
+
+
+class ScenarioUnavailable(RuntimeError):
+    """A scenario cannot run here: a server or package it needs is missing (never a fake row)."""
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,10 @@ server: a base URL ``http://127.0.0.1:<port>/p/k=10,l=50,f=1,t=add+mul/v1`` mean
 Tool calls ask for ``{"a": <round>, "b": <index in round>}``. The request body's ``stream``
 field selects Server-Sent Events (role delta, tool-call fragments, finish, usage, ``[DONE]``)
 or one JSON completion; both are sent with ``Content-Length`` on a keep-alive connection.
+
+The server counts the completions it answered: ``GET /count`` returns ``{"requests": n}``, so a
+scenario can check that its runs made the model calls they should before it times them
+(:func:`request_count`).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["Policy", "base_url", "main", "reply_body"]
+__all__ = ["Policy", "base_url", "main", "reply_body", "request_count"]
 
 
 class Policy:
@@ -67,6 +71,15 @@ class Policy:
 def base_url(port: int, policy: Policy) -> str:
     """Return the OpenAI base URL under which the server plays ``policy``."""
     return f"http://127.0.0.1:{port}/p/{policy.segment()}/v1"
+
+
+def request_count(port: int) -> int:
+    """Return how many completions the server on ``port`` has answered so far."""
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/count", timeout=30) as response:
+        count: int = json.loads(response.read())["requests"]
+    return count
 
 
 _USAGE = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
@@ -157,11 +170,41 @@ def reply_body(policy: Policy, request: dict[str, Any]) -> tuple[bytes, str]:
     return _completion(content, calls), "application/json"
 
 
+class _Counter:
+    """The number of completions answered (thread-safe)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._value = 0
+
+    def add(self) -> None:
+        with self._lock:
+            self._value += 1
+
+    def value(self) -> int:
+        with self._lock:
+            return self._value
+
+
+_counter = _Counter()
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     # Headers and body leave in one segment, at once: no Nagle / delayed-ACK stalls.
     disable_nagle_algorithm = True
     wbufsize = 1 << 16
+
+    def do_GET(self) -> None:
+        if self.path != "/count":
+            self.send_error(404, "GET /count is the only GET path")
+            return
+        body = json.dumps({"requests": _counter.value()}).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
 
     def do_POST(self) -> None:
         length = int(self.headers.get("content-length", "0"))
@@ -175,6 +218,7 @@ class _Handler(BaseHTTPRequestHandler):
         body, content_type = reply_body(policy, request)
         if policy.latency_ms:
             time.sleep(policy.latency_ms / 1000)
+        _counter.add()  # before the reply leaves: a client that has it sees it counted
         self.send_response(200)
         self.send_header("content-type", content_type)
         self.send_header("content-length", str(len(body)))

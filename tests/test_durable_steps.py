@@ -26,10 +26,12 @@ from agentkit import (
     CheckpointBusyError,
     CheckpointConsumedError,
     CheckpointError,
+    LimitReached,
     LoopAgent,
     ParallelAgent,
     Reject,
     ResumeError,
+    RunLimits,
     Runner,
     UnfinishedToolCall,
     add_session_value,
@@ -343,6 +345,34 @@ def rewritten(store: InMemoryCheckPointStore, records: list[bytes], into: str = 
     for record in records:
         copy.append_step(into, record)
     return copy
+
+
+def test_a_run_with_limits_resumed_after_a_crash_counts_on_from_its_last_step() -> None:
+    # Killed while its 4th tool call runs (4 model calls made): the resumed run may make one
+    # more model call under RunLimits(model_calls=5), not five more.
+    store = InMemoryCheckPointStore()
+    left: list[InMemoryCheckPointStore] = []
+    crashed = threading.Event()
+
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add."""
+        if a == 3 and not crashed.is_set():
+            crashed.set()
+            left.append(copy_of(store, "i"))
+            raise Crash("killed")
+        return a + b
+
+    script = [calls_message(call("add", {"a": i, "b": 1}, id=f"c{i}")) for i in range(5)]
+    model = ScriptedChatModel([*script, "done"])
+    agent = ChatModelAgent("A", "d", model, tools=[add])
+    limits = RunLimits(model_calls=5)
+    with pytest.raises(Crash):
+        runner_for(agent, store, limits=limits).invoke("go", with_checkpoint_id("i"))
+    resumed = runner_for(agent, left[0], limits=limits).resume("i").result()
+    assert resumed.status == "interrupted"
+    (context,) = resumed.interrupt.contexts  # type: ignore[union-attr]
+    assert context.info == LimitReached("model_calls", 5, 5)
 
 
 def test_an_intact_journal_resumes() -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -117,6 +118,10 @@ class Watcher:
         self._handle = handle
         self._lease_ttl = lease_ttl
         self._stop = threading.Event()
+        # A channel of this watcher's own: stop() publishes to it, so a watcher waiting for a
+        # cancel message wakes at once instead of at the end of its poll (the run's ``end``
+        # entry is written, and the worker's thread freed, only once the watcher stopped).
+        self._wake_channel = log.key(run_id, f":watcher:{uuid.uuid4().hex}")
         self._lease: Lease | None = None
         self._lease_until = 0.0  # monotonic time the lease is known to last until
         self._next_refresh = 0.0
@@ -131,8 +136,18 @@ class Watcher:
         self._thread.start()
 
     def stop(self) -> None:
-        """Stop watching; returns once the thread ended."""
+        """Stop watching; returns once the thread ended (at once: the watcher is woken)."""
         self._stop.set()
+        try:
+            self._log.client.publish(self._wake_channel, b"stop")
+        except Exception:
+            # Only slower: the watcher still sees the stop at the end of its poll.
+            _log.warning(
+                "agentkit: could not wake the watcher of run %r; it stops within %.2f s",
+                self._run_id,
+                POLL_INTERVAL / 2,
+                exc_info=True,
+            )
         self._thread.join()
 
     def hold(self, lease: Lease) -> None:
@@ -167,8 +182,9 @@ class Watcher:
     def _listen(self) -> None:
         log = self._log
         pubsub = log.client.pubsub(ignore_subscribe_messages=True)
+        cancel_channel = log.key(self._run_id, ":cancel")
         try:
-            pubsub.subscribe(log.key(self._run_id, ":cancel"))
+            pubsub.subscribe(cancel_channel, self._wake_channel)
             self._check_cancel_key()  # asked before we listened (or while we could not)
             if self._outage:
                 self._outage = False
@@ -177,7 +193,11 @@ class Watcher:
             while not self._stop.is_set():
                 self._shutdown_if_asked()
                 message = pubsub.get_message(timeout=POLL_INTERVAL / 2)
-                if message is not None and message.get("type") == "message":
+                if (
+                    message is not None
+                    and message.get("type") == "message"
+                    and _text(message.get("channel")) == cancel_channel
+                ):
                     data = message["data"]
                     self._user_cancel(data.decode() if isinstance(data, bytes) else str(data))
                 now = time.monotonic()
@@ -264,3 +284,7 @@ class Watcher:
         self.reason = "user"
         self._handle.cancel(chosen)
         self._note({"status": "cancelling", "mode": chosen.value})
+
+
+def _text(value: object) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
