@@ -171,7 +171,7 @@ from agentkit.tools.approval import (
 from agentkit.tools.base import BaseTool, InvokableTool, StreamableTool, ToolCallInfo
 from agentkit.tools.function import tool
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 """agentkit's version (the distribution's version, from ``setup.cfg``)."""
 
 __all__ = [

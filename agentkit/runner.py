@@ -6,7 +6,7 @@ checkpoint store):
 * **saved as it goes** (``durability="step"``, the default): the run takes a lease on the id
   (:class:`~agentkit.CheckpointBusyError` at once if another live run holds it), writes its
   image when it starts, and then, after every finished model reply and tool call, appends
-  what changed to the store before it goes on (see :mod:`agentkit._durable`). A run whose
+  what changed to the store before it goes on (see ``agentkit/_durable.py``). A run whose
   process dies (SIGKILL, OOM, a lost machine) is resumed from its last finished step, once its
   lease expired (``lease_ttl``). With ``durability="stop"`` nothing is written until the run
   stops.

@@ -12,6 +12,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from sphinx.application import Sphinx
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE / "_ext"))
 sys.path.insert(0, str(HERE.parent))
@@ -97,6 +99,8 @@ apiref_private_types = {
     # AgentRun(...) is built by the framework for each run (agents receive it; they never make one).
     "agentkit._runctx.RunFrame": "AgentRun's frame argument",
     "agentkit._scope.RunScope": "AgentRun's scope argument",
+    # with_checkpoint_id(lease=...) takes a checkpoint Lease; the protocol names what it uses.
+    "agentkit._options.HeldLease": "with_checkpoint_id's lease (an agentkit.checkpoint.Lease)",
     "agentkit._agent.EventSink": "AgentRun's sink argument",
     # ModelRetryConfig.wrap is called by ChatModelAgent with its own verdict record.
     "agentkit.agents._model_retry.StreamVerdicts": "ModelRetryConfig.wrap's verdicts argument",
@@ -129,3 +133,23 @@ apiref_private_types = {
 html_theme = "furo"
 html_title = f"agentkit {release}"
 html_static_path: list[str] = []
+
+
+# -- The Performance page shows the last full benchmark run --------------------------------------
+BENCHMARK_RESULTS = HERE.parent / "benchmarks" / "RESULTS.md"
+
+
+def _append_benchmark_results(app: Sphinx, docname: str, source: list[str]) -> None:
+    """Append ``benchmarks/RESULTS.md`` to the Performance page, when the file exists.
+
+    A full ``python -m benchmarks`` run writes it (the table and the machine's load); it is
+    committed with each full run, so the page shows the latest one.
+    """
+    if docname == "guides/performance" and BENCHMARK_RESULTS.exists():
+        table = BENCHMARK_RESULTS.read_text(encoding="utf-8")
+        source[0] += "\n\n## The latest full run (`benchmarks/RESULTS.md`)\n\n" + table
+
+
+def setup(app: Sphinx) -> None:
+    """Connect the Performance page's results to the build."""
+    app.connect("source-read", _append_benchmark_results)

@@ -157,17 +157,7 @@ def _params() -> list[Any]:
     params: list[Any] = []
     for page in PAGES:
         name = page.relative_to(REPO).as_posix()
-        marks = []
-        if name == "README.md":
-            # The README still holds every feature's documentation as fragments; the guides
-            # hold the same text, runnable. When the README becomes a landing page this passes
-            # and the strict mark fails: remove it then.
-            marks.append(
-                pytest.mark.xfail(
-                    strict=True, reason="README.md is cut to a landing page in the final pass"
-                )
-            )
-        params.append(pytest.param(page, id=name, marks=marks))
+        params.append(pytest.param(page, id=name))
     return params
 
 

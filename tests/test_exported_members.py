@@ -203,8 +203,7 @@ def test_the_model_client_imports_tenacity_only_when_a_call_is_retried() -> None
     assert result.stdout.strip() == "False"
 
 
-# agentkit.testing: what applications use to test their agents (README "Testing and evaluating
-# agents").
+# agentkit.testing: what applications use to test their agents (docs/guides/testing.md).
 TESTING_DOCUMENTED = {
     "ScriptedChatModel", "ModelCall", "call", "calls_message", "summarize", "run_events",
     "no_thread_leak", "ThreadLeakError", "FakeOpenAIServer", "Reply", "check_checkpoint_store",
@@ -213,7 +212,7 @@ TESTING_DOCUMENTED = {
 }
 
 
-# agentkit.evals: evaluating agents (README "Testing and evaluating agents", API.md section 15).
+# agentkit.evals: evaluating agents (docs/guides/testing.md, API.md section 15).
 EVALS_DOCUMENTED = {
     "Case", "Dataset", "DatasetError", "CaseRun", "Check", "CheckOutcome", "Equals", "Contains",
     "Matches", "ToolCalled", "OutputType", "MatchesSchema", "MaxSteps", "MaxTokens", "MaxLatency",
