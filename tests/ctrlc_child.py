@@ -62,6 +62,10 @@ BLOCK_FOR = 120.0  # the parent's SIGINT ends the wait long before; a failure gu
 how, block_at, store_dir, state_dir, checkpoint_id = sys.argv[1:6]
 block_kind, _, block_number = block_at.partition(":")
 
+# Ctrl-C as at a terminal: a child of a process started in the background (a CI job, `cmd &`
+# in a script) inherits SIGINT ignored, and Python then installs no handler of its own.
+signal.signal(signal.SIGINT, signal.default_int_handler)
+
 # The C-level signal handler writes a byte here as soon as a signal arrives (before the
 # Python handler runs, in the main thread, at its next bytecode).
 signals_read, signals_write = os.pipe()
