@@ -290,21 +290,43 @@ class RedisRunLog:
         return record, text
 
     def update(
-        self, run_id: str, change: Callable[[RunRecord], RunRecord | None]
+        self,
+        run_id: str,
+        change: Callable[[RunRecord], RunRecord | None],
+        known: tuple[RunRecord, str] | None = None,
     ) -> RunRecord:
         """Replace the run's record with ``change(record)`` (compare-and-set, retried).
 
         ``change`` may raise to refuse the change, or return ``None`` to leave the record as
-        it is. Returns the record as it is now.
+        it is. Returns the record as it is now. ``known``: the verified record and its sealed
+        text as this process last read or wrote them (see :meth:`replace`).
+        """
+        return self.replace(run_id, change, known)[0]
+
+    def replace(
+        self,
+        run_id: str,
+        change: Callable[[RunRecord], RunRecord | None],
+        known: tuple[RunRecord, str] | None = None,
+    ) -> tuple[RunRecord, str]:
+        """:meth:`update`, returning the record as it is now and its sealed text.
+
+        With ``known`` (a record this process verified, and its sealed text), the first
+        compare-and-set expects that text without reading the record again: one round trip
+        instead of two when nobody changed it meanwhile; when somebody did, the set fails
+        and the record is read (and verified) again, as without ``known``.
         """
         for _ in range(_CAS_TRIES):
-            record, sealed = self.record(run_id)
+            if known is None:
+                record, sealed = self.record(run_id)
+            else:
+                (record, sealed), known = known, None
             new = change(record)
             if new is None:
-                return record
+                return record, sealed
             replacement = self.sealer.seal("record", new.to_json())
             if self._set_record(keys=[self.key(run_id)], args=[sealed, replacement, self.ttl_ms]):
-                return new
+                return new, replacement
         raise RunStateError(
             f"the record of run {run_id!r} changed {_CAS_TRIES} times while it was updated; "
             "try again"
@@ -316,14 +338,20 @@ class RedisRunLog:
         change: Callable[[RunRecord], RunRecord],
         summary: dict[str, Any],
         tail: Sequence[tuple[str, dict[str, Any]]] = (),
+        known: tuple[RunRecord, str] | None = None,
     ) -> str:
         """Record the run's stop (``change`` of its record), the ``tail`` entries (its last
-        events) and its ``end`` entry, atomically; returns the ``end`` entry's id."""
+        events) and its ``end`` entry, atomically; returns the ``end`` entry's id.
+
+        ``known``: as for :meth:`replace` (the first try expects its sealed text unread)."""
         entries: list[str] = []
         for kind, data in [*tail, ("end", summary)]:
             entries += [kind, json.dumps(data, ensure_ascii=False)]
         for _ in range(_CAS_TRIES):
-            record, sealed = self.record(run_id)
+            if known is None:
+                record, sealed = self.record(run_id)
+            else:
+                (record, sealed), known = known, None
             replacement = self.sealer.seal("record", change(record).to_json())
             entry_id = self._finish(
                 keys=[self.key(run_id), self.key(run_id, ":events")],
