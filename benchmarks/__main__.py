@@ -1,8 +1,9 @@
 """``python -m benchmarks``: run the comparative suite and write its JSON and Markdown.
 
 Options: ``--quick`` (a smoke run of about 30 s), ``--only NAME[,NAME...]`` (scenarios to run;
-``--list`` shows them; ``soak`` runs only when named there), ``--out DIR`` (default ``benchmarks/results/``), ``--markdown FILE``
-(also write the table, with the machine's load, to FILE, e.g. ``benchmarks/RESULTS.md``),
+``--list`` shows them; ``soak`` runs only when named there), ``--out DIR`` (default
+``benchmarks/results/``), ``--markdown FILE`` (also write the table, with the machine's load,
+to FILE, e.g. ``benchmarks/RESULTS.md``),
 ``--profile NAME`` (run agentkit's side of one in-process scenario under cProfile instead, and
 print where the time goes).
 
