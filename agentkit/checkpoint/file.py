@@ -87,6 +87,12 @@ class FileCheckPointStore(StoreLimits):
       it reaches the disk when the system writes it back, at once with ``sync=True`` or
       ``sync_steps=True`` (``fdatasync``, a fraction of a millisecond to a few milliseconds
       per step, depending on the disk).
+    * A durable run's first image, its compactions and its tombstone are written with
+      :meth:`set_base` (:class:`~agentkit.checkpoint.RebasingCheckPointStore`), like its step
+      records: atomic, the new file's data ``fsync``-ed, the directory ``fsync``-ed only with
+      ``sync_steps=True``. After a power loss such a run is found at an earlier step (or not
+      at all, before its first image reached the disk), never torn. ``set`` (the checkpoint of
+      an interrupted or cancelled run) always ``fsync``-s the directory.
 
     Args:
         directory: where the files live (created, with its missing parents, if missing).
