@@ -54,7 +54,7 @@ from agentkit._options import HeldLease
 from agentkit._points import ResumePoint
 from agentkit._progress import ROOT, Op, Progress, apply_ops
 from agentkit.cancel import CancelMode
-from agentkit.checkpoint.base import DEFAULT_MAX_BYTES, journals, namespace_of
+from agentkit.checkpoint.base import DEFAULT_MAX_BYTES, journals, namespace_of, rebases
 from agentkit.errors import CheckpointError
 
 if TYPE_CHECKING:
@@ -158,9 +158,21 @@ class StepWriter:
             self._check_open()
             self._closed = True
             if isinstance(checkpoint, Checkpoint):
+                # An interrupt (or a cancel): set(), which survives a power loss.
                 checkpoint.generation = new_generation()
-            save_checkpoint(self._store, self._serializer, checkpoint_id, checkpoint)
-            self._delete_steps()
+                save_checkpoint(self._store, self._serializer, checkpoint_id, checkpoint)
+                self._delete_steps()
+                return
+            if not rebases(self._store):
+                save_checkpoint(self._store, self._serializer, checkpoint_id, checkpoint)
+                self._delete_steps()
+                return
+            # The tombstone: with the durability of the run's step records.
+            store = self._store
+            data = self._dumps(checkpoint, "save")
+            _store_call(
+                checkpoint_id, "save", lambda: store.set_base(checkpoint_id, data, sync=False)
+            )
 
     def discard(self) -> None:
         """The run ended with nothing to resume: remove its image (and its records)."""
@@ -187,7 +199,7 @@ class StepWriter:
             assert image is not None, "a durable run commits after its start"
             if not self._journals:
                 apply_ops(ops, image, self._points, new_point, own=_own)
-                self._save_image()
+                self._save_image(sync)
                 return
             usage = None if self._usage is None else self._usage()
             if usage is not None:
@@ -198,7 +210,7 @@ class StepWriter:
                 self._journal_bytes + len(data) > self._limit
             ):
                 apply_ops(ops, image, self._points, new_point, own=_own)
-                self._save_image()
+                self._save_image(sync)
                 return
             self._append(data, sync)
             self._seq += 1
@@ -217,29 +229,44 @@ class StepWriter:
                 "state; a step that finished after that is not saved"
             )
 
-    def _save_image(self) -> None:
-        """Save the image as the new base (a new generation) and drop the old records."""
+    def _save_image(self, sync: bool = False) -> None:
+        """Save the image as the new base (a new generation) and drop the old records.
+
+        On a :class:`~agentkit.checkpoint.RebasingCheckPointStore` with the durability of a
+        step record (``sync``: as a commit asked), else with ``set`` and ``delete_steps``.
+        """
         image = self._image
         assert image is not None
         image.points = list(self._points.values())
         image.generation = new_generation()
-        from agentkit.checkpoint._binding import dumps_for_store
-
-        try:
-            data = dumps_for_store(
-                self._serializer, self._store, self._checkpoint_id, image, self._namespace
+        data = self._dumps(image, "save")
+        store = self._store
+        if rebases(store):  # the image and the records' removal in one call
+            _store_call(
+                self._checkpoint_id, "save",
+                lambda: store.set_base(self._checkpoint_id, data, sync=sync),
             )
-        except CheckpointError as error:
-            raise CheckpointError(
-                f"cannot save checkpoint {self._checkpoint_id!r}: "
-                f"{culprit(self._serializer, image)}{error}"
-            ) from error
-        _store_call(self._checkpoint_id, "save", lambda: self._store.set(self._checkpoint_id, data))
+        else:
+            _store_call(self._checkpoint_id, "save", lambda: store.set(self._checkpoint_id, data))
         self._generation = image.generation
         self._seq = 0
         self._journal_bytes = 0
         self._base_bytes = len(data)
-        self._delete_steps()
+        if not rebases(store):
+            self._delete_steps()
+
+    def _dumps(self, value: Checkpoint | ConsumedCheckpoint, what: str) -> bytes:
+        from agentkit.checkpoint._binding import dumps_for_store
+
+        try:
+            return dumps_for_store(
+                self._serializer, self._store, self._checkpoint_id, value, self._namespace
+            )
+        except CheckpointError as error:
+            raise CheckpointError(
+                f"cannot {what} checkpoint {self._checkpoint_id!r}: "
+                f"{culprit(self._serializer, value)}{error}"
+            ) from error
 
     def _delete_steps(self) -> None:
         store = self._store

@@ -1,8 +1,9 @@
 """``python -m benchmarks``: run the comparative suite and write its JSON and Markdown.
 
 Options: ``--quick`` (a smoke run of about 30 s), ``--only NAME[,NAME...]`` (scenarios to run;
-``--list`` shows them), ``--out DIR`` (default ``benchmarks/results/``), ``--markdown FILE``
-(also write the table, with the machine's load, to FILE, e.g. ``benchmarks/RESULTS.md``),
+``--list`` shows them; ``soak`` runs only when named there), ``--out DIR`` (default
+``benchmarks/results/``), ``--markdown FILE`` (also write the table, with the machine's load,
+to FILE, e.g. ``benchmarks/RESULTS.md``),
 ``--profile NAME`` (run agentkit's side of one in-process scenario under cProfile instead, and
 print where the time goes).
 
@@ -43,6 +44,10 @@ ALL = {
     **SSE_SCENARIOS,
 }
 
+#: Scenarios left out when ``--only`` is not given (run them with ``--only NAME``): ``soak``
+#: (100,000 runs in a row) takes longer than the rest of the suite together.
+OPT_IN = ("soak",)
+
 #: Scenarios that need more than this checkout: each says why it cannot run here, or None.
 REQUIREMENTS: dict[str, Callable[[], str | None]] = {
     "celery-throughput": celery_unavailable,
@@ -77,6 +82,13 @@ def loopback_server() -> Iterator[int]:
             process.wait()
 
 
+def selected(only: str) -> list[str]:
+    """The scenarios to run for ``--only`` (comma-separated; empty: all but :data:`OPT_IN`)."""
+    return [name for name in only.split(",") if name] or [
+        name for name in ALL if name not in OPT_IN
+    ]
+
+
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks",
@@ -98,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the suite; return the process exit status (0 also when budgets are missed)."""
     args = _parse(argv)
     if args.list:
-        print("\n".join(ALL))
+        print("\n".join(f"{name} (only with --only)" if name in OPT_IN else name for name in ALL))
         return 0
     os.environ["AGENTKIT_CHECKPOINT_KEY"] = BENCHMARK_CHECKPOINT_KEY
     if args.profile:
@@ -106,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
 
         with loopback_server() as port:
             return profile(args.profile, Settings(port, quick=args.quick), args.out)
-    names = [name for name in args.only.split(",") if name] or list(ALL)
+    names = selected(args.only)
     unknown = [name for name in names if name not in ALL]
     if unknown:
         print(f"unknown scenario(s): {', '.join(unknown)}; --list shows the names", file=sys.stderr)

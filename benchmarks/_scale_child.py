@@ -164,10 +164,10 @@ def _concurrency(side: str, port: int, runs: int) -> dict[str, Any]:
         except BaseException as error:  # reported by the parent, with the others
             errors.append(error)
 
-    idle_threads = _status("Threads")
     rss_before = _status("VmRSS")
     before = request_count(port)
     with _PeakThreads() as peak:
+        idle_threads = _status("Threads")  # the monitor's thread counts as idle: it is ours
         started = time.perf_counter()
         threads = [threading.Thread(target=guarded) for _ in range(runs)]
         for thread in threads:

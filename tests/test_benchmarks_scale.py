@@ -177,3 +177,13 @@ def test_soak_keeps_rss_and_threads_flat() -> None:
     growth_kib = curve[-1]["rss_kib"] - curve[1]["rss_kib"]
     assert growth_kib <= 2048, curve
     assert max(point["threads"] for point in curve) <= curve[0]["threads"] + 1, curve
+
+
+def test_own_threads_per_run_leaves_out_the_idle_and_request_threads() -> None:
+    from benchmarks._scale import own_threads_per_run
+
+    # 1,000 request threads on 3 idle ones, each with one worker thread at the peak.
+    assert own_threads_per_run({"peak_threads": 2003, "idle_threads": 3}, 1000) == 1.0
+    # The raw loop: no thread of its own, even when not all request threads overlapped.
+    assert own_threads_per_run({"peak_threads": 991, "idle_threads": 3}, 1000) < 0
+    assert own_threads_per_run({"peak_threads": 1003, "idle_threads": 3}, 1000) == 0.0

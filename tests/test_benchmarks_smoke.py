@@ -67,3 +67,16 @@ def test_unknown_scenario_is_refused_with_the_way_to_list_names(tmp_path: Path) 
     assert done.returncode == 2
     assert "unknown scenario(s): no-such-scenario; --list shows the names" in done.stderr
     assert not (tmp_path / "results.json").exists()
+
+
+def test_soak_runs_only_when_named() -> None:
+    from benchmarks.__main__ import ALL, selected
+
+    default = selected("")
+    assert "soak" in ALL and "soak" not in default
+    assert set(default) == set(ALL) - {"soak"}
+    assert selected("soak") == ["soak"]
+    assert selected("query,soak") == ["query", "soak"]
+    listed = _run_suite("--list")
+    assert listed.returncode == 0
+    assert "soak (only with --only)" in listed.stdout.splitlines()

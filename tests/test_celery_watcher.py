@@ -90,3 +90,35 @@ def test_cancel_requests_still_reach_the_run(
         time.sleep(0.01)
     assert watcher.reason == "user"
     watcher.stop()
+
+
+def _connections_made(log: RedisRunLog) -> int:
+    return int(log.client.info("stats")["total_connections_received"])
+
+
+def test_the_next_watcher_reuses_the_unsubscribed_connection_and_hears_only_its_run(
+    log: RedisRunLog,
+) -> None:
+    connections = _connections_made(log)
+    for number in range(6):
+        ended = _started_watcher(log, f"run-{number}", CancelHandle())
+        ended.stop()
+        assert _subscribers(log, log.key(f"run-{number}", ":cancel")) == 0  # unsubscribed
+    # Closing each watcher's connection would make the next run connect again (a connection
+    # and its greeting per run); it is kept, unsubscribed, for the next watcher. At most the
+    # pool grows by the connections used at the same time (this thread and a watcher's).
+    assert _connections_made(log) - connections <= 2
+    first = _started_watcher(log, "run-a", CancelHandle())
+    first.stop()
+    second = _started_watcher(log, "run-b", CancelHandle())
+    # A cancel for the ended run reaches nobody; one for the new run still stops it.
+    sealed_a = log.sealer.seal("cancel", {"run_id": "run-a", "mode": "immediate", "stops": 0})
+    log.request_cancel("run-a", sealed_a)
+    sealed_b = log.sealer.seal("cancel", {"run_id": "run-b", "mode": "immediate", "stops": 0})
+    log.request_cancel("run-b", sealed_b)
+    deadline = time.monotonic() + GUARD
+    while second.reason is None:
+        assert time.monotonic() < deadline, "the second watcher missed its run's cancel"
+        time.sleep(0.01)
+    second.stop()
+    assert second.reason == "user" and first.reason is None

@@ -5,7 +5,10 @@
   or any object with the :class:`CheckPointStore` shape. Stores that also implement
   :class:`LeasingCheckPointStore` make a run exclusive across processes; those that implement
   :class:`JournalingCheckPointStore` keep a run's step records (``Runner(durability="step")``)
-  so that a step costs the same however long the run is. The built-in stores do both.
+  so that a step costs the same however long the run is; :class:`RebasingCheckPointStore`
+  adds ``set_base``, which writes a durable run's first image, compactions and tombstone with
+  the durability of a step record. The built-in stores do the first two; the file and Redis
+  stores also rebase.
 * :class:`PickleSerializer` encodes checkpoint state: pickle in a versioned envelope, signed
   with HMAC-SHA256 by default (bound to the id and the store's namespace), read by an
   unpickler that cannot touch anything but the new objects it builds.
@@ -27,6 +30,7 @@ from agentkit.checkpoint.base import (
     JournalingCheckPointStore,
     Lease,
     LeasingCheckPointStore,
+    RebasingCheckPointStore,
     lease_for,
     legacy_namespaces_of,
     namespace_of,
@@ -42,6 +46,7 @@ __all__ = [
     "Lease",
     "LeasingCheckPointStore",
     "PickleSerializer",
+    "RebasingCheckPointStore",
     "RedisCheckPointStore",
     "SQLiteCheckPointStore",
     "Serializer",

@@ -65,10 +65,13 @@ class AtomicFiles:
         self._directory = directory
         self._temp = directory / TEMP_DIRECTORY
 
-    def replace(self, path: Path, data: bytes, *, durable: bool) -> None:
+    def replace(
+        self, path: Path, data: bytes, *, durable: bool, sync_directory: bool = True
+    ) -> None:
         """Replace ``path`` (in the directory) with ``data``, removing dead writers' leftovers.
 
-        With ``durable``, the data and then the directory are ``fsync``-ed.
+        With ``durable``, the data and then (unless ``sync_directory`` is false) the
+        directory are ``fsync``-ed.
 
         Raises:
             OSError: the write failed; ``path`` is unchanged and no temporary file is left.
@@ -94,7 +97,7 @@ class AtomicFiles:
                 os.close(fd)  # drops the lock
         finally:
             os.close(temp)
-        if durable:
+        if durable and sync_directory:
             fsync_directory(self._directory)
 
     def sweep(self) -> int:

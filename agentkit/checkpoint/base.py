@@ -32,11 +32,13 @@ __all__ = [
     "JournalingCheckPointStore",
     "Lease",
     "LeasingCheckPointStore",
+    "RebasingCheckPointStore",
     "journals",
     "lease_for",
     "legacy_namespaces_of",
     "namespace_of",
     "new_lease_owner",
+    "rebases",
     "StoreLimits",
 ]
 
@@ -135,6 +137,33 @@ class JournalingCheckPointStore(CheckPointStore, Protocol):
 
     def delete_steps(self, checkpoint_id: str) -> None:
         """Remove every record of ``checkpoint_id`` (not the checkpoint); unknown ids are fine."""
+        ...
+
+
+@runtime_checkable
+class RebasingCheckPointStore(JournalingCheckPointStore, Protocol):
+    """A journaling store that replaces a run's base and drops its step records in one call.
+
+    A durable run (``Runner(durability="step")``) writes a base when it starts, when its
+    records grow past the base (a compaction) and when it completes (its tombstone); each
+    time, the records of the old base are dropped. A store with ``set_base`` does both at
+    once, with the durability of a step record:
+
+    * the new base is written whole or not at all (a reader, and a process that died
+      meanwhile, see the old base or the new one, never a mix), and once ``set_base``
+      returns it survives the death of the writing process;
+    * ``sync=False``: a power loss or an OS crash may leave the previous base (none for a
+      run's first one) and lose the records, as it may lose unsynced step records; never a
+      torn base. ``sync=True`` (or a store configured to sync every record, such as
+      ``FileCheckPointStore(sync_steps=True)``): the new base survives that too.
+
+    The Runner calls it for those three writes only. The checkpoint of an interrupted or
+    cancelled run is always stored with ``set``, which survives a power loss. Without
+    ``set_base`` the Runner calls ``set`` and then ``delete_steps``.
+    """
+
+    def set_base(self, checkpoint_id: str, data: bytes, *, sync: bool = False) -> None:
+        """Store ``data`` as the base of ``checkpoint_id`` and remove its step records."""
         ...
 
 
@@ -305,6 +334,8 @@ _MEMBERS: dict[type, tuple[str, ...]] = {
     LeasingCheckPointStore: ("get", "set", "delete", "acquire_lease", "release_lease"),
     JournalingCheckPointStore: ("get", "set", "delete", "append_step", "read_steps",
                                 "delete_steps"),
+    RebasingCheckPointStore: ("get", "set", "delete", "append_step", "read_steps",
+                              "delete_steps", "set_base"),
     _WithLeaseTTL: ("lease_ttl",),
 }
 _CONFORMING: weakref.WeakKeyDictionary[type, set[type]] = weakref.WeakKeyDictionary()
@@ -335,6 +366,11 @@ def _leases(store: object) -> TypeGuard[LeasingCheckPointStore]:
 def journals(store: object) -> TypeGuard[JournalingCheckPointStore]:
     """Whether ``store`` keeps step records (:class:`JournalingCheckPointStore`)."""
     return _conforms(store, JournalingCheckPointStore)
+
+
+def rebases(store: object) -> TypeGuard[RebasingCheckPointStore]:
+    """Whether ``store`` has ``set_base`` (:class:`RebasingCheckPointStore`)."""
+    return _conforms(store, RebasingCheckPointStore)
 
 
 def _has_lease_ttl(store: object) -> TypeGuard[_WithLeaseTTL]:

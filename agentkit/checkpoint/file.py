@@ -87,6 +87,12 @@ class FileCheckPointStore(StoreLimits):
       it reaches the disk when the system writes it back, at once with ``sync=True`` or
       ``sync_steps=True`` (``fdatasync``, a fraction of a millisecond to a few milliseconds
       per step, depending on the disk).
+    * A durable run's first image, its compactions and its tombstone are written with
+      :meth:`set_base` (:class:`~agentkit.checkpoint.RebasingCheckPointStore`), like its step
+      records: atomic, the new file's data ``fsync``-ed, the directory ``fsync``-ed only with
+      ``sync_steps=True``. After a power loss such a run is found at an earlier step (or not
+      at all, before its first image reached the disk), never torn. ``set`` (the checkpoint of
+      an interrupted or cancelled run) always ``fsync``-s the directory.
 
     Args:
         directory: where the files live (created, with its missing parents, if missing).
@@ -186,6 +192,28 @@ class FileCheckPointStore(StoreLimits):
             raise CheckpointError(
                 f"cannot write checkpoint {checkpoint_id!r} to {str(path)!r}: {_explain(exc)}"
             ) from exc
+
+    def set_base(self, checkpoint_id: str, data: bytes, *, sync: bool = False) -> None:
+        """Replace the checkpoint file with ``data`` and remove its step records.
+
+        See :class:`~agentkit.checkpoint.RebasingCheckPointStore`. The new file's data is
+        ``fsync``-ed before it is moved over the old one (a power loss never leaves a torn
+        checkpoint); the directory is ``fsync``-ed only with ``sync`` or ``sync_steps``, as
+        for a step record (that directory ``fsync`` is what makes a ``set`` cost
+        milliseconds: it commits every file change made in the directory before it).
+        """
+        path = self.path_for(checkpoint_id)
+        data = _check_size(checkpoint_id, _check_data(data), self._max_bytes)
+        durable = sync or self._sync_steps
+        try:
+            self._files.replace(path, data, durable=True, sync_directory=False)
+        except OSError as exc:
+            raise CheckpointError(
+                f"cannot write checkpoint {checkpoint_id!r} to {str(path)!r}: {_explain(exc)}"
+            ) from exc
+        self.delete_steps(checkpoint_id)
+        if durable:
+            fsync_directory(self._directory)
 
     def delete(self, checkpoint_id: str) -> None:
         """Remove the checkpoint file and its step records; an unknown id is not an error."""

@@ -242,6 +242,26 @@ class RedisCheckPointStore(StoreLimits):
             lambda: self._client.set(key, data, px=self._ttl_ms),
         )
 
+    def set_base(self, checkpoint_id: str, data: bytes, *, sync: bool = False) -> None:
+        """Store ``data`` under ``checkpoint_id`` and remove its step records, atomically.
+
+        See :class:`~agentkit.checkpoint.RebasingCheckPointStore`: one round trip
+        (``MULTI``/``SET``/``DEL``/``EXEC``), so no reader sees the new base beside the old
+        records. ``sync`` changes nothing: what survives a crash of Redis itself is the
+        server's persistence setting (``appendfsync``), for this as for every write.
+        """
+        key = self.key_for(checkpoint_id)
+        steps = self._steps_key(checkpoint_id)
+        data = _check_size(checkpoint_id, _check_data(data), self._max_bytes)
+
+        def write() -> None:
+            with self._client.pipeline(transaction=True) as pipe:
+                pipe.set(key, data, px=self._ttl_ms)
+                pipe.delete(steps)
+                pipe.execute()
+
+        self._run(f"write checkpoint {checkpoint_id!r}", write)
+
     def delete(self, checkpoint_id: str) -> None:
         """Remove the checkpoint and its step records; an unknown id is not an error."""
         keys = (self.key_for(checkpoint_id), self._steps_key(checkpoint_id))

@@ -181,8 +181,9 @@ class Watcher:
 
     def _listen(self) -> None:
         log = self._log
-        pubsub = log.client.pubsub(ignore_subscribe_messages=True)
+        pubsub = log.pubsub()
         cancel_channel = log.key(self._run_id, ":cancel")
+        ended = False
         try:
             pubsub.subscribe(cancel_channel, self._wake_channel)
             self._check_cancel_key()  # asked before we listened (or while we could not)
@@ -205,11 +206,15 @@ class Watcher:
                     next_key_check = now + self.KEY_CHECK
                     self._check_cancel_key()
                 self._refresh_lease(now)
+            ended = True
         finally:
-            try:
-                pubsub.close()
-            except Exception:  # a broken connection: nothing to give back
-                _log.debug("agentkit: closing a pub/sub connection failed", exc_info=True)
+            if ended:  # the next run's watcher listens on it (unsubscribed)
+                log.give_back(pubsub)
+            else:
+                try:
+                    pubsub.close()
+                except Exception:  # a broken connection: nothing to give back
+                    _log.debug("agentkit: closing a pub/sub connection failed", exc_info=True)
 
     def _shutdown_if_asked(self) -> None:
         if shutting_down.is_set() and self.reason is None:

@@ -584,7 +584,7 @@ class AgentQueue:
         """The body of the Celery task: verify, run or resume, publish, requeue on shutdown."""
         try:
             order = self._open_order(args, kwargs)
-            record = self._current_record(order)
+            record, sealed = self._current_record(order)
         except TaskMessageError as error:
             _log.error("agentkit: worker %s refused a task message: %s", worker, error)
             return {"status": "refused", "error": str(error)}
@@ -600,7 +600,9 @@ class AgentQueue:
             return self._requeue(worker, route, order, ran=False)
         # "running": a worker took this very message before; it died, or still runs it.
         redelivered = record.status == "running"
-        return self._run_order(worker, route, order, args[0], redelivered=redelivered)
+        return self._run_order(
+            worker, route, order, args[0], redelivered=redelivered, known=(record, sealed)
+        )
 
     def _open_order(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Order:
         """The verified order of a task message; :class:`TaskMessageError` for anything else."""
@@ -615,10 +617,11 @@ class AgentQueue:
         except SealError as error:
             raise TaskMessageError(str(error)) from None
 
-    def _current_record(self, order: _Order) -> RunRecord:
-        """The run's record, if ``order`` is the latest message sent for the run."""
+    def _current_record(self, order: _Order) -> tuple[RunRecord, str]:
+        """The run's record and its sealed text, if ``order`` is the latest message sent for
+        the run."""
         try:
-            record, _ = self._log().record(order.run_id)
+            record, sealed = self._log().record(order.run_id)
         except (RunNotFoundError, RunIntegrityError) as error:
             raise TaskMessageError(f"run {order.run_id!r}: {error}") from None
         if record.pending != order.nonce:
@@ -627,7 +630,7 @@ class AgentQueue:
                 f"(it was made after stop {order.stops} of the run, which stopped "
                 f"{record.stops} times so far): a replayed or superseded message; nothing is run"
             )
-        return record
+        return record, sealed
 
     def _expired(self, worker: str, order: _Order, record: RunRecord) -> dict[str, Any]:
         """A verified message that expired: fail its run if it still waits for this message."""
@@ -659,12 +662,21 @@ class AgentQueue:
         return summary
 
     def _run_order(
-        self, worker: str, route: str | None, order: _Order, message: str, *, redelivered: bool
+        self,
+        worker: str,
+        route: str | None,
+        order: _Order,
+        message: str,
+        *,
+        redelivered: bool,
+        known: tuple[RunRecord, str],
     ) -> dict[str, Any]:
         """Run or resume the order's run in this worker; publish its events; record its stop.
 
         ``message`` is the sealed task message (sent again when the run is held elsewhere);
-        ``redelivered``: a worker took this message before (and died, or still runs it).
+        ``redelivered``: a worker took this message before (and died, or still runs it);
+        ``known``: the run's verified record and sealed text as the worker read them (its
+        record changes expect them unread, and read them again only when they changed).
         """
         log = self._log()
         run_id = order.run_id
@@ -694,8 +706,11 @@ class AgentQueue:
             if lease is not None:
                 watcher.hold(lease)
             try:
-                patiently(
-                    lambda: log.update(run_id, _mark_running(order, worker)), "records a run"
+                # A retry after a lost reply reads the record again (its set may have passed).
+                tries = iter([known])
+                known = patiently(
+                    lambda: log.replace(run_id, _mark_running(order, worker), next(tries, None)),
+                    "records a run",
                 )
             except TaskMessageError as error:
                 run.close()
@@ -726,7 +741,13 @@ class AgentQueue:
 
         # The lease is free before the record says the run stopped: a resume enqueued the
         # moment a reader sees the interrupt finds the run free to take.
-        patiently(lambda: log.finish(run_id, stop, summary, tail), "records a run's end")
+        # Expects the "running" record unread; the watcher's notes append entries only, so
+        # only another writer (which the set then detects) makes it read the record again.
+        tries = iter([known])
+        patiently(
+            lambda: log.finish(run_id, stop, summary, tail, next(tries, None)),
+            "records a run's end",
+        )
         return summary
 
     def _start(

@@ -1,0 +1,152 @@
+"""``set_base``: a durable run's first image, compactions and tombstone, written like its steps.
+
+A :class:`~agentkit.checkpoint.RebasingCheckPointStore` replaces a run's base and drops its
+step records in one call, with the durability of a step record: the file store ``fsync``-s the
+new file's data (never a torn checkpoint) but its directory only with ``sync`` or
+``sync_steps``; Redis does both in one transaction. The checkpoint of an interrupted run is
+still stored with ``set`` (which ``fsync``-s the directory).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentkit import ChatModelAgent, Runner, with_approval, with_checkpoint_id
+from agentkit.checkpoint import (
+    FileCheckPointStore,
+    InMemoryCheckPointStore,
+    PickleSerializer,
+    RebasingCheckPointStore,
+    RedisCheckPointStore,
+    SQLiteCheckPointStore,
+)
+from agentkit.checkpoint.base import rebases
+from agentkit.testing import ScriptedChatModel, call, calls_message
+from tests.redis_server import redis_url  # noqa: F401 (a session fixture)
+from tests.test_durable_steps import add
+
+KEY = b"rebase tests key, 32 bytes long!"
+SERIALIZER = PickleSerializer(KEY)
+
+
+@pytest.fixture
+def directory_syncs(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """The directories ``fsync``-ed by the file store (the real call still runs)."""
+    import agentkit.checkpoint._atomic as atomic
+    import agentkit.checkpoint.file as file
+    from agentkit.checkpoint._files import fsync_directory as real
+
+    synced: list[Path] = []
+
+    def spy(directory: Path) -> None:
+        synced.append(directory)
+        real(directory)
+
+    monkeypatch.setattr(file, "fsync_directory", spy)
+    monkeypatch.setattr(atomic, "fsync_directory", spy)
+    return synced
+
+
+def test_the_file_and_redis_stores_rebase_the_others_fall_back(tmp_path: Path) -> None:
+    assert rebases(FileCheckPointStore(tmp_path / "f"))
+    assert isinstance(FileCheckPointStore(tmp_path / "g"), RebasingCheckPointStore)
+    assert not rebases(InMemoryCheckPointStore())
+    with SQLiteCheckPointStore(tmp_path / "s.db") as sqlite:
+        assert not rebases(sqlite)
+
+
+def test_file_set_base_replaces_the_base_and_drops_the_records(
+    tmp_path: Path, directory_syncs: list[Path]
+) -> None:
+    store = FileCheckPointStore(tmp_path)
+    store.set("run", b"old base")
+    store.append_step("run", b"record 1")
+    directory_syncs.clear()
+    store.set_base("run", b"new base")
+    assert store.get("run") == b"new base"
+    assert store.read_steps("run") == []
+    assert not store.steps_path_for("run").exists()
+    assert directory_syncs == []  # like an unsynced step record
+    assert not [path for path in tmp_path.rglob("*") if path.is_file() and ".tmp" in path.parts]
+
+
+def test_file_set_base_syncs_the_directory_when_asked(
+    tmp_path: Path, directory_syncs: list[Path]
+) -> None:
+    store = FileCheckPointStore(tmp_path / "a")
+    store.set_base("first", b"base")  # the first write makes the store's temporary directory
+    directory_syncs.clear()
+    store.set_base("run", b"base", sync=True)
+    assert directory_syncs == [tmp_path / "a"]
+    always = FileCheckPointStore(tmp_path / "b", sync_steps=True)
+    always.set_base("first", b"base")
+    directory_syncs.clear()
+    always.set_base("run", b"base")
+    assert directory_syncs == [tmp_path / "b"]
+    directory_syncs.clear()
+    always.set("run", b"a checkpoint")  # set() is unchanged: it always syncs
+    assert directory_syncs == [tmp_path / "b"]
+
+
+def _agent(rounds: int) -> ChatModelAgent:
+    script: list[Any] = [
+        calls_message(call("add", {"a": i, "b": 1}, id=f"c{i}")) for i in range(rounds)
+    ]
+    return ChatModelAgent(
+        "A", "adds", ScriptedChatModel([*script, "done"]), tools=[add],
+        max_iterations=rounds + 1,
+    )
+
+
+def test_a_durable_run_on_files_syncs_no_directory_unless_sync_steps(
+    tmp_path: Path, directory_syncs: list[Path]
+) -> None:
+    store = FileCheckPointStore(tmp_path / "plain")
+    store.set_base("first", b"base")  # the first write makes the store's temporary directory
+    directory_syncs.clear()
+    runner = Runner(_agent(3), checkpoint_store=store, serializer=SERIALIZER)
+    result = runner.invoke("go", with_checkpoint_id("r1"))
+    assert result.text == "done"
+    assert directory_syncs == []  # first image, 6 records, tombstone: no directory fsync
+    assert not store.steps_path_for("r1").exists()
+    with pytest.raises(Exception, match="completed"):
+        runner.resume("r1")  # the tombstone is there: a completed run does not run again
+
+    synced = FileCheckPointStore(tmp_path / "synced", sync_steps=True)
+    runner = Runner(_agent(3), checkpoint_store=synced, serializer=SERIALIZER)
+    assert runner.invoke("go", with_checkpoint_id("r2")).text == "done"
+    assert len(directory_syncs) >= 2  # the first image and the tombstone, at least
+
+
+def test_an_interrupted_runs_checkpoint_is_still_saved_with_set(
+    tmp_path: Path, directory_syncs: list[Path]
+) -> None:
+    store = FileCheckPointStore(tmp_path)
+    store.set_base("first", b"base")  # the first write makes the store's temporary directory
+    directory_syncs.clear()
+    agent = ChatModelAgent(
+        "A", "adds", ScriptedChatModel([calls_message(call("add", {"a": 1, "b": 2}, id="c")),
+                                        "done"]),
+        tools=[with_approval(add)],
+    )
+    runner = Runner(agent, checkpoint_store=store, serializer=SERIALIZER)
+    result = runner.invoke("go", with_checkpoint_id("held"))
+    assert result.status == "interrupted"
+    assert directory_syncs == [tmp_path]  # the interrupt's set(); the first image none
+    assert store.get("held") is not None
+
+
+def test_redis_set_base_replaces_the_base_and_drops_the_records(
+    redis_url: str,  # noqa: F811
+) -> None:
+    with RedisCheckPointStore(redis_url, prefix="test:rebase:") as store:
+        assert rebases(store)
+        store.set("run", b"old base")
+        store.append_step("run", b"record 1")
+        store.set_base("run", b"new base")
+        assert store.get("run") == b"new base"
+        assert store.read_steps("run") == []
+        store.delete("run")
