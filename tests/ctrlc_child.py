@@ -72,6 +72,7 @@ signals_read, signals_write = os.pipe()
 os.set_blocking(signals_write, False)
 signal.set_wakeup_fd(signals_write)
 waiting_for_save = threading.Event()  # agentkit said it waits for the save to end
+step_3_saved = threading.Event()  # the durable record of step 3's result is in the store
 
 
 class SaveWaitSeen(logging.Handler):
@@ -126,6 +127,11 @@ def step(number: int) -> str:
             say("ignored")
             time.sleep(BLOCK_FOR)  # deaf to cancels: only a second Ctrl-C ends this
         raise SystemExit("no second SIGINT came")
+    if block_at == f"parallel:{number}" and not step_3_saved.wait(BLOCK_FOR):
+        # Step 3 runs in the main thread, where the Ctrl-C lands: sent before its result is
+        # saved, it could cut step 3 between its last line and the save (a call that did not
+        # finish, which the resume runs again). The test is of a Ctrl-C after step 3 finished.
+        raise SystemExit("the result of step 3 was never saved")
     if block_at in (f"tool:{number}", f"parallel:{number}") or (
         block_kind == "save" and number == 2
     ):
@@ -151,6 +157,11 @@ def model(messages: list[Message]) -> Message | str:
 class SlowStore(FileCheckPointStore):
     """A file store whose first save after the Ctrl-C waits, halfway, for a second Ctrl-C to
     be handled (the saves of a durable run before it go through)."""
+
+    def append_step(self, checkpoint_id: str, data: bytes, *, sync: bool = False) -> None:
+        super().append_step(checkpoint_id, data, sync=sync)
+        if b"step 3 done" in data:  # the record of step 3's result (pickled text is UTF-8)
+            step_3_saved.set()
 
     def set(self, checkpoint_id: str, data: bytes) -> None:
         if (
