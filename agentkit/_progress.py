@@ -328,10 +328,27 @@ def _target(address: Address, root: Any, points: Mapping[Address, Any]) -> Any:
     return point.state
 
 
+_FIELD_NAMES: dict[type, frozenset[str]] = {}
+
+
+def _field_names(cls: type) -> frozenset[str]:
+    """The attrs field names of ``cls`` (none for a class that is not an attrs class).
+
+    Remembered per class (a durable run applies ops at every step; point states are a few
+    classes).
+    """
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = frozenset(attrs.fields_dict(cls)) if attrs.has(cls) else frozenset()
+        if len(_FIELD_NAMES) < 256:
+            _FIELD_NAMES[cls] = names
+    return names
+
+
 def _apply_field(op: SetField | ExtendField | MergeField, target: Any, own: Callable[[Any], Any]
                  ) -> None:
     name = op.field
-    if not attrs.has(type(target)) or name not in attrs.fields_dict(type(target)):
+    if name not in _field_names(type(target)):
         raise ValueError(f"a step changes {type(target).__name__}.{name}, which is not a field")
     if isinstance(op, SetField):
         object.__setattr__(target, name, own(op.value))

@@ -1,9 +1,9 @@
 """``set_base``: a durable run's first image, compactions and tombstone, written like its steps.
 
 A :class:`~agentkit.checkpoint.RebasingCheckPointStore` replaces a run's base and drops its
-step records in one call, with the durability of a step record: the file store ``fsync``-s the
-new file's data (never a torn checkpoint) but its directory only with ``sync`` or
-``sync_steps``; Redis does both in one transaction. The checkpoint of an interrupted run is
+step records in one call, with the durability of a step record: the file store ``fsync``-s
+the new file and its directory only with ``sync`` or ``sync_steps``; Redis does both in one
+transaction. The checkpoint of an interrupted run is
 still stored with ``set`` (which ``fsync``-s the directory).
 """
 
@@ -48,6 +48,39 @@ def directory_syncs(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     monkeypatch.setattr(file, "fsync_directory", spy)
     monkeypatch.setattr(atomic, "fsync_directory", spy)
     return synced
+
+
+@pytest.fixture
+def file_syncs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The file descriptors ``fsync``-ed (the real call still runs)."""
+    import os
+
+    real = os.fsync
+    synced: list[int] = []
+
+    def spy(fd: int) -> None:
+        synced.append(fd)
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", spy)
+    return synced
+
+
+def test_file_set_base_syncs_no_file_unless_asked(
+    tmp_path: Path, file_syncs: list[int], directory_syncs: list[Path]
+) -> None:
+    store = FileCheckPointStore(tmp_path)
+    store.set_base("first", b"base")  # the first write makes the store's temporary directory
+    file_syncs.clear()
+    store.set_base("run", b"base")
+    assert file_syncs == []  # a step record's durability: no fsync at all
+    assert store.get("run") == b"base"
+    store.set_base("run", b"synced base", sync=True)
+    assert len(file_syncs) == 2  # the new file's data, then the directory
+    assert directory_syncs == [tmp_path]
+    file_syncs.clear()
+    store.set("run", b"a checkpoint")  # set() is unchanged: it always syncs
+    assert len(file_syncs) == 2
 
 
 def test_the_file_and_redis_stores_rebase_the_others_fall_back(tmp_path: Path) -> None:

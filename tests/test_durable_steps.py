@@ -566,6 +566,30 @@ def test_which_tools_are_idempotent() -> None:
         tool(idempotent="yes")  # type: ignore[call-overload]
 
 
+def test_is_idempotent_reads_each_tool_not_its_class() -> None:
+    class Settable:
+        """Says it per instance (an attribute set in __init__, not on the class)."""
+
+        def __init__(self, idempotent: bool) -> None:
+            self.idempotent = idempotent
+
+    class Switching:
+        """Says it on the class, as a property whose answer can change."""
+
+        answer = True
+
+        @property
+        def idempotent(self) -> bool:
+            return self.answer
+
+    assert is_idempotent(Settable(True)) and not is_idempotent(Settable(False))
+    assert is_idempotent(Settable(True))  # asked again after a False of the same class
+    switching = Switching()
+    assert is_idempotent(switching)
+    switching.answer = False
+    assert not is_idempotent(switching)  # the class is remembered, the answer is read each time
+
+
 # --- unfinished calls -------------------------------------------------------------------------
 
 

@@ -153,9 +153,11 @@ class RebasingCheckPointStore(JournalingCheckPointStore, Protocol):
       meanwhile, see the old base or the new one, never a mix), and once ``set_base``
       returns it survives the death of the writing process;
     * ``sync=False``: a power loss or an OS crash may leave the previous base (none for a
-      run's first one) and lose the records, as it may lose unsynced step records; never a
-      torn base. ``sync=True`` (or a store configured to sync every record, such as
-      ``FileCheckPointStore(sync_steps=True)``): the new base survives that too.
+      run's first one), or a base that fails its signature check and is refused as damaged
+      when read, and lose the records, as it may lose unsynced step records; never a base
+      that loads as something the run did not write. ``sync=True`` (or a store configured
+      to sync every record, such as ``FileCheckPointStore(sync_steps=True)``): the new base
+      survives that too.
 
     The Runner calls it for those three writes only. The checkpoint of an interrupted or
     cancelled run is always stored with ``set``, which survives a power loss. Without

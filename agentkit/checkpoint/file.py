@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import errno
+import functools
 import hashlib
 import json
 import os
@@ -89,10 +90,12 @@ class FileCheckPointStore(StoreLimits):
       per step, depending on the disk).
     * A durable run's first image, its compactions and its tombstone are written with
       :meth:`set_base` (:class:`~agentkit.checkpoint.RebasingCheckPointStore`), like its step
-      records: atomic, the new file's data ``fsync``-ed, the directory ``fsync``-ed only with
-      ``sync_steps=True``. After a power loss such a run is found at an earlier step (or not
-      at all, before its first image reached the disk), never torn. ``set`` (the checkpoint of
-      an interrupted or cancelled run) always ``fsync``-s the directory.
+      records: atomic (a new file moved over the old one), ``fsync``-ed (file and directory)
+      only with ``sync_steps=True``. After a power loss such a run is found at an earlier
+      step, or not at all (before its first image reached the disk), or refused as damaged
+      (a file whose rename reached the disk before its data, which some file systems allow);
+      never loaded as a state it did not have. ``set`` (the checkpoint of an interrupted or
+      cancelled run) always ``fsync``-s the file and the directory.
 
     Args:
         directory: where the files live (created, with its missing parents, if missing).
@@ -119,6 +122,7 @@ class FileCheckPointStore(StoreLimits):
         sync_steps: bool = False,
     ) -> None:
         self._directory = Path(directory)
+        self._directory_text = str(self._directory)
         self._set_limits(max_bytes, lease_ttl)
         self._sync_steps = bool(sync_steps)
         try:
@@ -196,17 +200,19 @@ class FileCheckPointStore(StoreLimits):
     def set_base(self, checkpoint_id: str, data: bytes, *, sync: bool = False) -> None:
         """Replace the checkpoint file with ``data`` and remove its step records.
 
-        See :class:`~agentkit.checkpoint.RebasingCheckPointStore`. The new file's data is
-        ``fsync``-ed before it is moved over the old one (a power loss never leaves a torn
-        checkpoint); the directory is ``fsync``-ed only with ``sync`` or ``sync_steps``, as
-        for a step record (that directory ``fsync`` is what makes a ``set`` cost
-        milliseconds: it commits every file change made in the directory before it).
+        See :class:`~agentkit.checkpoint.RebasingCheckPointStore`. The new file is written
+        and moved over the old one (readers see one or the other, and so does a process that
+        is killed meanwhile); the file and the directory are ``fsync``-ed only with ``sync``
+        or ``sync_steps``, as for a step record (each ``fsync`` costs milliseconds on a real
+        disk, two per durable run without it). A power loss may then leave the old file, or
+        a new one whose data did not reach the disk: it fails its signature check and is
+        refused as damaged, never loaded.
         """
         path = self.path_for(checkpoint_id)
         data = _check_size(checkpoint_id, _check_data(data), self._max_bytes)
         durable = sync or self._sync_steps
         try:
-            self._files.replace(path, data, durable=True, sync_directory=False)
+            self._files.replace(path, data, durable=durable, sync_directory=False)
         except OSError as exc:
             raise CheckpointError(
                 f"cannot write checkpoint {checkpoint_id!r} to {str(path)!r}: {_explain(exc)}"
@@ -235,7 +241,8 @@ class FileCheckPointStore(StoreLimits):
 
     def append_step(self, checkpoint_id: str, data: bytes, *, sync: bool = False) -> None:
         """Append the step record ``data`` (framed, in one write); see the class docs."""
-        path = self.steps_path_for(checkpoint_id)
+        # A str path: no Path object per step (this runs after every model reply and tool call).
+        path = os.path.join(self._directory_text, _file_stem(checkpoint_id) + _STEPS_SUFFIX)
         data = _check_size(checkpoint_id, _check_data(data), self._max_bytes)
         frame = len(data).to_bytes(4, "big") + zlib.crc32(data).to_bytes(4, "big") + data
         try:
@@ -255,7 +262,7 @@ class FileCheckPointStore(StoreLimits):
                 os.close(fd)
         except OSError as exc:
             raise CheckpointError(
-                f"cannot append a step of checkpoint {checkpoint_id!r} to {str(path)!r}: "
+                f"cannot append a step of checkpoint {checkpoint_id!r} to {path!r}: "
                 f"{_explain(exc)}"
             ) from exc
 
@@ -357,6 +364,7 @@ class FileCheckPointStore(StoreLimits):
         self._files.replace(path, data, durable=durable)
 
 
+@functools.lru_cache(maxsize=256)  # a pure function of the id; a durable run asks at each step
 def _file_stem(checkpoint_id: str) -> str:
     raw = _encode_id(checkpoint_id)
     encoded = base64.b32encode(raw).decode("ascii").rstrip("=").lower()

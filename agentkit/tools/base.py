@@ -124,6 +124,21 @@ def is_idempotent(tool: object) -> bool:
     must not happen twice say ``idempotent=False`` (or need approval, which implies it): the
     recovered run then asks a human (:class:`~agentkit.UnfinishedToolCall`).
     """
-    if isinstance(tool, DeclaresIdempotency):
-        return bool(tool.idempotent)
+    declares = _DECLARED_BY_CLASS.get(type(tool))
+    if declares is None:
+        # The protocol check walks the protocol's members; a durable run asks at every tool
+        # call, so a class that declares it (property or class attribute) is remembered.
+        declares = isinstance(tool, DeclaresIdempotency)
+        if declares and _class_declares(type(tool)) and len(_DECLARED_BY_CLASS) < 1024:
+            _DECLARED_BY_CLASS[type(tool)] = True
+    if declares:
+        return bool(tool.idempotent)  # type: ignore[attr-defined]
     return True
+
+
+_DECLARED_BY_CLASS: dict[type, bool] = {}
+"""Tool classes whose instances all declare ``idempotent`` (it is on the class)."""
+
+
+def _class_declares(cls: type) -> bool:
+    return any("idempotent" in vars(klass) for klass in cls.__mro__)
