@@ -25,7 +25,14 @@ from agentkit._ctrlc import InvokeGuard, ctrl_c_interrupt, exit_stops
 from agentkit._observe import RunObservers, UsageLedger
 from agentkit._options import AgentOptions, AgentRunOption, RunOptionSet
 from agentkit._points import Journal, interrupt_contexts
-from agentkit._runctx import EventLog, RecordedEvent, RunFrame, current_frame, use_frame
+from agentkit._runctx import (
+    EventLog,
+    RecordedEvent,
+    RunFrame,
+    call_in_frame,
+    current_frame,
+    use_frame,
+)
 from agentkit._scope import RunScope
 from agentkit.cancel import CancelMode
 from agentkit.errors import ResumeError
@@ -293,17 +300,21 @@ def execute_agent(agent: Any, run: AgentRun) -> None:
     A :class:`BaseAgent` runs through :meth:`BaseAgent.execute`; any other agent through its
     ``run()``/``resume()`` iterator, pulled here: the one adapter for the iterator protocol.
     """
-    frame = run._frame
-    if current_frame() is frame:
-        _execute(agent, run)
-        return
-    with use_frame(frame):
-        _execute(agent, run)
+    call_in_frame(run._frame, _execute, agent, run)
+
+
+# Whether agents of a class are BaseAgents, by class: isinstance() against an ABC runs Python
+# code of its own on every turn.
+_base_agent_classes: dict[type, bool] = {}
 
 
 def _execute(agent: Any, run: AgentRun) -> None:
     try:
-        if isinstance(agent, BaseAgent):
+        kind = agent.__class__
+        is_base = _base_agent_classes.get(kind)
+        if is_base is None:
+            is_base = _base_agent_classes[kind] = isinstance(agent, BaseAgent)
+        if is_base:
             agent.execute(run)
         else:
             _pull(agent, run)

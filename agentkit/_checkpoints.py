@@ -310,7 +310,7 @@ def make_checkpoint(
         interrupt_data=data,
         reason=reason,
         conversation=None if turn is None else turn.turn,
-        key=frame.key,
+        key=frame.key.value,
         resume_data={k: v for k, v in (resume_data or {}).items() if k in known},
         usage=ledger.snapshot(),
         limits=ledger.limits,

@@ -207,6 +207,84 @@ class EventLog:
         return (self,)
 
 
+class RunKey:
+    """A run's key, or a tool call's key, derived (SHA-256) from its run's key on first use.
+
+    A run's own key is a random text kept in its checkpoint. A tool call's key (what
+    :func:`tool_call_key` returns, and the key of an agent tool's inner run) is derived from
+    the key of the run the call is in and where the call is: its address, its run path and its
+    model round. Building a call's key only keeps those parts; the hash is computed the first
+    time the key is asked for (most calls never ask), once. Two threads asking at once compute
+    the same text.
+    """
+
+    __slots__ = ("_address", "_base", "_call_id", "_round", "_run_path", "_tool", "_value")
+
+    def __init__(self, value: str) -> None:
+        self._value: str | None = value
+        self._base: RunKey | None = None
+        self._address: tuple[str, ...] = ()
+        self._tool = ""
+        self._call_id = ""
+        self._run_path: tuple[RunStep, ...] = ()
+        self._round: int | None = None
+
+    @classmethod
+    def fresh(cls) -> RunKey:
+        """A new run's key: 32 random hex digits."""
+        return cls(uuid.uuid4().hex)
+
+    @classmethod
+    def of_call(
+        cls,
+        base: RunKey,
+        address: tuple[str, ...],
+        tool: str,
+        call_id: str,
+        run_path: tuple[RunStep, ...],
+        round_left: int | None,
+    ) -> RunKey:
+        """The key of call ``call_id`` of ``tool``, made in the run (or call) keyed ``base`` at
+        ``address`` and ``run_path``; ``round_left``: the model rounds the agent had left."""
+        key = cls.__new__(cls)
+        key._value = None
+        key._base = base
+        key._address = address
+        key._tool = tool
+        key._call_id = call_id
+        key._run_path = run_path
+        key._round = round_left
+        return key
+
+    @property
+    def value(self) -> str:
+        """The key as 32 hex digits (a call's is derived here, the first time)."""
+        value = self._value
+        if value is None:
+            value = self._value = self._derive()
+        return value
+
+    def _derive(self) -> str:
+        import hashlib  # only when a key is asked for: importing agentkit stays light
+
+        assert self._base is not None
+        place = (
+            *self._address,
+            f"tool:{self._tool}:{self._call_id}",
+            "/".join(step.agent_name for step in self._run_path),
+            "" if self._round is None else str(self._round),
+        )
+        digest = hashlib.sha256(self._base.value.encode("utf-8", "surrogatepass"))
+        for part in place:
+            encoded = part.encode("utf-8", "surrogatepass")
+            digest.update(len(encoded).to_bytes(4, "big"))
+            digest.update(encoded)
+        return digest.hexdigest()[:32]
+
+
+_NO_RUN_KEY = RunKey("")  # what a call made outside any run derives its key from
+
+
 @attrs.define(eq=False)
 class ToolCallFrame:
     """The tool call running in this context."""
@@ -222,25 +300,17 @@ class ToolCallFrame:
     forward: Callable[[AgentEvent], None] | None = None  # emit an event in the caller's stream
     emit: Callable[[AgentEvent], object] | None = None  # send_event() inside this call
     # What tool_call_key() is made of: the run's key (or the enclosing call's) and where this
-    # call is: its address, the run path (loop rounds) and its model round (see key()).
-    key_base: str = ""
-    key_place: tuple[str, ...] = ()
+    # call is; derived only when asked for (see RunKey).
+    call_key: RunKey = attrs.field(
+        default=attrs.Factory(
+            lambda self: RunKey.of_call(_NO_RUN_KEY, (), self.name, self.call_id, (), None),
+            takes_self=True,
+        )
+    )
 
     def key(self) -> str:
         """This call's idempotency key (see :func:`tool_call_key`)."""
-        import hashlib  # only when a key is asked for: importing agentkit stays light
-
-        digest = hashlib.sha256(self.key_base.encode("utf-8", "surrogatepass"))
-        for part in self.key_place:
-            encoded = part.encode("utf-8", "surrogatepass")
-            digest.update(len(encoded).to_bytes(4, "big"))
-            digest.update(encoded)
-        return digest.hexdigest()[:32]
-
-
-def new_run_key() -> str:
-    """A fresh random run key (see :attr:`RunFrame.key`)."""
-    return uuid.uuid4().hex
+        return self.call_key.value
 
 
 @attrs.frozen(eq=False)
@@ -262,7 +332,7 @@ class RunFrame:
     progress: Progress | None = None
     # The run's key, saved in its checkpoint (inside an agent tool: the calling tool call's
     # key): what tool_call_key() derives every call's key from.
-    key: str = attrs.field(factory=new_run_key)
+    key: RunKey = attrs.field(factory=RunKey.fresh)
 
     # The two moves made on every agent turn and tool call build the frame directly:
     # attrs.evolve would re-read the class's fields each time.
@@ -336,6 +406,19 @@ class _FrameInUse:
 def use_frame(frame: RunFrame) -> AbstractContextManager[RunFrame]:
     """Make ``frame`` current for the block."""
     return _FrameInUse(frame)
+
+
+def call_in_frame(frame: RunFrame, function: Callable[[Any, Any], None], a: Any, b: Any) -> None:
+    """``function(a, b)`` with ``frame`` current (one call where a ``with`` block takes four:
+    every agent turn that moves to another frame goes through here)."""
+    if _frame.get() is frame:
+        function(a, b)
+        return
+    token = _frame.set(frame)
+    try:
+        function(a, b)
+    finally:
+        _frame.reset(token)
 
 
 # --- public accessors -----------------------------------------------------------------------

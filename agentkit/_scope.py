@@ -214,7 +214,9 @@ class RunScope:
     @property
     def stopping(self) -> bool:
         """``True`` once an immediate cancel (or an escalated one) was requested."""
-        return self._stop.is_set()
+        # The stop event is set only after the mode became immediate: a run without a cancel
+        # (every step asks) answers without calling into the event.
+        return self._mode is CancelMode.IMMEDIATE and self._stop.is_set()
 
     def cancel_error(self) -> AgentCancelledError:
         """The error that ends a run stopped by its cancel (the cancel takes effect)."""

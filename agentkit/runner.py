@@ -50,7 +50,7 @@ from agentkit._checkpoints import (
 )
 from agentkit._observe import RunObservers, UsageLedger
 from agentkit._options import NO_OPTIONS, AgentRunOption, HeldLease, RunOptionSet
-from agentkit._runctx import EventLog, RunFrame, Session, new_run_key
+from agentkit._runctx import EventLog, RunFrame, RunKey, Session
 from agentkit._runner_sink import RunnerSink
 from agentkit._scope import RunScope
 from agentkit.agents.flow import FlowAgent
@@ -603,7 +603,7 @@ def _resumed_frame(
         resume=points if started else None,
         observers=RunObservers.from_options(parsed.given, usage),
         options=parsed,
-        key=checkpoint.key or new_run_key(),
+        key=RunKey(checkpoint.key) if checkpoint.key else RunKey.fresh(),
     )
 
 

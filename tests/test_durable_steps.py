@@ -8,6 +8,7 @@ whole checkpoint instead. Recovery of every agent kind is ``test_durable_recover
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 from pathlib import Path
@@ -43,6 +44,7 @@ from agentkit import (
     with_cancel,
     with_checkpoint_id,
 )
+from agentkit._checkpoints import load_checkpoint
 from agentkit.checkpoint import (
     FileCheckPointStore,
     InMemoryCheckPointStore,
@@ -517,6 +519,53 @@ def test_tool_call_key_differs_in_every_round_of_a_loop() -> None:
     loop = LoopAgent("L", "d", [ChatModelAgent("A", "d", model, tools=[tick])], max_iterations=3)
     Runner(loop).invoke("go")
     assert len(keys) == 3 and len(set(keys)) == 3
+
+
+def _derived_key(base: str, *place: str) -> str:
+    """tool_call_key()'s recipe, written out: SHA-256 of the base key and each part of the
+    call's place (length-prefixed), 32 hex digits."""
+    digest = hashlib.sha256(base.encode())
+    for part in place:
+        digest.update(len(part.encode()).to_bytes(4, "big"))
+        digest.update(part.encode())
+    return digest.hexdigest()[:32]
+
+
+def test_tool_call_key_in_nested_agent_tools_derives_from_the_saved_run_key() -> None:
+    # The key of a call two agent tools deep chains the derivation through both enclosing
+    # calls (each call's key is the base of the inner run's calls), from the run key the
+    # checkpoint holds; resumed, the call gets the same key.
+    keys: list[str] = []
+
+    @tool
+    def note() -> str:
+        """Note the key."""
+        keys.append(tool_call_key())
+        return "noted" if interrupt("go on?") else "stopped"
+
+    inner = ChatModelAgent("Inner", "d", ScriptedChatModel([calls_message(call("note", id="c3")), "in"]),
+                           tools=[note], max_iterations=3)
+    mid = ChatModelAgent("Mid", "d", ScriptedChatModel([calls_message(call("Inner", {"request": "r"}, id="c2")), "mid"]),
+                         tools=[AgentTool(inner)], max_iterations=4)
+    outer = ChatModelAgent("Outer", "d", ScriptedChatModel([calls_message(call("Mid", {"request": "r"}, id="c1")), "out"]),
+                           tools=[AgentTool(mid)], max_iterations=5)
+    store = InMemoryCheckPointStore()
+    runner = runner_for(outer, store)
+    first = runner.invoke("go", with_checkpoint_id("nested"))
+    assert first.interrupt is not None
+    run_key = load_checkpoint(store, SERIALIZER, "nested").key
+    assert len(run_key) == 32
+    outer_call = _derived_key(run_key, "agent:Outer", "tool:Mid:c1", "Outer", "4")
+    mid_call = _derived_key(
+        outer_call, "agent:Outer", "tool:Mid:c1", "agent:Mid", "tool:Inner:c2", "Mid", "3"
+    )
+    inner_call = _derived_key(
+        mid_call, "agent:Outer", "tool:Mid:c1", "agent:Mid", "tool:Inner:c2", "agent:Inner",
+        "tool:note:c3", "Inner", "2",
+    )
+    assert keys == [inner_call]
+    assert runner.resume("nested", targets={first.interrupt.contexts[0].id: True}).result().text == "out"
+    assert keys == [inner_call, inner_call]
 
 
 def test_tool_call_key_outside_a_tool_call_raises() -> None:

@@ -37,7 +37,7 @@ from agentkit._interrupt import InterruptSignal, ToolRoundState
 from agentkit._observe import RunInfo, UsageLedger, fire
 from agentkit._points import PointResume
 from agentkit._progress import DropPoints, ExtendField, Progress, state_delta
-from agentkit._runctx import RunFrame, ToolCallFrame, current_frame, use_frame
+from agentkit._runctx import RunFrame, RunKey, ToolCallFrame, current_frame, use_frame
 from agentkit._runlocals import RunLocals, run_locals
 from agentkit._scope import Point, RunScope
 from agentkit._stream_base import StreamReader
@@ -331,7 +331,7 @@ class ModelCaller:
         self.show = show
         callbacks = frame.observers.callbacks
         handlers = callbacks.for_agent(agent_name) if callbacks is not None else ()
-        self.handlers = tuple(h for h in handlers if _has(h, _MODEL_CALLBACKS))
+        self.handlers = tuple(h for h in handlers if _has(h, _MODEL_CALLBACKS)) if handlers else ()
         self.info: RunInfo | None = None
         if self.handlers:
             self.info = RunInfo(
@@ -501,7 +501,9 @@ class ReactHooks:
         if handlers:
             # Handlers that watch models only (or agents only) need nothing per tool call.
             handlers = tuple(h for h in handlers if _has(h, _TOOL_CALLBACKS))
-        middlewares = [m for m in config.middlewares if _overrides_any(m)]
+        middlewares = (
+            [m for m in config.middlewares if _overrides_any(m)] if config.middlewares else []
+        )
         if not middlewares and not handlers and config.model_retry is None:
             return None
         return cls(run, middlewares, handlers, config.model_retry)
@@ -686,7 +688,7 @@ class ReactRun:
         self.scope = frame.scope
         self.emit = run.emit
         self.streaming = streaming
-        agent_options = run.options
+        agent_options = run._options
         self.model_options = agent_options.model_options
         # --- structured output (see _structured.py) ---
         self.corrections = 0
@@ -913,8 +915,15 @@ class ReactRun:
 
     def tool_round(self, state: ReactState, round_state: ToolRoundState) -> Message | None:
         """Run the tool calls of one model reply; return the final message if the run ends."""
-        return_directly_id = return_directly_call(round_state.calls, self.config.return_directly)
-        held_before = self._held_from_earlier_run(round_state, return_directly_id)
+        return_directly = self.config.return_directly
+        return_directly_id = (
+            return_directly_call(round_state.calls, return_directly) if return_directly else None
+        )
+        held_before = (
+            None
+            if return_directly_id is None
+            else self._held_from_earlier_run(round_state, return_directly_id)
+        )
         on_result = None
         if self.durable is not None:
 
@@ -985,15 +994,13 @@ class ReactRun:
             scope.closed(waker)
 
     def _held_from_earlier_run(
-        self, round_state: ToolRoundState, return_directly_id: str | None
+        self, round_state: ToolRoundState, return_directly_id: str
     ) -> AgentEvent | None:
         """The held-back event of a return-directly call that finished before a resume.
 
         A return-directly call's event is delivered after its round; when another call of
         the round interrupted, the round ended before that, so the resumed round delivers it.
         """
-        if return_directly_id is None:
-            return None
         for index, call in enumerate(round_state.calls):
             if call.id == return_directly_id and index in round_state.done:
                 return _message_event(
@@ -1068,12 +1075,13 @@ class ReactRun:
                 streaming=self.streaming,
                 forward=forward,
                 emit=lambda event: put(ToolItem(index, event, forwarded=True)),
-                key_base=frame.key,
-                key_place=(
-                    *frame.address,
-                    f"tool:{name}:{call.id}",
-                    "/".join(step.agent_name for step in frame.run_path),
-                    str(round_state.remaining if round_state is not None else ""),
+                call_key=RunKey.of_call(
+                    frame.key,
+                    frame.address,
+                    name,
+                    call.id,
+                    frame.run_path,
+                    round_state.remaining if round_state is not None else None,
                 ),
             )
             tool_frame = frame.at_tool(call_frame)
@@ -1438,7 +1446,7 @@ class RoundOutcome:
         if held is not None:
             self.emit(held)
         results = self.results
-        state.messages.extend(results[index] for index in range(len(self.calls)))
+        state.messages.extend([results[index] for index in range(len(self.calls))])
         if not self.return_directly_id:
             return None
         final = None

@@ -59,7 +59,8 @@ class _InnerSink:
         self.interrupted = False
 
     def send(self, item: AgentEvent) -> None:
-        if item.interrupted:
+        action = item.action
+        if action is not None and action.interrupted is not None:
             self.interrupted = True
             return
         self.last = item
@@ -191,7 +192,7 @@ class AgentTool:
             resume=frame.resume if state is not None else None,
             observers=frame.observers,
             progress=progress,
-            key=call.key() if call is not None else frame.key,
+            key=call.call_key if call is not None else frame.key,
         )
         forward = call.forward if call is not None else None
         sink = _InnerSink(forward, list(frame.run_path))

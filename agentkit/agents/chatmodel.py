@@ -435,11 +435,11 @@ class ChatModelAgent(BaseAgent):
     def execute(self, run: AgentRun) -> None:
         """Run the ReAct loop (or go on with the tool round a resumed run stopped in)."""
         frozen = self._freeze()
-        info = run.resume_info
+        info = run._resume
         if info is not None:
             self._resume(frozen, run, info)
             return
-        input = run.input
+        input = run._input
         instruction = frozen.instruction
         if frozen.middlewares:
             frozen, instruction, given = apply_before_agent(

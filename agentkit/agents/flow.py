@@ -178,9 +178,9 @@ class FlowAgent(BaseAgent):
     def execute(self, run: AgentRun) -> None:
         """Run the flow from this agent: its turn, then the turns it transfers to."""
         frame = _flow_frame(run)
-        named = bool(run.run_path)
+        named = bool(run._path)
         downstream = run._downstream
-        info = run.resume_info
+        info = run._resume
         if info is None:
             hop: _Hop | None = self._turn(frame, downstream, named)
         elif frame.resume is None:
@@ -360,10 +360,18 @@ class FlowAgent(BaseAgent):
 
     def _build_input(self, frame: RunFrame) -> AgentInput:
         root = frame.root_input
-        entries = [
-            HistoryEntry(is_user_input=True, agent_name="", message=message)
-            for message in (root.messages if root is not None else ())
-        ]
+        rewriter = self._history_rewriter
+        # Without a rewriter of its own, the default rule is applied as the entries are read
+        # (the same messages default_history_rewriter gives, without an entry per message).
+        name = self.name if rewriter is None else ""
+        entries: list[Any] = (
+            list(root.messages if root is not None else ())
+            if rewriter is None
+            else [
+                HistoryEntry(is_user_input=True, agent_name="", message=message)
+                for message in (root.messages if root is not None else ())
+            ]
+        )
         skip_transfers = frame.options.run.skip_transfer_messages
         for record in frame.log.visible():
             if skip_transfers and record.is_transfer:
@@ -376,10 +384,14 @@ class FlowAgent(BaseAgent):
                 continue  # a streamed attempt of a model call that was made again
             if message is None:
                 continue
-            entries.append(HistoryEntry(False, record.agent_name, message))
-        rewriter = self._history_rewriter or default_history_rewriter(self.name)
+            if rewriter is not None:
+                entries.append(HistoryEntry(False, record.agent_name, message))
+            elif record.agent_name == name:
+                entries.append(message)
+            else:
+                entries.append(rewrite_message(message, record.agent_name))
         return AgentInput(
-            messages=list(rewriter(entries)),
+            messages=entries if rewriter is None else list(rewriter(entries)),
             enable_streaming=root.enable_streaming if root is not None else False,
         )
 
