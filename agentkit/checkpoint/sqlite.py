@@ -93,7 +93,10 @@ class SQLiteCheckPointStore(StoreLimits):
     (``PRAGMA synchronous = FULL``). A step record commits with ``synchronous = NORMAL``: it
     survives the death of the process at once and a power loss once SQLite syncs its log
     (its next checkpoint write, or a record appended with ``sync=True``), which keeps a step
-    at a few hundredths of a millisecond; ``sync_steps=True`` syncs every record.
+    at a few hundredths of a millisecond; ``sync_steps=True`` syncs every record. A durable
+    run's first image, its compactions and its tombstone are written with :meth:`set_base`
+    (:class:`~agentkit.checkpoint.RebasingCheckPointStore`): the new checkpoint and the removal
+    of the old step records in one transaction, committed like a step record.
 
     A database file the store creates gets mode 0600 (SQLite gives its ``-wal`` and ``-shm``
     files the database's mode); an existing file keeps its mode. A row over ``max_bytes`` is
@@ -165,25 +168,35 @@ class SQLiteCheckPointStore(StoreLimits):
             lambda connection: _synced(connection, _SET, (key, data, time.time())),
         )
 
+    def set_base(self, checkpoint_id: str, data: bytes, *, sync: bool = False) -> None:
+        """Store ``data`` as the checkpoint of ``checkpoint_id`` and remove its step records.
+
+        See :class:`~agentkit.checkpoint.RebasingCheckPointStore`. One transaction: a reader
+        (another thread or process) sees the old checkpoint with its records or the new one
+        without them, never a mix. It commits like a step record: it survives the death of
+        the process at once, and a power loss once SQLite syncs its log (at once with
+        ``sync=True`` or ``sync_steps=True``); a power loss never leaves half of it.
+        """
+        key = _encode_id(checkpoint_id)
+        data = _check_size(checkpoint_id, _check_data(data), self._max_bytes)
+        synced = sync or self._sync_steps
+
+        def rebase(connection: sqlite3.Connection) -> None:
+            _transaction(
+                connection, synced, [(_DELETE_STEPS, (key,)), (_SET, (key, data, time.time()))]
+            )
+
+        self._run(f"write checkpoint {checkpoint_id!r}", rebase)
+
     def delete(self, checkpoint_id: str) -> None:
         """Remove the checkpoint and its step records; an unknown id is not an error."""
         key = _encode_id(checkpoint_id)
-
-        def delete(connection: sqlite3.Connection) -> None:
-            connection.execute("PRAGMA synchronous = FULL")
-            try:
-                connection.execute("BEGIN IMMEDIATE")
-                try:
-                    connection.execute(_DELETE_STEPS, (key,))
-                    connection.execute(_DELETE, (key,))
-                except BaseException:
-                    connection.execute("ROLLBACK")
-                    raise
-                connection.execute("COMMIT")
-            finally:
-                connection.execute("PRAGMA synchronous = NORMAL")
-
-        self._run(f"delete checkpoint {checkpoint_id!r}", delete)
+        self._run(
+            f"delete checkpoint {checkpoint_id!r}",
+            lambda connection: _transaction(
+                connection, True, [(_DELETE_STEPS, (key,)), (_DELETE, (key,))]
+            ),
+        )
 
     def append_step(self, checkpoint_id: str, data: bytes, *, sync: bool = False) -> None:
         """Append the step record ``data`` (one row); see the class docs for durability."""
@@ -316,6 +329,28 @@ def _synced(connection: sqlite3.Connection, statement: str, parameters: tuple[ob
         connection.execute(statement, parameters)
     finally:
         connection.execute("PRAGMA synchronous = NORMAL")
+
+
+def _transaction(
+    connection: sqlite3.Connection,
+    synced: bool,
+    statements: list[tuple[str, tuple[object, ...]]],
+) -> None:
+    """Run ``statements`` in one write transaction (synced to disk when ``synced``)."""
+    if synced:
+        connection.execute("PRAGMA synchronous = FULL")
+    try:
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            for statement, parameters in statements:
+                connection.execute(statement, parameters)
+        except BaseException:
+            connection.execute("ROLLBACK")
+            raise
+        connection.execute("COMMIT")
+    finally:
+        if synced:
+            connection.execute("PRAGMA synchronous = NORMAL")
 
 
 def _create_private(path: str) -> None:
