@@ -14,6 +14,7 @@ from agentkit.checkpoint.base import (
     DEFAULT_LEASE_TTL,
     DEFAULT_MAX_BYTES,
     StoreLimits,
+    _check_age,
     _check_data,
     _check_owner,
     _check_size,
@@ -46,9 +47,14 @@ _SCHEMA = (
         id BLOB NOT NULL,
         seq INTEGER NOT NULL,
         data BLOB NOT NULL,
+        at REAL,
         PRIMARY KEY (id, seq)
     ) WITHOUT ROWID""",
 )
+# Tables made by earlier releases have no "at" (when a record was appended), which prune()
+# reads; it is added when the store opens the database (NULL for the records already there).
+_STEPS_COLUMNS = "PRAGMA table_info(agentkit_checkpoint_steps)"
+_ADD_AT = "ALTER TABLE agentkit_checkpoint_steps ADD COLUMN at REAL"
 _TABLE = "agentkit_checkpoints"
 # length() of a BLOB is read from the record header: an oversized row is refused unread.
 _GET = """SELECT length(data), CASE WHEN length(data) <= ? THEN data END
@@ -57,8 +63,8 @@ _SET = """INSERT INTO agentkit_checkpoints (id, data, updated_at) VALUES (?, ?, 
     ON CONFLICT (id) DO UPDATE SET data = excluded.data, updated_at = excluded.updated_at"""
 _DELETE = "DELETE FROM agentkit_checkpoints WHERE id = ?"
 # One statement: the next number and the row, so a record is appended whole or not at all.
-_APPEND_STEP = """INSERT INTO agentkit_checkpoint_steps (id, seq, data) VALUES (?,
-    (SELECT COALESCE(MAX(seq), 0) + 1 FROM agentkit_checkpoint_steps WHERE id = ?), ?)"""
+_APPEND_STEP = """INSERT INTO agentkit_checkpoint_steps (id, seq, data, at) VALUES (?,
+    (SELECT COALESCE(MAX(seq), 0) + 1 FROM agentkit_checkpoint_steps WHERE id = ?), ?, ?)"""
 _STEPS_SIZE = "SELECT COALESCE(SUM(length(data)), 0) FROM agentkit_checkpoint_steps WHERE id = ?"
 _READ_STEPS = "SELECT data FROM agentkit_checkpoint_steps WHERE id = ? ORDER BY seq"
 _DELETE_STEPS = "DELETE FROM agentkit_checkpoint_steps WHERE id = ?"
@@ -69,6 +75,17 @@ _ACQUIRE = """INSERT INTO agentkit_checkpoint_leases (id, owner, expires_at) VAL
     WHERE agentkit_checkpoint_leases.expires_at <= ?
        OR agentkit_checkpoint_leases.owner = excluded.owner"""
 _RELEASE = "DELETE FROM agentkit_checkpoint_leases WHERE id = ? AND owner = ?"
+# The ids whose checkpoint and step records were all written before the cutoff (a record of
+# an earlier release, without a time, counts as old as its checkpoint) and that no one leases.
+_PRUNABLE = """SELECT id FROM (SELECT id FROM agentkit_checkpoints
+        UNION SELECT id FROM agentkit_checkpoint_steps) AS known
+    WHERE COALESCE((SELECT updated_at FROM agentkit_checkpoints AS c WHERE c.id = known.id),
+                   -1) < :cutoff
+      AND COALESCE((SELECT MAX(at) FROM agentkit_checkpoint_steps AS s WHERE s.id = known.id),
+                   -1) < :cutoff
+      AND NOT EXISTS (SELECT 1 FROM agentkit_checkpoint_leases AS l
+                      WHERE l.id = known.id AND l.expires_at > :now)"""
+_PRUNE_LEASES = "DELETE FROM agentkit_checkpoint_leases WHERE expires_at < ?"
 
 
 class SQLiteCheckPointStore(StoreLimits):
@@ -83,7 +100,7 @@ class SQLiteCheckPointStore(StoreLimits):
 
     Tables: ``agentkit_checkpoints(id, data, updated_at)``,
     ``agentkit_checkpoint_leases(id, owner, expires_at)`` and
-    ``agentkit_checkpoint_steps(id, seq, data)`` (step records, see
+    ``agentkit_checkpoint_steps(id, seq, data, at)`` (step records, see
     :class:`~agentkit.checkpoint.JournalingCheckPointStore`: one row each, appended by one
     ``INSERT`` that numbers it); a lease is taken with one ``INSERT ... ON CONFLICT DO UPDATE
     ... WHERE expired OR same owner`` statement. Lease expiry uses the wall clock, shared by
@@ -102,6 +119,11 @@ class SQLiteCheckPointStore(StoreLimits):
     files the database's mode); an existing file keeps its mode. A row over ``max_bytes`` is
     refused from ``length(data)`` without being read, and ``set`` refuses data over
     ``max_bytes``. ``lease_ttl`` is how long a resume lease lasts unless refreshed.
+
+    Nothing expires by itself: :meth:`delete` removes a checkpoint, :meth:`prune` every
+    checkpoint not written for a given time (the tombstones of completed runs included).
+    Each step record keeps when it was appended (``at``; a table made by an earlier release
+    gets the column when the store opens the database).
 
     Database errors are raised as :class:`~agentkit.errors.CheckpointError`. The store is a
     context manager; :meth:`close` closes its connection.
@@ -206,9 +228,9 @@ class SQLiteCheckPointStore(StoreLimits):
 
         def append(connection: sqlite3.Connection) -> None:
             if synced:
-                _synced(connection, _APPEND_STEP, (key, key, data))
+                _synced(connection, _APPEND_STEP, (key, key, data, time.time()))
             else:
-                connection.execute(_APPEND_STEP, (key, key, data))
+                connection.execute(_APPEND_STEP, (key, key, data, time.time()))
 
         self._run(f"append a step of checkpoint {checkpoint_id!r}", append)
 
@@ -235,6 +257,50 @@ class SQLiteCheckPointStore(StoreLimits):
             f"delete the steps of checkpoint {checkpoint_id!r}",
             lambda connection: connection.execute(_DELETE_STEPS, (key,)),
         )
+
+    def prune(self, *, older_than: float) -> int:
+        """Remove every checkpoint last written more than ``older_than`` seconds ago.
+
+        The way to expire consumed checkpoints (the tombstones of completed durable runs,
+        kept so that a late ``resume`` says the run completed) and any other left behind:
+        call it from a periodic job. A checkpoint's age is that of its latest write, its
+        step records included (``updated_at``, and each record's ``at``); its step records go
+        with it. A checkpoint whose lease is held (a live run, a resume going on) is never
+        removed, whatever its age. Leases that expired more than ``older_than`` seconds ago
+        are removed too. One transaction, synced like :meth:`delete`.
+
+        Like ``RedisCheckPointStore(ttl=...)``, this removes interrupted runs waiting for an
+        answer as well: choose ``older_than`` longer than a run may wait for an approval (or
+        delete consumed ids yourself with :meth:`delete`). Returns how many checkpoints (ids)
+        were removed.
+
+        Raises:
+            ValueError: ``older_than`` is not a number of seconds >= 0.
+        """
+        age = _check_age(older_than)
+
+        def prune(connection: sqlite3.Connection) -> int:
+            now = time.time()
+            cutoff = now - age
+            connection.execute("PRAGMA synchronous = FULL")
+            try:
+                connection.execute("BEGIN IMMEDIATE")
+                try:
+                    ids = [(row[0],) for row in connection.execute(
+                        _PRUNABLE, {"cutoff": cutoff, "now": now}
+                    )]
+                    connection.executemany(_DELETE_STEPS, ids)
+                    connection.executemany(_DELETE, ids)
+                    connection.execute(_PRUNE_LEASES, (cutoff,))
+                except BaseException:
+                    connection.execute("ROLLBACK")
+                    raise
+                connection.execute("COMMIT")
+            finally:
+                connection.execute("PRAGMA synchronous = NORMAL")
+            return len(ids)
+
+        return self._run("prune the checkpoints", prune)
 
     def acquire_lease(self, checkpoint_id: str, owner: str, ttl: float) -> bool:
         """Lease ``checkpoint_id`` for ``owner``.
@@ -314,6 +380,7 @@ class SQLiteCheckPointStore(StoreLimits):
             connection.execute("PRAGMA synchronous = NORMAL")
             for statement in _SCHEMA:
                 connection.execute(statement)
+            _add_record_times(connection)
         except BaseException:
             connection.close()
             raise
@@ -329,6 +396,20 @@ def _synced(connection: sqlite3.Connection, statement: str, parameters: tuple[ob
         connection.execute(statement, parameters)
     finally:
         connection.execute("PRAGMA synchronous = NORMAL")
+
+
+def _add_record_times(connection: sqlite3.Connection) -> None:
+    """Give a step table made by an earlier release its ``at`` column (once, whoever first)."""
+    import sqlite3
+
+    columns = {row[1] for row in connection.execute(_STEPS_COLUMNS)}
+    if "at" in columns:
+        return
+    try:
+        connection.execute(_ADD_AT)
+    except sqlite3.OperationalError as error:
+        if "duplicate column" not in str(error):  # another process added it meanwhile
+            raise
 
 
 def _transaction(
