@@ -705,6 +705,70 @@ def test_a_call_cut_short_by_a_crash_and_approved_counts_once_against_the_limit(
     assert sent == [sent[0], "killed", sent[0]]  # sent again once, with the same key
 
 
+KILLED_SEND = """
+import os, signal, sys
+from agentkit import ChatModelAgent, Runner, RunLimits, tool, tool_call_key, with_checkpoint_id
+from agentkit.checkpoint import PickleSerializer, SQLiteCheckPointStore
+from agentkit.testing import ScriptedChatModel, call, calls_message
+
+path, effects = sys.argv[1], sys.argv[2]
+
+@tool(idempotent=False)
+def send(n: int) -> str:
+    \"\"\"Send.\"\"\"
+    with open(effects, "a") as file:
+        file.write("send " + tool_call_key() + "\\n")
+    os.kill(os.getpid(), signal.SIGKILL)  # after the effect, before it returns
+    return "sent"
+
+@tool
+def add(a: int, b: int) -> int:
+    \"\"\"Add.\"\"\"
+    return a + b
+
+model = ScriptedChatModel([calls_message(call("send", {"n": 1}, id="s")), "never"])
+runner = Runner(ChatModelAgent("A", "d", model, tools=[send, add]),
+                checkpoint_store=SQLiteCheckPointStore(path), lease_ttl=0.5,
+                serializer=PickleSerializer(KEY), limits=RunLimits(tool_calls=2))
+runner.invoke("go", with_checkpoint_id("killed"))
+""".replace("KEY", repr(KEY))
+
+
+def test_a_process_killed_mid_send_under_limits_counts_the_send_once(tmp_path: Path) -> None:
+    # The same story as above with a real process killed with SIGKILL in the middle of its
+    # send, and a real SQLite store: once approved, the send runs again and the add still fits
+    # under tool_calls=2.
+    import subprocess
+    import sys
+    import time
+
+    from agentkit.checkpoint import SQLiteCheckPointStore
+
+    path, effects = tmp_path / "c.db", tmp_path / "effects"
+    child = subprocess.run([sys.executable, "-c", KILLED_SEND, str(path), str(effects)],
+                           capture_output=True, text=True, timeout=120)
+    assert child.returncode == -9, child.stderr
+    (first,) = effects.read_text().splitlines()
+    sent: list[str] = []
+    with SQLiteCheckPointStore(path) as store:
+        deadline = time.monotonic() + 30  # a failure guard: the dead child's lease lasts 0.5 s
+        while True:
+            try:
+                asked = limited_send_run(store, sent, crash=False).resume("killed").result()
+                break
+            except CheckpointBusyError:
+                assert time.monotonic() < deadline, "the dead child's lease never expired"
+                time.sleep(0.05)
+        assert asked.interrupt is not None, asked.error
+        (context,) = asked.interrupt.contexts
+        assert isinstance(context.info, UnfinishedToolCall)
+        done = limited_send_run(store, sent, crash=False).resume(
+            "killed", targets={context.id: Approve()}).result()
+    assert done.interrupt is None, [c.info for c in done.interrupt.contexts]
+    assert done.text == "done"
+    assert sent == [first.split()[1]]  # sent again once, with the key of the killed try
+
+
 def test_a_rejected_call_cut_short_by_a_crash_is_not_counted() -> None:
     # Rejected, the send does not run again: like a call a guardrail blocks, it is not
     # counted, and the run has both of its calls left (the add and one more).
