@@ -44,6 +44,7 @@ from agentkit import (
     with_checkpoint_id,
 )
 from agentkit.checkpoint import (
+    CheckPointStore,
     FileCheckPointStore,
     InMemoryCheckPointStore,
     PickleSerializer,
@@ -648,7 +649,7 @@ def test_an_unfinished_call_asked_without_a_decision_asks_again(tmp_path: Path) 
 
 
 def limited_send_run(
-    store: InMemoryCheckPointStore, sent: list[str], crash: bool,
+    store: CheckPointStore, sent: list[str], crash: bool,
     model: ScriptedChatModel | None = None,
 ) -> Runner:
     """A run under ``RunLimits(tool_calls=2)``: ``send`` (not idempotent), then ``add``."""
