@@ -212,6 +212,7 @@ class UsageLedger:
         "_checks",
         "_cost",
         "_lock",
+        "_running_tools",
         "_started",
         "_used",
         "carried",
@@ -237,6 +238,8 @@ class UsageLedger:
         self._used: dict[str, float] = {
             name: carried.used(name) for name in LIMIT_NAMES if name != "wall_time"
         }
+        # Tool calls counted (begin) that have not ended yet (end_tool_call).
+        self._running_tools = 0
         # The limits checked before a model call and before a tool call, worked out once.
         self._checks: dict[str, list[tuple[str, float]]] = {}
         if limits is not None:
@@ -295,11 +298,32 @@ class UsageLedger:
                     assert self.limits is not None
                     raise _limit_error(name, amount, allowed, self.limits, kind)
             used[kind] += 1
+            if kind == _TOOL_CALLS:
+                self._running_tools += 1
+
+    def end_tool_call(self, ran: bool) -> None:
+        """A tool call counted by :meth:`begin` ended: it ran (``ran``: it returned or failed),
+        or it did not (it stopped to ask, was cancelled or rejected, or the run stopped
+        around it), and then it is not counted: it is counted when it runs after the resume.
+
+        Must be called before the call's result is reported, so that the step record of the
+        result counts it (see :meth:`snapshot`).
+        """
+        with self._lock:
+            self._running_tools -= 1
+            if not ran:
+                self._used[_TOOL_CALLS] -= 1
 
     def snapshot(self) -> RunUsage:
-        """What the run used so far, its resumes before this one included."""
+        """What the run used so far, its resumes before this one included.
+
+        Tool calls still running are left out: this is what a run saves, and a call that
+        had not ended when the run stopped (a crash, a cancel) is run again, or asked about,
+        after the resume, where it is counted, once, if it runs.
+        """
         with self._lock:
             used = dict(self._used)
+            used[_TOOL_CALLS] -= self._running_tools
             cost = self._cost
         carried_cost = self.carried.cost
         if carried_cost is not None:

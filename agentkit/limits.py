@@ -87,7 +87,10 @@ class RunLimits:
         model_calls: the most model calls (retried calls count, as do the model calls of
             agents used as tools and of parallel branches).
         tool_calls: the most tool calls that run (a call a guardrail blocks, or a call of a
-            tool that does not exist, runs nothing and is not counted).
+            tool that does not exist, runs nothing and is not counted). A call counts once:
+            one that stops to ask (an approval, an :class:`~agentkit.UnfinishedToolCall`
+            after a crash) or that a crash or cancel cuts short is counted when it runs after
+            the resume; one rejected, or answered with a result instead, is not counted.
         input_tokens: the most prompt tokens, as the model server reports them.
         output_tokens: the most completion tokens.
         total_tokens: the most tokens in all.

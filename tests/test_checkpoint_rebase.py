@@ -2,13 +2,16 @@
 
 A :class:`~agentkit.checkpoint.RebasingCheckPointStore` replaces a run's base and drops its
 step records in one call, with the durability of a step record: the file store ``fsync``-s
-the new file and its directory only with ``sync`` or ``sync_steps``; Redis does both in one
-transaction. The checkpoint of an interrupted run is
+the new file and its directory only with ``sync`` or ``sync_steps``; SQLite and Redis do both
+in one transaction (SQLite syncs it only with ``sync`` or ``sync_steps``). The checkpoint of an
+interrupted run is
 still stored with ``set`` (which ``fsync``-s the directory).
 """
 
 from __future__ import annotations
 
+import sqlite3
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -83,12 +86,13 @@ def test_file_set_base_syncs_no_file_unless_asked(
     assert len(file_syncs) == 2
 
 
-def test_the_file_and_redis_stores_rebase_the_others_fall_back(tmp_path: Path) -> None:
+def test_the_file_sqlite_and_redis_stores_rebase_the_others_fall_back(tmp_path: Path) -> None:
     assert rebases(FileCheckPointStore(tmp_path / "f"))
     assert isinstance(FileCheckPointStore(tmp_path / "g"), RebasingCheckPointStore)
     assert not rebases(InMemoryCheckPointStore())
     with SQLiteCheckPointStore(tmp_path / "s.db") as sqlite:
-        assert not rebases(sqlite)
+        assert rebases(sqlite)
+        assert isinstance(sqlite, RebasingCheckPointStore)
 
 
 def test_file_set_base_replaces_the_base_and_drops_the_records(
@@ -183,3 +187,129 @@ def test_redis_set_base_replaces_the_base_and_drops_the_records(
         assert store.get("run") == b"new base"
         assert store.read_steps("run") == []
         store.delete("run")
+
+
+@pytest.fixture
+def sqlite_writes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """How the SQLite store commits each checkpoint write: ``"synced"`` or ``"unsynced"``."""
+    import agentkit.checkpoint.sqlite as module
+
+    real_synced, real_transaction = module._synced, module._transaction
+    seen: list[str] = []
+
+    def synced(connection: sqlite3.Connection, statement: str, parameters: Any) -> None:
+        seen.append("synced")
+        real_synced(connection, statement, parameters)
+
+    def transaction(connection: sqlite3.Connection, sync: bool, statements: Any) -> None:
+        seen.append("synced" if sync else "unsynced")
+        real_transaction(connection, sync, statements)
+
+    monkeypatch.setattr(module, "_synced", synced)
+    monkeypatch.setattr(module, "_transaction", transaction)
+    return seen
+
+
+def test_sqlite_set_base_replaces_the_base_and_drops_the_records(
+    tmp_path: Path, sqlite_writes: list[str]
+) -> None:
+    with SQLiteCheckPointStore(tmp_path / "c.db") as store:
+        store.set("run", b"old base")
+        store.append_step("run", b"record 1")
+        store.append_step("other", b"another id's record")
+        sqlite_writes.clear()
+        store.set_base("run", b"new base")
+        assert sqlite_writes == ["unsynced"]  # like a step record
+        assert store.get("run") == b"new base"
+        assert store.read_steps("run") == []
+        assert store.read_steps("other") == [b"another id's record"]
+        store.append_step("run", b"record of the new base")
+        assert store.read_steps("run") == [b"record of the new base"]
+        store.set_base("fresh", b"a first base")  # no earlier base: inserted
+        assert store.get("fresh") == b"a first base"
+        sqlite_writes.clear()
+        store.set_base("run", b"synced base", sync=True)
+        assert sqlite_writes == ["synced"]
+    with SQLiteCheckPointStore(tmp_path / "c.db", sync_steps=True) as always:
+        sqlite_writes.clear()
+        always.set_base("run", b"base")
+        assert sqlite_writes == ["synced"]
+    with SQLiteCheckPointStore(tmp_path / "c.db") as reopened:  # it committed
+        assert reopened.get("run") == b"base"
+        assert reopened.read_steps("run") == []
+
+
+def test_sqlite_set_base_refuses_what_set_refuses(tmp_path: Path) -> None:
+    with SQLiteCheckPointStore(tmp_path / "c.db", max_bytes=8) as store:
+        store.set("run", b"old")
+        store.append_step("run", b"kept")
+        with pytest.raises(Exception, match="over the store's max_bytes=8"):
+            store.set_base("run", b"far too large")
+        with pytest.raises(TypeError):
+            store.set_base("run", "text")  # type: ignore[arg-type]
+        assert store.get("run") == b"old"  # nothing half done
+        assert store.read_steps("run") == [b"kept"]
+
+
+def test_a_sqlite_reader_sees_the_old_base_and_records_or_the_new_base_never_a_mix(
+    tmp_path: Path,
+) -> None:
+    """Another connection reads base and records in one snapshot while bases are replaced."""
+    path = tmp_path / "c.db"
+    rounds = 200
+    mixes: list[tuple[bytes, list[bytes]]] = []
+    stop = threading.Event()
+    started = threading.Event()
+    reads = 0
+
+    def reader() -> None:
+        nonlocal reads
+        connection = sqlite3.connect(path, timeout=30, isolation_level=None)
+        try:
+            while not stop.is_set():
+                connection.execute("BEGIN")
+                row = connection.execute(
+                    "SELECT data FROM agentkit_checkpoints WHERE id = ?", (b"run",)
+                ).fetchone()
+                steps = [bytes(r[0]) for r in connection.execute(
+                    "SELECT data FROM agentkit_checkpoint_steps WHERE id = ? ORDER BY seq",
+                    (b"run",),
+                )]
+                connection.execute("COMMIT")
+                reads += 1
+                started.set()
+                base = bytes(row[0]) if row is not None else b""
+                if any(not step.startswith(base + b":") for step in steps):
+                    mixes.append((base, steps))
+        finally:
+            connection.close()
+
+    with SQLiteCheckPointStore(path) as store:
+        store.set_base("run", b"g0")
+        thread = threading.Thread(target=reader)
+        thread.start()
+        try:
+            assert started.wait(30)
+            for generation in range(1, rounds + 1):
+                base = b"g%d" % generation
+                store.set_base("run", base)
+                for number in range(3):
+                    store.append_step("run", base + b":%d" % number)
+        finally:
+            stop.set()
+            thread.join(30)
+    assert not thread.is_alive()
+    assert reads > 0
+    assert mixes == []
+
+
+def test_a_durable_run_on_sqlite_writes_its_base_and_tombstone_with_set_base(
+    tmp_path: Path, sqlite_writes: list[str]
+) -> None:
+    with SQLiteCheckPointStore(tmp_path / "c.db") as store:
+        runner = Runner(_agent(3), checkpoint_store=store, serializer=SERIALIZER)
+        assert runner.invoke("go", with_checkpoint_id("r1")).text == "done"
+        assert sqlite_writes == ["unsynced", "unsynced"]  # the first image, the tombstone
+        assert store.read_steps("r1") == []
+        with pytest.raises(Exception, match="completed"):
+            runner.resume("r1")

@@ -46,6 +46,7 @@ from agentkit import (
 )
 from agentkit._checkpoints import load_checkpoint
 from agentkit.checkpoint import (
+    CheckPointStore,
     FileCheckPointStore,
     InMemoryCheckPointStore,
     PickleSerializer,
@@ -715,6 +716,218 @@ def test_an_unfinished_call_asked_without_a_decision_asks_again(tmp_path: Path) 
         paying_runner(store, paid, model).resume(
             "u", targets={second.interrupt.contexts[0].id: 42}).result()
     assert paid == []
+
+
+# --- run limits: a call cut short by a crash counts once ----------------------------------------
+
+
+def limited_send_run(
+    store: CheckPointStore, sent: list[str], crash: bool,
+    model: ScriptedChatModel | None = None,
+) -> Runner:
+    """A run under ``RunLimits(tool_calls=2)``: ``send`` (not idempotent), then ``add``."""
+
+    @tool(idempotent=False)
+    def send(n: int) -> str:
+        """Send."""
+        sent.append(tool_call_key())
+        if crash:
+            sent.append("killed")
+            raise Crash("killed while sending, after the effect")
+        return f"sent {n}"
+
+    model = model or ScriptedChatModel(lambda messages: (
+        calls_message(call("send", {"n": 1}, id="s")) if len(messages) == 1
+        else calls_message(call("add", {"a": 1, "b": 1}, id="a")) if len(messages) == 3
+        else "done"
+    ))
+    agent = ChatModelAgent("A", "d", model, tools=[send, add])
+    return runner_for(agent, store, limits=RunLimits(tool_calls=2))
+
+
+@pytest.mark.parametrize("decision", [True, Approve()])
+def test_a_call_cut_short_by_a_crash_and_approved_counts_once_against_the_limit(
+    decision: Any,
+) -> None:
+    # The send counted before the kill is the send that runs again after the approval: the
+    # run then has one call left under tool_calls=2, the add. (It used to count three times:
+    # before the kill, when the recovered run asked, and when it ran again.)
+    store = InMemoryCheckPointStore()
+    sent: list[str] = []
+    left: list[InMemoryCheckPointStore] = []
+    crashing = limited_send_run(store, sent, crash=True)
+    original = store.append_step
+
+    def append(checkpoint_id: str, data: bytes, *, sync: bool = False) -> None:
+        original(checkpoint_id, data, sync=sync)
+        if sync:  # the send's start: durable before it runs; the kill comes after it
+            left.append(copy_of(store, checkpoint_id))
+
+    store.append_step = append  # type: ignore[method-assign]
+    with pytest.raises(Crash):
+        crashing.invoke("go", with_checkpoint_id("lim"))
+    assert sent[1:] == ["killed"] and len(left) == 1
+    recovered = left[0]
+    asked = limited_send_run(recovered, sent, crash=False).resume("lim").result()
+    assert asked.interrupt is not None, asked.error
+    (context,) = asked.interrupt.contexts
+    assert isinstance(context.info, UnfinishedToolCall), context.info
+    done = limited_send_run(recovered, sent, crash=False).resume(
+        "lim", targets={context.id: decision}).result()
+    assert done.interrupt is None, [c.info for c in done.interrupt.contexts]
+    assert done.text == "done"
+    assert sent == [sent[0], "killed", sent[0]]  # sent again once, with the same key
+
+
+KILLED_SEND = """
+import os, signal, sys
+from agentkit import ChatModelAgent, Runner, RunLimits, tool, tool_call_key, with_checkpoint_id
+from agentkit.checkpoint import PickleSerializer, SQLiteCheckPointStore
+from agentkit.testing import ScriptedChatModel, call, calls_message
+
+path, effects = sys.argv[1], sys.argv[2]
+
+@tool(idempotent=False)
+def send(n: int) -> str:
+    \"\"\"Send.\"\"\"
+    with open(effects, "a") as file:
+        file.write("send " + tool_call_key() + "\\n")
+    os.kill(os.getpid(), signal.SIGKILL)  # after the effect, before it returns
+    return "sent"
+
+@tool
+def add(a: int, b: int) -> int:
+    \"\"\"Add.\"\"\"
+    return a + b
+
+model = ScriptedChatModel([calls_message(call("send", {"n": 1}, id="s")), "never"])
+runner = Runner(ChatModelAgent("A", "d", model, tools=[send, add]),
+                checkpoint_store=SQLiteCheckPointStore(path), lease_ttl=0.5,
+                serializer=PickleSerializer(KEY), limits=RunLimits(tool_calls=2))
+runner.invoke("go", with_checkpoint_id("killed"))
+""".replace("KEY", repr(KEY))
+
+
+def test_a_process_killed_mid_send_under_limits_counts_the_send_once(tmp_path: Path) -> None:
+    # The same story as above with a real process killed with SIGKILL in the middle of its
+    # send, and a real SQLite store: once approved, the send runs again and the add still fits
+    # under tool_calls=2.
+    import subprocess
+    import sys
+    import time
+
+    from agentkit.checkpoint import SQLiteCheckPointStore
+
+    path, effects = tmp_path / "c.db", tmp_path / "effects"
+    child = subprocess.run([sys.executable, "-c", KILLED_SEND, str(path), str(effects)],
+                           capture_output=True, text=True, timeout=120)
+    assert child.returncode == -9, child.stderr
+    (first,) = effects.read_text().splitlines()
+    sent: list[str] = []
+    with SQLiteCheckPointStore(path) as store:
+        deadline = time.monotonic() + 30  # a failure guard: the dead child's lease lasts 0.5 s
+        while True:
+            try:
+                asked = limited_send_run(store, sent, crash=False).resume("killed").result()
+                break
+            except CheckpointBusyError:
+                assert time.monotonic() < deadline, "the dead child's lease never expired"
+                time.sleep(0.05)
+        assert asked.interrupt is not None, asked.error
+        (context,) = asked.interrupt.contexts
+        assert isinstance(context.info, UnfinishedToolCall)
+        done = limited_send_run(store, sent, crash=False).resume(
+            "killed", targets={context.id: Approve()}).result()
+    assert done.interrupt is None, [c.info for c in done.interrupt.contexts]
+    assert done.text == "done"
+    assert sent == [first.split()[1]]  # sent again once, with the key of the killed try
+
+
+def test_a_rejected_call_cut_short_by_a_crash_is_not_counted() -> None:
+    # Rejected, the send does not run again: like a call a guardrail blocks, it is not
+    # counted, and the run has both of its calls left (the add and one more).
+    store = InMemoryCheckPointStore()
+    sent: list[str] = []
+    left: list[InMemoryCheckPointStore] = []
+    original = store.append_step
+
+    def append(checkpoint_id: str, data: bytes, *, sync: bool = False) -> None:
+        original(checkpoint_id, data, sync=sync)
+        if sync:
+            left.append(copy_of(store, checkpoint_id))
+
+    store.append_step = append  # type: ignore[method-assign]
+    with pytest.raises(Crash):
+        limited_send_run(store, sent, crash=True).invoke("go", with_checkpoint_id("lim"))
+    asked = limited_send_run(left[0], sent, crash=False).resume("lim").result()
+    assert asked.interrupt is not None
+    model = ScriptedChatModel([calls_message(call("add", {"a": 1, "b": 1}, id="a1")),
+                               calls_message(call("add", {"a": 2, "b": 1}, id="a2")),
+                               calls_message(call("add", {"a": 3, "b": 1}, id="a3")), "done"])
+    runner = limited_send_run(left[0], sent, crash=False, model=model)
+    paused = runner.resume("lim", targets={asked.interrupt.contexts[0].id: Reject("no")}).result()
+    assert paused.interrupt is not None
+    assert [c.info for c in paused.interrupt.contexts] == [LimitReached("tool_calls", 2, 2)]
+    assert len(model.calls) == 3  # two adds ran; the third was refused
+
+
+def test_an_idempotent_call_in_flight_when_a_parallel_call_was_saved_counts_once() -> None:
+    # Two calls at once under tool_calls=3: the fast one finishes and is saved while the slow
+    # one still runs; the process dies; the recovered run runs the slow (idempotent) one again.
+    # It counts once: the run still has its third call, in the next round.
+    store = InMemoryCheckPointStore()
+    left: list[InMemoryCheckPointStore] = []
+    saved = threading.Event()
+    original = store.append_step
+    records = 0
+
+    def append(checkpoint_id: str, data: bytes, *, sync: bool = False) -> None:
+        nonlocal records
+        original(checkpoint_id, data, sync=sync)
+        records += 1
+        if records == 2:  # the model's reply, then the fast call's result
+            saved.set()
+
+    store.append_step = append  # type: ignore[method-assign]
+    ran: list[str] = []
+
+    def tools(crash: bool) -> list[Any]:
+        @tool
+        def slow(n: int) -> int:
+            """Slow."""
+            ran.append("slow")
+            if crash:
+                assert saved.wait(30)
+                left.append(copy_of(store, "par"))
+                raise Crash("killed while the slow call ran")
+            return n
+
+        @tool
+        def fast(n: int) -> int:
+            """Fast."""
+            ran.append("fast")
+            return n
+
+        return [slow, fast]
+
+    def script(messages: list[Any]) -> Any:
+        if len(messages) == 1:
+            return calls_message(call("slow", {"n": 1}, id="s"), call("fast", {"n": 2}, id="f"))
+        if len(messages) == 4:
+            return calls_message(call("fast", {"n": 3}, id="f2"))
+        return "done"
+
+    def runner(target: Any, crash: bool) -> Runner:
+        agent = ChatModelAgent("A", "d", ScriptedChatModel(script), tools=tools(crash))
+        return runner_for(agent, target, limits=RunLimits(tool_calls=3))
+
+    with pytest.raises(Crash):
+        runner(store, crash=True).invoke("go", with_checkpoint_id("par"))
+    assert len(left) == 1
+    done = runner(left[0], crash=False).resume("par").result()
+    assert done.interrupt is None, [c.info for c in done.interrupt.contexts]
+    assert done.text == "done"
+    assert sorted(ran) == ["fast", "fast", "slow", "slow"]  # the fast one not again
 
 
 # --- resume against changed code --------------------------------------------------------------

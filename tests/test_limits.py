@@ -267,6 +267,33 @@ def test_a_tool_call_limit_pauses_inside_a_round_and_the_resume_runs_only_the_re
     assert len(model.calls) == 2  # the round was not asked for again
 
 
+def test_a_call_that_stopped_for_an_approval_counts_once_against_the_limit() -> None:
+    # The call that asked is the call that runs once approved: one call, counted once. The
+    # run then has one more call under tool_calls=2.
+    counter = Counter()
+
+    @tool(needs_approval=True)
+    def pay(amount: int) -> str:
+        """Pay."""
+        counter.add(f"pay:{amount}")
+        return "paid"
+
+    model = ScriptedChatModel([
+        calls_message(call("pay", {"amount": 5}, id="p")),
+        calls_message(call("worker_step", {"n": 1}, id="w")),
+        "done",
+    ])
+    worker = ChatModelAgent("A", "d", model, tools=[pay, step_tool(counter, "worker_step")])
+    runner = saving_runner(worker, limits=RunLimits(tool_calls=2))
+    asked = runner.invoke("go", with_checkpoint_id("cp"))
+    assert asked.interrupt is not None
+    (context,) = asked.interrupt.contexts
+    done = runner.resume("cp", targets={context.id: True}).result()
+    assert done.interrupt is None, reached(done)
+    assert done.text == "done"
+    assert counter.calls == ["pay:5", "worker_step:1"]
+
+
 def test_token_and_cost_limits_pause_with_what_was_used() -> None:
     counter = Counter()
     worker, _ = agent(counter=counter)

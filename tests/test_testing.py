@@ -218,6 +218,97 @@ def test_the_step_checks_catch_records_read_out_of_order() -> None:
         check_checkpoint_store(lambda: store, checks=STEP_CHECKS)
 
 
+class Journal(ForgetfulJournal):
+    """A correct journaling store (``delete`` removes the records), under one lock."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lock = threading.Lock()
+
+    def delete(self, checkpoint_id: str) -> None:
+        with self.lock:
+            super().delete(checkpoint_id)
+            self.delete_steps(checkpoint_id)
+
+
+class Rebasing(Journal):
+    """A correct ``set_base``: the base and the removal of its records under one lock."""
+
+    def set_base(self, checkpoint_id: str, data: bytes, *, sync: bool = False) -> None:
+        with self.lock:
+            self.data[checkpoint_id] = data
+            self.steps.pop(checkpoint_id, None)
+
+    def get(self, checkpoint_id: str) -> bytes | None:
+        with self.lock:
+            return super().get(checkpoint_id)
+
+    def append_step(self, checkpoint_id: str, data: bytes, *, sync: bool = False) -> None:
+        with self.lock:
+            super().append_step(checkpoint_id, data)
+
+    def read_steps(self, checkpoint_id: str) -> list[bytes]:
+        with self.lock:
+            return super().read_steps(checkpoint_id)
+
+
+REBASE_CHECKS = [check for check in STEP_CHECKS if "set_base" in check.__name__]
+
+
+def test_the_set_base_checks_pass_a_correct_store_and_skip_a_store_without_it() -> None:
+    assert len(REBASE_CHECKS) == 3
+    check_checkpoint_store(Rebasing, checks=STEP_CHECKS, require_steps=True)
+    check_checkpoint_store(Journal, checks=REBASE_CHECKS, require_steps=True)  # no set_base
+    check_checkpoint_store(PlainStore, checks=REBASE_CHECKS)
+
+
+def test_the_set_base_checks_catch_a_set_base_that_keeps_the_records() -> None:
+    class KeepsRecords(Rebasing):
+        def set_base(self, checkpoint_id: str, data: bytes, *, sync: bool = False) -> None:
+            self.set(checkpoint_id, data)
+
+    store = KeepsRecords()
+    with pytest.raises(StoreConformanceError, match="set_base must remove the old base's records"):
+        check_checkpoint_store(lambda: store, checks=REBASE_CHECKS)
+    concurrent = [check for check in REBASE_CHECKS if "concurrent" in check.__name__]
+    with no_thread_leak(), pytest.raises(StoreConformanceError, match="not the records of one base"):
+        check_checkpoint_store(lambda: store, checks=concurrent)
+
+
+def test_the_set_base_checks_catch_a_set_base_that_drops_other_ids_records() -> None:
+    class DropsEveryRecord(Rebasing):
+        def set_base(self, checkpoint_id: str, data: bytes, *, sync: bool = False) -> None:
+            with self.lock:
+                self.data[checkpoint_id] = data
+                self.steps.clear()
+
+    store = DropsEveryRecord()
+    with pytest.raises(StoreConformanceError, match="must leave the records of .* alone"):
+        check_checkpoint_store(lambda: store, checks=REBASE_CHECKS)
+
+
+def test_the_set_base_checks_catch_a_set_base_without_the_sync_flag() -> None:
+    class NoSync(Rebasing):
+        def set_base(self, checkpoint_id: str, data: bytes) -> None:  # type: ignore[override]
+            super().set_base(checkpoint_id, data)
+
+    store = NoSync()
+    with pytest.raises(TypeError, match="sync"):
+        check_checkpoint_store(lambda: store, checks=REBASE_CHECKS)
+
+
+def test_the_set_base_checks_catch_a_torn_base() -> None:
+    class TornBase(Rebasing):
+        def get(self, checkpoint_id: str) -> bytes | None:
+            value = super().get(checkpoint_id)
+            return value[: len(value) // 2] if value is not None and len(value) > 1000 else value
+
+    store = TornBase()
+    concurrent = [check for check in REBASE_CHECKS if "concurrent" in check.__name__]
+    with no_thread_leak(), pytest.raises(StoreConformanceError, match="never written whole"):
+        check_checkpoint_store(lambda: store, checks=concurrent)
+
+
 def test_a_failing_custom_check_is_named_in_the_error() -> None:
     def check_nothing_is_stored(make_store: object) -> None:
         raise AssertionError("the store kept something")

@@ -1055,9 +1055,7 @@ class ReactRun:
                 if refusal is not None:  # blocked: not run, not counted; the model is told
                     self._put_failure(refusal, call, index, put)
                     return
-            budget = self.caller.budget
-            if budget is not None:
-                budget.begin("tool_calls")
+            put = self._count_call(put)
             forward = None
             if self.config.emit_internal_events:
 
@@ -1194,7 +1192,16 @@ class ReactRun:
                     ) -> None:
         """Report ``message`` as the result of the call at ``index`` (not run: decided)."""
         event = _message_event(message, None, Role.TOOL, message.tool_name)
-        put(ToolItem(index, event=event, message=message))
+        put(ToolItem(index, event=event, message=message, ran=False))
+
+    def _count_call(self, put: Callable[[ToolItem], object]) -> Callable[[ToolItem], object]:
+        """Count a tool call about to run against the run's limits (or raise
+        :class:`~agentkit.RunLimitError`); returns the ``put`` that ends its count."""
+        budget = self.caller.budget
+        if budget is None:
+            return put
+        budget.begin("tool_calls")
+        return CountedCall(budget, put).put
 
     def _not_running(self, index: int) -> None:
         """The call at ``index`` ended (it raised, or interrupted): it is not in flight."""
@@ -1320,6 +1327,36 @@ def tool_message_stream(
 # --- a tool round's reports ----------------------------------------------------------------------
 
 
+class CountedCall:
+    """One tool call counted against the run's limits; ends the count when the call reports
+    its outcome (before the round sees it, so the step record of its result counts it).
+
+    The call ran when it reports a message (a result, or a failure the model is told), unless
+    the message was decided instead of running it; one that reports an error (an interrupt, a
+    cancel, the run's failure) did not, and is counted again if it runs after a resume
+    (:meth:`agentkit._observe.UsageLedger.end_tool_call`).
+    """
+
+    __slots__ = ("_budget", "_ended", "_put")
+
+    def __init__(self, budget: UsageLedger, put: Callable[[ToolItem], object]) -> None:
+        self._budget = budget
+        self._put = put
+        self._ended = False
+
+    def end(self, ran: bool) -> None:
+        """End the count once: ``ran`` says whether the call is counted."""
+        if not self._ended:
+            self._ended = True
+            self._budget.end_tool_call(ran)
+
+    def put(self, item: ToolItem) -> object:
+        """Report ``item``, ending the count first when it is the call's outcome."""
+        if not item.forwarded and (item.message is not None or item.error is not None):
+            self.end(item.error is None and item.ran)
+        return self._put(item)
+
+
 @attrs.define(eq=False)
 class ToolItem:
     """One report of a tool call to its round: an event, the call's message, or its error."""
@@ -1330,6 +1367,7 @@ class ToolItem:
     error: BaseException | None = None
     forwarded: bool = False
     failed: bool = False  # the message tells the model how the call failed
+    ran: bool = True  # False: the message was decided instead of running the call
 
 
 def return_directly_call(calls: list[ToolCall], names: frozenset[str]) -> str | None:

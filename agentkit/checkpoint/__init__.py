@@ -7,8 +7,8 @@
   :class:`JournalingCheckPointStore` keep a run's step records (``Runner(durability="step")``)
   so that a step costs the same however long the run is; :class:`RebasingCheckPointStore`
   adds ``set_base``, which writes a durable run's first image, compactions and tombstone with
-  the durability of a step record. The built-in stores do the first two; the file and Redis
-  stores also rebase.
+  the durability of a step record. The built-in stores do the first two; the file, SQLite
+  and Redis stores also rebase.
 * :class:`PickleSerializer` encodes checkpoint state: pickle in a versioned envelope, signed
   with HMAC-SHA256 by default (bound to the id and the store's namespace), read by an
   unpickler that cannot touch anything but the new objects it builds.

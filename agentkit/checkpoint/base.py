@@ -387,6 +387,20 @@ def _check_ttl(ttl: float) -> None:
         raise ValueError(f"a lease ttl must be a positive number of seconds, got {ttl!r}")
 
 
+def _check_age(older_than: object) -> float:
+    """Check the ``older_than`` of a store's ``prune``: a number of seconds, at least 0."""
+    if (
+        isinstance(older_than, bool)
+        or not isinstance(older_than, (int, float))
+        or not 0 <= older_than < float("inf")
+    ):
+        raise ValueError(
+            f"older_than must be a number of seconds >= 0, got {older_than!r} (for example "
+            "older_than=7 * 24 * 3600 removes what was last written over a week ago)"
+        )
+    return float(older_than)
+
+
 def _check_id(checkpoint_id: object) -> str:
     if not isinstance(checkpoint_id, str):
         raise TypeError(f"checkpoint_id must be a str, not {type(checkpoint_id).__name__}")

@@ -27,6 +27,7 @@ from agentkit.checkpoint.base import (
     DEFAULT_LEASE_TTL,
     DEFAULT_MAX_BYTES,
     StoreLimits,
+    _check_age,
     _check_data,
     _check_owner,
     _check_size,
@@ -96,6 +97,8 @@ class FileCheckPointStore(StoreLimits):
       (a file whose rename reached the disk before its data, which some file systems allow);
       never loaded as a state it did not have. ``set`` (the checkpoint of an interrupted or
       cancelled run) always ``fsync``-s the file and the directory.
+    * Nothing expires by itself: :meth:`delete` removes a checkpoint, :meth:`prune` every
+      checkpoint not written for a given time (the tombstones of completed runs included).
 
     Args:
         directory: where the files live (created, with its missing parents, if missing).
@@ -165,6 +168,62 @@ class FileCheckPointStore(StoreLimits):
             raise CheckpointError(
                 f"cannot clean the temporary files of {str(self._directory)!r}: {_explain(exc)}"
             ) from exc
+
+    def prune(self, *, older_than: float) -> int:
+        """Remove every checkpoint last written more than ``older_than`` seconds ago.
+
+        The way to expire consumed checkpoints (the tombstones of completed durable runs,
+        kept so that a late ``resume`` says the run completed) and any other left behind:
+        call it from a periodic job. A checkpoint's age is that of its latest write, its
+        step records included (a file's modification time); its step records and its lease
+        file go with it. A checkpoint whose lease is held (a live run, a resume going on) is
+        never removed, whatever its age. Lease files that expired more than ``older_than``
+        seconds ago are removed too.
+
+        Like ``RedisCheckPointStore(ttl=...)``, this removes interrupted runs waiting for an
+        answer as well: choose ``older_than`` longer than a run may wait for an approval (or
+        delete consumed ids yourself with :meth:`delete`). Returns how many checkpoints (ids)
+        were removed.
+
+        Raises:
+            ValueError: ``older_than`` is not a number of seconds >= 0.
+            CheckpointError: the directory cannot be read or a file cannot be removed.
+        """
+        age = _check_age(older_than)
+        try:
+            stems = _stems(self._directory)
+            removed = 0
+            for stem in sorted(stems):
+                now = time.time()
+                with self._guard():
+                    removed += self._prune_one(stem, now, now - age)
+        except OSError as exc:
+            raise CheckpointError(
+                f"cannot prune the checkpoints of {str(self._directory)!r}: {_explain(exc)}"
+            ) from exc
+        if removed:
+            fsync_directory(self._directory)
+        return removed
+
+    def _prune_one(self, stem: str, now: float, cutoff: float) -> int:
+        """Remove the files of ``stem`` if they are older than ``cutoff`` and not leased
+        (holding the lease lock); 1 when a checkpoint or its records were removed."""
+        lease = self._directory / (stem + _LEASE_SUFFIX)
+        current = _read_lease(lease)
+        if current is not None and current[1] > now:
+            return 0  # held: a live run or a resume
+        data = [self._directory / (stem + suffix) for suffix in (_STEPS_SUFFIX, _DATA_SUFFIX)]
+        times = [when for when in map(_modified, data) if when is not None]
+        if any(when >= cutoff for when in times):
+            return 0
+        if not times:  # a lease file alone
+            expired = current[1] if current is not None else _modified(lease)
+            if expired is not None and expired < cutoff:
+                _unlink(lease)
+            return 0
+        for path in (*data, lease):  # the records first, as delete() does
+            _unlink(path)
+        return 1
 
     def get(self, checkpoint_id: str) -> bytes | None:
         """Return the bytes stored under ``checkpoint_id``, or ``None``."""
@@ -371,6 +430,33 @@ def _file_stem(checkpoint_id: str) -> str:
     if len(encoded) <= _MAX_ENCODED_LEN:
         return "c-" + encoded
     return "h-" + hashlib.sha256(raw).hexdigest()
+
+
+def _stems(directory: Path) -> set[str]:
+    """The file stems of the checkpoints, step records and leases in ``directory``."""
+    stems: set[str] = set()
+    with os.scandir(directory) as entries:
+        for entry in entries:
+            name = entry.name
+            if not name.startswith(("c-", "h-")):
+                continue
+            for suffix in (_DATA_SUFFIX, _STEPS_SUFFIX, _LEASE_SUFFIX):
+                if name.endswith(suffix):
+                    stems.add(name[: -len(suffix)])
+    return stems
+
+
+def _modified(path: Path) -> float | None:
+    """The modification time of ``path`` (not following a symlink), or ``None`` if missing."""
+    try:
+        return os.lstat(path).st_mtime
+    except FileNotFoundError:
+        return None
+
+
+def _unlink(path: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
 
 
 def _frames(raw: bytes, checkpoint_id: str, path: Path) -> list[bytes]:

@@ -14,6 +14,7 @@ from agentkit.checkpoint.base import (
     DEFAULT_LEASE_TTL,
     DEFAULT_MAX_BYTES,
     StoreLimits,
+    _check_age,
     _check_data,
     _check_owner,
     _check_size,
@@ -46,9 +47,14 @@ _SCHEMA = (
         id BLOB NOT NULL,
         seq INTEGER NOT NULL,
         data BLOB NOT NULL,
+        at REAL,
         PRIMARY KEY (id, seq)
     ) WITHOUT ROWID""",
 )
+# Tables made by earlier releases have no "at" (when a record was appended), which prune()
+# reads; it is added when the store opens the database (NULL for the records already there).
+_STEPS_COLUMNS = "PRAGMA table_info(agentkit_checkpoint_steps)"
+_ADD_AT = "ALTER TABLE agentkit_checkpoint_steps ADD COLUMN at REAL"
 _TABLE = "agentkit_checkpoints"
 # length() of a BLOB is read from the record header: an oversized row is refused unread.
 _GET = """SELECT length(data), CASE WHEN length(data) <= ? THEN data END
@@ -57,8 +63,8 @@ _SET = """INSERT INTO agentkit_checkpoints (id, data, updated_at) VALUES (?, ?, 
     ON CONFLICT (id) DO UPDATE SET data = excluded.data, updated_at = excluded.updated_at"""
 _DELETE = "DELETE FROM agentkit_checkpoints WHERE id = ?"
 # One statement: the next number and the row, so a record is appended whole or not at all.
-_APPEND_STEP = """INSERT INTO agentkit_checkpoint_steps (id, seq, data) VALUES (?,
-    (SELECT COALESCE(MAX(seq), 0) + 1 FROM agentkit_checkpoint_steps WHERE id = ?), ?)"""
+_APPEND_STEP = """INSERT INTO agentkit_checkpoint_steps (id, seq, data, at) VALUES (?,
+    (SELECT COALESCE(MAX(seq), 0) + 1 FROM agentkit_checkpoint_steps WHERE id = ?), ?, ?)"""
 _STEPS_SIZE = "SELECT COALESCE(SUM(length(data)), 0) FROM agentkit_checkpoint_steps WHERE id = ?"
 _READ_STEPS = "SELECT data FROM agentkit_checkpoint_steps WHERE id = ? ORDER BY seq"
 _DELETE_STEPS = "DELETE FROM agentkit_checkpoint_steps WHERE id = ?"
@@ -69,6 +75,17 @@ _ACQUIRE = """INSERT INTO agentkit_checkpoint_leases (id, owner, expires_at) VAL
     WHERE agentkit_checkpoint_leases.expires_at <= ?
        OR agentkit_checkpoint_leases.owner = excluded.owner"""
 _RELEASE = "DELETE FROM agentkit_checkpoint_leases WHERE id = ? AND owner = ?"
+# The ids whose checkpoint and step records were all written before the cutoff (a record of
+# an earlier release, without a time, counts as old as its checkpoint) and that no one leases.
+_PRUNABLE = """SELECT id FROM (SELECT id FROM agentkit_checkpoints
+        UNION SELECT id FROM agentkit_checkpoint_steps) AS known
+    WHERE COALESCE((SELECT updated_at FROM agentkit_checkpoints AS c WHERE c.id = known.id),
+                   -1) < :cutoff
+      AND COALESCE((SELECT MAX(at) FROM agentkit_checkpoint_steps AS s WHERE s.id = known.id),
+                   -1) < :cutoff
+      AND NOT EXISTS (SELECT 1 FROM agentkit_checkpoint_leases AS l
+                      WHERE l.id = known.id AND l.expires_at > :now)"""
+_PRUNE_LEASES = "DELETE FROM agentkit_checkpoint_leases WHERE expires_at < ?"
 
 
 class SQLiteCheckPointStore(StoreLimits):
@@ -83,7 +100,7 @@ class SQLiteCheckPointStore(StoreLimits):
 
     Tables: ``agentkit_checkpoints(id, data, updated_at)``,
     ``agentkit_checkpoint_leases(id, owner, expires_at)`` and
-    ``agentkit_checkpoint_steps(id, seq, data)`` (step records, see
+    ``agentkit_checkpoint_steps(id, seq, data, at)`` (step records, see
     :class:`~agentkit.checkpoint.JournalingCheckPointStore`: one row each, appended by one
     ``INSERT`` that numbers it); a lease is taken with one ``INSERT ... ON CONFLICT DO UPDATE
     ... WHERE expired OR same owner`` statement. Lease expiry uses the wall clock, shared by
@@ -93,12 +110,20 @@ class SQLiteCheckPointStore(StoreLimits):
     (``PRAGMA synchronous = FULL``). A step record commits with ``synchronous = NORMAL``: it
     survives the death of the process at once and a power loss once SQLite syncs its log
     (its next checkpoint write, or a record appended with ``sync=True``), which keeps a step
-    at a few hundredths of a millisecond; ``sync_steps=True`` syncs every record.
+    at a few hundredths of a millisecond; ``sync_steps=True`` syncs every record. A durable
+    run's first image, its compactions and its tombstone are written with :meth:`set_base`
+    (:class:`~agentkit.checkpoint.RebasingCheckPointStore`): the new checkpoint and the removal
+    of the old step records in one transaction, committed like a step record.
 
     A database file the store creates gets mode 0600 (SQLite gives its ``-wal`` and ``-shm``
     files the database's mode); an existing file keeps its mode. A row over ``max_bytes`` is
     refused from ``length(data)`` without being read, and ``set`` refuses data over
     ``max_bytes``. ``lease_ttl`` is how long a resume lease lasts unless refreshed.
+
+    Nothing expires by itself: :meth:`delete` removes a checkpoint, :meth:`prune` every
+    checkpoint not written for a given time (the tombstones of completed runs included).
+    Each step record keeps when it was appended (``at``; a table made by an earlier release
+    gets the column when the store opens the database).
 
     Database errors are raised as :class:`~agentkit.errors.CheckpointError`. The store is a
     context manager; :meth:`close` closes its connection.
@@ -165,25 +190,35 @@ class SQLiteCheckPointStore(StoreLimits):
             lambda connection: _synced(connection, _SET, (key, data, time.time())),
         )
 
+    def set_base(self, checkpoint_id: str, data: bytes, *, sync: bool = False) -> None:
+        """Store ``data`` as the checkpoint of ``checkpoint_id`` and remove its step records.
+
+        See :class:`~agentkit.checkpoint.RebasingCheckPointStore`. One transaction: a reader
+        (another thread or process) sees the old checkpoint with its records or the new one
+        without them, never a mix. It commits like a step record: it survives the death of
+        the process at once, and a power loss once SQLite syncs its log (at once with
+        ``sync=True`` or ``sync_steps=True``); a power loss never leaves half of it.
+        """
+        key = _encode_id(checkpoint_id)
+        data = _check_size(checkpoint_id, _check_data(data), self._max_bytes)
+        synced = sync or self._sync_steps
+
+        def rebase(connection: sqlite3.Connection) -> None:
+            _transaction(
+                connection, synced, [(_DELETE_STEPS, (key,)), (_SET, (key, data, time.time()))]
+            )
+
+        self._run(f"write checkpoint {checkpoint_id!r}", rebase)
+
     def delete(self, checkpoint_id: str) -> None:
         """Remove the checkpoint and its step records; an unknown id is not an error."""
         key = _encode_id(checkpoint_id)
-
-        def delete(connection: sqlite3.Connection) -> None:
-            connection.execute("PRAGMA synchronous = FULL")
-            try:
-                connection.execute("BEGIN IMMEDIATE")
-                try:
-                    connection.execute(_DELETE_STEPS, (key,))
-                    connection.execute(_DELETE, (key,))
-                except BaseException:
-                    connection.execute("ROLLBACK")
-                    raise
-                connection.execute("COMMIT")
-            finally:
-                connection.execute("PRAGMA synchronous = NORMAL")
-
-        self._run(f"delete checkpoint {checkpoint_id!r}", delete)
+        self._run(
+            f"delete checkpoint {checkpoint_id!r}",
+            lambda connection: _transaction(
+                connection, True, [(_DELETE_STEPS, (key,)), (_DELETE, (key,))]
+            ),
+        )
 
     def append_step(self, checkpoint_id: str, data: bytes, *, sync: bool = False) -> None:
         """Append the step record ``data`` (one row); see the class docs for durability."""
@@ -193,9 +228,9 @@ class SQLiteCheckPointStore(StoreLimits):
 
         def append(connection: sqlite3.Connection) -> None:
             if synced:
-                _synced(connection, _APPEND_STEP, (key, key, data))
+                _synced(connection, _APPEND_STEP, (key, key, data, time.time()))
             else:
-                connection.execute(_APPEND_STEP, (key, key, data))
+                connection.execute(_APPEND_STEP, (key, key, data, time.time()))
 
         self._run(f"append a step of checkpoint {checkpoint_id!r}", append)
 
@@ -222,6 +257,50 @@ class SQLiteCheckPointStore(StoreLimits):
             f"delete the steps of checkpoint {checkpoint_id!r}",
             lambda connection: connection.execute(_DELETE_STEPS, (key,)),
         )
+
+    def prune(self, *, older_than: float) -> int:
+        """Remove every checkpoint last written more than ``older_than`` seconds ago.
+
+        The way to expire consumed checkpoints (the tombstones of completed durable runs,
+        kept so that a late ``resume`` says the run completed) and any other left behind:
+        call it from a periodic job. A checkpoint's age is that of its latest write, its
+        step records included (``updated_at``, and each record's ``at``); its step records go
+        with it. A checkpoint whose lease is held (a live run, a resume going on) is never
+        removed, whatever its age. Leases that expired more than ``older_than`` seconds ago
+        are removed too. One transaction, synced like :meth:`delete`.
+
+        Like ``RedisCheckPointStore(ttl=...)``, this removes interrupted runs waiting for an
+        answer as well: choose ``older_than`` longer than a run may wait for an approval (or
+        delete consumed ids yourself with :meth:`delete`). Returns how many checkpoints (ids)
+        were removed.
+
+        Raises:
+            ValueError: ``older_than`` is not a number of seconds >= 0.
+        """
+        age = _check_age(older_than)
+
+        def prune(connection: sqlite3.Connection) -> int:
+            now = time.time()
+            cutoff = now - age
+            connection.execute("PRAGMA synchronous = FULL")
+            try:
+                connection.execute("BEGIN IMMEDIATE")
+                try:
+                    ids = [(row[0],) for row in connection.execute(
+                        _PRUNABLE, {"cutoff": cutoff, "now": now}
+                    )]
+                    connection.executemany(_DELETE_STEPS, ids)
+                    connection.executemany(_DELETE, ids)
+                    connection.execute(_PRUNE_LEASES, (cutoff,))
+                except BaseException:
+                    connection.execute("ROLLBACK")
+                    raise
+                connection.execute("COMMIT")
+            finally:
+                connection.execute("PRAGMA synchronous = NORMAL")
+            return len(ids)
+
+        return self._run("prune the checkpoints", prune)
 
     def acquire_lease(self, checkpoint_id: str, owner: str, ttl: float) -> bool:
         """Lease ``checkpoint_id`` for ``owner``.
@@ -301,6 +380,7 @@ class SQLiteCheckPointStore(StoreLimits):
             connection.execute("PRAGMA synchronous = NORMAL")
             for statement in _SCHEMA:
                 connection.execute(statement)
+            _add_record_times(connection)
         except BaseException:
             connection.close()
             raise
@@ -316,6 +396,42 @@ def _synced(connection: sqlite3.Connection, statement: str, parameters: tuple[ob
         connection.execute(statement, parameters)
     finally:
         connection.execute("PRAGMA synchronous = NORMAL")
+
+
+def _add_record_times(connection: sqlite3.Connection) -> None:
+    """Give a step table made by an earlier release its ``at`` column (once, whoever first)."""
+    import sqlite3
+
+    columns = {row[1] for row in connection.execute(_STEPS_COLUMNS)}
+    if "at" in columns:
+        return
+    try:
+        connection.execute(_ADD_AT)
+    except sqlite3.OperationalError as error:
+        if "duplicate column" not in str(error):  # another process added it meanwhile
+            raise
+
+
+def _transaction(
+    connection: sqlite3.Connection,
+    synced: bool,
+    statements: list[tuple[str, tuple[object, ...]]],
+) -> None:
+    """Run ``statements`` in one write transaction (synced to disk when ``synced``)."""
+    if synced:
+        connection.execute("PRAGMA synchronous = FULL")
+    try:
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            for statement, parameters in statements:
+                connection.execute(statement, parameters)
+        except BaseException:
+            connection.execute("ROLLBACK")
+            raise
+        connection.execute("COMMIT")
+    finally:
+        if synced:
+            connection.execute("PRAGMA synchronous = NORMAL")
 
 
 def _create_private(path: str) -> None:
