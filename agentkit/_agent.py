@@ -61,8 +61,10 @@ __all__ = [
     "Turn",
     "execute_agent",
     "open_run",
+    "record_event",
     "run_agent",
     "run_in_worker",
+    "send_recorded",
     "start_worker",
 ]
 
@@ -181,6 +183,13 @@ class AgentRun:
         arrives named with another run path (one an inner run of the agent made) is passed on
         as it is, neither recorded nor counted as the agent's own.
         """
+        recorded = self._record(event)
+        if recorded is not None:
+            self._downstream.send(recorded)
+
+    def _record(self, event: AgentEvent) -> AgentEvent | None:
+        """Name and record ``event`` as :meth:`emit` does, without sending it; return the
+        event to send (``None``: an inner run's event, passed on at once)."""
         path = self._path
         own_path = event.run_path
         if not own_path:
@@ -188,7 +197,7 @@ class AgentRun:
                 event = _named(event, path[-1].agent_name, path)
         elif len(own_path) != len(path) or tuple(own_path) != path:
             self._downstream.send(event)
-            return
+            return None
         if path:
             action = event.action
             if action is None or action.interrupted is None:
@@ -197,7 +206,7 @@ class AgentRun:
         turn.last = event
         if event.err is not None:
             turn.error = event.err
-        self._downstream.send(event)
+        return event
 
     def check_cancelled(self) -> None:
         """Raise :class:`~agentkit.AgentCancelledError` if the run is being cancelled now.
@@ -270,6 +279,21 @@ class BaseAgent(abc.ABC):
 
 
 # --- running one turn -------------------------------------------------------------------------
+
+
+def record_event(run: AgentRun, event: AgentEvent) -> AgentEvent | None:
+    """Record ``event`` in ``run`` (its history, its turn) without sending it yet; return the
+    event to pass to :func:`send_recorded` (``None``: nothing left to send).
+
+    A durable run records a step's event, commits the step, and only then sends the event, so
+    that no reader sees a step a crash could still undo.
+    """
+    return run._record(event)
+
+
+def send_recorded(run: AgentRun, event: AgentEvent) -> None:
+    """Send an event :func:`record_event` recorded."""
+    run._downstream.send(event)
 
 
 def open_run(

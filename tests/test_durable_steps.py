@@ -108,6 +108,35 @@ def test_a_durable_run_writes_its_input_first_then_one_record_per_step() -> None
         runner_for(adding_agent(0), store).resume("r")
 
 
+@pytest.mark.parametrize("how", ["on_event", "query"])
+def test_no_reader_sees_a_step_before_its_record_is_written(how: str) -> None:
+    # Each model reply and each tool result is one step record: the k-th message event a
+    # reader gets must find k records written (a crash before the record would undo the step,
+    # and the reader would have seen something that did not happen).
+    store = Spy()
+    seen: list[tuple[str, int]] = []
+
+    def note(event: AgentEvent) -> None:
+        message = event.get_message()
+        if message is not None:
+            written = sum(1 for kind, _ in store.writes if kind == "step")
+            seen.append((message.role.value, written))
+
+    runner = runner_for(adding_agent(3), store)
+    if how == "on_event":
+        runner.invoke("go", with_checkpoint_id("r"), on_event=note)
+    else:
+        with runner.query("go", with_checkpoint_id("r")) as events:
+            for event in events:
+                note(event)
+    assert [role for role, _ in seen] == ["assistant", "tool"] * 3 + ["assistant"]
+    written = [count for _, count in seen]
+    if how == "on_event":  # delivered in the run's own thread, as it goes: exactly k
+        assert written == list(range(1, 8))
+    else:  # read from another thread, maybe later: at least k
+        assert all(count >= k for k, count in enumerate(written, start=1)), written
+
+
 def test_a_step_costs_the_same_at_the_hundredth_step_as_at_the_second() -> None:
     store = Spy()
     runner_for(adding_agent(100), store).invoke("go", with_checkpoint_id("long"))

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
-from agentkit._agent import AgentRun
+from agentkit._agent import AgentRun, record_event, send_recorded
 from agentkit._interrupt import InterruptSignal, ToolRoundState
 from agentkit._observe import RunInfo, UsageLedger, fire
 from agentkit._points import PointResume
@@ -674,10 +674,12 @@ class ReactRun:
         "model_options",
         "model_pending",
         "round",
+        "run",
         "scope",
         "streaming",
         "tool_options",
         "typed_output",
+        "unsent",
         "written",
     )
 
@@ -686,6 +688,7 @@ class ReactRun:
         frame = run._frame
         self.frame = frame
         self.scope = frame.scope
+        self.run = run
         self.emit = run.emit
         self.streaming = streaming
         agent_options = run._options
@@ -703,6 +706,8 @@ class ReactRun:
         # committed last (see agentkit._progress).
         self.durable: Progress | None = frame.progress
         self.written: ToolRoundState | None = None
+        # A durable run's reply event, recorded but sent only once its step is committed.
+        self.unsent: AgentEvent | None = None
         self.guards = config.guardrails  # None: the agent has no guardrails
         # The texts of failed tool calls, how often each came back (oldest first), to quote
         # when the run exceeds max_iterations.
@@ -744,6 +749,7 @@ class ReactRun:
             raise
         finally:
             run_locals.reset(token)
+            self._send_unsent()  # a reply no commit followed (the run stopped): as it was
 
     def _progress(self, state: ReactState) -> ToolRoundState:
         current = self.round
@@ -767,6 +773,14 @@ class ReactRun:
         ops = state_delta(self.frame.address, self.written, snapshot)
         self.written = snapshot
         durable.commit([*also, *ops], self.frame.log)
+        self._send_unsent()
+
+    def _send_unsent(self) -> None:
+        """Send the reply event held until its step was committed (if any)."""
+        unsent = self.unsent
+        if unsent is not None:
+            self.unsent = None
+            send_recorded(self.run, unsent)
 
     def _call_done(self, state: ReactState, round_state: ToolRoundState, index: int) -> None:
         """A call of the round finished (its result is in ``round_state.done``): commit it."""
@@ -899,7 +913,14 @@ class ReactRun:
             if self.guards is not None:
                 self.check_answer(reply)
             if not self.streaming:
-                self.emit(event_from_message(reply, None, Role.ASSISTANT))
+                event = event_from_message(reply, None, Role.ASSISTANT)
+                if self.durable is None:
+                    self.emit(event)
+                else:
+                    # In the history now (the commit writes it), to readers once committed:
+                    # a crash before the commit asks the model again, and nobody saw this one.
+                    self._send_unsent()
+                    self.unsent = record_event(self.run, event)
         return reply
 
     def check_answer(self, reply: Message) -> None:
@@ -930,7 +951,10 @@ class ReactRun:
             def on_result(index: int) -> None:
                 self._call_done(state, round_state, index)
 
-        outcome = RoundOutcome(self.emit, round_state, return_directly_id, on_result)
+        outcome = RoundOutcome(
+            self.emit, round_state, return_directly_id, on_result,
+            None if on_result is None else self.run,
+        )
         pending = outcome.pending()
         if len(pending) == 1:
             index = pending[0]
@@ -1379,6 +1403,13 @@ def return_directly_call(calls: list[ToolCall], names: frozenset[str]) -> str | 
     return found
 
 
+def _record_into(run: AgentRun, event: AgentEvent, unsent: list[AgentEvent]) -> None:
+    """Record ``event`` in ``run`` now; keep it in ``unsent`` to send after the commit."""
+    recorded = record_event(run, event)
+    if recorded is not None:
+        unsent.append(recorded)
+
+
 class RoundOutcome:
     """What the calls of one tool round reported so far (one round, the agent's thread only).
 
@@ -1394,6 +1425,7 @@ class RoundOutcome:
         "failed",
         "held",
         "on_result",
+        "recording",
         "results",
         "return_directly_id",
         "round_state",
@@ -1406,11 +1438,15 @@ class RoundOutcome:
         round_state: ToolRoundState,
         return_directly_id: str | None,
         on_result: Callable[[int], None] | None = None,
+        recording: AgentRun | None = None,
     ) -> None:
         """``on_result(index)`` is called once each call's result is kept (a durable run
-        commits it there, before anything else happens)."""
+        commits it there, before anything else happens). With ``recording`` (the agent's run;
+        a durable run), a call's own result event is recorded in that run at once but sent
+        only after ``on_result``: no reader sees a result whose step a crash could undo."""
         self.emit = emit
         self.on_result = on_result
+        self.recording = recording
         self.round_state = round_state
         self.calls = round_state.calls
         self.return_directly_id = return_directly_id
@@ -1428,8 +1464,14 @@ class RoundOutcome:
     def handle(self, item: ToolItem) -> None:
         """Take one report of a call: deliver its event, keep its result or its error."""
         event = item.event
+        unsent: list[AgentEvent] = []
         if event is not None:
-            self._deliver(item, event)
+            run = self.recording
+            if run is not None and item.message is not None and not item.forwarded:
+                target: AgentRun = run
+                self._deliver(item, event, lambda made: _record_into(target, made, unsent))
+            else:
+                self._deliver(item, event, self.emit)
             if not item.forwarded and event.action is not None:
                 self.round_state.actions[item.index] = event.action
         if item.message is not None:
@@ -1439,26 +1481,33 @@ class RoundOutcome:
                 self.failed.add(item.index)
             if self.on_result is not None:
                 self.on_result(item.index)
+        if unsent:
+            run = self.recording
+            assert run is not None
+            for recorded in unsent:
+                send_recorded(run, recorded)
         if item.error is not None:
             if isinstance(item.error, InterruptSignal):
                 self.signals[item.index] = item.error
             else:
                 self.errors.append(item.error)
 
-    def _deliver(self, item: ToolItem, event: AgentEvent) -> None:
+    def _deliver(
+        self, item: ToolItem, event: AgentEvent, emit: Callable[[AgentEvent], None]
+    ) -> None:
         if (
             item.forwarded
             or not self.return_directly_id
             or self.calls[item.index].id != self.return_directly_id
         ):
-            self.emit(event)
+            emit(event)
         elif not item.failed:
             self.held = event
         else:
             if self.held is not None:  # the call's stream, which broke
-                self.emit(self.held)
+                emit(self.held)
                 self.held = None
-            self.emit(event)
+            emit(event)
 
     def raise_stop(self) -> None:
         """Raise what ends the round early: a call's error (not a cancel, if any), an interrupt.
