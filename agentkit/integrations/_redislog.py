@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -48,9 +46,6 @@ _log = logging.getLogger("agentkit")
 READ_BATCH = 200
 """The most entries one read returns (a reader holds no more than this at a time)."""
 _CAS_TRIES = 50
-IDLE_PUBSUBS = 16
-"""The most pub/sub connections a run log keeps for the next watchers (see ``pubsub``)."""
-_UNSUBSCRIBE_WAIT = 2.0
 LIVE = ("queued", "running")
 STOPPED = ("interrupted", "cancelled", "failed")
 
@@ -195,8 +190,6 @@ class RedisRunLog:
         self._finish = client.register_script(_FINISH)
         self._create_once = client.register_script(_CREATE_ONCE)
         self._forget_key = client.register_script(_FORGET_KEY)
-        self._pubsub_lock = threading.Lock()
-        self._idle_pubsubs: list[Any] = []
 
     def key(self, run_id: str, suffix: str = "") -> str:
         """The Redis key of ``run_id`` (with ``suffix``: ``:events``, ``:cancel``)."""
@@ -414,43 +407,6 @@ class RedisRunLog:
         newest = self.client.xrevrange(self.key(run_id, ":events"), count=1)
         return _text(newest[0][0]) if newest else None
 
-    # --- pub/sub connections (the watchers of runs) ---
-
-    def pubsub(self) -> Any:
-        """A pub/sub object subscribed to nothing: one a watcher gave back, or a new one.
-
-        A run's watcher listens on its own pub/sub connection; reusing the one an ended watcher
-        unsubscribed saves connecting (and greeting) Redis again for every run.
-        """
-        with self._pubsub_lock:
-            if self._idle_pubsubs:
-                return self._idle_pubsubs.pop()
-        return self.client.pubsub(ignore_subscribe_messages=True)
-
-    def give_back(self, pubsub: Any) -> None:
-        """Unsubscribe ``pubsub`` and keep it for the next watcher (close it if that fails).
-
-        It is kept only once Redis confirmed every unsubscribe, so the next watcher's first
-        message is one of its own channels; messages read meanwhile belonged to the ended
-        watcher and are dropped.
-        """
-        try:
-            pubsub.unsubscribe()
-            deadline = time.monotonic() + _UNSUBSCRIBE_WAIT
-            while pubsub.subscribed:
-                if time.monotonic() > deadline:
-                    raise TimeoutError("Redis did not confirm the unsubscribe")
-                pubsub.get_message(timeout=0.1)
-        except Exception:  # a broken connection: not worth keeping
-            _log.debug("agentkit: a pub/sub connection is closed, not kept", exc_info=True)
-            _close(pubsub)
-            return
-        with self._pubsub_lock:
-            if len(self._idle_pubsubs) < IDLE_PUBSUBS:
-                self._idle_pubsubs.append(pubsub)
-                return
-        _close(pubsub)
-
     # --- cancel requests ---
 
     def request_cancel(self, run_id: str, sealed: str) -> None:
@@ -487,10 +443,3 @@ def _entry(run_id: str, entry_id: str, fields: dict[Any, Any]) -> RunEvent:
 
 def _text(value: Any) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-
-
-def _close(pubsub: Any) -> None:
-    try:
-        pubsub.close()
-    except Exception:  # a broken connection: nothing to give back
-        _log.debug("agentkit: closing a pub/sub connection failed", exc_info=True)
