@@ -77,6 +77,10 @@ def _watcher(hub: WatchHub, run_id: str, lease_ttl: float = 30) -> tuple[Watcher
     return watcher, handle
 
 
+def _thread_of(hub: WatchHub) -> threading.Thread | None:
+    return hub.thread
+
+
 def _cancel(log: RedisRunLog, run_id: str) -> None:
     sealed = log.sealer.seal("cancel", {"run_id": run_id, "stops": 0, "mode": "immediate"})
     log.request_cancel(run_id, sealed)
@@ -177,7 +181,8 @@ def test_the_thread_ends_when_idle_and_the_next_run_starts_it_again(
     assert not thread.is_alive() and hub.thread is None
     _until(lambda: _pubsub_clients(log) == 0, "the idle hub kept its pub/sub connection")
     again, _ = _watcher(hub, "run-2")
-    assert hub.thread is not None and hub.thread is not thread
+    restarted = _thread_of(hub)  # not narrowed by the assert above: it changed meanwhile
+    assert restarted is not None and restarted is not thread
     _cancel(log, "run-2")
     _until(lambda: again.reason is not None, "the restarted hub missed a cancel")
     again.stop()
