@@ -84,6 +84,25 @@ redis.call('PEXPIRE', KEYS[2], ARGV[3])
 return id
 """
 
+# KEYS[1] = the record hash, KEYS[2] = the stream, KEYS[3] = the cancel key. ARGV: expected
+# sealed text, new sealed text, TTL in ms, MAXLEN, then kind and data of each entry to add.
+# A run starting on a worker: its record says "running" and its first entries are there
+# together, and the cancel request stored for it (if any) is returned. Returns {0} when the
+# record was not the expected one, else {1, the cancel request or false}.
+_START = """
+if redis.call('HGET', KEYS[1], 'sealed') ~= ARGV[1] then return {0} end
+redis.call('HSET', KEYS[1], 'sealed', ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+local idem = redis.call('HGET', KEYS[1], 'idem')
+if idem then redis.call('PEXPIRE', idem, ARGV[3]) end
+for i = 5, #ARGV, 2 do
+    redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[4], '0-*', 'kind', ARGV[i],
+               'data', ARGV[i + 1])
+end
+redis.call('PEXPIRE', KEYS[2], ARGV[3])
+return {1, redis.call('GET', KEYS[3])}
+"""
+
 # KEYS[1] = the idempotency key, KEYS[2] = the new run's record hash. ARGV: the new record's
 # sealed text, the key's sealed value, the TTL in ms. Returns {1, ''} when the run was
 # recorded, {0, ''} when its id is taken, {2, value} when the key names an earlier run.
@@ -188,6 +207,7 @@ class RedisRunLog:
         self.sealer = sealer
         self._set_record = client.register_script(_SET_RECORD)
         self._finish = client.register_script(_FINISH)
+        self._start = client.register_script(_START)
         self._create_once = client.register_script(_CREATE_ONCE)
         self._forget_key = client.register_script(_FORGET_KEY)
 
@@ -360,6 +380,42 @@ class RedisRunLog:
             if entry_id is not None:
                 return _text(entry_id)
         raise RunStateError(f"the record of run {run_id!r} kept changing while the run stopped")
+
+    def start(
+        self,
+        run_id: str,
+        change: Callable[[RunRecord], RunRecord],
+        entries: Sequence[tuple[str, dict[str, Any]]],
+        known: tuple[RunRecord, str] | None = None,
+    ) -> tuple[RunRecord, str, str | None]:
+        """Record a run's start (``change`` of its record) and append its first ``entries``,
+        atomically; read its stored cancel request in the same round trip.
+
+        Returns the record as it is now, its sealed text and the sealed cancel request stored
+        for the run (or ``None``). ``known``: as for :meth:`replace` (the first try expects its
+        sealed text unread). ``change`` may raise to refuse the start.
+        """
+        fields: list[str] = []
+        for kind, data in entries:
+            fields += [kind, json.dumps(data, ensure_ascii=False)]
+        keys = [self.key(run_id), self.key(run_id, ":events"), self.key(run_id, ":cancel")]
+        for _ in range(_CAS_TRIES):
+            if known is None:
+                record, sealed = self.record(run_id)
+            else:
+                (record, sealed), known = known, None
+            new = change(record)
+            replacement = self.sealer.seal("record", new.to_json())
+            reply = self._start(
+                keys=keys, args=[sealed, replacement, self.ttl_ms, self.maxlen, *fields]
+            )
+            if int(reply[0]) == 1:
+                requested = reply[1] if len(reply) > 1 else None
+                return new, replacement, None if requested is None else _text(requested)
+        raise RunStateError(
+            f"the record of run {run_id!r} changed {_CAS_TRIES} times while the run started; "
+            "try again"
+        )
 
     def is_live(self, run_id: str) -> bool:
         """``True`` while the run is queued or running (``False`` for an unusable record)."""

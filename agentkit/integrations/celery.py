@@ -702,7 +702,9 @@ class AgentQueue:
             shutdown_timeout=self.shutdown_timeout,
             lease_ttl=self._lease_ttl,
         )
-        watcher.start()
+        # Whether the hub hears the run's cancels already: then the run's stored cancel
+        # request is read below, with the record's "running" mark (else the hub reads it).
+        listening = watcher.start(check=False)
         lease: Lease | None = None
         tail: list[tuple[str, dict[str, Any]]] = []
         try:
@@ -717,22 +719,29 @@ class AgentQueue:
                 return {"status": "duplicate", "error": str(error)}
             if lease is not None:
                 watcher.hold(lease)
+            started = [("status", {"status": "started", "worker": worker, "kind": order.kind})]
             try:
-                # A retry after a lost reply reads the record again (its set may have passed).
+                # The "running" mark, the first entry and the stored cancel request: one
+                # round trip. A retry after a lost reply reads the record again (its set may
+                # have passed).
                 tries = iter([known])
-                known = patiently(
-                    lambda: log.replace(run_id, _mark_running(order, worker), next(tries, None)),
+                record, sealed, requested = patiently(
+                    lambda: log.start(
+                        run_id, _mark_running(order, worker), started, next(tries, None)
+                    ),
                     "records a run",
                 )
+                known = (record, sealed)
             except TaskMessageError as error:
                 run.close()
                 _log.error("agentkit: worker %s stopped run %r: %s", worker, run_id, error)
                 return {"status": "refused", "error": str(error)}
+            if listening and requested is not None:
+                watcher.offer(requested)
 
             def append(kind: str, data: dict[str, Any]) -> str:
                 return patiently(lambda: log.append(run_id, kind, data), "appends an entry")
 
-            append("status", {"status": "started", "worker": worker, "kind": order.kind})
             published = publish(run, append)
             summary, tail = published.summary, published.tail
         except Exception as error:
