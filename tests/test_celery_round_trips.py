@@ -77,3 +77,24 @@ def test_a_start_without_a_cancel_request_or_with_a_stale_record(log: RedisRunLo
     assert requested is None
     assert record.status == "running" and log.record("run-2")[0] == record
     assert [entry.data for entry in log.read("run-2", None, 0)][1:] == [{"n": 1}]
+
+
+def test_a_submission_records_its_run_with_its_first_entry_in_one_round_trip(
+    log: RedisRunLog, sent: list[object]
+) -> None:
+    _new_run(log, "warm-up")  # Redis has the scripts now
+    log.create_once(RunRecord("warm-up-2", "agent", None, "queued"), "key-0", "request")
+    log.append("warm-up", "status", {})
+    sent.clear()
+    assert log.create(RunRecord("run-3", "agent", "owner", "queued"))
+    assert len(sent) == 1
+    assert not log.create(RunRecord("run-3", "agent", "owner", "queued"))  # the id is taken
+    sent.clear()
+    assert log.create_once(RunRecord("run-4", "agent", None, "queued"), "key-1", "request") is None
+    assert len(sent) == 1
+    for run_id in ("run-3", "run-4"):
+        [entry] = log.read(run_id, None, 0)  # the taken id appended nothing
+        assert (entry.kind, entry.data) == ("run", {"run_id": run_id, "agent": "agent"})
+    sent.clear()
+    log.append("run-3", "status", {"status": "started"})
+    assert len(sent) == 1

@@ -103,11 +103,11 @@ def test_two_runs_share_one_thread_and_a_cancel_stops_only_its_run(
     _cancel(log, "run-a")
     _until(lambda: first.reason is not None, "the cancel request never reached run-a")
     assert first.reason == "user" and second.reason is None
+    first.stop()  # returns once the hub is done with the run: its note is written
+    second.stop()
     entries = [entry.data for entry in log.read("run-a", None, 0) if entry.kind == "status"]
     assert entries == [{"status": "cancelling", "mode": "immediate"}]
     assert log.read("run-b", None, 0) == []  # nothing was noted for the other run
-    first.stop()
-    second.stop()
 
 
 def test_a_cancel_made_before_the_hub_listened_is_read_from_its_key(

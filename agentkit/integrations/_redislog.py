@@ -49,15 +49,10 @@ _CAS_TRIES = 50
 LIVE = ("queued", "running")
 STOPPED = ("interrupted", "cancelled", "failed")
 
-# KEYS[1] = the record hash. ARGV: the sealed text expected there ("" = no record may exist),
-# the new sealed text, the TTL in ms. Returns 1 when the record was replaced, 0 otherwise.
+# KEYS[1] = the record hash. ARGV: the sealed text expected there, the new sealed text, the
+# TTL in ms. Returns 1 when the record was replaced, 0 otherwise.
 _SET_RECORD = """
-local current = redis.call('HGET', KEYS[1], 'sealed')
-if ARGV[1] == '' then
-    if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-elseif current ~= ARGV[1] then
-    return 0
-end
+if redis.call('HGET', KEYS[1], 'sealed') ~= ARGV[1] then return 0 end
 redis.call('HSET', KEYS[1], 'sealed', ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 local idem = redis.call('HGET', KEYS[1], 'idem')
@@ -103,9 +98,10 @@ redis.call('PEXPIRE', KEYS[2], ARGV[3])
 return {1, redis.call('GET', KEYS[3])}
 """
 
-# KEYS[1] = the idempotency key, KEYS[2] = the new run's record hash. ARGV: the new record's
-# sealed text, the key's sealed value, the TTL in ms. Returns {1, ''} when the run was
-# recorded, {0, ''} when its id is taken, {2, value} when the key names an earlier run.
+# KEYS[1] = the idempotency key, KEYS[2] = the new run's record hash, KEYS[3] = its stream.
+# ARGV: the new record's sealed text, the key's sealed value, the TTL in ms, MAXLEN, the data
+# of the run's first (``run``) entry. Returns {1, ''} when the run was recorded (with its
+# first entry), {0, ''} when its id is taken, {2, value} when the key names an earlier run.
 _CREATE_ONCE = """
 local first = redis.call('GET', KEYS[1])
 if first then return {2, first} end
@@ -113,7 +109,29 @@ if redis.call('EXISTS', KEYS[2]) == 1 then return {0, ''} end
 redis.call('HSET', KEYS[2], 'sealed', ARGV[1], 'idem', KEYS[1])
 redis.call('PEXPIRE', KEYS[2], ARGV[3])
 redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[4], '0-*', 'kind', 'run', 'data', ARGV[5])
+redis.call('PEXPIRE', KEYS[3], ARGV[3])
 return {1, ''}
+"""
+
+# KEYS[1] = the new run's record hash, KEYS[2] = its stream. ARGV: the record's sealed text,
+# the TTL in ms, MAXLEN, the data of the run's first (``run``) entry. Returns 1 when the run
+# was recorded (with its first entry), 0 when its id is taken.
+_CREATE = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('HSET', KEYS[1], 'sealed', ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '0-*', 'kind', 'run', 'data', ARGV[4])
+redis.call('PEXPIRE', KEYS[2], ARGV[2])
+return 1
+"""
+
+# KEYS[1] = the stream. ARGV: MAXLEN, TTL in ms, kind, data. Returns the new entry's id.
+_APPEND = """
+local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '0-*', 'kind', ARGV[3],
+                      'data', ARGV[4])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return id
 """
 
 # KEYS[1] = the idempotency key; ARGV[1] = the value it must still hold to be removed.
@@ -209,6 +227,8 @@ class RedisRunLog:
         self._finish = client.register_script(_FINISH)
         self._start = client.register_script(_START)
         self._create_once = client.register_script(_CREATE_ONCE)
+        self._create = client.register_script(_CREATE)
+        self._append = client.register_script(_APPEND)
         self._forget_key = client.register_script(_FORGET_KEY)
 
     def key(self, run_id: str, suffix: str = "") -> str:
@@ -218,12 +238,14 @@ class RedisRunLog:
     # --- the record ---
 
     def create(self, record: RunRecord) -> bool:
-        """Record a new run and append its first (``run``) entry; ``False`` if the id is taken."""
+        """Record a new run with its first (``run``) entry, in one script; ``False`` if the id
+        is taken."""
         sealed = self.sealer.seal("record", record.to_json())
-        if not self._set_record(keys=[self.key(record.run_id)], args=["", sealed, self.ttl_ms]):
-            return False
-        self.append(record.run_id, "run", {"run_id": record.run_id, "agent": record.agent})
-        return True
+        created = self._create(
+            keys=[self.key(record.run_id), self.key(record.run_id, ":events")],
+            args=[sealed, self.ttl_ms, self.maxlen, _first_entry(record)],
+        )
+        return bool(created)
 
     def create_once(
         self, record: RunRecord, key: str, request: str
@@ -242,15 +264,18 @@ class RedisRunLog:
             "idempotency", {"key": key, "run_id": record.run_id, "request": request}
         )
         outcome, first = self._create_once(
-            keys=[self.idempotency_key(key), self.key(record.run_id)],
-            args=[sealed, value, self.ttl_ms],
+            keys=[
+                self.idempotency_key(key),
+                self.key(record.run_id),
+                self.key(record.run_id, ":events"),
+            ],
+            args=[sealed, value, self.ttl_ms, self.maxlen, _first_entry(record)],
         )
         if int(outcome) == 0:
             raise RunStateError(
                 f"run id {record.run_id!r} is taken; leave checkpoint_id out to get a new one"
             )
         if int(outcome) == 1:
-            self.append(record.run_id, "run", {"run_id": record.run_id, "agent": record.agent})
             return None
         text = _text(first)
         try:
@@ -429,12 +454,10 @@ class RedisRunLog:
 
     def append(self, run_id: str, kind: str, data: dict[str, Any]) -> str:
         """Append one entry; returns its id."""
-        stream = self.key(run_id, ":events")
-        fields = {"kind": kind, "data": json.dumps(data, ensure_ascii=False)}
-        with self.client.pipeline() as pipe:
-            pipe.xadd(stream, fields, id="0-*", maxlen=self.maxlen, approximate=True)
-            pipe.pexpire(stream, self.ttl_ms)
-            entry_id, _ = pipe.execute()
+        entry_id = self._append(
+            keys=[self.key(run_id, ":events")],
+            args=[self.maxlen, self.ttl_ms, kind, json.dumps(data, ensure_ascii=False)],
+        )
         return _text(entry_id)
 
     def read(self, run_id: str, after: str | None, wait: float) -> list[RunEvent]:
@@ -495,6 +518,11 @@ def _entry(run_id: str, entry_id: str, fields: dict[Any, Any]) -> RunEvent:
         pass
     _log.warning("agentkit: entry %s of run %r is unreadable; reported as a gap", entry_id, run_id)
     return RunEvent.gap(entry_id, 1, reason="unreadable")
+
+
+def _first_entry(record: RunRecord) -> str:
+    """The data of a run's first (``run``) entry, as JSON."""
+    return json.dumps({"run_id": record.run_id, "agent": record.agent}, ensure_ascii=False)
 
 
 def _text(value: Any) -> str:
