@@ -126,6 +126,21 @@ def test_a_cancel_made_before_the_hub_listened_is_read_from_its_key(
         watcher.stop()
 
 
+def test_a_duplicate_delivery_that_ends_at_once_leaves_the_real_run_watched(
+    log: RedisRunLog, hub: WatchHub
+) -> None:
+    # A task delivered twice to one worker: the second is refused by the run's lease and
+    # unregisters at once; the run that goes on must still hear its cancel.
+    real, _ = _watcher(hub, "run-twice")
+    duplicate, _ = _watcher(hub, "run-twice")
+    duplicate.stop()
+    assert hub.runs == ["run-twice"]
+    _cancel(log, "run-twice")
+    _until(lambda: real.reason is not None, "the real run lost its watcher to the duplicate")
+    assert duplicate.reason is None
+    real.stop()
+
+
 def test_a_lost_lease_stops_exactly_the_run_that_lost_it(log: RedisRunLog, hub: WatchHub) -> None:
     store = RedisCheckPointStore(client=log.client, prefix="watcher-test-cp:")
     ttl = 0.9  # refreshed every 0.3 s

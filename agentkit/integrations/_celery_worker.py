@@ -281,7 +281,9 @@ class WatchHub:
         self._prefix = prefix
         self._pattern = _glob_escape(prefix) + "*" + _CANCEL
         self._lock = threading.Lock()
-        self._runs: dict[str, Watcher] = {}
+        # Watchers by run id: a list, since a task delivered twice to one process (the
+        # second is refused by the run's lease) registers a second watcher for a while.
+        self._runs: dict[str, list[Watcher]] = {}
         self._thread: threading.Thread | None = None
         self._listening = False  # the pattern subscription is confirmed on a live connection
         self._idle_since = time.monotonic()
@@ -309,7 +311,7 @@ class WatchHub:
     def add(self, watcher: Watcher) -> bool:
         """Register a run (start the thread if needed); ``True`` if its cancels are heard now."""
         with self._lock:
-            self._runs[watcher.run_id] = watcher
+            self._runs.setdefault(watcher.run_id, []).append(watcher)
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._watch, name="agentkit-celery-watch", daemon=True
@@ -319,16 +321,19 @@ class WatchHub:
             return self._listening
 
     def remove(self, watcher: Watcher) -> None:
-        """Unregister a run (a run registered again under its id since is left alone)."""
+        """Unregister a run's watcher (another one registered under its id stays)."""
         with self._lock:
-            if self._runs.get(watcher.run_id) is watcher:
-                del self._runs[watcher.run_id]
+            watchers = self._runs.get(watcher.run_id, [])
+            if watcher in watchers:
+                watchers.remove(watcher)
+                if not watchers:
+                    del self._runs[watcher.run_id]
                 if not self._runs:
                     self._idle_since = time.monotonic()
 
     def _snapshot(self) -> list[Watcher]:
         with self._lock:
-            return list(self._runs.values())
+            return [watcher for watchers in self._runs.values() for watcher in watchers]
 
     def _done(self) -> bool:
         """End the thread if no run is left and the hub was idle long enough (or shutdown)."""
@@ -380,7 +385,7 @@ class WatchHub:
                     raise TimeoutError("Redis did not confirm the subscription")
             with self._lock:
                 self._listening = True
-                registered = list(self._runs.values())
+            registered = self._snapshot()
             # Asked before we listened (or while we could not).
             self._check_keys(registered)
             if self._outage:
@@ -410,9 +415,9 @@ class WatchHub:
         if not (channel.startswith(self._prefix) and channel.endswith(_CANCEL)):
             return
         with self._lock:
-            watcher = self._runs.get(channel[len(self._prefix) : -len(_CANCEL)])
-        if watcher is not None:
-            data = message["data"]
+            watchers = list(self._runs.get(channel[len(self._prefix) : -len(_CANCEL)], ()))
+        data = message["data"]
+        for watcher in watchers:
             watcher.offer(data.decode() if isinstance(data, bytes) else str(data))
 
     def _tend(self, watchers: list[Watcher]) -> None:
