@@ -255,7 +255,9 @@ def celery_throughput(settings: Settings) -> list[Row]:
     rows: list[Row] = []
     with redis_server() as redis_url, tempfile.TemporaryDirectory() as log_dir:
         tasks = _load_tasks(redis_url, model_url)
-        client = redis.Redis.from_url(redis_url)
+        # Blocking waits (a worker's start, up to GUARD) need a longer socket timeout than
+        # redis-py's default (5 s), which a worker starting on a loaded machine exceeds.
+        client = redis.Redis.from_url(redis_url, socket_timeout=GUARD + 10)
         env = {**child_env(), "BENCH_REDIS_URL": redis_url, "BENCH_MODEL_URL": model_url}
         sides = _Sides(tasks, client, settings.port)
         for count in (2, 4):

@@ -1,124 +1,265 @@
-"""A Celery run's watcher stops at once when its run ends (real redis-server).
+"""The watcher of a Celery worker's runs: one thread and one pub/sub connection per process.
 
-The worker writes a run's ``end`` entry, and frees its thread for the next task, only after the
-run's watcher stopped. The watcher waits for cancel messages on a pub/sub channel with a poll
-of ``POLL_INTERVAL / 2``; before the fix, stopping it waited for that poll to time out, which
-held every run's end back by up to 0.25 s and capped a worker at about 15 runs/s on 4 threads
-(benchmarks: ``celery-throughput``). Here the poll is made a minute long: a watcher that is not
-woken cannot stop within the guard.
+Before, every run had a watcher thread and a pub/sub subscription of its own (subscribe, a
+wake-up publish and an unsubscribe per run: three Redis round trips and a thread per run).
+Now one :class:`WatchHub` per process watches every run: these tests run several runs on one
+hub against a real redis-server (restarted in one test) and check that each guarantee holds
+per run: a cancel reaches exactly its run, a lost lease stops exactly its run, a Redis restart
+keeps every run's lease and cancel, the shutdown cancels every run, and the thread ends once
+no run is left. Waits are bounded by ``GUARD``; none paces the test.
 """
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
 redis = pytest.importorskip("redis")
 
 from agentkit.cancel import CancelHandle, CancelMode  # noqa: E402
+from agentkit.checkpoint import RedisCheckPointStore, lease_for  # noqa: E402
 from agentkit.integrations import _celery_worker  # noqa: E402
-from agentkit.integrations._celery_worker import Watcher  # noqa: E402
+from agentkit.integrations._celery_worker import Watcher, WatchHub  # noqa: E402
 from agentkit.integrations._redislog import RedisRunLog  # noqa: E402
 from agentkit.integrations._signing import Sealer  # noqa: E402
 from tests.redis_server import redis_url  # noqa: E402, F401
+from tests.test_celery_crash import RestartableRedis  # noqa: E402
 
-GUARD = 10.0  # seconds: a failure guard; the stop itself takes milliseconds
+GUARD = 20.0  # seconds: a failure guard; what is awaited takes milliseconds
+PREFIX = "watcher-test:"
+
+
+def _log_for(url: str) -> RedisRunLog:
+    client = redis.Redis.from_url(url)
+    sealer = Sealer(lambda: [b"watcher-tests-key-0123456789abcdef"], "watcher-tests")
+    return RedisRunLog(client, prefix=PREFIX, maxlen=100, ttl=60, sealer=sealer)
 
 
 @pytest.fixture
 def log(redis_url: str) -> Iterator[RedisRunLog]:  # noqa: F811
-    client = redis.Redis.from_url(redis_url)
-    sealer = Sealer(lambda: [b"watcher-tests-key-0123456789abcdef"], "watcher-tests")
-    yield RedisRunLog(client, prefix="watcher-test:", maxlen=100, ttl=60, sealer=sealer)
-    client.close()
+    made = _log_for(redis_url)
+    yield made
+    made.client.close()
 
 
-def _subscribers(log: RedisRunLog, channel: str) -> int:
-    counts = dict(log.client.pubsub_numsub(channel))
-    return int(counts.get(channel.encode(), 0))
+@pytest.fixture
+def hub(log: RedisRunLog) -> Iterator[WatchHub]:
+    made = WatchHub(log)
+    yield made
+    _until(lambda: not made.runs, "a test left a run registered")
 
 
-def _started_watcher(log: RedisRunLog, run_id: str, handle: CancelHandle) -> Watcher:
+def _until(condition: Callable[[], object], what: str, guard: float = GUARD) -> None:
+    deadline = time.monotonic() + guard
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.01)
+
+
+def _watcher(hub: WatchHub, run_id: str, lease_ttl: float = 30) -> tuple[Watcher, CancelHandle]:
+    handle = CancelHandle()
     watcher = Watcher(
-        log,
+        hub,
         run_id,
         handle,
         stops=0,
-        shutdown_mode=CancelMode.IMMEDIATE,
-        shutdown_timeout=1,
-        lease_ttl=30,
+        shutdown_mode=CancelMode.AFTER_TOOL_CALLS,
+        shutdown_timeout=5,
+        lease_ttl=lease_ttl,
     )
     watcher.start()
-    deadline = time.monotonic() + GUARD
-    while _subscribers(log, log.key(run_id, ":cancel")) < 1:  # a barrier: it listens now
-        assert time.monotonic() < deadline, "the watcher never subscribed"
-        time.sleep(0.01)
-    return watcher
+    return watcher, handle
 
 
-def test_stop_wakes_a_watcher_in_the_middle_of_its_poll(
-    log: RedisRunLog, monkeypatch: pytest.MonkeyPatch
+def _thread_of(hub: WatchHub) -> threading.Thread | None:
+    return hub.thread
+
+
+def _cancel(log: RedisRunLog, run_id: str) -> None:
+    sealed = log.sealer.seal("cancel", {"run_id": run_id, "stops": 0, "mode": "immediate"})
+    log.request_cancel(run_id, sealed)
+
+
+def _pubsub_clients(log: RedisRunLog) -> int:
+    return sum(1 for client in log.client.client_list() if client.get("psub") not in ("0", 0))
+
+
+def test_two_runs_share_one_thread_and_a_cancel_stops_only_its_run(
+    log: RedisRunLog, hub: WatchHub
 ) -> None:
-    monkeypatch.setattr(_celery_worker, "POLL_INTERVAL", 120.0)  # each wait: a minute
-    watcher = _started_watcher(log, "run-stop", CancelHandle())
-    stopped = threading.Event()
-
-    def stop() -> None:
-        watcher.stop()
-        stopped.set()
-
-    threading.Thread(target=stop, daemon=True).start()
-    assert stopped.wait(GUARD), "Watcher.stop() waited for the end of the watcher's poll"
-    assert _subscribers(log, log.key("run-stop", ":cancel")) == 0  # its connection is closed
-    assert watcher.reason is None  # waking it is not a cancel
-
-
-def test_cancel_requests_still_reach_the_run(
-    log: RedisRunLog, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(_celery_worker, "POLL_INTERVAL", 120.0)
-    handle = CancelHandle()
-    watcher = _started_watcher(log, "run-cancel", handle)
-    sealed = log.sealer.seal("cancel", {"run_id": "run-cancel", "stops": 0, "mode": "immediate"})
-    log.request_cancel("run-cancel", sealed)
-    deadline = time.monotonic() + GUARD
-    while watcher.reason is None:
-        assert time.monotonic() < deadline, "the cancel request never reached the watcher"
-        time.sleep(0.01)
-    assert watcher.reason == "user"
-    watcher.stop()
-
-
-def _connections_made(log: RedisRunLog) -> int:
-    return int(log.client.info("stats")["total_connections_received"])
-
-
-def test_the_next_watcher_reuses_the_unsubscribed_connection_and_hears_only_its_run(
-    log: RedisRunLog,
-) -> None:
-    connections = _connections_made(log)
-    for number in range(6):
-        ended = _started_watcher(log, f"run-{number}", CancelHandle())
-        ended.stop()
-        assert _subscribers(log, log.key(f"run-{number}", ":cancel")) == 0  # unsubscribed
-    # Closing each watcher's connection would make the next run connect again (a connection
-    # and its greeting per run); it is kept, unsubscribed, for the next watcher. At most the
-    # pool grows by the connections used at the same time (this thread and a watcher's).
-    assert _connections_made(log) - connections <= 2
-    first = _started_watcher(log, "run-a", CancelHandle())
-    first.stop()
-    second = _started_watcher(log, "run-b", CancelHandle())
-    # A cancel for the ended run reaches nobody; one for the new run still stops it.
-    sealed_a = log.sealer.seal("cancel", {"run_id": "run-a", "mode": "immediate", "stops": 0})
-    log.request_cancel("run-a", sealed_a)
-    sealed_b = log.sealer.seal("cancel", {"run_id": "run-b", "mode": "immediate", "stops": 0})
-    log.request_cancel("run-b", sealed_b)
-    deadline = time.monotonic() + GUARD
-    while second.reason is None:
-        assert time.monotonic() < deadline, "the second watcher missed its run's cancel"
-        time.sleep(0.01)
+    threads = {thread.ident for thread in threading.enumerate()}
+    first, _ = _watcher(hub, "run-a")
+    second, _ = _watcher(hub, "run-b")
+    _until(lambda: hub.listening, "the hub never subscribed")
+    new = [t for t in threading.enumerate() if t.ident not in threads]
+    assert [t.name for t in new] == ["agentkit-celery-watch"]  # one thread for both runs
+    assert _pubsub_clients(log) == 1  # and one pub/sub connection
+    _cancel(log, "run-a")
+    _until(lambda: first.reason is not None, "the cancel request never reached run-a")
+    assert first.reason == "user" and second.reason is None
+    first.stop()  # returns once the hub is done with the run: its note is written
     second.stop()
-    assert second.reason == "user" and first.reason is None
+    entries = [entry.data for entry in log.read("run-a", None, 0) if entry.kind == "status"]
+    assert entries == [{"status": "cancelling", "mode": "immediate"}]
+    assert log.read("run-b", None, 0) == []  # nothing was noted for the other run
+
+
+def test_a_cancel_made_before_the_hub_listened_is_read_from_its_key(
+    log: RedisRunLog, hub: WatchHub
+) -> None:
+    _cancel(log, "run-early")  # nobody listens yet: only the stored request can tell
+    early, _ = _watcher(hub, "run-early")
+    other, _ = _watcher(hub, "run-other")
+    _until(lambda: early.reason is not None, "the stored cancel request was never read")
+    assert early.reason == "user" and other.reason is None
+    late, _ = _watcher(hub, "run-late")  # the hub listens now: the run reads its own key
+    assert late.reason is None
+    _cancel(log, "run-late")
+    _until(lambda: late.reason is not None, "the cancel of a later run was not delivered")
+    for watcher in (early, other, late):
+        watcher.stop()
+
+
+def test_a_duplicate_delivery_that_ends_at_once_leaves_the_real_run_watched(
+    log: RedisRunLog, hub: WatchHub
+) -> None:
+    # A task delivered twice to one worker: the second is refused by the run's lease and
+    # unregisters at once; the run that goes on must still hear its cancel.
+    real, _ = _watcher(hub, "run-twice")
+    duplicate, _ = _watcher(hub, "run-twice")
+    duplicate.stop()
+    assert hub.runs == ["run-twice"]
+    _cancel(log, "run-twice")
+    _until(lambda: real.reason is not None, "the real run lost its watcher to the duplicate")
+    assert duplicate.reason is None
+    real.stop()
+
+
+def test_a_lost_lease_stops_exactly_the_run_that_lost_it(log: RedisRunLog, hub: WatchHub) -> None:
+    store = RedisCheckPointStore(client=log.client, prefix="watcher-test-cp:")
+    ttl = 0.9  # refreshed every 0.3 s
+    kept, _ = _watcher(hub, "run-kept", ttl)
+    lost, _ = _watcher(hub, "run-lost", ttl)
+    kept_lease = lease_for(store, "run-kept", ttl)
+    lost_lease = lease_for(store, "run-lost", ttl)
+    kept.hold(kept_lease)
+    lost.hold(lost_lease)
+    lost_lease.release()  # it expired, and another worker took it
+    other = lease_for(store, "run-lost", 60)
+    _until(lambda: lost.reason is not None, "the lost lease was never noticed")
+    assert lost.reason == "lease lost"
+    # The other run's lease is still refreshed (three ttls later it is still held).
+    deadline = time.monotonic() + 3 * ttl
+    while time.monotonic() < deadline:
+        assert kept_lease.refresh(), "the kept run's lease expired: it was not refreshed"
+        time.sleep(ttl / 3)
+    assert kept.reason is None
+    assert other.refresh()  # the run that lost its lease did not take it back
+    for watcher in (kept, lost):
+        watcher.stop()
+    kept_lease.release()
+    other.release()
+
+
+def test_the_shutdown_cancels_every_run_and_then_the_thread_ends(
+    log: RedisRunLog, hub: WatchHub, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shutting_down = threading.Event()
+    monkeypatch.setattr(_celery_worker, "shutting_down", shutting_down)
+    watchers = [_watcher(hub, f"run-{number}")[0] for number in range(3)]
+    _until(lambda: hub.listening, "the hub never subscribed")
+    shutting_down.set()
+    _until(lambda: all(w.reason == "shutdown" for w in watchers), "a run was not stopped")
+    thread = hub.thread
+    assert thread is not None
+    for watcher in watchers:
+        watcher.stop()
+    thread.join(GUARD)  # no run left and the worker going down: the thread ends at once
+    assert not thread.is_alive() and hub.thread is None
+
+
+def test_the_thread_ends_when_idle_and_the_next_run_starts_it_again(
+    log: RedisRunLog, hub: WatchHub, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(WatchHub, "IDLE", 0.2)
+    watcher, _ = _watcher(hub, "run-1")
+    thread = hub.thread
+    assert thread is not None
+    watcher.stop()
+    thread.join(GUARD)
+    assert not thread.is_alive() and hub.thread is None
+    _until(lambda: _pubsub_clients(log) == 0, "the idle hub kept its pub/sub connection")
+    again, _ = _watcher(hub, "run-2")
+    restarted = _thread_of(hub)  # not narrowed by the assert above: it changed meanwhile
+    assert restarted is not None and restarted is not thread
+    _cancel(log, "run-2")
+    _until(lambda: again.reason is not None, "the restarted hub missed a cancel")
+    again.stop()
+
+
+def test_stop_returns_at_once_whatever_the_poll(
+    log: RedisRunLog, hub: WatchHub, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The hub polls with POLL_INTERVAL / 2; a run's end must not wait for that poll.
+    monkeypatch.setattr(_celery_worker, "POLL_INTERVAL", 120.0)
+    watcher, _ = _watcher(hub, "run-stop")
+    _until(lambda: hub.listening, "the hub never subscribed")
+    started = time.monotonic()
+    watcher.stop()
+    assert time.monotonic() - started < GUARD / 2
+    assert watcher.reason is None  # stopping is not a cancel
+    _cancel(log, "run-stop")  # a cancel after the run ended reaches nobody
+    assert watcher.reason is None
+
+
+@pytest.fixture
+def restartable(tmp_path: Path) -> Iterator[RestartableRedis]:
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server is not installed")
+    server = RestartableRedis(Path(tempfile.mkdtemp(dir=tmp_path)))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def test_after_a_redis_restart_both_runs_keep_their_leases_and_cancels(
+    restartable: RestartableRedis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(WatchHub, "MAX_BACKOFF", 0.2)
+    log = _log_for(restartable.url)
+    hub = WatchHub(log)
+    store = RedisCheckPointStore(client=log.client, prefix="watcher-test-cp:")
+    ttl = 3.0
+    first, _ = _watcher(hub, "run-1", ttl)
+    second, _ = _watcher(hub, "run-2", ttl)
+    leases = [lease_for(store, "run-1", ttl), lease_for(store, "run-2", ttl)]
+    first.hold(leases[0])
+    second.hold(leases[1])
+    _until(lambda: hub.listening, "the hub never subscribed")
+    restartable.stop()
+    _until(lambda: not hub.listening, "the hub did not notice that Redis went away")
+    restartable.start()  # the append-only file keeps the leases (and their expiry)
+    _until(lambda: hub.listening, "the hub did not listen again after the restart")
+    restarted = time.monotonic()
+    _cancel(log, "run-1")
+    _until(lambda: first.reason is not None, "a cancel after the restart was not delivered")
+    assert first.reason == "user" and second.reason is None
+    # Past the lease's ttl after the restart, run 2 still holds it: the hub refreshed it.
+    time.sleep(max(0.0, restarted + ttl * 1.5 - time.monotonic()))  # the point of the test
+    assert second.reason is None
+    assert leases[1].refresh()
+    _cancel(log, "run-2")
+    _until(lambda: second.reason is not None, "run-2's cancel was not delivered")
+    first.stop()
+    second.stop()
+    for lease in leases:
+        lease.release()
+    log.client.close()

@@ -71,6 +71,17 @@ redis.call('PEXPIRE', KEYS[1], ARGV[2])
 redis.call('PEXPIRE', KEYS[2], ARGV[2])
 return 1
 """
+# KEYS[1] = checkpoint key, KEYS[2] = steps key, ARGV[1] = the new base, ARGV[2] = ttl in ms
+# ("" = none): the new base and the removal of the old base's records, atomically.
+_SET_BASE_SCRIPT = """
+if ARGV[2] == '' then
+    redis.call('SET', KEYS[1], ARGV[1])
+else
+    redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+end
+redis.call('DEL', KEYS[2])
+return 1
+"""
 # KEYS[1] = lease key, ARGV[1] = owner: delete the lease only if the owner still holds it.
 _RELEASE_SCRIPT = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
@@ -188,6 +199,7 @@ class RedisCheckPointStore(StoreLimits):
         self._read_steps_script = client.register_script(_READ_STEPS_SCRIPT)
         self._append_expiring_script = client.register_script(_APPEND_EXPIRING_SCRIPT)
         self._refresh_script = client.register_script(_REFRESH_SCRIPT)
+        self._set_base_script = client.register_script(_SET_BASE_SCRIPT)
 
     @property
     def client(self) -> Any:
@@ -245,22 +257,18 @@ class RedisCheckPointStore(StoreLimits):
     def set_base(self, checkpoint_id: str, data: bytes, *, sync: bool = False) -> None:
         """Store ``data`` under ``checkpoint_id`` and remove its step records, atomically.
 
-        See :class:`~agentkit.checkpoint.RebasingCheckPointStore`: one round trip
-        (``MULTI``/``SET``/``DEL``/``EXEC``), so no reader sees the new base beside the old
-        records. ``sync`` changes nothing: what survives a crash of Redis itself is the
-        server's persistence setting (``appendfsync``), for this as for every write.
+        See :class:`~agentkit.checkpoint.RebasingCheckPointStore`: one round trip (a Lua
+        script: ``SET`` and ``DEL``), so no reader sees the new base beside the old records.
+        ``sync`` changes nothing: what survives a crash of Redis itself is the server's
+        persistence setting (``appendfsync``), for this as for every write.
         """
-        key = self.key_for(checkpoint_id)
-        steps = self._steps_key(checkpoint_id)
+        keys = [self.key_for(checkpoint_id), self._steps_key(checkpoint_id)]
         data = _check_size(checkpoint_id, _check_data(data), self._max_bytes)
-
-        def write() -> None:
-            with self._client.pipeline(transaction=True) as pipe:
-                pipe.set(key, data, px=self._ttl_ms)
-                pipe.delete(steps)
-                pipe.execute()
-
-        self._run(f"write checkpoint {checkpoint_id!r}", write)
+        ttl = "" if self._ttl_ms is None else self._ttl_ms
+        self._run(
+            f"write checkpoint {checkpoint_id!r}",
+            lambda: self._set_base_script(keys=keys, args=[data, ttl]),
+        )
 
     def delete(self, checkpoint_id: str) -> None:
         """Remove the checkpoint and its step records; an unknown id is not an error."""

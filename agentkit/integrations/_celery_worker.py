@@ -1,11 +1,17 @@
-"""The worker side of the Celery integration: the shutdown signal and the per-run watcher.
+"""The worker side of the Celery integration: the shutdown signal and the runs' watcher.
 
 Celery sends ``worker_shutting_down`` in a worker's main process when a warm shutdown begins
-(SIGTERM). :data:`shutting_down` records it; each running run's :class:`Watcher` then cancels
-its run at the queue's safe point. The watcher also delivers cancel requests from web
-processes (a pub/sub channel, and a Redis key read when it starts listening and every few
-seconds) and refreshes a fresh run's lease; it connects again after Redis went away, and
-stops the run when it lost the lease.
+(SIGTERM). :data:`shutting_down` records it; the watcher then cancels each running run at the
+queue's safe point. The watcher also delivers cancel requests from web processes (a pub/sub
+channel, and a Redis key read when a run starts, after every reconnection and every few
+seconds) and refreshes the fresh runs' leases; it connects again after Redis went away, and
+stops a run whose lease it lost.
+
+One :class:`WatchHub` per queue and process does this for all the runs of the process: one
+thread and one pub/sub connection (a pattern subscription to every run's cancel channel),
+whatever the number of runs; each run is a :class:`Watcher` registered with it while the run
+lives. The thread ends once no run was registered for :attr:`WatchHub.IDLE` seconds (or at
+once when the worker shuts down with no run left); the next run starts it again.
 A cancel request is sealed: one that fails verification, names another run or was made
 before the run's latest stop is ignored (and logged).
 """
@@ -15,7 +21,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -84,24 +89,20 @@ def patiently(call: Callable[[], _T], what: str, *, wait: float = OUTAGE_WAIT) -
 
 
 class Watcher:
-    """Per run in a worker: delivers cancel requests and the shutdown, refreshes the lease.
+    """One run in a worker, as the process's :class:`WatchHub` watches it.
 
-    It outlives a lost connection to Redis (a restart, a failover): it reconnects with a
-    growing pause (``MIN_BACKOFF`` to ``MAX_BACKOFF`` seconds), subscribes again and reads the
-    run's stored cancel request, so a cancel made meanwhile is not lost; it also reads that
-    request every ``KEY_CHECK`` seconds, for cancels published while a connection was being
-    made again. A lease it cannot refresh before it expires, or finds held by another worker,
-    is lost: the run is cancelled at once (:attr:`reason` ``"lease lost"``), since another
-    worker may now run it.
+    :meth:`start` registers the run (from then on a cancel request for it is delivered, the
+    worker's shutdown cancels it, and the lease given to :meth:`hold` is refreshed);
+    :meth:`stop` unregisters it, and returns once the hub does nothing more for it. A lease
+    the hub cannot refresh before it expires, or finds held by another worker, is lost: the
+    run is cancelled at once (:attr:`reason` ``"lease lost"``), since another worker may now
+    run it. :attr:`reason` says why the run was cancelled here (``"user"``, ``"shutdown"``,
+    ``"lease lost"``), or is ``None``.
     """
-
-    MIN_BACKOFF = 0.05
-    MAX_BACKOFF = 2.0
-    KEY_CHECK = 2.0
 
     def __init__(
         self,
-        log: RedisRunLog,
+        hub: WatchHub,
         run_id: str,
         handle: CancelHandle,
         *,
@@ -110,147 +111,110 @@ class Watcher:
         shutdown_timeout: float,
         lease_ttl: float,
     ) -> None:
-        self._log = log
-        self._shutdown_mode = shutdown_mode
-        self._shutdown_timeout = shutdown_timeout
-        self._run_id = run_id
+        self._hub = hub
+        self._log = hub.log
+        self.run_id = run_id
         self._stops = stops
         self._handle = handle
+        self._shutdown_mode = shutdown_mode
+        self._shutdown_timeout = shutdown_timeout
         self._lease_ttl = lease_ttl
-        self._stop = threading.Event()
-        # A channel of this watcher's own: stop() publishes to it, so a watcher waiting for a
-        # cancel message wakes at once instead of at the end of its poll (the run's ``end``
-        # entry is written, and the worker's thread freed, only once the watcher stopped).
-        self._wake_channel = log.key(run_id, f":watcher:{uuid.uuid4().hex}")
+        # Held while the hub acts on the run, and by stop(): after stop() nothing more is
+        # done for the run (no status entry after its end entry).
+        self._lock = threading.Lock()
+        self._active = False
         self._lease: Lease | None = None
         self._lease_until = 0.0  # monotonic time the lease is known to last until
         self._next_refresh = 0.0
-        self._outage = False  # the connection to Redis is lost right now
+        self.next_key_check = 0.0
         self.reason: str | None = None  # "user", "shutdown" or "lease lost"
-        self._thread = threading.Thread(
-            target=self._watch, name=f"agentkit-watch-{run_id[:8]}", daemon=True
-        )
 
-    def start(self) -> None:
-        """Start watching (a thread that :meth:`stop` joins)."""
-        self._thread.start()
+    def start(self, *, check: bool = True) -> bool:
+        """Register the run with the hub; ``True`` if the hub listens for its cancels now.
+
+        A cancel request made before the run was registered is stored in Redis: with
+        ``check`` (the default), it is read here when the hub already listens (else the
+        hub reads it once it listens). With ``check=False`` the caller reads it (see
+        :meth:`offer`) after this call returned ``True``.
+        """
+        with self._lock:
+            self._active = True
+        self.next_key_check = time.monotonic() + WatchHub.KEY_CHECK
+        listening = self._hub.add(self)
+        if listening and check:
+            requested = self._log.cancel_requested(self.run_id)
+            if requested is not None:
+                self.offer(requested)
+        return listening
 
     def stop(self) -> None:
-        """Stop watching; returns once the thread ended (at once: the watcher is woken)."""
-        self._stop.set()
-        try:
-            self._log.client.publish(self._wake_channel, b"stop")
-        except Exception:
-            # Only slower: the watcher still sees the stop at the end of its poll.
-            _log.warning(
-                "agentkit: could not wake the watcher of run %r; it stops within %.2f s",
-                self._run_id,
-                POLL_INTERVAL / 2,
-                exc_info=True,
-            )
-        self._thread.join()
+        """Unregister the run; returns once the hub does nothing more for it."""
+        self._hub.remove(self)
+        with self._lock:
+            self._active = False
+            self._lease = None
 
     def hold(self, lease: Lease) -> None:
         """Refresh ``lease`` (just taken) while the run lives."""
-        now = time.monotonic()
-        self._lease_until = now + self._lease_ttl
-        self._next_refresh = now + self._lease_ttl / 3
-        self._lease = lease
+        with self._lock:
+            now = time.monotonic()
+            self._lease_until = now + self._lease_ttl
+            self._next_refresh = now + self._lease_ttl / 3
+            self._lease = lease
 
-    def _watch(self) -> None:
-        backoff = self.MIN_BACKOFF
-        while not self._stop.is_set():
-            try:
-                self._listen()
-            except Exception as error:  # Redis unreachable: wait, then listen again
-                if not self._outage:
-                    self._outage = True
-                    _log.warning(
-                        "agentkit: lost the connection to Redis while watching run %r (%s: "
-                        "%s); connecting again",
-                        self._run_id,
-                        type(error).__name__,
-                        error,
-                    )
-                self._shutdown_if_asked()
-                self._check_lease_time()
-                self._stop.wait(backoff)
-                backoff = min(backoff * 2, self.MAX_BACKOFF)
-            else:
+    def offer(self, sealed: str) -> None:
+        """A sealed cancel request for this run: cancel it if the request is valid."""
+        with self._lock:
+            if self._active:
+                self._user_cancel(sealed)
+
+    # --- called by the hub's thread ---
+
+    def shutdown_if_asked(self) -> None:
+        """The worker shuts down: cancel the run at the queue's safe point."""
+        if not shutting_down.is_set() or self.reason is not None:
+            return
+        with self._lock:
+            if self._active and self.reason is None:
+                self.reason = "shutdown"
+                self._handle.cancel(self._shutdown_mode, self._shutdown_timeout)
+                self._note({"status": "stopping", "reason": "worker shutdown"})
+
+    def refresh_lease(self, now: float) -> None:
+        """Refresh the lease if it is due (raises when Redis cannot be reached)."""
+        if self._lease is None or now < self._next_refresh:
+            return
+        with self._lock:
+            lease = self._lease
+            if lease is None or not self._active:
                 return
+            if not lease.refresh():
+                self._lost_lease("another worker holds it now")
+                return
+            self._lease_until = now + self._lease_ttl
+            self._next_refresh = now + self._lease_ttl / 3
 
-    def _listen(self) -> None:
-        log = self._log
-        pubsub = log.pubsub()
-        cancel_channel = log.key(self._run_id, ":cancel")
-        ended = False
-        try:
-            pubsub.subscribe(cancel_channel, self._wake_channel)
-            self._check_cancel_key()  # asked before we listened (or while we could not)
-            if self._outage:
-                self._outage = False
-                _log.info("agentkit: watching run %r again", self._run_id)
-            next_key_check = time.monotonic() + self.KEY_CHECK
-            while not self._stop.is_set():
-                self._shutdown_if_asked()
-                message = pubsub.get_message(timeout=POLL_INTERVAL / 2)
-                if (
-                    message is not None
-                    and message.get("type") == "message"
-                    and _text(message.get("channel")) == cancel_channel
-                ):
-                    data = message["data"]
-                    self._user_cancel(data.decode() if isinstance(data, bytes) else str(data))
-                now = time.monotonic()
-                if now >= next_key_check:
-                    next_key_check = now + self.KEY_CHECK
-                    self._check_cancel_key()
-                self._refresh_lease(now)
-            ended = True
-        finally:
-            if ended:  # the next run's watcher listens on it (unsubscribed)
-                log.give_back(pubsub)
-            else:
-                try:
-                    pubsub.close()
-                except Exception:  # a broken connection: nothing to give back
-                    _log.debug("agentkit: closing a pub/sub connection failed", exc_info=True)
+    def next_refresh(self) -> float:
+        """When the lease is due to be refreshed (``inf`` without a lease)."""
+        return self._next_refresh if self._lease is not None else float("inf")
 
-    def _shutdown_if_asked(self) -> None:
-        if shutting_down.is_set() and self.reason is None:
-            self.reason = "shutdown"
-            self._handle.cancel(self._shutdown_mode, self._shutdown_timeout)
-            self._note({"status": "stopping", "reason": "worker shutdown"})
-
-    def _check_cancel_key(self) -> None:
-        requested = self._log.cancel_requested(self._run_id)
-        if requested is not None:
-            self._user_cancel(requested)
-
-    def _refresh_lease(self, now: float) -> None:
-        lease = self._lease
-        if lease is None or now < self._next_refresh:
-            return
-        if not lease.refresh():
-            self._lost_lease("another worker holds it now")
-            return
-        self._lease_until = now + self._lease_ttl
-        self._next_refresh = now + self._lease_ttl / 3
-
-    def _check_lease_time(self) -> None:
+    def check_lease_time(self) -> None:
         """During an outage: past the lease's expiry, another worker may have taken the run."""
-        if self._lease is not None and time.monotonic() >= self._lease_until:
-            self._lost_lease(f"it could not be refreshed within its {self._lease_ttl:g} s")
+        if self._lease is None:
+            return
+        with self._lock:
+            if self._active and self._lease is not None and time.monotonic() >= self._lease_until:
+                self._lost_lease(f"it could not be refreshed within its {self._lease_ttl:g} s")
 
     def _lost_lease(self, why: str) -> None:
+        self._lease = None
         if self.reason == "lease lost":
             return
         self.reason = "lease lost"
-        self._lease = None
         _log.error(
             "agentkit: lost the lease on run %r (%s); stopping the run here, since another "
             "worker may run it",
-            self._run_id,
+            self.run_id,
             why,
         )
         self._handle.cancel(CancelMode.IMMEDIATE)
@@ -259,9 +223,9 @@ class Watcher:
     def _note(self, status: dict[str, Any]) -> None:
         """Append a status entry to the run's log, if Redis can be reached now."""
         try:
-            self._log.append(self._run_id, "status", status)
+            self._log.append(self.run_id, "status", status)
         except Exception:  # Redis is away: the entry is news only, the cancel took effect
-            _log.debug("agentkit: could not note %r for run %r", status, self._run_id,
+            _log.debug("agentkit: could not note %r for run %r", status, self.run_id,
                        exc_info=True)
 
     def _user_cancel(self, sealed: str) -> None:
@@ -270,13 +234,13 @@ class Watcher:
         try:
             body = self._log.sealer.open("cancel", sealed)
         except SealError as error:
-            _log.error("agentkit: ignored a cancel request for run %r: %s", self._run_id, error)
+            _log.error("agentkit: ignored a cancel request for run %r: %s", self.run_id, error)
             return
-        if body.get("run_id") != self._run_id or body.get("stops") != self._stops:
+        if body.get("run_id") != self.run_id or body.get("stops") != self._stops:
             _log.warning(
                 "agentkit: ignored a cancel request for run %r: it was made for run %r before "
                 "stop %r, and this is stop %d",
-                self._run_id,
+                self.run_id,
                 body.get("run_id"),
                 body.get("stops"),
                 self._stops,
@@ -289,6 +253,205 @@ class Watcher:
         self.reason = "user"
         self._handle.cancel(chosen)
         self._note({"status": "cancelling", "mode": chosen.value})
+
+
+class WatchHub:
+    """Watches every run of a worker process: one thread, one pub/sub connection.
+
+    The thread subscribes to the pattern of all runs' cancel channels once, and delivers a
+    message to the registered run it names (others are ignored); it refreshes the registered
+    runs' leases, and cancels them when the worker shuts down. It outlives a lost connection
+    to Redis (a restart, a failover): it reconnects with a growing pause (``MIN_BACKOFF`` to
+    ``MAX_BACKOFF`` seconds), subscribes again and reads the stored cancel request of every
+    registered run, so a cancel made meanwhile is not lost; it also reads each run's request
+    every ``KEY_CHECK`` seconds. While Redis is away, a run whose lease expired is stopped.
+
+    The thread is started by the first registration and ends once no run was registered for
+    ``IDLE`` seconds, or at once when the worker shuts down and no run is left. Thread-safe.
+    """
+
+    MIN_BACKOFF = 0.05
+    MAX_BACKOFF = 2.0
+    KEY_CHECK = 2.0
+    IDLE = 10.0
+
+    def __init__(self, log: RedisRunLog) -> None:
+        self.log = log
+        prefix = log.prefix
+        self._prefix = prefix
+        self._pattern = _glob_escape(prefix) + "*" + _CANCEL
+        self._lock = threading.Lock()
+        # Watchers by run id: a list, since a task delivered twice to one process (the
+        # second is refused by the run's lease) registers a second watcher for a while.
+        self._runs: dict[str, list[Watcher]] = {}
+        self._thread: threading.Thread | None = None
+        self._listening = False  # the pattern subscription is confirmed on a live connection
+        self._idle_since = time.monotonic()
+        self._outage = False  # the connection to Redis is lost right now
+        self._wake = threading.Event()
+
+    @property
+    def thread(self) -> threading.Thread | None:
+        """The hub's thread while it runs (``None`` once it ended for lack of runs)."""
+        with self._lock:
+            return self._thread
+
+    @property
+    def listening(self) -> bool:
+        """``True`` while the hub's subscription is confirmed on a live connection."""
+        with self._lock:
+            return self._listening
+
+    @property
+    def runs(self) -> list[str]:
+        """The ids of the runs registered now."""
+        with self._lock:
+            return list(self._runs)
+
+    def add(self, watcher: Watcher) -> bool:
+        """Register a run (start the thread if needed); ``True`` if its cancels are heard now."""
+        with self._lock:
+            self._runs.setdefault(watcher.run_id, []).append(watcher)
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._watch, name="agentkit-celery-watch", daemon=True
+                )
+                self._listening = False
+                self._thread.start()
+            return self._listening
+
+    def remove(self, watcher: Watcher) -> None:
+        """Unregister a run's watcher (another one registered under its id stays)."""
+        with self._lock:
+            watchers = self._runs.get(watcher.run_id, [])
+            if watcher in watchers:
+                watchers.remove(watcher)
+                if not watchers:
+                    del self._runs[watcher.run_id]
+                if not self._runs:
+                    self._idle_since = time.monotonic()
+
+    def _snapshot(self) -> list[Watcher]:
+        with self._lock:
+            return [watcher for watchers in self._runs.values() for watcher in watchers]
+
+    def _done(self) -> bool:
+        """End the thread if no run is left and the hub was idle long enough (or shutdown)."""
+        with self._lock:
+            if self._runs:
+                return False
+            idle = time.monotonic() - self._idle_since
+            if idle < self.IDLE and not shutting_down.is_set():
+                return False
+            self._thread = None
+            self._listening = False
+            return True
+
+    def _watch(self) -> None:
+        backoff = self.MIN_BACKOFF
+        while True:
+            try:
+                self._listen()
+                return
+            except Exception as error:  # Redis unreachable: wait, then listen again
+                with self._lock:
+                    self._listening = False
+                if not self._outage:
+                    self._outage = True
+                    _log.warning(
+                        "agentkit: lost the connection to Redis while watching runs (%s: %s); "
+                        "connecting again",
+                        type(error).__name__,
+                        error,
+                    )
+                for watcher in self._snapshot():
+                    watcher.shutdown_if_asked()
+                    watcher.check_lease_time()
+                if self._done():
+                    return
+                self._wake.wait(backoff)
+                backoff = min(backoff * 2, self.MAX_BACKOFF)
+
+    def _listen(self) -> None:
+        pubsub = self.log.client.pubsub()
+        try:
+            pubsub.psubscribe(self._pattern)
+            deadline = time.monotonic() + _SUBSCRIBE_WAIT
+            while True:
+                message = pubsub.get_message(timeout=POLL_INTERVAL / 2)
+                if message is not None and message.get("type") == "psubscribe":
+                    break
+                if time.monotonic() > deadline:
+                    raise TimeoutError("Redis did not confirm the subscription")
+            with self._lock:
+                self._listening = True
+            registered = self._snapshot()
+            # Asked before we listened (or while we could not).
+            self._check_keys(registered)
+            if self._outage:
+                self._outage = False
+                _log.info("agentkit: watching runs again")
+            while not self._done():
+                watchers = self._snapshot()
+                for watcher in watchers:
+                    watcher.shutdown_if_asked()
+                now = time.monotonic()
+                wake = min((w.next_refresh() for w in watchers), default=float("inf"))
+                wait = max(0.0, min(POLL_INTERVAL / 2, wake - now))
+                message = pubsub.get_message(timeout=wait)
+                if message is not None and message.get("type") == "pmessage":
+                    self._deliver(message)
+                self._tend(self._snapshot())
+        finally:
+            with self._lock:
+                self._listening = False
+            try:
+                pubsub.close()
+            except Exception:  # a broken connection: nothing to close
+                _log.debug("agentkit: closing a pub/sub connection failed", exc_info=True)
+
+    def _deliver(self, message: dict[str, Any]) -> None:
+        channel = _text(message.get("channel"))
+        if not (channel.startswith(self._prefix) and channel.endswith(_CANCEL)):
+            return
+        with self._lock:
+            watchers = list(self._runs.get(channel[len(self._prefix) : -len(_CANCEL)], ()))
+        data = message["data"]
+        for watcher in watchers:
+            watcher.offer(data.decode() if isinstance(data, bytes) else str(data))
+
+    def _tend(self, watchers: list[Watcher]) -> None:
+        """Refresh the leases that are due; read the cancel keys that are due."""
+        now = time.monotonic()
+        due = []
+        for watcher in watchers:
+            watcher.refresh_lease(now)
+            if now >= watcher.next_key_check:
+                watcher.next_key_check = now + self.KEY_CHECK
+                due.append(watcher)
+        self._check_keys(due)
+
+    def _check_keys(self, watchers: list[Watcher]) -> None:
+        """Read the stored cancel requests of ``watchers`` (one round trip) and offer them."""
+        if not watchers:
+            return
+        log = self.log
+        with log.client.pipeline(transaction=False) as pipe:
+            for watcher in watchers:
+                pipe.get(log.key(watcher.run_id, _CANCEL))
+            values = pipe.execute()
+        for watcher, value in zip(watchers, values, strict=True):
+            if value is not None:
+                watcher.offer(_text(value))
+
+
+_CANCEL = ":cancel"
+_SUBSCRIBE_WAIT = 10.0
+
+
+def _glob_escape(text: str) -> str:
+    """``text`` as a literal in a Redis glob pattern."""
+    return "".join("\\" + char if char in "\\*?[]" else char for char in text)
 
 
 def _text(value: object) -> str:

@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -48,21 +46,13 @@ _log = logging.getLogger("agentkit")
 READ_BATCH = 200
 """The most entries one read returns (a reader holds no more than this at a time)."""
 _CAS_TRIES = 50
-IDLE_PUBSUBS = 16
-"""The most pub/sub connections a run log keeps for the next watchers (see ``pubsub``)."""
-_UNSUBSCRIBE_WAIT = 2.0
 LIVE = ("queued", "running")
 STOPPED = ("interrupted", "cancelled", "failed")
 
-# KEYS[1] = the record hash. ARGV: the sealed text expected there ("" = no record may exist),
-# the new sealed text, the TTL in ms. Returns 1 when the record was replaced, 0 otherwise.
+# KEYS[1] = the record hash. ARGV: the sealed text expected there, the new sealed text, the
+# TTL in ms. Returns 1 when the record was replaced, 0 otherwise.
 _SET_RECORD = """
-local current = redis.call('HGET', KEYS[1], 'sealed')
-if ARGV[1] == '' then
-    if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-elseif current ~= ARGV[1] then
-    return 0
-end
+if redis.call('HGET', KEYS[1], 'sealed') ~= ARGV[1] then return 0 end
 redis.call('HSET', KEYS[1], 'sealed', ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 local idem = redis.call('HGET', KEYS[1], 'idem')
@@ -89,9 +79,29 @@ redis.call('PEXPIRE', KEYS[2], ARGV[3])
 return id
 """
 
-# KEYS[1] = the idempotency key, KEYS[2] = the new run's record hash. ARGV: the new record's
-# sealed text, the key's sealed value, the TTL in ms. Returns {1, ''} when the run was
-# recorded, {0, ''} when its id is taken, {2, value} when the key names an earlier run.
+# KEYS[1] = the record hash, KEYS[2] = the stream, KEYS[3] = the cancel key. ARGV: expected
+# sealed text, new sealed text, TTL in ms, MAXLEN, then kind and data of each entry to add.
+# A run starting on a worker: its record says "running" and its first entries are there
+# together, and the cancel request stored for it (if any) is returned. Returns {0} when the
+# record was not the expected one, else {1, the cancel request or false}.
+_START = """
+if redis.call('HGET', KEYS[1], 'sealed') ~= ARGV[1] then return {0} end
+redis.call('HSET', KEYS[1], 'sealed', ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+local idem = redis.call('HGET', KEYS[1], 'idem')
+if idem then redis.call('PEXPIRE', idem, ARGV[3]) end
+for i = 5, #ARGV, 2 do
+    redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[4], '0-*', 'kind', ARGV[i],
+               'data', ARGV[i + 1])
+end
+redis.call('PEXPIRE', KEYS[2], ARGV[3])
+return {1, redis.call('GET', KEYS[3])}
+"""
+
+# KEYS[1] = the idempotency key, KEYS[2] = the new run's record hash, KEYS[3] = its stream.
+# ARGV: the new record's sealed text, the key's sealed value, the TTL in ms, MAXLEN, the data
+# of the run's first (``run``) entry. Returns {1, ''} when the run was recorded (with its
+# first entry), {0, ''} when its id is taken, {2, value} when the key names an earlier run.
 _CREATE_ONCE = """
 local first = redis.call('GET', KEYS[1])
 if first then return {2, first} end
@@ -99,7 +109,29 @@ if redis.call('EXISTS', KEYS[2]) == 1 then return {0, ''} end
 redis.call('HSET', KEYS[2], 'sealed', ARGV[1], 'idem', KEYS[1])
 redis.call('PEXPIRE', KEYS[2], ARGV[3])
 redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[4], '0-*', 'kind', 'run', 'data', ARGV[5])
+redis.call('PEXPIRE', KEYS[3], ARGV[3])
 return {1, ''}
+"""
+
+# KEYS[1] = the new run's record hash, KEYS[2] = its stream. ARGV: the record's sealed text,
+# the TTL in ms, MAXLEN, the data of the run's first (``run``) entry. Returns 1 when the run
+# was recorded (with its first entry), 0 when its id is taken.
+_CREATE = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('HSET', KEYS[1], 'sealed', ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '0-*', 'kind', 'run', 'data', ARGV[4])
+redis.call('PEXPIRE', KEYS[2], ARGV[2])
+return 1
+"""
+
+# KEYS[1] = the stream. ARGV: MAXLEN, TTL in ms, kind, data. Returns the new entry's id.
+_APPEND = """
+local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '0-*', 'kind', ARGV[3],
+                      'data', ARGV[4])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return id
 """
 
 # KEYS[1] = the idempotency key; ARGV[1] = the value it must still hold to be removed.
@@ -193,10 +225,11 @@ class RedisRunLog:
         self.sealer = sealer
         self._set_record = client.register_script(_SET_RECORD)
         self._finish = client.register_script(_FINISH)
+        self._start = client.register_script(_START)
         self._create_once = client.register_script(_CREATE_ONCE)
+        self._create = client.register_script(_CREATE)
+        self._append = client.register_script(_APPEND)
         self._forget_key = client.register_script(_FORGET_KEY)
-        self._pubsub_lock = threading.Lock()
-        self._idle_pubsubs: list[Any] = []
 
     def key(self, run_id: str, suffix: str = "") -> str:
         """The Redis key of ``run_id`` (with ``suffix``: ``:events``, ``:cancel``)."""
@@ -205,12 +238,14 @@ class RedisRunLog:
     # --- the record ---
 
     def create(self, record: RunRecord) -> bool:
-        """Record a new run and append its first (``run``) entry; ``False`` if the id is taken."""
+        """Record a new run with its first (``run``) entry, in one script; ``False`` if the id
+        is taken."""
         sealed = self.sealer.seal("record", record.to_json())
-        if not self._set_record(keys=[self.key(record.run_id)], args=["", sealed, self.ttl_ms]):
-            return False
-        self.append(record.run_id, "run", {"run_id": record.run_id, "agent": record.agent})
-        return True
+        created = self._create(
+            keys=[self.key(record.run_id), self.key(record.run_id, ":events")],
+            args=[sealed, self.ttl_ms, self.maxlen, _first_entry(record)],
+        )
+        return bool(created)
 
     def create_once(
         self, record: RunRecord, key: str, request: str
@@ -229,15 +264,18 @@ class RedisRunLog:
             "idempotency", {"key": key, "run_id": record.run_id, "request": request}
         )
         outcome, first = self._create_once(
-            keys=[self.idempotency_key(key), self.key(record.run_id)],
-            args=[sealed, value, self.ttl_ms],
+            keys=[
+                self.idempotency_key(key),
+                self.key(record.run_id),
+                self.key(record.run_id, ":events"),
+            ],
+            args=[sealed, value, self.ttl_ms, self.maxlen, _first_entry(record)],
         )
         if int(outcome) == 0:
             raise RunStateError(
                 f"run id {record.run_id!r} is taken; leave checkpoint_id out to get a new one"
             )
         if int(outcome) == 1:
-            self.append(record.run_id, "run", {"run_id": record.run_id, "agent": record.agent})
             return None
         text = _text(first)
         try:
@@ -368,6 +406,42 @@ class RedisRunLog:
                 return _text(entry_id)
         raise RunStateError(f"the record of run {run_id!r} kept changing while the run stopped")
 
+    def start(
+        self,
+        run_id: str,
+        change: Callable[[RunRecord], RunRecord],
+        entries: Sequence[tuple[str, dict[str, Any]]],
+        known: tuple[RunRecord, str] | None = None,
+    ) -> tuple[RunRecord, str, str | None]:
+        """Record a run's start (``change`` of its record) and append its first ``entries``,
+        atomically; read its stored cancel request in the same round trip.
+
+        Returns the record as it is now, its sealed text and the sealed cancel request stored
+        for the run (or ``None``). ``known``: as for :meth:`replace` (the first try expects its
+        sealed text unread). ``change`` may raise to refuse the start.
+        """
+        fields: list[str] = []
+        for kind, data in entries:
+            fields += [kind, json.dumps(data, ensure_ascii=False)]
+        keys = [self.key(run_id), self.key(run_id, ":events"), self.key(run_id, ":cancel")]
+        for _ in range(_CAS_TRIES):
+            if known is None:
+                record, sealed = self.record(run_id)
+            else:
+                (record, sealed), known = known, None
+            new = change(record)
+            replacement = self.sealer.seal("record", new.to_json())
+            reply = self._start(
+                keys=keys, args=[sealed, replacement, self.ttl_ms, self.maxlen, *fields]
+            )
+            if int(reply[0]) == 1:
+                requested = reply[1] if len(reply) > 1 else None
+                return new, replacement, None if requested is None else _text(requested)
+        raise RunStateError(
+            f"the record of run {run_id!r} changed {_CAS_TRIES} times while the run started; "
+            "try again"
+        )
+
     def is_live(self, run_id: str) -> bool:
         """``True`` while the run is queued or running (``False`` for an unusable record)."""
         try:
@@ -380,12 +454,10 @@ class RedisRunLog:
 
     def append(self, run_id: str, kind: str, data: dict[str, Any]) -> str:
         """Append one entry; returns its id."""
-        stream = self.key(run_id, ":events")
-        fields = {"kind": kind, "data": json.dumps(data, ensure_ascii=False)}
-        with self.client.pipeline() as pipe:
-            pipe.xadd(stream, fields, id="0-*", maxlen=self.maxlen, approximate=True)
-            pipe.pexpire(stream, self.ttl_ms)
-            entry_id, _ = pipe.execute()
+        entry_id = self._append(
+            keys=[self.key(run_id, ":events")],
+            args=[self.maxlen, self.ttl_ms, kind, json.dumps(data, ensure_ascii=False)],
+        )
         return _text(entry_id)
 
     def read(self, run_id: str, after: str | None, wait: float) -> list[RunEvent]:
@@ -413,43 +485,6 @@ class RedisRunLog:
         """The id of the latest entry, or ``None``."""
         newest = self.client.xrevrange(self.key(run_id, ":events"), count=1)
         return _text(newest[0][0]) if newest else None
-
-    # --- pub/sub connections (the watchers of runs) ---
-
-    def pubsub(self) -> Any:
-        """A pub/sub object subscribed to nothing: one a watcher gave back, or a new one.
-
-        A run's watcher listens on its own pub/sub connection; reusing the one an ended watcher
-        unsubscribed saves connecting (and greeting) Redis again for every run.
-        """
-        with self._pubsub_lock:
-            if self._idle_pubsubs:
-                return self._idle_pubsubs.pop()
-        return self.client.pubsub(ignore_subscribe_messages=True)
-
-    def give_back(self, pubsub: Any) -> None:
-        """Unsubscribe ``pubsub`` and keep it for the next watcher (close it if that fails).
-
-        It is kept only once Redis confirmed every unsubscribe, so the next watcher's first
-        message is one of its own channels; messages read meanwhile belonged to the ended
-        watcher and are dropped.
-        """
-        try:
-            pubsub.unsubscribe()
-            deadline = time.monotonic() + _UNSUBSCRIBE_WAIT
-            while pubsub.subscribed:
-                if time.monotonic() > deadline:
-                    raise TimeoutError("Redis did not confirm the unsubscribe")
-                pubsub.get_message(timeout=0.1)
-        except Exception:  # a broken connection: not worth keeping
-            _log.debug("agentkit: a pub/sub connection is closed, not kept", exc_info=True)
-            _close(pubsub)
-            return
-        with self._pubsub_lock:
-            if len(self._idle_pubsubs) < IDLE_PUBSUBS:
-                self._idle_pubsubs.append(pubsub)
-                return
-        _close(pubsub)
 
     # --- cancel requests ---
 
@@ -485,12 +520,10 @@ def _entry(run_id: str, entry_id: str, fields: dict[Any, Any]) -> RunEvent:
     return RunEvent.gap(entry_id, 1, reason="unreadable")
 
 
+def _first_entry(record: RunRecord) -> str:
+    """The data of a run's first (``run``) entry, as JSON."""
+    return json.dumps({"run_id": record.run_id, "agent": record.agent}, ensure_ascii=False)
+
+
 def _text(value: Any) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-
-
-def _close(pubsub: Any) -> None:
-    try:
-        pubsub.close()
-    except Exception:  # a broken connection: nothing to give back
-        _log.debug("agentkit: closing a pub/sub connection failed", exc_info=True)

@@ -30,8 +30,10 @@ How runs stay whole:
   delivered while its run is held is sent again, due ``lease_ttl`` seconds later, never
   dropped; once the dead worker's lease expired, the new worker takes the run over (from its
   checkpoint, if it has one), so no run stays "running" without a worker;
-* a run's watcher (cancels, lease refresh) connects again after Redis went away; a lost lease
-  stops the run; the worker's writes wait out a Redis restart;
+* a worker process watches its runs (cancels, lease refreshes, its shutdown) with one thread
+  and one pub/sub connection, whatever the number of runs; it connects again after Redis
+  went away; a lost lease stops exactly the run that lost it; the worker's writes wait out a
+  Redis restart;
 * a run's interrupt (or final error) reaches the stream together with its ``end`` entry and
   its new state, so a resume sent the instant a reader sees the interrupt is accepted;
 * a worker that receives SIGTERM (a deploy; Celery's warm shutdown) cancels its runs at a safe
@@ -80,6 +82,7 @@ from agentkit.events import Agent
 from agentkit.integrations._celery_worker import (
     OUTAGE_WAIT,
     Watcher,
+    WatchHub,
     connect_shutdown_signal,
     patiently,
     shutting_down,
@@ -231,6 +234,7 @@ class AgentQueue:
         self._runners: dict[str, Runner] = {}
         self._lock = threading.Lock()
         self._runlog: RedisRunLog | None = None
+        self._hub: WatchHub | None = None
         self._store: RedisCheckPointStore | None = None
         queue = self
 
@@ -345,6 +349,14 @@ class AgentQueue:
                     client, prefix=self._prefix, maxlen=self._maxlen, ttl=self._ttl, sealer=sealer
                 )
             return self._runlog
+
+    def _watch_hub(self) -> WatchHub:
+        """The watcher of this process's runs (made on first use)."""
+        log = self._log()
+        with self._lock:
+            if self._hub is None:
+                self._hub = WatchHub(log)
+            return self._hub
 
     def _signing_keys(self) -> list[bytes]:
         if self._keys is not None:
@@ -682,7 +694,7 @@ class AgentQueue:
         run_id = order.run_id
         handle = CancelHandle()
         watcher = Watcher(
-            log,
+            self._watch_hub(),
             run_id,
             handle,
             stops=order.stops,
@@ -690,7 +702,9 @@ class AgentQueue:
             shutdown_timeout=self.shutdown_timeout,
             lease_ttl=self._lease_ttl,
         )
-        watcher.start()
+        # Whether the hub hears the run's cancels already: then the run's stored cancel
+        # request is read below, with the record's "running" mark (else the hub reads it).
+        listening = watcher.start(check=False)
         lease: Lease | None = None
         tail: list[tuple[str, dict[str, Any]]] = []
         try:
@@ -705,22 +719,29 @@ class AgentQueue:
                 return {"status": "duplicate", "error": str(error)}
             if lease is not None:
                 watcher.hold(lease)
+            started = [("status", {"status": "started", "worker": worker, "kind": order.kind})]
             try:
-                # A retry after a lost reply reads the record again (its set may have passed).
+                # The "running" mark, the first entry and the stored cancel request: one
+                # round trip. A retry after a lost reply reads the record again (its set may
+                # have passed).
                 tries = iter([known])
-                known = patiently(
-                    lambda: log.replace(run_id, _mark_running(order, worker), next(tries, None)),
+                record, sealed, requested = patiently(
+                    lambda: log.start(
+                        run_id, _mark_running(order, worker), started, next(tries, None)
+                    ),
                     "records a run",
                 )
+                known = (record, sealed)
             except TaskMessageError as error:
                 run.close()
                 _log.error("agentkit: worker %s stopped run %r: %s", worker, run_id, error)
                 return {"status": "refused", "error": str(error)}
+            if listening and requested is not None:
+                watcher.offer(requested)
 
             def append(kind: str, data: dict[str, Any]) -> str:
                 return patiently(lambda: log.append(run_id, kind, data), "appends an entry")
 
-            append("status", {"status": "started", "worker": worker, "kind": order.kind})
             published = publish(run, append)
             summary, tail = published.summary, published.tail
         except Exception as error:
