@@ -19,6 +19,7 @@ import pytest
 from agentkit import (
     AgentCancelledError,
     AgentEvent,
+    AgentMiddleware,
     AgentTool,
     Approve,
     CancelHandle,
@@ -29,6 +30,7 @@ from agentkit import (
     CheckpointError,
     LimitReached,
     LoopAgent,
+    ModelState,
     ParallelAgent,
     Reject,
     ResumeError,
@@ -108,8 +110,16 @@ def test_a_durable_run_writes_its_input_first_then_one_record_per_step() -> None
         runner_for(adding_agent(0), store).resume("r")
 
 
+class _Watching(AgentMiddleware):
+    """A middleware that looks at each model call (it puts the run on the hooks' path)."""
+
+    def before_model(self, state: ModelState) -> None:
+        assert state.messages
+
+
+@pytest.mark.parametrize("hooks", [False, True], ids=["plain", "middleware"])
 @pytest.mark.parametrize("how", ["on_event", "query"])
-def test_no_reader_sees_a_step_before_its_record_is_written(how: str) -> None:
+def test_no_reader_sees_a_step_before_its_record_is_written(how: str, hooks: bool) -> None:
     # Each model reply and each tool result is one step record: the k-th message event a
     # reader gets must find k records written (a crash before the record would undo the step,
     # and the reader would have seen something that did not happen).
@@ -122,7 +132,12 @@ def test_no_reader_sees_a_step_before_its_record_is_written(how: str) -> None:
             written = sum(1 for kind, _ in store.writes if kind == "step")
             seen.append((message.role.value, written))
 
-    runner = runner_for(adding_agent(3), store)
+    agent = adding_agent(3)
+    if hooks:
+        agent = ChatModelAgent("A", "adds", ScriptedChatModel(
+            [*[calls_message(call("add", {"a": i, "b": 1}, id=f"c{i}")) for i in range(3)],
+             "done"]), tools=[add], middlewares=[_Watching()])
+    runner = runner_for(agent, store)
     if how == "on_event":
         runner.invoke("go", with_checkpoint_id("r"), on_event=note)
     else:

@@ -538,7 +538,7 @@ class ReactHooks:
             if not run.streaming:
                 # A wrap_model layer may have made the reply: its calls get one id each too.
                 reply = unique_call_ids(reply)
-                run.emit(event_from_message(reply, None, Role.ASSISTANT))
+                run.send_reply(reply)
         if self.after_model:
             if state is None:
                 state = ModelState(run.config.name, messages, list(self.tool_infos))
@@ -896,7 +896,18 @@ class ReactRun:
     def _emit_reply(self, reply: Message) -> None:
         """Deliver a reply whose delivery waited for the structured-output check."""
         if not self.streaming:
-            self.emit(event_from_message(reply, None, Role.ASSISTANT))
+            self.send_reply(reply)
+
+    def send_reply(self, reply: Message) -> None:
+        """Deliver the whole ``reply``: at once, or (a durable run) in the history now and to
+        readers once its step is committed, so that a crash before the commit (which asks the
+        model again) leaves no reader with a reply the run does not have."""
+        event = event_from_message(reply, None, Role.ASSISTANT)
+        if self.durable is None:
+            self.emit(event)
+            return
+        self._send_unsent()
+        self.unsent = record_event(self.run, event)
 
     # --- model calls ---
 
@@ -913,14 +924,7 @@ class ReactRun:
             if self.guards is not None:
                 self.check_answer(reply)
             if not self.streaming:
-                event = event_from_message(reply, None, Role.ASSISTANT)
-                if self.durable is None:
-                    self.emit(event)
-                else:
-                    # In the history now (the commit writes it), to readers once committed:
-                    # a crash before the commit asks the model again, and nobody saw this one.
-                    self._send_unsent()
-                    self.unsent = record_event(self.run, event)
+                self.send_reply(reply)
         return reply
 
     def check_answer(self, reply: Message) -> None:
