@@ -196,9 +196,12 @@ class Message:
         }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        setter = object.__setattr__
         for key, value in state.items():
-            object.__setattr__(self, key, value)
-        object.__setattr__(self, "role", Role(self.role))
+            setter(self, key, value)
+        role = self.role
+        if type(role) is not Role:  # a plain str from an older pickle; a Role is kept as is
+            setter(self, "role", Role(role))
 
     # --- notebook display (see agentkit.display) ---
     def _repr_html_(self) -> str:
