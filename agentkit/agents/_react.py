@@ -734,6 +734,7 @@ class ReactRun:
         except InterruptSignal:
             # The interrupting tools recorded their points; this one finishes the round later.
             journal.record(self.frame.address, self._progress(state))
+            self._send_unsent()  # a held reply goes first, as it came first
             self.emit(AgentEvent(action=AgentAction(interrupted=InterruptInfo())))
         except RunLimitError as reached:
             # A limit stopped the next model or tool call: a run with a checkpoint pauses here
@@ -741,6 +742,7 @@ class ReactRun:
             pause = limit_pause(self.frame, reached, self._progress(state))
             if pause is None:
                 raise
+            self._send_unsent()
             self.emit(pause)
         except Exception:
             # Cancelled or failed: keep the last safe point (after the last finished model or
