@@ -36,7 +36,7 @@ import datetime
 import threading
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import attrs
 
@@ -60,7 +60,7 @@ from agentkit.errors import CheckpointError
 if TYPE_CHECKING:
     from agentkit._runctx import EventLog
     from agentkit._scope import RunScope
-    from agentkit.checkpoint import CheckPointStore
+    from agentkit.checkpoint import CheckPointStore, JournalingCheckPointStore
     from agentkit.checkpoint.serializer import Serializer
 
 __all__ = ["DurableRun", "StepWriter", "tombstone"]
@@ -91,6 +91,7 @@ class StepWriter:
         "_base_bytes",
         "_checkpoint_id",
         "_closed",
+        "_encoder",
         "_fenced",
         "_generation",
         "_image",
@@ -130,6 +131,7 @@ class StepWriter:
         self._base_bytes = 0
         self._fenced: str | None = None
         self._closed = False
+        self._encoder: Callable[[StepRecord], bytes] | None = None  # the serializer, bound
 
     @property
     def checkpoint_id(self) -> str:
@@ -277,12 +279,15 @@ class StepWriter:
             )
 
     def _encode(self, record: StepRecord) -> bytes:
-        from agentkit.checkpoint._binding import dumps_for_store
+        encode = self._encoder
+        if encode is None:
+            from agentkit.checkpoint._binding import encoder_for
 
-        try:
-            return dumps_for_store(
-                self._serializer, self._store, self._checkpoint_id, record, self._namespace
+            encode = self._encoder = encoder_for(
+                self._serializer, self._store, self._checkpoint_id, self._namespace
             )
+        try:
+            return encode(record)
         except CheckpointError as error:
             raise CheckpointError(
                 f"cannot save a step of checkpoint {self._checkpoint_id!r}: "
@@ -290,8 +295,8 @@ class StepWriter:
             ) from error
 
     def _append(self, data: bytes, sync: bool) -> None:
-        store = self._store
-        assert journals(store)
+        # write() appends only when the store journals (checked once, in __init__).
+        store = cast("JournalingCheckPointStore", self._store)
         _store_call(
             self._checkpoint_id, "append a step to",
             lambda: store.append_step(self._checkpoint_id, data, sync=sync),

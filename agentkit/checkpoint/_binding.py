@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 from agentkit.checkpoint.base import CheckPointStore, legacy_namespaces_of, namespace_of
 from agentkit.errors import CheckpointError
 
-__all__ = ["dumps_for_store", "loads_for_store"]
+__all__ = ["dumps_for_store", "encoder_for", "loads_for_store"]
 
 
 def dumps_for_store(
@@ -31,6 +33,17 @@ def dumps_for_store(
     else:
         data = serializer.dumps(obj, checkpoint_id=checkpoint_id)
     return data  # type: ignore[no-any-return]
+
+
+def encoder_for(
+    serializer: Any, store: CheckPointStore, checkpoint_id: str, namespace: str
+) -> Callable[[Any], bytes]:
+    """:func:`dumps_for_store` with its arguments fixed, worked out once: what a durable run
+    calls for every step record."""
+    if _takes_namespace(type(serializer)):
+        return functools.partial(serializer.dumps, checkpoint_id=checkpoint_id,
+                                 namespace=namespace)
+    return functools.partial(serializer.dumps, checkpoint_id=checkpoint_id)
 
 
 def loads_for_store(
