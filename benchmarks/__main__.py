@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -26,7 +25,7 @@ from benchmarks._celery_bench import CELERY_SCENARIOS, celery_unavailable
 from benchmarks._decompose import decompose
 from benchmarks._durable import durable_steps
 from benchmarks._inproc import SCENARIOS, Settings
-from benchmarks._procs import PROCESS_SCENARIOS, ROOT, child_env
+from benchmarks._procs import PROCESS_SCENARIOS, ROOT, port_server
 from benchmarks._report import Row, markdown, run_metadata, write_results
 from benchmarks._scale import SCALE_SCENARIOS
 from benchmarks._sse import SSE_SCENARIOS, sse_unavailable
@@ -58,28 +57,8 @@ REQUIREMENTS: dict[str, Callable[[], str | None]] = {
 @contextlib.contextmanager
 def loopback_server() -> Iterator[int]:
     """Start the loopback server in its own process; yield its port; stop it on exit."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "benchmarks._server"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        env=child_env(),
-        cwd=ROOT,
-    )
-    try:
-        assert process.stdout is not None
-        line = process.stdout.readline()
-        if not line.startswith("PORT "):
-            raise RuntimeError(f"the benchmark server did not start (it printed {line!r})")
-        yield int(line.split()[1])
-    finally:
-        assert process.stdin is not None
-        process.stdin.close()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    with port_server("benchmarks._server", what="the benchmark server", stop_wait=10) as port:
+        yield port
 
 
 def selected(only: str) -> list[str]:

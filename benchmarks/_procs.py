@@ -7,6 +7,7 @@ agentkit next to this ``benchmarks`` package, not an installed one.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import statistics
@@ -14,14 +15,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from benchmarks._inproc import Settings, interleave
 from benchmarks._report import Budget, Row
 from benchmarks._server import Policy, base_url
 
-__all__ = ["PROCESS_SCENARIOS", "child_env"]
+__all__ = ["PROCESS_SCENARIOS", "child_env", "port_server"]
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -46,6 +47,34 @@ def child_env() -> dict[str, str]:
 
 
 _warmed: list[bool] = []
+
+
+@contextlib.contextmanager
+def port_server(module: str, *args: str, what: str, stop_wait: float) -> Iterator[int]:
+    """Run ``python -m module *args`` (a server that prints ``PORT <n>`` and serves until its
+    stdin closes); yield its port; stop it on exit (killed after ``stop_wait`` seconds)."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", module, *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=child_env(),
+        cwd=ROOT,
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        if not line.startswith("PORT "):
+            raise RuntimeError(f"{what} did not start (it printed {line!r})")
+        yield int(line.split()[1])
+    finally:
+        assert process.stdin is not None
+        process.stdin.close()
+        try:
+            process.wait(timeout=stop_wait)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 def warm_bytecode() -> None:

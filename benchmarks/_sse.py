@@ -22,8 +22,6 @@ import contextlib
 import importlib.util
 import json
 import statistics
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -31,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from benchmarks._inproc import Settings
-from benchmarks._procs import ROOT, child_env
+from benchmarks._procs import ROOT, port_server
 from benchmarks._report import Row, ScenarioUnavailable
 from benchmarks._server import Policy, base_url, request_count
 
@@ -59,28 +57,10 @@ def sse_unavailable() -> str | None:
 @contextlib.contextmanager
 def sample_app_server(model_url: str) -> Iterator[int]:
     """Start the sample app's server process; yield its port; stop it on exit."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "benchmarks._sse_server", model_url],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        env=child_env(),
-        cwd=ROOT,
-    )
-    try:
-        assert process.stdout is not None
-        line = process.stdout.readline()
-        if not line.startswith("PORT "):
-            raise RuntimeError(f"the sample app's server did not start (it printed {line!r})")
-        yield int(line.split()[1])
-    finally:
-        assert process.stdin is not None
-        process.stdin.close()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    with port_server(
+        "benchmarks._sse_server", model_url, what="the sample app's server", stop_wait=30
+    ) as port:
+        yield port
 
 
 @dataclass
