@@ -582,3 +582,54 @@ def test_loads_refuses_non_bytes_and_non_str_ids() -> None:
         serializer.loads("text", checkpoint_id="x")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="checkpoint_id must be a str"):
         serializer.dumps(1, checkpoint_id=1)  # type: ignore[arg-type]
+
+
+# -- signing many values: the prepared key and the bound encoder --------------------------------
+
+
+@given(
+    key=st.binary(min_size=16, max_size=200),
+    parts=st.lists(st.binary(max_size=300), max_size=4),
+)
+@settings(max_examples=200, deadline=None)
+def test_a_prepared_key_signs_the_same_bytes_as_hmac(key: bytes, parts: list[bytes]) -> None:
+    from agentkit.checkpoint._mac import MacKey
+
+    expected = hmac.digest(key, b"".join(parts), "sha256")
+    prepared = MacKey(key)
+    assert prepared.digest(*parts) == expected
+    assert prepared.digest(*parts) == expected  # the prepared states are not used up
+    if parts:
+        assert prepared.extended(*parts[:1]).digest(*parts[1:]) == expected
+
+
+def test_the_bound_encoder_writes_exactly_what_dumps_writes() -> None:
+    serializer = PickleSerializer(secret_key=KEY)
+    encode = serializer.bound_encoder(checkpoint_id="run-7", namespace="store-a")
+    values: list[Any] = [
+        {"step": n, "reply": Message(role=Role.ASSISTANT, content=f"answer {n}")} for n in range(5)
+    ]
+    values.insert(2, [Message(role=Role.USER, content="shared")] * 3)  # the memo, then cleared
+    for value in values:
+        data = encode(value)
+        assert data == serializer.dumps(value, checkpoint_id="run-7", namespace="store-a")
+        assert serializer.loads(data, checkpoint_id="run-7", namespace="store-a") == value
+    # a value it refuses leaves nothing behind for the next one
+    with pytest.raises(CheckpointError, match="lambda"):
+        encode({"ok": [1, 2], "bad": lambda: None})
+    assert encode(values[0]) == serializer.dumps(
+        values[0], checkpoint_id="run-7", namespace="store-a"
+    )
+    # bound to its id and namespace: another id or store refuses the record
+    with pytest.raises(CheckpointError, match="signature"):
+        serializer.loads(encode(values[0]), checkpoint_id="run-8", namespace="store-a")
+    with pytest.raises(CheckpointError, match="signature"):
+        serializer.loads(encode(values[0]), checkpoint_id="run-7", namespace="store-b")
+
+
+def test_the_bound_encoder_keeps_max_bytes() -> None:
+    serializer = PickleSerializer(secret_key=KEY, max_bytes=200)
+    encode = serializer.bound_encoder(checkpoint_id="run-1")
+    with pytest.raises(CheckpointError, match="over max_bytes=200"):
+        encode("x" * 500)
+    assert serializer.loads(encode("small"), checkpoint_id="run-1") == "small"
