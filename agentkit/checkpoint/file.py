@@ -13,9 +13,10 @@ import stat
 import sys
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from agentkit.checkpoint._appends import KEEPS_FILES_OPEN, OpenAppends
 from agentkit.checkpoint._atomic import STALE_TEMP_SECONDS, AtomicFiles
 from agentkit.checkpoint._files import (
     fsync_directory,
@@ -136,6 +137,8 @@ class FileCheckPointStore(StoreLimits):
             ) from exc
         self._namespace = "file:" + os.path.realpath(self._directory)
         self._files = AtomicFiles(self._directory)
+        # The step files of the runs writing now, kept open between appends (POSIX).
+        self._appends = OpenAppends() if KEEPS_FILES_OPEN else None
         with contextlib.suppress(OSError):  # best effort: a write sweeps again, and says why
             self._files.sweep()
         self._files.remove_older_than(STALE_TEMP_SECONDS)  # left by earlier releases
@@ -221,6 +224,8 @@ class FileCheckPointStore(StoreLimits):
             if expired is not None and expired < cutoff:
                 _unlink(lease)
             return 0
+        if self._appends is not None:
+            self._appends.forget(str(data[0]))
         for path in (*data, lease):  # the records first, as delete() does
             _unlink(path)
         return 1
@@ -305,25 +310,21 @@ class FileCheckPointStore(StoreLimits):
         data = _check_size(checkpoint_id, _check_data(data), self._max_bytes)
         frame = len(data).to_bytes(4, "big") + zlib.crc32(data).to_bytes(4, "big") + data
         try:
-            fd = open_nofollow(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-            try:
-                info = os.fstat(fd)
-                if not stat.S_ISREG(info.st_mode):
-                    raise OSError(errno.EINVAL, "not a regular file", str(path))
-                view = memoryview(frame)
-                while view:
-                    view = view[os.write(fd, view) :]
-                if sync or self._sync_steps:
-                    _datasync(fd)
-                    if info.st_size == 0:  # a new file: its name must survive too
-                        fsync_directory(self._directory)
-            finally:
-                os.close(fd)
+            if self._appends is not None:
+                self._appends.append(path, frame, self._step_sync if sync or self._sync_steps
+                                     else None)
+            else:
+                _append_once(path, frame, self._step_sync if sync or self._sync_steps else None)
         except OSError as exc:
             raise CheckpointError(
                 f"cannot append a step of checkpoint {checkpoint_id!r} to {path!r}: "
                 f"{_explain(exc)}"
             ) from exc
+
+    def _step_sync(self, fd: int, created: bool) -> None:
+        _datasync(fd)
+        if created:  # a new file: its name must survive too
+            fsync_directory(self._directory)
 
     def read_steps(self, checkpoint_id: str) -> list[bytes]:
         """Return the step records of ``checkpoint_id``, oldest first (a torn last one dropped).
@@ -355,6 +356,8 @@ class FileCheckPointStore(StoreLimits):
     def delete_steps(self, checkpoint_id: str) -> None:
         """Remove the step records of ``checkpoint_id``; an unknown id is not an error."""
         path = self.steps_path_for(checkpoint_id)
+        if self._appends is not None:
+            self._appends.forget(str(path))
         try:
             path.unlink()
         except FileNotFoundError:
@@ -399,6 +402,17 @@ class FileCheckPointStore(StoreLimits):
                 f"cannot release the lease on checkpoint {checkpoint_id!r} ({str(path)!r}): "
                 f"{_explain(exc)}"
             ) from exc
+
+    def close(self) -> None:
+        """Close the step-record files kept open between appends (POSIX).
+
+        The store stays usable: the next append opens its file again. Up to 32 files are
+        kept open, one per durable run writing at the time; each is closed when its run ends
+        (its tombstone or next base is written), when the store removes its records, or when
+        the store is garbage-collected.
+        """
+        if self._appends is not None:
+            self._appends.close()
 
     def __repr__(self) -> str:
         return f"FileCheckPointStore({str(self._directory)!r})"
@@ -480,6 +494,22 @@ def _frames(raw: bytes, checkpoint_id: str, path: Path) -> list[bytes]:
         records.append(record)
         position = start + size
     return records
+
+
+def _append_once(path: str, frame: bytes, sync: Callable[[int, bool], None] | None) -> None:
+    """Open ``path``, append ``frame`` in one write, close it (where files are not kept open)."""
+    fd = open_nofollow(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        view = memoryview(frame)
+        while view:
+            view = view[os.write(fd, view) :]
+        if sync is not None:
+            sync(fd, info.st_size == 0)
+    finally:
+        os.close(fd)
 
 
 def _datasync(fd: int) -> None:
