@@ -114,7 +114,7 @@ def _is_agentkit(cls: type) -> bool:
 class TypeTable:
     """Which classes a serializer reads and writes, under which stable names."""
 
-    __slots__ = ("_by_name", "_by_type", "field_getters", "short_tags", "specs")
+    __slots__ = ("_by_name", "_by_type", "enum_tags", "field_getters", "short_tags", "specs")
 
     def __init__(self, allowed: Mapping[str, type]) -> None:
         self._by_name = dict(allowed)
@@ -127,6 +127,7 @@ class TypeTable:
         self.short_tags: dict[type, str] = {}
         self.specs: dict[tuple[str, ...], tuple[str, ...]] = {}
         self.field_getters: dict[type, tuple[tuple[str, ...], Callable[[Any], Any]]] = {}
+        self.enum_tags: dict[type, str] = {}  # enum class -> "E" + its name
 
     @property
     def user_types(self) -> Mapping[str, type]:
@@ -201,6 +202,7 @@ class Encoder(pickle.Pickler):
         self._specs = table.specs
         self._short = table.short_tags
         self._getters = table.field_getters
+        self._enums = table.enum_tags
 
     def reducer_override(self, obj: Any) -> Any:
         """Rewrite ``obj`` as a restore call, or refuse it (see the module docstring)."""
@@ -208,6 +210,9 @@ class Encoder(pickle.Pickler):
         fields = self._getters.get(cls)
         if fields is not None:  # attrs' own __getstate__: the same values, without the dict
             return _restore, (fields[0], *fields[1](obj))
+        tag = self._enums.get(cls)
+        if tag is not None:  # an enum class seen before (Role, in every message)
+            return _restore, (tag, obj._value_)
         short = self._short.get(cls)
         if short is not None:  # a class seen before, with the common shape: skip the checks
             state = obj.__getstate__()
@@ -233,7 +238,8 @@ class Encoder(pickle.Pickler):
         except CheckpointError as refused:
             raise _unpicklable(obj) or refused from None
         if isinstance(obj, enum.Enum):
-            return _restore, ("E" + name, obj._value_)
+            tag = self._enums[cls] = "E" + name
+            return _restore, (tag, obj._value_)
         codec = VALUE_CODECS.get(cls)
         if codec is not None:
             return _restore, ("V" + name, codec[1](obj))
