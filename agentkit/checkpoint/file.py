@@ -89,7 +89,11 @@ class FileCheckPointStore(StoreLimits):
       system's hands when ``append_step`` returns, so it survives the death of the process;
       it reaches the disk when the system writes it back, at once with ``sync=True`` or
       ``sync_steps=True`` (``fdatasync``, a fraction of a millisecond to a few milliseconds
-      per step, depending on the disk).
+      per step, depending on the disk). On POSIX a run's ``.steps`` file stays open between
+      its appends (up to 32 files per store; each append checks that the file still has a
+      name and opens it again if another process removed it); it is closed when the run's
+      records are removed (its next base or its tombstone), by :meth:`close`, and when the
+      store is garbage-collected.
     * A durable run's first image, its compactions and its tombstone are written with
       :meth:`set_base` (:class:`~agentkit.checkpoint.RebasingCheckPointStore`), like its step
       records: atomic (a new file moved over the old one), ``fsync``-ed (file and directory)
