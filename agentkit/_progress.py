@@ -258,15 +258,36 @@ def state_delta(address: Address, old: Any, new: Any) -> list[Op]:
     if old is None or type(old) is not type(new):
         return [PutPoint(address, new)]
     ops: list[Op] = []
-    for field in attrs.fields(type(new)):
-        name = field.name
-        before, after = getattr(old, name), getattr(new, name)
+    names, values = _fields_of(type(new))
+    for name, before, after in zip(names, values(old), values(new), strict=True):
         if after is before:
             continue
         op = _field_delta(address, name, before, after)
         if op is not None:
             ops.append(op)
     return ops
+
+
+_FIELDS_OF: dict[type, tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]]]] = {}
+
+
+def _fields_of(cls: type) -> tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]]]:
+    """The attrs field names of ``cls`` and a getter of their values, as a tuple.
+
+    Remembered per class (a durable run diffs its state at every step; point states are a
+    few classes).
+    """
+    known = _FIELDS_OF.get(cls)
+    if known is None:
+        names = tuple(field.name for field in attrs.fields(cls))
+        if len(names) >= 2:
+            known = names, operator.attrgetter(*names)
+        else:  # attrgetter of one name returns the value itself, not a tuple
+            getters = [operator.attrgetter(name) for name in names]
+            known = names, lambda value: tuple(get(value) for get in getters)
+        if len(_FIELDS_OF) < 256:
+            _FIELDS_OF[cls] = known
+    return known
 
 
 def _field_delta(address: Address, name: str, before: Any, after: Any) -> Op | None:
