@@ -328,8 +328,10 @@ def execute_agent(agent: Any, run: AgentRun) -> None:
 
 
 # Whether agents of a class are BaseAgents, by class: isinstance() against an ABC runs Python
-# code of its own on every turn.
+# code of its own on every turn. Bounded: classes made at run time (a notebook cell run again)
+# are not kept alive by it.
 _base_agent_classes: dict[type, bool] = {}
+_MAX_REMEMBERED_CLASSES = 256
 
 
 def _execute(agent: Any, run: AgentRun) -> None:
@@ -337,7 +339,9 @@ def _execute(agent: Any, run: AgentRun) -> None:
         kind = agent.__class__
         is_base = _base_agent_classes.get(kind)
         if is_base is None:
-            is_base = _base_agent_classes[kind] = isinstance(agent, BaseAgent)
+            is_base = isinstance(agent, BaseAgent)
+            if len(_base_agent_classes) < _MAX_REMEMBERED_CLASSES:
+                _base_agent_classes[kind] = is_base
         if is_base:
             agent.execute(run)
         else:

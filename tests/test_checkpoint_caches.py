@@ -269,3 +269,24 @@ def test_lease_methods_on_one_instance_are_checked_per_instance() -> None:
         lease_for(plain, "a")
     lease_for(leasing, "b").release()
     assert leasing.leased == ["a", "b"]
+
+
+def test_the_agent_kind_cache_does_not_keep_classes_made_at_run_time_alive() -> None:
+    import gc
+    import weakref
+
+    from agentkit import BaseAgent, Runner
+    from agentkit._agent import _MAX_REMEMBERED_CLASSES, _base_agent_classes
+
+    refs = []
+    for number in range(_MAX_REMEMBERED_CLASSES + 50):
+        cls = type(f"Made{number}", (BaseAgent,), {
+            "name": "made", "description": "made at run time",
+            "execute": lambda self, run: None,
+        })
+        refs.append(weakref.ref(cls))
+        Runner(cls()).invoke("hi")
+        del cls
+    gc.collect()
+    assert len(_base_agent_classes) <= _MAX_REMEMBERED_CLASSES
+    assert sum(ref() is None for ref in refs) >= 50

@@ -222,6 +222,10 @@ class Encoder(pickle.Pickler):
                     return _restore, (spec, *state.values())
         if obj is _restore:
             return NotImplemented
+        return self._reduce_first(obj, cls)
+
+    def _reduce_first(self, obj: Any, cls: type) -> Any:
+        """The checks and the reduction of a value none of the short paths took."""
         if isinstance(obj, type):
             return _restore, ("T" + self._table.name_for(obj),)
         if isinstance(obj, types.ModuleType):
