@@ -132,3 +132,29 @@ def test_a_forked_child_opens_its_own_files(directory: Path) -> None:
     store.append_step("parent", b"p2")
     assert store.read_steps("parent") == [b"p1", b"from child", b"p2"]
     assert store.read_steps("child") == [b"c2"]
+
+
+def test_a_file_system_that_counts_no_links_does_not_loop(
+    directory: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Some network and FUSE file systems report st_nlink 0 for a file that is open and named;
+    # no such file system is mounted here, so fstat says so.
+    from agentkit.checkpoint import _appends
+
+    real_fstat = os.fstat
+
+    class NoLinks:
+        def __init__(self, fd: int) -> None:
+            self._info = real_fstat(fd)
+            self.st_nlink = 0
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self._info, name)
+
+    monkeypatch.setattr(_appends.os, "fstat", NoLinks)
+    store = FileCheckPointStore(directory)
+    store.append_step("run", b"one")
+    store.append_step("run", b"two")
+    monkeypatch.undo()
+    assert store.read_steps("run") == [b"one", b"two"]
+    assert _open_files(directory) == []

@@ -30,7 +30,7 @@ from collections.abc import Callable
 
 from agentkit.checkpoint._files import open_nofollow
 
-__all__ = ["MAX_OPEN", "KEEPS_FILES_OPEN", "OpenAppends"]
+__all__ = ["KEEPS_FILES_OPEN", "MAX_OPEN", "OpenAppends", "append_once"]
 
 MAX_OPEN = 32
 """Most step files one store keeps open (the durable runs writing at the same time)."""
@@ -38,6 +38,7 @@ KEEPS_FILES_OPEN = os.name == "posix"
 """Whether files are kept open between appends on this platform."""
 
 _FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT
+_TRIES = 3  # an append that finds its file closed or removed opens it again, this often
 
 
 class _Open:
@@ -76,7 +77,7 @@ class OpenAppends:
             OSError: the file cannot be opened (a symbolic link, not a regular file, ...) or
                 written.
         """
-        while True:
+        for _ in range(_TRIES):
             handle = self._get(path)
             with handle.lock:
                 fd = handle.fd
@@ -88,12 +89,13 @@ class OpenAppends:
                     handle.fd = -1
                     os.close(fd)
                     continue
-                view = memoryview(frame)
-                while view:
-                    view = view[os.write(fd, view) :]
+                _write(fd, frame)
                 if sync is not None:
                     sync(fd, info.st_size == 0)
                 return
+        # Closed under every try, or a file system that counts no link for an open file:
+        # open it for this append alone.
+        append_once(path, frame, sync)
 
     def forget(self, path: str) -> None:
         """Close ``path``'s file if it is open (before the store removes or replaces it)."""
@@ -149,6 +151,27 @@ class OpenAppends:
         with self._lock:
             if self._files.get(path) is handle:
                 del self._files[path]
+
+
+def append_once(path: str, frame: bytes, sync: Callable[[int, bool], None] | None) -> None:
+    """Open ``path``, append ``frame`` in one write and close it (where files are not kept
+    open); ``sync`` as for :meth:`OpenAppends.append`."""
+    fd = open_nofollow(path, _FLAGS, 0o600)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", path)
+        _write(fd, frame)
+        if sync is not None:
+            sync(fd, info.st_size == 0)
+    finally:
+        os.close(fd)
+
+
+def _write(fd: int, frame: bytes) -> None:
+    view = memoryview(frame)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 _ALL: weakref.WeakSet[OpenAppends] = weakref.WeakSet()

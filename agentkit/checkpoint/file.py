@@ -9,14 +9,13 @@ import functools
 import hashlib
 import json
 import os
-import stat
 import sys
 import time
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
-from agentkit.checkpoint._appends import KEEPS_FILES_OPEN, OpenAppends
+from agentkit.checkpoint._appends import KEEPS_FILES_OPEN, OpenAppends, append_once
 from agentkit.checkpoint._atomic import STALE_TEMP_SECONDS, AtomicFiles
 from agentkit.checkpoint._files import (
     fsync_directory,
@@ -318,7 +317,7 @@ class FileCheckPointStore(StoreLimits):
                 self._appends.append(path, frame, self._step_sync if sync or self._sync_steps
                                      else None)
             else:
-                _append_once(path, frame, self._step_sync if sync or self._sync_steps else None)
+                append_once(path, frame, self._step_sync if sync or self._sync_steps else None)
         except OSError as exc:
             raise CheckpointError(
                 f"cannot append a step of checkpoint {checkpoint_id!r} to {path!r}: "
@@ -498,22 +497,6 @@ def _frames(raw: bytes, checkpoint_id: str, path: Path) -> list[bytes]:
         records.append(record)
         position = start + size
     return records
-
-
-def _append_once(path: str, frame: bytes, sync: Callable[[int, bool], None] | None) -> None:
-    """Open ``path``, append ``frame`` in one write, close it (where files are not kept open)."""
-    fd = open_nofollow(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise OSError(errno.EINVAL, "not a regular file", str(path))
-        view = memoryview(frame)
-        while view:
-            view = view[os.write(fd, view) :]
-        if sync is not None:
-            sync(fd, info.st_size == 0)
-    finally:
-        os.close(fd)
 
 
 def _datasync(fd: int) -> None:
