@@ -139,8 +139,6 @@ def test_a_file_system_that_counts_no_links_does_not_loop(
 ) -> None:
     # Some network and FUSE file systems report st_nlink 0 for a file that is open and named;
     # no such file system is mounted here, so fstat says so.
-    from agentkit.checkpoint import _appends
-
     real_fstat = os.fstat
 
     class NoLinks:
@@ -151,7 +149,7 @@ def test_a_file_system_that_counts_no_links_does_not_loop(
         def __getattr__(self, name: str) -> object:
             return getattr(self._info, name)
 
-    monkeypatch.setattr(_appends.os, "fstat", NoLinks)
+    monkeypatch.setattr(os, "fstat", NoLinks)
     store = FileCheckPointStore(directory)
     store.append_step("run", b"one")
     store.append_step("run", b"two")
