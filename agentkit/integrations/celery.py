@@ -709,7 +709,7 @@ class AgentQueue:
         tail: list[tuple[str, dict[str, Any]]] = []
         try:
             try:
-                lease, run = self._start(order, handle, redelivered=redelivered)
+                lease, run = self._start(order, handle, watcher, redelivered=redelivered)
             except CheckpointBusyError as error:
                 # Another worker holds the run: alive (a duplicate delivery), or dead (its
                 # lease expires within lease_ttl). Try again then, never drop the run.
@@ -717,8 +717,6 @@ class AgentQueue:
             except CheckpointConsumedError as error:
                 _log.info("agentkit: run %r not started on %s: %s", run_id, worker, error)
                 return {"status": "duplicate", "error": str(error)}
-            if lease is not None:
-                watcher.hold(lease)
             started = [("status", {"status": "started", "worker": worker, "kind": order.kind})]
             try:
                 # The "running" mark, the first entry and the stored cancel request: one
@@ -772,9 +770,12 @@ class AgentQueue:
         return summary
 
     def _start(
-        self, order: _Order, handle: CancelHandle, *, redelivered: bool
+        self, order: _Order, handle: CancelHandle, watcher: Watcher, *, redelivered: bool
     ) -> tuple[Lease | None, Any]:
         """Start the order's run (a fresh run holds a lease on its id); its event iterator.
+
+        A fresh run's lease is refreshed by the process's watch hub (``watcher``), which
+        tells the run when it is lost: the run starts no thread of its own for it.
 
         A redelivered order goes on from the run's checkpoint, when the worker that took it
         first saved one: a fresh run is resumed; a resume whose targets the run has moved
@@ -806,12 +807,13 @@ class AgentQueue:
             messages = [Message.from_dict(item) for item in order.payload["messages"]]
             run = runner.run(
                 messages,
-                with_checkpoint_id(run_id, lease=lease),  # the run keeps it, durable
+                # The hub refreshes it; the run is told when it is lost.
+                with_checkpoint_id(run_id, lease=watcher.hold(lease)),
                 with_session_values(order.payload.get("session_values") or {}),
                 with_cancel(handle),
             )
         except BaseException:
-            lease.release()
+            watcher.give_back(lease)  # the hub refreshes it no more
             raise
         return lease, run
 
