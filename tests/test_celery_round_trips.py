@@ -98,3 +98,29 @@ def test_a_submission_records_its_run_with_its_first_entry_in_one_round_trip(
     sent.clear()
     log.append("run-3", "status", {"status": "started"})
     assert len(sent) == 1
+
+
+def test_a_runs_end_frees_its_lease_in_the_same_round_trip(
+    log: RedisRunLog, sent: list[object]
+) -> None:
+    from agentkit.checkpoint import RedisCheckPointStore, lease_for
+    from agentkit.errors import CheckpointBusyError
+
+    store = RedisCheckPointStore(client=log.client, prefix="round-trips-cp:")
+    summary = {"status": "completed"}
+    log.finish("run-5", _running, summary, (), _new_run(log, "run-5"))  # Redis has the script
+    lease = lease_for(store, "run-6", 30)
+    known = _new_run(log, "run-6")
+    sent.clear()
+    log.finish("run-6", _running, summary, (), known, lease=(store.lease_key("run-6"), lease.owner))
+    assert len(sent) == 1  # the stop, its end entry and the lease: one script
+    assert log.record("run-6")[0].status == "running"
+    assert [entry.kind for entry in log.read("run-6", None, 0)] == ["run", "end"]
+    lease_for(store, "run-6", 30).release()  # free: another worker may resume the run now
+    # A lease another owner took meanwhile (it expired) is left to that owner.
+    theirs = lease_for(store, "run-7", 30)
+    log.finish("run-7", _running, summary, (), _new_run(log, "run-7"),
+               lease=(store.lease_key("run-7"), "an-expired-owner"))
+    with pytest.raises(CheckpointBusyError):
+        lease_for(store, "run-7", 30)
+    theirs.release()

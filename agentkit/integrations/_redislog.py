@@ -60,18 +60,25 @@ if idem then redis.call('PEXPIRE', idem, ARGV[3]) end
 return 1
 """
 
-# KEYS[1] = the record hash, KEYS[2] = the stream. ARGV: expected sealed text, new sealed
-# text, TTL in ms, MAXLEN, then kind and data of each entry to add (the run's last events,
-# then its end entry). The record and the entries change together: no reader sees the run's
-# interrupt before its record says it is interrupted.
+# KEYS[1] = the record hash, KEYS[2] = the stream, KEYS[3] (optional) = the run's lease key.
+# ARGV: expected sealed text, new sealed text, TTL in ms, MAXLEN, the lease's owner (only
+# with KEYS[3]), then kind and data of each entry to add (the run's last events, then its end
+# entry). The record and the entries change together: no reader sees the run's interrupt
+# before its record says it is interrupted; and the lease, if its owner still holds it, is
+# freed with them (so the run is free to resume once its stop is seen).
 _FINISH = """
 if redis.call('HGET', KEYS[1], 'sealed') ~= ARGV[1] then return false end
 redis.call('HSET', KEYS[1], 'sealed', ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 local idem = redis.call('HGET', KEYS[1], 'idem')
 if idem then redis.call('PEXPIRE', idem, ARGV[3]) end
+local first = 5
+if #KEYS > 2 then
+    if redis.call('GET', KEYS[3]) == ARGV[5] then redis.call('DEL', KEYS[3]) end
+    first = 6
+end
 local id
-for i = 5, #ARGV, 2 do
+for i = first, #ARGV, 2 do
     id = redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[4], '0-*',
                     'kind', ARGV[i], 'data', ARGV[i + 1])
 end
@@ -384,12 +391,20 @@ class RedisRunLog:
         summary: dict[str, Any],
         tail: Sequence[tuple[str, dict[str, Any]]] = (),
         known: tuple[RunRecord, str] | None = None,
+        *,
+        lease: tuple[bytes, str] | None = None,
     ) -> str:
         """Record the run's stop (``change`` of its record), the ``tail`` entries (its last
         events) and its ``end`` entry, atomically; returns the ``end`` entry's id.
 
-        ``known``: as for :meth:`replace` (the first try expects its sealed text unread)."""
+        ``known``: as for :meth:`replace` (the first try expects its sealed text unread).
+        ``lease``: the run's lease key and owner: the lease is freed by the same script, if
+        that owner still holds it (whoever kept it refreshed must have stopped)."""
+        keys: list[str | bytes] = [self.key(run_id), self.key(run_id, ":events")]
         entries: list[str] = []
+        if lease is not None:
+            keys.append(lease[0])
+            entries.append(lease[1])
         for kind, data in [*tail, ("end", summary)]:
             entries += [kind, json.dumps(data, ensure_ascii=False)]
         for _ in range(_CAS_TRIES):
@@ -399,8 +414,7 @@ class RedisRunLog:
                 (record, sealed), known = known, None
             replacement = self.sealer.seal("record", change(record).to_json())
             entry_id = self._finish(
-                keys=[self.key(run_id), self.key(run_id, ":events")],
-                args=[sealed, replacement, self.ttl_ms, self.maxlen, *entries],
+                keys=keys, args=[sealed, replacement, self.ttl_ms, self.maxlen, *entries],
             )
             if entry_id is not None:
                 return _text(entry_id)

@@ -707,6 +707,7 @@ class AgentQueue:
         listening = watcher.start(check=False)
         lease: Lease | None = None
         tail: list[tuple[str, dict[str, Any]]] = []
+        ran = False  # the run ran to a summary: its lease is given back below, not here
         try:
             try:
                 lease, run = self._start(order, handle, watcher, redelivered=redelivered)
@@ -742,15 +743,23 @@ class AgentQueue:
 
             published = publish(run, append)
             summary, tail = published.summary, published.tail
+            ran = True
         except Exception as error:
             summary = summary_of_error(error)
+            ran = True
         finally:
+            # From here on the hub refreshes the lease no more, and the run was given a lease
+            # it never refreshes itself (see Watcher.hold): nothing takes it again once freed.
             watcher.stop()
+            if lease is not None and not ran:
+                lease.release()
+        if watcher.reason == "lease lost" or (
+            watcher.reason == "shutdown" and summary["status"] == "cancelled"
+        ):
             if lease is not None:
                 lease.release()
-        if watcher.reason == "lease lost":
-            return self._after_lost_lease(worker, route, order, tail)
-        if watcher.reason == "shutdown" and summary["status"] == "cancelled":
+            if watcher.reason == "lease lost":
+                return self._after_lost_lease(worker, route, order, tail)
             return self._requeue(worker, route, order, ran=True, tail=tail)
 
         def stop(current: RunRecord) -> RunRecord:
@@ -758,13 +767,16 @@ class AgentQueue:
                 current, status=summary["status"], stops=current.stops + 1, summary=summary
             )
 
-        # The lease is free before the record says the run stopped: a resume enqueued the
-        # moment a reader sees the interrupt finds the run free to take.
+        # The lease is freed by the same script that records the stop: a resume enqueued the
+        # moment a reader sees the interrupt finds the run free to take. (Should the end
+        # never be recorded, the lease expires within lease_ttl, and the task, not
+        # acknowledged, is delivered again.)
         # Expects the "running" record unread; the watcher's notes append entries only, so
         # only another writer (which the set then detects) makes it read the record again.
+        held = None if lease is None else (self.store.lease_key(run_id), lease.owner)
         tries = iter([known])
         patiently(
-            lambda: log.finish(run_id, stop, summary, tail, next(tries, None)),
+            lambda: log.finish(run_id, stop, summary, tail, next(tries, None), lease=held),
             "records a run's end",
         )
         return summary
