@@ -8,6 +8,7 @@ command (or a pipeline) to the server.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 
 import attrs
@@ -15,8 +16,11 @@ import pytest
 
 redis = pytest.importorskip("redis")
 
+from agentkit import ChatModelAgent, Message, Role, tool  # noqa: E402
 from agentkit.integrations._redislog import RedisRunLog, RunRecord  # noqa: E402
 from agentkit.integrations._signing import Sealer  # noqa: E402
+from agentkit.integrations.runs import RunNotFoundError  # noqa: E402
+from agentkit.testing import ScriptedChatModel, call, calls_message  # noqa: E402
 from tests.redis_server import redis_url  # noqa: E402, F401
 
 
@@ -124,3 +128,75 @@ def test_a_runs_end_frees_its_lease_in_the_same_round_trip(
     with pytest.raises(CheckpointBusyError):
         lease_for(store, "run-7", 30)
     theirs.release()
+
+
+def test_a_fresh_runs_first_look_reads_its_record_and_takes_its_lease_in_one_round_trip(
+    log: RedisRunLog, sent: list[object]
+) -> None:
+    from agentkit.checkpoint import RedisCheckPointStore
+
+    store = RedisCheckPointStore(client=log.client, prefix="round-trips-cp:")
+    known = _new_run(log, "run-8")
+    log.record_and_lease("run-8", store.lease_key("warm-up"), "warm-up", 30)  # the script
+    sent.clear()
+    record, sealed, took = log.record_and_lease("run-8", store.lease_key("run-8"), "w1", 30)
+    assert len(sent) == 1
+    assert (record, sealed) == known and took
+    assert not store.acquire_lease("run-8", "another-worker", 30)  # held by w1
+    # Held already: the record is read all the same; the lease is not taken.
+    assert log.record_and_lease("run-8", store.lease_key("run-8"), "w2", 30) == (*known, False)
+    store.release_lease("run-8", "w1")
+    # A run without a record: nothing is taken.
+    with pytest.raises(RunNotFoundError):
+        log.record_and_lease("run-9", store.lease_key("run-9"), "w1", 30)
+    assert store.acquire_lease("run-9", "another-worker", 30)
+
+
+def _scripted(messages: list[Message]) -> Message | str:
+    if messages[-1].role is Role.USER:
+        return calls_message(call("echo", {"text": messages[-1].content}))
+    return f"echoed {messages[-1].content}"
+
+
+@tool
+def echo(text: str) -> str:
+    """Echo the text."""
+    return text
+
+
+def test_a_celery_runs_lease_costs_no_round_trip_of_its_own(
+    redis_url: str, sent: list[object], monkeypatch: pytest.MonkeyPatch  # noqa: F811
+) -> None:
+    # The lease is taken with the worker's read of the run's record, refreshed by the
+    # worker's watch hub (not by the run too), and freed by the script that records the end.
+    celery = pytest.importorskip("celery")
+    from agentkit.integrations.celery import AgentQueue
+
+    monkeypatch.setenv("AGENTKIT_CHECKPOINT_KEY", "round-trip-tests-checkpoint-key-0123456789")
+    app = celery.Celery("round-trips", broker="memory://")
+    app.conf.task_always_eager = True  # the task runs in this process, at submit
+    prefix = f"round-trips-{uuid.uuid4().hex[:6]}:"
+    queue = AgentQueue(app, redis_url=redis_url, prefix=prefix, task_name=f"{prefix}run")
+    queue.register("echo", lambda: ChatModelAgent("echo", "echoes", ScriptedChatModel(_scripted),
+                                                  tools=[echo]))
+    with queue.events(queue.submit("echo", "warm-up", owner="owner"), owner="owner") as first:
+        assert list(first)[-1].kind == "end"  # Redis has the scripts now
+    sent.clear()
+    run_id = queue.submit("echo", "hello", owner="owner")
+    with queue.events(run_id, owner="owner") as stream:
+        entries = list(stream)
+    assert entries[-1].kind == "end" and entries[-1].data["answer"] == "echoed hello"
+    lease_key = queue.store.lease_key(run_id)
+    record_key = f"{prefix}{run_id}".encode()
+    named = [b"".join(_chunks(command)) for command in sent]
+    leased = [command for command in named if lease_key in command]
+    assert len(leased) == 2  # taken with the first look, freed with the end
+    assert all(record_key in command for command in leased)
+    assert queue.store.acquire_lease(run_id, "next-worker", 30)  # free
+    queue.store.release_lease(run_id, "next-worker")
+
+
+def _chunks(command: object) -> list[bytes]:
+    if isinstance(command, bytes | bytearray | memoryview):
+        return [bytes(command)]
+    return [bytes(chunk) for chunk in command]  # type: ignore[attr-defined]

@@ -60,6 +60,23 @@ if idem then redis.call('PEXPIRE', idem, ARGV[3]) end
 return 1
 """
 
+# KEYS[1] = the record hash, KEYS[2] = a lease key. ARGV: the lease's owner, its ttl in ms.
+# A worker's first look at a run it was sent: the record's sealed text, and the run's lease
+# taken if it is free. Returns {sealed text or false, 1 if the lease was taken else 0}; no
+# lease is taken for a run without a sealed record.
+_RECORD_AND_LEASE = """
+local sealed = redis.call('HGET', KEYS[1], 'sealed')
+if not sealed then return {false, 0} end
+if redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) then return {sealed, 1} end
+return {sealed, 0}
+"""
+
+# KEYS[1] = a lease key, ARGV[1] = its owner: free the lease if that owner holds it.
+_RELEASE_LEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
 # KEYS[1] = the record hash, KEYS[2] = the stream, KEYS[3] (optional) = the run's lease key.
 # ARGV: expected sealed text, new sealed text, TTL in ms, MAXLEN, the lease's owner (only
 # with KEYS[3]), then kind and data of each entry to add (the run's last events, then its end
@@ -232,6 +249,8 @@ class RedisRunLog:
         self.sealer = sealer
         self._set_record = client.register_script(_SET_RECORD)
         self._finish = client.register_script(_FINISH)
+        self._record_and_lease = client.register_script(_RECORD_AND_LEASE)
+        self._release_lease = client.register_script(_RELEASE_LEASE)
         self._start = client.register_script(_START)
         self._create_once = client.register_script(_CREATE_ONCE)
         self._create = client.register_script(_CREATE)
@@ -319,7 +338,35 @@ class RedisRunLog:
             RunNotFoundError: no run has this id.
             RunIntegrityError: the record fails verification or is not the record of ``run_id``.
         """
-        sealed = self.client.hget(self.key(run_id), "sealed")
+        return self._verified(run_id, self.client.hget(self.key(run_id), "sealed"))
+
+    def record_and_lease(
+        self, run_id: str, lease_key: bytes, owner: str, ttl: float
+    ) -> tuple[RunRecord, str, bool]:
+        """The run's verified record and its sealed text, and its lease taken for ``owner``
+        if it is free (``lease_key``: the checkpoint store's key of it); one round trip.
+
+        The third value says whether the lease was taken (the caller then releases it); a
+        lease taken for a record that fails verification is freed before the error is
+        raised, and none is taken for a run without a sealed record.
+
+        Raises:
+            RunNotFoundError: no run has this id.
+            RunIntegrityError: the record fails verification or is not the record of ``run_id``.
+        """
+        ttl_ms = max(1, round(ttl * 1000))
+        sealed, took = self._record_and_lease(
+            keys=[self.key(run_id), lease_key], args=[owner, ttl_ms]
+        )
+        try:
+            record, text = self._verified(run_id, sealed)
+        except RunIntegrityError:
+            if took:
+                self._release_lease(keys=[lease_key], args=[owner])
+            raise
+        return record, text, bool(took)
+
+    def _verified(self, run_id: str, sealed: object) -> tuple[RunRecord, str]:
         if sealed is None:
             if self.client.exists(self.key(run_id)):
                 raise RunIntegrityError(
