@@ -194,6 +194,31 @@ def test_a_celery_runs_lease_costs_no_round_trip_of_its_own(
     assert all(record_key in command for command in leased)
     assert queue.store.acquire_lease(run_id, "next-worker", 30)  # free
     queue.store.release_lease(run_id, "next-worker")
+    # A reader's owner check and its first batch: one round trip (the run has ended).
+    sent.clear()
+    with queue.events(run_id, owner="owner") as stream:
+        assert [entry.id for entry in stream] == [entry.id for entry in entries]
+    assert len(sent) == 1
+
+
+def test_a_readers_first_look_checks_the_record_and_reads_what_is_there(
+    log: RedisRunLog, sent: list[object]
+) -> None:
+    known = _new_run(log, "run-10")
+    for n in range(4):
+        log.append("run-10", "status", {"n": n})
+    log.client.xdel(log.key("run-10", ":events"), "0-3")  # trimmed, as by a capped stream
+    sent.clear()
+    record, sealed, entries = log.record_and_read("run-10", "0-1")
+    assert len(sent) == 1
+    assert (record, sealed) == known
+    assert [(entry.id, entry.kind) for entry in entries] == [
+        ("0-2", "status"), ("0-3", "gap"), ("0-4", "status"), ("0-5", "status")
+    ]
+    assert entries == [e for e in log.read("run-10", "0-1", 0)]  # as a read returns them
+    assert log.record_and_read("run-10", None)[2][0].kind == "run"
+    with pytest.raises(RunNotFoundError):
+        log.record_and_read("run-11", None)
 
 
 def _chunks(command: object) -> list[bytes]:

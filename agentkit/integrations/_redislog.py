@@ -71,6 +71,15 @@ if redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) then return {sealed,
 return {sealed, 0}
 """
 
+# KEYS[1] = the record hash, KEYS[2] = the stream. ARGV: the first entry id to read, the most
+# entries to read. A reader's first look: the record's sealed text (to check the reader's
+# right to it) and the entries there already. Returns {sealed text or false, entries}.
+_RECORD_AND_READ = """
+local sealed = redis.call('HGET', KEYS[1], 'sealed')
+if not sealed then return {false} end
+return {sealed, redis.call('XRANGE', KEYS[2], ARGV[1], '+', 'COUNT', ARGV[2])}
+"""
+
 # KEYS[1] = a lease key, ARGV[1] = its owner: free the lease if that owner holds it.
 _RELEASE_LEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
@@ -251,6 +260,7 @@ class RedisRunLog:
         self._finish = client.register_script(_FINISH)
         self._record_and_lease = client.register_script(_RECORD_AND_LEASE)
         self._release_lease = client.register_script(_RELEASE_LEASE)
+        self._record_and_read = client.register_script(_RECORD_AND_READ)
         self._start = client.register_script(_START)
         self._create_once = client.register_script(_CREATE_ONCE)
         self._create = client.register_script(_CREATE)
@@ -530,17 +540,27 @@ class RedisRunLog:
         number = check_event_id(after)
         block = max(1, round(wait * 1000)) if wait > 0 else None
         reply = self.client.xread({stream: f"0-{number}"}, count=READ_BATCH, block=block)
-        entries: list[RunEvent] = []
-        expected = number + 1
-        for _name, items in reply or []:
-            for raw_id, fields in items:
-                entry_id = _text(raw_id)
-                got = int(entry_id.rpartition("-")[2])
-                if got > expected:
-                    entries.append(RunEvent.gap(f"0-{got - 1}", got - expected))
-                expected = got + 1
-                entries.append(_entry(run_id, entry_id, fields))
-        return entries
+        return _entries(run_id, number, [item for _name, items in reply or [] for item in items])
+
+    def record_and_read(
+        self, run_id: str, after: str | None
+    ) -> tuple[RunRecord, str, list[RunEvent]]:
+        """The run's verified record, its sealed text, and the entries after ``after`` there
+        now (as :meth:`read` without waiting), in one round trip: a reader's first look.
+
+        Raises:
+            RunNotFoundError: no run has this id.
+            RunIntegrityError: the record fails verification or is not the record of ``run_id``.
+            EventIdError: ``after`` is not an event id of a run.
+        """
+        number = check_event_id(after)
+        reply = self._record_and_read(
+            keys=[self.key(run_id), self.key(run_id, ":events")],
+            args=[f"0-{number + 1}", READ_BATCH],
+        )
+        record, text = self._verified(run_id, reply[0])
+        items = [(raw_id, _pairs(fields)) for raw_id, fields in reply[1]]
+        return record, text, _entries(run_id, number, items)
 
     def last_id(self, run_id: str) -> str | None:
         """The id of the latest entry, or ``None``."""
@@ -565,6 +585,26 @@ class RedisRunLog:
         """The sealed cancel request stored for the run, or ``None``."""
         value = self.client.get(self.key(run_id, ":cancel"))
         return None if value is None else _text(value)
+
+
+def _entries(run_id: str, number: int, items: list[tuple[Any, dict[Any, Any]]]) -> list[RunEvent]:
+    """Stream entries read after entry ``0-<number>``, with a ``gap`` entry where some were
+    trimmed."""
+    entries: list[RunEvent] = []
+    expected = number + 1
+    for raw_id, fields in items:
+        entry_id = _text(raw_id)
+        got = int(entry_id.rpartition("-")[2])
+        if got > expected:
+            entries.append(RunEvent.gap(f"0-{got - 1}", got - expected))
+        expected = got + 1
+        entries.append(_entry(run_id, entry_id, fields))
+    return entries
+
+
+def _pairs(flat: list[Any]) -> dict[Any, Any]:
+    """A stream entry's fields as a Lua script returns them (``[name, value, ...]``)."""
+    return dict(zip(flat[::2], flat[1::2], strict=True))
 
 
 def _entry(run_id: str, entry_id: str, fields: dict[Any, Any]) -> RunEvent:

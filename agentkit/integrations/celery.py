@@ -96,10 +96,10 @@ from agentkit.integrations._errors import (
     owner_mismatch,
 )
 from agentkit.integrations._idempotency import check_key, conflict, key_digest, request_digest
-from agentkit.integrations._redislog import RedisRunLog, RunRecord, check_event_id
+from agentkit.integrations._redislog import RedisRunLog, RunRecord
 from agentkit.integrations._runids import check_owner, check_run_id
 from agentkit.integrations._signing import Sealer, SealError, as_keys
-from agentkit.integrations.runs import RunEventStream, to_messages
+from agentkit.integrations.runs import RunEvent, RunEventStream, to_messages
 from agentkit.options import with_cancel, with_checkpoint_id, with_session_values
 from agentkit.runner import Runner
 from agentkit.schema import Message
@@ -487,11 +487,14 @@ class AgentQueue:
                 (:class:`~agentkit.integrations.runs.RunOwnerError`: not ``owner``'s).
             EventIdError: ``last_event_id`` is not an event id of a run (``"0-<n>"``).
         """
-        check_event_id(last_event_id)
-        self._owned(run_id, owner)
+        check_run_id(run_id)
         log = self._log()
+        # The owner check and the first batch: one round trip.
+        record, _, first = log.record_and_read(run_id, last_event_id)
+        if record.owner != owner:
+            raise owner_mismatch(run_id)
         return RunEventStream(
-            functools.partial(log.read, run_id),
+            _ReadFirst(first, functools.partial(log.read, run_id)),
             last_event_id,
             idle_timeout=idle_timeout,
             is_live=functools.partial(log.is_live, run_id),
@@ -961,6 +964,22 @@ class AgentQueue:
         self.task.apply_async(args=[self._seal_order(record, kind, payload)], queue=route)
         _log.info("agentkit: worker %s stopped run %r; enqueued again", worker, order.run_id)
         return {"status": "requeued"}
+
+
+class _ReadFirst:
+    """A run's read function whose first call returns the batch read with the owner check."""
+
+    __slots__ = ("_first", "_read")
+
+    def __init__(
+        self, first: list[RunEvent], read: Callable[[str | None, float], list[RunEvent]]
+    ) -> None:
+        self._first: list[RunEvent] | None = first
+        self._read = read
+
+    def __call__(self, after: str | None, wait: float) -> list[RunEvent]:
+        first, self._first = self._first, None
+        return first if first else self._read(after, wait)
 
 
 def _let_go(lease: Lease | CheckpointBusyError | None) -> None:
