@@ -603,7 +603,11 @@ class AgentQueue:
         except TaskMessageError as error:
             _log.error("agentkit: worker %s refused a task message: %s", worker, error)
             return {"status": "refused", "error": str(error)}
-        refused = self._refused(worker, route, order, record)
+        try:
+            refused = self._refused(worker, route, order, record)
+        except BaseException:
+            _let_go(lease)
+            raise
         if refused is not None:
             _let_go(lease)
             return refused
