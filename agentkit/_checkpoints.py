@@ -10,6 +10,7 @@ exclusive while it lives.
 
 from __future__ import annotations
 
+import abc
 import logging
 import threading
 import time
@@ -39,6 +40,7 @@ __all__ = [
     "RUN_LEASE_TTL",
     "Checkpoint",
     "ConsumedCheckpoint",
+    "KeptLease",
     "LeaseKeeper",
     "StepRecord",
     "culprit",
@@ -422,17 +424,59 @@ def resume_state(checkpoint: Checkpoint, targets: Mapping[str, Any] | None) -> R
     return ResumeState(checkpoint.points, {**saved, **wanted})
 
 
+class KeptLease(abc.ABC):
+    """A lease its holder keeps refreshed, and which says when it was lost.
+
+    A worker that holds many runs' leases refreshes them all from one thread (the Celery
+    integration's watcher does); a run given such a lease (``with_checkpoint_id(id,
+    lease=...)``) starts no refreshing thread of its own: its :class:`LeaseKeeper` asks to be
+    told (:meth:`watch`) when the holder loses the lease, and stops the run then.
+    """
+
+    __slots__ = ()
+
+    @property
+    @abc.abstractmethod
+    def checkpoint_id(self) -> str:
+        """The leased id."""
+
+    @property
+    @abc.abstractmethod
+    def ttl(self) -> float:
+        """Seconds the lease lasts unless refreshed."""
+
+    @abc.abstractmethod
+    def refresh(self, ttl: float | None = None) -> bool:
+        """Extend the lease now; ``False`` when it was lost or given back."""
+
+    @abc.abstractmethod
+    def release(self) -> None:
+        """Give the lease back (idempotent)."""
+
+    @abc.abstractmethod
+    def watch(self, on_lost: Callable[[str], object]) -> None:
+        """Call ``on_lost(reason)`` once when the holder loses the lease (at once if it has).
+
+        It may be called from any thread, and must not block on the run's own work.
+        """
+
+    @abc.abstractmethod
+    def unwatch(self) -> None:
+        """Stop telling of a loss (the run ended)."""
+
+
 class LeaseKeeper:
     """Keeps a run's lease while the run lives: refreshes it, and says when it was lost.
 
-    A thread (``agentkit-lease``) refreshes the lease every third of its ttl. The lease is
+    A thread (``agentkit-lease``) refreshes the lease every third of its ttl; a
+    :class:`KeptLease` is refreshed by its holder instead, and only watched here. The lease is
     *lost* when a refresh says another owner took it (it expired meanwhile: the process was
     paused, or the store unreachable, for longer than the ttl), or when no refresh succeeded
     for a whole ttl (the store is down: the lease may have expired). Then ``on_lost(reason)``
-    is called once, from the keeper's thread: the run must stop, and save nothing, since
-    another process may be running it by now. :meth:`stop` ends the keeping and releases the
-    lease (unless it was made with ``release=False``: a lease the caller took and gives back
-    itself).
+    is called once, from the keeper's thread (a kept lease's: from its holder's): the run must
+    stop, and save nothing, since another process may be running it by now. :meth:`stop`
+    ends the keeping and releases the lease (unless it was made with ``release=False``: a
+    lease the caller took and gives back itself).
 
     Example::
 
@@ -458,8 +502,14 @@ class LeaseKeeper:
         self._release = release
         self._lost: str | None = None
         self._done = threading.Event()
-        self._thread = threading.Thread(target=self._keep, name="agentkit-lease", daemon=True)
-        self._thread.start()
+        self._thread: threading.Thread | None = None
+        if isinstance(lease, KeptLease):
+            lease.watch(self._lose)
+        else:
+            self._thread = threading.Thread(
+                target=self._keep, name="agentkit-lease", daemon=True
+            )
+            self._thread.start()
 
     @property
     def lease(self) -> HeldLease:
@@ -501,6 +551,8 @@ class LeaseKeeper:
             held_until = time.monotonic() + lease.ttl
 
     def _lose(self, reason: str) -> None:
+        if self._done.is_set() and self._thread is None:
+            return  # a kept lease lost after the run ended: nothing left to stop
         self._lost = reason
         _log.warning("agentkit: run of checkpoint %r lost: %s", self._lease.checkpoint_id, reason)
         if self._on_lost is not None:
@@ -513,7 +565,11 @@ class LeaseKeeper:
     def stop(self) -> None:
         """Stop refreshing; release the lease (unless made with ``release=False``)."""
         self._done.set()
-        if self._thread is not threading.current_thread():
+        if self._thread is None:
+            kept = self._lease
+            assert isinstance(kept, KeptLease)
+            kept.unwatch()
+        elif self._thread is not threading.current_thread():
             self._thread.join()
         if self._release:
             self._lease.release()

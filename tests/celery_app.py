@@ -7,9 +7,11 @@ their executions in Redis so a test can see that no tool ran twice across worker
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
+import threading
 from collections.abc import Sequence
 
 import redis
@@ -102,6 +104,8 @@ def _pay_script(messages: list[Message]) -> Message | str:
 @tool
 def slow_step(tag: str) -> str:
     """A step that waits until the test opens its gate."""
+    # The worker's threads while the run lives (a test checks who keeps the run's lease).
+    _redis.rpush(f"test:threads:{tag}", json.dumps([t.name for t in threading.enumerate()]))
     _redis.rpush(f"test:started:{tag}", os.environ["TEST_WORKER_NAME"])
     _redis.blpop([f"test:gate:{tag}"], timeout=GATE_TIMEOUT)
     _redis.incr(f"test:ran:slow:{tag}")

@@ -170,6 +170,38 @@ def test_a_duplicate_delivery_never_runs_a_run_twice(
     assert workers_of(read_all(queue, run_id)) == ["a"]
 
 
+def test_a_runs_lease_is_kept_by_the_workers_hub_alone_and_its_loss_fences_the_run(
+    app_module: Any, workers: dict[str, Any], client: Any
+) -> None:
+    queue = app_module.queue
+    tag = uuid.uuid4().hex
+    run_id = queue.submit("slow", tag, owner=OWNER, queue="a")
+    assert client.blpop([f"test:started:{tag}"], timeout=GUARD) is not None
+    threads = json.loads(client.lindex(f"test:threads:{tag}", 0))
+    # One refresher for the run's lease: the process's watch hub, no thread of the run's own.
+    assert "agentkit-celery-watch" in threads
+    assert "agentkit-lease" not in threads
+    # The lease expired and another worker took the run (as after a long pause).
+    lease_key = queue.store._lease_key(run_id)
+    saved = {
+        key: client.dump(key)
+        for key in client.scan_iter(match=queue.store._prefix + b"*")
+        if run_id.encode() in key and key != lease_key
+    }
+    assert saved  # the run's first image, at least
+    client.set(lease_key, b"another-worker", px=GUARD * 1000)
+    read_until(queue, run_id, "stopping")  # the hub found it lost at its next refresh
+    client.rpush(f"test:gate:{tag}", "open")  # the tool returns: its result is not saved
+    assert workers["a"].log_has(f"agentkit: run {run_id!r} goes on on another worker")
+    after = {
+        key: client.dump(key)
+        for key in client.scan_iter(match=queue.store._prefix + b"*")
+        if run_id.encode() in key and key != lease_key
+    }
+    assert after == saved  # the run's writer wrote nothing once its lease was lost
+    client.delete(lease_key)
+
+
 def test_unknown_runs_and_bad_event_ids_are_clear_errors(
     app_module: Any, workers: dict[str, Any]
 ) -> None:

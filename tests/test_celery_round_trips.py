@@ -8,6 +8,7 @@ command (or a pipeline) to the server.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 
 import attrs
@@ -15,8 +16,11 @@ import pytest
 
 redis = pytest.importorskip("redis")
 
+from agentkit import ChatModelAgent, Message, Role, tool  # noqa: E402
 from agentkit.integrations._redislog import RedisRunLog, RunRecord  # noqa: E402
 from agentkit.integrations._signing import Sealer  # noqa: E402
+from agentkit.integrations.runs import RunNotFoundError  # noqa: E402
+from agentkit.testing import ScriptedChatModel, call, calls_message  # noqa: E402
 from tests.redis_server import redis_url  # noqa: E402, F401
 
 
@@ -98,3 +102,126 @@ def test_a_submission_records_its_run_with_its_first_entry_in_one_round_trip(
     sent.clear()
     log.append("run-3", "status", {"status": "started"})
     assert len(sent) == 1
+
+
+def test_a_runs_end_frees_its_lease_in_the_same_round_trip(
+    log: RedisRunLog, sent: list[object]
+) -> None:
+    from agentkit.checkpoint import RedisCheckPointStore, lease_for
+    from agentkit.errors import CheckpointBusyError
+
+    store = RedisCheckPointStore(client=log.client, prefix="round-trips-cp:")
+    summary = {"status": "completed"}
+    log.finish("run-5", _running, summary, (), _new_run(log, "run-5"))  # Redis has the script
+    lease = lease_for(store, "run-6", 30)
+    known = _new_run(log, "run-6")
+    sent.clear()
+    log.finish("run-6", _running, summary, (), known, lease=(store.lease_key("run-6"), lease.owner))
+    assert len(sent) == 1  # the stop, its end entry and the lease: one script
+    assert log.record("run-6")[0].status == "running"
+    assert [entry.kind for entry in log.read("run-6", None, 0)] == ["run", "end"]
+    lease_for(store, "run-6", 30).release()  # free: another worker may resume the run now
+    # A lease another owner took meanwhile (it expired) is left to that owner.
+    theirs = lease_for(store, "run-7", 30)
+    log.finish("run-7", _running, summary, (), _new_run(log, "run-7"),
+               lease=(store.lease_key("run-7"), "an-expired-owner"))
+    with pytest.raises(CheckpointBusyError):
+        lease_for(store, "run-7", 30)
+    theirs.release()
+
+
+def test_a_fresh_runs_first_look_reads_its_record_and_takes_its_lease_in_one_round_trip(
+    log: RedisRunLog, sent: list[object]
+) -> None:
+    from agentkit.checkpoint import RedisCheckPointStore
+
+    store = RedisCheckPointStore(client=log.client, prefix="round-trips-cp:")
+    known = _new_run(log, "run-8")
+    log.record_and_lease("run-8", store.lease_key("warm-up"), "warm-up", 30)  # the script
+    sent.clear()
+    record, sealed, took = log.record_and_lease("run-8", store.lease_key("run-8"), "w1", 30)
+    assert len(sent) == 1
+    assert (record, sealed) == known and took
+    assert not store.acquire_lease("run-8", "another-worker", 30)  # held by w1
+    # Held already: the record is read all the same; the lease is not taken.
+    assert log.record_and_lease("run-8", store.lease_key("run-8"), "w2", 30) == (*known, False)
+    store.release_lease("run-8", "w1")
+    # A run without a record: nothing is taken.
+    with pytest.raises(RunNotFoundError):
+        log.record_and_lease("run-9", store.lease_key("run-9"), "w1", 30)
+    assert store.acquire_lease("run-9", "another-worker", 30)
+
+
+def _scripted(messages: list[Message]) -> Message | str:
+    if messages[-1].role is Role.USER:
+        return calls_message(call("echo", {"text": messages[-1].content}))
+    return f"echoed {messages[-1].content}"
+
+
+@tool
+def echo(text: str) -> str:
+    """Echo the text."""
+    return text
+
+
+def test_a_celery_runs_lease_costs_no_round_trip_of_its_own(
+    redis_url: str, sent: list[object], monkeypatch: pytest.MonkeyPatch  # noqa: F811
+) -> None:
+    # The lease is taken with the worker's read of the run's record, refreshed by the
+    # worker's watch hub (not by the run too), and freed by the script that records the end.
+    celery = pytest.importorskip("celery")
+    from agentkit.integrations.celery import AgentQueue
+
+    monkeypatch.setenv("AGENTKIT_CHECKPOINT_KEY", "round-trip-tests-checkpoint-key-0123456789")
+    app = celery.Celery("round-trips", broker="memory://")
+    app.conf.task_always_eager = True  # the task runs in this process, at submit
+    prefix = f"round-trips-{uuid.uuid4().hex[:6]}:"
+    queue = AgentQueue(app, redis_url=redis_url, prefix=prefix, task_name=f"{prefix}run")
+    queue.register("echo", lambda: ChatModelAgent("echo", "echoes", ScriptedChatModel(_scripted),
+                                                  tools=[echo]))
+    with queue.events(queue.submit("echo", "warm-up", owner="owner"), owner="owner") as first:
+        assert list(first)[-1].kind == "end"  # Redis has the scripts now
+    sent.clear()
+    run_id = queue.submit("echo", "hello", owner="owner")
+    with queue.events(run_id, owner="owner") as stream:
+        entries = list(stream)
+    assert entries[-1].kind == "end" and entries[-1].data["answer"] == "echoed hello"
+    lease_key = queue.store.lease_key(run_id)
+    record_key = f"{prefix}{run_id}".encode()
+    named = [b"".join(_chunks(command)) for command in sent]
+    leased = [command for command in named if lease_key in command]
+    assert len(leased) == 2  # taken with the first look, freed with the end
+    assert all(record_key in command for command in leased)
+    assert queue.store.acquire_lease(run_id, "next-worker", 30)  # free
+    queue.store.release_lease(run_id, "next-worker")
+    # A reader's owner check and its first batch: one round trip (the run has ended).
+    sent.clear()
+    with queue.events(run_id, owner="owner") as stream:
+        assert [entry.id for entry in stream] == [entry.id for entry in entries]
+    assert len(sent) == 1
+
+
+def test_a_readers_first_look_checks_the_record_and_reads_what_is_there(
+    log: RedisRunLog, sent: list[object]
+) -> None:
+    known = _new_run(log, "run-10")
+    for n in range(4):
+        log.append("run-10", "status", {"n": n})
+    log.client.xdel(log.key("run-10", ":events"), "0-3")  # trimmed, as by a capped stream
+    sent.clear()
+    record, sealed, entries = log.record_and_read("run-10", "0-1")
+    assert len(sent) == 1
+    assert (record, sealed) == known
+    assert [(entry.id, entry.kind) for entry in entries] == [
+        ("0-2", "status"), ("0-3", "gap"), ("0-4", "status"), ("0-5", "status")
+    ]
+    assert entries == [e for e in log.read("run-10", "0-1", 0)]  # as a read returns them
+    assert log.record_and_read("run-10", None)[2][0].kind == "run"
+    with pytest.raises(RunNotFoundError):
+        log.record_and_read("run-11", None)
+
+
+def _chunks(command: object) -> list[bytes]:
+    if isinstance(command, bytes | bytearray | memoryview):
+        return [bytes(command)]
+    return [bytes(chunk) for chunk in command]  # type: ignore[attr-defined]

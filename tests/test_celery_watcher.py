@@ -22,6 +22,7 @@ import pytest
 
 redis = pytest.importorskip("redis")
 
+from agentkit._checkpoints import LeaseKeeper  # noqa: E402
 from agentkit.cancel import CancelHandle, CancelMode  # noqa: E402
 from agentkit.checkpoint import RedisCheckPointStore, lease_for  # noqa: E402
 from agentkit.integrations import _celery_worker  # noqa: E402
@@ -165,6 +166,40 @@ def test_a_lost_lease_stops_exactly_the_run_that_lost_it(log: RedisRunLog, hub: 
         watcher.stop()
     kept_lease.release()
     other.release()
+
+
+def test_a_run_given_the_hubs_lease_starts_no_thread_and_hears_of_its_loss_until_it_ends(
+    log: RedisRunLog, hub: WatchHub
+) -> None:
+    store = RedisCheckPointStore(client=log.client, prefix="watcher-test-cp:")
+    ttl = 0.9  # refreshed every 0.3 s
+    heard: list[str] = []
+    told = threading.Event()
+
+    def on_lost(reason: str) -> None:
+        heard.append(reason)
+        told.set()
+
+    ended, _ = _watcher(hub, "run-ended", ttl)
+    ended_lease = lease_for(store, "run-ended", ttl)
+    LeaseKeeper(ended.hold(ended_lease), on_lost=on_lost, release=False).stop()  # it ended
+    watcher, _ = _watcher(hub, "run-kept-by-hub", ttl)
+    lease = lease_for(store, "run-kept-by-hub", ttl)
+    keeper = LeaseKeeper(watcher.hold(lease), on_lost=on_lost, release=False)
+    assert "agentkit-lease" not in [thread.name for thread in threading.enumerate()]
+    for taken in (lease, ended_lease):  # both expired, and other workers took them
+        taken.release()
+        lease_for(store, taken.checkpoint_id, 60)
+    assert told.wait(GUARD), "the run never heard that its lease was lost"
+    assert keeper.lost is not None and heard == [keeper.lost]
+    assert "lost" in keeper.lost and watcher.reason == "lease lost"  # and cancelled
+    _until(lambda: ended.reason == "lease lost", "the ended run's lease loss was not noticed")
+    assert heard == [keeper.lost]  # the run that had ended was told nothing
+    keeper.stop()
+    for each in (watcher, ended):
+        each.stop()
+    for run_id in ("run-kept-by-hub", "run-ended"):
+        log.client.delete(store.lease_key(run_id))
 
 
 def test_the_shutdown_cancels_every_run_and_then_the_thread_ends(

@@ -360,6 +360,15 @@ class RedisCheckPointStore(StoreLimits):
     def _steps_key(self, checkpoint_id: str) -> bytes:
         return self._prefix + _STEPS_INFIX + _encode_id(checkpoint_id)
 
+    def lease_key(self, checkpoint_id: str) -> bytes:
+        """The Redis key of the lease on ``checkpoint_id`` (it holds the owner's name).
+
+        For a caller whose own Lua script frees a lease with other writes (the Celery worker
+        frees a run's lease with the script that records its end), after it stopped
+        refreshing it.
+        """
+        return self._lease_key(checkpoint_id)
+
     def _lease_key(self, checkpoint_id: str) -> bytes:
         return self._prefix + _LEASE_INFIX + _encode_id(checkpoint_id)
 

@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from agentkit._checkpoints import KeptLease
 from agentkit.cancel import CancelHandle, CancelMode
 from agentkit.integrations._redislog import RedisRunLog
 from agentkit.integrations._signing import SealError
@@ -124,6 +125,7 @@ class Watcher:
         self._lock = threading.Lock()
         self._active = False
         self._lease: Lease | None = None
+        self._on_lost: Callable[[str], object] | None = None  # the run's, while it watches
         self._lease_until = 0.0  # monotonic time the lease is known to last until
         self._next_refresh = 0.0
         self.next_key_check = 0.0
@@ -154,13 +156,19 @@ class Watcher:
             self._active = False
             self._lease = None
 
-    def hold(self, lease: Lease) -> None:
-        """Refresh ``lease`` (just taken) while the run lives."""
+    def hold(self, lease: Lease) -> KeptLease:
+        """Refresh ``lease`` (just taken) while the run lives; the lease to give the run.
+
+        The run is given the returned :class:`~agentkit._checkpoints.KeptLease`: it refreshes
+        nothing itself (the hub does, for every run of the process), and is told when the
+        hub loses the lease (its step writer then writes nothing more).
+        """
         with self._lock:
             now = time.monotonic()
             self._lease_until = now + self._lease_ttl
             self._next_refresh = now + self._lease_ttl / 3
             self._lease = lease
+        return _HubLease(self, lease)
 
     def offer(self, sealed: str) -> None:
         """A sealed cancel request for this run: cancel it if the request is valid."""
@@ -218,7 +226,45 @@ class Watcher:
             why,
         )
         self._handle.cancel(CancelMode.IMMEDIATE)
+        self._tell_loss(f"its lease was lost ({why}), so another worker may run it")
         self._note({"status": "stopping", "reason": "lease lost"})
+
+    def _tell_loss(self, reason: str) -> None:
+        """Tell the run its lease was lost, from a thread of its own (under the lock)."""
+        on_lost, self._on_lost = self._on_lost, None
+        if on_lost is not None:
+            # The run's step writer may be in a write that waits out an outage: the hub
+            # must not wait for it.
+            threading.Thread(
+                target=on_lost, args=(reason,), name="agentkit-lease-lost", daemon=True
+            ).start()
+
+    # --- the run's side of its lease (see _HubLease) ---
+
+    def watch_loss(self, on_lost: Callable[[str], object]) -> None:
+        """Call ``on_lost(reason)`` once the lease is lost (at once if it is)."""
+        with self._lock:
+            self._on_lost = on_lost
+            if self.reason == "lease lost":
+                self._tell_loss("its lease was lost, so another worker may run it")
+
+    def unwatch_loss(self) -> None:
+        """Tell the run of no loss any more."""
+        with self._lock:
+            self._on_lost = None
+
+    def refresh_now(self, ttl: float | None) -> bool:
+        """Refresh the held lease now; ``False`` if it is not held here any more."""
+        with self._lock:
+            lease = self._lease
+            return lease is not None and self._active and lease.refresh(ttl)
+
+    def give_back(self, lease: Lease) -> None:
+        """Release ``lease``; the hub stops refreshing it."""
+        with self._lock:
+            if self._lease is lease:
+                self._lease = None
+        lease.release()
 
     def _note(self, status: dict[str, Any]) -> None:
         """Append a status entry to the run's log, if Redis can be reached now."""
@@ -253,6 +299,42 @@ class Watcher:
         self.reason = "user"
         self._handle.cancel(chosen)
         self._note({"status": "cancelling", "mode": chosen.value})
+
+
+class _HubLease(KeptLease):
+    """A run's lease as its run sees it: the hub refreshes it and says when it is lost."""
+
+    __slots__ = ("_lease", "_watcher")
+
+    def __init__(self, watcher: Watcher, lease: Lease) -> None:
+        self._watcher = watcher
+        self._lease = lease
+
+    @property
+    def checkpoint_id(self) -> str:
+        """The leased id (the run id)."""
+        return self._lease.checkpoint_id
+
+    @property
+    def ttl(self) -> float:
+        """Seconds the lease lasts unless refreshed."""
+        return self._lease.ttl
+
+    def refresh(self, ttl: float | None = None) -> bool:
+        """Extend the lease now, if the hub still holds it for the run."""
+        return self._watcher.refresh_now(ttl)
+
+    def release(self) -> None:
+        """Give the lease back (the hub stops refreshing it)."""
+        self._watcher.give_back(self._lease)
+
+    def watch(self, on_lost: Callable[[str], object]) -> None:
+        """Call ``on_lost(reason)`` once the hub loses the lease."""
+        self._watcher.watch_loss(on_lost)
+
+    def unwatch(self) -> None:
+        """The run ended: tell it nothing more."""
+        self._watcher.unwatch_loss()
 
 
 class WatchHub:

@@ -60,18 +60,51 @@ if idem then redis.call('PEXPIRE', idem, ARGV[3]) end
 return 1
 """
 
-# KEYS[1] = the record hash, KEYS[2] = the stream. ARGV: expected sealed text, new sealed
-# text, TTL in ms, MAXLEN, then kind and data of each entry to add (the run's last events,
-# then its end entry). The record and the entries change together: no reader sees the run's
-# interrupt before its record says it is interrupted.
+# KEYS[1] = the record hash, KEYS[2] = a lease key. ARGV: the lease's owner, its ttl in ms.
+# A worker's first look at a run it was sent: the record's sealed text, and the run's lease
+# taken if it is free. Returns {sealed text or false, 1 if the lease was taken else 0}; no
+# lease is taken for a run without a sealed record.
+_RECORD_AND_LEASE = """
+local sealed = redis.call('HGET', KEYS[1], 'sealed')
+if not sealed then return {false, 0} end
+if redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) then return {sealed, 1} end
+return {sealed, 0}
+"""
+
+# KEYS[1] = the record hash, KEYS[2] = the stream. ARGV: the first entry id to read, the most
+# entries to read. A reader's first look: the record's sealed text (to check the reader's
+# right to it) and the entries there already. Returns {sealed text or false, entries}.
+_RECORD_AND_READ = """
+local sealed = redis.call('HGET', KEYS[1], 'sealed')
+if not sealed then return {false} end
+return {sealed, redis.call('XRANGE', KEYS[2], ARGV[1], '+', 'COUNT', ARGV[2])}
+"""
+
+# KEYS[1] = a lease key, ARGV[1] = its owner: free the lease if that owner holds it.
+_RELEASE_LEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+# KEYS[1] = the record hash, KEYS[2] = the stream, KEYS[3] (optional) = the run's lease key.
+# ARGV: expected sealed text, new sealed text, TTL in ms, MAXLEN, the lease's owner (only
+# with KEYS[3]), then kind and data of each entry to add (the run's last events, then its end
+# entry). The record and the entries change together: no reader sees the run's interrupt
+# before its record says it is interrupted; and the lease, if its owner still holds it, is
+# freed with them (so the run is free to resume once its stop is seen).
 _FINISH = """
 if redis.call('HGET', KEYS[1], 'sealed') ~= ARGV[1] then return false end
 redis.call('HSET', KEYS[1], 'sealed', ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 local idem = redis.call('HGET', KEYS[1], 'idem')
 if idem then redis.call('PEXPIRE', idem, ARGV[3]) end
+local first = 5
+if #KEYS > 2 then
+    if redis.call('GET', KEYS[3]) == ARGV[5] then redis.call('DEL', KEYS[3]) end
+    first = 6
+end
 local id
-for i = 5, #ARGV, 2 do
+for i = first, #ARGV, 2 do
     id = redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[4], '0-*',
                     'kind', ARGV[i], 'data', ARGV[i + 1])
 end
@@ -225,6 +258,9 @@ class RedisRunLog:
         self.sealer = sealer
         self._set_record = client.register_script(_SET_RECORD)
         self._finish = client.register_script(_FINISH)
+        self._record_and_lease = client.register_script(_RECORD_AND_LEASE)
+        self._release_lease = client.register_script(_RELEASE_LEASE)
+        self._record_and_read = client.register_script(_RECORD_AND_READ)
         self._start = client.register_script(_START)
         self._create_once = client.register_script(_CREATE_ONCE)
         self._create = client.register_script(_CREATE)
@@ -312,7 +348,35 @@ class RedisRunLog:
             RunNotFoundError: no run has this id.
             RunIntegrityError: the record fails verification or is not the record of ``run_id``.
         """
-        sealed = self.client.hget(self.key(run_id), "sealed")
+        return self._verified(run_id, self.client.hget(self.key(run_id), "sealed"))
+
+    def record_and_lease(
+        self, run_id: str, lease_key: bytes, owner: str, ttl: float
+    ) -> tuple[RunRecord, str, bool]:
+        """The run's verified record and its sealed text, and its lease taken for ``owner``
+        if it is free (``lease_key``: the checkpoint store's key of it); one round trip.
+
+        The third value says whether the lease was taken (the caller then releases it); a
+        lease taken for a record that fails verification is freed before the error is
+        raised, and none is taken for a run without a sealed record.
+
+        Raises:
+            RunNotFoundError: no run has this id.
+            RunIntegrityError: the record fails verification or is not the record of ``run_id``.
+        """
+        ttl_ms = max(1, round(ttl * 1000))
+        sealed, took = self._record_and_lease(
+            keys=[self.key(run_id), lease_key], args=[owner, ttl_ms]
+        )
+        try:
+            record, text = self._verified(run_id, sealed)
+        except RunIntegrityError:
+            if took:
+                self._release_lease(keys=[lease_key], args=[owner])
+            raise
+        return record, text, bool(took)
+
+    def _verified(self, run_id: str, sealed: object) -> tuple[RunRecord, str]:
         if sealed is None:
             if self.client.exists(self.key(run_id)):
                 raise RunIntegrityError(
@@ -384,12 +448,20 @@ class RedisRunLog:
         summary: dict[str, Any],
         tail: Sequence[tuple[str, dict[str, Any]]] = (),
         known: tuple[RunRecord, str] | None = None,
+        *,
+        lease: tuple[bytes, str] | None = None,
     ) -> str:
         """Record the run's stop (``change`` of its record), the ``tail`` entries (its last
         events) and its ``end`` entry, atomically; returns the ``end`` entry's id.
 
-        ``known``: as for :meth:`replace` (the first try expects its sealed text unread)."""
+        ``known``: as for :meth:`replace` (the first try expects its sealed text unread).
+        ``lease``: the run's lease key and owner: the lease is freed by the same script, if
+        that owner still holds it (whoever kept it refreshed must have stopped)."""
+        keys: list[str | bytes] = [self.key(run_id), self.key(run_id, ":events")]
         entries: list[str] = []
+        if lease is not None:
+            keys.append(lease[0])
+            entries.append(lease[1])
         for kind, data in [*tail, ("end", summary)]:
             entries += [kind, json.dumps(data, ensure_ascii=False)]
         for _ in range(_CAS_TRIES):
@@ -399,8 +471,7 @@ class RedisRunLog:
                 (record, sealed), known = known, None
             replacement = self.sealer.seal("record", change(record).to_json())
             entry_id = self._finish(
-                keys=[self.key(run_id), self.key(run_id, ":events")],
-                args=[sealed, replacement, self.ttl_ms, self.maxlen, *entries],
+                keys=keys, args=[sealed, replacement, self.ttl_ms, self.maxlen, *entries],
             )
             if entry_id is not None:
                 return _text(entry_id)
@@ -469,17 +540,27 @@ class RedisRunLog:
         number = check_event_id(after)
         block = max(1, round(wait * 1000)) if wait > 0 else None
         reply = self.client.xread({stream: f"0-{number}"}, count=READ_BATCH, block=block)
-        entries: list[RunEvent] = []
-        expected = number + 1
-        for _name, items in reply or []:
-            for raw_id, fields in items:
-                entry_id = _text(raw_id)
-                got = int(entry_id.rpartition("-")[2])
-                if got > expected:
-                    entries.append(RunEvent.gap(f"0-{got - 1}", got - expected))
-                expected = got + 1
-                entries.append(_entry(run_id, entry_id, fields))
-        return entries
+        return _entries(run_id, number, [item for _name, items in reply or [] for item in items])
+
+    def record_and_read(
+        self, run_id: str, after: str | None
+    ) -> tuple[RunRecord, str, list[RunEvent]]:
+        """The run's verified record, its sealed text, and the entries after ``after`` there
+        now (as :meth:`read` without waiting), in one round trip: a reader's first look.
+
+        Raises:
+            RunNotFoundError: no run has this id.
+            RunIntegrityError: the record fails verification or is not the record of ``run_id``.
+            EventIdError: ``after`` is not an event id of a run.
+        """
+        number = check_event_id(after)
+        reply = self._record_and_read(
+            keys=[self.key(run_id), self.key(run_id, ":events")],
+            args=[f"0-{number + 1}", READ_BATCH],
+        )
+        record, text = self._verified(run_id, reply[0])
+        items = [(raw_id, _pairs(fields)) for raw_id, fields in reply[1]]
+        return record, text, _entries(run_id, number, items)
 
     def last_id(self, run_id: str) -> str | None:
         """The id of the latest entry, or ``None``."""
@@ -504,6 +585,26 @@ class RedisRunLog:
         """The sealed cancel request stored for the run, or ``None``."""
         value = self.client.get(self.key(run_id, ":cancel"))
         return None if value is None else _text(value)
+
+
+def _entries(run_id: str, number: int, items: list[tuple[Any, dict[Any, Any]]]) -> list[RunEvent]:
+    """Stream entries read after entry ``0-<number>``, with a ``gap`` entry where some were
+    trimmed."""
+    entries: list[RunEvent] = []
+    expected = number + 1
+    for raw_id, fields in items:
+        entry_id = _text(raw_id)
+        got = int(entry_id.rpartition("-")[2])
+        if got > expected:
+            entries.append(RunEvent.gap(f"0-{got - 1}", got - expected))
+        expected = got + 1
+        entries.append(_entry(run_id, entry_id, fields))
+    return entries
+
+
+def _pairs(flat: list[Any]) -> dict[Any, Any]:
+    """A stream entry's fields as a Lua script returns them (``[name, value, ...]``)."""
+    return dict(zip(flat[::2], flat[1::2], strict=True))
 
 
 def _entry(run_id: str, entry_id: str, fields: dict[Any, Any]) -> RunEvent:

@@ -96,10 +96,10 @@ from agentkit.integrations._errors import (
     owner_mismatch,
 )
 from agentkit.integrations._idempotency import check_key, conflict, key_digest, request_digest
-from agentkit.integrations._redislog import RedisRunLog, RunRecord, check_event_id
+from agentkit.integrations._redislog import RedisRunLog, RunRecord
 from agentkit.integrations._runids import check_owner, check_run_id
 from agentkit.integrations._signing import Sealer, SealError, as_keys
-from agentkit.integrations.runs import RunEventStream, to_messages
+from agentkit.integrations.runs import RunEvent, RunEventStream, to_messages
 from agentkit.options import with_cancel, with_checkpoint_id, with_session_values
 from agentkit.runner import Runner
 from agentkit.schema import Message
@@ -487,11 +487,14 @@ class AgentQueue:
                 (:class:`~agentkit.integrations.runs.RunOwnerError`: not ``owner``'s).
             EventIdError: ``last_event_id`` is not an event id of a run (``"0-<n>"``).
         """
-        check_event_id(last_event_id)
-        self._owned(run_id, owner)
+        check_run_id(run_id)
         log = self._log()
+        # The owner check and the first batch: one round trip.
+        record, _, first = log.record_and_read(run_id, last_event_id)
+        if record.owner != owner:
+            raise owner_mismatch(run_id)
         return RunEventStream(
-            functools.partial(log.read, run_id),
+            _ReadFirst(first, functools.partial(log.read, run_id)),
             last_event_id,
             idle_timeout=idle_timeout,
             is_live=functools.partial(log.is_live, run_id),
@@ -596,10 +599,34 @@ class AgentQueue:
         """The body of the Celery task: verify, run or resume, publish, requeue on shutdown."""
         try:
             order = self._open_order(args, kwargs)
-            record, sealed = self._current_record(order)
+            record, sealed, lease = self._current_record(order)
         except TaskMessageError as error:
             _log.error("agentkit: worker %s refused a task message: %s", worker, error)
             return {"status": "refused", "error": str(error)}
+        try:
+            refused = self._refused(worker, route, order, record)
+        except BaseException:
+            _let_go(lease)
+            raise
+        if refused is not None:
+            _let_go(lease)
+            return refused
+        # "running": a worker took this very message before; it died, or still runs it.
+        redelivered = record.status == "running"
+        return self._run_order(
+            worker,
+            route,
+            order,
+            args[0],
+            redelivered=redelivered,
+            known=(record, sealed),
+            lease=lease,
+        )
+
+    def _refused(
+        self, worker: str, route: str | None, order: _Order, record: RunRecord
+    ) -> dict[str, Any] | None:
+        """What becomes of a verified order this worker does not run now (``None``: run it)."""
         if order.expires < time.time():
             return self._expired(worker, order, record)
         if not record.live or record.stops != order.stops:
@@ -610,11 +637,7 @@ class AgentQueue:
         if shutting_down.is_set():
             # A worker going down still receives what it had asked the broker for.
             return self._requeue(worker, route, order, ran=False)
-        # "running": a worker took this very message before; it died, or still runs it.
-        redelivered = record.status == "running"
-        return self._run_order(
-            worker, route, order, args[0], redelivered=redelivered, known=(record, sealed)
-        )
+        return None
 
     def _open_order(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Order:
         """The verified order of a task message; :class:`TaskMessageError` for anything else."""
@@ -629,20 +652,46 @@ class AgentQueue:
         except SealError as error:
             raise TaskMessageError(str(error)) from None
 
-    def _current_record(self, order: _Order) -> tuple[RunRecord, str]:
+    def _current_record(
+        self, order: _Order
+    ) -> tuple[RunRecord, str, Lease | CheckpointBusyError | None]:
         """The run's record and its sealed text, if ``order`` is the latest message sent for
-        the run."""
+        the run; and for a fresh run its lease, taken in the same round trip (or why it could
+        not be: another worker holds it). The caller releases the lease.
+        """
+        lease: Lease | CheckpointBusyError | None = None
         try:
-            record, sealed = self._log().record(order.run_id)
+            if order.kind == "resume":  # the resume takes its own lease
+                record, sealed = self._log().record(order.run_id)
+            else:
+                record, sealed, lease = self._record_and_lease(order.run_id)
         except (RunNotFoundError, RunIntegrityError) as error:
             raise TaskMessageError(f"run {order.run_id!r}: {error}") from None
         if record.pending != order.nonce:
+            _let_go(lease)
             raise TaskMessageError(
                 f"the message for run {order.run_id!r} is not the latest one sent for it "
                 f"(it was made after stop {order.stops} of the run, which stopped "
                 f"{record.stops} times so far): a replayed or superseded message; nothing is run"
             )
-        return record, sealed
+        return record, sealed, lease
+
+    def _record_and_lease(self, run_id: str) -> tuple[RunRecord, str, Lease | CheckpointBusyError]:
+        """The run's record, sealed text and lease (or why not) in one round trip."""
+        from agentkit.checkpoint import Lease
+        from agentkit.checkpoint.base import new_lease_owner
+
+        store = self.store
+        owner = new_lease_owner()
+        record, sealed, took = self._log().record_and_lease(
+            run_id, store.lease_key(run_id), owner, self._lease_ttl
+        )
+        if took:
+            return record, sealed, Lease(store, run_id, owner, self._lease_ttl)
+        return record, sealed, CheckpointBusyError(
+            f"checkpoint {run_id!r} is being resumed by another run; try again when it has "
+            "finished (the claim of a run that crashed expires by itself)"
+        )
 
     def _expired(self, worker: str, order: _Order, record: RunRecord) -> dict[str, Any]:
         """A verified message that expired: fail its run if it still waits for this message."""
@@ -682,13 +731,15 @@ class AgentQueue:
         *,
         redelivered: bool,
         known: tuple[RunRecord, str],
+        lease: Lease | CheckpointBusyError | None,
     ) -> dict[str, Any]:
         """Run or resume the order's run in this worker; publish its events; record its stop.
 
         ``message`` is the sealed task message (sent again when the run is held elsewhere);
         ``redelivered``: a worker took this message before (and died, or still runs it);
         ``known``: the run's verified record and sealed text as the worker read them (its
-        record changes expect them unread, and read them again only when they changed).
+        record changes expect them unread, and read them again only when they changed);
+        ``lease``: a fresh run's lease, taken with that read (or why it could not be).
         """
         log = self._log()
         run_id = order.run_id
@@ -705,11 +756,12 @@ class AgentQueue:
         # Whether the hub hears the run's cancels already: then the run's stored cancel
         # request is read below, with the record's "running" mark (else the hub reads it).
         listening = watcher.start(check=False)
-        lease: Lease | None = None
+        taken, lease = lease, None  # lease: held while the run lives here
         tail: list[tuple[str, dict[str, Any]]] = []
+        ran = False  # the run ran to a summary: its lease is given back below, not here
         try:
             try:
-                lease, run = self._start(order, handle, redelivered=redelivered)
+                lease, run = self._start(order, handle, watcher, taken, redelivered=redelivered)
             except CheckpointBusyError as error:
                 # Another worker holds the run: alive (a duplicate delivery), or dead (its
                 # lease expires within lease_ttl). Try again then, never drop the run.
@@ -717,8 +769,6 @@ class AgentQueue:
             except CheckpointConsumedError as error:
                 _log.info("agentkit: run %r not started on %s: %s", run_id, worker, error)
                 return {"status": "duplicate", "error": str(error)}
-            if lease is not None:
-                watcher.hold(lease)
             started = [("status", {"status": "started", "worker": worker, "kind": order.kind})]
             try:
                 # The "running" mark, the first entry and the stored cancel request: one
@@ -744,15 +794,23 @@ class AgentQueue:
 
             published = publish(run, append)
             summary, tail = published.summary, published.tail
+            ran = True
         except Exception as error:
             summary = summary_of_error(error)
+            ran = True
         finally:
+            # From here on the hub refreshes the lease no more, and the run was given a lease
+            # it never refreshes itself (see Watcher.hold): nothing takes it again once freed.
             watcher.stop()
+            if lease is not None and not ran:
+                lease.release()
+        if watcher.reason == "lease lost" or (
+            watcher.reason == "shutdown" and summary["status"] == "cancelled"
+        ):
             if lease is not None:
                 lease.release()
-        if watcher.reason == "lease lost":
-            return self._after_lost_lease(worker, route, order, tail)
-        if watcher.reason == "shutdown" and summary["status"] == "cancelled":
+            if watcher.reason == "lease lost":
+                return self._after_lost_lease(worker, route, order, tail)
             return self._requeue(worker, route, order, ran=True, tail=tail)
 
         def stop(current: RunRecord) -> RunRecord:
@@ -760,21 +818,34 @@ class AgentQueue:
                 current, status=summary["status"], stops=current.stops + 1, summary=summary
             )
 
-        # The lease is free before the record says the run stopped: a resume enqueued the
-        # moment a reader sees the interrupt finds the run free to take.
+        # The lease is freed by the same script that records the stop: a resume enqueued the
+        # moment a reader sees the interrupt finds the run free to take. (Should the end
+        # never be recorded, the lease expires within lease_ttl, and the task, not
+        # acknowledged, is delivered again.)
         # Expects the "running" record unread; the watcher's notes append entries only, so
         # only another writer (which the set then detects) makes it read the record again.
+        held = None if lease is None else (self.store.lease_key(run_id), lease.owner)
         tries = iter([known])
         patiently(
-            lambda: log.finish(run_id, stop, summary, tail, next(tries, None)),
+            lambda: log.finish(run_id, stop, summary, tail, next(tries, None), lease=held),
             "records a run's end",
         )
         return summary
 
     def _start(
-        self, order: _Order, handle: CancelHandle, *, redelivered: bool
+        self,
+        order: _Order,
+        handle: CancelHandle,
+        watcher: Watcher,
+        taken: Lease | CheckpointBusyError | None,
+        *,
+        redelivered: bool,
     ) -> tuple[Lease | None, Any]:
         """Start the order's run (a fresh run holds a lease on its id); its event iterator.
+
+        A fresh run's lease (``taken`` with the read of its record, or why it could not be)
+        is refreshed by the process's watch hub (``watcher``), which tells the run when it
+        is lost: the run starts no thread of its own for it.
 
         A redelivered order goes on from the run's checkpoint, when the worker that took it
         first saved one: a fresh run is resumed; a resume whose targets the run has moved
@@ -784,7 +855,11 @@ class AgentQueue:
             CheckpointBusyError: another worker holds the run.
             CheckpointConsumedError: a resume of it completed already.
         """
-        runner = self.runner(order.agent)
+        try:
+            runner = self.runner(order.agent)
+        except BaseException:
+            _let_go(taken)
+            raise
         run_id = order.run_id
         if order.kind == "resume":
             targets = order.payload["targets"]
@@ -795,9 +870,10 @@ class AgentQueue:
                     raise
                 _log.info("agentkit: run %r moved past its resume data; resuming it", run_id)
                 return None, runner.resume(run_id, with_cancel(handle))
-        from agentkit.checkpoint import lease_for
-
-        lease = lease_for(self.store, run_id, self._lease_ttl)
+        if isinstance(taken, CheckpointBusyError):
+            raise taken
+        assert taken is not None  # a fresh order's read takes its lease
+        lease = taken
         try:
             if redelivered and self.store.get(run_id) is not None:
                 lease.release()  # the resume takes its own
@@ -806,12 +882,13 @@ class AgentQueue:
             messages = [Message.from_dict(item) for item in order.payload["messages"]]
             run = runner.run(
                 messages,
-                with_checkpoint_id(run_id, lease=lease),  # the run keeps it, durable
+                # The hub refreshes it; the run is told when it is lost.
+                with_checkpoint_id(run_id, lease=watcher.hold(lease)),
                 with_session_values(order.payload.get("session_values") or {}),
                 with_cancel(handle),
             )
         except BaseException:
-            lease.release()
+            watcher.give_back(lease)  # the hub refreshes it no more
             raise
         return lease, run
 
@@ -891,6 +968,28 @@ class AgentQueue:
         self.task.apply_async(args=[self._seal_order(record, kind, payload)], queue=route)
         _log.info("agentkit: worker %s stopped run %r; enqueued again", worker, order.run_id)
         return {"status": "requeued"}
+
+
+class _ReadFirst:
+    """A run's read function whose first call returns the batch read with the owner check."""
+
+    __slots__ = ("_first", "_read")
+
+    def __init__(
+        self, first: list[RunEvent], read: Callable[[str | None, float], list[RunEvent]]
+    ) -> None:
+        self._first: list[RunEvent] | None = first
+        self._read = read
+
+    def __call__(self, after: str | None, wait: float) -> list[RunEvent]:
+        first, self._first = self._first, None
+        return first if first else self._read(after, wait)
+
+
+def _let_go(lease: Lease | CheckpointBusyError | None) -> None:
+    """Release a lease taken with a run's record for an order that is not run."""
+    if lease is not None and not isinstance(lease, CheckpointBusyError):
+        lease.release()
 
 
 def _mark_running(order: _Order, worker: str) -> Callable[[RunRecord], RunRecord]:
