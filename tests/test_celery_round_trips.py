@@ -225,3 +225,25 @@ def _chunks(command: object) -> list[bytes]:
     if isinstance(command, bytes | bytearray | memoryview):
         return [bytes(command)]
     return [bytes(chunk) for chunk in command]  # type: ignore[attr-defined]
+
+
+def test_taking_and_refreshing_a_checkpoint_lease_are_one_round_trip_each(
+    redis_url: str, sent: list[object]  # noqa: F811
+) -> None:
+    from agentkit.checkpoint import RedisCheckPointStore, lease_for
+
+    store = RedisCheckPointStore(url=redis_url, prefix=f"lease-trips-{uuid.uuid4().hex}:")
+    try:
+        lease_for(store, "warm-up", 30.0).release()  # connected, the scripts loaded
+        sent.clear()
+        lease = lease_for(store, "run-1", 30.0)
+        taken = len(sent)
+        assert lease.refresh()
+        refreshed = len(sent) - taken
+        other = store.acquire_lease("run-1", "someone-else", 30.0)
+        assert not other  # held: refused
+        assert taken == 1 and refreshed == 1  # one EVALSHA each
+        lease.release()
+        assert store.acquire_lease("run-1", "someone-else", 30.0)
+    finally:
+        store.close()

@@ -90,8 +90,15 @@ end
 return 0
 """
 # KEYS[1] = lease key, ARGV[1] = owner, ARGV[2] = ttl in ms: refresh the owner's own lease.
-_REFRESH_SCRIPT = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
+# Take the lease when it is free, or extend it when the owner holds it: one round trip for
+# both (a refresh is this call again, every third of the ttl).
+_ACQUIRE_SCRIPT = """
+local current = redis.call('GET', KEYS[1])
+if not current then
+    redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+    return 1
+end
+if current == ARGV[1] then
     return redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
 return 0
@@ -140,9 +147,10 @@ class RedisCheckPointStore(StoreLimits):
     Checkpoints are bound to the store's database and prefix (see :attr:`namespace`): one
     copied to another database or prefix does not load.
 
-    A lease on an id is a key holding the owner name, set with ``SET NX PX`` (so Redis itself
-    expires it) and refreshed or released only by its owner, through small Lua scripts that
-    compare and then ``PEXPIRE`` / ``DEL`` atomically. Lease keys are
+    A lease on an id is a key holding the owner name, set with ``PX`` (so Redis itself expires
+    it) when the key is missing, and refreshed or released only by its owner, through small
+    Lua scripts that compare and then ``SET`` / ``PEXPIRE`` / ``DEL`` atomically (taking and
+    refreshing a lease: one round trip each). Lease keys are
     ``prefix + b"\\xfflease:" + id`` and can never collide with a checkpoint key.
 
     Step records (:class:`~agentkit.checkpoint.JournalingCheckPointStore`) are a Redis list at
@@ -198,7 +206,7 @@ class RedisCheckPointStore(StoreLimits):
         self._release_script = client.register_script(_RELEASE_SCRIPT)
         self._read_steps_script = client.register_script(_READ_STEPS_SCRIPT)
         self._append_expiring_script = client.register_script(_APPEND_EXPIRING_SCRIPT)
-        self._refresh_script = client.register_script(_REFRESH_SCRIPT)
+        self._acquire_script = client.register_script(_ACQUIRE_SCRIPT)
         self._set_base_script = client.register_script(_SET_BASE_SCRIPT)
 
     @property
@@ -322,10 +330,7 @@ class RedisCheckPointStore(StoreLimits):
         ttl_ms = max(1, round(ttl * 1000))
 
         def acquire() -> bool:
-            if self._client.set(key, owner.encode("utf-8"), nx=True, px=ttl_ms):
-                return True
-            refreshed = self._refresh_script(keys=[key], args=[owner.encode("utf-8"), ttl_ms])
-            return bool(refreshed)
+            return bool(self._acquire_script(keys=[key], args=[owner.encode("utf-8"), ttl_ms]))
 
         return self._run(f"take the lease on checkpoint {checkpoint_id!r}", acquire)
 
