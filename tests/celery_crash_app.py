@@ -4,7 +4,8 @@ Short on purpose: a task whose worker died is handed to another worker after
 ``VISIBILITY_TIMEOUT`` seconds (Kombu's Redis transport looks for such tasks every second here),
 and a run's lease lasts ``LEASE_TTL`` seconds unless refreshed. The ``stepper`` agent calls its
 ``step`` tool ``STEPS`` times; every call is counted in Redis, and the first call of step 2 of
-each run waits on a gate the test may never open (its worker is killed there).
+each run reports to its test (a list named after the tag's lane: ``<lane>.<id>``) and waits on
+a gate the test may never open (its worker is killed there).
 """
 
 from __future__ import annotations
@@ -59,7 +60,8 @@ def step(tag: str, number: int) -> str:
     name = os.environ["TEST_WORKER_NAME"]
     _redis.incr(f"test:calls:{tag}:{number}")
     if number == 2 and _redis.incr(f"test:held:{tag}") == 1:
-        _redis.rpush("test:crash:held", f"{tag} {name}")
+        lane = tag.partition(".")[0]  # each test's runs report to a list of their own
+        _redis.rpush(f"test:crash:held:{lane}", f"{tag} {name}")
         _redis.blpop([f"test:gate:{tag}"], timeout=GATE_TIMEOUT)
     _redis.incr(f"test:done:{tag}:{number}")
     return f"step {number} done on {name}"

@@ -46,11 +46,15 @@ def crash_app(env: dict[str, str]) -> Any:
     return module
 
 
-def hold_on(client: Any, worker_name: str, seen: dict[str, str]) -> str:
-    """Wait until a run is held in step 2 on ``worker_name``; returns its tag."""
+def hold_on(client: Any, worker_name: str, seen: dict[str, str], lane: str) -> str:
+    """Wait until a run of ``lane`` is held in step 2 on ``worker_name``; returns its tag.
+
+    Each test's runs report to a list of their own (the tags start with the lane): a report
+    left by another test's runs must not time this test's kill.
+    """
     deadline = time.monotonic() + GUARD
     while time.monotonic() < deadline:
-        popped = client.blpop(["test:crash:held"], timeout=GUARD)
+        popped = client.blpop([f"test:crash:held:{lane}"], timeout=GUARD)
         assert popped is not None, "no run reached step 2"
         tag, name = popped[1].decode().split()
         seen[tag] = name
@@ -67,14 +71,14 @@ def test_a_worker_killed_mid_run_leaves_no_run_running_and_the_other_finishes_th
 ) -> None:
     queue = crash_app.queue
     lane = f"crash-{uuid.uuid4().hex[:6]}"
-    tags = [uuid.uuid4().hex for _ in range(RUNS)]
+    tags = [f"{lane}.{uuid.uuid4().hex}" for _ in range(RUNS)]
     held: dict[str, str] = {}
     with (
         worker(env, client, "doomed", lane, tmp_path, app="celery_crash_app") as doomed,
         worker(env, client, "survivor", lane, tmp_path, app="celery_crash_app") as survivor,
     ):
         run_ids = {tag: queue.submit("stepper", tag, owner=OWNER, queue=lane) for tag in tags}
-        victim = hold_on(client, "doomed", held)
+        victim = hold_on(client, "doomed", held, lane)
         doomed.process.send_signal(signal.SIGKILL)  # mid-tool: in step 2 of at least one run
         doomed.process.wait(timeout=GUARD)
         for tag in tags:  # the held runs of the survivor go on
@@ -101,14 +105,14 @@ def test_a_worker_killed_mid_run_runs_no_finished_tool_again(
 ) -> None:
     queue = crash_app.queue
     lane = f"crash-{uuid.uuid4().hex[:6]}"
-    tags = [uuid.uuid4().hex for _ in range(4)]
+    tags = [f"{lane}.{uuid.uuid4().hex}" for _ in range(4)]
     held: dict[str, str] = {}
     with (
         worker(env, client, "doomed", lane, tmp_path, app="celery_crash_app") as doomed,
         worker(env, client, "survivor", lane, tmp_path, app="celery_crash_app"),
     ):
         run_ids = {tag: queue.submit("stepper", tag, owner=OWNER, queue=lane) for tag in tags}
-        victim = hold_on(client, "doomed", held)
+        victim = hold_on(client, "doomed", held, lane)
         doomed.process.send_signal(signal.SIGKILL)
         doomed.process.wait(timeout=GUARD)
         for tag in tags:
