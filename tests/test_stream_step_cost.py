@@ -1,0 +1,103 @@
+"""The streamed step's cheaper paths deliver exactly what the general paths delivered.
+
+* :class:`~agentkit.agents._react.UniqueCallIds` passes a call's later fragments over without
+  looking them up, and still gives every chunk the ids the spec (its docstring) gives them,
+  read chunk by chunk or a batch at a time, without changing the source's lists;
+* a tool-call fragment of the common shape is built like the constructor builds it;
+* a streamed event's whole message is the concatenation, however (and in which thread) the
+  stream was read, and copies read in two threads each see every chunk in order while the
+  producer is still streaming.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import attrs
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agentkit.agents._react import UniqueCallIds
+from agentkit.schema import FunctionCall, Message, Role, ToolCall
+from agentkit.streams import stream_from_batches
+
+SETTINGS = settings(deadline=None, max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+
+# --- unique call ids ---------------------------------------------------------------------
+
+
+def reference_ids(chunks: list[Message]) -> list[Message]:
+    """The ids :class:`UniqueCallIds` gives, per its docstring, looking at every call."""
+    by_index: dict[int, str] = {}
+    seen: set[str] = set()
+    out: list[Message] = []
+    for chunk in chunks:
+        calls: list[ToolCall] = []
+        for call in chunk.tool_calls:
+            index, call_id = call.index, call.id
+            if index is not None and index in by_index:
+                wanted = by_index[index] if call_id else call_id
+            elif index is not None and not call_id:
+                wanted = call_id  # the id comes in a later fragment
+            else:
+                wanted = call_id
+                if wanted in seen:
+                    number = 2
+                    while f"{call_id}#{number}" in seen:
+                        number += 1
+                    wanted = f"{call_id}#{number}"
+                    seen.add(wanted)
+                seen.add(wanted)
+                if index is not None:
+                    by_index[index] = wanted
+            calls.append(attrs.evolve(call, id=wanted))
+        out.append(attrs.evolve(chunk, tool_calls=calls) if chunk.tool_calls else chunk)
+    return out
+
+
+fragments = st.builds(
+    lambda call_id, index, args: ToolCall(call_id, FunctionCall("f", args), index=index),
+    st.sampled_from(["", "a", "b"]),
+    st.sampled_from([None, 0, 1, 2]),
+    st.sampled_from(["", "{", "}"]),
+)
+chunks = st.builds(
+    lambda calls, text: Message(Role.ASSISTANT, text, calls),
+    st.lists(fragments, max_size=3),
+    st.sampled_from(["", "x"]),
+)
+batch_lists = st.lists(st.lists(chunks, min_size=1, max_size=4), max_size=5)
+
+
+@SETTINGS
+@given(batches=batch_lists)
+def test_unique_call_ids_give_the_ids_of_the_spec_batch_by_batch(
+    batches: list[list[Message]],
+) -> None:
+    source = copy.deepcopy(batches)
+    stream = UniqueCallIds(stream_from_batches(source))
+    (reader,) = stream.copy(1)  # a copy's buffer reads the source a batch at a time
+    got = list(reader)
+    expected = reference_ids([chunk for batch in batches for chunk in batch])
+    assert [attrs.asdict(chunk) for chunk in got] == [attrs.asdict(c) for c in expected]
+    assert source == batches  # the source's lists and chunks are left as they were
+
+
+@SETTINGS
+@given(batches=batch_lists)
+def test_unique_call_ids_give_the_ids_of_the_spec_chunk_by_chunk(
+    batches: list[list[Message]],
+) -> None:
+    got = list(UniqueCallIds(stream_from_batches(copy.deepcopy(batches))))
+    expected = reference_ids([chunk for batch in batches for chunk in batch])
+    assert [attrs.asdict(chunk) for chunk in got] == [attrs.asdict(c) for c in expected]
+
+
+def test_later_fragments_keep_no_id_and_a_repeated_id_is_derived() -> None:
+    def call(call_id: str, index: int | None) -> Message:
+        return Message(Role.ASSISTANT, "", [ToolCall(call_id, FunctionCall("f", "{}"), index=index)])
+
+    batch = [call("a", 0), call("", 0), call("a", 1), call("", 1), call("a", 1)]
+    (reader,) = UniqueCallIds(stream_from_batches([batch])).copy(1)
+    assert [chunk.tool_calls[0].id for chunk in reader] == ["a", "", "a#2", "", "a#2"]
+    assert [chunk.tool_calls[0].id for chunk in batch] == ["a", "", "a", "", "a"]
