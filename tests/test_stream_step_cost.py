@@ -101,3 +101,26 @@ def test_later_fragments_keep_no_id_and_a_repeated_id_is_derived() -> None:
     (reader,) = UniqueCallIds(stream_from_batches([batch])).copy(1)
     assert [chunk.tool_calls[0].id for chunk in reader] == ["a", "", "a#2", "", "a#2"]
     assert [chunk.tool_calls[0].id for chunk in batch] == ["a", "", "a", "", "a"]
+
+
+# --- a tool-call fragment of the common shape ----------------------------------------------
+
+
+def test_a_fragment_is_built_like_the_constructors_build_it() -> None:
+    from agentkit.models.openai._chunks import _fragment, _function, parse_chunk
+
+    assert (_fragment.__name__, _function.__name__) == ("fragment", "function_call")  # fast
+    built = _fragment("call_1", _function("add", '{"a": 1}'), "function", 0)
+    expected = ToolCall("call_1", FunctionCall("add", '{"a": 1}'), "function", 0, {})
+    assert type(built) is ToolCall and type(built.function) is FunctionCall
+    assert built == expected and attrs.asdict(built) == attrs.asdict(expected)
+    assert _fragment("", _function("", ""), "function", 1).extra is not built.extra
+    built.function.arguments = "{}"  # still an ordinary, mutable attrs instance
+    assert built.function == FunctionCall("add", "{}")
+    chunk = parse_chunk(
+        b'{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c","type":"function",'
+        b'"function":{"name":"add","arguments":null}}]}}]}',
+        "http://model.test/v1",
+    )
+    assert chunk is not None
+    assert chunk.tool_calls == [ToolCall("c", FunctionCall("add", ""), "function", 0, {})]
