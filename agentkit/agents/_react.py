@@ -246,7 +246,7 @@ class UniqueCallIds(StreamReader[Message]):
     __slots__ = ("_by_index", "_seen", "_source")
 
     def __init__(self, source: StreamReader[Message]) -> None:
-        super().__init__()
+        self._copied = False  # StreamReader.__init__, written out (one per model call)
         self._source = source
         self._by_index: dict[int, str] = {}
         self._seen: set[str] = set()

@@ -241,7 +241,7 @@ def parse_chunk_data(data: Any, payload: bytes, url: str) -> Message | None:
         if not choices:
             if chunk_usage is None:
                 return None
-            return Message(Role.ASSISTANT, "", [], response_meta=ResponseMeta("", chunk_usage))
+            return _chunk_message("", [], ResponseMeta("", chunk_usage))  # usage only
         content = ""
         finish_reason = ""
         tool_calls: list[ToolCall] = []
