@@ -208,12 +208,10 @@ class _IteratorReader(StreamReader[T]):
         try:
             item = next(self._iterator)
         except StopIteration:
-            self._end_read()
-            self._finish()
+            self._end_last_read()
             raise StreamEOF from None
         except BaseException:
-            self._end_read()
-            self._finish()
+            self._end_last_read()
             raise
         if self._end_read():
             # Closed by another thread during the read (a cancel): the chunk is dropped, as
@@ -230,6 +228,16 @@ class _IteratorReader(StreamReader[T]):
                 self._done = True
                 return True
             return False
+
+    def _end_last_read(self) -> None:
+        """Leave the read that ended the iterator (or failed): :meth:`_finish`, in the same
+        round of the lock (a close that came in meanwhile has nothing left to close)."""
+        with self._lock:
+            self._reading = False
+            self._done = True
+            on_close, self._on_close = self._on_close, None
+        if on_close is not None:
+            on_close()
 
     def _finish(self) -> None:
         with self._lock:
