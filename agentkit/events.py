@@ -23,7 +23,7 @@ from agentkit._transfer_messages import (
     transfer_result_text,
 )
 from agentkit.schema import Message, Role, _json_safe, _message_html_lines
-from agentkit.streams import StreamReader, concat_message_stream, concatenated, stream_from_list
+from agentkit.streams import StreamReader, _concatenated, concat_message_stream, stream_from_list
 
 if TYPE_CHECKING:
     from agentkit._options import AgentRunOption
@@ -117,7 +117,7 @@ class _Concatenated:
             if outcome is None:
                 # The producer concatenated its own copy already (a streamed model call):
                 # its message, without a copy of our own to read to the end again.
-                known = concatenated(self.buffer, self.start)
+                known = _concatenated(self.buffer, self.start)
                 if known is not None:
                     outcome = (known, None)
                 else:

@@ -414,7 +414,7 @@ def concat_message_stream(reader: StreamReader[Message]) -> Message:
 _CONCAT = "concat_messages"
 
 
-def concatenated(buffer: TeeBuffer[Message], start: int) -> Message | None:
+def _concatenated(buffer: TeeBuffer[Message], start: int) -> Message | None:
     """What :func:`concat_message_stream` of a new copy of ``buffer`` from chunk ``start``
     returns, when that is known without a copy: the stream ended without an error and a copy
     from ``start`` was concatenated already. ``None`` otherwise."""
