@@ -152,7 +152,9 @@ class TeeBuffer(Generic[T]):
         with self.lock:
             chunks.extend(batch)
             self.reading = False
-            waiters = self._take_waiters()
+            waiters = self.waiters  # _take_waiters, written out: this runs once per batch
+            if waiters:
+                self.waiters = []
         for waiter in waiters:
             waiter.release()
         return chunks[position]

@@ -23,7 +23,7 @@ from agentkit._transfer_messages import (
     transfer_result_text,
 )
 from agentkit.schema import Message, Role, _json_safe, _message_html_lines
-from agentkit.streams import StreamReader, concat_message_stream, stream_from_list
+from agentkit.streams import StreamReader, _concatenated, concat_message_stream, stream_from_list
 
 if TYPE_CHECKING:
     from agentkit._options import AgentRunOption
@@ -115,10 +115,16 @@ class _Concatenated:
         with self.lock:
             outcome = self.outcome
             if outcome is None:
-                try:
-                    outcome = (concat_message_stream(self.reader()), None)
-                except Exception as failure:
-                    outcome = (None, failure)
+                # The producer concatenated its own copy already (a streamed model call):
+                # its message, without a copy of our own to read to the end again.
+                known = _concatenated(self.buffer, self.start)
+                if known is not None:
+                    outcome = (known, None)
+                else:
+                    try:
+                        outcome = (concat_message_stream(self.reader()), None)
+                    except Exception as failure:
+                        outcome = (None, failure)
                 self.outcome = outcome
         message, error = outcome
         if error is not None:

@@ -400,7 +400,7 @@ def _merge_fragments(index: int, fragments: list[ToolCall]) -> ToolCall:
         function_name = function_name or fragment.function.name
         if fragment.extra:
             extra.update(fragment.extra)
-    arguments = "".join(fragment.function.arguments for fragment in fragments)
+    arguments = "".join([fragment.function.arguments for fragment in fragments])
     return ToolCall(
         call_id, FunctionCall(function_name, arguments), call_type or "function", index, extra
     )

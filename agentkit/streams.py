@@ -18,7 +18,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Generic, TypeVar
 
-from agentkit._stream_base import CopyReader, StreamEOF, StreamReader
+from agentkit._stream_base import CopyReader, StreamEOF, StreamReader, TeeBuffer
 from agentkit.schema import Message, concat_messages
 
 __all__ = [
@@ -208,12 +208,10 @@ class _IteratorReader(StreamReader[T]):
         try:
             item = next(self._iterator)
         except StopIteration:
-            self._end_read()
-            self._finish()
+            self._end_last_read()
             raise StreamEOF from None
         except BaseException:
-            self._end_read()
-            self._finish()
+            self._end_last_read()
             raise
         if self._end_read():
             # Closed by another thread during the read (a cancel): the chunk is dropped, as
@@ -230,6 +228,16 @@ class _IteratorReader(StreamReader[T]):
                 self._done = True
                 return True
             return False
+
+    def _end_last_read(self) -> None:
+        """Leave the read that ended the iterator (or failed): :meth:`_finish`, in the same
+        round of the lock (a close that came in meanwhile has nothing left to close)."""
+        with self._lock:
+            self._reading = False
+            self._done = True
+            on_close, self._on_close = self._on_close, None
+        if on_close is not None:
+            on_close()
 
     def _finish(self) -> None:
         with self._lock:
@@ -278,7 +286,16 @@ class _BatchReader(_IteratorReader[T]):
         on_close: Callable[[], object] | None,
         abort: Callable[[], object] | None,
     ) -> None:
-        super().__init__(batches, on_close, abort)
+        # _IteratorReader.__init__, written out (a stream is made per model call).
+        self._copied = False
+        self._iterator = batches
+        self._on_close = on_close
+        self._abort = abort
+        self._done = False
+        self._reading = False
+        self._close_requested = False
+        self._cut = False
+        self._lock = threading.Lock()
         self._pending: deque[T] = deque()  # the rest of the last list, for _recv
 
     def _recv(self) -> T:
@@ -385,13 +402,26 @@ def concat_message_stream(reader: StreamReader[Message]) -> Message:
         buffer = reader._buffer
         if closed:  # a closed copy reads no further: the chunks it had, not the whole stream
             return _concat(buffer.chunks[start:])
-        key = ("concat_messages", start)
+        key = (_CONCAT, start)
         cached: Message | None = buffer.memo.get(key)
         if cached is None:
             # Copies read in other threads may get here together: the first result stored wins.
             cached = buffer.memo.setdefault(key, _concat(buffer.chunks[start:]))
         return cached
     return _concat(_collect(reader))
+
+
+_CONCAT = "concat_messages"
+
+
+def _concatenated(buffer: TeeBuffer[Message], start: int) -> Message | None:
+    """What :func:`concat_message_stream` of a new copy of ``buffer`` from chunk ``start``
+    returns, when that is known without a copy: the stream ended without an error and a copy
+    from ``start`` was concatenated already. ``None`` otherwise."""
+    if buffer.done and buffer.error is None:
+        cached: Message | None = buffer.memo.get((_CONCAT, start))
+        return cached
+    return None
 
 
 def _concat(chunks: list[Message]) -> Message:

@@ -246,7 +246,7 @@ class UniqueCallIds(StreamReader[Message]):
     __slots__ = ("_by_index", "_seen", "_source")
 
     def __init__(self, source: StreamReader[Message]) -> None:
-        super().__init__()
+        self._copied = False  # StreamReader.__init__, written out (one per model call)
         self._source = source
         self._by_index: dict[int, str] = {}
         self._seen: set[str] = set()
@@ -256,8 +256,19 @@ class UniqueCallIds(StreamReader[Message]):
         return self._fix(chunk) if chunk.tool_calls else chunk
 
     def _recv_batch(self) -> list[Message]:
+        # Most fragments are a call's later pieces (no id, an index): they stay as they are,
+        # and are passed over here without a call per chunk. A list of the source's is
+        # never changed: a batch with a chunk to fix is copied.
         batch = self._source._recv_batch()
-        return [self._fix(chunk) if chunk.tool_calls else chunk for chunk in batch]
+        fixed: list[Message] | None = None
+        for position, chunk in enumerate(batch):
+            for call in chunk.tool_calls:
+                if call.id or call.index is None:
+                    if fixed is None:
+                        fixed = list(batch)
+                    fixed[position] = self._fix(chunk)
+                    break
+        return batch if fixed is None else fixed
 
     def close(self) -> None:
         self._source.close()
@@ -265,6 +276,8 @@ class UniqueCallIds(StreamReader[Message]):
     def _fix(self, chunk: Message) -> Message:
         fixed: list[ToolCall] | None = None
         for position, call in enumerate(chunk.tool_calls):
+            if not call.id and call.index is not None:
+                continue  # a later fragment of a call: _id_of keeps its empty id
             wanted = self._id_of(call)
             if wanted == call.id:
                 continue

@@ -22,7 +22,7 @@ from agentkit.models.openai._wire import (
     stream_error,
     usage,
 )
-from agentkit.schema import Message, ResponseMeta, Role, ToolCall
+from agentkit.schema import FunctionCall, Message, ResponseMeta, Role, ToolCall
 
 __all__: list[str] = []
 
@@ -31,24 +31,16 @@ _scan: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # t
 _decode = json.JSONDecoder().decode
 
 
-def _loads(payload: bytes) -> Any:
-    """Decode a stream chunk's JSON; raises ``ValueError`` (or ``StopIteration``) if it is not.
-
-    The scanner alone skips :meth:`json.JSONDecoder.decode`'s two whitespace matches, which
-    cost as much as the scan of a small chunk; anything it does not take whole (whitespace
-    around the value, invalid JSON) fails here and is decoded again by the caller's fallback.
-    """
-    text = payload.decode()
-    value, end = _scan(text, 0)
-    if end != len(text):
-        raise ValueError("not one JSON value")
-    return value
-
-
 def parse_chunk(payload: bytes, url: str) -> Message | None:
     """Turn one ``chat.completion.chunk`` into a message chunk (``None`` if it carries nothing)."""
     try:
-        data = _loads(payload)
+        # The scanner alone skips JSONDecoder.decode's two whitespace matches, which cost as
+        # much as the scan of a small chunk; anything it does not take whole (whitespace
+        # around the value, invalid JSON) fails here and is decoded again below.
+        text = payload.decode()
+        data, end = _scan(text, 0)
+        if end != len(text):
+            raise ValueError("not one JSON value")
     except (ValueError, StopIteration):
         data = decode_json(payload, "a stream chunk", url, 200)  # raises the explanation
     if type(data) is dict:
@@ -98,14 +90,34 @@ def _common_chunk(data: dict[str, Any]) -> Message | Any:
             if type(calls) is not list:
                 return _UNCOMMON
             for call in calls:
-                if type(call) is not dict or type(call.get("function") or {}) is not dict:
+                if type(call) is not dict:
                     return _UNCOMMON
-                tool_calls.append(read_tool_call(call, True))
+                function = call.get("function") or _NO_FUNCTION
+                if type(function) is not dict:
+                    return _UNCOMMON
+                arguments = function.get("arguments")
+                if arguments is None:
+                    arguments = ""
+                if type(arguments) is not str or not _KNOWN_CALL_FIELDS.issuperset(call):
+                    tool_calls.append(read_tool_call(call, True))
+                    continue
+                # What read_tool_call makes of a fragment of known fields, built directly.
+                tool_calls.append(
+                    _fragment(
+                        call.get("id") or "",
+                        _function(function.get("name") or "", arguments),
+                        call.get("type") or "function",
+                        call.get("index"),
+                    )
+                )
     finish_reason = choice.get("finish_reason") or ""
     return _chunk_message(
         content, tool_calls, ResponseMeta(finish_reason) if finish_reason else None
     )
 
+
+_NO_FUNCTION: dict[str, Any] = {}  # never changed
+_KNOWN_CALL_FIELDS = frozenset({"id", "type", "function", "index"})  # as read_tool_call's
 
 _MESSAGE_SLOTS = (
     "role",
@@ -164,6 +176,60 @@ def _chunk_builder() -> Callable[[str, list[ToolCall], ResponseMeta | None], Mes
 _chunk_message = _chunk_builder()
 
 
+def _plain_slots(cls: type, names: tuple[str, ...]) -> bool:
+    """Whether ``cls``'s attrs fields are exactly ``names``, plain slots, with no post-init."""
+    slots = vars(cls)
+    return (
+        tuple(field.name for field in attrs.fields(cls)) == names
+        and "__attrs_post_init__" not in slots
+        and all(type(slots.get(name)) is MemberDescriptorType for name in names)
+    )
+
+
+def _call_builders() -> tuple[
+    Callable[[str, FunctionCall, Any, Any], ToolCall], Callable[[Any, str], FunctionCall]
+]:
+    """Return functions that build a tool-call fragment and its function like the constructors.
+
+    As :func:`_chunk_builder` does for a chunk: the slots set directly, and the constructors
+    themselves should the classes no longer have exactly these slotted fields.
+    """
+    call_names = ("id", "function", "type", "index", "extra")
+    function_names = ("name", "arguments")
+    if not (_plain_slots(ToolCall, call_names) and _plain_slots(FunctionCall, function_names)):
+
+        def construct(call_id: str, function: FunctionCall, kind: Any, index: Any) -> ToolCall:
+            return ToolCall(call_id, function, kind, index, {})
+
+        return construct, FunctionCall
+    slots = vars(ToolCall)
+    set_id, set_function, set_type, set_index, set_extra = (
+        slots[name].__set__ for name in call_names
+    )
+    set_name, set_arguments = (vars(FunctionCall)[name].__set__ for name in function_names)
+    new = object.__new__
+
+    def fragment(call_id: str, function: FunctionCall, kind: Any, index: Any) -> ToolCall:
+        call: ToolCall = new(ToolCall)
+        set_id(call, call_id)
+        set_function(call, function)
+        set_type(call, kind)
+        set_index(call, index)
+        set_extra(call, {})
+        return call
+
+    def function_call(name: Any, arguments: str) -> FunctionCall:
+        made: FunctionCall = new(FunctionCall)
+        set_name(made, name)
+        set_arguments(made, arguments)
+        return made
+
+    return fragment, function_call
+
+
+_fragment, _function = _call_builders()
+
+
 def parse_chunk_data(data: Any, payload: bytes, url: str) -> Message | None:
     """Turn a decoded chunk of any shape into a message chunk (``None`` if it carries nothing)."""
     try:
@@ -175,7 +241,7 @@ def parse_chunk_data(data: Any, payload: bytes, url: str) -> Message | None:
         if not choices:
             if chunk_usage is None:
                 return None
-            return Message(Role.ASSISTANT, "", [], response_meta=ResponseMeta("", chunk_usage))
+            return _chunk_message("", [], ResponseMeta("", chunk_usage))  # usage only
         content = ""
         finish_reason = ""
         tool_calls: list[ToolCall] = []
