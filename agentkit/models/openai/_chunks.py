@@ -177,10 +177,13 @@ _chunk_message = _chunk_builder()
 
 
 def _plain_slots(cls: type, names: tuple[str, ...]) -> bool:
-    """Whether ``cls``'s attrs fields are exactly ``names``, plain slots, with no post-init."""
+    """Whether ``cls``'s attrs fields are exactly ``names``, plain slots with no validator or
+    converter, and no post-init (so setting the slots is what the constructor does)."""
     slots = vars(cls)
+    fields = attrs.fields(cls)
     return (
-        tuple(field.name for field in attrs.fields(cls)) == names
+        tuple(field.name for field in fields) == names
+        and all(field.validator is None and field.converter is None for field in fields)
         and "__attrs_post_init__" not in slots
         and all(type(slots.get(name)) is MemberDescriptorType for name in names)
     )
