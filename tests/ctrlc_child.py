@@ -119,8 +119,10 @@ def step(number: int) -> str:
     """
     note(f"start {number}")
     if block_kind == "stubborn" and number == 2:
-        say("ready")
         try:
+            # "ready" inside the try: the parent's SIGINT may land while say() still closes
+            # the file it already sees, and the tool ignores the first Ctrl-C wherever it lands.
+            say("ready")
             wait()
         except BaseException:
             note("ignored 2")
