@@ -225,6 +225,42 @@ def test_cancelling_the_run_cancels_the_task_and_waits_for_its_cleanup(streaming
     assert handle.wait(GUARD)
 
 
+def test_a_cancel_before_the_caller_waits_still_waits_for_the_cleanup(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The cancel lands after the coroutine started but before the calling thread waits for
+    it (a loaded machine): the run still ends only once the coroutine's ``finally`` ran."""
+    from agentkit.tools import _async
+
+    gate = Gate()
+    handle = CancelHandle()
+    cancelled = threading.Event()
+    real_start = _async.start_task
+
+    def start_then_stall(*args: Any, **kwargs: Any) -> Any:
+        task = real_start(*args, **kwargs)
+        assert cancelled.wait(GUARD)  # the caller reaches its wait only after the cancel
+        return task
+
+    monkeypatch.setattr(_async, "start_task", start_then_stall)
+
+    @tool
+    async def wait_forever() -> str:
+        """Wait."""
+        await gate.wait()
+        return "never"
+
+    runner = Runner(ChatModelAgent("a", "d", one_call("wait_forever"), tools=[wait_forever]))
+    with no_thread_leak(timeout=GUARD):
+        events = runner.query("go", with_cancel(handle))
+        assert gate.started.wait(GUARD)
+        handle.cancel(CancelMode.IMMEDIATE)
+        cancelled.set()
+        collected = list(events)
+        assert gate.cancelled.is_set() and gate.ended.is_set()
+    assert isinstance(collected[-1].err, AgentCancelledError)
+
+
 def test_closing_the_event_iterator_cancels_the_task() -> None:
     gate = Gate()
 

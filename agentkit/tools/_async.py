@@ -45,8 +45,12 @@ def await_in_loop(make: Callable[[], Awaitable[T]], tool_name: str) -> T:
     try:
         with abort_on_cancel(task.cancel):
             task.wait()
-    except BaseException:  # the run was being cancelled, or KeyboardInterrupt in this thread
+    except BaseException:
+        # The run was being cancelled (maybe before this thread reached its wait: the
+        # coroutine may be running already), or KeyboardInterrupt in this thread. Either way
+        # the caller goes on only once the coroutine's cleanup ran, as on the path above.
         task.cancel()
+        task.wait()
         raise
     try:
         return task.result()
