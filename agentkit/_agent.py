@@ -626,7 +626,7 @@ def start_worker(
             iterator, thread, lambda: scope.request_cancel(CancelMode.IMMEDIATE), inside
         )
     else:
-        _attach_producer(iterator, thread, inside=inside, stop=scope.stop_event)
+        _attach_producer(iterator, thread, inside=inside, stop=scope.stop_requested)
     if stop_at_exit and owns_scope:
         untrack = exit_stops.track(scope, thread)
     thread.start()

@@ -24,7 +24,6 @@ the process; that is how asyncio works, and why the documentation of async tools
 
 from __future__ import annotations
 
-import asyncio
 import atexit
 import concurrent.futures
 import contextvars
@@ -32,7 +31,10 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Coroutine
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+if TYPE_CHECKING:  # asyncio itself is imported when the loop starts: a program without
+    import asyncio  # async tools and MCP clients never pays for it (memory, import time)
 
 __all__ = ["EXIT_GRACE", "THREAD_NAME", "Task", "in_loop_thread", "loop_thread", "start_task"]
 
@@ -147,12 +149,16 @@ class _LoopThread:
     """The loop and the thread that runs it (one per process)."""
 
     def __init__(self) -> None:
+        import asyncio
+
         self.pid = os.getpid()
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self._run, name=THREAD_NAME, daemon=True)
         self.thread.start()
 
     def _run(self) -> None:
+        import asyncio
+
         loop = self.loop
         asyncio.set_event_loop(loop)
         try:
@@ -177,6 +183,8 @@ class _LoopThread:
 
 async def _end_tasks(grace: float) -> None:
     """Cancel the tasks still running and give them ``grace`` seconds to end."""
+    import asyncio
+
     current = asyncio.current_task()
     tasks = [task for task in asyncio.all_tasks() if task is not current]
     for task in tasks:

@@ -104,6 +104,7 @@ class StepWriter:
         "_seq",
         "_serializer",
         "_store",
+        "_unsaved",
         "_usage",
     )
 
@@ -131,6 +132,7 @@ class StepWriter:
         self._base_bytes = 0
         self._fenced: str | None = None
         self._closed = False
+        self._unsaved = False  # the first image waits for the first commit (start(save=False))
         self._encoder: Callable[[StepRecord], bytes] | None = None  # the serializer, bound
 
     @property
@@ -145,13 +147,20 @@ class StepWriter:
 
     # --- the base ---
 
-    def start(self, checkpoint: Checkpoint) -> None:
-        """Write the run's first image (its input, session, history and points so far)."""
+    def start(self, checkpoint: Checkpoint, *, save: bool = True) -> None:
+        """Write the run's first image (its input, session, history and points so far).
+
+        ``save=False``: keep it unwritten; the first commit writes it, with its step, as
+        the base (the caller starts the run again from its input if it stops before).
+        """
         with self._lock:
             self._check_open()
             self._image = _own(checkpoint)
             self._points = {point.address: point for point in self._image.points}
-            self._save_image()
+            if save:
+                self._save_image()
+            else:
+                self._unsaved = True
 
     def save(self, checkpoint_id: str, checkpoint: Checkpoint | ConsumedCheckpoint) -> None:
         """The run stopped (``Checkpoint``) or completed (the tombstone): its last save."""
@@ -199,6 +208,13 @@ class StepWriter:
             self._check_open()
             image = self._image
             assert image is not None, "a durable run commits after its start"
+            if self._unsaved:  # the first image, written with its first step
+                self._unsaved = False
+                if self._usage is not None:
+                    image.usage = self._usage()
+                apply_ops(ops, image, self._points, new_point, own=_own)
+                self._save_image(sync)
+                return
             if not self._journals:
                 apply_ops(ops, image, self._points, new_point, own=_own)
                 self._save_image(sync)
@@ -367,7 +383,7 @@ class DurableRun:
     unless the caller gave it).
     """
 
-    __slots__ = ("keeper", "progress", "writer")
+    __slots__ = ("keeper", "progress", "save_input", "writer")
 
     def __init__(
         self,
@@ -381,9 +397,11 @@ class DurableRun:
         log: EventLog,
         lease: HeldLease | None = None,
         usage: Callable[[], RunUsage] | None = None,
+        save_input: bool = True,
     ) -> None:
         from agentkit.checkpoint.base import lease_for
 
+        self.save_input = save_input
         own = lease is None
         held = lease_for(store, checkpoint_id, lease_ttl) if lease is None else lease
         try:
@@ -407,7 +425,7 @@ class DurableRun:
         Raises:
             CheckpointError: it could not be saved (the run must not start).
         """
-        self.writer.start(checkpoint)
+        self.writer.start(checkpoint, save=self.save_input)
 
     def end(self) -> None:
         """The run ended: stop keeping its lease (release it if it was taken here)."""

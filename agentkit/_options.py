@@ -137,6 +137,7 @@ class RunOptions:
     session_values: dict[str, Any] = attrs.Factory(dict)
     checkpoint_id: str | None = None
     checkpoint_lease: HeldLease | None = None  # a lease the caller holds on checkpoint_id
+    checkpoint_save_input: bool = True  # a durable run saves its input before its agent runs
     skip_transfer_messages: bool = False
     cancel_handle: CancelHandle | None = None
     conversation_id: str | None = None
@@ -165,7 +166,7 @@ def with_session_values(values: Mapping[str, Any]) -> AgentRunOption:
 
 
 def with_checkpoint_id(
-    checkpoint_id: str, *, lease: HeldLease | None = None
+    checkpoint_id: str, *, lease: HeldLease | None = None, save_input: bool = True
 ) -> AgentRunOption:
     """Save the run under ``checkpoint_id``, so that it can be resumed.
 
@@ -178,6 +179,13 @@ def with_checkpoint_id(
     already (a worker that claimed the run before starting it). The run uses it instead of
     taking its own: it keeps it refreshed while it lives and stops if it is lost, but does not
     release it (the caller does).
+
+    ``save_input=False`` (with ``durability="step"``): the run does not save its input before
+    its agent runs; its first save is that of its first finished step (one write fewer per
+    run). For a caller that keeps the input itself and starts the run again from it when the
+    run stopped before it saved anything (no checkpoint under the id), as a task queue does
+    with its task message; ``AgentQueue`` runs its tasks so. Without such a caller, a crash
+    before the first step loses the run's input: leave it ``True``.
     """
     if not isinstance(checkpoint_id, str) or not checkpoint_id:
         raise ValueError(f"a checkpoint id must be a non-empty string (got {checkpoint_id!r})")
@@ -190,6 +198,7 @@ def with_checkpoint_id(
     def apply(options: RunOptions) -> None:
         options.checkpoint_id = checkpoint_id
         options.checkpoint_lease = lease
+        options.checkpoint_save_input = save_input
 
     return wrap_impl_specific_opt_fn(RunOptions, apply)
 

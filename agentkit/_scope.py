@@ -62,6 +62,7 @@ class RunScope:
         "_pool",
         "_protected",
         "_stop",
+        "_stopped",
         "_unsettled",
         "_wake",
     )
@@ -75,11 +76,15 @@ class RunScope:
         self._pool = RunPool()  # starts no thread until work is spawned
         self._escalating = False  # a wait to escalate a safe-point cancel was spawned
         self._handles: list[CancelHandle] = []
-        self._stop = threading.Event()  # set by an immediate cancel: wakes cancellable waits
-        self._ended = threading.Event()  # set by finish()
+        # Made when first needed (most runs never cancel, sleep or escalate; a run in flight
+        # is a few KiB, and these were a third of it): the event an immediate cancel sets to
+        # wake cancellable waits (_stopped says it was set, for an event made later), and
+        # the condition that wakes the escalation wait (ended, or an earlier deadline).
+        self._stop: threading.Event | None = None
+        self._stopped = False
+        self._wake: threading.Condition | None = None
+        self._ended = False  # set by finish()
         self._deadline: float | None = None  # when a safe-point cancel escalates (monotonic)
-        self._wake = threading.Condition(self._lock)  # wakes the escalation wait: ended, or
-        # an earlier deadline
         # An immediate cancel made by a signal handler (Ctrl-C), whose waits are not woken
         # yet: a handler takes no lock (the thread it interrupted may hold it), so the next
         # call of this scope from ordinary code wakes them (settle()).
@@ -127,7 +132,7 @@ class RunScope:
                 self._escalate_by(time.monotonic() + timeout)
             closeables = list(self._closeables) if mode is CancelMode.IMMEDIATE else []
         if mode is CancelMode.IMMEDIATE:
-            self._stop.set()
+            self._set_stop()
         for closeable in closeables:
             try:
                 closeable.close()
@@ -142,7 +147,7 @@ class RunScope:
         (A signal handler runs in the middle of whatever the main thread was doing, maybe
         holding this scope's lock or a stream's: it must not wait for a lock.)
         """
-        if self._mode is not CancelMode.IMMEDIATE and not self._ended.is_set():
+        if self._mode is not CancelMode.IMMEDIATE and not self._ended:
             self._mode = CancelMode.IMMEDIATE
             self._unsettled = True
 
@@ -158,7 +163,7 @@ class RunScope:
                 return
             self._mode = CancelMode.IMMEDIATE
             closeables = list(self._closeables)
-        self._stop.set()
+        self._set_stop()
         for closeable in closeables:
             try:
                 closeable.close()
@@ -179,9 +184,11 @@ class RunScope:
 
     def _escalate_by(self, deadline: float) -> None:
         """Escalate the cancel at ``deadline`` unless an earlier one is set (lock held)."""
-        if self._ended.is_set() or (self._deadline is not None and self._deadline <= deadline):
+        if self._ended or (self._deadline is not None and self._deadline <= deadline):
             return
         self._deadline = deadline
+        if self._wake is None:
+            self._wake = threading.Condition(self._lock)
         if self._escalating:
             self._wake.notify_all()  # the waiting escalation takes the earlier deadline
             return
@@ -190,12 +197,14 @@ class RunScope:
 
     def _escalate_at_deadline(self) -> None:
         with self._lock:
-            while not self._ended.is_set():
+            wake = self._wake
+            assert wake is not None  # made before this wait was spawned
+            while not self._ended:
                 left = (self._deadline or 0.0) - time.monotonic()
                 if left <= 0:
                     break
-                self._wake.wait(left)
-            if self._ended.is_set():
+                wake.wait(left)
+            if self._ended:
                 return
         self._escalate()
 
@@ -206,17 +215,41 @@ class RunScope:
             self._escalated = True
         self.request_cancel(CancelMode.IMMEDIATE)
 
+    def _set_stop(self) -> None:
+        """Mark the immediate cancel as made and wake the waits on the stop event."""
+        # With stop_event: whichever of the two runs second sees the other's write, so
+        # an event made while the cancel is being made is set all the same.
+        self._stopped = True
+        event = self._stop
+        if event is not None:
+            event.set()
+
     @property
     def stop_event(self) -> threading.Event:
-        """Set once an immediate cancel was requested (for waits that a cancel must wake)."""
-        return self._stop
+        """Set once an immediate cancel was made (for waits that a cancel must wake).
+
+        Made on first use, set at once if the cancel was made before.
+        """
+        event = self._stop
+        if event is None:
+            with self._lock:
+                event = self._stop
+                if event is None:
+                    event = self._stop = threading.Event()
+                    if self._stopped:
+                        event.set()
+        return event
+
+    def stop_requested(self) -> bool:
+        """``True`` once an immediate cancel was made (its waits are being woken)."""
+        return self._stopped
 
     @property
     def stopping(self) -> bool:
         """``True`` once an immediate cancel (or an escalated one) was requested."""
-        # The stop event is set only after the mode became immediate: a run without a cancel
-        # (every step asks) answers without calling into the event.
-        return self._mode is CancelMode.IMMEDIATE and self._stop.is_set()
+        # _stopped is set only after the mode became immediate: a run without a cancel
+        # (every step asks) answers with the first test.
+        return self._mode is CancelMode.IMMEDIATE and self._stopped
 
     def cancel_error(self) -> AgentCancelledError:
         """The error that ends a run stopped by its cancel (the cancel takes effect)."""
@@ -229,7 +262,7 @@ class RunScope:
         """Wait ``seconds``; an immediate cancel ends the wait at once with the cancel error."""
         if self._unsettled:
             self.settle()
-        if self._stop.wait(seconds) if seconds > 0 else self._stop.is_set():
+        if self.stop_event.wait(seconds) if seconds > 0 else self._stopped:
             raise self.cancel_error()
 
     def check(self, point: Point = Point.STEP) -> None:
@@ -319,8 +352,9 @@ class RunScope:
         if self._unsettled:
             self.settle()
         with self._lock:
-            self._ended.set()
-            self._wake.notify_all()
+            self._ended = True
+            if self._wake is not None:
+                self._wake.notify_all()
         self._pool.close()
         for handle in self._handles:
             handle._run_ended(self._fired)

@@ -59,8 +59,8 @@ class _Pair:
         # Tells whether the calling thread does work for the producer (then it must not
         # wait for the producer: the producer may be waiting for it).
         self.inside: Callable[[], bool] | None = None
-        # Set when the run producing into this pair is being cancelled: sends are refused.
-        self.stop: threading.Event | None = None
+        # True once the run producing into this pair is being cancelled: sends are refused.
+        self.stop: Callable[[], bool] | None = None
         self.refused = False  # a send was refused because of ``stop``
 
 
@@ -87,7 +87,7 @@ class ItemSender(Generic[T]):
         pair = self._pair
         if pair.consumer_closed:
             return False
-        if pair.stop is not None and pair.stop.is_set():
+        if pair.stop is not None and pair.stop():
             pair.refused = True
             return False
         if pair.producer_closed:
@@ -223,7 +223,7 @@ def _attach_producer(
     thread: threading.Thread | None = None,
     on_close: Callable[[], object] | None = None,
     inside: Callable[[], bool] | None = None,
-    stop: threading.Event | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> None:
     """Tie a producer thread and a cancel hook to an iterator (used by run_in_worker)."""
     pair = iterator._pair

@@ -298,7 +298,12 @@ class Runner:
         agent = self._agent
         outcome = RunOutcome()
         checkpoint_id = run_options.checkpoint_id
-        durable = self._durable(checkpoint_id, frame, run_options.checkpoint_lease)
+        durable = self._durable(
+            checkpoint_id,
+            frame,
+            run_options.checkpoint_lease,
+            save_input=run_options.checkpoint_save_input,
+        )
         if durable is not None:
             frame = attrs.evolve(frame, progress=durable.progress)
         _log.debug("agentkit: run of agent %r starts", agent.name)
@@ -339,7 +344,12 @@ class Runner:
         )
 
     def _durable(
-        self, checkpoint_id: str | None, frame: RunFrame, lease: HeldLease | None
+        self,
+        checkpoint_id: str | None,
+        frame: RunFrame,
+        lease: HeldLease | None,
+        *,
+        save_input: bool = True,
     ) -> DurableRun | None:
         """The durable side of a run saved as it goes (``durability="step"``), or ``None``.
 
@@ -361,6 +371,7 @@ class Runner:
             session=frame.session,
             log=frame.log,
             lease=lease,
+            save_input=save_input,
             # A run with limits keeps its usage in every step record (costs nothing otherwise).
             usage=None if ledger.limits is None else ledger.snapshot,
         )

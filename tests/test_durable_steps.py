@@ -34,6 +34,7 @@ from agentkit import (
     ParallelAgent,
     Reject,
     ResumeError,
+    Role,
     RunLimits,
     Runner,
     UnfinishedToolCall,
@@ -106,6 +107,51 @@ def test_a_durable_run_writes_its_input_first_then_one_record_per_step() -> None
     # the input; then per round the model's reply and the tool call; the answer; the tombstone
     assert kinds == ["set"] + ["step"] * (2 * 3 + 1) + ["set"]
     assert store.read_steps("r") == []
+    with pytest.raises(CheckpointConsumedError):
+        runner_for(adding_agent(0), store).resume("r")
+
+
+def test_save_input_false_writes_nothing_before_the_first_step_then_saves_it_whole() -> None:
+    # For a caller that keeps the input (a task message): the first save is the first step's
+    # image; a crash before it leaves nothing (the caller starts again), one after it resumes.
+    store = Spy()
+    left: list[InMemoryCheckPointStore] = []
+    seen_before_first_reply: list[bytes | None] = []
+    crashed = threading.Event()
+
+    def reply(messages: list[Any]) -> Any:
+        done = sum(1 for message in messages if message.role is Role.TOOL)
+        if done == 0:
+            seen_before_first_reply.append(store.get("r"))
+        if done < 3:
+            return calls_message(call("add", {"a": done, "b": 1}, id=f"c{done}"))
+        return "done"
+
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add."""
+        if a == 1 and not crashed.is_set():
+            crashed.set()
+            left.append(copy_of(store, "r"))
+            raise Crash("killed")
+        return a + b
+
+    agent = ChatModelAgent("A", "adds", ScriptedChatModel(reply), tools=[add])
+    with pytest.raises(Crash):
+        runner_for(agent, store).invoke("go", with_checkpoint_id("r", save_input=False))
+    assert seen_before_first_reply == [None]  # nothing written before the first step
+    # the first step (the model's reply) as the first image; then the first tool's result
+    # and the second reply as records
+    assert [kind for kind, _ in store.writes] == ["set", "step", "step"]
+    resumed = runner_for(agent, left[0]).resume("r").result()
+    assert resumed.text == "done"
+
+    store = Spy()
+    result = runner_for(adding_agent(3), store).invoke(
+        "go", with_checkpoint_id("r", save_input=False)
+    )
+    assert result.text == "done"
+    assert [kind for kind, _ in store.writes] == ["set"] + ["step"] * (2 * 3) + ["set"]
     with pytest.raises(CheckpointConsumedError):
         runner_for(adding_agent(0), store).resume("r")
 

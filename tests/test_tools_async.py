@@ -497,6 +497,28 @@ def run_script(script: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def test_a_program_without_async_tools_never_imports_asyncio() -> None:
+    done = run_script(
+        """
+        import sys
+        from agentkit import ChatModelAgent, Runner, tool
+        from agentkit.models.openai import OpenAIChatModel
+        from agentkit.testing import ScriptedChatModel, call, calls_message
+
+        @tool
+        def add(a: int, b: int) -> int:
+            \"\"\"Add.\"\"\"
+            return a + b
+
+        model = ScriptedChatModel([calls_message(call("add", {"a": 1, "b": 2})), "3"])
+        assert Runner(ChatModelAgent("a", "d", model, tools=[add])).invoke("go").text == "3"
+        print("asyncio" in sys.modules)
+        """
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"
+
+
 def test_the_loop_starts_on_first_use_and_is_joined_at_exit() -> None:
     done = run_script(
         """

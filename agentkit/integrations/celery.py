@@ -882,8 +882,10 @@ class AgentQueue:
             messages = [Message.from_dict(item) for item in order.payload["messages"]]
             run = runner.run(
                 messages,
-                # The hub refreshes it; the run is told when it is lost.
-                with_checkpoint_id(run_id, lease=watcher.hold(lease)),
+                # The hub refreshes the lease; the run is told when it is lost. The task message
+                # holds the input: a run that stops before its first step is started again
+                # from it, so its first save is its first step's.
+                with_checkpoint_id(run_id, lease=watcher.hold(lease), save_input=False),
                 with_session_values(order.payload.get("session_values") or {}),
                 with_cancel(handle),
             )
