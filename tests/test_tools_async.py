@@ -230,12 +230,12 @@ def test_a_cancel_before_the_caller_waits_still_waits_for_the_cleanup(
 ) -> None:
     """The cancel lands after the coroutine started but before the calling thread waits for
     it (a loaded machine): the run still ends only once the coroutine's ``finally`` ran."""
+    from agentkit._aioloop import start_task as real_start
     from agentkit.tools import _async
 
     gate = Gate()
     handle = CancelHandle()
     cancelled = threading.Event()
-    real_start = _async.start_task
 
     def start_then_stall(*args: Any, **kwargs: Any) -> Any:
         task = real_start(*args, **kwargs)
