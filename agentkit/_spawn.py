@@ -78,6 +78,18 @@ class _Job:
             future.set_result(result)
 
 
+class _Spawned:
+    """What a pool keeps once work was spawned (most runs spawn nothing, and a run in flight
+    is a few KiB: these are made at the first spawn)."""
+
+    __slots__ = ("jobs", "pending", "threads")
+
+    def __init__(self) -> None:
+        self.jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self.threads: set[threading.Thread] = set()  # the threads close() joins
+        self.pending: dict[Future[Any], _Job] = {}  # spawned work not finished yet
+
+
 class RunPool:
     """The threads of one run's concurrent work (framework-internal; see the module doc).
 
@@ -88,10 +100,8 @@ class RunPool:
     def __init__(self, label: str = "run") -> None:
         self._label = label
         self._lock = threading.Lock()
-        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._idle = 0  # threads waiting for work; at least as many as jobs queued
-        self._threads: set[threading.Thread] = set()  # the threads close() joins
-        self._pending: dict[Future[Any], _Job] = {}  # spawned work not finished yet
+        self._spawned: _Spawned | None = None  # made at the first spawn
         self._closed = False
 
     def spawn(self, fn: Callable[..., T], *args: object, name: str) -> Future[T]:
@@ -108,13 +118,18 @@ class RunPool:
                     f"cannot start {name!r}: its run already ended; start concurrent work "
                     "only from inside the run (a tool or an agent), before it returns"
                 )
-            self._pending[future] = job
+            spawned = self._spawned
+            if spawned is None:
+                spawned = self._spawned = _Spawned()
+            spawned.pending[future] = job
             if self._idle:
                 self._idle -= 1
-                self._jobs.put(job)
+                spawned.jobs.put(job)
                 return future
-            thread = threading.Thread(target=self._work, args=(job,), name=name, daemon=True)
-            self._threads.add(thread)
+            thread = threading.Thread(
+                target=self._work, args=(spawned, job), name=name, daemon=True
+            )
+            spawned.threads.add(thread)
         thread.start()
         return future
 
@@ -125,27 +140,31 @@ class RunPool:
         returns, and that thread then ends instead of taking more work.
         """
         with self._lock:
-            job = self._pending.get(future)
-            if job is None or future.done() or future.cancel():
+            spawned = self._spawned
+            job = None if spawned is None else spawned.pending.get(future)
+            if spawned is None or job is None or future.done() or future.cancel():
                 return
             job.released = True
             if job.worker is not None:
-                self._threads.discard(job.worker)
+                spawned.threads.discard(job.worker)
 
     def close(self) -> None:
         """Refuse new work and join every owned thread (busy ones when their work returns)."""
         with self._lock:
             self._closed = True
+            spawned = self._spawned
+            if spawned is None:
+                return
             idle, self._idle = self._idle, 0
-            threads = list(self._threads)
+            threads = list(spawned.threads)
         for _ in range(idle):
-            self._jobs.put(None)
+            spawned.jobs.put(None)
         current = threading.current_thread()
         for thread in threads:
             if thread is not current:
                 thread.join()
 
-    def _work(self, job: _Job | None) -> None:
+    def _work(self, spawned: _Spawned, job: _Job | None) -> None:
         me = threading.current_thread()
         while job is not None:
             with self._lock:
@@ -153,11 +172,11 @@ class RunPool:
             me.name = job.name
             job.run()  # never raises: the future carries what the work raised
             with self._lock:
-                del self._pending[job.future]
+                del spawned.pending[job.future]
                 if job.released or self._closed:
-                    self._threads.discard(me)
+                    spawned.threads.discard(me)
                     return
                 self._idle += 1
             me.name = f"agentkit-idle {self._label}"
             job = None  # drop the finished work's references while waiting
-            job = self._jobs.get()
+            job = spawned.jobs.get()
