@@ -269,3 +269,31 @@ def test_a_tool_that_swallows_the_cancel_does_not_make_the_run_go_on() -> None:
     assert len(model.calls) == 1
     assert all(e.get_message() is None or "carried on" not in e.get_message().content for e in seen)  # type: ignore[union-attr]
     assert took < WITHIN
+
+
+def test_a_cancel_made_while_the_first_wait_starts_still_wakes_it() -> None:
+    # The scope makes its stop event when a wait first needs it; a cancel made at that same
+    # moment (from another thread) must wake the wait all the same: many rounds, both sides
+    # released together by a barrier, each wait bounded only by GUARD.
+    from agentkit._scope import RunScope
+    from agentkit.cancel import CancelMode
+
+    def sleep(scope: RunScope, barrier: threading.Barrier, outcome: list[BaseException]) -> None:
+        barrier.wait(GUARD)
+        try:
+            scope.sleep(GUARD)
+        except AgentCancelledError as error:
+            outcome.append(error)
+
+    for _ in range(200):
+        scope = RunScope()
+        barrier = threading.Barrier(2)
+        outcome: list[BaseException] = []
+        sleeper = threading.Thread(target=sleep, args=(scope, barrier, outcome))
+        sleeper.start()
+        barrier.wait(GUARD)
+        scope.request_cancel(CancelMode.IMMEDIATE)
+        sleeper.join(GUARD)
+        assert not sleeper.is_alive(), "a wait missed the cancel made as it started"
+        assert len(outcome) == 1
+        scope.finish()
