@@ -304,14 +304,26 @@ class Runner:
             run_options.checkpoint_lease,
             save_input=run_options.checkpoint_save_input,
         )
+        keeper: LeaseKeeper | None = None
         if durable is not None:
             frame = attrs.evolve(frame, progress=durable.progress)
+        elif run_options.checkpoint_lease is not None and checkpoint_id is not None:
+            # Saved when it stops (durability="stop"), with a lease the caller holds: kept
+            # while the run lives; lost, it cancels the run and fences the save.
+            keeper = LeaseKeeper(
+                run_options.checkpoint_lease, on_lost=_cancel(scope), release=False
+            )
         _log.debug("agentkit: run of agent %r starts", agent.name)
+
+        def save(checkpoint_id: str, checkpoint: Checkpoint | ConsumedCheckpoint) -> None:
+            if keeper is not None and keeper.lost is not None:
+                raise _fenced(checkpoint_id, keeper.lost)
+            self._save(checkpoint_id, checkpoint)
 
         def work(generator: EventSink) -> None:
             sink = RunnerSink(
                 generator,
-                self._save if durable is None else durable.writer.save,
+                save if durable is None else durable.writer.save,
                 frame,
                 checkpoint_id,
                 outcome,
@@ -337,7 +349,7 @@ class Runner:
             frame,
             owns_scope=True,
             outcome=outcome,
-            on_finish=_on_finish(durable, turn),
+            on_finish=_on_finish(durable, turn, keeper),
             inline=inline,
             on_event=on_event,
             stop_at_exit=run_options.checkpoint_id is not None,
@@ -629,15 +641,19 @@ def _begin(durable: DurableRun, image: Checkpoint, sink: RunnerSink, place: RunF
     return True
 
 
-def _on_finish(durable: DurableRun | None, turn: OpenTurn | None) -> Callable[[], None] | None:
+def _on_finish(
+    durable: DurableRun | None, turn: OpenTurn | None, keeper: LeaseKeeper | None = None
+) -> Callable[[], None] | None:
     """What a fresh run does when it ended: stop keeping its lease, give its turn back."""
-    if durable is None and turn is None:
+    if durable is None and turn is None and keeper is None:
         return None
 
     def finish() -> None:
         try:
             if durable is not None:
                 durable.end()
+            if keeper is not None:
+                keeper.stop()
         finally:
             if turn is not None:
                 turn.release()

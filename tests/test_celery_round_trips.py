@@ -201,6 +201,58 @@ def test_a_celery_runs_lease_costs_no_round_trip_of_its_own(
     assert len(sent) == 1
 
 
+@pytest.mark.parametrize(
+    ("durability", "expected"),
+    [
+        # the record and the lease; the start; the first step's image (the task message holds
+        # the input: nothing is saved before it); two step records; three entries; the
+        # tombstone; the end with the lease
+        ("step", ["record+lease", "start", "image", "step", "step", "entry", "entry", "entry",
+                  "tombstone", "end"]),
+        # nothing saved while the run lives, nothing left when it completes
+        ("stop", ["record+lease", "start", "entry", "entry", "entry", "end"]),
+    ],
+)
+def test_the_round_trips_of_a_whole_celery_run_in_its_worker(
+    redis_url: str,  # noqa: F811
+    sent: list[object],
+    monkeypatch: pytest.MonkeyPatch,
+    durability: str,
+    expected: list[str],
+) -> None:
+    celery = pytest.importorskip("celery")
+    from agentkit.integrations.celery import AgentQueue
+
+    monkeypatch.setenv("AGENTKIT_CHECKPOINT_KEY", "round-trip-tests-checkpoint-key-0123456789")
+    app = celery.Celery("round-trips", broker="memory://")
+    app.conf.task_always_eager = True  # the task runs in this process, at submit
+    prefix = f"round-trips-{uuid.uuid4().hex[:6]}:"
+    queue = AgentQueue(
+        app, redis_url=redis_url, prefix=prefix, task_name=f"{prefix}run",
+        lease_ttl=600, durability=durability,  # no refresh of the hub falls into the count
+    )
+    queue.register(
+        "echo",
+        lambda: ChatModelAgent("echo", "echoes", ScriptedChatModel(_scripted), tools=[echo]),
+        enable_streaming=False,  # no token entries
+    )
+    with queue.events(queue.submit("echo", "warm-up", owner="owner"), owner="owner") as first:
+        assert list(first)[-1].kind == "end"  # Redis has the scripts now
+    run_id = uuid.uuid4().hex
+    sent.clear()
+    queue.submit("echo", "hello", owner="owner", checkpoint_id=run_id)  # runs it, eagerly
+    named = [b"".join(_chunks(command)) for command in sent]
+    ours = [command for command in named if run_id.encode() in command]
+    assert len(ours) == 1 + len(expected), expected  # the submission, then the worker's
+    with queue.events(run_id, owner="owner") as stream:
+        entries = list(stream)
+    assert entries[-1].data["status"] == "completed"
+    assert entries[-1].data["answer"] == "echoed hello"
+    assert queue.runner("echo").durability == durability
+    with pytest.raises(ValueError, match="durability must be 'step'"):
+        AgentQueue(app, redis_url=redis_url, durability="always")
+
+
 def test_a_readers_first_look_checks_the_record_and_reads_what_is_there(
     log: RedisRunLog, sent: list[object]
 ) -> None:

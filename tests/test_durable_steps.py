@@ -402,6 +402,41 @@ def test_a_run_that_loses_its_lease_stops_and_writes_nothing_more() -> None:
     assert store.writes_after == 0
 
 
+def test_a_run_saved_when_it_stops_keeps_a_given_lease_and_is_fenced_when_it_is_lost() -> None:
+    # durability="stop" with a lease the caller holds (a queue worker): the run keeps it
+    # refreshed and leaves its release to the caller ...
+    store = StolenLeaseStore()
+    lease = lease_for(store, "kept", ttl=30)
+    runner = runner_for(adding_agent(1), store, durability="stop")
+    assert runner.invoke("go", with_checkpoint_id("kept", lease=lease)).text == "done"
+    assert not lease.released and lease.refresh() is True
+    lease.release()
+
+    # ... and when another process takes the id over, the run is cancelled and its save
+    # when it stops is refused: it must not overwrite the other run's checkpoint.
+    started = threading.Event()
+
+    @tool
+    def slow() -> str:
+        """Takes longer than the lease."""
+        started.set()
+        store.stolen.set()
+        threading.Event().wait(1.0)  # three refreshes: the first one fails
+        return "late"
+
+    model = ScriptedChatModel([calls_message(call("slow", id="s")), "done"])
+    runner = runner_for(ChatModelAgent("A", "d", model, tools=[slow]), store, durability="stop")
+    lease = lease_for(store, "lost", ttl=0.3)
+    with no_thread_leak():
+        events = run_events(runner.query("go", with_checkpoint_id("lost", lease=lease)))
+    assert started.is_set()
+    errors = [event.err for event in events if event.err is not None]
+    assert any(isinstance(error, AgentCancelledError) for error in errors)
+    saved = [error for error in errors if isinstance(error, CheckpointError)]
+    assert saved and "saves nothing more" in str(saved[-1])
+    assert store.writes_after == 0 and store.get("lost") is None
+
+
 # --- the records' integrity --------------------------------------------------------------------
 
 

@@ -189,6 +189,13 @@ class AgentQueue:
             refreshes it every third of that while the run lives). A run whose worker died
             (``kill -9``, a lost machine) can be taken over this long after its last refresh;
             a task delivered again meanwhile waits that long and tries again.
+        durability: when a run is saved, as for :class:`~agentkit.Runner`. ``"step"`` (the
+            default): after every finished model reply and tool call, so a worker killed
+            mid-run loses at most the step in flight and the run goes on on another worker
+            from there (a finished tool never runs again). ``"stop"``: only when the run
+            stops (an interrupt, a cancel, a worker's shutdown); a short run then costs a
+            worker about 3 ms of CPU less, and a run whose worker was killed starts again
+            from its input, running its tools again: for agents whose tools may run twice.
 
     The same object (same module) is used by the workers, which :meth:`register` the agents,
     and by the web processes, which :meth:`submit`, read :meth:`events`, :meth:`resume` and
@@ -210,7 +217,13 @@ class AgentQueue:
         signing_key: bytes | str | Sequence[bytes | str] | None = None,
         message_ttl: float = 24 * 3600.0,
         lease_ttl: float = _RUN_LEASE_TTL,
+        durability: str = "step",
     ) -> None:
+        if durability not in ("step", "stop"):
+            raise ValueError(
+                f"durability must be 'step' (save after every finished model reply and tool "
+                f"call) or 'stop' (save when the run stops), got {durability!r}"
+            )
         if not isinstance(shutdown_mode, CancelMode):
             raise TypeError(f"shutdown_mode must be a CancelMode (got {shutdown_mode!r})")
         if ttl <= 0 or stream_maxlen <= 0 or message_ttl <= 0 or lease_ttl <= 0:
@@ -227,6 +240,7 @@ class AgentQueue:
         self._ttl = float(ttl)
         self._message_ttl = float(message_ttl)
         self._lease_ttl = float(lease_ttl)
+        self.durability = durability
         self._keys = None if signing_key is None else as_keys(signing_key)
         self.shutdown_mode = shutdown_mode
         self.shutdown_timeout = shutdown_timeout
@@ -297,6 +311,7 @@ class AgentQueue:
             enable_streaming=streaming,
             checkpoint_store=self.store,
             lease_ttl=self._lease_ttl,
+            durability=self.durability,
         )
         with self._lock:
             return self._runners.setdefault(name, built)
