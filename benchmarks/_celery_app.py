@@ -7,6 +7,8 @@ backend and event streams), ``BENCH_MODEL_URL`` the loopback model server's base
 - agentkit's side: :data:`queue`, an :class:`~agentkit.integrations.celery.AgentQueue` with one
   agent, ``bench``: a ``ChatModelAgent`` over ``OpenAIChatModel`` with the ``add`` tool
   (not streamed, so its entries are ``run``, ``status``, one ``agent`` per event, ``end``);
+  :data:`queue_stop`, the same agent on a queue of ``durability="stop"`` (saved only when a
+  run stops: what the durable steps cost, by difference);
 - the baseline: :func:`raw_run`, a plain Celery task that runs the raw httpx loop and XADDs
   the same entries to a stream of its own (:func:`raw_stream`), each with the same pipeline
   (``XADD`` capped + ``PEXPIRE``) the run log uses.
@@ -29,7 +31,7 @@ from agentkit.models.openai import OpenAIChatModel
 from benchmarks import _raw
 from benchmarks._agentkit_side import AK_TOOLS
 
-__all__ = ["AGENT", "RAW_PREFIX", "app", "queue", "raw_run", "raw_stream"]
+__all__ = ["AGENT", "RAW_PREFIX", "app", "queue", "queue_stop", "raw_run", "raw_stream"]
 
 REDIS_URL = os.environ["BENCH_REDIS_URL"]
 MODEL_URL = os.environ["BENCH_MODEL_URL"]
@@ -45,6 +47,7 @@ app.conf.update(
     worker_hijack_root_logger=False,
 )
 queue = AgentQueue(app)
+queue_stop = AgentQueue(app, task_name="bench.agentkit_stop", durability="stop")
 _redis = redis.Redis.from_url(REDIS_URL)
 
 
@@ -54,6 +57,7 @@ def _agent() -> ChatModelAgent:
 
 
 queue.register(AGENT, _agent, enable_streaming=False)
+queue_stop.register(AGENT, _agent, enable_streaming=False)
 
 
 @worker_ready.connect  # type: ignore[untyped-decorator]  # celery has no type hints

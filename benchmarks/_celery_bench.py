@@ -7,6 +7,8 @@ task that runs the raw httpx loop and XADDs the same entries:
 
 - throughput: submit a batch of short runs (1 tool round, 10 ms model latency) and read every
   run's entries to its ``end``, as a web process does; the wall of the batch (and runs/s);
+  also for a queue of ``durability="stop"`` (an information row: the difference is what the
+  durable steps cost);
 - latency: one run at a time on idle workers, from ``submit`` to the first ``agent`` entry
   (the first model reply) read by this process.
 
@@ -186,17 +188,20 @@ class _Sides:
         self.client = client
         self.port = port
 
+    def _queue(self, side: str) -> Any:
+        return self.tasks.queue_stop if side == "agentkit-stop" else self.tasks.queue
+
     def submit(self, side: str) -> str:
-        if side == "agentkit":
-            run_id: str = self.tasks.queue.submit(self.tasks.AGENT, "go", owner=OWNER)
+        if side != "raw":
+            run_id: str = self._queue(side).submit(self.tasks.AGENT, "go", owner=OWNER)
             return run_id
         run_id = uuid.uuid4().hex
         self.tasks.raw_run.apply_async((run_id, "go"))
         return run_id
 
     def entries(self, side: str, run_id: str) -> Iterator[tuple[str, dict[str, Any]]]:
-        if side == "agentkit":
-            with self.tasks.queue.events(run_id, owner=OWNER, idle_timeout=GUARD) as stream:
+        if side != "raw":
+            with self._queue(side).events(run_id, owner=OWNER, idle_timeout=GUARD) as stream:
                 for entry in stream:
                     yield entry.kind, entry.data
         else:
@@ -262,10 +267,14 @@ def celery_throughput(settings: Settings) -> list[Row]:
         sides = _Sides(tasks, client, settings.port)
         for count in (2, 4):
             with workers(count, env, client, Path(log_dir)):
-                for side in ("raw", "agentkit"):  # the check runs (and warm-up)
+                for side in ("raw", "agentkit", "agentkit-stop"):  # check runs (and warm-up)
                     sides.batch(side, 1)
-                baseline, ours = interleave(
-                    [lambda: sides.batch("raw", runs), lambda: sides.batch("agentkit", runs)],
+                baseline, ours, ours_stop = interleave(
+                    [
+                        lambda: sides.batch("raw", runs),
+                        lambda: sides.batch("agentkit", runs),
+                        lambda: sides.batch("agentkit-stop", runs),
+                    ],
                     1 if settings.quick else 3,
                     warmup=0,
                 )
@@ -274,6 +283,7 @@ def celery_throughput(settings: Settings) -> list[Row]:
                     3 if settings.quick else 15,
                 )
             rows += _rows(count, runs, baseline, ours, first_raw, first_ours)
+            rows.append(_stop_row(count, runs, baseline, ours_stop))
         client.close()
     return rows
 
@@ -318,6 +328,21 @@ def _rows(
             f"{statistics.median(first_ours) * 1e3:.1f} ms (median)",
         ),
     ]
+
+
+def _stop_row(count: int, runs: int, baseline: list[float], ours: list[float]) -> Row:
+    return Row(
+        f"celery-throughput-{count}w durability=stop",
+        "s/batch",
+        ours,
+        baseline,
+        [a / b for a, b in zip(ours, baseline, strict=True)],
+        extra={"runs_per_s": {"raw": runs / statistics.median(baseline),
+                              "agentkit": runs / statistics.median(ours)}},
+        note=f"the same on AgentQueue(durability='stop'), saved only when a run stops (no "
+        f"budget: the row above less this one is what the durable steps cost): "
+        f"{runs / statistics.median(ours):.1f} runs/s",
+    )
 
 
 CELERY_SCENARIOS: dict[str, Callable[[Settings], list[Row]]] = {

@@ -112,6 +112,8 @@ def test_celery_throughput_on_real_workers(tmp_path: Path, redis_binary: None) -
         first = rows[f"celery-first-event-{count}w"]
         assert first["budget"] == {"kind": "absolute", "limit": 5, "unit": "ms"}
         assert len(first["extra"]["first_event_ms"]["agentkit"]) == 3
+        stop = rows[f"celery-throughput-{count}w durability=stop"]
+        assert stop["budget"] is None and stop["extra"]["runs_per_s"]["agentkit"] > 0
 
 
 def test_celery_throughput_is_refused_without_redis_server(tmp_path: Path) -> None:
