@@ -93,6 +93,14 @@ class Summary:
 
     def add(self, event: AgentEvent, data: dict[str, Any]) -> None:
         """Take note of one event (``data`` is its ``to_dict()``)."""
+        self.note(data)
+        if event.err is not None:
+            self.error = data["error"]
+            self.cancelled = isinstance(event.err, AgentCancelledError)
+
+    def note(self, data: dict[str, Any]) -> None:
+        """Take note of an event's answer and interrupt from its ``to_dict()`` alone (an
+        ``agent`` entry read back from a run's log)."""
         message = data.get("output", {}).get("message")
         role = data.get("output", {}).get("role")
         if message is not None and role == Role.ASSISTANT.value and message.get("content"):
@@ -104,9 +112,6 @@ class Summary:
                 for context in interrupted["contexts"]
                 if context["is_root_cause"]
             ]
-        if event.err is not None:
-            self.error = data["error"]
-            self.cancelled = isinstance(event.err, AgentCancelledError)
 
     def result(self) -> dict[str, Any]:
         """The summary: status, answer, interrupt ids and prompts, error."""

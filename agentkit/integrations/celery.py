@@ -75,7 +75,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from agentkit._runlog import publish, summary_of_error
+from agentkit._runlog import Summary, publish, summary_of_error
 from agentkit.cancel import CancelHandle, CancelMode
 from agentkit.errors import CheckpointBusyError, CheckpointConsumedError
 from agentkit.events import Agent
@@ -782,34 +782,46 @@ class AgentQueue:
                 # lease expires within lease_ttl). Try again then, never drop the run.
                 return self._retry_later(worker, route, order, message, error)
             except CheckpointConsumedError as error:
-                _log.info("agentkit: run %r not started on %s: %s", run_id, worker, error)
-                return {"status": "duplicate", "error": str(error)}
-            started = [("status", {"status": "started", "worker": worker, "kind": order.kind})]
-            try:
-                # The "running" mark, the first entry and the stored cancel request: one
-                # round trip. A retry after a lost reply reads the record again (its set may
-                # have passed).
-                tries = iter([known])
-                record, sealed, requested = patiently(
-                    lambda: log.start(
-                        run_id, _mark_running(order, worker), started, next(tries, None)
-                    ),
-                    "records a run",
+                if not redelivered:  # a "queued" record, yet done: rolled back, or replayed
+                    _log.info("agentkit: run %r not started on %s: %s", run_id, worker, error)
+                    return {"status": "duplicate", "error": str(error)}
+                # Its checkpoint says it completed (a resume: that resume did), and a worker
+                # took this message before: it died before it recorded the end. Nothing runs
+                # again; the end is recorded below, so that the run does not stay "running".
+                _log.warning(
+                    "agentkit: run %r completed on a worker that died before it recorded the "
+                    "run's end; worker %s records it",
+                    run_id,
+                    worker,
                 )
-                known = (record, sealed)
-            except TaskMessageError as error:
-                run.close()
-                _log.error("agentkit: worker %s stopped run %r: %s", worker, run_id, error)
-                return {"status": "refused", "error": str(error)}
-            if listening and requested is not None:
-                watcher.offer(requested)
+                summary, ran = self._completed_summary(run_id), True
+            else:
+                started = [("status", {"status": "started", "worker": worker, "kind": order.kind})]
+                try:
+                    # The "running" mark, the first entry and the stored cancel request: one
+                    # round trip. A retry after a lost reply reads the record again (its set may
+                    # have passed).
+                    tries = iter([known])
+                    record, sealed, requested = patiently(
+                        lambda: log.start(
+                            run_id, _mark_running(order, worker), started, next(tries, None)
+                        ),
+                        "records a run",
+                    )
+                    known = (record, sealed)
+                except TaskMessageError as error:
+                    run.close()
+                    _log.error("agentkit: worker %s stopped run %r: %s", worker, run_id, error)
+                    return {"status": "refused", "error": str(error)}
+                if listening and requested is not None:
+                    watcher.offer(requested)
 
-            def append(kind: str, data: dict[str, Any]) -> str:
-                return patiently(lambda: log.append(run_id, kind, data), "appends an entry")
+                def append(kind: str, data: dict[str, Any]) -> str:
+                    return patiently(lambda: log.append(run_id, kind, data), "appends an entry")
 
-            published = publish(run, append)
-            summary, tail = published.summary, published.tail
-            ran = True
+                published = publish(run, append)
+                summary, tail = published.summary, published.tail
+                ran = True
         except Exception as error:
             summary = summary_of_error(error)
             ran = True
@@ -846,6 +858,21 @@ class AgentQueue:
             "records a run's end",
         )
         return summary
+
+    def _completed_summary(self, run_id: str) -> dict[str, Any]:
+        """The summary of a run that completed on a worker that died before it recorded the
+        end: its answer is the last one its entries show (``None`` if the worker died before
+        it appended that too)."""
+        log = self._log()
+        seen = Summary()
+        after: str | None = None
+        while entries := log.read(run_id, after, 0):
+            for entry in entries:
+                if entry.kind == "agent":
+                    seen.note(entry.data)
+            after = entries[-1].id
+        return {"status": "completed", "answer": seen.answer, "interrupts": [], "prompts": [],
+                "error": None}
 
     def _start(
         self,
