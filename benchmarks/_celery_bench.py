@@ -117,8 +117,11 @@ def redis_server() -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def workers(count: int, env: dict[str, str], client: Any, log_dir: Path) -> Iterator[None]:
-    """Start ``count`` Celery worker processes (threads pool, 4 threads); stop them on exit."""
+def workers(
+    count: int, env: dict[str, str], client: Any, log_dir: Path
+) -> Iterator[list[int]]:
+    """Start ``count`` Celery worker processes (threads pool, 4 threads); yield their pids;
+    stop them on exit."""
     started: list[tuple[subprocess.Popen[bytes], Path]] = []
     try:
         for index in range(count):
@@ -140,7 +143,7 @@ def workers(count: int, env: dict[str, str], client: Any, log_dir: Path) -> Iter
                 raise RuntimeError(
                     f"Celery worker {name} did not start:\n{log_path.read_text()[-3000:]}"
                 )
-        yield
+        yield [process.pid for process, _ in started]
     finally:
         for process, _ in started:
             if process.poll() is None:
@@ -180,6 +183,16 @@ def _check(side: str, entries: list[tuple[str, dict[str, Any]]]) -> None:
         )
 
 
+def _cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU seconds the processes ``pids`` used so far (``/proc``, Linux)."""
+    total = 0
+    for pid in pids:
+        with open(f"/proc/{pid}/stat") as file:
+            fields = file.read().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime (clock ticks)
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 class _Sides:
     """Submit and read one run (or a batch) on each side."""
 
@@ -187,6 +200,8 @@ class _Sides:
         self.tasks = tasks
         self.client = client
         self.port = port
+        self.worker_pids: list[int] = []
+        self.worker_cpu: dict[str, list[float]] = {}  # side -> worker CPU ms per run, per batch
 
     def _queue(self, side: str) -> Any:
         return self.tasks.queue_stop if side == "agentkit-stop" else self.tasks.queue
@@ -210,10 +225,13 @@ class _Sides:
     def batch(self, side: str, runs: int) -> float:
         """Submit ``runs`` runs, read each to its end; return the wall; check them all."""
         before = request_count(self.port)
+        cpu_before = _cpu_seconds(self.worker_pids)
         started = time.perf_counter()
         run_ids = [self.submit(side) for _ in range(runs)]
         results = [list(self.entries(side, run_id)) for run_id in run_ids]
         wall = time.perf_counter() - started
+        cpu_ms = (_cpu_seconds(self.worker_pids) - cpu_before) * 1e3 / runs
+        self.worker_cpu.setdefault(side, []).append(cpu_ms)
         for entries in results:
             _check(side, entries)
         made = request_count(self.port) - before
@@ -266,9 +284,11 @@ def celery_throughput(settings: Settings) -> list[Row]:
         env = {**child_env(), "BENCH_REDIS_URL": redis_url, "BENCH_MODEL_URL": model_url}
         sides = _Sides(tasks, client, settings.port)
         for count in (2, 4):
-            with workers(count, env, client, Path(log_dir)):
+            with workers(count, env, client, Path(log_dir)) as pids:
+                sides.worker_pids = pids
                 for side in ("raw", "agentkit", "agentkit-stop"):  # check runs (and warm-up)
                     sides.batch(side, 1)
+                sides.worker_cpu.clear()  # the check runs' are not counted
                 baseline, ours, ours_stop = interleave(
                     [
                         lambda: sides.batch("raw", runs),
@@ -282,8 +302,9 @@ def celery_throughput(settings: Settings) -> list[Row]:
                     [lambda: sides.first_event("raw"), lambda: sides.first_event("agentkit")],
                     3 if settings.quick else 15,
                 )
-            rows += _rows(count, runs, baseline, ours, first_raw, first_ours)
-            rows.append(_stop_row(count, runs, baseline, ours_stop))
+            cpu = {side: statistics.median(each) for side, each in sides.worker_cpu.items()}
+            rows += _rows(count, runs, baseline, ours, first_raw, first_ours, cpu)
+            rows.append(_stop_row(count, runs, baseline, ours_stop, cpu))
         client.close()
     return rows
 
@@ -295,6 +316,7 @@ def _rows(
     ours: list[float],
     first_raw: list[float],
     first_ours: list[float],
+    cpu: dict[str, float],
 ) -> list[Row]:
     extra_ms = [(a - b) * 1e3 for a, b in zip(first_ours, first_raw, strict=True)]
     rate_raw = runs / statistics.median(baseline)
@@ -307,10 +329,14 @@ def _rows(
             baseline,
             [a / b for a, b in zip(ours, baseline, strict=True)],
             Budget("ratio", 1.15),
-            extra={"runs_per_s": {"raw": rate_raw, "agentkit": rate_ours}},
+            extra={
+                "runs_per_s": {"raw": rate_raw, "agentkit": rate_ours},
+                "worker_cpu_ms_per_run": {"raw": cpu["raw"], "agentkit": cpu["agentkit"]},
+            },
             note=f"{runs} runs (1 tool round, {LATENCY_MS} ms model latency) on {count} workers "
             f"x 4 threads, read to their end: {rate_raw:.1f} runs/s raw task, "
-            f"{rate_ours:.1f} runs/s AgentQueue",
+            f"{rate_ours:.1f} runs/s AgentQueue; the workers' CPU per run (steadier than the "
+            f"wall): raw task {cpu['raw']:.2f} ms, AgentQueue {cpu['agentkit']:.2f} ms",
         ),
         Row(
             f"celery-first-event-{count}w",
@@ -330,18 +356,24 @@ def _rows(
     ]
 
 
-def _stop_row(count: int, runs: int, baseline: list[float], ours: list[float]) -> Row:
+def _stop_row(
+    count: int, runs: int, baseline: list[float], ours: list[float], cpu: dict[str, float]
+) -> Row:
     return Row(
         f"celery-throughput-{count}w durability=stop",
         "s/batch",
         ours,
         baseline,
         [a / b for a, b in zip(ours, baseline, strict=True)],
-        extra={"runs_per_s": {"raw": runs / statistics.median(baseline),
-                              "agentkit": runs / statistics.median(ours)}},
+        extra={
+            "runs_per_s": {"raw": runs / statistics.median(baseline),
+                           "agentkit": runs / statistics.median(ours)},
+            "worker_cpu_ms_per_run": {"raw": cpu["raw"], "agentkit": cpu["agentkit-stop"]},
+        },
         note=f"the same on AgentQueue(durability='stop'), saved only when a run stops (no "
         f"budget: the row above less this one is what the durable steps cost): "
-        f"{runs / statistics.median(ours):.1f} runs/s",
+        f"{runs / statistics.median(ours):.1f} runs/s; the workers' CPU per run "
+        f"{cpu['agentkit-stop']:.2f} ms",
     )
 
 

@@ -109,6 +109,7 @@ def test_celery_throughput_on_real_workers(tmp_path: Path, redis_binary: None) -
         assert batch["budget"] == {"kind": "ratio", "limit": 1.15, "unit": ""}
         assert f"on {count} workers" in batch["note"]
         assert batch["extra"]["runs_per_s"]["raw"] > 0
+        assert all(ms > 0 for ms in batch["extra"]["worker_cpu_ms_per_run"].values())
         first = rows[f"celery-first-event-{count}w"]
         assert first["budget"] == {"kind": "absolute", "limit": 5, "unit": "ms"}
         assert len(first["extra"]["first_event_ms"]["agentkit"]) == 3
