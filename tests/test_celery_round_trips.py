@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import attrs
 import pytest
@@ -164,11 +165,11 @@ def echo(text: str) -> str:
     return text
 
 
-def test_a_celery_runs_lease_costs_no_round_trip_of_its_own(
-    redis_url: str, sent: list[object], monkeypatch: pytest.MonkeyPatch  # noqa: F811
-) -> None:
-    # The lease is taken with the worker's read of the run's record, refreshed by the
-    # worker's watch hub (not by the run too), and freed by the script that records the end.
+def _eager_queue(
+    url: str, monkeypatch: pytest.MonkeyPatch, **settings: Any
+) -> tuple[Any, str]:
+    """An ``AgentQueue`` whose tasks run in this process at submit, with the ``echo`` agent
+    registered and one run done (Redis has the scripts); and its key prefix."""
     celery = pytest.importorskip("celery")
     from agentkit.integrations.celery import AgentQueue
 
@@ -176,11 +177,23 @@ def test_a_celery_runs_lease_costs_no_round_trip_of_its_own(
     app = celery.Celery("round-trips", broker="memory://")
     app.conf.task_always_eager = True  # the task runs in this process, at submit
     prefix = f"round-trips-{uuid.uuid4().hex[:6]}:"
-    queue = AgentQueue(app, redis_url=redis_url, prefix=prefix, task_name=f"{prefix}run")
-    queue.register("echo", lambda: ChatModelAgent("echo", "echoes", ScriptedChatModel(_scripted),
-                                                  tools=[echo]))
+    queue = AgentQueue(app, redis_url=url, prefix=prefix, task_name=f"{prefix}run", **settings)
+    queue.register(
+        "echo",
+        lambda: ChatModelAgent("echo", "echoes", ScriptedChatModel(_scripted), tools=[echo]),
+        enable_streaming=False,  # no token entries
+    )
     with queue.events(queue.submit("echo", "warm-up", owner="owner"), owner="owner") as first:
         assert list(first)[-1].kind == "end"  # Redis has the scripts now
+    return queue, prefix
+
+
+def test_a_celery_runs_lease_costs_no_round_trip_of_its_own(
+    redis_url: str, sent: list[object], monkeypatch: pytest.MonkeyPatch  # noqa: F811
+) -> None:
+    # The lease is taken with the worker's read of the run's record, refreshed by the
+    # worker's watch hub (not by the run too), and freed by the script that records the end.
+    queue, prefix = _eager_queue(redis_url, monkeypatch)
     sent.clear()
     run_id = queue.submit("echo", "hello", owner="owner")
     with queue.events(run_id, owner="owner") as stream:
@@ -220,24 +233,10 @@ def test_the_round_trips_of_a_whole_celery_run_in_its_worker(
     durability: str,
     expected: list[str],
 ) -> None:
-    celery = pytest.importorskip("celery")
     from agentkit.integrations.celery import AgentQueue
 
-    monkeypatch.setenv("AGENTKIT_CHECKPOINT_KEY", "round-trip-tests-checkpoint-key-0123456789")
-    app = celery.Celery("round-trips", broker="memory://")
-    app.conf.task_always_eager = True  # the task runs in this process, at submit
-    prefix = f"round-trips-{uuid.uuid4().hex[:6]}:"
-    queue = AgentQueue(
-        app, redis_url=redis_url, prefix=prefix, task_name=f"{prefix}run",
-        lease_ttl=600, durability=durability,  # no refresh of the hub falls into the count
-    )
-    queue.register(
-        "echo",
-        lambda: ChatModelAgent("echo", "echoes", ScriptedChatModel(_scripted), tools=[echo]),
-        enable_streaming=False,  # no token entries
-    )
-    with queue.events(queue.submit("echo", "warm-up", owner="owner"), owner="owner") as first:
-        assert list(first)[-1].kind == "end"  # Redis has the scripts now
+    # a long lease: no refresh of the hub falls into the count
+    queue, _ = _eager_queue(redis_url, monkeypatch, lease_ttl=600, durability=durability)
     run_id = uuid.uuid4().hex
     sent.clear()
     queue.submit("echo", "hello", owner="owner", checkpoint_id=run_id)  # runs it, eagerly
@@ -250,7 +249,7 @@ def test_the_round_trips_of_a_whole_celery_run_in_its_worker(
     assert entries[-1].data["answer"] == "echoed hello"
     assert queue.runner("echo").durability == durability
     with pytest.raises(ValueError, match="durability must be 'step'"):
-        AgentQueue(app, redis_url=redis_url, durability="always")
+        AgentQueue(queue.app, redis_url=redis_url, durability="always")
 
 
 def test_a_readers_first_look_checks_the_record_and_reads_what_is_there(

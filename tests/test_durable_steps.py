@@ -377,20 +377,26 @@ class StolenLeaseStore(InMemoryCheckPointStore):
         super().append_step(checkpoint_id, data, sync=sync)
 
 
-def test_a_run_that_loses_its_lease_stops_and_writes_nothing_more() -> None:
-    store = StolenLeaseStore()
-    started = threading.Event()
+def losing_agent(store: StolenLeaseStore, started: threading.Event) -> ChatModelAgent:
+    """An agent whose one tool call outlives its run's lease: another process takes the id
+    over (``store.stolen``) while the call runs."""
 
     @tool
     def slow() -> str:
         """Takes longer than the lease."""
         started.set()
         store.stolen.set()
-        threading.Event().wait(1.0)  # three refreshes: the first one fails
+        threading.Event().wait(1.0)  # three refreshes of a 0.3 s lease: the first one fails
         return "late"
 
     model = ScriptedChatModel([calls_message(call("slow", id="s")), "done"])
-    runner = runner_for(ChatModelAgent("A", "d", model, tools=[slow]), store, lease_ttl=0.3)
+    return ChatModelAgent("A", "d", model, tools=[slow])
+
+
+def test_a_run_that_loses_its_lease_stops_and_writes_nothing_more() -> None:
+    store = StolenLeaseStore()
+    started = threading.Event()
+    runner = runner_for(losing_agent(store, started), store, lease_ttl=0.3)
     with no_thread_leak():
         events = run_events(runner.query("go", with_checkpoint_id("lost")))
     assert started.is_set()
@@ -415,17 +421,7 @@ def test_a_run_saved_when_it_stops_keeps_a_given_lease_and_is_fenced_when_it_is_
     # ... and when another process takes the id over, the run is cancelled and its save
     # when it stops is refused: it must not overwrite the other run's checkpoint.
     started = threading.Event()
-
-    @tool
-    def slow() -> str:
-        """Takes longer than the lease."""
-        started.set()
-        store.stolen.set()
-        threading.Event().wait(1.0)  # three refreshes: the first one fails
-        return "late"
-
-    model = ScriptedChatModel([calls_message(call("slow", id="s")), "done"])
-    runner = runner_for(ChatModelAgent("A", "d", model, tools=[slow]), store, durability="stop")
+    runner = runner_for(losing_agent(store, started), store, durability="stop")
     lease = lease_for(store, "lost", ttl=0.3)
     with no_thread_leak():
         events = run_events(runner.query("go", with_checkpoint_id("lost", lease=lease)))
