@@ -92,6 +92,25 @@ def adding_agent(rounds: int) -> ChatModelAgent:
                           max_iterations=rounds + 1)
 
 
+def crashing_add(
+    store: InMemoryCheckPointStore, checkpoint_id: str, at: int, left: list[InMemoryCheckPointStore]
+) -> Any:
+    """An ``add`` tool whose first call with ``a == at`` kills the process: what the store
+    holds for ``checkpoint_id`` then is appended to ``left``. Later calls add."""
+    crashed = threading.Event()
+
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add."""
+        if a == at and not crashed.is_set():
+            crashed.set()
+            left.append(copy_of(store, checkpoint_id))
+            raise Crash("killed")
+        return a + b
+
+    return add
+
+
 def runner_for(agent: Any, store: Any, **settings: Any) -> Runner:
     return Runner(agent, checkpoint_store=store, serializer=SERIALIZER, **settings)
 
@@ -117,7 +136,6 @@ def test_save_input_false_writes_nothing_before_the_first_step_then_saves_it_who
     store = Spy()
     left: list[InMemoryCheckPointStore] = []
     seen_before_first_reply: list[bytes | None] = []
-    crashed = threading.Event()
 
     def reply(messages: list[Any]) -> Any:
         done = sum(1 for message in messages if message.role is Role.TOOL)
@@ -127,15 +145,7 @@ def test_save_input_false_writes_nothing_before_the_first_step_then_saves_it_who
             return calls_message(call("add", {"a": done, "b": 1}, id=f"c{done}"))
         return "done"
 
-    @tool
-    def add(a: int, b: int) -> int:
-        """Add."""
-        if a == 1 and not crashed.is_set():
-            crashed.set()
-            left.append(copy_of(store, "r"))
-            raise Crash("killed")
-        return a + b
-
+    add = crashing_add(store, "r", at=1, left=left)
     agent = ChatModelAgent("A", "adds", ScriptedChatModel(reply), tools=[add])
     with pytest.raises(Crash):
         runner_for(agent, store).invoke("go", with_checkpoint_id("r", save_input=False))
@@ -440,15 +450,7 @@ def crashed_copy(steps: int) -> InMemoryCheckPointStore:
     """The store of a run killed after ``steps`` tool calls of ``add`` finished."""
     store = InMemoryCheckPointStore()
     left: list[InMemoryCheckPointStore] = []
-
-    @tool
-    def add(a: int, b: int) -> int:
-        """Add."""
-        if a == steps:
-            left.append(copy_of(store, "i"))
-            raise Crash("killed")
-        return a + b
-
+    add = crashing_add(store, "i", at=steps, left=left)
     script = [calls_message(call("add", {"a": i, "b": 1}, id=f"c{i}")) for i in range(5)]
     agent = ChatModelAgent("A", "d", ScriptedChatModel([*script, "done"]), tools=[add])
     with pytest.raises(Crash):
@@ -476,17 +478,7 @@ def test_a_run_with_limits_resumed_after_a_crash_counts_on_from_its_last_step() 
     # more model call under RunLimits(model_calls=5), not five more.
     store = InMemoryCheckPointStore()
     left: list[InMemoryCheckPointStore] = []
-    crashed = threading.Event()
-
-    @tool
-    def add(a: int, b: int) -> int:
-        """Add."""
-        if a == 3 and not crashed.is_set():
-            crashed.set()
-            left.append(copy_of(store, "i"))
-            raise Crash("killed")
-        return a + b
-
+    add = crashing_add(store, "i", at=3, left=left)
     script = [calls_message(call("add", {"a": i, "b": 1}, id=f"c{i}")) for i in range(5)]
     model = ScriptedChatModel([*script, "done"])
     agent = ChatModelAgent("A", "d", model, tools=[add])
