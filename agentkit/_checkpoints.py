@@ -11,6 +11,8 @@ exclusive while it lives.
 from __future__ import annotations
 
 import abc
+import heapq
+import itertools
 import logging
 import threading
 import time
@@ -468,15 +470,22 @@ class KeptLease(abc.ABC):
 class LeaseKeeper:
     """Keeps a run's lease while the run lives: refreshes it, and says when it was lost.
 
-    A thread (``agentkit-lease``) refreshes the lease every third of its ttl; a
-    :class:`KeptLease` is refreshed by its holder instead, and only watched here. The lease is
-    *lost* when a refresh says another owner took it (it expired meanwhile: the process was
-    paused, or the store unreachable, for longer than the ttl), or when no refresh succeeded
-    for a whole ttl (the store is down: the lease may have expired). Then ``on_lost(reason)``
-    is called once, from the keeper's thread (a kept lease's: from its holder's): the run must
-    stop, and save nothing, since another process may be running it by now. :meth:`stop`
-    ends the keeping and releases the lease (unless it was made with ``release=False``: a
-    lease the caller took and gives back itself).
+    Every lease of the process is refreshed every third of its ttl by one thread
+    (``agentkit-lease``), which runs while at least one keeper lives and is joined when the
+    last one stops: a process with a thousand durable runs has one keeper thread, not a
+    thousand. A :class:`KeptLease` is refreshed by its holder instead, and only watched here.
+    The lease is *lost* when a refresh says another owner took it (it expired meanwhile: the
+    process was paused, or the store unreachable, for longer than the ttl), or when no
+    refresh succeeded for a whole ttl (the store is down: the lease may have expired). Then
+    ``on_lost(reason)`` is called once, from the refreshing thread (a kept lease's: from its
+    holder's): the run must stop, and save nothing, since another process may be running it
+    by now. ``on_lost`` must return quickly (request a cancel, set a flag): the other leases
+    wait for it. :meth:`stop` ends the keeping and releases the lease (unless it was made
+    with ``release=False``: a lease the caller took and gives back itself).
+
+    One thread serves all leases, so a store whose calls hang delays every refresh behind
+    them; a lease whose refresh comes too late is found expired (its store says so) and is
+    lost as above, never kept by mistake.
 
     Example::
 
@@ -488,7 +497,7 @@ class LeaseKeeper:
             keeper.stop()
     """
 
-    __slots__ = ("_done", "_lease", "_lost", "_on_lost", "_release", "_thread")
+    __slots__ = ("_held_until", "_kept", "_lease", "_lost", "_on_lost", "_release", "_stopped")
 
     def __init__(
         self,
@@ -501,15 +510,13 @@ class LeaseKeeper:
         self._on_lost = on_lost
         self._release = release
         self._lost: str | None = None
-        self._done = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._stopped = False
+        self._held_until = time.monotonic() + lease.ttl
+        self._kept = isinstance(lease, KeptLease)
         if isinstance(lease, KeptLease):
             lease.watch(self._lose)
         else:
-            self._thread = threading.Thread(
-                target=self._keep, name="agentkit-lease", daemon=True
-            )
-            self._thread.start()
+            _REFRESHER.add(self)
 
     @property
     def lease(self) -> HeldLease:
@@ -521,55 +528,164 @@ class LeaseKeeper:
         """Why the lease was lost, or ``None`` while it is held."""
         return self._lost
 
-    def _keep(self) -> None:
+    def _refresh(self) -> bool:
+        """Refresh the lease once (in the refreshing thread); ``False``: stop refreshing it."""
         lease = self._lease
-        interval = lease.ttl / 3
-        held_until = time.monotonic() + lease.ttl
-        while not self._done.wait(interval):
-            try:
-                refreshed = lease.refresh()
-            except Exception:
-                _log.warning(
-                    "agentkit: could not refresh the lease on checkpoint %r",
-                    lease.checkpoint_id,
-                    exc_info=True,
+        try:
+            refreshed = lease.refresh()
+        except Exception:
+            _log.warning(
+                "agentkit: could not refresh the lease on checkpoint %r",
+                lease.checkpoint_id,
+                exc_info=True,
+            )
+            if time.monotonic() < self._held_until:
+                return True
+            if not self._stopped:
+                self._lose(
+                    f"its lease could not be refreshed for {lease.ttl:g} seconds (the "
+                    "store failed), so another process may have taken the run over"
                 )
-                if time.monotonic() >= held_until:
-                    self._lose(
-                        f"its lease could not be refreshed for {lease.ttl:g} seconds (the "
-                        "store failed), so another process may have taken the run over"
-                    )
-                    return
-                continue
-            if not refreshed:
-                if not self._done.is_set():
-                    self._lose(
-                        "its lease expired and another process took it (was this process "
-                        f"paused, or the store unreachable, for more than {lease.ttl:g} s?)"
-                    )
-                return
-            held_until = time.monotonic() + lease.ttl
+            return False
+        if not refreshed:
+            if not self._stopped:
+                self._lose(
+                    "its lease expired and another process took it (was this process "
+                    f"paused, or the store unreachable, for more than {lease.ttl:g} s?)"
+                )
+            return False
+        self._held_until = time.monotonic() + lease.ttl
+        return True
 
     def _lose(self, reason: str) -> None:
-        if self._done.is_set() and self._thread is None:
+        if self._stopped and self._kept:
             return  # a kept lease lost after the run ended: nothing left to stop
         self._lost = reason
         _log.warning("agentkit: run of checkpoint %r lost: %s", self._lease.checkpoint_id, reason)
         if self._on_lost is not None:
             try:
                 self._on_lost(reason)
-            except Exception:  # the keeper's thread has nobody to raise to
+            except Exception:  # the refreshing thread has nobody to raise to
                 _log.exception("agentkit: on_lost of checkpoint %r failed",
                                self._lease.checkpoint_id)
 
     def stop(self) -> None:
-        """Stop refreshing; release the lease (unless made with ``release=False``)."""
-        self._done.set()
-        if self._thread is None:
+        """Stop refreshing; release the lease (unless made with ``release=False``).
+
+        A refresh of this lease under way is waited for first, so the release comes after
+        it.
+        """
+        if self._kept:
+            self._stopped = True
             kept = self._lease
             assert isinstance(kept, KeptLease)
             kept.unwatch()
-        elif self._thread is not threading.current_thread():
-            self._thread.join()
+        else:
+            _REFRESHER.remove(self)
         if self._release:
             self._lease.release()
+
+
+class _Refresher:
+    """The one thread that refreshes every :class:`LeaseKeeper`'s lease, in order of due time.
+
+    The thread starts with the first keeper and is retired, and joined, when the last one
+    stops (unless that stop comes from the thread itself, in an ``on_lost``); a keeper added
+    meanwhile starts a new one. A keeper being refreshed is ``refreshing`` until its refresh
+    returns: :meth:`remove` waits for that, so a lease is never released under a refresh.
+    """
+
+    __slots__ = ("_due", "_order", "_refreshing", "_thread", "_wake", "live")
+
+    def __init__(self) -> None:
+        self._wake = threading.Condition(threading.Lock())
+        self._due: list[tuple[float, int, LeaseKeeper]] = []  # a heap
+        self._order = itertools.count()  # ties in due time: first added, first refreshed
+        self.live = 0
+        self._refreshing: LeaseKeeper | None = None
+        self._thread: _RefreshThread | None = None
+
+    def add(self, keeper: LeaseKeeper) -> None:
+        """Refresh ``keeper``'s lease every third of its ttl from now on."""
+        with self._wake:
+            self._push(keeper)
+            self.live += 1
+            if self._thread is None:
+                self._thread = _RefreshThread(self)
+                self._thread.start()
+            elif self._due[0][2] is keeper:  # due before every other: the thread waits less
+                self._wake.notify()
+
+    def remove(self, keeper: LeaseKeeper) -> None:
+        """Stop refreshing ``keeper``'s lease, after a refresh of it under way."""
+        with self._wake:
+            if keeper._stopped:
+                return
+            keeper._stopped = True  # its heap entry is dropped when it comes up
+            # From the refreshing thread (an on_lost that stops a keeper) nothing is waited for.
+            while self._refreshing is keeper and not isinstance(
+                threading.current_thread(), _RefreshThread
+            ):
+                self._wake.wait()
+            self.live -= 1
+            retired = None
+            if not self.live:
+                retired, self._thread = self._thread, None
+                self._due.clear()
+                if retired is not None:
+                    retired.retired = True
+                self._wake.notify_all()
+        if retired is not None and retired is not threading.current_thread():
+            retired.join()
+
+    def _push(self, keeper: LeaseKeeper) -> None:
+        due = time.monotonic() + keeper._lease.ttl / 3
+        heapq.heappush(self._due, (due, next(self._order), keeper))
+
+    def serve(self, thread: _RefreshThread) -> None:
+        """The thread's loop: refresh each lease when due, until retired."""
+        wake = self._wake
+        while True:
+            with wake:
+                keeper = self._next_due(thread)
+                if keeper is None:
+                    return
+                self._refreshing = keeper
+            keep = keeper._refresh()
+            with wake:
+                self._refreshing = None
+                if keep and not keeper._stopped:
+                    self._push(keeper)
+                elif keeper._stopped:
+                    wake.notify_all()  # its stop() may be waiting for this refresh
+
+    def _next_due(self, thread: _RefreshThread) -> LeaseKeeper | None:
+        """Wait (holding the lock) for the next lease due; ``None`` once ``thread`` retired."""
+        due = self._due
+        while not thread.retired:
+            if due and due[0][2]._stopped:
+                heapq.heappop(due)
+                continue
+            if not due:
+                self._wake.wait()
+                continue
+            wait = due[0][0] - time.monotonic()
+            if wait <= 0:
+                return heapq.heappop(due)[2]
+            self._wake.wait(wait)
+        return None
+
+
+class _RefreshThread(threading.Thread):
+    """The ``agentkit-lease`` thread of a :class:`_Refresher`; ``retired`` ends it."""
+
+    def __init__(self, refresher: _Refresher) -> None:
+        super().__init__(name="agentkit-lease", daemon=True)
+        self.refresher = refresher
+        self.retired = False
+
+    def run(self) -> None:
+        self.refresher.serve(self)
+
+
+_REFRESHER = _Refresher()

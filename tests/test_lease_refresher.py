@@ -1,0 +1,239 @@
+"""One thread refreshes every run's lease in a process (``LeaseKeeper``).
+
+A durable run (a checkpoint id and ``durability="step"``) holds a lease on its id while it
+lives. The leases are refreshed by a single ``agentkit-lease`` thread, however many runs are
+alive, which is joined when the last of them ends. The behaviour tests run real durable runs
+on real threads, held in a tool until each lease has been refreshed; the unit tests drive
+:class:`LeaseKeeper` with leases whose refresh the test controls. Waits are on events, with
+generous timeouts as failure guards only.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections import Counter
+
+import pytest
+
+from agentkit import ChatModelAgent, Runner, tool, with_checkpoint_id
+from agentkit._checkpoints import LeaseKeeper
+from agentkit.checkpoint import InMemoryCheckPointStore
+from agentkit.testing import ScriptedChatModel, call, calls_message, no_thread_leak
+
+GUARD = 30.0  # a failure guard for waits, never a pace
+
+
+def lease_threads() -> list[threading.Thread]:
+    return [thread for thread in threading.enumerate() if thread.name == "agentkit-lease"]
+
+
+class CountingStore(InMemoryCheckPointStore):
+    """Counts each id's lease takes and refreshes (a refresh is a take by the same owner)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.takes: Counter[str] = Counter()
+        self.changed = threading.Condition()
+
+    def acquire_lease(self, checkpoint_id: str, owner: str, ttl: float) -> bool:
+        taken = super().acquire_lease(checkpoint_id, owner, ttl)
+        with self.changed:
+            self.takes[checkpoint_id] += 1
+            self.changed.notify_all()
+        return taken
+
+    def wait_for_refreshes(self, checkpoint_id: str, count: int) -> None:
+        with self.changed:
+            # the first take is the lease itself; every later one is a refresh
+            if not self.changed.wait_for(lambda: self.takes[checkpoint_id] > count, GUARD):
+                raise AssertionError(f"the lease on {checkpoint_id!r} was not refreshed")
+
+
+def test_many_live_durable_runs_share_one_refreshing_thread_that_ends_with_the_last() -> None:
+    store = CountingStore()
+    runs = 12
+    all_held = threading.Barrier(runs + 1, timeout=GUARD)
+
+    @tool
+    def hold(name: str) -> str:
+        """Waits until its run's lease was refreshed twice, then until every run did."""
+        store.wait_for_refreshes(name, 2)
+        all_held.wait()  # every run alive here at once
+        all_held.wait()  # the test has counted the threads
+        return "held"
+
+    def runner() -> Runner:
+        model = ScriptedChatModel(
+            lambda messages: "done"
+            if messages[-1].role.value == "tool"
+            else calls_message(call("hold", {"name": messages[0].content}))
+        )
+        agent = ChatModelAgent("A", "d", model, tools=[hold])
+        return Runner(agent, checkpoint_store=store, durability="step", lease_ttl=0.3)
+
+    with no_thread_leak():
+        iterators = [
+            runner().query(f"run-{index}", with_checkpoint_id(f"run-{index}"))
+            for index in range(runs)
+        ]
+        all_held.wait()
+        assert len(lease_threads()) == 1  # not one per run
+        assert all(store.takes[f"run-{index}"] >= 3 for index in range(runs))
+        all_held.wait()
+        texts = [list(events)[-1].get_message().content for events in iterators]  # type: ignore[union-attr]
+    assert texts == ["done"] * runs
+    assert lease_threads() == []  # joined when the last run ended
+
+
+class ScriptedLease:
+    """A lease whose refreshes answer from a script: True, False, or an exception to raise.
+
+    Past the script, refreshes succeed. ``gate``, when given, holds each refresh until set.
+    """
+
+    def __init__(
+        self,
+        ttl: float,
+        script: tuple[bool | Exception, ...] = (),
+        gate: threading.Event | None = None,
+        name: str = "c",
+    ) -> None:
+        self.ttl = ttl
+        self.checkpoint_id = name
+        self.script = list(script)
+        self.gate = gate
+        self.refreshes = 0
+        self.times = [time.monotonic()]  # taken, then each refresh
+        self.released = False
+        self.refreshing = threading.Event()
+        self.refreshed = threading.Condition()
+
+    def refresh(self, ttl: float | None = None) -> bool:
+        self.refreshing.set()
+        if self.gate is not None:
+            assert self.gate.wait(GUARD)
+        answer = self.script.pop(0) if self.script else True
+        with self.refreshed:
+            self.refreshes += 1
+            self.times.append(time.monotonic())
+            self.refreshed.notify_all()
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    def release(self) -> None:
+        self.released = True
+
+    def wait_for_refreshes(self, count: int) -> None:
+        with self.refreshed:
+            assert self.refreshed.wait_for(lambda: self.refreshes >= count, GUARD)
+
+
+def test_leases_of_different_ttls_are_each_refreshed_every_third_of_theirs() -> None:
+    short, long = ScriptedLease(0.15, name="short"), ScriptedLease(1.5, name="long")
+    with no_thread_leak():
+        keepers = [LeaseKeeper(short), LeaseKeeper(long)]
+        long.wait_for_refreshes(2)
+        assert len(lease_threads()) == 1
+        for keeper in keepers:
+            keeper.stop()
+        assert lease_threads() == []
+    assert short.released and long.released
+    # never sooner than a third of its own ttl (a loaded machine only makes them later)
+    for lease in (short, long):
+        gaps = [later - earlier for earlier, later in itertools.pairwise(lease.times)]
+        assert min(gaps) >= lease.ttl / 3 - 0.01, (lease.checkpoint_id, gaps)
+    assert short.refreshes >= 6  # refreshed at its own pace meanwhile, not at the long one's
+
+
+def test_a_lost_lease_calls_on_lost_once_and_the_others_are_still_kept() -> None:
+    lost, kept = ScriptedLease(0.15, (True, False), name="lost"), ScriptedLease(0.15, name="kept")
+    reasons: list[str] = []
+    told = threading.Event()
+
+    def on_lost(reason: str) -> None:
+        reasons.append(reason)
+        told.set()
+
+    with no_thread_leak():
+        losing, keeping = LeaseKeeper(lost, on_lost=on_lost), LeaseKeeper(kept)
+        assert told.wait(GUARD)
+        refreshes = kept.refreshes
+        kept.wait_for_refreshes(refreshes + 3)
+        assert lost.refreshes == 2  # not refreshed again once lost
+        assert losing.lost is not None and "another process took it" in losing.lost
+        assert keeping.lost is None
+        losing.stop()
+        keeping.stop()
+    assert reasons == [losing.lost]
+
+
+def test_a_lease_whose_refreshes_fail_for_a_whole_ttl_is_lost() -> None:
+    failing = ScriptedLease(0.3, tuple(ConnectionError("store down") for _ in range(100)))
+    told = threading.Event()
+    with no_thread_leak():
+        keeper = LeaseKeeper(failing, on_lost=lambda reason: told.set())
+        assert told.wait(GUARD)
+        assert keeper.lost is not None and "could not be refreshed for 0.3 seconds" in keeper.lost
+        assert failing.refreshes >= 3  # it kept trying until the ttl was over
+        keeper.stop()
+
+
+def test_stop_waits_for_a_refresh_under_way_before_it_releases() -> None:
+    gate = threading.Event()
+    lease = ScriptedLease(0.15, gate=gate)
+    with no_thread_leak():
+        keeper = LeaseKeeper(lease)
+        assert lease.refreshing.wait(GUARD)
+        stopper = threading.Thread(target=keeper.stop)
+        stopper.start()
+        stopper.join(0.3)  # a window for a wrong release to show, not a pace
+        assert stopper.is_alive() and not lease.released
+        gate.set()
+        stopper.join(GUARD)
+        assert not stopper.is_alive() and lease.released
+    assert lease.refreshes == 1
+
+
+def test_on_lost_may_stop_its_own_keeper_from_the_refreshing_thread() -> None:
+    lease = ScriptedLease(0.15, (False,))
+    holder: list[LeaseKeeper] = []
+    stopped = threading.Event()
+
+    def on_lost(reason: str) -> None:
+        holder[0].stop()
+        stopped.set()
+
+    with no_thread_leak():
+        holder.append(LeaseKeeper(lease, on_lost=on_lost))
+        assert stopped.wait(GUARD)
+    assert lease.released
+
+
+def test_a_keeper_added_after_the_last_one_stopped_gets_a_thread_again() -> None:
+    with no_thread_leak():
+        for round_ in range(3):
+            lease = ScriptedLease(0.15, name=f"round-{round_}")
+            keeper = LeaseKeeper(lease, release=False)
+            lease.wait_for_refreshes(2)
+            keeper.stop()
+            assert lease_threads() == []
+            assert not lease.released  # release=False: the caller gives it back
+
+
+@pytest.mark.parametrize("count", [1, 50])
+def test_stopping_keepers_from_many_threads_at_once_leaves_no_thread(count: int) -> None:
+    leases = [ScriptedLease(0.15, name=f"l{index}") for index in range(count)]
+    with no_thread_leak():
+        keepers = [LeaseKeeper(lease) for lease in leases]
+        for lease in leases:
+            lease.wait_for_refreshes(1)
+        stoppers = [threading.Thread(target=keeper.stop) for keeper in keepers]
+        for stopper in stoppers:
+            stopper.start()
+        for stopper in stoppers:
+            stopper.join(GUARD)
+    assert all(lease.released for lease in leases)
+    assert lease_threads() == []
