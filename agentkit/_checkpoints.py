@@ -11,10 +11,7 @@ exclusive while it lives.
 from __future__ import annotations
 
 import abc
-import heapq
-import itertools
 import logging
-import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -26,6 +23,7 @@ from agentkit._options import HeldLease
 from agentkit._persist import persisted
 from agentkit._points import ResumePoint, ResumeState, new_point_id
 from agentkit._progress import ROOT, ExtendField, MergeField, PutPoint, SetField, apply_ops
+from agentkit._refresher import REFRESHER, Refreshed
 from agentkit._runctx import RecordedEvent, RunFrame
 from agentkit.checkpoint.base import DEFAULT_LEASE_TTL
 from agentkit.errors import CheckpointConsumedError, CheckpointError, CheckpointNotFoundError
@@ -467,7 +465,7 @@ class KeptLease(abc.ABC):
         """Stop telling of a loss (the run ended)."""
 
 
-class LeaseKeeper:
+class LeaseKeeper(Refreshed):
     """Keeps a run's lease while the run lives: refreshes it, and says when it was lost.
 
     Every lease of the process is refreshed every third of its ttl by one thread
@@ -497,7 +495,7 @@ class LeaseKeeper:
             keeper.stop()
     """
 
-    __slots__ = ("_held_until", "_kept", "_lease", "_lost", "_on_lost", "_release", "_stopped")
+    __slots__ = ("_held_until", "_kept", "_lease", "_lost", "_on_lost", "_release")
 
     def __init__(
         self,
@@ -506,17 +504,17 @@ class LeaseKeeper:
         on_lost: Callable[[str], object] | None = None,
         release: bool = True,
     ) -> None:
+        super().__init__()
         self._lease = lease
         self._on_lost = on_lost
         self._release = release
         self._lost: str | None = None
-        self._stopped = False
         self._held_until = time.monotonic() + lease.ttl
         self._kept = isinstance(lease, KeptLease)
         if isinstance(lease, KeptLease):
             lease.watch(self._lose)
         else:
-            _REFRESHER.add(self)
+            REFRESHER.add(self)
 
     @property
     def lease(self) -> HeldLease:
@@ -528,8 +526,13 @@ class LeaseKeeper:
         """Why the lease was lost, or ``None`` while it is held."""
         return self._lost
 
-    def _refresh(self) -> bool:
-        """Refresh the lease once (in the refreshing thread); ``False``: stop refreshing it."""
+    @property
+    def refresh_interval(self) -> float:
+        """A third of the lease's ttl."""
+        return self._lease.ttl / 3
+
+    def refresh_once(self) -> bool:
+        """Refresh the lease (in the refreshing thread); ``False``: it was lost."""
         lease = self._lease
         try:
             refreshed = lease.refresh()
@@ -541,14 +544,14 @@ class LeaseKeeper:
             )
             if time.monotonic() < self._held_until:
                 return True
-            if not self._stopped:
+            if not self.refresh_stopped:
                 self._lose(
                     f"its lease could not be refreshed for {lease.ttl:g} seconds (the "
                     "store failed), so another process may have taken the run over"
                 )
             return False
         if not refreshed:
-            if not self._stopped:
+            if not self.refresh_stopped:
                 self._lose(
                     "its lease expired and another process took it (was this process "
                     f"paused, or the store unreachable, for more than {lease.ttl:g} s?)"
@@ -558,7 +561,7 @@ class LeaseKeeper:
         return True
 
     def _lose(self, reason: str) -> None:
-        if self._stopped and self._kept:
+        if self.refresh_stopped and self._kept:
             return  # a kept lease lost after the run ended: nothing left to stop
         self._lost = reason
         _log.warning("agentkit: run of checkpoint %r lost: %s", self._lease.checkpoint_id, reason)
@@ -576,116 +579,11 @@ class LeaseKeeper:
         it.
         """
         if self._kept:
-            self._stopped = True
+            self.refresh_stopped = True
             kept = self._lease
             assert isinstance(kept, KeptLease)
             kept.unwatch()
         else:
-            _REFRESHER.remove(self)
+            REFRESHER.remove(self)
         if self._release:
             self._lease.release()
-
-
-class _Refresher:
-    """The one thread that refreshes every :class:`LeaseKeeper`'s lease, in order of due time.
-
-    The thread starts with the first keeper and is retired, and joined, when the last one
-    stops (unless that stop comes from the thread itself, in an ``on_lost``); a keeper added
-    meanwhile starts a new one. A keeper being refreshed is ``refreshing`` until its refresh
-    returns: :meth:`remove` waits for that, so a lease is never released under a refresh.
-    """
-
-    __slots__ = ("_due", "_order", "_refreshing", "_thread", "_wake", "live")
-
-    def __init__(self) -> None:
-        self._wake = threading.Condition(threading.Lock())
-        self._due: list[tuple[float, int, LeaseKeeper]] = []  # a heap
-        self._order = itertools.count()  # ties in due time: first added, first refreshed
-        self.live = 0
-        self._refreshing: LeaseKeeper | None = None
-        self._thread: _RefreshThread | None = None
-
-    def add(self, keeper: LeaseKeeper) -> None:
-        """Refresh ``keeper``'s lease every third of its ttl from now on."""
-        with self._wake:
-            self._push(keeper)
-            self.live += 1
-            if self._thread is None:
-                self._thread = _RefreshThread(self)
-                self._thread.start()
-            elif self._due[0][2] is keeper:  # due before every other: the thread waits less
-                self._wake.notify()
-
-    def remove(self, keeper: LeaseKeeper) -> None:
-        """Stop refreshing ``keeper``'s lease, after a refresh of it under way."""
-        with self._wake:
-            if keeper._stopped:
-                return
-            keeper._stopped = True  # its heap entry is dropped when it comes up
-            # From the refreshing thread (an on_lost that stops a keeper) nothing is waited for.
-            while self._refreshing is keeper and not isinstance(
-                threading.current_thread(), _RefreshThread
-            ):
-                self._wake.wait()
-            self.live -= 1
-            retired = None
-            if not self.live:
-                retired, self._thread = self._thread, None
-                self._due.clear()
-                if retired is not None:
-                    retired.retired = True
-                self._wake.notify_all()
-        if retired is not None and retired is not threading.current_thread():
-            retired.join()
-
-    def _push(self, keeper: LeaseKeeper) -> None:
-        due = time.monotonic() + keeper._lease.ttl / 3
-        heapq.heappush(self._due, (due, next(self._order), keeper))
-
-    def serve(self, thread: _RefreshThread) -> None:
-        """The thread's loop: refresh each lease when due, until retired."""
-        wake = self._wake
-        while True:
-            with wake:
-                keeper = self._next_due(thread)
-                if keeper is None:
-                    return
-                self._refreshing = keeper
-            keep = keeper._refresh()
-            with wake:
-                self._refreshing = None
-                if keep and not keeper._stopped:
-                    self._push(keeper)
-                elif keeper._stopped:
-                    wake.notify_all()  # its stop() may be waiting for this refresh
-
-    def _next_due(self, thread: _RefreshThread) -> LeaseKeeper | None:
-        """Wait (holding the lock) for the next lease due; ``None`` once ``thread`` retired."""
-        due = self._due
-        while not thread.retired:
-            if due and due[0][2]._stopped:
-                heapq.heappop(due)
-                continue
-            if not due:
-                self._wake.wait()
-                continue
-            wait = due[0][0] - time.monotonic()
-            if wait <= 0:
-                return heapq.heappop(due)[2]
-            self._wake.wait(wait)
-        return None
-
-
-class _RefreshThread(threading.Thread):
-    """The ``agentkit-lease`` thread of a :class:`_Refresher`; ``retired`` ends it."""
-
-    def __init__(self, refresher: _Refresher) -> None:
-        super().__init__(name="agentkit-lease", daemon=True)
-        self.refresher = refresher
-        self.retired = False
-
-    def run(self) -> None:
-        self.refresher.serve(self)
-
-
-_REFRESHER = _Refresher()

@@ -21,6 +21,7 @@ from agentkit import ChatModelAgent, Runner, tool, with_checkpoint_id
 from agentkit._checkpoints import LeaseKeeper
 from agentkit.checkpoint import InMemoryCheckPointStore
 from agentkit.testing import ScriptedChatModel, call, calls_message, no_thread_leak
+from tests.redis_server import redis_url  # noqa: F401 (a session fixture)
 
 GUARD = 30.0  # a failure guard for waits, never a pace
 
@@ -237,3 +238,35 @@ def test_stopping_keepers_from_many_threads_at_once_leaves_no_thread(count: int)
             stopper.join(GUARD)
     assert all(lease.released for lease in leases)
     assert lease_threads() == []
+
+
+def test_redis_conversation_locks_are_refreshed_by_the_same_thread(redis_url: str) -> None:  # noqa: F811
+    import redis
+
+    from agentkit.conversation import RedisConversationStore
+
+    client = redis.Redis.from_url(redis_url)
+    store = RedisConversationStore(redis_url, prefix="test:refresher:", lock_ttl=0.6)
+    lease = ScriptedLease(30.0, name="durable")
+    with no_thread_leak():
+        before = threading.active_count()
+        keeper = LeaseKeeper(lease)
+        locks = [store.lock(f"chat-{index}") for index in range(3)]
+        assert len(lease_threads()) == 1  # the leases' thread keeps the locks too
+        assert threading.active_count() == before + 1  # and no thread of their own
+        keys = [key for key in client.keys("test:refresher:*") if b"lock:" in key]
+        assert len(keys) == 3
+        for key in keys:  # refreshed: the time left goes up again, twice, before it ran out
+            for _ in range(2):
+                low = client.pttl(key)
+                deadline = time.monotonic() + GUARD
+                while client.pttl(key) <= low:
+                    assert low > 0 and time.monotonic() < deadline, "the lock was not refreshed"
+                    low = min(low, client.pttl(key))
+                    time.sleep(0.01)  # polling Redis, not pacing the test
+        for lock in locks:
+            lock.release()
+        assert client.keys("test:refresher:*") == []
+        assert len(lease_threads()) == 1  # still the durable lease's
+        keeper.stop()
+    store.close()

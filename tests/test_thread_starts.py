@@ -51,10 +51,10 @@ ROOT = Path(__file__).resolve().parent.parent / "agentkit"
 ALLOWED = {
     "agentkit._spawn": "the run's pool: RunScope.spawn, the one way inside a run",
     "agentkit._agent": "the run worker: starts the run itself, before any scope work",
-    "agentkit._checkpoints": "the lease keeper: outlives no run, but runs beside its body",
+    "agentkit._refresher": "the process's one refreshing thread for run leases and "
+    "conversation locks: started with the first, joined with the last",
     "agentkit._aioloop": "the process's asyncio loop (async tools, MCP): started on first use, "
     "joined at exit; runs no thread per call",
-    "agentkit.conversation.redis": "the conversation-lock keeper: belongs to a store's lock",
     "agentkit.conversation.conformance": "a conformance suite for stores (test helper)",
 }
 ALLOWED_PACKAGES = {

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 import os
-import threading
 import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from agentkit._refresher import REFRESHER, Refreshed
 from agentkit.conversation._records import (
     ThreadLocks,
     check_id,
@@ -32,6 +33,7 @@ DEFAULT_LOCK_TTL = 30.0
 """Seconds a writer lock lasts without a refresh, by default."""
 
 # Byte 0xFF never occurs in UTF-8, so a lock key never equals a conversation key.
+_log = logging.getLogger("agentkit")
 _LOCK_INFIX = b"\xfflock:"
 
 _RELEASE = """
@@ -69,9 +71,10 @@ class RedisConversationStore:
             environment variable, else ``redis://localhost:6379/0``. Ignored with ``client``.
         client: an existing ``redis.Redis`` client (the store does not close it).
         prefix: prepended to every key.
-        lock_ttl: seconds a writer lock lasts without a refresh; the lock refreshes itself
-            every third of that while it is held, so this only bounds how long a conversation
-            stays locked after its writer's process died.
+        lock_ttl: seconds a writer lock lasts without a refresh; the lock is refreshed
+            every third of that while it is held (by the one thread that also keeps the
+            process's run leases: a held lock starts no thread of its own), so this only
+            bounds how long a conversation stays locked after its writer's process died.
         max_record_bytes: the largest record (one message as UTF-8 JSON) appended or loaded.
 
     An append is one ``RPUSH`` (atomic); :meth:`drop_record` is one Lua script. The writer
@@ -181,36 +184,41 @@ class RedisConversationStore:
         return f"RedisConversationStore(prefix={self._prefix.decode('utf-8')!r})"
 
 
-class _RedisLock:
-    """A held Redis lock; a thread refreshes it until :meth:`release` (which joins it)."""
+class _RedisLock(Refreshed):
+    """A held Redis lock, refreshed by the process's refreshing thread until :meth:`release`."""
 
-    __slots__ = ("_done", "_id", "_key", "_store", "_thread", "_token")
+    __slots__ = ("_id", "_key", "_released", "_store", "_token")
 
     def __init__(self, store: RedisConversationStore, conversation_id: str, key: bytes, token: str):
+        super().__init__()
         self._store = store
         self._id = conversation_id
         self._key = key
         self._token = token
-        self._done = threading.Event()
-        self._thread = threading.Thread(
-            target=self._keep, name="agentkit-conversation-lock", daemon=True
-        )
-        self._thread.start()
+        self._released = False
+        REFRESHER.add(self)
 
-    def _keep(self) -> None:
+    @property
+    def refresh_interval(self) -> float:
+        """A third of the lock's ttl."""
+        return self._store._lock_ttl / 3
+
+    def refresh_once(self) -> bool:
+        """Extend the lock; ``False`` once it is gone (it expired: nothing brings it back)."""
         ttl_ms = int(self._store._lock_ttl * 1000)
-        while not self._done.wait(self._store._lock_ttl / 3):
-            try:
-                self._store._client.eval(_REFRESH, 1, self._key, self._token, ttl_ms)
-            except Exception:  # a blip: the next refresh tries again before the lock expires
-                continue
+        try:
+            return bool(self._store._client.eval(_REFRESH, 1, self._key, self._token, ttl_ms))
+        except Exception:  # a blip: the next refresh tries again before the lock expires
+            _log.warning(
+                "agentkit: could not refresh the lock of conversation %r", self._id, exc_info=True
+            )
+            return True
 
     def release(self) -> None:
-        if self._done.is_set():
+        if self._released:
             return
-        self._done.set()
-        if self._thread is not threading.current_thread():
-            self._thread.join()
+        self._released = True
+        REFRESHER.remove(self)
         try:
             self._store._client.eval(_RELEASE, 1, self._key, self._token)
         finally:

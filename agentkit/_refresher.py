@@ -1,0 +1,151 @@
+"""The one thread that keeps a process's leases and locks alive while their runs live.
+
+A durable run holds a lease on its checkpoint id, a run in a Redis conversation holds the
+conversation's lock; both expire unless refreshed every third of their ttl. Rather than a
+thread each (a thousand live runs, a thousand sleeping threads), every such holder is a
+:class:`Refreshed` registered with :data:`REFRESHER`, whose single ``agentkit-lease`` thread
+refreshes each one when it is due. The thread starts with the first holder and is retired,
+and joined, when the last one is removed (unless that removal comes from the thread itself,
+in a callback of a refresh); a holder added meanwhile starts a new one. So no thread outlives
+the runs it serves.
+
+One thread serves all, so a refresh that hangs (a store that does not answer) delays the
+ones behind it; a holder whose refresh comes too late finds out from its store (the lease
+expired and was taken, the lock is gone) and reacts as it would to any lost refresh.
+"""
+
+from __future__ import annotations
+
+import abc
+import heapq
+import itertools
+import threading
+import time
+
+__all__ = ["REFRESHER", "Refreshed", "Refresher"]
+
+
+class Refreshed(abc.ABC):
+    """Something the refreshing thread refreshes every :attr:`refresh_interval` seconds."""
+
+    __slots__ = ("refresh_stopped",)
+
+    def __init__(self) -> None:
+        self.refresh_stopped = False  # set under the refresher's lock by Refresher.remove
+
+    @property
+    @abc.abstractmethod
+    def refresh_interval(self) -> float:
+        """Seconds between two refreshes (a third of the ttl)."""
+
+    @abc.abstractmethod
+    def refresh_once(self) -> bool:
+        """Refresh now, in the refreshing thread; ``False``: never again (it was lost).
+
+        Must not raise, and must return quickly: every other holder waits for it.
+        """
+
+
+class Refresher:
+    """Refreshes every registered :class:`Refreshed` when due, from one thread.
+
+    A holder being refreshed stays ``refreshing`` until its refresh returns: :meth:`remove`
+    waits for that, so what a holder gives back after its removal (a lease, a lock) is never
+    given back under a refresh of it.
+    """
+
+    __slots__ = ("_due", "_order", "_refreshing", "_thread", "_wake", "live")
+
+    def __init__(self) -> None:
+        self._wake = threading.Condition(threading.Lock())
+        self._due: list[tuple[float, int, Refreshed]] = []  # a heap
+        self._order = itertools.count()  # ties in due time: first added, first refreshed
+        self.live = 0
+        self._refreshing: Refreshed | None = None
+        self._thread: _RefreshThread | None = None
+
+    def add(self, item: Refreshed) -> None:
+        """Refresh ``item`` every :attr:`~Refreshed.refresh_interval` seconds from now on."""
+        with self._wake:
+            self._push(item)
+            self.live += 1
+            if self._thread is None:
+                self._thread = _RefreshThread(self)
+                self._thread.start()
+            elif self._due[0][2] is item:  # due before every other: the thread waits less
+                self._wake.notify()
+
+    def remove(self, item: Refreshed) -> None:
+        """Stop refreshing ``item``, after a refresh of it under way (idempotent)."""
+        with self._wake:
+            if item.refresh_stopped:
+                return
+            item.refresh_stopped = True  # its heap entry is dropped when it comes up
+            # From the refreshing thread (a callback that removes a holder) nothing is waited for.
+            while self._refreshing is item and not isinstance(
+                threading.current_thread(), _RefreshThread
+            ):
+                self._wake.wait()
+            self.live -= 1
+            retired = None
+            if not self.live:
+                retired, self._thread = self._thread, None
+                self._due.clear()
+                if retired is not None:
+                    retired.retired = True
+                self._wake.notify_all()
+        if retired is not None and retired is not threading.current_thread():
+            retired.join()
+
+    def _push(self, item: Refreshed) -> None:
+        due = time.monotonic() + item.refresh_interval
+        heapq.heappush(self._due, (due, next(self._order), item))
+
+    def serve(self, thread: _RefreshThread) -> None:
+        """The thread's loop: refresh each holder when due, until ``thread`` is retired."""
+        wake = self._wake
+        while True:
+            with wake:
+                item = self._next_due(thread)
+                if item is None:
+                    return
+                self._refreshing = item
+            keep = item.refresh_once()
+            with wake:
+                self._refreshing = None
+                if keep and not item.refresh_stopped:
+                    self._push(item)
+                elif item.refresh_stopped:
+                    wake.notify_all()  # its remove() may be waiting for this refresh
+
+    def _next_due(self, thread: _RefreshThread) -> Refreshed | None:
+        """Wait (holding the lock) for the next holder due; ``None`` once ``thread`` retired."""
+        due = self._due
+        while not thread.retired:
+            if due and due[0][2].refresh_stopped:
+                heapq.heappop(due)
+                continue
+            if not due:
+                self._wake.wait()  # woken by add() or by the retirement
+                continue
+            wait = due[0][0] - time.monotonic()
+            if wait <= 0:
+                return heapq.heappop(due)[2]
+            self._wake.wait(wait)
+        return None
+
+
+class _RefreshThread(threading.Thread):
+    """The ``agentkit-lease`` thread of a :class:`Refresher`; ``retired`` ends it."""
+
+    def __init__(self, refresher: Refresher) -> None:
+        super().__init__(name="agentkit-lease", daemon=True)
+        self.refresher = refresher
+        self.retired = False
+
+    def run(self) -> None:
+        self.refresher.serve(self)
+
+
+REFRESHER = Refresher()
+"""The process's refresher."""
