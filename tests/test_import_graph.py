@@ -25,7 +25,8 @@ LAYERS: list[tuple[str, list[str]]] = [
     (
         "Data and primitives",
         ["errors", "_persist", "_lazy", "_jsonable", "_aioloop", "schema", "_html", "_stream_base", "streams",
-         "iterators", "_spawn", "cancel", "_scope", "_ctrlc", "_transfer_messages", "limits"],
+         "iterators", "_spawn", "cancel", "_scope", "_ctrlc", "_transfer_messages", "limits",
+         "_refresher"],
     ),
     ("Core types", ["events", "options", "models.base", "conversation.trim"]),
     (
