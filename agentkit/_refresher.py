@@ -19,6 +19,7 @@ from __future__ import annotations
 import abc
 import heapq
 import itertools
+import os
 import threading
 import time
 
@@ -63,6 +64,18 @@ class Refresher:
         self.live = 0
         self._refreshing: Refreshed | None = None
         self._thread: _RefreshThread | None = None
+
+    def forget_all(self) -> None:
+        """Start empty, with a new lock: in a forked child, where the thread is not.
+
+        What the parent kept belongs to its runs, whose threads the child does not have; a
+        lock another parent thread held at the fork would never be released here.
+        """
+        self._wake = threading.Condition(threading.Lock())
+        self._due = []
+        self.live = 0
+        self._refreshing = None
+        self._thread = None
 
     def add(self, item: Refreshed) -> None:
         """Refresh ``item`` every :attr:`~Refreshed.refresh_interval` seconds from now on."""
@@ -148,4 +161,6 @@ class _RefreshThread(threading.Thread):
 
 
 REFRESHER = Refresher()
-"""The process's refresher."""
+"""The process's refresher (a forked child starts with an empty one of its own)."""
+
+os.register_at_fork(after_in_child=REFRESHER.forget_all)

@@ -11,6 +11,7 @@ generous timeouts as failure guards only.
 from __future__ import annotations
 
 import itertools
+import os
 import threading
 import time
 from collections import Counter
@@ -270,3 +271,33 @@ def test_redis_conversation_locks_are_refreshed_by_the_same_thread(redis_url: st
         assert len(lease_threads()) == 1  # still the durable lease's
         keeper.stop()
     store.close()
+
+
+def test_a_forked_child_refreshes_its_own_leases_with_a_thread_of_its_own() -> None:
+    # The parent keeps a lease (its refreshing thread is alive) when it forks, as a Celery
+    # prefork pool or a preloading WSGI server does; the child has no such thread, and must
+    # start one for the leases it takes, not count on the parent's.
+    parent_lease = ScriptedLease(30.0, name="parent")
+    with no_thread_leak():
+        keeper = LeaseKeeper(parent_lease)
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: report, and leave without running the test's teardown
+            status = 1
+            try:
+                lease = ScriptedLease(0.15, name="child")
+                child_keeper = LeaseKeeper(lease)
+                lease.wait_for_refreshes(2)
+                child_keeper.stop()
+                status = 0 if lease.released and lease_threads() == [] else 2
+            finally:
+                os.write(write, bytes([status]))
+                os._exit(status)
+        os.close(write)
+        try:
+            with os.fdopen(read, "rb") as pipe:
+                assert pipe.read() == bytes([0])
+        finally:
+            _, code = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(code) == 0
+        keeper.stop()
