@@ -19,11 +19,14 @@ from __future__ import annotations
 import abc
 import heapq
 import itertools
+import logging
 import os
 import threading
 import time
 
 __all__ = ["REFRESHER", "Refreshed", "Refresher"]
+
+_log = logging.getLogger("agentkit")
 
 
 class Refreshed(abc.ABC):
@@ -123,7 +126,11 @@ class Refresher:
                 if item is None:
                     return
                 self._refreshing = item
-            keep = item.refresh_once()
+            try:
+                keep = item.refresh_once()
+            except Exception:  # a bug in a holder: the others must go on being refreshed
+                _log.exception("agentkit: refreshing %r failed; it is tried again when due", item)
+                keep = True
             with wake:
                 self._refreshing = None
                 if keep and not item.refresh_stopped:

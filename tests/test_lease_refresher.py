@@ -20,6 +20,7 @@ import pytest
 
 from agentkit import ChatModelAgent, Runner, tool, with_checkpoint_id
 from agentkit._checkpoints import LeaseKeeper
+from agentkit._refresher import REFRESHER, Refreshed
 from agentkit.checkpoint import InMemoryCheckPointStore
 from agentkit.testing import ScriptedChatModel, call, calls_message, no_thread_leak
 from tests.redis_server import redis_url  # noqa: F401 (a session fixture)
@@ -301,3 +302,32 @@ def test_a_forked_child_refreshes_its_own_leases_with_a_thread_of_its_own() -> N
             _, code = os.waitpid(pid, 0)
         assert os.waitstatus_to_exitcode(code) == 0
         keeper.stop()
+
+
+def test_a_holder_whose_refresh_raises_does_not_stop_the_others(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    class Broken(Refreshed):
+        __slots__ = ("calls",)
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.calls = 0
+
+        @property
+        def refresh_interval(self) -> float:
+            return 0.05
+
+        def refresh_once(self) -> bool:
+            self.calls += 1
+            raise RuntimeError("a bug in a holder")
+
+    broken, lease = Broken(), ScriptedLease(0.15)
+    with no_thread_leak():
+        REFRESHER.add(broken)
+        keeper = LeaseKeeper(lease)
+        lease.wait_for_refreshes(3)
+        assert broken.calls >= 2  # tried again when due, and the lease kept meanwhile
+        keeper.stop()
+        REFRESHER.remove(broken)
+    assert "refreshing" in caplog.text and "a bug in a holder" in caplog.text
