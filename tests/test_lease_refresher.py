@@ -193,10 +193,12 @@ def test_stop_waits_for_a_refresh_under_way_before_it_releases() -> None:
         stopper = threading.Thread(target=keeper.stop)
         stopper.start()
         stopper.join(0.3)  # a window for a wrong release to show, not a pace
-        assert stopper.is_alive() and not lease.released
+        released_early = lease.released
+        assert stopper.is_alive() and not released_early
         gate.set()
         stopper.join(GUARD)
-        assert not stopper.is_alive() and lease.released
+        assert not stopper.is_alive()
+    assert lease.released
     assert lease.refreshes == 1
 
 
