@@ -85,7 +85,8 @@ class RunLimits:
 
     Args:
         model_calls: the most model calls (retried calls count, as do the model calls of
-            agents used as tools and of parallel branches).
+            agents used as tools and of parallel branches; a call a crash cut short is counted
+            when the resumed run makes it again, not also before).
         tool_calls: the most tool calls that run (a call a guardrail blocks, or a call of a
             tool that does not exist, runs nothing and is not counted). A call counts once:
             one that stops to ask (an approval, an :class:`~agentkit.UnfinishedToolCall`
