@@ -578,12 +578,14 @@ class LeaseKeeper(Refreshed):
         A refresh of this lease under way is waited for first, so the release comes after
         it.
         """
-        if self._kept:
-            self.refresh_stopped = True
-            kept = self._lease
-            assert isinstance(kept, KeptLease)
-            kept.unwatch()
-        else:
-            REFRESHER.remove(self)
-        if self._release:
-            self._lease.release()
+        try:
+            if self._kept:
+                self.refresh_stopped = True
+                kept = self._lease
+                assert isinstance(kept, KeptLease)
+                kept.unwatch()
+            else:
+                REFRESHER.remove(self)
+        finally:  # also after a Ctrl-C in that wait: the lease is not left to expire
+            if self._release:
+                self._lease.release()

@@ -53,19 +53,19 @@ class Refreshed(abc.ABC):
 class Refresher:
     """Refreshes every registered :class:`Refreshed` when due, from one thread.
 
-    A holder being refreshed stays ``refreshing`` until its refresh returns: :meth:`remove`
+    A holder being refreshed stays in flight until its refresh returns: :meth:`remove`
     waits for that, so what a holder gives back after its removal (a lease, a lock) is never
     given back under a refresh of it.
     """
 
-    __slots__ = ("_due", "_order", "_refreshing", "_thread", "_wake", "live")
+    __slots__ = ("_due", "_in_flight", "_order", "_thread", "_wake", "live")
 
     def __init__(self) -> None:
         self._wake = threading.Condition(threading.Lock())
         self._due: list[tuple[float, int, Refreshed]] = []  # a heap
         self._order = itertools.count()  # ties in due time: first added, first refreshed
         self.live = 0
-        self._refreshing: Refreshed | None = None
+        self._in_flight: set[Refreshed] = set()  # being refreshed (by a retired thread, too)
         self._thread: _RefreshThread | None = None
 
     def forget_all(self) -> None:
@@ -77,7 +77,7 @@ class Refresher:
         self._wake = threading.Condition(threading.Lock())
         self._due = []
         self.live = 0
-        self._refreshing = None
+        self._in_flight = set()
         self._thread = None
 
     def add(self, item: Refreshed) -> None:
@@ -92,24 +92,30 @@ class Refresher:
                 self._wake.notify()
 
     def remove(self, item: Refreshed) -> None:
-        """Stop refreshing ``item``, after a refresh of it under way (idempotent)."""
+        """Stop refreshing ``item``, after a refresh of it under way (idempotent).
+
+        A ``KeyboardInterrupt`` in that wait still takes ``item`` out (and retires the thread
+        after the last one), then propagates.
+        """
+        retired = None
         with self._wake:
             if item.refresh_stopped:
                 return
             item.refresh_stopped = True  # its heap entry is dropped when it comes up
-            # From the refreshing thread (a callback that removes a holder) nothing is waited for.
-            while self._refreshing is item and not isinstance(
-                threading.current_thread(), _RefreshThread
-            ):
-                self._wake.wait()
-            self.live -= 1
-            retired = None
-            if not self.live:
-                retired, self._thread = self._thread, None
-                self._due.clear()
-                if retired is not None:
-                    retired.retired = True
-                self._wake.notify_all()
+            try:
+                # From a refreshing thread (a callback that removes a holder) nothing is waited for.
+                while item in self._in_flight and not isinstance(
+                    threading.current_thread(), _RefreshThread
+                ):
+                    self._wake.wait()
+            finally:
+                self.live -= 1
+                if not self.live:
+                    retired, self._thread = self._thread, None
+                    self._due.clear()
+                    if retired is not None:
+                        retired.retired = True
+                    self._wake.notify_all()
         if retired is not None and retired is not threading.current_thread():
             retired.join()
 
@@ -125,14 +131,14 @@ class Refresher:
                 item = self._next_due(thread)
                 if item is None:
                     return
-                self._refreshing = item
+                self._in_flight.add(item)
             try:
                 keep = item.refresh_once()
             except Exception:  # a bug in a holder: the others must go on being refreshed
                 _log.exception("agentkit: refreshing %r failed; it is tried again when due", item)
                 keep = True
             with wake:
-                self._refreshing = None
+                self._in_flight.discard(item)
                 if keep and not item.refresh_stopped:
                     self._push(item)
                 elif item.refresh_stopped:

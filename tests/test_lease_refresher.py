@@ -20,7 +20,7 @@ import pytest
 
 from agentkit import ChatModelAgent, Runner, tool, with_checkpoint_id
 from agentkit._checkpoints import LeaseKeeper
-from agentkit._refresher import REFRESHER, Refreshed
+from agentkit._refresher import REFRESHER, Refreshed, Refresher
 from agentkit.checkpoint import InMemoryCheckPointStore
 from agentkit.testing import ScriptedChatModel, call, calls_message, no_thread_leak
 from tests.redis_server import redis_url  # noqa: F401 (a session fixture)
@@ -333,3 +333,47 @@ def test_a_holder_whose_refresh_raises_does_not_stop_the_others(
         keeper.stop()
         REFRESHER.remove(broken)
     assert "refreshing" in caplog.text and "a bug in a holder" in caplog.text
+
+
+def test_a_ctrl_c_while_stop_waits_for_a_refresh_still_retires_the_thread() -> None:
+    # A Ctrl-C that lands in the wait for a refresh under way (the refreshing thread is in
+    # the store) must not leave the holder counted: the thread would then never end.
+    class Interrupted(threading.Condition):
+        interrupt = False
+
+        def wait(self, timeout: float | None = None) -> bool:
+            if self.interrupt:
+                raise KeyboardInterrupt
+            return super().wait(timeout)
+
+    class Gated(Refreshed):
+        __slots__ = ("entered", "gate")
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.gate, self.entered = threading.Event(), threading.Event()
+
+        @property
+        def refresh_interval(self) -> float:
+            return 0.05
+
+        def refresh_once(self) -> bool:
+            self.entered.set()
+            assert self.gate.wait(GUARD)
+            return True
+
+    refresher = Refresher()
+    wake = refresher._wake = Interrupted(threading.Lock())
+    item = Gated()
+    with no_thread_leak():
+        refresher.add(item)
+        assert item.entered.wait(GUARD)  # the thread is in the refresh now
+        wake.interrupt = True
+        with pytest.raises(KeyboardInterrupt):
+            refresher.remove(item)
+        wake.interrupt = False
+        assert refresher.live == 0
+        [thread] = lease_threads()
+        item.gate.set()  # the refresh returns; the retired thread ends by itself
+        thread.join(GUARD)
+        assert not thread.is_alive()
