@@ -377,3 +377,25 @@ def test_a_ctrl_c_while_stop_waits_for_a_refresh_still_retires_the_thread() -> N
         item.gate.set()  # the refresh returns; the retired thread ends by itself
         thread.join(GUARD)
         assert not thread.is_alive()
+
+
+def test_the_slots_of_a_redis_limit_are_refreshed_by_the_same_thread(redis_url: str) -> None:  # noqa: F811
+    from agentkit.integrations.redis import RedisConcurrencyLimit
+
+    lease = ScriptedLease(30.0, name="durable")
+    slots = RedisConcurrencyLimit(2, f"refresher-{os.getpid()}", url=redis_url, lease=0.6)
+    with no_thread_leak():
+        before = threading.active_count()
+        keeper = LeaseKeeper(lease)
+        held = [slots.acquire(timeout=GUARD) for _ in range(2)]
+        assert len(lease_threads()) == 1  # the leases' thread keeps the slots too
+        assert threading.active_count() == before + 1  # and no thread of their own
+        deadline = time.monotonic() + 3 * 0.6
+        while time.monotonic() < deadline:  # three leases long: kept only if refreshed
+            assert slots.in_use == 2
+            time.sleep(0.05)  # polling Redis, not pacing the test
+        for slot in held:
+            slot.release()
+        assert slots.in_use == 0 and slots.held_here == 0
+        keeper.stop()
+        slots.close()

@@ -32,6 +32,7 @@ import threading
 import uuid
 from typing import Any
 
+from agentkit._refresher import REFRESHER, Refreshed
 from agentkit._waiting import Waiting, check_timeout
 from agentkit.errors import SharedLimitUnavailableError
 from agentkit.throttle import ConcurrencyLimiter, RateGrant, RateLimit, RateLimiter, Slot
@@ -277,28 +278,42 @@ class _Wakeups:
 
 
 class _Keeper:
-    """Refreshes the leases this process holds on a limit's slots, while it holds any."""
+    """The slots this process holds on a limit; their leases are refreshed, in one script
+    every third of the lease, by the process's refreshing thread while any is held."""
 
     def __init__(self, limit: RedisConcurrencyLimit) -> None:
         self._limit = limit
         self._condition = threading.Condition()
         self._held: set[str] = set()
-        self._thread: threading.Thread | None = None
+        self._leases: _SlotLeases | None = None  # registered with the refresher while held
+        self._leaving = 0  # removals from the refresher under way
 
     def hold(self, token: str) -> None:
         with self._condition:
             self._held.add(token)
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._run, name=f"agentkit-limit-lease {self._limit.name}", daemon=True
-                )
-                self._thread.start()
+            if self._leases is None:
+                self._leases = _SlotLeases(self)
+                REFRESHER.add(self._leases)
 
     def drop(self, token: str) -> None:
         with self._condition:
             self._held.discard(token)
-            if not self._held:
+            if self._held or self._leases is None:
+                return
+            leases, self._leases = self._leases, None
+            self._leaving += 1
+        try:
+            # Outside the lock: a refresh under way (which reads the tokens) is waited for.
+            REFRESHER.remove(leases)
+        finally:
+            with self._condition:
+                self._leaving -= 1
                 self._condition.notify_all()
+
+    def tokens(self) -> list[str]:
+        """The tokens held now, sorted."""
+        with self._condition:
+            return sorted(self._held)
 
     @property
     def held(self) -> int:
@@ -306,21 +321,31 @@ class _Keeper:
             return len(self._held)
 
     def join(self) -> None:
+        """Wait until no slot is held and no refresh of these leases is under way."""
         with self._condition:
-            thread = self._thread
-        if thread is not None:
-            thread.join()
+            self._condition.wait_for(lambda: self._leases is None and not self._leaving)
 
-    def _run(self) -> None:
-        interval = self._limit.lease / 3
-        while True:
-            with self._condition:
-                self._condition.wait_for(lambda: not self._held, timeout=interval)
-                if not self._held:
-                    self._thread = None
-                    return
-                tokens = sorted(self._held)
-            self._limit._refresh(tokens)
+
+class _SlotLeases(Refreshed):
+    """What the refresher refreshes for a :class:`_Keeper` while it holds slots."""
+
+    __slots__ = ("_keeper",)
+
+    def __init__(self, keeper: _Keeper) -> None:
+        super().__init__()
+        self._keeper = keeper
+
+    @property
+    def refresh_interval(self) -> float:
+        """A third of the limit's lease."""
+        return self._keeper._limit.lease / 3
+
+    def refresh_once(self) -> bool:
+        """Refresh every slot held (a failure is logged; the next round tries again)."""
+        tokens = self._keeper.tokens()
+        if tokens:
+            self._keeper._limit._refresh(tokens)
+        return True
 
 
 class RedisConcurrencyLimit(ConcurrencyLimiter):
@@ -439,8 +464,8 @@ class RedisConcurrencyLimit(ConcurrencyLimiter):
     def close(self) -> None:
         """Close the client if this object made it, once its calls are over.
 
-        Waits for the calls that hold or wait for a slot of this object to end first (its
-        lease keeper and wake-up threads end with them).
+        Waits for the calls that hold or wait for a slot of this object to end first (the
+        refreshing of their leases and the wake-up thread end with them).
         """
         self._wakeups.join()
         self._keeper.join()
