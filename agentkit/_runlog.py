@@ -1,11 +1,13 @@
 """Turning a run's events into log entries and a JSON summary (shared by the run backends).
 
 :func:`publish` consumes a run's event iterator and appends ``token`` and ``agent`` entries
-through a callback; it returns the run's summary (the data of its ``end`` entry) and the
-entries of the run's last events, held back: a backend appends those together with the
-``end`` entry and the run's new state, so that no reader sees an interrupt (or the error a
-run stopped with) while the run's state still says it is running. The summary is this
-package's own small JSON result of a run, made from its events.
+through a callback (:class:`Publisher` does the same for a run that calls it with each event,
+``Runner.invoke(on_event=...)``: a run with no thread of its own); it returns the run's
+summary (the data of its ``end`` entry) and the entries of the run's last events, held back:
+a backend appends those together with the ``end`` entry and the run's new state, so that no
+reader sees an interrupt (or the error a run stopped with) while the run's state still says
+it is running. The summary is this package's own small JSON result of a run, made from its
+events.
 """
 
 from __future__ import annotations
@@ -43,32 +45,55 @@ def publish(events: AsyncIterator[AgentEvent], append: Append) -> Published:
     An interrupt or error event is held back until another event follows it (then it was not
     the run's last); what is held when the run ends is returned in :attr:`Published.tail`.
     """
-    summary = Summary()
-    held: list[tuple[str, dict[str, Any]]] = []
+    publisher = Publisher(append)
     with events:
         for event in events:
-            if held:
-                for kind, data in held:
-                    append(kind, data)
-                held.clear()
-            variant = event.output.message_output if event.output is not None else None
-            if variant is not None and variant.message_stream is not None:
-                read = variant.open_stream()  # a reader of its own: the event stays unread
-                try:
-                    for chunk in read:
-                        if chunk.content:
-                            append(
-                                "token", {"agent_name": event.agent_name, "content": chunk.content}
-                            )
-                except Exception:
-                    read.close()  # the failure is reported by the event's own entry
-            data = event.to_dict()
-            if event.err is not None or event.interrupted:
-                held.append(("agent", data))
-            else:
-                append("agent", data)
-            summary.add(event, data)
-    return Published(summary.result(), held)
+            publisher(event)
+    return publisher.published()
+
+
+class Publisher:
+    """Appends a run's events as they come, one call each: :func:`publish` for a run that
+    is not read through an iterator (``Runner.invoke``'s ``on_event``).
+
+    Call it with each event; :meth:`published` says what it made of them once the run ended.
+    Not thread-safe: ``on_event`` calls are serialized by the run.
+    """
+
+    __slots__ = ("append", "held", "summary")
+
+    def __init__(self, append: Append) -> None:
+        self.append = append
+        self.summary = Summary()
+        self.held: list[tuple[str, dict[str, Any]]] = []
+
+    def __call__(self, event: AgentEvent) -> None:
+        """Append ``event`` (its tokens first), or hold it back if it may be the run's last."""
+        append = self.append
+        held = self.held
+        if held:
+            for kind, data in held:
+                append(kind, data)
+            held.clear()
+        variant = event.output.message_output if event.output is not None else None
+        if variant is not None and variant.message_stream is not None:
+            read = variant.open_stream()  # a reader of its own: the event stays unread
+            try:
+                for chunk in read:
+                    if chunk.content:
+                        append("token", {"agent_name": event.agent_name, "content": chunk.content})
+            except Exception:
+                read.close()  # the failure is reported by the event's own entry
+        data = event.to_dict()
+        if event.err is not None or event.interrupted:
+            held.append(("agent", data))
+        else:
+            append("agent", data)
+        self.summary.add(event, data)
+
+    def published(self) -> Published:
+        """The run's summary and the entries held back (see :class:`Published`)."""
+        return Published(self.summary.result(), list(self.held))
 
 
 def summary_of_error(error: BaseException) -> dict[str, Any]:

@@ -177,6 +177,7 @@ class Runner:
         query: str | Sequence[Message],
         *options: AgentRunOption,
         on_event: Callable[[AgentEvent], object] | None = None,
+        raise_errors: bool = True,
     ) -> RunResult:
         """Run the agent to its end in this thread and return the :class:`~agentkit.RunResult`.
 
@@ -203,15 +204,20 @@ class Runner:
         closing :meth:`run`'s iterator would; a run with a checkpoint id is saved) and
         ``invoke`` raises that exception.
 
+        With ``raise_errors=False`` a failed run returns too, its error in ``result.error``
+        (as :meth:`RunIterator.result(raise_errors=False) <agentkit.results.RunIterator.result>`
+        does); an exception ``on_event`` raised is still raised.
+
         Raises:
             Exception: the error a failed run ended with (see :meth:`RunIterator.result
-                <agentkit.results.RunIterator.result>`), or the one ``on_event`` raised; an
-                interrupted run returns normally, with ``result.interrupt`` and
-                ``result.checkpoint_id`` set.
+                <agentkit.results.RunIterator.result>`), unless ``raise_errors`` is false, or
+                the one ``on_event`` raised; an interrupted run returns normally, with
+                ``result.interrupt`` and ``result.checkpoint_id`` set.
         """
         messages = [user_message(query)] if isinstance(query, str) else query
         # Nobody reads the events through an iterator: the run goes on in this thread.
-        return self._run(messages, options, inline=True, on_event=on_event).result()
+        run = self._run(messages, options, inline=True, on_event=on_event)
+        return run.result(raise_errors=raise_errors)
 
     def query(self, text: str, *options: AgentRunOption) -> RunIterator:
         """Run the agent on one user message ``text``; see :meth:`run`."""

@@ -8,6 +8,7 @@ command (or a pipeline) to the server.
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -212,6 +213,41 @@ def test_a_celery_runs_lease_costs_no_round_trip_of_its_own(
     with queue.events(run_id, owner="owner") as stream:
         assert [entry.id for entry in stream] == [entry.id for entry in entries]
     assert len(sent) == 1
+
+
+def test_a_fresh_run_goes_on_in_the_tasks_own_thread(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch  # noqa: F811
+) -> None:
+    # A worker runs a fresh run in the task's thread (Runner.invoke with on_event), not in a
+    # thread of its own that hands each event over; its entries are the same.
+    queue, _ = _eager_queue(redis_url, monkeypatch)
+    seen: list[tuple[threading.Thread, list[str]]] = []
+
+    @tool
+    def where(text: str) -> str:
+        """Say which thread runs the tool."""
+        names = [thread.name for thread in threading.enumerate()]
+        seen.append((threading.current_thread(), names))
+        return text
+
+    def scripted(messages: list[Message]) -> Message | str:
+        if messages[-1].role is Role.USER:
+            return calls_message(call("where", {"text": messages[-1].content}))
+        return f"ran {messages[-1].content}"
+
+    queue.register(
+        "where",
+        lambda: ChatModelAgent("where", "says where", ScriptedChatModel(scripted), tools=[where]),
+        enable_streaming=False,
+    )
+    run_id = queue.submit("where", "here", owner="owner")  # runs it, eagerly, in this thread
+    with queue.events(run_id, owner="owner") as stream:
+        entries = list(stream)
+    assert [entry.kind for entry in entries] == ["run", "status", "agent", "agent", "agent", "end"]
+    assert entries[-1].data["status"] == "completed" and entries[-1].data["answer"] == "ran here"
+    [(thread, names)] = seen
+    assert thread is threading.current_thread()
+    assert "agentkit-run" not in names
 
 
 @pytest.mark.parametrize(

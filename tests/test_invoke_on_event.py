@@ -119,6 +119,29 @@ def test_an_exception_in_on_event_cancels_the_run_and_invoke_raises_it() -> None
     assert resumed.text == "done"
 
 
+def test_raise_errors_false_returns_a_failed_run_but_still_raises_what_on_event_raised() -> None:
+    class Broken(Exception):
+        pass
+
+    def failing(messages: object) -> str:
+        raise Broken("the model is down")
+
+    runner = Runner(_adder(ScriptedChatModel(failing)))
+    with pytest.raises(Broken, match="the model is down"):
+        runner.invoke("go")
+    seen: list[AgentEvent] = []
+    result = runner.invoke("go", on_event=seen.append, raise_errors=False)
+    assert isinstance(result.error, Broken)
+    assert seen and seen[-1].err is result.error  # the error event reached on_event first
+
+    def refuse(event: AgentEvent) -> None:
+        raise RuntimeError("the consumer broke")
+
+    ok = Runner(_adder(ScriptedChatModel(["fine"])))
+    with pytest.raises(RuntimeError, match="the consumer broke"):
+        ok.invoke("go", on_event=refuse, raise_errors=False)
+
+
 def test_parallel_branches_call_on_event_one_at_a_time() -> None:
     both_running = threading.Barrier(2, timeout=30)
 

@@ -13,6 +13,7 @@ from agentkit import (
     CancelMode,
     ChatModelAgent,
     Runner,
+    interrupt,
     tool,
     with_cancel,
 )
@@ -103,3 +104,38 @@ def test_errors_say_what_to_do() -> None:
             runs.resume(run_id, {}, owner=None)
     with pytest.raises(RunStateError, match="closed"):
         runs.submit("inner", "go", owner=None)
+
+
+def test_a_submitted_run_goes_on_in_its_one_thread_and_a_resume_is_read_there() -> None:
+    # A fresh run goes on in the thread LocalRuns starts for it (no worker thread behind it
+    # handing each event over); a resume is read there from the thread Runner.resume starts.
+    seen: list[tuple[str, list[str]]] = []
+
+    @tool
+    def where(step: str) -> str:
+        """Say which threads there are."""
+        names = [thread.name for thread in threading.enumerate()]
+        seen.append((threading.current_thread().name, names))
+        if step == "first":
+            interrupt("go on?")
+        return step
+
+    model = ScriptedChatModel([calls_message(call("where", {"step": "first"})), "done"])
+    agent = ChatModelAgent("where", "d", model, tools=[where])
+    runs = LocalRuns({"where": Runner(agent, checkpoint_store=InMemoryCheckPointStore())})
+    try:
+        run_id = runs.submit("where", "go", owner="me")
+        with runs.events(run_id, owner="me") as stream:
+            assert [entry.kind for entry in stream][-1] == "end"
+        assert runs.status(run_id, owner="me")["status"] == "interrupted"
+        [(name, names)] = seen
+        assert name == f"agentkit-run-{run_id[:8]}"
+        assert "agentkit-run" not in names  # the Runner's worker thread
+        [target] = runs.interrupts(run_id, owner="me")
+        after = runs.resume(run_id, {target: "yes"}, owner="me")
+        with runs.events(run_id, owner="me", last_event_id=after) as stream:
+            entries = list(stream)
+        assert entries[-1].data["status"] == "completed"
+        assert seen[-1][0] == "agentkit-run"  # the resume's own thread
+    finally:
+        runs.close()

@@ -75,7 +75,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from agentkit._runlog import Summary, publish, summary_of_error
+from agentkit._runlog import Published, Publisher, Summary, publish, summary_of_error
 from agentkit.cancel import CancelHandle, CancelMode
 from agentkit.errors import CheckpointBusyError, CheckpointConsumedError
 from agentkit.events import Agent
@@ -106,6 +106,8 @@ from agentkit.schema import Message
 
 if TYPE_CHECKING:
     from agentkit.checkpoint import Lease, RedisCheckPointStore
+    from agentkit.options import AgentRunOption
+    from agentkit.results import RunIterator
 
 __all__ = [
     "AgentQueue",
@@ -819,7 +821,10 @@ class AgentQueue:
                 def append(kind: str, data: dict[str, Any]) -> str:
                     return patiently(lambda: log.append(run_id, kind, data), "appends an entry")
 
-                published = publish(run, append)
+                if isinstance(run, _InlineRun):
+                    published = run.publish(append)
+                else:
+                    published = publish(run, append)
                 summary, tail = published.summary, published.tail
                 ran = True
         except Exception as error:
@@ -882,8 +887,9 @@ class AgentQueue:
         taken: Lease | CheckpointBusyError | None,
         *,
         redelivered: bool,
-    ) -> tuple[Lease | None, Any]:
-        """Start the order's run (a fresh run holds a lease on its id); its event iterator.
+    ) -> tuple[Lease | None, RunIterator | _InlineRun]:
+        """Start the order's run (a fresh run holds a lease on its id): a resume's event
+        iterator, or a fresh run ready to run in the task's thread (:class:`_InlineRun`).
 
         A fresh run's lease (``taken`` with the read of its record, or why it could not be)
         is refreshed by the process's watch hub (``watcher``), which tells the run when it
@@ -922,14 +928,17 @@ class AgentQueue:
                 _log.info("agentkit: run %r was saved by a worker that died; resuming it", run_id)
                 return None, runner.resume(run_id, with_cancel(handle))
             messages = [Message.from_dict(item) for item in order.payload["messages"]]
-            run = runner.run(
+            run = _InlineRun(
+                runner,
                 messages,
-                # The hub refreshes the lease; the run is told when it is lost. The task message
-                # holds the input: a run that stops before its first step is started again
-                # from it, so its first save is its first step's.
-                with_checkpoint_id(run_id, lease=watcher.hold(lease), save_input=False),
-                with_session_values(order.payload.get("session_values") or {}),
-                with_cancel(handle),
+                (
+                    # The hub refreshes the lease; the run is told when it is lost. The task
+                    # message holds the input: a run that stops before its first step is
+                    # started again from it, so its first save is its first step's.
+                    with_checkpoint_id(run_id, lease=watcher.hold(lease), save_input=False),
+                    with_session_values(order.payload.get("session_values") or {}),
+                    with_cancel(handle),
+                ),
             )
         except BaseException:
             watcher.give_back(lease)  # the hub refreshes it no more
@@ -1029,6 +1038,36 @@ class _ReadFirst:
         first, self._first = self._first, None
         return first if first else self._read(after, wait)
 
+
+
+@attrs.frozen
+class _InlineRun:
+    """A fresh run, ready to run in the task's own thread (no thread of its own).
+
+    Every check that can refuse it (its input, its options) has passed; :meth:`publish`
+    runs it to its end, appending its events as they come (``Runner.invoke`` with
+    ``on_event``). A resume is started by ``Runner.resume`` instead, which takes the run's
+    lease and loads its checkpoint at once (they may refuse it), and is read through its
+    iterator.
+    """
+
+    runner: Runner
+    messages: list[Message]
+    options: tuple[AgentRunOption, ...]
+
+    def publish(self, append: Callable[[str, dict[str, Any]], object]) -> Published:
+        """Run it here; its summary and the entries held back (see :func:`publish`).
+
+        Raises:
+            Exception: what ``append`` raised (the run was cancelled and saved); a run that
+                fails ends with its summary, as when it is read through an iterator.
+        """
+        publisher = Publisher(append)
+        self.runner.invoke(self.messages, *self.options, on_event=publisher, raise_errors=False)
+        return publisher.published()
+
+    def close(self) -> None:
+        """Never started: nothing to stop."""
 
 def _let_go(lease: Lease | CheckpointBusyError | None) -> None:
     """Release a lease taken with a run's record for an order that is not run."""

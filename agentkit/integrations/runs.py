@@ -56,7 +56,7 @@ import attrs
 
 from agentkit._lazy import present
 from agentkit._runctx import check_cancelled
-from agentkit._runlog import publish, summary_of_error
+from agentkit._runlog import Append, Published, Publisher, publish, summary_of_error
 from agentkit.cancel import CancelHandle, CancelMode
 from agentkit.integrations._errors import (
     EventIdError,
@@ -390,6 +390,9 @@ class LocalRuns:
     running are never forgotten.
 
     A run's thread belongs to this object: :meth:`close` cancels every run and joins them.
+    A submitted run goes on in that thread (as :meth:`Runner.invoke <agentkit.Runner.invoke>`
+    does), one thread per run; a resumed one is read there from the thread
+    :meth:`Runner.resume <agentkit.Runner.resume>` starts.
 
     Example::
 
@@ -476,13 +479,18 @@ class LocalRuns:
                 self._keys[run.idempotency[0]] = (run_id, run.idempotency[1])
         values = dict(session_values or {})
 
-        def start(handle: CancelHandle) -> Any:
-            return runner.run(
+        def start(handle: CancelHandle, append: Append) -> Published:
+            # In the run's thread (Runner.invoke), with no thread of its own behind it.
+            publisher = Publisher(append)
+            runner.invoke(
                 messages,
                 with_checkpoint_id(run_id),
                 with_session_values(values),
                 with_cancel(handle),
+                on_event=publisher,
+                raise_errors=False,
             )
+            return publisher.published()
 
         self._start(run_id, run, start)
         return run_id
@@ -514,8 +522,8 @@ class LocalRuns:
         after = run.log.last_id()
         wanted = dict(targets or {})
 
-        def start(handle: CancelHandle) -> Any:
-            return runner.resume(run_id, with_cancel(handle), targets=wanted)
+        def start(handle: CancelHandle, append: Append) -> Published:
+            return publish(runner.resume(run_id, with_cancel(handle), targets=wanted), append)
 
         self._start(run_id, run, start)
         return after
@@ -663,7 +671,9 @@ class LocalRuns:
                 self._keys.pop(run.idempotency[0], None)  # the key goes with its run
             run.log.wake()
 
-    def _start(self, run_id: str, run: _LocalRun, start: Callable[[CancelHandle], Any]) -> None:
+    def _start(
+        self, run_id: str, run: _LocalRun, start: Callable[[CancelHandle, Append], Published]
+    ) -> None:
         handle = CancelHandle()
         previous = run.thread
         run.handle = handle
@@ -676,7 +686,7 @@ class LocalRuns:
             run.log.append("status", {"status": "started"})
             tail: list[tuple[str, dict[str, Any]]] = []
             try:
-                published = publish(start(handle), run.log.append)
+                published = start(handle, run.log.append)
                 summary, tail = published.summary, published.tail
             except Exception as error:  # resume refused: busy, consumed, bad targets
                 summary = summary_of_error(error)
