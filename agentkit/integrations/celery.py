@@ -1044,11 +1044,10 @@ class _ReadFirst:
 class _InlineRun:
     """A fresh run, ready to run in the task's own thread (no thread of its own).
 
-    Every check that can refuse it (its input, its options) has passed; :meth:`publish`
-    runs it to its end, appending its events as they come (``Runner.invoke`` with
-    ``on_event``). A resume is started by ``Runner.resume`` instead, which takes the run's
-    lease and loads its checkpoint at once (they may refuse it), and is read through its
-    iterator.
+    Its input is read and its options made; :meth:`publish` runs it to its end, appending
+    its events as they come (``Runner.invoke`` with ``on_event``). A resume is started by
+    ``Runner.resume`` instead, which takes the run's lease and loads its checkpoint at once
+    (they may refuse it), and is read through its iterator.
     """
 
     runner: Runner
@@ -1068,6 +1067,7 @@ class _InlineRun:
 
     def close(self) -> None:
         """Never started: nothing to stop."""
+
 
 def _let_go(lease: Lease | CheckpointBusyError | None) -> None:
     """Release a lease taken with a run's record for an order that is not run."""
