@@ -129,6 +129,9 @@ def test_sqlite_store_killed_mid_append_keeps_nothing_of_it(tmp_path: Path) -> N
 
 
 @pytest.mark.stress
+# 60 child processes: about 1 s each on a quiet 2-core machine, several times that on a busy
+# one; each wait has its own guard, so this one only stops a run that went wrong as a whole.
+@pytest.mark.timeout(600)
 @pytest.mark.parametrize("kind", ["file", "sqlite"])
 def test_stores_survive_kills_at_random_moments_of_big_appends(tmp_path: Path, kind: str) -> None:
     location = tmp_path / ("chats" if kind == "file" else "chats.sqlite3")
