@@ -2,25 +2,29 @@
 
 :func:`publish` consumes a run's event iterator and appends ``token`` and ``agent`` entries
 through a callback (:class:`Publisher` does the same for a run that calls it with each event,
-``Runner.invoke(on_event=...)``: a run with no thread of its own); it returns the run's
-summary (the data of its ``end`` entry) and the entries of the run's last events, held back:
-a backend appends those together with the ``end`` entry and the run's new state, so that no
-reader sees an interrupt (or the error a run stopped with) while the run's state still says
-it is running. The summary is this package's own small JSON result of a run, made from its
-events.
+``Runner.invoke(on_event=...)``, which :class:`InlineRun` runs: a run with no thread of its
+own); it returns the run's summary (the data of its ``end`` entry) and the entries of the
+run's last events, held back: a backend appends those together with the ``end`` entry and
+the run's new state, so that no reader sees an interrupt (or the error a run stopped with)
+while the run's state still says it is running. The summary is this package's own small JSON
+result of a run, made from its events.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from agentkit.errors import AgentCancelledError
 from agentkit.events import AgentEvent
 from agentkit.iterators import AsyncIterator
-from agentkit.schema import Role
+from agentkit.schema import Message, Role
+
+if TYPE_CHECKING:
+    from agentkit.options import AgentRunOption
+    from agentkit.runner import Runner
 
 Append = Callable[[str, dict[str, Any]], object]
 """Appends one entry (kind, JSON data) to a run's log."""
@@ -94,6 +98,37 @@ class Publisher:
     def published(self) -> Published:
         """The run's summary and the entries held back (see :class:`Published`)."""
         return Published(self.summary.result(), list(self.held))
+
+
+@attrs.frozen
+class InlineRun:
+    """A new run, ready to go on in the calling thread: a run backend's task or thread.
+
+    Its input is read and its options made; :meth:`publish` runs it to its end with
+    ``Runner.invoke``, appending its events as they come (a :class:`Publisher` as
+    ``on_event``): no thread of its own, no hand-over of each event. A resume is started by
+    ``Runner.resume`` instead, which takes the run's lease and loads its checkpoint at once
+    (they may refuse it before anything runs), and is read through :func:`publish`.
+    """
+
+    runner: Runner
+    messages: list[Message]
+    options: tuple[AgentRunOption, ...]
+
+    def publish(self, append: Append) -> Published:
+        """Run it here; its summary and the entries held back (see :func:`publish`).
+
+        Raises:
+            Exception: what ``append`` raised (the run was cancelled, and saved if it has a
+                checkpoint id); a run that fails ends with its summary, as one read through
+                an iterator does.
+        """
+        publisher = Publisher(append)
+        self.runner.invoke(self.messages, *self.options, on_event=publisher, raise_errors=False)
+        return publisher.published()
+
+    def close(self) -> None:
+        """Never started: nothing to stop."""
 
 
 def summary_of_error(error: BaseException) -> dict[str, Any]:

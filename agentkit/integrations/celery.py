@@ -75,7 +75,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from agentkit._runlog import Published, Publisher, Summary, publish, summary_of_error
+from agentkit._runlog import InlineRun, Summary, publish, summary_of_error
 from agentkit.cancel import CancelHandle, CancelMode
 from agentkit.errors import CheckpointBusyError, CheckpointConsumedError
 from agentkit.events import Agent
@@ -106,7 +106,6 @@ from agentkit.schema import Message
 
 if TYPE_CHECKING:
     from agentkit.checkpoint import Lease, RedisCheckPointStore
-    from agentkit.options import AgentRunOption
     from agentkit.results import RunIterator
 
 __all__ = [
@@ -821,7 +820,7 @@ class AgentQueue:
                 def append(kind: str, data: dict[str, Any]) -> str:
                     return patiently(lambda: log.append(run_id, kind, data), "appends an entry")
 
-                if isinstance(run, _InlineRun):
+                if isinstance(run, InlineRun):
                     published = run.publish(append)
                 else:
                     published = publish(run, append)
@@ -887,9 +886,9 @@ class AgentQueue:
         taken: Lease | CheckpointBusyError | None,
         *,
         redelivered: bool,
-    ) -> tuple[Lease | None, RunIterator | _InlineRun]:
+    ) -> tuple[Lease | None, RunIterator | InlineRun]:
         """Start the order's run (a fresh run holds a lease on its id): a resume's event
-        iterator, or a fresh run ready to run in the task's thread (:class:`_InlineRun`).
+        iterator, or a fresh run ready to run in the task's thread (:class:`InlineRun`).
 
         A fresh run's lease (``taken`` with the read of its record, or why it could not be)
         is refreshed by the process's watch hub (``watcher``), which tells the run when it
@@ -928,7 +927,7 @@ class AgentQueue:
                 _log.info("agentkit: run %r was saved by a worker that died; resuming it", run_id)
                 return None, runner.resume(run_id, with_cancel(handle))
             messages = [Message.from_dict(item) for item in order.payload["messages"]]
-            run = _InlineRun(
+            run = InlineRun(
                 runner,
                 messages,
                 (
@@ -1038,35 +1037,6 @@ class _ReadFirst:
         first, self._first = self._first, None
         return first if first else self._read(after, wait)
 
-
-
-@attrs.frozen
-class _InlineRun:
-    """A fresh run, ready to run in the task's own thread (no thread of its own).
-
-    Its input is read and its options made; :meth:`publish` runs it to its end, appending
-    its events as they come (``Runner.invoke`` with ``on_event``). A resume is started by
-    ``Runner.resume`` instead, which takes the run's lease and loads its checkpoint at once
-    (they may refuse it), and is read through its iterator.
-    """
-
-    runner: Runner
-    messages: list[Message]
-    options: tuple[AgentRunOption, ...]
-
-    def publish(self, append: Callable[[str, dict[str, Any]], object]) -> Published:
-        """Run it here; its summary and the entries held back (see :func:`publish`).
-
-        Raises:
-            Exception: what ``append`` raised (the run was cancelled and saved); a run that
-                fails ends with its summary, as when it is read through an iterator.
-        """
-        publisher = Publisher(append)
-        self.runner.invoke(self.messages, *self.options, on_event=publisher, raise_errors=False)
-        return publisher.published()
-
-    def close(self) -> None:
-        """Never started: nothing to stop."""
 
 
 def _let_go(lease: Lease | CheckpointBusyError | None) -> None:

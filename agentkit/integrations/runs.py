@@ -56,7 +56,7 @@ import attrs
 
 from agentkit._lazy import present
 from agentkit._runctx import check_cancelled
-from agentkit._runlog import Append, Published, Publisher, publish, summary_of_error
+from agentkit._runlog import Append, InlineRun, Published, publish, summary_of_error
 from agentkit.cancel import CancelHandle, CancelMode
 from agentkit.integrations._errors import (
     EventIdError,
@@ -481,16 +481,12 @@ class LocalRuns:
 
         def start(handle: CancelHandle, append: Append) -> Published:
             # In the run's thread (Runner.invoke), with no thread of its own behind it.
-            publisher = Publisher(append)
-            runner.invoke(
-                messages,
+            options = (
                 with_checkpoint_id(run_id),
                 with_session_values(values),
                 with_cancel(handle),
-                on_event=publisher,
-                raise_errors=False,
             )
-            return publisher.published()
+            return InlineRun(runner, messages, options).publish(append)
 
         self._start(run_id, run, start)
         return run_id
