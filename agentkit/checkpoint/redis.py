@@ -10,6 +10,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
+from agentkit.checkpoint._redisscripts import close_lane, register_script
 from agentkit.checkpoint.base import (
     DEFAULT_LEASE_TTL,
     DEFAULT_MAX_BYTES,
@@ -202,12 +203,12 @@ class RedisCheckPointStore(StoreLimits):
         self._client = client
         self._url = url
         self._namespace = _namespace(client, prefix)
-        self._get_script = client.register_script(_GET_SCRIPT)
-        self._release_script = client.register_script(_RELEASE_SCRIPT)
-        self._read_steps_script = client.register_script(_READ_STEPS_SCRIPT)
-        self._append_expiring_script = client.register_script(_APPEND_EXPIRING_SCRIPT)
-        self._acquire_script = client.register_script(_ACQUIRE_SCRIPT)
-        self._set_base_script = client.register_script(_SET_BASE_SCRIPT)
+        self._get_script = register_script(client, _GET_SCRIPT)
+        self._release_script = register_script(client, _RELEASE_SCRIPT)
+        self._read_steps_script = register_script(client, _READ_STEPS_SCRIPT)
+        self._append_expiring_script = register_script(client, _APPEND_EXPIRING_SCRIPT)
+        self._acquire_script = register_script(client, _ACQUIRE_SCRIPT)
+        self._set_base_script = register_script(client, _SET_BASE_SCRIPT)
 
     @property
     def client(self) -> Any:
@@ -345,6 +346,7 @@ class RedisCheckPointStore(StoreLimits):
     def close(self) -> None:
         """Close the client if this store created it."""
         if self._owns_client:
+            close_lane(self._client)
             self._client.close()
 
     def __enter__(self) -> RedisCheckPointStore:

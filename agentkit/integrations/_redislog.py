@@ -29,6 +29,7 @@ from typing import Any
 
 import attrs
 
+from agentkit.checkpoint._redisscripts import register_script
 from agentkit.integrations._errors import (
     EventIdError,
     RunIntegrityError,
@@ -256,16 +257,16 @@ class RedisRunLog:
         self.maxlen = maxlen
         self.ttl_ms = max(1, round(ttl * 1000))
         self.sealer = sealer
-        self._set_record = client.register_script(_SET_RECORD)
-        self._finish = client.register_script(_FINISH)
-        self._record_and_lease = client.register_script(_RECORD_AND_LEASE)
-        self._release_lease = client.register_script(_RELEASE_LEASE)
-        self._record_and_read = client.register_script(_RECORD_AND_READ)
-        self._start = client.register_script(_START)
-        self._create_once = client.register_script(_CREATE_ONCE)
-        self._create = client.register_script(_CREATE)
-        self._append = client.register_script(_APPEND)
-        self._forget_key = client.register_script(_FORGET_KEY)
+        self._set_record = register_script(client, _SET_RECORD)
+        self._finish = register_script(client, _FINISH)
+        self._record_and_lease = register_script(client, _RECORD_AND_LEASE)
+        self._release_lease = register_script(client, _RELEASE_LEASE)
+        self._record_and_read = register_script(client, _RECORD_AND_READ)
+        self._start = register_script(client, _START)
+        self._create_once = register_script(client, _CREATE_ONCE)
+        self._create = register_script(client, _CREATE)
+        self._append = register_script(client, _APPEND)
+        self._forget_key = register_script(client, _FORGET_KEY)
 
     def key(self, run_id: str, suffix: str = "") -> str:
         """The Redis key of ``run_id`` (with ``suffix``: ``:events``, ``:cancel``)."""

@@ -34,6 +34,7 @@ from typing import Any
 
 from agentkit._refresher import REFRESHER, Refreshed
 from agentkit._waiting import Waiting, check_timeout
+from agentkit.checkpoint._redisscripts import close_lane, register_script
 from agentkit.errors import SharedLimitUnavailableError
 from agentkit.throttle import ConcurrencyLimiter, RateGrant, RateLimit, RateLimiter, Slot
 
@@ -394,9 +395,9 @@ class RedisConcurrencyLimit(ConcurrencyLimiter):
         self._client, self._owns_client = _connect(url, client, "RedisConcurrencyLimit")
         self._key = f"{prefix}{name}:slots"
         self._channel = f"{prefix}{name}:freed"
-        self._acquire_script = self._client.register_script(_ACQUIRE)
-        self._refresh_script = self._client.register_script(_REFRESH)
-        self._release_script = self._client.register_script(_RELEASE)
+        self._acquire_script = register_script(self._client, _ACQUIRE)
+        self._refresh_script = register_script(self._client, _REFRESH)
+        self._release_script = register_script(self._client, _RELEASE)
         self._wakeups = _Wakeups(self._client, self._channel, name)
         self._keeper = _Keeper(self)
 
@@ -470,6 +471,7 @@ class RedisConcurrencyLimit(ConcurrencyLimiter):
         self._wakeups.join()
         self._keeper.join()
         if self._owns_client:
+            close_lane(self._client)
             self._client.close()
 
     def _try(self, token: str) -> int | None:
@@ -562,10 +564,10 @@ class RedisRateLimit(RateLimiter):
         self._tokens = checked.tokens_per_minute
         self._client, self._owns_client = _connect(url, client, "RedisRateLimit")
         self._key = f"{prefix}{name}:rate"
-        self._take_script = self._client.register_script(_TAKE)
-        self._settle_script = self._client.register_script(_SETTLE)
-        self._pause_script = self._client.register_script(_PAUSE)
-        self._paused_script = self._client.register_script(_PAUSED)
+        self._take_script = register_script(self._client, _TAKE)
+        self._settle_script = register_script(self._client, _SETTLE)
+        self._pause_script = register_script(self._client, _PAUSE)
+        self._paused_script = register_script(self._client, _PAUSED)
 
     @property
     def name(self) -> str:
@@ -642,6 +644,7 @@ class RedisRateLimit(RateLimiter):
     def close(self) -> None:
         """Close the client if this object made it."""
         if self._owns_client:
+            close_lane(self._client)
             self._client.close()
 
     def _take(self, tokens: int) -> float:

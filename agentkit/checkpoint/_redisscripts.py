@@ -1,0 +1,196 @@
+"""agentkit's Lua scripts in Redis, sent on connections kept for them.
+
+Every Redis write agentkit makes while a run goes on (a step record, an event entry, a run's
+start and end, a lease) is one Lua script: ``EVALSHA`` and its reply. Sent the usual way
+(``redis.Redis.register_script``), each such call also checks a connection out of the
+client's pool and back in, which redis-py 8 does with its locks, a ``poll`` of the socket and
+five calls into its metrics hooks: on a 2-core machine about 140 us of CPU per call inside a
+run, a tenth of a short Celery run's CPU (``benchmarks/FINDINGS.md``, round 8).
+
+:func:`register_script` gives a script that is sent, where the client allows it, on
+connections of a :class:`ScriptLane`: made by the client's pool (its connection class,
+address, credentials, TLS, timeouts, protocol, health checks; counted against its
+``max_connections``), then held in a list of idle ones and taken and given back without the
+pool's bookkeeping. What is unchanged: the reply (the client's response callbacks apply), the
+retries (the connection's ``retry``, the client's policy: a lost connection is closed and the
+call tried again on a fresh one), a script the server does not know (``NOSCRIPT``: loaded,
+then run). A connection that raised anything but a Redis error reply is closed, so none with
+a reply half read is used again.
+
+The lane is used only where it changes nothing else: a ``redis.Redis`` client with a plain
+``redis.ConnectionPool`` allowed at least :data:`LANE_MIN_CAP` connections (redis-py's
+default) and without a client-side cache, and no pinned connection. Any other client (a
+cluster, Sentinel, a blocking pool, a pool capped lower, a single-connection client, a
+cache) gets ``client.register_script`` as before.
+
+The lane keeps as many connections as threads called it at once (one lane per pool). After a
+``fork`` the child starts with none (the parent's stay the parent's). :func:`close_lane`
+closes a pool's idle ones (the stores call it when they close a client they made); the rest
+close when the pool is collected.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import threading
+import weakref
+from collections.abc import Callable, Sequence
+from typing import Any
+
+_log = logging.getLogger("agentkit")
+
+__all__ = ["LANE_MIN_CAP", "ScriptLane", "close_lane", "lane_for", "register_script"]
+
+Script = Callable[..., Any]
+"""A registered script: ``script(keys=[...], args=[...])`` returns its reply."""
+
+LANE_MIN_CAP = 100
+"""The lane is used with pools allowed this many connections or more (redis-py's default).
+
+Its idle connections count against the pool's cap; a pool capped lower keeps every
+connection for its own use."""
+
+_lanes: weakref.WeakKeyDictionary[Any, ScriptLane] = weakref.WeakKeyDictionary()
+_lanes_lock = threading.Lock()
+
+
+class ScriptLane:
+    """Idle connections for one client's scripts, made the way its pool makes them.
+
+    Thread-safe: a call takes a connection from the idle list (or makes one) and puts it
+    back when the reply is read, so no two threads share one at a time.
+    """
+
+    __slots__ = ("_error_reply", "_idle", "_lost", "_no_script", "_pid", "_pool")
+
+    def __init__(self, pool: Any) -> None:
+        from redis.exceptions import ConnectionError as Lost
+        from redis.exceptions import NoScriptError, ResponseError
+        from redis.exceptions import TimeoutError as Late
+
+        self._lost = (Lost, Late, OSError)
+        self._error_reply: type[Exception] = ResponseError
+        self._no_script: type[Exception] = NoScriptError
+        self._pool = pool
+        self._idle: list[Any] = []
+        self._pid = os.getpid()
+
+    def run(
+        self, client: Any, sha: str, source: str, keys: Sequence[Any], args: Sequence[Any]
+    ) -> Any:
+        """Run the script ``source`` (its SHA-1 ``sha``) with ``keys`` and ``args``; ``client``
+        parses the reply (its response callbacks)."""
+        connection = self._take()
+        command = ("EVALSHA", sha, len(keys), *keys, *args)
+        try:
+            reply = connection.retry.call_with_retry(
+                lambda: self._evalsha(client, connection, command, source),
+                lambda _error: connection.disconnect(),
+            )
+        except self._error_reply:  # the server's error reply, read whole: the connection is fine
+            self._idle.append(connection)
+            raise
+        except BaseException:
+            # A reply perhaps half read: the socket is closed (the connection, counted by the
+            # pool, stays in the lane and opens a fresh one when next used).
+            connection.disconnect()
+            self._idle.append(connection)
+            raise
+        self._idle.append(connection)
+        return reply
+
+    def close(self) -> None:
+        """Close the idle connections (one in use comes back to the lane when its call
+        ends)."""
+        idle, self._idle = self._idle, []
+        for connection in idle:
+            connection.disconnect()
+
+    def _take(self) -> Any:
+        if self._pid != os.getpid():
+            # A forked child: the parent's sockets are not ours. (The pool counts them until
+            # it resets itself for the child, on its first use there.)
+            self._idle = []
+            self._pid = os.getpid()
+        try:
+            connection = self._idle.pop()
+        except IndexError:  # counted against the pool's max_connections, like its own
+            return self._pool.make_connection()
+        # As the pool does: an idle connection with something to read was closed by the
+        # server (a restart, its timeout, CLIENT KILL) or holds stray data; open a fresh one.
+        try:
+            stale = connection.can_read()
+        except self._lost as error:
+            _log.debug("agentkit: an idle Redis connection failed its check: %s", error)
+            stale = True
+        if stale:
+            connection.disconnect()
+        return connection
+
+    def idle(self) -> int:
+        """The number of idle connections."""
+        return len(self._idle)
+
+    def _evalsha(
+        self, client: Any, connection: Any, command: tuple[Any, ...], source: str
+    ) -> Any:
+        connection.send_command(*command)
+        try:
+            return client.parse_response(connection, "EVALSHA")
+        except self._no_script:  # a server restarted, or flushed its scripts: load, run
+            connection.send_command("SCRIPT", "LOAD", source)
+            connection.read_response()
+            connection.send_command(*command)
+            return client.parse_response(connection, "EVALSHA")
+
+
+def lane_for(client: Any) -> ScriptLane | None:
+    """The lane of ``client``'s scripts, or ``None`` if they must go through its pool."""
+    try:
+        import redis
+    except ImportError:  # pragma: no cover - a client exists, so redis-py does
+        return None
+    if type(client) is not redis.Redis or client.connection is not None:
+        return None
+    pool = client.connection_pool
+    if (
+        type(pool) is not redis.ConnectionPool
+        or getattr(pool, "cache", None) is not None
+        or (pool.max_connections or 0) < LANE_MIN_CAP
+    ):
+        return None
+    with _lanes_lock:
+        lane = _lanes.get(pool)
+        if lane is None:
+            lane = _lanes[pool] = ScriptLane(pool)
+        return lane
+
+
+def register_script(client: Any, source: str) -> Script:
+    """The script ``source`` for ``client``: called as ``script(keys=[...], args=[...])``.
+
+    On a :class:`ScriptLane` when the client allows one (see the module's docstring), else
+    ``client.register_script(source)``.
+    """
+    lane = lane_for(client)
+    if lane is None:
+        registered: Script = client.register_script(source)
+        return registered
+    # Redis names a script by the SHA-1 of its text.
+    sha = hashlib.sha1(source.encode("utf-8"), usedforsecurity=False).hexdigest()
+
+    def script(keys: Sequence[Any] = (), args: Sequence[Any] = ()) -> Any:
+        return lane.run(client, sha, source, keys, args)
+
+    return script
+
+
+def close_lane(client: Any) -> None:
+    """Close the idle connections of ``client``'s lane, if it has one."""
+    pool = getattr(client, "connection_pool", None)
+    with _lanes_lock:
+        lane = None if pool is None else _lanes.pop(pool, None)
+    if lane is not None:
+        lane.close()

@@ -1,0 +1,259 @@
+"""agentkit's Redis scripts on connections kept for them (``agentkit/checkpoint/_redisscripts``).
+
+Against a real redis-server: a script sent on a lane replies as ``client.register_script``
+would (values, errors), never checks a connection out of the client's pool, survives a killed
+connection and a flushed script cache, gives each thread its own connection, starts afresh
+in a forked child, and is not used with clients it would change (capped, blocking,
+single-connection pools).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import socket
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+redis = pytest.importorskip("redis")
+
+from redis_server import redis_url  # noqa: E402,F401
+
+from agentkit.checkpoint._redisscripts import (  # noqa: E402
+    LANE_MIN_CAP,
+    close_lane,
+    lane_for,
+    register_script,
+)
+
+GUARD = 30.0  # failure guard only
+
+ECHO = "return ARGV[1]"
+SHAPES = """
+if ARGV[1] == 'int' then return 42 end
+if ARGV[1] == 'nil' then return nil end
+if ARGV[1] == 'list' then return {1, 'two', {KEYS[1]}} end
+if ARGV[1] == 'error' then return redis.error_reply('NOPE no such thing') end
+return redis.call('INCRBY', KEYS[1], ARGV[1])
+"""
+
+
+@pytest.fixture
+def client(redis_url: str) -> Iterator[Any]:  # noqa: F811
+    made = redis.Redis.from_url(redis_url)
+    yield made
+    close_lane(made)
+    made.close()
+
+
+class CountingPool(redis.ConnectionPool):  # type: ignore[misc]
+    """A pool that counts its check-outs (a subclass: no lane for it, by design)."""
+
+
+def test_a_plain_client_gets_a_lane_and_its_scripts_reply_as_redis_py_would(client: Any) -> None:
+    assert lane_for(client) is not None
+    lane_script = register_script(client, SHAPES)
+    plain_script = client.register_script(SHAPES)
+    for shape in ("int", "nil", "list"):
+        assert lane_script(keys=["k"], args=[shape]) == plain_script(keys=["k"], args=[shape])
+    assert lane_script(keys=["k"], args=["list"]) == [1, b"two", [b"k"]]
+    assert lane_script(keys=["a"], args=["5"]) == plain_script(keys=["b"], args=["5"]) == 5
+    assert lane_script(keys=["counter"], args=["3"]) == 3
+    assert lane_script(keys=["counter"], args=["4"]) == 7
+    with pytest.raises(redis.ResponseError, match="NOPE no such thing"):
+        lane_script(keys=["k"], args=["error"])
+    # An error reply is read whole: the connection goes on serving.
+    assert lane_script(keys=["counter"], args=["1"]) == 8
+    lane = lane_for(client)
+    assert lane is not None and lane.idle() == 1
+
+
+def test_a_lane_script_never_checks_a_connection_out_of_the_pool(client: Any) -> None:
+    script = register_script(client, ECHO)
+    script(args=["warm"])
+    taken = []
+    original = client.connection_pool.get_connection
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        taken.append(1)
+        return original(*args, **kwargs)
+
+    client.connection_pool.get_connection = counting
+    try:
+        for number in range(50):
+            assert script(args=[str(number)]) == str(number).encode()
+    finally:
+        del client.connection_pool.get_connection
+    assert taken == []
+
+
+def test_a_killed_connection_is_replaced_and_the_call_goes_through(
+    client: Any, redis_url: str  # noqa: F811
+) -> None:
+    script = register_script(client, ECHO)
+    assert script(args=["before"]) == b"before"
+    killer = redis.Redis.from_url(redis_url)
+    try:
+        killed = killer.client_kill_filter(_type="normal", skipme=True)
+        assert killed >= 1
+    finally:
+        killer.close()
+    assert script(args=["after"]) == b"after"
+
+
+def test_a_flushed_script_cache_loads_the_script_again(client: Any) -> None:
+    script = register_script(client, "return 'flushed ' .. ARGV[1]")
+    assert script(args=["once"]) == b"flushed once"
+    client.script_flush()
+    assert script(args=["twice"]) == b"flushed twice"
+
+
+def test_threads_each_use_their_own_connection(client: Any) -> None:
+    script = register_script(client, ECHO)
+    threads_count, calls = 8, 200
+    barrier = threading.Barrier(threads_count, timeout=GUARD)
+    wrong: list[tuple[str, Any]] = []
+
+    def worker(index: int) -> None:
+        barrier.wait()
+        for call in range(calls):
+            value = f"{index}-{call}"
+            reply = script(args=[value])
+            if reply != value.encode():
+                wrong.append((value, reply))
+
+    threads = [threading.Thread(target=worker, args=(index,)) for index in range(threads_count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(GUARD)
+        assert not thread.is_alive()
+    assert wrong == []
+    lane = lane_for(client)
+    assert lane is not None and 1 <= lane.idle() <= threads_count
+
+
+def _child(results: Any) -> None:
+    # The client (and its lane) came with the fork; the child must not use the parent's
+    # connection (their replies would interleave when both call at once).
+    reply = _FORKED_SCRIPT(args=["from the child"])
+    results.put((reply, _local_addresses(_FORKED_LANE)))
+
+
+def _local_addresses(lane: Any) -> set[Any]:
+    """The local socket addresses of the lane's idle connections (white box)."""
+    return {connection._sock.getsockname() for connection in lane._idle}
+
+
+_FORKED_SCRIPT: Any = None
+_FORKED_LANE: Any = None
+
+
+def test_a_forked_child_opens_its_own_connections(client: Any) -> None:
+    global _FORKED_SCRIPT, _FORKED_LANE
+    script = _FORKED_SCRIPT = register_script(client, ECHO)
+    assert script(args=["parent, before"]) == b"parent, before"
+    lane = _FORKED_LANE = lane_for(client)
+    assert lane is not None and lane.idle() == 1
+    parents = _local_addresses(lane)
+    context = multiprocessing.get_context("fork")
+    results = context.Queue()
+    child = context.Process(target=_child, args=(results,))
+    child.start()
+    try:
+        reply, childs = results.get(timeout=GUARD)
+    finally:
+        child.join(GUARD)
+        _FORKED_SCRIPT = _FORKED_LANE = None
+    assert reply == b"from the child"
+    assert len(childs) == 1 and not childs & parents
+    assert child.exitcode == 0
+    # The parent's connection was not touched by the child: it goes on as before.
+    for number in range(20):
+        assert script(args=[f"parent {number}"]) == f"parent {number}".encode()
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        pytest.param(lambda url: redis.Redis.from_url(url, max_connections=LANE_MIN_CAP - 1),
+                     id="capped pool"),
+        pytest.param(
+            lambda url: redis.Redis(connection_pool=redis.BlockingConnectionPool.from_url(url)),
+            id="blocking pool",
+        ),
+        pytest.param(lambda url: redis.Redis.from_url(url, single_connection_client=True),
+                     id="single connection"),
+        pytest.param(lambda url: redis.Redis(connection_pool=CountingPool.from_url(url)),
+                     id="pool subclass"),
+    ],
+)
+def test_other_clients_send_scripts_the_usual_way(make: Any, redis_url: str) -> None:  # noqa: F811
+    other = make(redis_url)
+    try:
+        assert lane_for(other) is None
+        script = register_script(other, ECHO)
+        assert script(args=["usual"]) == b"usual"
+    finally:
+        other.close()
+
+
+def test_close_lane_closes_the_idle_connections(client: Any) -> None:
+    script = register_script(client, ECHO)
+    script(args=["open"])
+    before = {entry["id"] for entry in client.client_list()}
+    close_lane(client)
+    after = {entry["id"] for entry in client.client_list()}
+    assert len(before - after) == 1  # the lane's one connection is gone
+    assert lane_for(client) is not None  # a later call starts a new lane
+
+
+SLOW = """
+local start = redis.call('TIME')
+while true do
+    local now = redis.call('TIME')
+    if (now[1] - start[1]) * 1000000 + (now[2] - start[2]) > tonumber(ARGV[1]) then
+        return 'slow'
+    end
+end
+"""
+
+
+def test_a_call_cut_short_never_leaves_its_reply_to_the_next(redis_url: str) -> None:  # noqa: F811
+    # A read timeout leaves the slow script's reply on its way; were that connection used
+    # again, the next call would read that reply as its own.
+    impatient = redis.Redis.from_url(redis_url, socket_timeout=0.1)
+    patient = redis.Redis.from_url(redis_url)
+    try:
+        slow, echo = register_script(impatient, SLOW), register_script(impatient, ECHO)
+        assert echo(args=["warm"]) == b"warm"
+        with pytest.raises(redis.TimeoutError):
+            slow(args=[300_000])
+        assert patient.ping()  # answered once the slow script ended: its reply was sent
+        assert echo(args=["fast"]) == b"fast"
+    finally:
+        close_lane(impatient)
+        impatient.close()
+        patient.close()
+
+
+def test_failed_calls_do_not_use_up_the_pools_connections() -> None:
+    # Nothing listens on this port: every call fails to connect. A connection that failed
+    # stays the lane's (closed), so the pool's cap is never reached by failures.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    dead = redis.Redis.from_url(f"redis://127.0.0.1:{port}/0", max_connections=LANE_MIN_CAP)
+    try:
+        script = register_script(dead, ECHO)
+        for _ in range(LANE_MIN_CAP + 20):
+            with pytest.raises(redis.ConnectionError) as caught:
+                script(args=["never"])
+            assert "Too many connections" not in str(caught.value)
+        lane = lane_for(dead)
+        assert lane is not None and lane.idle() == 1
+    finally:
+        close_lane(dead)
+        dead.close()
