@@ -72,6 +72,11 @@ redis.call('PEXPIRE', KEYS[1], ARGV[2])
 redis.call('PEXPIRE', KEYS[2], ARGV[2])
 return 1
 """
+# KEYS[1] = steps key, ARGV[1] = the record: an RPUSH, as a script so that it goes where the
+# other writes of a run go (agentkit.checkpoint._redisscripts).
+_APPEND_SCRIPT = """
+return redis.call('RPUSH', KEYS[1], ARGV[1])
+"""
 # KEYS[1] = checkpoint key, KEYS[2] = steps key, ARGV[1] = the new base, ARGV[2] = ttl in ms
 # ("" = none): the new base and the removal of the old base's records, atomically.
 _SET_BASE_SCRIPT = """
@@ -207,6 +212,7 @@ class RedisCheckPointStore(StoreLimits):
         self._release_script = register_script(client, _RELEASE_SCRIPT)
         self._read_steps_script = register_script(client, _READ_STEPS_SCRIPT)
         self._append_expiring_script = register_script(client, _APPEND_EXPIRING_SCRIPT)
+        self._append_script = register_script(client, _APPEND_SCRIPT)
         self._acquire_script = register_script(client, _ACQUIRE_SCRIPT)
         self._set_base_script = register_script(client, _SET_BASE_SCRIPT)
 
@@ -285,13 +291,13 @@ class RedisCheckPointStore(StoreLimits):
         self._run(f"delete checkpoint {checkpoint_id!r}", lambda: self._client.delete(*keys))
 
     def append_step(self, checkpoint_id: str, data: bytes, *, sync: bool = False) -> None:
-        """Append the step record ``data`` (``RPUSH``); with a ``ttl``, renew the expiry of the
-        checkpoint and its records."""
+        """Append the step record ``data`` (``RPUSH``, in a script); with a ``ttl``, renew the
+        expiry of the checkpoint and its records."""
         key = self._steps_key(checkpoint_id)
         data = _check_size(checkpoint_id, _check_data(data), self._max_bytes)
         ttl_ms = self._ttl_ms
         if ttl_ms is None:
-            operation: Callable[[], object] = lambda: self._client.rpush(key, data)  # noqa: E731
+            operation: Callable[[], object] = lambda: self._append_script(keys=[key], args=[data])  # noqa: E731
         else:
             keys = [key, self.key_for(checkpoint_id)]
             operation = lambda: self._append_expiring_script(keys=keys, args=[data, ttl_ms])  # noqa: E731
