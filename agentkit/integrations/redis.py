@@ -359,7 +359,8 @@ class RedisConcurrencyLimit(ConcurrencyLimiter):
             ``redis://localhost:6379/0``. Ignored with ``client``. Each command on a client
             made from it may take :data:`DEFAULT_SOCKET_TIMEOUT` seconds at most.
         client: an existing ``redis.Redis`` client (this object does not close it; its own
-            socket timeouts bound each command).
+            socket timeouts bound each command). Its scripts go on connections kept for
+            them, as :class:`~agentkit.checkpoint.RedisCheckPointStore`'s do.
         lease: seconds a slot stays held without a refresh: how long the slots of a process
             that died stay taken. The holder refreshes every third of it.
         prefix: what the Redis keys start with.
