@@ -9,9 +9,11 @@ single-connection pools).
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import socket
 import threading
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,12 +23,7 @@ redis = pytest.importorskip("redis")
 
 from redis_server import redis_url  # noqa: E402,F401
 
-from agentkit.checkpoint._redisscripts import (  # noqa: E402
-    LANE_MIN_CAP,
-    close_lane,
-    lane_for,
-    register_script,
-)
+from agentkit.checkpoint._redisscripts import LANE_MIN_CAP, Scripts  # noqa: E402
 
 GUARD = 30.0  # failure guard only
 
@@ -44,7 +41,13 @@ return redis.call('INCRBY', KEYS[1], ARGV[1])
 def client(redis_url: str) -> Iterator[Any]:  # noqa: F811
     made = redis.Redis.from_url(redis_url)
     yield made
-    close_lane(made)
+    made.close()
+
+
+@pytest.fixture
+def scripts(client: Any) -> Iterator[Scripts]:
+    made = Scripts(client)
+    yield made
     made.close()
 
 
@@ -52,9 +55,11 @@ class CountingPool(redis.ConnectionPool):  # type: ignore[misc]
     """A pool that counts its check-outs (a subclass: no lane for it, by design)."""
 
 
-def test_a_plain_client_gets_a_lane_and_its_scripts_reply_as_redis_py_would(client: Any) -> None:
-    assert lane_for(client) is not None
-    lane_script = register_script(client, SHAPES)
+def test_a_plain_client_gets_a_lane_and_its_scripts_reply_as_redis_py_would(
+    client: Any, scripts: Scripts
+) -> None:
+    assert scripts.lane is not None
+    lane_script = scripts.register(SHAPES)
     plain_script = client.register_script(SHAPES)
     for shape in ("int", "nil", "list"):
         assert lane_script(keys=["k"], args=[shape]) == plain_script(keys=["k"], args=[shape])
@@ -66,12 +71,13 @@ def test_a_plain_client_gets_a_lane_and_its_scripts_reply_as_redis_py_would(clie
         lane_script(keys=["k"], args=["error"])
     # An error reply is read whole: the connection goes on serving.
     assert lane_script(keys=["counter"], args=["1"]) == 8
-    lane = lane_for(client)
-    assert lane is not None and lane.idle() == 1
+    assert scripts.lane.idle() == 1
 
 
-def test_a_lane_script_never_checks_a_connection_out_of_the_pool(client: Any) -> None:
-    script = register_script(client, ECHO)
+def test_a_lane_script_never_checks_a_connection_out_of_the_pool(
+    client: Any, scripts: Scripts
+) -> None:
+    script = scripts.register(ECHO)
     script(args=["warm"])
     taken = []
     original = client.connection_pool.get_connection
@@ -90,9 +96,9 @@ def test_a_lane_script_never_checks_a_connection_out_of_the_pool(client: Any) ->
 
 
 def test_a_killed_connection_is_replaced_and_the_call_goes_through(
-    client: Any, redis_url: str  # noqa: F811
+    scripts: Scripts, redis_url: str  # noqa: F811
 ) -> None:
-    script = register_script(client, ECHO)
+    script = scripts.register(ECHO)
     assert script(args=["before"]) == b"before"
     killer = redis.Redis.from_url(redis_url)
     try:
@@ -103,15 +109,15 @@ def test_a_killed_connection_is_replaced_and_the_call_goes_through(
     assert script(args=["after"]) == b"after"
 
 
-def test_a_flushed_script_cache_loads_the_script_again(client: Any) -> None:
-    script = register_script(client, "return 'flushed ' .. ARGV[1]")
+def test_a_flushed_script_cache_loads_the_script_again(client: Any, scripts: Scripts) -> None:
+    script = scripts.register("return 'flushed ' .. ARGV[1]")
     assert script(args=["once"]) == b"flushed once"
     client.script_flush()
     assert script(args=["twice"]) == b"flushed twice"
 
 
-def test_threads_each_use_their_own_connection(client: Any) -> None:
-    script = register_script(client, ECHO)
+def test_threads_each_use_their_own_connection(scripts: Scripts) -> None:
+    script = scripts.register(ECHO)
     threads_count, calls = 8, 200
     barrier = threading.Barrier(threads_count, timeout=GUARD)
     wrong: list[tuple[str, Any]] = []
@@ -131,8 +137,7 @@ def test_threads_each_use_their_own_connection(client: Any) -> None:
         thread.join(GUARD)
         assert not thread.is_alive()
     assert wrong == []
-    lane = lane_for(client)
-    assert lane is not None and 1 <= lane.idle() <= threads_count
+    assert scripts.lane is not None and 1 <= scripts.lane.idle() <= threads_count
 
 
 def _child(results: Any) -> None:
@@ -151,11 +156,11 @@ _FORKED_SCRIPT: Any = None
 _FORKED_LANE: Any = None
 
 
-def test_a_forked_child_opens_its_own_connections(client: Any) -> None:
+def test_a_forked_child_opens_its_own_connections(scripts: Scripts) -> None:
     global _FORKED_SCRIPT, _FORKED_LANE
-    script = _FORKED_SCRIPT = register_script(client, ECHO)
+    script = _FORKED_SCRIPT = scripts.register(ECHO)
     assert script(args=["parent, before"]) == b"parent, before"
-    lane = _FORKED_LANE = lane_for(client)
+    lane = _FORKED_LANE = scripts.lane
     assert lane is not None and lane.idle() == 1
     parents = _local_addresses(lane)
     context = multiprocessing.get_context("fork")
@@ -193,21 +198,24 @@ def test_a_forked_child_opens_its_own_connections(client: Any) -> None:
 def test_other_clients_send_scripts_the_usual_way(make: Any, redis_url: str) -> None:  # noqa: F811
     other = make(redis_url)
     try:
-        assert lane_for(other) is None
-        script = register_script(other, ECHO)
+        scripts = Scripts(other)
+        assert scripts.lane is None
+        script = scripts.register(ECHO)
         assert script(args=["usual"]) == b"usual"
     finally:
         other.close()
 
 
-def test_close_lane_closes_the_idle_connections(client: Any) -> None:
-    script = register_script(client, ECHO)
+def test_close_closes_the_idle_connections_and_the_scripts_go_on(
+    client: Any, scripts: Scripts
+) -> None:
+    script = scripts.register(ECHO)
     script(args=["open"])
     before = {entry["id"] for entry in client.client_list()}
-    close_lane(client)
+    scripts.close()
     after = {entry["id"] for entry in client.client_list()}
     assert len(before - after) == 1  # the lane's one connection is gone
-    assert lane_for(client) is not None  # a later call starts a new lane
+    assert script(args=["again"]) == b"again"  # on a new one
 
 
 SLOW = """
@@ -227,14 +235,15 @@ def test_a_call_cut_short_never_leaves_its_reply_to_the_next(redis_url: str) -> 
     impatient = redis.Redis.from_url(redis_url, socket_timeout=0.1)
     patient = redis.Redis.from_url(redis_url)
     try:
-        slow, echo = register_script(impatient, SLOW), register_script(impatient, ECHO)
+        scripts = Scripts(impatient)
+        slow, echo = scripts.register(SLOW), scripts.register(ECHO)
         assert echo(args=["warm"]) == b"warm"
         with pytest.raises(redis.TimeoutError):
             slow(args=[300_000])
         assert patient.ping()  # answered once the slow script ended: its reply was sent
         assert echo(args=["fast"]) == b"fast"
     finally:
-        close_lane(impatient)
+        scripts.close()
         impatient.close()
         patient.close()
 
@@ -247,13 +256,24 @@ def test_failed_calls_do_not_use_up_the_pools_connections() -> None:
         port = probe.getsockname()[1]
     dead = redis.Redis.from_url(f"redis://127.0.0.1:{port}/0", max_connections=LANE_MIN_CAP)
     try:
-        script = register_script(dead, ECHO)
+        scripts = Scripts(dead)
+        script = scripts.register(ECHO)
         for _ in range(LANE_MIN_CAP + 20):
             with pytest.raises(redis.ConnectionError) as caught:
                 script(args=["never"])
             assert "Too many connections" not in str(caught.value)
-        lane = lane_for(dead)
-        assert lane is not None and lane.idle() == 1
+        assert scripts.lane is not None and scripts.lane.idle() == 1
     finally:
-        close_lane(dead)
+        scripts.close()
         dead.close()
+
+
+def test_a_lane_goes_with_its_owner(redis_url: str) -> None:  # noqa: F811
+    # A store made per request and dropped must not leave its connections behind.
+    made = redis.Redis.from_url(redis_url)
+    scripts = Scripts(made)
+    assert scripts.register(ECHO)(args=["once"]) == b"once"
+    gone = weakref.ref(scripts.lane)
+    del made, scripts
+    gc.collect()
+    assert gone() is None

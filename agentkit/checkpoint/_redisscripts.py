@@ -7,15 +7,15 @@ client's pool and back in, which redis-py 8 does with its locks, a ``poll`` of t
 five calls into its metrics hooks: on a 2-core machine about 140 us of CPU per call inside a
 run, a tenth of a short Celery run's CPU (``benchmarks/FINDINGS.md``, round 8).
 
-:func:`register_script` gives a script that is sent, where the client allows it, on
-connections of a :class:`ScriptLane`: made by the client's pool (its connection class,
-address, credentials, TLS, timeouts, protocol, health checks; counted against its
-``max_connections``), then held in a list of idle ones and taken and given back without the
-pool's bookkeeping. What is unchanged: the reply (the client's response callbacks apply), the
-retries (the connection's ``retry``, the client's policy: a lost connection is closed and the
-call tried again on a fresh one), a script the server does not know (``NOSCRIPT``: loaded,
-then run). A connection that raised anything but a Redis error reply is closed, so none with
-a reply half read is used again.
+:class:`Scripts` (one per store or run log) registers scripts that are sent, where the
+client allows it, on connections of its :class:`ScriptLane`: made by the client's pool (its
+connection class, address, credentials, TLS, timeouts, protocol, health checks; counted
+against its ``max_connections``), then held in a list of idle ones and taken and given back
+without the pool's bookkeeping. What is unchanged: the reply (the client's response callbacks
+apply), the retries (the connection's ``retry``, the client's policy: a lost connection is
+closed and the call tried again on a fresh one), a script the server does not know
+(``NOSCRIPT``: loaded, then run). A connection that raised anything but a Redis error reply
+is closed, so none with a reply half read is used again.
 
 The lane is used only where it changes nothing else: a ``redis.Redis`` client with a plain
 ``redis.ConnectionPool`` allowed at least :data:`LANE_MIN_CAP` connections (redis-py's
@@ -23,10 +23,9 @@ default) and without a client-side cache, and no pinned connection. Any other cl
 cluster, Sentinel, a blocking pool, a pool capped lower, a single-connection client, a
 cache) gets ``client.register_script`` as before.
 
-The lane keeps as many connections as threads called it at once (one lane per pool). After a
-``fork`` the child starts with none (the parent's stay the parent's). :func:`close_lane`
-closes a pool's idle ones (the stores call it when they close a client they made); the rest
-close when the pool is collected.
+A lane keeps as many connections as threads called it at once. After a ``fork`` the child
+starts with none (the parent's stay the parent's). :meth:`Scripts.close` closes the idle
+ones (the stores' ``close()`` calls it); the rest close when their owner is collected.
 """
 
 from __future__ import annotations
@@ -34,14 +33,12 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import threading
-import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
 _log = logging.getLogger("agentkit")
 
-__all__ = ["LANE_MIN_CAP", "ScriptLane", "close_lane", "lane_for", "register_script"]
+__all__ = ["LANE_MIN_CAP", "ScriptLane", "Scripts", "lane_for"]
 
 Script = Callable[..., Any]
 """A registered script: ``script(keys=[...], args=[...])`` returns its reply."""
@@ -52,10 +49,6 @@ LANE_MIN_CAP = 100
 Its idle connections count against the pool's cap; a pool capped lower keeps every
 connection for its own use."""
 
-_lanes: weakref.WeakKeyDictionary[Any, ScriptLane] = weakref.WeakKeyDictionary()
-_lanes_lock = threading.Lock()
-
-
 class ScriptLane:
     """Idle connections for one client's scripts, made the way its pool makes them.
 
@@ -63,7 +56,7 @@ class ScriptLane:
     back when the reply is read, so no two threads share one at a time.
     """
 
-    __slots__ = ("_error_reply", "_idle", "_lost", "_no_script", "_pid", "_pool")
+    __slots__ = ("__weakref__", "_error_reply", "_idle", "_lost", "_no_script", "_pid", "_pool")
 
     def __init__(self, pool: Any) -> None:
         from redis.exceptions import ConnectionError as Lost
@@ -147,7 +140,7 @@ class ScriptLane:
 
 
 def lane_for(client: Any) -> ScriptLane | None:
-    """The lane of ``client``'s scripts, or ``None`` if they must go through its pool."""
+    """A new lane for ``client``'s scripts, or ``None`` if they must go through its pool."""
     try:
         import redis
     except ImportError:  # pragma: no cover - a client exists, so redis-py does
@@ -161,36 +154,37 @@ def lane_for(client: Any) -> ScriptLane | None:
         or (pool.max_connections or 0) < LANE_MIN_CAP
     ):
         return None
-    with _lanes_lock:
-        lane = _lanes.get(pool)
-        if lane is None:
-            lane = _lanes[pool] = ScriptLane(pool)
-        return lane
+    return ScriptLane(pool)
 
 
-def register_script(client: Any, source: str) -> Script:
-    """The script ``source`` for ``client``: called as ``script(keys=[...], args=[...])``.
+class Scripts:
+    """The scripts of one store (or run log) on ``client``, and the lane they go on.
 
-    On a :class:`ScriptLane` when the client allows one (see the module's docstring), else
-    ``client.register_script(source)``.
+    ``lane`` is ``None`` for a client that must send them through its pool (see the module's
+    docstring): :meth:`register` then gives ``client.register_script(source)``.
     """
-    lane = lane_for(client)
-    if lane is None:
-        registered: Script = client.register_script(source)
-        return registered
-    # Redis names a script by the SHA-1 of its text.
-    sha = hashlib.sha1(source.encode("utf-8"), usedforsecurity=False).hexdigest()
 
-    def script(keys: Sequence[Any] = (), args: Sequence[Any] = ()) -> Any:
-        return lane.run(client, sha, source, keys, args)
+    __slots__ = ("_client", "lane")
 
-    return script
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self.lane = lane_for(client)
 
+    def register(self, source: str) -> Script:
+        """The script ``source``: called as ``script(keys=[...], args=[...])``."""
+        lane, client = self.lane, self._client
+        if lane is None:
+            registered: Script = client.register_script(source)
+            return registered
+        # Redis names a script by the SHA-1 of its text.
+        sha = hashlib.sha1(source.encode("utf-8"), usedforsecurity=False).hexdigest()
 
-def close_lane(client: Any) -> None:
-    """Close the idle connections of ``client``'s lane, if it has one."""
-    pool = getattr(client, "connection_pool", None)
-    with _lanes_lock:
-        lane = None if pool is None else _lanes.pop(pool, None)
-    if lane is not None:
-        lane.close()
+        def script(keys: Sequence[Any] = (), args: Sequence[Any] = ()) -> Any:
+            return lane.run(client, sha, source, keys, args)
+
+        return script
+
+    def close(self) -> None:
+        """Close the lane's idle connections (the scripts stay usable: they open new ones)."""
+        if self.lane is not None:
+            self.lane.close()

@@ -10,7 +10,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
-from agentkit.checkpoint._redisscripts import close_lane, register_script
+from agentkit.checkpoint._redisscripts import Scripts
 from agentkit.checkpoint.base import (
     DEFAULT_LEASE_TTL,
     DEFAULT_MAX_BYTES,
@@ -212,13 +212,14 @@ class RedisCheckPointStore(StoreLimits):
         self._client = client
         self._url = url
         self._namespace = _namespace(client, prefix)
-        self._get_script = register_script(client, _GET_SCRIPT)
-        self._release_script = register_script(client, _RELEASE_SCRIPT)
-        self._read_steps_script = register_script(client, _READ_STEPS_SCRIPT)
-        self._append_expiring_script = register_script(client, _APPEND_EXPIRING_SCRIPT)
-        self._append_script = register_script(client, _APPEND_SCRIPT)
-        self._acquire_script = register_script(client, _ACQUIRE_SCRIPT)
-        self._set_base_script = register_script(client, _SET_BASE_SCRIPT)
+        self._scripts = Scripts(client)
+        self._get_script = self._scripts.register(_GET_SCRIPT)
+        self._release_script = self._scripts.register(_RELEASE_SCRIPT)
+        self._read_steps_script = self._scripts.register(_READ_STEPS_SCRIPT)
+        self._append_expiring_script = self._scripts.register(_APPEND_EXPIRING_SCRIPT)
+        self._append_script = self._scripts.register(_APPEND_SCRIPT)
+        self._acquire_script = self._scripts.register(_ACQUIRE_SCRIPT)
+        self._set_base_script = self._scripts.register(_SET_BASE_SCRIPT)
 
     @property
     def client(self) -> Any:
@@ -354,9 +355,10 @@ class RedisCheckPointStore(StoreLimits):
         )
 
     def close(self) -> None:
-        """Close the client if this store created it."""
+        """Close the connections kept for the store's scripts, and the client if this store
+        created it."""
+        self._scripts.close()
         if self._owns_client:
-            close_lane(self._client)
             self._client.close()
 
     def __enter__(self) -> RedisCheckPointStore:

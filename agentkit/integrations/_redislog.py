@@ -29,7 +29,7 @@ from typing import Any
 
 import attrs
 
-from agentkit.checkpoint._redisscripts import register_script
+from agentkit.checkpoint._redisscripts import Scripts
 from agentkit.integrations._errors import (
     EventIdError,
     RunIntegrityError,
@@ -257,16 +257,17 @@ class RedisRunLog:
         self.maxlen = maxlen
         self.ttl_ms = max(1, round(ttl * 1000))
         self.sealer = sealer
-        self._set_record = register_script(client, _SET_RECORD)
-        self._finish = register_script(client, _FINISH)
-        self._record_and_lease = register_script(client, _RECORD_AND_LEASE)
-        self._release_lease = register_script(client, _RELEASE_LEASE)
-        self._record_and_read = register_script(client, _RECORD_AND_READ)
-        self._start = register_script(client, _START)
-        self._create_once = register_script(client, _CREATE_ONCE)
-        self._create = register_script(client, _CREATE)
-        self._append = register_script(client, _APPEND)
-        self._forget_key = register_script(client, _FORGET_KEY)
+        self._scripts = Scripts(client)
+        self._set_record = self._scripts.register(_SET_RECORD)
+        self._finish = self._scripts.register(_FINISH)
+        self._record_and_lease = self._scripts.register(_RECORD_AND_LEASE)
+        self._release_lease = self._scripts.register(_RELEASE_LEASE)
+        self._record_and_read = self._scripts.register(_RECORD_AND_READ)
+        self._start = self._scripts.register(_START)
+        self._create_once = self._scripts.register(_CREATE_ONCE)
+        self._create = self._scripts.register(_CREATE)
+        self._append = self._scripts.register(_APPEND)
+        self._forget_key = self._scripts.register(_FORGET_KEY)
 
     def key(self, run_id: str, suffix: str = "") -> str:
         """The Redis key of ``run_id`` (with ``suffix``: ``:events``, ``:cancel``)."""

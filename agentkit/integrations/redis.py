@@ -34,7 +34,7 @@ from typing import Any
 
 from agentkit._refresher import REFRESHER, Refreshed
 from agentkit._waiting import Waiting, check_timeout
-from agentkit.checkpoint._redisscripts import close_lane, register_script
+from agentkit.checkpoint._redisscripts import Scripts
 from agentkit.errors import SharedLimitUnavailableError
 from agentkit.throttle import ConcurrencyLimiter, RateGrant, RateLimit, RateLimiter, Slot
 
@@ -396,9 +396,10 @@ class RedisConcurrencyLimit(ConcurrencyLimiter):
         self._client, self._owns_client = _connect(url, client, "RedisConcurrencyLimit")
         self._key = f"{prefix}{name}:slots"
         self._channel = f"{prefix}{name}:freed"
-        self._acquire_script = register_script(self._client, _ACQUIRE)
-        self._refresh_script = register_script(self._client, _REFRESH)
-        self._release_script = register_script(self._client, _RELEASE)
+        self._scripts = Scripts(self._client)
+        self._acquire_script = self._scripts.register(_ACQUIRE)
+        self._refresh_script = self._scripts.register(_REFRESH)
+        self._release_script = self._scripts.register(_RELEASE)
         self._wakeups = _Wakeups(self._client, self._channel, name)
         self._keeper = _Keeper(self)
 
@@ -464,15 +465,16 @@ class RedisConcurrencyLimit(ConcurrencyLimiter):
                 self._wakeups.remove(waiting)
 
     def close(self) -> None:
-        """Close the client if this object made it, once its calls are over.
+        """Close the connections kept for this object's scripts, and the client if this
+        object made it, once its calls are over.
 
         Waits for the calls that hold or wait for a slot of this object to end first (the
         refreshing of their leases and the wake-up thread end with them).
         """
         self._wakeups.join()
         self._keeper.join()
+        self._scripts.close()
         if self._owns_client:
-            close_lane(self._client)
             self._client.close()
 
     def _try(self, token: str) -> int | None:
@@ -565,10 +567,11 @@ class RedisRateLimit(RateLimiter):
         self._tokens = checked.tokens_per_minute
         self._client, self._owns_client = _connect(url, client, "RedisRateLimit")
         self._key = f"{prefix}{name}:rate"
-        self._take_script = register_script(self._client, _TAKE)
-        self._settle_script = register_script(self._client, _SETTLE)
-        self._pause_script = register_script(self._client, _PAUSE)
-        self._paused_script = register_script(self._client, _PAUSED)
+        self._scripts = Scripts(self._client)
+        self._take_script = self._scripts.register(_TAKE)
+        self._settle_script = self._scripts.register(_SETTLE)
+        self._pause_script = self._scripts.register(_PAUSE)
+        self._paused_script = self._scripts.register(_PAUSED)
 
     @property
     def name(self) -> str:
@@ -643,9 +646,10 @@ class RedisRateLimit(RateLimiter):
             )
 
     def close(self) -> None:
-        """Close the client if this object made it."""
+        """Close the connections kept for this object's scripts, and the client if this
+        object made it."""
+        self._scripts.close()
         if self._owns_client:
-            close_lane(self._client)
             self._client.close()
 
     def _take(self, tokens: int) -> float:
