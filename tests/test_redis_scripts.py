@@ -248,9 +248,9 @@ def test_a_call_cut_short_never_leaves_its_reply_to_the_next(redis_url: str) -> 
         patient.close()
 
 
-def test_failed_calls_do_not_use_up_the_pools_connections() -> None:
+def test_failed_calls_do_not_pile_up_connections() -> None:
     # Nothing listens on this port: every call fails to connect. A connection that failed
-    # stays the lane's (closed), so the pool's cap is never reached by failures.
+    # stays the lane's (closed) and is tried again: failures never pile up connections.
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -277,3 +277,16 @@ def test_a_lane_goes_with_its_owner(redis_url: str) -> None:  # noqa: F811
     del made, scripts
     gc.collect()
     assert gone() is None
+
+
+def test_lanes_made_and_dropped_never_use_up_the_clients_pool(client: Any) -> None:
+    # A store made per request on one shared client: each has a lane of its own; more of
+    # them than the pool may hold connections leave the pool as usable as before.
+    cap = client.connection_pool.max_connections
+    for number in range(cap + 20):
+        scripts = Scripts(client)
+        assert scripts.register(ECHO)(args=[str(number)]) == str(number).encode()
+        if number % 2:
+            scripts.close()  # closed, or just dropped: both
+    assert client.ping()
+    assert Scripts(client).register(ECHO)(args=["still"]) == b"still"

@@ -8,10 +8,10 @@ five calls into its metrics hooks: on a 2-core machine about 140 us of CPU per c
 run, a tenth of a short Celery run's CPU (``benchmarks/FINDINGS.md``, round 8).
 
 :class:`Scripts` (one per store or run log) registers scripts that are sent, where the
-client allows it, on connections of its :class:`ScriptLane`: made by the client's pool (its
-connection class, address, credentials, TLS, timeouts, protocol, health checks; counted
-against its ``max_connections``), then held in a list of idle ones and taken and given back
-without the pool's bookkeeping. What is unchanged: the reply (the client's response callbacks
+client allows it, on connections of its :class:`ScriptLane`: made as the client's pool makes
+its own (its connection class and settings: address, credentials, TLS, timeouts, protocol,
+health checks), held in a list of idle ones and taken and given back without the pool's
+bookkeeping. What is unchanged: the reply (the client's response callbacks
 apply), the retries (the connection's ``retry``, the client's policy: a lost connection is
 closed and the call tried again on a fresh one), a script the server does not know
 (``NOSCRIPT``: loaded, then run). A connection that raised anything but a Redis error reply
@@ -23,7 +23,9 @@ default) and without a client-side cache, and no pinned connection. Any other cl
 cluster, Sentinel, a blocking pool, a pool capped lower, a single-connection client, a
 cache) gets ``client.register_script`` as before.
 
-A lane keeps as many connections as threads called it at once. After a ``fork`` the child
+A lane keeps as many connections as threads called it at once, counted apart from the
+pool's ``max_connections`` (so that lanes made and dropped, a store per request on one
+client, never use up the pool). After a ``fork`` the child
 starts with none (the parent's stay the parent's). :meth:`Scripts.close` closes the idle
 ones (the stores' ``close()`` calls it); the rest close when their owner is collected.
 """
@@ -34,6 +36,7 @@ import hashlib
 import logging
 import os
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 _log = logging.getLogger("agentkit")
@@ -46,17 +49,17 @@ Script = Callable[..., Any]
 LANE_MIN_CAP = 100
 """The lane is used with pools allowed this many connections or more (redis-py's default).
 
-Its idle connections count against the pool's cap; a pool capped lower keeps every
-connection for its own use."""
+A pool capped lower is one whose owner counts connections: its scripts go through it."""
+
 
 class ScriptLane:
-    """Idle connections for one client's scripts, made the way its pool makes them.
+    """Idle connections for one owner's scripts, made the way the client's pool makes them.
 
     Thread-safe: a call takes a connection from the idle list (or makes one) and puts it
     back when the reply is read, so no two threads share one at a time.
     """
 
-    __slots__ = ("__weakref__", "_error_reply", "_idle", "_lost", "_no_script", "_pid", "_pool")
+    __slots__ = ("__weakref__", "_error_reply", "_idle", "_lost", "_make", "_no_script", "_pid")
 
     def __init__(self, pool: Any) -> None:
         from redis.exceptions import ConnectionError as Lost
@@ -66,7 +69,7 @@ class ScriptLane:
         self._lost = (Lost, Late, OSError)
         self._error_reply: type[Exception] = ResponseError
         self._no_script: type[Exception] = NoScriptError
-        self._pool = pool
+        self._make: Callable[[], Any] = partial(pool.connection_class, **pool.connection_kwargs)
         self._idle: list[Any] = []
         self._pid = os.getpid()
 
@@ -86,8 +89,8 @@ class ScriptLane:
             self._idle.append(connection)
             raise
         except BaseException:
-            # A reply perhaps half read: the socket is closed (the connection, counted by the
-            # pool, stays in the lane and opens a fresh one when next used).
+            # A reply perhaps half read: the socket is closed (the connection stays in the
+            # lane and opens a fresh one when next used).
             connection.disconnect()
             self._idle.append(connection)
             raise
@@ -103,14 +106,13 @@ class ScriptLane:
 
     def _take(self) -> Any:
         if self._pid != os.getpid():
-            # A forked child: the parent's sockets are not ours. (The pool counts them until
-            # it resets itself for the child, on its first use there.)
+            # A forked child: the parent's sockets are not ours.
             self._idle = []
             self._pid = os.getpid()
         try:
             connection = self._idle.pop()
-        except IndexError:  # counted against the pool's max_connections, like its own
-            return self._pool.make_connection()
+        except IndexError:
+            return self._make()
         # As the pool does: an idle connection with something to read was closed by the
         # server (a restart, its timeout, CLIENT KILL) or holds stray data; open a fresh one.
         try:

@@ -136,10 +136,11 @@ class RedisCheckPointStore(StoreLimits):
             is given.
         client: an existing ``redis.Redis`` client to use (it must not decode responses).
             The store does not close a client it was given. Its scripts (the reads and
-            writes of checkpoints, step records and leases) go on connections the client's
-            pool makes and the store keeps for them, counted against its
-            ``max_connections``; with a Sentinel, cluster or blocking pool, a pool capped
-            below 100 connections, or a client-side cache, through the pool as any command.
+            writes of checkpoints, step records and leases) go on connections made with the
+            client pool's settings and kept by the store for them (as many as threads wrote
+            at once, apart from the pool's ``max_connections``; ``close()`` closes them);
+            with a Sentinel, cluster or blocking pool, a pool capped below 100
+            connections, or a client-side cache, through the pool as any command.
         prefix: prepended to every key; a checkpoint lives at ``prefix + id``.
         ttl: when given, checkpoints expire this many seconds after they were last written
             (a step record written counts for its checkpoint too: a live run's checkpoint does
