@@ -4,7 +4,7 @@ Every Redis write agentkit makes while a run goes on (a step record, an event en
 start and end, a lease) is one Lua script: ``EVALSHA`` and its reply. Sent the usual way
 (``redis.Redis.register_script``), each such call also checks a connection out of the
 client's pool and back in, which redis-py 8 does with its locks, a ``poll`` of the socket and
-five calls into its metrics hooks: on a 2-core machine about 140 us of CPU per call inside a
+five calls into its metrics hooks: on a 2-core machine about 130 us of CPU per call inside a
 run, a tenth of a short Celery run's CPU (``benchmarks/FINDINGS.md``, round 8).
 
 :class:`Scripts` (one per store or run log) registers scripts that are sent, where the
