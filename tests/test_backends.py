@@ -10,6 +10,7 @@ and limit, grep with glob and type filters, glob relative to a path, edit once o
 from __future__ import annotations
 
 import os
+import signal
 import stat
 import threading
 import time
@@ -546,3 +547,39 @@ def test_a_loop_of_links_is_refused_with_a_clear_error(tmp_path: Path) -> None:
         backend.ls("a/x")
     assert backend.ls() == ["a", "b"]
     assert backend.grep("x") == []
+
+
+def test_a_command_gets_a_minimal_environment_without_the_signing_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AGENTKIT_CHECKPOINT_KEY", "signing-key-must-stay-home")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-must-stay-home")
+    monkeypatch.setenv("LANG", "C.UTF-8")
+    result = LocalShell(tmp_path).execute("env")
+    names = sorted(line.split("=", 1)[0] for line in result.output.splitlines())
+    assert set(names) <= {"HOME", "LANG", "PATH", "PWD", "SHLVL", "_"}
+    assert "must-stay-home" not in result.output
+    assert f"HOME={tmp_path.resolve()}" in result.output.splitlines()
+    passed = LocalShell(tmp_path, env={"OPENAI_API_KEY": "sk-given"}).execute(
+        "echo $OPENAI_API_KEY; echo $AGENTKIT_CHECKPOINT_KEY; command -v sh"
+    )
+    assert passed.output.splitlines()[:2] == ["sk-given", ""]  # only what was passed
+    assert passed.output.splitlines()[2].endswith("/sh")  # PATH is still there
+
+
+def test_a_setsid_daemon_outlives_a_local_shell_as_documented(tmp_path: Path) -> None:
+    # Issue 49 A14, a documented choice: LocalShell kills the command's process group only;
+    # a process that starts its own session escapes it. SandboxShell contains it
+    # (tests/test_sandbox_escape.py).
+    shell = LocalShell(tmp_path, timeout=60.0)
+    result = shell.execute(
+        "(setsid sh -c 'echo $$ > daemon.pid; exec sleep 300' > /dev/null 2>&1 &);"
+        " until [ -s daemon.pid ]; do sleep 0.01; done; echo ok"
+    )
+    assert result == ExecuteResult("ok\n", 0)
+    pid = int(_wait_for(tmp_path / "daemon.pid"))
+    try:
+        os.kill(pid, 0)  # still running after execute returned
+    finally:
+        os.kill(pid, signal.SIGKILL)
+    assert "setsid" in (LocalShell.__doc__ or "")

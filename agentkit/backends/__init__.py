@@ -7,7 +7,12 @@
   absolute paths elsewhere and symbolic links out of it are refused, also against a file
   system that changes meanwhile).
 - :class:`Shell` and :class:`LocalShell`: shell commands in a subprocess in a directory,
-  bounded in time and output, killed with their process group on timeout or cancel.
+  bounded in time and output, killed with their process group on timeout or cancel (not a
+  sandbox).
+- :class:`SandboxShell`: shell commands in a bubblewrap sandbox (no network, a read-only
+  system, one writable directory, capped resources, every process killed with the command);
+  :class:`SandboxBackend` is a :class:`LocalBackend` and a :class:`SandboxShell` in one;
+  :class:`SandboxUnavailableError` where bubblewrap cannot run.
 
 Paths are ``/``-separated and relative to the backend's root; what a backend returns is
 relative to the root too::
@@ -35,9 +40,11 @@ from agentkit.backends._errors import (
     EditError,
     FileTooLargeError,
     PathOutsideRootError,
+    SandboxUnavailableError,
 )
 from agentkit.backends._local import LocalBackend
 from agentkit.backends._memory import InMemoryBackend
+from agentkit.backends._sandbox import SANDBOX_WORKDIR, SandboxBackend, SandboxShell
 from agentkit.backends._shell import LocalShell
 
 __all__ = [
@@ -53,6 +60,10 @@ __all__ = [
     "LocalBackend",
     "LocalShell",
     "PathOutsideRootError",
+    "SANDBOX_WORKDIR",
+    "SandboxBackend",
+    "SandboxShell",
+    "SandboxUnavailableError",
     "Shell",
 ]
 

@@ -10,6 +10,7 @@ A backend reports a missing file or directory with the builtin :class:`FileNotFo
         ├── FileTooLargeError (ValueError)           more bytes than the backend reads or writes
         ├── BinaryFileError (ValueError)             not UTF-8 text
         └── EditError (ValueError)                   the text to replace is missing or not unique
+    SandboxUnavailableError (RuntimeError)           bubblewrap cannot run a sandbox here
 
 The file tools (:mod:`agentkit.middlewares.filesystem`) turn all of them into a message the
 model reads, so a model's mistake never ends the run.
@@ -26,6 +27,7 @@ __all__ = [
     "EditError",
     "FileTooLargeError",
     "PathOutsideRootError",
+    "SandboxUnavailableError",
 ]
 
 
@@ -52,3 +54,13 @@ class BinaryFileError(BackendError, ValueError):
 @persisted("agentkit.backends.EditError")
 class EditError(BackendError, ValueError):
     """An edit could not be made: the text to replace is empty, missing, or found more than once."""
+
+
+@persisted("agentkit.backends.SandboxUnavailableError")
+class SandboxUnavailableError(AgentKitError, RuntimeError):
+    """A :class:`~agentkit.backends.SandboxShell` cannot run here: bubblewrap (``bwrap``) is
+    missing, user namespaces are disabled, or a limit asked for cannot be enforced.
+
+    It is raised when the shell is made (never as a silent fall back to an unconfined shell);
+    the message says what is missing and how to provide it.
+    """

@@ -96,6 +96,7 @@ class LocalBackend:
         if not os.path.isdir(real):
             raise ValueError(f"LocalBackend root {os.fspath(root)!r} is not a directory")
         self._root = real
+        self._absolute_root = real  # what an absolute path must be under (a subclass may map it)
         self._prefix = real if real.endswith(os.sep) else real + os.sep
         self._max = max_file_bytes
         self._lock = threading.Lock()  # edits are read, change, write: one at a time
@@ -113,7 +114,7 @@ class LocalBackend:
     def _resolve(self, path: str, *, follow_last: bool = True) -> tuple[str, ...]:
         """The components under the root of what ``path`` names (links inside the root followed;
         the last component's own link too, unless ``follow_last`` is false)."""
-        parts = relative_parts(path, absolute_root=self._root)
+        parts = relative_parts(path, absolute_root=self._absolute_root)
         if not follow_last and parts:
             return (*self._resolve(path + "/..", follow_last=True), parts[-1])
         real = os.path.realpath(os.path.join(self._root, *parts))

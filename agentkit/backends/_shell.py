@@ -1,11 +1,13 @@
 """LocalShell: shell commands in a subprocess, bounded in time and output, ended with the run.
 
-The command runs with ``/bin/sh -c`` in its own session (so in its own process group). Its
+The command runs with ``/bin/sh -c`` in its own session (so in its own process group), with a
+minimal environment (no secret of this process reaches it unless passed in ``env``). Its
 output (standard output and standard error through one pipe) is read in the calling thread,
 with a deadline; nothing else is started. The process group is killed (``SIGKILL``) when the
 command outlives its time limit, when the run is cancelled (through
 :func:`~agentkit.abort_on_cancel`), and when the command's shell exits while processes it
-left behind are still running, so no command outlives its call.
+left behind are still running. A process that leaves the group (``setsid``) is out of reach:
+only :class:`~agentkit.backends.SandboxShell` contains those.
 """
 
 from __future__ import annotations
@@ -15,12 +17,12 @@ import selectors
 import signal
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from agentkit._runctx import abort_on_cancel, check_cancelled
 from agentkit.backends._base import ExecuteResult
 
-__all__ = ["LocalShell"]
+__all__ = ["LocalShell", "minimal_environment", "read_output"]
 
 _CHUNK = 65536
 _REAP_WAIT = 5.0  # how long to wait for a killed process to be reaped
@@ -37,16 +39,26 @@ class LocalShell:
     output still runs to its end. Processes the command leaves running in the background
     are killed when its shell exits.
 
+    The command's environment is minimal: ``PATH``, ``HOME`` (``root``) and ``LANG``, plus
+    what ``env`` adds. Nothing else of this process's environment reaches it, so a secret
+    (the checkpoint signing key ``AGENTKIT_CHECKPOINT_KEY``, a model's API key) is in a
+    command's environment only when it is passed in ``env``.
+
     POSIX only (``/bin/sh``, process groups). This is not a sandbox: the command runs as the
-    current user, with the current environment, and can reach anything the user can; ``root``
-    is only its working directory.
-    Give untrusted agents a container or a remote sandbox (any object with ``execute``).
+    current user and can read and write anything the user can; ``root`` is only its working
+    directory. A process that leaves the command's process group (``setsid``, a daemon's
+    double fork) is not killed and outlives the call, the run and a cancel; only
+    :class:`~agentkit.backends.SandboxShell` contains it (its PID namespace ends with the
+    command). Give agents that read untrusted text a :class:`~agentkit.backends.SandboxShell`
+    (or a container: any object with ``execute``).
 
     Args:
         root: the working directory of the commands (it must exist).
         timeout: the most seconds a command may run.
         max_output_bytes: the most output kept per command.
-        env: the environment of the commands (default: this process's).
+        env: variables added to the minimal environment (``PATH``, ``HOME``, ``LANG``; a key
+            given here replaces the default one). Pass a secret here only if the commands
+            need it.
 
     Raises:
         ValueError: ``root`` is not a directory, or a limit is not positive.
@@ -74,7 +86,7 @@ class LocalShell:
         self._root = real
         self._timeout = float(timeout)
         self._max = max_output_bytes
-        self._env = dict(env) if env is not None else None
+        self._env = {**minimal_environment(real), **(dict(env) if env is not None else {})}
 
     @property
     def root(self) -> str:
@@ -112,7 +124,9 @@ class LocalShell:
         )
         try:
             with abort_on_cancel(lambda: _kill_group(process)):
-                output, dropped, timed_out = self._collect(process, deadline)
+                output, dropped, timed_out = read_output(
+                    process, deadline, self._max, lambda: _kill_group(process)
+                )
         finally:
             _kill_group(process)  # what the command left running ends with it
             _close(process)
@@ -121,44 +135,63 @@ class LocalShell:
         exit_code = None if timed_out else process.returncode
         return ExecuteResult(text, exit_code, truncated=dropped, timed_out=timed_out)
 
-    def _collect(
-        self, process: subprocess.Popen[bytes], deadline: float
-    ) -> tuple[bytes, bool, bool]:
-        """Read the output until the command ends or the deadline; kill it at the deadline."""
-        assert process.stdout is not None
-        fd = process.stdout.fileno()
-        os.set_blocking(fd, False)
-        kept = bytearray()
-        dropped = False
-        with selectors.DefaultSelector() as selector:
-            selector.register(fd, selectors.EVENT_READ)
-            while True:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    _kill_group(process)
-                    return bytes(kept), dropped, True
-                # Wake now and then to notice a shell that exited while a background process
-                # it started still holds the pipe open.
-                if not selector.select(min(remaining, 0.2)):
-                    if process.poll() is not None:
-                        break
-                    continue
-                try:
-                    chunk = os.read(fd, _CHUNK)
-                except BlockingIOError:
-                    continue
-                if not chunk:
+
+def read_output(
+    process: subprocess.Popen[bytes], deadline: float, limit: int, kill: Callable[[], None]
+) -> tuple[bytes, bool, bool]:
+    """Read a command's output until it ends or the deadline; ``kill()`` it at the deadline.
+
+    Returns the first ``limit`` bytes, whether more were read and dropped, and whether the
+    deadline passed. Output past ``limit`` is drained so the command is never blocked on a full
+    pipe (the deadline bounds how long that goes on).
+    """
+    assert process.stdout is not None
+    fd = process.stdout.fileno()
+    os.set_blocking(fd, False)
+    kept = bytearray()
+    dropped = False
+    with selectors.DefaultSelector() as selector:
+        selector.register(fd, selectors.EVENT_READ)
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                kill()
+                return bytes(kept), dropped, True
+            # Wake now and then to notice a command that exited while a background process
+            # it started still holds the pipe open.
+            if not selector.select(min(remaining, 0.2)):
+                if process.poll() is not None:
                     break
-                room = self._max - len(kept)
-                if len(chunk) > room:
-                    dropped = True
-                kept += chunk[: max(room, 0)]
-        try:
-            process.wait(max(deadline - time.monotonic(), 0.0))
-        except subprocess.TimeoutExpired:
-            _kill_group(process)
-            return bytes(kept), dropped, True
-        return bytes(kept), dropped, False
+                continue
+            try:
+                chunk = os.read(fd, _CHUNK)
+            except BlockingIOError:
+                continue
+            if not chunk:
+                break
+            room = limit - len(kept)
+            if len(chunk) > room:
+                dropped = True
+            kept += chunk[: max(room, 0)]
+    try:
+        process.wait(max(deadline - time.monotonic(), 0.0))
+    except subprocess.TimeoutExpired:
+        kill()
+        return bytes(kept), dropped, True
+    return bytes(kept), dropped, False
+
+
+def minimal_environment(home: str) -> dict[str, str]:
+    """The environment a command gets by default: ``PATH``, ``HOME`` (``home``) and ``LANG``.
+
+    Nothing else of this process's environment is passed on: not the checkpoint signing key
+    (``AGENTKIT_CHECKPOINT_KEY``), not a model's API key, not a cloud credential.
+    """
+    return {
+        "PATH": os.environ.get("PATH") or os.defpath,
+        "HOME": home,
+        "LANG": os.environ.get("LANG") or "C.UTF-8",
+    }
 
 
 def _kill_group(process: subprocess.Popen[bytes]) -> None:
