@@ -11,12 +11,16 @@ The agent:
 2. writes its plan (``write_todos``);
 3. starts the ``general-purpose`` sub-agent (``task``), which finds and reads the sources with
    ``glob`` and ``read_file`` and returns the facts with where each comes from;
-4. writes ``report.md`` (``write_file``) and ticks off its plan.
+4. writes ``report.md`` (``write_file``), checks it with a shell command (``execute``: the
+   words, and how many paragraphs cite a source) and ticks off its plan.
 
 The sub-agent's steps are shown as they happen (``emit_internal_events=True``), under the run
 path ``DeepResearcher > general-purpose``.
 
-Every path the agent uses stays inside the workspace (``LocalBackend`` refuses the others).
+Every path the agent uses stays inside the workspace. The files and the shell are a
+``SandboxBackend``: the commands run under bubblewrap with no network, a read-only system and
+the workspace as the only writable directory. Where bubblewrap cannot run, the agent gets the
+files (``LocalBackend``) and no shell, never an unconfined one.
 
 Offline by default (a scripted model plays the LLM). With ``OPENAI_API_KEY`` set it talks to
 a real OpenAI-compatible endpoint (``OPENAI_BASE_URL``, ``AGENTKIT_MODEL``).
@@ -39,7 +43,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import ask, banner, make_model
 
 from agentkit import AgentEvent, ChatModelAgent, Message, Role, Runner
-from agentkit.backends import LocalBackend
+from agentkit.backends import Backend, LocalBackend, SandboxBackend, SandboxUnavailableError
 from agentkit.middlewares import SkillMiddleware
 from agentkit.prebuilt import deep
 from agentkit.testing import call, calls_message
@@ -94,6 +98,8 @@ REPORT = (
     "The three shared the 1956 Nobel Prize in Physics for the invention. [sources/nobel.md]\n"
 )
 
+CHECK_REPORT = "wc -w < report.md; grep -c '\\[sources/' report.md"
+
 READ_SOURCES = (
     "Find the source notes under sources/ (glob), read them all, and return the facts that "
     "answer: how did the transistor come about? Give each fact with the file it comes from."
@@ -113,8 +119,9 @@ def _tool_results(messages: list[Message], name: str) -> list[str]:
     return [m.content for m in messages if m.role is Role.TOOL and m.tool_name == name]
 
 
-def scripted(messages: list[Message]) -> Message | str:
-    """Plays the model: the deep agent, and the general-purpose sub-agent it starts."""
+def scripted(messages: list[Message], *, shell: bool = True) -> Message | str:
+    """Plays the model: the deep agent (which checks its report with ``execute`` when it has a
+    ``shell``), and the general-purpose sub-agent it starts."""
     if any(m.role is Role.USER and m.content == READ_SOURCES for m in messages):
         return scripted_reader(messages)
     todos = [
@@ -132,6 +139,8 @@ def scripted(messages: list[Message]) -> Message | str:
     if not _tool_results(messages, "write_file"):
         arguments = {"file_path": "report.md", "content": REPORT}
         return calls_message(call("write_file", arguments, id="write-1"))
+    if shell and not _tool_results(messages, "execute"):
+        return calls_message(call("execute", {"command": CHECK_REPORT}, id="check-1"))
     if len(_tool_results(messages, "write_todos")) < 2:
         done = [{**item, "status": "completed"} for item in todos]
         return calls_message(call("write_todos", {"todos": done}, id="plan-2"))
@@ -156,11 +165,21 @@ def scripted_reader(messages: list[Message]) -> Message | str:
     return FACTS
 
 
-def build_agent(workspace: Path) -> ChatModelAgent:
-    """The deep research agent over ``workspace``."""
-    backend = LocalBackend(workspace)
+def sandbox(workspace: Path) -> SandboxBackend | None:
+    """The workspace as a sandbox (files and shell), or ``None`` where bubblewrap cannot run."""
+    try:
+        return SandboxBackend(workspace, timeout=30)
+    except SandboxUnavailableError as error:
+        print(f"(no shell for the agent: {error})")
+        return None
+
+
+def build_agent(workspace: Path, shell: SandboxBackend | None = None) -> ChatModelAgent:
+    """The deep research agent over ``workspace``; with ``shell`` (a sandbox over it), its
+    files and ``execute`` are the sandbox's."""
+    backend: Backend = shell if shell is not None else LocalBackend(workspace)
     return deep.new(
-        make_model(scripted),
+        make_model(lambda messages: scripted(messages, shell=shell is not None)),
         name="DeepResearcher",
         description="researches questions from the notes in its workspace and writes reports",
         instruction=(
@@ -169,6 +188,7 @@ def build_agent(workspace: Path) -> ChatModelAgent:
             "using only what the sources say."
         ),
         backend=backend,
+        shell=shell,
         middlewares=[SkillMiddleware(backend)],
         max_iterations=30,
         emit_internal_events=True,  # show the sub-agent's steps as they happen
@@ -187,7 +207,9 @@ def main(argv: Sequence[str] | None = None) -> list[AgentEvent]:
         workspace = Path(args.workspace or temporary)
         workspace.mkdir(parents=True, exist_ok=True)
         prepare_workspace(workspace)
-        runner = Runner(build_agent(workspace), enable_streaming=not args.no_stream)
+        shell = sandbox(workspace)
+        print(f"shell: {shell.shell if shell is not None else 'none'}")
+        runner = Runner(build_agent(workspace, shell), enable_streaming=not args.no_stream)
         events = ask(runner, args.question, show_run_path=True)
         report = workspace / "report.md"
         print(f"\n--- {report.name} ---")
