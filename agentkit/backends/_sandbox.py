@@ -335,8 +335,14 @@ class SandboxBackend(LocalBackend):
     Args:
         root: the work directory (it must exist).
         max_file_bytes: as for :class:`~agentkit.backends.LocalBackend`.
-        timeout, network, memory_mb, max_processes, max_output_bytes, max_file_mb, tmp_mb,
-            env: as for :class:`SandboxShell`.
+        timeout: as for :class:`SandboxShell`.
+        network: as for :class:`SandboxShell`.
+        memory_mb: as for :class:`SandboxShell`.
+        max_processes: as for :class:`SandboxShell`.
+        max_output_bytes: as for :class:`SandboxShell`.
+        max_file_mb: as for :class:`SandboxShell`.
+        tmp_mb: as for :class:`SandboxShell`.
+        env: as for :class:`SandboxShell`.
 
     Raises:
         ValueError: a setting is invalid.
