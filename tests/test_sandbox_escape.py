@@ -376,7 +376,8 @@ def test_ten_thousand_forks_stop_at_the_process_cap(tmp_path: Path, token: str) 
 def test_a_fork_bomb_is_contained_and_killed(tmp_path: Path, token: str) -> None:
     shell = sandbox(tmp_path, timeout=3.0, max_processes=32)
     result = _bounded(shell, "bomb() { bomb | bomb & }; bomb; sleep 300", token, within=3.0 + 20)
-    assert result.timed_out and "Cannot fork" in result.output
+    assert result.timed_out
+    assert "Cannot fork" in result.output or "Resource temporarily unavailable" in result.output
 
 
 def test_a_fifty_gigabyte_file_stops_at_the_file_cap(tmp_path: Path, token: str) -> None:
