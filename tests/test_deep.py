@@ -20,6 +20,8 @@ from agentkit import (
     ChatModelAgent,
     ItemIterator,
     Message,
+    ModelError,
+    ModelRetryConfig,
     Role,
     Runner,
     event_from_message,
@@ -342,3 +344,57 @@ def test_an_interrupt_inside_a_sub_agent_resumes_through_the_task_call() -> None
     assert paid == [5]
     assert resumed.text == "all done (bill paid)"
     assert resumed.session_values[deep.SESSION_KEY_TODOS] == [deep.Todo("pay the bill", "Paying", "in_progress")]
+
+
+
+def test_return_directly_output_key_and_a_task_description_generator() -> None:
+    @tool
+    def lookup(key: str) -> str:
+        """Looks a key up."""
+        return f"value of {key}"
+
+    model = ScriptedChatModel([calls_message(call("lookup", {"key": "k"})), "never asked"])
+    seen: list[list[str]] = []
+
+    def describe(agents: Any) -> str:
+        seen.append([agent.name for agent in agents])
+        return "Start one of: " + ", ".join(agent.name for agent in agents)
+
+    agent = deep.new(
+        model,
+        tools=[lookup],
+        sub_agents=[SpyAgent("helper", "helps")],
+        return_directly=["lookup"],
+        output_key="answer",
+        task_tool_description=describe,
+    )
+    result = Runner(agent).invoke("go")
+    assert result.error is None
+    assert kinds(result.events)[-1][2:4] == ("tool/lookup", "value of k")  # ended the run
+    assert len(model.calls) == 1
+    assert result.session_values["answer"] == "value of k"
+    assert seen == [["helper", "general-purpose"]]
+    task_info = next(i for i in model.calls[0].tools if i.name == "task")
+    assert task_info.description == "Start one of: helper, general-purpose"
+    assert agent.description == deep.new(ScriptedChatModel(["x"])).description  # its own
+
+
+def test_model_retry_applies_to_the_agent_and_the_general_purpose_sub_agent() -> None:
+    retry = ModelRetryConfig(max_retries=1, backoff=lambda attempt: 0.0)
+    script: list[Any] = [
+        ModelError("flaky"),  # the deep agent's first call: retried
+        calls_message(call("task", {"subagent_type": "general-purpose", "description": "dig"})),
+        ModelError("flaky"),  # the general-purpose sub-agent's first call: retried
+        "dug",
+        "done",
+    ]
+    result = Runner(deep.new(ScriptedChatModel(script), model_retry=retry)).invoke("go")
+    assert result.error is None and result.text == "done"
+    assert kinds(result.events)[-2][2:4] == ("tool/task", "dug")
+    failing = deep.new(ScriptedChatModel([ModelError("flaky"), "never"]))
+    assert isinstance(Runner(failing).invoke("go", raise_errors=False).error, ModelError)
+
+
+def test_a_task_description_generator_must_return_text() -> None:
+    with pytest.raises(AgentConfigError, match="task_tool_description must return"):
+        deep.new(ScriptedChatModel(["x"]), task_tool_description=lambda agents: None)  # type: ignore[arg-type,return-value]

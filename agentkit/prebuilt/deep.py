@@ -41,6 +41,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from agentkit._lazy import present
+from agentkit.agents._model_retry import ModelRetryConfig
 from agentkit.agents.chatmodel import ChatModelAgent
 from agentkit.backends import Backend, Shell
 from agentkit.errors import AgentConfigError
@@ -112,6 +113,10 @@ def new(
     max_iterations: int | None = None,
     middlewares: Iterable[AgentMiddleware] = (),
     emit_internal_events: bool = False,
+    return_directly: Iterable[str] = (),
+    output_key: str | None = None,
+    model_retry: ModelRetryConfig | None = None,
+    task_tool_description: Callable[[Sequence[Agent]], str] | None = None,
 ) -> ChatModelAgent:
     """Build a deep agent: a :class:`~agentkit.ChatModelAgent` with ``write_todos``, ``task``,
     and the file tools and ``execute`` when given a backend and a shell (see the module).
@@ -136,6 +141,14 @@ def new(
         middlewares: more :class:`~agentkit.AgentMiddleware`, after the built-in ones (the
             general-purpose sub-agent gets them too).
         emit_internal_events: forward the sub-agents' events into the run as they happen.
+        return_directly: names of the agent's tools whose result ends the run as its answer
+            (Eino's ``ToolsConfig`` return-directly; the agent's own, not its sub-agents').
+        output_key: keep the agent's final answer in this session key (Eino's ``OutputKey``).
+        model_retry: how the agent and the general-purpose sub-agent retry their model calls
+            (a :class:`~agentkit.ModelRetryConfig`; Eino's ``ModelRetryConfig``).
+        task_tool_description: ``task_tool_description(sub_agents) -> str``, the ``task``
+            tool's description made from the sub-agents it starts (the general-purpose one
+            included) instead of the built-in one (Eino's ``TaskToolDescriptionGenerator``).
 
     Raises:
         AgentConfigError: a tool is named like a built-in one, two sub-agents share a name (or a
@@ -152,7 +165,7 @@ def new(
     if backend is not None:
         builtin.append(OffloadLargeResults(backend))
     _check_tool_names(own_tools, without_write_todos, backend, shell)
-    options: dict[str, Any] = {"gen_model_input": model_input}
+    options: dict[str, Any] = {"gen_model_input": model_input, "model_retry": model_retry}
     if max_iterations is not None:
         options["max_iterations"] = max_iterations
     instruction = instruction or BASE_INSTRUCTION
@@ -176,7 +189,15 @@ def new(
         )
     own = list(builtin)
     if agents:
-        own.append(ToolAdder(TaskTool(agents), TASK_PROMPT))
+        task_description: str | None = None
+        if task_tool_description is not None:
+            task_description = task_tool_description(tuple(agents))
+            if not isinstance(task_description, str) or not task_description:
+                raise AgentConfigError(
+                    "task_tool_description must return the task tool's description as a "
+                    f"non-empty str (got {task_description!r})"
+                )
+        own.append(ToolAdder(TaskTool(agents, task_description), TASK_PROMPT))
     return ChatModelAgent(
         name,
         description,
@@ -185,6 +206,8 @@ def new(
         tools=own_tools,
         middlewares=[*own, *extra],
         emit_internal_events=emit_internal_events,
+        return_directly=return_directly,
+        output_key=output_key,
         **options,
     )
 
