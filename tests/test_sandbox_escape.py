@@ -17,6 +17,7 @@ import secrets
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -73,6 +74,17 @@ def _processes_with(token: str) -> list[int]:
         except OSError:
             continue
     return found
+
+
+def daemon(token: str) -> str:
+    """Shell code that starts a daemon (its own session, a double fork) carrying ``token`` in
+    its command line, and waits until it runs (so no outcome depends on how fast a shell kills
+    the command's group)."""
+    return (
+        "(setsid python3 -c 'import time; open(\"daemon.up\", \"w\").close(); "
+        f"time.sleep(300)' {token} > /dev/null 2>&1 &); "
+        "until [ -e daemon.up ]; do sleep 0.01; done"
+    )
 
 
 def _kill_all(pids: list[int]) -> None:
@@ -213,10 +225,7 @@ ATTEMPTS = [
     ),
     Attempt(
         "leave a daemon behind (setsid, double fork)",
-        # The command waits until the daemon has its own session, so the outcome never
-        # depends on how fast the shell kills the command's group.
-        lambda c: f"(setsid sh -c 'echo > daemon.up; sleep 300; : {c.token}' > /dev/null 2>&1 &);"
-        " until [ -e daemon.up ]; do sleep 0.01; done; echo left",
+        lambda c: daemon(c.token) + "; echo left",
         lambda c, r: bool(_processes_with(c.token)),
     ),
     Attempt(
@@ -341,7 +350,7 @@ def _bounded(shell: SandboxShell, command: str, token: str, *, within: float) ->
     leave no process of it on the host."""
     assert _processes_with(token) == []
     started = time.monotonic()
-    result = shell.execute(f"(sleep 300; : {token}) & {command}")
+    result = shell.execute(f"python3 -c 'import time; time.sleep(300)' {token} & {command}")
     assert time.monotonic() - started < within
     assert _processes_with(token) == [], "a process of the command outlived it"
     return result
@@ -414,7 +423,7 @@ def test_cancelling_the_run_kills_the_sandboxed_command_and_its_daemons(
     def run_command() -> str:
         """Runs a long command."""
         ran.append(
-            shell.execute(f"(setsid sleep 300 {token} &); echo started > started.txt; sleep 300")
+            shell.execute(f"{daemon(token)}; echo started > started.txt; sleep 300")
         )
         return "finished"
 
@@ -436,6 +445,52 @@ def test_cancelling_the_run_kills_the_sandboxed_command_and_its_daemons(
     assert isinstance(events[-1].err, AgentCancelledError)
     assert ran == []
     assert _processes_with(token) == []
+
+
+def _eventually(condition: Callable[[], bool]) -> bool:
+    """Whether ``condition()`` holds within GUARD seconds (a bound, not a wait for luck)."""
+    deadline = time.monotonic() + GUARD
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        threading.Event().wait(0.05)
+    return True
+
+
+def test_a_killed_worker_takes_its_sandboxed_command_and_daemons_with_it(
+    tmp_path: Path, token: str
+) -> None:
+    sandbox(tmp_path)  # skips or fails as the others do
+    repo = str(Path(__file__).resolve().parent.parent)
+    script = (
+        "import sys\n"
+        "from agentkit.backends import SandboxShell\n"
+        "SandboxShell(sys.argv[1], timeout=300).execute(\n"
+        f"    {daemon(token) + '; echo > started; sleep 300'!r})\n"
+    )
+    environment = {**os.environ, "PYTHONPATH": repo}
+    worker = subprocess.Popen(
+        [sys.executable, "-c", script, str(tmp_path)], env=environment, stdin=subprocess.DEVNULL
+    )
+    try:
+        assert _eventually(lambda: (tmp_path / "started").exists())
+        daemons = [pid for pid in _processes_with(token) if pid != worker.pid]
+        assert any(b"python3" in Path(f"/proc/{pid}/cmdline").read_bytes() for pid in daemons)
+        left = [
+            path for base in ("/sys/fs/cgroup/pids", "/sys/fs/cgroup")
+            for path in Path(base).glob(f"agentkit-sandbox-{worker.pid}-*")
+        ]
+    finally:
+        worker.kill()
+        worker.wait(GUARD)
+    assert _eventually(lambda: _processes_with(token) == [])  # --die-with-parent
+    if left:  # its pids cgroup is left empty; the next process to make a sandbox removes it
+        subprocess.run(
+            [sys.executable, "-c", "from agentkit.backends import SandboxShell\n"
+             f"SandboxShell({str(tmp_path)!r})"],
+            env=environment, check=True, timeout=GUARD,
+        )
+        assert not any(path.exists() for path in left)
 
 
 # --- the backend and the errors ------------------------------------------------------------------
@@ -474,6 +529,8 @@ def test_bad_settings_are_refused(tmp_path: Path) -> None:
         SandboxShell(tmp_path, max_processes=0)
     with pytest.raises(ValueError, match="not a directory"):
         SandboxShell(tmp_path / "missing")
+    with pytest.raises(ValueError, match="env must map"):
+        SandboxShell(tmp_path, env={"A=B": "x"})
     shell = sandbox(tmp_path)
     with pytest.raises(ValueError, match="non-empty"):
         shell.execute("  ")

@@ -30,9 +30,11 @@ How a command runs (one ``bwrap`` per :meth:`SandboxShell.execute`)::
 from __future__ import annotations
 
 import errno
+import json
 import math
 import os
 import secrets
+import select
 import shutil
 import signal
 import subprocess
@@ -170,6 +172,16 @@ class SandboxShell:
         self._max_output = max_output_bytes
         self._max_file_mb = max_file_mb
         self._tmp_mb = tmp_mb
+        given: list[tuple[object, object]] = list((env or {}).items())
+        for variable, text in given:
+            if (
+                not isinstance(variable, str) or not variable or "=" in variable
+                or "\x00" in variable or not isinstance(text, str) or "\x00" in text
+            ):
+                raise ValueError(
+                    f"env must map variable names to text (got {variable!r}: {text!r}); a "
+                    "name is non-empty, without '=' or NUL"
+                )
         self._env = {
             "PATH": _PATH,
             "HOME": SANDBOX_WORKDIR,
@@ -237,20 +249,25 @@ class SandboxShell:
                 else None
             )
             fds = stack.enter_context(_etc_pipes())
-            argv = self._argv(command, fds)
+            info_read, info_write = os.pipe()  # bwrap writes its reaper's PID there
+            stack.callback(os.close, info_read)
+            argv = self._argv(command, fds, info_write)
             if cgroup is not None:  # join the cgroup before bwrap starts: nothing escapes it
                 argv = ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', cgroup.procs, *argv]
-            process = subprocess.Popen(
-                argv,
-                env={"PATH": _PATH},
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                close_fds=True,
-                pass_fds=list(fds.values()),
-            )
-            _close_fds(fds)
+            try:
+                process = subprocess.Popen(
+                    argv,
+                    env={"PATH": _PATH},
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    close_fds=True,
+                    pass_fds=[*fds.values(), info_write],
+                )
+            finally:  # bwrap has its copies
+                _close_fds(fds)
+                os.close(info_write)
 
             def kill() -> None:
                 _kill_session(process)
@@ -265,6 +282,9 @@ class SandboxShell:
             finally:
                 kill()  # what the command left running ends with it (the namespace did too)
                 _reap(process)
+                # The reaper dies with bwrap, and its PID namespace with it, a moment later:
+                # wait for that, so nothing of the command runs once execute returns.
+                _wait_gone(_reaper_pid(info_read), _KILL_WAIT)
                 if cgroup is not None:
                     cgroup.kill_all(_KILL_WAIT)
         check_cancelled()
@@ -272,7 +292,7 @@ class SandboxShell:
         exit_code = None if timed_out else process.returncode
         return ExecuteResult(text, exit_code, truncated=dropped, timed_out=timed_out)
 
-    def _argv(self, command: str, fds: Mapping[str, int]) -> list[str]:
+    def _argv(self, command: str, fds: Mapping[str, int], info: int) -> list[str]:
         argv = [
             self._bwrap,
             "--unshare-all",
@@ -294,6 +314,7 @@ class SandboxShell:
             argv += ["--ro-bind-try", "/etc/" + name, "/etc/" + name]
         for name, fd in fds.items():
             argv += ["--ro-bind-data", str(fd), "/etc/" + name]
+        argv += ["--info-fd", str(info)]
         argv += [
             "--proc", "/proc",
             "--dev", "/dev",
@@ -480,6 +501,39 @@ def _close_fds(fds: dict[str, int]) -> None:
         os.close(fds.pop(name))
 
 
+def _reaper_pid(info: int) -> int | None:
+    """The PID of the sandbox's reaper (PID 1 inside), from what bwrap wrote to ``info``."""
+    os.set_blocking(info, False)
+    data = b""
+    try:
+        while len(data) < 65536:
+            chunk = os.read(info, 4096)
+            if not chunk:
+                break
+            data += chunk
+    except BlockingIOError:
+        pass
+    try:
+        pid = json.loads(data.decode("utf-8", errors="replace"))["child-pid"]
+    except (ValueError, KeyError, TypeError):
+        return None  # bwrap ended before it made the sandbox
+    return pid if isinstance(pid, int) and pid > 1 else None
+
+
+def _wait_gone(pid: int | None, wait: float) -> None:
+    """Wait (at most ``wait`` seconds) until process ``pid`` has exited."""
+    if pid is None or not hasattr(os, "pidfd_open"):
+        return
+    try:
+        handle = os.pidfd_open(pid)
+    except (ProcessLookupError, OSError):
+        return  # gone already
+    try:
+        select.select([handle], [], [], wait)  # readable once the process has exited
+    finally:
+        os.close(handle)
+
+
 def _kill_session(process: subprocess.Popen[bytes]) -> None:
     """Kill bwrap's session (it leads its own); the sandbox's reaper dies with bwrap."""
     try:
@@ -606,8 +660,35 @@ def _find_hierarchy() -> _PidsHierarchy | None:
             if fs_type == "cgroup2" and not _v2_delegates_pids(base):
                 continue
             if _can_make(base):
+                _remove_stale(base)
                 return _PidsHierarchy(base)
     return None
+
+
+def _remove_stale(base: str) -> None:
+    """Remove the empty cgroups a killed process left (``agentkit-sandbox-PID-...`` of a PID
+    that is gone). Only empty ones: a cgroup with processes may be another PID namespace's
+    (its maker's PID means nothing here), and a sandbox whose maker died dies with it
+    (``--die-with-parent``), so an orphan's cgroup is empty."""
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return
+    for name in names:
+        parts = name.split("-")
+        if len(parts) != 4 or parts[:2] != ["agentkit", "sandbox"] or not parts[2].isdigit():
+            continue
+        try:
+            os.kill(int(parts[2]), 0)
+            continue  # its maker lives (or the PID was reused): leave it
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            continue
+        try:
+            os.rmdir(os.path.join(base, name))
+        except OSError:
+            pass  # not empty (or gone meanwhile)
 
 
 def _v2_delegates_pids(base: str) -> bool:
