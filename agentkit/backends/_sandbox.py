@@ -122,7 +122,9 @@ class SandboxShell:
         timeout: the most seconds a command may run (wall clock; its CPU time is capped to
             the same).
         network: give the command the host's network (the sandbox has none by default).
-        memory_mb: the most address space of each process, in MiB (``None``: no cap).
+        memory_mb: the most address space of each process, in MiB (``None``: no cap). It is
+            address space, not resident memory: the JVM, which reserves much of it up front,
+            needs more than the default.
         max_processes: the most processes (and threads) the command may run at once
             (``None``: no cap).
         max_output_bytes: the most output kept per command.
