@@ -133,7 +133,11 @@ def new(
             description, which the model reads).
         tools: the agent's own tools (the general-purpose sub-agent gets them too).
         backend: a :class:`~agentkit.backends.Backend` for the file tools.
-        shell: a :class:`~agentkit.backends.Shell` for ``execute``.
+        shell: a :class:`~agentkit.backends.Shell` for ``execute``: a
+            :class:`~agentkit.backends.SandboxShell` (or a
+            :class:`~agentkit.backends.SandboxBackend` passed as ``backend`` and ``shell``)
+            for an agent that reads anything you did not write; a
+            :class:`~agentkit.backends.LocalShell` runs the model's commands as you.
         without_write_todos: leave out ``write_todos``.
         without_general_sub_agent: leave out the ``general-purpose`` sub-agent.
         max_iterations: the most model calls per run (``None``: ChatModelAgent's default, 20);
