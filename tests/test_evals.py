@@ -282,6 +282,25 @@ def test_a_comparison_lists_added_and_removed_cases() -> None:
         after.compare({"cases": [{"name": 1}]})
 
 
+def test_a_comparison_takes_the_path_of_a_kept_json_report(tmp_path: Path) -> None:
+    before = evaluate(calculator(), twenty_cases(), progress=False)
+    after = evaluate(calculator(wrong_on=frozenset({3})), twenty_cases(), progress=False)
+    kept = tmp_path / "baseline.json"
+    kept.write_text(json.dumps(before.to_dict()), encoding="utf-8")
+    for baseline in (kept, str(kept)):  # an os.PathLike or a str
+        comparison = after.compare(baseline)
+        assert [change.name for change in comparison.regressed] == ["sum-03"]
+        assert comparison.unchanged == 19
+    (tmp_path / "broken.json").write_text("{not json", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"broken\.json is not JSON"):
+        after.compare(tmp_path / "broken.json")
+    (tmp_path / "list.json").write_text("[]", encoding="utf-8")
+    with pytest.raises(ValueError, match="compare.. takes an EvalReport or its to_dict"):
+        after.compare(tmp_path / "list.json")
+    with pytest.raises(FileNotFoundError):
+        after.compare(tmp_path / "missing.json")
+
+
 # --- thresholds -------------------------------------------------------------------------------
 
 
