@@ -323,9 +323,7 @@ class EvalReport:
                 than 64 MiB).
             OSError: the file cannot be read (``FileNotFoundError``: there is none).
         """
-        if isinstance(other, (str, os.PathLike)):
-            other = _load_report(other)
-        before = _outcomes(other)
+        before = _outcomes(_load_report(other) if isinstance(other, (str, os.PathLike)) else other)
         after = {case.name: case for case in self.cases}
         regressed: list[CaseChange] = []
         improved: list[CaseChange] = []
