@@ -445,6 +445,13 @@ def test_built_in_checks(check: Any, failures: list[str] | None) -> None:
         assert got == failures
 
 
+def test_max_steps_counts_one_model_call_in_the_singular() -> None:
+    result = evaluate(calculator(), [Case("What is 2 + 3?")], progress=False).cases[0].result
+    run = CaseRun(Case("hi"), result, 0.0, model_calls=1)
+    assert MaxSteps(0)(run) == "MaxSteps(0): the run made 1 model call"
+    assert MaxSteps(1)(attrs.evolve(run, model_calls=2)) == "MaxSteps(1): the run made 2 model calls"
+
+
 def test_token_and_cost_budgets_read_the_runs_usage() -> None:
     agent = calculator(usage=TokenUsage(prompt_tokens=100, completion_tokens=10, total_tokens=110))
     assert run_one(MaxTokens(220), agent=agent) == []
