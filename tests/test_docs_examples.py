@@ -169,6 +169,20 @@ def test_no_page_keeps_an_html_comment_but_the_doctest_markers() -> None:
     assert left == []
 
 
+def test_the_readme_says_in_one_list_what_agentkit_does_not_do_yet() -> None:
+    """Users look for what is missing: one section of the README lists it, one bullet each
+    (and nothing else in the docs repeats the list, so it is edited in one place)."""
+    heading = "## What agentkit does not do yet"
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert readme.count(heading) == 1
+    section = readme.split(heading, 1)[1].split("\n## ", 1)[0]
+    bullets = [line for line in section.splitlines() if line.startswith("- **")]
+    assert len(bullets) >= 5
+    for page in PAGES:
+        if page.name != "README.md":
+            assert heading.lstrip("# ") not in page.read_text(encoding="utf-8"), page
+
+
 def _params() -> list[Any]:
     params: list[Any] = []
     for page in PAGES:
