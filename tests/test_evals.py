@@ -698,6 +698,33 @@ def test_a_bad_dataset_file_names_the_case_and_the_problem(
         Dataset.from_file(path)
 
 
+def alias_bomb(levels: int) -> str:
+    """Anchors that each repeat the one before twice: 2**(levels + 1) strings in a few lines."""
+    lines = ["    l0: &l0 [lol, lol]"]
+    lines += [f"    l{n}: &l{n} [*l{n - 1}, *l{n - 1}]" for n in range(1, levels)]
+    lines.append(f"    x: [*l{levels - 1}, *l{levels - 1}]")
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize(
+    ("metadata", "message"),
+    [
+        (alias_bomb(19), "would hold more than 1,000,000 values once its aliases are expanded"),
+        ("    x: " + "[" * 30_000 + "]" * 30_000, "nests deeper than 50 levels"),
+        ("    a: &a 1\n    x: [" + ", ".join(["*a"] * 1001) + "]", "has more than 1000 aliases"),
+    ],
+    ids=["alias bomb", "deep nesting", "many aliases"],
+)
+def test_a_dataset_file_is_parsed_within_bounds(tmp_path: Path, metadata: str, message: str) -> None:
+    path = tmp_path / "bomb.yaml"
+    path.write_text(f"cases:\n- input: hi\n  metadata:\n{metadata}\n", encoding="utf-8")
+    with pytest.raises(DatasetError, match=message):
+        Dataset.from_file(path)
+    # a few aliases, as authors use them, are read
+    path.write_text("checks: &shared [{max_steps: 2}]\ncases:\n- input: hi\n  checks: *shared\n")
+    assert [repr(check) for check in Dataset.from_file(path).cases[0].checks] == ["MaxSteps(2)"]
+
+
 def test_a_dataset_file_may_be_a_plain_list(tmp_path: Path) -> None:
     path = tmp_path / "plain.json"
     path.write_text(json.dumps(["What is 1 + 1?", {"input": "What is 2 + 2?", "expected": "The sum is 4."}]))
