@@ -1668,9 +1668,11 @@ def call_with_timeout(
         raise value
     on_abandon()
     call_scope.request_cancel(CancelMode.IMMEDIATE)
-    if call_scope.woke_a_wait:  # the call is ending: let its cleanup run first
-        futures.wait([spawned], CLEANUP_WAIT)
-    run_scope.release(spawned)  # the run's end does not wait for the abandoned call
+    try:
+        if call_scope.woke_a_wait:  # the call is ending: let its cleanup run first
+            futures.wait([spawned], CLEANUP_WAIT)
+    finally:
+        run_scope.release(spawned)  # the run's end does not wait for the abandoned call
     run_scope.check()  # the run was cancelled: that is the error, not the time limit
     name = call.function.name
     raise ToolTimeoutError(
