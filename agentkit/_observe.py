@@ -345,7 +345,7 @@ class UsageLedger:
 def _limit_error(
     limit: str, used: float, allowed: float, limits: RunLimits, kind: str
 ) -> RunLimitError:
-    from agentkit.limits import _amount_text, _describe
+    from agentkit.limits import _counted, _describe
 
     what = _describe(limit)
     verb = {
@@ -354,10 +354,8 @@ def _limit_error(
         "wall_time": "it ran",
         "cost": "its model calls cost",
     }.get(limit, "its model calls used")
-    used_text = _amount_text(limit, used)
-    unit = "" if limit in ("cost", "wall_time") else f" {what}"
     return RunLimitError(
-        f"the run reached its {what} limit ({limits!r}): {verb} {used_text}{unit}, so it "
+        f"the run reached its {what} limit ({limits!r}): {verb} {_counted(limit, used)}, so it "
         f"stopped before its next {_NEXT[kind]}. Give it a larger allowance "
         "(with_limits(RunLimits(...)) for one run, Runner(limits=...) for every run), or run "
         "it with a checkpoint id (with_checkpoint_id(...) and a checkpoint store): then a run "

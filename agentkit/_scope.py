@@ -65,6 +65,7 @@ class RunScope:
         "_stopped",
         "_unsettled",
         "_wake",
+        "_woke",
     )
 
     def __init__(self) -> None:
@@ -73,6 +74,7 @@ class RunScope:
         self._escalated = False
         self._fired = False  # a cancel actually stopped the run
         self._closeables: set[Closeable] = set()
+        self._woke = False  # an immediate cancel closed a wait registered with open()
         self._pool = RunPool()  # starts no thread until work is spawned
         self._escalating = False  # a wait to escalate a safe-point cancel was spawned
         self._handles: list[CancelHandle] = []
@@ -131,6 +133,7 @@ class RunScope:
             if mode is not CancelMode.IMMEDIATE and timeout is not None:
                 self._escalate_by(time.monotonic() + timeout)
             closeables = list(self._closeables) if mode is CancelMode.IMMEDIATE else []
+            self._woke = self._woke or bool(closeables)
         if mode is CancelMode.IMMEDIATE:
             self._set_stop()
         for closeable in closeables:
@@ -163,12 +166,23 @@ class RunScope:
                 return
             self._mode = CancelMode.IMMEDIATE
             closeables = list(self._closeables)
+            self._woke = self._woke or bool(closeables)
         self._set_stop()
         for closeable in closeables:
             try:
                 closeable.close()
             except Exception:  # a cancel never raises in the cancelling thread
                 _log.debug("closing %r on cancel failed", closeable, exc_info=True)
+
+    @property
+    def woke_a_wait(self) -> bool:
+        """``True`` once an immediate cancel closed a wait registered with :meth:`open`.
+
+        Such a wait ends when closed (an ``async def`` tool's task, an
+        :func:`~agentkit.abort_on_cancel` block), so the work behind it is ending: a caller
+        about to abandon it can wait a little for its cleanup.
+        """
+        return self._woke
 
     @property
     def protected(self) -> bool:

@@ -183,6 +183,15 @@ def _describe(limit: str) -> str:
     return "run time" if limit == "wall_time" else limit.replace("_", " ")
 
 
+def _counted(limit: str, value: float) -> str:
+    """An amount of ``limit`` with its unit: ``"1 tool call"``, ``"2 tool calls"``, ``"1.2 s"``."""
+    text = _amount_text(limit, value)
+    if limit not in _COUNTS:
+        return text  # seconds carry their unit, a cost has none
+    unit = _describe(limit)
+    return f"{text} {unit[:-1] if int(value) == 1 else unit}"
+
+
 def _amount_text(limit: str, value: float) -> str:
     """An amount of ``limit`` as text: counts as integers, cost and seconds as decimals."""
     if limit in _COUNTS:

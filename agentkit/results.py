@@ -224,7 +224,7 @@ class RunIterator(AsyncIterator[AgentEvent]):
     ``result()``, which reads every message through :meth:`~agentkit.MessageVariant.get_message`.
     """
 
-    __slots__ = ("_lock", "_outcome", "_scope", "_seen")
+    __slots__ = ("_ctrl_c_handled", "_lock", "_outcome", "_scope", "_seen")
 
     def __init__(
         self, pair: _Pair, outcome: RunOutcome | None = None, scope: RunScope | None = None
@@ -234,6 +234,7 @@ class RunIterator(AsyncIterator[AgentEvent]):
         self._lock = threading.Lock()
         self._outcome = outcome if outcome is not None else RunOutcome()
         self._scope = scope  # the run's own scope, when this iterator owns the run
+        self._ctrl_c_handled = False  # a Ctrl-C cancelled the run: its note was made
 
     def next(self) -> tuple[AgentEvent | None, bool]:
         """Block until the next event: ``(event, True)``, or ``(None, False)`` at the end."""
@@ -267,10 +268,25 @@ class RunIterator(AsyncIterator[AgentEvent]):
             return error
         self.close(timeout=0)  # cancels the run; its events are not read any more
         stopped = stop_after_ctrl_c(scope, lambda: _wait_for_end(self))
+        self._ctrl_c_handled = True
         return ctrl_c_interrupt(self._outcome.checkpoint_id, stopped=stopped)
 
     def __enter__(self) -> RunIterator:
         return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        """Close the iterator (cancelling the run if it has not ended).
+
+        A Ctrl-C that reached the block elsewhere than in this iterator (reading an event's
+        ``message_stream``, the loop's body) is handled as one in the iterator: the run is
+        cancelled and saved, and the ``KeyboardInterrupt`` says so.
+        """
+        error = exc_info[1]
+        if isinstance(error, KeyboardInterrupt) and not self._ctrl_c_handled:
+            handled = self._ctrl_c(error)
+            if handled is not error:
+                raise handled from None
+        self.close()
 
     def result(self, *, raise_errors: bool = True) -> RunResult:
         """Wait for the run to end and return its :class:`RunResult`.

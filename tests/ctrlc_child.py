@@ -5,7 +5,9 @@
 ``how`` is how the run is driven: ``invoke``, ``on_event`` (``invoke`` with a callback),
 ``loop`` (a ``for`` loop over ``query``, no ``with``), ``with`` (the same inside ``with``),
 ``body`` (a ``for`` loop, no ``with``, whose body waits after step 2, writing ``in-body``),
-``result`` (``query(...).result()``) or ``resume`` (finish the saved run, no blocking).
+``with_stream`` (a streaming run inside ``with``, each reply read through its
+``message_stream``), ``result`` (``query(...).result()``) or ``resume`` (finish the saved run,
+no blocking).
 
 ``block_at`` is where the run waits for the parent's SIGINT after writing ``ready`` into
 ``state_dir``:
@@ -17,6 +19,9 @@
   threads; step 4 waits (the run's own thread waits for the round);
 * ``stubborn:2``: inside step 2, which ignores the first Ctrl-C (it catches it and waits
   again): only a second one ends the wait;
+* ``stream:<n>``: in the model reply streamed after ``n`` steps finished, after its first
+  chunk: the run's thread waits for the next chunk (writing ``streaming``), and the main thread
+  (``with_stream``) reads that reply's ``message_stream`` once ``streaming`` is there;
 * ``save``: inside step 2; then, after writing ``saving``, inside the store's ``set`` of the
   checkpoint that Ctrl-C makes, until the second SIGINT of the parent was handled: the save a
   second Ctrl-C must not cut;
@@ -54,6 +59,7 @@ from agentkit import (
 )
 from agentkit.checkpoint import FileCheckPointStore
 from agentkit.models import ScriptedChatModel
+from agentkit.streams import StreamReader, stream_from_iterator
 from agentkit.testing import call, calls_message
 
 STEPS = 4
@@ -189,6 +195,41 @@ class SlowStore(FileCheckPointStore):
         super().set(checkpoint_id, data)
 
 
+class BlockingStreamModel:
+    """A scripted model whose reply streamed at ``stream:<n>`` stops after its first chunk."""
+
+    def __init__(self, scripted: Any) -> None:
+        self.scripted = scripted
+
+    def with_tools(self, tools: Any) -> BlockingStreamModel:
+        return BlockingStreamModel(self.scripted.with_tools(tools))
+
+    def generate(self, messages: Any, options: Any = None) -> Message:
+        return self.scripted.generate(messages, options)  # type: ignore[no-any-return]
+
+    def stream(self, messages: Any, options: Any = None) -> StreamReader[Message]:
+        reader: StreamReader[Message] = self.scripted.stream(messages, options)
+        finished = sum(1 for message in messages if message.role is Role.TOOL)
+        if block_at != f"stream:{finished}":
+            return reader
+
+        def chunks() -> Any:
+            yield reader.recv()
+            say("streaming")
+            wait()
+            raise SystemExit("no SIGINT came while the reply was streaming")
+
+        return stream_from_iterator(chunks())
+
+
+def wait_for_file(name: str) -> None:
+    deadline = time.monotonic() + BLOCK_FOR
+    while not os.path.exists(os.path.join(state_dir, name)):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{name!r} never came")
+        time.sleep(0.01)
+
+
 def is_result_of(event: AgentEvent, number: str) -> bool:
     variant = event.output.message_output if event.output is not None else None
     if variant is None or variant.role is not Role.TOOL:
@@ -201,11 +242,30 @@ def on_event(event: AgentEvent) -> None:
         wait_for_ctrl_c()
 
 
+def read_streams_inside_with(runner: Runner, query: str, option: Any) -> None:
+    """Read every reply through its ``message_stream`` in the body of ``with``."""
+    replies = 0
+    with runner.query(query, option) as events:
+        for event in events:
+            variant = event.output.message_output if event.output is not None else None
+            if variant is None or variant.role is not Role.ASSISTANT:
+                continue
+            replies += 1
+            if block_kind == "stream" and replies == int(block_number) + 1:
+                wait_for_file("streaming")  # the run's thread waits for the next chunk
+                say("ready")
+            assert variant.message_stream is not None
+            for _chunk in variant.message_stream:  # the Ctrl-C lands here
+                pass
+
+
 def main() -> dict[str, Any]:
-    agent = ChatModelAgent(
-        "worker", "does the job step by step", ScriptedChatModel(model), tools=[step]
-    )
-    runner = Runner(agent, checkpoint_store=SlowStore(store_dir))
+    streaming = how == "with_stream"
+    chat_model: Any = ScriptedChatModel(model)
+    if streaming:
+        chat_model = BlockingStreamModel(chat_model)
+    agent = ChatModelAgent("worker", "does the job step by step", chat_model, tools=[step])
+    runner = Runner(agent, checkpoint_store=SlowStore(store_dir), enable_streaming=streaming)
     option = with_checkpoint_id(checkpoint_id)
     query = "do the job"
     if how == "resume":
@@ -232,6 +292,9 @@ def main() -> dict[str, Any]:
         with runner.query(query, option) as events:
             for _event in events:
                 pass
+        return {"ended": "returned"}
+    if how == "with_stream":
+        read_streams_inside_with(runner, query, option)
         return {"ended": "returned"}
     raise SystemExit(f"unknown way to drive the run: {how}")
 

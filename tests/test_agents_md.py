@@ -6,6 +6,7 @@ Tests named after Eino's follow ``adk/middlewares/agentsmd/agentsmd_test.go``.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,7 +20,7 @@ from agentkit import (
     tool,
     user_message,
 )
-from agentkit.backends import InMemoryBackend, PathOutsideRootError
+from agentkit.backends import InMemoryBackend, LocalBackend, PathOutsideRootError
 from agentkit.middlewares import AgentsMdMiddleware
 from agentkit.middlewares.agents_md import format_instructions
 from agentkit.testing import ScriptedChatModel, call, calls_message, run_events, summarize
@@ -138,13 +139,64 @@ def test_loader_circular_and_too_deep_imports_are_skipped_with_warnings() -> Non
 
 
 def test_loader_max_bytes() -> None:
-    """Eino's TestLoader_MaxBytesFirstFileFull and TestMiddleware_MaxBytesLimit."""
-    backend = InMemoryBackend({"big.md": "x" * 100, "next.md": "y" * 10})
+    """Eino's TestLoader_MaxBytesFirstFileFull and TestMiddleware_MaxBytesLimit, bounded: the
+    first file is always there, cut to the budget when it alone passes it; a file that would
+    take the files past the budget is skipped."""
+    backend = InMemoryBackend({"big.md": "x" * 100, "next.md": "y" * 10, "fits.md": "z" * 10})
     warnings: list[tuple[str, str]] = []
     text = loaded(backend, ["big.md", "next.md"], max_bytes=50,
                   on_warning=lambda path, problem: warnings.append((path, problem)))
-    assert "x" * 100 in text and "Contents of next.md" not in text
-    assert warnings == [("next.md", "skipped: together the files exceed 50 bytes")]
+    assert "x" * 50 in text and "x" * 51 not in text and "Contents of next.md" not in text
+    assert warnings == [
+        ("big.md", "cut to its first 50 bytes (max_bytes=50)"),
+        ("next.md", "skipped: together the files would pass max_bytes=50"),
+    ]
+    warnings.clear()
+    text = loaded(backend, ["fits.md", "big.md", "next.md"], max_bytes=25,
+                  on_warning=lambda path, problem: warnings.append((path, problem)))
+    assert "z" * 10 in text and "y" * 10 in text and "Contents of big.md" not in text
+    assert warnings == [("big.md", "skipped: together the files would pass max_bytes=25")]
+
+
+def test_the_files_are_capped_by_default() -> None:
+    """30 includes of 1 MiB each (the model can write them): 256 KiB reach the model, not 30 MiB."""
+    big = {f"docs/part{n}.md": f"part {n} " + "x" * (1 << 20) for n in range(30)}
+    index = "Read these: " + " ".join(f"@docs/part{n}.md" for n in range(30))
+    backend = InMemoryBackend({"AGENTS.md": index, **big})
+    warnings: list[tuple[str, str]] = []
+    text = loaded(backend, ["AGENTS.md"], on_warning=lambda p, w: warnings.append((p, w)))
+    assert "Read these:" in text
+    assert len(text.encode()) < 256 * 1024 + 1024
+    assert warnings[0] == ("docs/part0.md", "skipped: together the files would pass max_bytes=262144")
+    assert len(warnings) == 30
+    assert "x" * (1 << 20) in loaded(backend, ["AGENTS.md"], max_bytes=None)  # no cap: asked for
+
+
+def test_bad_includes_are_skipped_with_warnings_and_never_leave_the_root(tmp_path: Path) -> None:
+    root = tmp_path / "workspace"
+    (root / "docs").mkdir(parents=True)
+    (root / "docs" / "style.md").write_text("Use short sentences.")
+    (root / "logo.md").write_bytes(b"\x89PNG\r\n\x1a\n\x00\xff\xfe binary")
+    (tmp_path / "x.md").write_text("OUTSIDE THE ROOT")
+    (root / "AGENTS.md").write_text(
+        "Rules. See @docs/ and @../x.md and @/etc/passwd and @logo.md and @docs/style.md"
+    )
+    warnings: list[tuple[str, str]] = []
+    middleware = AgentsMdMiddleware(LocalBackend(root), on_warning=lambda p, w: warnings.append((p, w)))
+    model = ScriptedChatModel(["ok"])
+    agent = ChatModelAgent("a", "d", model, middlewares=[middleware])
+    assert Runner(agent).invoke("hi").text == "ok"  # the run goes on
+    sent_text = model.calls[0].messages[0].content
+    assert "Rules." in sent_text and "Use short sentences." in sent_text
+    assert "OUTSIDE THE ROOT" not in sent_text and "root:" not in sent_text
+    assert [path for path, _ in warnings] == ["docs", "../x.md", "/etc/passwd", "logo.md"]
+    problems = dict(warnings)
+    assert problems["docs"] == "skipped: a directory, not a file; include its files one by one"
+    for path in ("../x.md", "/etc/passwd"):
+        assert problems[path] == (
+            "skipped: an include is a path relative to the including file, inside the root"
+        )
+    assert problems["logo.md"].startswith("skipped: the backend refused to read it:")
 
 
 def test_loader_missing_files_are_skipped() -> None:
@@ -162,10 +214,24 @@ def test_loader_missing_files_are_skipped() -> None:
 
 
 def test_loader_other_read_errors_end_the_load() -> None:
-    """Eino's TestLoader_LoadFileError: errors other than a missing file are not skipped."""
-    backend = InMemoryBackend({"a.md": "see @../../outside.md"})
-    with pytest.raises(PathOutsideRootError):
-        loaded(backend, ["a.md"])
+    """Eino's TestLoader_LoadFileError: an error that is not about the file (the backend
+    failed) is not skipped; what a file is (missing, a directory, binary, outside the root)
+    is skipped with a warning."""
+
+    class Unreachable(InMemoryBackend):
+        def read(self, path: str, *, offset: int = 1, limit: int | None = None) -> str:
+            raise ConnectionError("the remote workspace does not answer")
+
+    with pytest.raises(ConnectionError):
+        loaded(Unreachable({"a.md": "x"}), ["a.md"])
+
+    class Refusing(InMemoryBackend):
+        def read(self, path: str, *, offset: int = 1, limit: int | None = None) -> str:
+            raise PathOutsideRootError(f"{path}: outside")
+
+    warnings: list[tuple[str, str]] = []
+    assert loaded(Refusing({"a.md": "x"}), ["a.md"], on_warning=lambda p, w: warnings.append((p, w))) == ""
+    assert warnings == [("a.md", "skipped: the backend refused to read it: a.md: outside")]
 
 
 def test_format_content_empty() -> None:

@@ -141,6 +141,43 @@ def test_page_streams_the_answer_and_approves_the_booking(
     assert (tmp_path / "answer.png").stat().st_size > 0
 
 
+def test_reloading_the_page_while_an_approval_is_pending_shows_it_and_lets_the_user_decide(
+    browser: Any, app_url: str, tmp_path: Path
+) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    wait = WebDriverWait(browser, GUARD)
+    browser.get(app_url + "/")
+    box = browser.find_element(By.ID, "message")
+    box.clear()
+    box.send_keys("Plan a weekend in Lisbon")
+    browser.find_element(By.ID, "send").click()
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, ".approval button.approve"))
+    run_id = browser.execute_script("return window.agentkit.runId")
+
+    browser.refresh()  # the run waits for its approval meanwhile
+    approve = wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, ".approval button.approve"))
+    wait.until(lambda d: d.find_element(By.ID, "status").text == "interrupted")
+    transcript = browser.find_element(By.ID, "transcript").text
+    browser.save_screenshot(str(tmp_path / "reloaded.png"))
+    assert browser.execute_script("return window.agentkit.runId") == run_id
+    assert "Plan a weekend in Lisbon" in transcript  # what the user asked
+    assert transcript.count("Book a hotel in Lisbon for 2 nights (120 EUR a night)?") == 1
+    assert transcript.count("travel calls get_weather") == 1
+    assert len(approve) == 1 and approve[0].is_enabled()
+
+    approve[0].click()
+    wait.until(lambda d: d.find_element(By.ID, "answer").text == ANSWER)
+    assert browser.find_element(By.ID, "status").text == "completed"
+
+    browser.refresh()  # a finished run reloads as it ended: its answer, nothing to decide
+    wait.until(lambda d: d.find_element(By.ID, "answer").text == ANSWER)
+    assert browser.find_element(By.ID, "status").text == "completed"
+    assert [b for b in browser.find_elements(By.CSS_SELECTOR, ".approval button") if b.is_enabled()] == []
+    assert browser.find_element(By.ID, "transcript").text.count("book_hotel returned") == 1
+
+
 def test_page_reconnects_with_last_event_id_and_loses_and_repeats_nothing(
     browser: Any, tmp_path: Path
 ) -> None:

@@ -46,6 +46,7 @@ from agentkit.testing import (
     Cassette,
     CassetteError,
     CassetteMismatchError,
+    CassetteUnplayedError,
     FakeOpenAIServer,
     Reply,
     ScriptedChatModel,
@@ -209,6 +210,19 @@ def test_fewer_calls_than_recorded_can_be_caught(tmp_path: Path) -> None:
         replay.assert_all_played()
 
 
+def test_calls_never_replayed_fail_a_test_as_an_assertion_error(tmp_path: Path) -> None:
+    path = tmp_path / "c.json"
+    recorder = cassette(ScriptedChatModel(["a", "b"]), path, mode="record")
+    recorder.generate([user_message("1")])
+    recorder.generate([user_message("2")])
+    replay = cassette(None, path)
+    replay.generate([user_message("1")])
+    with pytest.raises(AssertionError, match=r"were never replayed \(call 2\)") as raised:
+        replay.assert_all_played()
+    assert isinstance(raised.value, CassetteUnplayedError)
+    assert isinstance(raised.value, CassetteError)  # ``except CassetteError`` still catches it
+
+
 # --- secrets --------------------------------------------------------------------------------
 
 ENV_SECRET = "env-secret-0123456789abcdef"
@@ -268,6 +282,43 @@ def test_no_secret_is_ever_written(
     )
     again = Runner(replay).invoke("Log me in", options)
     assert again.text == "Your key is <redacted>; use Authorization: Bearer <redacted>"
+
+
+def test_a_tools_parameter_schema_is_written_whole_and_only_values_are_redacted(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "c.json"
+
+    @tool
+    def login(user: str, password: str, api_key: str = "none") -> str:
+        """Log in.
+
+        Args:
+            user: who.
+            password: the password.
+            api_key: a key instead of a password.
+        """
+        return f"logged in {user}"
+
+    model = ScriptedChatModel(
+        [calls_message(call("login", {"user": "ann", "password": PASSWORD}, id="c1")), "In."]
+    )
+    agent = ChatModelAgent("a", "d", cassette(model, path, mode="record"), tools=[login])
+    assert Runner(agent).invoke("Log me in").text == "In."
+
+    written = json.loads(path.read_text(encoding="utf-8"))
+    request = written["interactions"][0]["request"]
+    schema = request["tools"][0]["parameters"]
+    # the schema says what a parameter is: kept whole, whatever the parameter's name ...
+    assert schema["required"] == ["user", "password"]
+    assert schema["properties"]["password"] == {"type": "string", "description": "the password."}
+    # ... but a value in it (the default of a secret-named one) is a value: redacted
+    assert schema["properties"]["api_key"] == {
+        "type": "string", "description": "a key instead of a password.", "default": "<redacted>"
+    }
+    assert PASSWORD not in path.read_text(encoding="utf-8")  # the value still is redacted
+    again = ChatModelAgent("a", "d", cassette(None, path), tools=[login])
+    assert Runner(again).invoke("Log me in").text == "In."
 
 
 def test_a_scrubber_redacts_more_and_scrubbed_requests_still_match(tmp_path: Path) -> None:

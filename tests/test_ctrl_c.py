@@ -117,6 +117,18 @@ def test_ctrl_c_between_steps_saves_the_run_and_a_resume_runs_no_step_twice(
     assert child.steps() == ran_once(1, 2, 3, 4)
 
 
+def test_ctrl_c_while_reading_a_message_stream_inside_with_says_the_run_was_saved(
+    tmp_path: Path,
+) -> None:
+    # The KeyboardInterrupt is raised by the read of a reply's message_stream in the body of
+    # the with block, not by the iterator: leaving the block cancels and saves the run, and
+    # the note says so, as for a Ctrl-C anywhere else.
+    child = stopped_by_ctrl_c(tmp_path, "with_stream", "stream:2")
+    assert child.steps() == ran_once(1, 2)
+    assert resume_in_another_process(tmp_path)["text"] == "all 4 steps done"
+    assert child.steps() == ran_once(1, 2, 3, 4)
+
+
 @pytest.mark.parametrize(("how", "block_at"), [("invoke", "tool:2"), ("loop", "tool:2")])
 def test_ctrl_c_inside_a_tool_saves_the_run_before_that_tool(
     tmp_path: Path, how: str, block_at: str

@@ -153,6 +153,36 @@ def test_the_block_parser_follows_the_convention() -> None:
         list(blocks("<!-- doctest: skipp -->"))
 
 
+def test_no_page_keeps_an_html_comment_but_the_doctest_markers() -> None:
+    """A comment left for authors (a placeholder, a note) is invisible to readers and stale
+    once the text it waited for is written: the only comments a page holds are markers."""
+    left: list[str] = []
+    for page in PAGES:
+        fence: str | None = None
+        for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
+            opened = _FENCE.match(line)
+            if opened and (fence is None or line.strip() == fence):
+                fence = opened.group(1) if fence is None else None
+                continue
+            if fence is None and line.lstrip().startswith("<!--") and not _MARKER.match(line):
+                left.append(f"{page.relative_to(REPO).as_posix()}:{number}: {line.strip()}")
+    assert left == []
+
+
+def test_the_readme_says_in_one_list_what_agentkit_does_not_do_yet() -> None:
+    """Users look for what is missing: one section of the README lists it, one bullet each
+    (and nothing else in the docs repeats the list, so it is edited in one place)."""
+    heading = "## What agentkit does not do yet"
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert readme.count(heading) == 1
+    section = readme.split(heading, 1)[1].split("\n## ", 1)[0]
+    bullets = [line for line in section.splitlines() if line.startswith("- **")]
+    assert len(bullets) >= 5
+    for page in PAGES:
+        if page.name != "README.md":
+            assert heading.lstrip("# ") not in page.read_text(encoding="utf-8"), page
+
+
 def _params() -> list[Any]:
     params: list[Any] = []
     for page in PAGES:

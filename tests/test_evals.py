@@ -282,6 +282,25 @@ def test_a_comparison_lists_added_and_removed_cases() -> None:
         after.compare({"cases": [{"name": 1}]})
 
 
+def test_a_comparison_takes_the_path_of_a_kept_json_report(tmp_path: Path) -> None:
+    before = evaluate(calculator(), twenty_cases(), progress=False)
+    after = evaluate(calculator(wrong_on=frozenset({3})), twenty_cases(), progress=False)
+    kept = tmp_path / "baseline.json"
+    kept.write_text(json.dumps(before.to_dict()), encoding="utf-8")
+    for baseline in (kept, str(kept)):  # an os.PathLike or a str
+        comparison = after.compare(baseline)
+        assert [change.name for change in comparison.regressed] == ["sum-03"]
+        assert comparison.unchanged == 19
+    (tmp_path / "broken.json").write_text("{not json", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"broken\.json is not JSON"):
+        after.compare(tmp_path / "broken.json")
+    (tmp_path / "list.json").write_text("[]", encoding="utf-8")
+    with pytest.raises(ValueError, match="compare.. takes an EvalReport or its to_dict"):
+        after.compare(tmp_path / "list.json")
+    with pytest.raises(FileNotFoundError):
+        after.compare(tmp_path / "missing.json")
+
+
 # --- thresholds -------------------------------------------------------------------------------
 
 
@@ -424,6 +443,13 @@ def test_built_in_checks(check: Any, failures: list[str] | None) -> None:
         assert len(got) == 1 and got[0].startswith("MaxLatency(0): the run took ")
     else:
         assert got == failures
+
+
+def test_max_steps_counts_one_model_call_in_the_singular() -> None:
+    result = evaluate(calculator(), [Case("What is 2 + 3?")], progress=False).cases[0].result
+    run = CaseRun(Case("hi"), result, 0.0, model_calls=1)
+    assert MaxSteps(0)(run) == "MaxSteps(0): the run made 1 model call"
+    assert MaxSteps(1)(attrs.evolve(run, model_calls=2)) == "MaxSteps(1): the run made 2 model calls"
 
 
 def test_token_and_cost_budgets_read_the_runs_usage() -> None:
@@ -670,6 +696,33 @@ def test_a_bad_dataset_file_names_the_case_and_the_problem(
     path.write_text(content)
     with pytest.raises(DatasetError, match=message):
         Dataset.from_file(path)
+
+
+def alias_bomb(levels: int) -> str:
+    """Anchors that each repeat the one before twice: 2**(levels + 1) strings in a few lines."""
+    lines = ["    l0: &l0 [lol, lol]"]
+    lines += [f"    l{n}: &l{n} [*l{n - 1}, *l{n - 1}]" for n in range(1, levels)]
+    lines.append(f"    x: [*l{levels - 1}, *l{levels - 1}]")
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize(
+    ("metadata", "message"),
+    [
+        (alias_bomb(19), "would hold more than 1,000,000 values once its aliases are expanded"),
+        ("    x: " + "[" * 30_000 + "]" * 30_000, "nests deeper than 50 levels"),
+        ("    a: &a 1\n    x: [" + ", ".join(["*a"] * 1001) + "]", "has more than 1000 aliases"),
+    ],
+    ids=["alias bomb", "deep nesting", "many aliases"],
+)
+def test_a_dataset_file_is_parsed_within_bounds(tmp_path: Path, metadata: str, message: str) -> None:
+    path = tmp_path / "bomb.yaml"
+    path.write_text(f"cases:\n- input: hi\n  metadata:\n{metadata}\n", encoding="utf-8")
+    with pytest.raises(DatasetError, match=message):
+        Dataset.from_file(path)
+    # a few aliases, as authors use them, are read
+    path.write_text("checks: &shared [{max_steps: 2}]\ncases:\n- input: hi\n  checks: *shared\n")
+    assert [repr(check) for check in Dataset.from_file(path).cases[0].checks] == ["MaxSteps(2)"]
 
 
 def test_a_dataset_file_may_be_a_plain_list(tmp_path: Path) -> None:

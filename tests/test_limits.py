@@ -154,6 +154,22 @@ def test_each_limit_ends_a_run_without_checkpoint_at_the_right_step(
     assert result.events[-1].err is error
 
 
+@pytest.mark.parametrize(
+    ("limits", "words"),
+    [
+        (RunLimits(model_calls=1), "it made 1 model call, so"),
+        (RunLimits(model_calls=2), "it made 2 model calls, so"),
+        (RunLimits(tool_calls=1), "it made 1 tool call, so"),
+        (RunLimits(tool_calls=2), "it made 2 tool calls, so"),
+    ],
+)
+def test_a_limit_error_counts_in_the_singular_and_the_plural(limits: RunLimits, words: str) -> None:
+    worker, _ = agent(counter=Counter())
+    error = limit_error(Runner(worker).run([], with_limits(limits)).result(raise_errors=False))
+    assert words in str(error)
+    assert "1 model calls" not in str(error) and "1 tool calls" not in str(error)
+
+
 def test_a_wall_time_limit_stops_the_run_at_the_next_safe_point() -> None:
     counter = Counter()
     worker, model = agent(counter=counter, pause=1.2)  # the first step alone outlasts the limit

@@ -9,6 +9,7 @@ Tests named after Eino's follow ``adk/middlewares/skill/skill_test.go`` and
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -71,17 +72,65 @@ def test_filesystem_backend_list_from_a_local_directory(tmp_path: Path) -> None:
     assert skill == Skill("pdf", "PDF processing", "Process PDF files here", "skills/pdf")
 
 
-def test_an_invalid_skill_md_is_an_error_naming_the_file() -> None:
-    """Eino's 'invalid SKILL.md returns error'."""
+def test_an_invalid_skill_md_is_skipped_with_a_warning_naming_the_file(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Eino's 'invalid SKILL.md returns error': here the one bad skill is left out (a model
+    can write a SKILL.md: one bad file must not end every later run), and a warning says why."""
     backend = skills_backend(**{"skills/broken/SKILL.md": "# Broken\nNo front matter here.\n"})
-    with pytest.raises(SkillError, match=r"skill file 'skills/broken/SKILL.md' has no front matter"):
-        load_skills(backend, "skills")
+    with caplog.at_level(logging.WARNING, logger="agentkit"):
+        assert [skill.name for skill in load_skills(backend, "skills")] == ["pdf", "web-research"]
+    [warning] = caplog.records
+    assert "skill file 'skills/broken/SKILL.md' has no front matter" in warning.getMessage()
+    assert "left out" in warning.getMessage()
+    with pytest.raises(SkillError, match="has no front matter"):  # parse_skill itself is strict
+        parse_skill("# Broken\n", "skills/broken/SKILL.md")
 
 
-def test_two_skills_with_one_name_are_refused() -> None:
-    backend = skills_backend(**{"skills/pdf2/SKILL.md": PDF})
-    with pytest.raises(SkillError, match="two skills are named 'pdf'"):
-        load_skills(backend, "skills")
+def test_two_skills_with_one_name_are_both_left_out_with_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Neither wins: a SKILL.md written later must not take over a name by its path's order.
+    backend = skills_backend(**{"skills/a-pdf/SKILL.md": PDF})
+    with caplog.at_level(logging.WARNING, logger="agentkit"):
+        assert [skill.name for skill in load_skills(backend, "skills")] == ["web-research"]
+    [warning] = caplog.records
+    assert "2 skills are named 'pdf' ('skills/a-pdf', 'skills/pdf')" in warning.getMessage()
+
+
+def alias_bomb(levels: int, key: str = "x") -> str:
+    """YAML whose ``levels`` anchors each hold two aliases of the one before: 2**levels values."""
+    lines = ["l0: &l0 [lol, lol]"]
+    lines += [f"l{n}: &l{n} [*l{n - 1}, *l{n - 1}]" for n in range(1, levels)]
+    lines.append(f"{key}: [*l{levels - 1}, *l{levels - 1}]")
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize(
+    ("front", "problem"),
+    [
+        (alias_bomb(24), "more than 20 aliases"),
+        ("x: " + "[" * 30_000 + "]" * 30_000, "nests deeper than 20 levels"),
+        ("description: '" + "x" * 70_000 + "'", "is longer than 65,536 characters"),
+        ("a: &a [*a]", "refers to itself"),
+    ],
+    ids=["alias bomb", "deep nesting", "too large", "recursive"],
+)
+def test_front_matter_is_parsed_within_bounds(
+    front: str, problem: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    text = f"---\nname: bomb\n{front}\n---\nbody\n"
+    with pytest.raises(SkillError, match=problem):
+        parse_skill(text, "skills/bomb/SKILL.md")
+    backend = skills_backend(**{"skills/bomb/SKILL.md": text})
+    with caplog.at_level(logging.WARNING, logger="agentkit"):
+        assert [skill.name for skill in load_skills(backend, "skills")] == ["pdf", "web-research"]
+    assert problem in caplog.records[0].getMessage()
+
+
+def test_front_matter_with_a_few_aliases_is_read() -> None:
+    text = "---\nname: &n pdf\ndescription: *n\n---\nbody"
+    assert parse_skill(text, "skills/pdf/SKILL.md").description == "pdf"
 
 
 @pytest.mark.parametrize(
@@ -259,15 +308,25 @@ def test_a_skill_is_loaded_on_demand_and_its_files_read_with_the_file_tools(tmp_
     assert "List the questions" not in json.dumps([m.content for m in first.messages])
 
 
-def test_a_skill_md_without_front_matter_ends_the_run_with_a_clear_error() -> None:
-    backend = skills_backend(**{"skills/broken/SKILL.md": "Just text.\n"})
-    model = ScriptedChatModel(["never"])
+def test_a_bad_skill_md_written_by_the_model_leaves_later_runs_running(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The model itself can write SKILL.md files (write_file): a plain-text one, a duplicate
+    # name and an alias bomb are each left out of the runs that follow, which go on.
+    backend = skills_backend(**{
+        "skills/broken/SKILL.md": "Just text.\n",
+        "skills/pdf-again/SKILL.md": PDF,
+        "skills/bomb/SKILL.md": f"---\nname: bomb\n{alias_bomb(30)}\n---\nbody\n",
+    })
+    model = ScriptedChatModel(lambda messages: "ok")
     agent = ChatModelAgent("a", "d", model, middlewares=[SkillMiddleware(backend)])
-    events = run_events(lambda: Runner(agent).query("hi"))
-    assert len(events) == 1
-    assert isinstance(events[0].err, SkillError)
-    assert "skill file 'skills/broken/SKILL.md' has no front matter" in str(events[0].err)
-    assert model.calls == []
+    with caplog.at_level(logging.WARNING, logger="agentkit"):
+        for _ in range(2):
+            assert Runner(agent).invoke("hi").text == "ok"
+    description = next(i for i in model.calls[-1].tools if i.name == "skill").description
+    assert "web-research" in description
+    assert "pdf" not in description and "bomb" not in description
+    assert len(caplog.records) == 6  # three warnings a run
 
 
 def test_a_call_of_a_skill_that_does_not_exist_is_told_to_the_model() -> None:

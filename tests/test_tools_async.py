@@ -201,6 +201,107 @@ def test_a_timed_out_async_call_goes_back_to_the_model_with_a_handler() -> None:
     assert gate.cancelled.wait(GUARD)
 
 
+class SlowCleanup:
+    """A coroutine whose cleanup after a cancel takes a while (awaits), then says it ended."""
+
+    def __init__(self, cleanup: float = 0.3) -> None:
+        self.started = threading.Event()
+        self.cleaned = threading.Event()
+        self._cleanup = cleanup
+
+    async def wait(self) -> None:
+        self.started.set()
+        try:
+            await asyncio.Event().wait()  # never set: only a cancel ends it
+        except asyncio.CancelledError:
+            await asyncio.sleep(self._cleanup)  # a cleanup that awaits (closing a connection)
+            self.cleaned.set()
+            raise
+
+
+def test_a_time_limit_waits_for_the_coroutines_cleanup_before_the_run_goes_on() -> None:
+    work = SlowCleanup()
+
+    @tool(timeout=0.2)
+    async def hang() -> str:
+        """Hang until cancelled."""
+        await work.wait()
+        return "never"
+
+    # the handler runs where the run goes on after the limit: the cleanup has run by then
+    model = one_call("hang")
+    agent = ChatModelAgent(
+        "a", "d", model, tools=[hang],
+        tool_exception_handler=lambda error, info: (
+            f"{type(error).__name__}, cleaned up: {work.cleaned.is_set()}"
+        ),
+    )
+    with no_thread_leak(timeout=GUARD):
+        assert Runner(agent).invoke("go").text == "done"
+    assert model.calls[1].messages[-1].content == "ToolTimeoutError, cleaned up: True"
+
+    # without a handler the run ends with the limit's error, once the cleanup ran
+    work = SlowCleanup()
+    with no_thread_leak(timeout=GUARD):
+        events = list(Runner(ChatModelAgent("a", "d", one_call("hang"), tools=[hang])).query("go"))
+        assert work.cleaned.is_set()
+    assert isinstance(events[-1].err, ToolTimeoutError)
+
+
+def test_cancelling_a_run_during_a_timed_async_call_waits_for_its_cleanup() -> None:
+    work = SlowCleanup()
+    handle = CancelHandle()
+
+    @tool(timeout=GUARD)
+    async def hang() -> str:
+        """Hang until cancelled."""
+        await work.wait()
+        return "never"
+
+    runner = Runner(ChatModelAgent("a", "d", one_call("hang"), tools=[hang]))
+    with no_thread_leak(timeout=GUARD):
+        events = runner.query("go", with_cancel(handle))
+        assert work.started.wait(GUARD)
+        handle.cancel(CancelMode.IMMEDIATE)
+        collected = list(events)
+        assert work.cleaned.is_set()
+    assert isinstance(collected[-1].err, AgentCancelledError)
+
+
+def test_a_cleanup_that_never_ends_holds_the_run_only_for_a_bounded_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from agentkit.agents import _react
+
+    monkeypatch.setattr(_react, "CLEANUP_WAIT", 0.2)
+    stuck = threading.Event()
+    release = threading.Event()
+
+    @tool(timeout=0.2)
+    async def stubborn() -> str:
+        """Ignore the first cancel until released."""
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            stuck.set()
+            while not release.is_set():  # a cleanup that outlives any patience
+                try:
+                    await asyncio.sleep(0.01)
+                except asyncio.CancelledError:
+                    pass
+            raise
+        return "never"
+
+    with no_thread_leak(timeout=GUARD):  # the abandoned call's thread ends once released
+        try:
+            runner = Runner(ChatModelAgent("a", "d", one_call("stubborn"), tools=[stubborn]))
+            events = list(runner.query("go"))
+            assert stuck.is_set()  # the run went on while the cleanup still ran
+            assert isinstance(events[-1].err, ToolTimeoutError)
+        finally:
+            release.set()
+
+
 @pytest.mark.parametrize("streaming", [False, True])
 def test_cancelling_the_run_cancels_the_task_and_waits_for_its_cleanup(streaming: bool) -> None:
     gate = Gate()

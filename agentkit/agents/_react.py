@@ -28,6 +28,7 @@ import json
 import queue
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent import futures
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
@@ -1569,9 +1570,14 @@ class RoundOutcome:
 # the run's end does not wait for it, and it ends when the call returns (a daemon thread, so it
 # never keeps the process alive). Its cancel scope is cancelled at once, so a tool that calls
 # check_cancelled() gets AgentCancelledError and one in cancellable_sleep() wakes with it.
+# A call the cancel woke from a wait registered with the scope (an ``async def`` tool's task,
+# an abort_on_cancel block) is ending: the agent waits for its cleanup, at most CLEANUP_WAIT
+# seconds, before it goes on, as a cancel of the run does for an untimed call.
 # Whatever the abandoned call does afterwards (events, results) is dropped. A tool that never
 # returns and never checks keeps its thread until the process exits: give such tools their own
 # way to give up.
+
+CLEANUP_WAIT = 10.0  # seconds a timed-out call woken by its cancel may take to clean up
 
 
 class AbandonablePut:
@@ -1660,9 +1666,13 @@ def call_with_timeout(
         if ok:
             return value  # type: ignore[no-any-return]
         raise value
-    run_scope.release(spawned)  # the run's end does not wait for the abandoned call
     on_abandon()
     call_scope.request_cancel(CancelMode.IMMEDIATE)
+    try:
+        if call_scope.woke_a_wait:  # the call is ending: let its cleanup run first
+            futures.wait([spawned], CLEANUP_WAIT)
+    finally:
+        run_scope.release(spawned)  # the run's end does not wait for the abandoned call
     run_scope.check()  # the run was cancelled: that is the error, not the time limit
     name = call.function.name
     raise ToolTimeoutError(

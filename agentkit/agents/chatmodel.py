@@ -116,7 +116,9 @@ class ChatModelAgent(BaseAgent):
             abandoned, not killed: its thread (a daemon thread nothing joins; the run does not
             wait for it) goes on until the tool returns, its results are dropped, and its run
             context is cancelled, so :func:`~agentkit.check_cancelled` raises in it and
-            :func:`~agentkit.cancellable_sleep` wakes. ``None``: no limit.
+            :func:`~agentkit.cancellable_sleep` wakes. An ``async def`` tool's task (or a
+            wait in :func:`~agentkit.abort_on_cancel`) is cancelled, and the run goes on once
+            its cleanup ran (at most 10 seconds). ``None``: no limit.
         middlewares: :class:`~agentkit.AgentMiddleware` objects, first = outermost (see
             :mod:`agentkit.middleware`).
         model_retry: a :class:`~agentkit.ModelRetryConfig` to retry model calls whose outcome

@@ -254,7 +254,8 @@ class MaxSteps(_Shown):
     def __call__(self, run: CaseRun) -> str | None:
         if run.model_calls <= self.n:
             return None
-        return f"{self!r}: the run made {run.model_calls} model calls"
+        calls = "model call" if run.model_calls == 1 else "model calls"
+        return f"{self!r}: the run made {run.model_calls} {calls}"
 
 
 @attrs.frozen(repr=False)

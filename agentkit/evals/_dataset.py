@@ -116,10 +116,13 @@ class Dataset:
 
         ``checks`` are added to the checks the file gives every case (for checks made in
         Python, such as a :class:`~agentkit.evals.Judge`). The dataset's name defaults to
-        the file's name.
+        the file's name. A file is read within bounds: at most 16 MiB, and YAML with at most
+        1000 aliases, 50 levels of nesting and 1,000,000 values once its aliases are
+        expanded (a YAML alias bomb of a few hundred bytes stands for billions).
 
         Raises:
-            DatasetError: the file is not a dataset; the message names the case and the field.
+            DatasetError: the file is not a dataset, or is past those bounds; the message
+                names the case and the field.
             OSError: the file cannot be read.
         """
         where = Path(path)
@@ -140,9 +143,19 @@ class Dataset:
         return cls(cases, name=None if name is None else str(name), checks=[*shared, *checks])
 
 
+_MAX_FILE_CHARS = 16 * 1024 * 1024
+
+
 def _read(path: Path) -> Any:
-    text = path.read_text(encoding="utf-8")
     suffix = path.suffix.lower()
+    if suffix not in (".yaml", ".yml", ".json"):
+        raise DatasetError(f"{path}: a dataset file ends in .yaml, .yml or .json")
+    with path.open(encoding="utf-8") as file:
+        text = file.read(_MAX_FILE_CHARS + 1)
+    if len(text) > _MAX_FILE_CHARS:
+        raise DatasetError(
+            f"{path}: a dataset file holds at most {_MAX_FILE_CHARS:,} characters; split it"
+        )
     if suffix in (".yaml", ".yml"):
         try:
             import yaml
@@ -150,16 +163,21 @@ def _read(path: Path) -> Any:
             raise DatasetError(
                 f"{path}: YAML datasets need PyYAML: pip install 'agentkit[evals]' (or pyyaml)"
             ) from None
+        from agentkit._yaml import YAMLBoundError, YAMLBounds, load_bounded
+
+        bounds = YAMLBounds(
+            max_chars=_MAX_FILE_CHARS, max_aliases=1000, max_depth=50, max_values=1_000_000
+        )
         try:
-            return yaml.safe_load(text)
+            return load_bounded(text, bounds)
+        except YAMLBoundError as error:
+            raise DatasetError(f"{path}: the YAML {error}; a dataset holds cases") from None
         except yaml.YAMLError as error:
             raise DatasetError(f"{path}: not valid YAML: {error}") from None
-    if suffix == ".json":
-        try:
-            return json.loads(text)
-        except ValueError as error:
-            raise DatasetError(f"{path}: not valid JSON: {error}") from None
-    raise DatasetError(f"{path}: a dataset file ends in .yaml, .yml or .json")
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as error:
+        raise DatasetError(f"{path}: not valid JSON: {error}") from None
 
 
 def _no_unknown(data: Mapping[str, Any], known: Sequence[str], where: str) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 import json
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -24,6 +25,7 @@ _REPORT_HEADER = ("#", "case", "result", "time", "tokens", "steps", "failures")
 _CELL_STYLE = "text-align:left;vertical-align:top;white-space:pre-wrap"
 _NAME_WIDTH = 32
 _FAILURE_WIDTH = 90
+_MAX_BASELINE = 64 * 1024 * 1024  # bytes of a JSON report file compare() reads
 
 
 def _json(value: Any) -> Any:
@@ -306,13 +308,22 @@ class EvalReport:
                 f"pass rate {self.pass_rate:.1%} is below the required {min_rate:.1%}\n{self}"
             )
 
-    def compare(self, other: EvalReport | Mapping[str, Any]) -> EvalComparison:
-        """What changed since ``other``, an earlier report or its :meth:`to_dict` JSON.
+    def compare(
+        self, other: EvalReport | Mapping[str, Any] | str | os.PathLike[str]
+    ) -> EvalComparison:
+        """What changed since ``other``: an earlier report, its :meth:`to_dict` JSON data, or
+        the path of a file holding that JSON (``json.dump(report.to_dict(), file)``, kept by
+        a CI job).
 
         Cases are matched by name: a case that passed in ``other`` and fails here regressed;
         one that failed there and passes here improved.
+
+        Raises:
+            ValueError: ``other`` is not a report's data, or its file is not JSON (or larger
+                than 64 MiB).
+            OSError: the file cannot be read (``FileNotFoundError``: there is none).
         """
-        before = _outcomes(other)
+        before = _outcomes(_load_report(other) if isinstance(other, (str, os.PathLike)) else other)
         after = {case.name: case for case in self.cases}
         regressed: list[CaseChange] = []
         improved: list[CaseChange] = []
@@ -413,6 +424,24 @@ class EvalReport:
         )
 
 
+def _load_report(path: str | os.PathLike[str]) -> Any:
+    """The JSON data in the file at ``path`` (a report kept by :meth:`EvalReport.to_dict`)."""
+    with open(path, "rb") as file:
+        data = file.read(_MAX_BASELINE + 1)
+    if len(data) > _MAX_BASELINE:
+        raise ValueError(
+            f"compare(): {os.fsdecode(path)} is larger than {_MAX_BASELINE // (1024 * 1024)} MiB; "
+            "a report's to_dict() JSON is far smaller: is it the right file?"
+        )
+    try:
+        return json.loads(data)
+    except ValueError as error:  # JSONDecodeError, UnicodeDecodeError
+        raise ValueError(
+            f"compare(): {os.fsdecode(path)} is not JSON ({error}); pass the path of a file "
+            "written with json.dump(report.to_dict(), file)"
+        ) from None
+
+
 def _outcomes(report: EvalReport | Mapping[str, Any]) -> dict[str, bool]:
     """Case name -> passed, from a report or its JSON."""
     if isinstance(report, EvalReport):
@@ -425,8 +454,8 @@ def _outcomes(report: EvalReport | Mapping[str, Any]) -> dict[str, bool]:
         for case in cases
     ):
         raise ValueError(
-            "compare() takes an EvalReport or its to_dict() data (a mapping whose 'cases' "
-            "list has a 'name' and 'passed' for each case)"
+            "compare() takes an EvalReport or its to_dict() data, or the path of a file of "
+            "that JSON (a mapping whose 'cases' list has a 'name' and 'passed' for each case)"
         )
     return {case["name"]: case["passed"] for case in cases}
 

@@ -7,11 +7,15 @@ added to the call only, never to the conversation: the history, the checkpoints 
 summaries stay without it. The files are read once per run, on the first model call.
 
 A file may include others with ``@path`` (``@docs/style.md``, relative to the including
-file's directory; a path starting with ``/`` is given to the backend as it is): a reference
-counts when it holds a ``/`` or ends in ``.md``, ``.mdx``, ``.txt``, ``.yaml``, ``.yml``,
-``.json`` or ``.toml`` (so ``@someone`` and ``@example.com`` do not). Each included file
-appears once, after the file that includes it, up to 5 levels deep; cycles are cut. A
-missing file is skipped with a warning; other read errors end the run.
+file's directory): a reference counts when it holds a ``/`` or ends in ``.md``, ``.mdx``,
+``.txt``, ``.yaml``, ``.yml``, ``.json`` or ``.toml`` (so ``@someone`` and ``@example.com``
+do not). Each included file appears once, after the file that includes it, up to 5 levels
+deep; cycles are cut. The files may have been written by the model (a deep agent writes its
+workspace), so what they include is bounded: an include stays inside the backend's root (an
+absolute path, or one whose ``..`` climbs above the root, is skipped), and all the files
+together hold at most ``max_bytes`` (256 KiB by default). A file that is missing, a
+directory, binary, too large or refused by the backend is skipped with a warning; other read
+errors (the backend failed) end the run.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import posixpath
 import re
 from collections.abc import Callable, Sequence
 
-from agentkit.backends import Backend
+from agentkit.backends import Backend, BackendError
 from agentkit.errors import AgentConfigError
 from agentkit.middleware import AgentMiddleware, ModelCallable
 from agentkit.models.base import ModelOptions
@@ -31,6 +35,9 @@ __all__ = ["AgentsMdMiddleware", "MAX_IMPORT_DEPTH", "format_instructions"]
 
 MAX_IMPORT_DEPTH = 5
 """How deep ``@path`` includes are followed."""
+
+_MAX_BYTES = 256 * 1024  # the default budget of all files together
+_OUTSIDE = "skipped: an include is a path relative to the including file, inside the root"
 
 _EXTRA_KEY = "__agentsmd_content__"
 _IMPORT = re.compile(r"@([a-zA-Z0-9_.~/][a-zA-Z0-9_.~/\-]*)")
@@ -65,8 +72,9 @@ class AgentsMdMiddleware(AgentMiddleware):
     Args:
         backend: where the files are read.
         files: the files, in order (default ``("AGENTS.md",)``).
-        max_bytes: a budget for all files together: once exceeded, the remaining files and
-            includes are skipped (the first file is always read whole). ``None``: no limit.
+        max_bytes: a budget for all files together, in UTF-8 bytes (default 262,144, 256
+            KiB): a file or include that would take them past it is skipped; the first file
+            is always there, cut to the budget if it alone is larger. ``None``: no limit.
         on_warning: ``on_warning(path, problem)`` for a skipped file (default: a warning on the
             ``agentkit`` logger).
 
@@ -79,7 +87,7 @@ class AgentsMdMiddleware(AgentMiddleware):
         backend: Backend,
         files: Sequence[str] = ("AGENTS.md",),
         *,
-        max_bytes: int | None = None,
+        max_bytes: int | None = _MAX_BYTES,
         on_warning: Callable[[str, str], object] | None = None,
     ) -> None:
         if isinstance(files, str):
@@ -136,17 +144,10 @@ class _Loader:
         self.total = 0
         self.seen: set[str] = set()
 
-    def over_budget(self) -> bool:
-        return self.max is not None and self.total > self.max
-
     def load(self, files: Sequence[str]) -> list[tuple[str, str]]:
         loaded: list[tuple[str, str]] = []
-        for index, path in enumerate(files):
-            found = self.file(path, 0)
-            if index > 0 and self.over_budget():
-                self.warn(path, f"skipped: together the files exceed {self.max} bytes")
-                break
-            loaded.extend(found)
+        for path in files:
+            loaded.extend(self.file(path, 0))
         return loaded
 
     def file(self, path: str, depth: int) -> list[tuple[str, str]]:
@@ -156,25 +157,53 @@ class _Loader:
             return []
         if path in self.seen:
             return []  # included already (this also cuts cycles)
-        try:
-            content = self.backend.read(path)
-        except FileNotFoundError:
-            self.warn(path, "file not found, skipping")
-            return []
         self.seen.add(path)
-        self.total += len(content.encode("utf-8"))
+        content = self.read(path)
+        if not content:
+            return []
+        content = self.budgeted(path, content)
         if not content:
             return []
         found = [(path, content)]
         for reference in _IMPORT.findall(content):
             if "/" not in reference and posixpath.splitext(reference)[1] not in _IMPORT_EXTENSIONS:
                 continue
-            if self.over_budget():
-                break
-            target = reference if reference.startswith("/") else posixpath.join(
-                posixpath.dirname(path), reference
-            )
-            if posixpath.normpath(target) in self.seen:
+            if reference.startswith("/"):
+                self.warn(reference, _OUTSIDE)
+                continue
+            target = posixpath.normpath(posixpath.join(posixpath.dirname(path), reference))
+            if target == ".." or target.startswith("../"):
+                self.warn(reference, _OUTSIDE)
                 continue
             found.extend(self.file(target, depth + 1))
         return found
+
+    def read(self, path: str) -> str:
+        """The file's text; ``""`` (and a warning) for a file that cannot be included."""
+        try:
+            return self.backend.read(path)
+        except FileNotFoundError:
+            self.warn(path, "file not found, skipping")
+        except (IsADirectoryError, NotADirectoryError) as error:
+            if isinstance(error, IsADirectoryError):
+                self.warn(path, "skipped: a directory, not a file; include its files one by one")
+            else:
+                self.warn(path, f"skipped: {error}")
+        except (BackendError, PermissionError) as error:
+            self.warn(path, f"skipped: the backend refused to read it: {error}")
+        return ""
+
+    def budgeted(self, path: str, content: str) -> str:
+        """``content`` within what is left of the budget: whole, cut (the first file), or
+        ``""`` (a later file that does not fit is skipped)."""
+        size = len(content.encode("utf-8"))
+        if self.max is None or self.total + size <= self.max:
+            self.total += size
+            return content
+        if self.total > 0:
+            self.warn(path, f"skipped: together the files would pass max_bytes={self.max}")
+            return ""
+        self.warn(path, f"cut to its first {self.max} bytes (max_bytes={self.max})")
+        cut = content.encode("utf-8")[: self.max].decode("utf-8", "ignore")
+        self.total = len(cut.encode("utf-8"))
+        return cut

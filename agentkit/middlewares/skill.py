@@ -30,14 +30,20 @@ instruction. When the model calls ``skill`` with ``{"skill": "<name>"}``:
 field are not ported: such a skill is refused with a clear error when called, and ``model``
 is ignored.
 
-A ``SKILL.md`` without front matter, or whose front matter is not YAML with a ``name``, ends
-the run with :class:`SkillError` naming the file and what to fix; a call of an unknown skill
-is told to the model, with the names of the skills there are.
+A ``SKILL.md`` that is not a valid skill (no front matter, front matter that is not YAML with
+a ``name``, or past the bounds below) and skills that share a name are left out, each with a
+warning on the ``agentkit`` logger naming the file and what to fix: the model itself can write
+files in the backend, and one bad file must not end every later run. :func:`parse_skill`
+raises :class:`SkillError` for them. Front matter is YAML parsed within bounds: at most 65,536
+characters, 20 aliases and 20 levels of nesting, and 10,000 values once its aliases are
+expanded (a YAML alias bomb of 500 bytes stands for billions). A call of an unknown skill is
+told to the model, with the names of the skills there are.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import posixpath
 from collections.abc import Mapping
 from typing import Any
@@ -46,7 +52,7 @@ import attrs
 
 from agentkit._persist import persisted
 from agentkit.agents.agenttool import AgentTool
-from agentkit.backends import Backend
+from agentkit.backends import Backend, BackendError
 from agentkit.errors import AgentConfigError, AgentKitError, ToolArgumentsError
 from agentkit.events import Agent
 from agentkit.middleware import AgentContext, AgentMiddleware
@@ -67,6 +73,7 @@ SKILL_FILE = "SKILL.md"
 """The file that makes a directory a skill."""
 
 _CONTEXT_MODES = ("", "fork", "fork_with_context")
+_logger = logging.getLogger("agentkit")
 
 
 @persisted("agentkit.middlewares.SkillError")  # errors can be kept in checkpoints
@@ -103,7 +110,8 @@ def parse_skill(text: str, path: str) -> Skill:
 
     Raises:
         SkillError: no front matter (a first line ``---``, YAML, a line ``---``), front matter
-            that is not a YAML mapping, no ``name``, or an unknown ``context``.
+            that is not a YAML mapping or is past the bounds of front matter (see
+            :mod:`agentkit.middlewares.skill`), no ``name``, or an unknown ``context``.
     """
     try:
         import yaml  # PyYAML: loaded with the first skill, not with agentkit
@@ -113,9 +121,17 @@ def parse_skill(text: str, path: str) -> Skill:
             "'agentkit[skills]'"
         ) from error
 
+    from agentkit._yaml import YAMLBoundError, YAMLBounds, load_bounded
+
     front, body = _split_front_matter(text, path)
     try:
-        fields = yaml.safe_load(front) if front.strip() else {}
+        bounds = YAMLBounds(max_chars=65_536, max_aliases=20, max_depth=20, max_values=10_000)
+        fields = load_bounded(front, bounds) if front.strip() else {}
+    except YAMLBoundError as error:
+        raise SkillError(
+            f"skill file {path!r}: its front matter {error}; front matter holds a name, a "
+            "description and a few settings"
+        ) from None
     except yaml.YAMLError as error:
         raise SkillError(
             f"skill file {path!r}: its front matter is not valid YAML: {error}"
@@ -169,25 +185,43 @@ def _split_front_matter(text: str, path: str) -> tuple[str, str]:
 def load_skills(backend: Backend, base_dir: str) -> list[Skill]:
     """The skills in the directories right under ``base_dir``, sorted by name.
 
-    A missing ``base_dir`` has no skills.
-
-    Raises:
-        SkillError: a ``SKILL.md`` is not a valid skill, or two skills share a name.
+    A missing ``base_dir`` has no skills. A ``SKILL.md`` that is not a valid skill (or that
+    the backend refuses to read: too large, binary) is left out with a warning on the
+    ``agentkit`` logger, and so are all the skills that share a name (none of them wins: a
+    skill written later must not take over another's name).
     """
     try:
         paths = backend.glob(f"*/{SKILL_FILE}", base_dir)
     except FileNotFoundError:
         return []
-    skills: dict[str, Skill] = {}
+    named: dict[str, list[Skill]] = {}
     for path in paths:
-        skill = parse_skill(backend.read(path), path)
-        if skill.name in skills:
-            raise SkillError(
-                f"two skills are named {skill.name!r} ({skills[skill.name].base_directory!r} "
-                f"and {skill.base_directory!r}); skill names must be unique"
+        try:
+            skill = parse_skill(backend.read(path), path)
+        except (SkillError, BackendError, OSError) as error:
+            _logger.warning("agentkit: skill left out: %s", _reason(error, path))
+            continue
+        named.setdefault(skill.name, []).append(skill)
+    skills = []
+    for name, same in named.items():
+        if len(same) > 1:
+            where = ", ".join(repr(skill.base_directory) for skill in same)
+            _logger.warning(
+                "agentkit: skills left out: %d skills are named %r (%s); skill names must be "
+                "unique, rename all but one",
+                len(same),
+                name,
+                where,
             )
-        skills[skill.name] = skill
-    return sorted(skills.values(), key=lambda skill: skill.name)
+            continue
+        skills.append(same[0])
+    return sorted(skills, key=lambda skill: skill.name)
+
+
+def _reason(error: BaseException, path: str) -> str:
+    if isinstance(error, SkillError):
+        return str(error)
+    return f"skill file {path!r} cannot be read: {error}"
 
 
 class SkillMiddleware(AgentMiddleware):
@@ -235,8 +269,8 @@ class SkillMiddleware(AgentMiddleware):
     def before_agent(self, context: AgentContext) -> None:
         """Find the skills; add the ``skill`` tool listing them, and the instruction section.
 
-        Raises:
-            SkillError: a ``SKILL.md`` is not a valid skill.
+        A ``SKILL.md`` that is not a valid skill is left out with a warning (see
+        :func:`load_skills`).
         """
         skills = {skill.name: skill for skill in self.skills()}
         context.instruction = f"{context.instruction}\n{self._instruction}"

@@ -41,6 +41,7 @@ from agentkit.testing._checkpoint_suite import ALL_CHECKS, check_checkpoint_stor
 from agentkit.testing._errors import (
     CassetteError,
     CassetteMismatchError,
+    CassetteUnplayedError,
     StoreConformanceError,
     ThreadLeakError,
 )
@@ -58,6 +59,7 @@ __all__ = [
     "Cassette",
     "CassetteError",
     "CassetteMismatchError",
+    "CassetteUnplayedError",
     "FakeOpenAIServer",
     "LEASE_CHECKS",
     "ModelCall",
@@ -85,6 +87,7 @@ for _obj in (
     Cassette,
     CassetteError,
     CassetteMismatchError,
+    CassetteUnplayedError,
     FakeOpenAIServer,
     Reply,
     StoreConformanceError,

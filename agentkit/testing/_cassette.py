@@ -38,7 +38,7 @@ from agentkit.testing._cassette_file import (
     request_lines,
     request_record,
 )
-from agentkit.testing._errors import CassetteError, CassetteMismatchError
+from agentkit.testing._errors import CassetteError, CassetteMismatchError, CassetteUnplayedError
 from agentkit.testing._redact import Redactor, Scrub
 
 MODES = ("record", "replay", "record-missing")
@@ -316,12 +316,13 @@ class Cassette:
         """Fail if a call read from the file was never replayed (the agent made fewer calls).
 
         Raises:
-            CassetteError: naming the calls that were not replayed.
+            CassetteUnplayedError: naming the calls that were not replayed (an
+                :class:`AssertionError` and a :class:`CassetteError`).
         """
         left = self._tape.unplayed()
         if left:
             numbers = ", ".join(str(index + 1) for index in left)
-            raise CassetteError(
+            raise CassetteUnplayedError(
                 f"cassette {str(self.path)!r}: {len(left)} recorded call(s) were never "
                 f"replayed (call {numbers}); the agent made fewer or other calls than when "
                 "it was recorded"
@@ -370,7 +371,7 @@ class Cassette:
     def _request(
         self, messages: Sequence[Message], options: ModelOptions | None, *, streaming: bool
     ) -> tuple[dict[str, Any], str]:
-        request = self._tape.redactor.data(
+        request = self._tape.redactor.request(
             request_record(messages, self._tools, options, streaming)
         )
         return request, match_key(request)

@@ -6,7 +6,9 @@ The check errors (:class:`StoreConformanceError`, :class:`ThreadLeakError`) are
 subclasses, like every error agentkit raises. They are raised explicitly, never with a bare
 ``assert``, so a broken store or a leaked thread is not waved through when assertions are
 stripped. The cassette errors (:class:`CassetteError`, :class:`CassetteMismatchError`) are
-plain :class:`~agentkit.AgentKitError` subclasses.
+plain :class:`~agentkit.AgentKitError` subclasses, except :class:`CassetteUnplayedError`,
+the failed check of :meth:`~agentkit.testing.Cassette.assert_all_played`, which is an
+:class:`AssertionError` too.
 """
 
 from __future__ import annotations
@@ -47,3 +49,12 @@ class CassetteMismatchError(CassetteError):
         super().__init__(message)
         self.path = path
         self.diff = diff
+
+
+class CassetteUnplayedError(CassetteError, AssertionError):
+    """Calls recorded in a cassette were never replayed (the agent made fewer or other calls).
+
+    Raised by :meth:`~agentkit.testing.Cassette.assert_all_played`: a failed check, so it is
+    an :class:`AssertionError` (pytest reports it as one, ``pytest.raises(AssertionError)``
+    catches it) as well as a :class:`CassetteError`.
+    """

@@ -13,6 +13,10 @@ with a recorded one, so a redacted value still matches. The built-in rules:
   ``<redacted>``;
 * a string that is a JSON object or array with such a key (tool-call arguments such as
   ``{"password": "..."}``) is parsed, redacted the same way and written back as JSON;
+* a tool's parameters are a JSON Schema, whose keys name parameters and hold no values: a
+  parameter named ``password`` keeps its schema, and only the values a schema may carry
+  (``default``, ``const``, ``enum``, ``examples``) are redacted, whole under a secret-looking
+  parameter name, by the rules above elsewhere;
 * the value of every environment variable whose name says it holds a secret (it contains
   ``KEY``, ``TOKEN``, ``SECRET``, ``PASSWORD`` or ``PASSWD``, such as ``OPENAI_API_KEY``) becomes
   ``<redacted:NAME>`` wherever it appears (values shorter than 8 characters are left alone:
@@ -71,6 +75,8 @@ _KEY_SHAPES = re.compile(
 _JSON_KEY = re.compile(r'"([A-Za-z0-9_\-]{3,40})"\s*:')
 _SECRET_ENV_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD", re.IGNORECASE)
 _MIN_SECRET_LENGTH = 8
+_SCHEMA_VALUES = frozenset({"default", "const", "enum", "examples"})  # values inside a schema
+_SCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions"})
 
 Scrub = Callable[[str], str]
 """A user scrubber: ``scrub(text) -> text``, run on every string of a cassette record."""
@@ -124,6 +130,59 @@ class Redactor:
     def data(self, value: Any) -> Any:
         """A copy of JSON-like ``value`` (dicts, lists, scalars) with every secret removed."""
         return self._walk(value, self.text)
+
+    def request(self, record: Mapping[str, Any]) -> dict[str, Any]:
+        """A copy of a call's request record with every secret removed (see :meth:`schema`
+        for its tools' parameters)."""
+        return {
+            key: self._tools(item) if key == "tools" else self.data(item)
+            for key, item in record.items()
+        }
+
+    def schema(self, value: Any) -> Any:
+        """A copy of a JSON Schema with every secret value removed, its structure kept.
+
+        The keys of a schema are keywords and parameter names, never values: none is taken
+        for a credential key. Its strings are redacted as any text; the values it carries
+        (``default``, ``const``, ``enum``, ``examples``) as data, and whole under a
+        secret-looking parameter name (the default of ``password``).
+        """
+        return self._schema(value, secret=False)
+
+    def _tools(self, tools: Any) -> Any:
+        if not isinstance(tools, list):
+            return self.data(tools)
+        return [
+            {
+                key: self.schema(item) if key == "parameters" else self.data(item)
+                for key, item in entry.items()
+            }
+            if isinstance(entry, dict)
+            else self.data(entry)
+            for entry in tools
+        ]
+
+    def _schema(self, value: Any, *, secret: bool) -> Any:
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, list):
+            return [self._schema(item, secret=secret) for item in value]
+        if not isinstance(value, dict):
+            return value
+        copy: dict[Any, Any] = {}
+        for key, item in value.items():
+            if key in _SCHEMA_VALUES:
+                copy[key] = REDACTED if secret else self.data(item)
+            elif key in _SCHEMA_MAPS and isinstance(item, dict):
+                copy[key] = {
+                    name: self._schema(
+                        sub, secret=key.endswith("roperties") and is_secret_key(str(name))
+                    )
+                    for name, sub in item.items()
+                }
+            else:
+                copy[key] = self._schema(item, secret=secret)
+        return copy
 
     def _builtin(self, value: str) -> str:
         if value.lstrip()[:1] in ("{", "["):
