@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentkit.errors import ModelError
+from agentkit.models._http._retry import server_message
 from agentkit.models.base import ModelOptions
 from agentkit.schema import (
     FunctionCall,
@@ -174,24 +175,6 @@ def _arguments(value: Any) -> str:
     if value is None:
         return ""
     return value if isinstance(value, str) else _encode_json(value)
-
-
-def server_message(body: Any) -> str:
-    """Return the error text of an error body in the OpenAI shape or a common variant."""
-    if isinstance(body, list) and body:
-        body = body[0]  # Gemini wraps its error object in a list
-    if isinstance(body, dict):
-        error = body.get("error")
-        if isinstance(error, dict) and error.get("message"):
-            return str(error["message"])
-        if isinstance(error, str) and error:
-            return error
-        for key in ("message", "detail"):
-            if body.get(key):
-                return str(body[key])
-    if isinstance(body, str):
-        return body.strip()[:500]
-    return ""
 
 
 def is_error_body(data: Any) -> bool:
