@@ -10,6 +10,9 @@ agentkit does:
 * :class:`FakeOpenAIServer` is a loopback OpenAI-compatible HTTP server, scripted with
   :class:`Reply`, to test :class:`~agentkit.OpenAIChatModel` and whole agents over real HTTP,
   failures included (error statuses, cut streams, slow answers).
+  :class:`FakeAnthropicServer` does the same for :class:`~agentkit.models.AnthropicChatModel`
+  (Anthropic's Messages API: its stream events, error shapes, thinking signatures and a
+  simulated prompt cache).
 * :func:`cassette` wraps a model to record its calls to a file (JSON or YAML) and replay
   them offline; a replayed call that differs from the recording raises
   :class:`CassetteMismatchError` with a diff. The pytest fixture ``model_cassette`` (in
@@ -35,6 +38,7 @@ from typing import TYPE_CHECKING
 
 from agentkit._lazy import attach
 from agentkit.models.scripted import ModelCall, ScriptedChatModel
+from agentkit.testing._anthropic_server import FakeAnthropicServer
 from agentkit.testing._cassette import Cassette, cassette
 from agentkit.testing._checkpoint_checks import STORE_CHECKS, UNUSUAL_IDS
 from agentkit.testing._checkpoint_suite import ALL_CHECKS, check_checkpoint_store
@@ -58,6 +62,7 @@ __all__ = [
     "Cassette",
     "CassetteError",
     "CassetteMismatchError",
+    "FakeAnthropicServer",
     "FakeOpenAIServer",
     "LEASE_CHECKS",
     "ModelCall",
@@ -85,6 +90,7 @@ for _obj in (
     Cassette,
     CassetteError,
     CassetteMismatchError,
+    FakeAnthropicServer,
     FakeOpenAIServer,
     Reply,
     StoreConformanceError,
