@@ -321,10 +321,10 @@ def _events(
                 delta = {"type": "input_json_delta", "partial_json": piece}
                 events.append(_event("content_block_delta", {"index": index, "delta": delta}))
         events.append(_event("content_block_stop", {"index": index}))
-    delta = {"stop_reason": _stop_reason(reply), "stop_sequence": None}
+    stop: dict[str, Any] = {"stop_reason": _stop_reason(reply), "stop_sequence": None}
     events.append(
         _event(
-            "message_delta", {"delta": delta, "usage": {"output_tokens": usage["output_tokens"]}}
+            "message_delta", {"delta": stop, "usage": {"output_tokens": usage["output_tokens"]}}
         )
     )
     if reply.done:
