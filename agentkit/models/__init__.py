@@ -23,6 +23,7 @@ from agentkit.errors import (
     APITimeoutError,
     AuthenticationError,
     BadRequestError,
+    ContentBlockedError,
     IncompleteStreamError,
     ModelError,
     PermissionDeniedError,
@@ -39,12 +40,14 @@ __all__ = [
     "AuthenticationError",
     "BadRequestError",
     "ChatModel",
+    "ContentBlockedError",
     "IncompleteStreamError",
     "ResponseTooLargeError",
     "ModelError",
     "PermissionDeniedError",
     "RateLimitError",
     "FailoverChatModel",
+    "GeminiChatModel",
     "ModelCall",
     "ModelOptions",
     "OpenAIChatModel",
@@ -55,6 +58,7 @@ __all__ = [
 if TYPE_CHECKING:
     from agentkit.models.anthropic import AnthropicChatModel
     from agentkit.models.failover import FailoverChatModel
+    from agentkit.models.gemini import GeminiChatModel
     from agentkit.models.openai import OpenAIChatModel
     from agentkit.models.scripted import ModelCall, ScriptedChatModel
 else:
@@ -63,9 +67,10 @@ else:
         {
             "AnthropicChatModel": "agentkit.models.anthropic",
             "FailoverChatModel": "agentkit.models.failover",
+            "GeminiChatModel": "agentkit.models.gemini",
             "OpenAIChatModel": "agentkit.models.openai",
             "ModelCall": "agentkit.models.scripted",
             "ScriptedChatModel": "agentkit.models.scripted",
         },
-        submodules=("anthropic", "base", "failover", "openai", "scripted"),
+        submodules=("anthropic", "base", "failover", "gemini", "openai", "scripted"),
     )

@@ -12,7 +12,8 @@ agentkit does:
   failures included (error statuses, cut streams, slow answers).
   :class:`FakeAnthropicServer` does the same for :class:`~agentkit.models.AnthropicChatModel`
   (Anthropic's Messages API: its stream events, error shapes, thinking signatures and a
-  simulated prompt cache).
+  simulated prompt cache); :class:`FakeGeminiServer` for
+  :class:`~agentkit.models.GeminiChatModel` (function calls and their thought signatures).
 * :func:`cassette` wraps a model to record its calls to a file (JSON or YAML) and replay
   them offline; a replayed call that differs from the recording raises
   :class:`CassetteMismatchError` with a diff. The pytest fixture ``model_cassette`` (in
@@ -49,6 +50,7 @@ from agentkit.testing._errors import (
     ThreadLeakError,
 )
 from agentkit.testing._events import run_events, summarize
+from agentkit.testing._gemini_server import FakeGeminiServer
 from agentkit.testing._lease_checks import LEASE_CHECKS
 from agentkit.testing._messages import call, calls_message
 from agentkit.testing._openai_replies import Reply
@@ -63,6 +65,7 @@ __all__ = [
     "CassetteError",
     "CassetteMismatchError",
     "FakeAnthropicServer",
+    "FakeGeminiServer",
     "FakeOpenAIServer",
     "LEASE_CHECKS",
     "ModelCall",
@@ -91,6 +94,7 @@ for _obj in (
     CassetteError,
     CassetteMismatchError,
     FakeAnthropicServer,
+    FakeGeminiServer,
     FakeOpenAIServer,
     Reply,
     StoreConformanceError,

@@ -193,6 +193,10 @@ class HTTPChatModel:
     def _tools_changed(self) -> None:
         """Recompute what depends on the bound tools (called by :meth:`with_tools`)."""
 
+    def _retry_after(self, headers: httpx.Headers, body: Any) -> float | None:
+        """The delay an error response asks for before a retry (``None``: none asked)."""
+        return parse_retry_after(headers)
+
     # -- public surface --------------------------------------------------------------------
 
     @property
@@ -397,7 +401,7 @@ class HTTPChatModel:
         except ValueError:
             body = content.decode("utf-8", "replace")
         message = server_message(body) or response.reason_phrase or "no error message"
-        call.retry_after = parse_retry_after(response.headers)
+        call.retry_after = self._retry_after(response.headers, body)
         error_type = STATUS_ERRORS.get(status, APIStatusError)
         return error_type(
             f"HTTP {status} from {call.target.url}: {message}{status_hint(status, self._key_env)}",

@@ -60,12 +60,13 @@ class AnthropicChatModel(HTTPChatModel):
             priced at ``ModelPricing.cached_input_per_million``) and writes only what is new
             (``TokenUsage.cache_write_tokens``, at ``cache_write_per_million``). On by
             default; ``False`` sends no breakpoints.
-        timeout, max_retries, http_client, max_response_bytes, pricing, concurrency,
-            rate_limit: as for :class:`~agentkit.models.OpenAIChatModel`, and they behave the
-            same: a total deadline per call (for a stream: to the first chunk, then between
-            data chunks), a cancel reaching the request in flight, the response size cap,
-            shared limits.
         **defaults: default :class:`~agentkit.models.ModelOptions` fields for every call.
+
+    ``timeout``, ``max_retries``, ``http_client``, ``max_response_bytes``, ``pricing``,
+    ``concurrency`` and ``rate_limit`` are those of :class:`~agentkit.models.OpenAIChatModel`
+    and behave the same: a total deadline per call (for a stream: to the first chunk, then
+    between data chunks), a cancel reaching the request in flight, the response size cap,
+    shared limits.
 
     Retries connection errors, timeouts and HTTP 408, 409, 429, 5xx and 529 (``overloaded``)
     with backoff, honouring ``retry-after``. Errors are the :class:`~agentkit.ModelError`

@@ -51,9 +51,7 @@ _EXTRA_FIELDS = frozenset({"function_call", "refusal", "reasoning_content", "rea
 _DROPPED_FIELDS = frozenset({"annotations", "audio", "name"})
 _KNOWN_CALL_FIELDS = frozenset({"id", "type", "function", "index"})
 
-_NOT_API = (
-    " (is base_url the root of an OpenAI-compatible API, such as http://localhost:11434/v1?)"
-)
+_NOT_API = " (is base_url the root of an OpenAI-compatible API, such as http://localhost:11434/v1?)"
 _encode_json = json.JSONEncoder(separators=(",", ":")).encode
 _decode = json.JSONDecoder().decode
 
