@@ -51,6 +51,7 @@ __all__ = [
     "ModelCall",
     "ModelOptions",
     "OpenAIChatModel",
+    "OpenAIResponsesModel",
     "ScriptedChatModel",
     "ToolCallingChatModel",
 ]
@@ -60,6 +61,7 @@ if TYPE_CHECKING:
     from agentkit.models.failover import FailoverChatModel
     from agentkit.models.gemini import GeminiChatModel
     from agentkit.models.openai import OpenAIChatModel
+    from agentkit.models.responses import OpenAIResponsesModel
     from agentkit.models.scripted import ModelCall, ScriptedChatModel
 else:
     __getattr__, __dir__ = attach(
@@ -69,8 +71,9 @@ else:
             "FailoverChatModel": "agentkit.models.failover",
             "GeminiChatModel": "agentkit.models.gemini",
             "OpenAIChatModel": "agentkit.models.openai",
+            "OpenAIResponsesModel": "agentkit.models.responses",
             "ModelCall": "agentkit.models.scripted",
             "ScriptedChatModel": "agentkit.models.scripted",
         },
-        submodules=("anthropic", "base", "failover", "gemini", "openai", "scripted"),
+        submodules=("anthropic", "base", "failover", "gemini", "openai", "responses", "scripted"),
     )

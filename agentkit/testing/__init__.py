@@ -13,7 +13,9 @@ agentkit does:
   :class:`FakeAnthropicServer` does the same for :class:`~agentkit.models.AnthropicChatModel`
   (Anthropic's Messages API: its stream events, error shapes, thinking signatures and a
   simulated prompt cache); :class:`FakeGeminiServer` for
-  :class:`~agentkit.models.GeminiChatModel` (function calls and their thought signatures).
+  :class:`~agentkit.models.GeminiChatModel` (function calls and their thought signatures);
+  :class:`FakeResponsesServer` for :class:`~agentkit.models.OpenAIResponsesModel`
+  (reasoning items, ``previous_response_id``).
 * :func:`cassette` wraps a model to record its calls to a file (JSON or YAML) and replay
   them offline; a replayed call that differs from the recording raises
   :class:`CassetteMismatchError` with a diff. The pytest fixture ``model_cassette`` (in
@@ -55,6 +57,7 @@ from agentkit.testing._lease_checks import LEASE_CHECKS
 from agentkit.testing._messages import call, calls_message
 from agentkit.testing._openai_replies import Reply
 from agentkit.testing._openai_server import FakeOpenAIServer
+from agentkit.testing._responses_server import FakeResponsesServer
 from agentkit.testing._step_checks import STEP_CHECKS
 from agentkit.testing._store_support import StoreCheck, StoreFactory
 from agentkit.testing._threads import no_thread_leak
@@ -67,6 +70,7 @@ __all__ = [
     "FakeAnthropicServer",
     "FakeGeminiServer",
     "FakeOpenAIServer",
+    "FakeResponsesServer",
     "LEASE_CHECKS",
     "ModelCall",
     "Reply",
@@ -96,6 +100,7 @@ for _obj in (
     FakeAnthropicServer,
     FakeGeminiServer,
     FakeOpenAIServer,
+    FakeResponsesServer,
     Reply,
     StoreConformanceError,
     ThreadLeakError,
