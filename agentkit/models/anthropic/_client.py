@@ -9,11 +9,11 @@ import httpx
 
 from agentkit.models._http._body import DEFAULT_MAX_RESPONSE_BYTES
 from agentkit.models._http._encoded import EncodedMessages
+from agentkit.models._http._json import encode_json
 from agentkit.models._http._model import HTTPChatModel
 from agentkit.models._http._stream import Target
 from agentkit.models.anthropic._stream import AnthropicStream
 from agentkit.models.anthropic._wire import (
-    encode_json,
     message_blocks,
     parse_message,
     request_fields,

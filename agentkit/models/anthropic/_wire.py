@@ -30,6 +30,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentkit.errors import ModelError
+from agentkit.models._http._json import count, encode_json
+from agentkit.models._http._json import decode_json as _decode_json
 from agentkit.models._http._retry import server_message
 from agentkit.models.base import ModelOptions
 from agentkit.schema import (
@@ -61,13 +63,7 @@ REFUSED = "the model declined to answer (Anthropic stop_reason 'refusal')"
 
 _CACHE = b',"cache_control":{"type":"ephemeral"}}'
 _TOOL_CHOICES = {"auto": {"type": "auto"}, "required": {"type": "any"}, "none": {"type": "none"}}
-_encode_json = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 _decode = json.JSONDecoder().decode
-
-
-def encode_json(value: Any) -> bytes:
-    """Return compact JSON bytes of ``value``."""
-    return _encode_json(value).encode()
 
 
 # --- request encoding ---------------------------------------------------------------------
@@ -205,19 +201,14 @@ def request_fields(
 # --- response decoding --------------------------------------------------------------------
 
 
-def _count(data: dict[str, Any], key: str) -> int:
-    value = data.get(key)
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
 def usage(data: Any) -> TokenUsage | None:
     """Return the token usage of an Anthropic ``usage`` object (``None`` if there is none)."""
     if not isinstance(data, dict):
         return None
-    read = _count(data, "cache_read_input_tokens")
-    written = _count(data, "cache_creation_input_tokens")
-    prompt = _count(data, "input_tokens") + read + written
-    completion = _count(data, "output_tokens")
+    read = count(data, "cache_read_input_tokens")
+    written = count(data, "cache_creation_input_tokens")
+    prompt = count(data, "input_tokens") + read + written
+    completion = count(data, "output_tokens")
     return TokenUsage(prompt, completion, prompt + completion, read, written)
 
 
@@ -239,16 +230,9 @@ def thinking_text(blocks: list[dict[str, Any]]) -> str:
 
 def decode_json(content: bytes, what: str, url: str, status: int) -> Any:
     """Decode JSON bytes, raising a :class:`ModelError` that shows them when they are not."""
-    try:
-        return _decode(content.decode())
-    except ValueError as error:
-        text = content[:200].decode("utf-8", "replace")
-        raise ModelError(
-            f"the Anthropic API at {url} sent {what} that is not valid JSON: {text!r} (is "
-            "base_url the API root, such as https://api.anthropic.com?)",
-            status_code=status,
-            body=content.decode("utf-8", "replace"),
-        ) from error
+    return _decode_json(
+        content, what, url, status, "the Anthropic API", "https://api.anthropic.com"
+    )
 
 
 def error_in(data: Any, url: str, status: int, where: str = "") -> ModelError:

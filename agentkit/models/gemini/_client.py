@@ -9,6 +9,7 @@ from urllib.parse import quote
 import httpx
 
 from agentkit.models._http._body import DEFAULT_MAX_RESPONSE_BYTES
+from agentkit.models._http._json import encode_json
 from agentkit.models._http._model import HTTPChatModel
 from agentkit.models._http._retry import parse_retry_after
 from agentkit.models._http._stream import Target
@@ -16,7 +17,6 @@ from agentkit.models.base import ModelOptions
 from agentkit.models.gemini._stream import GeminiStream
 from agentkit.models.gemini._wire import (
     contents,
-    encode_json,
     parse_response,
     request_fields,
     retry_delay,

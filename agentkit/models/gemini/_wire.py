@@ -30,6 +30,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentkit.errors import ContentBlockedError, ModelError
+from agentkit.models._http._json import count, encode_json
+from agentkit.models._http._json import decode_json as _decode_json
 from agentkit.models._http._retry import server_message
 from agentkit.models.base import ModelOptions
 from agentkit.schema import (
@@ -52,13 +54,7 @@ BLOCKED_FINISHES = frozenset(
 )
 _FINISHES = {"STOP": "stop", "MAX_TOKENS": "length"}
 _CHOICES = {"auto": "AUTO", "required": "ANY", "none": "NONE"}
-_encode_json = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 _decode = json.JSONDecoder().decode
-
-
-def encode_json(value: Any) -> bytes:
-    """Return compact JSON bytes of ``value``."""
-    return _encode_json(value).encode()
 
 
 # --- request encoding ---------------------------------------------------------------------
@@ -199,33 +195,21 @@ def request_fields(options: ModelOptions, thinking_budget: int | None) -> dict[s
 # --- response decoding --------------------------------------------------------------------
 
 
-def _count(data: dict[str, Any], key: str) -> int:
-    value = data.get(key)
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
 def usage(data: Any) -> TokenUsage | None:
     """Return the token usage of a ``usageMetadata`` object (``None`` if there is none)."""
     if not isinstance(data, dict):
         return None
-    prompt = _count(data, "promptTokenCount")
-    completion = _count(data, "candidatesTokenCount") + _count(data, "thoughtsTokenCount")
-    total = _count(data, "totalTokenCount") or prompt + completion
-    return TokenUsage(prompt, completion, total, _count(data, "cachedContentTokenCount"))
+    prompt = count(data, "promptTokenCount")
+    completion = count(data, "candidatesTokenCount") + count(data, "thoughtsTokenCount")
+    total = count(data, "totalTokenCount") or prompt + completion
+    return TokenUsage(prompt, completion, total, count(data, "cachedContentTokenCount"))
 
 
 def decode_json(content: bytes, what: str, url: str, status: int) -> Any:
     """Decode JSON bytes, raising a :class:`ModelError` that shows them when they are not."""
-    try:
-        return _decode(content.decode())
-    except ValueError as error:
-        text = content[:200].decode("utf-8", "replace")
-        raise ModelError(
-            f"the Gemini API at {url} sent {what} that is not valid JSON: {text!r} (is "
-            "base_url the API root, such as https://generativelanguage.googleapis.com?)",
-            status_code=status,
-            body=content.decode("utf-8", "replace"),
-        ) from error
+    return _decode_json(
+        content, what, url, status, "the Gemini API", "https://generativelanguage.googleapis.com"
+    )
 
 
 def new_call_id() -> str:

@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from agentkit.models._http._body import DEFAULT_MAX_RESPONSE_BYTES
+from agentkit.models._http._json import encode_json
 from agentkit.models._http._model import HTTPChatModel
 from agentkit.models._http._stream import Target
 from agentkit.models.base import ModelOptions
 from agentkit.models.responses._stream import ResponsesStream
 from agentkit.models.responses._wire import (
-    encode_json,
     input_items,
     parse_response,
     request_fields,

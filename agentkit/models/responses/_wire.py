@@ -22,11 +22,12 @@ calls), ``incomplete`` for ``max_output_tokens`` is ``"length"``, for ``content_
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
 from agentkit.errors import ModelError
+from agentkit.models._http._json import count
+from agentkit.models._http._json import decode_json as _decode_json
 from agentkit.models._http._retry import server_message
 from agentkit.models.base import ModelOptions
 from agentkit.schema import (
@@ -47,13 +48,6 @@ RESPONSE_ID = "response_id"
 """The ``Message.extra`` key of the id of the response a reply came in."""
 
 _KEYWORDS = frozenset({"auto", "required", "none"})
-_encode_json = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
-_decode = json.JSONDecoder().decode
-
-
-def encode_json(value: Any) -> bytes:
-    """Return compact JSON bytes of ``value``."""
-    return _encode_json(value).encode()
 
 
 # --- request encoding ---------------------------------------------------------------------
@@ -163,35 +157,23 @@ def request_fields(
 # --- response decoding --------------------------------------------------------------------
 
 
-def _count(data: Any, key: str) -> int:
-    value = data.get(key) if isinstance(data, dict) else None
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
 def usage(data: Any) -> TokenUsage | None:
     """Return the token usage of a Responses ``usage`` object (``None`` if there is none)."""
     if not isinstance(data, dict):
         return None
-    prompt = _count(data, "input_tokens")
-    completion = _count(data, "output_tokens")
-    total = _count(data, "total_tokens") or prompt + completion
+    prompt = count(data, "input_tokens")
+    completion = count(data, "output_tokens")
+    total = count(data, "total_tokens") or prompt + completion
     return TokenUsage(
-        prompt, completion, total, _count(data.get("input_tokens_details"), "cached_tokens")
+        prompt, completion, total, count(data.get("input_tokens_details"), "cached_tokens")
     )
 
 
 def decode_json(content: bytes, what: str, url: str, status: int) -> Any:
     """Decode JSON bytes, raising a :class:`ModelError` that shows them when they are not."""
-    try:
-        return _decode(content.decode())
-    except ValueError as error:
-        text = content[:200].decode("utf-8", "replace")
-        raise ModelError(
-            f"the Responses API at {url} sent {what} that is not valid JSON: {text!r} (is "
-            "base_url the API root, such as https://api.openai.com/v1?)",
-            status_code=status,
-            body=content.decode("utf-8", "replace"),
-        ) from error
+    return _decode_json(
+        content, what, url, status, "the Responses API", "https://api.openai.com/v1"
+    )
 
 
 def failure(response: Any, url: str, status: int) -> ModelError:
