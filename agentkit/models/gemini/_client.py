@@ -9,6 +9,7 @@ from urllib.parse import quote
 import httpx
 
 from agentkit.models._http._body import DEFAULT_MAX_RESPONSE_BYTES
+from agentkit.models._http._encoded import EncodedMessages
 from agentkit.models._http._json import encode_json
 from agentkit.models._http._model import HTTPChatModel
 from agentkit.models._http._retry import parse_retry_after
@@ -16,13 +17,16 @@ from agentkit.models._http._stream import Target
 from agentkit.models.base import ModelOptions
 from agentkit.models.gemini._stream import GeminiStream
 from agentkit.models.gemini._wire import (
-    contents,
+    content_parts,
+    function_names,
+    message_parts,
     parse_response,
+    parts_bytes,
     request_fields,
     retry_delay,
     tools_field,
 )
-from agentkit.schema import Message
+from agentkit.schema import Message, Role
 from agentkit.throttle import ConcurrencyLimiter, RateLimiter
 
 if TYPE_CHECKING:
@@ -105,6 +109,7 @@ class GeminiChatModel(HTTPChatModel):
                 f"thinking_budget is a number of tokens (an int), or None for the model's "
                 f"default (got {thinking_budget!r})"
             )
+        encoded = EncodedMessages(parts_bytes)
         super().__init__(
             model,
             api_key=api_key,
@@ -117,7 +122,9 @@ class GeminiChatModel(HTTPChatModel):
             concurrency=concurrency,
             rate_limit=rate_limit,
             defaults=ModelOptions.from_kwargs(**defaults),
+            cache=encoded,
         )
+        self._encode = encoded.encode
         self._thinking_budget = thinking_budget
         self._targets = {stream: self._make_target(model, stream) for stream in (False, True)}
         self._tools_json = b""
@@ -152,14 +159,34 @@ class GeminiChatModel(HTTPChatModel):
     ) -> bytes:
         merged = self._defaults if options is None else self._defaults.merge(options)
         fields = request_fields(merged, self._thinking_budget)
-        system, turns = contents(messages)
+        system = [part for m in messages if m.role is Role.SYSTEM for part in content_parts(m)]
         if system:
             fields["systemInstruction"] = {"parts": system}
-        fields["contents"] = turns
-        body = encode_json(fields)
+        head = [encode_json(fields)[1:-1]] if fields else []
         if self._tools_json and "tools" not in fields:
-            body = body[:-1] + b',"tools":' + self._tools_json + b"}"
-        return body
+            head.append(b'"tools":' + self._tools_json)
+        head.append(b'"contents":[')
+        turns = [m for m in messages if m.role is not Role.SYSTEM]
+        encoded = self._encode(turns)  # a new list: ours to change
+        names: dict[str, str] | None = None
+        parts = [b"{" + b",".join(head)]
+        last_role = ""
+        for position, message in enumerate(turns):
+            blocks = encoded[position]
+            if message.role is Role.TOOL and not message.tool_name:
+                names = function_names(turns) if names is None else names
+                name = names.get(message.tool_call_id, "")
+                blocks = encode_json(message_parts(message, name))[1:-1]
+            role = "model" if message.role is Role.ASSISTANT else "user"
+            if role == last_role:
+                parts.append(b"," + blocks)
+                continue
+            if last_role:
+                parts.append(b"]},")
+            parts.append(b'{"role":"' + role.encode() + b'","parts":[' + blocks)
+            last_role = role
+        parts.append(b"]}]}" if last_role else b"]}")
+        return b"".join(parts)
 
     def _parse_reply(self, content: bytes, url: str, status: int) -> Message:
         return parse_response(content, url, status)

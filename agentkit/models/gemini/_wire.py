@@ -3,8 +3,9 @@
 Requests: system messages become ``systemInstruction``; user messages ``user`` contents with
 ``text`` parts; assistant messages ``model`` contents with a ``text`` part and one
 ``functionCall`` part per tool call; tool messages ``functionResponse`` parts in a ``user``
-content (consecutive ones together). Thought signatures a reply carried go back on their parts:
-a function call's in ``ToolCall.extra`` (the shape Gemini's OpenAI-compatible endpoint uses,
+content (consecutive messages of one side make one content). Thought signatures a reply
+carried go back on their parts: a function call's in ``ToolCall.extra`` (the shape
+Gemini's OpenAI-compatible endpoint uses,
 ``{"extra_content": {"google": {"thought_signature": ...}}}``, so either client can send it
 back), a text part's in ``Message.extra["thought_signature"]``. Tools are
 ``functionDeclarations`` with their JSON Schema as ``parametersJsonSchema``;
@@ -89,48 +90,52 @@ def _response(content: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {"result": value}
 
 
-def contents(messages: Sequence[Message]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Return the ``systemInstruction`` parts and the ``contents`` of a history."""
-    system: list[dict[str, Any]] = []
-    turns: list[dict[str, Any]] = []
-    names: dict[str, str] = {}  # tool call id -> function name, for the responses
-    for message in messages:
-        role = message.role
-        if role is Role.SYSTEM:
-            system.extend(content_parts(message))
-            continue
-        if role is Role.ASSISTANT:
-            parts = content_parts(message)
-            signature = message.extra.get(THOUGHT_SIGNATURE) if message.extra else None
-            if parts and isinstance(signature, str):
-                parts[0]["thoughtSignature"] = signature
-            for call in message.tool_calls:
-                names[call.id] = call.function.name
-                part: dict[str, Any] = {
-                    "functionCall": {
-                        "name": call.function.name,
-                        "args": _arguments(call.function.arguments),
-                    }
+def message_parts(message: Message, name: str = "") -> list[dict[str, Any]]:
+    """Return the parts of one non-system message.
+
+    A tool result names its function: ``message.tool_name``, else ``name``.
+    """
+    role = message.role
+    if role is Role.ASSISTANT:
+        parts = content_parts(message)
+        signature = message.extra.get(THOUGHT_SIGNATURE) if message.extra else None
+        if parts and isinstance(signature, str):
+            parts[0]["thoughtSignature"] = signature
+        for call in message.tool_calls:
+            part: dict[str, Any] = {
+                "functionCall": {
+                    "name": call.function.name,
+                    "args": _arguments(call.function.arguments),
                 }
-                signature = call_signature(call)
-                if signature is not None:
-                    part["thoughtSignature"] = signature
-                parts.append(part)
-            turn_role = "model"
-        elif role is Role.TOOL:
-            name = message.tool_name or names.get(message.tool_call_id, "")
-            parts = [{"functionResponse": {"name": name, "response": _response(message.content)}}]
-            turn_role = "user"
-        else:
-            parts = content_parts(message)
-            turn_role = "user"
-        if not parts:
-            parts = [{"text": message.content}]
-        if turns and turns[-1]["role"] == turn_role:
-            turns[-1]["parts"].extend(parts)
-        else:
-            turns.append({"role": turn_role, "parts": parts})
-    return system, turns
+            }
+            signature = call_signature(call)
+            if signature is not None:
+                part["thoughtSignature"] = signature
+            parts.append(part)
+    elif role is Role.TOOL:
+        function = message.tool_name or name
+        parts = [{"functionResponse": {"name": function, "response": _response(message.content)}}]
+    else:
+        parts = content_parts(message)
+    return parts or [{"text": message.content}]
+
+
+def parts_bytes(message: Message) -> bytes:
+    """The parts of one non-system message as JSON, comma-separated, without brackets.
+
+    The model keeps these bytes (``_http._encoded``) and joins them into turns.
+    """
+    return encode_json(message_parts(message))[1:-1]
+
+
+def function_names(messages: Sequence[Message]) -> dict[str, str]:
+    """Tool call id -> function name, for tool results that do not name their function."""
+    return {
+        call.id: call.function.name
+        for message in messages
+        if message.role is Role.ASSISTANT
+        for call in message.tool_calls
+    }
 
 
 def tools_field(tools: Sequence[ToolInfo]) -> list[dict[str, Any]]:

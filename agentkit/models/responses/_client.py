@@ -8,13 +8,14 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from agentkit.models._http._body import DEFAULT_MAX_RESPONSE_BYTES
+from agentkit.models._http._encoded import EncodedMessages
 from agentkit.models._http._json import encode_json
 from agentkit.models._http._model import HTTPChatModel
 from agentkit.models._http._stream import Target
 from agentkit.models.base import ModelOptions
 from agentkit.models.responses._stream import ResponsesStream
 from agentkit.models.responses._wire import (
-    input_items,
+    items_bytes,
     parse_response,
     request_fields,
     since_response,
@@ -96,6 +97,7 @@ class OpenAIResponsesModel(HTTPChatModel):
                 f"reasoning_effort must be one of {', '.join(map(repr, _EFFORTS))} or None "
                 f"(got {reasoning_effort!r})"
             )
+        encoded = EncodedMessages(items_bytes)
         super().__init__(
             model,
             api_key=api_key,
@@ -108,7 +110,9 @@ class OpenAIResponsesModel(HTTPChatModel):
             concurrency=concurrency,
             rate_limit=rate_limit,
             defaults=ModelOptions.from_kwargs(**defaults),
+            cache=encoded,
         )
+        self._encode = encoded.encode
         self._store = bool(store)
         self._effort = reasoning_effort
         self._destination = Target(self._base_url + "/responses")
@@ -145,11 +149,11 @@ class OpenAIResponsesModel(HTTPChatModel):
             previous, messages = since_response(messages)
             if previous is not None:
                 fields["previous_response_id"] = previous
-        fields["input"] = [item for message in messages for item in input_items(message)]
-        body = encode_json(fields)
+        head = encode_json(fields)[:-1]
         if self._tools_json and "tools" not in fields:
-            body = body[:-1] + b',"tools":' + self._tools_json + b"}"
-        return body
+            head += b',"tools":' + self._tools_json
+        items = b",".join(filter(None, self._encode(messages)))
+        return head + b',"input":[' + items + b"]}"
 
     def _parse_reply(self, content: bytes, url: str, status: int) -> Message:
         return parse_response(content, url, status)

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentkit.errors import ModelError
-from agentkit.models._http._json import count
+from agentkit.models._http._json import count, encode_json
 from agentkit.models._http._json import decode_json as _decode_json
 from agentkit.models._http._retry import server_message
 from agentkit.models.base import ModelOptions
@@ -87,6 +87,14 @@ def input_items(message: Message) -> list[dict[str, Any]]:
         for call in message.tool_calls
     )
     return items
+
+
+def items_bytes(message: Message) -> bytes:
+    """The input items of one message as JSON, comma-separated, without brackets.
+
+    The model keeps these bytes (``_http._encoded``) and joins them into the ``input`` list.
+    """
+    return encode_json(input_items(message))[1:-1]
 
 
 def since_response(messages: Sequence[Message]) -> tuple[str | None, Sequence[Message]]:
