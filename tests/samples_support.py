@@ -25,10 +25,5 @@ def run_sample(
     """Run ``samples/<name>`` as a script from the repository root."""
     return subprocess.run(
         [sys.executable, str(SAMPLES / name), *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        env=clean_env(env),
-        timeout=120,
-        cwd=ROOT,
+        input=stdin, capture_output=True, text=True, env=clean_env(env), timeout=120, cwd=ROOT,
     )
