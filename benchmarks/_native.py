@@ -64,9 +64,8 @@ def _history(length: int) -> list[Any]:
         turn += 1
         call = ToolCall(f"call_{turn}", FunctionCall("get_weather", f'{{"city": "c{turn}"}}'))
         history.append(assistant_message("", [call]))
-        history.append(
-            tool_message(f'{{"city": "c{turn}", "sky": "clear", "t": 21}}', f"call_{turn}")
-        )
+        result = f'{{"city": "c{turn}", "sky": "clear", "t": 21}}'
+        history.append(tool_message(result, f"call_{turn}", "get_weather"))  # as agents do
     return history[:length]
 
 

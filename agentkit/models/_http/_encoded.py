@@ -13,7 +13,7 @@ import threading
 import weakref
 from collections.abc import Callable, Sequence
 
-from agentkit.schema import Message
+from agentkit.schema import Message, Role
 
 __all__: list[str] = []
 
@@ -99,3 +99,31 @@ class EncodedMessages:
                 self._size = len(entry.data)
             entries[key] = entry
         return entry.data
+
+
+def join_turns(
+    messages: Sequence[Message], pieces: Sequence[bytes], user: bytes, assistant: bytes
+) -> bytes:
+    """Join the encoded messages of a conversation into turns, for the wires that alternate.
+
+    ``pieces`` are the messages' items without brackets (``_encoded`` keeps them). Consecutive
+    messages of one side (the assistant's; the user's and the tool results) make one turn,
+    which opens with ``user`` or ``assistant`` (such as ``b'{"role":"user","content":['``)
+    and closes with ``]}``; turns are separated by commas.
+    """
+    out: list[bytes] = []
+    append = out.append
+    previous: bool | None = None
+    for message, piece in zip(messages, pieces, strict=True):
+        side = message.role is Role.ASSISTANT
+        if side is previous:
+            append(b",")
+        else:
+            if previous is not None:
+                append(b"]},")
+            append(assistant if side else user)
+            previous = side
+        append(piece)
+    if previous is not None:
+        append(b"]}")
+    return b"".join(out)

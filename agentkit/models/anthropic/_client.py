@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from agentkit.models._http._body import DEFAULT_MAX_RESPONSE_BYTES
-from agentkit.models._http._encoded import EncodedMessages
+from agentkit.models._http._encoded import EncodedMessages, join_turns
 from agentkit.models._http._json import encode_json
 from agentkit.models._http._model import HTTPChatModel
 from agentkit.models._http._stream import Target
@@ -35,6 +35,9 @@ DEFAULT_ANTHROPIC_BASE_URL = "https://api.anthropic.com"
 
 ANTHROPIC_VERSION = "2023-06-01"
 """The ``anthropic-version`` header sent with every request."""
+
+_USER = b'{"role":"user","content":['
+_ASSISTANT = b'{"role":"assistant","content":['
 
 
 class AnthropicChatModel(HTTPChatModel):
@@ -184,27 +187,20 @@ class AnthropicChatModel(HTTPChatModel):
             head = self._heads[stream]
         else:
             head = self._head(self._defaults.merge(options), stream)
-        parts = [head]
         system = system_json(messages, self._caching)
-        if system:
-            parts.append(b',"system":' + system)
         turns = [m for m in messages if m.role is not Role.SYSTEM]
-        encoded = self._encode(turns)
-        parts.append(b',"messages":[')
-        last_role = ""
-        for position, (message, blocks) in enumerate(zip(turns, encoded, strict=True)):
-            if self._caching and position == len(turns) - 1:
-                blocks = with_cache_control(blocks)
-            role = "assistant" if message.role is Role.ASSISTANT else "user"
-            if role == last_role:
-                parts.append(b"," + blocks)
-                continue
-            if last_role:
-                parts.append(b"]},")
-            parts.append(b'{"role":"' + role.encode() + b'","content":[' + blocks)
-            last_role = role
-        parts.append(b"]}]}" if last_role else b"]}")
-        return b"".join(parts)
+        encoded = self._encode(turns)  # a new list: ours to change
+        if self._caching and encoded:
+            encoded[-1] = with_cache_control(encoded[-1])
+        return b"".join(
+            (
+                head,
+                b',"system":' + system if system else b"",
+                b',"messages":[',
+                join_turns(turns, encoded, _USER, _ASSISTANT),
+                b"]}",
+            )
+        )
 
     def _parse_reply(self, content: bytes, url: str, status: int) -> Message:
         return parse_message(content, url, status)

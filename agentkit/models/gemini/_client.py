@@ -9,7 +9,7 @@ from urllib.parse import quote
 import httpx
 
 from agentkit.models._http._body import DEFAULT_MAX_RESPONSE_BYTES
-from agentkit.models._http._encoded import EncodedMessages
+from agentkit.models._http._encoded import EncodedMessages, join_turns
 from agentkit.models._http._json import encode_json
 from agentkit.models._http._model import HTTPChatModel
 from agentkit.models._http._retry import parse_retry_after
@@ -36,6 +36,9 @@ __all__ = ["DEFAULT_GEMINI_BASE_URL", "GeminiChatModel"]
 
 DEFAULT_GEMINI_BASE_URL = "https://generativelanguage.googleapis.com"
 """Where requests go when neither ``base_url`` nor ``GEMINI_BASE_URL`` is given."""
+
+_USER = b'{"role":"user","parts":['
+_MODEL = b'{"role":"model","parts":['
 
 
 class GeminiChatModel(HTTPChatModel):
@@ -169,24 +172,14 @@ class GeminiChatModel(HTTPChatModel):
         turns = [m for m in messages if m.role is not Role.SYSTEM]
         encoded = self._encode(turns)  # a new list: ours to change
         names: dict[str, str] | None = None
-        parts = [b"{" + b",".join(head)]
-        last_role = ""
         for position, message in enumerate(turns):
-            blocks = encoded[position]
             if message.role is Role.TOOL and not message.tool_name:
+                # Its function's name comes from the call it answers (not kept: it depends
+                # on the history, not on the message alone).
                 names = function_names(turns) if names is None else names
                 name = names.get(message.tool_call_id, "")
-                blocks = encode_json(message_parts(message, name))[1:-1]
-            role = "model" if message.role is Role.ASSISTANT else "user"
-            if role == last_role:
-                parts.append(b"," + blocks)
-                continue
-            if last_role:
-                parts.append(b"]},")
-            parts.append(b'{"role":"' + role.encode() + b'","parts":[' + blocks)
-            last_role = role
-        parts.append(b"]}]}" if last_role else b"]}")
-        return b"".join(parts)
+                encoded[position] = encode_json(message_parts(message, name))[1:-1]
+        return b"{" + b",".join(head) + join_turns(turns, encoded, _USER, _MODEL) + b"]}"
 
     def _parse_reply(self, content: bytes, url: str, status: int) -> Message:
         return parse_response(content, url, status)
