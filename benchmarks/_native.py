@@ -7,6 +7,7 @@ request. One round makes a call through the model (``generate``, or ``stream`` r
 and a raw call: the very same request bytes posted with a plain :class:`httpx.Client` and the
 response read whole. The ratio is the model's time over the raw call's: what encoding the
 request, the deadlines and retries bookkeeping, and decoding the reply cost on top of HTTP.
+:class:`~agentkit.models.OpenAIChatModel` is measured the same way, for reference.
 The history is the steady state of an agent loop: a system prompt, a user question, 24 tool
 rounds (50 messages), sent again on every call. Budget: 1.10x.
 """
@@ -30,14 +31,21 @@ REPLY = "It is clear and 21 degrees in Paris today."
 
 
 def serve() -> None:
-    """Serve the three fake wires with one fixed reply until standard input closes."""
-    from agentkit.testing import FakeAnthropicServer, FakeGeminiServer, FakeResponsesServer, Reply
+    """Serve the fake wires with one fixed reply until standard input closes."""
+    from agentkit.testing import (
+        FakeAnthropicServer,
+        FakeGeminiServer,
+        FakeOpenAIServer,
+        FakeResponsesServer,
+        Reply,
+    )
 
     reply = Reply(REPLY, chunks=4)
     servers = [
         FakeAnthropicServer(handler=lambda request: reply),
         FakeGeminiServer(handler=lambda request: reply),
         FakeResponsesServer(handler=lambda request: reply),
+        FakeOpenAIServer(handler=lambda request: reply),
     ]
     for server in servers:
         server.start()
@@ -73,7 +81,12 @@ def native_models(settings: Settings) -> list[Row]:
     """Rows ``<Model> generate`` and ``<Model> stream``: model call over raw httpx call."""
     import httpx
 
-    from agentkit.models import AnthropicChatModel, GeminiChatModel, OpenAIResponsesModel
+    from agentkit.models import (
+        AnthropicChatModel,
+        GeminiChatModel,
+        OpenAIChatModel,
+        OpenAIResponsesModel,
+    )
     from agentkit.schema import ToolInfo
 
     tools = [
@@ -93,11 +106,13 @@ def native_models(settings: Settings) -> list[Row]:
     assert process.stdin is not None and process.stdout is not None
     rows: list[Row] = []
     try:
-        anthropic_url, gemini_url, responses_url = process.stdout.readline().split()
+        anthropic_url, gemini_url, responses_url, openai_url = process.stdout.readline().split()
         models = [
             AnthropicChatModel("claude-bench", base_url=anthropic_url, api_key="k"),
             GeminiChatModel("gemini-bench", base_url=gemini_url, api_key="k"),
             OpenAIResponsesModel("gpt-bench", base_url=responses_url, api_key="k"),
+            # The Chat Completions client, measured the same way, for reference.
+            OpenAIChatModel("gpt-bench", base_url=openai_url, api_key="k"),
         ]
         history = _history(50)
         with httpx.Client() as client:
