@@ -105,8 +105,8 @@ class Shared:
 class HTTPChatModel:
     """A chat model over HTTP: the shared machinery of every wire (see the module docstring).
 
-    Subclasses set the class attributes and implement :meth:`_headers`, :meth:`_target`,
-    :meth:`_body` and :meth:`_parse_reply`.
+    Subclasses set the class attributes and implement :meth:`_body` and :meth:`_parse_reply`
+    (and :meth:`_headers` or :meth:`_target` where their wire differs from the defaults).
     """
 
     retry_initial_delay: ClassVar[float] = 0.5
@@ -118,6 +118,7 @@ class HTTPChatModel:
     _base_url_env: ClassVar[str] = ""
     _default_base_url: ClassVar[str] = ""
     _example_model: ClassVar[str] = ""
+    _path: ClassVar[str] = ""  # where requests go, under the base URL
     _stream_type: ClassVar[type[EventStream]] = EventStream
 
     def __init__(
@@ -145,6 +146,7 @@ class HTTPChatModel:
         self._base_url = (
             base_url or os.environ.get(self._base_url_env) or self._default_base_url
         ).rstrip("/")
+        self._destination = Target(self._base_url + self._path)
         self._timeout_seconds = float(timeout)
         self._timeout = httpx.Timeout(timeout)
         self._max_retries = max_retries
@@ -173,12 +175,15 @@ class HTTPChatModel:
     # -- what a subclass provides ---------------------------------------------------------
 
     def _headers(self, api_key: str | None) -> dict[str, str]:
-        """Return the headers of every request."""
-        raise NotImplementedError
+        """Return the headers of every request (by default, the key as a bearer token)."""
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if api_key:
+            headers["Authorization"] = f"Bearer {api_key}"
+        return headers
 
     def _target(self, options: ModelOptions | None, stream: bool) -> Target:
-        """Return where a call with ``options`` goes."""
-        raise NotImplementedError
+        """Return where a call with ``options`` goes (by default ``base_url`` + ``_path``)."""
+        return self._destination
 
     def _body(
         self, messages: Sequence[Message], options: ModelOptions | None, stream: bool

@@ -11,7 +11,6 @@ from agentkit.models._http._body import DEFAULT_MAX_RESPONSE_BYTES
 from agentkit.models._http._encoded import EncodedMessages, join_turns
 from agentkit.models._http._json import encode_json
 from agentkit.models._http._model import HTTPChatModel
-from agentkit.models._http._stream import Target
 from agentkit.models.anthropic._stream import AnthropicStream
 from agentkit.models.anthropic._wire import (
     message_blocks,
@@ -91,6 +90,7 @@ class AnthropicChatModel(HTTPChatModel):
     _base_url_env = "ANTHROPIC_BASE_URL"
     _default_base_url = DEFAULT_ANTHROPIC_BASE_URL
     _example_model = "claude-sonnet-4-5"
+    _path = "/v1/messages"
     _stream_type = AnthropicStream
 
     def __init__(
@@ -130,7 +130,6 @@ class AnthropicChatModel(HTTPChatModel):
         self._max_tokens = max_tokens
         self._thinking = thinking
         self._caching = bool(prompt_caching)
-        self._destination = Target(self._base_url + "/v1/messages")
         self._encode = encoded.encode
         self._tools_json = b""
         self._heads = self._make_heads()
@@ -161,9 +160,6 @@ class AnthropicChatModel(HTTPChatModel):
         if api_key:
             headers["x-api-key"] = api_key
         return headers
-
-    def _target(self, options: ModelOptions | None, stream: bool) -> Target:
-        return self._destination
 
     def _tools_changed(self) -> None:
         self._tools_json = tools_json(self._tools, self._caching) if self._tools else b""

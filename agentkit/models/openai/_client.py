@@ -9,7 +9,6 @@ import httpx
 
 from agentkit.models._http._body import DEFAULT_MAX_RESPONSE_BYTES
 from agentkit.models._http._model import HTTPChatModel
-from agentkit.models._http._stream import Target
 from agentkit.models.base import ModelOptions
 from agentkit.models.openai._encoded import EncodedMessages
 from agentkit.models.openai._stream import OpenStream
@@ -122,6 +121,7 @@ class OpenAIChatModel(HTTPChatModel):
     _base_url_env = "OPENAI_BASE_URL"
     _default_base_url = DEFAULT_BASE_URL
     _example_model = "gpt-4o-mini"
+    _path = "/chat/completions"
     _stream_type = OpenStream
 
     def __init__(
@@ -154,22 +154,11 @@ class OpenAIChatModel(HTTPChatModel):
             defaults=ModelOptions.from_kwargs(**defaults),
             cache=encoded,
         )
-        self._url = self._base_url + "/chat/completions"
-        self._destination = Target(self._url)
         self._encode = encoded.encode
         self._tools_json = b""
         self._envelopes = self._make_envelopes()
 
     # -- request building ------------------------------------------------------------------
-
-    def _headers(self, api_key: str | None) -> dict[str, str]:
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if api_key:
-            headers["Authorization"] = f"Bearer {api_key}"
-        return headers
-
-    def _target(self, options: ModelOptions | None, stream: bool) -> Target:
-        return self._destination
 
     def _tools_changed(self) -> None:
         self._tools_json = tools_bytes(self._tools) if self._tools else b""

@@ -11,7 +11,6 @@ from agentkit.models._http._body import DEFAULT_MAX_RESPONSE_BYTES
 from agentkit.models._http._encoded import EncodedMessages
 from agentkit.models._http._json import encode_json
 from agentkit.models._http._model import HTTPChatModel
-from agentkit.models._http._stream import Target
 from agentkit.models.base import ModelOptions
 from agentkit.models.responses._stream import ResponsesStream
 from agentkit.models.responses._wire import (
@@ -73,6 +72,7 @@ class OpenAIResponsesModel(HTTPChatModel):
     _base_url_env = "OPENAI_BASE_URL"
     _default_base_url = "https://api.openai.com/v1"
     _example_model = "gpt-5-mini"
+    _path = "/responses"
     _stream_type = ResponsesStream
 
     def __init__(
@@ -115,7 +115,6 @@ class OpenAIResponsesModel(HTTPChatModel):
         self._encode = encoded.encode
         self._store = bool(store)
         self._effort = reasoning_effort
-        self._destination = Target(self._base_url + "/responses")
         self._tools_json = b""
 
     @property
@@ -127,15 +126,6 @@ class OpenAIResponsesModel(HTTPChatModel):
     def reasoning_effort(self) -> str | None:
         """The reasoning effort sent with every request (``None``: none)."""
         return self._effort
-
-    def _headers(self, api_key: str | None) -> dict[str, str]:
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if api_key:
-            headers["Authorization"] = f"Bearer {api_key}"
-        return headers
-
-    def _target(self, options: ModelOptions | None, stream: bool) -> Target:
-        return self._destination
 
     def _tools_changed(self) -> None:
         self._tools_json = encode_json(tools_field(self._tools)) if self._tools else b""
