@@ -14,6 +14,7 @@ import pytest
 
 from agentkit import ChatModelAgent, Runner
 from agentkit.cancel import CancelHandle
+from agentkit.checkpoint import InMemoryCheckPointStore
 from agentkit.errors import (
     AgentCancelledError,
     APIStatusError,
@@ -25,7 +26,7 @@ from agentkit.errors import (
 )
 from agentkit.limits import ModelPricing
 from agentkit.models import AnthropicChatModel, FailoverChatModel, ModelOptions, OpenAIChatModel
-from agentkit.options import with_cancel
+from agentkit.options import with_cancel, with_checkpoint_id
 from agentkit.schema import (
     Message,
     Role,
@@ -568,3 +569,33 @@ def test_pickled_token_usage_from_before_cache_writes_loads() -> None:
     restored.__setstate__(state)
     assert restored == old and restored.cache_write_tokens == 0
     assert pickle.loads(pickle.dumps(TokenUsage(1, 2, 3, 4, 5))).cache_write_tokens == 5
+
+
+def test_an_overloaded_storm_mid_run_keeps_the_finished_steps_for_a_resume(
+    server: FakeAnthropicServer,
+) -> None:
+    ran: list[str] = []
+
+    @tool
+    def look_up(city: str) -> str:
+        """Look a city's weather up."""
+        ran.append(city)
+        return "sunny"
+
+    server.queue(
+        Reply(reasoning_content="Look.", tool_calls=[call("look_up", {"city": "Oslo"})]),
+        *[Reply(status=529, error="Overloaded", retry_after=0)] * 2,
+    )
+    store = InMemoryCheckPointStore()
+    agent = ChatModelAgent(
+        "a", "d", model_for(server, thinking=2048, max_retries=1), tools=[look_up]
+    )
+    failed = Runner(agent, checkpoint_store=store).invoke(
+        "Oslo?", with_checkpoint_id("storm"), raise_errors=False
+    )
+    assert isinstance(failed.error, APIStatusError) and failed.error.status_code == 529
+    server.queue(Reply("Sunny in Oslo."))
+    resumed = Runner(agent, checkpoint_store=store).resume("storm").result()
+    assert resumed.text == "Sunny in Oslo." and ran == ["Oslo"]  # the finished step was kept
+    last = server.requests[-1]["messages"]
+    assert [b["type"] for b in last[1]["content"]] == ["thinking", "tool_use"]  # still signed
