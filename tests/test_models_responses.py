@@ -10,8 +10,10 @@ import httpx
 import pytest
 
 from agentkit import ChatModelAgent, Runner
+from agentkit.checkpoint import InMemoryCheckPointStore
 from agentkit.errors import IncompleteStreamError, ModelError
 from agentkit.models import ModelOptions, OpenAIResponsesModel
+from agentkit.options import with_checkpoint_id
 from agentkit.schema import TokenUsage, ToolInfo, concat_messages, user_message
 from agentkit.testing import FakeResponsesServer, Reply, call
 from agentkit.tools import tool
@@ -174,3 +176,30 @@ def test_a_failure_mid_stream_over_http(server: FakeResponsesServer) -> None:
     server.queue(Reply("a long answer in pieces", stream_error="the model broke"))
     with pytest.raises(ModelError, match="the model broke"):
         list(model_for(server).stream([user_message("x")]))
+
+
+def test_a_stream_failing_mid_item_keeps_the_finished_steps_for_a_resume(
+    server: FakeResponsesServer,
+) -> None:
+    ran: list[str] = []
+
+    @tool
+    def look_up(city: str) -> str:
+        """Look a city's weather up."""
+        ran.append(city)
+        return "sunny"
+
+    server.queue(
+        Reply(reasoning_content="Look.", tool_calls=[call("look_up", {"city": "Oslo"})]),
+        Reply("Sunny in", stream_error="the model broke mid-item"),
+    )
+    store = InMemoryCheckPointStore()
+    agent = ChatModelAgent("a", "d", model_for(server, max_retries=0), tools=[look_up])
+    runner = Runner(agent, checkpoint_store=store, enable_streaming=True)
+    failed = runner.invoke("Oslo?", with_checkpoint_id("broken"), raise_errors=False)
+    assert isinstance(failed.error, ModelError) and "broke mid-item" in str(failed.error)
+    server.queue(Reply("Sunny in Oslo."))
+    resumed = runner.resume("broken").result()
+    assert resumed.text == "Sunny in Oslo." and ran == ["Oslo"]
+    kinds = [item["type"] for item in server.requests[-1]["input"]]
+    assert kinds == ["message", "reasoning", "function_call", "function_call_output"]
