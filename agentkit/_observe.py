@@ -369,13 +369,18 @@ def _limit_error(
 def _plus(left: TokenUsage | None, right: TokenUsage) -> TokenUsage:
     if left is None:
         return TokenUsage(
-            right.prompt_tokens, right.completion_tokens, right.total_tokens, right.cached_tokens
+            right.prompt_tokens,
+            right.completion_tokens,
+            right.total_tokens,
+            right.cached_tokens,
+            right.cache_write_tokens,
         )
     return TokenUsage(
         left.prompt_tokens + right.prompt_tokens,
         left.completion_tokens + right.completion_tokens,
         left.total_tokens + right.total_tokens,
         left.cached_tokens + right.cached_tokens,
+        left.cache_write_tokens + right.cache_write_tokens,
     )
 
 

@@ -37,6 +37,7 @@ exception says the same thing, the agentkit error subclasses it too, so existing
         │   ├── APITimeoutError (TimeoutError)
         │   └── IncompleteStreamError
         ├── ResponseTooLargeError
+        ├── ContentBlockedError
         └── APIStatusError
             ├── BadRequestError          400
             ├── AuthenticationError      401
@@ -86,6 +87,7 @@ __all__ = [
     "PermissionDeniedError",
     "RateLimitError",
     "ResponseTooLargeError",
+    "ContentBlockedError",
     "ResumeError",
     "RetryExhaustedError",
     "RunLimitError",
@@ -491,6 +493,26 @@ class ResponseTooLargeError(ModelError):
         super().__init__(message, status_code=status_code)
         self.limit = limit
         self.received = received
+
+
+class ContentBlockedError(ModelError):
+    """The provider's safety system blocked the prompt or the reply, so there is no answer.
+
+    Raised by :class:`~agentkit.models.GeminiChatModel` for a response whose
+    ``promptFeedback.blockReason`` is set, that has no candidate, or whose candidate finished
+    for ``SAFETY``, ``PROHIBITED_CONTENT``, ``BLOCKLIST``, ``SPII``, ``RECITATION`` or
+    ``IMAGE_SAFETY``. Not retried: the same request would be blocked again; rephrase it, or
+    change the request's ``safetySettings`` (``ModelOptions.extra``).
+
+    Attributes:
+        reason: the provider's reason, such as ``"SAFETY"``.
+    """
+
+    def __init__(
+        self, message: str, *, reason: str = "", status_code: int | None = None, body: Any = None
+    ) -> None:
+        super().__init__(message, status_code=status_code, body=body)
+        self.reason = reason
 
 
 class APIStatusError(ModelError):

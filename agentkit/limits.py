@@ -202,7 +202,7 @@ def _amount_text(limit: str, value: float) -> str:
 
 
 def _price(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if value is None and attribute.name == "cached_input_per_million":
+    if value is None and attribute.name in ("cached_input_per_million", "cache_write_per_million"):
         return
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(
@@ -232,6 +232,10 @@ class ModelPricing:
         cached_input_per_million: the price of a million prompt tokens served from the
             provider's prompt cache (``TokenUsage.cached_tokens``); ``None``: priced as other
             prompt tokens.
+        cache_write_per_million: the price of a million prompt tokens written to the
+            provider's prompt cache (``TokenUsage.cache_write_tokens``; Anthropic charges
+            1.25 times the input price for a five-minute cache); ``None``: priced as other
+            prompt tokens.
 
     Raises:
         ValueError: a price is negative or not finite.
@@ -241,16 +245,23 @@ class ModelPricing:
     input_per_million: float = attrs.field(validator=_price)
     output_per_million: float = attrs.field(validator=_price)
     cached_input_per_million: float | None = attrs.field(default=None, validator=_price)
+    cache_write_per_million: float | None = attrs.field(default=None, validator=_price)
 
     def cost(self, usage: TokenUsage) -> float:
-        """The cost of ``usage``: prompt, cached prompt and completion tokens at their prices."""
+        """The cost of ``usage``: prompt tokens (plain, read from and written to the cache)
+        and completion tokens at their prices."""
         cached = min(max(usage.cached_tokens, 0), usage.prompt_tokens)
+        written = min(max(usage.cache_write_tokens, 0), usage.prompt_tokens - cached)
         cached_price = self.cached_input_per_million
         if cached_price is None:
             cached_price = self.input_per_million
+        write_price = self.cache_write_per_million
+        if write_price is None:
+            write_price = self.input_per_million
         total = (
-            (usage.prompt_tokens - cached) * self.input_per_million
+            (usage.prompt_tokens - cached - written) * self.input_per_million
             + cached * cached_price
+            + written * write_price
             + usage.completion_tokens * self.output_per_million
         )
         return total / 1_000_000

@@ -92,14 +92,18 @@ class ToolCall:
 class TokenUsage:
     """Token counts reported by the model server.
 
-    ``cached_tokens`` is the part of ``prompt_tokens`` the server read from its prompt cache
-    (OpenAI's ``prompt_tokens_details.cached_tokens``; ``0`` when it says nothing).
+    ``prompt_tokens`` counts every input token. ``cached_tokens`` is the part of it the server
+    read from its prompt cache (OpenAI's ``prompt_tokens_details.cached_tokens``, Anthropic's
+    ``cache_read_input_tokens``, Gemini's ``cachedContentTokenCount``) and
+    ``cache_write_tokens`` the part it wrote to the cache (Anthropic's
+    ``cache_creation_input_tokens``); both are ``0`` when the server says nothing.
     """
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
     total_tokens: int = 0
     cached_tokens: int = 0
+    cache_write_tokens: int = 0
 
     def __getstate__(self) -> dict[str, Any]:
         return {
@@ -107,11 +111,14 @@ class TokenUsage:
             "completion_tokens": self.completion_tokens,
             "total_tokens": self.total_tokens,
             "cached_tokens": self.cached_tokens,
+            "cache_write_tokens": self.cache_write_tokens,
         }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        # Checkpoints written before ``cached_tokens`` existed hold three values.
+        # Checkpoints written before ``cached_tokens`` existed hold three values, those
+        # written before ``cache_write_tokens`` four.
         object.__setattr__(self, "cached_tokens", 0)
+        object.__setattr__(self, "cache_write_tokens", 0)
         for key, value in state.items():
             object.__setattr__(self, key, value)
 

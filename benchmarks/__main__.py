@@ -25,6 +25,7 @@ from benchmarks._celery_bench import CELERY_SCENARIOS, celery_unavailable
 from benchmarks._decompose import decompose
 from benchmarks._durable import durable_steps
 from benchmarks._inproc import SCENARIOS, Settings
+from benchmarks._native import NATIVE_SCENARIOS
 from benchmarks._procs import PROCESS_SCENARIOS, ROOT, port_server
 from benchmarks._report import Row, markdown, run_metadata, write_results
 from benchmarks._scale import SCALE_SCENARIOS
@@ -41,6 +42,7 @@ ALL = {
     **SCALE_SCENARIOS,
     **CELERY_SCENARIOS,
     **SSE_SCENARIOS,
+    **NATIVE_SCENARIOS,
 }
 
 #: Scenarios left out when ``--only`` is not given (run them with ``--only NAME``): ``soak``

@@ -125,6 +125,10 @@ apiref_private_types = {
     "agentkit.models.failover._Preferred": "FailoverChatModel's _preferred argument",
     # The shared base of the text checks of agentkit.evals (shown as their base class).
     "agentkit.evals._checks._Shown": "Contains', Matches' ... base",
+    # The shared bases of the HTTP chat models and of the fake model servers (shown as their
+    # base class; what they define is documented on each public class).
+    "agentkit.models._http._model.HTTPChatModel": "the HTTP chat models' base",
+    "agentkit.testing._fake_http.FakeModelServer": "the fake model servers' base",
     # The recording a Cassette works on (made by cassette() from its arguments).
     "agentkit.testing._cassette._Tape": "Cassette's tape argument",
 }

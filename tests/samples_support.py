@@ -12,8 +12,9 @@ SAMPLES = ROOT / "samples"
 
 
 def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment without OpenAI/agentkit settings (offline), plus ``extra``."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "AGENTKIT_"))}
+    """The environment without provider and agentkit settings (offline), plus ``extra``."""
+    providers = ("OPENAI_", "ANTHROPIC_", "GEMINI_", "AGENTKIT_")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(providers)}
     env.update(extra or {})
     return env
 

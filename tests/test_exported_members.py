@@ -206,7 +206,7 @@ def test_the_model_client_imports_tenacity_only_when_a_call_is_retried() -> None
 # agentkit.testing: what applications use to test their agents (docs/guides/testing.md).
 TESTING_DOCUMENTED = {
     "ScriptedChatModel", "ModelCall", "call", "calls_message", "summarize", "run_events",
-    "no_thread_leak", "ThreadLeakError", "FakeOpenAIServer", "Reply", "check_checkpoint_store",
+    "no_thread_leak", "ThreadLeakError", "FakeOpenAIServer", "FakeAnthropicServer", "FakeGeminiServer", "FakeResponsesServer", "Reply", "check_checkpoint_store",
     "StoreConformanceError", "StoreCheck", "StoreFactory", "ALL_CHECKS", "STORE_CHECKS",
     "LEASE_CHECKS", "STEP_CHECKS", "UNUSUAL_IDS", "cassette", "Cassette", "CassetteError", "CassetteMismatchError",
     "CassetteUnplayedError",

@@ -216,6 +216,6 @@ def test_threads_sharing_a_model_and_a_history_send_the_right_messages(
 def test_close_drops_the_encodings(model: OpenAIChatModel) -> None:
     history = [user_message("hi")]
     model.generate(history)
-    assert len(model._http.encoded) == 1  # the model's own cache
+    assert len(model._http.cache) == 1  # the model's own cache
     model.close()
-    assert len(model._http.encoded) == 0
+    assert len(model._http.cache) == 0

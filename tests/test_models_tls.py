@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-import agentkit.models.openai._transport as transport
+import agentkit.models._http._transport as transport
 from agentkit import AgentCancelledError, CancelHandle, ChatModelAgent, Runner, with_cancel
 from agentkit.errors import APITimeoutError
 from agentkit.models.openai import OpenAIChatModel

@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 import agentkit
-from agentkit.models.openai._transport import httpx_error, make_client
+from agentkit.models._http._transport import httpx_error, make_client
 from tests.misbehaving_server import Behaviour, RawServer, replay, silent
 
 ROOT = Path(agentkit.__file__).resolve().parent

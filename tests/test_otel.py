@@ -225,3 +225,16 @@ def test_failures_set_error_status(exporter: InMemorySpanExporter) -> None:
     assert dict(spans["execute_tool broken"].attributes or {})["error.type"] == "RuntimeError"
     assert spans["invoke_agent a"].status.status_code is StatusCode.ERROR
     assert spans["chat ScriptedChatModel"].status.status_code is not StatusCode.ERROR
+
+
+def test_chat_spans_carry_the_cache_reads_and_writes(exporter: InMemorySpanExporter) -> None:
+    handler, _ = tracing(exporter)
+    usage = TokenUsage(100, 5, 105, cached_tokens=60, cache_write_tokens=30)
+    answer = attrs.evolve(reply("ok", 100, 5), response_meta=ResponseMeta("stop", usage))
+    model = ScriptedChatModel([answer])
+    list(Runner(ChatModelAgent("a", "d", model)).query("hi", with_callbacks(handler)))
+    [chat] = [s for s in exporter.get_finished_spans() if s.name.startswith("chat")]
+    attributes = dict(chat.attributes or {})
+    assert attributes["gen_ai.usage.input_tokens"] == 100
+    assert attributes["gen_ai.usage.cache_read.input_tokens"] == 60
+    assert attributes["gen_ai.usage.cache_creation.input_tokens"] == 30

@@ -473,7 +473,7 @@ def test_a_model_without_limits_never_enters_the_limit_code(server: FakeOpenAISe
     "".join(chunk.content for chunk in model.stream([user_message("hi")]))
     profile.disable()
     called = {key[0] for key in pstats.Stats(profile).stats}  # type: ignore[attr-defined]
-    limit_code = ("openai/_limits.py", "agentkit/throttle.py", "agentkit/_waiting.py")
+    limit_code = ("_http/_limits.py", "agentkit/throttle.py", "agentkit/_waiting.py")
     assert not [path for path in called if path.replace("\\", "/").endswith(limit_code)]
 
 

@@ -149,6 +149,10 @@ class OpenTelemetryHandler:
                     current.span.set_attribute(
                         "gen_ai.usage.cache_read.input_tokens", meta.usage.cached_tokens
                     )
+                if meta.usage.cache_write_tokens:
+                    current.span.set_attribute(
+                        "gen_ai.usage.cache_creation.input_tokens", meta.usage.cache_write_tokens
+                    )
             if meta.cost is not None:
                 current.span.set_attribute("gen_ai.usage.cost.amount", meta.cost)
         self._end(error)

@@ -1,9 +1,14 @@
-"""Chat models: the protocols, per-call options, a scripted model and an OpenAI-compatible client.
+"""Chat models: the protocols, per-call options, a scripted model and the HTTP clients.
 
 The model errors (:class:`ModelError` and its subclasses) are exported here too, the same
 classes as in :mod:`agentkit` and :mod:`agentkit.errors`.
 
-The models themselves load on first use: :class:`OpenAIChatModel` brings httpx, so ``import
+The HTTP clients: :class:`OpenAIChatModel` (Chat Completions, any compatible server),
+:class:`OpenAIResponsesModel` (OpenAI's Responses API), :class:`AnthropicChatModel`
+(Anthropic's Messages API) and :class:`GeminiChatModel` (Google's Gemini API), each a
+hand-written wire over the same HTTP machinery (deadlines, cancel, size caps, retries, limits).
+
+The models themselves load on first use: the HTTP clients bring httpx, so ``import
 agentkit`` does not pay for it (nor for the scripted and failover models it does not need).
 """
 
@@ -18,6 +23,7 @@ from agentkit.errors import (
     APITimeoutError,
     AuthenticationError,
     BadRequestError,
+    ContentBlockedError,
     IncompleteStreamError,
     ModelError,
     PermissionDeniedError,
@@ -27,37 +33,47 @@ from agentkit.errors import (
 from agentkit.models.base import ChatModel, ModelOptions, ToolCallingChatModel
 
 __all__ = [
+    "AnthropicChatModel",
     "APIConnectionError",
     "APIStatusError",
     "APITimeoutError",
     "AuthenticationError",
     "BadRequestError",
     "ChatModel",
+    "ContentBlockedError",
     "IncompleteStreamError",
     "ResponseTooLargeError",
     "ModelError",
     "PermissionDeniedError",
     "RateLimitError",
     "FailoverChatModel",
+    "GeminiChatModel",
     "ModelCall",
     "ModelOptions",
     "OpenAIChatModel",
+    "OpenAIResponsesModel",
     "ScriptedChatModel",
     "ToolCallingChatModel",
 ]
 
 if TYPE_CHECKING:
+    from agentkit.models.anthropic import AnthropicChatModel
     from agentkit.models.failover import FailoverChatModel
+    from agentkit.models.gemini import GeminiChatModel
     from agentkit.models.openai import OpenAIChatModel
+    from agentkit.models.responses import OpenAIResponsesModel
     from agentkit.models.scripted import ModelCall, ScriptedChatModel
 else:
     __getattr__, __dir__ = attach(
         __name__,
         {
+            "AnthropicChatModel": "agentkit.models.anthropic",
             "FailoverChatModel": "agentkit.models.failover",
+            "GeminiChatModel": "agentkit.models.gemini",
             "OpenAIChatModel": "agentkit.models.openai",
+            "OpenAIResponsesModel": "agentkit.models.responses",
             "ModelCall": "agentkit.models.scripted",
             "ScriptedChatModel": "agentkit.models.scripted",
         },
-        submodules=("base", "failover", "openai", "scripted"),
+        submodules=("anthropic", "base", "failover", "gemini", "openai", "responses", "scripted"),
     )

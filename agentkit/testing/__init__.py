@@ -10,6 +10,12 @@ agentkit does:
 * :class:`FakeOpenAIServer` is a loopback OpenAI-compatible HTTP server, scripted with
   :class:`Reply`, to test :class:`~agentkit.OpenAIChatModel` and whole agents over real HTTP,
   failures included (error statuses, cut streams, slow answers).
+  :class:`FakeAnthropicServer` does the same for :class:`~agentkit.models.AnthropicChatModel`
+  (Anthropic's Messages API: its stream events, error shapes, thinking signatures and a
+  simulated prompt cache); :class:`FakeGeminiServer` for
+  :class:`~agentkit.models.GeminiChatModel` (function calls and their thought signatures);
+  :class:`FakeResponsesServer` for :class:`~agentkit.models.OpenAIResponsesModel`
+  (reasoning items, ``previous_response_id``).
 * :func:`cassette` wraps a model to record its calls to a file (JSON or YAML) and replay
   them offline; a replayed call that differs from the recording raises
   :class:`CassetteMismatchError` with a diff. The pytest fixture ``model_cassette`` (in
@@ -35,6 +41,7 @@ from typing import TYPE_CHECKING
 
 from agentkit._lazy import attach
 from agentkit.models.scripted import ModelCall, ScriptedChatModel
+from agentkit.testing._anthropic_server import FakeAnthropicServer
 from agentkit.testing._cassette import Cassette, cassette
 from agentkit.testing._checkpoint_checks import STORE_CHECKS, UNUSUAL_IDS
 from agentkit.testing._checkpoint_suite import ALL_CHECKS, check_checkpoint_store
@@ -46,10 +53,12 @@ from agentkit.testing._errors import (
     ThreadLeakError,
 )
 from agentkit.testing._events import run_events, summarize
+from agentkit.testing._gemini_server import FakeGeminiServer
 from agentkit.testing._lease_checks import LEASE_CHECKS
 from agentkit.testing._messages import call, calls_message
 from agentkit.testing._openai_replies import Reply
 from agentkit.testing._openai_server import FakeOpenAIServer
+from agentkit.testing._responses_server import FakeResponsesServer
 from agentkit.testing._step_checks import STEP_CHECKS
 from agentkit.testing._store_support import StoreCheck, StoreFactory
 from agentkit.testing._threads import no_thread_leak
@@ -60,7 +69,10 @@ __all__ = [
     "CassetteError",
     "CassetteMismatchError",
     "CassetteUnplayedError",
+    "FakeAnthropicServer",
+    "FakeGeminiServer",
     "FakeOpenAIServer",
+    "FakeResponsesServer",
     "LEASE_CHECKS",
     "ModelCall",
     "Reply",
@@ -88,7 +100,10 @@ for _obj in (
     CassetteError,
     CassetteMismatchError,
     CassetteUnplayedError,
+    FakeAnthropicServer,
+    FakeGeminiServer,
     FakeOpenAIServer,
+    FakeResponsesServer,
     Reply,
     StoreConformanceError,
     ThreadLeakError,

@@ -22,15 +22,10 @@ Example::
 
 from __future__ import annotations
 
-import json
-import socket
 import sys
-import threading
-from collections import deque
-from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from agentkit.testing._fake_http import FakeModelServer, Handler, RequestHandler
 from agentkit.testing._openai_replies import (
     Reply,
     completion_body,
@@ -38,13 +33,11 @@ from agentkit.testing._openai_replies import (
     status_error_type,
     stream_events,
 )
-from agentkit.testing._threads import register_owner
 
-# What FakeOpenAIServer(handler=...) takes: the request's JSON body in, the reply out.
-Handler = Callable[[dict[str, Any]], "Reply | str"]
+__all__ = ["FakeOpenAIServer", "Handler"]
 
 
-class FakeOpenAIServer:
+class FakeOpenAIServer(FakeModelServer):
     """An OpenAI-compatible server on ``127.0.0.1`` (a free port), serving in a background thread.
 
     Replies come from ``handler(request_json)`` when one is given, else from the replies
@@ -61,291 +54,26 @@ class FakeOpenAIServer:
         base_url: ``"http://127.0.0.1:PORT/v1"``.
     """
 
-    def __init__(self, handler: Handler | None = None) -> None:
-        self._handler = handler
-        self._replies: deque[Reply | str] = deque()
-        self._lock = threading.Lock()
-        self._requests: list[dict[str, Any]] = []
-        self._request_headers: list[dict[str, str]] = []
-        self._connections = 0
-        self._stopping = threading.Event()
-        self._httpd = _HTTPServer(("127.0.0.1", 0), _RequestHandler)
-        self._httpd.fake = self
-        self._thread: threading.Thread | None = None
-        host, port = self._httpd.server_address[:2]
-        self.base_url = f"http://{host!s}:{port}/v1"
+    _root = "/v1"
 
-    # -- lifecycle -------------------------------------------------------------------------
+    def _serves(self, path: str) -> bool:
+        return path == "/v1/chat/completions"
 
-    def start(self) -> FakeOpenAIServer:
-        """Start serving (done by ``with``)."""
-        if self._thread is None:
-            register_owner(self)
-            self._thread = threading.Thread(
-                target=self._httpd.serve_forever,
-                kwargs={"poll_interval": 0.01},
-                name="FakeOpenAIServer",
-                daemon=True,
-            )
-            self._thread.start()
-        return self
+    def _error_payload(self, reply: Reply) -> Any:
+        return error_body(reply.error, status_error_type(reply.status))
 
-    def stop(self) -> None:
-        """Stop serving, drop open connections and join the server's threads. Idempotent."""
-        self._stopping.set()
-        if self._thread is not None:
-            self._httpd.shutdown()
-            self._thread.join()
-            self._thread = None
-        self._httpd.drop_connections()
-        self._httpd.server_close()
-
-    def owned_threads(self) -> list[threading.Thread]:
-        """The threads serving connections right now (none once stopped: they were joined)."""
-        return self._httpd.connection_threads()
-
-    def __enter__(self) -> FakeOpenAIServer:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
-
-    # -- scripting and inspection ------------------------------------------------------------
-
-    def queue(self, *replies: Reply | str) -> None:
-        """Add replies, answered in order to the coming requests."""
-        with self._lock:
-            self._replies.extend(replies)
-
-    @property
-    def requests(self) -> list[dict[str, Any]]:
-        """The JSON bodies of the requests received so far (a copy)."""
-        with self._lock:
-            return list(self._requests)
-
-    @property
-    def request_headers(self) -> list[dict[str, str]]:
-        """The headers of the requests received so far, names in lower case (a copy)."""
-        with self._lock:
-            return list(self._request_headers)
-
-    @property
-    def connections(self) -> int:
-        """How many TCP connections the server has accepted (kept-alive calls share one)."""
-        with self._lock:
-            return self._connections
-
-    @property
-    def replies_left(self) -> int:
-        """How many queued replies have not been used."""
-        with self._lock:
-            return len(self._replies)
-
-    def _record(self, body: dict[str, Any], headers: dict[str, str]) -> int:
-        with self._lock:
-            self._requests.append(body)
-            self._request_headers.append(headers)
-            return len(self._requests)
-
-    def _count_connection(self) -> None:
-        with self._lock:
-            self._connections += 1
-
-    def _reply_for(self, body: dict[str, Any], number: int) -> Reply:
-        if self._handler is not None:
-            try:
-                reply: Reply | str = self._handler(body)
-            except Exception as error:
-                return Reply(status=400, error=f"FakeOpenAIServer handler raised {error!r}")
-        else:
-            with self._lock:
-                if not self._replies:
-                    return Reply(
-                        status=400,
-                        error=f"FakeOpenAIServer has no reply queued for request {number}",
-                    )
-                reply = self._replies.popleft()
-        return Reply(reply) if isinstance(reply, str) else reply
-
-
-class _HTTPServer(ThreadingHTTPServer):
-    # One thread per connection, started and joined here (server_close): none outlives the
-    # server. They end promptly because stop() shuts their sockets down and sets the event
-    # their waits watch.
-    daemon_threads = True
-    block_on_close = False
-    fake: FakeOpenAIServer
-
-    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
-        self._sockets: set[socket.socket] = set()
-        self._sockets_lock = threading.Lock()
-        self._workers: set[threading.Thread] = set()
-        self._started = 0
-        super().__init__(address, handler)
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        with self._sockets_lock:
-            self._sockets.add(request)
-            self._started += 1
-            worker = threading.Thread(
-                target=self._serve_connection,
-                args=(request, client_address),
-                name=f"FakeOpenAIServer connection {self._started}",
-                daemon=True,
-            )
-            self._workers.add(worker)
-        worker.start()
-
-    def _serve_connection(self, request: Any, client_address: Any) -> None:
-        try:
-            self.process_request_thread(request, client_address)
-        finally:
-            with self._sockets_lock:
-                self._workers.discard(threading.current_thread())
-
-    def connection_threads(self) -> list[threading.Thread]:
-        with self._sockets_lock:
-            return list(self._workers)
-
-    def server_close(self) -> None:
-        super().server_close()
-        for worker in self.connection_threads():
-            worker.join()
-
-    def shutdown_request(self, request: Any) -> None:
-        with self._sockets_lock:
-            self._sockets.discard(request)
-        super().shutdown_request(request)
-
-    def drop_connections(self) -> None:
-        with self._sockets_lock:
-            sockets = list(self._sockets)
-        for sock in sockets:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        # Clients that hang up (timeouts, closed streams) are part of the tests, not errors.
-        if not isinstance(sys.exc_info()[1], OSError):
-            super().handle_error(request, client_address)
-
-
-class _RequestHandler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True  # small writes go out at once, like a real server's
-    server: _HTTPServer
-
-    def setup(self) -> None:
-        super().setup()
-        self.server.fake._count_connection()
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    def do_POST(self) -> None:
-        fake = self.server.fake
-        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        if self.path.rstrip("/") != "/v1/chat/completions":
-            self._send_json(404, error_body(f"no route for POST {self.path}", "not_found"))
-            return
-        try:
-            body = json.loads(raw)
-        except ValueError:
-            self._send_json(400, error_body("the request body is not valid JSON", "invalid_json"))
-            return
-        number = fake._record(body, {name.lower(): value for name, value in self.headers.items()})
-        reply = fake._reply_for(body, number)
-        if reply.delay and fake._stopping.wait(reply.delay):
-            self._drop()
-            return
-        if reply.disconnect:
-            self._drop()
-        elif reply.raw_body is not None:
-            self._send_json(reply.status, None, reply.headers, reply.raw_body)
-        elif reply.status >= 400:
-            self._send_error_reply(reply)
-        elif body.get("stream"):
-            self._send_stream(body, reply, number)
-        else:
-            self._send_completion(body, reply, number)
-
-    # -- responses -------------------------------------------------------------------------
-
-    def _drop(self) -> None:
-        self.close_connection = True
-        try:
-            self.connection.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-
-    def _send_json(
+    def _respond(
         self,
-        status: int,
-        payload: Any,
-        headers: dict[str, str] | None = None,
-        raw: bytes | None = None,
+        handler: RequestHandler,
+        path: str,
+        request: dict[str, Any],
+        reply: Reply,
+        number: int,
     ) -> None:
-        data = raw if raw is not None else json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(data)
-
-    def _send_error_reply(self, reply: Reply) -> None:
-        headers = dict(reply.headers)
-        if reply.retry_after is not None:
-            headers["Retry-After"] = str(reply.retry_after)
-        raw = b'{"error": {"message": ' if reply.malformed else None
-        self._send_json(
-            reply.status, error_body(reply.error, status_error_type(reply.status)), headers, raw
-        )
-
-    def _send_completion(self, request: dict[str, Any], reply: Reply, number: int) -> None:
-        payload = completion_body(request, reply, number)
-        data = json.dumps(payload).encode()
-        if reply.malformed:
-            data = data[: len(data) // 2]
-        if reply.cut_after is not None:
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data[: len(data) // 2])
-            self._drop()
-            return
-        self._send_json(200, None, reply.headers, data)
-
-    def _send_stream(self, request: dict[str, Any], reply: Reply, number: int) -> None:
-        fake = self.server.fake
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Cache-Control", "no-cache")
-        self.send_header("Transfer-Encoding", "chunked")
-        for name, value in reply.headers.items():
-            self.send_header(name, value)
-        self.end_headers()
-        sent = 0
-        for event in stream_events(request, reply, number):
-            if event.startswith(b"data:"):
-                if reply.cut_after is not None and sent >= reply.cut_after:
-                    self._drop()
-                    return
-                sent += 1
-                if sent == 2 and reply.gate is not None:
-                    while not reply.gate.wait(0.05):
-                        if fake._stopping.is_set():
-                            self._drop()
-                            return
-                if reply.chunk_delay and sent > 1 and fake._stopping.wait(reply.chunk_delay):
-                    self._drop()
-                    return
-            self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
-        self.wfile.write(b"0\r\n\r\n")
+        if request.get("stream"):
+            handler.send_events(stream_events(request, reply, number), reply)
+        else:
+            handler.send_body(completion_body(request, reply, number), reply)
 
 
 def main() -> None:

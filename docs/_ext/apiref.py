@@ -237,9 +237,21 @@ def _heading(text: str, char: str = "=") -> str:
     return f"{text}\n{char * len(text)}\n"
 
 
+def _http_model_base(value: Any) -> bool:
+    """Whether ``value`` is built on a private base whose public methods it presents as its
+    own (the HTTP chat models, the fake model servers)."""
+    bases = ("agentkit.models._http._model", "agentkit.testing._fake_http")
+    return isinstance(value, type) and any(
+        base.__module__ in bases for base in value.__mro__[1:]
+    )
+
+
 def _directive_for(entry: Entry) -> str:
     if entry.kind in ("class", "exception"):
         options = [":members:", ":show-inheritance:"]
+        if entry.kind == "class" and _http_model_base(entry.value):
+            # What the private base defines (generate, stream, close...) is documented here.
+            options.append(":inherited-members:")
         if entry.kind == "class" and _is_enum(entry.value):
             options.append(":undoc-members:")
         body = "\n".join(f"   {option}" for option in options)

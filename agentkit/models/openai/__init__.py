@@ -22,9 +22,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from agentkit._lazy import attach, present
+from agentkit.models._http._retry import parse_retry_after
+from agentkit.models._http._sse import iter_sse_data
 from agentkit.models.openai._client import DEFAULT_BASE_URL, OpenAIChatModel
-from agentkit.models.openai._retry import parse_retry_after
-from agentkit.models.openai._sse import iter_sse_data
 
 __all__ = ["DEFAULT_BASE_URL", "OpenAIChatModel", "iter_sse_data", "parse_retry_after"]
 

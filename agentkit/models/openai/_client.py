@@ -2,50 +2,23 @@
 
 from __future__ import annotations
 
-import contextlib
-import copy
-import json
-import os
-from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, TypeVar
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
-import attrs
 import httpx
 
-from agentkit._runctx import abort_on_cancel, cancellable_sleep, current_frame
-from agentkit._waiting import CallSite
-from agentkit.errors import (
-    APIConnectionError,
-    APIStatusError,
-    APITimeoutError,
-    ModelError,
-    RateLimitError,
-)
-from agentkit.models.base import ModelOptions, ToolCallingChatModel
-from agentkit.models.openai._body import (
-    DEFAULT_MAX_RESPONSE_BYTES,
-    check_max_response_bytes,
-    read_body,
-)
+from agentkit.models._http._body import DEFAULT_MAX_RESPONSE_BYTES
+from agentkit.models._http._model import HTTPChatModel
+from agentkit.models.base import ModelOptions
 from agentkit.models.openai._encoded import EncodedMessages
-from agentkit.models.openai._limits import CallLimits, check_limits
-from agentkit.models.openai._retry import (
-    STATUS_ERRORS,
-    is_retryable,
-    parse_retry_after,
-    status_hint,
-)
-from agentkit.models.openai._stream import Call, OpenStream
-from agentkit.models.openai._transport import _current, make_client
+from agentkit.models.openai._stream import OpenStream
 from agentkit.models.openai._wire import (
     encode_json,
     parse_completion,
     request_fields,
-    server_message,
     tools_bytes,
 )
-from agentkit.schema import Message, ToolInfo
-from agentkit.streams import StreamReader, stream_from_batches
+from agentkit.schema import Message
 from agentkit.throttle import ConcurrencyLimiter, RateLimiter
 
 if TYPE_CHECKING:
@@ -53,78 +26,11 @@ if TYPE_CHECKING:
 
 __all__ = ["DEFAULT_BASE_URL", "OpenAIChatModel"]
 
-_T = TypeVar("_T")
-
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 """Where requests go when neither ``base_url`` nor ``OPENAI_BASE_URL`` is given."""
 
 
-# tenacity computes the backoff (imported on the first retry: a run that never retries never
-# imports it). The retry loop itself is OpenAIChatModel._with_retries.
-_retry_state_owner: Any = None
-
-
-def _add_note(error: BaseException, note: str) -> None:
-    add_note = getattr(error, "add_note", None)  # Python 3.11+
-    if add_note is not None:
-        add_note(note)
-
-
-def _check_arguments(model: object, timeout: object, max_retries: object) -> None:
-    """Raise a ``ValueError`` that says which argument of ``OpenAIChatModel`` is wrong."""
-    if not isinstance(model, str) or not model:
-        raise ValueError(
-            f"OpenAIChatModel needs a model name as its first argument (got {model!r}), "
-            'such as OpenAIChatModel("gpt-4o-mini")'
-        )
-    if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
-        raise ValueError(
-            f"max_retries must be an int >= 0, the retries after a failed attempt "
-            f"(got {max_retries!r})"
-        )
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
-        raise ValueError(f"timeout must be a number of seconds > 0 (got {timeout!r})")
-
-
-def _checked_pricing(pricing: object) -> ModelPricing | None:
-    from agentkit.limits import ModelPricing
-
-    if pricing is not None and not isinstance(pricing, ModelPricing):
-        raise TypeError(
-            f"pricing must be a ModelPricing (got {pricing!r}); write "
-            "pricing=ModelPricing(input_per_million=..., output_per_million=...)"
-        )
-    return pricing
-
-
-def _priced(message: Message, pricing: ModelPricing) -> Message:
-    """``message`` with the cost of the usage it reports (itself when it reports none)."""
-    meta = message.response_meta
-    if meta is None or meta.usage is None or meta.cost is not None:
-        return message
-    return attrs.evolve(message, response_meta=attrs.evolve(meta, cost=pricing.cost(meta.usage)))
-
-
-def _priced_batches(
-    batches: Iterator[list[Message]], pricing: ModelPricing
-) -> Iterator[list[Message]]:
-    """The chunks of a stream, the one with the usage priced."""
-    for batch in batches:
-        yield [_priced(chunk, pricing) for chunk in batch]
-
-
-class _Shared:
-    """What a model shares with its tool-bound copies: the httpx client and the encodings."""
-
-    __slots__ = ("client", "encoded", "owned")
-
-    def __init__(self, client: httpx.Client, owned: bool) -> None:
-        self.client = client
-        self.owned = owned
-        self.encoded = EncodedMessages()
-
-
-class OpenAIChatModel:
+class OpenAIChatModel(HTTPChatModel):
     """A chat model served over the OpenAI Chat Completions API, or any compatible server.
 
     Args:
@@ -211,10 +117,12 @@ class OpenAIChatModel:
             reply = model.generate([user_message("Say hi")])
     """
 
-    retry_initial_delay: ClassVar[float] = 0.5
-    """Backoff before the first retry, in seconds, when the server sends no ``Retry-After``."""
-    retry_max_delay: ClassVar[float] = 8.0
-    """The longest backoff between two attempts, in seconds."""
+    _key_env = "OPENAI_API_KEY"
+    _base_url_env = "OPENAI_BASE_URL"
+    _default_base_url = DEFAULT_BASE_URL
+    _example_model = "gpt-4o-mini"
+    _path = "/chat/completions"
+    _stream_type = OpenStream
 
     def __init__(
         self,
@@ -231,157 +139,30 @@ class OpenAIChatModel:
         rate_limit: RateLimiter | None = None,
         **defaults: Any,
     ) -> None:
-        _check_arguments(model, timeout, max_retries)
-        check_limits(concurrency, rate_limit)
-        self._pricing = _checked_pricing(pricing)
-        self._defaults = ModelOptions.from_kwargs(**defaults)
-        self._model = model
-        api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
-        self._base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip(
-            "/"
+        encoded = EncodedMessages()
+        super().__init__(
+            model,
+            api_key=api_key,
+            base_url=base_url,
+            timeout=timeout,
+            max_retries=max_retries,
+            http_client=http_client,
+            max_response_bytes=max_response_bytes,
+            pricing=pricing,
+            concurrency=concurrency,
+            rate_limit=rate_limit,
+            defaults=ModelOptions.from_kwargs(**defaults),
+            cache=encoded,
         )
-        self._url = self._base_url + "/chat/completions"
-        # Parsed once: httpx parses a URL given as text on every request (~12 us). A URL it
-        # cannot parse stays text, so that the request reports it, as it always has.
-        self._request_url: httpx.URL | str = self._url
-        with contextlib.suppress(httpx.InvalidURL):
-            self._request_url = httpx.URL(self._url)
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if api_key:
-            headers["Authorization"] = f"Bearer {api_key}"
-        self._timeout_seconds = float(timeout)
-        self._timeout = httpx.Timeout(timeout)
-        self._max_retries = max_retries
-        self._max_response_bytes = check_max_response_bytes(max_response_bytes)
-        # An owned client carries the headers and the timeout itself, which spares httpx a
-        # merge per request; a client passed in gets them with every request instead.
-        self._request_headers: dict[str, str] | None
-        self._request_timeout: httpx.Timeout | Any
-        if http_client is None:
-            self._http = _Shared(make_client(self._timeout, headers), owned=True)
-            self._request_headers = None
-            self._request_timeout = httpx.USE_CLIENT_DEFAULT
-        else:
-            self._http = _Shared(http_client, owned=False)
-            self._request_headers = headers
-            self._request_timeout = self._timeout
-        self._client = self._http.client
-        self._encode = self._http.encoded.encode
-        self._backoff: Any = None  # made on the first retry, see _delay
-        self._limits: CallLimits | None = None  # None: the calls do no work for limits
-        if concurrency is not None or rate_limit is not None:
-            site = CallSite("ChatModel", model, type(self).__name__)
-            self._limits = CallLimits(concurrency, rate_limit, site)
-        self._tools: tuple[ToolInfo, ...] = ()
+        self._encode = encoded.encode
         self._tools_json = b""
         self._envelopes = self._make_envelopes()
 
-    # -- public surface --------------------------------------------------------------------
-
-    @property
-    def model(self) -> str:
-        """The model name sent when the call's options name none."""
-        return self._model
-
-    @property
-    def base_url(self) -> str:
-        """The API root requests go to (without a trailing slash)."""
-        return self._base_url
-
-    @property
-    def tools(self) -> tuple[ToolInfo, ...]:
-        """The tools this model is bound to."""
-        return self._tools
-
-    @property
-    def defaults(self) -> ModelOptions:
-        """The default options of every call."""
-        return self._defaults
-
-    @property
-    def pricing(self) -> ModelPricing | None:
-        """What this model's tokens cost (``None``: its replies carry no cost)."""
-        return self._pricing
-
-    @property
-    def concurrency(self) -> ConcurrencyLimiter | None:
-        """The concurrency limit the requests take a slot of (``None``: none)."""
-        return None if self._limits is None else self._limits.concurrency
-
-    @property
-    def rate_limit(self) -> RateLimiter | None:
-        """The rate limit the requests take their place in (``None``: none)."""
-        return None if self._limits is None else self._limits.rate
-
-    def with_tools(self, tools: Sequence[ToolInfo]) -> ToolCallingChatModel:
-        """Return a model bound to ``tools`` sharing these connections; this one is unchanged."""
-        bound = copy.copy(self)
-        bound._tools = tuple(tools)
-        bound._tools_json = tools_bytes(bound._tools) if bound._tools else b""
-        bound._envelopes = bound._make_envelopes()
-        return bound
-
-    def generate(self, messages: Sequence[Message], options: ModelOptions | None = None) -> Message:
-        """Send ``messages`` and return the assistant's reply.
-
-        Raises:
-            ModelError: the request failed after its retries, or the response was malformed.
-            AgentCancelledError: inside a run, the run was cancelled immediately.
-        """
-        call = Call(self._body(messages, options, stream=False), self._timeout_seconds, None)
-        if self._limits is None:
-            reply = self._call(self._attempt_generate, call)
-        else:
-            reply = self._call(self._limited_generate, call)
-        if self._pricing is not None:
-            return _priced(reply, self._pricing)
-        return reply
-
-    def stream(
-        self, messages: Sequence[Message], options: ModelOptions | None = None
-    ) -> StreamReader[Message]:
-        """Send ``messages`` and return the reply as a stream of message chunks.
-
-        This call returns once the first chunk has arrived: an error before it (retries
-        included) is raised here. Chunks are then read from the connection as the reader
-        asks for them; an error later on (a broken or stalled stream, an error the server
-        sends inside the stream) is raised by the reader, and a stream that ends before the
-        server finished it raises :class:`~agentkit.errors.IncompleteStreamError`. Closing
-        the reader early closes the response; from another thread while a read is blocked,
-        it aborts that read, which raises :class:`~agentkit.AgentCancelledError`. Chunks
-        carry tool-call fragments with ``index`` set, and the last ones the finish reason
-        and token usage: merge them with ``concat_messages``.
-        """
-        call = Call(self._body(messages, options, stream=True), self._timeout_seconds, None)
-        attempt = self._attempt_open_stream if self._limits is None else self._limited_open_stream
-        opened: OpenStream = self._call(attempt, call)
-        batches: Iterator[list[Message]] = opened.chunks()
-        if self._pricing is not None:
-            batches = _priced_batches(batches, self._pricing)
-        return stream_from_batches(batches, on_close=opened.close, abort=call.guard.abort)
-
-    def close(self) -> None:
-        """Close the connection pool if this model made it (shared with its tool-bound copies).
-
-        Also drops the encoded messages kept for the next calls.
-        """
-        self._http.encoded.clear()
-        if self._http.owned:
-            self._http.client.close()
-
-    def __enter__(self) -> OpenAIChatModel:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        return (
-            f"OpenAIChatModel(model={self._model!r}, base_url={self._base_url!r}, "
-            f"tools={[tool.name for tool in self._tools]!r})"
-        )
-
     # -- request building ------------------------------------------------------------------
+
+    def _tools_changed(self) -> None:
+        self._tools_json = tools_bytes(self._tools) if self._tools else b""
+        self._envelopes = self._make_envelopes()
 
     def _make_envelopes(self) -> dict[bool, tuple[bytes, bytes]]:
         return {stream: self._envelope(self._defaults, stream) for stream in (False, True)}
@@ -409,209 +190,5 @@ class OpenAIChatModel:
         parts[-1] += tail
         return b",".join(parts)
 
-    # -- attempts --------------------------------------------------------------------------
-
-    def _call(self, attempt: Callable[[Call], _T], call: Call) -> _T:
-        """Run ``attempt`` with retries; inside a run, let a cancel abort it."""
-        frame = current_frame()
-        if frame is None:
-            return self._with_retries(attempt, call)
-        call.frame = frame
-        # Raises the cancel error before any request when the run is being cancelled.
-        with abort_on_cancel(call.guard.abort):
-            return self._with_retries(attempt, call)
-
-    def _with_retries(self, attempt: Callable[[Call], _T], call: Call) -> _T:
-        while True:
-            try:
-                return attempt(call)
-            except ModelError as error:
-                if call.attempts > self._max_retries or not is_retryable(error):
-                    self._note_attempts(error, call)
-                    raise
-                delay = self._delay(call)
-                if delay >= call.guard.remaining():
-                    _add_note(
-                        error,
-                        f"not retried: the next attempt would start after the call's "
-                        f"timeout of {self._timeout_seconds} s",
-                    )
-                    self._note_attempts(error, call)
-                    raise
-            # Inside a run, a cancel ends the wait at once (with the cancel error).
-            cancellable_sleep(delay)
-
-    @staticmethod
-    def _note_attempts(error: ModelError, call: Call) -> None:
-        if call.attempts > 1:
-            _add_note(error, f"gave up after {call.attempts} attempts")
-
-    def _delay(self, call: Call) -> float:
-        """Seconds to wait after the failed attempts of ``call``."""
-        if call.retry_after is not None:
-            return call.retry_after
-        global _retry_state_owner
-        import tenacity
-
-        if _retry_state_owner is None:
-            _retry_state_owner = tenacity.Retrying()
-        if self._backoff is None:
-            # Doubling delays plus up to half the first one at random, so that clients that
-            # failed together do not retry together.
-            self._backoff = tenacity.wait_exponential(
-                multiplier=self.retry_initial_delay, max=self.retry_max_delay
-            ) + tenacity.wait_random(0, self.retry_initial_delay / 2)
-        state = tenacity.RetryCallState(_retry_state_owner, None, (), {})
-        state.attempt_number = call.attempts
-        return float(self._backoff(state))
-
-    def _transport_error(self, error: httpx.TransportError, call: Call) -> NoReturn:
-        if call.guard.aborted:
-            raise call.cancelled() from error
-        if isinstance(error, httpx.TimeoutException):
-            raise APITimeoutError(
-                f"no answer from {self._url} within {self._timeout_seconds} s, the call's "
-                f"timeout ({type(error).__name__}); if the model needs longer, pass a "
-                "larger OpenAIChatModel(..., timeout=...)"
-            ) from error
-        raise APIConnectionError(
-            f"could not talk to {self._url} ({type(error).__name__}: {error}); check "
-            "base_url (or OPENAI_BASE_URL) and that the server is running and reachable"
-        ) from error
-
-    def _status_error(self, response: httpx.Response, content: bytes, call: Call) -> APIStatusError:
-        status = response.status_code
-        body: Any
-        try:
-            body = json.loads(content)
-        except ValueError:
-            body = content.decode("utf-8", "replace")
-        message = server_message(body) or response.reason_phrase or "no error message"
-        call.retry_after = parse_retry_after(response.headers)
-        error_type = STATUS_ERRORS.get(status, APIStatusError)
-        return error_type(
-            f"HTTP {status} from {self._url}: {message}{status_hint(status)}",
-            status_code=status,
-            body=body,
-        )
-
-    def _limited_generate(self, call: Call) -> Message:
-        """One attempt of ``generate`` under the model's limits (see ``_limits``)."""
-        limits = self._limits
-        if limits is None:
-            return self._attempt_generate(call)
-        admission = limits.admit(call.body, call.guard.remaining())
-        try:
-            reply = self._attempt_generate(call)
-        except BaseException as error:
-            admission.release()
-            self._note_rate_limited(error, call, limits)
-            raise
-        meta = reply.response_meta
-        usage = None if meta is None else meta.usage
-        admission.release(None if usage is None else usage.total_tokens)
-        return reply
-
-    def _limited_open_stream(self, call: Call) -> OpenStream:
-        """One attempt of ``stream`` under the model's limits: the stream holds its turn."""
-        limits = self._limits
-        if limits is None:
-            return self._attempt_open_stream(call)
-        admission = limits.admit(call.body, call.guard.remaining())
-        try:
-            opened = self._attempt_open_stream(call)
-        except BaseException as error:
-            admission.release()
-            self._note_rate_limited(error, call, limits)
-            raise
-        opened.admission = admission  # released when the stream ends or is closed
-        return opened
-
-    def _note_rate_limited(self, error: BaseException, call: Call, limits: CallLimits) -> None:
-        """After an HTTP 429, pause the shared rate for the retry's delay (everyone waits)."""
-        if limits.rate is None or not isinstance(error, RateLimitError):
-            return
-        if call.retry_after is None:
-            # No Retry-After: the back-off this call would wait, which the retry then uses.
-            call.retry_after = self._delay(call)
-        limits.rate_limited(call.retry_after)
-
-    def _attempt_generate(self, call: Call) -> Message:
-        if call.guard.aborted:
-            raise call.cancelled()
-        call.attempts += 1
-        call.retry_after = None
-        client = self._client
-        request = client.build_request(
-            "POST",
-            self._request_url,
-            content=call.body,
-            headers=self._request_headers,
-            timeout=self._request_timeout,
-        )
-        # The guard is current while httpx works, so the socket layer obeys its deadline
-        # and abort (see _transport).
-        local = _current
-        previous, local.guard = local.guard, call.guard
-        try:
-            response = client.send(request, stream=True)
-            try:
-                content = read_body(response, call.guard, self._max_response_bytes, self._url)
-            finally:
-                response.close()
-        except httpx.TransportError as error:
-            self._transport_error(error, call)
-        finally:
-            local.guard = previous
-        if call.guard.aborted:
-            raise call.cancelled()
-        if not response.is_success:
-            raise self._status_error(response, content, call)
-        return parse_completion(content, self._url, response.status_code)
-
-    def _attempt_open_stream(self, call: Call) -> OpenStream:
-        if call.guard.aborted:
-            raise call.cancelled()
-        call.attempts += 1
-        call.retry_after = None
-        client = self._client
-        request = client.build_request(
-            "POST",
-            self._request_url,
-            content=call.body,
-            headers=self._request_headers,
-            timeout=self._request_timeout,
-        )
-        local = _current
-        previous, local.guard = local.guard, call.guard
-        try:
-            response = client.send(request, stream=True)
-        except httpx.TransportError as error:
-            self._transport_error(error, call)
-        finally:
-            local.guard = previous
-        limit = self._max_response_bytes
-        opened = OpenStream(
-            response, self._url, call, self._timeout_seconds, limit, attach=not self._http.owned
-        )
-        try:
-            plain = response.headers.get("content-type", "").startswith("application/json")
-            if plain or not response.is_success:
-                previous, local.guard = local.guard, call.guard
-                try:
-                    content = read_body(response, call.guard, limit, self._url)
-                except httpx.TransportError as error:
-                    self._transport_error(error, call)
-                finally:
-                    local.guard = previous
-                    opened.detach()
-                if not response.is_success:
-                    raise self._status_error(response, content, call)
-                # The server ignored stream=true and sent a whole completion: one chunk.
-                opened.first = [parse_completion(content, self._url, response.status_code)]
-            else:
-                opened.read_first()
-            return opened
-        except BaseException:
-            opened.close()
-            raise
+    def _parse_reply(self, content: bytes, url: str, status: int) -> Message:
+        return parse_completion(content, url, status)

@@ -1,155 +1,26 @@
-"""One model call's state, and the reading of a streamed response into message chunks."""
+"""Reading a streamed Chat Completions reply into message chunks."""
 
 from __future__ import annotations
 
-import itertools
-import time
-from collections.abc import Iterator
 from typing import Any
 
-import httpx
-
-from agentkit._runctx import RunFrame
-from agentkit.cancel import CancelMode
-from agentkit.errors import AgentCancelledError, APITimeoutError, IncompleteStreamError, ModelError
-from agentkit.models.openai._body import body_chunks
+from agentkit.models._http._sse import SSEError
+from agentkit.models._http._stream import Call, EventStream
 from agentkit.models.openai._chunks import merge_fields, parse_chunk, parse_error_event
-from agentkit.models.openai._limits import Admission
-from agentkit.models.openai._sse import SSEError, sse_batches
-from agentkit.models.openai._transport import _Guard
 from agentkit.models.openai._wire import PROVIDER_FIELDS
 from agentkit.schema import Message
 
-__all__: list[str] = []
+__all__ = ["Call", "OpenStream"]
 
 
-class Call:
-    """The state of one model call across its attempts."""
+class OpenStream(EventStream):
+    """A streamed ``chat.completion.chunk`` response whose first chunks have been read."""
 
-    __slots__ = ("attempts", "body", "frame", "guard", "retry_after")
+    __slots__ = ("fields",)
 
-    def __init__(self, body: bytes, timeout: float, frame: RunFrame | None) -> None:
-        self.body = body
-        self.attempts = 0
-        self.retry_after: float | None = None
-        self.guard = _Guard(time.monotonic() + timeout)
-        self.frame = frame  # the run the call was made in, if any
-
-    def cancelled(self) -> AgentCancelledError:
-        """Return the error that ends a call aborted by a cancel (or a closed stream)."""
-        frame = self.frame
-        if frame is not None and frame.scope.stopping:
-            try:
-                frame.scope.check()  # marks the cancel as taken effect, with its mode
-            except AgentCancelledError as error:
-                return error
-        return AgentCancelledError(CancelMode.IMMEDIATE)
-
-
-class OpenStream:
-    """A streamed response whose first chunks have been read.
-
-    The chunks come in lists: those that one network read completed, so that a reader's
-    copies buffer them in one round (see :func:`agentkit.streams.stream_from_batches`).
-    """
-
-    __slots__ = (
-        "admission",
-        "attached",
-        "call",
-        "count",
-        "done",
-        "fields",
-        "finished",
-        "first",
-        "iterator",
-        "limit",
-        "response",
-        "timeout",
-        "tokens",
-        "url",
-    )
-
-    def __init__(
-        self,
-        response: httpx.Response,
-        url: str,
-        call: Call,
-        timeout: float,
-        limit: int | None,
-        attach: bool,
-    ) -> None:
-        self.response = response
-        self.url = url
-        self.call = call
-        self.timeout = timeout
-        self.limit = limit  # max_response_bytes, for the whole stream
-        self.count = 0
-        self.done = False  # [DONE] seen
-        self.finished = False  # a finish_reason seen
-        self.first: list[Message] | None = None
-        self.iterator: Iterator[list[Message]] = iter(())
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self.fields: dict[str, Any] = {}  # provider fields of the chunks so far
-        self.admission: Admission | None = None  # the turn taken under the model's limits
-        self.tokens: int | None = None  # the total tokens the server reported, if it did
-        # A client of the caller's does not route its I/O through the guard: register the
-        # response's socket, so that an abort can still shut it down.
-        self.attached = attach
-        if attach:
-            call.guard.attach(response.extensions.get("network_stream"))
-
-    def read_first(self) -> None:
-        """Read up to the first chunk, so that errors before it are raised by ``stream()``."""
-        batches = self.batches()
-        try:
-            self.first = next(batches)
-        except StopIteration:
-            raise ModelError(
-                f"the stream from {self.url} ended without a single message chunk; "
-                "the server sent no reply",
-                status_code=self.response.status_code,
-            ) from None
-        self.iterator = batches
-
-    def batches(self) -> Iterator[list[Message]]:
-        """Yield the message chunks in lists (never empty), reading the response to its end.
-
-        The response is read to its end even after ``[DONE]``, so that the connection can be
-        reused. An error in the middle of a list ends the stream after the chunks before it.
-        """
-        guard = self.call.guard
-        timeout = self.timeout
-        monotonic = time.monotonic
-        try:
-            body = body_chunks(self.response, guard, self.limit, self.url)
-            for payloads in sse_batches(body):
-                if self.done:
-                    continue  # drain, so the connection goes back to the pool
-                # Only data restarts the clock: keep-alive comments do not.
-                guard.deadline = monotonic() + timeout
-                batch: list[Message] = []
-                try:
-                    self.read_payloads(payloads, batch)
-                except BaseException:
-                    if batch:
-                        yield batch  # the chunks before the error come first
-                    raise
-                if batch:
-                    yield batch
-        except httpx.TransportError as error:  # a timeout is a transport error too
-            failure = self._failure(error)
-            if failure is None:
-                return
-            raise failure from error
-        finally:
-            self.detach()
-        if guard.aborted:
-            raise self.call.cancelled()
-        if not self.done and not self.finished:
-            raise IncompleteStreamError(
-                f"the stream from {self.url} ended after {self.count} chunks without [DONE] or "
-                "a finish reason; the reply is incomplete"
-            )
 
     def read_payloads(self, payloads: list[bytes], batch: list[Message]) -> None:
         """Append the chunks of SSE ``payloads`` to ``batch``; stop at ``[DONE]``."""
@@ -175,41 +46,3 @@ class OpenStream:
                 extra[PROVIDER_FIELDS] = self.fields  # the merged fields so far
             self.count += 1
             batch.append(chunk)
-
-    def _failure(self, error: httpx.TransportError) -> BaseException | None:
-        """Return the error that ends a stream whose read failed (``None``: it was complete)."""
-        if self.call.guard.aborted:
-            return self.call.cancelled()
-        if self.done:
-            return None
-        if isinstance(error, httpx.TimeoutException):
-            return APITimeoutError(
-                f"the stream from {self.url} stalled: no data for {self.timeout} s after "
-                f"{self.count} chunks ({type(error).__name__}); if the model pauses longer, "
-                "pass a larger OpenAIChatModel(..., timeout=...)"
-            )
-        return IncompleteStreamError(
-            f"the stream from {self.url} broke after {self.count} chunks, before the server "
-            f"finished it ({type(error).__name__}: {error})"
-        )
-
-    def detach(self) -> None:
-        """Unregister the response's socket before the connection goes back to the pool."""
-        if self.attached:
-            self.attached = False
-            self.call.guard.attach(None)
-
-    def close(self) -> None:
-        """Release the response (and its connection), and the turn it held under limits."""
-        self.detach()
-        try:
-            self.response.close()
-        finally:
-            admission, self.admission = self.admission, None
-            if admission is not None:
-                admission.release(self.tokens)
-
-    def chunks(self) -> Iterator[list[Message]]:
-        """Return an iterator of the first chunks, then the rest as they arrive (in lists)."""
-        first, self.first = self.first, None
-        return self.iterator if first is None else itertools.chain((first,), self.iterator)

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentkit.errors import ModelError
+from agentkit.models._http._retry import server_message
 from agentkit.models.base import ModelOptions
 from agentkit.schema import (
     FunctionCall,
@@ -50,9 +51,7 @@ _EXTRA_FIELDS = frozenset({"function_call", "refusal", "reasoning_content", "rea
 _DROPPED_FIELDS = frozenset({"annotations", "audio", "name"})
 _KNOWN_CALL_FIELDS = frozenset({"id", "type", "function", "index"})
 
-_NOT_API = (
-    " (is base_url the root of an OpenAI-compatible API, such as http://localhost:11434/v1?)"
-)
+_NOT_API = " (is base_url the root of an OpenAI-compatible API, such as http://localhost:11434/v1?)"
 _encode_json = json.JSONEncoder(separators=(",", ":")).encode
 _decode = json.JSONDecoder().decode
 
@@ -174,24 +173,6 @@ def _arguments(value: Any) -> str:
     if value is None:
         return ""
     return value if isinstance(value, str) else _encode_json(value)
-
-
-def server_message(body: Any) -> str:
-    """Return the error text of an error body in the OpenAI shape or a common variant."""
-    if isinstance(body, list) and body:
-        body = body[0]  # Gemini wraps its error object in a list
-    if isinstance(body, dict):
-        error = body.get("error")
-        if isinstance(error, dict) and error.get("message"):
-            return str(error["message"])
-        if isinstance(error, str) and error:
-            return error
-        for key in ("message", "detail"):
-            if body.get(key):
-                return str(body[key])
-    if isinstance(body, str):
-        return body.strip()[:500]
-    return ""
 
 
 def is_error_body(data: Any) -> bool:

@@ -1,4 +1,4 @@
-"""Deadlines and aborts for in-flight HTTP requests of :class:`OpenAIChatModel`.
+"""Deadlines and aborts for in-flight HTTP requests of the HTTP chat models.
 
 httpx has no total deadline (its timeouts are per connect, per write and per read, so a
 server that trickles one byte a second never times out) and no way to abort a request that

@@ -18,12 +18,12 @@ from collections.abc import Iterator
 import httpx
 
 from agentkit.errors import ResponseTooLargeError
-from agentkit.models.openai._transport import _current, _Guard
+from agentkit.models._http._transport import _current, _Guard
 
 __all__: list[str] = []
 
 DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024 * 1024
-"""The default of ``OpenAIChatModel(max_response_bytes=...)``: 64 MiB."""
+"""The default ``max_response_bytes`` of the HTTP models: 64 MiB."""
 
 _MiB = 1024 * 1024
 
@@ -47,7 +47,12 @@ def _size(count: int) -> str:
 
 
 def too_large(
-    url: str, limit: int, received: int, status: int, declared: int = -1
+    url: str,
+    limit: int,
+    received: int,
+    status: int,
+    declared: int = -1,
+    owner: str = "OpenAIChatModel",
 ) -> ResponseTooLargeError:
     """Return the error for a response from ``url`` that passed ``limit``."""
     what = f"declares {declared:,} bytes (Content-Length); " if declared > limit else ""
@@ -55,7 +60,7 @@ def too_large(
         f"the response from {url} is larger than max_response_bytes={_size(limit)}: it "
         f"{what}reading stopped after {received:,} bytes and the connection was closed. "
         "If replies this large are expected, pass a larger "
-        "OpenAIChatModel(..., max_response_bytes=...), or None for no limit",
+        f"{owner}(..., max_response_bytes=...), or None for no limit",
         limit=limit,
         received=received,
         status_code=status,
@@ -63,7 +68,11 @@ def too_large(
 
 
 def body_chunks(
-    response: httpx.Response, guard: _Guard, limit: int | None, url: str
+    response: httpx.Response,
+    guard: _Guard,
+    limit: int | None,
+    url: str,
+    owner: str = "OpenAIChatModel",
 ) -> Iterator[bytes]:
     """Yield the (decoded) body of ``response`` as it arrives, within ``limit`` bytes.
 
@@ -92,11 +101,17 @@ def body_chunks(
             received += len(chunk)
             if received > limit:
                 response.close()
-                raise too_large(url, limit, received, response.status_code)
+                raise too_large(url, limit, received, response.status_code, owner=owner)
         yield chunk
 
 
-def read_body(response: httpx.Response, guard: _Guard, limit: int | None, url: str) -> bytes:
+def read_body(
+    response: httpx.Response,
+    guard: _Guard,
+    limit: int | None,
+    url: str,
+    owner: str = "OpenAIChatModel",
+) -> bytes:
     """Return the whole (decoded) body of ``response``, within ``limit`` bytes.
 
     Like :func:`body_chunks`, but the caller makes ``guard`` current (it is for the whole
@@ -113,7 +128,7 @@ def read_body(response: httpx.Response, guard: _Guard, limit: int | None, url: s
             declared = _declared_length(response) if len(chunks) == 1 else -1
             if received > limit or declared > limit:
                 response.close()
-                raise too_large(url, limit, received, response.status_code, declared)
+                raise too_large(url, limit, received, response.status_code, declared, owner)
         chunks.append(chunk)
     return b"".join(chunks)
 

@@ -1,4 +1,4 @@
-"""The shared limits of :class:`OpenAIChatModel`'s calls (``concurrency=``, ``rate_limit=``).
+"""The shared limits of the HTTP models' calls (``concurrency=``, ``rate_limit=``).
 
 A model without limits has none of this: it never builds a :class:`CallLimits`, and its calls
 do no work for limits. With limits, every attempt of a call (the first one and each retry)

@@ -1,0 +1,337 @@
+"""A loopback Anthropic Messages API server: :class:`FakeAnthropicServer`.
+
+It speaks the documented wire over real HTTP: ``POST /v1/messages`` answered with a
+``message`` object, or with the Server-Sent Events of a stream (``message_start``, ``ping``,
+``content_block_start`` / ``content_block_delta`` / ``content_block_stop`` per block,
+``message_delta``, ``message_stop``); errors in Anthropic's shape
+(``{"type": "error", "error": {"type": "overloaded_error", "message": ...}}``, 529 included),
+and an ``event: error`` inside a stream. Replies are the :class:`~agentkit.testing.Reply` of
+:class:`~agentkit.testing.FakeOpenAIServer`: ``reasoning_content`` is a thinking block,
+``finish_reason`` the ``stop_reason`` as Anthropic spells it (``"refusal"``,
+``"max_tokens"``...).
+
+Like Anthropic, it checks what extended thinking requires: a thinking block it sent must
+come back unchanged with its signature (a changed one is refused with HTTP 400), and with
+thinking on, an assistant turn that calls tools must start with its thinking block.
+
+Prompt caching is simulated: each ``cache_control`` breakpoint of a request writes the
+prefix up to it (tools, system, messages, in that order) to the server's cache; a later
+request whose prefix up to one of its block boundaries was written reads it
+(``cache_read_input_tokens``), and what lies between that point and its last breakpoint is
+written (``cache_creation_input_tokens``); ``input_tokens`` is the rest. Tokens are counted
+as a quarter of the bytes of each block's JSON; there is no minimum cacheable length and no
+expiry.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import threading
+from collections.abc import Iterable
+from typing import Any
+
+from agentkit.testing._fake_http import FakeModelServer, Handler, RequestHandler
+from agentkit.testing._openai_replies import Reply, _pieces
+
+__all__ = ["FakeAnthropicServer"]
+
+_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    529: "overloaded_error",
+}
+
+
+def signature(thinking: str) -> str:
+    """The signature the fake gives a thinking block (a digest of its text)."""
+    digest = hashlib.sha256(b"agentkit-fake-thinking:" + thinking.encode()).digest()
+    return base64.b64encode(digest).decode()
+
+
+def _tokens(value: Any) -> int:
+    return max(1, len(json.dumps(value, sort_keys=True)) // 4)
+
+
+def _strip(value: Any) -> Any:
+    """``value`` without its ``cache_control`` (it marks a breakpoint; it is not content)."""
+    if isinstance(value, dict):
+        return {key: item for key, item in value.items() if key != "cache_control"}
+    return value
+
+
+def _segments(request: dict[str, Any]) -> list[tuple[Any, bool]]:
+    """The request's blocks in cache order, each with whether it is a breakpoint."""
+    segments: list[tuple[Any, bool]] = []
+    for tool in request.get("tools") or ():
+        segments.append((_strip(tool), isinstance(tool, dict) and "cache_control" in tool))
+    system = request.get("system")
+    if isinstance(system, str):
+        segments.append(({"type": "text", "text": system}, False))
+    for block in system if isinstance(system, list) else ():
+        segments.append((_strip(block), isinstance(block, dict) and "cache_control" in block))
+    for message in request.get("messages") or ():
+        content = message.get("content")
+        if isinstance(content, str):
+            content = [{"type": "text", "text": content}]
+        for block in content or ():
+            marked = isinstance(block, dict) and "cache_control" in block
+            segments.append(({"role": message.get("role"), **_strip(block)}, marked))
+    return segments
+
+
+class FakeAnthropicServer(FakeModelServer):
+    """An Anthropic Messages API server on ``127.0.0.1`` (a free port), in a background thread.
+
+    Scripted like :class:`~agentkit.testing.FakeOpenAIServer` (:meth:`queue` or ``handler=``,
+    with :class:`~agentkit.testing.Reply`); see the module docstring for the wire, the checks
+    of thinking blocks and the prompt cache it simulates. :attr:`cache_reads` and
+    :attr:`cache_writes` list the tokens each request read from and wrote to the cache.
+
+    Example::
+
+        with FakeAnthropicServer() as server:
+            server.queue(Reply("Hello!"), Reply(status=529, error="Overloaded"))
+            model = AnthropicChatModel("claude-test", base_url=server.base_url, api_key="k")
+            model.generate([user_message("Hi")])
+
+    Attributes:
+        base_url: ``"http://127.0.0.1:PORT"``.
+    """
+
+    def __init__(self, handler: Handler | None = None) -> None:
+        super().__init__(handler)
+        self._cache: set[str] = set()
+        self._cache_lock = threading.Lock()
+        self._reads: list[int] = []
+        self._writes: list[int] = []
+
+    @property
+    def cache_reads(self) -> list[int]:
+        """The tokens each successful request read from the prompt cache, in order."""
+        with self._cache_lock:
+            return list(self._reads)
+
+    @property
+    def cache_writes(self) -> list[int]:
+        """The tokens each successful request wrote to the prompt cache, in order."""
+        with self._cache_lock:
+            return list(self._writes)
+
+    def _serves(self, path: str) -> bool:
+        return path == "/v1/messages"
+
+    def _error_payload(self, reply: Reply) -> Any:
+        kind = _ERROR_TYPES.get(reply.status, "api_error")
+        return {"type": "error", "error": {"type": kind, "message": reply.error or kind}}
+
+    def _respond(
+        self,
+        handler: RequestHandler,
+        path: str,
+        request: dict[str, Any],
+        reply: Reply,
+        number: int,
+    ) -> None:
+        problem = _thinking_problem(request)
+        if problem:
+            handler.send_json(400, self._error_payload(Reply(status=400, error=problem)))
+            return
+        usage = self._usage(request, reply)
+        if request.get("stream"):
+            handler.send_events(_events(request, reply, number, usage), reply)
+        else:
+            handler.send_body(_message(request, reply, number, usage), reply)
+
+    def _usage(self, request: dict[str, Any], reply: Reply) -> dict[str, int]:
+        """The usage of a reply: as scripted, else counted with the simulated cache."""
+        output = len(reply.content.split()) + len(reply.reasoning_content.split())
+        output += 10 * len(reply.tool_calls)
+        if reply.usage is not None:
+            scripted = reply.usage
+            return {
+                "input_tokens": scripted.prompt_tokens
+                - scripted.cached_tokens
+                - scripted.cache_write_tokens,
+                "cache_read_input_tokens": scripted.cached_tokens,
+                "cache_creation_input_tokens": scripted.cache_write_tokens,
+                "output_tokens": scripted.completion_tokens,
+            }
+        segments = _segments(request)
+        digest = hashlib.sha256(str(request.get("model")).encode())
+        keys: list[str] = []
+        for value, _ in segments:
+            digest.update(json.dumps(value, sort_keys=True).encode())
+            keys.append(digest.copy().hexdigest())
+        tokens = [_tokens(value) for value, _ in segments]
+        breakpoints = [index for index, (_, marked) in enumerate(segments) if marked]
+        last = breakpoints[-1] if breakpoints else -1
+        with self._cache_lock:
+            hit = next((i for i in range(last, -1, -1) if keys[i] in self._cache), -1)
+            for index in breakpoints:
+                self._cache.add(keys[index])
+            read = sum(tokens[: hit + 1])
+            written = sum(tokens[hit + 1 : last + 1])
+            self._reads.append(read)
+            self._writes.append(written)
+        return {
+            "input_tokens": sum(tokens[last + 1 :]),
+            "cache_read_input_tokens": read,
+            "cache_creation_input_tokens": written,
+            "output_tokens": output,
+        }
+
+
+def _thinking_problem(request: dict[str, Any]) -> str:
+    """What Anthropic would refuse about the thinking blocks of ``request`` ("" if nothing)."""
+    thinking_on = (request.get("thinking") or {}).get("type") == "enabled"
+    messages = request.get("messages") or []
+    for message in messages:
+        if message.get("role") != "assistant" or not isinstance(message.get("content"), list):
+            continue
+        for block in message["content"]:
+            if block.get("type") == "thinking" and block.get("signature") != signature(
+                block.get("thinking") or ""
+            ):
+                return "messages: invalid `signature` in `thinking` block"
+    assistant = [m for m in messages if m.get("role") == "assistant"]
+    if thinking_on and assistant:
+        content = assistant[-1].get("content")
+        blocks = content if isinstance(content, list) else []
+        if any(b.get("type") == "tool_use" for b in blocks) and (
+            blocks[0].get("type") not in ("thinking", "redacted_thinking")
+        ):
+            return (
+                "messages: Expected `thinking` or `redacted_thinking`, but found `"
+                f"{blocks[0].get('type')}`. When `thinking` is enabled, a final `assistant` "
+                "message must start with a thinking block"
+            )
+    return ""
+
+
+def _stop_reason(reply: Reply) -> str:
+    if reply.finish_reason is not None:
+        return reply.finish_reason
+    return "tool_use" if reply.tool_calls else "end_turn"
+
+
+def _input(arguments: str) -> Any:
+    try:
+        value = json.loads(arguments or "{}")
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _content(reply: Reply, number: int) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    if reply.reasoning_content:
+        blocks.append(
+            {
+                "type": "thinking",
+                "thinking": reply.reasoning_content,
+                "signature": signature(reply.reasoning_content),
+            }
+        )
+    if reply.content:
+        blocks.append({"type": "text", "text": reply.content})
+    for position, call in enumerate(reply.tool_calls):
+        blocks.append(
+            {
+                "type": "tool_use",
+                "id": call.id or f"toolu_{number:04d}{position:02d}",
+                "name": call.function.name,
+                "input": _input(call.function.arguments),
+            }
+        )
+    return blocks
+
+
+def _message(
+    request: dict[str, Any], reply: Reply, number: int, usage: dict[str, int]
+) -> dict[str, Any]:
+    return {
+        "id": f"msg_fake{number:06d}",
+        "type": "message",
+        "role": "assistant",
+        "model": request.get("model", ""),
+        "content": _content(reply, number),
+        "stop_reason": _stop_reason(reply),
+        "stop_sequence": None,
+        "usage": usage,
+    }
+
+
+def _event(kind: str, payload: dict[str, Any]) -> bytes:
+    return b"event: %s\ndata: %s\n\n" % (
+        kind.encode(),
+        json.dumps({"type": kind, **payload}).encode(),
+    )
+
+
+def _events(
+    request: dict[str, Any], reply: Reply, number: int, usage: dict[str, int]
+) -> Iterable[bytes]:
+    start = _message(request, reply, number, {**usage, "output_tokens": 1})
+    start.update(content=[], stop_reason=None)
+    events = [_event("message_start", {"message": start})]
+    if reply.stream_error:
+        error = {"type": "overloaded_error", "message": reply.stream_error}
+        events.append(_event("error", {"error": error}))
+        return events
+    if reply.malformed:
+        events.append(b'event: content_block_start\ndata: {"type": "content_block_st\n\n')
+    if reply.keepalive:
+        events.append(_event("ping", {}))
+    for index, block in enumerate(_content(reply, number)):
+        kind = block["type"]
+        if kind == "thinking":
+            events.append(
+                _event(
+                    "content_block_start",
+                    {"index": index, "content_block": {"type": "thinking", "thinking": ""}},
+                )
+            )
+            for piece in _pieces(block["thinking"], reply.chunks):
+                delta = {"type": "thinking_delta", "thinking": piece}
+                events.append(_event("content_block_delta", {"index": index, "delta": delta}))
+            delta = {"type": "signature_delta", "signature": block["signature"]}
+            events.append(_event("content_block_delta", {"index": index, "delta": delta}))
+        elif kind == "text":
+            events.append(
+                _event(
+                    "content_block_start",
+                    {"index": index, "content_block": {"type": "text", "text": ""}},
+                )
+            )
+            for piece in _pieces(block["text"], reply.chunks):
+                delta = {"type": "text_delta", "text": piece}
+                events.append(_event("content_block_delta", {"index": index, "delta": delta}))
+        else:
+            started = {**block, "input": {}}
+            events.append(_event("content_block_start", {"index": index, "content_block": started}))
+            call = reply.tool_calls[index - _calls_before(reply)]
+            for piece in ["", *_pieces(call.function.arguments, reply.chunks)]:
+                delta = {"type": "input_json_delta", "partial_json": piece}
+                events.append(_event("content_block_delta", {"index": index, "delta": delta}))
+        events.append(_event("content_block_stop", {"index": index}))
+    stop: dict[str, Any] = {"stop_reason": _stop_reason(reply), "stop_sequence": None}
+    events.append(
+        _event(
+            "message_delta", {"delta": stop, "usage": {"output_tokens": usage["output_tokens"]}}
+        )
+    )
+    if reply.done:
+        events.append(_event("message_stop", {}))
+    return events
+
+
+def _calls_before(reply: Reply) -> int:
+    """How many blocks come before the first tool_use block."""
+    return int(bool(reply.reasoning_content)) + int(bool(reply.content))
