@@ -11,12 +11,12 @@ events; the workflow passes those events on (they are not its own) and emits onl
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
 
-from agentkit._agent import AgentRun, BaseAgent, EventSink, run_agent
+from agentkit._agent import AgentRun, BaseAgent, at_frame
 from agentkit._progress import DropPoints, Op, PutPoint
 from agentkit._runctx import RunFrame
 from agentkit._scope import Point
@@ -25,7 +25,6 @@ from agentkit.errors import AgentCancelledError, AgentConfigError, AgentFrozenEr
 from agentkit.events import (
     Agent,
     AgentEvent,
-    ResumeInfo,
     RunStep,
 )
 
@@ -41,7 +40,9 @@ class HoldSink:
 
     __slots__ = ("broke", "downstream", "error", "held", "loop_iteration")
 
-    def __init__(self, downstream: EventSink, loop_iteration: int | None = None) -> None:
+    def __init__(
+        self, downstream: Callable[[AgentEvent], object], loop_iteration: int | None = None
+    ) -> None:
         self.downstream = downstream
         self.held: AgentEvent | None = None
         self.error = False
@@ -50,7 +51,7 @@ class HoldSink:
 
     def send(self, item: AgentEvent) -> None:
         if self.held is not None:
-            self.downstream.send(self.held)
+            self.downstream(self.held)
             self.held = None
         action = item.action
         if action is not None:
@@ -62,11 +63,11 @@ class HoldSink:
                 self.broke = True
         if item.err is not None:
             self.error = True
-            self.downstream.send(item)
+            self.downstream(item)
         elif action is not None:
             self.held = item
         else:
-            self.downstream.send(item)
+            self.downstream(item)
 
 
 class WorkflowBase(BaseAgent):
@@ -163,18 +164,21 @@ class WorkflowBase(BaseAgent):
     def _run_child(
         self,
         run: AgentRun,
-        frame: RunFrame,
         prefix: tuple[RunStep, ...],
         child: FlowAgent,
-        downstream: EventSink,
-        resume: ResumeInfo | None,
+        sink: Callable[[AgentEvent], object],
+        resume: bool,
     ) -> None:
         """Run ``child``'s turn after the children in ``prefix`` (its run path shows them)."""
-        place = attrs.evolve(frame, run_path=frame.run_path + prefix)
-        run_agent(child, place.at_agent(RunStep(child.name)), downstream, run.input, resume)
+        run.run_child(
+            child, sink=sink, resume=resume, after=[step.agent_name for step in prefix]
+        )
 
-    def _frame(self, run: AgentRun) -> RunFrame:
-        return _flow_frame(run)
+    def _placed(self, run: AgentRun) -> tuple[AgentRun, RunFrame]:
+        """``run`` where the workflow's children run (a workflow run directly gets a session
+        and a root input), and its run context."""
+        frame = _flow_frame(run)
+        return at_frame(run, frame), frame
 
     def _leads_to(self, frame: RunFrame, child: FlowAgent) -> bool:
         """Whether the saved resume points of a resumed run lie inside ``child``."""

@@ -67,8 +67,8 @@ class SequentialAgent(WorkflowBase):
             if not isinstance(state, SequentialState):
                 raise ResumeError(no_state(self, state, SequentialState))
             start = state.index
-        frame = self._frame(run)
-        downstream = run._downstream
+        run, frame = self._placed(run)
+        downstream = run.forward
         for index in range(start, len(self._children)):
             state = SequentialState(index)
             self._check_transition(frame, state)
@@ -76,17 +76,17 @@ class SequentialAgent(WorkflowBase):
             self._move_to(frame, state, previous, flush=previous is not None)
             hold = HoldSink(downstream)
             child = self._children[index]
-            child_resume = info if index == start and self._leads_to(frame, child) else None
-            self._run_child(run, frame, self._steps(index), child, hold, child_resume)
+            child_resume = info is not None and index == start and self._leads_to(frame, child)
+            self._run_child(run, self._steps(index), child, hold.send, child_resume)
             last = hold.held
             if hold.error or (last is not None and last.interrupted):
                 self._stop_at(frame, state, last is not None and last.interrupted)
                 if last is not None:
-                    downstream.send(last)
+                    downstream(last)
                 return
             if last is None:
                 continue
-            downstream.send(last)
+            downstream(last)
             if last.action is not None and last.action.exit:
                 return
 
@@ -134,11 +134,11 @@ class LoopAgent(WorkflowBase):
             if not isinstance(state, LoopState):
                 raise ResumeError(no_state(self, state, LoopState))
             first_iteration, first_index = state.iteration, state.index
-        frame = self._frame(run)
+        run, frame = self._placed(run)
         count = len(self._children)
         if count == 0:
             return
-        downstream = run._downstream
+        downstream = run.forward
         all_steps = self._steps(count)
         iteration, index, resume = first_iteration, first_index, info
         limit = self._max_iterations
@@ -154,16 +154,16 @@ class LoopAgent(WorkflowBase):
                 child = self._children[index]
                 if resume is not None and not self._leads_to(frame, child):
                     resume = None
-                self._run_child(run, frame, prefix, child, hold, resume)
+                self._run_child(run, prefix, child, hold.send, resume is not None)
                 resume = None
                 last = hold.held
                 if hold.error or (last is not None and last.interrupted):
                     self._stop_at(frame, state, last is not None and last.interrupted)
                     if last is not None:
-                        downstream.send(last)
+                        downstream(last)
                     return
                 if last is not None:
-                    downstream.send(last)
+                    downstream(last)
                     if last.action is not None and last.action.exit:
                         return
                 if hold.broke:
