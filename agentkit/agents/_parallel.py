@@ -202,7 +202,12 @@ class ParallelAgent(WorkflowBase):
     ) -> None:
         todo = sorted(fresh + resumed)
         state = self._state(lanes, todo)
-        self._check_transition(frame, state, "before spawn")
+        try:
+            self._check_transition(frame)
+        except AgentCancelledError:
+            # Resumable: the resumed Parallel starts the branches it was about to start.
+            self._stop_at(frame, state)
+            raise
         durable = None
         if frame.progress is not None:
             durable = _DurableBranches(frame.progress, frame, state, lanes)

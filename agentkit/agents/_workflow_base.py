@@ -17,11 +17,10 @@ from typing import Any
 import attrs
 
 from agentkit._agent import AgentRun, BaseAgent, at_frame
-from agentkit._progress import DropPoints, Op, PutPoint
 from agentkit._runctx import RunFrame
 from agentkit._scope import Point
 from agentkit.agents.flow import FlowAgent, _flow_frame, _wire
-from agentkit.errors import AgentCancelledError, AgentConfigError, AgentFrozenError
+from agentkit.errors import AgentConfigError, AgentFrozenError
 from agentkit.events import (
     Agent,
     AgentEvent,
@@ -188,33 +187,20 @@ class WorkflowBase(BaseAgent):
         )
 
     def _stop_at(self, frame: RunFrame, state: Any, interrupted: bool = False) -> None:
-        """Record that the workflow stopped at ``state`` (a child interrupted, failed or was
-        cancelled, or the run was cancelled before a child): a resumed run goes on there."""
+        """Record that the workflow stopped at ``state`` (a Parallel's branches stopped):
+        a resumed run goes on there."""
         info = f"{self._kind} workflow interrupted" if interrupted else None
         frame.journal.record(frame.address, state, info)
 
-    def _move_to(
-        self, frame: RunFrame, state: Any, finished: FlowAgent | None, *, flush: bool = True
-    ) -> None:
-        """In a durable run, commit that the workflow is at ``state`` now, ``finished``'s turn
-        being over (its points dropped in the same commit, so that a resumed run neither runs
-        it again nor skips the next one)."""
-        progress = frame.progress
-        if progress is None:
-            return
-        ops: list[Op] = []
-        if finished is not None:
-            ops.append(DropPoints((*frame.address, f"agent:{finished.name}")))
-        ops.append(PutPoint(frame.address, state))
-        progress.commit(ops, frame.log, flush=flush)
+    def _interrupted_at(self, frame: RunFrame, state: Any) -> None:
+        """A child paused the run at ``state`` (declared with ``save_state`` already): say so
+        in the interrupt's contexts."""
+        frame.journal.record(frame.address, state, f"{self._kind} workflow interrupted")
 
-    def _check_transition(self, frame: RunFrame, state: Any, when: str = "at transition") -> None:
-        try:
-            frame.scope.check(Point.TRANSITION)
-        except AgentCancelledError:
-            # Resumable: the resumed workflow starts with the child it was about to run.
-            frame.journal.record(frame.address, state, f"{self._kind} workflow cancel {when}")
-            raise
+    def _check_transition(self, frame: RunFrame) -> None:
+        """Stop at a transition if the run is cancelled; the declared state is where a
+        resumed workflow starts (with the child it was about to run)."""
+        frame.scope.check(Point.TRANSITION)
 
 
 def no_state(workflow: WorkflowBase, state: object, expected: type) -> str:

@@ -15,7 +15,6 @@ from agentkit._lazy import present
 from agentkit._persist import persisted
 from agentkit.agents._parallel import ParallelAgent, ParallelState
 from agentkit.agents._workflow_base import HoldSink, WorkflowBase, no_state
-from agentkit.agents.flow import FlowAgent
 from agentkit.errors import AgentConfigError, ResumeError
 from agentkit.events import Agent
 
@@ -71,16 +70,16 @@ class SequentialAgent(WorkflowBase):
         downstream = run.forward
         for index in range(start, len(self._children)):
             state = SequentialState(index)
-            self._check_transition(frame, state)
-            previous = self._children[index - 1] if index > start else None
-            self._move_to(frame, state, previous, flush=previous is not None)
+            run.save_state(state)  # the child before it is done with in the same write
+            self._check_transition(frame)
             hold = HoldSink(downstream)
             child = self._children[index]
             child_resume = info is not None and index == start and self._leads_to(frame, child)
             self._run_child(run, self._steps(index), child, hold.send, child_resume)
             last = hold.held
             if hold.error or (last is not None and last.interrupted):
-                self._stop_at(frame, state, last is not None and last.interrupted)
+                if last is not None and last.interrupted:
+                    self._interrupted_at(frame, state)
                 if last is not None:
                     downstream(last)
                 return
@@ -142,13 +141,11 @@ class LoopAgent(WorkflowBase):
         all_steps = self._steps(count)
         iteration, index, resume = first_iteration, first_index, info
         limit = self._max_iterations
-        previous: FlowAgent | None = None  # the child whose turn just ended
         while limit == 0 or iteration < limit:
             while index < count:
                 state = LoopState(iteration, index)
-                self._check_transition(frame, state)
-                self._move_to(frame, state, previous, flush=previous is not None)
-                previous = self._children[index]
+                run.save_state(state)  # the child before it is done with in the same write
+                self._check_transition(frame)
                 prefix = all_steps * iteration + all_steps[:index]
                 hold = HoldSink(downstream, loop_iteration=iteration)
                 child = self._children[index]
@@ -158,7 +155,8 @@ class LoopAgent(WorkflowBase):
                 resume = None
                 last = hold.held
                 if hold.error or (last is not None and last.interrupted):
-                    self._stop_at(frame, state, last is not None and last.interrupted)
+                    if last is not None and last.interrupted:
+                        self._interrupted_at(frame, state)
                     if last is not None:
                         downstream(last)
                     return
