@@ -22,6 +22,7 @@ import pytest
 
 from agentkit import (
     AgentCancelledError,
+    AgentEvent,
     AgentRun,
     BaseAgent,
     CancelHandle,
@@ -29,8 +30,11 @@ from agentkit import (
     Message,
     Role,
     Runner,
+    event_from_message,
     interrupt,
+    set_sub_agents,
     tool,
+    transfer_action,
     with_cancel,
     with_checkpoint_id,
 )
@@ -213,3 +217,84 @@ def test_a_cancel_resumes_at_the_stage_it_declared(
     lines = [line[:2] for line in effect_lines(tmp_path / "effects.txt")]
     assert lines.count(("start", "build")) == 1
     assert lines[-1] == ("done", "publish")
+
+
+# --- AgentRun.run_child and save_state, one by one ---------------------------------------------
+
+
+class _Say(BaseAgent):
+    """Says one thing per turn; counts its turns."""
+
+    def __init__(self, name: str, text: str) -> None:
+        self.name, self.description, self.text = name, f"says {text}", text
+        self.turns = 0
+
+    def execute(self, run: AgentRun) -> None:
+        self.turns += 1
+        run.emit(event_from_message(assistant_message(self.text), None, Role.ASSISTANT))
+
+
+def test_run_child_sink_forward_and_after() -> None:
+    held: list[AgentEvent] = []
+    child = _Say("child", "hi")
+
+    class Holder(BaseAgent):
+        name, description = "holder", "holds its child's events, then passes them on"
+
+        def execute(self, run: AgentRun) -> None:
+            last = run.run_child(child, sink=held.append, after=["before"])
+            assert last is not None and held == [last]
+            for event in held:
+                run.forward(event)
+
+    result = Runner(Holder()).invoke("go")
+    assert [[step.agent_name for step in event.run_path] for event in result.events] == [
+        ["holder", "before", "child"]
+    ]
+    assert result.text == "hi"
+
+
+def test_a_declared_agent_that_transferred_is_not_resumed_again() -> None:
+    """A custom agent that declared its state and then transferred is done: when the agent it
+    transferred to pauses, the resumed run goes on there, not in the first agent."""
+
+    class Declarer(BaseAgent):
+        name, description = "declarer", "declares, then transfers"
+        turns = 0
+
+        def execute(self, run: AgentRun) -> None:
+            type(self).turns += 1
+            run.save_state({"step": 1})
+            run.emit(AgentEvent(action=transfer_action("asker")))
+
+    asker = _Ask()
+    asker.name = "asker"
+    flow = set_sub_agents(Declarer(), [asker])
+    runner = Runner(flow, checkpoint_store=InMemoryCheckPointStore(), durability="stop")
+    with no_thread_leak():
+        first = runner.invoke("go", with_checkpoint_id("t-1"))
+        assert first.interrupt is not None
+        [context] = first.interrupt.contexts
+        second = runner.resume("t-1", targets={context.id: "yes"}).result()
+    assert second.error is None, second.error
+    assert second.text == "approved: yes"
+    assert Declarer.turns == 1
+
+
+def test_resume_false_runs_the_child_afresh(tmp_path: Path) -> None:
+    handle = CancelHandle()
+    slow = _Slow(handle)
+
+    class Fresh(BaseAgent):
+        name, description = "fresh", "runs its child afresh when resumed"
+
+        def execute(self, run: AgentRun) -> None:
+            run.save_state({"resumed": run.resume_info is not None})
+            run.run_child(slow, resume=False if run.resume_info is not None else None)
+
+    runner = Runner(Fresh(), checkpoint_store=InMemoryCheckPointStore(), durability="stop")
+    with no_thread_leak():
+        with pytest.raises(AgentCancelledError):
+            runner.invoke("go", with_checkpoint_id("f-1"), with_cancel(handle))
+        assert runner.resume("f-1").result().error is None
+    assert slow.turns == 2
