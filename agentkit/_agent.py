@@ -392,8 +392,9 @@ class BaseAgent(abc.ABC):
     transfers (emit ``transfer_action(name)``), inside workflows and agent tools; it is
     cancelled at the framework's checks and its own :meth:`AgentRun.check_cancelled`; it
     interrupts by emitting :func:`~agentkit.interrupt_event` as its last event and is resumed
-    with ``run.resume_info`` set. An exception raised by :meth:`execute` ends the turn with an
-    error event.
+    with ``run.resume_info`` set. It composes other agents as the built-in workflows do, with
+    :meth:`AgentRun.run_child` and :meth:`AgentRun.save_state`. An exception raised by
+    :meth:`execute` ends the turn with an error event.
     """
 
     name: str
@@ -406,7 +407,8 @@ class BaseAgent(abc.ABC):
         ``run.resume_info`` is ``None`` for a fresh turn. When it is set, the run is resumed
         here: the agent (or something inside it) stopped at its last turn, and
         ``run.resume_info.interrupt_state`` is the state it saved (``interrupt_event(...,
-        state=...)``); an agent that cannot go on raises :class:`~agentkit.ResumeError`.
+        state=...)``, or the last one declared with :meth:`AgentRun.save_state`); an agent
+        that cannot go on raises :class:`~agentkit.ResumeError`.
         """
 
     def run(self, input: AgentInput, *options: AgentRunOption) -> RunIterator:
