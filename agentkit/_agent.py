@@ -64,6 +64,7 @@ __all__ = [
     "execute_agent",
     "frame_of",
     "open_run",
+    "parts_of",
     "record_event",
     "run_agent",
     "run_in_worker",
@@ -290,7 +291,11 @@ class AgentRun:
             )
         name = agent.name
         place = frame.at_agent(RunStep(name))
-        info = self._child_resume(place, name, resume)
+        info = (
+            None
+            if resume is False or self._resume is None or place.resume is None
+            else self._child_resume(place, name, resume)
+        )
         children = self._children
         if children is None:
             children = self._children = set()
@@ -311,8 +316,7 @@ class AgentRun:
         """The :class:`ResumeInfo` of a child's turn at ``place`` (``None``: a fresh turn)."""
         mine = self._resume
         resume_state = place.resume
-        if resume is False or mine is None or resume_state is None:
-            return None
+        assert mine is not None and resume_state is not None
         if resume is None:
             ran = self._children
             if (ran is not None and name in ran) or not resume_state.leads_to(
@@ -346,7 +350,7 @@ class AgentRun:
         turn completes is dropped by whoever ran it.
         """
         frame = self._frame
-        frame.journal.record(frame.address, state)
+        frame.journal.declare(frame.address, state)
         finished, self._finished = self._finished, None
         progress = frame.progress
         if progress is not None:
@@ -367,7 +371,9 @@ class _ChildWatch:
 
     def send(self, item: AgentEvent) -> None:
         self.last = item
-        if item.err is not None or item.interrupted:
+        if item.err is not None or (
+            item.action is not None and item.action.interrupted is not None
+        ):
             self.stopped = True
         self.send_on(item)
 
@@ -461,6 +467,12 @@ def at_frame(run: AgentRun, frame: RunFrame) -> AgentRun:
     )
 
 
+def parts_of(run: AgentRun) -> tuple[RunFrame, EventSink, ResumeInfo | None, bool]:
+    """``run``'s frame, sink and resume info, and whether its events are named, in one call
+    (framework-internal: the flow wrapper reads them on every turn)."""
+    return run._frame, run._downstream, run._resume, bool(run._path)
+
+
 def turn_of(run: AgentRun) -> Turn:
     """What ``run``'s own events said so far (framework-internal: a flow acts on it)."""
     return run._turn
@@ -503,13 +515,15 @@ def open_run(
     )
 
 
-def execute_agent(agent: Any, run: AgentRun) -> None:
+def execute_agent(agent: Any, run: AgentRun) -> Turn:
     """Run ``agent``'s turn in ``run``, in this thread; an exception becomes its error event.
+    Returns what the turn's own events said.
 
     A :class:`BaseAgent` runs through :meth:`BaseAgent.execute`; any other agent through its
     ``run()``/``resume()`` iterator, pulled here: the one adapter for the iterator protocol.
     """
     call_in_frame(run._frame, _execute, agent, run)
+    return run._turn
 
 
 # Whether agents of a class are BaseAgents, by class: isinstance() against an ABC runs Python
@@ -545,9 +559,7 @@ def run_agent(
     named: bool = True,
 ) -> Turn:
     """Run one turn of ``agent`` at ``frame`` in this thread; return what its events said."""
-    run = open_run(frame, downstream, input, resume_info, named=named)
-    execute_agent(agent, run)
-    return run._turn
+    return execute_agent(agent, open_run(frame, downstream, input, resume_info, named=named))
 
 
 def _pull(agent: Any, run: AgentRun) -> None:

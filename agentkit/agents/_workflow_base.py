@@ -24,7 +24,6 @@ from agentkit.errors import AgentConfigError, AgentFrozenError
 from agentkit.events import (
     Agent,
     AgentEvent,
-    RunStep,
 )
 
 __all__ = ["HoldSink", "WorkflowBase", "no_state"]
@@ -157,21 +156,21 @@ class WorkflowBase(BaseAgent):
         names = ", ".join(child.name for child in self._children)
         return f"{type(self).__name__}(name={self._name!r}, sub_agents=[{names}])"
 
-    def _steps(self, count: int) -> tuple[RunStep, ...]:
-        return tuple(RunStep(child.name) for child in self._children[:count])
+    def _steps(self, count: int) -> tuple[str, ...]:
+        """The names of the first ``count`` children."""
+        return tuple(child.name for child in self._children[:count])
 
     def _run_child(
         self,
         run: AgentRun,
-        prefix: tuple[RunStep, ...],
+        prefix: tuple[str, ...],
         child: FlowAgent,
         sink: Callable[[AgentEvent], object],
         resume: bool,
     ) -> None:
-        """Run ``child``'s turn after the children in ``prefix`` (its run path shows them)."""
-        run.run_child(
-            child, sink=sink, resume=resume, after=[step.agent_name for step in prefix]
-        )
+        """Run ``child``'s turn after the children named in ``prefix`` (its run path shows
+        them)."""
+        run.run_child(child, sink=sink, resume=resume, after=prefix)
 
     def _placed(self, run: AgentRun) -> tuple[AgentRun, RunFrame]:
         """``run`` where the workflow's children run (a workflow run directly gets a session

@@ -23,8 +23,7 @@ from agentkit._agent import (
     execute_agent,
     frame_of,
     open_run,
-    sink_of,
-    turn_of,
+    parts_of,
 )
 from agentkit._lazy import present
 from agentkit._observe import observe_agent
@@ -187,10 +186,9 @@ class FlowAgent(BaseAgent):
 
     def execute(self, run: AgentRun) -> None:
         """Run the flow from this agent: its turn, then the turns it transfers to."""
-        frame = _flow_frame(run)
-        named = bool(run.run_path)
-        downstream = sink_of(run)
-        info = run.resume_info
+        frame, downstream, info, named = parts_of(run)
+        if frame.root_input is None:
+            frame = _flow_frame(run)
         if info is None:
             hop: _Hop | None = self._take_turn(frame, downstream, named)
         elif frame.resume is None:
@@ -238,8 +236,7 @@ class FlowAgent(BaseAgent):
 
     def _play(self, run: AgentRun) -> Turn:
         """The wrapped agent's turn in ``run`` (a subclass adds to it)."""
-        execute_agent(self._agent, run)
-        return turn_of(run)
+        return execute_agent(self._agent, run)
 
     def _resume_turn(
         self, info: ResumeInfo, frame: RunFrame, downstream: EventSink, named: bool
