@@ -337,12 +337,12 @@ class AgentRun:
         """Declare where this agent is: the state a resumed turn goes on from.
 
         Call it at the agent's step boundaries (before each child, after each piece of work
-        that must not be done twice) with a value that pickles under the checkpoint store's
-        allow-list (an ``@persisted`` attrs class, or builtins). The Runner keeps the latest
-        one: with ``durability="stop"`` in memory, saved in the checkpoint if the run stops
-        (interrupt, cancel, failure); with ``durability="step"`` it is written to the store,
-        with the run's history so far, before this call returns, so a run whose process died
-        goes on from it. Without a checkpoint id it is kept in memory only.
+        that must not be done twice) with a value the checkpoint serializer accepts (builtins,
+        or your own classes given to ``PickleSerializer(allowed_types=...)``). The Runner keeps
+        the latest one: with ``durability="stop"`` in memory, saved in the checkpoint if the
+        run stops (interrupt, cancel, failure); with ``durability="step"`` it is written to the
+        store, with the run's history so far, before this call returns, so a run whose process
+        died goes on from it. Without a checkpoint id it is kept in memory only.
 
         A resumed turn gets the state back as ``run.resume_info.interrupt_state``. The children
         that completed since the last call (:meth:`run_child`) are done with in the same write:
