@@ -16,7 +16,7 @@ from __future__ import annotations
 import abc
 import contextvars
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import attrs
@@ -25,6 +25,7 @@ from agentkit._ctrlc import InvokeGuard, ctrl_c_interrupt, exit_stops
 from agentkit._observe import RunObservers, UsageLedger
 from agentkit._options import AgentOptions, AgentRunOption, RunOptionSet
 from agentkit._points import Journal, interrupt_contexts
+from agentkit._progress import DropPoints, Op, PutPoint
 from agentkit._runctx import (
     EventLog,
     RecordedEvent,
@@ -56,16 +57,21 @@ from agentkit.results import RunIterator, RunOutcome
 
 __all__ = [
     "AgentRun",
+    "at_frame",
     "BaseAgent",
     "EventSink",
     "Turn",
     "execute_agent",
+    "frame_of",
     "open_run",
+    "parts_of",
     "record_event",
     "run_agent",
     "run_in_worker",
     "send_recorded",
+    "sink_of",
     "start_worker",
+    "turn_of",
 ]
 
 
@@ -118,7 +124,17 @@ class AgentRun:
             an agent run directly with ``run()``, whose events are named by whoever reads them).
     """
 
-    __slots__ = ("_downstream", "_frame", "_input", "_options", "_path", "_resume", "_turn")
+    __slots__ = (
+        "_children",
+        "_downstream",
+        "_finished",
+        "_frame",
+        "_input",
+        "_options",
+        "_path",
+        "_resume",
+        "_turn",
+    )
 
     def __init__(
         self,
@@ -137,6 +153,8 @@ class AgentRun:
         self._frame = frame
         self._downstream = downstream
         self._turn = Turn()
+        self._children: set[str] | None = None  # the children run so far (run_child)
+        self._finished: list[tuple[str, ...]] | None = None  # completed since save_state
 
     @property
     def input(self) -> AgentInput:
@@ -221,6 +239,144 @@ class AgentRun:
         """``True`` once a cancel of the run was requested (any mode)."""
         return self._frame.scope.cancelled
 
+    # --- composition and persistence: what built-in composites use, users can use too ---
+
+    def forward(self, event: AgentEvent) -> None:
+        """Pass ``event`` on into the run as it is: not named, not recorded, not this turn's.
+
+        For a composite agent that holds a child's event back (see :meth:`run_child`'s
+        ``sink``) and sends it on later, or that reports on behalf of its children.
+        """
+        self._downstream.send(event)
+
+    def run_child(
+        self,
+        agent: Any,
+        input: AgentInput | None = None,
+        *,
+        sink: Callable[[AgentEvent], object] | None = None,
+        resume: bool | None = None,
+        after: Sequence[str] = (),
+    ) -> AgentEvent | None:
+        """Run one turn of ``agent`` inside this turn, in this thread; return its last event.
+
+        The child runs one level below this agent: its events are named with its own run path
+        (this turn's, then ``after``, then the child's name), its messages join the run's
+        history, it is cancelled with the run, counted in the run's usage and reported to the
+        callbacks, and it saves and resumes at its own address (``agent:<name>`` under this
+        agent's). Its events go on into the run as they come, or to ``sink`` when one is given
+        (a composite that holds an event back passes it on later with :meth:`forward`).
+
+        Returns the last event of the child's turn (``None`` if it sent none): its ``err`` says
+        it failed or was cancelled, ``interrupted`` that it paused the run (a composite then
+        returns too, having saved where it is with :meth:`save_state`), ``action`` an exit or a
+        transfer it asked for.
+
+        Args:
+            agent: any agent (a :class:`BaseAgent`, a built-in agent, an iterator-protocol
+                agent). Wrapped as a flow node (``agent_with_options(agent)``) it builds its
+                input from the run's history, as a workflow's children do.
+            input: the child's input (default: this turn's :attr:`input`).
+            sink: where the child's events go instead of into the run.
+            resume: whether the child goes on from where it stopped. ``None`` (the default)
+                decides: in a resumed turn, the first turn of a child under which the saved run
+                stopped resumes it; every other turn is fresh.
+            after: names shown between this agent and the child in the child's run path (a
+                Sequential shows the children that ran before).
+        """
+        frame = self._frame
+        if after:
+            frame = attrs.evolve(
+                frame, run_path=frame.run_path + tuple(RunStep(name) for name in after)
+            )
+        name = agent.name
+        place = frame.at_agent(RunStep(name))
+        info = (
+            None
+            if resume is False or self._resume is None or place.resume is None
+            else self._child_resume(place, name, resume)
+        )
+        children = self._children
+        if children is None:
+            children = self._children = set()
+        children.add(name)
+        watch = _ChildWatch(self._downstream.send if sink is None else sink)
+        run_agent(agent, place, watch, self._input if input is None else input, info)
+        if not watch.stopped:
+            # Completed: nothing of it is to be resumed. In memory now; in a durable run with
+            # this agent's next declared state (one commit: see save_state).
+            self._frame.journal.discard_under(place.address)
+            finished = self._finished
+            if finished is None:
+                finished = self._finished = []
+            finished.append(place.address)
+        return watch.last
+
+    def _child_resume(self, place: RunFrame, name: str, resume: bool | None) -> ResumeInfo | None:
+        """The :class:`ResumeInfo` of a child's turn at ``place`` (``None``: a fresh turn)."""
+        mine = self._resume
+        resume_state = place.resume
+        assert mine is not None and resume_state is not None
+        if resume is None:
+            ran = self._children
+            if (ran is not None and name in ran) or not resume_state.leads_to(
+                self._frame.address, f"agent:{name}"
+            ):
+                return None
+        point = resume_state.at(place.address)
+        return ResumeInfo(
+            enable_streaming=mine.enable_streaming,
+            interrupt_info=mine.interrupt_info,
+            was_interrupted=point.was_interrupted,
+            interrupt_state=point.state,
+            is_resume_target=point.is_resume_target,
+            resume_data=point.data,
+        )
+
+    def save_state(self, state: Any) -> None:
+        """Declare where this agent is: the state a resumed turn goes on from.
+
+        Call it at the agent's step boundaries (before each child, after each piece of work
+        that must not be done twice) with a value the checkpoint serializer accepts (builtins,
+        or your own classes given to ``PickleSerializer(allowed_types=...)``). The Runner keeps
+        the latest one: with ``durability="stop"`` in memory, saved in the checkpoint if the
+        run stops (interrupt, cancel, failure); with ``durability="step"`` it is written to the
+        store, with the run's history so far, before this call returns, so a run whose process
+        died goes on from it. Without a checkpoint id it is kept in memory only.
+
+        A resumed turn gets the state back as ``run.resume_info.interrupt_state``. The children
+        that completed since the last call (:meth:`run_child`) are done with in the same write:
+        a resumed run neither runs them again nor loses the step. The state of an agent whose
+        turn completes is dropped by whoever ran it.
+        """
+        frame = self._frame
+        frame.journal.declare(frame.address, state)
+        finished, self._finished = self._finished, None
+        progress = frame.progress
+        if progress is not None:
+            ops: list[Op] = [DropPoints(address) for address in finished or ()]
+            ops.append(PutPoint(frame.address, state))
+            progress.commit(ops, frame.log)
+
+
+class _ChildWatch:
+    """Passes a child's events on, noting its last one and whether it stopped the run."""
+
+    __slots__ = ("last", "send_on", "stopped")
+
+    def __init__(self, send_on: Callable[[AgentEvent], object]) -> None:
+        self.send_on = send_on
+        self.last: AgentEvent | None = None
+        self.stopped = False
+
+    def send(self, item: AgentEvent) -> None:
+        self.last = item
+        if item.err is not None or (
+            item.action is not None and item.action.interrupted is not None
+        ):
+            self.stopped = True
+        self.send_on(item)
+
 
 class BaseAgent(abc.ABC):
     """The base class of agents: implement :meth:`execute`, get ``run()`` and ``resume()``.
@@ -242,8 +398,9 @@ class BaseAgent(abc.ABC):
     transfers (emit ``transfer_action(name)``), inside workflows and agent tools; it is
     cancelled at the framework's checks and its own :meth:`AgentRun.check_cancelled`; it
     interrupts by emitting :func:`~agentkit.interrupt_event` as its last event and is resumed
-    with ``run.resume_info`` set. An exception raised by :meth:`execute` ends the turn with an
-    error event.
+    with ``run.resume_info`` set. It composes other agents as the built-in workflows do, with
+    :meth:`AgentRun.run_child` and :meth:`AgentRun.save_state`. An exception raised by
+    :meth:`execute` ends the turn with an error event.
     """
 
     name: str
@@ -256,7 +413,8 @@ class BaseAgent(abc.ABC):
         ``run.resume_info`` is ``None`` for a fresh turn. When it is set, the run is resumed
         here: the agent (or something inside it) stopped at its last turn, and
         ``run.resume_info.interrupt_state`` is the state it saved (``interrupt_event(...,
-        state=...)``); an agent that cannot go on raises :class:`~agentkit.ResumeError`.
+        state=...)``, or the last one declared with :meth:`AgentRun.save_state`); an agent
+        that cannot go on raises :class:`~agentkit.ResumeError`.
         """
 
     def run(self, input: AgentInput, *options: AgentRunOption) -> RunIterator:
@@ -279,6 +437,45 @@ class BaseAgent(abc.ABC):
 
 
 # --- running one turn -------------------------------------------------------------------------
+
+
+def frame_of(run: AgentRun) -> RunFrame:
+    """The run context of ``run``'s turn (framework-internal: the ReAct loop reads its scope,
+    usage ledger and history there; a flow and a Parallel place turns in it)."""
+    return run._frame
+
+
+def sink_of(run: AgentRun) -> EventSink:
+    """Where ``run``'s events go (framework-internal: a flow runs its wrapped agent's turns
+    and the turns it transfers to into the same sink; :meth:`AgentRun.forward` is the
+    public way to send an event there)."""
+    return run._downstream
+
+
+def at_frame(run: AgentRun, frame: RunFrame) -> AgentRun:
+    """``run`` in the run context ``frame`` (framework-internal: a workflow run directly gets a
+    session and a root input; a Parallel's branch keeps its history in a lane of its own)."""
+    if frame is run._frame:
+        return run
+    return AgentRun(
+        run._input,
+        run._resume,
+        run._options,
+        run._path,
+        frame=frame,
+        downstream=run._downstream,
+    )
+
+
+def parts_of(run: AgentRun) -> tuple[RunFrame, EventSink, ResumeInfo | None, bool]:
+    """``run``'s frame, sink and resume info, and whether its events are named, in one call
+    (framework-internal: the flow wrapper reads them on every turn)."""
+    return run._frame, run._downstream, run._resume, bool(run._path)
+
+
+def turn_of(run: AgentRun) -> Turn:
+    """What ``run``'s own events said so far (framework-internal: a flow acts on it)."""
+    return run._turn
 
 
 def record_event(run: AgentRun, event: AgentEvent) -> AgentEvent | None:
@@ -318,13 +515,15 @@ def open_run(
     )
 
 
-def execute_agent(agent: Any, run: AgentRun) -> None:
+def execute_agent(agent: Any, run: AgentRun) -> Turn:
     """Run ``agent``'s turn in ``run``, in this thread; an exception becomes its error event.
+    Returns what the turn's own events said.
 
     A :class:`BaseAgent` runs through :meth:`BaseAgent.execute`; any other agent through its
     ``run()``/``resume()`` iterator, pulled here: the one adapter for the iterator protocol.
     """
     call_in_frame(run._frame, _execute, agent, run)
+    return run._turn
 
 
 # Whether agents of a class are BaseAgents, by class: isinstance() against an ABC runs Python
@@ -360,9 +559,7 @@ def run_agent(
     named: bool = True,
 ) -> Turn:
     """Run one turn of ``agent`` at ``frame`` in this thread; return what its events said."""
-    run = open_run(frame, downstream, input, resume_info, named=named)
-    execute_agent(agent, run)
-    return run._turn
+    return execute_agent(agent, open_run(frame, downstream, input, resume_info, named=named))
 
 
 def _pull(agent: Any, run: AgentRun) -> None:

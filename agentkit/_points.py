@@ -61,7 +61,7 @@ class Journal:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._points: dict[Address, ResumePoint] = {}
+        self._points: dict[Address, ResumePoint | tuple[Any]] = {}
 
     def record(
         self, address: Address, state: Any = None, info: Any = None, *, root: bool = False
@@ -73,19 +73,40 @@ class Journal:
             self._points[point.address] = point
         return point
 
+    def declare(self, address: Address, state: Any) -> None:
+        """Keep ``state`` as where the component at ``address`` is now (``AgentRun.save_state``).
+
+        Like :meth:`record` without info, and without minting the point's id now: a component
+        declares at every step, and an id is needed only if the run stops (:meth:`points`).
+        """
+        address = tuple(address)
+        with self._lock:
+            self._points.pop(address, None)
+            self._points[address] = (state,)
+
     def discard_under(self, address: Address) -> None:
         """Forget the points at or below ``address``: the component there handled the stop
         and went on (an error turned into a message for the model, a failed agent whose turn
         passed on to another one)."""
         depth = len(address)
         with self._lock:
-            for saved in [a for a in self._points if a[:depth] == address]:
-                del self._points[saved]
+            points = self._points
+            under = []
+            for saved in points:
+                if saved[:depth] == address:
+                    under.append(saved)
+            for saved in under:
+                del points[saved]
 
     def points(self) -> list[ResumePoint]:
-        """The recorded points, in the order they were recorded."""
+        """The recorded points, in the order they were recorded (a declared state gets its
+        point, and its id, the first time it is asked for)."""
         with self._lock:
-            return list(self._points.values())
+            points = self._points
+            for address, point in points.items():
+                if type(point) is tuple:  # declared: (state,)
+                    points[address] = ResumePoint(new_point_id(), address, point[0])
+            return list(points.values())  # type: ignore[arg-type]
 
     def __bool__(self) -> bool:
         with self._lock:

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 
 import attrs
 
-from agentkit._agent import AgentRun, EventSink
+from agentkit._agent import AgentRun, at_frame
 from agentkit._persist import persisted
 from agentkit._progress import DropPoints, Progress, PutPoint, SetField
 from agentkit._runctx import EventLog, RecordedEvent, RunFrame
@@ -97,13 +97,13 @@ class _LockedSink:
 
     __slots__ = ("downstream", "lock")
 
-    def __init__(self, downstream: EventSink) -> None:
+    def __init__(self, downstream: Callable[[AgentEvent], object]) -> None:
         self.downstream = downstream
         self.lock = threading.Lock()
 
     def send(self, item: AgentEvent) -> None:
         with self.lock:
-            self.downstream.send(item)
+            self.downstream(item)
 
 
 class _BranchSink:
@@ -111,7 +111,7 @@ class _BranchSink:
 
     __slots__ = ("cancel", "downstream", "failed", "interrupt")
 
-    def __init__(self, downstream: EventSink) -> None:
+    def __init__(self, downstream: _LockedSink) -> None:
         self.downstream = downstream
         self.interrupt: AgentEvent | None = None
         self.cancel: AgentEvent | None = None
@@ -172,7 +172,7 @@ class ParallelAgent(WorkflowBase):
 
     def execute(self, run: AgentRun) -> None:
         """Run the branches at once (a resumed run: the ones that did not finish)."""
-        frame = self._frame(run)
+        run, frame = self._placed(run)
         info = run.resume_info
         if info is None:
             lanes = [frame.log.fork() for _ in self._children]
@@ -202,19 +202,24 @@ class ParallelAgent(WorkflowBase):
     ) -> None:
         todo = sorted(fresh + resumed)
         state = self._state(lanes, todo)
-        self._check_transition(frame, state, "before spawn")
+        try:
+            self._check_transition(frame)
+        except AgentCancelledError:
+            # Resumable: the resumed Parallel starts the branches it was about to start.
+            self._stop_at(frame, state)
+            raise
         durable = None
         if frame.progress is not None:
             durable = _DurableBranches(frame.progress, frame, state, lanes)
-        downstream = run._downstream
+        downstream = run.forward
         shared = _LockedSink(downstream)
         branches = {index: _BranchSink(shared) for index in todo}
 
         def branch(index: int) -> None:
             child = self._children[index]
-            branch_frame = attrs.evolve(frame, log=lanes[index])
-            self._run_child(run, branch_frame, (), child, branches[index],
-                            resume if index in resumed else None)
+            on_lane = at_frame(run, attrs.evolve(frame, log=lanes[index]))
+            self._run_child(on_lane, (), child, branches[index].send,
+                            resume is not None and index in resumed)
             if durable is not None and branches[index].finished:
                 durable.finished(index, child.name)
 
@@ -245,7 +250,7 @@ class ParallelAgent(WorkflowBase):
                 data = first.action.interrupted.data
             # The branches' summary, on behalf of the Parallel (not an event of its own turn:
             # the branches' agents stopped, the Parallel only reports it once).
-            downstream.send(
+            downstream(
                 AgentEvent(
                     agent_name=self._name,
                     run_path=list(frame.run_path),

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
-from agentkit._agent import AgentRun, record_event, send_recorded
+from agentkit._agent import AgentRun, frame_of, record_event, send_recorded
 from agentkit._interrupt import InterruptSignal, ToolRoundState
 from agentkit._observe import RunInfo, UsageLedger, fire
 from agentkit._points import PointResume
@@ -333,7 +333,7 @@ class ModelCaller:
         verdicts: StreamVerdicts | None = None,
         show: Callable[[StreamReader[Message]], StreamReader[Message]] | None = None,
     ) -> None:
-        frame = run._frame
+        frame = frame_of(run)
         self.agent_name = agent_name
         self.emit = run.emit
         self.scope = frame.scope
@@ -699,13 +699,13 @@ class ReactRun:
 
     def __init__(self, config: ReactConfig, run: AgentRun, streaming: bool) -> None:
         self.config = config
-        frame = run._frame
+        frame = frame_of(run)
         self.frame = frame
         self.scope = frame.scope
         self.run = run
         self.emit = run.emit
         self.streaming = streaming
-        agent_options = run._options
+        agent_options = run.options
         self.model_options = agent_options.model_options
         # --- structured output (see _structured.py) ---
         self.corrections = 0

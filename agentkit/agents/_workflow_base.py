@@ -11,22 +11,19 @@ events; the workflow passes those events on (they are not its own) and emits onl
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
 
-from agentkit._agent import AgentRun, BaseAgent, EventSink, run_agent
-from agentkit._progress import DropPoints, Op, PutPoint
+from agentkit._agent import AgentRun, BaseAgent, at_frame
 from agentkit._runctx import RunFrame
 from agentkit._scope import Point
 from agentkit.agents.flow import FlowAgent, _flow_frame, _wire
-from agentkit.errors import AgentCancelledError, AgentConfigError, AgentFrozenError
+from agentkit.errors import AgentConfigError, AgentFrozenError
 from agentkit.events import (
     Agent,
     AgentEvent,
-    ResumeInfo,
-    RunStep,
 )
 
 __all__ = ["HoldSink", "WorkflowBase", "no_state"]
@@ -41,7 +38,9 @@ class HoldSink:
 
     __slots__ = ("broke", "downstream", "error", "held", "loop_iteration")
 
-    def __init__(self, downstream: EventSink, loop_iteration: int | None = None) -> None:
+    def __init__(
+        self, downstream: Callable[[AgentEvent], object], loop_iteration: int | None = None
+    ) -> None:
         self.downstream = downstream
         self.held: AgentEvent | None = None
         self.error = False
@@ -50,7 +49,7 @@ class HoldSink:
 
     def send(self, item: AgentEvent) -> None:
         if self.held is not None:
-            self.downstream.send(self.held)
+            self.downstream(self.held)
             self.held = None
         action = item.action
         if action is not None:
@@ -62,11 +61,11 @@ class HoldSink:
                 self.broke = True
         if item.err is not None:
             self.error = True
-            self.downstream.send(item)
+            self.downstream(item)
         elif action is not None:
             self.held = item
         else:
-            self.downstream.send(item)
+            self.downstream(item)
 
 
 class WorkflowBase(BaseAgent):
@@ -157,24 +156,27 @@ class WorkflowBase(BaseAgent):
         names = ", ".join(child.name for child in self._children)
         return f"{type(self).__name__}(name={self._name!r}, sub_agents=[{names}])"
 
-    def _steps(self, count: int) -> tuple[RunStep, ...]:
-        return tuple(RunStep(child.name) for child in self._children[:count])
+    def _steps(self, count: int) -> tuple[str, ...]:
+        """The names of the first ``count`` children."""
+        return tuple(child.name for child in self._children[:count])
 
     def _run_child(
         self,
         run: AgentRun,
-        frame: RunFrame,
-        prefix: tuple[RunStep, ...],
+        prefix: tuple[str, ...],
         child: FlowAgent,
-        downstream: EventSink,
-        resume: ResumeInfo | None,
+        sink: Callable[[AgentEvent], object],
+        resume: bool,
     ) -> None:
-        """Run ``child``'s turn after the children in ``prefix`` (its run path shows them)."""
-        place = attrs.evolve(frame, run_path=frame.run_path + prefix)
-        run_agent(child, place.at_agent(RunStep(child.name)), downstream, run.input, resume)
+        """Run ``child``'s turn after the children named in ``prefix`` (its run path shows
+        them)."""
+        run.run_child(child, sink=sink, resume=resume, after=prefix)
 
-    def _frame(self, run: AgentRun) -> RunFrame:
-        return _flow_frame(run)
+    def _placed(self, run: AgentRun) -> tuple[AgentRun, RunFrame]:
+        """``run`` where the workflow's children run (a workflow run directly gets a session
+        and a root input), and its run context."""
+        frame = _flow_frame(run)
+        return at_frame(run, frame), frame
 
     def _leads_to(self, frame: RunFrame, child: FlowAgent) -> bool:
         """Whether the saved resume points of a resumed run lie inside ``child``."""
@@ -184,33 +186,20 @@ class WorkflowBase(BaseAgent):
         )
 
     def _stop_at(self, frame: RunFrame, state: Any, interrupted: bool = False) -> None:
-        """Record that the workflow stopped at ``state`` (a child interrupted, failed or was
-        cancelled, or the run was cancelled before a child): a resumed run goes on there."""
+        """Record that the workflow stopped at ``state`` (a Parallel's branches stopped):
+        a resumed run goes on there."""
         info = f"{self._kind} workflow interrupted" if interrupted else None
         frame.journal.record(frame.address, state, info)
 
-    def _move_to(
-        self, frame: RunFrame, state: Any, finished: FlowAgent | None, *, flush: bool = True
-    ) -> None:
-        """In a durable run, commit that the workflow is at ``state`` now, ``finished``'s turn
-        being over (its points dropped in the same commit, so that a resumed run neither runs
-        it again nor skips the next one)."""
-        progress = frame.progress
-        if progress is None:
-            return
-        ops: list[Op] = []
-        if finished is not None:
-            ops.append(DropPoints((*frame.address, f"agent:{finished.name}")))
-        ops.append(PutPoint(frame.address, state))
-        progress.commit(ops, frame.log, flush=flush)
+    def _interrupted_at(self, frame: RunFrame, state: Any) -> None:
+        """A child paused the run at ``state`` (declared with ``save_state`` already): say so
+        in the interrupt's contexts."""
+        frame.journal.record(frame.address, state, f"{self._kind} workflow interrupted")
 
-    def _check_transition(self, frame: RunFrame, state: Any, when: str = "at transition") -> None:
-        try:
-            frame.scope.check(Point.TRANSITION)
-        except AgentCancelledError:
-            # Resumable: the resumed workflow starts with the child it was about to run.
-            frame.journal.record(frame.address, state, f"{self._kind} workflow cancel {when}")
-            raise
+    def _check_transition(self, frame: RunFrame) -> None:
+        """Stop at a transition if the run is cancelled; the declared state is where a
+        resumed workflow starts (with the child it was about to run)."""
+        frame.scope.check(Point.TRANSITION)
 
 
 def no_state(workflow: WorkflowBase, state: object, expected: type) -> str:

@@ -222,6 +222,8 @@ class AgentTool:
                 raise InterruptSignal(point)
             assert sink.error is not None
             raise sink.error
+        # The inner run completed: what it declared as it went (AgentRun.save_state) is over.
+        frame.journal.discard_under(frame.address)
         if sink.last is not None:
             message = sink.last.get_message()
         elif state is not None:

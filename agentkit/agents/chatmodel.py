@@ -9,7 +9,7 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from agentkit._agent import AgentRun, BaseAgent
+from agentkit._agent import AgentRun, BaseAgent, frame_of
 from agentkit._interrupt import ToolRoundState
 from agentkit._runctx import RunFrame
 from agentkit.agents._guardrails import Guardrails
@@ -437,23 +437,23 @@ class ChatModelAgent(BaseAgent):
     def execute(self, run: AgentRun) -> None:
         """Run the ReAct loop (or go on with the tool round a resumed run stopped in)."""
         frozen = self._freeze()
-        info = run._resume
+        info = run.resume_info
         if info is not None:
             self._resume(frozen, run, info)
             return
-        input = run._input
+        input = run.input
         instruction = frozen.instruction
         if frozen.middlewares:
             frozen, instruction, given = apply_before_agent(
                 frozen, self._name, instruction, list(input.messages), False
             )
             input = AgentInput(messages=given, enable_streaming=input.enable_streaming)
-        messages = self._model_input(instruction, input, run._frame)
+        messages = self._model_input(instruction, input, frame_of(run))
         state = ReactState(messages=messages, remaining=frozen.max_iterations)
         ReactRun(frozen, run, input.enable_streaming).loop(state, None)
 
     def _resume(self, frozen: ReactConfig, run: AgentRun, info: ResumeInfo) -> None:
-        frame = run._frame
+        frame = frame_of(run)
         saved = info.interrupt_state
         if not isinstance(saved, ToolRoundState):
             problem = (

@@ -12,7 +12,16 @@ from collections.abc import Sequence
 
 import attrs
 
-from agentkit._agent import AgentRun, EventSink, Turn, open_run, run_agent
+from agentkit._agent import (
+    AgentRun,
+    EventSink,
+    Turn,
+    frame_of,
+    open_run,
+    run_agent,
+    sink_of,
+    turn_of,
+)
 from agentkit._persist import persisted
 from agentkit._progress import PutPoint
 from agentkit._runctx import EventLog, RecordedEvent, RunFrame
@@ -142,7 +151,7 @@ class DeterministicTransferAgent(FlowAgent):
                 self._run_flow(agent, run)
             except Exception as error:
                 run.emit(AgentEvent(err=error))
-            return run._turn
+            return turn_of(run)
         return super()._agent_turn(frame, downstream, input, resume_info, named)
 
     def _play(self, run: AgentRun) -> Turn:
@@ -153,7 +162,7 @@ class DeterministicTransferAgent(FlowAgent):
 
     def _run_flow(self, flow: FlowAgent, run: AgentRun) -> None:
         """Run the hosted ``flow`` in a history of its own, then transfer (or stop)."""
-        frame = run._frame
+        frame = frame_of(run)
         history = _MirroredLog(frame.log)
         info = run.resume_info
         if info is not None:
@@ -174,7 +183,7 @@ class DeterministicTransferAgent(FlowAgent):
         if run_path and run_path[-1] == RunStep(flow.name):
             run_path = run_path[:-1]
         inner = attrs.evolve(frame, log=history, run_path=run_path).at_agent(RunStep(flow.name))
-        watcher = _Watcher(run._downstream, hold_interrupts=True)
+        watcher = _Watcher(sink_of(run), hold_interrupts=True)
         progress = frame.progress
         if progress is not None:
             # The hosted flow's own history is this node's point, written as the flow commits.
@@ -226,7 +235,7 @@ class DeterministicTransferAgent(FlowAgent):
                 return
         if failed:
             # The agent failed; its turn passes on all the same, so its failure is handled.
-            frame = run._frame
+            frame = frame_of(run)
             frame.journal.discard_under(frame.address)
         for name in self._to_agent_names:
             call, result = gen_transfer_messages(name)

@@ -15,7 +15,16 @@ from typing import Any
 
 import attrs
 
-from agentkit._agent import AgentRun, BaseAgent, EventSink, Turn, execute_agent, open_run
+from agentkit._agent import (
+    AgentRun,
+    BaseAgent,
+    EventSink,
+    Turn,
+    execute_agent,
+    frame_of,
+    open_run,
+    parts_of,
+)
 from agentkit._lazy import present
 from agentkit._observe import observe_agent
 from agentkit._persist import persisted
@@ -177,12 +186,11 @@ class FlowAgent(BaseAgent):
 
     def execute(self, run: AgentRun) -> None:
         """Run the flow from this agent: its turn, then the turns it transfers to."""
-        frame = _flow_frame(run)
-        named = bool(run._path)
-        downstream = run._downstream
-        info = run._resume
+        frame, downstream, info, named = parts_of(run)
+        if frame.root_input is None:
+            frame = _flow_frame(run)
         if info is None:
-            hop: _Hop | None = self._turn(frame, downstream, named)
+            hop: _Hop | None = self._take_turn(frame, downstream, named)
         elif frame.resume is None:
             # Resumed directly with a ResumeInfo (no checkpoint to walk): this agent resumes.
             turn = self._agent_turn(frame, downstream, AgentInput(
@@ -192,9 +200,9 @@ class FlowAgent(BaseAgent):
             hop = self._resume_turn(info, frame, downstream, named)
         while hop is not None:
             node, at = hop
-            hop = node._turn(at, downstream, named)
+            hop = node._take_turn(at, downstream, named)
 
-    def _turn(self, frame: RunFrame, downstream: EventSink, named: bool) -> _Hop | None:
+    def _take_turn(self, frame: RunFrame, downstream: EventSink, named: bool) -> _Hop | None:
         """One turn of this agent at ``frame``; returns the transfer it asks for, if any."""
         try:
             agent_input = self._build_input(frame)
@@ -228,8 +236,7 @@ class FlowAgent(BaseAgent):
 
     def _play(self, run: AgentRun) -> Turn:
         """The wrapped agent's turn in ``run`` (a subclass adds to it)."""
-        execute_agent(self._agent, run)
-        return run._turn
+        return execute_agent(self._agent, run)
 
     def _resume_turn(
         self, info: ResumeInfo, frame: RunFrame, downstream: EventSink, named: bool
@@ -326,6 +333,8 @@ class FlowAgent(BaseAgent):
                 f"sub-agent of {self.name!r} with set_sub_agents(...)"
             ), named))
             return None
+        # This agent's turn is over: what it declared as it went (AgentRun.save_state) is too.
+        frame.journal.discard_under(frame.address)
         try:
             frame.scope.check()
         except AgentCancelledError as error:
@@ -419,7 +428,7 @@ def _no_single_hop(flow: FlowAgent, frame: RunFrame, hops: list[str]) -> ResumeE
 def _flow_frame(run: AgentRun) -> RunFrame:
     """The frame of a flow's turn (framework-internal; workflows use it too): a flow run
     directly gets a session and its input as the run's root input."""
-    frame = run._frame
+    frame = frame_of(run)
     if frame.root_input is not None:
         return frame
     return attrs.evolve(

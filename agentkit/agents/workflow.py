@@ -15,7 +15,6 @@ from agentkit._lazy import present
 from agentkit._persist import persisted
 from agentkit.agents._parallel import ParallelAgent, ParallelState
 from agentkit.agents._workflow_base import HoldSink, WorkflowBase, no_state
-from agentkit.agents.flow import FlowAgent
 from agentkit.errors import AgentConfigError, ResumeError
 from agentkit.events import Agent
 
@@ -67,26 +66,26 @@ class SequentialAgent(WorkflowBase):
             if not isinstance(state, SequentialState):
                 raise ResumeError(no_state(self, state, SequentialState))
             start = state.index
-        frame = self._frame(run)
-        downstream = run._downstream
+        run, frame = self._placed(run)
+        downstream = run.forward
         for index in range(start, len(self._children)):
             state = SequentialState(index)
-            self._check_transition(frame, state)
-            previous = self._children[index - 1] if index > start else None
-            self._move_to(frame, state, previous, flush=previous is not None)
+            run.save_state(state)  # the child before it is done with in the same write
+            self._check_transition(frame)
             hold = HoldSink(downstream)
             child = self._children[index]
-            child_resume = info if index == start and self._leads_to(frame, child) else None
-            self._run_child(run, frame, self._steps(index), child, hold, child_resume)
+            child_resume = info is not None and index == start and self._leads_to(frame, child)
+            self._run_child(run, self._steps(index), child, hold.send, child_resume)
             last = hold.held
             if hold.error or (last is not None and last.interrupted):
-                self._stop_at(frame, state, last is not None and last.interrupted)
+                if last is not None and last.interrupted:
+                    self._interrupted_at(frame, state)
                 if last is not None:
-                    downstream.send(last)
+                    downstream(last)
                 return
             if last is None:
                 continue
-            downstream.send(last)
+            downstream(last)
             if last.action is not None and last.action.exit:
                 return
 
@@ -134,36 +133,35 @@ class LoopAgent(WorkflowBase):
             if not isinstance(state, LoopState):
                 raise ResumeError(no_state(self, state, LoopState))
             first_iteration, first_index = state.iteration, state.index
-        frame = self._frame(run)
+        run, frame = self._placed(run)
         count = len(self._children)
         if count == 0:
             return
-        downstream = run._downstream
+        downstream = run.forward
         all_steps = self._steps(count)
         iteration, index, resume = first_iteration, first_index, info
         limit = self._max_iterations
-        previous: FlowAgent | None = None  # the child whose turn just ended
         while limit == 0 or iteration < limit:
             while index < count:
                 state = LoopState(iteration, index)
-                self._check_transition(frame, state)
-                self._move_to(frame, state, previous, flush=previous is not None)
-                previous = self._children[index]
+                run.save_state(state)  # the child before it is done with in the same write
+                self._check_transition(frame)
                 prefix = all_steps * iteration + all_steps[:index]
                 hold = HoldSink(downstream, loop_iteration=iteration)
                 child = self._children[index]
                 if resume is not None and not self._leads_to(frame, child):
                     resume = None
-                self._run_child(run, frame, prefix, child, hold, resume)
+                self._run_child(run, prefix, child, hold.send, resume is not None)
                 resume = None
                 last = hold.held
                 if hold.error or (last is not None and last.interrupted):
-                    self._stop_at(frame, state, last is not None and last.interrupted)
+                    if last is not None and last.interrupted:
+                        self._interrupted_at(frame, state)
                     if last is not None:
-                        downstream.send(last)
+                        downstream(last)
                     return
                 if last is not None:
-                    downstream.send(last)
+                    downstream(last)
                     if last.action is not None and last.action.exit:
                         return
                 if hold.broke:
