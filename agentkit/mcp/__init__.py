@@ -45,6 +45,7 @@ from agentkit.mcp._errors import (
 from agentkit.mcp._tool import MCPTool
 
 __all__ = [
+    "AgentMCPServer",
     "MCPClient",
     "MCPClientClosedError",
     "MCPConnectionError",
@@ -52,6 +53,7 @@ __all__ = [
     "MCPProtocolError",
     "MCPServerError",
     "MCPTool",
+    "to_mcp_server",
 ]
 
 # Public objects present themselves as ``agentkit.mcp.X`` in reprs and tracebacks (the client
@@ -70,7 +72,15 @@ present(
 
 if TYPE_CHECKING:
     from agentkit.mcp._client import MCPClient
+    from agentkit.mcp._server import AgentMCPServer, to_mcp_server
 else:
     # The client brings asyncio and the mcp version probe: loaded when first asked for, so
     # ``import agentkit.mcp`` (and loading a checkpoint that holds an MCP error) stays cheap.
-    __getattr__, __dir__ = attach(__name__, {"MCPClient": "agentkit.mcp._client"})
+    __getattr__, __dir__ = attach(
+        __name__,
+        {
+            "MCPClient": "agentkit.mcp._client",
+            "AgentMCPServer": "agentkit.mcp._server",
+            "to_mcp_server": "agentkit.mcp._server",
+        },
+    )
