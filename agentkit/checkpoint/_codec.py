@@ -81,6 +81,7 @@ _PERSISTED_MODULES = (
     "agentkit.backends",
     "agentkit.middlewares.skill",
     "agentkit.mcp._errors",
+    "agentkit.integrations.agui",
     "agentkit.conversation._turn",
     "agentkit.turnloop",
 )
