@@ -82,6 +82,7 @@ _PERSISTED_MODULES = (
     "agentkit.middlewares.skill",
     "agentkit.mcp._errors",
     "agentkit.integrations.agui",
+    "agentkit.a2a._client",
     "agentkit.conversation._turn",
     "agentkit.turnloop",
 )
