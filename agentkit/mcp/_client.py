@@ -18,7 +18,7 @@ import attrs
 from agentkit._aioloop import in_loop_thread
 from agentkit._runctx import abort_on_cancel, check_cancelled
 from agentkit.errors import ToolTimeoutError
-from agentkit.mcp import _compat, _stdio
+from agentkit.mcp import _catalog, _compat, _stdio
 from agentkit.mcp._connection import Connection, describe_error
 from agentkit.mcp._endpoint import Endpoint, redacted, session_ended
 from agentkit.mcp._errors import (
@@ -313,6 +313,68 @@ class MCPClient:
                 cancelled at the server too).
         """
         return self._call_tool(name, dict(arguments or {}), name)
+
+    # --- resources and prompts (the wire shapes of _catalog) ---
+
+    def resources(self) -> list[dict[str, Any]]:
+        """The server's resources (all pages), each in the wire shape (``uri``, ``name``,
+        ``mimeType``...).
+
+        Raises:
+            MCPConnectionError, MCPServerError, ToolTimeoutError: see :mod:`agentkit.mcp`.
+        """
+        return self._run(
+            lambda session: _catalog.list_all(session, "list_resources", "resources"),
+            what="listing the resources",
+            tool_name="",
+        )
+
+    def resource_templates(self) -> list[dict[str, Any]]:
+        """The server's resource templates (``uriTemplate``, ``name``...), all pages."""
+        return self._run(
+            lambda session: _catalog.list_all(
+                session, "list_resource_templates", "resourceTemplates"
+            ),
+            what="listing the resource templates",
+            tool_name="",
+        )
+
+    def read_resource(self, uri: str) -> dict[str, Any]:
+        """Read the resource ``uri`` (or a URI of a template); returns ``{"contents": [...]}``,
+        each content with ``uri`` and ``text`` or ``blob`` (base64).
+
+        Raises:
+            MCPServerError: the server has no such resource.
+        """
+        if not isinstance(uri, str) or not uri:
+            raise ValueError(f"uri must be a non-empty string (got {uri!r})")
+        return self._run(
+            lambda session: _catalog.read_resource(session, uri),
+            what=f"reading the resource {uri[:200]}",
+            tool_name="",
+        )
+
+    def prompts(self) -> list[dict[str, Any]]:
+        """The server's prompts (``name``, ``description``, ``arguments``), all pages."""
+        return self._run(
+            lambda session: _catalog.list_all(session, "list_prompts", "prompts"),
+            what="listing the prompts",
+            tool_name="",
+        )
+
+    def get_prompt(self, name: str, arguments: Mapping[str, str] | None = None) -> dict[str, Any]:
+        """The prompt ``name`` filled with ``arguments``: ``{"description", "messages"}``, each
+        message ``{"role", "content"}`` in the wire shape.
+
+        Raises:
+            MCPServerError: the server has no such prompt, or the arguments do not fit it.
+        """
+        values = {str(key): str(value) for key, value in (arguments or {}).items()}
+        return self._run(
+            lambda session: _catalog.get_prompt(session, name, values or None),
+            what=f"getting the prompt {name[:200]}",
+            tool_name="",
+        )
 
     def _call_tool(
         self, remote_name: str, arguments: dict[str, Any], tool_name: str

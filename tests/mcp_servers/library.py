@@ -1,0 +1,34 @@
+"""A test MCP server with resources, a resource template and prompts (stdio).
+
+Written for both mcp 1.x (FastMCP) and 2.x (MCPServer).
+"""
+
+# No ``from __future__ import annotations``: early mcp 1.x servers need real annotations.
+try:  # mcp 2.x
+    from mcp.server.mcpserver import MCPServer
+except ImportError:  # mcp 1.x
+    from mcp.server.fastmcp import FastMCP as MCPServer  # type: ignore[attr-defined, no-redef]
+
+server = MCPServer("library", log_level="WARNING")
+
+
+@server.resource("book://catalog", name="catalog", mime_type="text/plain")
+def catalog() -> str:
+    """The books of the library."""
+    return "Dune\nEmma"
+
+
+@server.resource("book://{title}/summary", name="summary")
+def summary(title: str) -> str:
+    """A book's summary."""
+    return f"{title}: a very good book"
+
+
+@server.prompt()
+def review(title: str, tone: str = "kind") -> str:
+    """Ask for a review of a book."""
+    return f"Write a {tone} review of {title}."
+
+
+if __name__ == "__main__":
+    server.run()
