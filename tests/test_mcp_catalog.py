@@ -10,7 +10,10 @@ import pytest
 
 pytest.importorskip("mcp")
 
-from agentkit.mcp import MCPClient, MCPServerError
+from agentkit import ChatModelAgent, Message, Role, Runner, with_checkpoint_id
+from agentkit.checkpoint import InMemoryCheckPointStore
+from agentkit.mcp import MCPClient, MCPElicitation, MCPServerError, MCPTool
+from agentkit.testing import ScriptedChatModel, call, calls_message
 
 LIBRARY = Path(__file__).resolve().parent / "mcp_servers" / "library.py"
 
@@ -54,3 +57,60 @@ def test_unknown_names_are_server_errors(client: MCPClient) -> None:
         client.read_resource("book://nowhere")
     with pytest.raises(ValueError, match="non-empty"):
         client.read_resource("")
+
+
+def _reserving_agent(client: MCPClient) -> Runner:
+    def reply(messages: list[Message]) -> Message | str:
+        if messages[-1].role == Role.TOOL:
+            return f"library: {messages[-1].content}"
+        return calls_message(call("reserve", {"title": "Dune"}, id="r1"))
+
+    agent = ChatModelAgent("reader", "reserves books", ScriptedChatModel(reply),
+                           tools=client.tools(allow=["reserve"]))
+    return Runner(agent, checkpoint_store=InMemoryCheckPointStore())
+
+
+def test_an_elicitation_interrupts_the_run_and_a_dict_answers_it(client: MCPClient) -> None:
+    runner = _reserving_agent(client)
+    result = runner.invoke("reserve Dune", with_checkpoint_id("loan-1"))
+    assert result.interrupt is not None
+    [point] = result.interrupt.contexts
+    assert isinstance(point.info, MCPElicitation)
+    assert point.info.message == "Reserve Dune: for how many days?"
+    assert set(point.info.schema["properties"]) == {"days", "confirm"}
+    done = runner.resume("loan-1", targets={point.id: {"days": 3, "confirm": True}}).result()
+    assert done.text == "library: reserved Dune for 3 days"
+
+
+def test_false_declines_the_question(client: MCPClient) -> None:
+    runner = _reserving_agent(client)
+    result = runner.invoke("reserve Dune", with_checkpoint_id("loan-2"))
+    assert result.interrupt is not None
+    [point] = result.interrupt.contexts
+    done = runner.resume("loan-2", targets={point.id: False}).result()
+    assert done.text == "library: no reservation (decline)"
+
+
+def test_an_answer_that_does_not_fit_the_schema_is_not_sent(client: MCPClient) -> None:
+    runner = _reserving_agent(client)
+    result = runner.invoke("reserve Dune", with_checkpoint_id("loan-3"))
+    assert result.interrupt is not None
+    [point] = result.interrupt.contexts
+    done = runner.resume("loan-3", targets={point.id: {"days": 2}}).result(raise_errors=False)
+    assert done.status == "failed"
+    assert "MCPElicitationError" in str(done.error) and "'confirm'" in str(done.error)
+    # Nothing reached the server: resumed from its last safe point, the call asks again.
+    asked = runner.resume("loan-3").result()
+    assert asked.interrupt is not None
+    [again] = asked.interrupt.contexts
+    assert again.info == point.info
+    done = runner.resume("loan-3", targets={again.id: {"days": 2, "confirm": True}}).result()
+    assert done.text == "library: reserved Dune for 2 days"
+
+
+def test_a_question_outside_an_agent_run_is_declined(client: MCPClient) -> None:
+    result = client.call_tool("reserve", {"title": "Emma"})
+    assert result["content"][0]["text"] == "no reservation (decline)"
+    (reserve,) = client.tools(allow=["reserve"])
+    assert isinstance(reserve, MCPTool)
+    assert reserve.invoke('{"title": "Emma"}') == "no reservation (cancel)"

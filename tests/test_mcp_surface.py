@@ -16,6 +16,7 @@ from agentkit.mcp import MCPClient, MCPNotInstalledError, MCPServerError
 DOCUMENTED = {
     "MCPClient", "MCPTool", "MCPConnectionError", "MCPServerError", "MCPClientClosedError",
     "MCPNotInstalledError", "MCPProtocolError", "AgentMCPServer", "to_mcp_server",
+    "MCPElicitation", "MCPElicitationError",
 }
 
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from agentkit._lazy import attach, present
+from agentkit.mcp._elicit import MCPElicitation, MCPElicitationError
 from agentkit.mcp._errors import (
     MCPClientClosedError,
     MCPConnectionError,
@@ -49,6 +50,8 @@ __all__ = [
     "MCPClient",
     "MCPClientClosedError",
     "MCPConnectionError",
+    "MCPElicitation",
+    "MCPElicitationError",
     "MCPNotInstalledError",
     "MCPProtocolError",
     "MCPServerError",
@@ -62,6 +65,8 @@ present(
     (
         MCPClientClosedError,
         MCPConnectionError,
+        MCPElicitation,
+        MCPElicitationError,
         MCPNotInstalledError,
         MCPProtocolError,
         MCPServerError,

@@ -20,6 +20,7 @@ from agentkit._runctx import abort_on_cancel, check_cancelled
 from agentkit.errors import ToolTimeoutError
 from agentkit.mcp import _catalog, _compat, _stdio
 from agentkit.mcp._connection import Connection, describe_error
+from agentkit.mcp._elicit import ElicitationRouter
 from agentkit.mcp._endpoint import Endpoint, redacted, session_ended
 from agentkit.mcp._errors import (
     MCPClientClosedError,
@@ -133,6 +134,7 @@ class MCPClient:
         self._catalog: dict[str, dict[str, Any]] | None = None
         self._catalog_generation = -1
         self._generation = 0
+        self._elicitations = ElicitationRouter()
         _live_clients.add(self)
 
     @classmethod
@@ -613,6 +615,11 @@ class MCPClient:
                 self._endpoint.label,
                 self._on_notification,
                 max_message_bytes=self.max_message_bytes,
+                session_options={
+                    "elicitation_callback": _compat.elicitation_callback(
+                        self._elicitations.answer
+                    )
+                },
             )
             with self._state_lock:
                 self._check_open()

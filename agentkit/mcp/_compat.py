@@ -35,6 +35,7 @@ __all__ = [
     "call_tool",
     "client_session",
     "dump_message",
+    "elicitation_callback",
     "error_details",
     "is_parse_error",
     "list_all_tools",
@@ -213,13 +214,29 @@ def _accepts(function: Callable[..., Any], parameter: str) -> bool:
     return parameter in inspect.signature(function).parameters
 
 
-def client_session(read: Any, write: Any, on_message: Callable[[Any], Any]) -> Any:
+def client_session(
+    read: Any, write: Any, on_message: Callable[[Any], Any], **options: Any
+) -> Any:
     """A ``ClientSession`` over ``read``/``write`` (an async context manager, not yet entered).
 
-    ``on_message`` (a coroutine function) gets every server notification and transport error.
+    ``on_message`` (a coroutine function) gets every server notification and transport error;
+    ``options`` are further callbacks of the session (``elicitation_callback``, ...).
     """
     session_module = _module("mcp.client.session")
-    return session_module.ClientSession(read, write, message_handler=on_message)
+    return session_module.ClientSession(read, write, message_handler=on_message, **options)
+
+
+def elicitation_callback(answer: Callable[[str, dict[str, Any]], dict[str, Any]]) -> Any:
+    """A session's ``elicitation_callback`` that answers with ``answer(message, schema)``
+    (an ``ElicitResult`` in the wire shape)."""
+    types = _module("mcp.types")
+
+    async def on_elicit(context: Any, params: Any) -> Any:
+        asked = wire_shape(params)
+        result = answer(str(asked.get("message", "")), dict(asked.get("requestedSchema") or {}))
+        return types.ElicitResult.model_validate(result)
+
+    return on_elicit
 
 
 def wire_shape(model: Any) -> dict[str, Any]:

@@ -4,9 +4,12 @@ Written for both mcp 1.x (FastMCP) and 2.x (MCPServer).
 """
 
 # No ``from __future__ import annotations``: early mcp 1.x servers need real annotations.
+from pydantic import BaseModel
+
 try:  # mcp 2.x
-    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver import Context, MCPServer
 except ImportError:  # mcp 1.x
+    from mcp.server.fastmcp import Context  # type: ignore[attr-defined, no-redef]
     from mcp.server.fastmcp import FastMCP as MCPServer  # type: ignore[attr-defined, no-redef]
 
 server = MCPServer("library", log_level="WARNING")
@@ -28,6 +31,21 @@ def summary(title: str) -> str:
 def review(title: str, tone: str = "kind") -> str:
     """Ask for a review of a book."""
     return f"Write a {tone} review of {title}."
+
+
+class Loan(BaseModel):
+    days: int
+    confirm: bool
+
+
+@server.tool()
+async def reserve(title: str, ctx: Context) -> str:
+    """Reserve a book; asks the user for how long."""
+    result = await ctx.elicit(f"Reserve {title}: for how many days?", Loan)
+    if result.action == "accept":
+        loan = result.data
+        return f"reserved {title} for {loan.days} days" if loan.confirm else "not confirmed"
+    return f"no reservation ({result.action})"
 
 
 if __name__ == "__main__":
