@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -114,3 +115,17 @@ def test_a_question_outside_an_agent_run_is_declined(client: MCPClient) -> None:
     (reserve,) = client.tools(allow=["reserve"])
     assert isinstance(reserve, MCPTool)
     assert reserve.invoke('{"title": "Emma"}') == "no reservation (cancel)"
+
+
+def test_progress_and_logs_go_to_the_clients_callbacks() -> None:
+    progress: list[dict[str, Any]] = []
+    logs: list[dict[str, Any]] = []
+    with MCPClient.stdio(sys.executable, [str(LIBRARY)]) as fresh:
+        fresh.on_progress = progress.append
+        fresh.on_log = logs.append
+        (index,) = fresh.tools(allow=["index"])
+        assert isinstance(index, MCPTool)
+        assert index.invoke("{}") == "indexed"
+    assert [(p["progress"], p["total"], p["message"]) for p in progress] == [(1, 2, "half"), (2, 2, "all")]
+    assert progress[0]["tool"] == "index"
+    assert [(log["level"], log["data"]) for log in logs] == [("info", "indexing")]

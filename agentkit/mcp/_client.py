@@ -18,7 +18,7 @@ import attrs
 from agentkit._aioloop import in_loop_thread
 from agentkit._runctx import abort_on_cancel, check_cancelled
 from agentkit.errors import ToolTimeoutError
-from agentkit.mcp import _catalog, _compat, _stdio
+from agentkit.mcp import _catalog, _compat, _notices, _stdio
 from agentkit.mcp._connection import Connection, describe_error
 from agentkit.mcp._elicit import ElicitationRouter
 from agentkit.mcp._endpoint import Endpoint, redacted, session_ended
@@ -98,6 +98,12 @@ class MCPClient:
     :class:`MCPProtocolError`, the connection is dropped (a stdio server is killed) and the
     next call connects again.
 
+    Notifications: set :attr:`on_log` to get the server's log messages (each
+    ``{"level", "logger", "data"}``) and :attr:`on_progress` to get the progress of tool calls
+    (each ``{"tool", "progress", "total", "message"}``; the calls then ask for progress). Both
+    run in agentkit's event loop thread: keep them quick. A server's question during a tool
+    call of an agent (an elicitation) interrupts the run with an :class:`MCPElicitation`.
+
     Args:
         timeout: seconds one tool call (or tool listing) may take before it fails with
             :class:`~agentkit.ToolTimeoutError`; ``None`` waits as long as the server takes.
@@ -135,6 +141,8 @@ class MCPClient:
         self._catalog_generation = -1
         self._generation = 0
         self._elicitations = ElicitationRouter()
+        self.on_log: Callable[[dict[str, Any]], None] | None = None
+        self.on_progress: Callable[[dict[str, Any]], None] | None = None
         _live_clients.add(self)
 
     @classmethod
@@ -382,7 +390,9 @@ class MCPClient:
         self, remote_name: str, arguments: dict[str, Any], tool_name: str
     ) -> dict[str, Any]:
         return self._run(
-            lambda session: _compat.call_tool(session, remote_name, arguments),
+            lambda session: _compat.call_tool(
+                session, remote_name, arguments, _notices.progress_of(self, tool_name)
+            ),
             what=f"the call to tool {tool_name}",
             tool_name=tool_name,
         )
@@ -618,7 +628,10 @@ class MCPClient:
                 session_options={
                     "elicitation_callback": _compat.elicitation_callback(
                         self._elicitations.answer
-                    )
+                    ),
+                    "logging_callback": _compat.logging_callback(
+                        lambda params: _notices.deliver(self.on_log, params)
+                    ),
                 },
             )
             with self._state_lock:

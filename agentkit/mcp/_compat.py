@@ -36,6 +36,7 @@ __all__ = [
     "client_session",
     "dump_message",
     "elicitation_callback",
+    "logging_callback",
     "error_details",
     "is_parse_error",
     "list_all_tools",
@@ -239,6 +240,15 @@ def elicitation_callback(answer: Callable[[str, dict[str, Any]], dict[str, Any]]
     return on_elicit
 
 
+def logging_callback(handle: Callable[[dict[str, Any]], None]) -> Any:
+    """A session's ``logging_callback`` handing each log message's params (wire shape) on."""
+
+    async def on_log(params: Any) -> None:
+        handle(wire_shape(params))
+
+    return on_log
+
+
 def wire_shape(model: Any) -> dict[str, Any]:
     """The JSON (wire) shape of an ``mcp`` type: camelCase keys, ``None`` fields left out."""
     data = model.model_dump(by_alias=True, mode="json", exclude_none=True)
@@ -295,19 +305,26 @@ async def list_all_tools(session: Any) -> list[dict[str, Any]]:
             return tools
 
 
-async def call_tool(session: Any, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+async def call_tool(
+    session: Any,
+    name: str,
+    arguments: dict[str, Any],
+    progress: Callable[[float, float | None, str | None], Any] | None = None,
+) -> dict[str, Any]:
     """Call a tool and return its result in the wire shape (``content``, ``isError``, ...).
 
-    Cancelling the task cancels the request at the server: 2.x sends
+    With ``progress`` (a coroutine function of progress, total, message), the call asks for
+    progress notifications. Cancelling the task cancels the request at the server: 2.x sends
     ``notifications/cancelled`` itself, for 1.x this function does.
     """
+    options: dict[str, Any] = {} if progress is None else {"progress_callback": progress}
     if mcp_major_version() >= 2:
-        return wire_shape(await session.call_tool(name, arguments))
+        return wire_shape(await session.call_tool(name, arguments, **options))
     # 1.x numbers requests with this counter and reads it before its first await, so it
     # is this call's id; no public API tells it.
     request_id = session._request_id
     try:
-        return wire_shape(await session.call_tool(name, arguments))
+        return wire_shape(await session.call_tool(name, arguments, **options))
     except asyncio.CancelledError:
         await _send_cancelled(session, request_id)
         raise

@@ -48,5 +48,14 @@ async def reserve(title: str, ctx: Context) -> str:
     return f"no reservation ({result.action})"
 
 
+@server.tool()
+async def index(ctx: Context) -> str:
+    """Index the books, reporting progress and logging."""
+    await ctx.report_progress(1, 2, "half")
+    await ctx.info("indexing")
+    await ctx.report_progress(2, 2, "all")
+    return "indexed"
+
+
 if __name__ == "__main__":
     server.run()
