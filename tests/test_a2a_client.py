@@ -136,3 +136,47 @@ def socket_closed() -> Iterator[str]:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     yield f"http://127.0.0.1:{port}"
+
+
+@pytest.fixture(scope="module")
+def sdk_url() -> Iterator[str]:
+    """An agent of a2a-sdk's own server (Starlette on uvicorn) in a subprocess."""
+    pytest.importorskip("uvicorn")
+    import socket
+    import time
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    process = subprocess.Popen(
+        [sys.executable, str(ROOT / "tests" / "a2a_servers" / "sdk_agent.py"), str(port)],
+        env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + GUARD
+        while True:
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            assert process.poll() is None, process.stderr.read() if process.stderr else ""
+            assert time.monotonic() < deadline, "the a2a-sdk server did not listen"
+            time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        process.wait(timeout=15)
+        if process.stderr is not None:
+            process.stderr.close()
+
+
+def test_against_a2a_sdks_own_server_an_answer_and_an_input_required_round(sdk_url: str) -> None:
+    remote = RemoteA2AAgent(sdk_url)
+    assert remote.name == "sdk_agent"
+    runner = Runner(remote, checkpoint_store=InMemoryCheckPointStore())
+    assert runner.invoke("hello").text == "sdk echo: hello"
+    result = runner.invoke("pay 3", with_checkpoint_id("sdk-pay"))
+    assert result.interrupt is not None
+    [point] = result.interrupt.contexts
+    assert point.info.question == "approve the payment?"
+    assert runner.resume("sdk-pay", targets={point.id: "approve"}).result().text == "sdk: approved"

@@ -100,9 +100,10 @@ class RemoteA2AAgent(BaseAgent):
         self.description = description
 
     def card(self) -> dict[str, Any]:
-        """The remote agent's card (read once, validated with ``a2a-sdk``'s model)."""
+        """The remote agent's card, read once and validated with ``a2a-sdk``'s parser (an A2A
+        0.3 or 1.0 card): ``name``, ``description``, ``url`` (its JSON-RPC endpoint) and
+        ``capabilities``."""
         if self._card is None:
-            types = _types()
             with httpx.Client(timeout=self.timeout, headers=self.headers) as http:
                 try:
                     response = http.get(self.url + "/.well-known/agent-card.json")
@@ -114,11 +115,7 @@ class RemoteA2AAgent(BaseAgent):
                 raise A2AError(
                     f"the A2A agent at {self.url} has no agent card (HTTP {response.status_code})"
                 )
-            try:
-                card = types.AgentCard.model_validate_json(response.content)
-            except Exception as error:  # pydantic's ValidationError
-                raise A2AError(f"the agent card at {self.url} is not valid: {error}") from None
-            self._card = card.model_dump(mode="json", by_alias=True, exclude_none=True)
+            self._card = _normalized_card(self.url, response.content)
         return self._card
 
     def execute(self, run: AgentRun) -> None:
@@ -155,6 +152,7 @@ class RemoteA2AAgent(BaseAgent):
         }
         last_text = ""
         final: dict[str, Any] | None = None
+        artifacts: list[dict[str, Any]] = []  # streamed ones (a task result carries its own)
         task_id = message.get("taskId")
         with httpx.Client(timeout=self.timeout, headers=self.headers) as http:
             try:
@@ -171,13 +169,15 @@ class RemoteA2AAgent(BaseAgent):
                             last_text = text
                         final = result
                     elif kind == "artifact-update":
-                        final = {**(final or {}), "artifact": result.get("artifact")}
+                        artifacts.append(result.get("artifact") or {})
                     elif kind == "message":
                         final = {"status": {"state": "completed", "message": result}}
             except BaseException:
                 if task_id is not None:
                     self._cancel_remote(http, endpoint, task_id)
                 raise
+        if final is not None and artifacts:
+            final = {**final, "artifacts": [*final.get("artifacts", []), *artifacts]}
         self._finish(run, final, last_text)
 
     def _finish(self, run: AgentRun, final: dict[str, Any] | None, last_text: str) -> None:
@@ -258,6 +258,35 @@ def _types() -> Any:
             "agentkit.a2a needs the 'a2a-sdk' package; install it with: pip install 'agentkit[a2a]'"
         ) from error
     return types
+
+
+def _normalized_card(base_url: str, content: bytes) -> dict[str, Any]:
+    """The parts of a card (0.3 or 1.0, parsed by ``a2a-sdk``) that this client uses."""
+    try:
+        from a2a.client.card_resolver import parse_agent_card
+    except ImportError as error:  # pragma: no cover - the extra is missing
+        raise A2AError(
+            "agentkit.a2a needs the 'a2a-sdk' package; install it with: pip install 'agentkit[a2a]'"
+        ) from error
+    try:
+        data = json.loads(content)
+        card = parse_agent_card(data)
+    except Exception as error:  # not JSON, or not a card
+        text = " ".join(str(error).split())[:300]
+        raise A2AError(f"the agent card at {base_url} is not valid: {text}") from None
+    endpoints = [
+        interface.url
+        for interface in card.supported_interfaces
+        if interface.protocol_binding.upper() == "JSONRPC" and interface.url
+    ]
+    if not endpoints:
+        raise A2AError(f"the A2A agent at {base_url} offers no JSON-RPC endpoint")
+    return {
+        "name": card.name,
+        "description": card.description,
+        "url": endpoints[0],
+        "capabilities": {"streaming": bool(card.capabilities.streaming)},
+    }
 
 
 def _read_capped(response: httpx.Response, limit: int) -> bytes:
@@ -344,7 +373,7 @@ def _text(message: Any) -> str:
 
 
 def _artifact_text(final: dict[str, Any]) -> str:
-    artifacts = [final["artifact"]] if final.get("artifact") else final.get("artifacts", [])
+    artifacts = final.get("artifacts", [])
     return "".join(_text(artifact) for artifact in artifacts if isinstance(artifact, dict))
 
 
