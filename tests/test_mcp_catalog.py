@@ -129,3 +129,25 @@ def test_progress_and_logs_go_to_the_clients_callbacks() -> None:
     assert [(p["progress"], p["total"], p["message"]) for p in progress] == [(1, 2, "half"), (2, 2, "all")]
     assert progress[0]["tool"] == "index"
     assert [(log["level"], log["data"]) for log in logs] == [("info", "indexing")]
+
+
+def test_sampling_is_off_by_default_and_answered_within_limits_when_allowed() -> None:
+    seen: list[list[Message]] = []
+
+    def answer(messages: list[Message]) -> str:
+        seen.append(messages)
+        return "short"
+
+    with MCPClient.stdio(sys.executable, [str(LIBRARY)]) as fresh:
+        (summarize,) = fresh.tools(allow=["summarize"])
+        assert isinstance(summarize, MCPTool)
+        refused = summarize.invoke('{"text": "a long text", "tokens": 50}')
+        assert refused.startswith("sampling refused")
+        fresh.allow_sampling(ScriptedChatModel(answer), max_tokens=100, max_requests=1)
+        assert summarize.invoke('{"text": "a long text", "tokens": 50}') == "summary: short"
+        huge = summarize.invoke('{"text": "x", "tokens": 1000000}')
+        assert "asks for 1000000 tokens" in huge and "at most 100" in huge
+        spent = summarize.invoke('{"text": "again", "tokens": 50}')
+        assert "answered its 1 sampling requests already" in spent
+    [messages] = seen
+    assert [(m.role, m.content) for m in messages] == [(Role.SYSTEM, "Summarize."), (Role.USER, "a long text")]

@@ -18,7 +18,7 @@ import attrs
 from agentkit._aioloop import in_loop_thread
 from agentkit._runctx import abort_on_cancel, check_cancelled
 from agentkit.errors import ToolTimeoutError
-from agentkit.mcp import _catalog, _compat, _notices, _stdio
+from agentkit.mcp import _catalog, _compat, _notices, _sampling, _stdio
 from agentkit.mcp._connection import Connection, describe_error
 from agentkit.mcp._elicit import ElicitationRouter
 from agentkit.mcp._endpoint import Endpoint, redacted, session_ended
@@ -30,6 +30,7 @@ from agentkit.mcp._errors import (
 )
 from agentkit.mcp._tool import MCPTool
 from agentkit.mcp._wire import DEFAULT_MAX_MESSAGE_BYTES, check_max_message_bytes, unparsable
+from agentkit.models.base import ChatModel
 from agentkit.schema import ToolInfo
 from agentkit.tools.base import BaseTool
 
@@ -143,6 +144,7 @@ class MCPClient:
         self._elicitations = ElicitationRouter()
         self.on_log: Callable[[dict[str, Any]], None] | None = None
         self.on_progress: Callable[[dict[str, Any]], None] | None = None
+        self._sampling: _sampling.SamplingPolicy | None = None
         _live_clients.add(self)
 
     @classmethod
@@ -323,6 +325,46 @@ class MCPClient:
                 cancelled at the server too).
         """
         return self._call_tool(name, dict(arguments or {}), name)
+
+    # --- what the client offers the server (elicitation, logging, sampling) ---
+
+    def allow_sampling(
+        self,
+        model: ChatModel,
+        *,
+        max_tokens: int = 1024,
+        max_requests: int = 20,
+        max_input_chars: int = 100_000,
+    ) -> None:
+        """Answer the server's sampling requests (``sampling/createMessage``) with ``model``.
+
+        Off until called. A request is refused (a JSON-RPC error to the server) when it asks
+        for more than ``max_tokens`` tokens, sends more than ``max_input_chars`` characters or
+        anything but text, or comes after ``max_requests`` answered ones. Takes effect on the
+        next connection: a connected client reconnects on its next call.
+        """
+        policy = _sampling.SamplingPolicy(
+            model,
+            max_tokens=max_tokens,
+            max_requests=max_requests,
+            max_input_chars=max_input_chars,
+        )
+        with self._state_lock:
+            self._sampling = policy
+            connection = self._connection
+        if connection is not None:
+            self._discard(connection, "sampling was allowed; the next call reconnects")
+
+    def _session_options(self) -> dict[str, Any]:
+        options: dict[str, Any] = {
+            "elicitation_callback": _compat.elicitation_callback(self._elicitations.answer),
+            "logging_callback": _compat.logging_callback(
+                lambda params: _notices.deliver(self.on_log, params)
+            ),
+        }
+        if self._sampling is not None:
+            options["sampling_callback"] = _sampling.sampling_callback(self._sampling)
+        return options
 
     # --- resources and prompts (the wire shapes of _catalog) ---
 
@@ -625,14 +667,7 @@ class MCPClient:
                 self._endpoint.label,
                 self._on_notification,
                 max_message_bytes=self.max_message_bytes,
-                session_options={
-                    "elicitation_callback": _compat.elicitation_callback(
-                        self._elicitations.answer
-                    ),
-                    "logging_callback": _compat.logging_callback(
-                        lambda params: _notices.deliver(self.on_log, params)
-                    ),
-                },
+                session_options=self._session_options(),
             )
             with self._state_lock:
                 self._check_open()

@@ -57,5 +57,25 @@ async def index(ctx: Context) -> str:
     return "indexed"
 
 
+@server.tool()
+async def summarize(text: str, tokens: int, ctx: Context) -> str:
+    """Summarize a text with the client's model (sampling)."""
+    import warnings
+
+    from mcp import types
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            result = await ctx.session.create_message(
+                [types.SamplingMessage(role="user", content=types.TextContent(type="text", text=text))],
+                max_tokens=tokens,
+                system_prompt="Summarize.",
+            )
+        except Exception as error:
+            return f"sampling refused: {error}"
+    return f"summary: {result.content.text}"
+
+
 if __name__ == "__main__":
     server.run()
