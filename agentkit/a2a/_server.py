@@ -91,8 +91,8 @@ class A2AApplication:
     Made by :func:`to_a2a`. ``GET /.well-known/agent-card.json`` is the agent card;
     ``POST /`` takes the JSON-RPC methods ``message/send``, ``message/stream`` (SSE),
     ``tasks/get``, ``tasks/cancel`` and ``tasks/resubscribe`` (SSE). A task is a run of
-    :class:`~agentkit.integrations.runs.LocalRuns` (:attr:`runs`); :meth:`close` cancels the
-    runs in progress and waits for them.
+    :class:`~agentkit.integrations.runs.LocalRuns` (its ``runs`` attribute); :meth:`close`
+    cancels the runs in progress and waits for them.
     """
 
     def __init__(

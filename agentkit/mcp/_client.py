@@ -99,8 +99,8 @@ class MCPClient:
     :class:`MCPProtocolError`, the connection is dropped (a stdio server is killed) and the
     next call connects again.
 
-    Notifications: set :attr:`on_log` to get the server's log messages (each
-    ``{"level", "logger", "data"}``) and :attr:`on_progress` to get the progress of tool calls
+    Notifications: set ``on_log`` to get the server's log messages (each
+    ``{"level", "logger", "data"}``) and ``on_progress`` to get the progress of tool calls
     (each ``{"tool", "progress", "total", "message"}``; the calls then ask for progress). Both
     run in agentkit's event loop thread: keep them quick. A server's question during a tool
     call of an agent (an elicitation) interrupts the run with an :class:`MCPElicitation`.

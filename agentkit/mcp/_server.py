@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import json
 import re
@@ -31,6 +32,7 @@ _TEXT_EXCERPT = 2000  # characters of a message sent in one progress or log noti
 _TOOL_NAME = re.compile(r"[^A-Za-z0-9_.-]")
 _RUN_ID = re.compile(r"^[0-9a-f]{32}(\.[0-9a-f]{24})?$")
 _DECISIONS = ("approve", "reject", "edit")
+_MAX_PENDING = 10_000
 
 _APPROVAL_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -130,7 +132,9 @@ class AgentMCPServer:
         agent = runner.agent
         self.tool_name = _TOOL_NAME.sub("_", agent.name)[:100] or "agent"
         self.resume_tool_name = f"resume_{self.tool_name}"
-        self._pending: dict[str, _Pending] = {}
+        # Waiting runs by id, the oldest forgotten past _MAX_PENDING (a forgotten one is found
+        # again in the checkpoint store when it is resumed).
+        self._pending: collections.OrderedDict[str, _Pending] = collections.OrderedDict()
         self.server = _mcp_server_class()(name or agent.name)
         self._register(agent.description)
 
@@ -288,6 +292,8 @@ class AgentMCPServer:
             targets = await self._elicit(ctx, pending)
             if targets is None:
                 self._pending[run_id] = pending
+                while len(self._pending) > _MAX_PENDING:
+                    self._pending.popitem(last=False)
                 return _waiting(run_id, pending, self.resume_tool_name)
 
             def start_resume(
