@@ -15,7 +15,7 @@ from mcp import types  # noqa: E402
 from mcp.client.session import ClientSession  # noqa: E402
 from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 
-from tests.samples_support import ROOT, clean_env  # noqa: E402
+from tests.samples_support import ROOT, clean_env, run_sample  # noqa: E402
 
 GUARD = 60.0
 
@@ -52,3 +52,18 @@ def test_mcp_server_sample_answers_an_mcp_client_and_asks_before_booking(tmp_pat
 
     anyio.run(body)
     assert asked == ['Approve book({"room": "Borealis", "hour": 14})?']
+
+
+@pytest.mark.parametrize(
+    ("flags", "answer"),
+    [([], "supervisor: Done: paid 120 EUR to ACME"),
+     (["--reject"], "supervisor: Done: The user rejected this call of pay; it was not run.")],
+)
+def test_a2a_pair_sample_carries_the_approval_across_the_boundary(flags: list[str], answer: str) -> None:
+    pytest.importorskip("a2a")
+    done = run_sample("a2a_pair.py", *flags)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("remote agent: payments at http://127.0.0.1:")
+    assert lines[1].startswith('waiting: Approve pay({"payee": "ACME", "amount": 120})?')
+    assert lines[-1] == answer
