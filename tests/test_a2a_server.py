@@ -31,6 +31,7 @@ from a2a.types import (  # noqa: E402
 from werkzeug.serving import make_server  # noqa: E402
 
 from agentkit.a2a import A2AApplication, to_a2a  # noqa: E402
+from agentkit.integrations.runs import LocalRuns  # noqa: E402
 from tests.interop_agents import SLOW_STARTED, make_agent  # noqa: E402
 
 GUARD = 60.0
@@ -229,7 +230,7 @@ def test_bad_requests_are_json_rpc_errors_and_start_nothing(
     assert answer.status_code == 200
     error = v03.JSONRPCErrorResponse.model_validate(answer.json())
     assert error.error.code == code
-    assert app.runs.held() == 0
+    assert isinstance(app.runs, LocalRuns) and app.runs.held() == 0
 
 
 def test_an_oversized_request_is_refused_before_it_is_read(served: tuple[A2AApplication, str]) -> None:
@@ -239,4 +240,22 @@ def test_an_oversized_request_is_refused_before_it_is_read(served: tuple[A2AAppl
     answer = rpc(url, big)
     assert answer.status_code == 413
     assert answer.json()["error"]["code"] == -32600
-    assert app.runs.held() == 0
+    assert isinstance(app.runs, LocalRuns) and app.runs.held() == 0
+
+
+def test_tasks_can_run_on_a_local_runs_backend_of_ones_own() -> None:
+    from agentkit import Runner
+    from agentkit.checkpoint import InMemoryCheckPointStore
+    with LocalRuns({"helper": Runner(make_agent(), checkpoint_store=InMemoryCheckPointStore())}) as runs:
+        app = to_a2a(runs, name="helper", description="on my own LocalRuns")
+        with serving(app) as url:
+            send = {"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {
+                "message": {"role": "user", "parts": [{"kind": "text", "text": "hi"}], "messageId": "m1", "kind": "message"}}}
+            task = rpc(url, send).json()["result"]
+            assert task["status"]["state"] == "completed"
+            assert task["artifacts"][0]["parts"][0]["text"] == "echo: hi"
+            assert runs.has_run(task["id"])  # the task is a run of the given backend
+        app.close()  # leaves the backend to its owner
+        assert runs.status(task["id"])["status"] == "completed"
+    with pytest.raises(ValueError, match="needs the name"):
+        to_a2a(LocalRuns({}))

@@ -13,7 +13,7 @@ from agentkit.agents.flow import FlowAgent
 from agentkit.checkpoint import InMemoryCheckPointStore
 from agentkit.errors import AgentKitError
 from agentkit.integrations._errors import RunIdError, RunNotFoundError, RunStateError
-from agentkit.integrations.runs import LocalRuns, RunEvent
+from agentkit.integrations.runs import LocalRuns, RunBackend, RunEvent
 from agentkit.runner import Runner
 from agentkit.tools.approval import Approve, Reject
 
@@ -97,8 +97,10 @@ class A2AApplication:
 
     def __init__(
         self,
-        runner: Runner,
+        runs: RunBackend,
+        agent_name: str,
         *,
+        owns_runs: bool,
         name: str,
         description: str,
         url: str | None,
@@ -114,14 +116,17 @@ class A2AApplication:
         self.max_body_bytes = max_body_bytes
         self.timeout = timeout
         self._owner = owner or (lambda environ: environ.get("REMOTE_USER") or None)
-        self._agent_name = runner.agent.name
-        self.runs = LocalRuns({self._agent_name: runner})
+        self._agent_name = agent_name
+        self.runs = runs
+        self._owns_runs = owns_runs
         self._tasks: dict[str, _Task] = {}
         self._lock = threading.Lock()
 
     def close(self) -> None:
-        """Cancel the tasks in progress and wait for their runs to stop."""
-        self.runs.close()
+        """Cancel the tasks in progress and wait for their runs to stop (when this application
+        made its ``LocalRuns``; a backend given to :func:`to_a2a` is its owner's to close)."""
+        if self._owns_runs and isinstance(self.runs, LocalRuns):
+            self.runs.close()
 
     # -- WSGI ------------------------------------------------------------------------------
 
@@ -407,12 +412,20 @@ class A2AApplication:
                 return
 
 
-def _held(runs: LocalRuns, task_id: str) -> bool:
+def _held(runs: RunBackend, task_id: str) -> bool:
     try:
         runs.status(task_id, owner=None)
     except RunNotFoundError as error:
         return "owner" in type(error).__name__.lower()  # RunOwnerError: still held
     return True
+
+
+def _is_backend(target: Any) -> bool:
+    """Whether ``target`` is a run backend (``LocalRuns``, ``AgentQueue``) rather than an agent."""
+    return isinstance(target, LocalRuns) or all(
+        callable(getattr(target, method, None))
+        for method in ("submit", "events", "resume", "cancel", "status", "has_run")
+    )
 
 
 def _artifact(types: Any, answer: str) -> Any:
@@ -562,10 +575,17 @@ def to_a2a(
     message on that task (``taskId`` set) is the answer that resumes it. Mount it in Flask
     with werkzeug's ``DispatcherMiddleware`` (see the Interoperability guide).
 
+    Tasks can also run on a backend of your own: ``to_a2a(runs, name="assistant")`` with a
+    :class:`~agentkit.integrations.runs.LocalRuns` or an
+    :class:`~agentkit.integrations.celery.AgentQueue` runs the backend's agent ``name`` (the
+    backend is yours to close). The A2A side of a task (its context id and history) is kept
+    in this process: with several web processes, send a task's requests to the one that
+    created it.
+
     Args:
-        target: an agent or a Runner (given an agent, or a Runner without a checkpoint
-            store, waiting tasks are kept in memory).
-        name: the card's name (default: the agent's).
+        target: an agent, a Runner (given an agent, or a Runner without a checkpoint store,
+            waiting tasks are kept in memory), or a ``LocalRuns``/``AgentQueue``.
+        name: the card's name (default: the agent's); with a backend, the agent's name in it.
         description: the card's description (default: the agent's).
         url: the URL the card advertises; ``None``: the URL the request came in on.
         owner: who is calling, from the WSGI environ (default: ``REMOTE_USER``, which an
@@ -573,6 +593,23 @@ def to_a2a(
         max_body_bytes: the largest request taken.
         timeout: seconds a blocking ``message/send`` or a stream waits between two events.
     """
+    if _is_backend(target):
+        if not name:
+            raise ValueError(
+                "to_a2a(runs, name=...) needs the name of the agent to run: the name it has "
+                "in the LocalRuns or AgentQueue"
+            )
+        return A2AApplication(
+            target,
+            name,
+            owns_runs=False,
+            name=name,
+            description=description or name,
+            url=url,
+            owner=owner,
+            max_body_bytes=max_body_bytes,
+            timeout=timeout,
+        )
     runner = target if isinstance(target, Runner) else Runner(target)
     if runner.checkpoint_store is None:
         inner = runner.agent.agent if isinstance(runner.agent, FlowAgent) else runner.agent
@@ -585,7 +622,9 @@ def to_a2a(
         )
     agent = runner.agent
     return A2AApplication(
-        runner,
+        LocalRuns({agent.name: runner}),
+        agent.name,
+        owns_runs=True,
         name=name or agent.name,
         description=description if description is not None else agent.description,
         url=url,
