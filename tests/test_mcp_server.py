@@ -46,12 +46,15 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def http_process(*extra: str) -> Any:
-    """The agent server on streamable HTTP at a free loopback port; yields its URL."""
+def http_process(*extra: str, log: Path | None = None) -> Any:
+    """The agent server on streamable HTTP at a free loopback port; yields its URL.
+
+    Its stderr (its log) goes to ``log`` when given."""
     port = _free_port()
+    errors = open(log, "w") if log is not None else subprocess.DEVNULL  # noqa: SIM115
     process = subprocess.Popen(
         [sys.executable, str(SERVER), "http", str(port), *extra],
-        env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        env=_env(), stdout=subprocess.DEVNULL, stderr=errors,
     )
     try:
         deadline = time.monotonic() + GUARD
@@ -59,7 +62,7 @@ def http_process(*extra: str) -> Any:
             with socket.socket() as probe:
                 if probe.connect_ex(("127.0.0.1", port)) == 0:
                     break
-            assert process.poll() is None, process.stderr.read() if process.stderr else ""
+            assert process.poll() is None, "the HTTP server exited"
             assert time.monotonic() < deadline, "the HTTP server did not listen"
             time.sleep(0.05)
         yield f"http://127.0.0.1:{port}/mcp"
@@ -70,8 +73,8 @@ def http_process(*extra: str) -> Any:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-        if process.stderr is not None:
-            process.stderr.close()
+        if log is not None:
+            errors.close()  # type: ignore[union-attr]
 
 
 @contextlib.asynccontextmanager
@@ -110,9 +113,14 @@ async def session_over(
             yield session
 
 
+SERVER_LOG: list[Path] = []  # the HTTP server's log file
+
+
 @pytest.fixture(scope="module")
-def http_url() -> Any:
-    with http_process("--owner-header", "X-User") as url:
+def http_url(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    log = tmp_path_factory.mktemp("mcp-http") / "server.log"
+    SERVER_LOG[:] = [log]
+    with http_process("--owner-header", "X-User", log=log) as url:
         yield url
 
 
@@ -316,5 +324,10 @@ def test_a_client_cancel_cancels_the_run(transport: tuple[str, str]) -> None:
             # The server is free and answers the next call at once.
             result = await session.call_tool("helper", {"input": "still there?"})
             assert text_of(result) == "echo: still there?"
+            if transport[0] == "http":
+                # The run itself was cancelled, not just the call abandoned: the server says so.
+                with anyio.fail_after(GUARD):
+                    while "agentkit: run cancelled" not in SERVER_LOG[0].read_text():
+                        await anyio.sleep(0.05)
 
     run(body)
