@@ -187,3 +187,28 @@ def test_a_forged_interrupt_id_is_a_run_error(client: Any) -> None:
         {"interruptId": "../../etc/passwd/x", "status": "resolved", "payload": True},
     ]))
     assert types_of(forged) == ["RUN_ERROR"]
+
+
+def test_a_page_tool_answered_with_a_tool_message_goes_on_from_the_history() -> None:
+    # The AG-UI way without resume entries: the page sends the thread's messages with the
+    # tool's result; the run continues from that history.
+    from agentkit import ChatModelAgent
+    from agentkit.testing import ScriptedChatModel, call, calls_message
+
+    def reply(messages: list[Any]) -> Any:
+        if messages[-1].role == "tool":
+            return f"the page said {messages[-1].content}"
+        return calls_message(call("confirm", {"text": "sure?"}, id="c1"))
+
+    agent = ChatModelAgent("pager", "asks the page", ScriptedChatModel(reply))
+    client = make_app(Runner(agent, checkpoint_store=InMemoryCheckPointStore())).test_client()
+    confirm = {"name": "confirm", "description": "Ask the user in the page.", "parameters": {"type": "object"}}
+    history = [
+        {"id": "m1", "role": "user", "content": "go"},
+        {"id": "m2", "role": "assistant", "toolCalls": [
+            {"id": "c1", "type": "function", "function": {"name": "confirm", "arguments": '{"text": "sure?"}'}}]},
+        {"id": "m3", "role": "tool", "toolCallId": "c1", "content": "yes"},
+    ]
+    events = post(client, user_input("", run="r2", messages=history, tools=[confirm]))
+    assert events[-1]["type"] == "RUN_FINISHED"
+    assert events[-1]["result"] == "the page said yes"
