@@ -259,3 +259,15 @@ def test_tasks_can_run_on_a_local_runs_backend_of_ones_own() -> None:
         assert runs.status(task["id"])["status"] == "completed"
     with pytest.raises(ValueError, match="needs the name"):
         to_a2a(LocalRuns({}))
+
+
+def test_many_tasks_in_a_row_each_answer(served: tuple[A2AApplication, str]) -> None:
+    # Past the point where forgotten tasks are swept (every 64 new tasks).
+    _, url = served
+    with httpx.Client(timeout=GUARD) as http:
+        for number in range(130):
+            body = {"jsonrpc": "2.0", "id": number, "method": "message/send", "params": {
+                "message": {"role": "user", "parts": [{"kind": "text", "text": f"n{number}"}],
+                            "messageId": f"m{number}", "kind": "message"}}}
+            answer = http.post(url + "/", json=body).json()
+            assert answer["result"]["artifacts"][0]["parts"][0]["text"] == f"echo: n{number}", answer

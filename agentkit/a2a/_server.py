@@ -302,8 +302,8 @@ class A2AApplication:
         task = _Task(message.context_id or uuid.uuid4().hex)
         task.history.append(record)
         with self._lock:
+            self._sweep()  # before this task is added: it is not a run yet
             self._tasks[task_id] = task
-            self._sweep()
         try:
             self.runs.submit(self._agent_name, text, owner=owner, checkpoint_id=task_id)
         except (RunStateError, RunIdError) as error:
