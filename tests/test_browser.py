@@ -304,3 +304,24 @@ def test_the_pages_stop_button_cancels_its_run(browser: Any) -> None:
         wait.until(lambda d: d.find_element(By.ID, "status").text in ("stopping\u2026", "cancelled"))
         release.set()
         wait.until(lambda d: d.find_element(By.ID, "status").text == "cancelled")
+
+
+def test_agui_page_runs_the_agent_over_ag_ui_and_approves_the_booking(
+    browser: Any, app_url: str
+) -> None:
+    pytest.importorskip("ag_ui")
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    wait = WebDriverWait(browser, GUARD)
+    browser.get(app_url + "/agui")
+    browser.find_element(By.ID, "send").click()
+    approve = wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, ".interrupt button.approve"))[0]
+    assert browser.find_element(By.ID, "status").text == "waiting"
+    assert "Book a hotel in Lisbon for 2 nights" in browser.find_element(By.ID, "interrupts").text
+    approve.click()
+    wait.until(lambda d: d.find_element(By.ID, "status").text == "completed")
+    assert browser.find_element(By.ID, "answer").text == ANSWER
+    events = browser.find_element(By.TAG_NAME, "body").get_attribute("data-events").split(",")
+    assert events[0] == "RUN_STARTED" and events[-1] == "RUN_FINISHED"
+    assert {"TEXT_MESSAGE_CONTENT", "TOOL_CALL_START", "TOOL_CALL_RESULT"} <= set(events)

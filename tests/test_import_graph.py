@@ -46,7 +46,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     (
         "Patterns and edges",
         [".", "turnloop", "prebuilt", "prebuilt.*", "middlewares", "middlewares.*", "mcp",
-         "mcp.*", "integrations", "integrations.*", "testing", "testing.*", "evals", "evals.*",
+         "mcp.*", "a2a", "a2a.*", "integrations", "integrations.*", "testing", "testing.*", "evals", "evals.*",
          "conversation.conformance"],
     ),
 ]

@@ -15,7 +15,8 @@ from agentkit.mcp import MCPClient, MCPNotInstalledError, MCPServerError
 
 DOCUMENTED = {
     "MCPClient", "MCPTool", "MCPConnectionError", "MCPServerError", "MCPClientClosedError",
-    "MCPNotInstalledError", "MCPProtocolError",
+    "MCPNotInstalledError", "MCPProtocolError", "AgentMCPServer", "to_mcp_server",
+    "MCPElicitation", "MCPElicitationError",
 }
 
 

@@ -81,6 +81,9 @@ _PERSISTED_MODULES = (
     "agentkit.backends",
     "agentkit.middlewares.skill",
     "agentkit.mcp._errors",
+    "agentkit.mcp._elicit",
+    "agentkit.integrations.agui",
+    "agentkit.a2a._client",
     "agentkit.conversation._turn",
     "agentkit.turnloop",
 )

@@ -35,6 +35,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from agentkit._lazy import attach, present
+from agentkit.mcp._elicit import MCPElicitation, MCPElicitationError
 from agentkit.mcp._errors import (
     MCPClientClosedError,
     MCPConnectionError,
@@ -45,13 +46,17 @@ from agentkit.mcp._errors import (
 from agentkit.mcp._tool import MCPTool
 
 __all__ = [
+    "AgentMCPServer",
     "MCPClient",
     "MCPClientClosedError",
     "MCPConnectionError",
+    "MCPElicitation",
+    "MCPElicitationError",
     "MCPNotInstalledError",
     "MCPProtocolError",
     "MCPServerError",
     "MCPTool",
+    "to_mcp_server",
 ]
 
 # Public objects present themselves as ``agentkit.mcp.X`` in reprs and tracebacks (the client
@@ -60,6 +65,8 @@ present(
     (
         MCPClientClosedError,
         MCPConnectionError,
+        MCPElicitation,
+        MCPElicitationError,
         MCPNotInstalledError,
         MCPProtocolError,
         MCPServerError,
@@ -70,7 +77,15 @@ present(
 
 if TYPE_CHECKING:
     from agentkit.mcp._client import MCPClient
+    from agentkit.mcp._server import AgentMCPServer, to_mcp_server
 else:
     # The client brings asyncio and the mcp version probe: loaded when first asked for, so
     # ``import agentkit.mcp`` (and loading a checkpoint that holds an MCP error) stays cheap.
-    __getattr__, __dir__ = attach(__name__, {"MCPClient": "agentkit.mcp._client"})
+    __getattr__, __dir__ = attach(
+        __name__,
+        {
+            "MCPClient": "agentkit.mcp._client",
+            "AgentMCPServer": "agentkit.mcp._server",
+            "to_mcp_server": "agentkit.mcp._server",
+        },
+    )

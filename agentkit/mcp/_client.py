@@ -18,8 +18,9 @@ import attrs
 from agentkit._aioloop import in_loop_thread
 from agentkit._runctx import abort_on_cancel, check_cancelled
 from agentkit.errors import ToolTimeoutError
-from agentkit.mcp import _compat, _stdio
+from agentkit.mcp import _catalog, _compat, _notices, _sampling, _stdio
 from agentkit.mcp._connection import Connection, describe_error
+from agentkit.mcp._elicit import ElicitationRouter
 from agentkit.mcp._endpoint import Endpoint, redacted, session_ended
 from agentkit.mcp._errors import (
     MCPClientClosedError,
@@ -29,6 +30,7 @@ from agentkit.mcp._errors import (
 )
 from agentkit.mcp._tool import MCPTool
 from agentkit.mcp._wire import DEFAULT_MAX_MESSAGE_BYTES, check_max_message_bytes, unparsable
+from agentkit.models.base import ChatModel
 from agentkit.schema import ToolInfo
 from agentkit.tools.base import BaseTool
 
@@ -97,6 +99,12 @@ class MCPClient:
     :class:`MCPProtocolError`, the connection is dropped (a stdio server is killed) and the
     next call connects again.
 
+    Notifications: set ``on_log`` to get the server's log messages (each
+    ``{"level", "logger", "data"}``) and ``on_progress`` to get the progress of tool calls
+    (each ``{"tool", "progress", "total", "message"}``; the calls then ask for progress). Both
+    run in agentkit's event loop thread: keep them quick. A server's question during a tool
+    call of an agent (an elicitation) interrupts the run with an :class:`MCPElicitation`.
+
     Args:
         timeout: seconds one tool call (or tool listing) may take before it fails with
             :class:`~agentkit.ToolTimeoutError`; ``None`` waits as long as the server takes.
@@ -133,6 +141,10 @@ class MCPClient:
         self._catalog: dict[str, dict[str, Any]] | None = None
         self._catalog_generation = -1
         self._generation = 0
+        self._elicitations = ElicitationRouter()
+        self.on_log: Callable[[dict[str, Any]], None] | None = None
+        self.on_progress: Callable[[dict[str, Any]], None] | None = None
+        self._sampling: _sampling.SamplingPolicy | None = None
         _live_clients.add(self)
 
     @classmethod
@@ -314,11 +326,115 @@ class MCPClient:
         """
         return self._call_tool(name, dict(arguments or {}), name)
 
+    # --- what the client offers the server (elicitation, logging, sampling) ---
+
+    def allow_sampling(
+        self,
+        model: ChatModel,
+        *,
+        max_tokens: int = 1024,
+        max_requests: int = 20,
+        max_input_chars: int = 100_000,
+    ) -> None:
+        """Answer the server's sampling requests (``sampling/createMessage``) with ``model``.
+
+        Off until called. A request is refused (a JSON-RPC error to the server) when it asks
+        for more than ``max_tokens`` tokens, sends more than ``max_input_chars`` characters or
+        anything but text, or comes after ``max_requests`` answered ones. Takes effect on the
+        next connection: a connected client reconnects on its next call.
+        """
+        policy = _sampling.SamplingPolicy(
+            model,
+            max_tokens=max_tokens,
+            max_requests=max_requests,
+            max_input_chars=max_input_chars,
+        )
+        with self._state_lock:
+            self._sampling = policy
+            connection = self._connection
+        if connection is not None:
+            self._discard(connection, "sampling was allowed; the next call reconnects")
+
+    def _session_options(self) -> dict[str, Any]:
+        options: dict[str, Any] = {
+            "elicitation_callback": _compat.elicitation_callback(self._elicitations.answer),
+            "logging_callback": _compat.logging_callback(
+                lambda params: _notices.deliver(self.on_log, params)
+            ),
+        }
+        if self._sampling is not None:
+            options["sampling_callback"] = _sampling.sampling_callback(self._sampling)
+        return options
+
+    # --- resources and prompts (the wire shapes of _catalog) ---
+
+    def resources(self) -> list[dict[str, Any]]:
+        """The server's resources (all pages), each in the wire shape (``uri``, ``name``,
+        ``mimeType``...).
+
+        Raises:
+            MCPConnectionError, MCPServerError, ToolTimeoutError: see :mod:`agentkit.mcp`.
+        """
+        return self._run(
+            lambda session: _catalog.list_all(session, "list_resources", "resources"),
+            what="listing the resources",
+            tool_name="",
+        )
+
+    def resource_templates(self) -> list[dict[str, Any]]:
+        """The server's resource templates (``uriTemplate``, ``name``...), all pages."""
+        return self._run(
+            lambda session: _catalog.list_all(
+                session, "list_resource_templates", "resourceTemplates"
+            ),
+            what="listing the resource templates",
+            tool_name="",
+        )
+
+    def read_resource(self, uri: str) -> dict[str, Any]:
+        """Read the resource ``uri`` (or a URI of a template); returns ``{"contents": [...]}``,
+        each content with ``uri`` and ``text`` or ``blob`` (base64).
+
+        Raises:
+            MCPServerError: the server has no such resource.
+        """
+        if not isinstance(uri, str) or not uri:
+            raise ValueError(f"uri must be a non-empty string (got {uri!r})")
+        return self._run(
+            lambda session: _catalog.read_resource(session, uri),
+            what=f"reading the resource {uri[:200]}",
+            tool_name="",
+        )
+
+    def prompts(self) -> list[dict[str, Any]]:
+        """The server's prompts (``name``, ``description``, ``arguments``), all pages."""
+        return self._run(
+            lambda session: _catalog.list_all(session, "list_prompts", "prompts"),
+            what="listing the prompts",
+            tool_name="",
+        )
+
+    def get_prompt(self, name: str, arguments: Mapping[str, str] | None = None) -> dict[str, Any]:
+        """The prompt ``name`` filled with ``arguments``: ``{"description", "messages"}``, each
+        message ``{"role", "content"}`` in the wire shape.
+
+        Raises:
+            MCPServerError: the server has no such prompt, or the arguments do not fit it.
+        """
+        values = {str(key): str(value) for key, value in (arguments or {}).items()}
+        return self._run(
+            lambda session: _catalog.get_prompt(session, name, values or None),
+            what=f"getting the prompt {name[:200]}",
+            tool_name="",
+        )
+
     def _call_tool(
         self, remote_name: str, arguments: dict[str, Any], tool_name: str
     ) -> dict[str, Any]:
         return self._run(
-            lambda session: _compat.call_tool(session, remote_name, arguments),
+            lambda session: _compat.call_tool(
+                session, remote_name, arguments, _notices.progress_of(self, tool_name)
+            ),
             what=f"the call to tool {tool_name}",
             tool_name=tool_name,
         )
@@ -551,6 +667,7 @@ class MCPClient:
                 self._endpoint.label,
                 self._on_notification,
                 max_message_bytes=self.max_message_bytes,
+                session_options=self._session_options(),
             )
             with self._state_lock:
                 self._check_open()

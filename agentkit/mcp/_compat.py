@@ -35,6 +35,8 @@ __all__ = [
     "call_tool",
     "client_session",
     "dump_message",
+    "elicitation_callback",
+    "logging_callback",
     "error_details",
     "is_parse_error",
     "list_all_tools",
@@ -213,13 +215,38 @@ def _accepts(function: Callable[..., Any], parameter: str) -> bool:
     return parameter in inspect.signature(function).parameters
 
 
-def client_session(read: Any, write: Any, on_message: Callable[[Any], Any]) -> Any:
+def client_session(
+    read: Any, write: Any, on_message: Callable[[Any], Any], **options: Any
+) -> Any:
     """A ``ClientSession`` over ``read``/``write`` (an async context manager, not yet entered).
 
-    ``on_message`` (a coroutine function) gets every server notification and transport error.
+    ``on_message`` (a coroutine function) gets every server notification and transport error;
+    ``options`` are further callbacks of the session (``elicitation_callback``, ...).
     """
     session_module = _module("mcp.client.session")
-    return session_module.ClientSession(read, write, message_handler=on_message)
+    return session_module.ClientSession(read, write, message_handler=on_message, **options)
+
+
+def elicitation_callback(answer: Callable[[str, dict[str, Any]], dict[str, Any]]) -> Any:
+    """A session's ``elicitation_callback`` that answers with ``answer(message, schema)``
+    (an ``ElicitResult`` in the wire shape)."""
+    types = _module("mcp.types")
+
+    async def on_elicit(context: Any, params: Any) -> Any:
+        asked = wire_shape(params)
+        result = answer(str(asked.get("message", "")), dict(asked.get("requestedSchema") or {}))
+        return types.ElicitResult.model_validate(result)
+
+    return on_elicit
+
+
+def logging_callback(handle: Callable[[dict[str, Any]], None]) -> Any:
+    """A session's ``logging_callback`` handing each log message's params (wire shape) on."""
+
+    async def on_log(params: Any) -> None:
+        handle(wire_shape(params))
+
+    return on_log
 
 
 def wire_shape(model: Any) -> dict[str, Any]:
@@ -278,19 +305,26 @@ async def list_all_tools(session: Any) -> list[dict[str, Any]]:
             return tools
 
 
-async def call_tool(session: Any, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+async def call_tool(
+    session: Any,
+    name: str,
+    arguments: dict[str, Any],
+    progress: Callable[[float, float | None, str | None], Any] | None = None,
+) -> dict[str, Any]:
     """Call a tool and return its result in the wire shape (``content``, ``isError``, ...).
 
-    Cancelling the task cancels the request at the server: 2.x sends
+    With ``progress`` (a coroutine function of progress, total, message), the call asks for
+    progress notifications. Cancelling the task cancels the request at the server: 2.x sends
     ``notifications/cancelled`` itself, for 1.x this function does.
     """
+    options: dict[str, Any] = {} if progress is None else {"progress_callback": progress}
     if mcp_major_version() >= 2:
-        return wire_shape(await session.call_tool(name, arguments))
+        return wire_shape(await session.call_tool(name, arguments, **options))
     # 1.x numbers requests with this counter and reads it before its first await, so it
     # is this call's id; no public API tells it.
     request_id = session._request_id
     try:
-        return wire_shape(await session.call_tool(name, arguments))
+        return wire_shape(await session.call_tool(name, arguments, **options))
     except asyncio.CancelledError:
         await _send_cancelled(session, request_id)
         raise

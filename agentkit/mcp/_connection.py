@@ -23,7 +23,7 @@ import concurrent.futures
 import logging
 import sys
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from contextlib import AbstractAsyncContextManager
 from typing import Any, TypeVar
 
@@ -116,7 +116,9 @@ class Connection:
         on_notification: Callable[[Connection, str], None],
         *,
         max_message_bytes: int,
+        session_options: Mapping[str, Any] | None = None,
     ) -> None:
+        self._session_options = dict(session_options or {})
         self._opener = opener
         self.label = label
         self._on_notification = on_notification
@@ -317,7 +319,9 @@ class Connection:
         try:
             async with self._opener(self) as (read, write):
                 watched = _WatchedReadStream(read, self._transport_ended)
-                async with _compat.client_session(watched, write, self._on_message) as session:
+                async with _compat.client_session(
+                    watched, write, self._on_message, **self._session_options
+                ) as session:
                     await session.initialize()
                     with self._lock:
                         self._session = session

@@ -6,6 +6,7 @@ import json
 from typing import Any, Protocol
 
 from agentkit.errors import ToolArgumentsError
+from agentkit.mcp._elicit import ElicitationRouter
 from agentkit.mcp._results import result_text
 from agentkit.schema import ToolInfo
 
@@ -25,6 +26,10 @@ class ToolSource(Protocol):
         self, remote_name: str, arguments: dict[str, Any], tool_name: str
     ) -> dict[str, Any]:
         """Call the server's tool ``remote_name``; returns the ``CallToolResult`` wire shape."""
+
+    @property
+    def _elicitations(self) -> ElicitationRouter:
+        """Where the server's questions during a call are routed."""
 
 
 class MCPTool:
@@ -88,5 +93,36 @@ class MCPTool:
                 f"{arguments[:200]!r}",
                 tool_name=self.name,
             )
-        result = self.client._call_tool(self.remote_name, parsed, self.name)
+        result = call_with_elicitation(self.client, self.remote_name, parsed, self.name)
         return result_text(self.name, result)
+
+
+def call_with_elicitation(
+    client: ToolSource, remote_name: str, arguments: dict[str, Any], tool_name: str
+) -> dict[str, Any]:
+    """Call a tool; a server's question during the call interrupts the agent run.
+
+    See :mod:`agentkit.mcp._elicit`: the first question is cancelled at the server and the
+    run interrupts with an :class:`~agentkit.mcp.MCPElicitation`; resumed, the call is made
+    again and the answer given when the server asks.
+    """
+    from agentkit._interrupt import get_interrupt_state, interrupt
+    from agentkit._runctx import current_frame
+    from agentkit.mcp import _elicit
+
+    frame = current_frame()
+    in_tool_call = frame is not None and frame.tool is not None
+    answer: Any = _elicit.NO_ANSWER
+    asked = _elicit.asked_before(get_interrupt_state()) if in_tool_call else None
+    if asked is not None:
+        answer = interrupt(asked, state=_elicit.interrupt_state(asked.message, asked.schema))
+        _elicit.check_answer(answer, asked.schema, tool_name)
+    with client._elicitations.call(answer if in_tool_call else None) as slot:
+        result = client._call_tool(remote_name, arguments, tool_name)
+    if slot.asked is not None:
+        message, schema = slot.asked
+        interrupt(
+            _elicit.MCPElicitation(message, schema),
+            state=_elicit.interrupt_state(message, schema),
+        )
+    return result

@@ -57,6 +57,7 @@ from agentkit.integrations.runs import (
 from .agents import AGENT_NAME, build_agent
 
 PAGE = Path(__file__).with_name("page.html")
+AGUI_PAGE = Path(__file__).with_name("agui.html")
 MAX_MESSAGE = 4000
 IDLE_TIMEOUT = 30.0  # seconds without an event before a stream ends; the page reconnects
 STREAMS_PER_CLIENT = 8
@@ -125,7 +126,25 @@ def create_app(
         return Response(PAGE.read_text(encoding="utf-8"), mimetype="text/html")
 
     _add_run_routes(app, backend, idle_timeout, StreamLimit(streams_per_client))
+    _add_agui_routes(app)
     return app
+
+
+def _add_agui_routes(app: Flask) -> None:
+    """``GET /agui``: a page that speaks AG-UI; ``POST /api/agui``: the agent over AG-UI."""
+    from agentkit.checkpoint import InMemoryCheckPointStore
+    from agentkit.integrations.agui import agui_response
+
+    store = InMemoryCheckPointStore()
+    runner = Runner(build_agent(), enable_streaming=True, checkpoint_store=store)
+
+    @app.get("/agui")
+    def agui_page() -> Response:
+        return Response(AGUI_PAGE.read_text(encoding="utf-8"), mimetype="text/html")
+
+    @app.post("/api/agui")
+    def agui_run() -> Response:
+        return agui_response(runner, request.get_data(), owner=current_owner())
 
 
 def current_owner() -> str:
