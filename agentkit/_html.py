@@ -31,7 +31,9 @@ STYLES = {
         "margin: 4px 0"
     ),
     "error": LINE + "; color: #b00020",
+    "media": LINE + "; font-style: italic",
 }
+IMAGE = "max-width: 480px; max-height: 480px; margin: 4px 0; display: block"
 
 
 def escape(value: Any) -> str:
@@ -57,10 +59,21 @@ def line(kind: str, text: str) -> str:
     return f'<div class="agentkit-{kind}" style="{STYLES[kind]}">{escape(text)}</div>'
 
 
+def image(src: str) -> str:
+    """An inline image from ``src`` (a ``data:`` URL or an ``http(s)`` URL)."""
+    return f'<img src="{html.escape(src, quote=True)}" style="{IMAGE}">'
+
+
 def render(lines: list[tuple[str, str]], who: str) -> str:
-    """HTML of (kind, text) lines; ``speech`` lines are said by ``who``."""
+    """HTML of (kind, text) lines; ``speech`` lines are said by ``who``, ``image`` lines are
+    the image at the URL they hold."""
     return "".join(
-        speech(who, text) if kind == "speech" else line(kind, text) for kind, text in lines
+        speech(who, text)
+        if kind == "speech"
+        else image(text)
+        if kind == "image"
+        else line(kind, text)
+        for kind, text in lines
     )
 
 

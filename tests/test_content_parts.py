@@ -1,0 +1,325 @@
+"""Content parts: values, checks at the door, messages made of parts and how they persist."""
+
+from __future__ import annotations
+
+import base64
+import json
+import pickle
+
+import attrs
+import pytest
+
+from agentkit import (
+    AudioPart,
+    ChatModelAgent,
+    ContentPartError,
+    FilePart,
+    ImagePart,
+    Message,
+    Role,
+    Runner,
+    ScriptedChatModel,
+    TextPart,
+    concat_messages,
+    user_message,
+)
+from agentkit.checkpoint import PickleSerializer
+from agentkit.errors import AgentKitError
+from agentkit.schema import (
+    MESSAGE_ID_KEY,
+    PartLimits,
+    describe_part,
+    ensure_message_id,
+    message_id,
+    part_limits,
+    set_part_limits,
+)
+from tests.media_samples import mp3, pdf, png, wav
+
+PNG = png()
+
+
+def every_part_kind() -> list[object]:
+    return [
+        TextPart("Look: "),
+        ImagePart(PNG, detail="high"),
+        ImagePart(url="https://example.com/cat.png", detail="low"),
+        FilePart(pdf(), filename="contract.pdf"),
+        FilePart(url="https://example.com/a.pdf", media_type="application/pdf"),
+        AudioPart(wav(), media_type="audio/wav"),
+        AudioPart(mp3(), media_type="audio/mp3"),
+        TextPart("what is it?"),
+    ]
+
+
+def test_parts_are_values_equal_by_content_and_immutable() -> None:
+    assert ImagePart(PNG) == ImagePart(bytes(PNG))
+    assert hash(ImagePart(PNG)) == hash(ImagePart(bytearray(PNG)))
+    assert ImagePart(PNG) != ImagePart(PNG, detail="low")
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        ImagePart(PNG).data = b""  # type: ignore[misc]
+
+
+def test_media_type_is_read_from_the_bytes_and_the_repr_shows_a_size() -> None:
+    part = ImagePart(PNG)
+    assert part.media_type == "image/png"
+    assert (
+        repr(part)
+        == f"ImagePart(data=<{len(PNG)} bytes>, url=None, media_type='image/png', detail=None)"
+    )
+    assert FilePart(pdf()).media_type == "application/pdf"
+    assert FilePart(b"plain text").media_type == "application/octet-stream"
+    assert AudioPart(mp3(), media_type="audio/mp3").media_type == "audio/mpeg"
+
+
+def test_a_data_url_is_decoded_into_bytes() -> None:
+    url = "data:image/png;base64," + base64.b64encode(PNG).decode()
+    assert ImagePart(url=url) == ImagePart(PNG)
+
+
+@pytest.mark.parametrize(
+    ("build", "words"),
+    [
+        (lambda: ImagePart(), "exactly one of data"),
+        (lambda: ImagePart(PNG, url="https://example.com/x.png"), "exactly one of data"),
+        (lambda: ImagePart(PNG[:-12]), "IEND"),
+        (lambda: ImagePart(PNG[:40], media_type="image/png"), "truncated"),
+        (lambda: ImagePart(b"MZ\x90\x00" + b"\x00" * 60, media_type="image/png"), "program"),
+        (lambda: ImagePart(b"\x7fELF" + b"\x00" * 60), "program"),
+        (lambda: ImagePart(PNG, media_type="image/jpeg"), "'image/png'"),
+        (lambda: ImagePart(pdf(), media_type="application/pdf"), "not an image type"),
+        (lambda: ImagePart(b"hello there"), "media_type"),
+        (lambda: FilePart(b"#!/bin/sh\nrm -rf /", media_type="application/pdf"), "program"),
+        (lambda: FilePart(pdf()[:30], media_type="application/pdf"), "%%EOF"),
+        (lambda: AudioPart(wav()[:30], media_type="audio/wav"), "RIFF"),
+        (lambda: AudioPart(PNG, media_type="audio/wav"), "'image/png'"),
+        (lambda: ImagePart(url="file:///etc/passwd"), "file://"),
+        (lambda: ImagePart(url="http://169.254.169.254/latest/meta-data/"), "169.254.169.254"),
+        (lambda: ImagePart(url="http://127.0.0.1:8080/a.png"), "loopback"),
+        (lambda: ImagePart(url="http://10.1.2.3/a.png"), "private"),
+        (lambda: ImagePart(url="http://[::1]/a.png"), "loopback"),
+        (lambda: ImagePart(url="http://[::ffff:169.254.169.254]/a.png"), "link-local"),
+        (lambda: ImagePart(url="http://2130706433/a.png"), "loopback"),
+        (lambda: ImagePart(url="http://localhost/a.png"), "this machine"),
+        (lambda: ImagePart(url="http://metadata.google.internal/x"), "this machine"),
+        (lambda: FilePart(url="https://user:secret@example.com/a.pdf"), "credentials"),
+        (lambda: FilePart(url="gopher://example.com/"), "gopher://"),
+        (lambda: ImagePart(url="data:image/png,notbase64"), "base64"),
+    ],
+)
+def test_bad_parts_are_refused_with_a_content_part_error_that_says_why(
+    build: object, words: str
+) -> None:
+    with pytest.raises(ContentPartError) as caught:
+        build()  # type: ignore[operator]
+    assert isinstance(caught.value, AgentKitError) and isinstance(caught.value, ValueError)
+    assert words in str(caught.value)
+
+
+def test_the_part_size_and_count_limits_name_the_part_and_the_cap() -> None:
+    previous = set_part_limits(PartLimits(max_part_bytes=1000, max_parts=3))
+    try:
+        with pytest.raises(
+            ContentPartError, match=r"ImagePart of 2\d{3} bytes is over the limit of 1000"
+        ):
+            ImagePart(png(padding=2000))
+        with pytest.raises(ContentPartError, match="4 parts is over the limit of 3"):
+            user_message(["a", "b", "c", "d"])
+    finally:
+        set_part_limits(previous)
+    assert part_limits() == previous
+    with pytest.raises(ValueError, match="positive"):
+        PartLimits(max_parts=0)
+
+
+def test_a_200_mb_file_is_refused_by_the_default_limit() -> None:
+    big = b"%PDF-1.4\n" + bytes(200 * 1024 * 1024)
+    with pytest.raises(ContentPartError, match="over the limit of 52428800 bytes"):
+        FilePart(big)
+
+
+def test_a_message_of_parts_has_the_text_of_its_text_parts_as_content() -> None:
+    message = user_message(["What is ", ImagePart(PNG), TextPart("this?")])
+    assert message.parts == (TextPart("What is "), ImagePart(PNG), TextPart("this?"))
+    assert message.content == "What is this?"
+    assert Message(Role.USER, "What is this?", parts=message.parts) == message
+    with pytest.raises(ContentPartError, match="differs from their text"):
+        Message(Role.USER, "other", parts=message.parts)
+
+
+def test_a_plain_text_message_is_what_it_was() -> None:
+    message = user_message("hi")
+    assert message.parts == ()
+    assert message.to_dict() == {"role": "user", "content": "hi"}
+    assert "parts" not in message.__getstate__()
+    assert "parts" not in repr(message)
+
+
+def test_a_raw_openai_content_array_is_read_into_parts() -> None:
+    url = "data:image/png;base64," + base64.b64encode(PNG).decode()
+    raw = [
+        {"type": "text", "text": "Describe "},
+        {"type": "image_url", "image_url": {"url": url, "detail": "low"}},
+        {
+            "type": "input_audio",
+            "input_audio": {"data": base64.b64encode(wav()).decode(), "format": "wav"},
+        },
+        {
+            "type": "file",
+            "file": {
+                "file_data": "data:application/pdf;base64," + base64.b64encode(pdf()).decode(),
+                "filename": "a.pdf",
+            },
+        },
+    ]
+    message = Message(Role.USER, raw)  # type: ignore[arg-type]
+    assert message.content == "Describe "
+    assert message.parts == (
+        TextPart("Describe "),
+        ImagePart(PNG, detail="low"),
+        AudioPart(wav(), media_type="audio/wav"),
+        FilePart(pdf(), filename="a.pdf"),
+    )
+    assert user_message(raw).parts == message.parts  # type: ignore[arg-type]
+    assert Message.from_dict({"role": "user", "content": raw}).parts == message.parts
+
+
+@pytest.mark.parametrize(
+    "content",
+    [{"type": "text"}, [{"type": "video", "url": "x"}], [object()], 42, b"bytes"],
+)
+def test_content_a_store_cannot_keep_is_refused_at_the_door(content: object) -> None:
+    with pytest.raises(ContentPartError):
+        Message(Role.USER, content)  # type: ignore[arg-type]
+
+
+def test_to_dict_carries_every_part_kind_as_json_and_back() -> None:
+    message = user_message(every_part_kind())  # type: ignore[arg-type]
+    data = json.loads(json.dumps(message.to_dict()))
+    assert data["content"] == "Look: what is it?"
+    assert data["parts"][1] == {
+        "type": "image",
+        "data": base64.b64encode(PNG).decode(),
+        "media_type": "image/png",
+        "detail": "high",
+    }
+    assert Message.from_dict(data) == message
+
+
+def test_pickle_and_checkpoints_carry_every_part_kind() -> None:
+    message = user_message(every_part_kind())  # type: ignore[arg-type]
+    assert pickle.loads(pickle.dumps(message)) == message
+    serializer = PickleSerializer(b"k" * 32)
+    restored = serializer.loads(serializer.dumps([message], checkpoint_id="c"), checkpoint_id="c")
+    assert restored == [message]
+    assert restored[0].parts[1].data == PNG
+
+
+def test_a_plain_message_checkpoints_byte_for_byte_as_before_parts() -> None:
+    # The pickle state of a plain-text message has the eight fields it always had.
+    state = user_message("hi").__getstate__()
+    assert list(state) == [
+        "role",
+        "content",
+        "tool_calls",
+        "tool_call_id",
+        "tool_name",
+        "name",
+        "response_meta",
+        "extra",
+    ]
+    old = Message.__new__(Message)
+    old.__setstate__(state)
+    assert old.parts == () and old == user_message("hi")
+
+
+def test_concat_messages_joins_text_and_streamed_audio() -> None:
+    chunks = [
+        Message(Role.ASSISTANT, "Hel"),
+        Message(
+            Role.ASSISTANT, parts=[TextPart("lo"), AudioPart(b"\x01\x02", media_type="audio/pcm")]
+        ),
+        Message(Role.ASSISTANT, parts=[AudioPart(b"\x03", media_type="audio/pcm")]),
+        Message(Role.ASSISTANT, "!"),
+    ]
+    merged = concat_messages(chunks)
+    assert merged.content == "Hello!"
+    assert merged.parts == (
+        TextPart("Hello"),
+        AudioPart(b"\x01\x02\x03", media_type="audio/pcm"),
+        TextPart("!"),
+    )
+
+
+def test_message_ids_are_stable_and_survive_dicts_and_checkpoints() -> None:
+    message = user_message("hi")
+    assert message_id(message) is None
+    with_id = ensure_message_id(message)
+    assert message_id(message) is None  # the message given is not changed
+    identifier = message_id(with_id)
+    assert identifier and with_id.extra[MESSAGE_ID_KEY] == identifier
+    assert ensure_message_id(with_id) is with_id
+    assert message_id(Message.from_dict(json.loads(json.dumps(with_id.to_dict())))) == identifier
+    serializer = PickleSerializer(b"k" * 32)
+    restored = serializer.loads(serializer.dumps(with_id, checkpoint_id="c"), checkpoint_id="c")
+    assert message_id(restored) == identifier
+
+
+def test_describe_part_is_a_placeholder_with_type_and_size() -> None:
+    assert describe_part(ImagePart(PNG)) == f"[image image/png, {len(PNG)} bytes]"
+    assert describe_part(FilePart(pdf(), filename="a.pdf")).startswith(
+        "[file 'a.pdf', application/pdf,"
+    )
+
+
+def test_the_notebook_view_shows_an_image_inline() -> None:
+    html = user_message(["chart:", ImagePart(PNG)])._repr_html_()
+    assert '<img src="data:image/png;base64,' + base64.b64encode(PNG).decode() in html
+    assert "chart:" in html
+    assert "<img" in ImagePart(PNG)._repr_html_()
+
+
+# --- what a run is given (issue 49 A22) -------------------------------------------------
+
+
+def _runner() -> tuple[Runner, ScriptedChatModel]:
+    model = ScriptedChatModel(["It is a red dot."])
+    return Runner(ChatModelAgent("describer", "describes media", model)), model
+
+
+@pytest.mark.parametrize("how", ["query", "invoke"])
+def test_a_run_takes_text_and_parts_as_one_user_message(how: str) -> None:
+    runner, model = _runner()
+    given: list[str | ImagePart] = ["What is this?", ImagePart(PNG)]
+    result = runner.query(given).result() if how == "query" else runner.invoke(given)
+    assert result.text == "It is a red dot."
+    sent = model.calls[0].messages[-1]
+    assert sent.parts == (TextPart("What is this?"), ImagePart(PNG))
+
+
+@pytest.mark.parametrize("how", ["query", "invoke"])
+def test_a_run_takes_a_message(how: str) -> None:
+    runner, model = _runner()
+    message = user_message(["Look", ImagePart(PNG)])
+    outcome = getattr(runner, how)(message)
+    if how == "query":
+        outcome.result()
+    assert model.calls and model.calls[0].messages[-1] is message
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        42,
+        {"role": "user", "content": "hi"},
+        [{"role": "user", "content": "hi"}],
+        [user_message("a"), "b"],
+        b"bytes",
+    ],
+)
+def test_a_run_refuses_anything_else_at_once(given: object) -> None:
+    runner, model = _runner()
+    for how in ("query", "invoke"):
+        with pytest.raises((TypeError, ContentPartError)):
+            getattr(runner, how)(given)
+    assert model.calls == []
