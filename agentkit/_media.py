@@ -135,6 +135,10 @@ def _truncated(media_type: str, data: bytes) -> str:
     return ""
 
 
+# Raw sample formats have no header: any bytes are a valid sound of these types.
+_RAW_AUDIO = frozenset({"audio/pcm", "audio/pcm16", "audio/l16", "audio/raw", "audio/basic"})
+
+
 def check_bytes(family: str, data: bytes, media_type: str | None, where: str) -> str:
     """The media type of ``data`` for a part of ``family`` (``"image"``, ``"audio"`` or
     ``"file"``), checked against the bytes; the error text when they disagree starts with
@@ -143,6 +147,8 @@ def check_bytes(family: str, data: bytes, media_type: str | None, where: str) ->
     Returns the normalized media type, or raises ``ValueError`` with a sentence that says
     what is wrong and how to fix it (the caller wraps it in its own error class).
     """
+    if family == "audio" and media_type is not None and normalize(media_type) in _RAW_AUDIO:
+        return normalize(media_type)
     found = sniff(data)
     if found == EXECUTABLE and (
         family != "file" or media_type is None or normalize(media_type) != EXECUTABLE

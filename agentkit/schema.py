@@ -577,6 +577,22 @@ def ensure_message_id(message: Message) -> Message:
     return attrs.evolve(message, extra={**message.extra, MESSAGE_ID_KEY: uuid.uuid4().hex})
 
 
+def _set_parts(message: Message, attribute: Any, value: Any) -> tuple[ContentPart, ...]:
+    # Assigning parts after construction keeps content the text of the text parts.
+    parts = _to_parts(value)
+    object.__setattr__(message, "content", _text_of(parts) if parts else "")
+    return parts
+
+
+def _set_content(message: Message, attribute: Any, value: Any) -> Any:
+    if message.parts and value != message.content:
+        raise ContentPartError(
+            "the content of a message with parts is the text of its text parts; assign "
+            "message.parts, or build a new message (attrs.evolve(message, parts=...))"
+        )
+    return value
+
+
 def _to_role(value: Role | str) -> Role:
     # Most messages are built with a Role already; skip the enum lookup for them.
     return value if type(value) is Role else Role(value)
@@ -608,14 +624,16 @@ class Message:
     """
 
     role: Role = attrs.field(converter=_to_role)
-    content: str = ""
+    content: str = attrs.field(default="", on_setattr=_set_content)
     tool_calls: list[ToolCall] = attrs.Factory(list)
     tool_call_id: str = ""
     tool_name: str = ""
     name: str = ""
     response_meta: ResponseMeta | None = None
     extra: dict[str, Any] = attrs.Factory(dict)
-    parts: tuple[ContentPart, ...] = attrs.field(default=(), converter=_to_parts)
+    parts: tuple[ContentPart, ...] = attrs.field(
+        default=(), converter=_to_parts, on_setattr=_set_parts
+    )
 
     def __repr__(self) -> str:
         # As attrs writes it, but ``parts`` only when there are some: a plain-text message

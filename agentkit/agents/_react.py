@@ -1324,8 +1324,12 @@ class ReactRun:
             put(ToolItem(index, event=event))
             return concat_message_stream(for_history)
         result = tool.invoke(call.function.arguments, **self.tool_options)  # type: ignore[attr-defined]
+        if isinstance(result, tuple):  # content parts (text, images, files, sounds)
+            return Message(Role.TOOL, tool_call_id=call.id, tool_name=name, parts=result)
         if not isinstance(result, str):
-            raise TypeError(f"tool {name!r} returned {type(result).__name__}, not str")
+            raise TypeError(
+                f"tool {name!r} returned {type(result).__name__}, not str or a tuple of parts"
+            )
         return tool_message(result, call.id, name)
 
 

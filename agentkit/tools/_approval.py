@@ -16,7 +16,7 @@ from agentkit._interrupt import interrupt
 from agentkit._persist import persisted
 from agentkit._runctx import current_frame, use_frame
 from agentkit.errors import ResumeError, ToolArgumentsError
-from agentkit.schema import ToolInfo
+from agentkit.schema import ContentPart, ToolInfo
 from agentkit.tools.base import BaseTool
 
 if TYPE_CHECKING:
@@ -225,13 +225,14 @@ class ApprovalTool:
 
 
 class _InvokableApprovalTool(ApprovalTool):
-    def invoke(self, arguments: str, **tool_options: Any) -> str:
+    def invoke(self, arguments: str, **tool_options: Any) -> str | tuple[ContentPart, ...]:
         """Ask for approval, then run the wrapped tool (or return the rejection)."""
         decision = self._decide(arguments)
         if decision.arguments is None:
             return decision.rejection
         with running(decision):
-            result: str = self._tool.invoke(decision.arguments, **tool_options)  # type: ignore[attr-defined]
+            invoke = self._tool.invoke  # type: ignore[attr-defined]
+            result: str | tuple[ContentPart, ...] = invoke(decision.arguments, **tool_options)
         return result
 
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import attrs
 
 if TYPE_CHECKING:
-    from agentkit.schema import ToolCall, ToolInfo
+    from agentkit.schema import ContentPart, ToolCall, ToolInfo
     from agentkit.streams import StreamReader
 
 __all__ = [
@@ -74,10 +74,16 @@ class BaseTool(Protocol):
 
 @runtime_checkable
 class InvokableTool(BaseTool, Protocol):
-    """A tool that runs with the model's JSON arguments and returns its whole result as text."""
+    """A tool that runs with the model's JSON arguments and returns its whole result: as
+    text, or as content parts (text and images, files or sounds)."""
 
-    def invoke(self, arguments: str, **tool_options: Any) -> str:
+    def invoke(self, arguments: str, **tool_options: Any) -> str | tuple[ContentPart, ...]:
         """Run the tool.
+
+        Returns the result as text, or as a tuple of :class:`~agentkit.TextPart`,
+        :class:`~agentkit.ImagePart`, :class:`~agentkit.FilePart` and
+        :class:`~agentkit.AudioPart` (the tool message's ``parts``; see the media guide for
+        how a model whose wire cannot carry media in a tool result still sees them).
 
         Args:
             arguments: the JSON object text the model sent (``""`` means no arguments).

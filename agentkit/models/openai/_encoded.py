@@ -11,8 +11,8 @@ import threading
 import weakref
 from collections.abc import Sequence
 
-from agentkit.models.openai._wire import message_bytes
-from agentkit.schema import Message
+from agentkit.models.openai._wire import attachments_bytes, media_parts, message_bytes
+from agentkit.schema import Message, Role
 
 __all__: list[str] = []
 
@@ -52,13 +52,16 @@ class EncodedMessages:
     an entry does. Safe to share between threads.
     """
 
-    __slots__ = ("_entries", "_lock", "_max_bytes", "_size")
+    __slots__ = ("_attaching", "_entries", "_lock", "_max_bytes", "_size")
 
     def __init__(self, max_bytes: int = MAX_BYTES) -> None:
         self._entries: dict[int, _Entry] = {}
         self._lock = threading.Lock()
         self._max_bytes = max_bytes
         self._size = 0  # bytes taken in since the cache last started afresh
+        # Set once a tool message with media was seen: only then is a list searched for
+        # the tool messages whose media need a user message after them.
+        self._attaching = False
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -69,14 +72,39 @@ class EncodedMessages:
         return self._size
 
     def encode(self, messages: Sequence[Message]) -> list[bytes]:
-        """Return the request JSON of each message, encoding only those not seen before."""
+        """Return the request JSON of each message, encoding only those not seen before.
+
+        A Chat Completions tool message carries text only: after the tool messages of a
+        turn, a user message carries the images, files and sounds their results hold (each
+        tool message says so; see ``_wire.tool_content``).
+        """
         get = self._entries.get
-        return [
+        encoded = [
             entry.data
             if (entry := get(id(message))) is not None and entry.content is message.content
             else self._add(message)
             for message in messages
         ]
+        if self._attaching:
+            return self._with_attachments(messages, encoded)
+        return encoded
+
+    def _with_attachments(self, messages: Sequence[Message], encoded: list[bytes]) -> list[bytes]:
+        result: list[bytes] = []
+        turn: list[Message] = []  # the tool messages in a row, with media or not
+        for message, data in zip(messages, encoded, strict=True):
+            if turn and message.role is not Role.TOOL:
+                self._attach(turn, result)
+            result.append(data)
+            if message.role is Role.TOOL:
+                turn.append(message)
+        self._attach(turn, result)
+        return result
+
+    def _attach(self, turn: list[Message], result: list[bytes]) -> None:
+        if any(media_parts(message) for message in turn):
+            result.append(attachments_bytes(turn))
+        turn.clear()
 
     def clear(self) -> None:
         """Drop every entry."""
@@ -86,6 +114,8 @@ class EncodedMessages:
 
     def _add(self, message: Message) -> bytes:
         entry = _Entry(message)
+        if message.role is Role.TOOL and message.parts and media_parts(message):
+            self._attaching = True
         key = id(message)
         entries = self._entries
         # The callback runs while the message is being freed, before its id can be reused.
