@@ -6,8 +6,8 @@ import json
 from typing import Any, Protocol
 
 from agentkit.errors import ToolArgumentsError
-from agentkit.mcp._results import result_text
-from agentkit.schema import ToolInfo
+from agentkit.mcp._results import result_content
+from agentkit.schema import ContentPart, ToolInfo
 
 __all__ = ["MCPTool", "ToolSource"]
 
@@ -61,8 +61,10 @@ class MCPTool:
             self._last_info = info
         return self._last_info
 
-    def invoke(self, arguments: str, **tool_options: Any) -> str:
-        """Call the tool on the server with the model's JSON ``arguments``; returns the result text.
+    def invoke(self, arguments: str, **tool_options: Any) -> str | tuple[ContentPart, ...]:
+        """Call the tool on the server with the model's JSON ``arguments``; returns the result:
+        its text, or content parts when it holds images, sounds or binary resources (see
+        :mod:`agentkit.mcp`).
 
         A result the server marks as an error (``isError``) is returned as
         ``"error from tool <name>: <text>"`` for the model to read, not raised.
@@ -73,6 +75,8 @@ class MCPTool:
             MCPServerError: the server refused the request (for example an unknown tool).
             ToolTimeoutError: the call took longer than the client's ``timeout``.
             AgentCancelledError: the agent run was cancelled during the call.
+            ToolError: a result of more blocks than a message may have parts, or with media
+                the part checks refuse.
         """
         try:
             parsed = json.loads(arguments) if arguments.strip() else {}
@@ -89,4 +93,4 @@ class MCPTool:
                 tool_name=self.name,
             )
         result = self.client._call_tool(self.remote_name, parsed, self.name)
-        return result_text(self.name, result)
+        return result_content(self.name, result)
