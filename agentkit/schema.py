@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import binascii
 import enum
+import hashlib
 import threading
 import uuid
 from collections.abc import Sequence
@@ -24,6 +25,7 @@ from agentkit.errors import ContentPartError
 __all__ = [
     "AudioPart",
     "ContentPart",
+    "EVENT_INLINE_BYTES",
     "FilePart",
     "FunctionCall",
     "INLINE_IMAGE_BYTES",
@@ -41,6 +43,7 @@ __all__ = [
     "concat_messages",
     "describe_part",
     "ensure_message_id",
+    "media_tokens",
     "message_id",
     "part_from_dict",
     "part_limits",
@@ -487,16 +490,27 @@ def _text_of(parts: tuple[ContentPart, ...]) -> str:
     return "".join([part.text for part in parts if type(part) is TextPart])
 
 
-def part_to_dict(part: ContentPart) -> dict[str, Any]:
+def part_to_dict(part: ContentPart, *, max_inline_bytes: int | None = None) -> dict[str, Any]:
     """The JSON-safe dict of a part (``Message.to_dict``'s ``"parts"`` items); bytes as
-    base64 text."""
+    base64 text.
+
+    With ``max_inline_bytes``, data larger than that is left out: the dict says its
+    ``size`` and ``sha256`` instead (and ``"omitted": true``), a reference the receiver can
+    match with the part it gets elsewhere. :meth:`~agentkit.AgentEvent.to_dict` does this,
+    so an event stream (SSE, Redis) never carries large media (see the media guide).
+    """
     if type(part) is TextPart:
         return {"type": "text", "text": part.text}
     assert not isinstance(part, TextPart)
     kind = {ImagePart: "image", FilePart: "file", AudioPart: "audio"}[type(part)]
     data: dict[str, Any] = {"type": kind}
     if part.data is not None:
-        data["data"] = base64.b64encode(part.data).decode("ascii")
+        if max_inline_bytes is not None and len(part.data) > max_inline_bytes:
+            data["omitted"] = True
+            data["size"] = len(part.data)
+            data["sha256"] = hashlib.sha256(part.data).hexdigest()
+        else:
+            data["data"] = base64.b64encode(part.data).decode("ascii")
     url = getattr(part, "url", None)
     if url is not None:
         data["url"] = url
@@ -516,6 +530,11 @@ def part_from_dict(data: Any, index: int = 0) -> ContentPart:
     kind = data.get("type")
     if kind == "text":
         return TextPart(data.get("text", ""))
+    if data.get("omitted"):
+        raise ContentPartError(
+            f"part {index} ({kind}) is a reference to {data.get('size')} bytes that were left "
+            "out (an event's dict); it has no data to build a part from"
+        )
     classes: dict[Any, type[ImagePart | FilePart | AudioPart]] = {
         "image": ImagePart,
         "file": FilePart,
@@ -707,8 +726,12 @@ class Message:
         who = self.name or self.role.value
         return _html.render(_message_html_lines(self, who), who)
 
-    def to_dict(self) -> dict[str, Any]:
-        """Return a JSON-safe dict in the OpenAI message shape (empty fields left out)."""
+    def to_dict(self, *, max_inline_bytes: int | None = None) -> dict[str, Any]:
+        """Return a JSON-safe dict in the OpenAI message shape (empty fields left out).
+
+        ``content`` is the text; a message with parts also has ``"parts"`` (see
+        :func:`part_to_dict`; with ``max_inline_bytes``, larger media are references).
+        """
         data: dict[str, Any] = {"role": self.role.value, "content": self.content}
         if self.tool_calls:
             data["tool_calls"] = [_tool_call_to_dict(call) for call in self.tool_calls]
@@ -735,7 +758,9 @@ class Message:
         if self.extra:
             data["extra"] = dict(self.extra)
         if self.parts:
-            data["parts"] = [part_to_dict(part) for part in self.parts]
+            data["parts"] = [
+                part_to_dict(part, max_inline_bytes=max_inline_bytes) for part in self.parts
+            ]
         return data
 
     @classmethod
@@ -993,6 +1018,30 @@ def _merge_fragments(index: int, fragments: list[ToolCall]) -> ToolCall:
 INLINE_IMAGE_BYTES = 5 * 1024 * 1024
 """The largest image a notebook view shows inline (a larger one is a placeholder)."""
 
+EVENT_INLINE_BYTES = 256 * 1024
+"""The largest media an event's dict carries inline (:meth:`~agentkit.AgentEvent.to_dict`,
+so SSE frames and run logs): larger media are references (size and SHA-256)."""
+
+
+def media_tokens(message: Message) -> int:
+    """A rough count of the tokens a model spends on a message's images, files and sounds.
+
+    Media are not counted by their bytes (a 1 MB PNG is not 350,000 tokens): an image is
+    85 tokens at ``detail="low"`` and 765 otherwise (OpenAI's figure for a 1024 x 1024
+    image), a sound about 10 tokens a second (guessed from 16 kHz 16-bit), a file about one
+    token per 40 bytes (a PDF's text and page images). Text parts count nothing here: they
+    are the message's ``content``.
+    """
+    tokens = 0
+    for part in message.parts:
+        if type(part) is ImagePart:
+            tokens += 85 if part.detail == "low" else 765
+        elif type(part) is AudioPart:
+            tokens += max(1, len(part.data) // 3200)
+        elif type(part) is FilePart:
+            tokens += max(85, len(part.data) // 40) if part.data is not None else 85
+    return tokens
+
 
 def describe_part(part: ContentPart) -> str:
     """A one-line placeholder for a part that is not text, with its kind, type and size
@@ -1012,13 +1061,16 @@ def describe_part(part: ContentPart) -> str:
 
 
 def _part_html_lines(part: ContentPart) -> list[tuple[str, str]]:
+    """A ``media`` line saying what the part is, then (an image) an ``image`` line holding
+    the URL the notebook shows it from."""
+    lines = [("media", describe_part(part))]
     if type(part) is ImagePart:
         if part.url is not None:
-            return [("image", part.url)]
-        if part.data is not None and len(part.data) <= INLINE_IMAGE_BYTES:
+            lines.append(("image", part.url))
+        elif part.data is not None and len(part.data) <= INLINE_IMAGE_BYTES:
             encoded = base64.b64encode(part.data).decode("ascii")
-            return [("image", f"data:{part.media_type};base64,{encoded}")]
-    return [("media", describe_part(part))]
+            lines.append(("image", f"data:{part.media_type};base64,{encoded}"))
+    return lines
 
 
 def _message_html_lines(message: Message, who: str) -> list[tuple[str, str]]:
