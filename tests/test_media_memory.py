@@ -1,0 +1,35 @@
+"""A 20 MB image is held once: events, readers and the run's messages share the part."""
+
+from __future__ import annotations
+
+import gc
+import tracemalloc
+
+from agentkit import ImagePart
+from agentkit.schema import PartLimits, set_part_limits
+from benchmarks.bench_media_rss import run_once
+from tests.media_samples import png
+
+MiB = 1024 * 1024
+
+
+def test_a_20_mb_image_through_a_streamed_run_with_eight_readers_per_event_is_not_copied() -> None:
+    previous = set_part_limits(PartLimits(max_part_bytes=30 * MiB))
+    try:
+        image = ImagePart(png(padding=20 * MiB))
+        tracemalloc.start()
+        try:
+            gc.collect()
+            base = tracemalloc.get_traced_memory()[0]
+            tracemalloc.reset_peak()
+            run_once(image, readers=8, checkpoint=False, conversation=False)
+            gc.collect()
+            current, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    finally:
+        set_part_limits(previous)
+    # One copy of the image would be 20 MiB: the run, its events and 8 readers per event
+    # together stay far below that.
+    assert (peak - base) < 4 * MiB, f"the run's peak was {(peak - base) / MiB:.1f} MiB"
+    assert (current - base) < 2 * MiB, f"the run kept {(current - base) / MiB:.1f} MiB"
