@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import pickle
+from pathlib import Path
 
 import attrs
 import pytest
@@ -27,6 +29,7 @@ from agentkit.checkpoint import PickleSerializer
 from agentkit.errors import AgentKitError
 from agentkit.schema import (
     MESSAGE_ID_KEY,
+    ContentPart,
     PartLimits,
     describe_part,
     ensure_message_id,
@@ -323,3 +326,55 @@ def test_a_run_refuses_anything_else_at_once(given: object) -> None:
         with pytest.raises((TypeError, ContentPartError)):
             getattr(runner, how)(given)
     assert model.calls == []
+
+
+# --- parts through interrupts, checkpoints and event dicts ------------------------------
+
+
+def test_parts_survive_an_interrupt_and_a_resume_from_a_file_checkpoint(tmp_path: Path) -> None:
+    from agentkit import interrupt, tool, with_checkpoint_id
+    from agentkit.checkpoint import FileCheckPointStore
+    from agentkit.testing import call, calls_message
+
+    @tool
+    def look_closer() -> ImagePart:
+        """Zoom in, after a human agreed."""
+        if not interrupt("Zoom?"):
+            return ImagePart(PNG, detail="low")
+        return ImagePart(PNG, detail="high")
+
+    model = ScriptedChatModel([calls_message(call("look_closer", {})), "A red dot."])
+    agent = ChatModelAgent("describer", "describes", model, tools=[look_closer])
+    store = FileCheckPointStore(tmp_path)
+    question: list[str | ContentPart] = [
+        "What is this?",
+        ImagePart(PNG),
+        FilePart(pdf(), filename="a.pdf"),
+    ]
+    events = list(Runner(agent, checkpoint_store=store).query(question, with_checkpoint_id("c")))
+    point = events[-1].action.interrupted.contexts[0]  # type: ignore[union-attr]
+    # A fresh Runner over the same directory: what it resumes is what the file holds.
+    resumed = Runner(agent, checkpoint_store=FileCheckPointStore(tmp_path))
+    list(resumed.resume("c", targets={point.id: True}))
+    last = model.calls[-1].messages
+    assert last[0].parts == tuple(user_message(question).parts)
+    assert last[-1].parts == (ImagePart(PNG, detail="high"),)
+
+
+def test_an_event_dict_carries_small_media_inline_and_large_media_by_reference() -> None:
+    from agentkit import event_from_message
+    from agentkit.schema import EVENT_INLINE_BYTES
+
+    big = png(padding=EVENT_INLINE_BYTES)
+    message = user_message(["see", ImagePart(PNG), ImagePart(big)])
+    data = event_from_message(message, None, Role.USER, "").to_dict()
+    parts = data["output"]["message"]["parts"]
+    assert parts[1]["data"] == base64.b64encode(PNG).decode()
+    assert parts[2] == {
+        "type": "image",
+        "omitted": True,
+        "size": len(big),
+        "sha256": hashlib.sha256(big).hexdigest(),
+        "media_type": "image/png",
+    }
+    assert len(json.dumps(data)) < 2 * EVENT_INLINE_BYTES
