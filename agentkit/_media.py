@@ -19,9 +19,10 @@ Framework-internal: :mod:`agentkit.schema` builds its parts with these checks.
 
 from __future__ import annotations
 
-import ipaddress
-import socket
-import urllib.parse
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import ipaddress
 
 __all__ = ["EXECUTABLE", "check_bytes", "check_url", "sniff"]
 
@@ -201,6 +202,10 @@ def check_url(url: str, where: str) -> None:
     """Raise ``ValueError`` unless ``url`` is an ``http``/``https`` URL a model server may
     fetch: no ``file://`` or other scheme, no credentials, and no host that names this
     machine or a private network."""
+    # Imported here: most programs never build a part from a URL (import agentkit stays light).
+    import ipaddress
+    import urllib.parse
+
     try:
         parsed = urllib.parse.urlsplit(url)
         host = parsed.hostname
@@ -229,6 +234,8 @@ def check_url(url: str, where: str) -> None:
     try:
         address = ipaddress.ip_address(name.strip("[]"))
     except ValueError:
+        import socket
+
         try:  # the legacy forms servers still parse: 2130706433, 0x7f.1, 0177.0.0.1
             address = ipaddress.IPv4Address(socket.inet_aton(name))
         except OSError:

@@ -9,9 +9,7 @@ from __future__ import annotations
 import base64
 import binascii
 import enum
-import hashlib
 import threading
-import uuid
 from collections.abc import Sequence
 from typing import Any, TypeAlias
 
@@ -508,6 +506,8 @@ def part_to_dict(part: ContentPart, *, max_inline_bytes: int | None = None) -> d
         if max_inline_bytes is not None and len(part.data) > max_inline_bytes:
             data["omitted"] = True
             data["size"] = len(part.data)
+            import hashlib  # not at import: ``import agentkit`` stays light
+
             data["sha256"] = hashlib.sha256(part.data).hexdigest()
         else:
             data["data"] = base64.b64encode(part.data).decode("ascii")
@@ -593,6 +593,8 @@ def ensure_message_id(message: Message) -> Message:
     """
     if message_id(message) is not None:
         return message
+    import uuid  # not at import: ``import agentkit`` stays light
+
     return attrs.evolve(message, extra={**message.extra, MESSAGE_ID_KEY: uuid.uuid4().hex})
 
 
