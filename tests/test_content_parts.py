@@ -378,3 +378,28 @@ def test_an_event_dict_carries_small_media_inline_and_large_media_by_reference()
         "media_type": "image/png",
     }
     assert len(json.dumps(data)) < 2 * EVENT_INLINE_BYTES
+
+
+def test_an_agent_tool_sees_the_callers_media_and_returns_its_own() -> None:
+    from agentkit import AgentTool
+    from agentkit.testing import call, calls_message
+
+    inner_model = ScriptedChatModel(
+        [Message(Role.ASSISTANT, parts=["Here is the crop:", ImagePart(PNG, detail="high")])]
+    )
+    painter = ChatModelAgent("painter", "crops pictures", inner_model)
+    outer_model = ScriptedChatModel([calls_message(call("painter", {"request": "crop"})), "ok"])
+    boss = ChatModelAgent(
+        "boss",
+        "delegates",
+        outer_model,
+        tools=[AgentTool(painter, full_chat_history_as_input=True)],
+    )
+    question = user_message(["Crop this:", ImagePart(PNG)])
+    assert Runner(boss).invoke(question).text == "ok"
+    # The inner agent got the caller's conversation, the image included.
+    assert any(m.parts == question.parts for m in inner_model.calls[0].messages)
+    # The caller's model got the inner agent's answer with its image.
+    answer = outer_model.calls[1].messages[-1]
+    assert answer.role is Role.TOOL
+    assert answer.parts == (TextPart("Here is the crop:"), ImagePart(PNG, detail="high"))

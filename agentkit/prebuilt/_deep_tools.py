@@ -16,7 +16,7 @@ from agentkit.events import Agent
 from agentkit.middleware import AgentContext, AgentMiddleware
 from agentkit.middlewares._tool import SchemaTool, add_tools, checked_arguments, object_schema
 from agentkit.prebuilt._deep_prompts import TASK_TOOL_DESCRIPTION, WRITE_TODOS_DESCRIPTION
-from agentkit.schema import ToolInfo
+from agentkit.schema import ContentPart, ToolInfo
 
 __all__ = [
     "SESSION_KEY_TODOS",
@@ -159,8 +159,9 @@ class TaskTool:
     def __repr__(self) -> str:
         return f"TaskTool({self.agent_names!r})"
 
-    def invoke(self, arguments: str, **tool_options: Any) -> str:
-        """Run the chosen sub-agent on the description; return its final message's text."""
+    def invoke(self, arguments: str, **tool_options: Any) -> str | tuple[ContentPart, ...]:
+        """Run the chosen sub-agent on the description; return its final message's text (or
+        its parts, when it has media)."""
         given = checked_arguments(self._info, arguments)
         kind = given["subagent_type"]
         tool = self._agents.get(kind)
