@@ -174,7 +174,7 @@ class Runner:
 
     def invoke(
         self,
-        query: str | Message | Sequence[Message] | Sequence[str | ContentPart],
+        query: str | Message | Sequence[Message | str | ContentPart],
         *options: AgentRunOption,
         on_event: Callable[[AgentEvent], object] | None = None,
         raise_errors: bool = True,

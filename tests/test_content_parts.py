@@ -403,3 +403,32 @@ def test_an_agent_tool_sees_the_callers_media_and_returns_its_own() -> None:
     answer = outer_model.calls[1].messages[-1]
     assert answer.role is Role.TOOL
     assert answer.parts == (TextPart("Here is the crop:"), ImagePart(PNG, detail="high"))
+
+
+def test_local_runs_take_parts_and_their_event_log_holds_large_media_by_reference() -> None:
+    from agentkit import tool
+    from agentkit.integrations.runs import LocalRuns
+    from agentkit.schema import EVENT_INLINE_BYTES
+    from agentkit.testing import call, calls_message
+
+    big = png(padding=EVENT_INLINE_BYTES)
+
+    @tool
+    def enlarge() -> ImagePart:
+        """Enlarge the picture."""
+        return ImagePart(big)
+
+    model = ScriptedChatModel([calls_message(call("enlarge", {})), "Bigger now."])
+    agent = ChatModelAgent("editor", "edits pictures", model, tools=[enlarge])
+    with LocalRuns({"editor": Runner(agent)}) as runs:
+        run_id = runs.submit("editor", ["Enlarge this:", ImagePart(PNG)], owner=None)
+        entries = list(runs.events(run_id, owner=None))
+    assert model.calls[0].messages[-1].parts == (TextPart("Enlarge this:"), ImagePart(PNG))
+    tool_entry = next(
+        entry
+        for entry in entries
+        if entry.kind == "agent" and entry.data.get("output", {}).get("role") == "tool"
+    )
+    (part,) = tool_entry.data["output"]["message"]["parts"]
+    assert part["omitted"] is True and part["size"] == len(big)
+    assert sum(len(json.dumps(entry.data)) for entry in entries) < EVENT_INLINE_BYTES

@@ -409,7 +409,7 @@ class AgentQueue:
     def submit(
         self,
         agent_name: str,
-        query_or_messages: str | Message | Sequence[Message] | Sequence[str | ContentPart],
+        query_or_messages: str | Message | Sequence[Message | str | ContentPart],
         *,
         owner: str | None = None,
         checkpoint_id: str | None = None,
@@ -1070,7 +1070,7 @@ def _check_json(value: Any, what: str) -> None:
 def submit(
     queue: AgentQueue,
     agent_name: str,
-    query_or_messages: str | Message | Sequence[Message] | Sequence[str | ContentPart],
+    query_or_messages: str | Message | Sequence[Message | str | ContentPart],
     *,
     owner: str | None = None,
     checkpoint_id: str | None = None,

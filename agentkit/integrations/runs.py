@@ -243,7 +243,7 @@ class RunBackend(Protocol):
     def submit(
         self,
         agent_name: str,
-        query_or_messages: str | Message | Sequence[Message] | Sequence[str | ContentPart],
+        query_or_messages: str | Message | Sequence[Message | str | ContentPart],
         *,
         owner: str | None = None,
         checkpoint_id: str | None = None,
@@ -290,7 +290,7 @@ class RunBackend(Protocol):
 
 
 def to_messages(
-    query_or_messages: str | Message | Sequence[Message] | Sequence[str | ContentPart],
+    query_or_messages: str | Message | Sequence[Message | str | ContentPart],
 ) -> list[Message]:
     """A query text, one message, a list of messages, or a list of text and parts (one user
     message, see :func:`~agentkit.user_message`) as a list of messages.
@@ -426,7 +426,7 @@ class LocalRuns:
     def submit(
         self,
         agent_name: str,
-        query_or_messages: str | Message | Sequence[Message] | Sequence[str | ContentPart],
+        query_or_messages: str | Message | Sequence[Message | str | ContentPart],
         *,
         owner: str | None = None,
         checkpoint_id: str | None = None,
