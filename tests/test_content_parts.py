@@ -10,6 +10,7 @@ from pathlib import Path
 
 import attrs
 import pytest
+from hypothesis import given, settings
 
 from agentkit import (
     AudioPart,
@@ -38,6 +39,7 @@ from agentkit.schema import (
     set_part_limits,
 )
 from tests.media_samples import mp3, pdf, png, wav
+from tests.strategies import messages_with_parts
 
 PNG = png()
 
@@ -432,3 +434,17 @@ def test_local_runs_take_parts_and_their_event_log_holds_large_media_by_referenc
     (part,) = tool_entry.data["output"]["message"]["parts"]
     assert part["omitted"] is True and part["size"] == len(big)
     assert sum(len(json.dumps(entry.data)) for entry in entries) < EVENT_INLINE_BYTES
+
+
+@given(messages_with_parts)
+@settings(max_examples=60, deadline=None)
+def test_messages_with_parts_round_trip_through_json_pickle_and_checkpoints(
+    message: Message,
+) -> None:
+    assert Message.from_dict(json.loads(json.dumps(message.to_dict()))) == message
+    assert pickle.loads(pickle.dumps(message)) == message
+    serializer = PickleSerializer(b"k" * 32)
+    assert (
+        serializer.loads(serializer.dumps(message, checkpoint_id="c"), checkpoint_id="c") == message
+    )
+    assert message.content == "".join(p.text for p in message.parts if isinstance(p, TextPart))
