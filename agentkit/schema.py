@@ -337,7 +337,7 @@ class ImagePart:
 
     Raises:
         ContentPartError: both or neither of data/url, data over
-            :attr:`PartLimits.max_part_bytes`, bytes that are not an image of that type (a
+            ``PartLimits.max_part_bytes``, bytes that are not an image of that type (a
             truncated PNG, an executable), or a refused URL.
     """
 
