@@ -598,6 +598,9 @@ def ensure_message_id(message: Message) -> Message:
     return attrs.evolve(message, extra={**message.extra, MESSAGE_ID_KEY: uuid.uuid4().hex})
 
 
+_NO_PARTS: tuple[ContentPart, ...] = ()
+
+
 def _set_parts(message: Message, attribute: Any, value: Any) -> tuple[ContentPart, ...]:
     # Assigning parts after construction keeps content the text of the text parts.
     parts = _to_parts(value)
@@ -667,7 +670,8 @@ class Message:
         return f"Message({fields})"
 
     def __attrs_post_init__(self) -> None:
-        if self.parts or type(self.content) is not str:
+        # The default (the empty tuple, a singleton) and text content: nothing to do.
+        if self.parts is not _NO_PARTS or type(self.content) is not str:
             self._settle_parts()
 
     def _settle_parts(self) -> None:
