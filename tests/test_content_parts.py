@@ -448,3 +448,37 @@ def test_messages_with_parts_round_trip_through_json_pickle_and_checkpoints(
         serializer.loads(serializer.dumps(message, checkpoint_id="c"), checkpoint_id="c") == message
     )
     assert message.content == "".join(p.text for p in message.parts if isinstance(p, TextPart))
+
+
+def test_a_conversation_turn_with_parts_is_kept_and_sent_again_next_turn(tmp_path: Path) -> None:
+    from agentkit import with_conversation_id
+    from agentkit.conversation import SQLiteConversationStore
+
+    model = ScriptedChatModel(["A red dot.", "Still a red dot."])
+    agent = ChatModelAgent("describer", "describes", model)
+    store = SQLiteConversationStore(tmp_path / "chats.db")
+    runner = Runner(agent, conversation_store=store)
+    runner.invoke(["What is this?", ImagePart(PNG)], with_conversation_id("ann"))
+    # A new runner and store over the same file: the next turn sees the image again.
+    again = Runner(agent, conversation_store=SQLiteConversationStore(tmp_path / "chats.db"))
+    assert again.invoke("And now?", with_conversation_id("ann")).text == "Still a red dot."
+    history = model.calls[1].messages
+    assert history[0].parts == (TextPart("What is this?"), ImagePart(PNG))
+    assert [m.content for m in history] == ["What is this?", "A red dot.", "And now?"]
+
+
+def test_a_raw_content_array_never_reaches_a_conversation_store(tmp_path: Path) -> None:
+    from agentkit import with_conversation_id
+    from agentkit.conversation import InMemoryConversationStore
+
+    store = InMemoryConversationStore()
+    runner = Runner(
+        ChatModelAgent("a", "answers", ScriptedChatModel(["ok", "ok"])), conversation_store=store
+    )
+    raw = [
+        {"type": "text", "text": "hi"},
+        {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}},
+    ]
+    runner.invoke([Message.from_dict({"role": "user", "content": raw})], with_conversation_id("c"))
+    runner.invoke("again", with_conversation_id("c"))  # loads the stored turn
+    assert store.load("c")[0].parts == (TextPart("hi"), ImagePart(url="https://example.com/a.png"))
