@@ -64,14 +64,24 @@ def image(src: str) -> str:
     return f'<img src="{html.escape(src, quote=True)}" style="{IMAGE}">'
 
 
+def audio(src: str) -> str:
+    """An audio player for ``src`` (a ``data:`` URL)."""
+    return f'<audio controls src="{html.escape(src, quote=True)}" style="margin: 4px 0"></audio>'
+
+
+def media(kind: str, text: str) -> str:
+    """The HTML of an ``image`` or ``audio`` line (the URL it holds shown as media)."""
+    return image(text) if kind == "image" else audio(text)
+
+
 def render(lines: list[tuple[str, str]], who: str) -> str:
-    """HTML of (kind, text) lines; ``speech`` lines are said by ``who``, ``image`` lines are
-    the image at the URL they hold."""
+    """HTML of (kind, text) lines; ``speech`` lines are said by ``who``, ``image`` and
+    ``audio`` lines show the media at the URL they hold."""
     return "".join(
         speech(who, text)
         if kind == "speech"
-        else image(text)
-        if kind == "image"
+        else media(kind, text)
+        if kind in ("image", "audio")
         else line(kind, text)
         for kind, text in lines
     )

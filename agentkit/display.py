@@ -249,8 +249,8 @@ class _Transcript:
         body = "".join(
             _html.speech(who, text)
             if kind == "speech"
-            else _html.image(text)
-            if kind == "image"
+            else _html.media(kind, text)
+            if kind in ("image", "audio")
             else _html.line(kind, text)
             for kind, who, text in self.lines
         )
@@ -261,7 +261,7 @@ class _Transcript:
         rows = [
             f"{who}: {text}" if kind == "speech" else f"  {text}"
             for kind, who, text in self.lines
-            if kind != "image"  # its "media" line, just before, says what it is
+            if kind not in ("image", "audio")  # the "media" line before says what it is
         ]
         if not self.done:
             rows.append("  running...")

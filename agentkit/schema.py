@@ -1022,7 +1022,8 @@ def _merge_fragments(index: int, fragments: list[ToolCall]) -> ToolCall:
 
 
 INLINE_IMAGE_BYTES = 5 * 1024 * 1024
-"""The largest image a notebook view shows inline (a larger one is a placeholder)."""
+"""The largest image (or sound) a notebook view shows inline (a larger one is a
+placeholder)."""
 
 EVENT_INLINE_BYTES = 256 * 1024
 """The largest media an event's dict carries inline (:meth:`~agentkit.AgentEvent.to_dict`,
@@ -1067,8 +1068,8 @@ def describe_part(part: ContentPart) -> str:
 
 
 def _part_html_lines(part: ContentPart) -> list[tuple[str, str]]:
-    """A ``media`` line saying what the part is, then (an image) an ``image`` line holding
-    the URL the notebook shows it from."""
+    """A ``media`` line saying what the part is, then (an image, a sound) an ``image`` or
+    ``audio`` line holding the URL the notebook shows or plays it from."""
     lines = [("media", describe_part(part))]
     if type(part) is ImagePart:
         if part.url is not None:
@@ -1076,6 +1077,9 @@ def _part_html_lines(part: ContentPart) -> list[tuple[str, str]]:
         elif part.data is not None and len(part.data) <= INLINE_IMAGE_BYTES:
             encoded = base64.b64encode(part.data).decode("ascii")
             lines.append(("image", f"data:{part.media_type};base64,{encoded}"))
+    elif type(part) is AudioPart and len(part.data) <= INLINE_IMAGE_BYTES:
+        encoded = base64.b64encode(part.data).decode("ascii")
+        lines.append(("audio", f"data:{part.media_type};base64,{encoded}"))
     return lines
 
 

@@ -482,3 +482,10 @@ def test_a_raw_content_array_never_reaches_a_conversation_store(tmp_path: Path) 
     runner.invoke([Message.from_dict({"role": "user", "content": raw})], with_conversation_id("c"))
     runner.invoke("again", with_conversation_id("c"))  # loads the stored turn
     assert store.load("c")[0].parts == (TextPart("hi"), ImagePart(url="https://example.com/a.png"))
+
+
+def test_the_notebook_view_plays_a_sound_and_the_text_view_names_it() -> None:
+    message = Message(Role.ASSISTANT, parts=["Listen:", AudioPart(wav(), media_type="audio/wav")])
+    html = message._repr_html_()
+    assert '<audio controls src="data:audio/wav;base64,' + base64.b64encode(wav()).decode() in html
+    assert f"[audio audio/wav, {len(wav())} bytes]" in html
