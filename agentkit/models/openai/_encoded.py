@@ -11,7 +11,11 @@ import threading
 import weakref
 from collections.abc import Sequence
 
-from agentkit.models.openai._wire import attachments_bytes, media_parts, message_bytes
+from agentkit.models.openai._wire import (
+    attachment_items,
+    attachments_bytes,
+    message_bytes,
+)
 from agentkit.schema import Message, Role
 
 __all__: list[str] = []
@@ -23,13 +27,17 @@ MAX_BYTES = 64 * 1024 * 1024
 class _Entry:
     """The encoding of one message, and the content it was made from."""
 
-    __slots__ = ("content", "data", "ref")
+    __slots__ = ("attachments", "content", "data", "ref")
 
     def __init__(self, message: Message) -> None:
         # The content first, the encoding after: should another thread assign it in
         # between, the entry records the older text and is not used again (never stale).
         self.content: str = message.content
         self.data = message_bytes(message)
+        # A tool message's media, for the user message after its turn (b"" for most).
+        self.attachments = (
+            attachment_items(message) if message.parts and message.role is Role.TOOL else b""
+        )
         self.ref: weakref.ref[Message] | None = None
 
 
@@ -102,8 +110,17 @@ class EncodedMessages:
         return result
 
     def _attach(self, turn: list[Message], result: list[bytes]) -> None:
-        if any(media_parts(message) for message in turn):
-            result.append(attachments_bytes(turn))
+        # The entries were made (or found) by encode() just before: each message's media
+        # are encoded once, however many calls send the conversation again.
+        get = self._entries.get
+        items = [
+            entry.attachments
+            if (entry := get(id(message))) is not None
+            else attachment_items(message)
+            for message in turn
+        ]
+        if any(items):
+            result.append(attachments_bytes(items))
         turn.clear()
 
     def clear(self) -> None:
@@ -114,7 +131,7 @@ class EncodedMessages:
 
     def _add(self, message: Message) -> bytes:
         entry = _Entry(message)
-        if message.role is Role.TOOL and message.parts and media_parts(message):
+        if entry.attachments:
             self._attaching = True
         key = id(message)
         entries = self._entries

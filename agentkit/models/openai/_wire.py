@@ -171,18 +171,22 @@ def tool_content(message: Message) -> str:
     return f"{message.content}\n{note}" if message.content else note
 
 
-def attachments_bytes(tool_messages: Sequence[Message]) -> bytes:
-    """The request JSON of the user message that carries the media of ``tool_messages``."""
-    content: list[dict[str, Any]] = []
-    for message in tool_messages:
-        media = media_parts(message)
-        if media:
-            name = f" ({message.tool_name})" if message.tool_name else ""
-            content.append(
-                {"type": "text", "text": f"Attachments of tool call {message.tool_call_id}{name}:"}
-            )
-            content.extend(content_part(part) for part in media)
-    return _encode_json({"role": "user", "content": content}).encode()
+def attachment_items(message: Message) -> bytes:
+    """The content items (JSON, comma-separated, no brackets) that carry a tool message's
+    media in the user message after its turn: a line naming the call, then the media
+    (``b""`` for a tool message without media)."""
+    media = media_parts(message)
+    if not media:
+        return b""
+    name = f" ({message.tool_name})" if message.tool_name else ""
+    header = {"type": "text", "text": f"Attachments of tool call {message.tool_call_id}{name}:"}
+    return _encode_json([header, *(content_part(part) for part in media)]).encode()[1:-1]
+
+
+def attachments_bytes(items: Sequence[bytes]) -> bytes:
+    """The request JSON of the user message made of ``attachment_items`` (empty ones
+    skipped)."""
+    return b'{"role":"user","content":[' + b",".join(item for item in items if item) + b"]}"
 
 
 def _call_dict(call: ToolCall) -> dict[str, Any]:
