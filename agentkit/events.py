@@ -380,7 +380,7 @@ class AgentEvent:
 
         The message's media larger than :data:`~agentkit.schema.EVENT_INLINE_BYTES` are
         references (their size and SHA-256), not data: what goes to a browser or a run log
-        never carries large media (see :func:`~agentkit.schema.part_to_dict`).
+        never carries large media (see :meth:`Message.to_dict <agentkit.Message.to_dict>`).
         """
         data: dict[str, Any] = {
             "agent_name": self.agent_name,

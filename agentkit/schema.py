@@ -43,9 +43,7 @@ __all__ = [
     "ensure_message_id",
     "media_tokens",
     "message_id",
-    "part_from_dict",
     "part_limits",
-    "part_to_dict",
     "set_part_limits",
     "system_message",
     "tool_message",
@@ -488,15 +486,10 @@ def _text_of(parts: tuple[ContentPart, ...]) -> str:
     return "".join([part.text for part in parts if type(part) is TextPart])
 
 
-def part_to_dict(part: ContentPart, *, max_inline_bytes: int | None = None) -> dict[str, Any]:
+def _part_to_dict(part: ContentPart, *, max_inline_bytes: int | None = None) -> dict[str, Any]:
     """The JSON-safe dict of a part (``Message.to_dict``'s ``"parts"`` items); bytes as
-    base64 text.
-
-    With ``max_inline_bytes``, data larger than that is left out: the dict says its
-    ``size`` and ``sha256`` instead (and ``"omitted": true``), a reference the receiver can
-    match with the part it gets elsewhere. :meth:`~agentkit.AgentEvent.to_dict` does this,
-    so an event stream (SSE, Redis) never carries large media (see the media guide).
-    """
+    base64 text, or (over ``max_inline_bytes``) a reference: ``"omitted": true``, ``size``
+    and ``sha256``."""
     if type(part) is TextPart:
         return {"type": "text", "text": part.text}
     assert not isinstance(part, TextPart)
@@ -523,8 +516,8 @@ def part_to_dict(part: ContentPart, *, max_inline_bytes: int | None = None) -> d
     return data
 
 
-def part_from_dict(data: Any, index: int = 0) -> ContentPart:
-    """The part of a :func:`part_to_dict` dict."""
+def _part_from_dict(data: Any, index: int = 0) -> ContentPart:
+    """The part of a :func:`_part_to_dict` dict."""
     if not isinstance(data, dict):
         raise ContentPartError(f"part {index} is a {type(data).__name__}, not a dict")
     kind = data.get("type")
@@ -735,8 +728,12 @@ class Message:
     def to_dict(self, *, max_inline_bytes: int | None = None) -> dict[str, Any]:
         """Return a JSON-safe dict in the OpenAI message shape (empty fields left out).
 
-        ``content`` is the text; a message with parts also has ``"parts"`` (see
-        :func:`part_to_dict`; with ``max_inline_bytes``, larger media are references).
+        ``content`` is the text; a message with parts also has ``"parts"``: one dict per part,
+        ``{"type": "text", "text": ...}`` or ``{"type": "image" | "file" | "audio", "data":
+        <base64>, "url": ..., "media_type": ..., "detail": ..., "filename": ...}`` (the fields
+        it has). With ``max_inline_bytes``, media larger than that leave their ``data`` out
+        and carry ``"omitted": true``, their ``size`` and ``sha256`` instead: a reference for
+        event streams, which :meth:`from_dict` cannot build a part from.
         """
         data: dict[str, Any] = {"role": self.role.value, "content": self.content}
         if self.tool_calls:
@@ -765,7 +762,7 @@ class Message:
             data["extra"] = dict(self.extra)
         if self.parts:
             data["parts"] = [
-                part_to_dict(part, max_inline_bytes=max_inline_bytes) for part in self.parts
+                _part_to_dict(part, max_inline_bytes=max_inline_bytes) for part in self.parts
             ]
         return data
 
@@ -796,7 +793,7 @@ class Message:
             response_meta=response_meta,
             extra=dict(data.get("extra") or {}),
             parts=tuple(
-                part_from_dict(part, index) for index, part in enumerate(data.get("parts") or ())
+                _part_from_dict(part, index) for index, part in enumerate(data.get("parts") or ())
             ),
         )
 
