@@ -489,3 +489,23 @@ def test_the_notebook_view_plays_a_sound_and_the_text_view_names_it() -> None:
     html = message._repr_html_()
     assert '<audio controls src="data:audio/wav;base64,' + base64.b64encode(wav()).decode() in html
     assert f"[audio audio/wav, {len(wav())} bytes]" in html
+
+
+def test_an_approved_tool_call_returns_its_media_and_invoke_keeps_the_text_form() -> None:
+    from agentkit import tool, with_approval, with_checkpoint_id
+    from agentkit.checkpoint import InMemoryCheckPointStore
+    from agentkit.testing import call, calls_message
+
+    @tool
+    def capture() -> list[object]:
+        """Capture the screen."""
+        return ["Screen:", ImagePart(PNG)]
+
+    assert capture.invoke("") == f"Screen:\n[image image/png, {len(PNG)} bytes]"
+    model = ScriptedChatModel([calls_message(call("capture", {})), "A red dot."])
+    agent = ChatModelAgent("a", "captures", model, tools=[with_approval(capture)])
+    runner = Runner(agent, checkpoint_store=InMemoryCheckPointStore())
+    stopped = list(runner.query("capture it", with_checkpoint_id("c")))
+    point = stopped[-1].action.interrupted.contexts[0]  # type: ignore[union-attr]
+    list(runner.resume("c", targets={point.id: True}))
+    assert model.calls[-1].messages[-1].parts == (TextPart("Screen:"), ImagePart(PNG))

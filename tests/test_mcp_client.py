@@ -92,22 +92,25 @@ PICTURE = bytes.fromhex(
 
 
 def test_an_image_becomes_an_image_part(client: MCPClient) -> None:
-    assert by_name(client)["picture"].invoke("") == (ImagePart(PICTURE, media_type="image/png"),)
+    picture = by_name(client)["picture"]
+    assert picture.invoke_content("") == (ImagePart(PICTURE, media_type="image/png"),)
+    # The text form, for code that wants text, is a placeholder with type and size.
+    assert picture.invoke("") == "[image/png, 70 bytes]"
 
 
-def test_images_and_text_keep_their_order(client: MCPClient) -> None:
-    parts = by_name(client)["pictures"].invoke('{"count": 3}')
+def test_several_images_are_several_parts(client: MCPClient) -> None:
+    parts = by_name(client)["pictures"].invoke_content('{"count": 3}')
     assert parts == (ImagePart(PICTURE),) * 3
 
 
 def test_a_server_sending_10000_images_is_refused_with_a_clear_error(client: MCPClient) -> None:
     with pytest.raises(ToolError, match=r"returned 10000 content blocks, over the limit of 100"):
-        by_name(client)["pictures"].invoke('{"count": 10000}')
+        by_name(client)["pictures"].invoke_content('{"count": 10000}')
 
 
 def test_a_broken_image_from_a_server_is_refused_with_a_clear_error(client: MCPClient) -> None:
     with pytest.raises(ToolError, match=r"content block 0 \(image\) is refused: .*IEND"):
-        by_name(client)["broken_picture"].invoke("")
+        by_name(client)["broken_picture"].invoke_content("")
 
 
 def test_invalid_json_arguments_raise_a_tool_arguments_error(client: MCPClient) -> None:

@@ -67,7 +67,7 @@ from agentkit.middleware import AgentContext, AgentMiddleware, ModelCallable, Mo
 from agentkit.schema import FunctionCall, Message, Role, TokenUsage, ToolCall, tool_message
 from agentkit.streams import concat_message_stream, stream_from_iterator
 from agentkit.tools._unfinished import UnfinishedToolCall, unfinished_decision
-from agentkit.tools.base import BaseTool, ToolCallInfo, is_idempotent
+from agentkit.tools.base import BaseTool, ContentTool, ToolCallInfo, is_idempotent
 from agentkit.tools.function import FunctionTool
 
 if TYPE_CHECKING:
@@ -1323,7 +1323,10 @@ class ReactRun:
             event = _message_event(None, for_user, Role.TOOL, name, call_frame.action)
             put(ToolItem(index, event=event))
             return concat_message_stream(for_history)
-        result = tool.invoke(call.function.arguments, **self.tool_options)  # type: ignore[attr-defined]
+        if isinstance(tool, ContentTool):  # its result may hold images, files, sounds
+            result: Any = tool.invoke_content(call.function.arguments, **self.tool_options)
+        else:
+            result = tool.invoke(call.function.arguments, **self.tool_options)  # type: ignore[attr-defined]
         if isinstance(result, tuple):  # content parts (text, images, files, sounds)
             return Message(Role.TOOL, tool_call_id=call.id, tool_name=name, parts=result)
         if not isinstance(result, str):

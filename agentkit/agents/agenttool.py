@@ -25,6 +25,7 @@ from agentkit.events import (
     gen_transfer_messages,
 )
 from agentkit.schema import ContentPart, Message, Role, TextPart, ToolInfo, user_message
+from agentkit.tools._function_tool import content_text
 
 __all__ = ["AgentTool"]
 
@@ -149,7 +150,12 @@ class AgentTool:
     def __repr__(self) -> str:
         return f"AgentTool({self._agent!r})"
 
-    def invoke(self, arguments: str, **tool_options: Any) -> str | tuple[ContentPart, ...]:
+    def invoke(self, arguments: str, **tool_options: Any) -> str:
+        """Run the inner agent and return the text of its last message (its images, files
+        and sounds as placeholder lines; agents use :meth:`invoke_content`)."""
+        return content_text(self.invoke_content(arguments, **tool_options))
+
+    def invoke_content(self, arguments: str, **tool_options: Any) -> str | tuple[ContentPart, ...]:
         """Run the inner agent and return its last message: its text, or its parts when it
         has images, files or sounds (the caller's model then receives them too)."""
         frame = current_frame()

@@ -17,7 +17,7 @@ from agentkit._persist import persisted
 from agentkit._runctx import current_frame, use_frame
 from agentkit.errors import ResumeError, ToolArgumentsError
 from agentkit.schema import ContentPart, ToolInfo
-from agentkit.tools.base import BaseTool
+from agentkit.tools.base import BaseTool, ContentTool
 
 if TYPE_CHECKING:
     from agentkit.streams import StreamReader
@@ -225,15 +225,24 @@ class ApprovalTool:
 
 
 class _InvokableApprovalTool(ApprovalTool):
-    def invoke(self, arguments: str, **tool_options: Any) -> str | tuple[ContentPart, ...]:
+    def invoke(self, arguments: str, **tool_options: Any) -> str:
         """Ask for approval, then run the wrapped tool (or return the rejection)."""
         decision = self._decide(arguments)
         if decision.arguments is None:
             return decision.rejection
         with running(decision):
-            invoke = self._tool.invoke  # type: ignore[attr-defined]
-            result: str | tuple[ContentPart, ...] = invoke(decision.arguments, **tool_options)
+            result: str = self._tool.invoke(decision.arguments, **tool_options)  # type: ignore[attr-defined]
         return result
+
+    def invoke_content(self, arguments: str, **tool_options: Any) -> str | tuple[ContentPart, ...]:
+        """As :meth:`invoke`, with the wrapped tool's media (when it is a content tool)."""
+        if not isinstance(self._tool, ContentTool):
+            return self.invoke(arguments, **tool_options)
+        decision = self._decide(arguments)
+        if decision.arguments is None:
+            return decision.rejection
+        with running(decision):
+            return self._tool.invoke_content(decision.arguments, **tool_options)
 
 
 class _StreamableApprovalTool(ApprovalTool):

@@ -28,6 +28,7 @@ from agentkit.schema import (
     Role,
     TextPart,
     ToolInfo,
+    describe_part,
 )
 from agentkit.streams import StreamReader, stream_from_iterator
 from agentkit.throttle import ConcurrencyLimiter, Slot
@@ -223,7 +224,18 @@ class FunctionTool(Generic[P, R]):
         """Return the name, description and JSON Schema parameters (a fresh copy each time)."""
         return ToolInfo(self._name, self._description, copy.deepcopy(self._parameters))
 
-    def invoke(self, arguments: str, **tool_options: Any) -> str | tuple[ContentPart, ...]:
+    def invoke(self, arguments: str, **tool_options: Any) -> str:
+        """Run the function with the model's JSON arguments and return its result as text
+        (a result holding images, files or sounds: its text, then a placeholder line per
+        medium, such as ``[image image/png, 70 bytes]``; agents use :meth:`invoke_content`).
+
+        Raises:
+            ToolArgumentsError: the arguments are not valid JSON or do not match the parameters.
+            ToolError: the result cannot be encoded as JSON.
+        """
+        return content_text(self.invoke_content(arguments, **tool_options))
+
+    def invoke_content(self, arguments: str, **tool_options: Any) -> str | tuple[ContentPart, ...]:
         """Run the function with the model's JSON arguments and return its result as text,
         or as parts when it returned a part or a list holding parts (a ``str`` in that list
         is a :class:`~agentkit.TextPart`, any other item its JSON text).
@@ -410,6 +422,16 @@ _ENCODABLE = (
 
 
 _PART_TYPES = (TextPart, ImagePart, FilePart, AudioPart)
+
+
+def content_text(content: str | tuple[ContentPart, ...]) -> str:
+    """The text form of a tool's content: its text parts, then a placeholder line per
+    image, file or sound."""
+    if isinstance(content, str):
+        return content
+    text = "".join(part.text for part in content if isinstance(part, TextPart))
+    media = [describe_part(part) for part in content if not isinstance(part, TextPart)]
+    return "\n".join([text, *media] if text else media)
 
 
 def _encode_parts(name: str, result: Any) -> tuple[ContentPart, ...]:

@@ -2,7 +2,8 @@
 
 A tool describes itself with :meth:`BaseTool.info` (name, description, JSON Schema of its
 parameters) and runs with the JSON arguments a model sent, either in one piece
-(:meth:`InvokableTool.invoke`) or as a stream of text chunks (:meth:`StreamableTool.stream`).
+(:meth:`InvokableTool.invoke`) or as a stream of text chunks (:meth:`StreamableTool.stream`);
+a :class:`ContentTool` returns images, files and sounds too (:meth:`ContentTool.invoke_content`).
 A tool may implement both; the agent uses whichever suits the way it runs.
 
 Any object with these methods is a tool (structural typing); :func:`~agentkit.tools.tool` turns a
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BaseTool",
+    "ContentTool",
     "DeclaresIdempotency",
     "InvokableTool",
     "StreamableTool",
@@ -74,16 +76,34 @@ class BaseTool(Protocol):
 
 @runtime_checkable
 class InvokableTool(BaseTool, Protocol):
-    """A tool that runs with the model's JSON arguments and returns its whole result: as
-    text, or as content parts (text and images, files or sounds)."""
+    """A tool that runs with the model's JSON arguments and returns its whole result as text."""
 
-    def invoke(self, arguments: str, **tool_options: Any) -> str | tuple[ContentPart, ...]:
+    def invoke(self, arguments: str, **tool_options: Any) -> str:
         """Run the tool.
 
-        Returns the result as text, or as a tuple of :class:`~agentkit.TextPart`,
-        :class:`~agentkit.ImagePart`, :class:`~agentkit.FilePart` and
-        :class:`~agentkit.AudioPart` (the tool message's ``parts``; see the media guide for
-        how a model whose wire cannot carry media in a tool result still sees them).
+        Args:
+            arguments: the JSON object text the model sent (``""`` means no arguments).
+            **tool_options: implementation-specific options passed through by the agent.
+        """
+        ...
+
+
+@runtime_checkable
+class ContentTool(InvokableTool, Protocol):
+    """An invokable tool whose result may hold images, files or sounds.
+
+    An agent runs it with :meth:`invoke_content` and puts what it returns in the tool
+    message (its ``parts`` for a tuple); :meth:`~InvokableTool.invoke` stays the text form,
+    for code that wants text. Function tools, MCP tools and agent tools are content tools.
+    """
+
+    def invoke_content(
+        self, arguments: str, **tool_options: Any
+    ) -> str | tuple[ContentPart, ...]:
+        """Run the tool; return its result as text, or as a tuple of
+        :class:`~agentkit.TextPart`, :class:`~agentkit.ImagePart`,
+        :class:`~agentkit.FilePart` and :class:`~agentkit.AudioPart` (see the media guide
+        for how a model whose wire cannot carry media in a tool result still sees them).
 
         Args:
             arguments: the JSON object text the model sent (``""`` means no arguments).
