@@ -400,6 +400,10 @@ class StreamingFunctionTool(FunctionTool[P, R]):
         """Run the generator to its end and return all chunks joined."""
         return "".join(self.stream(arguments))
 
+    def invoke_content(self, arguments: str, **tool_options: Any) -> str:
+        """As :meth:`invoke`: a streaming tool's chunks are text."""
+        return "".join(self.stream(arguments))
+
 
 def _encode_chunks(name: str, items: Iterator[Any]) -> Iterator[str]:
     try:
