@@ -31,7 +31,9 @@ STYLES = {
         "margin: 4px 0"
     ),
     "error": LINE + "; color: #b00020",
+    "media": LINE + "; font-style: italic",
 }
+IMAGE = "max-width: 480px; max-height: 480px; margin: 4px 0; display: block"
 
 
 def escape(value: Any) -> str:
@@ -57,10 +59,31 @@ def line(kind: str, text: str) -> str:
     return f'<div class="agentkit-{kind}" style="{STYLES[kind]}">{escape(text)}</div>'
 
 
+def image(src: str) -> str:
+    """An inline image from ``src`` (a ``data:`` URL or an ``http(s)`` URL)."""
+    return f'<img src="{html.escape(src, quote=True)}" style="{IMAGE}">'
+
+
+def audio(src: str) -> str:
+    """An audio player for ``src`` (a ``data:`` URL)."""
+    return f'<audio controls src="{html.escape(src, quote=True)}" style="margin: 4px 0"></audio>'
+
+
+def media(kind: str, text: str) -> str:
+    """The HTML of an ``image`` or ``audio`` line (the URL it holds shown as media)."""
+    return image(text) if kind == "image" else audio(text)
+
+
 def render(lines: list[tuple[str, str]], who: str) -> str:
-    """HTML of (kind, text) lines; ``speech`` lines are said by ``who``."""
+    """HTML of (kind, text) lines; ``speech`` lines are said by ``who``, ``image`` and
+    ``audio`` lines show the media at the URL they hold."""
     return "".join(
-        speech(who, text) if kind == "speech" else line(kind, text) for kind, text in lines
+        speech(who, text)
+        if kind == "speech"
+        else media(kind, text)
+        if kind in ("image", "audio")
+        else line(kind, text)
+        for kind, text in lines
     )
 
 

@@ -32,7 +32,14 @@ import attrs
 
 from agentkit.middleware import AgentMiddleware, ModelState
 from agentkit.models.base import ChatModel
-from agentkit.schema import Message, Role, system_message, user_message
+from agentkit.schema import (
+    Message,
+    Role,
+    TextPart,
+    media_tokens,
+    system_message,
+    user_message,
+)
 
 __all__ = [
     "SUMMARY_INSTRUCTION",
@@ -57,13 +64,17 @@ _SUMMARY_PREFIX = "Summary of the earlier conversation:\n"
 
 
 def approximate_tokens(messages: Sequence[Message]) -> int:
-    """A cheap estimate: about four characters a token, plus a few tokens a message."""
+    """A cheap estimate: about four characters a token, plus a few tokens a message; images,
+    files and sounds as :func:`~agentkit.schema.media_tokens` counts them (not their bytes)."""
     characters = 0
+    media = 0
     for message in messages:
         characters += len(message.content)
         for call in message.tool_calls:
             characters += len(call.function.name) + len(call.function.arguments)
-    return characters // 4 + 4 * len(messages)
+        if message.parts:
+            media += media_tokens(message)
+    return characters // 4 + 4 * len(messages) + media
 
 
 class SummarizationMiddleware(AgentMiddleware):
@@ -160,7 +171,15 @@ class ToolResultReductionMiddleware(AgentMiddleware):
                 continue
             note = f"[tool result of {length:,} characters, cut to save context]"
             content = note if self.drop else f"{message.content[: self.max_chars]}\n{note}"
-            messages[index] = attrs.evolve(message, content=content)
+            if message.parts:  # the media stay, unless the whole result is dropped
+                media = (
+                    () if self.drop else tuple(p for p in message.parts if type(p) is not TextPart)
+                )
+                messages[index] = attrs.evolve(
+                    message, content="", parts=(TextPart(content), *media)
+                )
+            else:
+                messages[index] = attrs.evolve(message, content=content)
             changed = True
         if changed:
             state.messages = messages

@@ -14,7 +14,7 @@ from typing import Any, Protocol, TextIO
 
 from agentkit import _html
 from agentkit.events import AgentAction, AgentEvent, MessageVariant, _event_html_lines
-from agentkit.schema import Message, Role
+from agentkit.schema import Message, Role, TextPart, describe_part
 
 __all__ = [
     "live",
@@ -119,12 +119,21 @@ def _print_output(variant: MessageVariant, out: TextIO) -> None:
             out.write("\n")
         message = variant.get_message() if chunks else None
         if message is not None:
+            _print_media(message, out)
             _print_calls(message, out)
         return
     message = variant.get_message()
     if message.content or variant.role is Role.TOOL:
         out.write(f"{_label(variant)}{message.content}\n")
+    _print_media(message, out)
     _print_calls(message, out)
+
+
+def _print_media(message: Message, out: TextIO) -> None:
+    """A placeholder line per image, file or sound: its kind, type and size, never bytes."""
+    for part in message.parts:
+        if type(part) is not TextPart:
+            out.write(f"   {describe_part(part)}\n")
 
 
 def _label(variant: MessageVariant) -> str:
@@ -238,7 +247,11 @@ class _Transcript:
 
     def _repr_html_(self) -> str:
         body = "".join(
-            _html.speech(who, text) if kind == "speech" else _html.line(kind, text)
+            _html.speech(who, text)
+            if kind == "speech"
+            else _html.media(kind, text)
+            if kind in ("image", "audio")
+            else _html.line(kind, text)
             for kind, who, text in self.lines
         )
         state = "" if self.done else f'<div style="{_html.LINE}">running\u2026</div>'
@@ -246,7 +259,9 @@ class _Transcript:
 
     def __repr__(self) -> str:
         rows = [
-            f"{who}: {text}" if kind == "speech" else f"  {text}" for kind, who, text in self.lines
+            f"{who}: {text}" if kind == "speech" else f"  {text}"
+            for kind, who, text in self.lines
+            if kind not in ("image", "audio")  # the "media" line before says what it is
         ]
         if not self.done:
             rows.append("  running...")

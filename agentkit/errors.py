@@ -15,6 +15,7 @@ exception says the same thing, the agentkit error subclasses it too, so existing
     ├── ResumeError
     ├── AgentCancelledError
     ├── OutputValidationError (ValueError)
+    ├── ContentPartError (ValueError)
     ├── SharedLimitError
     │   ├── SlotTimeoutError (TimeoutError)
     │   └── SharedLimitUnavailableError (ConnectionError)
@@ -74,6 +75,7 @@ __all__ = [
     "CheckpointConsumedError",
     "CheckpointError",
     "CheckpointNotFoundError",
+    "ContentPartError",
     "ConversationBusyError",
     "ConversationError",
     "ConversationRecordError",
@@ -257,6 +259,17 @@ class OutputValidationError(AgentKitError, ValueError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (str(self),), {"agent_name": self.agent_name})
+
+
+class ContentPartError(AgentKitError, ValueError):
+    """A content part (an image, a file, a sound) or a message's parts cannot be used.
+
+    Raised when a part is built or a message is given its parts: bytes over the size cap or
+    more parts than a message may hold (see :class:`~agentkit.schema.PartLimits`), bytes that
+    are not what the media type says (a truncated PNG, an executable called an image), a URL
+    a model server must not be asked to fetch (``file://``, private and metadata hosts), or
+    content that is not text or parts. The message names the part and says how to fix it.
+    """
 
 
 class SharedLimitError(AgentKitError):

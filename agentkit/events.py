@@ -22,7 +22,13 @@ from agentkit._transfer_messages import (
     gen_transfer_messages,
     transfer_result_text,
 )
-from agentkit.schema import Message, Role, _json_safe, _message_html_lines
+from agentkit.schema import (
+    EVENT_INLINE_BYTES,
+    Message,
+    Role,
+    _json_safe,
+    _message_html_lines,
+)
 from agentkit.streams import StreamReader, _concatenated, concat_message_stream, stream_from_list
 
 if TYPE_CHECKING:
@@ -370,7 +376,12 @@ class AgentEvent:
         return _html.render(_event_html_lines(self), self.agent_name or "agent")
 
     def to_dict(self) -> dict[str, Any]:
-        """Return a JSON-safe dict: streams materialized, the error as type and message."""
+        """Return a JSON-safe dict: streams materialized, the error as type and message.
+
+        The message's media larger than :data:`~agentkit.schema.EVENT_INLINE_BYTES` are
+        references (their size and SHA-256), not data: what goes to a browser or a run log
+        never carries large media (see :meth:`Message.to_dict <agentkit.Message.to_dict>`).
+        """
         data: dict[str, Any] = {
             "agent_name": self.agent_name,
             "run_path": [str(step) for step in self.run_path],
@@ -380,7 +391,9 @@ class AgentEvent:
             variant = self.output.message_output
             if variant is not None:
                 try:
-                    output["message"] = variant.get_message().to_dict()
+                    output["message"] = variant.get_message().to_dict(
+                        max_inline_bytes=EVENT_INLINE_BYTES
+                    )
                 except Exception as error:  # a stream that failed: report, don't raise
                     output["stream_error"] = {"type": type(error).__name__, "message": str(error)}
                 output["role"] = variant.role.value

@@ -68,7 +68,7 @@ from agentkit.events import (
 )
 from agentkit.limits import RunLimits
 from agentkit.results import RunIterator, RunOutcome, RunResult
-from agentkit.schema import Message, user_message
+from agentkit.schema import ContentPart, Message, _input_messages
 from agentkit.streams import stream_from_list
 
 if TYPE_CHECKING:
@@ -174,14 +174,16 @@ class Runner:
 
     def invoke(
         self,
-        query: str | Sequence[Message],
+        query: str | Message | Sequence[Message | str | ContentPart],
         *options: AgentRunOption,
         on_event: Callable[[AgentEvent], object] | None = None,
         raise_errors: bool = True,
     ) -> RunResult:
         """Run the agent to its end in this thread and return the :class:`~agentkit.RunResult`.
 
-        ``query`` is a user message's text or a list of messages. The result is the same as
+        ``query`` is a user message's text, a :class:`~agentkit.Message`, a list of messages,
+        or a list of text and parts (one user message: ``["What is this?", ImagePart(png)]``,
+        see :func:`~agentkit.user_message`). The result is the same as
         ``run(...).result()``, but the run goes on in the calling thread, with no worker
         thread handing each event over::
 
@@ -214,14 +216,23 @@ class Runner:
                 the one ``on_event`` raised; an interrupted run returns normally, with
                 ``result.interrupt`` and ``result.checkpoint_id`` set.
         """
-        messages = [user_message(query)] if isinstance(query, str) else query
+        messages = _input_messages(query, "Runner.invoke")
         # Nobody reads the events through an iterator: the run goes on in this thread.
         run = self._run(messages, options, inline=True, on_event=on_event)
         return run.result(raise_errors=raise_errors)
 
-    def query(self, text: str, *options: AgentRunOption) -> RunIterator:
-        """Run the agent on one user message ``text``; see :meth:`run`."""
-        return self.run([user_message(text)], *options)
+    def query(
+        self, text: str | Message | Sequence[str | ContentPart], *options: AgentRunOption
+    ) -> RunIterator:
+        """Run the agent on one user message; see :meth:`run`.
+
+        ``text`` is the message's text, a :class:`~agentkit.Message`, or a list of text and
+        parts (``["Describe this", ImagePart(png)]``, see :func:`~agentkit.user_message`).
+
+        Raises:
+            TypeError: ``text`` is none of these.
+        """
+        return self.run(_input_messages(text, "Runner.query"), *options)
 
     def run(self, messages: Sequence[Message], *options: AgentRunOption) -> RunIterator:
         """Run the agent on ``messages`` in a worker thread; returns the event iterator at once.
@@ -251,6 +262,12 @@ class Runner:
             raise TypeError(
                 "run() takes a list of messages; use query(text) for a single user message"
             )
+        for item in messages:
+            if not isinstance(item, Message):
+                raise TypeError(
+                    f"run() takes a list of Message objects (got a {type(item).__name__} in "
+                    "it); use query([...]) for one user message of text and parts"
+                )
         parsed = RunOptionSet(options) if options else NO_OPTIONS
         run_options = parsed.run
         turn: OpenTurn | None = None

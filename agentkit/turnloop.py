@@ -58,7 +58,17 @@ from agentkit.events import Agent, InterruptInfo
 from agentkit.options import with_cancel, with_checkpoint_id, with_conversation_id
 from agentkit.results import RunIterator, RunResult
 from agentkit.runner import Runner
-from agentkit.schema import Message, Role, tool_message, user_message
+from agentkit.schema import (
+    AudioPart,
+    FilePart,
+    ImagePart,
+    Message,
+    Role,
+    TextPart,
+    _input_messages,
+    tool_message,
+    user_message,
+)
 
 if TYPE_CHECKING:
     from agentkit.checkpoint import CheckPointStore, PickleSerializer
@@ -302,10 +312,12 @@ AgentFactory = Callable[[list[T]], "Agent | Runner"]
 def default_input(loop: TurnLoop[Any], items: list[Any]) -> TurnInput[Any]:
     """The default ``gen_input``: every item is taken, each as a message of the turn.
 
-    A ``str`` item becomes a user message; a :class:`~agentkit.Message` is used as it is.
+    A ``str`` item becomes a user message; a :class:`~agentkit.Message` is used as it is; a
+    part, or a list of ``str`` and parts, becomes one user message of those parts (see
+    :func:`~agentkit.user_message`).
 
     Raises:
-        TypeError: an item is neither (give the loop a ``gen_input`` for such items).
+        TypeError: an item is none of these (give the loop a ``gen_input`` for such items).
     """
     messages = []
     for item in items:
@@ -313,6 +325,10 @@ def default_input(loop: TurnLoop[Any], items: list[Any]) -> TurnInput[Any]:
             messages.append(item)
         elif isinstance(item, str):
             messages.append(user_message(item))
+        elif isinstance(item, (TextPart, ImagePart, FilePart, AudioPart)) or (
+            isinstance(item, (list, tuple)) and not any(isinstance(i, Message) for i in item)
+        ):
+            messages.extend(_input_messages(item, "TurnLoop"))
         else:
             raise TypeError(
                 f"the TurnLoop cannot make a message of a {type(item).__name__} item "

@@ -45,6 +45,8 @@ DOCUMENTED = {
     "ConversationError", "ConversationRecordError",
     # 15. wave-4 additions: durable steps and crashes
     "UnfinishedToolCall", "tool_call_key",
+    # 16. wave-5 additions: content parts
+    "TextPart", "ImagePart", "FilePart", "AudioPart", "ContentPartError",
     # 8. models (also in agentkit.models)
     "ChatModel", "ToolCallingChatModel", "ModelOptions", "OpenAIChatModel", "ScriptedChatModel",
     "ModelCall",

@@ -24,7 +24,8 @@ ROOT = Path(__file__).resolve().parent.parent / "agentkit"
 LAYERS: list[tuple[str, list[str]]] = [
     (
         "Data and primitives",
-        ["errors", "_persist", "_lazy", "_jsonable", "_yaml", "_aioloop", "schema", "_html", "_stream_base", "streams",
+        ["errors", "_persist", "_lazy", "_jsonable", "_yaml", "_aioloop", "_media", "schema", "_html",
+         "_stream_base", "streams",
          "iterators", "_spawn", "cancel", "_scope", "_ctrlc", "_transfer_messages", "limits",
          "_refresher"],
     ),

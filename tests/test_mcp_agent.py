@@ -13,6 +13,7 @@ from agentkit import (
     AgentEvent,
     CancelHandle,
     ChatModelAgent,
+    ImagePart,
     Message,
     Role,
     Runner,
@@ -40,6 +41,12 @@ def final_text(events: list[AgentEvent]) -> str:
     return output.message_output.get_message().content
 
 
+PICTURE = bytes.fromhex(
+    "89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c489"
+    "0000000d4944415478da63f8cfc0f01f0005000201e2d6e1c10000000049454e44ae426082"
+)
+
+
 def tool_messages(messages: list[Message]) -> dict[str, str]:
     return {m.tool_name: m.content for m in messages if m.role is Role.TOOL}
 
@@ -62,7 +69,9 @@ def test_a_chat_model_agent_calls_mcp_tools_through_the_runner(client: MCPClient
     assert told["box_add"].parameters["required"] == ["a", "b"]
     results = tool_messages(model.calls[1].messages)
     assert results["box_add"] == "42"
-    assert results["box_picture"] == "[image/png, 8 bytes]"
+    picture = next(m for m in model.calls[1].messages if m.tool_name == "box_picture")
+    assert picture.parts == (ImagePart(PICTURE, media_type="image/png"),)
+    assert results["box_picture"] == ""
     assert results["box_fail"].startswith("error from tool box_fail: ")
     assert "no route to Mars" in results["box_fail"]
 

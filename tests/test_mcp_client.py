@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from agentkit import InvokableTool, ToolArgumentsError, ToolError
+from agentkit import ImagePart, InvokableTool, ToolArgumentsError, ToolError
 from agentkit.mcp import (
     MCPClient,
     MCPClientClosedError,
@@ -85,8 +85,32 @@ def test_an_error_result_goes_back_as_text_marked_as_an_error(client: MCPClient)
     assert "disk full" in text
 
 
-def test_an_image_becomes_a_placeholder_with_type_and_size(client: MCPClient) -> None:
-    assert by_name(client)["picture"].invoke("") == "[image/png, 8 bytes]"
+PICTURE = bytes.fromhex(
+    "89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c489"
+    "0000000d4944415478da63f8cfc0f01f0005000201e2d6e1c10000000049454e44ae426082"
+)
+
+
+def test_an_image_becomes_an_image_part(client: MCPClient) -> None:
+    picture = by_name(client)["picture"]
+    assert picture.invoke_content("") == (ImagePart(PICTURE, media_type="image/png"),)
+    # The text form, for code that wants text, is a placeholder with type and size.
+    assert picture.invoke("") == "[image/png, 70 bytes]"
+
+
+def test_several_images_are_several_parts(client: MCPClient) -> None:
+    parts = by_name(client)["pictures"].invoke_content('{"count": 3}')
+    assert parts == (ImagePart(PICTURE),) * 3
+
+
+def test_a_server_sending_10000_images_is_refused_with_a_clear_error(client: MCPClient) -> None:
+    with pytest.raises(ToolError, match=r"returned 10000 content blocks, over the limit of 100"):
+        by_name(client)["pictures"].invoke_content('{"count": 10000}')
+
+
+def test_a_broken_image_from_a_server_is_refused_with_a_clear_error(client: MCPClient) -> None:
+    with pytest.raises(ToolError, match=r"content block 0 \(image\) is refused: .*IEND"):
+        by_name(client)["broken_picture"].invoke_content("")
 
 
 def test_invalid_json_arguments_raise_a_tool_arguments_error(client: MCPClient) -> None:

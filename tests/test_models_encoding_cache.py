@@ -77,6 +77,7 @@ def test_message_has_no_private_fields() -> None:
         "name",
         "response_meta",
         "extra",
+        "parts",
     ]
     assert [name for name in Message.__slots__ if name.startswith("_")] == ["__weakref__"]
 

@@ -48,3 +48,10 @@ def test_notebook_runs_in_a_real_kernel(monkeypatch: pytest.MonkeyPatch) -> None
     assert "Pay 120.00 EUR to ACME Corp? (yes/no)" in interrupt["data"]["text/html"]
     message = outputs[6][-1]["data"]
     assert "Done: paid 120.00 EUR to ACME Corp" in message["text/html"]
+    # A message with an image shows it inline; its text form shows a size, never the bytes.
+    question = outputs[7][0]["data"]
+    assert '<img src="data:image/png;base64,iVBORw0KGgo' in question["text/html"]
+    assert "Describe this chart." in question["text/html"]
+    assert "ImagePart(data=<" in question["text/plain"] and "base64" not in question["text/plain"]
+    described = outputs[8][-1]["data"]["text/plain"]
+    assert "image/png image of 64 x 48 pixels" in described

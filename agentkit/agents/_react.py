@@ -68,7 +68,7 @@ from agentkit.middleware import AgentContext, AgentMiddleware, ModelCallable, Mo
 from agentkit.schema import FunctionCall, Message, Role, TokenUsage, ToolCall, tool_message
 from agentkit.streams import concat_message_stream, stream_from_iterator
 from agentkit.tools._unfinished import UnfinishedToolCall, unfinished_decision
-from agentkit.tools.base import BaseTool, ToolCallInfo, is_idempotent
+from agentkit.tools.base import BaseTool, ContentTool, ToolCallInfo, is_idempotent
 from agentkit.tools.function import FunctionTool
 
 if TYPE_CHECKING:
@@ -1324,10 +1324,30 @@ class ReactRun:
             event = _message_event(None, for_user, Role.TOOL, name, call_frame.action)
             put(ToolItem(index, event=event))
             return concat_message_stream(for_history)
-        result = tool.invoke(call.function.arguments, **self.tool_options)  # type: ignore[attr-defined]
+        if _is_content_tool(tool):  # its result may hold images, files, sounds
+            result: Any = tool.invoke_content(call.function.arguments, **self.tool_options)  # type: ignore[attr-defined]
+        else:
+            result = tool.invoke(call.function.arguments, **self.tool_options)  # type: ignore[attr-defined]
+        if isinstance(result, tuple):  # content parts (text, images, files, sounds)
+            return Message(Role.TOOL, tool_call_id=call.id, tool_name=name, parts=result)
         if not isinstance(result, str):
-            raise TypeError(f"tool {name!r} returned {type(result).__name__}, not str")
+            raise TypeError(
+                f"tool {name!r} returned {type(result).__name__}, not str or a tuple of parts"
+            )
         return tool_message(result, call.id, name)
+
+
+_CONTENT_TOOL_TYPES: dict[type, bool] = {}
+
+
+def _is_content_tool(tool: BaseTool) -> bool:
+    """Whether ``tool`` is a :class:`~agentkit.tools.ContentTool`, decided once per class (a
+    protocol ``isinstance`` check costs about 20 us, a tool call should not)."""
+    kind = type(tool)
+    known = _CONTENT_TOOL_TYPES.get(kind)
+    if known is None:
+        known = _CONTENT_TOOL_TYPES[kind] = isinstance(tool, ContentTool)
+    return known
 
 
 _QUOTED_FAILURES = 3

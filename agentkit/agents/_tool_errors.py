@@ -26,7 +26,7 @@ from agentkit.errors import (
     ToolNotFoundError,
     ToolTimeoutError,
 )
-from agentkit.schema import Message, ToolCall
+from agentkit.schema import Message, TextPart, ToolCall
 from agentkit.tools.base import ToolCallInfo
 
 __all__ = ["ToolErrorPolicy", "ToolExceptionHandler"]
@@ -62,9 +62,7 @@ class ToolErrorPolicy:
     ) -> ToolErrorPolicy:
         """Validate the ``ChatModelAgent`` arguments and build the policy."""
         if not isinstance(recover, bool):
-            raise AgentConfigError(
-                f"recover_tool_errors must be True or False (got {recover!r})"
-            )
+            raise AgentConfigError(f"recover_tool_errors must be True or False (got {recover!r})")
         if handler is not None and not callable(handler):
             raise AgentConfigError(
                 f"tool_exception_handler must be a function (error, call) -> str, or None "
@@ -97,9 +95,7 @@ class ToolErrorPolicy:
                 tool_name=name,
                 call_id=call.id,
             )
-        return (
-            f"Error: there is no tool named {name!r}. The tools you can call are: {known}."
-        )
+        return f"Error: there is no tool named {name!r}. The tools you can call are: {known}."
 
     def failed(self, error: Exception, call: ToolCall) -> str:
         """The tool message for a call whose tool raised ``error``: what was wrong with the
@@ -153,6 +149,15 @@ class ToolErrorPolicy:
             f"\n\n[truncated: the tool returned {len(content):,} characters; only the first "
             f"{limit:,} are shown]"
         )
+        if message.parts:  # the text parts are cut, the media kept (they are not characters)
+            return attrs.evolve(
+                message,
+                content="",
+                parts=(
+                    TextPart(content[:limit] + note),
+                    *(part for part in message.parts if type(part) is not TextPart),
+                ),
+            )
         return attrs.evolve(message, content=content[:limit] + note)
 
 

@@ -24,7 +24,8 @@ from agentkit.events import (
     RunStep,
     gen_transfer_messages,
 )
-from agentkit.schema import Message, Role, ToolInfo, user_message
+from agentkit.schema import ContentPart, Message, Role, TextPart, ToolInfo, user_message
+from agentkit.tools._function_tool import content_text
 
 __all__ = ["AgentTool"]
 
@@ -150,7 +151,13 @@ class AgentTool:
         return f"AgentTool({self._agent!r})"
 
     def invoke(self, arguments: str, **tool_options: Any) -> str:
-        """Run the inner agent and return the text of its last message."""
+        """Run the inner agent and return the text of its last message (its images, files
+        and sounds as placeholder lines; agents use :meth:`invoke_content`)."""
+        return content_text(self.invoke_content(arguments, **tool_options))
+
+    def invoke_content(self, arguments: str, **tool_options: Any) -> str | tuple[ContentPart, ...]:
+        """Run the inner agent and return its last message: its text, or its parts when it
+        has images, files or sounds (the caller's model then receives them too)."""
         frame = current_frame()
         owns_scope = frame is None
         if frame is None:
@@ -161,7 +168,7 @@ class AgentTool:
             if owns_scope:
                 frame.scope.finish()
 
-    def _invoke(self, frame: RunFrame, arguments: str) -> str:
+    def _invoke(self, frame: RunFrame, arguments: str) -> str | tuple[ContentPart, ...]:
         call = frame.tool
         resume = call.resume if call is not None else None
         streaming = call.streaming if call is not None else False
@@ -237,7 +244,11 @@ class AgentTool:
                 f"agent tool {self._info.name!r}: the agent ended its turn without any event, so "
                 "there is no answer to return; the agent must answer with a message"
             )
-        return message.content if message is not None else ""
+        if message is None:
+            return ""
+        if any(type(part) is not TextPart for part in message.parts):
+            return message.parts
+        return message.content
 
     def _input_messages(self, arguments: str, call: Any) -> list[Message]:
         if self._full_history:

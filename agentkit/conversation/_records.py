@@ -214,6 +214,8 @@ def _shape_problem(data: Any) -> str:
             return _wrong(repr(key), data[key], "a string")
     if "extra" in data and type(data["extra"]) is not dict:
         return _wrong("'extra'", data["extra"], "an object")
+    if "parts" in data and type(data["parts"]) is not list:
+        return _wrong("'parts'", data["parts"], "an array")
     calls = data.get("tool_calls", [])
     if type(calls) is not list:
         return _wrong("'tool_calls'", calls, "an array")

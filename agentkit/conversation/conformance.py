@@ -29,15 +29,22 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import attrs
+
 from agentkit.conversation.base import MAX_CONVERSATION_ID_BYTES, ConversationStore
 from agentkit.errors import ConversationBusyError, ConversationRecordError
 from agentkit.schema import (
+    MESSAGE_ID_KEY,
+    AudioPart,
+    FilePart,
     FunctionCall,
+    ImagePart,
     Message,
     ResponseMeta,
     TokenUsage,
     ToolCall,
     assistant_message,
+    message_id,
     tool_message,
     user_message,
 )
@@ -50,6 +57,7 @@ __all__ = [
     "check_any_text_round_trips",
     "check_append_is_append_only",
     "check_bad_records_are_reported",
+    "check_content_parts_round_trip",
     "check_conversation_store",
     "check_conversations_are_distinct",
     "check_delete",
@@ -117,6 +125,57 @@ def check_round_trip(make_store: ConversationStoreFactory) -> None:
     with _cleanup(store, conversation_id):
         store.append(conversation_id, _sample())
         _expect(store, conversation_id, _sample(), "after one append")
+
+
+# Small valid media: a 1x1 PNG, a minimal PDF, a WAV of four silent samples.
+_PNG = bytes.fromhex(
+    "89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c489"
+    "0000000d4944415478da63f8cfc0f01f0005000201e2d6e1c10000000049454e44ae426082"
+)
+_PDF = b"%PDF-1.4\n1 0 obj <</Type /Catalog>> endobj\ntrailer\n%%EOF\n"
+_WAV = (
+    b"RIFF,\x00\x00\x00WAVEfmt \x10\x00\x00\x00\x01\x00\x01\x00@\x1f\x00\x00"
+    b"\x80>\x00\x00\x02\x00\x10\x00data\x08\x00\x00\x00" + bytes(8)
+)
+
+
+def _parts_sample() -> list[Message]:
+    call = ToolCall("call-7", FunctionCall("screenshot", "{}"))
+    question = user_message(
+        [
+            "Compare ",
+            ImagePart(_PNG, detail="high"),
+            ImagePart(url="https://example.com/cat.png", detail="low"),
+            FilePart(_PDF, filename="contract.pdf"),
+            FilePart(url="https://example.com/a.pdf", media_type="application/pdf"),
+            AudioPart(_WAV, media_type="audio/wav"),
+            " please ✓",
+        ]
+    )
+    return [
+        attrs.evolve(question, extra={MESSAGE_ID_KEY: "3f1c2a9e4b7d4e0f8a6b5c4d3e2f1a0b"}),
+        assistant_message("", [call]),
+        Message(
+            "tool",
+            tool_call_id="call-7",
+            tool_name="screenshot",
+            parts=["Here it is:", ImagePart(_PNG)],
+        ),
+        Message("assistant", parts=["Said:", AudioPart(b"\x00\x01" * 8, media_type="audio/pcm")]),
+    ]
+
+
+def check_content_parts_round_trip(make_store: ConversationStoreFactory) -> None:
+    """Messages with every kind of content part (bytes and URLs; text, image, file and
+    audio) and a stable message id load back equal."""
+    store = make_store()
+    conversation_id = _unique("parts")
+    with _cleanup(store, conversation_id):
+        store.append(conversation_id, _parts_sample())
+        _expect(store, conversation_id, _parts_sample(), "after an append of content parts")
+        loaded = store.load(conversation_id)
+        if message_id(loaded[0]) != "3f1c2a9e4b7d4e0f8a6b5c4d3e2f1a0b":
+            raise _fail(f"the message id was not kept: {loaded[0].extra!r}")
 
 
 def check_append_is_append_only(make_store: ConversationStoreFactory) -> None:
@@ -405,6 +464,7 @@ def check_lock_race_has_one_winner(make_store: ConversationStoreFactory) -> None
 
 CONVERSATION_CHECKS: tuple[Callable[[ConversationStoreFactory], None], ...] = (
     check_round_trip,
+    check_content_parts_round_trip,
     check_append_is_append_only,
     check_unknown_id_is_empty,
     check_delete,

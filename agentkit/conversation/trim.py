@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from agentkit.schema import Message, Role
+from agentkit.schema import Message, Role, media_tokens
 
 __all__ = [
     "HistoryTrimmer",
@@ -28,11 +28,12 @@ TokenCounter = Callable[[Message], int]
 
 
 def approximate_tokens(message: Message) -> int:
-    """About four characters a token, plus a few per message (no tokenizer needed)."""
+    """About four characters a token, plus a few per message (no tokenizer needed); images,
+    files and sounds as :func:`~agentkit.schema.media_tokens` counts them (not their bytes)."""
     size = len(message.content)
     for call in message.tool_calls:
         size += len(call.function.name) + len(call.function.arguments)
-    return size // 4 + 4
+    return size // 4 + 4 + (media_tokens(message) if message.parts else 0)
 
 
 def _turn_starts(history: list[Message]) -> list[int]:

@@ -102,7 +102,7 @@ from agentkit.integrations._signing import Sealer, SealError, as_keys
 from agentkit.integrations.runs import RunEvent, RunEventStream, to_messages
 from agentkit.options import with_cancel, with_checkpoint_id, with_session_values
 from agentkit.runner import Runner
-from agentkit.schema import Message
+from agentkit.schema import ContentPart, Message
 
 if TYPE_CHECKING:
     from agentkit.checkpoint import Lease, RedisCheckPointStore
@@ -409,7 +409,7 @@ class AgentQueue:
     def submit(
         self,
         agent_name: str,
-        query_or_messages: str | Message | Sequence[Message],
+        query_or_messages: str | Message | Sequence[Message | str | ContentPart],
         *,
         owner: str | None = None,
         checkpoint_id: str | None = None,
@@ -1070,7 +1070,7 @@ def _check_json(value: Any, what: str) -> None:
 def submit(
     queue: AgentQueue,
     agent_name: str,
-    query_or_messages: str | Message | Sequence[Message],
+    query_or_messages: str | Message | Sequence[Message | str | ContentPart],
     *,
     owner: str | None = None,
     checkpoint_id: str | None = None,

@@ -72,7 +72,7 @@ from agentkit.integrations._idempotency import check_key, conflict, key_digest, 
 from agentkit.integrations._runids import check_owner, check_run_id, log_position
 from agentkit.options import with_cancel, with_checkpoint_id, with_session_values
 from agentkit.runner import Runner
-from agentkit.schema import Message, user_message
+from agentkit.schema import ContentPart, Message, _input_messages
 
 __all__ = [
     "EventIdError",
@@ -243,7 +243,7 @@ class RunBackend(Protocol):
     def submit(
         self,
         agent_name: str,
-        query_or_messages: str | Message | Sequence[Message],
+        query_or_messages: str | Message | Sequence[Message | str | ContentPart],
         *,
         owner: str | None = None,
         checkpoint_id: str | None = None,
@@ -289,20 +289,16 @@ class RunBackend(Protocol):
         ...
 
 
-def to_messages(query_or_messages: str | Message | Sequence[Message]) -> list[Message]:
-    """A query text, one message or a list of messages as a list of messages."""
-    if isinstance(query_or_messages, str):
-        return [user_message(query_or_messages)]
-    if isinstance(query_or_messages, Message):
-        return [query_or_messages]
-    messages = list(query_or_messages)
-    for message in messages:
-        if not isinstance(message, Message):
-            raise TypeError(
-                "a run takes a query text or a list of Message objects "
-                f"(got a list holding {type(message).__name__})"
-            )
-    return messages
+def to_messages(
+    query_or_messages: str | Message | Sequence[Message | str | ContentPart],
+) -> list[Message]:
+    """A query text, one message, a list of messages, or a list of text and parts (one user
+    message, see :func:`~agentkit.user_message`) as a list of messages.
+
+    Raises:
+        TypeError: anything else (the error says what a run takes).
+    """
+    return _input_messages(query_or_messages, "submit()")
 
 
 class _MemoryLog:
@@ -430,7 +426,7 @@ class LocalRuns:
     def submit(
         self,
         agent_name: str,
-        query_or_messages: str | Message | Sequence[Message],
+        query_or_messages: str | Message | Sequence[Message | str | ContentPart],
         *,
         owner: str | None = None,
         checkpoint_id: str | None = None,

@@ -17,8 +17,11 @@ background thread per process (``agentkit-asyncio``, started on first use, share
 caller's event loop, so clients work the same in scripts, Flask request threads and Jupyter
 notebooks.
 
-Results: text content becomes the tool message; images and audio become placeholders such
-as ``[image/png, 1234 bytes]``; a result the server marks with ``isError`` goes to the model
+Results: text content becomes the tool message; images, audio and embedded binary resources
+become content parts of it (:class:`~agentkit.ImagePart`, :class:`~agentkit.AudioPart`,
+:class:`~agentkit.FilePart`), checked and capped like any part (a server that sends more blocks
+than :class:`~agentkit.schema.PartLimits` allows, or a broken image, is refused with a
+:class:`~agentkit.ToolError`); a result the server marks with ``isError`` goes to the model
 as ``error from tool <name>: <text>``. Failures of the call itself raise
 :class:`~agentkit.ToolError` subclasses (:class:`MCPConnectionError`, :class:`MCPServerError`,
 :class:`~agentkit.ToolTimeoutError`), which the agent handles with its tool-error policy.

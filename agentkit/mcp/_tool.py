@@ -7,8 +7,8 @@ from typing import Any, Protocol
 
 from agentkit.errors import ToolArgumentsError
 from agentkit.mcp._elicit import ElicitationRouter
-from agentkit.mcp._results import result_text
-from agentkit.schema import ToolInfo
+from agentkit.mcp._results import result_content, result_text
+from agentkit.schema import ContentPart, ToolInfo
 
 __all__ = ["MCPTool", "ToolSource"]
 
@@ -67,7 +67,9 @@ class MCPTool:
         return self._last_info
 
     def invoke(self, arguments: str, **tool_options: Any) -> str:
-        """Call the tool on the server with the model's JSON ``arguments``; returns the result text.
+        """Call the tool on the server with the model's JSON ``arguments``; returns the result
+        text (images and sounds as placeholders such as ``[image/png, 1234 bytes]``; agents
+        use :meth:`invoke_content`, which returns them as parts).
 
         A result the server marks as an error (``isError``) is returned as
         ``"error from tool <name>: <text>"`` for the model to read, not raised.
@@ -79,6 +81,20 @@ class MCPTool:
             ToolTimeoutError: the call took longer than the client's ``timeout``.
             AgentCancelledError: the agent run was cancelled during the call.
         """
+        return result_text(self.name, self._call(arguments))
+
+    def invoke_content(self, arguments: str, **tool_options: Any) -> str | tuple[ContentPart, ...]:
+        """Call the tool on the server; returns the result text, or content parts when it
+        holds images, sounds or binary resources (see :mod:`agentkit.mcp`).
+
+        Raises:
+            ToolError: as :meth:`invoke` (its subclasses), and for a result of more blocks
+                than a message may have parts or with media the part checks refuse.
+        """
+        return result_content(self.name, self._call(arguments))
+
+    def _call(self, arguments: str) -> dict[str, Any]:
+        """The server's result for the model's JSON ``arguments``, in its wire shape."""
         try:
             parsed = json.loads(arguments) if arguments.strip() else {}
         except json.JSONDecodeError as error:
@@ -93,8 +109,7 @@ class MCPTool:
                 f"{arguments[:200]!r}",
                 tool_name=self.name,
             )
-        result = call_with_elicitation(self.client, self.remote_name, parsed, self.name)
-        return result_text(self.name, result)
+        return call_with_elicitation(self.client, self.remote_name, parsed, self.name)
 
 
 def call_with_elicitation(

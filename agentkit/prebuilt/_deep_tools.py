@@ -16,7 +16,8 @@ from agentkit.events import Agent
 from agentkit.middleware import AgentContext, AgentMiddleware
 from agentkit.middlewares._tool import SchemaTool, add_tools, checked_arguments, object_schema
 from agentkit.prebuilt._deep_prompts import TASK_TOOL_DESCRIPTION, WRITE_TODOS_DESCRIPTION
-from agentkit.schema import ToolInfo
+from agentkit.schema import ContentPart, ToolInfo
+from agentkit.tools._function_tool import content_text
 
 __all__ = [
     "SESSION_KEY_TODOS",
@@ -161,6 +162,11 @@ class TaskTool:
 
     def invoke(self, arguments: str, **tool_options: Any) -> str:
         """Run the chosen sub-agent on the description; return its final message's text."""
+        return content_text(self.invoke_content(arguments, **tool_options))
+
+    def invoke_content(self, arguments: str, **tool_options: Any) -> str | tuple[ContentPart, ...]:
+        """Run the chosen sub-agent on the description; return its final message's text, or
+        its parts when it has images, files or sounds."""
         given = checked_arguments(self._info, arguments)
         kind = given["subagent_type"]
         tool = self._agents.get(kind)
@@ -171,7 +177,7 @@ class TaskTool:
                 tool_name=TASK_TOOL_NAME,
             )
         request = json.dumps({"request": given["description"]}, ensure_ascii=False)
-        return tool.invoke(request, **tool_options)
+        return tool.invoke_content(request, **tool_options)
 
 
 class ToolAdder(AgentMiddleware):

@@ -76,9 +76,9 @@ def plain(value: Any) -> Any:
     return repr(value)
 
 
-def message_record(message: Message) -> dict[str, Any]:
+def message_record(message: Message, *, max_inline_bytes: int | None = None) -> dict[str, Any]:
     """A reply message or chunk, as written (``Message.from_dict`` reads it back exactly)."""
-    data = message.to_dict()
+    data = message.to_dict(max_inline_bytes=max_inline_bytes)
     if "extra" in data:
         data["extra"] = plain(data["extra"])
     for call in data.get("tool_calls", ()):
@@ -89,8 +89,10 @@ def message_record(message: Message) -> dict[str, Any]:
 
 def _request_message(message: Message) -> dict[str, Any]:
     # What a model server sees of a message: usage and stream indexes are not sent, and they
-    # differ between a streamed and a whole reply of the same content.
-    data = message_record(message)
+    # differ between a streamed and a whole reply of the same content. Media are recorded by
+    # size and SHA-256: a request matches on the very bytes, but a cassette does not hold an
+    # image again for every call that sends the conversation.
+    data = message_record(message, max_inline_bytes=0)
     data.pop("response_meta", None)
     for call in data.get("tool_calls", ()):
         call.pop("index", None)

@@ -18,6 +18,7 @@ from agentkit.tools.approval import (
 )
 from agentkit.tools.base import (
     BaseTool,
+    ContentTool,
     DeclaresIdempotency,
     InvokableTool,
     StreamableTool,
@@ -30,6 +31,7 @@ __all__ = [
     "ApprovalRequest",
     "Approve",
     "BaseTool",
+    "ContentTool",
     "DeclaresIdempotency",
     "FunctionTool",
     "InvokableTool",

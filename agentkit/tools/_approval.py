@@ -16,8 +16,8 @@ from agentkit._interrupt import interrupt
 from agentkit._persist import persisted
 from agentkit._runctx import current_frame, use_frame
 from agentkit.errors import ResumeError, ToolArgumentsError
-from agentkit.schema import ToolInfo
-from agentkit.tools.base import BaseTool
+from agentkit.schema import ContentPart, ToolInfo
+from agentkit.tools.base import BaseTool, ContentTool
 
 if TYPE_CHECKING:
     from agentkit.streams import StreamReader
@@ -233,6 +233,16 @@ class _InvokableApprovalTool(ApprovalTool):
         with running(decision):
             result: str = self._tool.invoke(decision.arguments, **tool_options)  # type: ignore[attr-defined]
         return result
+
+    def invoke_content(self, arguments: str, **tool_options: Any) -> str | tuple[ContentPart, ...]:
+        """As :meth:`invoke`, with the wrapped tool's media (when it is a content tool)."""
+        if not isinstance(self._tool, ContentTool):
+            return self.invoke(arguments, **tool_options)
+        decision = self._decide(arguments)
+        if decision.arguments is None:
+            return decision.rejection
+        with running(decision):
+            return self._tool.invoke_content(decision.arguments, **tool_options)
 
 
 class _StreamableApprovalTool(ApprovalTool):

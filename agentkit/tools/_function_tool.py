@@ -18,8 +18,18 @@ from typing import Any, Generic, ParamSpec, TypeVar
 from agentkit._jsonable import dumps as json_dumps
 from agentkit._jsonable import unencodable_part
 from agentkit._waiting import CallSite, admitted
-from agentkit.errors import AgentConfigError, ToolArgumentsError, ToolError
-from agentkit.schema import ToolInfo
+from agentkit.errors import AgentConfigError, ContentPartError, ToolArgumentsError, ToolError
+from agentkit.schema import (
+    AudioPart,
+    ContentPart,
+    FilePart,
+    ImagePart,
+    Message,
+    Role,
+    TextPart,
+    ToolInfo,
+    describe_part,
+)
 from agentkit.streams import StreamReader, stream_from_iterator
 from agentkit.throttle import ConcurrencyLimiter, Slot
 from agentkit.tools._approval import (
@@ -215,11 +225,25 @@ class FunctionTool(Generic[P, R]):
         return ToolInfo(self._name, self._description, copy.deepcopy(self._parameters))
 
     def invoke(self, arguments: str, **tool_options: Any) -> str:
-        """Run the function with the model's JSON arguments and return its result as text.
+        """Run the function with the model's JSON arguments and return its result as text
+        (a result holding images, files or sounds: its text, then a placeholder line per
+        medium, such as ``[image image/png, 70 bytes]``; agents use :meth:`invoke_content`).
 
         Raises:
             ToolArgumentsError: the arguments are not valid JSON or do not match the parameters.
             ToolError: the result cannot be encoded as JSON.
+        """
+        return content_text(self.invoke_content(arguments, **tool_options))
+
+    def invoke_content(self, arguments: str, **tool_options: Any) -> str | tuple[ContentPart, ...]:
+        """Run the function with the model's JSON arguments and return its result as text,
+        or as parts when it returned a part or a list holding parts (a ``str`` in that list
+        is a :class:`~agentkit.TextPart`, any other item its JSON text).
+
+        Raises:
+            ToolArgumentsError: the arguments are not valid JSON or do not match the parameters.
+            ToolError: the result cannot be encoded as JSON, or holds a part that is refused
+                (the part's error is the cause).
         """
         approved = self._approved(arguments)
         if isinstance(approved, str):
@@ -232,6 +256,10 @@ class FunctionTool(Generic[P, R]):
         else:
             with self._slot(limit), running(decision):
                 result = self._call(args, kwargs)
+        if isinstance(result, _PART_TYPES) or (
+            isinstance(result, (list, tuple)) and any(isinstance(i, _PART_TYPES) for i in result)
+        ):
+            return _encode_parts(self._name, result)
         return _encode_result(self._name, result)
 
     def _call(self, args: list[Any], kwargs: dict[str, Any]) -> Any:
@@ -372,6 +400,10 @@ class StreamingFunctionTool(FunctionTool[P, R]):
         """Run the generator to its end and return all chunks joined."""
         return "".join(self.stream(arguments))
 
+    def invoke_content(self, arguments: str, **tool_options: Any) -> str:
+        """As :meth:`invoke`: a streaming tool's chunks are text."""
+        return "".join(self.stream(arguments))
+
 
 def _encode_chunks(name: str, items: Iterator[Any]) -> Iterator[str]:
     try:
@@ -391,6 +423,32 @@ _ENCODABLE = (
     "time, timedelta, Decimal, UUID, pathlib paths, attrs and dataclass instances and pydantic "
     "models"
 )
+
+
+_PART_TYPES = (TextPart, ImagePart, FilePart, AudioPart)
+
+
+def content_text(content: str | tuple[ContentPart, ...]) -> str:
+    """The text form of a tool's content: its text parts, then a placeholder line per
+    image, file or sound."""
+    if isinstance(content, str):
+        return content
+    text = "".join(part.text for part in content if isinstance(part, TextPart))
+    media = [describe_part(part) for part in content if not isinstance(part, TextPart)]
+    return "\n".join([text, *media] if text else media)
+
+
+def _encode_parts(name: str, result: Any) -> tuple[ContentPart, ...]:
+    """A result holding parts as the tool message's parts (other items as their text)."""
+    items = [result] if isinstance(result, _PART_TYPES) else list(result)
+    parts = [
+        item if isinstance(item, (*_PART_TYPES, str)) else _encode_result(name, item)
+        for item in items
+    ]
+    try:
+        return Message(Role.TOOL, parts=parts).parts
+    except ContentPartError as error:
+        raise ToolError(f"{name}: the result cannot be sent: {error}", tool_name=name) from error
 
 
 def _encode_result(name: str, result: Any) -> str:

@@ -2,7 +2,8 @@
 
 A tool describes itself with :meth:`BaseTool.info` (name, description, JSON Schema of its
 parameters) and runs with the JSON arguments a model sent, either in one piece
-(:meth:`InvokableTool.invoke`) or as a stream of text chunks (:meth:`StreamableTool.stream`).
+(:meth:`InvokableTool.invoke`) or as a stream of text chunks (:meth:`StreamableTool.stream`);
+a :class:`ContentTool` returns images, files and sounds too (:meth:`ContentTool.invoke_content`).
 A tool may implement both; the agent uses whichever suits the way it runs.
 
 Any object with these methods is a tool (structural typing); :func:`~agentkit.tools.tool` turns a
@@ -17,11 +18,12 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import attrs
 
 if TYPE_CHECKING:
-    from agentkit.schema import ToolCall, ToolInfo
+    from agentkit.schema import ContentPart, ToolCall, ToolInfo
     from agentkit.streams import StreamReader
 
 __all__ = [
     "BaseTool",
+    "ContentTool",
     "DeclaresIdempotency",
     "InvokableTool",
     "StreamableTool",
@@ -78,6 +80,30 @@ class InvokableTool(BaseTool, Protocol):
 
     def invoke(self, arguments: str, **tool_options: Any) -> str:
         """Run the tool.
+
+        Args:
+            arguments: the JSON object text the model sent (``""`` means no arguments).
+            **tool_options: implementation-specific options passed through by the agent.
+        """
+        ...
+
+
+@runtime_checkable
+class ContentTool(InvokableTool, Protocol):
+    """An invokable tool whose result may hold images, files or sounds.
+
+    An agent runs it with :meth:`invoke_content` and puts what it returns in the tool
+    message (its ``parts`` for a tuple); :meth:`~InvokableTool.invoke` stays the text form,
+    for code that wants text. Function tools, MCP tools and agent tools are content tools.
+    """
+
+    def invoke_content(
+        self, arguments: str, **tool_options: Any
+    ) -> str | tuple[ContentPart, ...]:
+        """Run the tool; return its result as text, or as a tuple of
+        :class:`~agentkit.TextPart`, :class:`~agentkit.ImagePart`,
+        :class:`~agentkit.FilePart` and :class:`~agentkit.AudioPart` (see the media guide
+        for how a model whose wire cannot carry media in a tool result still sees them).
 
         Args:
             arguments: the JSON object text the model sent (``""`` means no arguments).

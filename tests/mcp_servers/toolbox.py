@@ -68,10 +68,29 @@ def fail(message: str) -> str:
     raise ToolError(message)
 
 
+# A 1x1 red PNG (70 bytes).
+PNG = bytes.fromhex(
+    "89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c489"
+    "0000000d4944415478da63f8cfc0f01f0005000201e2d6e1c10000000049454e44ae426082"
+)
+
+
 @server.tool()
 def picture() -> Image:
-    """A tiny PNG image (8 bytes)."""
-    return Image(data=b"\x89PNG\r\n\x1a\n", format="png")
+    """A tiny PNG image (70 bytes)."""
+    return Image(data=PNG, format="png")
+
+
+@server.tool()
+def pictures(count: int) -> list[Image]:
+    """``count`` copies of the tiny PNG."""
+    return [Image(data=PNG, format="png")] * count
+
+
+@server.tool()
+def broken_picture() -> Image:
+    """A PNG cut after its signature (8 bytes)."""
+    return Image(data=PNG[:8], format="png")
 
 
 @server.tool()

@@ -21,16 +21,32 @@ MAX_BYTES = 64 * 1024 * 1024
 """How many bytes of encodings a cache takes in before it starts afresh."""
 
 
+Attachments = tuple[Callable[[Message], bytes], Callable[[list[bytes]], bytes]]
+"""For a wire whose tool messages carry text only: a tool message's media as request items
+(``b""`` for none), and the user message that carries the items of one turn's tool messages."""
+
+
 class _Entry:
     """The encoding of one message, and the content it was made from."""
 
-    __slots__ = ("content", "data", "ref")
+    __slots__ = ("attachments", "content", "data", "ref")
 
-    def __init__(self, message: Message, encoder: Callable[[Message], bytes]) -> None:
+    def __init__(
+        self,
+        message: Message,
+        encoder: Callable[[Message], bytes],
+        attachments: Callable[[Message], bytes] | None,
+    ) -> None:
         # The content first, the encoding after: should another thread assign it in
         # between, the entry records the older text and is not used again (never stale).
         self.content: str = message.content
         self.data = encoder(message)
+        # A tool message's media, for the user message after its turn (b"" for most).
+        self.attachments = (
+            attachments(message)
+            if attachments is not None and message.parts and message.role is Role.TOOL
+            else b""
+        )
         self.ref: weakref.ref[Message] | None = None
 
 
@@ -53,14 +69,26 @@ class EncodedMessages:
     an entry does. Safe to share between threads.
     """
 
-    __slots__ = ("_encoder", "_entries", "_lock", "_max_bytes", "_size")
+    __slots__ = (
+        "_attaching", "_attachments", "_encoder", "_entries", "_lock", "_max_bytes", "_size"
+    )
 
-    def __init__(self, encoder: Callable[[Message], bytes], max_bytes: int = MAX_BYTES) -> None:
+    def __init__(
+        self,
+        encoder: Callable[[Message], bytes],
+        max_bytes: int = MAX_BYTES,
+        *,
+        attachments: Attachments | None = None,
+    ) -> None:
         self._encoder = encoder
+        self._attachments = attachments
         self._entries: dict[int, _Entry] = {}
         self._lock = threading.Lock()
         self._max_bytes = max_bytes
         self._size = 0  # bytes taken in since the cache last started afresh
+        # Set once a tool message with media was seen: only then is a list searched for
+        # the tool messages whose media need a user message after them.
+        self._attaching = False
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -71,14 +99,48 @@ class EncodedMessages:
         return self._size
 
     def encode(self, messages: Sequence[Message]) -> list[bytes]:
-        """Return the request JSON of each message, encoding only those not seen before."""
+        """Return the request JSON of each message, encoding only those not seen before.
+
+        With ``attachments`` (a wire whose tool messages carry text only), a user message
+        after the tool messages of a turn carries the images, files and sounds their
+        results hold.
+        """
         get = self._entries.get
-        return [
+        encoded = [
             entry.data
             if (entry := get(id(message))) is not None and entry.content is message.content
             else self._add(message)
             for message in messages
         ]
+        if self._attaching:
+            return self._with_attachments(messages, encoded)
+        return encoded
+
+    def _with_attachments(self, messages: Sequence[Message], encoded: list[bytes]) -> list[bytes]:
+        result: list[bytes] = []
+        turn: list[Message] = []  # the tool messages in a row, with media or not
+        for message, data in zip(messages, encoded, strict=True):
+            if turn and message.role is not Role.TOOL:
+                self._attach(turn, result)
+            result.append(data)
+            if message.role is Role.TOOL:
+                turn.append(message)
+        self._attach(turn, result)
+        return result
+
+    def _attach(self, turn: list[Message], result: list[bytes]) -> None:
+        # The entries were made (or found) by encode() just before: each message's media
+        # are encoded once, however many calls send the conversation again.
+        assert self._attachments is not None  # _attaching is set only with attachments
+        items_of, join = self._attachments
+        get = self._entries.get
+        items = [
+            entry.attachments if (entry := get(id(message))) is not None else items_of(message)
+            for message in turn
+        ]
+        if any(items):
+            result.append(join(items))
+        turn.clear()
 
     def clear(self) -> None:
         """Drop every entry."""
@@ -87,7 +149,11 @@ class EncodedMessages:
             self._size = 0
 
     def _add(self, message: Message) -> bytes:
-        entry = _Entry(message, self._encoder)
+        entry = _Entry(
+            message, self._encoder, None if self._attachments is None else self._attachments[0]
+        )
+        if entry.attachments:
+            self._attaching = True
         key = id(message)
         entries = self._entries
         # The callback runs while the message is being freed, before its id can be reused.

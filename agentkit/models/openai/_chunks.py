@@ -17,12 +17,13 @@ import attrs
 from agentkit.errors import ModelError
 from agentkit.models.openai._wire import (
     decode_json,
+    read_audio,
     read_message,
     read_tool_call,
     stream_error,
     usage,
 )
-from agentkit.schema import FunctionCall, Message, ResponseMeta, Role, ToolCall
+from agentkit.schema import ContentPart, FunctionCall, Message, ResponseMeta, Role, ToolCall
 
 __all__: list[str] = []
 
@@ -128,6 +129,7 @@ _MESSAGE_SLOTS = (
     "name",
     "response_meta",
     "extra",
+    "parts",
 )
 
 
@@ -137,12 +139,12 @@ def _chunk_builder() -> Callable[[str, list[ToolCall], ResponseMeta | None], Mes
     ``Message``'s attrs ``__init__`` sets each field through a bound ``object.__setattr__``
     and calls the role converter; a chunk's values need no conversion, so the function sets
     the slots directly (about half the time). Should ``Message`` no longer have exactly these
-    slotted fields, it is the constructor itself.
+    slotted fields, it is the constructor itself. (``Message``'s post-init only acts on a
+    message with parts or with content that is not a ``str``, which a text chunk never is.)
     """
     slots = vars(Message)
     if (
         tuple(field.name for field in attrs.fields(Message)) != _MESSAGE_SLOTS
-        or "__attrs_post_init__" in slots
         or not all(type(slots.get(name)) is MemberDescriptorType for name in _MESSAGE_SLOTS)
     ):
 
@@ -152,7 +154,7 @@ def _chunk_builder() -> Callable[[str, list[ToolCall], ResponseMeta | None], Mes
             return Message(Role.ASSISTANT, content, tool_calls, response_meta=meta)
 
         return construct
-    role, text, calls, call_id, tool_name, name, response_meta, extra = (
+    role, text, calls, call_id, tool_name, name, response_meta, extra, parts = (
         slots[name].__set__ for name in _MESSAGE_SLOTS
     )
     new = object.__new__
@@ -168,6 +170,7 @@ def _chunk_builder() -> Callable[[str, list[ToolCall], ResponseMeta | None], Mes
         name(message, "")
         response_meta(message, meta)
         extra(message, {})
+        parts(message, ())
         return message
 
     return build
@@ -249,12 +252,15 @@ def parse_chunk_data(data: Any, payload: bytes, url: str) -> Message | None:
         finish_reason = ""
         tool_calls: list[ToolCall] = []
         extra: dict[str, Any] = {}
+        parts: tuple[ContentPart, ...] = ()
         for choice in choices:
             if choice.get("index", 0) != 0:
                 continue  # only the first choice (n=1) is read
             delta = choice.get("delta")
             if delta:
                 content, tool_calls, extra = read_message(delta, streamed=True)
+                if "audio" in delta:
+                    content, parts = read_audio(delta["audio"], content, extra, streamed=True)
             finish_reason = choice.get("finish_reason") or ""
             break
     except (TypeError, AttributeError) as error:
@@ -265,6 +271,8 @@ def parse_chunk_data(data: Any, payload: bytes, url: str) -> Message | None:
             body=data,
         ) from error
     meta = ResponseMeta(finish_reason, chunk_usage) if finish_reason or chunk_usage else None
+    if parts:
+        return Message(Role.ASSISTANT, "", tool_calls, response_meta=meta, extra=extra, parts=parts)
     return Message(Role.ASSISTANT, content, tool_calls, response_meta=meta, extra=extra)
 
 

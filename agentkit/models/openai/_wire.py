@@ -12,6 +12,10 @@ all the shapes in ``tests/fixtures/wire/`` (see its ``SOURCES.md``):
   when the content is empty, so a refusal never reads as an empty success.
 * the legacy ``function_call`` field: a tool call.
 * arguments sent as a JSON object instead of JSON text: encoded to text.
+* an ``audio`` reply (a model asked for ``modalities: ["text", "audio"]``): its transcript is
+  a :class:`~agentkit.TextPart` and its sound an :class:`~agentkit.AudioPart` of the
+  message's parts (streamed: pieces of ``audio/pcm``, joined by ``concat_messages``), its id
+  in ``extra["audio_id"]``, sent back as ``"audio": {"id": ...}`` on the next request.
 * fields this module does not interpret, on the message (OpenRouter's ``reasoning_details``)
   and on a tool call (Gemini's ``extra_content`` with its ``thought_signature``): kept in
   ``extra["provider_fields"]`` and ``ToolCall.extra`` and sent back unchanged.
@@ -19,27 +23,39 @@ all the shapes in ``tests/fixtures/wire/`` (see its ``SOURCES.md``):
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from collections.abc import Sequence
 from typing import Any
 
-from agentkit.errors import ModelError
+from agentkit._media import sniff
+from agentkit.errors import ContentPartError, ModelError
 from agentkit.models._http._retry import server_message
 from agentkit.models.base import ModelOptions
 from agentkit.schema import (
+    AudioPart,
+    ContentPart,
+    FilePart,
     FunctionCall,
+    ImagePart,
     Message,
     ResponseMeta,
     Role,
+    TextPart,
     TokenUsage,
     ToolCall,
     ToolInfo,
+    describe_part,
 )
 
 __all__: list[str] = []
 
 PROVIDER_FIELDS = "provider_fields"
 """The ``Message.extra`` key of the server's message fields sent back unchanged."""
+
+AUDIO_ID = "audio_id"
+"""The ``Message.extra`` key of the id of an audio reply (sent back to refer to it)."""
 
 _TOOL_CHOICE_KEYWORDS = frozenset({"auto", "none", "required"})
 # Message fields read here; everything else is a provider field. Output-only fields of
@@ -63,7 +79,11 @@ def message_bytes(message: Message) -> bytes:
     """Return the request JSON of ``message`` (the model keeps these: ``_encoded``)."""
     data: dict[str, Any] = {"role": message.role.value}
     extra = message.extra
-    if message.tool_calls:
+    if message.parts and message.role is Role.USER:
+        data["content"] = [content_part(part) for part in message.parts]
+    elif message.parts and message.role is Role.TOOL:
+        data["content"] = tool_content(message)
+    elif message.tool_calls:
         # OpenAI wants null, not "", as the content of a tool-calling assistant message.
         data["content"] = message.content or None
         data["tool_calls"] = [_call_dict(call) for call in message.tool_calls]
@@ -79,11 +99,93 @@ def message_bytes(message: Message) -> bytes:
     if message.name:
         data["name"] = message.name
     if extra and message.role is Role.ASSISTANT:
+        audio_id = extra.get(AUDIO_ID)
+        if isinstance(audio_id, str) and audio_id:
+            data["audio"] = {"id": audio_id}
+            data["content"] = data["content"] or None
         fields = extra.get(PROVIDER_FIELDS)
         if isinstance(fields, dict):
             for key, value in fields.items():
                 data.setdefault(key, value)
     return _encode_json(data).encode()
+
+
+def _data_url(media_type: str | None, data: bytes) -> str:
+    return f"data:{media_type};base64,{base64.b64encode(data).decode('ascii')}"
+
+
+def content_part(part: ContentPart) -> dict[str, Any]:
+    """The Chat Completions content part of ``part`` (``text``, ``image_url``,
+    ``input_audio`` or ``file``).
+
+    Raises:
+        ContentPartError: a :class:`~agentkit.FilePart` given by URL (Chat Completions takes
+            a file's bytes or an uploaded file's id, not a URL).
+    """
+    if type(part) is TextPart:
+        return {"type": "text", "text": part.text}
+    if type(part) is ImagePart:
+        url = part.url if part.data is None else _data_url(part.media_type, part.data)
+        image: dict[str, Any] = {"url": url}
+        if part.detail is not None:
+            image["detail"] = part.detail
+        return {"type": "image_url", "image_url": image}
+    if type(part) is AudioPart:
+        subtype = part.media_type.split("/", 1)[-1]
+        audio_format = {"mpeg": "mp3", "x-wav": "wav", "wave": "wav"}.get(subtype, subtype)
+        data = base64.b64encode(part.data).decode("ascii")
+        return {"type": "input_audio", "input_audio": {"data": data, "format": audio_format}}
+    assert type(part) is FilePart
+    if part.data is None:
+        raise ContentPartError(
+            f"FilePart(url={part.url!r}): the Chat Completions API takes a file's bytes, not "
+            "a URL; pass FilePart(data) with the file's bytes"
+        )
+    file: dict[str, Any] = {"file_data": _data_url(part.media_type, part.data)}
+    if part.filename is not None:
+        file["filename"] = part.filename
+    return {"type": "file", "file": file}
+
+
+def media_parts(message: Message) -> list[ContentPart]:
+    """The parts of a tool message that a Chat Completions tool message cannot carry."""
+    return [part for part in message.parts if type(part) is not TextPart]
+
+
+def tool_content(message: Message) -> str:
+    """The text of a tool message whose result has media: its text, then where the media is.
+
+    A Chat Completions tool message carries text only; the media follow in a user message
+    after the tool messages of the turn (:func:`attachments_bytes`), as the note says.
+    """
+    media = media_parts(message)
+    if not media:
+        return message.content
+    listed = ", ".join(describe_part(part) for part in media)
+    note = (
+        f"[The result includes {len(media)} attachment{'s' if len(media) > 1 else ''} "
+        f"({listed}); see the next user message, 'Attachments of tool call "
+        f"{message.tool_call_id}'.]"
+    )
+    return f"{message.content}\n{note}" if message.content else note
+
+
+def attachment_items(message: Message) -> bytes:
+    """The content items (JSON, comma-separated, no brackets) that carry a tool message's
+    media in the user message after its turn: a line naming the call, then the media
+    (``b""`` for a tool message without media)."""
+    media = media_parts(message)
+    if not media:
+        return b""
+    name = f" ({message.tool_name})" if message.tool_name else ""
+    header = {"type": "text", "text": f"Attachments of tool call {message.tool_call_id}{name}:"}
+    return _encode_json([header, *(content_part(part) for part in media)]).encode()[1:-1]
+
+
+def attachments_bytes(items: Sequence[bytes]) -> bytes:
+    """The request JSON of the user message made of ``attachment_items`` (empty ones
+    skipped)."""
+    return b'{"role":"user","content":[' + b",".join(item for item in items if item) + b"]}"
 
 
 def _call_dict(call: ToolCall) -> dict[str, Any]:
@@ -301,6 +403,33 @@ def _read_extras(
     return content
 
 
+def read_audio(
+    audio: Any, content: str, extra: dict[str, Any], streamed: bool
+) -> tuple[str, tuple[ContentPart, ...]]:
+    """The content and parts of a message with an ``audio`` reply (or a piece of one).
+
+    The transcript is the text (after any ``content``), the sound an
+    :class:`~agentkit.AudioPart`: its format read from its bytes (a streamed piece is raw
+    ``audio/pcm``, the format OpenAI streams); the reply's id goes to ``extra["audio_id"]``.
+    """
+    if not isinstance(audio, dict):
+        return content, ()
+    audio_id = audio.get("id")
+    if isinstance(audio_id, str) and audio_id:
+        extra[AUDIO_ID] = audio_id
+    text = content + (audio.get("transcript") or "") if not content or streamed else content
+    parts: list[ContentPart] = [TextPart(text)] if text else []
+    encoded = audio.get("data")
+    if isinstance(encoded, str) and encoded:
+        try:
+            sound = base64.b64decode(encoded, validate=True)
+        except (binascii.Error, ValueError) as error:
+            raise ModelError(f"the model server sent audio that is not base64 ({error})") from None
+        media_type = "audio/pcm" if streamed else (sniff(sound) or "audio/pcm")
+        parts.append(AudioPart(sound, media_type=media_type))
+    return text, tuple(parts)
+
+
 def parse_completion(content: bytes, url: str, status: int) -> Message:
     """Return the reply of a whole (non-streamed) completion."""
     data = decode_json(content, "a response", url, status)
@@ -312,13 +441,18 @@ def parse_completion(content: bytes, url: str, status: int) -> Message:
         )
     try:
         choice = data["choices"][0]
-        text, tool_calls, extra = read_message(choice["message"], streamed=False)
+        reply = choice["message"]
+        text, tool_calls, extra = read_message(reply, streamed=False)
+        parts: tuple[ContentPart, ...] = ()
+        if reply.get("audio"):
+            text, parts = read_audio(reply["audio"], text, extra, streamed=False)
         return Message(
             Role.ASSISTANT,
-            text,
+            "" if parts else text,
             tool_calls,
             response_meta=ResponseMeta(choice.get("finish_reason") or "", usage(data.get("usage"))),
             extra=extra,
+            parts=parts,
         )
     except (KeyError, IndexError, TypeError, AttributeError) as error:
         raise ModelError(
