@@ -3,8 +3,9 @@
 ``python .ci/check_venv.py VENV`` exits with status 1, naming what is wrong, when ``sys.prefix`` is
 not ``VENV``, or when an entry of ``sys.path`` (``PYTHONPATH``, a ``.pth`` file, the user's or the
 machine's site-packages) lies outside the venv, the interpreter's standard library and this
-repository (the editable install). Imports come from ``sys.path`` only, so whatever the tests or
-the documentation build import was installed by the README's command in that venv.
+repository (the editable install), or when the ``python3`` Jupyter kernel the notebook tests start
+is not the venv's. Imports come from ``sys.path`` only, so whatever the tests or the
+documentation build import was installed by the README's command in that venv.
 """
 
 from __future__ import annotations
@@ -36,7 +37,21 @@ def problems(venv: Path) -> list[str]:
         if _within(path, base) and not packages:
             continue  # the standard library
         found.append(f"sys.path has {entry!r}, outside the venv")
+    found.extend(_kernel_problems(prefix))
     return found
+
+
+def _kernel_problems(prefix: Path) -> list[str]:
+    """The notebook tests run the ``python3`` Jupyter kernel: its spec must be the venv's, not
+    one in the user's or the machine's Jupyter folders that starts another Python."""
+    try:
+        from jupyter_client.kernelspec import KernelSpecManager
+    except ImportError:
+        return []  # a venv without the test extra runs no notebook
+    spec = KernelSpecManager().find_kernel_specs().get("python3")
+    if spec is not None and not _within(Path(spec).resolve(), prefix):
+        return [f"the python3 Jupyter kernel is {spec}, outside the venv"]
+    return []
 
 
 def main(argv: list[str]) -> int:
