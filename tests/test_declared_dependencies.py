@@ -250,10 +250,27 @@ def _first_party() -> frozenset[str]:
 
 @functools.cache
 def _providers() -> dict[str, frozenset[str]]:
-    return {
-        module: frozenset(_normalise(name) for name in names)
-        for module, names in importlib.metadata.packages_distributions().items()
-    }
+    """``top-level module -> the installed distributions that provide it``.
+
+    Python 3.10's ``packages_distributions()`` reads only ``top_level.txt``, which wheels built
+    by hatchling or flit (attrs, httpx, Flask) do not have; the files a distribution installed
+    say the same, as Python 3.11's reads them.
+    """
+    found: dict[str, set[str]] = {}
+    for module, names in importlib.metadata.packages_distributions().items():
+        found.setdefault(module, set()).update(_normalise(name) for name in names)
+    for distribution in importlib.metadata.distributions():
+        name = _normalise(distribution.metadata["Name"] or "")
+        for file in distribution.files or ():
+            if len(file.parts) > 1:
+                top = file.parts[0]  # a package's folder
+            elif file.suffix in (".py", ".so", ".pyd"):
+                top = file.name.partition(".")[0]  # a single-file module
+            else:
+                continue
+            if top.isidentifier():
+                found.setdefault(top, set()).add(name)
+    return {module: frozenset(names) for module, names in found.items()}
 
 
 def undeclared(found: tuple[Import, ...] | list[Import], allowed: set[str]) -> list[str]:
