@@ -3,12 +3,12 @@
 A user installs what the README says (``pip install -e .``, ``'.[test]'``, ``'.[docs]'``) in a
 fresh virtual environment; a module imported but not declared there fails on their machine while
 it passes on one where it was installed by hand. The imports are read from the sources (every
-``import`` statement, those inside functions too, and ``importlib.import_module("x")`` /
-``pytest.importorskip("x")`` calls) and mapped to the distributions that provide them with
-:func:`importlib.metadata.packages_distributions`, so a new import is checked as soon as it is
-written. Not counted: the standard library, the repository's own modules, imports under
-``if TYPE_CHECKING:`` (only the type checker reads them; it runs with ``[dev]``) and imports in
-a ``try:`` whose ``except ImportError`` lets the code run without them.
+``import`` statement, those inside functions too, ``importlib.import_module("x")`` and
+``pytest.importorskip("x")`` calls, ``[python, "-m", "x"]`` command lines) and mapped to the
+distributions that provide them with :func:`importlib.metadata.packages_distributions`, so a new
+import is checked as soon as it is written. Not counted: the standard library, the repository's
+own modules, imports under ``if TYPE_CHECKING:`` (only the type checker reads them; it runs with
+``[dev]``) and imports in a ``try:`` whose ``except ImportError`` lets the code run without them.
 
 The rules:
 
@@ -17,8 +17,9 @@ The rules:
   module-level imports of ``agentkit`` (the API reference imports every public module);
 - ``[test]`` covers every import of the repository: the tests exercise the library, its
   extras, the samples, the benchmarks and the documentation's extension;
-- every extra's requirements are declared by ``agentkit``'s own extras somewhere, and ``[dev]``
-  holds ``[test]`` and ``[docs]`` (lint and types run in the test venv with ``[dev]``).
+- every import of ``agentkit`` is in ``install_requires`` or in an extra;
+- ``[dev]`` holds ``[test]`` and ``[docs]`` (CI lints and type-checks in the test venv with
+  ``[dev]`` added; a developer installs ``[dev]`` alone).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import ast
 import configparser
 import functools
 import importlib.metadata
+import itertools
 import json
 import re
 import subprocess
@@ -175,6 +177,25 @@ class _Imports(ast.NodeVisitor):
         ):
             self._add(node.args[0].value, node)
         self.generic_visit(node)
+
+    def visit_List(self, node: ast.List) -> None:
+        self._run_module(node.elts)
+        self.generic_visit(node)
+
+    def visit_Tuple(self, node: ast.Tuple) -> None:
+        self._run_module(node.elts)
+        self.generic_visit(node)
+
+    def _run_module(self, items: list[ast.expr]) -> None:
+        """``[sys.executable, "-m", "sphinx", ...]``: a Python started to run a module."""
+        for flag, module in itertools.pairwise(items):
+            if (
+                isinstance(flag, ast.Constant)
+                and flag.value == "-m"
+                and isinstance(module, ast.Constant)
+                and isinstance(module.value, str)
+            ):
+                self._add(module.value, module)
 
     def visit_If(self, node: ast.If) -> None:
         if _is_type_checking(node.test):
@@ -387,7 +408,8 @@ def test_the_scan_finds_imports_of_every_kind(tmp_path: Path) -> None:
         "def later():\n"
         "    from flask import Flask\n"
         "    importlib.import_module('celery.app')\n"
-        "    pytest.importorskip('selenium')\n",
+        "    pytest.importorskip('selenium')\n"
+        "    subprocess.run([sys.executable, '-m', 'sphinx', '-b', 'html'])\n",
         encoding="utf-8",
     )
     visitor = _Imports(source)
@@ -401,6 +423,7 @@ def test_the_scan_finds_imports_of_every_kind(tmp_path: Path) -> None:
         ("flask", False),
         ("celery", False),
         ("selenium", False),
+        ("sphinx", False),
     }
     fake = Import("yaml", source, 3, True)
     assert undeclared([fake], {"pyyaml"}) == []
