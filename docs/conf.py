@@ -33,6 +33,7 @@ extensions = [
     "sphinx.ext.intersphinx",
     "sphinx.ext.viewcode",
     "apiref",
+    "attrs_signatures",
     "inventories",
 ]
 

@@ -10,8 +10,17 @@ from collections.abc import Callable, Iterator
 from types import ModuleType
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from tests.samples_support import SAMPLES
+
+# Property tests must not depend on how busy the machine is: no per-example deadline and no
+# "generation is slow" health check (CI shares two cores with other work). A test's own
+# @settings overrides what it names and keeps the rest of this profile.
+settings.register_profile(
+    "agentkit", deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile("agentkit")
 
 # Checkpoints are signed by default with a key file in the user's configuration directory.
 # Point every way of finding that directory into a private temporary one, for this process

@@ -523,7 +523,8 @@ def test_a_silent_server_ends_the_call_after_one_timeout_not_one_per_attempt(
         assert time.monotonic() - start >= 0.3
     # The timeout is the whole call's: no time was left for a retry.
     assert len(server.requests) == 1
-    assert "not retried" in "".join(getattr(caught.value, "__notes__", []))
+    if sys.version_info >= (3, 11):  # exception notes are Python 3.11's
+        assert "not retried" in "".join(getattr(caught.value, "__notes__", []))
 
 
 def test_timeout_before_the_first_chunk_is_raised_by_stream(server: FakeOpenAIServer) -> None:

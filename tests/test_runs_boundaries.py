@@ -34,17 +34,22 @@ from agentkit.integrations.runs import (
     RunStateError,
 )
 from agentkit.models import ModelOptions
-from agentkit.streams import StreamReader, stream_from_list
+from agentkit.streams import StreamReader, stream_from_iterator, stream_from_list
 from agentkit.testing import ScriptedChatModel, call, calls_message
 
 GUARD = 60  # seconds: a failure guard only
 
 
 class ChunkyModel:
-    """Answers with ``chunks`` streamed chunks: a run with that many ``token`` entries."""
+    """Answers with ``chunks`` streamed chunks: a run with that many ``token`` entries.
 
-    def __init__(self, chunks: int) -> None:
+    With ``after_first``, the stream sends its first chunk and waits for that event before the
+    others (bounded by ``GUARD``), so a test can act between them whatever the machine's load.
+    """
+
+    def __init__(self, chunks: int, after_first: threading.Event | None = None) -> None:
         self.chunks = chunks
+        self.after_first = after_first
 
     def generate(self, messages: Sequence[Message], options: ModelOptions | None = None) -> Message:
         return assistant_message("x" * self.chunks)
@@ -52,11 +57,20 @@ class ChunkyModel:
     def stream(
         self, messages: Sequence[Message], options: ModelOptions | None = None
     ) -> StreamReader[Message]:
-        return stream_from_list([assistant_message(f"{i} ") for i in range(self.chunks)])
+        if self.after_first is None:
+            return stream_from_list([assistant_message(f"{i} ") for i in range(self.chunks)])
+        return stream_from_iterator(self._gated(self.after_first))
+
+    def _gated(self, gate: threading.Event) -> Iterator[Message]:
+        yield assistant_message("0 ")
+        assert gate.wait(GUARD), "the test never let the stream go on"
+        for i in range(1, self.chunks):
+            yield assistant_message(f"{i} ")
 
 
-def chatty(chunks: int) -> Runner:
-    return Runner(ChatModelAgent("chatty", "talks", ChunkyModel(chunks)), enable_streaming=True)
+def chatty(chunks: int, after_first: threading.Event | None = None) -> Runner:
+    model = ChunkyModel(chunks, after_first)
+    return Runner(ChatModelAgent("chatty", "talks", model), enable_streaming=True)
 
 
 def approval_runner() -> Runner:
@@ -157,10 +171,14 @@ def test_last_event_ids_that_are_not_entry_numbers_are_refused(bad: str) -> None
 
 
 def test_a_capped_log_says_how_many_entries_a_reader_lost() -> None:
-    with LocalRuns({"chatty": chatty(5000)}, max_entries=100) as runs:
+    # The model holds its other 4,999 chunks back until the first reader has gone: the log is
+    # trimmed after that reader's one entry, never before it connects.
+    first_read = threading.Event()
+    with LocalRuns({"chatty": chatty(5000, after_first=first_read)}, max_entries=100) as runs:
         run_id = runs.submit("chatty", "talk", owner=None)
         with runs.events(run_id, owner=None) as stream:
             first = next(iter(stream))  # a reader that reads one entry and goes away
+        first_read.set()
         assert first.id == "1"
         read(runs, run_id, None)  # follow it to its end
         everything = read(runs, run_id, None)  # then read it again from the start
