@@ -10,7 +10,8 @@ exception says the same thing, the agentkit error subclasses it too, so existing
     ├── GuardrailTripped
     ├── TransferError
     ├── AgentConfigError (ValueError)
-    ├── AgentFrozenError (RuntimeError, AttributeError)
+    ├── FrozenError (attrs.exceptions.FrozenInstanceError, an AttributeError)
+    │   └── AgentFrozenError (RuntimeError)
     ├── InstructionFormatError (ValueError)
     ├── ResumeError
     ├── AgentCancelledError
@@ -59,6 +60,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import attrs
+
 __all__ = [
     "APIConnectionError",
     "APIStatusError",
@@ -78,6 +81,7 @@ __all__ = [
     "ConversationRecordError",
     "ConversationStoreError",
     "ExceedMaxIterationsError",
+    "FrozenError",
     "GuardrailTripped",
     "IncompleteStreamError",
     "InstructionFormatError",
@@ -338,7 +342,21 @@ class AgentConfigError(AgentKitError, ValueError):
     """An agent, or the tree of agents, was configured in a way that cannot work."""
 
 
-class AgentFrozenError(AgentKitError, RuntimeError, AttributeError):
+class FrozenError(AgentKitError, attrs.exceptions.FrozenInstanceError):
+    """A value was changed after it was made.
+
+    Messages, events, agents and models are values: what a run read, a reader or a later
+    change cannot rewrite. The message names the attribute and how to make a changed copy
+    (``attrs.evolve(value, name=...)`` or the object's ``replace``). It is an
+    :class:`AttributeError` (as attrs' ``FrozenInstanceError``, which it subclasses).
+    """
+
+    def __init__(self, message: str = "can't set attribute") -> None:
+        AttributeError.__init__(self, message)
+        self.msg = message
+
+
+class AgentFrozenError(FrozenError, RuntimeError):
     """An agent was changed after it was built: agents are values.
 
     Raised when a setting is assigned on a built agent (make a changed copy instead, e.g.

@@ -176,8 +176,7 @@ def usage_of(events: Iterable[AgentEvent]) -> tuple[TokenUsage, dict[str, TokenU
 
     Returns the totals and the totals per agent name. Streams are read (from a copy).
     """
-    total = TokenUsage()
-    by_agent: dict[str, TokenUsage] = {}
+    counts: dict[str, list[int]] = {}  # per agent: prompt, completion, total
     for event in events:
         variant = event.output.message_output if event.output is not None else None
         if variant is None or variant.role is not Role.ASSISTANT:
@@ -189,11 +188,12 @@ def usage_of(events: Iterable[AgentEvent]) -> tuple[TokenUsage, dict[str, TokenU
         usage = message.response_meta.usage if message.response_meta is not None else None
         if usage is None:
             continue
-        agent = by_agent.setdefault(event.agent_name, TokenUsage())
-        for tally in (total, agent):
-            tally.prompt_tokens += usage.prompt_tokens
-            tally.completion_tokens += usage.completion_tokens
-            tally.total_tokens += usage.total_tokens
+        tally = counts.setdefault(event.agent_name, [0, 0, 0])
+        tally[0] += usage.prompt_tokens
+        tally[1] += usage.completion_tokens
+        tally[2] += usage.total_tokens
+    by_agent = {name: TokenUsage(*tally) for name, tally in counts.items()}
+    total = TokenUsage(*(sum(column) for column in zip(*counts.values(), strict=True)))
     return total, by_agent
 
 

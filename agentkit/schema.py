@@ -1,19 +1,21 @@
 """Chat messages: the data exchanged with models, tools and agents.
 
-All types are attrs classes. List and dict fields get a fresh default per instance.
-A message that was sent in an event is never mutated by agentkit afterwards.
+All types are frozen attrs classes: values that never change once made (a message an event
+carries is a fact no reader can rewrite). A message's ``tool_calls`` is a tuple and its
+``extra`` (and a tool call's) a read-only dict; make a changed copy with ``attrs.evolve``.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import attrs
 
 from agentkit._jsonable import UNENCODABLE, jsonable
 from agentkit._persist import persisted
+from agentkit._values import NO_EXTRA, read_only, refuse_writes
 
 __all__ = [
     "FunctionCall",
@@ -45,7 +47,8 @@ class Role(str, enum.Enum):
 
 
 @persisted("agentkit.FunctionCall")
-@attrs.define
+@refuse_writes("attrs.evolve(call.function, {name}=...)")
+@attrs.frozen
 class FunctionCall:
     """The function a tool call invokes; ``arguments`` is JSON text exactly as the model sent it."""
 
@@ -54,7 +57,8 @@ class FunctionCall:
 
 
 @persisted("agentkit.ToolCall")
-@attrs.define
+@refuse_writes("attrs.evolve(call, {name}=...)")
+@attrs.frozen
 class ToolCall:
     """One tool call requested by a model.
 
@@ -68,7 +72,7 @@ class ToolCall:
     function: FunctionCall = attrs.Factory(FunctionCall)
     type: str = "function"
     index: int | None = None
-    extra: dict[str, Any] = attrs.Factory(dict)
+    extra: dict[str, Any] = attrs.field(default=NO_EXTRA, converter=read_only)
 
     def __getstate__(self) -> dict[str, Any]:
         return {
@@ -76,7 +80,7 @@ class ToolCall:
             "function": self.function,
             "type": self.type,
             "index": self.index,
-            "extra": self.extra,
+            "extra": dict(self.extra),
         }
 
     def __setstate__(self, state: Any) -> None:
@@ -85,10 +89,12 @@ class ToolCall:
         values = dict(zip(names, state, strict=False)) if isinstance(state, tuple) else state
         for name in names:
             object.__setattr__(self, name, values.get(name, {} if name == "extra" else None))
+        object.__setattr__(self, "extra", read_only(self.extra))
 
 
 @persisted("agentkit.TokenUsage")
-@attrs.define
+@refuse_writes("attrs.evolve(usage, {name}=...)")
+@attrs.frozen
 class TokenUsage:
     """Token counts reported by the model server.
 
@@ -117,7 +123,8 @@ class TokenUsage:
 
 
 @persisted("agentkit.ResponseMeta")
-@attrs.define
+@refuse_writes("attrs.evolve(meta, {name}=...)")
+@attrs.frozen
 class ResponseMeta:
     """Metadata of a model response: why it finished and what it cost.
 
@@ -153,35 +160,43 @@ class ToolInfo:
     parameters: dict[str, Any] = attrs.Factory(lambda: {"type": "object", "properties": {}})
 
 
-def _to_role(value: Role | str) -> Role:
+def _to_role(role: Role | str) -> Role:
     # Most messages are built with a Role already; skip the enum lookup for them.
-    return value if type(value) is Role else Role(value)
+    return role if type(role) is Role else Role(role)
+
+
+def _to_calls(calls: Iterable[ToolCall]) -> tuple[ToolCall, ...]:
+    return calls if type(calls) is tuple else tuple(calls)
 
 
 @persisted("agentkit.Message")
-@attrs.define(getstate_setstate=False, on_setattr=attrs.setters.convert)
+@refuse_writes("attrs.evolve({var}, {name}=...)")
+@attrs.frozen(getstate_setstate=False)
 class Message:
-    """A chat message.
+    """A chat message: a value, never changed once made (make a changed copy with
+    ``attrs.evolve(message, content=...)``).
 
     Args:
         role: who wrote it (a :class:`Role`, or its string value).
         content: the text.
-        tool_calls: tool calls requested by an assistant message.
+        tool_calls: tool calls requested by an assistant message (any iterable; kept as a
+            tuple).
         tool_call_id: for a tool message, the id of the call it answers.
         tool_name: for a tool message, the name of the tool that produced it.
         name: an optional participant name.
         response_meta: finish reason and token usage of a model response.
-        extra: anything else; must be JSON-safe for :meth:`to_dict`.
+        extra: anything else; must be JSON-safe for :meth:`to_dict` (kept as a read-only
+            dict).
     """
 
     role: Role = attrs.field(converter=_to_role)
     content: str = ""
-    tool_calls: list[ToolCall] = attrs.Factory(list)
+    tool_calls: tuple[ToolCall, ...] = attrs.field(default=(), converter=_to_calls)
     tool_call_id: str = ""
     tool_name: str = ""
     name: str = ""
     response_meta: ResponseMeta | None = None
-    extra: dict[str, Any] = attrs.Factory(dict)
+    extra: dict[str, Any] = attrs.field(default=NO_EXTRA, converter=read_only)
 
     def __getstate__(self) -> dict[str, Any]:
         return {
@@ -192,16 +207,19 @@ class Message:
             "tool_name": self.tool_name,
             "name": self.name,
             "response_meta": self.response_meta,
-            "extra": self.extra,
+            "extra": dict(self.extra),
         }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         setter = object.__setattr__
-        for key, value in state.items():
-            setter(self, key, value)
+        for key, item in state.items():
+            setter(self, key, item)
         role = self.role
         if type(role) is not Role:  # a plain str from an older pickle; a Role is kept as is
             setter(self, "role", Role(role))
+        # Older pickles hold lists and plain dicts: made values here.
+        setter(self, "tool_calls", _to_calls(self.tool_calls))
+        setter(self, "extra", read_only(self.extra))
 
     # --- notebook display (see agentkit.display) ---
     def _repr_html_(self) -> str:
@@ -304,7 +322,7 @@ def system_message(content: str) -> Message:
 
 def assistant_message(content: str, tool_calls: Sequence[ToolCall] | None = None) -> Message:
     """Return an assistant message, optionally requesting tool calls."""
-    return Message(Role.ASSISTANT, content, list(tool_calls or ()))
+    return Message(Role.ASSISTANT, content, tuple(tool_calls or ()))
 
 
 def tool_message(content: str, tool_call_id: str, tool_name: str = "") -> Message:
@@ -328,7 +346,7 @@ def concat_messages(chunks: Sequence[Message]) -> Message:
         raise ValueError("concat_messages() needs at least one chunk")
     first = chunks[0]
     if len(chunks) == 1:
-        return attrs.evolve(first, tool_calls=list(first.tool_calls), extra=dict(first.extra))
+        return first  # a value: the one chunk is the whole message
     role = first.role
     contents: list[str] = []
     name = tool_call_id = tool_name = ""
@@ -366,16 +384,7 @@ def concat_messages(chunks: Sequence[Message]) -> Message:
             else:
                 extra[key] = value
     tool_calls = [_merge_fragments(index, indexed[index]) for index in sorted(indexed)]
-    tool_calls.extend(
-        ToolCall(
-            c.id,
-            FunctionCall(c.function.name, c.function.arguments),
-            c.type,
-            c.index,
-            dict(c.extra),
-        )
-        for c in unindexed
-    )
+    tool_calls.extend(unindexed)  # values: kept as they came
     response_meta = None
     if finish_reason or usage is not None or any(c.response_meta for c in chunks):
         response_meta = ResponseMeta(finish_reason=finish_reason, usage=usage, cost=cost)
