@@ -47,13 +47,6 @@ def refuse_writes(hint: str) -> Callable[[_T], _T]:
     return decorate
 
 
-def _refuse(self: ReadOnlyDict, *_: Any, **__: Any) -> NoReturn:
-    raise FrozenError(
-        "this dict belongs to a value (a message or tool call) and cannot be changed; "
-        "make a changed copy, e.g. attrs.evolve(message, extra={**message.extra, 'key': value})"
-    )
-
-
 class ReadOnlyDict(dict[str, Any]):
     """A ``dict`` that refuses writes: the ``extra`` of a message or a tool call.
 
@@ -63,9 +56,35 @@ class ReadOnlyDict(dict[str, Any]):
 
     __slots__ = ()
 
-    __setitem__ = __delitem__ = _refuse
-    clear = pop = popitem = setdefault = update = _refuse
-    __ior__ = _refuse
+    def _refuse(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise FrozenError(
+            "this dict belongs to a value (a message or a tool call) and cannot be changed; "
+            "make a changed copy, e.g. attrs.evolve(message, extra={**message.extra, 'key': 1})"
+        )
+
+    def __setitem__(self, *args: Any) -> NoReturn:
+        self._refuse()
+
+    def __delitem__(self, *args: Any) -> NoReturn:
+        self._refuse()
+
+    def __ior__(self, *args: Any) -> NoReturn:  # type: ignore[misc]
+        self._refuse()
+
+    def clear(self) -> NoReturn:
+        self._refuse()
+
+    def pop(self, *args: Any) -> NoReturn:
+        self._refuse()
+
+    def popitem(self) -> NoReturn:
+        self._refuse()
+
+    def setdefault(self, *args: Any) -> NoReturn:
+        self._refuse()
+
+    def update(self, *args: Any, **kwargs: Any) -> NoReturn:
+        self._refuse()
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (dict, (dict(self),))

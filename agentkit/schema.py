@@ -15,7 +15,7 @@ import attrs
 
 from agentkit._jsonable import UNENCODABLE, jsonable
 from agentkit._persist import persisted
-from agentkit._values import NO_EXTRA, read_only, refuse_writes
+from agentkit._values import NO_EXTRA, ReadOnlyDict, read_only, refuse_writes
 
 __all__ = [
     "FunctionCall",
@@ -48,17 +48,23 @@ class Role(str, enum.Enum):
 
 @persisted("agentkit.FunctionCall")
 @refuse_writes("attrs.evolve(call.function, {name}=...)")
-@attrs.frozen
+@attrs.frozen(init=False)
 class FunctionCall:
     """The function a tool call invokes; ``arguments`` is JSON text exactly as the model sent it."""
 
     name: str = ""
     arguments: str = ""
 
+    def __init__(self, name: str = "", arguments: str = "") -> None:
+        # Written out (as the two below): attrs' __init__ of a frozen class sets each field
+        # through a bound object.__setattr__, the slots' own setters cost about half.
+        _F_NAME(self, name)
+        _F_ARGUMENTS(self, arguments)
+
 
 @persisted("agentkit.ToolCall")
 @refuse_writes("attrs.evolve(call, {name}=...)")
-@attrs.frozen
+@attrs.frozen(init=False)
 class ToolCall:
     """One tool call requested by a model.
 
@@ -73,6 +79,20 @@ class ToolCall:
     type: str = "function"
     index: int | None = None
     extra: dict[str, Any] = attrs.field(default=NO_EXTRA, converter=read_only)
+
+    def __init__(
+        self,
+        id: str = "",
+        function: FunctionCall | None = None,
+        type: str = "function",
+        index: int | None = None,
+        extra: dict[str, Any] = NO_EXTRA,
+    ) -> None:
+        _C_ID(self, id)
+        _C_FUNCTION(self, FunctionCall() if function is None else function)
+        _C_TYPE(self, type)
+        _C_INDEX(self, index)
+        _C_EXTRA(self, extra if extra.__class__ is ReadOnlyDict else ReadOnlyDict(extra))
 
     def __getstate__(self) -> dict[str, Any]:
         return {
@@ -90,6 +110,12 @@ class ToolCall:
         for name in names:
             object.__setattr__(self, name, values.get(name, {} if name == "extra" else None))
         object.__setattr__(self, "extra", read_only(self.extra))
+
+
+_F_NAME, _F_ARGUMENTS = (vars(FunctionCall)[name].__set__ for name in ("name", "arguments"))
+_C_ID, _C_FUNCTION, _C_TYPE, _C_INDEX, _C_EXTRA = (
+    vars(ToolCall)[name].__set__ for name in ("id", "function", "type", "index", "extra")
+)
 
 
 @persisted("agentkit.TokenUsage")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import pickle
+from collections.abc import Callable
 
 import attrs
 import pytest
@@ -37,9 +38,11 @@ def test_constructors_set_role_and_fields() -> None:
 
 
 def test_a_message_is_a_value_its_calls_and_extra_too() -> None:
-    message = Message(Role.ASSISTANT, "hi", [ToolCall("c1", FunctionCall("f", "{}"))], extra={"k": 1})
+    message = Message(
+        Role.ASSISTANT, "hi", [ToolCall("c1", FunctionCall("f", "{}"))], extra={"k": 1}
+    )
     assert message.tool_calls == (ToolCall("c1", FunctionCall("f", "{}")),)  # a tuple
-    writes = [
+    writes: list[Callable[[], object]] = [
         lambda: setattr(message, "content", "bye"),
         lambda: delattr(message, "content"),
         lambda: setattr(message.tool_calls[0], "id", "c2"),
@@ -169,12 +172,21 @@ def test_agent_event_to_dict_is_json_safe_and_materializes_streams() -> None:
     # the event stays readable after to_dict()
     assert streamed.get_message().content == "Hello"  # type: ignore[union-attr]
 
-    context = InterruptContext(id="i1", info={"q": "ok?"}, address=("agent:a", "tool:t:c"), is_root_cause=True)
-    interrupted = AgentEvent(agent_name="a", run_path=["a"], action=AgentAction(interrupted=InterruptInfo(contexts=[context])))
+    context = InterruptContext(
+        id="i1", info={"q": "ok?"}, address=("agent:a", "tool:t:c"), is_root_cause=True
+    )
+    interrupted = AgentEvent(
+        agent_name="a",
+        run_path=["a"],
+        action=AgentAction(interrupted=InterruptInfo(contexts=[context])),
+    )
     data = json.loads(json.dumps(interrupted.to_dict()))
     assert data["run_path"] == ["a"]
     assert data["action"]["interrupted"]["contexts"][0] == {
-        "id": "i1", "info": {"q": "ok?"}, "address": ["agent:a", "tool:t:c"], "is_root_cause": True,
+        "id": "i1",
+        "info": {"q": "ok?"},
+        "address": ["agent:a", "tool:t:c"],
+        "is_root_cause": True,
     }
     failed = AgentEvent(err=KeyError("k"))
     assert failed.to_dict()["error"] == {"type": "KeyError", "message": "'k'"}
