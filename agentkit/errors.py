@@ -15,6 +15,7 @@ exception says the same thing, the agentkit error subclasses it too, so existing
     ├── InstructionFormatError (ValueError)
     ├── ResumeError
     ├── AgentCancelledError
+    │   └── RunClosedError
     ├── OutputValidationError (ValueError)
     ├── SharedLimitError
     │   ├── SlotTimeoutError (TimeoutError)
@@ -92,6 +93,7 @@ __all__ = [
     "ResponseTooLargeError",
     "ResumeError",
     "RetryExhaustedError",
+    "RunClosedError",
     "RunLimitError",
     "SharedLimitError",
     "SharedLimitUnavailableError",
@@ -388,6 +390,30 @@ class AgentCancelledError(AgentKitError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.mode, self.escalated))
+
+
+class RunClosedError(AgentCancelledError):
+    """The run was cancelled by its reader: the event iterator was closed before the run
+    ended (``it.close()``, or a ``break`` out of ``with runner.query(...) as it``).
+
+    :meth:`RunIterator.result <agentkit.RunIterator.result>` reports such a run with this
+    error (``status == "cancelled"``), never as completed with the last message read.
+
+    Attributes:
+        events_read: how many events the reader had taken when it closed the iterator.
+    """
+
+    def __init__(self, mode: Any = None, escalated: bool = False, events_read: int = 0) -> None:
+        super().__init__(mode, escalated)
+        self.args = (
+            f"the run was cancelled by its reader: the event iterator was closed after "
+            f"{events_read} event(s), before the run ended. Read it to its end (or call "
+            f"result()) for the whole run; a run with a checkpoint id can be resumed",
+        )
+        self.events_read = events_read
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.mode, self.escalated, self.events_read))
 
 
 def _cancelled_text(mode: Any, escalated: bool) -> str:

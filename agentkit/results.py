@@ -27,6 +27,7 @@ import attrs
 
 from agentkit._ctrlc import ctrl_c_interrupt, stop_after_ctrl_c
 from agentkit._scope import RunScope
+from agentkit.errors import AgentCancelledError, RunClosedError
 from agentkit.events import AgentEvent, InterruptInfo
 from agentkit.iterators import AsyncIterator, _Pair, _wait_for_end
 from agentkit.schema import Message, Role, TokenUsage
@@ -106,9 +107,15 @@ class RunResult:
 
     @property
     def status(self) -> str:
-        """``"failed"``, ``"interrupted"`` or ``"completed"``."""
-        if self.error is not None:
-            return "failed"
+        """``"completed"``, ``"interrupted"``, ``"cancelled"`` or ``"failed"``.
+
+        ``"cancelled"`` when ``error`` is an :class:`~agentkit.AgentCancelledError`: the run
+        was cancelled (a :class:`~agentkit.CancelHandle`, or its reader closed the event
+        iterator before the end: :class:`~agentkit.errors.RunClosedError`).
+        """
+        error = self.error
+        if error is not None:
+            return "cancelled" if isinstance(error, AgentCancelledError) else "failed"
         return "interrupted" if self.interrupt is not None else "completed"
 
     def _lines(self) -> list[tuple[str, str]]:
@@ -224,7 +231,7 @@ class RunIterator(AsyncIterator[AgentEvent]):
     ``result()``, which reads every message through :meth:`~agentkit.MessageVariant.get_message`.
     """
 
-    __slots__ = ("_lock", "_outcome", "_scope", "_seen")
+    __slots__ = ("_closed", "_lock", "_outcome", "_scope", "_seen")
 
     def __init__(
         self, pair: _Pair, outcome: RunOutcome | None = None, scope: RunScope | None = None
@@ -234,6 +241,7 @@ class RunIterator(AsyncIterator[AgentEvent]):
         self._lock = threading.Lock()
         self._outcome = outcome if outcome is not None else RunOutcome()
         self._scope = scope  # the run's own scope, when this iterator owns the run
+        self._closed: RunClosedError | None = None  # the reader's close stopped the run
 
     def next(self) -> tuple[AgentEvent | None, bool]:
         """Block until the next event: ``(event, True)``, or ``(None, False)`` at the end."""
@@ -272,6 +280,22 @@ class RunIterator(AsyncIterator[AgentEvent]):
     def __enter__(self) -> RunIterator:
         return self
 
+    def close(self, timeout: float | None = None) -> None:
+        """Stop reading: cancel the run and wait for it to end (see
+        :meth:`ItemIterator.close <agentkit.iterators.ItemIterator.close>`).
+
+        A run the close stopped before its end is cancelled: :meth:`result` reports it so
+        (``status == "cancelled"``, ``error`` a :class:`~agentkit.errors.RunClosedError`),
+        not as the run that completed with the last message read.
+        """
+        early = not self._finished
+        super().close(timeout)
+        scope = self._scope
+        if early and self._closed is None and scope is not None and scope.fired:
+            with self._lock:
+                read = len(self._seen)
+            self._closed = RunClosedError(scope.mode, scope.escalated, events_read=read)
+
     def result(self, *, raise_errors: bool = True) -> RunResult:
         """Wait for the run to end and return its :class:`RunResult`.
 
@@ -297,13 +321,15 @@ class RunIterator(AsyncIterator[AgentEvent]):
                 seen.append(item)
         with lock:
             events = list(seen)
-        result = _summarize(events, self._outcome)
+        result = _summarize(events, self._outcome, self._closed)
         if raise_errors and result.error is not None:
             raise result.error
         return result
 
 
-def _summarize(events: list[AgentEvent], outcome: RunOutcome) -> RunResult:
+def _summarize(
+    events: list[AgentEvent], outcome: RunOutcome, closed: RunClosedError | None = None
+) -> RunResult:
     final: Message | None = None
     output: Any = None
     interrupt: InterruptInfo | None = None
@@ -326,7 +352,7 @@ def _summarize(events: list[AgentEvent], outcome: RunOutcome) -> RunResult:
             error = event.err
             _note(error, event)
     if error is None:
-        error = stream_error
+        error = stream_error if stream_error is not None else closed
     if error is not None:
         interrupt = None
     ledger = outcome.usage

@@ -362,6 +362,8 @@ def _judge(
     if result.error is not None:
         if timed_out and isinstance(result.error, AgentCancelledError):
             reason = f"the run took longer than timeout={timeout} s and was cancelled"
+        elif isinstance(result.error, AgentCancelledError):
+            reason = f"the run was cancelled: {result.error}"
         else:
             reason = f"the run failed: {type(result.error).__name__}: {result.error}"
         return [reason], [result.error]
