@@ -5,6 +5,12 @@ exception says the same thing, the agentkit error subclasses it too, so existing
 ``except ValueError`` / ``except KeyError`` clauses keep working::
 
     AgentKitError
+    ├── AgentKitValueError (ValueError)       a value passed in was not valid
+    ├── AgentKitTypeError (TypeError)         a value passed in had the wrong type
+    ├── AgentKitRuntimeError (RuntimeError)   an object used in a state that does not allow it
+    ├── AgentKitTimeoutError (TimeoutError)   a bounded wait ran out
+    ├── AgentKitKeyError (KeyError)           a name or id that is not there
+    ├── MissingDependencyError (ImportError)  an optional dependency is not installed
     ├── ExceedMaxIterationsError
     ├── RunLimitError
     ├── GuardrailTripped
@@ -64,6 +70,12 @@ from typing import Any
 import attrs
 
 __all__ = [
+    "AgentKitKeyError",
+    "AgentKitRuntimeError",
+    "AgentKitTimeoutError",
+    "AgentKitTypeError",
+    "AgentKitValueError",
+    "MissingDependencyError",
     "APIConnectionError",
     "APIStatusError",
     "APITimeoutError",
@@ -109,6 +121,34 @@ __all__ = [
 
 class AgentKitError(Exception):
     """Base class of every error raised by agentkit."""
+
+
+# The general errors: what a builtin error would say, in the agentkit tree (so ``except
+# AgentKitError`` sees every error of agentkit, and ``except ValueError`` still works).
+
+
+class AgentKitValueError(AgentKitError, ValueError):
+    """A value passed to agentkit was not valid; the message says which, why, and what to pass."""
+
+
+class AgentKitTypeError(AgentKitError, TypeError):
+    """A value passed to agentkit had the wrong type; the message says what was expected."""
+
+
+class AgentKitRuntimeError(AgentKitError, RuntimeError):
+    """An object was used in a state that does not allow it (closed, started already...)."""
+
+
+class AgentKitTimeoutError(AgentKitError, TimeoutError):
+    """A bounded wait ran out of time."""
+
+
+class AgentKitKeyError(AgentKitError, KeyError):
+    """A name or id that is not there was asked for."""
+
+
+class MissingDependencyError(AgentKitError, ImportError):
+    """An optional dependency is not installed; the message names the extra that has it."""
 
 
 class ExceedMaxIterationsError(AgentKitError):
@@ -572,7 +612,6 @@ class WillRetryError(ModelError):
     arrives; a rejected one's stream then raises this error at its end. Consumers skip such
     events (the run's history does: the next agents never see a rejected reply).
     """
-
 
 
 def _register_persisted() -> None:

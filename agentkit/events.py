@@ -22,6 +22,7 @@ from agentkit._transfer_messages import (
     gen_transfer_messages,
     transfer_result_text,
 )
+from agentkit.errors import AgentKitValueError
 from agentkit.schema import Message, Role, _json_safe, _message_html_lines
 from agentkit.streams import StreamReader, _concatenated, concat_message_stream, stream_from_list
 
@@ -189,11 +190,11 @@ class MessageVariant:
         """
         if not self.is_streaming:
             if self.message is None:
-                raise ValueError("this MessageVariant has no message")
+                raise AgentKitValueError("this MessageVariant has no message")
             return self.message
         whole = self._whole
         if whole is None:
-            raise ValueError("this streaming MessageVariant has no message_stream")
+            raise AgentKitValueError("this streaming MessageVariant has no message_stream")
         return whole.message()
 
     def open_stream(self) -> StreamReader[Message]:

@@ -16,6 +16,7 @@ import attrs
 from agentkit._jsonable import UNENCODABLE, jsonable
 from agentkit._persist import persisted
 from agentkit._values import NO_EXTRA, ReadOnlyDict, read_only, refuse_writes
+from agentkit.errors import AgentKitValueError
 
 __all__ = [
     "FunctionCall",
@@ -288,7 +289,7 @@ class Message:
     def from_dict(cls, data: dict[str, Any]) -> Message:
         """Build a message from :meth:`to_dict` output (or an OpenAI-style message dict)."""
         if "role" not in data:
-            raise ValueError(f"a message dict needs a 'role' key (got keys {sorted(data)})")
+            raise AgentKitValueError(f"a message dict needs a 'role' key (got keys {sorted(data)})")
         meta = data.get("response_meta")
         response_meta = None
         if meta is not None:
@@ -369,7 +370,7 @@ def concat_messages(chunks: Sequence[Message]) -> Message:
         ValueError: no chunks, or chunks with different roles.
     """
     if not chunks:
-        raise ValueError("concat_messages() needs at least one chunk")
+        raise AgentKitValueError("concat_messages() needs at least one chunk")
     first = chunks[0]
     if len(chunks) == 1:
         return first  # a value: the one chunk is the whole message
@@ -384,7 +385,7 @@ def concat_messages(chunks: Sequence[Message]) -> Message:
     unindexed: list[ToolCall] = []
     for chunk in chunks:
         if chunk.role != role:
-            raise ValueError(
+            raise AgentKitValueError(
                 f"cannot concatenate messages of different roles: {role.value!r} and "
                 f"{chunk.role.value!r}"
             )

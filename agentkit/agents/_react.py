@@ -49,6 +49,8 @@ from agentkit.cancel import CancelMode
 from agentkit.errors import (
     AgentCancelledError,
     AgentConfigError,
+    AgentKitRuntimeError,
+    AgentKitTypeError,
     ExceedMaxIterationsError,
     GuardrailTripped,
     ResumeError,
@@ -541,7 +543,7 @@ class ReactHooks:
                 self.model = base.with_tools(self.tool_infos) if self.tool_infos else base
         reply = self.model_chain(list(messages), run.model_options)
         if not isinstance(reply, Message):
-            raise TypeError(
+            raise AgentKitTypeError(
                 f"a wrap_model layer of agent {run.config.name!r} returned "
                 f"{type(reply).__name__}, not a Message"
             )
@@ -558,7 +560,7 @@ class ReactHooks:
             for middleware in self.after_model:
                 reply = middleware.after_model(state, reply)
                 if not isinstance(reply, Message):
-                    raise TypeError(
+                    raise AgentKitTypeError(
                         f"{type(middleware).__name__}.after_model returned "
                         f"{type(reply).__name__}; return the Message the agent should go on with"
                     )
@@ -613,7 +615,7 @@ class ReactHooks:
             invoke = _layer(middleware, invoke)
         text = invoke(original)
         if not isinstance(text, str):
-            raise TypeError(
+            raise AgentKitTypeError(
                 f"a wrap_tool_call layer returned {type(text).__name__} for tool {name!r}, "
                 "not str"
             )
@@ -1325,7 +1327,7 @@ class ReactRun:
             return concat_message_stream(for_history)
         result = tool.invoke(call.function.arguments, **self.tool_options)  # type: ignore[attr-defined]
         if not isinstance(result, str):
-            raise TypeError(f"tool {name!r} returned {type(result).__name__}, not str")
+            raise AgentKitTypeError(f"tool {name!r} returned {type(result).__name__}, not str")
         return tool_message(result, call.id, name)
 
 
@@ -1631,7 +1633,7 @@ def call_with_timeout(
     """
     frame = current_frame()
     if frame is None:
-        raise RuntimeError("tool time limits apply inside an agent run")
+        raise AgentKitRuntimeError("tool time limits apply inside an agent run")
     run_scope = frame.scope
     call_scope = RunScope()
     call_frame = _with_scope(frame, call_scope)

@@ -34,6 +34,9 @@ from agentkit.backends._errors import (
     BinaryFileError,
     EditError,
     FileTooLargeError,
+    PathIsDirectoryError,
+    PathNotDirectoryError,
+    PathNotFoundError,
     PathOutsideRootError,
 )
 from agentkit.backends._local import LocalBackend
@@ -52,6 +55,9 @@ __all__ = [
     "InMemoryBackend",
     "LocalBackend",
     "LocalShell",
+    "PathIsDirectoryError",
+    "PathNotDirectoryError",
+    "PathNotFoundError",
     "PathOutsideRootError",
     "Shell",
 ]

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, TypeAlias
 
 import attrs
 
-from agentkit.errors import ModelError
+from agentkit.errors import AgentKitTypeError, ModelError
 from agentkit.models.base import ModelOptions, ToolCallingChatModel
 from agentkit.schema import FunctionCall, Message, Role, ToolCall, ToolInfo, assistant_message
 from agentkit.streams import StreamReader, stream_from_list
@@ -63,7 +63,7 @@ class _Script:
         elif callable(script) and not _is_exception(script):
             self.function = script
         else:
-            raise TypeError(
+            raise AgentKitTypeError(
                 "ScriptedChatModel(script) needs a list of replies or a function of the "
                 f"messages (got {type(script).__name__})"
             )
@@ -194,7 +194,7 @@ class ScriptedChatModel:
         elif callable(item):
             reply = _as_message(item(list(history)))
         else:
-            raise TypeError(
+            raise AgentKitTypeError(
                 "a ScriptedChatModel script item must be a Message, a str, an exception or a "
                 f"function of the messages (got {type(item).__name__})"
             )
@@ -218,7 +218,7 @@ def _checked_pricing(pricing: object) -> ModelPricing | None:
     from agentkit.limits import ModelPricing
 
     if pricing is not None and not isinstance(pricing, ModelPricing):
-        raise TypeError(
+        raise AgentKitTypeError(
             f"pricing must be a ModelPricing (got {pricing!r}); write "
             "pricing=ModelPricing(input_per_million=..., output_per_million=...)"
         )
@@ -230,7 +230,7 @@ def _as_message(value: object) -> Message:
         return value
     if isinstance(value, str):
         return assistant_message(value)
-    raise TypeError(
+    raise AgentKitTypeError(
         "a ScriptedChatModel reply function must return a Message or a str "
         f"(got {type(value).__name__})"
     )

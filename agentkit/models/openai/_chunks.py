@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 
 from agentkit._values import NO_EXTRA as _NO_EXTRA
-from agentkit.errors import ModelError
+from agentkit.errors import AgentKitValueError, ModelError
 from agentkit.models.openai._wire import (
     decode_json,
     read_message,
@@ -41,7 +41,7 @@ def parse_chunk(payload: bytes, url: str) -> Message | None:
         text = payload.decode()
         data, end = _scan(text, 0)
         if end != len(text):
-            raise ValueError("not one JSON value")
+            raise AgentKitValueError("not one JSON value")
     except (ValueError, StopIteration):
         data = decode_json(payload, "a stream chunk", url, 200)  # raises the explanation
     if type(data) is dict:

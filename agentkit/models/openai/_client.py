@@ -15,6 +15,8 @@ import httpx
 from agentkit._runctx import abort_on_cancel, cancellable_sleep, current_frame
 from agentkit._waiting import CallSite
 from agentkit.errors import (
+    AgentKitTypeError,
+    AgentKitValueError,
     APIConnectionError,
     APIStatusError,
     APITimeoutError,
@@ -73,24 +75,24 @@ def _add_note(error: BaseException, note: str) -> None:
 def _check_arguments(model: object, timeout: object, max_retries: object) -> None:
     """Raise a ``ValueError`` that says which argument of ``OpenAIChatModel`` is wrong."""
     if not isinstance(model, str) or not model:
-        raise ValueError(
+        raise AgentKitValueError(
             f"OpenAIChatModel needs a model name as its first argument (got {model!r}), "
             'such as OpenAIChatModel("gpt-4o-mini")'
         )
     if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
-        raise ValueError(
+        raise AgentKitValueError(
             f"max_retries must be an int >= 0, the retries after a failed attempt "
             f"(got {max_retries!r})"
         )
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
-        raise ValueError(f"timeout must be a number of seconds > 0 (got {timeout!r})")
+        raise AgentKitValueError(f"timeout must be a number of seconds > 0 (got {timeout!r})")
 
 
 def _checked_pricing(pricing: object) -> ModelPricing | None:
     from agentkit.limits import ModelPricing
 
     if pricing is not None and not isinstance(pricing, ModelPricing):
-        raise TypeError(
+        raise AgentKitTypeError(
             f"pricing must be a ModelPricing (got {pricing!r}); write "
             "pricing=ModelPricing(input_per_million=..., output_per_million=...)"
         )

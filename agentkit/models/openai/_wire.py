@@ -23,7 +23,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from agentkit.errors import ModelError
+from agentkit.errors import AgentKitValueError, ModelError
 from agentkit.models.base import ModelOptions
 from agentkit.schema import (
     FunctionCall,
@@ -136,7 +136,9 @@ def request_fields(model: str, options: ModelOptions, stream: bool) -> dict[str,
         )
     if options.extra:
         if "messages" in options.extra:
-            raise ValueError("ModelOptions.extra may not set 'messages'; pass them to the call")
+            raise AgentKitValueError(
+                "ModelOptions.extra may not set 'messages'; pass them to the call"
+            )
         fields.update(options.extra)
     if stream:
         fields["stream"] = True
