@@ -1,5 +1,9 @@
 """Values: objects that never change once made, and say so when someone tries.
 
+:class:`BuiltValue` is the same contract for a plain class (a model, an agent): its public
+attributes are settled by ``__init__``, a later write raises, and ``replace(**changes)``
+builds a changed copy from the constructor's arguments.
+
 ``@refuse_writes(hint)`` goes on top of an ``attrs.frozen`` class (or any class whose ``__init__``
 sets its attributes with ``object.__setattr__``): a later write or delete raises
 :class:`~agentkit.errors.FrozenError` naming the attribute and how to make a changed copy,
@@ -12,12 +16,14 @@ setting the object never reads again).
 
 from __future__ import annotations
 
+import functools
+import inspect
 from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
 
-from agentkit.errors import FrozenError
+from agentkit.errors import AgentKitTypeError, FrozenError
 
-__all__ = ["NO_EXTRA", "ReadOnlyDict", "read_only", "refuse_writes"]
+__all__ = ["NO_EXTRA", "BuiltValue", "ReadOnlyDict", "read_only", "refuse_writes"]
 
 _T = TypeVar("_T", bound=type)
 
@@ -101,3 +107,87 @@ def read_only(mapping: Any) -> ReadOnlyDict:
     if type(mapping) is ReadOnlyDict:
         return mapping
     return ReadOnlyDict(mapping)
+
+
+class BuiltValue:
+    """Mixin: an object that is a value once its ``__init__`` returned.
+
+    A write to a public attribute afterwards raises :class:`FrozenError` saying to use
+    :meth:`replace` (private attributes stay the object's own business: caches, a copy
+    ``with_tools`` binds). The arguments each class's ``__init__`` was called with are kept,
+    so :meth:`replace` makes the object again with some of them changed.
+    """
+
+    __slots__ = ()
+    _arguments: dict[str, Any]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get("__init__")
+        if init is not None:
+            cls.__init__ = _recording(cls, init)  # type: ignore[method-assign]
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if not name.startswith("_"):
+            self._refuse(name)
+        object.__setattr__(self, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        if not name.startswith("_"):
+            self._refuse(name)
+        object.__delattr__(self, name)
+
+    def _refuse(self, name: str) -> NoReturn:
+        kind = type(self).__name__
+        raise FrozenError(
+            f"cannot set {kind}.{name}: {kind} objects are values once built (a run never "
+            f"reads half-changed settings, and a setting it does not read is not taken "
+            f"silently). "
+            f"Make a changed copy: .replace({name}=...)"
+        )
+
+    def replace(self, **changes: Any) -> Any:
+        """Return a new object made with this one's constructor arguments, ``changes`` applied.
+
+        Raises:
+            AgentKitTypeError: a key is not an argument of the constructor.
+        """
+        arguments = self._arguments
+        init = type(self).__init__
+        parameters = inspect.signature(init).parameters
+        takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+        unknown = sorted(set(changes) - set(arguments) - set(parameters))
+        if unknown and not takes_any:
+            raise AgentKitTypeError(
+                f"{type(self).__name__}.replace() got unknown argument(s) "
+                f"{', '.join(map(repr, unknown))}; its arguments are: "
+                f"{', '.join(name for name in parameters if name != 'self')}"
+            )
+        made = type(self)(**{**arguments, **changes})
+        tools = getattr(self, "tools", None)
+        if tools and "tools" not in changes and hasattr(made, "with_tools"):
+            made = made.with_tools(tools)  # a bound model stays bound to its tools
+        return made
+
+
+def _recording(cls: type, init: Callable[..., None]) -> Callable[..., None]:
+    """``init``, keeping the arguments of the outermost call (see :class:`BuiltValue`)."""
+    signature = inspect.signature(init)
+
+    @functools.wraps(init)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        if type(self).__init__ is __init__:  # the object's own class: the outermost call
+            bound = signature.bind(self, *args, **kwargs)
+            arguments: dict[str, Any] = {}
+            for name, value in list(bound.arguments.items())[1:]:
+                kind = signature.parameters[name].kind
+                if kind is inspect.Parameter.VAR_KEYWORD:
+                    arguments.update(value)
+                elif kind is inspect.Parameter.VAR_POSITIONAL:
+                    raise AgentKitTypeError(f"{cls.__name__}: *args cannot be replaced")
+                else:
+                    arguments[name] = value
+            object.__setattr__(self, "_arguments", arguments)
+
+    return __init__

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, TypeAlias
 
 import attrs
 
+from agentkit._values import BuiltValue
 from agentkit.errors import AgentKitTypeError, ModelError
 from agentkit.models.base import ModelOptions, ToolCallingChatModel
 from agentkit.schema import FunctionCall, Message, Role, ToolCall, ToolInfo, assistant_message
@@ -90,7 +91,7 @@ def _is_exception(item: object) -> bool:
     )
 
 
-class ScriptedChatModel:
+class ScriptedChatModel(BuiltValue):
     """A :class:`~agentkit.models.ToolCallingChatModel` that replies from a script.
 
     ``script`` is either a list consumed one item per call, or a function of the messages
@@ -168,6 +169,7 @@ class ScriptedChatModel:
         bound._script = self._script
         bound._tools = list(tools)
         bound._pricing = self._pricing
+        bound._arguments = self._arguments  # replace() makes a model from the same script
         return bound
 
     def generate(self, messages: Sequence[Message], options: ModelOptions | None = None) -> Message:

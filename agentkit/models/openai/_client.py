@@ -13,6 +13,7 @@ import attrs
 import httpx
 
 from agentkit._runctx import abort_on_cancel, cancellable_sleep, current_frame
+from agentkit._values import BuiltValue
 from agentkit._waiting import CallSite
 from agentkit.errors import (
     AgentKitTypeError,
@@ -126,7 +127,7 @@ class _Shared:
         self.encoded = EncodedMessages()
 
 
-class OpenAIChatModel:
+class OpenAIChatModel(BuiltValue):
     """A chat model served over the OpenAI Chat Completions API, or any compatible server.
 
     Args:

@@ -7,6 +7,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import attrs
 import httpx
 
 from agentkit._runctx import RunFrame
@@ -172,7 +173,8 @@ class OpenStream:
             extra = chunk.extra
             if extra and PROVIDER_FIELDS in extra:
                 self.fields = merge_fields(self.fields, extra[PROVIDER_FIELDS])
-                extra[PROVIDER_FIELDS] = self.fields  # the merged fields so far
+                # the merged fields so far, on a chunk of its own (a message is a value)
+                chunk = attrs.evolve(chunk, extra={**extra, PROVIDER_FIELDS: self.fields})
             self.count += 1
             batch.append(chunk)
 
