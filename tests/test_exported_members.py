@@ -209,6 +209,7 @@ TESTING_DOCUMENTED = {
     "no_thread_leak", "ThreadLeakError", "FakeOpenAIServer", "Reply", "check_checkpoint_store",
     "StoreConformanceError", "StoreCheck", "StoreFactory", "ALL_CHECKS", "STORE_CHECKS",
     "LEASE_CHECKS", "STEP_CHECKS", "UNUSUAL_IDS", "cassette", "Cassette", "CassetteError", "CassetteMismatchError",
+    "Clock", "ManualClock",
 }
 
 

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 import uuid
 import weakref
 from types import TracebackType
 from typing import Protocol, TypeGuard, runtime_checkable
 
+from agentkit._clock import SYSTEM_CLOCK, Clock
 from agentkit.errors import (
     AgentKitTypeError,
     AgentKitValueError,
@@ -328,7 +328,7 @@ def lease_for(store: CheckPointStore, checkpoint_id: str, ttl: float | None = No
 def _acquire(store: CheckPointStore, checkpoint_id: str, owner: str, ttl: float) -> bool:
     if _leases(store):
         return store.acquire_lease(checkpoint_id, owner, ttl)
-    return _LOCAL_LEASES.acquire(store, checkpoint_id, owner, ttl)
+    return _LOCAL_LEASES.acquire(store, checkpoint_id, owner, ttl, SYSTEM_CLOCK)
 
 
 def _release(store: CheckPointStore, checkpoint_id: str, owner: str) -> None:
@@ -494,10 +494,12 @@ class _LocalLeases:
         # referenced stops its id() from being reused by another store while the lease exists.
         self._leases: dict[tuple[int, str], tuple[str, float, CheckPointStore]] = {}
 
-    def acquire(self, store: CheckPointStore, checkpoint_id: str, owner: str, ttl: float) -> bool:
+    def acquire(
+        self, store: CheckPointStore, checkpoint_id: str, owner: str, ttl: float, clock: Clock
+    ) -> bool:
         _check_ttl(ttl)
         key = (id(store), checkpoint_id)
-        now = time.monotonic()
+        now = clock.monotonic()
         with self._lock:
             current = self._leases.get(key)
             if current is not None and current[0] != owner and current[1] > now:
