@@ -436,7 +436,7 @@ class RunClosedError(AgentCancelledError):
     """The run was cancelled by its reader: the event iterator was closed before the run
     ended (``it.close()``, or a ``break`` out of ``with runner.query(...) as it``).
 
-    :meth:`RunIterator.result <agentkit.RunIterator.result>` reports such a run with this
+    :meth:`RunIterator.result <agentkit.results.RunIterator.result>` reports such a run with this
     error (``status == "cancelled"``), never as completed with the last message read.
 
     Attributes:

@@ -281,8 +281,8 @@ class RunIterator(AsyncIterator[AgentEvent]):
         return self
 
     def close(self, timeout: float | None = None) -> None:
-        """Stop reading: cancel the run and wait for it to end (see
-        :meth:`ItemIterator.close <agentkit.iterators.ItemIterator.close>`).
+        """Stop reading: cancel the run and wait for it to end (as any event iterator's
+        ``close``).
 
         A run the close stopped before its end is cancelled: :meth:`result` reports it so
         (``status == "cancelled"``, ``error`` a :class:`~agentkit.errors.RunClosedError`),
