@@ -114,3 +114,16 @@ def test_run_closed_error_pickles_with_its_fields() -> None:
     loaded = pickle.loads(pickle.dumps(error))
     assert type(loaded) is RunClosedError and loaded.events_read == 3
     assert str(loaded) == str(error)
+
+
+def test_an_sse_response_its_client_left_reports_the_run_cancelled() -> None:
+    from agentkit.integrations.flask import sse_events
+
+    with no_thread_leak():
+        events = _runner().query("look it up")
+        frames = sse_events(events)
+        first = next(frames)
+        assert first.startswith("event: agent")
+        frames.close()  # the client went away: the server closes the response's generator
+    result = events.result(raise_errors=False)
+    assert result.status == "cancelled" and isinstance(result.error, RunClosedError)
