@@ -10,6 +10,7 @@ run that had ended before the close is still completed.
 from __future__ import annotations
 
 import pickle
+from collections.abc import Generator
 
 import pytest
 
@@ -122,6 +123,7 @@ def test_an_sse_response_its_client_left_reports_the_run_cancelled() -> None:
     with no_thread_leak():
         events = _runner().query("look it up")
         frames = sse_events(events)
+        assert isinstance(frames, Generator)
         first = next(frames)
         assert first.startswith("event: agent")
         frames.close()  # the client went away: the server closes the response's generator
