@@ -33,6 +33,8 @@ import threading
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from agentkit.errors import AgentKitRuntimeError
+
 if TYPE_CHECKING:  # asyncio itself is imported when the loop starts: a program without
     import asyncio  # async tools and MCP clients never pays for it (memory, import time)
 
@@ -232,7 +234,7 @@ def start_task(
         RuntimeError: called from the loop's own thread (waiting there would block the loop).
     """
     if in_loop_thread():
-        raise RuntimeError(
+        raise AgentKitRuntimeError(
             "agentkit's event loop cannot wait for itself: this code runs on that loop (inside "
             "an async tool or an MCP callback); from async code, await the coroutine directly, "
             "or run blocking agentkit calls in a thread (await asyncio.to_thread(...))"

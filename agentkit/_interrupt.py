@@ -17,6 +17,7 @@ import attrs
 from agentkit._persist import persisted
 from agentkit._points import PointResume, ResumePoint
 from agentkit._runctx import current_frame
+from agentkit.errors import AgentKitRuntimeError
 from agentkit.events import AgentAction, AgentEvent, InterruptInfo
 from agentkit.schema import Message, ToolCall
 
@@ -62,7 +63,7 @@ def interrupt(info: Any = None, *, state: Any = None) -> Any:
     """
     frame = current_frame()
     if frame is None or frame.tool is None:
-        raise RuntimeError("interrupt() works only inside a tool call of an agent run")
+        raise AgentKitRuntimeError("interrupt() works only inside a tool call of an agent run")
     resume = frame.tool.resume
     if resume is not None and resume.is_resume_target and resume.has_data:
         resume.has_data = False  # delivered once

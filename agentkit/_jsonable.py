@@ -36,6 +36,8 @@ from typing import Any
 
 import attrs
 
+from agentkit.errors import AgentKitTypeError
+
 __all__ = ["UNENCODABLE", "dumps", "jsonable", "pydantic_model_class", "unencodable_part"]
 
 UNENCODABLE: Any = object()
@@ -82,7 +84,7 @@ def jsonable(value: Any) -> Any:
 def _default(value: Any) -> Any:
     converted = jsonable(value)
     if converted is UNENCODABLE:
-        raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+        raise AgentKitTypeError(f"Object of type {type(value).__name__} is not JSON serializable")
     return converted
 
 

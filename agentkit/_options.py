@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 import attrs
 
 from agentkit.cancel import CancelHandle
+from agentkit.errors import AgentKitTypeError, AgentKitValueError
 
 if TYPE_CHECKING:
     from agentkit.conversation.trim import HistoryTrimmer
@@ -49,7 +50,7 @@ class AgentRunOption:
     def designate_agent(self, *names: str) -> AgentRunOption:
         """Return a copy of this option that only the named agents see (names accumulate)."""
         if not names:
-            raise ValueError("designate_agent() needs at least one agent name")
+            raise AgentKitValueError("designate_agent() needs at least one agent name")
         return attrs.evolve(self, agent_names=self.agent_names + tuple(names))
 
     def applies_to(self, agent_name: str) -> bool:
@@ -65,7 +66,7 @@ def custom_option(options_type: type[T], fn: Callable[[T], Any]) -> AgentRunOpti
     ``wrap_impl_specific_opt_fn`` is the Eino name for it (the same function).
     """
     if not isinstance(options_type, type):
-        raise TypeError(f"options_type must be a class (got {options_type!r})")
+        raise AgentKitTypeError(f"options_type must be a class (got {options_type!r})")
     return AgentRunOption(target=options_type, apply=fn)
 
 
@@ -84,7 +85,7 @@ def custom_options(base: T, *options: AgentRunOption) -> T:
             result = option.apply(base)
             if result is not None:
                 if type(result) is not kind:
-                    raise TypeError(
+                    raise AgentKitTypeError(
                         f"an option function for {kind.__name__} returned "
                         f"{type(result).__name__}; return None or a {kind.__name__}"
                     )
@@ -188,9 +189,11 @@ def with_checkpoint_id(
     before the first step loses the run's input: leave it ``True``.
     """
     if not isinstance(checkpoint_id, str) or not checkpoint_id:
-        raise ValueError(f"a checkpoint id must be a non-empty string (got {checkpoint_id!r})")
+        raise AgentKitValueError(
+            f"a checkpoint id must be a non-empty string (got {checkpoint_id!r})"
+        )
     if lease is not None and lease.checkpoint_id != checkpoint_id:
-        raise ValueError(
+        raise AgentKitValueError(
             f"the lease given with checkpoint id {checkpoint_id!r} is on another id "
             f"({lease.checkpoint_id!r}); give the lease taken on this id"
         )
@@ -233,15 +236,15 @@ def with_conversation_id(
     (``message.extra["agentkit_turn"]``), and goes when the conversation is deleted.
     """
     if not isinstance(conversation_id, str) or not conversation_id:
-        raise ValueError(
+        raise AgentKitValueError(
             f"a conversation id must be a non-empty string (got {conversation_id!r})"
         )
     if trim is not None and not callable(trim):
-        raise TypeError(f"trim must be a function of the history (got {trim!r})")
+        raise AgentKitTypeError(f"trim must be a function of the history (got {trim!r})")
     if turn_key is not None and (
         not isinstance(turn_key, str) or not turn_key or len(turn_key) > _MAX_TURN_KEY_LENGTH
     ):
-        raise ValueError(
+        raise AgentKitValueError(
             f"a turn key must be a string of 1 to {_MAX_TURN_KEY_LENGTH} characters, such as "
             f"the id of the request that brought the turn (got {turn_key!r})"
         )
@@ -272,7 +275,7 @@ def with_limits(limits: RunLimits | None) -> AgentRunOption:
     from agentkit.limits import RunLimits
 
     if limits is not None and not isinstance(limits, RunLimits):
-        raise TypeError(
+        raise AgentKitTypeError(
             f"with_limits() takes a RunLimits, or None for no limits (got {limits!r}); "
             "write with_limits(RunLimits(model_calls=20, cost=1.0))"
         )
@@ -287,7 +290,7 @@ def with_limits(limits: RunLimits | None) -> AgentRunOption:
 def with_cancel(handle: CancelHandle) -> AgentRunOption:
     """Let ``handle`` cancel the run."""
     if not isinstance(handle, CancelHandle):
-        raise TypeError(f"with_cancel() needs a CancelHandle (got {handle!r})")
+        raise AgentKitTypeError(f"with_cancel() needs a CancelHandle (got {handle!r})")
 
     def apply(options: RunOptions) -> None:
         options.cancel_handle = handle
@@ -315,7 +318,7 @@ def with_chat_model_options(**model_options: Any) -> AgentRunOption:
     known = attrs.fields_dict(ModelOptions)
     unknown = sorted(set(model_options) - set(known))
     if unknown:
-        raise ValueError(
+        raise AgentKitValueError(
             f"unknown model option(s) {', '.join(map(repr, unknown))}; "
             f"ModelOptions fields are: {', '.join(known)}"
         )

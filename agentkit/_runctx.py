@@ -24,7 +24,7 @@ from agentkit._persist import persisted
 from agentkit._points import Journal, PointResume, ResumeState
 from agentkit._progress import Progress
 from agentkit._scope import RunScope
-from agentkit.errors import AgentKitError
+from agentkit.errors import AgentKitError, AgentKitRuntimeError
 from agentkit.events import AgentAction, AgentEvent, AgentInput, MessageVariant, RunStep
 from agentkit.schema import Message
 
@@ -427,7 +427,7 @@ def call_in_frame(frame: RunFrame, function: Callable[[Any, Any], None], a: Any,
 def _session_for_write(what: str) -> Session:
     frame = _frame.get()
     if frame is None or frame.session is None:
-        raise RuntimeError(
+        raise AgentKitRuntimeError(
             f"{what}() needs an agent run: call it from an agent, a tool or a nested agent "
             "run by a Runner (outside a run there is no session to write to)"
         )
@@ -484,7 +484,9 @@ def send_tool_gen_action(action: AgentAction) -> None:
     """
     frame = _frame.get()
     if frame is None or frame.tool is None:
-        raise RuntimeError("send_tool_gen_action() works only inside a tool call of an agent run")
+        raise AgentKitRuntimeError(
+            "send_tool_gen_action() works only inside a tool call of an agent run"
+        )
     frame.tool.action = action
 
 
@@ -515,7 +517,7 @@ def tool_call_key() -> str:
     """
     frame = _frame.get()
     if frame is None or frame.tool is None:
-        raise RuntimeError(
+        raise AgentKitRuntimeError(
             "tool_call_key() works only inside a tool call of an agent run (it names the call "
             "running in this thread)"
         )

@@ -11,6 +11,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from agentkit.errors import AgentKitRuntimeError
 from agentkit.events import AgentEvent
 
 __all__ = ["RunLocals", "current_run_locals", "run_locals"]
@@ -50,7 +51,7 @@ def current_run_locals(what: str) -> RunLocals:
     """
     locals_ = run_locals.get()
     if locals_ is None:
-        raise RuntimeError(
+        raise AgentKitRuntimeError(
             f"{what}() must be called within a ChatModelAgent run: from a middleware hook or "
             "a tool of an agent that is running"
         )

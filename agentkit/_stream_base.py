@@ -12,6 +12,8 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import Any, Generic, TypeVar
 
+from agentkit.errors import AgentKitRuntimeError, AgentKitValueError
+
 __all__ = ["CopyReader", "StreamEOF", "StreamReader", "TeeBuffer"]
 
 T = TypeVar("T")
@@ -42,7 +44,9 @@ class StreamReader(Generic[T], abc.ABC):
             RuntimeError: this reader was replaced by :meth:`copy`.
         """
         if self._copied:
-            raise RuntimeError("this StreamReader was copied; read one of its copies instead")
+            raise AgentKitRuntimeError(
+                "this StreamReader was copied; read one of its copies instead"
+            )
         return self._recv()
 
     @abc.abstractmethod
@@ -82,9 +86,11 @@ class StreamReader(Generic[T], abc.ABC):
         This reader must not be read afterwards (it raises ``RuntimeError``).
         """
         if n < 1:
-            raise ValueError(f"copy() needs n >= 1 (got {n})")
+            raise AgentKitValueError(f"copy() needs n >= 1 (got {n})")
         if self._copied:
-            raise RuntimeError("this StreamReader was copied already; copy one of its copies")
+            raise AgentKitRuntimeError(
+                "this StreamReader was copied already; copy one of its copies"
+            )
         self._copied = True
         return TeeBuffer(self).readers(n)
 
@@ -254,7 +260,9 @@ class CopyReader(StreamReader[T]):
 
     def __next__(self) -> T:
         if self._copied:
-            raise RuntimeError("this StreamReader was copied; read one of its copies instead")
+            raise AgentKitRuntimeError(
+                "this StreamReader was copied; read one of its copies instead"
+            )
         try:
             return self._recv()
         except StreamEOF:
@@ -262,9 +270,9 @@ class CopyReader(StreamReader[T]):
 
     def copy(self, n: int) -> list[StreamReader[T]]:
         if n < 1:
-            raise ValueError(f"copy() needs n >= 1 (got {n})")
+            raise AgentKitValueError(f"copy() needs n >= 1 (got {n})")
         if self._copied or self._closed:
-            raise RuntimeError("this StreamReader was copied or closed already")
+            raise AgentKitRuntimeError("this StreamReader was copied or closed already")
         # A copy of a copy joins the same buffer: one buffer however many readers there are.
         readers = self._buffer.readers(n, self._position)
         self._copied = True

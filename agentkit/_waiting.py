@@ -22,7 +22,7 @@ import attrs
 from agentkit._observe import RunInfo, fire
 from agentkit._runctx import current_frame
 from agentkit._scope import RunScope
-from agentkit.errors import SlotTimeoutError
+from agentkit.errors import AgentKitValueError, SlotTimeoutError
 
 __all__ = ["CallSite", "LimitWait", "Waiting", "admitted", "check_timeout", "report_wait"]
 
@@ -47,7 +47,7 @@ def check_timeout(timeout: object) -> float | None:
     if timeout is None:
         return None
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or math.isnan(timeout):
-        raise ValueError(f"timeout must be a number of seconds or None (got {timeout!r})")
+        raise AgentKitValueError(f"timeout must be a number of seconds or None (got {timeout!r})")
     return float(timeout)
 
 

@@ -51,6 +51,7 @@ from agentkit._lazy import present
 from agentkit._observe import HANDLER_METHODS, CallbackOptions, RunInfo, UsageLedger
 from agentkit._options import AgentRunOption, wrap_impl_specific_opt_fn
 from agentkit._runctx import current_usage
+from agentkit.errors import AgentKitTypeError
 from agentkit.events import AgentInput
 from agentkit.schema import Message, TokenUsage
 
@@ -89,7 +90,7 @@ def with_callbacks(*handlers: object) -> AgentRunOption:
     """
     for handler in handlers:
         if not any(callable(getattr(handler, name, None)) for name in HANDLER_METHODS):
-            raise TypeError(
+            raise AgentKitTypeError(
                 f"{handler!r} is not a callback handler: give it at least one of "
                 f"{', '.join(HANDLER_METHODS)}"
             )

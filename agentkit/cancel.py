@@ -12,6 +12,7 @@ import threading
 from typing import Protocol
 
 from agentkit._persist import persisted
+from agentkit.errors import AgentKitTimeoutError, AgentKitTypeError, AgentKitValueError
 
 __all__ = ["CancelHandle", "CancelMode"]
 
@@ -76,9 +77,9 @@ class CancelHandle:
         by then, the cancel escalates to an immediate one.
         """
         if not isinstance(mode, CancelMode):
-            raise TypeError(f"mode must be a CancelMode (got {mode!r})")
+            raise AgentKitTypeError(f"mode must be a CancelMode (got {mode!r})")
         if timeout is not None and timeout < 0:
-            raise ValueError(f"timeout must be >= 0 seconds (got {timeout})")
+            raise AgentKitValueError(f"timeout must be >= 0 seconds (got {timeout})")
         with self._lock:
             if self._stopped.is_set():
                 return False
@@ -96,7 +97,7 @@ class CancelHandle:
             TimeoutError: the run did not stop within ``timeout`` seconds.
         """
         if not self._stopped.wait(timeout):
-            raise TimeoutError(f"the run did not stop within {timeout} seconds")
+            raise AgentKitTimeoutError(f"the run did not stop within {timeout} seconds")
         return self._took_effect
 
     def _attach(self, scope: _Cancellable) -> None:

@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 
 import attrs
 
+from agentkit.errors import AgentKitValueError
 from agentkit.middleware import AgentMiddleware, ModelState
 from agentkit.models.base import ChatModel
 from agentkit.schema import (
@@ -104,9 +105,9 @@ class SummarizationMiddleware(AgentMiddleware):
         instruction: str = SUMMARY_INSTRUCTION,
     ) -> None:
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-            raise ValueError(f"max_tokens must be a positive int (got {max_tokens!r})")
+            raise AgentKitValueError(f"max_tokens must be a positive int (got {max_tokens!r})")
         if isinstance(keep_last, bool) or not isinstance(keep_last, int) or keep_last < 0:
-            raise ValueError(f"keep_last must be an int >= 0 (got {keep_last!r})")
+            raise AgentKitValueError(f"keep_last must be an int >= 0 (got {keep_last!r})")
         self.model = model
         self.max_tokens = max_tokens
         self.keep_last = keep_last
@@ -151,9 +152,9 @@ class ToolResultReductionMiddleware(AgentMiddleware):
 
     def __init__(self, *, max_chars: int = 2_000, keep_last: int = 2, drop: bool = False) -> None:
         if isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 0:
-            raise ValueError(f"max_chars must be an int >= 0 (got {max_chars!r})")
+            raise AgentKitValueError(f"max_chars must be an int >= 0 (got {max_chars!r})")
         if isinstance(keep_last, bool) or not isinstance(keep_last, int) or keep_last < 0:
-            raise ValueError(f"keep_last must be an int >= 0 (got {keep_last!r})")
+            raise AgentKitValueError(f"keep_last must be an int >= 0 (got {keep_last!r})")
         self.max_chars = max_chars
         self.keep_last = keep_last
         self.drop = drop

@@ -5,15 +5,23 @@ exception says the same thing, the agentkit error subclasses it too, so existing
 ``except ValueError`` / ``except KeyError`` clauses keep working::
 
     AgentKitError
+    ├── AgentKitValueError (ValueError)       a value passed in was not valid
+    ├── AgentKitTypeError (TypeError)         a value passed in had the wrong type
+    ├── AgentKitRuntimeError (RuntimeError)   an object used in a state that does not allow it
+    ├── AgentKitTimeoutError (TimeoutError)   a bounded wait ran out
+    ├── AgentKitKeyError (KeyError)           a name or id that is not there
+    ├── MissingDependencyError (ImportError)  an optional dependency is not installed
     ├── ExceedMaxIterationsError
     ├── RunLimitError
     ├── GuardrailTripped
     ├── TransferError
     ├── AgentConfigError (ValueError)
-    ├── AgentFrozenError (RuntimeError, AttributeError)
+    ├── FrozenError (attrs.exceptions.FrozenInstanceError, an AttributeError)
+    │   └── AgentFrozenError (RuntimeError)
     ├── InstructionFormatError (ValueError)
     ├── ResumeError
     ├── AgentCancelledError
+    │   └── RunClosedError
     ├── OutputValidationError (ValueError)
     ├── ContentPartError (ValueError)
     ├── SharedLimitError
@@ -61,7 +69,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import attrs
+
 __all__ = [
+    "AgentKitKeyError",
+    "AgentKitRuntimeError",
+    "AgentKitTimeoutError",
+    "AgentKitTypeError",
+    "AgentKitValueError",
+    "MissingDependencyError",
     "APIConnectionError",
     "APIStatusError",
     "APITimeoutError",
@@ -81,6 +97,7 @@ __all__ = [
     "ConversationRecordError",
     "ConversationStoreError",
     "ExceedMaxIterationsError",
+    "FrozenError",
     "GuardrailTripped",
     "IncompleteStreamError",
     "InstructionFormatError",
@@ -92,6 +109,7 @@ __all__ = [
     "ContentBlockedError",
     "ResumeError",
     "RetryExhaustedError",
+    "RunClosedError",
     "RunLimitError",
     "SharedLimitError",
     "SharedLimitUnavailableError",
@@ -107,6 +125,34 @@ __all__ = [
 
 class AgentKitError(Exception):
     """Base class of every error raised by agentkit."""
+
+
+# The general errors: what a builtin error would say, in the agentkit tree (so ``except
+# AgentKitError`` sees every error of agentkit, and ``except ValueError`` still works).
+
+
+class AgentKitValueError(AgentKitError, ValueError):
+    """A value passed to agentkit was not valid; the message says which, why, and what to pass."""
+
+
+class AgentKitTypeError(AgentKitError, TypeError):
+    """A value passed to agentkit had the wrong type; the message says what was expected."""
+
+
+class AgentKitRuntimeError(AgentKitError, RuntimeError):
+    """An object was used in a state that does not allow it (closed, started already...)."""
+
+
+class AgentKitTimeoutError(AgentKitError, TimeoutError):
+    """A bounded wait ran out of time."""
+
+
+class AgentKitKeyError(AgentKitError, KeyError):
+    """A name or id that is not there was asked for."""
+
+
+class MissingDependencyError(AgentKitError, ImportError):
+    """An optional dependency is not installed; the message names the extra that has it."""
 
 
 class ExceedMaxIterationsError(AgentKitError):
@@ -353,7 +399,21 @@ class AgentConfigError(AgentKitError, ValueError):
     """An agent, or the tree of agents, was configured in a way that cannot work."""
 
 
-class AgentFrozenError(AgentKitError, RuntimeError, AttributeError):
+class FrozenError(AgentKitError, attrs.exceptions.FrozenInstanceError):
+    """A value was changed after it was made.
+
+    Messages, events, agents and models are values: what a run read, a reader or a later
+    change cannot rewrite. The message names the attribute and how to make a changed copy
+    (``attrs.evolve(value, name=...)`` or the object's ``replace``). It is an
+    :class:`AttributeError` (as attrs' ``FrozenInstanceError``, which it subclasses).
+    """
+
+    def __init__(self, message: str = "can't set attribute") -> None:
+        AttributeError.__init__(self, message)
+        self.msg = message
+
+
+class AgentFrozenError(FrozenError, RuntimeError):
     """An agent was changed after it was built: agents are values.
 
     Raised when a setting is assigned on a built agent (make a changed copy instead, e.g.
@@ -385,6 +445,30 @@ class AgentCancelledError(AgentKitError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.mode, self.escalated))
+
+
+class RunClosedError(AgentCancelledError):
+    """The run was cancelled by its reader: the event iterator was closed before the run
+    ended (``it.close()``, or a ``break`` out of ``with runner.query(...) as it``).
+
+    :meth:`RunIterator.result <agentkit.results.RunIterator.result>` reports such a run with this
+    error (``status == "cancelled"``), never as completed with the last message read.
+
+    Attributes:
+        events_read: how many events the reader had taken when it closed the iterator.
+    """
+
+    def __init__(self, mode: Any = None, escalated: bool = False, events_read: int = 0) -> None:
+        super().__init__(mode, escalated)
+        self.args = (
+            f"the run was cancelled by its reader: the event iterator was closed after "
+            f"{events_read} event(s), before the run ended. Read it to its end (or call "
+            f"result()) for the whole run; a run with a checkpoint id can be resumed",
+        )
+        self.events_read = events_read
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.mode, self.escalated, self.events_read))
 
 
 def _cancelled_text(mode: Any, escalated: bool) -> str:
@@ -563,7 +647,6 @@ class WillRetryError(ModelError):
     arrives; a rejected one's stream then raises this error at its end. Consumers skip such
     events (the run's history does: the next agents never see a rejected reply).
     """
-
 
 
 def _register_persisted() -> None:

@@ -8,7 +8,7 @@ break loop) or an error. ``agent_name`` and ``run_path`` are filled in by the fr
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import attrs
@@ -22,6 +22,7 @@ from agentkit._transfer_messages import (
     gen_transfer_messages,
     transfer_result_text,
 )
+from agentkit.errors import AgentKitValueError
 from agentkit.schema import (
     EVENT_INLINE_BYTES,
     Message,
@@ -195,11 +196,11 @@ class MessageVariant:
         """
         if not self.is_streaming:
             if self.message is None:
-                raise ValueError("this MessageVariant has no message")
+                raise AgentKitValueError("this MessageVariant has no message")
             return self.message
         whole = self._whole
         if whole is None:
-            raise ValueError("this streaming MessageVariant has no message_stream")
+            raise AgentKitValueError("this streaming MessageVariant has no message_stream")
         return whole.message()
 
     def open_stream(self) -> StreamReader[Message]:
@@ -294,13 +295,17 @@ class InterruptContext:
     __hash__ = None  # type: ignore[assignment]
 
 
+def _contexts(value: Iterable[InterruptContext]) -> tuple[InterruptContext, ...]:
+    return value if type(value) is tuple else tuple(value)
+
+
 @persisted("agentkit.InterruptInfo")
 @attrs.frozen
 class InterruptInfo:
-    """Why a run interrupted. ``contexts`` lists the root-cause interrupt points."""
+    """Why a run interrupted. ``contexts`` lists the root-cause interrupt points (a tuple)."""
 
     data: Any = None
-    contexts: list[InterruptContext] = attrs.Factory(list)
+    contexts: tuple[InterruptContext, ...] = attrs.field(default=(), converter=_contexts)
 
     # --- notebook display (see agentkit.display) ---
     def _repr_html_(self) -> str:
@@ -336,23 +341,24 @@ class AgentAction:
     customized_action: Any = None
 
 
-def _run_path_converter(value: Sequence[RunStep | str]) -> list[RunStep]:
+def _run_path_converter(value: Iterable[RunStep | str]) -> tuple[RunStep, ...]:
     if not value:
-        return []  # a new event's path: nothing to walk
-    return [step if isinstance(step, RunStep) else RunStep(step) for step in value]
+        return ()  # a new event's path: nothing to walk
+    return tuple(step if isinstance(step, RunStep) else RunStep(step) for step in value)
 
 
 @attrs.frozen
 class AgentEvent:
     """One event of an agent run: an output, an action, or a terminal error.
 
-    An event is a fact: once made it never changes. ``agent_name`` and ``run_path`` are filled
+    An event is a fact: once made it never changes, nor does what it carries (messages are
+    frozen, ``run_path`` is a tuple). ``agent_name`` and ``run_path`` are filled
     by the framework when the agent emits it into the run (the run makes a named copy of an
     event that has no run path). An agent sends at most one error event, as its last event.
     """
 
     agent_name: str = ""
-    run_path: list[RunStep] = attrs.field(factory=list, converter=_run_path_converter)
+    run_path: tuple[RunStep, ...] = attrs.field(default=(), converter=_run_path_converter)
     output: AgentOutput | None = None
     action: AgentAction | None = None
     err: BaseException | None = None
@@ -510,20 +516,20 @@ def _named(event: AgentEvent, agent_name: str, run_path: tuple[RunStep, ...]) ->
     """A new event: ``event`` named ``agent_name`` at ``run_path`` (framework-internal).
 
     Made the way attrs' own ``__init__`` of a frozen class makes one, minus the run path
-    converter: ``run_path`` holds :class:`RunStep` objects already (the run made them), so it
-    is copied into the new event's own list without walking it. ``event`` is not changed.
+    converter: ``run_path`` is a tuple of :class:`RunStep` objects already (the run made it),
+    so the new event shares it. ``event`` is not changed.
     """
-    return _event(agent_name, list(run_path), event.output, event.action, event.err)
+    return _event(agent_name, run_path, event.output, event.action, event.err)
 
 
 def _event(
     agent_name: str,
-    run_path: list[RunStep],
+    run_path: tuple[RunStep, ...],
     output: AgentOutput | None,
     action: AgentAction | None,
     err: BaseException | None,
 ) -> AgentEvent:
-    """A new event from fields the framework made (``run_path``: a new list of RunSteps)."""
+    """A new event from fields the framework made (``run_path``: a tuple of RunSteps)."""
     event = _new_event(AgentEvent)
     _E_AGENT_NAME(event, agent_name)
     _E_RUN_PATH(event, run_path)
@@ -531,8 +537,6 @@ def _event(
     _E_ACTION(event, action)
     _E_ERR(event, err)
     return event
-
-
 
 
 def _message_event(
@@ -548,7 +552,7 @@ def _message_event(
     output = _new_event(AgentOutput)
     _O_MESSAGE_OUTPUT(output, variant)
     _O_CUSTOMIZED_OUTPUT(output, None)
-    return _event("", [], output, action, None)
+    return _event("", (), output, action, None)
 
 
 def exit_action() -> AgentAction:

@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
 
 from agentkit.agents._guardrails import STAGES
+from agentkit.errors import AgentKitValueError
 from agentkit.schema import Message, Role
 from agentkit.tools.base import ToolCallInfo
 
@@ -138,7 +139,7 @@ class PIIGuardrail:
         stages: Iterable[str] = ("input", "output"),
     ) -> None:
         if isinstance(kinds, str) or isinstance(stages, str):
-            raise ValueError(
+            raise AgentKitValueError(
                 "PIIGuardrail: kinds and stages take lists of names, not one string "
                 f"(got kinds={kinds!r}, stages={stages!r})"
             )
@@ -146,13 +147,13 @@ class PIIGuardrail:
         stages = tuple(stages)
         unknown = [kind for kind in kinds if kind not in _DETECTORS]
         if unknown:
-            raise ValueError(
+            raise AgentKitValueError(
                 f"PIIGuardrail: unknown kind(s) {unknown!r}; the kinds are: "
                 f"{', '.join(_DETECTORS)}"
             )
         bad_stages = [stage for stage in stages if stage not in STAGES]
         if bad_stages or not stages:
-            raise ValueError(
+            raise AgentKitValueError(
                 f"PIIGuardrail: stages must be some of {', '.join(STAGES)} (got {stages!r})"
             )
         self._detectors = [_DETECTORS[kind] for kind in kinds]
@@ -160,7 +161,7 @@ class PIIGuardrail:
             compiled = re.compile(pattern) if isinstance(pattern, str) else pattern
             self._detectors.append((what, _searcher(compiled)))
         if not self._detectors:
-            raise ValueError("PIIGuardrail: give at least one kind or pattern to look for")
+            raise AgentKitValueError("PIIGuardrail: give at least one kind or pattern to look for")
         self._stages = frozenset(stages)
 
     def __repr__(self) -> str:
@@ -229,10 +230,12 @@ class ToolAllowList:
 
     def __init__(self, *tools: str) -> None:
         if not tools:
-            raise ValueError("ToolAllowList needs the names of the tools the model may call")
+            raise AgentKitValueError(
+                "ToolAllowList needs the names of the tools the model may call"
+            )
         for tool in tools:
             if not isinstance(tool, str) or not tool:
-                raise ValueError(f"ToolAllowList takes tool names (got {tool!r})")
+                raise AgentKitValueError(f"ToolAllowList takes tool names (got {tool!r})")
         self.allowed = frozenset(tools)
 
     def __repr__(self) -> str:

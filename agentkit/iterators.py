@@ -20,6 +20,8 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 
+from agentkit.errors import AgentKitRuntimeError
+
 __all__ = [
     "AsyncGenerator",
     "AsyncIterator",
@@ -91,7 +93,7 @@ class ItemSender(Generic[T]):
             pair.refused = True
             return False
         if pair.producer_closed:
-            raise RuntimeError("send() on a closed AsyncGenerator")
+            raise AgentKitRuntimeError("send() on a closed AsyncGenerator")
         pair.queue.put(item)
         return True
 

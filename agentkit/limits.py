@@ -28,6 +28,7 @@ from typing import Any
 import attrs
 
 from agentkit._persist import persisted
+from agentkit.errors import AgentKitTypeError, AgentKitValueError
 from agentkit.schema import TokenUsage
 
 __all__ = ["LIMIT_NAMES", "LimitReached", "ModelPricing", "RunLimits"]
@@ -50,12 +51,12 @@ def _count(instance: object, attribute: attrs.Attribute[Any], value: object) -> 
     if value is None:
         return
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(
+        raise AgentKitTypeError(
             f"RunLimits({attribute.name}=...) takes a whole number or None (got "
             f"{type(value).__name__} {value!r})"
         )
     if value < 1:
-        raise ValueError(
+        raise AgentKitValueError(
             f"RunLimits({attribute.name}={value!r}): a limit must be at least 1; to run "
             f"without a {attribute.name} limit, leave it out (None)"
         )
@@ -65,12 +66,12 @@ def _amount(instance: object, attribute: attrs.Attribute[Any], value: object) ->
     if value is None:
         return
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(
+        raise AgentKitTypeError(
             f"RunLimits({attribute.name}=...) takes a number or None (got "
             f"{type(value).__name__} {value!r})"
         )
     if math.isnan(value) or value <= 0:
-        raise ValueError(
+        raise AgentKitValueError(
             f"RunLimits({attribute.name}={value!r}): a limit must be a number above 0; to run "
             f"without a {attribute.name} limit, leave it out (None)"
         )
@@ -133,7 +134,7 @@ class RunLimits:
 
     def __attrs_post_init__(self) -> None:
         if all(getattr(self, name) is None for name in LIMIT_NAMES):
-            raise ValueError(
+            raise AgentKitValueError(
                 f"RunLimits() sets no limit; give at least one of {', '.join(LIMIT_NAMES)} "
                 "(a run without limits needs no RunLimits: with_limits(None) runs without any)"
             )
@@ -205,12 +206,12 @@ def _price(instance: object, attribute: attrs.Attribute[Any], value: object) -> 
     if value is None and attribute.name in ("cached_input_per_million", "cache_write_per_million"):
         return
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(
+        raise AgentKitTypeError(
             f"ModelPricing({attribute.name}=...) takes a number, the price of a million tokens "
             f"(got {type(value).__name__} {value!r})"
         )
     if not math.isfinite(value) or value < 0:
-        raise ValueError(
+        raise AgentKitValueError(
             f"ModelPricing({attribute.name}={value!r}): a price must be a finite number >= 0"
         )
 

@@ -42,6 +42,7 @@ import attrs
 
 from agentkit._runctx import current_frame
 from agentkit._runlocals import current_run_locals
+from agentkit.errors import AgentKitTypeError
 from agentkit.events import AgentEvent
 from agentkit.schema import Message
 from agentkit.tools.base import BaseTool, ToolCallInfo
@@ -180,7 +181,7 @@ def send_event(event: AgentEvent) -> None:
         RuntimeError: called outside a ChatModelAgent run.
     """
     if not isinstance(event, AgentEvent):
-        raise TypeError(f"send_event() takes an AgentEvent (got {type(event).__name__})")
+        raise AgentKitTypeError(f"send_event() takes an AgentEvent (got {type(event).__name__})")
     run_locals = current_run_locals("send_event")
     frame = current_frame()
     call = frame.tool if frame is not None else None

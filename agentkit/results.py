@@ -27,6 +27,7 @@ import attrs
 
 from agentkit._ctrlc import ctrl_c_interrupt, stop_after_ctrl_c
 from agentkit._scope import RunScope
+from agentkit.errors import AgentCancelledError, RunClosedError
 from agentkit.events import AgentEvent, InterruptInfo
 from agentkit.iterators import AsyncIterator, _Pair, _wait_for_end
 from agentkit.schema import Message, Role, TokenUsage
@@ -106,9 +107,15 @@ class RunResult:
 
     @property
     def status(self) -> str:
-        """``"failed"``, ``"interrupted"`` or ``"completed"``."""
-        if self.error is not None:
-            return "failed"
+        """``"completed"``, ``"interrupted"``, ``"cancelled"`` or ``"failed"``.
+
+        ``"cancelled"`` when ``error`` is an :class:`~agentkit.AgentCancelledError`: the run
+        was cancelled (a :class:`~agentkit.CancelHandle`, or its reader closed the event
+        iterator before the end: :class:`~agentkit.errors.RunClosedError`).
+        """
+        error = self.error
+        if error is not None:
+            return "cancelled" if isinstance(error, AgentCancelledError) else "failed"
         return "interrupted" if self.interrupt is not None else "completed"
 
     def _lines(self) -> list[tuple[str, str]]:
@@ -176,8 +183,7 @@ def usage_of(events: Iterable[AgentEvent]) -> tuple[TokenUsage, dict[str, TokenU
 
     Returns the totals and the totals per agent name. Streams are read (from a copy).
     """
-    total = TokenUsage()
-    by_agent: dict[str, TokenUsage] = {}
+    counts: dict[str, list[int]] = {}  # per agent: prompt, completion, total
     for event in events:
         variant = event.output.message_output if event.output is not None else None
         if variant is None or variant.role is not Role.ASSISTANT:
@@ -189,11 +195,12 @@ def usage_of(events: Iterable[AgentEvent]) -> tuple[TokenUsage, dict[str, TokenU
         usage = message.response_meta.usage if message.response_meta is not None else None
         if usage is None:
             continue
-        agent = by_agent.setdefault(event.agent_name, TokenUsage())
-        for tally in (total, agent):
-            tally.prompt_tokens += usage.prompt_tokens
-            tally.completion_tokens += usage.completion_tokens
-            tally.total_tokens += usage.total_tokens
+        tally = counts.setdefault(event.agent_name, [0, 0, 0])
+        tally[0] += usage.prompt_tokens
+        tally[1] += usage.completion_tokens
+        tally[2] += usage.total_tokens
+    by_agent = {name: TokenUsage(*tally) for name, tally in counts.items()}
+    total = TokenUsage(*(sum(column) for column in zip(*counts.values(), strict=True)))
     return total, by_agent
 
 
@@ -224,7 +231,7 @@ class RunIterator(AsyncIterator[AgentEvent]):
     ``result()``, which reads every message through :meth:`~agentkit.MessageVariant.get_message`.
     """
 
-    __slots__ = ("_ctrl_c_handled", "_lock", "_outcome", "_scope", "_seen")
+    __slots__ = ("_closed", "_ctrl_c_handled", "_lock", "_outcome", "_scope", "_seen")
 
     def __init__(
         self, pair: _Pair, outcome: RunOutcome | None = None, scope: RunScope | None = None
@@ -235,6 +242,7 @@ class RunIterator(AsyncIterator[AgentEvent]):
         self._outcome = outcome if outcome is not None else RunOutcome()
         self._scope = scope  # the run's own scope, when this iterator owns the run
         self._ctrl_c_handled = False  # a Ctrl-C cancelled the run: its note was made
+        self._closed: RunClosedError | None = None  # the reader's close stopped the run
 
     def next(self) -> tuple[AgentEvent | None, bool]:
         """Block until the next event: ``(event, True)``, or ``(None, False)`` at the end."""
@@ -288,6 +296,22 @@ class RunIterator(AsyncIterator[AgentEvent]):
                 raise handled from None
         self.close()
 
+    def close(self, timeout: float | None = None) -> None:
+        """Stop reading: cancel the run and wait for it to end (as any event iterator's
+        ``close``).
+
+        A run the close stopped before its end is cancelled: :meth:`result` reports it so
+        (``status == "cancelled"``, ``error`` a :class:`~agentkit.errors.RunClosedError`),
+        not as the run that completed with the last message read.
+        """
+        early = not self._finished
+        super().close(timeout)
+        scope = self._scope
+        if early and self._closed is None and scope is not None and scope.fired:
+            with self._lock:
+                read = len(self._seen)
+            self._closed = RunClosedError(scope.mode, scope.escalated, events_read=read)
+
     def result(self, *, raise_errors: bool = True) -> RunResult:
         """Wait for the run to end and return its :class:`RunResult`.
 
@@ -313,13 +337,15 @@ class RunIterator(AsyncIterator[AgentEvent]):
                 seen.append(item)
         with lock:
             events = list(seen)
-        result = _summarize(events, self._outcome)
+        result = _summarize(events, self._outcome, self._closed)
         if raise_errors and result.error is not None:
             raise result.error
         return result
 
 
-def _summarize(events: list[AgentEvent], outcome: RunOutcome) -> RunResult:
+def _summarize(
+    events: list[AgentEvent], outcome: RunOutcome, closed: RunClosedError | None = None
+) -> RunResult:
     final: Message | None = None
     output: Any = None
     interrupt: InterruptInfo | None = None
@@ -342,7 +368,7 @@ def _summarize(events: list[AgentEvent], outcome: RunOutcome) -> RunResult:
             error = event.err
             _note(error, event)
     if error is None:
-        error = stream_error
+        error = stream_error if stream_error is not None else closed
     if error is not None:
         interrupt = None
     ledger = outcome.usage

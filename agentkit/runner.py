@@ -55,7 +55,12 @@ from agentkit._runner_sink import RunnerSink
 from agentkit._scope import RunScope
 from agentkit.agents.flow import FlowAgent
 from agentkit.cancel import CancelMode
-from agentkit.errors import CheckpointConsumedError, CheckpointError
+from agentkit.errors import (
+    AgentKitTypeError,
+    AgentKitValueError,
+    CheckpointConsumedError,
+    CheckpointError,
+)
 from agentkit.events import (
     Agent,
     AgentEvent,
@@ -137,14 +142,16 @@ class Runner:
         limits: RunLimits | None = None,
     ) -> None:
         if isinstance(lease_ttl, bool) or not isinstance(lease_ttl, (int, float)) or lease_ttl <= 0:
-            raise ValueError(f"lease_ttl must be a positive number of seconds (got {lease_ttl!r})")
+            raise AgentKitValueError(
+                f"lease_ttl must be a positive number of seconds (got {lease_ttl!r})"
+            )
         if durability not in ("step", "stop"):
-            raise ValueError(
+            raise AgentKitValueError(
                 f"durability must be 'step' (save after every finished model reply and tool "
                 f"call) or 'stop' (save when the run stops), got {durability!r}"
             )
         if limits is not None and not isinstance(limits, RunLimits):
-            raise TypeError(
+            raise AgentKitTypeError(
                 f"limits must be a RunLimits, or None for none (got {limits!r}); write "
                 "Runner(agent, limits=RunLimits(model_calls=20, cost=1.0))"
             )
@@ -259,7 +266,7 @@ class Runner:
         on_event: Callable[[AgentEvent], object] | None = None,
     ) -> RunIterator:
         if isinstance(messages, (str, Message)):
-            raise TypeError(
+            raise AgentKitTypeError(
                 "run() takes a list of messages; use query(text) for a single user message"
             )
         for item in messages:
@@ -471,7 +478,7 @@ class Runner:
     def _conversation_store(self) -> ConversationStore:
         store = self.conversation_store
         if store is None:
-            raise ValueError(
+            raise AgentKitValueError(
                 "the run has a conversation id but the Runner has no conversation store; "
                 "create the Runner with conversation_store=... (see agentkit.conversation)"
             )
@@ -506,7 +513,7 @@ class Runner:
         """
         store = self.checkpoint_store
         if store is None:
-            raise ValueError(
+            raise AgentKitValueError(
                 f"cannot resume checkpoint {checkpoint_id!r}: this Runner has no checkpoint "
                 "store to load it from; create the Runner with checkpoint_store=... (the store "
                 "the run was saved in)"

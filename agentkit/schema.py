@@ -1,7 +1,8 @@
 """Chat messages: the data exchanged with models, tools and agents.
 
-All types are attrs classes. List and dict fields get a fresh default per instance.
-A message that was sent in an event is never mutated by agentkit afterwards.
+All types are frozen attrs classes: values that never change once made (a message an event
+carries is a fact no reader can rewrite). A message's ``tool_calls`` is a tuple and its
+``extra`` (and a tool call's) a read-only dict; make a changed copy with ``attrs.evolve``.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import base64
 import binascii
 import enum
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, TypeAlias
 
 import attrs
@@ -18,7 +19,8 @@ import attrs
 from agentkit import _media
 from agentkit._jsonable import UNENCODABLE, jsonable
 from agentkit._persist import persisted
-from agentkit.errors import ContentPartError
+from agentkit._values import NO_EXTRA, ReadOnlyDict, read_only, refuse_writes
+from agentkit.errors import AgentKitValueError, ContentPartError
 
 __all__ = [
     "AudioPart",
@@ -65,16 +67,24 @@ class Role(str, enum.Enum):
 
 
 @persisted("agentkit.FunctionCall")
-@attrs.define
+@refuse_writes("attrs.evolve(call.function, {name}=...)")
+@attrs.frozen(init=False)
 class FunctionCall:
     """The function a tool call invokes; ``arguments`` is JSON text exactly as the model sent it."""
 
     name: str = ""
     arguments: str = ""
 
+    def __init__(self, name: str = "", arguments: str = "") -> None:
+        # Written out (as the two below): attrs' __init__ of a frozen class sets each field
+        # through a bound object.__setattr__, the slots' own setters cost about half.
+        _F_NAME(self, name)
+        _F_ARGUMENTS(self, arguments)
+
 
 @persisted("agentkit.ToolCall")
-@attrs.define
+@refuse_writes("attrs.evolve(call, {name}=...)")
+@attrs.frozen(init=False)
 class ToolCall:
     """One tool call requested by a model.
 
@@ -88,7 +98,21 @@ class ToolCall:
     function: FunctionCall = attrs.Factory(FunctionCall)
     type: str = "function"
     index: int | None = None
-    extra: dict[str, Any] = attrs.Factory(dict)
+    extra: dict[str, Any] = attrs.field(default=NO_EXTRA, converter=read_only)
+
+    def __init__(
+        self,
+        id: str = "",
+        function: FunctionCall | None = None,
+        type: str = "function",
+        index: int | None = None,
+        extra: dict[str, Any] = NO_EXTRA,
+    ) -> None:
+        _C_ID(self, id)
+        _C_FUNCTION(self, FunctionCall() if function is None else function)
+        _C_TYPE(self, type)
+        _C_INDEX(self, index)
+        _C_EXTRA(self, extra if extra.__class__ is ReadOnlyDict else ReadOnlyDict(extra))
 
     def __getstate__(self) -> dict[str, Any]:
         return {
@@ -96,7 +120,7 @@ class ToolCall:
             "function": self.function,
             "type": self.type,
             "index": self.index,
-            "extra": self.extra,
+            "extra": dict(self.extra),
         }
 
     def __setstate__(self, state: Any) -> None:
@@ -105,10 +129,18 @@ class ToolCall:
         values = dict(zip(names, state, strict=False)) if isinstance(state, tuple) else state
         for name in names:
             object.__setattr__(self, name, values.get(name, {} if name == "extra" else None))
+        object.__setattr__(self, "extra", read_only(self.extra))
+
+
+_F_NAME, _F_ARGUMENTS = (vars(FunctionCall)[name].__set__ for name in ("name", "arguments"))
+_C_ID, _C_FUNCTION, _C_TYPE, _C_INDEX, _C_EXTRA = (
+    vars(ToolCall)[name].__set__ for name in ("id", "function", "type", "index", "extra")
+)
 
 
 @persisted("agentkit.TokenUsage")
-@attrs.define
+@refuse_writes("attrs.evolve(usage, {name}=...)")
+@attrs.frozen
 class TokenUsage:
     """Token counts reported by the model server.
 
@@ -144,7 +176,8 @@ class TokenUsage:
 
 
 @persisted("agentkit.ResponseMeta")
-@attrs.define
+@refuse_writes("attrs.evolve(meta, {name}=...)")
+@attrs.frozen
 class ResponseMeta:
     """Metadata of a model response: why it finished and what it cost.
 
@@ -601,41 +634,33 @@ def ensure_message_id(message: Message) -> Message:
 _NO_PARTS: tuple[ContentPart, ...] = ()
 
 
-def _set_parts(message: Message, attribute: Any, value: Any) -> tuple[ContentPart, ...]:
-    # Assigning parts after construction keeps content the text of the text parts.
-    parts = _to_parts(value)
-    object.__setattr__(message, "content", _text_of(parts) if parts else "")
-    return parts
-
-
-def _set_content(message: Message, attribute: Any, value: Any) -> Any:
-    if message.parts and value != message.content:
-        raise ContentPartError(
-            "the content of a message with parts is the text of its text parts; assign "
-            "message.parts, or build a new message (attrs.evolve(message, parts=...))"
-        )
-    return value
-
-
-def _to_role(value: Role | str) -> Role:
+def _to_role(role: Role | str) -> Role:
     # Most messages are built with a Role already; skip the enum lookup for them.
-    return value if type(value) is Role else Role(value)
+    return role if type(role) is Role else Role(role)
+
+
+def _to_calls(calls: Iterable[ToolCall]) -> tuple[ToolCall, ...]:
+    return calls if type(calls) is tuple else tuple(calls)
 
 
 @persisted("agentkit.Message")
-@attrs.define(getstate_setstate=False, on_setattr=attrs.setters.convert)
+@refuse_writes("attrs.evolve({var}, {name}=...)")
+@attrs.frozen(getstate_setstate=False)
 class Message:
-    """A chat message.
+    """A chat message: a value, never changed once made (make a changed copy with
+    ``attrs.evolve(message, content=...)``).
 
     Args:
         role: who wrote it (a :class:`Role`, or its string value).
         content: the text.
-        tool_calls: tool calls requested by an assistant message.
+        tool_calls: tool calls requested by an assistant message (any iterable; kept as a
+            tuple).
         tool_call_id: for a tool message, the id of the call it answers.
         tool_name: for a tool message, the name of the tool that produced it.
         name: an optional participant name.
         response_meta: finish reason and token usage of a model response.
-        extra: anything else; must be JSON-safe for :meth:`to_dict`.
+        extra: anything else; must be JSON-safe for :meth:`to_dict` (kept as a read-only
+            dict).
         parts: the content as parts (text, images, files, sounds); ``()`` for a plain-text
             message. A ``str`` in it is a :class:`TextPart`. When a message has parts its
             ``content`` is the text of its :class:`TextPart` s joined in order (``"".join``);
@@ -648,16 +673,14 @@ class Message:
     """
 
     role: Role = attrs.field(converter=_to_role)
-    content: str = attrs.field(default="", on_setattr=_set_content)
-    tool_calls: list[ToolCall] = attrs.Factory(list)
+    content: str = ""
+    tool_calls: tuple[ToolCall, ...] = attrs.field(default=(), converter=_to_calls)
     tool_call_id: str = ""
     tool_name: str = ""
     name: str = ""
     response_meta: ResponseMeta | None = None
-    extra: dict[str, Any] = attrs.Factory(dict)
-    parts: tuple[ContentPart, ...] = attrs.field(
-        default=(), converter=_to_parts, on_setattr=_set_parts
-    )
+    extra: dict[str, Any] = attrs.field(default=NO_EXTRA, converter=read_only)
+    parts: tuple[ContentPart, ...] = attrs.field(default=(), converter=_to_parts)
 
     def __repr__(self) -> str:
         # As attrs writes it, but ``parts`` only when there are some: a plain-text message
@@ -709,7 +732,7 @@ class Message:
             "tool_name": self.tool_name,
             "name": self.name,
             "response_meta": self.response_meta,
-            "extra": self.extra,
+            "extra": dict(self.extra),
         }
         if self.parts:  # a plain-text message pickles exactly as before parts existed
             state["parts"] = self.parts
@@ -718,11 +741,14 @@ class Message:
     def __setstate__(self, state: dict[str, Any]) -> None:
         setter = object.__setattr__
         setter(self, "parts", ())
-        for key, value in state.items():
-            setter(self, key, value)
+        for key, item in state.items():
+            setter(self, key, item)
         role = self.role
         if type(role) is not Role:  # a plain str from an older pickle; a Role is kept as is
             setter(self, "role", Role(role))
+        # Older pickles hold lists and plain dicts: made values here.
+        setter(self, "tool_calls", _to_calls(self.tool_calls))
+        setter(self, "extra", read_only(self.extra))
 
     # --- notebook display (see agentkit.display) ---
     def _repr_html_(self) -> str:
@@ -780,7 +806,7 @@ class Message:
         An OpenAI content array as ``content`` is read into parts.
         """
         if "role" not in data:
-            raise ValueError(f"a message dict needs a 'role' key (got keys {sorted(data)})")
+            raise AgentKitValueError(f"a message dict needs a 'role' key (got keys {sorted(data)})")
         meta = data.get("response_meta")
         response_meta = None
         if meta is not None:
@@ -900,7 +926,7 @@ def system_message(content: str) -> Message:
 
 def assistant_message(content: str, tool_calls: Sequence[ToolCall] | None = None) -> Message:
     """Return an assistant message, optionally requesting tool calls."""
-    return Message(Role.ASSISTANT, content, list(tool_calls or ()))
+    return Message(Role.ASSISTANT, content, tuple(tool_calls or ()))
 
 
 def tool_message(content: str, tool_call_id: str, tool_name: str = "") -> Message:
@@ -921,10 +947,10 @@ def concat_messages(chunks: Sequence[Message]) -> Message:
         ValueError: no chunks, or chunks with different roles.
     """
     if not chunks:
-        raise ValueError("concat_messages() needs at least one chunk")
+        raise AgentKitValueError("concat_messages() needs at least one chunk")
     first = chunks[0]
     if len(chunks) == 1:
-        return attrs.evolve(first, tool_calls=list(first.tool_calls), extra=dict(first.extra))
+        return first  # a value: the one chunk is the whole message
     role = first.role
     contents: list[str] = []
     name = tool_call_id = tool_name = ""
@@ -936,7 +962,7 @@ def concat_messages(chunks: Sequence[Message]) -> Message:
     unindexed: list[ToolCall] = []
     for chunk in chunks:
         if chunk.role != role:
-            raise ValueError(
+            raise AgentKitValueError(
                 f"cannot concatenate messages of different roles: {role.value!r} and "
                 f"{chunk.role.value!r}"
             )
@@ -962,16 +988,7 @@ def concat_messages(chunks: Sequence[Message]) -> Message:
             else:
                 extra[key] = value
     tool_calls = [_merge_fragments(index, indexed[index]) for index in sorted(indexed)]
-    tool_calls.extend(
-        ToolCall(
-            c.id,
-            FunctionCall(c.function.name, c.function.arguments),
-            c.type,
-            c.index,
-            dict(c.extra),
-        )
-        for c in unindexed
-    )
+    tool_calls.extend(unindexed)  # values: kept as they came
     response_meta = None
     if finish_reason or usage is not None or any(c.response_meta for c in chunks):
         response_meta = ResponseMeta(finish_reason=finish_reason, usage=usage, cost=cost)

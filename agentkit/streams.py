@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Generic, TypeVar
 
 from agentkit._stream_base import CopyReader, StreamEOF, StreamReader, TeeBuffer
+from agentkit.errors import AgentKitRuntimeError, AgentKitValueError
 from agentkit.schema import Message, concat_messages
 
 __all__ = [
@@ -72,7 +73,7 @@ class StreamWriter(Generic[T]):
         channel = self._channel
         with channel.cond:
             if channel.writer_closed:
-                raise RuntimeError("send() on a closed StreamWriter")
+                raise AgentKitRuntimeError("send() on a closed StreamWriter")
             while (
                 channel.capacity
                 and len(channel.items) >= channel.capacity
@@ -144,7 +145,7 @@ def pipe(capacity: int = 0) -> tuple[StreamReader[T], StreamWriter[T]]:
     (back-pressure) and returns ``False`` as soon as the reader closes.
     """
     if capacity < 0:
-        raise ValueError(f"pipe() capacity must be >= 0 (got {capacity})")
+        raise AgentKitValueError(f"pipe() capacity must be >= 0 (got {capacity})")
     channel: _Channel[T] = _Channel(capacity)
     return _PipeReader(channel), StreamWriter(channel)
 
@@ -203,7 +204,9 @@ class _IteratorReader(StreamReader[T]):
                     raise _closed_while_reading()
                 raise StreamEOF
             if self._reading:
-                raise RuntimeError("a StreamReader was read from two threads at once; use copy()")
+                raise AgentKitRuntimeError(
+                    "a StreamReader was read from two threads at once; use copy()"
+                )
             self._reading = True
         try:
             item = next(self._iterator)
@@ -426,5 +429,5 @@ def _concatenated(buffer: TeeBuffer[Message], start: int) -> Message | None:
 
 def _concat(chunks: list[Message]) -> Message:
     if not chunks:
-        raise ValueError("no messages in MessageVariant.MessageStream")
+        raise AgentKitValueError("no messages in MessageVariant.MessageStream")
     return concat_messages(chunks)

@@ -50,6 +50,7 @@ from collections.abc import Callable
 
 from agentkit._lazy import present
 from agentkit._waiting import LimitWait, Waiting, check_timeout
+from agentkit.errors import AgentKitValueError
 
 __all__ = [
     "ConcurrencyLimit",
@@ -70,9 +71,9 @@ def _check_per_minute(value: object, what: str) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"{what} must be a number > 0, or None (got {value!r})")
+        raise AgentKitValueError(f"{what} must be a number > 0, or None (got {value!r})")
     if not (value > 0 and math.isfinite(value)):
-        raise ValueError(
+        raise AgentKitValueError(
             f"{what} must be a finite number > 0, or None for no limit (got {value!r})"
         )
     return float(value)
@@ -210,7 +211,7 @@ class ConcurrencyLimit(ConcurrencyLimiter):
 
     def __init__(self, limit: int) -> None:
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise ValueError(
+            raise AgentKitValueError(
                 f"ConcurrencyLimit needs the most calls at once as an int >= 1 (got {limit!r})"
             )
         self._limit = limit
@@ -321,7 +322,7 @@ class RateLimit(RateLimiter):
         requests = _check_per_minute(requests_per_minute, "requests_per_minute")
         tokens = _check_per_minute(tokens_per_minute, "tokens_per_minute")
         if requests is None and tokens is None:
-            raise ValueError(
+            raise AgentKitValueError(
                 "RateLimit needs requests_per_minute=, tokens_per_minute= or both "
                 "(a RateLimit with neither would limit nothing)"
             )
@@ -359,7 +360,7 @@ class RateLimit(RateLimiter):
         """
         timeout = check_timeout(timeout)
         if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
-            raise ValueError(f"tokens must be an int >= 0 (got {tokens!r})")
+            raise AgentKitValueError(f"tokens must be an int >= 0 (got {tokens!r})")
         with self._lock:
             wait = self._take(tokens)
         if wait <= 0:

@@ -53,7 +53,15 @@ from agentkit._options import AgentRunOption, RunOptionSet
 from agentkit._persist import persisted
 from agentkit._spawn import RunPool
 from agentkit.cancel import CancelHandle, CancelMode
-from agentkit.errors import AgentCancelledError, AgentKitError, CheckpointError
+from agentkit.errors import (
+    AgentCancelledError,
+    AgentKitError,
+    AgentKitRuntimeError,
+    AgentKitTimeoutError,
+    AgentKitTypeError,
+    AgentKitValueError,
+    CheckpointError,
+)
 from agentkit.events import Agent, InterruptInfo
 from agentkit.options import with_cancel, with_checkpoint_id, with_conversation_id
 from agentkit.results import RunIterator, RunResult
@@ -330,7 +338,7 @@ def default_input(loop: TurnLoop[Any], items: list[Any]) -> TurnInput[Any]:
         ):
             messages.extend(_input_messages(item, "TurnLoop"))
         else:
-            raise TypeError(
+            raise AgentKitTypeError(
                 f"the TurnLoop cannot make a message of a {type(item).__name__} item "
                 f"({item!r}); push str or Message items, or give TurnLoop a gen_input that "
                 "turns your items into a TurnInput"
@@ -474,17 +482,17 @@ class TurnLoop(Generic[T]):
             ("trim", trim),
         ):
             if value is not None and not callable(value):
-                raise TypeError(f"TurnLoop {name} must be a function (got {value!r})")
+                raise AgentKitTypeError(f"TurnLoop {name} must be a function (got {value!r})")
         if (checkpoint_store is None) != (checkpoint_id is None):
-            raise ValueError(
+            raise AgentKitValueError(
                 "give TurnLoop both checkpoint_store and checkpoint_id (to save and resume the "
                 "loop), or neither"
             )
         for name, text in (("checkpoint_id", checkpoint_id), ("conversation_id", conversation_id)):
             if text is not None and (not isinstance(text, str) or not text):
-                raise ValueError(f"{name} must be a non-empty string (got {text!r})")
+                raise AgentKitValueError(f"{name} must be a non-empty string (got {text!r})")
         if not keep_history and (conversation_store, conversation_id, trim) != (None, None, None):
-            raise ValueError(
+            raise AgentKitValueError(
                 "conversation_store, conversation_id and trim are about the loop's history: "
                 "they need keep_history=True"
             )
@@ -612,7 +620,7 @@ class TurnLoop(Generic[T]):
                 point; give ``preempt_timeout`` to bound the wait), or a negative timeout.
         """
         if not isinstance(safe_point, CancelMode) or safe_point is CancelMode.IMMEDIATE:
-            raise ValueError(
+            raise AgentKitValueError(
                 f"safe_point must be CancelMode.ANY_SAFE_POINT, AFTER_CHAT_MODEL or "
                 f"AFTER_TOOL_CALLS (got {safe_point!r}); a preempt never stops a turn at once, "
                 "give preempt_timeout to bound how long it waits for the safe point"
@@ -661,7 +669,7 @@ class TurnLoop(Generic[T]):
         _check_seconds("timeout", timeout, positive=True)
         _check_seconds("idle_for", idle_for)
         if timeout is not None and (not graceful or finish_turn):
-            raise ValueError(
+            raise AgentKitValueError(
                 "timeout bounds a graceful stop's wait for a safe point; it means nothing with "
                 "graceful=False (the turn stops at once) or finish_turn=True (it runs to its end)"
             )
@@ -695,13 +703,13 @@ class TurnLoop(Generic[T]):
                 where it could never return; call :meth:`stop` there instead.
         """
         if threading.current_thread() is self._thread:
-            raise RuntimeError(
+            raise AgentKitRuntimeError(
                 "TurnLoop.wait() was called from the loop's own thread (an on_events, "
                 "gen_input, gen_resume or agent factory callback): it would wait for itself "
                 "forever; call loop.stop() there and wait() from another thread"
             )
         if not self._done.wait(timeout):
-            raise TimeoutError(f"the TurnLoop did not end within {timeout} seconds")
+            raise AgentKitTimeoutError(f"the TurnLoop did not end within {timeout} seconds")
         pool = self._pool
         if pool is not None:
             pool.close()  # joins the loop's thread
@@ -844,7 +852,7 @@ class TurnLoop(Generic[T]):
         try:
             made = self._gen_input(self, items)
             if not isinstance(made, TurnInput):
-                raise TypeError(
+                raise AgentKitTypeError(
                     f"gen_input must return a TurnInput (got {type(made).__name__}: {made!r})"
                 )
             _check_options(made.options, "TurnInput.options")
@@ -863,7 +871,7 @@ class TurnLoop(Generic[T]):
         try:
             made = self._gen_resume(self, saved)
             if not isinstance(made, TurnResume):
-                raise TypeError(
+                raise AgentKitTypeError(
                     f"gen_resume must return a TurnResume (got {type(made).__name__}: {made!r})"
                 )
             _check_options(made.options, "TurnResume.options")
@@ -935,7 +943,7 @@ class TurnLoop(Generic[T]):
         if not isinstance(target, Runner) and not _is_agent(target):
             target = cast("AgentFactory[T]", target)(list(consumed))
             if not isinstance(target, Runner) and not _is_agent(target):
-                raise TypeError(
+                raise AgentKitTypeError(
                     f"the TurnLoop's agent factory must return an Agent or a Runner (got "
                     f"{type(target).__name__}: {target!r})"
                 )
@@ -1112,7 +1120,7 @@ class TurnLoop(Generic[T]):
 def _check_target(target: object) -> Any:
     if isinstance(target, Runner) or _is_agent(target) or callable(target):
         return target
-    raise TypeError(
+    raise AgentKitTypeError(
         f"TurnLoop needs an agent, a Runner or a function returning one for each turn "
         f"(got {type(target).__name__}: {target!r})"
     )
@@ -1126,9 +1134,9 @@ def _check_seconds(name: str, value: float | None, *, positive: bool = False) ->
     if value is None:
         return
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a number of seconds (got {value!r})")
+        raise AgentKitTypeError(f"{name} must be a number of seconds (got {value!r})")
     if value < 0 or (positive and value == 0):
-        raise ValueError(
+        raise AgentKitValueError(
             f"{name} must be {'a positive' if positive else 'a non-negative'} number of "
             f"seconds (got {value!r})"
         )
@@ -1137,7 +1145,7 @@ def _check_seconds(name: str, value: float | None, *, positive: bool = False) ->
 def _check_options(options: tuple[AgentRunOption, ...], where: str) -> None:
     for option in options:
         if not isinstance(option, AgentRunOption):
-            raise TypeError(f"{where} must hold run options (got {option!r})")
+            raise AgentKitTypeError(f"{where} must hold run options (got {option!r})")
     run = RunOptionSet(options).run if options else None
     if run is None:
         return
@@ -1151,7 +1159,7 @@ def _check_options(options: tuple[AgentRunOption, ...], where: str) -> None:
         if given
     ]
     if taken:
-        raise ValueError(
+        raise AgentKitValueError(
             f"{where} has {', '.join(taken)}: the TurnLoop sets these itself (its "
             "checkpoint_store/checkpoint_id, stop() and push(preempt=True), and its "
             "conversation_store/conversation_id); leave them out"

@@ -119,6 +119,8 @@ apiref_private_types = {
     "agentkit.streams._Channel": "StreamWriter's channel argument",
     "agentkit.tools.function._Decorator": "what tool() returns when given options only",
     # The shared base of the workflow agents (shown as their base class).
+    # The value contract of the models (shown as their base class: writes raise, replace()).
+    "agentkit._values.BuiltValue": "the models' base: public writes raise, replace() copies",
     "agentkit.agents._workflow_base.WorkflowBase": "SequentialAgent's, ParallelAgent's base",
     # A recorded event in saved states (ParallelState, DeterministicTransferState).
     "agentkit._runctx.RecordedEvent": "the events a saved state holds",

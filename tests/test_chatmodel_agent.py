@@ -414,7 +414,7 @@ def test_bare_run_has_no_session_and_skips_output_key() -> None:
     agent = ChatModelAgent("bare", "d", model, tools=[write], output_key="out")
     with no_thread_leak():
         events = list(agent.run(AgentInput([user_message("hi")])))
-    assert events[0].agent_name == "" and events[0].run_path == []
+    assert events[0].agent_name == "" and events[0].run_path == ()
     assert "needs an agent run" in events[1].get_message().content  # type: ignore[union-attr]
     assert events[-1].get_message().content == "done"  # type: ignore[union-attr]
 

@@ -587,7 +587,7 @@ def test_failed_and_interrupted_runs_fail_their_case() -> None:
 def test_a_run_that_cannot_start_fails_its_case() -> None:
     report = evaluate(calculator(), [Case("What is 1 + 1?")], options=[with_conversation_id("c")], progress=False)
     (failure,) = report.cases[0].failures
-    assert failure.startswith("the run failed: ValueError:") and "conversation" in failure
+    assert failure.startswith("the run failed: AgentKitValueError:") and "conversation" in failure
 
 
 def test_runner_settings_and_run_options_apply_to_every_case() -> None:

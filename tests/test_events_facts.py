@@ -206,5 +206,5 @@ def test_naming_an_emitted_event_makes_a_named_copy() -> None:
 
     [out] = list(Runner(Sayer()).query("go"))
     assert (out.agent_name, [str(s) for s in out.run_path]) == ("S", ["S"])
-    assert (sent[0].agent_name, sent[0].run_path) == ("", [])
+    assert (sent[0].agent_name, sent[0].run_path) == ("", ())
     assert out.output is sent[0].output

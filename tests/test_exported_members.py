@@ -221,6 +221,7 @@ TESTING_DOCUMENTED = {
     "StoreConformanceError", "StoreCheck", "StoreFactory", "ALL_CHECKS", "STORE_CHECKS",
     "LEASE_CHECKS", "STEP_CHECKS", "UNUSUAL_IDS", "cassette", "Cassette", "CassetteError", "CassetteMismatchError",
     "CassetteUnplayedError",
+    "Clock", "ManualClock",
 }
 
 

@@ -184,7 +184,7 @@ def test_after_model_changes_what_the_agent_does_not_the_event() -> None:
         ("assistant", "let me add"), ("tool/add", "4"), ("assistant", "4"),
     ]
     assert events[0].output is not None and events[0].output.message_output is not None
-    assert events[0].output.message_output.get_message().tool_calls == []
+    assert events[0].output.message_output.get_message().tool_calls == ()
     assert [m.tool_call_id for m in model.calls[1].messages if m.role is Role.TOOL] == ["x"]
 
 

@@ -106,13 +106,13 @@ def test_each_message_is_encoded_once_over_a_growing_conversation(
     assert len(encodings) == len(history) - 2  # the last two were never sent
 
 
-def test_content_assigned_after_sending_is_sent_anew(
+def test_a_changed_copy_of_a_sent_message_is_sent_anew(
     server: FakeOpenAIServer, model: OpenAIChatModel, encodings: list[Any]
 ) -> None:
     message = user_message("old words")
     history = [system_message("Be brief."), message]
     model.generate(history)
-    message.content = "new words"
+    history[1] = attrs.evolve(message, content="new words")  # messages are values
     model.generate(history)
     model.generate(history)
     assert [request["messages"][1]["content"] for request in server.requests] == [
@@ -127,8 +127,10 @@ def test_a_new_message_built_from_a_sent_one_is_sent_as_built(
     server: FakeOpenAIServer, model: OpenAIChatModel
 ) -> None:
     # The rule for every other change: build a new message (the framework's own way).
-    sent = assistant_message("", [ToolCall("c1", FunctionCall("f", "{}"))])
-    sent.extra = {"provider_fields": {"signature": "s1"}}
+    sent = attrs.evolve(
+        assistant_message("", [ToolCall("c1", FunctionCall("f", "{}"))]),
+        extra={"provider_fields": {"signature": "s1"}},
+    )
     model.generate([user_message("hi"), sent])
     changes: list[dict[str, Any]] = [
         {"role": Role.USER, "tool_calls": []},

@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import attrs
 import httpx
 import pytest
 
@@ -274,7 +275,7 @@ def test_generate_returns_content_finish_reason_and_usage(
 
     assert reply.role is Role.ASSISTANT
     assert reply.content == "Hello there"
-    assert reply.tool_calls == []
+    assert reply.tool_calls == ()
     assert reply.response_meta is not None
     assert reply.response_meta.finish_reason == "stop"
     assert reply.response_meta.usage == TokenUsage(5, 2, 7)
@@ -285,7 +286,7 @@ def test_generate_returns_tool_calls(server: FakeOpenAIServer, model: OpenAIChat
     reply = model.generate([user_message("weather?")])
 
     assert reply.content == ""
-    assert reply.tool_calls == [ToolCall("c1", FunctionCall("get_weather", '{"city": "Paris"}'))]
+    assert reply.tool_calls == (ToolCall("c1", FunctionCall("get_weather", '{"city": "Paris"}')),)
     assert reply.response_meta is not None and reply.response_meta.finish_reason == "tool_calls"
 
 
@@ -726,7 +727,7 @@ def test_close_closes_the_owned_client(server: FakeOpenAIServer) -> None:
 # --- the encoded-message cache ------------------------------------------------------------------
 
 
-def test_messages_are_encoded_once_and_reencoded_after_a_change(
+def test_messages_are_encoded_once_and_a_changed_copy_is_encoded_anew(
     server: FakeOpenAIServer, model: OpenAIChatModel, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     encoded: list[object] = []
@@ -746,7 +747,7 @@ def test_messages_are_encoded_once_and_reencoded_after_a_change(
     model.generate(history)  # nothing new to encode
     assert len(encoded) == 2
 
-    history[1].content = "changed question"  # a field assigned: encoded again
+    history[1] = attrs.evolve(history[1], content="changed question")  # a new value: encoded
     model.generate(history)
     assert encoded[2:] == [{"role": "user", "content": "changed question"}]
     assert server.requests[2]["messages"][1] == {"role": "user", "content": "changed question"}

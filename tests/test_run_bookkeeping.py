@@ -123,10 +123,10 @@ def test_history_keeps_each_output_as_emitted_without_copying_it() -> None:
     run.emit(streamed)
 
     named_whole, named_stream = downstream
-    assert whole.agent_name == "" and whole.run_path == []  # the emitted events are not changed
-    assert named_whole.agent_name == "me" and named_whole.run_path == [RunStep("me")]
-    assert named_stream.run_path == [RunStep("me")]
-    assert named_stream.run_path is not named_whole.run_path
+    assert whole.agent_name == "" and whole.run_path == ()  # the emitted events are not changed
+    assert named_whole.agent_name == "me" and named_whole.run_path == (RunStep("me"),)
+    assert named_stream.run_path == (RunStep("me"),)
+    assert named_stream.run_path is named_whole.run_path  # a tuple: one, shared
     first, second = log.own()
     assert first.run_path == steps and second.run_path == steps
     # one output, shared: the history, the named event and the emitted one

@@ -60,7 +60,7 @@ def test_only_own_events_are_named_recorded_and_gate_actions(spec: list[tuple[tu
     assert len(downstream.events) == len(sent)
     for (path, event), out in zip(sent, downstream.events, strict=True):
         if path == ():
-            assert out is not event and event.run_path == []  # the original is not changed
+            assert out is not event and event.run_path == ()  # the original is not changed
             assert out.agent_name == "me" and tuple(out.run_path) == OWN
             assert (out.output, out.action) == (event.output, event.action)
         else:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import pickle
+from collections.abc import Callable
 
 import attrs
 import pytest
@@ -22,6 +24,7 @@ from agentkit import (
     tool_message,
     user_message,
 )
+from agentkit.errors import FrozenError
 from tests.strategies import messages, names, texts
 
 
@@ -29,16 +32,54 @@ def test_constructors_set_role_and_fields() -> None:
     assert user_message("hi") == Message(Role.USER, "hi")
     assert system_message("be brief").role is Role.SYSTEM
     call = ToolCall("c1", FunctionCall("f", "{}"))
-    assert assistant_message("", [call]).tool_calls == [call]
+    assert assistant_message("", [call]).tool_calls == (call,)
     tool = tool_message("ok", "c1", "f")
     assert (tool.role, tool.tool_call_id, tool.tool_name) == (Role.TOOL, "c1", "f")
 
 
-def test_list_defaults_are_fresh_per_instance() -> None:
-    a, b = Message(Role.USER), Message(Role.USER)
-    a.tool_calls.append(ToolCall("x"))
-    a.extra["k"] = 1
-    assert b.tool_calls == [] and b.extra == {}
+def test_a_message_is_a_value_its_calls_and_extra_too() -> None:
+    message = Message(
+        Role.ASSISTANT, "hi", [ToolCall("c1", FunctionCall("f", "{}"))], extra={"k": 1}
+    )
+    assert message.tool_calls == (ToolCall("c1", FunctionCall("f", "{}")),)  # a tuple
+    writes: list[Callable[[], object]] = [
+        lambda: setattr(message, "content", "bye"),
+        lambda: delattr(message, "content"),
+        lambda: setattr(message.tool_calls[0], "id", "c2"),
+        lambda: setattr(message.tool_calls[0].function, "arguments", '{"to": "MALLORY"}'),
+        lambda: message.extra.__setitem__("k", 2),
+        lambda: message.extra.update(k=2),
+        lambda: message.tool_calls[0].extra.__setitem__("k", 2),
+    ]
+    for write in writes:
+        with pytest.raises(FrozenError, match="cannot|changed copy") as caught:
+            write()
+        assert isinstance(caught.value, AttributeError)  # as attrs' FrozenInstanceError
+    assert message == Message(
+        Role.ASSISTANT, "hi", [ToolCall("c1", FunctionCall("f", "{}"))], extra={"k": 1}
+    )
+    with pytest.raises(FrozenError, match=r"attrs\.evolve\(message, content=\.\.\.\)"):
+        message.content = "bye"  # type: ignore[misc]
+    changed = attrs.evolve(message, content="bye", extra={**message.extra, "k": 2})
+    assert (changed.content, changed.extra, message.content) == ("bye", {"k": 2}, "hi")
+
+
+def test_a_message_pickles_with_plain_containers_and_loads_as_a_value() -> None:
+    message = Message(Role.ASSISTANT, "", [ToolCall("c1", extra={"sig": "s"})], extra={"k": 1})
+    state = message.__getstate__()
+    assert type(state["extra"]) is dict and type(state["tool_calls"]) is tuple
+    loaded = pickle.loads(pickle.dumps(message))
+    assert loaded == message
+    with pytest.raises(FrozenError):
+        loaded.extra["k"] = 2
+    with pytest.raises(FrozenError):
+        loaded.tool_calls[0].extra["sig"] = "forged"
+    # an older pickle's list and plain dict become a tuple and a read-only dict
+    old = Message.__new__(Message)
+    old.__setstate__({**state, "tool_calls": [ToolCall("c1")], "extra": {"k": 1}})
+    assert type(old.tool_calls) is tuple
+    with pytest.raises(FrozenError):
+        old.extra["k"] = 2
 
 
 def test_role_accepts_its_string_value() -> None:
@@ -131,12 +172,21 @@ def test_agent_event_to_dict_is_json_safe_and_materializes_streams() -> None:
     # the event stays readable after to_dict()
     assert streamed.get_message().content == "Hello"  # type: ignore[union-attr]
 
-    context = InterruptContext(id="i1", info={"q": "ok?"}, address=("agent:a", "tool:t:c"), is_root_cause=True)
-    interrupted = AgentEvent(agent_name="a", run_path=["a"], action=AgentAction(interrupted=InterruptInfo(contexts=[context])))
+    context = InterruptContext(
+        id="i1", info={"q": "ok?"}, address=("agent:a", "tool:t:c"), is_root_cause=True
+    )
+    interrupted = AgentEvent(
+        agent_name="a",
+        run_path=["a"],
+        action=AgentAction(interrupted=InterruptInfo(contexts=[context])),
+    )
     data = json.loads(json.dumps(interrupted.to_dict()))
     assert data["run_path"] == ["a"]
     assert data["action"]["interrupted"]["contexts"][0] == {
-        "id": "i1", "info": {"q": "ok?"}, "address": ["agent:a", "tool:t:c"], "is_root_cause": True,
+        "id": "i1",
+        "info": {"q": "ok?"},
+        "address": ["agent:a", "tool:t:c"],
+        "is_root_cause": True,
     }
     failed = AgentEvent(err=KeyError("k"))
     assert failed.to_dict()["error"] == {"type": "KeyError", "message": "'k'"}

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from agentkit import AgentEvent, ChatModelAgent, Runner
 from agentkit._stream_base import CopyReader
 from agentkit.agents._react import UniqueCallIds
+from agentkit.errors import FrozenError
 from agentkit.events import MessageVariant
 from agentkit.models.openai import OpenAIChatModel
 from agentkit.schema import FunctionCall, Message, Role, ToolCall
@@ -116,16 +117,17 @@ def test_a_fragment_is_built_like_the_constructors_build_it() -> None:
     expected = ToolCall("call_1", FunctionCall("add", '{"a": 1}'), "function", 0, {})
     assert type(built) is ToolCall and type(built.function) is FunctionCall
     assert built == expected and attrs.asdict(built) == attrs.asdict(expected)
-    assert _fragment("", _function("", ""), "function", 1).extra is not built.extra
-    built.function.arguments = "{}"  # still an ordinary, mutable attrs instance
-    assert built.function == FunctionCall("add", "{}")
+    with pytest.raises(FrozenError):  # a value, as the constructors' are
+        built.function.arguments = "{}"  # type: ignore[misc]
+    with pytest.raises(FrozenError):
+        built.extra["k"] = 1
     chunk = parse_chunk(
         b'{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c","type":"function",'
         b'"function":{"name":"add","arguments":null}}]}}]}',
         "http://model.test/v1",
     )
     assert chunk is not None
-    assert chunk.tool_calls == [ToolCall("c", FunctionCall("add", ""), "function", 0, {})]
+    assert chunk.tool_calls == (ToolCall("c", FunctionCall("add", ""), "function", 0, {}),)
 
 # --- a streamed event's message, and copies in two threads ---------------------------------
 

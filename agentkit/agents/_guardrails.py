@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from agentkit.errors import AgentConfigError, GuardrailTripped
+from agentkit.errors import AgentConfigError, AgentKitTypeError, GuardrailTripped
 from agentkit.schema import Message, ToolCall
 from agentkit.tools.base import ToolCallInfo
 
@@ -144,7 +144,7 @@ def _verdict(result: object, name: str, stage: str) -> str | None:
         return None
     if isinstance(result, str):
         return result or "(the guardrail gave no reason)"
-    raise TypeError(
+    raise AgentKitTypeError(
         f"guardrail {name!r}: check_{stage} returned {type(result).__name__} {result!r}; return a "
         "str (the reason) to trip the guardrail, or None to let the run go on"
     )

@@ -21,6 +21,7 @@ from agentkit._runctx import cancellable_sleep
 from agentkit.errors import (
     AgentCancelledError,
     AgentConfigError,
+    AgentKitRuntimeError,
     RetryExhaustedError,
     RunLimitError,
     WillRetryError,
@@ -180,7 +181,7 @@ class _Verdict:
         # The retry decision follows the end of the stream at once (the agent reads the
         # same stream and decides); the bound only guards against a bug.
         if not self._done.wait(60.0):
-            raise RuntimeError("no retry decision was made for a streamed model reply")
+            raise AgentKitRuntimeError("no retry decision was made for a streamed model reply")
         if self._error is not None:
             raise self._error
 

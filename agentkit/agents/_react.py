@@ -50,6 +50,8 @@ from agentkit.cancel import CancelMode
 from agentkit.errors import (
     AgentCancelledError,
     AgentConfigError,
+    AgentKitRuntimeError,
+    AgentKitTypeError,
     ExceedMaxIterationsError,
     GuardrailTripped,
     ResumeError,
@@ -542,7 +544,7 @@ class ReactHooks:
                 self.model = base.with_tools(self.tool_infos) if self.tool_infos else base
         reply = self.model_chain(list(messages), run.model_options)
         if not isinstance(reply, Message):
-            raise TypeError(
+            raise AgentKitTypeError(
                 f"a wrap_model layer of agent {run.config.name!r} returned "
                 f"{type(reply).__name__}, not a Message"
             )
@@ -559,7 +561,7 @@ class ReactHooks:
             for middleware in self.after_model:
                 reply = middleware.after_model(state, reply)
                 if not isinstance(reply, Message):
-                    raise TypeError(
+                    raise AgentKitTypeError(
                         f"{type(middleware).__name__}.after_model returned "
                         f"{type(reply).__name__}; return the Message the agent should go on with"
                     )
@@ -614,7 +616,7 @@ class ReactHooks:
             invoke = _layer(middleware, invoke)
         text = invoke(original)
         if not isinstance(text, str):
-            raise TypeError(
+            raise AgentKitTypeError(
                 f"a wrap_tool_call layer returned {type(text).__name__} for tool {name!r}, "
                 "not str"
             )
@@ -1331,7 +1333,7 @@ class ReactRun:
         if isinstance(result, tuple):  # content parts (text, images, files, sounds)
             return Message(Role.TOOL, tool_call_id=call.id, tool_name=name, parts=result)
         if not isinstance(result, str):
-            raise TypeError(
+            raise AgentKitTypeError(
                 f"tool {name!r} returned {type(result).__name__}, not str or a tuple of parts"
             )
         return tool_message(result, call.id, name)
@@ -1657,7 +1659,7 @@ def call_with_timeout(
     """
     frame = current_frame()
     if frame is None:
-        raise RuntimeError("tool time limits apply inside an agent run")
+        raise AgentKitRuntimeError("tool time limits apply inside an agent run")
     run_scope = frame.scope
     call_scope = RunScope()
     call_frame = _with_scope(frame, call_scope)

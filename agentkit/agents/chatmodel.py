@@ -27,6 +27,7 @@ from agentkit.agents._tool_errors import ToolErrorPolicy, ToolExceptionHandler
 from agentkit.errors import (
     AgentConfigError,
     AgentFrozenError,
+    AgentKitTypeError,
     InstructionFormatError,
     ResumeError,
 )
@@ -300,7 +301,7 @@ class ChatModelAgent(BaseAgent):
         """
         unknown = sorted(set(changes) - set(self._arguments))
         if unknown:
-            raise TypeError(
+            raise AgentKitTypeError(
                 f"ChatModelAgent.replace() got unknown argument(s) {', '.join(map(repr, unknown))}"
                 f"; its arguments are: {', '.join(self._arguments)}"
             )

@@ -39,6 +39,7 @@ from agentkit.agents._history import (
 from agentkit.errors import (
     AgentCancelledError,
     AgentConfigError,
+    AgentKitTypeError,
     ResumeError,
     TransferError,
     WillRetryError,
@@ -107,10 +108,10 @@ class FlowAgent(BaseAgent):
         history_rewriter: HistoryRewriter | None = None,
     ) -> None:
         if isinstance(agent, FlowAgent) and type(self) is FlowAgent:
-            raise TypeError("wrap the inner agent, not a FlowAgent")
+            raise AgentKitTypeError("wrap the inner agent, not a FlowAgent")
         for attribute in ("name", "description", "run"):
             if not hasattr(agent, attribute):
-                raise TypeError(
+                raise AgentKitTypeError(
                     f"{agent!r} is not an agent: it needs name, description and run() "
                     "(see agentkit.Agent)"
                 )

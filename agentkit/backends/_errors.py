@@ -1,11 +1,13 @@
 """The errors of :mod:`agentkit.backends`.
 
-A backend reports a missing file or directory with the builtin :class:`FileNotFoundError`,
-:class:`NotADirectoryError` and :class:`IsADirectoryError`; everything else it refuses is a
-:class:`BackendError`, which also subclasses the builtin that says the same thing::
+Everything a backend refuses is a :class:`BackendError`, which also subclasses the builtin
+that says the same thing (``except FileNotFoundError`` still works)::
 
     AgentKitError
     └── BackendError
+        ├── PathNotFoundError (FileNotFoundError)    no file or directory at the path
+        ├── PathIsDirectoryError (IsADirectoryError) a directory where a file was meant
+        ├── PathNotDirectoryError (NotADirectoryError) a file where a directory was meant
         ├── PathOutsideRootError (PermissionError)   a path leaves the backend's root
         ├── FileTooLargeError (ValueError)           more bytes than the backend reads or writes
         ├── BinaryFileError (ValueError)             not UTF-8 text
@@ -26,6 +28,9 @@ __all__ = [
     "BinaryFileError",
     "EditError",
     "FileTooLargeError",
+    "PathIsDirectoryError",
+    "PathNotDirectoryError",
+    "PathNotFoundError",
     "PathOutsideRootError",
     "SandboxUnavailableError",
 ]
@@ -54,6 +59,21 @@ class BinaryFileError(BackendError, ValueError):
 @persisted("agentkit.backends.EditError")
 class EditError(BackendError, ValueError):
     """An edit could not be made: the text to replace is empty, missing, or found more than once."""
+
+
+@persisted("agentkit.backends.PathNotFoundError")
+class PathNotFoundError(BackendError, FileNotFoundError):
+    """No file or directory at the path (a :class:`FileNotFoundError`)."""
+
+
+@persisted("agentkit.backends.PathIsDirectoryError")
+class PathIsDirectoryError(BackendError, IsADirectoryError):
+    """The path is a directory where a file was meant (an :class:`IsADirectoryError`)."""
+
+
+@persisted("agentkit.backends.PathNotDirectoryError")
+class PathNotDirectoryError(BackendError, NotADirectoryError):
+    """The path is a file where a directory was meant (a :class:`NotADirectoryError`)."""
 
 
 @persisted("agentkit.backends.SandboxUnavailableError")

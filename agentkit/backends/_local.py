@@ -30,7 +30,12 @@ from typing import BinaryIO
 
 from agentkit._runctx import check_cancelled
 from agentkit.backends._base import GrepMatch
-from agentkit.backends._errors import BackendError, PathOutsideRootError
+from agentkit.backends._errors import (
+    BackendError,
+    PathIsDirectoryError,
+    PathNotFoundError,
+    PathOutsideRootError,
+)
 from agentkit.backends._match import (
     MiB,
     binary_error,
@@ -45,6 +50,7 @@ from agentkit.backends._match import (
     too_large,
 )
 from agentkit.backends._memory import replace_text
+from agentkit.errors import AgentKitValueError
 
 __all__ = ["LocalBackend"]
 
@@ -89,12 +95,16 @@ class LocalBackend:
         if not _NOFOLLOW or not _DIRECTORY or os.open not in os.supports_dir_fd:
             raise OSError("LocalBackend needs a POSIX system (O_NOFOLLOW and openat)")
         if isinstance(max_file_bytes, bool) or not isinstance(max_file_bytes, int):
-            raise ValueError(f"max_file_bytes must be a positive int (got {max_file_bytes!r})")
+            raise AgentKitValueError(
+                f"max_file_bytes must be a positive int (got {max_file_bytes!r})"
+            )
         if max_file_bytes < 1:
-            raise ValueError(f"max_file_bytes must be a positive int (got {max_file_bytes!r})")
+            raise AgentKitValueError(
+                f"max_file_bytes must be a positive int (got {max_file_bytes!r})"
+            )
         real = os.path.realpath(os.fspath(root))
         if not os.path.isdir(real):
-            raise ValueError(f"LocalBackend root {os.fspath(root)!r} is not a directory")
+            raise AgentKitValueError(f"LocalBackend root {os.fspath(root)!r} is not a directory")
         self._root = real
         self._absolute_root = real  # what an absolute path must be under (a subclass may map it)
         self._prefix = real if real.endswith(os.sep) else real + os.sep
@@ -136,7 +146,7 @@ class LocalBackend:
                     inner = os.open(part, _DIR_FLAGS, dir_fd=fd)
                 except FileNotFoundError:
                     if not create:
-                        raise FileNotFoundError(
+                        raise PathNotFoundError(
                             f"there is no directory {shown(parts[:depth])!r} in the backend"
                         ) from None
                     try:
@@ -159,12 +169,12 @@ class LocalBackend:
     def _open_file(self, parts: tuple[str, ...], path: str) -> int:
         """A descriptor of regular file ``parts`` opened for reading, without following links."""
         if not parts:
-            raise IsADirectoryError("the root is a directory, not a file; list it with ls")
+            raise PathIsDirectoryError("the root is a directory, not a file; list it with ls")
         directory = self._open_dir(parts[:-1], path)
         try:
             fd = os.open(parts[-1], _READ_FLAGS, dir_fd=directory)
         except FileNotFoundError:
-            raise FileNotFoundError(f"there is no file {path!r} in the backend") from None
+            raise PathNotFoundError(f"there is no file {path!r} in the backend") from None
         except OSError as error:
             raise _refused(error, directory, parts[-1], parts, path) from None
         finally:
@@ -290,7 +300,7 @@ class LocalBackend:
         try:
             mode = os.stat(parts[-1], dir_fd=directory, follow_symlinks=False).st_mode
         except FileNotFoundError:
-            raise FileNotFoundError(
+            raise PathNotFoundError(
                 f"there is no file or directory {path!r} in the backend"
             ) from None
         finally:
@@ -331,13 +341,13 @@ class LocalBackend:
         """Create or replace file ``path`` with ``content`` (atomically; missing directories are
         made)."""
         if not isinstance(content, str):
-            raise ValueError(f"content must be text (got {type(content).__name__})")
+            raise AgentKitValueError(f"content must be text (got {type(content).__name__})")
         data = content.encode("utf-8")
         if len(data) > self._max:
             raise too_large(path, len(data), self._max, "the content")
         parts = self._resolve(path)
         if not parts:
-            raise IsADirectoryError("the root is a directory; give a file path to write")
+            raise PathIsDirectoryError("the root is a directory; give a file path to write")
         directory = self._open_dir(parts[:-1], path, create=True)
         try:
             _replace(directory, parts[-1], data, path)
@@ -356,15 +366,15 @@ class LocalBackend:
         """Delete file ``path`` (a symbolic link is removed itself, never its target)."""
         parts = self._resolve(path, follow_last=False)
         if not parts:
-            raise IsADirectoryError("the root is a directory; it cannot be deleted")
+            raise PathIsDirectoryError("the root is a directory; it cannot be deleted")
         directory = self._open_dir(parts[:-1], path)
         try:
             try:
                 mode = os.stat(parts[-1], dir_fd=directory, follow_symlinks=False).st_mode
             except FileNotFoundError:
-                raise FileNotFoundError(f"there is no file {path!r} in the backend") from None
+                raise PathNotFoundError(f"there is no file {path!r} in the backend") from None
             if stat.S_ISDIR(mode):
-                raise IsADirectoryError(f"{path!r} is a directory; delete deletes files only")
+                raise PathIsDirectoryError(f"{path!r} is a directory; delete deletes files only")
             os.unlink(parts[-1], dir_fd=directory)
         finally:
             os.close(directory)
@@ -383,7 +393,7 @@ def _opener(dir_fd: int, name: str) -> Callable[[], int]:
 
 def _check_regular(mode: int, path: str) -> None:
     if stat.S_ISDIR(mode):
-        raise IsADirectoryError(f"{path!r} is a directory, not a file; list it with ls")
+        raise PathIsDirectoryError(f"{path!r} is a directory, not a file; list it with ls")
     if not stat.S_ISREG(mode):
         raise BackendError(
             f"{path!r} is not a regular file (a pipe, socket or device); the file tools work "
@@ -417,7 +427,7 @@ def _replace(directory: int, name: str, data: bytes, path: str) -> None:
     except FileNotFoundError:
         existing = None
     if existing is not None and stat.S_ISDIR(existing.st_mode):
-        raise IsADirectoryError(f"{path!r} is a directory, not a file")
+        raise PathIsDirectoryError(f"{path!r} is a directory, not a file")
     temporary = f".agentkit-{secrets.token_hex(8)}.tmp"
     fd = os.open(
         temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o666,

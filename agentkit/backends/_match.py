@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable
 
 from agentkit.backends._base import GrepMatch
 from agentkit.backends._errors import BinaryFileError, FileTooLargeError, PathOutsideRootError
+from agentkit.errors import AgentKitValueError
 
 __all__ = [
     "MiB",
@@ -41,9 +42,9 @@ def relative_parts(path: str, *, absolute_root: str | None = None) -> tuple[str,
         ValueError: ``path`` is not a string or holds a NUL character.
     """
     if not isinstance(path, str):
-        raise ValueError(f"a path must be a string (got {path!r})")
+        raise AgentKitValueError(f"a path must be a string (got {path!r})")
     if "\x00" in path:
-        raise ValueError(f"path {path!r} holds a NUL character")
+        raise AgentKitValueError(f"path {path!r} holds a NUL character")
     rest = path
     if absolute_root is not None and path.startswith("/"):
         root = absolute_root.rstrip("/") or "/"
@@ -145,7 +146,7 @@ def _char_class(pattern: str, i: int, out: list[str], whole: str) -> int:
     while end < len(pattern) and pattern[end] != "]":
         end += 1
     if end >= len(pattern):
-        raise ValueError(f"glob pattern {whole!r} has a '[' without its ']'")
+        raise AgentKitValueError(f"glob pattern {whole!r} has a '[' without its ']'")
     body = pattern[i + 1 : end]
     negate = body[:1] in ("!", "^")
     if negate:
@@ -175,7 +176,7 @@ def _alternatives(pattern: str, i: int, out: list[str], whole: str) -> int:
             start = end + 1
         end += 1
     else:
-        raise ValueError(f"glob pattern {whole!r} has a '{{' without its '}}'")
+        raise AgentKitValueError(f"glob pattern {whole!r} has a '{{' without its '}}'")
     out.append("(?:" + "|".join(_translate(option, whole) for option in options) + ")")
     return end + 1
 
@@ -258,12 +259,12 @@ def compile_pattern(pattern: str, ignore_case: bool, multiline: bool) -> re.Patt
         ValueError: the pattern is empty or not a valid regular expression.
     """
     if not pattern:
-        raise ValueError("the search pattern is empty; give a regular expression")
+        raise AgentKitValueError("the search pattern is empty; give a regular expression")
     flags = (re.IGNORECASE if ignore_case else 0) | (re.DOTALL | re.MULTILINE if multiline else 0)
     try:
         return re.compile(pattern, flags)
     except re.error as error:
-        raise ValueError(
+        raise AgentKitValueError(
             f"the search pattern {pattern!r} is not a valid regular expression: {error}"
         ) from None
 
@@ -319,9 +320,11 @@ def check_line_range(offset: object, limit: object) -> tuple[int, int | None]:
         ValueError: either is not an int, or ``limit`` is below 1.
     """
     if isinstance(offset, bool) or not isinstance(offset, int):
-        raise ValueError(f"offset must be a line number (got {offset!r})")
+        raise AgentKitValueError(f"offset must be a line number (got {offset!r})")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-        raise ValueError(f"limit must be a positive number of lines, or None (got {limit!r})")
+        raise AgentKitValueError(
+            f"limit must be a positive number of lines, or None (got {limit!r})"
+        )
     return max(offset, 1), limit
 
 

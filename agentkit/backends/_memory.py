@@ -6,7 +6,12 @@ import threading
 from collections.abc import Mapping
 
 from agentkit.backends._base import GrepMatch
-from agentkit.backends._errors import EditError
+from agentkit.backends._errors import (
+    EditError,
+    PathIsDirectoryError,
+    PathNotDirectoryError,
+    PathNotFoundError,
+)
 from agentkit.backends._match import (
     MiB,
     check_line_range,
@@ -19,6 +24,7 @@ from agentkit.backends._match import (
     shown,
     too_large,
 )
+from agentkit.errors import AgentKitValueError
 
 __all__ = ["InMemoryBackend"]
 
@@ -41,9 +47,13 @@ class InMemoryBackend:
 
     def __init__(self, files: Mapping[str, str] | None = None, *, max_file_bytes: int = 10 * MiB):
         if isinstance(max_file_bytes, bool) or not isinstance(max_file_bytes, int):
-            raise ValueError(f"max_file_bytes must be a positive int (got {max_file_bytes!r})")
+            raise AgentKitValueError(
+                f"max_file_bytes must be a positive int (got {max_file_bytes!r})"
+            )
         if max_file_bytes < 1:
-            raise ValueError(f"max_file_bytes must be a positive int (got {max_file_bytes!r})")
+            raise AgentKitValueError(
+                f"max_file_bytes must be a positive int (got {max_file_bytes!r})"
+            )
         self._lock = threading.Lock()
         self._files: dict[tuple[str, ...], str] = {}
         self._max = max_file_bytes
@@ -60,14 +70,14 @@ class InMemoryBackend:
         parts = relative_parts(path)
         with self._lock:
             if parts in self._files:
-                raise NotADirectoryError(_not_a_directory(path))
+                raise PathNotDirectoryError(_not_a_directory(path))
             names: set[str] = set()
             depth = len(parts)
             for key in self._files:
                 if len(key) > depth and key[:depth] == parts:
                     names.add(key[depth] + ("/" if len(key) > depth + 1 else ""))
         if not names and parts:
-            raise FileNotFoundError(f"there is no directory {path!r} in the backend")
+            raise PathNotFoundError(f"there is no directory {path!r} in the backend")
         return sorted(names)
 
     def read(self, path: str, *, offset: int = 1, limit: int | None = None) -> str:
@@ -83,9 +93,9 @@ class InMemoryBackend:
         with self._lock:
             content = self._files.get(parts)
             if content is None and any(key[: len(parts)] == parts for key in self._files):
-                raise IsADirectoryError(f"{path!r} is a directory, not a file; list it with ls")
+                raise PathIsDirectoryError(f"{path!r} is a directory, not a file; list it with ls")
         if content is None:
-            raise FileNotFoundError(f"there is no file {path!r} in the backend")
+            raise PathNotFoundError(f"there is no file {path!r} in the backend")
         return content
 
     def glob(self, pattern: str, path: str = ".") -> list[str]:
@@ -117,7 +127,7 @@ class InMemoryBackend:
         with self._lock:
             files = dict(self._files)
         if base and not any(key[: len(base)] == base for key in files):
-            raise FileNotFoundError(f"there is no file or directory {path!r} in the backend")
+            raise PathNotFoundError(f"there is no file or directory {path!r} in the backend")
         keep = file_filter(glob, file_type, base[:-1] if base in files else base)
         matches: list[GrepMatch] = []
         for key, content in sorted(files.items()):
@@ -130,21 +140,21 @@ class InMemoryBackend:
     def write(self, path: str, content: str) -> None:
         """Create or replace file ``path`` with ``content``."""
         if not isinstance(content, str):
-            raise ValueError(f"content must be text (got {type(content).__name__})")
+            raise AgentKitValueError(f"content must be text (got {type(content).__name__})")
         parts = relative_parts(path)
         if not parts:
-            raise IsADirectoryError("the root is a directory; give a file path to write")
+            raise PathIsDirectoryError("the root is a directory; give a file path to write")
         size = len(content.encode("utf-8"))
         if size > self._max:
             raise too_large(path, size, self._max, "the content")
         with self._lock:
             for depth in range(1, len(parts)):
                 if parts[:depth] in self._files:
-                    raise NotADirectoryError(
+                    raise PathNotDirectoryError(
                         f"cannot write {path!r}: {shown(parts[:depth])!r} is a file"
                     )
             if any(len(key) > len(parts) and key[: len(parts)] == parts for key in self._files):
-                raise IsADirectoryError(f"{path!r} is a directory, not a file")
+                raise PathIsDirectoryError(f"{path!r} is a directory, not a file")
             self._files[parts] = content
 
     def edit(self, path: str, old: str, new: str, *, replace_all: bool = False) -> int:
@@ -153,7 +163,7 @@ class InMemoryBackend:
         with self._lock:
             content = self._files.get(parts)
             if content is None:
-                raise FileNotFoundError(f"there is no file {path!r} in the backend")
+                raise PathNotFoundError(f"there is no file {path!r} in the backend")
             updated, count = replace_text(path, content, old, new, replace_all)
             size = len(updated.encode("utf-8"))
             if size > self._max:
@@ -166,7 +176,7 @@ class InMemoryBackend:
         parts = relative_parts(path)
         with self._lock:
             if self._files.pop(parts, None) is None:
-                raise FileNotFoundError(f"there is no file {path!r} in the backend")
+                raise PathNotFoundError(f"there is no file {path!r} in the backend")
 
 
 def replace_text(path: str, content: str, old: str, new: str, replace_all: bool) -> tuple[str, int]:

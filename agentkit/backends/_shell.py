@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 
 from agentkit._runctx import abort_on_cancel, check_cancelled
 from agentkit.backends._base import ExecuteResult
+from agentkit.errors import AgentKitValueError
 
 __all__ = ["LocalShell", "minimal_environment", "read_output"]
 
@@ -73,16 +74,20 @@ class LocalShell:
         env: Mapping[str, str] | None = None,
     ) -> None:
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
-            raise ValueError(f"timeout must be a positive number of seconds (got {timeout!r})")
+            raise AgentKitValueError(
+                f"timeout must be a positive number of seconds (got {timeout!r})"
+            )
         if (
             isinstance(max_output_bytes, bool)
             or not isinstance(max_output_bytes, int)
             or max_output_bytes < 1
         ):
-            raise ValueError(f"max_output_bytes must be a positive int (got {max_output_bytes!r})")
+            raise AgentKitValueError(
+                f"max_output_bytes must be a positive int (got {max_output_bytes!r})"
+            )
         real = os.path.realpath(os.fspath(root))
         if not os.path.isdir(real):
-            raise ValueError(f"LocalShell root {os.fspath(root)!r} is not a directory")
+            raise AgentKitValueError(f"LocalShell root {os.fspath(root)!r} is not a directory")
         self._root = real
         self._timeout = float(timeout)
         self._max = max_output_bytes
@@ -109,7 +114,7 @@ class LocalShell:
             AgentCancelledError: the run was cancelled (the command was killed).
         """
         if not isinstance(command, str) or not command.strip():
-            raise ValueError(f"the command must be a non-empty string (got {command!r})")
+            raise AgentKitValueError(f"the command must be a non-empty string (got {command!r})")
         check_cancelled()
         deadline = time.monotonic() + self._timeout
         process = subprocess.Popen(

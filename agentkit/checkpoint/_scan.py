@@ -39,7 +39,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 
-from agentkit.errors import CheckpointError
+from agentkit.errors import AgentKitValueError, CheckpointError
 
 __all__ = ["MAX_INT_BYTES", "check_stream"]
 
@@ -84,7 +84,9 @@ class _Scan:
 
     def __init__(self, max_depth: int) -> None:
         if not 0 < max_depth < _RESTORE:
-            raise ValueError(f"max_depth must be a positive int below 2**62, not {max_depth!r}")
+            raise AgentKitValueError(
+                f"max_depth must be a positive int below 2**62, not {max_depth!r}"
+            )
         self.max_depth = max_depth
         self.stack: list[int] = []
         self.marks: list[int] = []

@@ -17,13 +17,18 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 import uuid
 import weakref
 from types import TracebackType
 from typing import Protocol, TypeGuard, runtime_checkable
 
-from agentkit.errors import CheckpointBusyError, CheckpointError
+from agentkit._clock import SYSTEM_CLOCK, Clock
+from agentkit.errors import (
+    AgentKitTypeError,
+    AgentKitValueError,
+    CheckpointBusyError,
+    CheckpointError,
+)
 
 __all__ = [
     "DEFAULT_LEASE_TTL",
@@ -199,7 +204,9 @@ def namespace_of(store: CheckPointStore) -> str:
     if isinstance(store, _Namespaced):
         namespace = store.namespace
         if not isinstance(namespace, str):
-            raise TypeError(f"{store!r}.namespace must be a str, not {type(namespace).__name__}")
+            raise AgentKitTypeError(
+                f"{store!r}.namespace must be a str, not {type(namespace).__name__}"
+            )
         return namespace
     return ""
 
@@ -321,7 +328,7 @@ def lease_for(store: CheckPointStore, checkpoint_id: str, ttl: float | None = No
 def _acquire(store: CheckPointStore, checkpoint_id: str, owner: str, ttl: float) -> bool:
     if _leases(store):
         return store.acquire_lease(checkpoint_id, owner, ttl)
-    return _LOCAL_LEASES.acquire(store, checkpoint_id, owner, ttl)
+    return _LOCAL_LEASES.acquire(store, checkpoint_id, owner, ttl, SYSTEM_CLOCK)
 
 
 def _release(store: CheckPointStore, checkpoint_id: str, owner: str) -> None:
@@ -384,7 +391,7 @@ def _has_lease_ttl(store: object) -> TypeGuard[_WithLeaseTTL]:
 
 def _check_ttl(ttl: float) -> None:
     if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not ttl > 0:
-        raise ValueError(f"a lease ttl must be a positive number of seconds, got {ttl!r}")
+        raise AgentKitValueError(f"a lease ttl must be a positive number of seconds, got {ttl!r}")
 
 
 def _check_age(older_than: object) -> float:
@@ -394,7 +401,7 @@ def _check_age(older_than: object) -> float:
         or not isinstance(older_than, (int, float))
         or not 0 <= older_than < float("inf")
     ):
-        raise ValueError(
+        raise AgentKitValueError(
             f"older_than must be a number of seconds >= 0, got {older_than!r} (for example "
             "older_than=7 * 24 * 3600 removes what was last written over a week ago)"
         )
@@ -403,7 +410,7 @@ def _check_age(older_than: object) -> float:
 
 def _check_id(checkpoint_id: object) -> str:
     if not isinstance(checkpoint_id, str):
-        raise TypeError(f"checkpoint_id must be a str, not {type(checkpoint_id).__name__}")
+        raise AgentKitTypeError(f"checkpoint_id must be a str, not {type(checkpoint_id).__name__}")
     return checkpoint_id
 
 
@@ -414,7 +421,7 @@ def _encode_id(checkpoint_id: object) -> bytes:
 
 def _check_data(data: object) -> bytes:
     if not isinstance(data, (bytes, bytearray, memoryview)):
-        raise TypeError(f"checkpoint data must be bytes, not {type(data).__name__}")
+        raise AgentKitTypeError(f"checkpoint data must be bytes, not {type(data).__name__}")
     return bytes(data)
 
 
@@ -442,7 +449,7 @@ class StoreLimits:
 
 def _check_max_bytes(max_bytes: object) -> int:
     if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
-        raise ValueError(f"max_bytes must be a positive int, got {max_bytes!r}")
+        raise AgentKitValueError(f"max_bytes must be a positive int, got {max_bytes!r}")
     return max_bytes
 
 
@@ -474,7 +481,7 @@ def _too_large(checkpoint_id: str, size: int, max_bytes: int) -> CheckpointError
 
 def _check_owner(owner: object) -> str:
     if not isinstance(owner, str) or not owner:
-        raise ValueError(f"a lease owner must be a non-empty str, got {owner!r}")
+        raise AgentKitValueError(f"a lease owner must be a non-empty str, got {owner!r}")
     return owner
 
 
@@ -487,10 +494,12 @@ class _LocalLeases:
         # referenced stops its id() from being reused by another store while the lease exists.
         self._leases: dict[tuple[int, str], tuple[str, float, CheckPointStore]] = {}
 
-    def acquire(self, store: CheckPointStore, checkpoint_id: str, owner: str, ttl: float) -> bool:
+    def acquire(
+        self, store: CheckPointStore, checkpoint_id: str, owner: str, ttl: float, clock: Clock
+    ) -> bool:
         _check_ttl(ttl)
         key = (id(store), checkpoint_id)
-        now = time.monotonic()
+        now = clock.monotonic()
         with self._lock:
             current = self._leases.get(key)
             if current is not None and current[0] != owner and current[1] > now:

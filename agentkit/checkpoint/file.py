@@ -10,11 +10,11 @@ import hashlib
 import json
 import os
 import sys
-import time
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
+from agentkit._clock import SYSTEM_CLOCK, Clock
 from agentkit.checkpoint._appends import KEEPS_FILES_OPEN, OpenAppends, append_once
 from agentkit.checkpoint._atomic import STALE_TEMP_SECONDS, AtomicFiles
 from agentkit.checkpoint._files import (
@@ -111,6 +111,8 @@ class FileCheckPointStore(StoreLimits):
         lease_ttl: how long a resume lease lasts unless refreshed (seconds).
         sync_steps: ``fdatasync`` every step record, so each survives a power loss too
             (otherwise only records appended with ``sync=True`` are synced at once).
+        clock: the clock leases and ``prune`` read (its ``time()``); a test passes
+            :class:`agentkit.testing.ManualClock` to move time instead of sleeping.
 
     I/O failures are raised as :class:`~agentkit.errors.CheckpointError` naming the file.
 
@@ -127,8 +129,10 @@ class FileCheckPointStore(StoreLimits):
         max_bytes: int = DEFAULT_MAX_BYTES,
         lease_ttl: float = DEFAULT_LEASE_TTL,
         sync_steps: bool = False,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self._directory = Path(directory)
+        self._clock = clock
         self._directory_text = str(self._directory)
         self._set_limits(max_bytes, lease_ttl)
         self._sync_steps = bool(sync_steps)
@@ -200,7 +204,7 @@ class FileCheckPointStore(StoreLimits):
             stems = _stems(self._directory)
             removed = 0
             for stem in sorted(stems):
-                now = time.time()
+                now = self._clock.time()
                 with self._guard():
                     removed += self._prune_one(stem, now, now - age)
         except OSError as exc:
@@ -381,9 +385,10 @@ class FileCheckPointStore(StoreLimits):
         try:
             with self._guard():
                 current = _read_lease(path)
-                if current is not None and current[0] != owner and current[1] > time.time():
+                now = self._clock.time()
+                if current is not None and current[0] != owner and current[1] > now:
                     return False
-                record = {"owner": owner, "expires": time.time() + ttl}
+                record = {"owner": owner, "expires": now + ttl}
                 self._write_atomic(path, json.dumps(record).encode(), durable=False)
                 return True
         except OSError as exc:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import threading
-import time
 
+from agentkit._clock import SYSTEM_CLOCK, Clock
 from agentkit.checkpoint.base import (
     DEFAULT_LEASE_TTL,
     DEFAULT_MAX_BYTES,
@@ -24,7 +24,8 @@ class InMemoryCheckPointStore(StoreLimits):
     """Checkpoints kept in memory, lost when the process ends; thread-safe, with leases.
 
     Leases are exclusive among the threads of this process that share the store object and
-    last ``lease_ttl`` seconds unless refreshed; ``set`` refuses data over ``max_bytes``. Its
+    last ``lease_ttl`` seconds unless refreshed (on ``clock``, the system's by default; a
+    test passes :class:`agentkit.testing.ManualClock`); ``set`` refuses data over ``max_bytes``. Its
     namespace is ``""``: checkpoints are signed with their id only. It keeps step records
     (:class:`~agentkit.checkpoint.JournalingCheckPointStore`) in a list per id.
 
@@ -36,13 +37,18 @@ class InMemoryCheckPointStore(StoreLimits):
     """
 
     def __init__(
-        self, *, max_bytes: int = DEFAULT_MAX_BYTES, lease_ttl: float = DEFAULT_LEASE_TTL
+        self,
+        *,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        lease_ttl: float = DEFAULT_LEASE_TTL,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self._set_limits(max_bytes, lease_ttl)
+        self._clock = clock
         self._lock = threading.Lock()
         self._data: dict[str, bytes] = {}
         self._steps: dict[str, list[bytes]] = {}
-        # checkpoint id -> (owner, time.monotonic() deadline)
+        # checkpoint id -> (owner, clock.monotonic() deadline)
         self._leases: dict[str, tuple[str, float]] = {}
 
     @property
@@ -101,7 +107,7 @@ class InMemoryCheckPointStore(StoreLimits):
         _check_id(checkpoint_id)
         _check_owner(owner)
         _check_ttl(ttl)
-        now = time.monotonic()
+        now = self._clock.monotonic()
         with self._lock:
             current = self._leases.get(checkpoint_id)
             if current is not None and current[0] != owner and current[1] > now:

@@ -23,7 +23,12 @@ from agentkit.checkpoint.base import (
     _steps_too_large,
     _too_large,
 )
-from agentkit.errors import CheckpointError
+from agentkit.errors import (
+    AgentKitTypeError,
+    AgentKitValueError,
+    CheckpointError,
+    MissingDependencyError,
+)
 
 _log = logging.getLogger("agentkit")
 
@@ -193,11 +198,13 @@ class RedisCheckPointStore(StoreLimits):
             _check_ttl(ttl)
         _check_ttl(lease_ttl)
         if not isinstance(outage_wait, (int, float)) or not 0 <= outage_wait < float("inf"):
-            raise ValueError(f"outage_wait must be a number of seconds >= 0 (got {outage_wait!r})")
+            raise AgentKitValueError(
+                f"outage_wait must be a number of seconds >= 0 (got {outage_wait!r})"
+            )
         self._outage_wait = float(outage_wait)
         self._set_limits(max_bytes, lease_ttl)
         if not isinstance(prefix, str):
-            raise TypeError(f"prefix must be a str, not {type(prefix).__name__}")
+            raise AgentKitTypeError(f"prefix must be a str, not {type(prefix).__name__}")
         self._prefix = prefix.encode("utf-8")
         self._ttl_ms = None if ttl is None else max(1, round(ttl * 1000))
         self._owns_client = client is None
@@ -205,7 +212,7 @@ class RedisCheckPointStore(StoreLimits):
             try:
                 import redis
             except ImportError as exc:
-                raise ImportError(
+                raise MissingDependencyError(
                     "RedisCheckPointStore needs redis-py: pip install 'agentkit[redis]'"
                 ) from exc
             url = url or os.environ.get("REDIS_URL") or DEFAULT_URL

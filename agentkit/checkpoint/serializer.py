@@ -62,7 +62,7 @@ from agentkit.checkpoint._keys import (
 )
 from agentkit.checkpoint._mac import MacKey
 from agentkit.checkpoint.base import DEFAULT_MAX_BYTES, _check_max_bytes
-from agentkit.errors import CheckpointError
+from agentkit.errors import AgentKitTypeError, AgentKitValueError, CheckpointError
 
 __all__ = [
     "PickleSerializer",
@@ -301,7 +301,7 @@ class PickleSerializer:
         _check_str("checkpoint_id", checkpoint_id)
         _check_str("namespace", namespace)
         if not isinstance(data, (bytes, bytearray, memoryview)):
-            raise TypeError(f"checkpoint data must be bytes, not {type(data).__name__}")
+            raise AgentKitTypeError(f"checkpoint data must be bytes, not {type(data).__name__}")
         where = f"checkpoint {checkpoint_id!r}"
         if len(data) > self._max_bytes:
             raise CheckpointError(
@@ -398,15 +398,15 @@ class PickleSerializer:
 def _check_keys(secret_key: object) -> list[bytes]:
     """The keys of ``secret_key`` (one key or a sequence of keys), checked."""
     if isinstance(secret_key, str):
-        raise TypeError("secret_key must be bytes, not str: pass secret.encode('utf-8')")
+        raise AgentKitTypeError("secret_key must be bytes, not str: pass secret.encode('utf-8')")
     if isinstance(secret_key, (bytes, bytearray, memoryview)):
         return [_check_key(secret_key, "secret_key")]
     if not isinstance(secret_key, Sequence):
-        raise TypeError(
+        raise AgentKitTypeError(
             f"secret_key must be bytes, a list of bytes or None, not {type(secret_key).__name__}"
         )
     if not secret_key:
-        raise ValueError(
+        raise AgentKitValueError(
             "secret_key is a list with no keys; give at least one (the first signs, all verify)"
         )
     return [_check_key(key, f"secret_key[{number}]") for number, key in enumerate(secret_key)]
@@ -415,10 +415,10 @@ def _check_keys(secret_key: object) -> list[bytes]:
 def _check_key(key: object, what: str) -> bytes:
     if not isinstance(key, (bytes, bytearray, memoryview)):
         hint = ": pass secret.encode('utf-8')" if isinstance(key, str) else ""
-        raise TypeError(f"{what} must be bytes, not {type(key).__name__}{hint}")
+        raise AgentKitTypeError(f"{what} must be bytes, not {type(key).__name__}{hint}")
     key = bytes(key)
     if len(key) < MIN_KEY_BYTES:
-        raise ValueError(
+        raise AgentKitValueError(
             f"{what} is {len(key)} bytes long; use at least {MIN_KEY_BYTES} random bytes "
             "(secrets.token_bytes(32))"
         )
@@ -438,22 +438,22 @@ def _allowed_by_name(allowed_types: Iterable[type] | Mapping[str, type]) -> dict
     allowed: dict[str, type] = {}
     for name, cls in pairs:
         if not isinstance(cls, type):
-            raise TypeError(
+            raise AgentKitTypeError(
                 f"allowed_types takes classes only, got {cls!r}; "
                 "functions and other objects are never loaded from checkpoints"
             )
         if name is None:
             if "<locals>" in cls.__qualname__:
-                raise TypeError(
+                raise AgentKitTypeError(
                     f"{cls.__module__}.{cls.__qualname__} is defined inside a function, so it "
                     "has no stable name: define it at module level, or pass allowed_types as "
                     "a mapping {'a.stable.name': cls}"
                 )
             name = f"{cls.__module__}.{cls.__qualname__}"
         elif not isinstance(name, str) or not name:
-            raise TypeError(f"allowed_types names must be non-empty strings, got {name!r}")
+            raise AgentKitTypeError(f"allowed_types names must be non-empty strings, got {name!r}")
         if allowed.get(name, cls) is not cls:
-            raise ValueError(f"allowed_types names two classes {name!r}")
+            raise AgentKitValueError(f"allowed_types names two classes {name!r}")
         allowed[name] = cls
     return allowed
 
@@ -530,4 +530,4 @@ class _BoundEncoder:
 
 def _check_str(what: str, value: object) -> None:
     if not isinstance(value, str):
-        raise TypeError(f"{what} must be a str, not {type(value).__name__}")
+        raise AgentKitTypeError(f"{what} must be a str, not {type(value).__name__}")

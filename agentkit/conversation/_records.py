@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from agentkit.conversation.base import MAX_CONVERSATION_ID_BYTES
-from agentkit.errors import ConversationRecordError
+from agentkit.errors import AgentKitTypeError, AgentKitValueError, ConversationRecordError
 from agentkit.schema import Message, Role
 
 __all__ = [
@@ -48,22 +48,24 @@ def check_id(conversation_id: object) -> str:
     byte that UTF-8 never contains).
     """
     if not isinstance(conversation_id, str) or not conversation_id:
-        raise ValueError(f"a conversation id must be a non-empty string (got {conversation_id!r})")
+        raise AgentKitValueError(
+            f"a conversation id must be a non-empty string (got {conversation_id!r})"
+        )
     try:
         size = len(conversation_id.encode("utf-8"))
     except UnicodeEncodeError as error:
-        raise ValueError(
+        raise AgentKitValueError(
             f"conversation id {conversation_id!r} holds a lone surrogate "
             f"({conversation_id[error.start]!r} at position {error.start}), which has no UTF-8 "
             "form; pass an id of valid text (decode bytes with errors='strict', or use a hash)"
         ) from None
     if "\x00" in conversation_id:
-        raise ValueError(
+        raise AgentKitValueError(
             f"conversation id {conversation_id!r} holds a NUL character, which many databases "
             "cannot store in text; pass an id without it"
         )
     if size > MAX_CONVERSATION_ID_BYTES:
-        raise ValueError(
+        raise AgentKitValueError(
             f"conversation id {conversation_id[:40]!r}... is {size} bytes in UTF-8, over "
             f"{MAX_CONVERSATION_ID_BYTES} bytes; use a shorter id (a hash of a long one, say)"
         )
@@ -77,14 +79,16 @@ def check_max_record_bytes(max_record_bytes: object) -> int:
         or not isinstance(max_record_bytes, int)
         or max_record_bytes < 1
     ):
-        raise ValueError(f"max_record_bytes must be a positive int (got {max_record_bytes!r})")
+        raise AgentKitValueError(
+            f"max_record_bytes must be a positive int (got {max_record_bytes!r})"
+        )
     return max_record_bytes
 
 
 def check_index(index: object) -> int:
     """Return a record position, or raise ``TypeError`` for anything but an ``int``."""
     if isinstance(index, bool) or not isinstance(index, int):
-        raise TypeError(f"a record position must be an int (got {index!r})")
+        raise AgentKitTypeError(f"a record position must be an int (got {index!r})")
     return index
 
 
@@ -111,7 +115,9 @@ def encode_records(
     records = []
     for index, message in enumerate(messages):
         if not isinstance(message, Message):
-            raise TypeError(f"conversations hold Message objects, not {type(message).__name__}")
+            raise AgentKitTypeError(
+                f"conversations hold Message objects, not {type(message).__name__}"
+            )
         record = _encode(conversation_id, index, len(messages), message)
         if len(record) > max_record_bytes:
             raise ConversationRecordError(
@@ -136,7 +142,7 @@ def _encode(conversation_id: str, index: int, count: int, message: Message) -> b
         except UnicodeEncodeError:  # a lone surrogate: escape it, so the record stays UTF-8
             return json.dumps(data, separators=(",", ":")).encode("ascii")
     except (TypeError, ValueError) as error:
-        raise TypeError(
+        raise AgentKitTypeError(
             f"conversation {conversation_id!r}: the message at position {index} of the {count} "
             f"to append cannot be stored as JSON: {error} (a message's extra must hold JSON "
             "values only)"

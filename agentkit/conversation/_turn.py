@@ -26,6 +26,7 @@ from agentkit._persist import persisted
 from agentkit.conversation._records import check_id
 from agentkit.conversation.base import ConversationLock, ConversationStore
 from agentkit.conversation.trim import HistoryTrimmer
+from agentkit.errors import AgentKitValueError
 from agentkit.schema import Message
 
 if TYPE_CHECKING:
@@ -138,7 +139,7 @@ def open_turn(
     new = [_without_mark(message) for message in new_messages]
     if turn_key is not None:
         if not new:
-            raise ValueError(
+            raise AgentKitValueError(
                 "a turn with a turn_key must bring at least one message (the key is kept "
                 "on the turn's first message)"
             )
@@ -195,7 +196,7 @@ def _done(
     new, records, said = int(mark["new"]), int(mark["records"]), list(mark["said"])
     messages = history[index + new : index + records]
     if len(messages) != len(said) or records - new != len(said):
-        raise ValueError(
+        raise AgentKitValueError(
             f"it names {len(said)} messages said, the conversation holds {len(messages)}"
         )
     return DoneTurn(

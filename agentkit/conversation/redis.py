@@ -19,6 +19,7 @@ from agentkit.conversation._records import (
     out_of_range,
 )
 from agentkit.conversation.base import DEFAULT_MAX_RECORD_BYTES, ConversationLock, busy
+from agentkit.errors import AgentKitValueError, MissingDependencyError
 from agentkit.schema import Message
 
 __all__ = [
@@ -93,13 +94,15 @@ class RedisConversationStore:
     ) -> None:
         self._max_record_bytes = check_max_record_bytes(max_record_bytes)
         if lock_ttl <= 0:
-            raise ValueError(f"lock_ttl must be a positive number of seconds (got {lock_ttl!r})")
+            raise AgentKitValueError(
+                f"lock_ttl must be a positive number of seconds (got {lock_ttl!r})"
+            )
         self._owns_client = client is None
         if client is None:
             try:
                 import redis
             except ImportError as error:  # pragma: no cover - the extra is missing
-                raise ImportError(
+                raise MissingDependencyError(
                     "RedisConversationStore needs redis-py: pip install 'agentkit[redis]'"
                 ) from error
             client = redis.Redis.from_url(url or os.environ.get("REDIS_URL") or DEFAULT_URL)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from agentkit.errors import AgentKitValueError
 from agentkit.schema import Message, Role, media_tokens
 
 __all__ = [
@@ -46,7 +47,7 @@ def _turn_starts(history: list[Message]) -> list[int]:
 def keep_last_turns(turns: int) -> HistoryTrimmer:
     """Keep the last ``turns`` turns of the history (0 keeps nothing)."""
     if isinstance(turns, bool) or not isinstance(turns, int) or turns < 0:
-        raise ValueError(f"turns must be an int >= 0 (got {turns!r})")
+        raise AgentKitValueError(f"turns must be an int >= 0 (got {turns!r})")
 
     def trim(history: list[Message]) -> list[Message]:
         if turns == 0:
@@ -64,7 +65,7 @@ def keep_within_tokens(budget: int, counter: TokenCounter = approximate_tokens) 
     tokenizer's count for exact budgets. System messages at the start are kept, and counted.
     """
     if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0:
-        raise ValueError(f"budget must be an int >= 0 (got {budget!r})")
+        raise AgentKitValueError(f"budget must be an int >= 0 (got {budget!r})")
 
     def trim(history: list[Message]) -> list[Message]:
         head = 0

@@ -7,6 +7,7 @@ from typing import Any, TypeAlias
 
 import attrs
 
+from agentkit.errors import AgentKitTypeError, AgentKitValueError
 from agentkit.results import RunResult
 from agentkit.schema import Message, TokenUsage
 from agentkit.tools.base import ToolCallInfo
@@ -24,12 +25,12 @@ def _input(value: str | Iterable[Message | Mapping[str, Any]]) -> str | tuple[Me
     if isinstance(value, str):
         return value
     if isinstance(value, Message):
-        raise TypeError("a Case input is a str or a list of messages (got one Message)")
+        raise AgentKitTypeError("a Case input is a str or a list of messages (got one Message)")
     messages = tuple(
         item if isinstance(item, Message) else Message.from_dict(dict(item)) for item in value
     )
     if not messages:
-        raise ValueError("a Case input needs at least one message")
+        raise AgentKitValueError("a Case input needs at least one message")
     return messages
 
 
@@ -37,7 +38,7 @@ def _checks(value: Check | Iterable[Check]) -> tuple[Check, ...]:
     checks = (value,) if callable(value) else tuple(value)
     for check in checks:
         if not callable(check):
-            raise TypeError(
+            raise AgentKitTypeError(
                 f"a check is a function of a CaseRun, or a check object such as Contains(...) "
                 f"(got {check!r})"
             )
@@ -83,7 +84,7 @@ class Case:
     @name.validator
     def _check_name(self, _: attrs.Attribute[Any], value: str | None) -> None:
         if value is not None and (not isinstance(value, str) or not value.strip()):
-            raise ValueError(f"a Case name must be a non-empty str (got {value!r})")
+            raise AgentKitValueError(f"a Case name must be a non-empty str (got {value!r})")
 
     @property
     def messages(self) -> list[Message]:

@@ -17,6 +17,7 @@ from typing import Any
 import attrs
 
 from agentkit._jsonable import dumps as json_dumps
+from agentkit.errors import AgentKitTypeError, AgentKitValueError, MissingDependencyError
 from agentkit.evals._case import CaseRun
 from agentkit.limits import ModelPricing
 from agentkit.tools._convert import explain, get_converter
@@ -124,7 +125,7 @@ class Contains(_Shown):
     @text.validator
     def _check_text(self, _: attrs.Attribute[Any], value: str) -> None:
         if not isinstance(value, str):
-            raise TypeError(f"Contains() takes a str (got {value!r})")
+            raise AgentKitTypeError(f"Contains() takes a str (got {value!r})")
 
     def __call__(self, run: CaseRun) -> str | None:
         answer = run.text
@@ -154,7 +155,9 @@ class Matches(_Shown):
         try:
             compiled = re.compile(self.pattern, self.flags)
         except re.error as error:
-            raise ValueError(f"Matches({self.pattern!r}): not a valid regex: {error}") from None
+            raise AgentKitValueError(
+                f"Matches({self.pattern!r}): not a valid regex: {error}"
+            ) from None
         object.__setattr__(self, "_compiled", compiled)
 
     def __call__(self, run: CaseRun) -> str | None:
@@ -206,7 +209,7 @@ class ToolCalled(_Shown):
         if value is None:
             return
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ValueError(f"ToolCalled(times=...) must be an int >= 0 (got {value!r})")
+            raise AgentKitValueError(f"ToolCalled(times=...) must be an int >= 0 (got {value!r})")
 
     def _matches(self, call: ToolCallInfo) -> bool:
         if call.name != self.name:
@@ -237,7 +240,7 @@ def _positive(kind: str) -> Any:
         if value is None:
             return
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-            raise ValueError(
+            raise AgentKitValueError(
                 f"{type(instance).__name__}({attribute.name}=...) must be a {kind} >= 0 "
                 f"(got {value!r})"
             )
@@ -275,7 +278,7 @@ class MaxTokens(_Shown):
 
     def __attrs_post_init__(self) -> None:
         if self.total is None and self.input is None and self.output is None:
-            raise ValueError("MaxTokens() needs a limit: total, input= or output=")
+            raise AgentKitValueError("MaxTokens() needs a limit: total, input= or output=")
 
     def __call__(self, run: CaseRun) -> str | None:
         usage = run.usage
@@ -305,7 +308,7 @@ class MaxLatency(_Shown):
 
 def _pricing(value: ModelPricing | None) -> ModelPricing | None:
     if value is not None and not isinstance(value, ModelPricing):
-        raise TypeError(f"MaxCost(pricing=...) takes a ModelPricing (got {value!r})")
+        raise AgentKitTypeError(f"MaxCost(pricing=...) takes a ModelPricing (got {value!r})")
     return value
 
 
@@ -388,14 +391,16 @@ class MatchesSchema:
         try:
             import jsonschema
         except ImportError:
-            raise ImportError(
+            raise MissingDependencyError(
                 "MatchesSchema needs jsonschema: pip install 'agentkit[evals]' (or jsonschema)"
             ) from None
         cls = jsonschema.validators.validator_for(self.schema)
         try:
             cls.check_schema(self.schema)
         except jsonschema.SchemaError as error:
-            raise ValueError(f"MatchesSchema: not a valid JSON Schema: {error.message}") from None
+            raise AgentKitValueError(
+                f"MatchesSchema: not a valid JSON Schema: {error.message}"
+            ) from None
         object.__setattr__(self, "_validator", cls(self.schema))
 
     def __call__(self, run: CaseRun) -> str | None:

@@ -34,6 +34,7 @@ from typing import Any
 
 import attrs
 
+from agentkit.errors import AgentKitTypeError
 from agentkit.evals._case import Case, Check
 from agentkit.evals._checks import (
     Contains,
@@ -57,7 +58,7 @@ def _named(cases: Iterable[Case]) -> tuple[Case, ...]:
     seen: dict[str, int] = {}
     for number, case in enumerate(cases, 1):
         if not isinstance(case, Case):
-            raise TypeError(f"a Dataset holds Case objects (item {number} is {case!r})")
+            raise AgentKitTypeError(f"a Dataset holds Case objects (item {number} is {case!r})")
         name = case.name or case.default_name(number)
         if name in seen:
             raise DatasetError(
@@ -73,7 +74,7 @@ def _shared_checks(value: Iterable[Check]) -> tuple[Check, ...]:
     checks = tuple(value)
     for check in checks:
         if not callable(check):
-            raise TypeError(f"a check is a function of a CaseRun (got {check!r})")
+            raise AgentKitTypeError(f"a check is a function of a CaseRun (got {check!r})")
     return checks
 
 

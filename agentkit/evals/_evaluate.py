@@ -22,7 +22,7 @@ import attrs
 
 from agentkit.callbacks import with_callbacks
 from agentkit.cancel import CancelHandle, CancelMode
-from agentkit.errors import AgentCancelledError
+from agentkit.errors import AgentCancelledError, AgentKitTypeError, AgentKitValueError
 from agentkit.evals._case import Case, CaseRun, Check
 from agentkit.evals._checks import Equals
 from agentkit.evals._dataset import Dataset
@@ -109,7 +109,7 @@ def _runner(target: Runner | Agent) -> Runner:
         return target
     if isinstance(target, Agent):
         return Runner(target)
-    raise TypeError(
+    raise AgentKitTypeError(
         f"evaluate() runs a Runner or an agent (got {type(target).__name__}); wrap other "
         "code in an agent, or pass Runner(agent, ...)"
     )
@@ -123,16 +123,18 @@ def _check_arguments(
     cancel: threading.Event | None,
 ) -> None:
     if not data.cases:
-        raise ValueError("the dataset has no cases to evaluate")
+        raise AgentKitValueError("the dataset has no cases to evaluate")
     for label, value, least in (("concurrency", concurrency, 1), ("retries", retries, 0)):
         if isinstance(value, bool) or not isinstance(value, int) or value < least:
-            raise ValueError(f"{label} must be an int >= {least} (got {value!r})")
+            raise AgentKitValueError(f"{label} must be an int >= {least} (got {value!r})")
     if timeout is not None and (
         isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0
     ):
-        raise ValueError(f"timeout must be a positive number of seconds or None (got {timeout!r})")
+        raise AgentKitValueError(
+            f"timeout must be a positive number of seconds or None (got {timeout!r})"
+        )
     if cancel is not None and not isinstance(cancel, threading.Event):
-        raise TypeError(f"cancel must be a threading.Event (got {type(cancel).__name__})")
+        raise AgentKitTypeError(f"cancel must be a threading.Event (got {type(cancel).__name__})")
 
 
 class _Tally:
@@ -362,6 +364,8 @@ def _judge(
     if result.error is not None:
         if timed_out and isinstance(result.error, AgentCancelledError):
             reason = f"the run took longer than timeout={timeout} s and was cancelled"
+        elif isinstance(result.error, AgentCancelledError):
+            reason = f"the run was cancelled: {result.error}"
         else:
             reason = f"the run failed: {type(result.error).__name__}: {result.error}"
         return [reason], [result.error]

@@ -8,6 +8,7 @@ from typing import Any
 
 import attrs
 
+from agentkit.errors import AgentKitTypeError, AgentKitValueError
 from agentkit.evals._case import CaseRun
 from agentkit.models.base import ChatModel, ModelOptions
 from agentkit.schema import Message, system_message, user_message
@@ -66,12 +67,12 @@ class Judge:
     @rubric.validator
     def _check_rubric(self, _: attrs.Attribute[Any], value: str) -> None:
         if not isinstance(value, str) or not value.strip():
-            raise ValueError("Judge needs a rubric: a non-empty text saying what passes")
+            raise AgentKitValueError("Judge needs a rubric: a non-empty text saying what passes")
 
     @model.validator
     def _check_model(self, _: attrs.Attribute[Any], value: Any) -> None:
         if not isinstance(value, ChatModel):
-            raise TypeError(
+            raise AgentKitTypeError(
                 f"Judge(model, ...) takes a ChatModel (generate and stream), got "
                 f"{type(value).__name__}"
             )

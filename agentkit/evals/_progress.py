@@ -14,6 +14,8 @@ from typing import IO, Any, Protocol
 
 import attrs
 
+from agentkit.errors import AgentKitTypeError
+
 _REDRAW = 0.1  # seconds between redraws when only the clock changed
 _BAR = 24
 
@@ -44,7 +46,9 @@ def make_progress(setting: bool | IO[str] | None, total: int, name: str | None) 
             return None
         return TerminalProgress(sys.stderr, total, name)
     if not hasattr(setting, "write"):
-        raise TypeError(f"progress must be True, False, None or a text stream (got {setting!r})")
+        raise AgentKitTypeError(
+            f"progress must be True, False, None or a text stream (got {setting!r})"
+        )
     return TerminalProgress(setting, total, name)
 
 

@@ -18,6 +18,7 @@ from typing import Any
 import attrs
 
 from agentkit._jsonable import dumps as json_dumps
+from agentkit.errors import AgentKitKeyError, AgentKitValueError
 from agentkit.evals._case import Case
 from agentkit.results import RunResult
 
@@ -288,7 +289,7 @@ class EvalReport:
         for report in self.cases:
             if report.name == name:
                 return report
-        raise KeyError(f"no case named {name!r} in this report")
+        raise AgentKitKeyError(f"no case named {name!r} in this report")
 
     def assert_passed(self, min_rate: float = 1.0) -> None:
         """Fail unless at least ``min_rate`` of the cases passed (all of them by default).
@@ -302,7 +303,7 @@ class EvalReport:
         """
         number = isinstance(min_rate, (int, float)) and not isinstance(min_rate, bool)
         if not number or not 0 <= min_rate <= 1:
-            raise ValueError(f"min_rate must be a number from 0 to 1 (got {min_rate!r})")
+            raise AgentKitValueError(f"min_rate must be a number from 0 to 1 (got {min_rate!r})")
         if self.pass_rate < min_rate or not self.total:
             raise AssertionError(
                 f"pass rate {self.pass_rate:.1%} is below the required {min_rate:.1%}\n{self}"
@@ -453,7 +454,7 @@ def _outcomes(report: EvalReport | Mapping[str, Any]) -> dict[str, bool]:
         and isinstance(case.get("passed"), bool)
         for case in cases
     ):
-        raise ValueError(
+        raise AgentKitValueError(
             "compare() takes an EvalReport or its to_dict() data, or the path of a file of "
             "that JSON (a mapping whose 'cases' list has a 'name' and 'passed' for each case)"
         )

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from agentkit._checkpoints import KeptLease
 from agentkit.cancel import CancelHandle, CancelMode
+from agentkit.errors import AgentKitTimeoutError
 from agentkit.integrations._redislog import RedisRunLog
 from agentkit.integrations._signing import SealError
 from agentkit.integrations.runs import POLL_INTERVAL
@@ -464,7 +465,7 @@ class WatchHub:
                 if message is not None and message.get("type") == "psubscribe":
                     break
                 if time.monotonic() > deadline:
-                    raise TimeoutError("Redis did not confirm the subscription")
+                    raise AgentKitTimeoutError("Redis did not confirm the subscription")
             with self._lock:
                 self._listening = True
             registered = self._snapshot()

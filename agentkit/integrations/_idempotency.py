@@ -14,6 +14,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from agentkit.errors import AgentKitTypeError, AgentKitValueError
 from agentkit.integrations._errors import RunStateError
 from agentkit.schema import Message
 
@@ -27,12 +28,12 @@ def check_key(key: object) -> str | None:
     if key is None:
         return None
     if not isinstance(key, str):
-        raise TypeError(
+        raise AgentKitTypeError(
             f"idempotency_key must be a str (such as a request id) or None "
             f"(got {type(key).__name__})"
         )
     if not key or len(key) > MAX_KEY_LENGTH:
-        raise ValueError(
+        raise AgentKitValueError(
             f"idempotency_key must be 1 to {MAX_KEY_LENGTH} characters long (got {len(key)})"
         )
     return key

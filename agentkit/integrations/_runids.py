@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 
+from agentkit.errors import AgentKitTypeError, AgentKitValueError
 from agentkit.integrations._errors import EventIdError, RunIdError
 
 __all__ = [
@@ -48,16 +49,16 @@ def check_owner(owner: object) -> str | None:
     if owner is None:
         return None
     if not isinstance(owner, str):
-        raise TypeError(
+        raise AgentKitTypeError(
             f"owner must be a str (a user or tenant id) or None (got {type(owner).__name__})"
         )
     if not owner or len(owner) > MAX_OWNER_LENGTH:
-        raise ValueError(
+        raise AgentKitValueError(
             f"owner must be 1 to {MAX_OWNER_LENGTH} characters long (got {len(owner)}); pass "
             "owner=None for runs that anyone who knows the run id may use"
         )
     if not owner.isprintable() or any("\ud800" <= char <= "\udfff" for char in owner):
-        raise ValueError(
+        raise AgentKitValueError(
             f"owner {owner[:40]!r} holds a control character or a lone surrogate; use the "
             "user's or tenant's id as text"
         )

@@ -21,6 +21,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from agentkit.errors import AgentKitTypeError, AgentKitValueError
 from agentkit.integrations._errors import TaskMessageError
 
 __all__ = ["MAX_SEALED_BYTES", "Sealer", "SealError", "as_keys"]
@@ -43,15 +44,15 @@ def as_keys(value: bytes | str | Sequence[bytes | str]) -> list[bytes]:
     """
     items = [value] if isinstance(value, (bytes, str)) else list(value)
     if not items:
-        raise ValueError("signing_key needs at least one key")
+        raise AgentKitValueError("signing_key needs at least one key")
     keys: list[bytes] = []
     for item in items:
         if isinstance(item, str):
             item = item.strip().encode("utf-8")
         if not isinstance(item, bytes):
-            raise TypeError(f"a signing key is bytes or str (got {type(item).__name__})")
+            raise AgentKitTypeError(f"a signing key is bytes or str (got {type(item).__name__})")
         if len(item) < 16:
-            raise ValueError(
+            raise AgentKitValueError(
                 f"a signing key is {len(item)} bytes long; use at least 16 (generate one "
                 "with: python -c \"import secrets; print(secrets.token_hex(32))\")"
             )

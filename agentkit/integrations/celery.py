@@ -77,7 +77,13 @@ import attrs
 
 from agentkit._runlog import InlineRun, Summary, publish, summary_of_error
 from agentkit.cancel import CancelHandle, CancelMode
-from agentkit.errors import CheckpointBusyError, CheckpointConsumedError
+from agentkit.errors import (
+    AgentKitTypeError,
+    AgentKitValueError,
+    CheckpointBusyError,
+    CheckpointConsumedError,
+    MissingDependencyError,
+)
 from agentkit.events import Agent
 from agentkit.integrations._celery_worker import (
     OUTAGE_WAIT,
@@ -221,14 +227,14 @@ class AgentQueue:
         durability: str = "step",
     ) -> None:
         if durability not in ("step", "stop"):
-            raise ValueError(
+            raise AgentKitValueError(
                 f"durability must be 'step' (save after every finished model reply and tool "
                 f"call) or 'stop' (save when the run stops), got {durability!r}"
             )
         if not isinstance(shutdown_mode, CancelMode):
-            raise TypeError(f"shutdown_mode must be a CancelMode (got {shutdown_mode!r})")
+            raise AgentKitTypeError(f"shutdown_mode must be a CancelMode (got {shutdown_mode!r})")
         if ttl <= 0 or stream_maxlen <= 0 or message_ttl <= 0 or lease_ttl <= 0:
-            raise ValueError(
+            raise AgentKitValueError(
                 f"ttl, stream_maxlen, message_ttl and lease_ttl must be positive (got ttl={ttl}, "
                 f"stream_maxlen={stream_maxlen}, message_ttl={message_ttl}, "
                 f"lease_ttl={lease_ttl})"
@@ -275,7 +281,7 @@ class AgentQueue:
         A function is called once, in the worker, when the first run of ``name`` starts.
         """
         if not isinstance(name, str) or not name:
-            raise ValueError(f"an agent needs a non-empty name (got {name!r})")
+            raise AgentKitValueError(f"an agent needs a non-empty name (got {name!r})")
         factory: Callable[[], Agent]
         if isinstance(agent, Agent):
             built = agent
@@ -286,7 +292,7 @@ class AgentQueue:
         elif callable(agent):
             factory = agent
         else:
-            raise TypeError(
+            raise AgentKitTypeError(
                 f"register() takes an agent or a function that builds one (got {agent!r})"
             )
         with self._lock:
@@ -327,7 +333,7 @@ class AgentQueue:
         if not url and broker.startswith(("redis://", "rediss://", "unix://")):
             url = broker
         if not url:
-            raise ValueError(
+            raise AgentKitValueError(
                 "AgentQueue needs Redis for run logs and checkpoints: pass redis_url=..., set "
                 "REDIS_URL, or use a redis:// broker URL"
             )
@@ -355,7 +361,7 @@ class AgentQueue:
                 try:
                     import redis
                 except ImportError as exc:
-                    raise ImportError(
+                    raise MissingDependencyError(
                         "the Celery integration needs redis-py: pip install 'agentkit[celery]'"
                     ) from exc
                 client = redis.Redis.from_url(self.redis_url)
@@ -553,7 +559,7 @@ class AgentQueue:
             unknown = sorted(set(wanted) - set(record.interrupts))
             if unknown:
                 known = ", ".join(map(repr, record.interrupts)) or "none"
-                raise ValueError(
+                raise AgentKitValueError(
                     f"unknown interrupt id(s) {', '.join(map(repr, unknown))} for run "
                     f"{run_id!r}; its interrupt ids are: {known}"
                 )
@@ -572,7 +578,7 @@ class AgentQueue:
     ) -> bool:
         """Ask the worker of ``run_id`` to cancel it; ``False`` unless it is queued or running."""
         if not isinstance(mode, CancelMode):
-            raise TypeError(f"mode must be a CancelMode (got {mode!r})")
+            raise AgentKitTypeError(f"mode must be a CancelMode (got {mode!r})")
         record = self._owned(run_id, owner)
         if not record.live:
             return False
@@ -1061,7 +1067,7 @@ def _check_json(value: Any, what: str) -> None:
     try:
         json.dumps(value)
     except (TypeError, ValueError) as error:
-        raise TypeError(
+        raise AgentKitTypeError(
             f"{what} must be JSON-serializable to travel to a Celery worker ({error}); pass "
             "plain dicts, lists, strings, numbers, booleans and None"
         ) from None

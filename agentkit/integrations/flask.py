@@ -46,6 +46,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from agentkit.errors import AgentKitValueError
 from agentkit.events import AgentEvent
 from agentkit.integrations._errors import EventIdError, RunIdError, RunNotFoundError
 from agentkit.integrations._runids import stream_position
@@ -147,7 +148,7 @@ class StreamLimit:
 
     def __init__(self, per_client: int = 8) -> None:
         if per_client < 1:
-            raise ValueError(f"per_client must be at least 1 (got {per_client})")
+            raise AgentKitValueError(f"per_client must be at least 1 (got {per_client})")
         self.per_client = per_client
         self._open: dict[str, int] = {}
         self._lock = threading.Lock()

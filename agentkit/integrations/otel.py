@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from agentkit.callbacks import RunInfo
+from agentkit.errors import MissingDependencyError
 from agentkit.events import AgentInput
 from agentkit.schema import Message
 from agentkit.throttle import LimitWait
@@ -84,7 +85,7 @@ class OpenTelemetryHandler:
         try:
             from opentelemetry import trace
         except ImportError as error:  # pragma: no cover - depends on the environment
-            raise ImportError(
+            raise MissingDependencyError(
                 "OpenTelemetryHandler needs opentelemetry-api: pip install 'agentkit[otel]'"
             ) from error
         from agentkit import __version__

@@ -35,7 +35,7 @@ from typing import Any
 from agentkit._refresher import REFRESHER, Refreshed
 from agentkit._waiting import Waiting, check_timeout
 from agentkit.checkpoint._redisscripts import Scripts
-from agentkit.errors import SharedLimitUnavailableError
+from agentkit.errors import AgentKitValueError, MissingDependencyError, SharedLimitUnavailableError
 from agentkit.throttle import ConcurrencyLimiter, RateGrant, RateLimit, RateLimiter, Slot
 
 __all__ = [
@@ -173,7 +173,7 @@ return math.max(0, paused - now)
 
 def _check_name(name: object) -> str:
     if not isinstance(name, str) or not name:
-        raise ValueError(
+        raise AgentKitValueError(
             f"a Redis limit needs a name, the same in every process that shares it (got {name!r})"
         )
     return name
@@ -186,7 +186,9 @@ def _connect(url: str | None, client: Any, what: str) -> tuple[Any, bool]:
     try:
         import redis
     except ImportError as error:  # pragma: no cover - the extra is missing
-        raise ImportError(f"{what} needs redis-py: pip install 'agentkit[redis]'") from error
+        raise MissingDependencyError(
+            f"{what} needs redis-py: pip install 'agentkit[redis]'"
+        ) from error
     made = redis.Redis.from_url(
         url or os.environ.get("REDIS_URL") or "redis://localhost:6379/0",
         socket_timeout=DEFAULT_SOCKET_TIMEOUT,
@@ -383,13 +385,13 @@ class RedisConcurrencyLimit(ConcurrencyLimiter):
         prefix: str = DEFAULT_PREFIX,
     ) -> None:
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise ValueError(
+            raise AgentKitValueError(
                 f"RedisConcurrencyLimit needs the most calls at once as an int >= 1 "
                 f"(got {limit!r})"
             )
         self._name = _check_name(name)
         if isinstance(lease, bool) or not isinstance(lease, (int, float)) or not lease > 0:
-            raise ValueError(f"lease must be a number of seconds > 0 (got {lease!r})")
+            raise AgentKitValueError(f"lease must be a number of seconds > 0 (got {lease!r})")
         self._limit = limit
         self._lease = float(lease)
         self._lease_ms = max(1, round(lease * 1000))
@@ -613,7 +615,7 @@ class RedisRateLimit(RateLimiter):
         """
         timeout = check_timeout(timeout)
         if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
-            raise ValueError(f"tokens must be an int >= 0 (got {tokens!r})")
+            raise AgentKitValueError(f"tokens must be an int >= 0 (got {tokens!r})")
         wait = self._take(tokens)
         if wait <= 0:
             return RateGrant(self._settle, tokens)

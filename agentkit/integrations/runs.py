@@ -58,6 +58,7 @@ from agentkit._lazy import present
 from agentkit._runctx import check_cancelled
 from agentkit._runlog import Append, InlineRun, Published, publish, summary_of_error
 from agentkit.cancel import CancelHandle, CancelMode
+from agentkit.errors import AgentKitTypeError, AgentKitValueError
 from agentkit.integrations._errors import (
     EventIdError,
     RunIdError,
@@ -407,7 +408,7 @@ class LocalRuns:
         max_stopped: int = 1000,
     ) -> None:
         if max_entries < 1 or max_stopped < 0 or retention < 0:
-            raise ValueError(
+            raise AgentKitValueError(
                 "max_entries must be at least 1, and retention and max_stopped not negative "
                 f"(got max_entries={max_entries}, retention={retention}, "
                 f"max_stopped={max_stopped})"

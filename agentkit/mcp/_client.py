@@ -17,7 +17,12 @@ import attrs
 
 from agentkit._aioloop import in_loop_thread
 from agentkit._runctx import abort_on_cancel, check_cancelled
-from agentkit.errors import ToolTimeoutError
+from agentkit.errors import (
+    AgentKitRuntimeError,
+    AgentKitTypeError,
+    AgentKitValueError,
+    ToolTimeoutError,
+)
 from agentkit.mcp import _catalog, _compat, _notices, _sampling, _stdio
 from agentkit.mcp._connection import Connection, describe_error
 from agentkit.mcp._elicit import ElicitationRouter
@@ -123,9 +128,9 @@ class MCPClient:
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     ) -> None:
         if timeout is not None and timeout <= 0:
-            raise ValueError(f"timeout must be > 0 seconds or None (got {timeout})")
+            raise AgentKitValueError(f"timeout must be > 0 seconds or None (got {timeout})")
         if connect_timeout <= 0:
-            raise ValueError(f"connect_timeout must be > 0 seconds (got {connect_timeout})")
+            raise AgentKitValueError(f"connect_timeout must be > 0 seconds (got {connect_timeout})")
         self.max_message_bytes = check_max_message_bytes(max_message_bytes)
         _compat.require_mcp()
         self._endpoint = endpoint
@@ -172,7 +177,9 @@ class MCPClient:
         ``max_message_bytes``; anything else (a log line, a banner) is a protocol error.
         """
         if isinstance(args, str):
-            raise TypeError(f"args must be a sequence of strings, not one string (got {args!r})")
+            raise AgentKitTypeError(
+                f"args must be a sequence of strings, not one string (got {args!r})"
+            )
         argv = tuple(args)
         directory = os.fspath(cwd) if cwd is not None else None
         label = " ".join((command, *argv))
@@ -206,7 +213,7 @@ class MCPClient:
         ones. (The HTTP+SSE transport of mcp 2.x also refuses events over 1 MiB by itself.)
         """
         if transport not in ("auto", "streamable-http", "sse"):
-            raise ValueError(
+            raise AgentKitValueError(
                 f"transport must be 'auto', 'streamable-http' or 'sse' (got {transport!r})"
             )
         header_map = dict(headers or {})
@@ -294,7 +301,7 @@ class MCPClient:
         known = set(catalog) | {prefix + name for name in catalog}
         unknown = sorted(allowed - known)
         if unknown:
-            raise ValueError(
+            raise AgentKitValueError(
                 f"allow names tools the MCP server {self._endpoint.label} does not have: "
                 f"{', '.join(unknown)} (it has: {', '.join(catalog) or 'no tools'})"
             )
@@ -486,7 +493,7 @@ class MCPClient:
                 waiting would block the very loop the call runs on.
         """
         if in_loop_thread():
-            raise RuntimeError(
+            raise AgentKitRuntimeError(
                 f"{what} on the MCP server {self._endpoint.label} cannot wait on agentkit's "
                 "event loop thread (this is an async tool or an MCP callback): make the calling "
                 "tool a plain function, or run the call in a thread "

@@ -24,6 +24,7 @@ from importlib import metadata
 from types import ModuleType
 from typing import Any
 
+from agentkit.errors import AgentKitTypeError, AgentKitValueError
 from agentkit.mcp._errors import MCPNotInstalledError
 from agentkit.mcp._http import capped_client
 from agentkit.mcp._wire import Wire, excerpt
@@ -120,7 +121,7 @@ def parse_message(line: bytes) -> Any:
     try:
         text = line.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise ValueError(
+        raise AgentKitValueError(
             f"a line that is not UTF-8 (byte {line[error.start]:#04x} at position "
             f"{error.start}): {excerpt(line)}"
         ) from None
@@ -133,8 +134,8 @@ def parse_message(line: bytes) -> Any:
             message = types.JSONRPCMessage.model_validate_json(text)
     except pydantic.ValidationError as error:
         if any(each["type"] == "json_invalid" for each in error.errors()):
-            raise ValueError(f"a line that is not JSON: {excerpt(line)}") from None
-        raise ValueError(
+            raise AgentKitValueError(f"a line that is not JSON: {excerpt(line)}") from None
+        raise AgentKitValueError(
             f"a line that is JSON but not a JSON-RPC message: {excerpt(line)}"
         ) from None
     return _module("mcp.shared.message").SessionMessage(message)
@@ -253,7 +254,7 @@ def wire_shape(model: Any) -> dict[str, Any]:
     """The JSON (wire) shape of an ``mcp`` type: camelCase keys, ``None`` fields left out."""
     data = model.model_dump(by_alias=True, mode="json", exclude_none=True)
     if not isinstance(data, dict):
-        raise TypeError(f"expected an MCP object, got {type(model).__name__}")
+        raise AgentKitTypeError(f"expected an MCP object, got {type(model).__name__}")
     return data
 
 

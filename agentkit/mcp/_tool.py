@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any, Protocol
 
-from agentkit.errors import ToolArgumentsError
+from agentkit.errors import AgentKitValueError, ToolArgumentsError
 from agentkit.mcp._elicit import ElicitationRouter
 from agentkit.mcp._results import result_content, result_text
 from agentkit.schema import ContentPart, ToolInfo
@@ -45,7 +45,7 @@ class MCPTool:
     def __init__(self, client: ToolSource, remote_name: str, prefix: str = "") -> None:
         info = client.tool_info(remote_name, prefix)
         if info is None:
-            raise ValueError(f"the MCP server has no tool named {remote_name!r}")
+            raise AgentKitValueError(f"the MCP server has no tool named {remote_name!r}")
         self.client = client
         self.remote_name = remote_name
         self.prefix = prefix

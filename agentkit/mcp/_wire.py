@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from agentkit.errors import AgentKitValueError
+
 __all__ = [
     "DEFAULT_MAX_MESSAGE_BYTES",
     "Wire",
@@ -52,7 +54,7 @@ class Wire(Protocol):
 def check_max_message_bytes(value: object) -> int:
     """``value`` if it is a valid ``max_message_bytes``, else a ``ValueError`` saying why."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1024:
-        raise ValueError(
+        raise AgentKitValueError(
             f"max_message_bytes must be an int of at least 1024 bytes (got {value!r}); the "
             f"default is {DEFAULT_MAX_MESSAGE_BYTES} (16 MiB)"
         )

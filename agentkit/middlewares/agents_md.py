@@ -29,7 +29,7 @@ from agentkit.backends import Backend, BackendError
 from agentkit.errors import AgentConfigError
 from agentkit.middleware import AgentMiddleware, ModelCallable
 from agentkit.models.base import ModelOptions
-from agentkit.schema import Message, Role, user_message
+from agentkit.schema import Message, Role
 
 __all__ = ["AgentsMdMiddleware", "MAX_IMPORT_DEPTH", "format_instructions"]
 
@@ -124,8 +124,7 @@ class AgentsMdMiddleware(AgentMiddleware):
 
 
 def _before_first_user(messages: list[Message], text: str) -> list[Message]:
-    note = user_message(text)
-    note.extra[_EXTRA_KEY] = True
+    note = Message(Role.USER, text, extra={_EXTRA_KEY: True})
     for index, message in enumerate(messages):
         if message.role is Role.USER:
             return [*messages[:index], note, *messages[index:]]

@@ -26,7 +26,7 @@ from typing import Any
 from agentkit.errors import AgentConfigError, ToolArgumentsError
 from agentkit.middleware import AgentContext, AgentMiddleware, ModelState
 from agentkit.middlewares._tool import SchemaTool, add_tools, object_schema
-from agentkit.schema import Message, Role, ToolInfo, user_message
+from agentkit.schema import Message, Role, ToolInfo
 from agentkit.tools.base import BaseTool
 from agentkit.tools.function import as_tool
 
@@ -150,8 +150,7 @@ class ToolSearchMiddleware(AgentMiddleware):
 
 def _with_reminder(messages: list[Message], reminder: str) -> list[Message]:
     """``messages`` with the reminder after the leading system messages."""
-    note = user_message(reminder)
-    note.extra[_REMINDER_KEY] = True
+    note = Message(Role.USER, reminder, extra={_REMINDER_KEY: True})
     position = 0
     while position < len(messages) and messages[position].role is Role.SYSTEM:
         position += 1

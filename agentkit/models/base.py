@@ -11,6 +11,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
+from agentkit.errors import AgentKitValueError
 from agentkit.schema import Message, ToolInfo
 from agentkit.streams import StreamReader
 
@@ -68,7 +69,7 @@ class ModelOptions:
         fields = attrs.fields_dict(cls)
         unknown = sorted(set(options) - set(fields))
         if unknown:
-            raise ValueError(
+            raise AgentKitValueError(
                 f"unknown model option(s) {', '.join(map(repr, unknown))}; "
                 f"ModelOptions fields are: {', '.join(fields)} "
                 "(put other request fields in extra={...})"

@@ -7,6 +7,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from agentkit._values import BuiltValue
 from agentkit.errors import AgentCancelledError, AgentConfigError
 from agentkit.models.base import ModelOptions
 from agentkit.schema import Message, ToolInfo
@@ -37,7 +38,7 @@ class _Preferred:
         self.index = 0
 
 
-class FailoverChatModel:
+class FailoverChatModel(BuiltValue):
     """A chat model made of several: when one fails, the next one is tried.
 
     Each call goes first to the model that answered last (initially the first one); when it

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, TypeAlias
 
 import attrs
 
-from agentkit.errors import ModelError
+from agentkit._values import BuiltValue
+from agentkit.errors import AgentKitTypeError, ModelError
 from agentkit.models.base import ModelOptions, ToolCallingChatModel
 from agentkit.schema import FunctionCall, Message, Role, ToolCall, ToolInfo, assistant_message
 from agentkit.streams import StreamReader, stream_from_list
@@ -63,7 +64,7 @@ class _Script:
         elif callable(script) and not _is_exception(script):
             self.function = script
         else:
-            raise TypeError(
+            raise AgentKitTypeError(
                 "ScriptedChatModel(script) needs a list of replies or a function of the "
                 f"messages (got {type(script).__name__})"
             )
@@ -90,7 +91,7 @@ def _is_exception(item: object) -> bool:
     )
 
 
-class ScriptedChatModel:
+class ScriptedChatModel(BuiltValue):
     """A :class:`~agentkit.models.ToolCallingChatModel` that replies from a script.
 
     ``script`` is either a list consumed one item per call, or a function of the messages
@@ -168,6 +169,7 @@ class ScriptedChatModel:
         bound._script = self._script
         bound._tools = list(tools)
         bound._pricing = self._pricing
+        bound._arguments = self._arguments  # replace() makes a model from the same script
         return bound
 
     def generate(self, messages: Sequence[Message], options: ModelOptions | None = None) -> Message:
@@ -194,7 +196,7 @@ class ScriptedChatModel:
         elif callable(item):
             reply = _as_message(item(list(history)))
         else:
-            raise TypeError(
+            raise AgentKitTypeError(
                 "a ScriptedChatModel script item must be a Message, a str, an exception or a "
                 f"function of the messages (got {type(item).__name__})"
             )
@@ -218,7 +220,7 @@ def _checked_pricing(pricing: object) -> ModelPricing | None:
     from agentkit.limits import ModelPricing
 
     if pricing is not None and not isinstance(pricing, ModelPricing):
-        raise TypeError(
+        raise AgentKitTypeError(
             f"pricing must be a ModelPricing (got {pricing!r}); write "
             "pricing=ModelPricing(input_per_million=..., output_per_million=...)"
         )
@@ -230,7 +232,7 @@ def _as_message(value: object) -> Message:
         return value
     if isinstance(value, str):
         return assistant_message(value)
-    raise TypeError(
+    raise AgentKitTypeError(
         "a ScriptedChatModel reply function must return a Message or a str "
         f"(got {type(value).__name__})"
     )

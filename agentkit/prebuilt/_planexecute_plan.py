@@ -14,7 +14,7 @@ import attrs
 
 from agentkit._persist import persisted
 from agentkit._runctx import current_frame, get_session_value
-from agentkit.errors import AgentKitError
+from agentkit.errors import AgentKitError, AgentKitTypeError, AgentKitValueError
 from agentkit.schema import Message
 
 # --- session keys -------------------------------------------------------------------------
@@ -72,7 +72,9 @@ class PlanLike(Protocol):
 
 def _steps_converter(value: Iterable[str]) -> list[str]:
     if isinstance(value, str):
-        raise TypeError(f"a plan's steps are a list of strings, not one string (got {value!r})")
+        raise AgentKitTypeError(
+            f"a plan's steps are a list of strings, not one string (got {value!r})"
+        )
     return list(value)
 
 
@@ -93,14 +95,14 @@ class Plan:
         """
         data = json.loads(text)
         if not isinstance(data, dict):
-            raise ValueError(
+            raise AgentKitValueError(
                 f'a plan must be a JSON object like {{"steps": ["..."]}} (got {text!r})'
             )
         steps = data.get("steps", [])
         if steps is None:
             steps = []
         if not isinstance(steps, list) or not all(isinstance(step, str) for step in steps):
-            raise ValueError(f'a plan\'s "steps" must be a list of strings (got {steps!r})')
+            raise AgentKitValueError(f'a plan\'s "steps" must be a list of strings (got {steps!r})')
         return cls(steps)
 
     def to_json(self) -> str:

@@ -20,6 +20,8 @@ agentkit does:
   them offline; a replayed call that differs from the recording raises
   :class:`CassetteMismatchError` with a diff. The pytest fixture ``model_cassette`` (in
   :mod:`agentkit.testing.pytest_plugin`) makes it one line per test.
+* :class:`ManualClock` is a :class:`Clock` a test moves by hand: give it to a store
+  (``clock=``) to wait out a lease or a TTL without sleeping.
 * :func:`check_checkpoint_store` runs the conformance suite against your own checkpoint
   store (data, leases, step records); a broken store raises :class:`StoreConformanceError`,
   also under ``python -O``.
@@ -39,12 +41,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from agentkit._clock import Clock
 from agentkit._lazy import attach
 from agentkit.models.scripted import ModelCall, ScriptedChatModel
 from agentkit.testing._anthropic_server import FakeAnthropicServer
 from agentkit.testing._cassette import Cassette, cassette
 from agentkit.testing._checkpoint_checks import STORE_CHECKS, UNUSUAL_IDS
 from agentkit.testing._checkpoint_suite import ALL_CHECKS, check_checkpoint_store
+from agentkit.testing._clock import ManualClock
 from agentkit.testing._errors import (
     CassetteError,
     CassetteMismatchError,
@@ -64,6 +68,8 @@ from agentkit.testing._store_support import StoreCheck, StoreFactory
 from agentkit.testing._threads import no_thread_leak
 
 __all__ = [
+    "Clock",
+    "ManualClock",
     "ALL_CHECKS",
     "Cassette",
     "CassetteError",
@@ -97,6 +103,8 @@ __all__ = [
 # (the scripted model keeps its own public name, ``agentkit.models.scripted.X``).
 for _obj in (
     Cassette,
+    Clock,
+    ManualClock,
     CassetteError,
     CassetteMismatchError,
     CassetteUnplayedError,

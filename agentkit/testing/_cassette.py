@@ -25,7 +25,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from agentkit.errors import ModelError
+from agentkit.errors import AgentKitTypeError, AgentKitValueError, ModelError
 from agentkit.models.base import ChatModel, ModelOptions, ToolCallingChatModel
 from agentkit.schema import Message, ToolInfo, concat_messages
 from agentkit.streams import StreamReader, stream_from_iterator, stream_from_list
@@ -101,16 +101,20 @@ def cassette(
         CassetteError: replaying a file that does not exist or cannot be read.
     """
     if mode not in MODES:
-        raise ValueError(f"mode must be one of {', '.join(map(repr, MODES))} (got {mode!r})")
+        raise AgentKitValueError(
+            f"mode must be one of {', '.join(map(repr, MODES))} (got {mode!r})"
+        )
     if match not in MATCHES:
-        raise ValueError(f"match must be one of {', '.join(map(repr, MATCHES))} (got {match!r})")
+        raise AgentKitValueError(
+            f"match must be one of {', '.join(map(repr, MATCHES))} (got {match!r})"
+        )
     if mode != "replay" and model is None:
-        raise TypeError(
+        raise AgentKitTypeError(
             f"cassette(mode={mode!r}) calls the model, so it needs one (got None); pass the "
             "real model, or use mode='replay'"
         )
     if model is not None and not isinstance(model, ChatModel):
-        raise TypeError(
+        raise AgentKitTypeError(
             f"cassette() wraps a ChatModel (an object with generate and stream), got "
             f"{type(model).__name__}"
         )
@@ -338,7 +342,7 @@ class Cassette:
         if model is not None:
             if not isinstance(model, ToolCallingChatModel):
                 if self._tape.mode != "replay":
-                    raise TypeError(
+                    raise AgentKitTypeError(
                         f"the model given to cassette() ({type(model).__name__}) cannot be "
                         "bound to tools: it has no with_tools()"
                     )

@@ -33,6 +33,7 @@ from typing import Any
 import attrs
 
 from agentkit import errors
+from agentkit.errors import AgentKitValueError
 from agentkit.models.base import ModelOptions
 from agentkit.schema import Message, ToolInfo
 from agentkit.testing._errors import CassetteError
@@ -195,7 +196,7 @@ class CassetteFormat:
         if suffix in _YAML_SUFFIXES:
             _yaml()  # fail now, not at the first write, when PyYAML is missing
             return cls(yaml=True)
-        raise ValueError(
+        raise AgentKitValueError(
             f"a cassette file must end in .json or .yaml/.yml (got {str(path)!r}); the suffix "
             "chooses the format"
         )

@@ -33,6 +33,8 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from agentkit.errors import AgentKitTypeError
+
 REDACTED = "<redacted>"
 
 _SECRET_KEYS = frozenset(
@@ -108,7 +110,7 @@ class Redactor:
 
     def __init__(self, scrub: Scrub | None = None, environ: Mapping[str, str] | None = None):
         if scrub is not None and not callable(scrub):
-            raise TypeError(
+            raise AgentKitTypeError(
                 f"scrub must be a function of a string returning a string (got {scrub!r})"
             )
         self._scrub = scrub
@@ -120,7 +122,7 @@ class Redactor:
         if self._scrub is not None:
             scrubbed = self._scrub(value)
             if not isinstance(scrubbed, str):
-                raise TypeError(
+                raise AgentKitTypeError(
                     f"the cassette's scrub function must return a str (got "
                     f"{type(scrubbed).__name__} for {value[:40]!r})"
                 )

@@ -34,6 +34,7 @@ from typing import Any
 
 import pytest
 
+from agentkit.errors import AgentKitTypeError, AgentKitValueError
 from agentkit.models.base import ChatModel
 from agentkit.testing._cassette import MODES, Cassette, cassette
 
@@ -92,7 +93,7 @@ class CassetteFactory:
             suffix = "" if self._unnamed == 1 else f"-{self._unnamed}"
         else:
             if name in self._names:
-                raise ValueError(f"this test already has a cassette named {name!r}")
+                raise AgentKitValueError(f"this test already has a cassette named {name!r}")
             self._names.add(name)
             suffix = f"-{_safe(name)}"
         path = self._path.with_name(f"{self._path.stem}{suffix}{self._path.suffix}")
@@ -117,7 +118,7 @@ def model_cassette(request: pytest.FixtureRequest) -> CassetteFactory:
         kwargs["mode"] = option
     unknown = set(kwargs) - {"mode", "match", "scrub"}
     if unknown:
-        raise TypeError(
+        raise AgentKitTypeError(
             f"@pytest.mark.{_MARKER} takes path, mode, match and scrub (got "
             f"{', '.join(sorted(unknown))})"
         )

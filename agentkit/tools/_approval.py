@@ -15,7 +15,7 @@ import attrs
 from agentkit._interrupt import interrupt
 from agentkit._persist import persisted
 from agentkit._runctx import current_frame, use_frame
-from agentkit.errors import ResumeError, ToolArgumentsError
+from agentkit.errors import AgentKitTypeError, ResumeError, ToolArgumentsError
 from agentkit.schema import ContentPart, ToolInfo
 from agentkit.tools.base import BaseTool, ContentTool
 
@@ -156,7 +156,7 @@ def _wants(policy: ApprovalPolicy, parsed: dict[str, Any], tool_name: str) -> bo
         return policy
     answer = policy(dict(parsed))
     if not isinstance(answer, bool):
-        raise TypeError(
+        raise AgentKitTypeError(
             f"{tool_name}: needs_approval({parsed!r}) returned {answer!r}; it must return "
             "True or False"
         )
@@ -167,7 +167,7 @@ def check_policy(policy: object, where: str) -> ApprovalPolicy:
     """Return ``policy`` if it is a valid ``needs_approval`` value, else raise TypeError."""
     if isinstance(policy, bool) or callable(policy):
         return policy
-    raise TypeError(
+    raise AgentKitTypeError(
         f"{where}: needs_approval must be True, False or a function of the arguments dict "
         f"returning a bool (got {policy!r})"
     )
@@ -283,7 +283,7 @@ def with_approval(tool: BaseTool, needs_approval: ApprovalPolicy = True) -> Base
         return _StreamableApprovalTool(tool, policy)
     if invokes:
         return _InvokableApprovalTool(tool, policy)
-    raise TypeError(
+    raise AgentKitTypeError(
         f"with_approval() needs a tool with invoke() or stream(), got {tool!r} "
         f"({type(tool).__name__})"
     )

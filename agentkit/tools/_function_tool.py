@@ -18,7 +18,13 @@ from typing import Any, Generic, ParamSpec, TypeVar
 from agentkit._jsonable import dumps as json_dumps
 from agentkit._jsonable import unencodable_part
 from agentkit._waiting import CallSite, admitted
-from agentkit.errors import AgentConfigError, ContentPartError, ToolArgumentsError, ToolError
+from agentkit.errors import (
+    AgentConfigError,
+    AgentKitTypeError,
+    ContentPartError,
+    ToolArgumentsError,
+    ToolError,
+)
 from agentkit.schema import (
     AudioPart,
     ContentPart,
@@ -63,7 +69,7 @@ def checked_idempotent(idempotent: object) -> bool | None:
     """Return ``idempotent`` if it is ``True``, ``False`` or ``None``; else raise TypeError."""
     if idempotent is None or isinstance(idempotent, bool):
         return idempotent
-    raise TypeError(
+    raise AgentKitTypeError(
         f"idempotent must be True, False or None (None: True unless the tool needs approval), "
         f"got {idempotent!r}"
     )
@@ -84,7 +90,7 @@ def checked_concurrency(concurrency: object) -> ConcurrencyLimiter | None:
     """A tool's ``concurrency`` limit; ``TypeError`` when it is not a ``ConcurrencyLimiter``."""
     if concurrency is None or isinstance(concurrency, ConcurrencyLimiter):
         return concurrency
-    raise TypeError(
+    raise AgentKitTypeError(
         "concurrency= takes a ConcurrencyLimit, a RedisConcurrencyLimit or another "
         f"ConcurrencyLimiter, shared by the tools given the same one (got {concurrency!r})"
     )
@@ -168,7 +174,7 @@ class FunctionTool(Generic[P, R]):
         """
         check_function(fn)
         if is_generator_function(fn) and not isinstance(self, StreamingFunctionTool):
-            raise TypeError(
+            raise AgentKitTypeError(
                 f"{qualname(fn)} is a generator function: make it a StreamingFunctionTool "
                 "(tool() does this)"
             )
@@ -300,7 +306,7 @@ class FunctionTool(Generic[P, R]):
     def _convert(self, arguments: str) -> tuple[list[Any], dict[str, Any]]:
         """Parse, check and convert JSON arguments into positional and keyword arguments."""
         if not isinstance(arguments, str):
-            raise TypeError(
+            raise AgentKitTypeError(
                 f"{self._name}: invoke() takes the arguments as JSON text (str), not "
                 f"{type(arguments).__name__}; use json.dumps(...)"
             )

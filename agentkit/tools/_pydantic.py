@@ -19,6 +19,7 @@ import sys
 from typing import Any, NamedTuple
 
 from agentkit._jsonable import pydantic_model_class
+from agentkit.errors import AgentKitValueError
 
 __all__ = [
     "PydanticProblem",
@@ -66,14 +67,14 @@ def model_schema(tp: type) -> dict[str, Any]:
     try:
         schema: dict[str, Any] = tp.model_json_schema()  # type: ignore[attr-defined]
     except Exception as error:
-        raise ValueError(
+        raise AgentKitValueError(
             f"pydantic cannot make a JSON schema of {tp.__qualname__} "
             f"({type(error).__name__}: {error})"
         ) from None
     definitions = schema.pop("$defs", {})
     if "$ref" in schema:  # the model itself is among the definitions: it is recursive
         name = schema["$ref"].removeprefix("#/$defs/")
-        raise ValueError(
+        raise AgentKitValueError(
             f"{tp.__qualname__} refers to itself (through {name}); recursive models have no "
             "self-contained JSON schema"
         )
@@ -90,7 +91,7 @@ def _inline(node: Any, definitions: dict[str, Any], stack: tuple[str, ...]) -> A
     if isinstance(reference, str) and reference.startswith("#/$defs/"):
         name = reference.removeprefix("#/$defs/")
         if name in stack[1:] or name not in definitions:
-            raise ValueError(
+            raise AgentKitValueError(
                 f"{stack[0]} refers to itself (through {name}); recursive models have no "
                 "self-contained JSON schema"
             )

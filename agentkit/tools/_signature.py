@@ -12,6 +12,7 @@ from typing import Any
 
 import attrs
 
+from agentkit.errors import AgentKitTypeError
 from agentkit.tools._convert import Hook, get_converter, scalar_hook
 from agentkit.tools._schema import (
     Unsupported,
@@ -56,7 +57,7 @@ class SignaturePlan:
 def check_function(fn: object) -> None:
     """Raise ``TypeError`` unless ``fn`` is a function or bound method (``async`` or not)."""
     if not (inspect.isfunction(fn) or inspect.ismethod(fn)):
-        raise TypeError(
+        raise AgentKitTypeError(
             f"tool() needs a Python function or bound method, got {fn!r} ({type(fn).__name__})"
         )
 
@@ -78,13 +79,13 @@ def plan_signature(
         and parameters[0].name in ("self", "cls")
         and parameters[0].name not in hints
     ):
-        raise TypeError(
+        raise AgentKitTypeError(
             f"{where}: the first parameter is {parameters[0].name!r}; a method in a class body "
             "cannot be a tool: make the tool from the bound method, e.g. tool(instance.method)"
         )
     for parameter in parameters:
         if parameter.kind is inspect.Parameter.VAR_POSITIONAL:
-            raise TypeError(
+            raise AgentKitTypeError(
                 f"{where}: *{parameter.name} cannot be filled from named JSON arguments; "
                 "use a list parameter instead"
             )
@@ -94,7 +95,7 @@ def plan_signature(
         try:
             schema = schema_of(annotation, localns, ())
         except Unsupported as exc:
-            raise TypeError(
+            raise AgentKitTypeError(
                 f"{where}: parameter {parameter.name!r} has the type {type_name(annotation)}, "
                 f"which tools do not support: {exc}. Supported: {_SUPPORTED}"
             ) from None
@@ -141,7 +142,7 @@ def _resolve_hints(
                 error = retry_exc
     except Exception as exc:
         error = exc
-    raise TypeError(
+    raise AgentKitTypeError(
         f"{where}: cannot resolve its type annotations ({type(error).__name__}: {error}); "
         "annotations are evaluated in the module that defines the function, so every type they "
         "name must be importable there when the tool is made"

@@ -56,6 +56,7 @@ from typing import Any, ParamSpec, TypeVar, overload
 
 import attrs
 
+from agentkit.errors import AgentKitTypeError
 from agentkit.throttle import ConcurrencyLimiter
 from agentkit.tools._approval import ApprovalPolicy, check_policy
 from agentkit.tools._function_tool import (
@@ -227,7 +228,7 @@ def tool(
             name, description, strict, needs_approval, timeout, idempotent, concurrency
         )
     if isinstance(fn, str):
-        raise TypeError(
+        raise AgentKitTypeError(
             f"tool() takes the function first; to name the tool write @tool(name={fn!r})"
         )
     return _make_tool(
@@ -318,7 +319,7 @@ def as_tool(obj: BaseTool | Callable[..., Any]) -> BaseTool:
             too: pass an instance).
     """
     if isinstance(obj, type):
-        raise TypeError(
+        raise AgentKitTypeError(
             f"as_tool() got the class {obj.__qualname__}, not a tool: pass an instance "
             f"({obj.__qualname__}(...)) or a function"
         )
@@ -326,7 +327,7 @@ def as_tool(obj: BaseTool | Callable[..., Any]) -> BaseTool:
         return obj
     if inspect.isfunction(obj) or inspect.ismethod(obj):
         return tool(obj)
-    raise TypeError(
+    raise AgentKitTypeError(
         f"as_tool() cannot make a tool of {obj!r} ({type(obj).__name__}): pass an object with an "
         "info() method and invoke() or stream() (an InvokableTool or StreamableTool), or a Python "
         "function or bound method to be wrapped with @tool"

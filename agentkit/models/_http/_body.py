@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 import httpx
 
-from agentkit.errors import ResponseTooLargeError
+from agentkit.errors import AgentKitValueError, ResponseTooLargeError
 from agentkit.models._http._transport import _current, _Guard
 
 __all__: list[str] = []
@@ -33,7 +33,7 @@ def check_max_response_bytes(value: object) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(
+        raise AgentKitValueError(
             "max_response_bytes must be a number of bytes > 0, or None for no limit "
             f"(got {value!r})"
         )

@@ -11,6 +11,7 @@ to the rate are corrected with the usage the response reports.
 from __future__ import annotations
 
 from agentkit._waiting import CallSite, admitted
+from agentkit.errors import AgentKitTypeError
 from agentkit.throttle import ConcurrencyLimiter, RateGrant, RateLimiter, Slot
 
 __all__ = ["Admission", "CallLimits", "check_limits", "estimate_tokens"]
@@ -20,7 +21,7 @@ def check_limits(concurrency: object, rate_limit: object) -> None:
     """Refuse, with a ``TypeError`` that says what to pass, limits of the wrong kind."""
     if concurrency is not None and not isinstance(concurrency, ConcurrencyLimiter):
         hint = " (a rate limit goes to rate_limit=)" if isinstance(concurrency, RateLimiter) else ""
-        raise TypeError(
+        raise AgentKitTypeError(
             "concurrency= takes a ConcurrencyLimit, a RedisConcurrencyLimit or another "
             f"ConcurrencyLimiter (got {concurrency!r}){hint}"
         )
@@ -30,7 +31,7 @@ def check_limits(concurrency: object, rate_limit: object) -> None:
             if isinstance(rate_limit, ConcurrencyLimiter)
             else ""
         )
-        raise TypeError(
+        raise AgentKitTypeError(
             "rate_limit= takes a RateLimit, a RedisRateLimit or another RateLimiter "
             f"(got {rate_limit!r}){hint}"
         )

@@ -14,7 +14,8 @@ from typing import Any
 
 import attrs
 
-from agentkit.errors import ModelError
+from agentkit._values import NO_EXTRA as _NO_EXTRA
+from agentkit.errors import AgentKitValueError, ModelError
 from agentkit.models.openai._wire import (
     decode_json,
     read_audio,
@@ -41,7 +42,7 @@ def parse_chunk(payload: bytes, url: str) -> Message | None:
         text = payload.decode()
         data, end = _scan(text, 0)
         if end != len(text):
-            raise ValueError("not one JSON value")
+            raise AgentKitValueError("not one JSON value")
     except (ValueError, StopIteration):
         data = decode_json(payload, "a stream chunk", url, 200)  # raises the explanation
     if type(data) is dict:
@@ -159,17 +160,18 @@ def _chunk_builder() -> Callable[[str, list[ToolCall], ResponseMeta | None], Mes
     )
     new = object.__new__
     assistant = Role.ASSISTANT
+    no_extra = _NO_EXTRA
 
     def build(content: str, tool_calls: list[ToolCall], meta: ResponseMeta | None) -> Message:
         message: Message = new(Message)
         role(message, assistant)
         text(message, content)
-        calls(message, tool_calls)
+        calls(message, tuple(tool_calls))
         call_id(message, "")
         tool_name(message, "")
         name(message, "")
         response_meta(message, meta)
-        extra(message, {})
+        extra(message, no_extra)
         parts(message, ())
         return message
 
@@ -179,14 +181,18 @@ def _chunk_builder() -> Callable[[str, list[ToolCall], ResponseMeta | None], Mes
 _chunk_message = _chunk_builder()
 
 
-def _plain_slots(cls: type, names: tuple[str, ...]) -> bool:
+def _plain_slots(cls: type, names: tuple[str, ...], converted: tuple[str, ...] = ()) -> bool:
     """Whether ``cls``'s attrs fields are exactly ``names``, plain slots with no validator or
-    converter, and no post-init (so setting the slots is what the constructor does)."""
+    converter (but on the fields ``converted``, which the caller sets converted already), and
+    no post-init (so setting the slots is what the constructor does)."""
     slots = vars(cls)
     fields = attrs.fields(cls)
     return (
         tuple(field.name for field in fields) == names
-        and all(field.validator is None and field.converter is None for field in fields)
+        and all(
+            field.validator is None and (field.converter is None or field.name in converted)
+            for field in fields
+        )
         and "__attrs_post_init__" not in slots
         and all(type(slots.get(name)) is MemberDescriptorType for name in names)
     )
@@ -202,7 +208,10 @@ def _call_builders() -> tuple[
     """
     call_names = ("id", "function", "type", "index", "extra")
     function_names = ("name", "arguments")
-    if not (_plain_slots(ToolCall, call_names) and _plain_slots(FunctionCall, function_names)):
+    if not (
+        _plain_slots(ToolCall, call_names, converted=("extra",))
+        and _plain_slots(FunctionCall, function_names)
+    ):
 
         def construct(call_id: str, function: FunctionCall, kind: Any, index: Any) -> ToolCall:
             return ToolCall(call_id, function, kind, index, {})
@@ -221,7 +230,7 @@ def _call_builders() -> tuple[
         set_function(call, function)
         set_type(call, kind)
         set_index(call, index)
-        set_extra(call, {})
+        set_extra(call, _NO_EXTRA)
         return call
 
     def function_call(name: Any, arguments: str) -> FunctionCall:

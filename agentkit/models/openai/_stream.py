@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
+
 from agentkit.models._http._sse import SSEError
 from agentkit.models._http._stream import Call, EventStream
 from agentkit.models.openai._chunks import merge_fields, parse_chunk, parse_error_event
@@ -43,6 +45,7 @@ class OpenStream(EventStream):
             extra = chunk.extra
             if extra and PROVIDER_FIELDS in extra:
                 self.fields = merge_fields(self.fields, extra[PROVIDER_FIELDS])
-                extra[PROVIDER_FIELDS] = self.fields  # the merged fields so far
+                # the merged fields so far, on a chunk of its own (a message is a value)
+                chunk = attrs.evolve(chunk, extra={**extra, PROVIDER_FIELDS: self.fields})
             self.count += 1
             batch.append(chunk)

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentkit._media import sniff
-from agentkit.errors import ContentPartError, ModelError
+from agentkit.errors import AgentKitValueError, ContentPartError, ModelError
 from agentkit.models._http._retry import server_message
 from agentkit.models.base import ModelOptions
 from agentkit.schema import (
@@ -237,7 +237,9 @@ def request_fields(model: str, options: ModelOptions, stream: bool) -> dict[str,
         )
     if options.extra:
         if "messages" in options.extra:
-            raise ValueError("ModelOptions.extra may not set 'messages'; pass them to the call")
+            raise AgentKitValueError(
+                "ModelOptions.extra may not set 'messages'; pass them to the call"
+            )
         fields.update(options.extra)
     if stream:
         fields["stream"] = True

@@ -1,0 +1,61 @@
+"""Models are values once built: a write raises and says what to do; ``replace`` makes a copy.
+
+``model.timeout = 1`` was accepted and ignored (the model reads its private settings): now it
+raises :class:`~agentkit.errors.FrozenError` naming ``replace``, and ``replace(timeout=1)``
+gives a model that uses it, the original unchanged.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from agentkit.errors import AgentKitTypeError, FrozenError
+from agentkit.models import FailoverChatModel, OpenAIChatModel, ScriptedChatModel
+from agentkit.schema import ToolInfo, user_message
+from agentkit.testing import FakeOpenAIServer
+
+
+def test_a_write_to_a_model_setting_raises_and_says_to_replace() -> None:
+    model = OpenAIChatModel("m", api_key="sk-test", base_url="http://model.test/v1", timeout=5)
+    with pytest.raises(FrozenError, match=r"OpenAIChatModel\.timeout.*\.replace\(timeout=\.\.\.\)"):
+        model.timeout = 1
+    with pytest.raises(AttributeError):  # FrozenError is one
+        del model.model
+    assert not hasattr(model, "timeout")
+
+
+def test_replace_makes_a_changed_model_and_leaves_the_original() -> None:
+    with FakeOpenAIServer() as server:
+        server.queue("one", "two")
+        model = OpenAIChatModel("m", api_key="sk-test", base_url=server.base_url, temperature=0.5)
+        hotter = model.replace(temperature=1.5, model="m2")
+        assert (hotter.model, hotter.defaults.temperature) == ("m2", 1.5)
+        assert (model.model, model.defaults.temperature) == ("m", 0.5)
+        model.generate([user_message("hi")])
+        hotter.generate([user_message("hi")])
+        sent = [(r["model"], r["temperature"]) for r in server.requests]
+        assert sent == [("m", 0.5), ("m2", 1.5)]
+
+
+def test_replace_keeps_a_bound_model_bound_to_its_tools() -> None:
+    tool = ToolInfo("add", "adds")
+    bound = ScriptedChatModel(["a"]).with_tools([tool])
+    changed = bound.replace(script=["b"])  # type: ignore[attr-defined]
+    assert changed.tools == [tool]
+    assert changed.generate([user_message("x")]).content == "b"
+
+
+def test_replace_with_an_unknown_argument_names_the_arguments() -> None:
+    model = ScriptedChatModel(["a"])
+    with pytest.raises(AgentKitTypeError, match="unknown argument.*'scirpt'.*script"):
+        model.replace(scirpt=["b"])
+
+
+def test_every_built_in_model_is_a_value() -> None:
+    first, second = ScriptedChatModel(["a"]), ScriptedChatModel(["b"])
+    failover = FailoverChatModel([first, second])
+    with pytest.raises(FrozenError):
+        failover.models = []  # type: ignore[misc]
+    with pytest.raises(FrozenError):
+        first.script = ["c"]
+    assert failover.replace(models=[second]) is not failover
