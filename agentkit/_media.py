@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from agentkit.errors import AgentKitValueError
+
 if TYPE_CHECKING:
     import ipaddress
 
@@ -154,7 +156,7 @@ def check_bytes(family: str, data: bytes, media_type: str | None, where: str) ->
     if found == EXECUTABLE and (
         family != "file" or media_type is None or normalize(media_type) != EXECUTABLE
     ):
-        raise ValueError(
+        raise AgentKitValueError(
             f"{where}: the bytes are a program (an executable or a script), not "
             f"{_article(family)}; agentkit does not send programs to a model as media"
         )
@@ -162,7 +164,7 @@ def check_bytes(family: str, data: bytes, media_type: str | None, where: str) ->
         if found is None:
             if family == "file":
                 return "application/octet-stream"
-            raise ValueError(
+            raise AgentKitValueError(
                 f"{where}: cannot tell the {family}'s format from its first bytes "
                 f"({data[:8]!r}); pass media_type=... (such as "
                 f"{'image/png' if family == 'image' else 'audio/wav'})"
@@ -171,23 +173,23 @@ def check_bytes(family: str, data: bytes, media_type: str | None, where: str) ->
     else:
         claimed = normalize(media_type)
     if family in ("image", "audio") and not claimed.startswith(f"{family}/"):
-        raise ValueError(
+        raise AgentKitValueError(
             f"{where}: media_type {claimed!r} is not an {family} type (an {family} part needs "
             f"{family}/...); use FilePart for other content"
         )
     if found is not None and found != claimed and found not in _COMPATIBLE.get(claimed, ()):
-        raise ValueError(
+        raise AgentKitValueError(
             f"{where}: media_type says {claimed!r} but the bytes are {found!r}; pass the "
             f"media type the data really has"
         )
     if found is None and claimed in _SNIFFABLE:
-        raise ValueError(
+        raise AgentKitValueError(
             f"{where}: media_type says {claimed!r} but the bytes do not start like one "
             f"({data[:8]!r}); the data is corrupt or of another format"
         )
     problem = _truncated(claimed, data)
     if problem:
-        raise ValueError(
+        raise AgentKitValueError(
             f"{where}: the data is {problem}; the file is truncated or corrupt (pass the "
             "whole file)"
         )
@@ -210,23 +212,23 @@ def check_url(url: str, where: str) -> None:
         parsed = urllib.parse.urlsplit(url)
         host = parsed.hostname
     except ValueError as error:
-        raise ValueError(f"{where}: {url[:80]!r} is not a valid URL ({error})") from None
+        raise AgentKitValueError(f"{where}: {url[:80]!r} is not a valid URL ({error})") from None
     if parsed.scheme not in ("http", "https"):
-        raise ValueError(
+        raise AgentKitValueError(
             f"{where}: URL scheme {parsed.scheme + '://' if parsed.scheme else 'missing'} "
             f"({url[:80]!r}) is refused: a part's URL must be http:// or https:// (pass local "
             "content as bytes: ImagePart(path.read_bytes()))"
         )
     if not host:
-        raise ValueError(f"{where}: URL {url[:80]!r} has no host")
+        raise AgentKitValueError(f"{where}: URL {url[:80]!r} has no host")
     if parsed.username is not None or parsed.password is not None:
-        raise ValueError(
+        raise AgentKitValueError(
             f"{where}: URL {url[:80]!r} holds credentials; a model server would see them "
             "(pass a URL without user:password@)"
         )
     name = host.rstrip(".").lower()
     if name in _BLOCKED_HOSTS or name.endswith((".localhost", ".internal", ".local")):
-        raise ValueError(
+        raise AgentKitValueError(
             f"{where}: URL host {host!r} names this machine or a private network; a model "
             "server must not be asked to fetch it"
         )
@@ -243,7 +245,7 @@ def check_url(url: str, where: str) -> None:
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
         address = address.ipv4_mapped
     if not address.is_global or address.is_multicast:
-        raise ValueError(
+        raise AgentKitValueError(
             f"{where}: URL host {host} is a loopback, private, link-local or reserved "
             "address (cloud metadata services live at 169.254.169.254); a model server must "
             "not be asked to fetch it"

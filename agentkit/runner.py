@@ -271,7 +271,7 @@ class Runner:
             )
         for item in messages:
             if not isinstance(item, Message):
-                raise TypeError(
+                raise AgentKitTypeError(
                     f"run() takes a list of Message objects (got a {type(item).__name__} in "
                     "it); use query([...]) for one user message of text and parts"
                 )

@@ -20,7 +20,7 @@ from agentkit import _media
 from agentkit._jsonable import UNENCODABLE, jsonable
 from agentkit._persist import persisted
 from agentkit._values import NO_EXTRA, ReadOnlyDict, read_only, refuse_writes
-from agentkit.errors import AgentKitValueError, ContentPartError
+from agentkit.errors import AgentKitTypeError, AgentKitValueError, ContentPartError
 
 __all__ = [
     "AudioPart",
@@ -235,7 +235,7 @@ class PartLimits:
         for name in ("max_part_bytes", "max_parts"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"PartLimits.{name} must be a positive int (got {value!r})")
+                raise AgentKitValueError(f"PartLimits.{name} must be a positive int (got {value!r})")
 
 
 _limits = PartLimits()
@@ -260,7 +260,7 @@ def set_part_limits(limits: PartLimits) -> PartLimits:
     """
     global _limits
     if not isinstance(limits, PartLimits):
-        raise TypeError(f"set_part_limits() takes a PartLimits (got {type(limits).__name__})")
+        raise AgentKitTypeError(f"set_part_limits() takes a PartLimits (got {type(limits).__name__})")
     with _limits_lock:
         previous, _limits = _limits, limits
     return previous
@@ -904,16 +904,16 @@ def _input_messages(value: Any, where: str) -> list[Message]:
         if not any(isinstance(item, Message) for item in items):
             for item in items:
                 if isinstance(item, dict) and "role" in item:
-                    raise TypeError(
+                    raise AgentKitTypeError(
                         f"{where}: got a message dict ({sorted(item)[:4]}...); build messages "
                         "with Message.from_dict(d), or pass the user's text or parts"
                     )
             return [user_message(items)]
-        raise TypeError(
+        raise AgentKitTypeError(
             f"{where}: got Message objects mixed with other items; pass a list of messages, "
             "or a list of str and parts (one user message)"
         )
-    raise TypeError(
+    raise AgentKitTypeError(
         f"{where} takes the user's text (a str), a Message, a list of messages, or a list of "
         f"str and parts (TextPart, ImagePart, FilePart, AudioPart); got {type(value).__name__}"
     )

@@ -28,8 +28,10 @@ from agentkit.errors import (
 PACKAGE = Path(__file__).resolve().parent.parent / "agentkit"
 
 # Builtins that are protocol, not errors for users: the iterator protocol, a Ctrl-C passed on,
-# an invariant that cannot fail (and ``EvalReport.assert_passed``, a test assertion).
+# an invariant that cannot fail (and ``EvalReport.assert_passed``, a test assertion), the hook
+# of a private base class its every subclass provides (the HTTP models' and fake servers').
 PROTOCOL = {
+    "NotImplementedError",
     "StopIteration",
     "StopAsyncIteration",
     "GeneratorExit",

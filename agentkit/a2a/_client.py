@@ -14,7 +14,7 @@ from agentkit._agent import AgentRun, BaseAgent
 from agentkit._interrupt import interrupt_event
 from agentkit._persist import persisted
 from agentkit._runctx import abort_on_cancel, check_cancelled
-from agentkit.errors import AgentKitError
+from agentkit.errors import AgentKitError, AgentKitValueError
 from agentkit.events import event_from_message
 from agentkit.schema import Role, assistant_message
 from agentkit.tools.approval import Approve, Reject
@@ -84,7 +84,7 @@ class RemoteA2AAgent(BaseAgent):
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     ) -> None:
         if timeout <= 0:
-            raise ValueError(f"timeout must be > 0 seconds (got {timeout})")
+            raise AgentKitValueError(f"timeout must be > 0 seconds (got {timeout})")
         self.url = url.rstrip("/")
         self.timeout = float(timeout)
         self.headers = dict(headers or {})

@@ -11,7 +11,7 @@ from typing import Any
 
 from agentkit.agents.flow import FlowAgent
 from agentkit.checkpoint import InMemoryCheckPointStore
-from agentkit.errors import AgentKitError
+from agentkit.errors import AgentKitError, AgentKitValueError
 from agentkit.integrations._errors import RunIdError, RunNotFoundError, RunStateError
 from agentkit.integrations.runs import LocalRuns, RunBackend, RunEvent
 from agentkit.runner import Runner
@@ -109,7 +109,7 @@ class A2AApplication:
         timeout: float = 600.0,
     ) -> None:
         if max_body_bytes < 1:
-            raise ValueError(f"max_body_bytes must be at least 1 (got {max_body_bytes})")
+            raise AgentKitValueError(f"max_body_bytes must be at least 1 (got {max_body_bytes})")
         self.name = name
         self.description = description
         self.url = url
@@ -595,7 +595,7 @@ def to_a2a(
     """
     if _is_backend(target):
         if not name:
-            raise ValueError(
+            raise AgentKitValueError(
                 "to_a2a(runs, name=...) needs the name of the agent to run: the name it has "
                 "in the LocalRuns or AgentQueue"
             )

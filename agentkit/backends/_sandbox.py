@@ -49,6 +49,7 @@ from agentkit.backends._errors import SandboxUnavailableError
 from agentkit.backends._local import LocalBackend
 from agentkit.backends._match import MiB
 from agentkit.backends._shell import read_output
+from agentkit.errors import AgentKitValueError
 
 __all__ = ["SANDBOX_WORKDIR", "SandboxBackend", "SandboxShell"]
 
@@ -153,7 +154,7 @@ class SandboxShell:
         env: Mapping[str, str] | None = None,
     ) -> None:
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
-            raise ValueError(f"timeout must be a positive number of seconds (got {timeout!r})")
+            raise AgentKitValueError(f"timeout must be a positive number of seconds (got {timeout!r})")
         _check_count("max_output_bytes", max_output_bytes)
         _check_count("tmp_mb", tmp_mb)
         for name, value in (
@@ -165,7 +166,7 @@ class SandboxShell:
                 _check_count(name, value)
         real = os.path.realpath(os.fspath(root))
         if not os.path.isdir(real):
-            raise ValueError(f"SandboxShell root {os.fspath(root)!r} is not a directory")
+            raise AgentKitValueError(f"SandboxShell root {os.fspath(root)!r} is not a directory")
         self._root = real
         self._timeout = float(timeout)
         self._network = bool(network)
@@ -180,7 +181,7 @@ class SandboxShell:
                 not isinstance(variable, str) or not variable or "=" in variable
                 or "\x00" in variable or not isinstance(text, str) or "\x00" in text
             ):
-                raise ValueError(
+                raise AgentKitValueError(
                     f"env must map variable names to text (got {variable!r}: {text!r}); a "
                     "name is non-empty, without '=' or NUL"
                 )
@@ -239,9 +240,9 @@ class SandboxShell:
                 were killed).
         """
         if not isinstance(command, str) or not command.strip():
-            raise ValueError(f"the command must be a non-empty string (got {command!r})")
+            raise AgentKitValueError(f"the command must be a non-empty string (got {command!r})")
         if "\x00" in command:
-            raise ValueError("the command holds a NUL character")
+            raise AgentKitValueError("the command holds a NUL character")
         check_cancelled()
         deadline = time.monotonic() + self._timeout
         with ExitStack() as stack:
@@ -555,7 +556,7 @@ def _reap(process: subprocess.Popen[bytes]) -> None:
 
 def _check_count(name: str, value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive int (got {value!r})")
+        raise AgentKitValueError(f"{name} must be a positive int (got {value!r})")
 
 
 # --- pids cgroups --------------------------------------------------------------------------------

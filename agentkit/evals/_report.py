@@ -430,14 +430,14 @@ def _load_report(path: str | os.PathLike[str]) -> Any:
     with open(path, "rb") as file:
         data = file.read(_MAX_BASELINE + 1)
     if len(data) > _MAX_BASELINE:
-        raise ValueError(
+        raise AgentKitValueError(
             f"compare(): {os.fsdecode(path)} is larger than {_MAX_BASELINE // (1024 * 1024)} MiB; "
             "a report's to_dict() JSON is far smaller: is it the right file?"
         )
     try:
         return json.loads(data)
     except ValueError as error:  # JSONDecodeError, UnicodeDecodeError
-        raise ValueError(
+        raise AgentKitValueError(
             f"compare(): {os.fsdecode(path)} is not JSON ({error}); pass the path of a file "
             "written with json.dump(report.to_dict(), file)"
         ) from None

@@ -58,7 +58,7 @@ from agentkit._lazy import present
 from agentkit._runctx import check_cancelled
 from agentkit._runlog import Append, InlineRun, Published, publish, summary_of_error
 from agentkit.cancel import CancelHandle, CancelMode
-from agentkit.errors import AgentKitTypeError, AgentKitValueError
+from agentkit.errors import AgentKitValueError
 from agentkit.integrations._errors import (
     EventIdError,
     RunIdError,

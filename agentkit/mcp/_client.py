@@ -406,7 +406,7 @@ class MCPClient:
             MCPServerError: the server has no such resource.
         """
         if not isinstance(uri, str) or not uri:
-            raise ValueError(f"uri must be a non-empty string (got {uri!r})")
+            raise AgentKitValueError(f"uri must be a non-empty string (got {uri!r})")
         return self._run(
             lambda session: _catalog.read_resource(session, uri),
             what=f"reading the resource {uri[:200]}",

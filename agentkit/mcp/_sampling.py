@@ -11,6 +11,7 @@ import asyncio
 import threading
 from typing import Any
 
+from agentkit.errors import AgentKitValueError
 from agentkit.mcp import _compat
 from agentkit.models.base import ChatModel
 from agentkit.schema import Message, Role
@@ -27,7 +28,7 @@ class SamplingPolicy:
     def __init__(self, model: ChatModel, *, max_tokens: int, max_requests: int,
                  max_input_chars: int) -> None:
         if max_tokens < 1 or max_requests < 1 or max_input_chars < 1:
-            raise ValueError(
+            raise AgentKitValueError(
                 "max_tokens, max_requests and max_input_chars must be at least 1 "
                 f"(got {max_tokens}, {max_requests}, {max_input_chars})"
             )

@@ -15,7 +15,12 @@ import attrs
 
 from agentkit.cancel import CancelHandle
 from agentkit.checkpoint import InMemoryCheckPointStore
-from agentkit.errors import CheckpointConsumedError, CheckpointError, CheckpointNotFoundError
+from agentkit.errors import (
+    AgentKitValueError,
+    CheckpointConsumedError,
+    CheckpointError,
+    CheckpointNotFoundError,
+)
 from agentkit.events import AgentEvent, InterruptContext
 from agentkit.iterators import AsyncIterator
 from agentkit.mcp import _compat
@@ -122,9 +127,9 @@ class AgentMCPServer:
         owner: Callable[[Mapping[str, str] | None], str | None] | None = None,
     ) -> None:
         if max_input_chars < 1:
-            raise ValueError(f"max_input_chars must be at least 1 (got {max_input_chars})")
+            raise AgentKitValueError(f"max_input_chars must be at least 1 (got {max_input_chars})")
         if timeout is not None and timeout <= 0:
-            raise ValueError(f"timeout must be > 0 seconds or None (got {timeout})")
+            raise AgentKitValueError(f"timeout must be > 0 seconds or None (got {timeout})")
         self.runner = runner
         self.max_input_chars = max_input_chars
         self.timeout = timeout
@@ -152,7 +157,7 @@ class AgentMCPServer:
                 self.server.settings.host, self.server.settings.port = host, port
                 self.server.run(transport="streamable-http")
         else:
-            raise ValueError(
+            raise AgentKitValueError(
                 f"transport must be 'stdio' or 'streamable-http' (got {transport!r})"
             )
 

@@ -20,8 +20,11 @@ import attrs
 import httpx
 
 from agentkit._runctx import abort_on_cancel, cancellable_sleep, current_frame
+from agentkit._values import BuiltValue
 from agentkit._waiting import CallSite
 from agentkit.errors import (
+    AgentKitTypeError,
+    AgentKitValueError,
     APIConnectionError,
     APIStatusError,
     APITimeoutError,
@@ -68,7 +71,7 @@ def checked_pricing(pricing: object) -> ModelPricing | None:
     from agentkit.limits import ModelPricing
 
     if pricing is not None and not isinstance(pricing, ModelPricing):
-        raise TypeError(
+        raise AgentKitTypeError(
             f"pricing must be a ModelPricing (got {pricing!r}); write "
             "pricing=ModelPricing(input_per_million=..., output_per_million=...)"
         )
@@ -102,8 +105,11 @@ class Shared:
         self.cache = cache  # an object with clear(), or None
 
 
-class HTTPChatModel:
+class HTTPChatModel(BuiltValue):
     """A chat model over HTTP: the shared machinery of every wire (see the module docstring).
+
+    A value once built (see :class:`~agentkit._values.BuiltValue`): a write to a public
+    attribute raises; :meth:`replace` makes a changed copy.
 
     Subclasses set the class attributes and implement :meth:`_body` and :meth:`_parse_reply`
     (and :meth:`_headers` or :meth:`_target` where their wire differs from the defaults).
@@ -315,17 +321,17 @@ class HTTPChatModel:
         """Raise a ``ValueError`` that says which argument of the model is wrong."""
         owner = type(self).__name__
         if not isinstance(model, str) or not model:
-            raise ValueError(
+            raise AgentKitValueError(
                 f"{owner} needs a model name as its first argument (got {model!r}), "
                 f"such as {owner}({self._example_model!r})"
             )
         if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
-            raise ValueError(
+            raise AgentKitValueError(
                 f"max_retries must be an int >= 0, the retries after a failed attempt "
                 f"(got {max_retries!r})"
             )
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
-            raise ValueError(f"timeout must be a number of seconds > 0 (got {timeout!r})")
+            raise AgentKitValueError(f"timeout must be a number of seconds > 0 (got {timeout!r})")
 
     # -- attempts --------------------------------------------------------------------------
 

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
+from agentkit.errors import AgentKitValueError
 from agentkit.models._http._body import DEFAULT_MAX_RESPONSE_BYTES
 from agentkit.models._http._encoded import EncodedMessages, join_turns
 from agentkit.models._http._json import encode_json
@@ -204,16 +205,16 @@ class AnthropicChatModel(HTTPChatModel):
 
 def _check_budget(max_tokens: object, thinking: object) -> None:
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-        raise ValueError(f"max_tokens must be an int >= 1 (got {max_tokens!r})")
+        raise AgentKitValueError(f"max_tokens must be an int >= 1 (got {max_tokens!r})")
     if thinking is None:
         return
     if isinstance(thinking, bool) or not isinstance(thinking, int) or thinking < 1024:
-        raise ValueError(
+        raise AgentKitValueError(
             f"thinking is the thinking budget in tokens, an int >= 1024, or None for no "
             f"extended thinking (got {thinking!r})"
         )
     if thinking >= max_tokens:
-        raise ValueError(
+        raise AgentKitValueError(
             f"the thinking budget ({thinking}) must be below max_tokens ({max_tokens}): "
             f"pass a larger AnthropicChatModel(..., max_tokens=...)"
         )

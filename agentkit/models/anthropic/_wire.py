@@ -29,7 +29,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from agentkit.errors import ModelError
+from agentkit.errors import AgentKitValueError, ModelError
 from agentkit.models._http._json import count, encode_json
 from agentkit.models._http._json import decode_json as _decode_json
 from agentkit.models._http._retry import server_message
@@ -182,7 +182,7 @@ def request_fields(
         extra = dict(options.extra)
         for key in ("messages", "system"):
             if key in extra:
-                raise ValueError(
+                raise AgentKitValueError(
                     f"ModelOptions.extra may not set {key!r}; pass the messages to the call"
                 )
         response_format = extra.pop("response_format", None)

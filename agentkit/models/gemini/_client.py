@@ -8,6 +8,7 @@ from urllib.parse import quote
 
 import httpx
 
+from agentkit.errors import AgentKitValueError
 from agentkit.models._http._body import DEFAULT_MAX_RESPONSE_BYTES
 from agentkit.models._http._encoded import EncodedMessages, join_turns
 from agentkit.models._http._json import encode_json
@@ -108,7 +109,7 @@ class GeminiChatModel(HTTPChatModel):
         if thinking_budget is not None and (
             isinstance(thinking_budget, bool) or not isinstance(thinking_budget, int)
         ):
-            raise ValueError(
+            raise AgentKitValueError(
                 f"thinking_budget is a number of tokens (an int), or None for the model's "
                 f"default (got {thinking_budget!r})"
             )

@@ -30,7 +30,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from agentkit.errors import ContentBlockedError, ModelError
+from agentkit.errors import AgentKitValueError, ContentBlockedError, ModelError
 from agentkit.models._http._json import count, encode_json
 from agentkit.models._http._json import decode_json as _decode_json
 from agentkit.models._http._retry import server_message
@@ -181,7 +181,7 @@ def request_fields(options: ModelOptions, thinking_budget: int | None) -> dict[s
         extra = dict(options.extra)
         for key in ("contents", "systemInstruction"):
             if key in extra:
-                raise ValueError(
+                raise AgentKitValueError(
                     f"ModelOptions.extra may not set {key!r}; pass the messages to the call"
                 )
         response_format = extra.pop("response_format", None)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
+from agentkit.errors import AgentKitValueError
 from agentkit.models._http._body import DEFAULT_MAX_RESPONSE_BYTES
 from agentkit.models._http._encoded import EncodedMessages
 from agentkit.models._http._json import encode_json
@@ -93,7 +94,7 @@ class OpenAIResponsesModel(HTTPChatModel):
         **defaults: Any,
     ) -> None:
         if reasoning_effort is not None and reasoning_effort not in _EFFORTS:
-            raise ValueError(
+            raise AgentKitValueError(
                 f"reasoning_effort must be one of {', '.join(map(repr, _EFFORTS))} or None "
                 f"(got {reasoning_effort!r})"
             )

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from agentkit.errors import ModelError
+from agentkit.errors import AgentKitValueError, ModelError
 from agentkit.models._http._json import count, encode_json
 from agentkit.models._http._json import decode_json as _decode_json
 from agentkit.models._http._retry import server_message
@@ -148,7 +148,7 @@ def request_fields(
     if options.extra:
         extra = dict(options.extra)
         if "input" in extra:
-            raise ValueError(
+            raise AgentKitValueError(
                 "ModelOptions.extra may not set 'input'; pass the messages to the call"
             )
         response_format = extra.pop("response_format", None)
