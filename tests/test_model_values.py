@@ -7,12 +7,27 @@ gives a model that uses it, the original unchanged.
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import pytest
 
 from agentkit.errors import AgentKitTypeError, FrozenError
-from agentkit.models import FailoverChatModel, OpenAIChatModel, ScriptedChatModel
+from agentkit.models import (
+    AnthropicChatModel,
+    FailoverChatModel,
+    GeminiChatModel,
+    OpenAIChatModel,
+    OpenAIResponsesModel,
+    ScriptedChatModel,
+)
 from agentkit.schema import ToolInfo, user_message
-from agentkit.testing import FakeOpenAIServer
+from agentkit.testing import (
+    FakeAnthropicServer,
+    FakeGeminiServer,
+    FakeOpenAIServer,
+    FakeResponsesServer,
+)
 
 
 def test_a_write_to_a_model_setting_raises_and_says_to_replace() -> None:
@@ -59,3 +74,31 @@ def test_every_built_in_model_is_a_value() -> None:
     with pytest.raises(FrozenError):
         first.script = ["c"]
     assert failover.replace(models=[second]) is not failover
+
+
+@pytest.mark.parametrize(
+    ("model_type", "server_type"),
+    [
+        (AnthropicChatModel, FakeAnthropicServer),
+        (GeminiChatModel, FakeGeminiServer),
+        (OpenAIResponsesModel, FakeResponsesServer),
+    ],
+)
+def test_the_native_models_are_values_and_replace_keeps_their_tools(
+    model_type: Any, server_type: Any
+) -> None:
+    tool = ToolInfo("add", "adds")
+    with server_type() as server:
+        server.queue("one", "two")
+        model = model_type("m1", api_key="k", base_url=server.base_url, timeout=5).with_tools(
+            [tool]
+        )
+        with pytest.raises(FrozenError, match=rf"{model_type.__name__}\.timeout.*replace"):
+            model.timeout = 1
+        changed = model.replace(model="m2")
+        assert (changed.model, model.model) == ("m2", "m1")
+        assert changed.tools == model.tools == (tool,)
+        assert model.generate([user_message("hi")]).content == "one"
+        assert changed.generate([user_message("hi")]).content == "two"
+        paths = " ".join(server.request_paths) + json.dumps(server.requests)
+        assert "m1" in paths and "m2" in paths
