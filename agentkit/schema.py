@@ -235,7 +235,9 @@ class PartLimits:
         for name in ("max_part_bytes", "max_parts"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise AgentKitValueError(f"PartLimits.{name} must be a positive int (got {value!r})")
+                raise AgentKitValueError(
+                    f"PartLimits.{name} must be a positive int (got {value!r})"
+                )
 
 
 _limits = PartLimits()
@@ -260,7 +262,9 @@ def set_part_limits(limits: PartLimits) -> PartLimits:
     """
     global _limits
     if not isinstance(limits, PartLimits):
-        raise AgentKitTypeError(f"set_part_limits() takes a PartLimits (got {type(limits).__name__})")
+        raise AgentKitTypeError(
+            f"set_part_limits() takes a PartLimits (got {type(limits).__name__})"
+        )
     with _limits_lock:
         previous, _limits = _limits, limits
     return previous

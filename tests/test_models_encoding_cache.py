@@ -63,7 +63,7 @@ def encodings(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
 
 
 def _state(message: Message) -> tuple[Any, ...]:
-    return tuple(getattr(message, name) for name in Message.__slots__ if name != "__weakref__")
+    return tuple(getattr(message, name) for name in Message.__dict__["__slots__"] if name != "__weakref__")
 
 
 def test_message_has_no_private_fields() -> None:
@@ -79,7 +79,7 @@ def test_message_has_no_private_fields() -> None:
         "extra",
         "parts",
     ]
-    assert [name for name in Message.__slots__ if name.startswith("_")] == ["__weakref__"]
+    assert [name for name in Message.__dict__["__slots__"] if name.startswith("_")] == ["__weakref__"]
 
 
 def test_sending_a_message_writes_nothing_onto_it(model: OpenAIChatModel) -> None:

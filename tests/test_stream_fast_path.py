@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 
 from agentkit import AgentCancelledError, concat_message_stream
 from agentkit._stream_base import CopyReader, TeeBuffer
-from agentkit.errors import ModelError
+from agentkit._values import ReadOnlyDict
+from agentkit.errors import FrozenError, ModelError
 from agentkit.models.openai import OpenAIChatModel
 from agentkit.models.openai._chunks import _chunk_message, parse_chunk, parse_chunk_data
 from agentkit.schema import FunctionCall, Message, ResponseMeta, Role, ToolCall, user_message
@@ -160,9 +161,10 @@ def test_a_chunk_message_is_built_like_the_constructor_builds_it() -> None:
         Message(Role.ASSISTANT, "hi", calls, response_meta=meta)
     )
     other = _chunk_message("", [], None)
-    assert other.extra == {} and other.extra is not built.extra  # a fresh dict each
-    built.role = "user"  # type: ignore[assignment]  # field hooks still run: converted
-    assert built.role is Role.USER
+    assert other.extra == {} and type(other.extra) is ReadOnlyDict  # as the constructor's
+    assert type(built.tool_calls) is tuple
+    with pytest.raises(FrozenError, match="Message.role"):  # a value, as a constructed one
+        built.role = "user"  # type: ignore[misc]
 
 
 @pytest.mark.parametrize(

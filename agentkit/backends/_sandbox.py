@@ -154,7 +154,9 @@ class SandboxShell:
         env: Mapping[str, str] | None = None,
     ) -> None:
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
-            raise AgentKitValueError(f"timeout must be a positive number of seconds (got {timeout!r})")
+            raise AgentKitValueError(
+                f"timeout must be a positive number of seconds (got {timeout!r})"
+            )
         _check_count("max_output_bytes", max_output_bytes)
         _check_count("tmp_mb", tmp_mb)
         for name, value in (
