@@ -376,8 +376,10 @@ def test_a_changed_thinking_block_is_refused_like_anthropic_does(
     server: FakeAnthropicServer,
 ) -> None:
     server.queue(Reply("unused"))
-    forged = assistant_message("", [call("get_weather", {"city": "Paris"})])
-    forged.extra["thinking_blocks"] = [{"type": "thinking", "thinking": "x", "signature": "forged"}]
+    forged = attrs.evolve(
+        assistant_message("", [call("get_weather", {"city": "Paris"})]),
+        extra={"thinking_blocks": [{"type": "thinking", "thinking": "x", "signature": "forged"}]},
+    )
     with pytest.raises(APIStatusError, match="signature"):
         model_for(server, thinking=2048).generate(
             [user_message("hi"), forged, tool_message("sunny", forged.tool_calls[0].id)]
