@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, NoReturn, TypeVar
 
 from agentkit.errors import AgentKitTypeError, FrozenError
@@ -102,7 +102,7 @@ class ReadOnlyDict(dict[str, Any]):
 NO_EXTRA = ReadOnlyDict()  # the empty one every value without extra fields shares (nobody writes)
 
 
-def read_only(mapping: Any) -> ReadOnlyDict:
+def read_only(mapping: Mapping[str, Any]) -> ReadOnlyDict:
     """``mapping`` as a :class:`ReadOnlyDict` (itself when it is one already)."""
     if type(mapping) is ReadOnlyDict:
         return mapping
