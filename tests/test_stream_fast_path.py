@@ -164,7 +164,7 @@ def test_a_chunk_message_is_built_like_the_constructor_builds_it() -> None:
     assert other.extra == {} and type(other.extra) is ReadOnlyDict  # as the constructor's
     assert type(built.tool_calls) is tuple
     with pytest.raises(FrozenError, match="Message.role"):  # a value, as a constructed one
-        built.role = "user"  # type: ignore[misc]
+        built.role = Role.USER  # type: ignore[misc]
 
 
 @pytest.mark.parametrize(

@@ -111,11 +111,11 @@ def default_text(field: attrs.Attribute[Any], written: ast.expr | None) -> str:
         if default.takes_self:
             return "<factory>"
         return _factory_text(default.factory, written)
-    if isinstance(written, ast.Name) and written.id.isupper() and type(default) is not object:
-        # a shared constant (``NO_EXTRA``, an empty read-only dict): what it is says more
-        # than a name the reader cannot look up
-        if isinstance(default, (dict, tuple, frozenset, str, int, float)):
-            return repr(default)
+    # A shared constant (``NO_EXTRA``, an empty read-only dict): what it is says more than a
+    # name the reader cannot look up.
+    literal = isinstance(default, (dict, tuple, frozenset, str, int, float))
+    if isinstance(written, ast.Name) and written.id.isupper() and literal:
+        return repr(default)
     if written is not None:
         return ast.unparse(written)
     return repr(default)
