@@ -112,10 +112,10 @@ def read_only(mapping: Any) -> ReadOnlyDict:
 class BuiltValue:
     """Mixin: an object that is a value once its ``__init__`` returned.
 
-    A write to a public attribute afterwards raises :class:`FrozenError` saying to use
-    :meth:`replace` (private attributes stay the object's own business: caches, a copy
-    ``with_tools`` binds). The arguments each class's ``__init__`` was called with are kept,
-    so :meth:`replace` makes the object again with some of them changed.
+    A write to a public attribute once ``__init__`` returned raises :class:`FrozenError`
+    saying to use :meth:`replace` (``__init__`` itself sets them; private attributes stay the
+    object's own business: caches, a copy ``with_tools`` binds). The arguments ``__init__``
+    was called with are kept, so :meth:`replace` makes the object again with some changed.
     """
 
     __slots__ = ()
@@ -128,12 +128,12 @@ class BuiltValue:
             cls.__init__ = _recording(cls, init)  # type: ignore[method-assign]
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if not name.startswith("_"):
+        if not name.startswith("_") and getattr(self, "_arguments", None) is not None:
             self._refuse(name)
         object.__setattr__(self, name, value)
 
     def __delattr__(self, name: str) -> None:
-        if not name.startswith("_"):
+        if not name.startswith("_") and getattr(self, "_arguments", None) is not None:
             self._refuse(name)
         object.__delattr__(self, name)
 

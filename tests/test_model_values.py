@@ -59,3 +59,15 @@ def test_every_built_in_model_is_a_value() -> None:
     with pytest.raises(FrozenError):
         first.script = ["c"]
     assert failover.replace(models=[second]) is not failover
+
+
+def test_a_runner_is_a_value_too() -> None:
+    from agentkit import ChatModelAgent, Runner
+
+    runner = Runner(ChatModelAgent("a", "d", ScriptedChatModel(["one", "two"])))
+    with pytest.raises(FrozenError, match=r"Runner\.enable_streaming.*replace"):
+        runner.enable_streaming = True
+    streaming = runner.replace(enable_streaming=True)
+    assert (streaming.enable_streaming, runner.enable_streaming) == (True, False)
+    assert streaming.invoke("hi").text == "one"  # the same agent, the same script
+    assert runner.invoke("hi").text == "two"
