@@ -112,28 +112,28 @@ def read_only(mapping: Mapping[str, Any]) -> ReadOnlyDict:
 class BuiltValue:
     """Mixin: an object that is a value once its ``__init__`` returned.
 
-    A write to a public attribute afterwards raises :class:`FrozenError` saying to use
-    :meth:`replace` (private attributes stay the object's own business: caches, a copy
-    ``with_tools`` binds). The arguments each class's ``__init__`` was called with are kept,
-    so :meth:`replace` makes the object again with some of them changed.
+    A write to a public attribute once ``__init__`` returned raises :class:`FrozenError`
+    saying to use :meth:`replace` (``__init__`` itself sets them; private attributes stay the
+    object's own business: caches, a copy ``with_tools`` binds). The arguments ``__init__``
+    was called with are kept, so :meth:`replace` makes the object again with some changed.
     """
 
     __slots__ = ()
-    _arguments: dict[str, Any]
+    _arguments: tuple[tuple[Any, ...], dict[str, Any]]  # __init__'s, as called (bound lazily)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         init = cls.__dict__.get("__init__")
         if init is not None:
-            cls.__init__ = _recording(cls, init)  # type: ignore[method-assign]
+            cls.__init__ = _recording(init)  # type: ignore[method-assign]
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if not name.startswith("_"):
+        if not name.startswith("_") and getattr(self, "_arguments", None) is not None:
             self._refuse(name)
         object.__setattr__(self, name, value)
 
     def __delattr__(self, name: str) -> None:
-        if not name.startswith("_"):
+        if not name.startswith("_") and getattr(self, "_arguments", None) is not None:
             self._refuse(name)
         object.__delattr__(self, name)
 
@@ -152,9 +152,19 @@ class BuiltValue:
         Raises:
             AgentKitTypeError: a key is not an argument of the constructor.
         """
-        arguments = self._arguments
         init = type(self).__init__
-        parameters = inspect.signature(init).parameters
+        signature = inspect.signature(init)  # the wrapped __init__'s, self included
+        parameters = signature.parameters
+        args, kwargs = self._arguments
+        arguments: dict[str, Any] = {}
+        for name, value in list(signature.bind(self, *args, **kwargs).arguments.items())[1:]:
+            kind = parameters[name].kind
+            if kind is inspect.Parameter.VAR_KEYWORD:
+                arguments.update(value)
+            elif kind is inspect.Parameter.VAR_POSITIONAL:
+                raise AgentKitTypeError(f"{type(self).__name__}: *args cannot be replaced")
+            else:
+                arguments[name] = value
         takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
         unknown = sorted(set(changes) - set(arguments) - set(parameters))
         if unknown and not takes_any:
@@ -170,24 +180,14 @@ class BuiltValue:
         return made
 
 
-def _recording(cls: type, init: Callable[..., None]) -> Callable[..., None]:
-    """``init``, keeping the arguments of the outermost call (see :class:`BuiltValue`)."""
-    signature = inspect.signature(init)
+def _recording(init: Callable[..., None]) -> Callable[..., None]:
+    """``init``, keeping the arguments of the outermost call (see :class:`BuiltValue`): as
+    called, bound to their names only by a ``replace`` (a construction pays two stores)."""
 
     @functools.wraps(init)
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         init(self, *args, **kwargs)
         if type(self).__init__ is __init__:  # the object's own class: the outermost call
-            bound = signature.bind(self, *args, **kwargs)
-            arguments: dict[str, Any] = {}
-            for name, value in list(bound.arguments.items())[1:]:
-                kind = signature.parameters[name].kind
-                if kind is inspect.Parameter.VAR_KEYWORD:
-                    arguments.update(value)
-                elif kind is inspect.Parameter.VAR_POSITIONAL:
-                    raise AgentKitTypeError(f"{cls.__name__}: *args cannot be replaced")
-                else:
-                    arguments[name] = value
-            object.__setattr__(self, "_arguments", arguments)
+            object.__setattr__(self, "_arguments", (args, kwargs))
 
     return __init__

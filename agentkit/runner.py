@@ -53,6 +53,7 @@ from agentkit._options import NO_OPTIONS, AgentRunOption, HeldLease, RunOptionSe
 from agentkit._runctx import EventLog, RunFrame, RunKey, Session
 from agentkit._runner_sink import RunnerSink
 from agentkit._scope import RunScope
+from agentkit._values import BuiltValue
 from agentkit.agents.flow import FlowAgent
 from agentkit.cancel import CancelMode
 from agentkit.errors import (
@@ -87,7 +88,7 @@ __all__ = ["Runner"]
 
 _log = logging.getLogger("agentkit")
 
-class Runner:
+class Runner(BuiltValue):
     """Runs an agent: gives each run a session, names events, saves and resumes checkpoints.
 
     Example::

@@ -102,3 +102,15 @@ def test_the_native_models_are_values_and_replace_keeps_their_tools(
         assert changed.generate([user_message("hi")]).content == "two"
         paths = " ".join(server.request_paths) + json.dumps(server.requests)
         assert "m1" in paths and "m2" in paths
+
+
+def test_a_runner_is_a_value_too() -> None:
+    from agentkit import ChatModelAgent, Runner
+
+    runner = Runner(ChatModelAgent("a", "d", ScriptedChatModel(["one", "two"])))
+    with pytest.raises(FrozenError, match=r"Runner\.enable_streaming.*replace"):
+        runner.enable_streaming = True
+    streaming = runner.replace(enable_streaming=True)
+    assert (streaming.enable_streaming, runner.enable_streaming) == (True, False)
+    assert streaming.invoke("hi").text == "one"  # the same agent, the same script
+    assert runner.invoke("hi").text == "two"
