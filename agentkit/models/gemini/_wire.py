@@ -1,9 +1,11 @@
 """The Gemini API wire format (``generateContent``): request encoding and response decoding.
 
 Requests: system messages become ``systemInstruction``; user messages ``user`` contents with
-``text`` parts; assistant messages ``model`` contents with a ``text`` part and one
+``text`` parts (a message with parts: ``text``, ``inlineData`` and ``fileData`` parts, see
+:func:`content_parts`); assistant messages ``model`` contents with a ``text`` part and one
 ``functionCall`` part per tool call; tool messages ``functionResponse`` parts in a ``user``
-content (consecutive messages of one side make one content). Thought signatures a reply
+content, a result's images, files and sounds as parts after it (:func:`attachment_parts`)
+(consecutive messages of one side make one content). Thought signatures a reply
 carried go back on their parts: a function call's in ``ToolCall.extra`` (the shape
 Gemini's OpenAI-compatible endpoint uses,
 ``{"extra_content": {"google": {"thought_signature": ...}}}``, so either client can send it
@@ -25,6 +27,7 @@ by a safety filter raise :class:`~agentkit.errors.ContentBlockedError`. Usage:
 
 from __future__ import annotations
 
+import base64
 import json
 import uuid
 from collections.abc import Sequence
@@ -36,10 +39,12 @@ from agentkit.models._http._json import decode_json as _decode_json
 from agentkit.models._http._retry import server_message
 from agentkit.models.base import ModelOptions
 from agentkit.schema import (
+    ContentPart,
     FunctionCall,
     Message,
     ResponseMeta,
     Role,
+    TextPart,
     TokenUsage,
     ToolCall,
     ToolInfo,
@@ -62,8 +67,44 @@ _decode = json.JSONDecoder().decode
 
 
 def content_parts(message: Message) -> list[dict[str, Any]]:
-    """Return the parts a message's content becomes (text; where content parts plug in)."""
-    return [{"text": message.content}] if message.content else []
+    """Return the parts a message's content becomes.
+
+    A plain-text message is one ``text`` part. A message with parts has one Gemini part per
+    part: ``text``; ``inlineData {mimeType, data}`` for an image, a sound or a file given by
+    its bytes; ``fileData {mimeType, fileUri}`` for one given by URL.
+    """
+    if not message.parts:
+        return [{"text": message.content}] if message.content else []
+    return [part for item in message.parts if (part := _gemini_part(item)) is not None]
+
+
+def _gemini_part(part: ContentPart) -> dict[str, Any] | None:
+    if type(part) is TextPart:
+        return {"text": part.text} if part.text else None
+    assert not isinstance(part, TextPart)
+    url = getattr(part, "url", None)
+    if part.data is None:
+        data: dict[str, Any] = {"fileUri": url}
+        if part.media_type:
+            data = {"mimeType": part.media_type, **data}
+        return {"fileData": data}
+    encoded = base64.b64encode(part.data).decode("ascii")
+    return {"inlineData": {"mimeType": part.media_type, "data": encoded}}
+
+
+def attachment_parts(message: Message, function: str) -> list[dict[str, Any]]:
+    """The parts after a tool result's ``functionResponse`` that carry its images, files and
+    sounds: a line naming the ``function`` whose result they are, then the media (``[]`` for
+    a result without media).
+
+    They go in the same ``user`` content as the ``functionResponse`` (every Gemini model
+    reads them there; a ``functionResponse``'s own ``parts`` are for Gemini 3 models only).
+    """
+    media = [part for part in message.parts if type(part) is not TextPart]
+    if not media:
+        return []
+    header = {"text": f"Attachments of the {function} result:"}
+    return [header, *(part for item in media if (part := _gemini_part(item)) is not None)]
 
 
 def call_signature(call: ToolCall) -> str | None:
@@ -97,7 +138,8 @@ def message_parts(message: Message, name: str = "") -> list[dict[str, Any]]:
     """
     role = message.role
     if role is Role.ASSISTANT:
-        parts = content_parts(message)
+        # A model turn is text (an audio reply from another provider: its transcript).
+        parts: list[dict[str, Any]] = [{"text": message.content}] if message.content else []
         signature = message.extra.get(THOUGHT_SIGNATURE) if message.extra else None
         if parts and isinstance(signature, str):
             parts[0]["thoughtSignature"] = signature
@@ -115,6 +157,8 @@ def message_parts(message: Message, name: str = "") -> list[dict[str, Any]]:
     elif role is Role.TOOL:
         function = message.tool_name or name
         parts = [{"functionResponse": {"name": function, "response": _response(message.content)}}]
+        if message.parts:
+            parts.extend(attachment_parts(message, function))
     else:
         parts = content_parts(message)
     return parts or [{"text": message.content}]
