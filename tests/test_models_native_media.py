@@ -245,6 +245,42 @@ def test_gemini_a_tool_returning_an_image_reaches_the_model_after_its_function_r
         assert len(server.requests) == 2
 
 
+@tool
+def chart_with_voiceover(topic: str) -> list[object]:
+    """Draw a chart and record a voice-over."""
+    return [f"Chart of {topic}", ImagePart(PNG), AudioPart(wav(), media_type="audio/wav")]
+
+
+def test_gemini_3_holds_a_tool_results_image_inside_its_function_response() -> None:
+    # Gemini 3 models read images, PDFs and text inside functionResponse.parts; a sound still
+    # follows the functionResponse, as for every other model.
+    expected = [
+        {
+            "functionResponse": {
+                "name": "chart_with_voiceover",
+                "response": {"result": "Chart of sales"},
+                "parts": [{"inlineData": {"mimeType": "image/png", "data": b64(PNG)}}],
+            }
+        },
+        {"text": "Attachments of the chart_with_voiceover result:"},
+        {"inlineData": {"mimeType": "audio/wav", "data": b64(wav())}},
+    ]
+
+    def answer(request: dict[str, Any]) -> Reply:
+        parts = request["contents"][-1]["parts"]
+        if "text" in parts[0]:
+            return _calls("chart_with_voiceover", {"topic": "sales"})
+        if parts != expected:
+            return Reply(status=400, error=f"not the Gemini 3 function response: {parts}")
+        return Reply("Sales went up.")
+
+    with FakeGeminiServer(handler=answer) as server:
+        model = GeminiChatModel("gemini-3-pro-preview", base_url=server.base_url, api_key="k")
+        agent = ChatModelAgent("analyst", "charts", model, tools=[chart_with_voiceover])
+        assert Runner(agent).invoke("How did sales go?").text == "Sales went up."
+        assert len(server.requests) == 2
+
+
 # --- Responses ---------------------------------------------------------------------------
 
 
