@@ -37,10 +37,17 @@ from agentkit import (
     tool,
     user_message,
 )
-from agentkit.models import AnthropicChatModel, GeminiChatModel, OpenAIResponsesModel
+from agentkit.models import (
+    AnthropicChatModel,
+    FailoverChatModel,
+    GeminiChatModel,
+    OpenAIChatModel,
+    OpenAIResponsesModel,
+)
 from agentkit.testing import (
     FakeAnthropicServer,
     FakeGeminiServer,
+    FakeOpenAIServer,
     FakeResponsesServer,
     Reply,
     call,
@@ -147,7 +154,29 @@ def test_anthropic_refuses_a_file_that_is_neither_pdf_nor_text() -> None:
         anthropic_sent(message)
 
 
-def test_anthropic_a_tool_returning_an_image_reaches_the_model_inside_its_tool_result() -> None:
+def test_anthropic_refuses_an_image_type_it_does_not_read() -> None:
+    bmp = b"BM" + b"\x00" * 60
+    with pytest.raises(ContentPartError, match="JPEG, PNG, GIF and WebP images, not image/bmp"):
+        anthropic_sent(user_message([ImagePart(bmp, media_type="image/bmp")]))
+
+
+def test_a_failover_from_claude_sends_audio_to_a_model_that_hears() -> None:
+    message = user_message(["Transcribe", AudioPart(wav(), media_type="audio/wav")])
+    with FakeAnthropicServer() as claude_server, FakeOpenAIServer() as openai_server:
+        openai_server.queue(Reply("Silence."))
+        claude = AnthropicChatModel("claude-test", base_url=claude_server.base_url, api_key="k")
+        gpt = OpenAIChatModel("gpt-4o-audio", base_url=openai_server.base_url, api_key="k")
+        with claude, gpt:
+            assert FailoverChatModel([claude, gpt]).generate([message]).content == "Silence."
+        assert claude_server.requests == []  # refused before sending
+        sent = openai_server.requests[0]["messages"][0]["content"][1]
+    assert sent == {"type": "input_audio", "input_audio": {"data": b64(wav()), "format": "wav"}}
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_anthropic_a_tool_returning_an_image_reaches_the_model_inside_its_tool_result(
+    streaming: bool,
+) -> None:
     expected = {
         "type": "tool_result",
         "tool_use_id": "call_0",
@@ -172,7 +201,10 @@ def test_anthropic_a_tool_returning_an_image_reaches_the_model_inside_its_tool_r
     with FakeAnthropicServer(handler=answer) as server:
         model = AnthropicChatModel("claude-test", base_url=server.base_url, api_key="k")
         agent = ChatModelAgent("browser", "browses", model, tools=[screenshot])
-        assert Runner(agent).invoke("Look at the home page").text == "A red dot."
+        assert (
+            Runner(agent, enable_streaming=streaming).invoke("Look at the home page").text
+            == "A red dot."
+        )
         assert len(server.requests) == 2
 
 
@@ -223,7 +255,10 @@ def test_gemini_sends_each_part_kind_as_its_documented_part(
     assert gemini_sent(message) == [{"role": "user", "parts": [{"text": "What is this?"}, sent]}]
 
 
-def test_gemini_a_tool_returning_an_image_reaches_the_model_after_its_function_response() -> None:
+@pytest.mark.parametrize("streaming", [False, True])
+def test_gemini_a_tool_returning_an_image_reaches_the_model_after_its_function_response(
+    streaming: bool,
+) -> None:
     expected = [
         {"functionResponse": {"name": "screenshot", "response": {"result": "Screenshot of home"}}},
         {"text": "Attachments of the screenshot result:"},
@@ -241,7 +276,10 @@ def test_gemini_a_tool_returning_an_image_reaches_the_model_after_its_function_r
     with FakeGeminiServer(handler=answer) as server:
         model = GeminiChatModel("gemini-test", base_url=server.base_url, api_key="k")
         agent = ChatModelAgent("browser", "browses", model, tools=[screenshot])
-        assert Runner(agent).invoke("Look at the home page").text == "A red dot."
+        assert (
+            Runner(agent, enable_streaming=streaming).invoke("Look at the home page").text
+            == "A red dot."
+        )
         assert len(server.requests) == 2
 
 
@@ -251,7 +289,8 @@ def chart_with_voiceover(topic: str) -> list[object]:
     return [f"Chart of {topic}", ImagePart(PNG), AudioPart(wav(), media_type="audio/wav")]
 
 
-def test_gemini_3_holds_a_tool_results_image_inside_its_function_response() -> None:
+@pytest.mark.parametrize("streaming", [False, True])
+def test_gemini_3_holds_a_tool_results_image_inside_its_function_response(streaming: bool) -> None:
     # Gemini 3 models read images, PDFs and text inside functionResponse.parts; a sound still
     # follows the functionResponse, as for every other model.
     expected = [
@@ -277,7 +316,10 @@ def test_gemini_3_holds_a_tool_results_image_inside_its_function_response() -> N
     with FakeGeminiServer(handler=answer) as server:
         model = GeminiChatModel("gemini-3-pro-preview", base_url=server.base_url, api_key="k")
         agent = ChatModelAgent("analyst", "charts", model, tools=[chart_with_voiceover])
-        assert Runner(agent).invoke("How did sales go?").text == "Sales went up."
+        assert (
+            Runner(agent, enable_streaming=streaming).invoke("How did sales go?").text
+            == "Sales went up."
+        )
         assert len(server.requests) == 2
 
 
@@ -363,7 +405,10 @@ def test_responses_refuses_a_sound_that_is_neither_wav_nor_mp3() -> None:
         responses_sent(message)
 
 
-def test_responses_a_tool_returning_an_image_reaches_the_model_in_its_output() -> None:
+@pytest.mark.parametrize("streaming", [False, True])
+def test_responses_a_tool_returning_an_image_reaches_the_model_in_its_output(
+    streaming: bool,
+) -> None:
     expected = {
         "type": "function_call_output",
         "call_id": "call_0",
@@ -388,7 +433,10 @@ def test_responses_a_tool_returning_an_image_reaches_the_model_in_its_output() -
     with FakeResponsesServer(handler=answer) as server:
         model = OpenAIResponsesModel("gpt-test", base_url=server.base_url, api_key="k")
         agent = ChatModelAgent("browser", "browses", model, tools=[screenshot])
-        assert Runner(agent).invoke("Look at the home page").text == "A red dot."
+        assert (
+            Runner(agent, enable_streaming=streaming).invoke("Look at the home page").text
+            == "A red dot."
+        )
         assert len(server.requests) == 2
 
 

@@ -70,6 +70,9 @@ STOP_REASONS = {
 REFUSED = "the model declined to answer (Anthropic stop_reason 'refusal')"
 """The content of a refusal that came without text."""
 
+IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
+"""The image types the Messages API takes."""
+
 _CACHE = b',"cache_control":{"type":"ephemeral"}}'
 _TOOL_CHOICES = {"auto": {"type": "auto"}, "required": {"type": "any"}, "none": {"type": "none"}}
 _decode = json.JSONDecoder().decode
@@ -88,8 +91,9 @@ def content_blocks(message: Message) -> list[dict[str, Any]]:
     images and documents as they are.
 
     Raises:
-        ContentPartError: an :class:`~agentkit.AudioPart` (Anthropic takes no audio), or a
-            file that is neither a PDF nor text.
+        ContentPartError: an :class:`~agentkit.AudioPart` (Anthropic takes no audio), an
+            image's bytes of a type other than :data:`IMAGE_TYPES`, or a file that is neither
+            a PDF nor text.
     """
     if not message.parts:
         return [{"type": "text", "text": message.content}] if message.content else []
@@ -101,6 +105,11 @@ def _part_block(part: ContentPart) -> dict[str, Any] | None:
         # The API refuses an empty text block.
         return {"type": "text", "text": part.text} if part.text else None
     if type(part) is ImagePart:
+        if part.data is not None and part.media_type not in IMAGE_TYPES:
+            raise ContentPartError(
+                f"{describe_part(part)}: AnthropicChatModel sends JPEG, PNG, GIF and WebP "
+                f"images, not {part.media_type}; convert the image first"
+            )
         return {"type": "image", "source": _source(part.data, part.url, part.media_type)}
     if type(part) is FilePart:
         return _document(part)
