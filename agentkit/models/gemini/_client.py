@@ -18,7 +18,6 @@ from agentkit.models._http._stream import Target
 from agentkit.models.base import ModelOptions
 from agentkit.models.gemini._stream import GeminiStream
 from agentkit.models.gemini._wire import (
-    content_parts,
     function_names,
     message_parts,
     parse_response,
@@ -167,7 +166,8 @@ class GeminiChatModel(HTTPChatModel):
     ) -> bytes:
         merged = self._defaults if options is None else self._defaults.merge(options)
         fields = request_fields(merged, self._thinking_budget)
-        system = [part for m in messages if m.role is Role.SYSTEM for part in content_parts(m)]
+        # System instructions are text (a system message's media are not sent).
+        system = [{"text": m.content} for m in messages if m.role is Role.SYSTEM and m.content]
         if system:
             fields["systemInstruction"] = {"parts": system}
         head = [encode_json(fields)[1:-1]] if fields else []

@@ -176,8 +176,10 @@ def input_items(message: Message) -> list[dict[str, Any]]:
                 "output": _tool_output(message),
             }
         ]
-    if role is not Role.ASSISTANT:
-        return [{"type": "message", "role": role.value, "content": content_value(message)}]
+    if role is Role.USER:
+        return [{"type": "message", "role": "user", "content": content_value(message)}]
+    if role is Role.SYSTEM:  # instructions are text (a system message's media are not sent)
+        return [{"type": "message", "role": "system", "content": message.content}]
     items: list[dict[str, Any]] = []
     kept = message.extra.get(REASONING_ITEMS) if message.extra else None
     if isinstance(kept, list):
