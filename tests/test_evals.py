@@ -464,7 +464,7 @@ def test_token_and_cost_budgets_read_the_runs_usage() -> None:
     assert run_one(MaxCost(0.0003, pricing=pricing), agent=agent) == [
         "MaxCost(0.0003, pricing=ModelPricing(input_per_million=1.0, output_per_million=10.0, "
         "cached_input_per_million=None, cache_write_per_million=None)): "
-            "the run cost 0.0004"
+        "the run cost 0.0004"
     ]
     # Without prices, the run's own cost: what its priced model reported.
     assert run_one(MaxCost(1.0), agent=agent) == [
