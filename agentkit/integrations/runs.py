@@ -60,6 +60,7 @@ from agentkit._runlog import Append, InlineRun, Published, publish, summary_of_e
 from agentkit.cancel import CancelHandle, CancelMode
 from agentkit.integrations._errors import (
     EventIdError,
+    RedisPrefixError,
     RunIdError,
     RunIntegrityError,
     RunNotFoundError,
@@ -77,6 +78,7 @@ from agentkit.schema import ContentPart, Message, _input_messages
 __all__ = [
     "EventIdError",
     "LocalRuns",
+    "RedisPrefixError",
     "RunBackend",
     "RunEvent",
     "RunEventStream",
@@ -95,6 +97,7 @@ __all__ = [
 present(
     (
         EventIdError,
+        RedisPrefixError,
         RunIdError,
         RunIntegrityError,
         RunNotFoundError,
