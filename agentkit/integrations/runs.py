@@ -393,12 +393,19 @@ class LocalRuns:
         retention: seconds a stopped run (completed, interrupted, cancelled, failed) is kept
             for readers and resumes before it is forgotten. Default one hour.
         max_stopped: the most stopped runs kept; past it the oldest stopped run is forgotten.
-            Default 1,000.
+            Default 100.
+
+    What it holds at most: ``max_entries`` entries for each live run and each of the
+    ``max_stopped`` stopped ones. With the defaults that is 1,000,000 entries for the stopped
+    runs, about 300 MB if every run filled its log with streamed tokens (about 300 bytes an
+    entry; larger tool results weigh more). On a small server lower ``max_entries`` (a reader
+    that reconnects late then gets a ``gap`` entry) or ``max_stopped``.
 
     A forgotten run's log is freed (readers still reading it finish what they hold); its
     checkpoint stays in the Runner's store, so ``Runner.resume`` can still continue an
-    interrupted one, and :meth:`submit` refuses a new run under its id while it is there. :meth:`forget` drops a stopped run at once. Runs that are queued or
-    running are never forgotten.
+    interrupted one, and :meth:`submit` refuses a new run under its id while it is there.
+    :meth:`forget` drops a stopped run at once. Runs that are queued or running are never
+    forgotten.
 
     A run's thread belongs to this object: :meth:`close` cancels every run and joins them.
     A submitted run goes on in that thread (as :meth:`Runner.invoke <agentkit.Runner.invoke>`
@@ -419,7 +426,7 @@ class LocalRuns:
         *,
         max_entries: int = 10_000,
         retention: float = 3600.0,
-        max_stopped: int = 1000,
+        max_stopped: int = 100,
     ) -> None:
         if max_entries < 1 or max_stopped < 0 or retention < 0:
             raise ValueError(
