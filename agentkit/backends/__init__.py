@@ -41,6 +41,7 @@ from agentkit.backends._errors import (
     FileTooLargeError,
     PathOutsideRootError,
     SandboxUnavailableError,
+    SearchTimeoutError,
 )
 from agentkit.backends._local import LocalBackend
 from agentkit.backends._memory import InMemoryBackend
@@ -64,6 +65,7 @@ __all__ = [
     "SandboxBackend",
     "SandboxShell",
     "SandboxUnavailableError",
+    "SearchTimeoutError",
     "Shell",
 ]
 
