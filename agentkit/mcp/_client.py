@@ -469,7 +469,7 @@ class MCPClient:
 
     def subscribe_resource(self, uri: str) -> None:
         """Ask the server for the updates of the resource ``uri``: each of its
-        ``notifications/resources/updated`` goes to :attr:`on_resource_updated`.
+        ``notifications/resources/updated`` goes to ``on_resource_updated``.
 
         The subscription is kept across reconnections (the client subscribes again on a
         new connection) until :meth:`unsubscribe_resource`.
