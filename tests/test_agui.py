@@ -282,3 +282,23 @@ def test_a_json_patch_removes_adds_replaces_and_descends_into_objects() -> None:
     ]
     StateDeltaEvent.model_validate({"type": "STATE_DELTA", "delta": patch})  # AG-UI's (RFC 6902) ops
     assert _json_patch(new, new) == []
+
+
+def test_values_changed_outside_a_tool_come_as_a_delta_before_run_finished() -> None:
+    from agentkit import AgentMiddleware, ChatModelAgent, Message, add_session_value
+    from agentkit.middleware import ModelState
+    from agentkit.testing import ScriptedChatModel
+
+    class Visits(AgentMiddleware):
+        def after_model(self, state: ModelState, message: Message) -> Message:
+            add_session_value("visits", 1)
+            return message
+
+    agent = ChatModelAgent("greeter", "greets", ScriptedChatModel(lambda messages: "hi"),
+                           middlewares=[Visits()])
+    events = post(make_app(Runner(agent)).test_client(), user_input("hello", state={"city": "Lisbon"}))
+    assert types_of(events) == [
+        "RUN_STARTED", "STATE_SNAPSHOT", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_END", "STATE_DELTA", "RUN_FINISHED",
+    ]
+    assert events[-2]["delta"] == [{"op": "add", "path": "/visits", "value": 1}]
