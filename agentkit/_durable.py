@@ -141,9 +141,15 @@ class StepWriter:
         return self._checkpoint_id
 
     def fence(self, reason: str) -> None:
-        """Refuse every later write: the run lost its lease (``reason`` says how)."""
-        with self._lock:
-            self._fenced = reason
+        """Refuse every later write: the run lost its lease (``reason`` says how).
+
+        Takes no lock and never waits: whoever learns of the loss (the refresher, a Celery
+        worker's watcher) fences the writer before it cancels the run, so the save the cancel
+        makes is refused, even while a write is waiting out a store outage (that write, begun
+        before the loss, ends as it would have; every later one checks the fence under the
+        lock).
+        """
+        self._fenced = reason
 
     # --- the base ---
 

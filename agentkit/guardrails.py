@@ -90,6 +90,48 @@ def _iban(text: str) -> bool:
     return False
 
 
+# Text is normalised before it is searched, so that the same number written with other
+# separators is the same number: every whitespace character but the line break (no-break,
+# thin, figure, ideographic spaces, tabs) is a space, every dash a hyphen, and the invisible
+# format characters (zero-width space and joiners, word joiner, soft hyphen, BOM) are dropped.
+_SPACES = re.compile(r"[^\S\n]")
+_DASHES = re.compile("[\u2010-\u2015\u2212\ufe58\ufe63\uff0d]")
+_INVISIBLE = re.compile("[\u00ad\u180e\u200b-\u200d\u2060\ufeff]")
+
+
+def _normalised(text: str) -> str:
+    """``text`` with Unicode spaces, dashes and invisible characters made plain (see above)."""
+    if text.isascii():
+        return text.replace("\t", " ").replace("\r", " ").replace("\f", " ").replace("\v", " ")
+    return _INVISIBLE.sub("", _DASHES.sub("-", _SPACES.sub(" ", text)))
+
+
+def _arguments_text(arguments: object) -> str:
+    """A tool call's arguments as the text to search: their keys and values, one a line.
+
+    The model's JSON text is parsed first, so that escapes (``"\\u00a0"``, ``"\\t"``) are
+    searched as the characters they stand for.
+    """
+    parsed = arguments
+    if isinstance(arguments, str):
+        try:
+            parsed = json.loads(arguments)
+        except ValueError:
+            return arguments
+    texts: list[str] = []
+    pending = [parsed]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, Mapping):
+            pending.extend(item.keys())
+            pending.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            pending.extend(item)
+        elif item is not None:
+            texts.append(str(item))
+    return "\n".join(texts)
+
+
 def _searcher(pattern: re.Pattern[str]) -> Callable[[str], bool]:
     return lambda text: pattern.search(text) is not None
 
@@ -109,7 +151,15 @@ class PIIGuardrail:
     (checked with their mod-97 digits) and US social security numbers, plus the regular
     expressions given in ``patterns``. The reason names what was found and where, never the
     data itself (reasons end up in errors and logs). System messages (your instruction) are not
-    checked.
+    checked. Text is normalised first: Unicode spaces (no-break, thin, figure...) and tabs are
+    spaces, Unicode dashes are hyphens, zero-width characters are dropped, so
+    ``4111\u00a01111\u00a01111\u00a01111`` is a card number too (your ``patterns`` see the
+    normalised text as well).
+
+    **Tool calls are not checked by default**, nor are tool results: personal data a tool
+    returned (an order with a card number) can leave through another tool's arguments (an
+    email, a web request) while the input and the answer stay clean. Add the ``"tool_call"``
+    stage to block such calls.
 
     Args:
         kinds: which built-in detectors to use: any of ``"email"``, ``"card"``, ``"iban"``,
@@ -117,8 +167,8 @@ class PIIGuardrail:
         patterns: more detectors: a description (``"an employee id"``) -> a regular
             expression (text or compiled).
         stages: where to look: any of ``"input"``, ``"output"``, ``"tool_call"`` (the
-            arguments of a call); default the input and the answer. A tool call that carries
-            personal data is blocked (the model is told), the run goes on.
+            arguments of a call); default the input and the answer only. A tool call that
+            carries personal data is blocked (the model is told), the run goes on.
 
     Example::
 
@@ -168,6 +218,7 @@ class PIIGuardrail:
         return f"PIIGuardrail(stages={sorted(self._stages)!r})"
 
     def _found(self, text: str) -> str | None:
+        text = _normalised(text)
         for what, detect in self._detectors:
             if detect(text):
                 return what
@@ -196,9 +247,7 @@ class PIIGuardrail:
         """Block a call whose arguments hold personal data."""
         if "tool_call" not in self._stages:
             return None
-        arguments = call.arguments
-        text = arguments if isinstance(arguments, str) else json.dumps(arguments)
-        what = self._found(text)
+        what = self._found(_arguments_text(call.arguments))
         if what is None:
             return None
         return f"its arguments hold {what}, which must not be sent to tools"

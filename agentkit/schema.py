@@ -792,6 +792,8 @@ class Message:
                 }
                 if usage.cached_tokens:
                     meta["usage"]["cached_tokens"] = usage.cached_tokens
+                if usage.cache_write_tokens:
+                    meta["usage"]["cache_write_tokens"] = usage.cache_write_tokens
             if self.response_meta.cost is not None:
                 meta["cost"] = self.response_meta.cost
             data["response_meta"] = meta

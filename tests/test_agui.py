@@ -212,3 +212,93 @@ def test_a_page_tool_answered_with_a_tool_message_goes_on_from_the_history() -> 
     events = post(client, user_input("", run="r2", messages=history, tools=[confirm]))
     assert events[-1]["type"] == "RUN_FINISHED"
     assert events[-1]["result"] == "the page said yes"
+
+
+def _cart_runner() -> Runner:
+    from agentkit import ChatModelAgent, add_session_value, get_session_value, tool
+    from agentkit.testing import ScriptedChatModel, call, calls_message
+
+    @tool
+    def buy(item: str) -> str:
+        """Put an item in the cart."""
+        cart = get_session_value("cart") or {"items": [], "count": 0}
+        add_session_value("cart", {"items": [*cart["items"], item], "count": cart["count"] + 1})
+        add_session_value("paid/~now", True)  # a key that needs escaping in a JSON Pointer
+        return f"{item} in the cart"
+
+    def reply(messages: list[Any]) -> Any:
+        if messages[-1].role == "tool":
+            return f"done: {messages[-1].content}"
+        return calls_message(call("buy", {"item": messages[-1].content}, id="b1"))
+
+    agent = ChatModelAgent("shop", "buys things", ScriptedChatModel(reply), tools=[buy])
+    return Runner(agent, checkpoint_store=InMemoryCheckPointStore())
+
+
+def test_state_changes_after_the_snapshot_are_json_patch_deltas() -> None:
+    client = make_app(_cart_runner()).test_client()
+    state = {"cart": {"items": [], "count": 0}, "city": "Lisbon"}
+    events = post(client, user_input("apple", state=state))
+    kinds = types_of(events)
+    assert kinds == [
+        "RUN_STARTED", "STATE_SNAPSHOT", "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END",
+        "TOOL_CALL_RESULT", "STATE_DELTA",
+        "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "RUN_FINISHED",
+    ]
+    assert events[1]["snapshot"] == state
+    [delta] = [event["delta"] for event in events if event["type"] == "STATE_DELTA"]
+    assert delta == [
+        {"op": "replace", "path": "/cart/items", "value": ["apple"]},
+        {"op": "replace", "path": "/cart/count", "value": 1},
+        {"op": "add", "path": "/paid~1~0now", "value": True},
+    ]
+
+
+def test_a_resumed_run_starts_from_a_snapshot_of_its_saved_values(client: Any) -> None:
+    events = post(client, user_input("pay ACME 3", state={"city": "Lisbon"}))
+    [point] = events[-1]["outcome"]["interrupts"]
+    resumed = post(client, user_input("", run="r2", messages=[], resume=[
+        {"interruptId": point["id"], "status": "resolved", "payload": {"decision": "approve"}},
+    ]))
+    assert types_of(resumed)[:2] == ["RUN_STARTED", "STATE_SNAPSHOT"]
+    assert resumed[1]["snapshot"] == {"city": "Lisbon"}
+    assert "STATE_DELTA" not in types_of(resumed)  # nothing changed them
+
+
+def test_a_json_patch_removes_adds_replaces_and_descends_into_objects() -> None:
+    from ag_ui.core import StateDeltaEvent
+
+    from agentkit.integrations.agui import _json_patch
+
+    old = {"gone": 1, "same": [1, 2], "flag": 1, "deep": {"a": {"b": 1, "c": 2}}}
+    new = {"same": [1, 2], "flag": True, "deep": {"a": {"b": 1, "d": 3}}, "a/b": None}
+    patch = _json_patch(old, new)
+    assert patch == [
+        {"op": "remove", "path": "/gone"},
+        {"op": "replace", "path": "/flag", "value": True},  # 1 == True in Python, not in JSON
+        {"op": "remove", "path": "/deep/a/c"},
+        {"op": "add", "path": "/deep/a/d", "value": 3},
+        {"op": "add", "path": "/a~1b", "value": None},
+    ]
+    StateDeltaEvent.model_validate({"type": "STATE_DELTA", "delta": patch})  # AG-UI's (RFC 6902) ops
+    assert _json_patch(new, new) == []
+
+
+def test_values_changed_outside_a_tool_come_as_a_delta_before_run_finished() -> None:
+    from agentkit import AgentMiddleware, ChatModelAgent, Message, add_session_value
+    from agentkit.middleware import ModelState
+    from agentkit.testing import ScriptedChatModel
+
+    class Visits(AgentMiddleware):
+        def after_model(self, state: ModelState, message: Message) -> Message:
+            add_session_value("visits", 1)
+            return message
+
+    agent = ChatModelAgent("greeter", "greets", ScriptedChatModel(lambda messages: "hi"),
+                           middlewares=[Visits()])
+    events = post(make_app(Runner(agent)).test_client(), user_input("hello", state={"city": "Lisbon"}))
+    assert types_of(events) == [
+        "RUN_STARTED", "STATE_SNAPSHOT", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_END", "STATE_DELTA", "RUN_FINISHED",
+    ]
+    assert events[-2]["delta"] == [{"op": "add", "path": "/visits", "value": 1}]

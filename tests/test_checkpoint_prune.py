@@ -21,6 +21,7 @@ import pytest
 from agentkit import ChatModelAgent, Runner, with_approval, with_checkpoint_id
 from agentkit.checkpoint import (
     FileCheckPointStore,
+    InMemoryCheckPointStore,
     PickleSerializer,
     SQLiteCheckPointStore,
     lease_for,
@@ -270,3 +271,33 @@ def test_sqlite_a_database_of_an_earlier_release_gets_record_times(tmp_path: Pat
         connection.close()
         assert store.prune(older_than=DAY) == 1  # a record without a time: as old as its base
         assert store.read_steps("run") == []
+
+
+# --- the in-memory store ----------------------------------------------------------------------
+
+
+def test_memory_prune_removes_old_tombstones_and_keeps_what_is_newer_or_leased() -> None:
+    """Issue 49 A19: ``InMemoryCheckPointStore`` kept the tombstone of every completed run."""
+    store = InMemoryCheckPointStore()
+    runner = completed_run(store, "old")
+    interrupted_run(store, "waiting")
+    store.append_step("orphan", b"records without a checkpoint")
+    time.sleep(0.3)  # what was written before `between` is older than what comes after it
+    between = time.monotonic()
+    time.sleep(0.3)
+    completed_run(store, "recent")
+    store.set("touched", b"base")
+    lease = lease_for(store, "waiting", ttl=HOUR)
+    assert store.prune(older_than=DAY) == 0
+    assert store.prune(older_than=time.monotonic() - between) == 2  # "old" and "orphan"
+    assert store.get("old") is None and store.read_steps("orphan") == []
+    with pytest.raises(CheckpointNotFoundError):
+        runner.resume("old")
+    with pytest.raises(CheckpointConsumedError):
+        runner.resume("recent")
+    assert store.get("waiting") is not None  # leased: never removed, whatever its age
+    lease.release()
+    assert store.prune(older_than=0) == 3  # "waiting", "recent", "touched"
+    assert repr(store) == "<InMemoryCheckPointStore: 0 checkpoints>"
+    with pytest.raises(ValueError, match="older_than must be a number of seconds >= 0"):
+        store.prune(older_than=-1)

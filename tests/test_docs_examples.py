@@ -177,7 +177,7 @@ def test_the_readme_says_in_one_list_what_agentkit_does_not_do_yet() -> None:
     assert readme.count(heading) == 1
     section = readme.split(heading, 1)[1].split("\n## ", 1)[0]
     bullets = [line for line in section.splitlines() if line.startswith("- **")]
-    assert len(bullets) >= 5
+    assert bullets, "the section lists nothing: remove it once everything is there"
     for page in PAGES:
         if page.name != "README.md":
             assert heading.lstrip("# ") not in page.read_text(encoding="utf-8"), page

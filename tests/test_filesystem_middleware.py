@@ -11,6 +11,8 @@ Tests named after Eino's follow ``adk/middlewares/filesystem/filesystem_test.go`
 from __future__ import annotations
 
 import json
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +26,13 @@ from agentkit import (
     ToolCallInfo,
     tool,
 )
-from agentkit.backends import ExecuteResult, InMemoryBackend, LocalBackend, LocalShell
+from agentkit.backends import (
+    ExecuteResult,
+    GrepMatch,
+    InMemoryBackend,
+    LocalBackend,
+    LocalShell,
+)
 from agentkit.middlewares import FilesystemMiddleware, OffloadLargeResults
 from agentkit.middlewares.filesystem import EXECUTE, FILE_TOOLS, default_offload_path, file_tools
 from agentkit.testing import ScriptedChatModel, call, calls_message, run_events, summarize
@@ -560,3 +568,114 @@ def test_a_result_the_backend_cannot_keep_is_given_to_the_model_with_the_reason(
         "100 the backend reads or writes at once"
     )
     assert text.endswith("The result as it is:\n" + "z" * 200)
+
+
+# --- patterns from the model are matched in bounded time, beside the rest of the process ---------
+
+
+class _Ticker:
+    """A thread that counts while a search runs: the span of its ticks inside the search.
+
+    With the GIL held by one long C call (the standard library's ``re``), no tick lands in the
+    middle of the search; with the GIL released the ticks span all of it.
+    """
+
+    def __init__(self) -> None:
+        self.started = threading.Event()
+        self.stop = threading.Event()
+        self.window: list[float] = []  # [start] while the search runs, [start, end] after
+        self.first: float | None = None
+        self.last: float | None = None
+        self.ticks = 0
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        self.started.set()
+        while not self.stop.is_set():
+            now = time.monotonic()
+            if len(self.window) == 1 and now >= self.window[0]:
+                self.first = now if self.first is None else self.first
+                self.last = now
+                self.ticks += 1
+
+    def __enter__(self) -> _Ticker:
+        self.thread.start()
+        assert self.started.wait(10)
+        self.window.append(time.monotonic())
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.window.append(time.monotonic())
+        self.stop.set()
+        self.thread.join(10)
+        assert not self.thread.is_alive()
+
+    def span(self) -> float:
+        return 0.0 if self.first is None or self.last is None else self.last - self.first
+
+
+def test_grep_with_a_catastrophic_pattern_ends_with_an_error_while_other_threads_run() -> None:
+    """A2: ``(a|aa)+$`` on one 35-character line ran for minutes holding the GIL."""
+    backend = InMemoryBackend({"notes.txt": "a" * 35 + "!"}, search_timeout=0.5)
+    with _Ticker() as ticker:
+        result = invoke(tools_of(backend)["grep"], {"pattern": "(a|aa)+$"})
+    assert result.startswith("Error: the search was stopped after 0.5 s: the pattern '(a|aa)+$'")
+    duration = ticker.window[1] - ticker.window[0]
+    assert duration < 30  # a guard; the search stops at its time limit
+    assert ticker.ticks > 0
+    assert ticker.span() >= duration / 2  # the other thread ran through the search
+
+
+def test_glob_with_a_catastrophic_pattern_ends_with_an_error_while_other_threads_run(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / ("a" * 60)).write_text("x")
+    backend = LocalBackend(tmp_path, search_timeout=0.5)
+    pattern = "{a,aa}" * 30 + "b"
+    with _Ticker() as ticker:
+        result = invoke(tools_of(backend)["glob"], {"pattern": pattern})
+    assert result.startswith(f"Error: the search was stopped after 0.5 s: the pattern {pattern!r}")
+    duration = ticker.window[1] - ticker.window[0]
+    assert duration < 30
+    assert ticker.span() >= duration / 2
+    # grep's glob filter shares the grep call's time limit
+    grep = invoke(tools_of(backend)["grep"], {"pattern": "x", "glob": pattern})
+    assert grep.startswith("Error: the search was stopped after 0.5 s")
+
+
+def test_glob_stars_over_long_names_do_not_backtrack_for_ever(tmp_path: Path) -> None:
+    """A2: ``*a*a*...*b`` over long names was polynomial of a high degree with ``re``."""
+    for index in range(20):
+        (tmp_path / ("a" * 200 + str(index))).write_text("x")
+    backend = LocalBackend(tmp_path, search_timeout=5)
+    assert invoke(tools_of(backend)["glob"], {"pattern": "*a" * 12 + "*b"}) == "No files found"
+
+
+def test_grep_stops_searching_a_file_once_head_limit_lines_are_found() -> None:
+    """A2: grep kept every match before ``head_limit``; the rest of a file is not searched."""
+    slow_line = "a" * 35 + "!"  # the pattern's second branch times out on it
+    backend = InMemoryBackend(
+        {"a.txt": "x1\nx2\nx3\n" + slow_line, "b.txt": "x4\nx5\nx6\n" + slow_line}, search_timeout=0.5
+    )
+    grep = tools_of(backend)["grep"]
+    pattern = "^x|(a|aa)+$"
+    assert invoke(grep, {"pattern": pattern, "output_mode": "content", "head_limit": 2}) == (
+        "a.txt:1:x1\na.txt:2:x2"
+    )
+    assert invoke(grep, {"pattern": pattern}) == "Found 2 files\na.txt\nb.txt"
+    assert invoke(
+        grep, {"pattern": pattern, "output_mode": "content", "offset": 1, "head_limit": 2}
+    ) == "a.txt:2:x2\na.txt:3:x3"
+    # every match is needed to count them: the slow line is searched
+    assert invoke(grep, {"pattern": pattern, "output_mode": "count"}).startswith("Error: ")
+    assert backend.grep("^x", max_count=1) == [
+        GrepMatch("a.txt", 1, "x1"), GrepMatch("b.txt", 1, "x4")
+    ]
+    with pytest.raises(ValueError, match="max_count must be a positive int"):
+        backend.grep("x", max_count=0)
+
+
+@pytest.mark.parametrize("value", [0, -1, "1", True])
+def test_search_timeout_must_be_a_positive_number(value: Any) -> None:
+    with pytest.raises(ValueError, match="search_timeout must be a positive number"):
+        InMemoryBackend(search_timeout=value)

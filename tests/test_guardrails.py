@@ -4,6 +4,7 @@ and the run goes on; the ready guardrails (PIIGuardrail, ToolAllowList); bad inp
 
 from __future__ import annotations
 
+import json
 import threading
 from typing import Any
 
@@ -369,3 +370,36 @@ def test_an_agent_keeps_its_guardrails_in_a_copy() -> None:
     agent = ChatModelAgent("helper", "d", ScriptedChatModel(["x"]), guardrails=(g for g in [guard]))
     copy = agent.replace(instruction="other")
     assert tripped(Runner(copy).query("x").result(raise_errors=False)).guardrail == "words"
+
+
+@pytest.mark.parametrize(
+    "separator",
+    ["\u00a0", "\u202f", "\u2009", "\u2007", "\u3000", "\u2011", "\u2013", "\u200b", "\t"],
+    ids=["nbsp", "narrow-nbsp", "thin", "figure", "ideographic", "nb-hyphen", "en-dash",
+         "zero-width", "tab"],
+)
+def test_pii_guardrail_finds_card_numbers_with_unicode_separators(separator: str) -> None:
+    """Issue 49 A21: a card number written with no-break spaces went through."""
+    card = separator.join(("4111", "1111", "1111", "1111"))
+    guard = PIIGuardrail(stages=("input", "output", "tool_call"))
+    assert guard.check_output(Message(Role.ASSISTANT, f"card {card} ok")) == (
+        "the answer holds a payment card number"
+    )
+    assert guard.check_input([Message(Role.USER, f"my card: {card}")]) is not None
+    # In a call's arguments too, as parsed values and as the model's JSON text (escaped or not).
+    for arguments in ({"card": card}, json.dumps({"card": card}),
+                      json.dumps({"card": card}, ensure_ascii=False)):
+        assert guard.check_tool_call(ToolCallInfo("pay", "c1", arguments)) is not None
+
+
+def test_pii_guardrail_does_not_look_at_tool_calls_unless_asked() -> None:
+    """Issue 49 A21, as documented: by default only the input and the answer are checked, so
+    personal data a tool returned can leave through another tool's arguments; the
+    ``"tool_call"`` stage blocks such calls."""
+    call_ = ToolCallInfo("send_email", "c1", {"body": "card 4111 1111 1111 1111"})
+    assert PIIGuardrail().check_tool_call(call_) is None
+    assert PIIGuardrail(stages=("input", "output", "tool_call")).check_tool_call(call_) == (
+        "its arguments hold a payment card number, which must not be sent to tools"
+    )
+    assert "tool_call" in (PIIGuardrail.__doc__ or "")
+    assert "not checked by default" in (PIIGuardrail.__doc__ or "")

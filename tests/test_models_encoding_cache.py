@@ -24,8 +24,10 @@ from agentkit.models import OpenAIChatModel
 from agentkit.models.openai._encoded import EncodedMessages
 from agentkit.schema import (
     FunctionCall,
+    ImagePart,
     Message,
     Role,
+    TextPart,
     ToolCall,
     assistant_message,
     system_message,
@@ -121,6 +123,22 @@ def test_a_changed_copy_of_a_sent_message_is_sent_anew(
         "new words",
     ]
     assert len(encodings) == 3  # the system message once, the user message twice
+
+
+def test_parts_assigned_after_sending_are_sent_anew_even_with_the_same_text(
+    server: FakeOpenAIServer, model: OpenAIChatModel
+) -> None:
+    # The text of the parts stays the very same string, so only the parts tell the change.
+    caption = TextPart("see this")
+    message = user_message([caption, ImagePart(url="https://example.com/one.png")])
+    history = [message]
+    model.generate(history)
+    content = message.content
+    message.parts = (caption, ImagePart(url="https://example.com/two.png"))
+    assert message.content == content
+    model.generate(history)
+    urls = [request["messages"][0]["content"][1]["image_url"]["url"] for request in server.requests]
+    assert urls == ["https://example.com/one.png", "https://example.com/two.png"]
 
 
 def test_a_new_message_built_from_a_sent_one_is_sent_as_built(

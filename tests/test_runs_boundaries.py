@@ -369,3 +369,17 @@ def test_a_server_write_timeout_drops_clients_that_stopped_reading() -> None:
             for sock in clients:
                 sock.close()
     assert leftover <= 0  # the clients are still connected; the server dropped them
+
+
+def test_by_default_a_hundred_stopped_runs_are_kept() -> None:
+    """Issue 49 A19: the default bound was 10,000 entries x 1,000 stopped runs (~3 GB of
+    streamed tokens); it is 100 stopped runs now, as documented."""
+    quick = Runner(ChatModelAgent("quick", "d", ScriptedChatModel(lambda m: "ok")))
+    with LocalRuns({"quick": quick}) as runs:
+        done = []
+        for _ in range(101):
+            done.append(runs.submit("quick", "hi", owner=None))
+            assert read(runs, done[-1], None)[-1].kind == "end"
+        assert not runs.has_run(done[0], owner=None)  # the oldest went first
+        assert all(runs.has_run(run_id, owner=None) for run_id in done[1:])
+        assert runs.held() == 100

@@ -12,6 +12,8 @@ from agentkit import (
     CancelHandle,
     CancelMode,
     ChatModelAgent,
+    Message,
+    Role,
     Runner,
     interrupt,
     tool,
@@ -139,3 +141,47 @@ def test_a_submitted_run_goes_on_in_its_one_thread_and_a_resume_is_read_there() 
         assert seen[-1][0] == "agentkit-run"  # the resume's own thread
     finally:
         runs.close()
+
+
+def test_a_new_run_under_a_forgotten_interrupted_runs_id_is_refused() -> None:
+    """Issue 49 A17: once an interrupted run was forgotten (retention, or ``forget``), a
+    submission with its id replaced its checkpoint: the owner's approval could never be given,
+    and the new run's prompt took its place."""
+    paid: list[str] = []
+
+    @tool
+    def pay(payee: str) -> str:
+        """Pays after a human approves."""
+        if interrupt(f"pay {payee}?") is not True:
+            return "refused"
+        paid.append(payee)
+        return f"paid {payee}"
+
+    def scripted(messages: list[Message]) -> Message | str:
+        if messages[-1].role is Role.USER:
+            return calls_message(call("pay", {"payee": messages[-1].content}))
+        return "done"
+
+    store = InMemoryCheckPointStore()
+    agent = ChatModelAgent("payer", "d", ScriptedChatModel(scripted), tools=[pay])
+    runner = Runner(agent, checkpoint_store=store)
+    with LocalRuns({"payer": runner}) as runs:
+        run_id = runs.submit("payer", "ACME", owner="alice", checkpoint_id="invoice-7")
+        with runs.events(run_id, owner="alice") as stream:
+            assert [entry.kind for entry in stream][-1] == "end"
+        [interrupt_id] = runs.interrupts(run_id, owner="alice")
+        runs.forget(run_id, owner="alice")  # as retention does
+        saved = store.get("invoice-7")
+        with pytest.raises(RunStateError, match="'invoice-7' has a checkpoint in the store"):
+            runs.submit("payer", "MALLORY", owner="mallory", checkpoint_id="invoice-7")
+        assert store.get("invoice-7") == saved
+    # The owner's interrupted run is still there to resume, and pays whom it asked for.
+    list(runner.resume("invoice-7", targets={interrupt_id: True}))
+    assert paid == ["ACME"]
+    # Completed, its id still holds a tombstone: reusing the id is refused as well.
+    with LocalRuns({"payer": runner}) as runs, pytest.raises(RunStateError, match="in the store"):
+        runs.submit("payer", "MALLORY", owner="mallory", checkpoint_id="invoice-7")
+    # Deleting the checkpoint frees the id.
+    store.delete("invoice-7")
+    with LocalRuns({"payer": runner}) as runs:
+        assert runs.submit("payer", "BOB", owner="bob", checkpoint_id="invoice-7") == "invoice-7"

@@ -93,6 +93,16 @@ def test_to_dict_round_trips_through_json(message: Message) -> None:
     assert Message.from_dict(data) == message
 
 
+def test_to_dict_keeps_cache_reads_and_cache_writes_apart() -> None:
+    usage = TokenUsage(1200, 30, 1230, cached_tokens=1000, cache_write_tokens=150)
+    message = assistant_message("hi")
+    message.response_meta = ResponseMeta("stop", usage)
+    data = json.loads(json.dumps(message.to_dict()))
+    assert data["response_meta"]["usage"]["cache_write_tokens"] == 150
+    assert data["response_meta"]["usage"]["cached_tokens"] == 1000
+    assert Message.from_dict(data).response_meta == ResponseMeta("stop", usage)
+
+
 def test_from_dict_without_role_says_what_is_missing() -> None:
     with pytest.raises(ValueError, match="'role'"):
         Message.from_dict({"content": "x"})

@@ -44,6 +44,7 @@ from agentkit.backends._errors import (
     PathNotFoundError,
     PathOutsideRootError,
     SandboxUnavailableError,
+    SearchTimeoutError,
 )
 from agentkit.backends._local import LocalBackend
 from agentkit.backends._memory import InMemoryBackend
@@ -70,6 +71,7 @@ __all__ = [
     "SandboxBackend",
     "SandboxShell",
     "SandboxUnavailableError",
+    "SearchTimeoutError",
     "Shell",
 ]
 

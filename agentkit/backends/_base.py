@@ -99,14 +99,19 @@ class Backend(Protocol):
         file_type: str | None = None,
         ignore_case: bool = False,
         multiline: bool = False,
+        max_count: int | None = None,
     ) -> list[GrepMatch]:
         """The lines of the text files under ``path`` (a directory or a file) matching ``pattern``.
 
         ``pattern`` is a Python regular expression; ``glob`` keeps the files matching it (by
         name, or by path under ``path`` when it has a ``/`` or ``**``); ``file_type`` keeps
         files of one type (``"py"``, ``"js"``, ``"md"``...). With ``multiline`` a match may span
-        lines (``.`` matches a newline) and every line it covers is returned. Binary files are
-        skipped. Matches are sorted by path, then line.
+        lines (``.`` matches a newline) and every line it covers is returned. ``max_count``
+        (ripgrep's ``--max-count``) stops the search of each file at that many matching lines.
+        Binary files are skipped. Matches are sorted by path, then line.
+
+        Patterns come from a model: a backend bounds the time it spends matching them (the
+        built-in ones raise :class:`~agentkit.backends.SearchTimeoutError`).
         """
         ...
 

@@ -11,7 +11,8 @@ that says the same thing (``except FileNotFoundError`` still works)::
         ├── PathOutsideRootError (PermissionError)   a path leaves the backend's root
         ├── FileTooLargeError (ValueError)           more bytes than the backend reads or writes
         ├── BinaryFileError (ValueError)             not UTF-8 text
-        └── EditError (ValueError)                   the text to replace is missing or not unique
+        ├── EditError (ValueError)                   the text to replace is missing or not unique
+        └── SearchTimeoutError (TimeoutError)        a grep or glob pattern ran past its time
     SandboxUnavailableError (RuntimeError)           bubblewrap cannot run a sandbox here
 
 The file tools (:mod:`agentkit.middlewares.filesystem`) turn all of them into a message the
@@ -33,6 +34,7 @@ __all__ = [
     "PathNotFoundError",
     "PathOutsideRootError",
     "SandboxUnavailableError",
+    "SearchTimeoutError",
 ]
 
 
@@ -74,6 +76,17 @@ class PathIsDirectoryError(BackendError, IsADirectoryError):
 @persisted("agentkit.backends.PathNotDirectoryError")
 class PathNotDirectoryError(BackendError, NotADirectoryError):
     """The path is a file where a directory was meant (a :class:`NotADirectoryError`)."""
+
+
+@persisted("agentkit.backends.SearchTimeoutError")
+class SearchTimeoutError(BackendError, TimeoutError):
+    """A :meth:`~agentkit.backends.Backend.grep` or :meth:`~agentkit.backends.Backend.glob`
+    call ran past the backend's ``search_timeout`` and was stopped.
+
+    A pattern with nested repetition (``(a|aa)+$``) can take exponential time on one line; the
+    search is stopped at the time limit instead of holding the process. The message names the
+    pattern and how to go on (a simpler pattern, a narrower ``path`` or ``glob``).
+    """
 
 
 @persisted("agentkit.backends.SandboxUnavailableError")

@@ -37,9 +37,13 @@ from agentkit.backends._errors import (
     PathOutsideRootError,
 )
 from agentkit.backends._match import (
+    SEARCH_TIMEOUT,
     MiB,
+    TimedPattern,
     binary_error,
     check_line_range,
+    check_max_count,
+    check_search_timeout,
     compile_pattern,
     decode_text,
     file_filter,
@@ -86,12 +90,23 @@ class LocalBackend:
         max_file_bytes: the most bytes read or written at once: reading a larger file whole,
             or more than this many bytes of its lines, and writing more, raise
             :class:`~agentkit.backends.FileTooLargeError`; :meth:`grep` skips larger files.
+        search_timeout: the seconds one :meth:`grep` or :meth:`glob` call may spend matching
+            its patterns; past it the call raises
+            :class:`~agentkit.backends.SearchTimeoutError`. Matching releases the GIL, so the
+            rest of the process runs meanwhile.
 
     Raises:
-        ValueError: ``root`` is not a directory, or ``max_file_bytes`` is not a positive int.
+        ValueError: ``root`` is not a directory, ``max_file_bytes`` is not a positive int, or
+            ``search_timeout`` is not a positive number.
     """
 
-    def __init__(self, root: str | os.PathLike[str], *, max_file_bytes: int = 10 * MiB) -> None:
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        max_file_bytes: int = 10 * MiB,
+        search_timeout: float = SEARCH_TIMEOUT,
+    ) -> None:
         if not _NOFOLLOW or not _DIRECTORY or os.open not in os.supports_dir_fd:
             raise OSError("LocalBackend needs a POSIX system (O_NOFOLLOW and openat)")
         if isinstance(max_file_bytes, bool) or not isinstance(max_file_bytes, int):
@@ -109,6 +124,7 @@ class LocalBackend:
         self._absolute_root = real  # what an absolute path must be under (a subclass may map it)
         self._prefix = real if real.endswith(os.sep) else real + os.sep
         self._max = max_file_bytes
+        self._search_timeout = check_search_timeout(search_timeout)
         self._lock = threading.Lock()  # edits are read, change, write: one at a time
 
     @property
@@ -251,12 +267,13 @@ class LocalBackend:
 
     def glob(self, pattern: str, path: str = ".") -> list[str]:
         """The files under ``path`` whose path relative to ``path`` matches ``pattern``."""
-        regex = glob_regex(pattern.lstrip("/"))
+        source = pattern.lstrip("/")
+        by_glob = TimedPattern.start(source, glob_regex(source), self._search_timeout)
         base = self._resolve(path)
         found = [
             shown((*base, *sub))
             for sub, _ in self._walk(base, path)
-            if regex.match("/".join(sub)) is not None
+            if by_glob.match("/".join(sub)) is not None
         ]
         return sorted(found)
 
@@ -269,29 +286,31 @@ class LocalBackend:
         file_type: str | None = None,
         ignore_case: bool = False,
         multiline: bool = False,
+        max_count: int | None = None,
     ) -> list[GrepMatch]:
         """The matching lines of the text files under ``path`` (see :meth:`Backend.grep`).
 
         Binary files, files larger than ``max_file_bytes``, special files and symbolic links
-        are skipped.
+        are skipped. Files are read one at a time.
         """
-        regex = compile_pattern(pattern, ignore_case, multiline)
+        limit = check_max_count(max_count)
+        search = compile_pattern(pattern, ignore_case, multiline, self._search_timeout)
         base = self._resolve(path)
         matches: list[GrepMatch] = []
         if base and self._is_file(base, path):
-            keep = file_filter(glob, file_type, base[:-1])
+            keep = file_filter(glob, file_type, base[:-1], search)
             if keep(base):
                 text = self._searchable(lambda: self._open_file(base, path))
                 if text is not None:
-                    matches.extend(grep_text(shown(base), text, regex, multiline))
+                    matches.extend(grep_text(shown(base), text, search, multiline, limit))
             return matches
-        keep = file_filter(glob, file_type, base)
+        keep = file_filter(glob, file_type, base, search)
         for sub, opener in self._walk(base, path):
             parts = (*base, *sub)
             if keep(parts):
                 text = self._searchable(opener)
                 if text is not None:
-                    matches.extend(grep_text(shown(parts), text, regex, multiline))
+                    matches.extend(grep_text(shown(parts), text, search, multiline, limit))
         matches.sort(key=lambda match: (match.path, match.line))
         return matches
 

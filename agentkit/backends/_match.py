@@ -4,16 +4,29 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Iterable
+import time
+from collections.abc import Callable, Iterable, Iterator
+
+import attrs
+import regex
 
 from agentkit.backends._base import GrepMatch
-from agentkit.backends._errors import BinaryFileError, FileTooLargeError, PathOutsideRootError
+from agentkit.backends._errors import (
+    BinaryFileError,
+    FileTooLargeError,
+    PathOutsideRootError,
+    SearchTimeoutError,
+)
 from agentkit.errors import AgentKitValueError
 
 __all__ = [
+    "SEARCH_TIMEOUT",
     "MiB",
+    "TimedPattern",
     "binary_error",
     "check_line_range",
+    "check_max_count",
+    "check_search_timeout",
     "compile_pattern",
     "decode_text",
     "file_filter",
@@ -26,6 +39,92 @@ __all__ = [
 ]
 
 MiB = 1024 * 1024
+
+SEARCH_TIMEOUT = 10.0
+"""The seconds one grep or glob call may spend matching, by default."""
+
+
+# --- patterns under a time limit -----------------------------------------------------------------
+#
+# Patterns come from the model. With the standard library's ``re`` one pattern with nested
+# repetition (``(a|aa)+$``) on one short line runs for minutes in a single C call that holds
+# the GIL: nothing else in the process (a cancel, a tool timeout, a lease refresh, an SSE
+# stream) runs meanwhile. The ``regex`` package matches with the GIL released
+# (``concurrent=True``) and stops at a ``timeout``; every match of one call shares one deadline.
+
+
+def check_search_timeout(seconds: object) -> float:
+    """Validate a backend's ``search_timeout`` (a positive number of seconds).
+
+    Raises:
+        ValueError: it is not a positive number.
+    """
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0:
+        raise AgentKitValueError(
+            f"search_timeout must be a positive number of seconds (got {seconds!r})"
+        )
+    return float(seconds)
+
+
+@attrs.frozen
+class TimedPattern:
+    """A compiled pattern, matched until the deadline of the call that uses it.
+
+    Attributes:
+        source: the pattern as the caller wrote it (a regular expression or a glob).
+        compiled: its compiled form.
+        deadline: the :func:`time.monotonic` time at which matching stops.
+        timeout: the seconds the call was given (for the error message).
+    """
+
+    source: str
+    compiled: regex.Pattern[str]
+    deadline: float
+    timeout: float
+
+    @classmethod
+    def start(cls, source: str, compiled: regex.Pattern[str], timeout: float) -> TimedPattern:
+        """``compiled``, with ``timeout`` seconds from now to match it."""
+        return cls(source, compiled, time.monotonic() + timeout, timeout)
+
+    def sharing(self, source: str, compiled: regex.Pattern[str]) -> TimedPattern:
+        """Another pattern of the same call: it shares this one's deadline."""
+        return TimedPattern(source, compiled, self.deadline, self.timeout)
+
+    def search(self, text: str) -> regex.Match[str] | None:
+        """The first match of the pattern anywhere in ``text``."""
+        try:
+            return self.compiled.search(text, concurrent=True, timeout=self._left())
+        except TimeoutError:
+            raise self._expired() from None
+
+    def match(self, text: str) -> regex.Match[str] | None:
+        """The match of the pattern at the start of ``text``."""
+        try:
+            return self.compiled.match(text, concurrent=True, timeout=self._left())
+        except TimeoutError:
+            raise self._expired() from None
+
+    def finditer(self, text: str) -> Iterator[regex.Match[str]]:
+        """The matches of the pattern in ``text``, one after another."""
+        try:
+            yield from self.compiled.finditer(text, concurrent=True, timeout=self._left())
+        except TimeoutError:
+            raise self._expired() from None
+
+    def _left(self) -> float:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise self._expired()
+        return left
+
+    def _expired(self) -> SearchTimeoutError:
+        return SearchTimeoutError(
+            f"the search was stopped after {self.timeout:g} s: the pattern {self.source!r} "
+            "takes too long on this text (nested repetition such as '(a|aa)+' or '(a+)+' can "
+            "take exponential time); use a simpler pattern, or narrow the search with path "
+            "or glob"
+        )
 
 
 # --- paths ---------------------------------------------------------------------------------------
@@ -82,7 +181,7 @@ def shown(parts: Iterable[str]) -> str:
 
 
 @functools.lru_cache(maxsize=256)
-def glob_regex(pattern: str) -> re.Pattern[str]:
+def glob_regex(pattern: str) -> regex.Pattern[str]:
     """The compiled regular expression of a glob ``pattern`` over ``/``-separated paths.
 
     ``*`` matches within one path segment, ``**`` as a whole segment any number of segments
@@ -92,7 +191,7 @@ def glob_regex(pattern: str) -> re.Pattern[str]:
     Raises:
         ValueError: the pattern is malformed (an unclosed ``[`` or ``{``).
     """
-    return re.compile(_translate(pattern, pattern) + r"\Z", re.DOTALL)
+    return regex.compile(_translate(pattern, pattern) + r"\Z", regex.DOTALL)
 
 
 def _translate(pattern: str, whole: str) -> str:
@@ -223,22 +322,23 @@ _FILE_TYPES: dict[str, frozenset[str]] = {
 
 
 def file_filter(
-    glob: str | None, file_type: str | None, base: tuple[str, ...]
+    glob: str | None, file_type: str | None, base: tuple[str, ...], search: TimedPattern
 ) -> Callable[[tuple[str, ...]], bool]:
     """A predicate on a file's root-relative parts: does grep search it?
 
     ``glob`` without ``/`` or ``**`` matches the file's name, otherwise its path under ``base``;
-    ``file_type`` matches its extension (a known type, or the extension itself).
+    ``file_type`` matches its extension (a known type, or the extension itself). The glob is
+    matched before the deadline of ``search``, the grep pattern of the same call.
     """
-    regex = glob_regex(glob) if glob else None
+    by_glob = search.sharing(glob, glob_regex(glob)) if glob else None
     by_path = glob is not None and ("/" in glob or "**" in glob)
     extensions = _FILE_TYPES.get(file_type, frozenset((file_type,))) if file_type else None
 
     def keep(parts: tuple[str, ...]) -> bool:
         name = parts[-1]
-        if regex is not None:
+        if by_glob is not None:
             subject = "/".join(parts[len(base):]) if by_path else name
-            if regex.match(subject) is None:
+            if by_glob.match(subject) is None:
                 return False
         if extensions is not None:
             extension = name.rsplit(".", 1)[1] if "." in name else ""
@@ -252,39 +352,67 @@ def file_filter(
 # --- grep ----------------------------------------------------------------------------------------
 
 
-def compile_pattern(pattern: str, ignore_case: bool, multiline: bool) -> re.Pattern[str]:
-    """Compile a grep pattern.
+def compile_pattern(
+    pattern: str, ignore_case: bool, multiline: bool, timeout: float
+) -> TimedPattern:
+    """Compile a grep pattern, to be matched within ``timeout`` seconds from now.
 
     Raises:
         ValueError: the pattern is empty or not a valid regular expression.
     """
     if not pattern:
         raise AgentKitValueError("the search pattern is empty; give a regular expression")
-    flags = (re.IGNORECASE if ignore_case else 0) | (re.DOTALL | re.MULTILINE if multiline else 0)
+    flags = (regex.IGNORECASE if ignore_case else 0) | (
+        regex.DOTALL | regex.MULTILINE if multiline else 0
+    )
     try:
-        return re.compile(pattern, flags)
-    except re.error as error:
+        compiled = regex.compile(pattern, flags)
+    except regex.error as error:
         raise AgentKitValueError(
             f"the search pattern {pattern!r} is not a valid regular expression: {error}"
         ) from None
+    return TimedPattern.start(pattern, compiled, timeout)
 
 
-def grep_text(path: str, text: str, regex: re.Pattern[str], multiline: bool) -> list[GrepMatch]:
-    """The matches of ``regex`` in ``text`` (the file ``path``), one per matching line."""
+def check_max_count(max_count: object) -> int | None:
+    """Validate grep's ``max_count`` (a positive int, or ``None`` for no limit).
+
+    Raises:
+        ValueError: it is neither.
+    """
+    if max_count is None:
+        return None
+    if isinstance(max_count, bool) or not isinstance(max_count, int) or max_count < 1:
+        raise AgentKitValueError(f"max_count must be a positive int or None (got {max_count!r})")
+    return max_count
+
+
+def grep_text(
+    path: str, text: str, pattern: TimedPattern, multiline: bool, max_count: int | None = None
+) -> list[GrepMatch]:
+    """The matches of ``pattern`` in ``text`` (the file ``path``), one per matching line.
+
+    With ``max_count`` the search of the file stops at that many matching lines.
+    """
     lines = text.split("\n")
+    found: list[int] = []
     if not multiline:
-        return [
-            GrepMatch(path, number, line.rstrip("\r"))
-            for number, line in enumerate(lines, 1)
-            if regex.search(line) is not None
-        ]
-    found: dict[int, None] = {}
-    for match in regex.finditer(text):
+        for number, line in enumerate(lines, 1):
+            if pattern.search(line) is not None:
+                found.append(number)
+                if len(found) == max_count:
+                    break
+        return [GrepMatch(path, number, lines[number - 1].rstrip("\r")) for number in found]
+    seen: dict[int, None] = {}
+    for match in pattern.finditer(text):
         first = text.count("\n", 0, match.start()) + 1
         last = text.count("\n", 0, match.end()) + 1
         for number in range(first, min(last, len(lines)) + 1):
-            found[number] = None
-    return [GrepMatch(path, number, lines[number - 1].rstrip("\r")) for number in found]
+            seen[number] = None
+        if max_count is not None and len(seen) >= max_count:
+            break
+    chosen = list(seen)[:max_count] if max_count is not None else list(seen)
+    return [GrepMatch(path, number, lines[number - 1].rstrip("\r")) for number in chosen]
 
 
 # --- text ----------------------------------------------------------------------------------------

@@ -13,8 +13,12 @@ from agentkit.backends._errors import (
     PathNotFoundError,
 )
 from agentkit.backends._match import (
+    SEARCH_TIMEOUT,
     MiB,
+    TimedPattern,
     check_line_range,
+    check_max_count,
+    check_search_timeout,
     compile_pattern,
     file_filter,
     glob_regex,
@@ -43,9 +47,18 @@ class InMemoryBackend:
         files: files to start with, path -> text.
         max_file_bytes: the largest file (UTF-8 bytes) it stores; a larger write raises
             :class:`~agentkit.backends.FileTooLargeError`.
+        search_timeout: the seconds one :meth:`grep` or :meth:`glob` call may spend matching
+            its patterns; past it the call raises
+            :class:`~agentkit.backends.SearchTimeoutError`.
     """
 
-    def __init__(self, files: Mapping[str, str] | None = None, *, max_file_bytes: int = 10 * MiB):
+    def __init__(
+        self,
+        files: Mapping[str, str] | None = None,
+        *,
+        max_file_bytes: int = 10 * MiB,
+        search_timeout: float = SEARCH_TIMEOUT,
+    ) -> None:
         if isinstance(max_file_bytes, bool) or not isinstance(max_file_bytes, int):
             raise AgentKitValueError(
                 f"max_file_bytes must be a positive int (got {max_file_bytes!r})"
@@ -57,6 +70,7 @@ class InMemoryBackend:
         self._lock = threading.Lock()
         self._files: dict[tuple[str, ...], str] = {}
         self._max = max_file_bytes
+        self._search_timeout = check_search_timeout(search_timeout)
         for path, content in (files or {}).items():
             self.write(path, content)
 
@@ -100,14 +114,15 @@ class InMemoryBackend:
 
     def glob(self, pattern: str, path: str = ".") -> list[str]:
         """The files under ``path`` whose path relative to ``path`` matches ``pattern``."""
-        regex = glob_regex(pattern.lstrip("/"))
+        source = pattern.lstrip("/")
+        by_glob = TimedPattern.start(source, glob_regex(source), self._search_timeout)
         base = relative_parts(path)
         with self._lock:
             keys = list(self._files)
         found = [
             key for key in keys
             if len(key) > len(base) and key[: len(base)] == base
-            and regex.match("/".join(key[len(base):])) is not None
+            and by_glob.match("/".join(key[len(base):])) is not None
         ]
         return sorted(shown(key) for key in found)
 
@@ -120,19 +135,21 @@ class InMemoryBackend:
         file_type: str | None = None,
         ignore_case: bool = False,
         multiline: bool = False,
+        max_count: int | None = None,
     ) -> list[GrepMatch]:
         """The matching lines of the files under ``path`` (see :meth:`Backend.grep`)."""
-        regex = compile_pattern(pattern, ignore_case, multiline)
+        limit = check_max_count(max_count)
+        search = compile_pattern(pattern, ignore_case, multiline, self._search_timeout)
         base = relative_parts(path)
         with self._lock:
             files = dict(self._files)
         if base and not any(key[: len(base)] == base for key in files):
             raise PathNotFoundError(f"there is no file or directory {path!r} in the backend")
-        keep = file_filter(glob, file_type, base[:-1] if base in files else base)
+        keep = file_filter(glob, file_type, base[:-1] if base in files else base, search)
         matches: list[GrepMatch] = []
         for key, content in sorted(files.items()):
             if key[: len(base)] == base and keep(key):
-                matches.extend(grep_text(shown(key), content, regex, multiline))
+                matches.extend(grep_text(shown(key), content, search, multiline, limit))
         return matches
 
     # --- writing ---

@@ -47,7 +47,7 @@ from agentkit._runctx import abort_on_cancel, check_cancelled
 from agentkit.backends._base import ExecuteResult
 from agentkit.backends._errors import SandboxUnavailableError
 from agentkit.backends._local import LocalBackend
-from agentkit.backends._match import MiB
+from agentkit.backends._match import SEARCH_TIMEOUT, MiB
 from agentkit.backends._shell import read_output
 from agentkit.errors import AgentKitValueError
 
@@ -361,6 +361,7 @@ class SandboxBackend(LocalBackend):
     Args:
         root: the work directory (it must exist).
         max_file_bytes: as for :class:`~agentkit.backends.LocalBackend`.
+        search_timeout: as for :class:`~agentkit.backends.LocalBackend`.
         timeout: as for :class:`SandboxShell`.
         network: as for :class:`SandboxShell`.
         memory_mb: as for :class:`SandboxShell`.
@@ -380,6 +381,7 @@ class SandboxBackend(LocalBackend):
         root: str | os.PathLike[str],
         *,
         max_file_bytes: int = 10 * MiB,
+        search_timeout: float = SEARCH_TIMEOUT,
         timeout: float = 60.0,
         network: bool = False,
         memory_mb: int | None = 1024,
@@ -389,7 +391,7 @@ class SandboxBackend(LocalBackend):
         tmp_mb: int = 64,
         env: Mapping[str, str] | None = None,
     ) -> None:
-        super().__init__(root, max_file_bytes=max_file_bytes)
+        super().__init__(root, max_file_bytes=max_file_bytes, search_timeout=search_timeout)
         self._absolute_root = SANDBOX_WORKDIR
         self._shell = SandboxShell(
             self.root,

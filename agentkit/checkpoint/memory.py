@@ -9,6 +9,7 @@ from agentkit.checkpoint.base import (
     DEFAULT_LEASE_TTL,
     DEFAULT_MAX_BYTES,
     StoreLimits,
+    _check_age,
     _check_data,
     _check_id,
     _check_owner,
@@ -29,6 +30,11 @@ class InMemoryCheckPointStore(StoreLimits):
     namespace is ``""``: checkpoints are signed with their id only. It keeps step records
     (:class:`~agentkit.checkpoint.JournalingCheckPointStore`) in a list per id.
 
+    Nothing expires by itself: the tombstone of every completed durable run stays (so that a
+    late ``resume`` says the run completed) until :meth:`delete` or :meth:`prune`. A process
+    that runs many durable runs on one store calls ``store.prune(older_than=...)`` now and
+    then, as with the file and SQLite stores.
+
     Example::
 
         store = InMemoryCheckPointStore()
@@ -48,6 +54,7 @@ class InMemoryCheckPointStore(StoreLimits):
         self._lock = threading.Lock()
         self._data: dict[str, bytes] = {}
         self._steps: dict[str, list[bytes]] = {}
+        self._written: dict[str, float] = {}  # id -> clock.monotonic() of its latest write
         # checkpoint id -> (owner, clock.monotonic() deadline)
         self._leases: dict[str, tuple[str, float]] = {}
 
@@ -68,6 +75,7 @@ class InMemoryCheckPointStore(StoreLimits):
         data = _check_size(checkpoint_id, _check_data(data), self._max_bytes)
         with self._lock:
             self._data[checkpoint_id] = data
+            self._written[checkpoint_id] = self._clock.monotonic()
 
     def delete(self, checkpoint_id: str) -> None:
         """Remove the checkpoint; an unknown id is not an error."""
@@ -75,6 +83,7 @@ class InMemoryCheckPointStore(StoreLimits):
         with self._lock:
             self._data.pop(checkpoint_id, None)
             self._steps.pop(checkpoint_id, None)
+            self._written.pop(checkpoint_id, None)
 
     def append_step(self, checkpoint_id: str, data: bytes, *, sync: bool = False) -> None:
         """Append the step record ``data`` to ``checkpoint_id``'s (``sync`` changes nothing)."""
@@ -82,6 +91,7 @@ class InMemoryCheckPointStore(StoreLimits):
         data = _check_size(checkpoint_id, _check_data(data), self._max_bytes)
         with self._lock:
             self._steps.setdefault(checkpoint_id, []).append(data)
+            self._written[checkpoint_id] = self._clock.monotonic()
 
     def read_steps(self, checkpoint_id: str) -> list[bytes]:
         """Return the step records of ``checkpoint_id``, oldest first."""
@@ -98,6 +108,41 @@ class InMemoryCheckPointStore(StoreLimits):
         _check_id(checkpoint_id)
         with self._lock:
             self._steps.pop(checkpoint_id, None)
+            if checkpoint_id not in self._data:
+                self._written.pop(checkpoint_id, None)
+
+    def prune(self, *, older_than: float) -> int:
+        """Remove every checkpoint last written more than ``older_than`` seconds ago.
+
+        As ``FileCheckPointStore.prune``: the way to expire the tombstones of completed
+        durable runs and anything else left behind. A checkpoint's age is that of its latest
+        write, its step records included; its step records go with it. A checkpoint whose
+        lease is held is never removed; leases that expired more than ``older_than`` seconds
+        ago are removed. This removes interrupted runs waiting for an answer too: choose
+        ``older_than`` longer than a run may wait for an approval. Returns how many
+        checkpoints (ids) were removed.
+
+        Raises:
+            ValueError: ``older_than`` is not a number of seconds >= 0.
+        """
+        age = _check_age(older_than)
+        with self._lock:
+            now = self._clock.monotonic()
+            cutoff = now - age
+            for checkpoint_id, (_, deadline) in list(self._leases.items()):
+                if deadline <= cutoff:
+                    del self._leases[checkpoint_id]
+            old = [
+                checkpoint_id
+                for checkpoint_id, written in self._written.items()
+                if written <= cutoff
+                and not (checkpoint_id in self._leases and self._leases[checkpoint_id][1] > now)
+            ]
+            for checkpoint_id in old:
+                self._data.pop(checkpoint_id, None)
+                self._steps.pop(checkpoint_id, None)
+                del self._written[checkpoint_id]
+            return len(old)
 
     def acquire_lease(self, checkpoint_id: str, owner: str, ttl: float) -> bool:
         """Lease ``checkpoint_id`` for ``owner``.

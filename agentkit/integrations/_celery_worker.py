@@ -226,19 +226,22 @@ class Watcher:
             self.run_id,
             why,
         )
-        self._handle.cancel(CancelMode.IMMEDIATE)
+        # The run's writer is fenced first, then the run cancelled: the save a cancelled run
+        # makes at its stop must find the writer fenced, or it would overwrite the run the
+        # other worker now holds.
         self._tell_loss(f"its lease was lost ({why}), so another worker may run it")
+        self._handle.cancel(CancelMode.IMMEDIATE)
         self._note({"status": "stopping", "reason": "lease lost"})
 
     def _tell_loss(self, reason: str) -> None:
-        """Tell the run its lease was lost, from a thread of its own (under the lock)."""
+        """Tell the run its lease was lost (under the lock; ``on_lost`` returns at once: it
+        fences the run's step writer, which takes no lock, and requests a cancel)."""
         on_lost, self._on_lost = self._on_lost, None
         if on_lost is not None:
-            # The run's step writer may be in a write that waits out an outage: the hub
-            # must not wait for it.
-            threading.Thread(
-                target=on_lost, args=(reason,), name="agentkit-lease-lost", daemon=True
-            ).start()
+            try:
+                on_lost(reason)
+            except Exception:  # the watcher has nobody to raise to
+                _log.exception("agentkit: telling run %r of its lost lease failed", self.run_id)
 
     # --- the run's side of its lease (see _HubLease) ---
 

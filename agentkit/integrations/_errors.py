@@ -7,6 +7,7 @@
     │   └── RunIntegrityError
     ├── RunIdError (ValueError)
     ├── EventIdError (ValueError)
+    ├── RedisPrefixError (ValueError)
     └── TaskMessageError
 """
 
@@ -16,6 +17,7 @@ from agentkit.errors import AgentKitError
 
 __all__ = [
     "EventIdError",
+    "RedisPrefixError",
     "RunIdError",
     "RunIntegrityError",
     "RunNotFoundError",
@@ -55,6 +57,14 @@ class RunIdError(AgentKitError, ValueError):
 
 class EventIdError(AgentKitError, ValueError):
     """A ``Last-Event-ID`` is not an id of the run's log."""
+
+
+class RedisPrefixError(AgentKitError, ValueError):
+    """A Redis key prefix overlaps one another deployment uses in the same database.
+
+    With ``agentkit:run:`` and ``agentkit:run:t1-``, the run ``t1-abc`` of the first would be
+    the run ``abc`` of the second. The message names both prefixes and how to go on.
+    """
 
 
 class TaskMessageError(AgentKitError):

@@ -19,8 +19,10 @@ What a run becomes:
   chunk with ``Runner(enable_streaming=True)``, else one), ``TEXT_MESSAGE_END``;
 * each tool call: ``TOOL_CALL_START``, ``TOOL_CALL_ARGS``, ``TOOL_CALL_END``, and its result
   ``TOOL_CALL_RESULT``;
-* session values: a ``STATE_SNAPSHOT`` when the run ends (the input's ``state`` is the run's
-  session values);
+* session values (the input's ``state`` is the run's session values): a ``STATE_SNAPSHOT`` of
+  the values the run starts with, before its first event; then a ``STATE_DELTA`` (a JSON
+  Patch, RFC 6902) after each ``TOOL_CALL_RESULT`` whose tool changed them, and one at the end
+  for changes made elsewhere (a middleware, a workflow step);
 * an interrupt (a tool call waiting for approval, a question from
   :func:`~agentkit.interrupt`, a call of a front-end tool): ``RUN_FINISHED`` with an
   ``interrupt`` outcome listing the interrupts (id, reason, message, the tool call, the JSON
@@ -41,6 +43,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import threading
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -49,13 +52,16 @@ import attrs
 
 from agentkit._lazy import present
 from agentkit._persist import persisted
+from agentkit._runctx import get_session_values
+from agentkit.callbacks import with_callbacks
 from agentkit.errors import AgentKitError, CheckpointError
 from agentkit.events import AgentEvent, InterruptContext
 from agentkit.integrations._errors import RunNotFoundError
-from agentkit.options import with_checkpoint_id, with_session_values
+from agentkit.options import AgentRunOption, with_checkpoint_id, with_session_values
 from agentkit.runner import Runner
 from agentkit.schema import FunctionCall, Message, Role, ToolCall, ToolInfo
 from agentkit.tools.approval import ApprovalRequest, Approve, Reject
+from agentkit.tools.base import ToolCallInfo
 
 if TYPE_CHECKING:
     from flask import Response
@@ -279,24 +285,30 @@ def agui_events(
     encode = _encoder()
     try:
         parsed = _parse_input(run_input, max_input_bytes=max_input_bytes, max_messages=max_messages)
-        events, checkpoint_id = _start(runner, parsed, owner)
+        watch = _SessionWatch()
+        events, checkpoint_id = _start(runner, parsed, owner, with_callbacks(watch))
     except (AGUIInputError, RunNotFoundError, CheckpointError, ValueError) as error:
         yield encode(core.RunErrorEvent(message=str(error)[:2000], code="invalid_input"))
         return
     thread_id, run_id = parsed.thread_id, parsed.run_id
     yield encode(core.RunStartedEvent(thread_id=thread_id, run_id=run_id))
     last: AgentEvent | None = None
+    state = _StateStream(core)
     with events:
         for event in events:
+            if last is None:
+                yield from (encode(item) for item in state.update(watch.initial()))
             last = event
-            yield from (encode(item) for item in _event_items(core, event))
+            for item in _event_items(core, event):
+                yield encode(item)
+                if isinstance(item, core.ToolCallResultEvent):
+                    changed = watch.after_tool(item.tool_call_id)
+                    yield from (encode(update) for update in state.update(changed))
         try:
-            values = events.result(raise_errors=False).session_values
+            values = _as_json(events.result(raise_errors=False).session_values)
         except Exception:  # the values cannot always be read back (an error before the run)
             values = None
-    if values:
-        snapshot = json.loads(json.dumps(values, default=str))
-        yield encode(core.StateSnapshotEvent(snapshot=snapshot))
+    yield from (encode(item) for item in state.update(values))
     if last is not None and last.err is not None:
         yield encode(core.RunErrorEvent(message=f"{type(last.err).__name__}: {last.err}"[:2000]))
         return
@@ -318,6 +330,103 @@ def agui_events(
     )
 
 
+def _as_json(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Session values as JSON values (a value JSON cannot hold becomes its ``str``): a copy
+    of its own, which later changes of the run's objects do not reach."""
+    result: dict[str, Any] = json.loads(json.dumps(dict(values), default=str))
+    return result
+
+
+class _SessionWatch:
+    """Run callbacks that note the run's session values (as JSON values) as the run starts
+    and as each tool call ends.
+
+    They are called in the run's own threads, which may be ahead of the thread that streams
+    the events: so the values are kept per tool call, and the stream shows each tool's
+    values after that tool's result, whenever it reads it.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._initial: dict[str, Any] | None = None
+        self._after_tool: dict[str, dict[str, Any]] = {}
+
+    def on_agent_start(self, info: object, input: object) -> None:
+        values = _as_json(get_session_values())
+        with self._lock:
+            if self._initial is None:
+                self._initial = values
+
+    def on_tool_end(
+        self, info: object, call: ToolCallInfo, result: object, error: object
+    ) -> None:
+        values = _as_json(get_session_values())
+        with self._lock:
+            self._after_tool[call.call_id] = values
+
+    def initial(self) -> dict[str, Any] | None:
+        """The values the run started with (``None`` before it started)."""
+        with self._lock:
+            return self._initial
+
+    def after_tool(self, call_id: str) -> dict[str, Any] | None:
+        """The values as the tool call ``call_id`` ended (once; ``None`` when not seen)."""
+        with self._lock:
+            return self._after_tool.pop(call_id, None)
+
+
+class _StateStream:
+    """The session values as the page sees them: a snapshot first, then JSON Patch deltas."""
+
+    def __init__(self, core: Any) -> None:
+        self._core = core
+        self._sent: dict[str, Any] | None = None
+
+    def update(self, values: dict[str, Any] | None) -> list[Any]:
+        """The events that bring the page to ``values``: a ``STATE_SNAPSHOT`` the first time
+        (when there are values), else a ``STATE_DELTA`` when they changed."""
+        if values is None:
+            return []
+        if self._sent is None:
+            if not values:
+                return []
+            self._sent = values
+            return [self._core.StateSnapshotEvent(snapshot=values)]
+        patch = _json_patch(self._sent, values)
+        if not patch:
+            return []
+        self._sent = values
+        return [self._core.StateDeltaEvent(delta=patch)]
+
+
+def _json_patch(
+    old: Mapping[str, Any], new: Mapping[str, Any], path: str = ""
+) -> list[dict[str, Any]]:
+    """The JSON Patch (RFC 6902) that turns the JSON object ``old`` into ``new``.
+
+    Keys are compared one by one: an added key is an ``add``, a removed one a ``remove``, a
+    changed value a ``replace``, except that two objects are compared key by key in turn
+    (arrays and other values are replaced whole). Keys are escaped per RFC 6901.
+    """
+    ops: list[dict[str, Any]] = []
+    for key in old:
+        if key not in new:
+            ops.append({"op": "remove", "path": f"{path}/{_pointer(key)}"})
+    for key, value in new.items():
+        where = f"{path}/{_pointer(key)}"
+        if key not in old:
+            ops.append({"op": "add", "path": where, "value": value})
+        elif isinstance(old[key], dict) and isinstance(value, dict):
+            ops.extend(_json_patch(old[key], value, where))
+        elif old[key] != value or type(old[key]) is not type(value):
+            ops.append({"op": "replace", "path": where, "value": value})
+    return ops
+
+
+def _pointer(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
+
+
 def _encoder() -> Any:
     """The SSE encoding of one event: ``ag_ui``'s own encoder."""
     from ag_ui.encoder import EventEncoder
@@ -326,7 +435,9 @@ def _encoder() -> Any:
     return encoder.encode
 
 
-def _start(runner: Runner, parsed: Any, owner: str | None) -> tuple[Any, str]:
+def _start(
+    runner: Runner, parsed: Any, owner: str | None, *run_options: AgentRunOption
+) -> tuple[Any, str]:
     prefix = f"agui-{_thread_key(owner, parsed.thread_id)}-"
     active = _with_frontend_tools(runner, parsed.tools or [])
     if parsed.resume:
@@ -345,7 +456,7 @@ def _start(runner: Runner, parsed: Any, owner: str | None) -> tuple[Any, str]:
             for entry in parsed.resume
         }
         try:
-            return active.resume(checkpoint_id, targets=targets), checkpoint_id
+            return active.resume(checkpoint_id, *run_options, targets=targets), checkpoint_id
         except CheckpointError as error:
             raise AGUIInputError(
                 "no interrupted run of this thread has these interrupt ids "
@@ -355,7 +466,7 @@ def _start(runner: Runner, parsed: Any, owner: str | None) -> tuple[Any, str]:
     if not messages:
         raise AGUIInputError("the input has no message to run")
     checkpoint_id = prefix + uuid.uuid4().hex
-    options: list[Any] = []
+    options: list[Any] = list(run_options)
     if runner.checkpoint_store is not None:
         options.append(with_checkpoint_id(checkpoint_id))
     if isinstance(parsed.state, dict) and parsed.state:

@@ -103,6 +103,7 @@ from agentkit.integrations._errors import (
 )
 from agentkit.integrations._idempotency import check_key, conflict, key_digest, request_digest
 from agentkit.integrations._redislog import RedisRunLog, RunRecord
+from agentkit.integrations._redisprefixes import claim_prefix
 from agentkit.integrations._runids import check_owner, check_run_id
 from agentkit.integrations._signing import Sealer, SealError, as_keys
 from agentkit.integrations.runs import RunEvent, RunEventStream, to_messages
@@ -177,7 +178,11 @@ class AgentQueue:
         redis_url: where run logs, run records and checkpoints live; default: ``REDIS_URL``,
             else the app's broker URL.
         prefix: prepended to the Redis keys of runs.
-        checkpoint_prefix: prepended to the Redis keys of checkpoints.
+        checkpoint_prefix: prepended to the Redis keys of checkpoints. Both are recorded in
+            the Redis database on first use; one that overlaps a prefix another deployment
+            records there (one starts with the other: ``agentkit:run:`` and
+            ``agentkit:run:t1-``) raises :class:`~agentkit.integrations.runs.RedisPrefixError`,
+            since their keys would be shared.
         stream_maxlen: the most entries a run's stream keeps (approximately; oldest dropped,
             and a reader that asks for them gets a ``gap`` entry).
         ttl: seconds run logs, records and checkpoints live after their last write.
@@ -365,6 +370,9 @@ class AgentQueue:
                         "the Celery integration needs redis-py: pip install 'agentkit[celery]'"
                     ) from exc
                 client = redis.Redis.from_url(self.redis_url)
+                # No other deployment's keys may be ours (a prefix that starts with ours).
+                claim_prefix(client, self._prefix, "runs")
+                claim_prefix(client, self._checkpoint_prefix, "checkpoints")
                 database = client.connection_pool.connection_kwargs.get("db", 0)
                 sealer = Sealer(self._signing_keys, f"{self._prefix}\0db={database}")
                 self._runlog = RedisRunLog(

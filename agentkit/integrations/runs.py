@@ -61,6 +61,7 @@ from agentkit.cancel import CancelHandle, CancelMode
 from agentkit.errors import AgentKitValueError
 from agentkit.integrations._errors import (
     EventIdError,
+    RedisPrefixError,
     RunIdError,
     RunIntegrityError,
     RunNotFoundError,
@@ -78,6 +79,7 @@ from agentkit.schema import ContentPart, Message, _input_messages
 __all__ = [
     "EventIdError",
     "LocalRuns",
+    "RedisPrefixError",
     "RunBackend",
     "RunEvent",
     "RunEventStream",
@@ -96,6 +98,7 @@ __all__ = [
 present(
     (
         EventIdError,
+        RedisPrefixError,
         RunIdError,
         RunIntegrityError,
         RunNotFoundError,
@@ -363,6 +366,18 @@ class _LocalRun:
     idempotency: tuple[str, str] | None = None  # the key as stored, and the request's digest
 
 
+def _check_unsaved(runner: Runner, run_id: str) -> None:
+    """Refuse ``run_id`` if the checkpoint store of ``runner`` holds a checkpoint under it."""
+    store = runner.checkpoint_store
+    if store is not None and store.get(run_id) is not None:
+        raise RunStateError(
+            f"run id {run_id!r} has a checkpoint in the store (an interrupted run, which its "
+            "owner may still resume with Runner.resume, or the tombstone of a completed one); "
+            "a new run under it would replace it. Leave checkpoint_id out to get a new id, or "
+            "delete the checkpoint first (store.delete(id)) if it is no longer wanted"
+        )
+
+
 class LocalRuns:
     """Runs agents in background threads of this process, each with a reconnectable log.
 
@@ -379,12 +394,19 @@ class LocalRuns:
         retention: seconds a stopped run (completed, interrupted, cancelled, failed) is kept
             for readers and resumes before it is forgotten. Default one hour.
         max_stopped: the most stopped runs kept; past it the oldest stopped run is forgotten.
-            Default 1,000.
+            Default 100.
+
+    What it holds at most: ``max_entries`` entries for each live run and each of the
+    ``max_stopped`` stopped ones. With the defaults that is 1,000,000 entries for the stopped
+    runs, about 300 MB if every run filled its log with streamed tokens (about 300 bytes an
+    entry; larger tool results weigh more). On a small server lower ``max_entries`` (a reader
+    that reconnects late then gets a ``gap`` entry) or ``max_stopped``.
 
     A forgotten run's log is freed (readers still reading it finish what they hold); its
     checkpoint stays in the Runner's store, so ``Runner.resume`` can still continue an
-    interrupted one. :meth:`forget` drops a stopped run at once. Runs that are queued or
-    running are never forgotten.
+    interrupted one, and :meth:`submit` refuses a new run under its id while it is there.
+    :meth:`forget` drops a stopped run at once. Runs that are queued or running are never
+    forgotten.
 
     A run's thread belongs to this object: :meth:`close` cancels every run and joins them.
     A submitted run goes on in that thread (as :meth:`Runner.invoke <agentkit.Runner.invoke>`
@@ -405,7 +427,7 @@ class LocalRuns:
         *,
         max_entries: int = 10_000,
         retention: float = 3600.0,
-        max_stopped: int = 1000,
+        max_stopped: int = 100,
     ) -> None:
         if max_entries < 1 or max_stopped < 0 or retention < 0:
             raise AgentKitValueError(
@@ -436,7 +458,10 @@ class LocalRuns:
     ) -> str:
         """Start a run of ``agent_name`` in a background thread; returns the run id at once.
 
-        The run id is ``checkpoint_id`` when given (it must be new), else a fresh one.
+        The run id is ``checkpoint_id`` when given, else a fresh one. A given id must be new
+        here and in the Runner's checkpoint store: an interrupted run this object forgot
+        (``retention``) keeps its checkpoint there, for its owner to resume, and a completed
+        one its tombstone; a new run would replace them.
         With ``idempotency_key``, a submission that repeats an earlier one (same key, same
         owner) returns the earlier run's id and starts nothing, as long as that run is kept
         (see ``retention``).
@@ -444,8 +469,9 @@ class LocalRuns:
         Raises:
             RunIdError: ``checkpoint_id`` is not a valid run id (1 to 128 letters, digits,
                 ``.``, ``_`` or ``-``, starting with a letter or digit).
-            RunStateError: the run id is taken, this object was closed, or the key was used
-                for another request (another agent, input, session values or run id).
+            RunStateError: the run id is taken (a run here, or a checkpoint in the Runner's
+                store), this object was closed, or the key was used for another request
+                (another agent, input, session values or run id).
         """
         owner = check_owner(owner)
         key = check_key(idempotency_key)
@@ -474,6 +500,15 @@ class LocalRuns:
             self._runs[run_id] = run
             if run.idempotency is not None:
                 self._keys[run.idempotency[0]] = (run_id, run.idempotency[1])
+        if checkpoint_id is not None:
+            # Checked with the id held here (no second submission can take it meanwhile),
+            # after a repeated submission got its run back.
+            try:
+                _check_unsaved(runner, run_id)
+            except BaseException:
+                with self._lock:
+                    self._drop(run_id)
+                raise
         values = dict(session_values or {})
 
         def start(handle: CancelHandle, append: Append) -> Published:

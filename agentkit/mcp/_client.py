@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import functools
+import logging
 import os
 import threading
 import time
@@ -33,6 +34,7 @@ from agentkit.mcp._errors import (
     MCPProtocolError,
     MCPServerError,
 )
+from agentkit.mcp._roots import RootLike, normalize_roots
 from agentkit.mcp._tool import MCPTool
 from agentkit.mcp._wire import DEFAULT_MAX_MESSAGE_BYTES, check_max_message_bytes, unparsable
 from agentkit.models.base import ChatModel
@@ -44,7 +46,10 @@ __all__ = ["MCPClient"]
 T = TypeVar("T")
 HTTPTransport = Literal["auto", "streamable-http", "sse"]
 
+_log = logging.getLogger("agentkit.mcp")
+
 _TOOLS_CHANGED = "notifications/tools/list_changed"
+_RESOURCE_UPDATED = "notifications/resources/updated"
 _STOP_ALLOWANCE = 10.0  # seconds a given-up connection attempt may take to stop, past its timeout
 
 
@@ -105,10 +110,13 @@ class MCPClient:
     next call connects again.
 
     Notifications: set ``on_log`` to get the server's log messages (each
-    ``{"level", "logger", "data"}``) and ``on_progress`` to get the progress of tool calls
-    (each ``{"tool", "progress", "total", "message"}``; the calls then ask for progress). Both
-    run in agentkit's event loop thread: keep them quick. A server's question during a tool
-    call of an agent (an elicitation) interrupts the run with an :class:`MCPElicitation`.
+    ``{"level", "logger", "data"}``), ``on_progress`` to get the progress of tool calls,
+    resource reads and prompts (each ``{"tool", "progress", "total", "message"}``, with
+    ``"resource"`` (the URI) or ``"prompt"`` (the name) in place of ``"tool"``; the requests
+    then ask for progress) and ``on_resource_updated`` to get the updates of the resources
+    subscribed to with :meth:`subscribe_resource` (each ``{"uri"}``). They run in agentkit's
+    event loop thread: keep them quick. A server's question during a tool call of an agent
+    (an elicitation) interrupts the run with an :class:`MCPElicitation`.
 
     Args:
         timeout: seconds one tool call (or tool listing) may take before it fails with
@@ -117,6 +125,9 @@ class MCPClient:
             (for ``transport="auto"``, both transports together).
         max_message_bytes: the largest message the server may send (a tool result, a tool
             listing), in bytes; 16 MiB by default. A larger one is not read past the limit.
+        roots: the directories the server may work in, answered to its ``roots/list``
+            requests: ``file://`` URIs, paths or ``{"uri", "name"}`` dicts. ``None`` (the
+            default) declares no roots capability; :meth:`set_roots` changes them.
     """
 
     def __init__(
@@ -126,6 +137,7 @@ class MCPClient:
         timeout: float | None,
         connect_timeout: float,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        roots: Iterable[RootLike] | None = None,
     ) -> None:
         if timeout is not None and timeout <= 0:
             raise AgentKitValueError(f"timeout must be > 0 seconds or None (got {timeout})")
@@ -149,6 +161,9 @@ class MCPClient:
         self._elicitations = ElicitationRouter()
         self.on_log: Callable[[dict[str, Any]], None] | None = None
         self.on_progress: Callable[[dict[str, Any]], None] | None = None
+        self.on_resource_updated: Callable[[dict[str, Any]], None] | None = None
+        self._roots = None if roots is None else normalize_roots(roots)
+        self._subscriptions: set[str] = set()  # subscribed again on a new connection
         self._sampling: _sampling.SamplingPolicy | None = None
         _live_clients.add(self)
 
@@ -163,6 +178,7 @@ class MCPClient:
         timeout: float | None = 60.0,
         connect_timeout: float = 30.0,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        roots: Iterable[RootLike] | None = None,
     ) -> MCPClient:
         """A client of a server started as a subprocess, speaking MCP on its stdin and stdout.
 
@@ -189,6 +205,7 @@ class MCPClient:
             timeout=timeout,
             connect_timeout=connect_timeout,
             max_message_bytes=max_message_bytes,
+            roots=roots,
         )
 
     @classmethod
@@ -201,6 +218,7 @@ class MCPClient:
         timeout: float | None = 60.0,
         connect_timeout: float = 30.0,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        roots: Iterable[RootLike] | None = None,
     ) -> MCPClient:
         """A client of a server at ``url``, over streamable HTTP (or the older HTTP+SSE).
 
@@ -231,6 +249,7 @@ class MCPClient:
             timeout=timeout,
             connect_timeout=connect_timeout,
             max_message_bytes=max_message_bytes,
+            roots=roots,
         )
 
     def __repr__(self) -> str:
@@ -371,7 +390,48 @@ class MCPClient:
         }
         if self._sampling is not None:
             options["sampling_callback"] = _sampling.sampling_callback(self._sampling)
+        if self._roots is not None:
+            options["list_roots_callback"] = _compat.list_roots_callback(
+                lambda: self._roots or ()
+            )
         return options
+
+    # --- roots ---
+
+    @property
+    def roots(self) -> tuple[dict[str, str], ...] | None:
+        """The declared roots in the wire shape (``{"uri"}`` or ``{"uri", "name"}``), or
+        ``None`` when the client declares no roots capability."""
+        return self._roots
+
+    def set_roots(self, roots: Iterable[RootLike]) -> None:
+        """Declare the roots the server may work in (``file://`` URIs, paths or
+        ``{"uri", "name"}`` dicts), replacing the previous ones.
+
+        A connected server is told at once (``notifications/roots/list_changed``) and lists
+        them again when it wants; a client that declared no roots before reconnects on its
+        next call, to declare the roots capability. A server that is not connected reads
+        the new roots when it connects.
+
+        Raises:
+            TypeError, ValueError: a root is not a ``file://`` URI, a path or such a dict.
+        """
+        normalized = normalize_roots(roots)
+        with self._state_lock:
+            declared = self._roots is not None
+            self._roots = normalized
+            connection = self._connection
+        if connection is None:
+            return
+        if not declared:
+            self._discard(connection, "roots were declared; the next call reconnects")
+            return
+        try:
+            # Not waited for: a notification has no answer, and a connection that breaks
+            # meanwhile is replaced by one that reads the new roots anyway.
+            connection.submit(_compat.send_roots_list_changed)
+        except MCPConnectionError:
+            pass
 
     # --- resources and prompts (the wire shapes of _catalog) ---
 
@@ -407,9 +467,40 @@ class MCPClient:
         """
         if not isinstance(uri, str) or not uri:
             raise AgentKitValueError(f"uri must be a non-empty string (got {uri!r})")
+        progress = _notices.progress_of(self, "resource", uri)
         return self._run(
-            lambda session: _catalog.read_resource(session, uri),
+            lambda session: _catalog.read_resource(session, uri, progress),
             what=f"reading the resource {uri[:200]}",
+            tool_name="",
+        )
+
+    def subscribe_resource(self, uri: str) -> None:
+        """Ask the server for the updates of the resource ``uri``: each of its
+        ``notifications/resources/updated`` goes to ``on_resource_updated``.
+
+        The subscription is kept across reconnections (the client subscribes again on a
+        new connection) until :meth:`unsubscribe_resource`.
+
+        Raises:
+            MCPServerError: the server does not support subscriptions, or refused this one.
+        """
+        if not isinstance(uri, str) or not uri:
+            raise AgentKitValueError(f"uri must be a non-empty string (got {uri!r})")
+        self._run(
+            lambda session: _catalog.subscribe(session, uri),
+            what=f"subscribing to the resource {uri[:200]}",
+            tool_name="",
+        )
+        with self._state_lock:
+            self._subscriptions.add(uri)
+
+    def unsubscribe_resource(self, uri: str) -> None:
+        """Stop the updates of the resource ``uri`` (see :meth:`subscribe_resource`)."""
+        with self._state_lock:
+            self._subscriptions.discard(uri)
+        self._run(
+            lambda session: _catalog.unsubscribe(session, uri),
+            what=f"unsubscribing from the resource {uri[:200]}",
             tool_name="",
         )
 
@@ -429,8 +520,9 @@ class MCPClient:
             MCPServerError: the server has no such prompt, or the arguments do not fit it.
         """
         values = {str(key): str(value) for key, value in (arguments or {}).items()}
+        progress = _notices.progress_of(self, "prompt", name)
         return self._run(
-            lambda session: _catalog.get_prompt(session, name, values or None),
+            lambda session: _catalog.get_prompt(session, name, values or None, progress),
             what=f"getting the prompt {name[:200]}",
             tool_name="",
         )
@@ -440,7 +532,7 @@ class MCPClient:
     ) -> dict[str, Any]:
         return self._run(
             lambda session: _compat.call_tool(
-                session, remote_name, arguments, _notices.progress_of(self, tool_name)
+                session, remote_name, arguments, _notices.progress_of(self, "tool", tool_name)
             ),
             what=f"the call to tool {tool_name}",
             tool_name=tool_name,
@@ -464,8 +556,14 @@ class MCPClient:
                 self._catalog, self._catalog_generation = catalog, generation
         return catalog
 
-    def _on_notification(self, connection: Connection, method: str) -> None:
-        # Runs in the loop thread: note the change and list again in the background.
+    def _on_notification(
+        self, connection: Connection, method: str, params: dict[str, Any]
+    ) -> None:
+        # Runs in the loop thread: hand updates on; note a change and list again in the
+        # background.
+        if method == _RESOURCE_UPDATED:
+            _notices.deliver(self.on_resource_updated, params)
+            return
         if method != _TOOLS_CHANGED:
             return
         with self._state_lock:
@@ -653,14 +751,36 @@ class MCPClient:
                 closed = self._closed
                 if not closed:
                     self._connection = connection
+                subscribed = sorted(self._subscriptions)
             if closed:
                 connection.close()
                 self._check_open()
+            if subscribed:
+                self._resubscribe(connection, subscribed)
             return connection
         finally:
             with self._state_lock:
                 self._attempt = None
             attempt.finish()
+
+    def _resubscribe(self, connection: Connection, uris: list[str]) -> None:
+        """On a new connection, subscribe again to ``uris`` (in the background: a failure is
+        logged, and the caller's request goes on)."""
+
+        async def subscribe_all(session: Any) -> None:
+            for uri in uris:
+                try:
+                    await _catalog.subscribe(session, uri)
+                except Exception as error:
+                    _log.warning(
+                        "subscribing again to %s on the MCP server %s failed: %s",
+                        uri, self._endpoint.label, describe_error(error),
+                    )
+
+        try:
+            connection.submit(subscribe_all)
+        except MCPConnectionError:
+            pass  # broke at once: the next connection subscribes again
 
     def _connect(self) -> Connection:
         errors: list[MCPConnectionError] = []

@@ -18,7 +18,7 @@ import importlib
 import inspect
 import logging
 import warnings
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from importlib import metadata
 from types import ModuleType
@@ -39,14 +39,16 @@ __all__ = [
     "elicitation_callback",
     "logging_callback",
     "error_details",
+    "list_roots_callback",
     "is_parse_error",
     "list_all_tools",
     "mcp_major_version",
-    "notification_method",
+    "notification_of",
     "open_sse",
     "open_streamable_http",
     "parse_message",
     "require_mcp",
+    "send_roots_list_changed",
     "server_environment",
     "wire_shape",
 ]
@@ -250,6 +252,28 @@ def logging_callback(handle: Callable[[dict[str, Any]], None]) -> Any:
     return on_log
 
 
+def list_roots_callback(roots: Callable[[], Sequence[Mapping[str, str]]]) -> Any:
+    """A session's ``list_roots_callback`` answering ``roots/list`` with ``roots()`` (wire
+    shape; read at each request, so a change is seen by the server's next listing)."""
+    types = _module("mcp.types")
+
+    async def on_list_roots(context: Any) -> Any:
+        return types.ListRootsResult.model_validate({"roots": [dict(root) for root in roots()]})
+
+    return on_list_roots
+
+
+async def send_roots_list_changed(session: Any) -> None:
+    """Tell the server the roots changed (``notifications/roots/list_changed``)."""
+    types = _module("mcp.types")
+    if mcp_major_version() >= 2:
+        # Not the session's send_roots_list_changed: 2.x marks it deprecated (2026 drafts),
+        # and its warning would reach the user's code.
+        await session.send_notification(types.RootsListChangedNotification())
+    else:
+        await session.send_roots_list_changed()
+
+
 def wire_shape(model: Any) -> dict[str, Any]:
     """The JSON (wire) shape of an ``mcp`` type: camelCase keys, ``None`` fields left out."""
     data = model.model_dump(by_alias=True, mode="json", exclude_none=True)
@@ -280,13 +304,17 @@ def is_parse_error(error: BaseException) -> bool:
     return isinstance(error, _module("pydantic").ValidationError)
 
 
-def notification_method(message: Any) -> str | None:
-    """The JSON-RPC method of a server notification, or ``None`` for anything else."""
+def notification_of(message: Any) -> tuple[str, dict[str, Any]] | None:
+    """The JSON-RPC method and params (wire shape, ``{}`` without) of a server notification,
+    or ``None`` for anything else."""
     pydantic = _module("pydantic")
     if not isinstance(message, pydantic.BaseModel):
         return None  # 1.x also hands server requests (RequestResponder) to the handler
-    method = wire_shape(message).get("method")
-    return method if isinstance(method, str) else None
+    shape = wire_shape(message)
+    method, params = shape.get("method"), shape.get("params")
+    if not isinstance(method, str):
+        return None
+    return method, params if isinstance(params, dict) else {}
 
 
 async def list_all_tools(session: Any) -> list[dict[str, Any]]:

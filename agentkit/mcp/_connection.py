@@ -104,8 +104,8 @@ class Connection:
     Args:
         opener: makes the transport (an async context manager yielding the stream pair).
         label: names the server in task names and error texts.
-        on_notification: called in the loop thread with this connection and the method of
-            every server notification; must not block.
+        on_notification: called in the loop thread with this connection, the method and the
+            params (wire shape) of every server notification; must not block.
         max_message_bytes: the largest message the transport accepts from the server.
     """
 
@@ -113,7 +113,7 @@ class Connection:
         self,
         opener: Opener,
         label: str,
-        on_notification: Callable[[Connection, str], None],
+        on_notification: Callable[[Connection, str, dict[str, Any]], None],
         *,
         max_message_bytes: int,
         session_options: Mapping[str, Any] | None = None,
@@ -357,10 +357,11 @@ class Connection:
             else:  # a network error, a late answer to a cancelled call: the session goes on
                 _log.debug("MCP transport error from %s: %s", self.label, describe_error(message))
             return
-        method = _compat.notification_method(message)
-        if method is not None:
+        notification = _compat.notification_of(message)
+        if notification is not None:
+            method, params = notification
             try:
-                self._on_notification(self, method)
+                self._on_notification(self, method, params)
             except Exception:
                 _log.exception(
                     "handling the MCP notification %s from %s failed", method, self.label

@@ -123,6 +123,9 @@ class _FileTools:
         context = arguments.get("-C")
         before = context if context is not None else arguments.get("-B", 0)
         after = context if context is not None else arguments.get("-A", 0)
+        offset = max(arguments.get("offset", 0), 0)
+        head_limit = arguments.get("head_limit", 0)
+        mode = arguments.get("output_mode") or "files_with_matches"
         matches = self.backend.grep(
             arguments["pattern"],
             arguments.get("path") or ".",
@@ -130,12 +133,10 @@ class _FileTools:
             file_type=arguments.get("type") or None,
             ignore_case=arguments.get("-i", False),
             multiline=arguments.get("multiline", False),
+            max_count=_per_file_limit(mode, offset, head_limit),
         )
         # Stable by file name, as Eino sorts them.
         matches = sorted(matches, key=lambda match: posixpath.basename(match.path))
-        offset = max(arguments.get("offset", 0), 0)
-        head_limit = arguments.get("head_limit", 0)
-        mode = arguments.get("output_mode") or "files_with_matches"
         if mode == "content":
             if before > 0 or after > 0:
                 matches = with_context(self.backend, matches, before, after)
@@ -144,6 +145,20 @@ class _FileTools:
         if mode == "count":
             return format_count(matches, offset, head_limit)
         return format_files(matches, offset, head_limit)
+
+
+def _per_file_limit(mode: str, offset: int, head_limit: int) -> int | None:
+    """The most matching lines grep needs of each file to answer in ``mode``.
+
+    Files are shown in order, so the first ``offset + head_limit`` lines shown are among the
+    first that many matches of each file; a file is listed once whatever it holds. Only
+    ``count`` needs every match. The rest of a file is not searched nor kept.
+    """
+    if mode == "files_with_matches":
+        return 1
+    if mode == "content" and head_limit > 0:
+        return offset + head_limit
+    return None
 
 
 def _reporting(handler: Callable[[dict[str, Any]], str]) -> Callable[[dict[str, Any]], str]:

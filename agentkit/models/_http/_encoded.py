@@ -27,9 +27,9 @@ Attachments = tuple[Callable[[Message], bytes], Callable[[list[bytes]], bytes]]
 
 
 class _Entry:
-    """The encoding of one message, and the content it was made from."""
+    """The encoding of one message, and the content and parts it was made from."""
 
-    __slots__ = ("attachments", "content", "data", "ref")
+    __slots__ = ("attachments", "content", "data", "parts", "ref")
 
     def __init__(
         self,
@@ -40,6 +40,7 @@ class _Entry:
         # The content first, the encoding after: should another thread assign it in
         # between, the entry records the older text and is not used again (never stale).
         self.content: str = message.content
+        self.parts = message.parts
         self.data = encoder(message)
         # A tool message's media, for the user message after its turn (b"" for most).
         self.attachments = (
@@ -55,10 +56,12 @@ class EncodedMessages:
 
     Entries are keyed by message identity. The framework never changes a message once it
     was sent (messages are values, as events are facts), and neither should its users:
-    build a new message instead (``attrs.evolve(message, name="bob")``). Only ``content`` is
-    checked, because editing the text of a sent message in place (a chat app's "edit",
-    trimming a long tool result) is the one change people make: an entry is used only
-    while its message still holds the very ``content`` string it was encoded from. Checking
+    build a new message instead (``attrs.evolve(message, name="bob")``). Only ``content`` and
+    ``parts`` are checked, because editing the text or the attachments of a sent message in
+    place (a chat app's "edit", trimming a long tool result, dropping an old screenshot) is
+    the one change people make: an entry is used only while its message still holds the
+    very ``content`` string and ``parts`` tuple it was encoded from (an identity check each:
+    parts are values, so a new tuple is a change and the same tuple is not). Checking
     every field would double the cost of a call's encoding (0.07 to 0.2 us per message;
     ``benchmarks/bench_openai_client.py``); anything else changed after sending (another
     field assigned, a change inside ``tool_calls`` or ``extra``) is not seen.
@@ -108,7 +111,9 @@ class EncodedMessages:
         get = self._entries.get
         encoded = [
             entry.data
-            if (entry := get(id(message))) is not None and entry.content is message.content
+            if (entry := get(id(message))) is not None
+            and entry.content is message.content
+            and entry.parts is message.parts
             else self._add(message)
             for message in messages
         ]

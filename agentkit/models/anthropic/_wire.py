@@ -3,7 +3,9 @@
 Requests (``POST {base_url}/v1/messages``):
 
 * system messages become the top-level ``system`` blocks (wherever they stand in the
-  history), user messages ``text`` blocks, tool messages ``tool_result`` blocks in a user
+  history), user messages ``text`` blocks (a message with parts: ``text``, ``image`` and
+  ``document`` blocks, see :func:`content_blocks`), tool messages ``tool_result`` blocks
+  (whose content holds a result's images and documents) in a user
   turn (consecutive user-side messages make one turn, as the API requires alternation),
   assistant messages their kept ``thinking`` blocks, a ``text`` block and ``tool_use`` blocks;
 * prompt caching puts ``cache_control`` breakpoints on the last system block, the last tool
@@ -25,23 +27,30 @@ content when the reply has none); others pass through. Usage: ``prompt_tokens`` 
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Sequence
 from typing import Any
 
-from agentkit.errors import AgentKitValueError, ModelError
+from agentkit.errors import AgentKitValueError, ContentPartError, ModelError
 from agentkit.models._http._json import count, encode_json
 from agentkit.models._http._json import decode_json as _decode_json
 from agentkit.models._http._retry import server_message
 from agentkit.models.base import ModelOptions
 from agentkit.schema import (
+    AudioPart,
+    ContentPart,
+    FilePart,
     FunctionCall,
+    ImagePart,
     Message,
     ResponseMeta,
     Role,
+    TextPart,
     TokenUsage,
     ToolCall,
     ToolInfo,
+    describe_part,
 )
 
 __all__: list[str] = []
@@ -61,6 +70,9 @@ STOP_REASONS = {
 REFUSED = "the model declined to answer (Anthropic stop_reason 'refusal')"
 """The content of a refusal that came without text."""
 
+IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
+"""The image types the Messages API takes."""
+
 _CACHE = b',"cache_control":{"type":"ephemeral"}}'
 _TOOL_CHOICES = {"auto": {"type": "auto"}, "required": {"type": "any"}, "none": {"type": "none"}}
 _decode = json.JSONDecoder().decode
@@ -70,8 +82,76 @@ _decode = json.JSONDecoder().decode
 
 
 def content_blocks(message: Message) -> list[dict[str, Any]]:
-    """Return the blocks a message's content becomes (text; where content parts plug in)."""
-    return [{"type": "text", "text": message.content}] if message.content else []
+    """Return the blocks a message's content becomes.
+
+    A plain-text message is one ``text`` block. A message with parts has one block per part:
+    ``text``; ``image`` with a ``base64`` or ``url`` source; ``document`` for a PDF (a
+    ``base64`` or ``url`` source) or a text file (a ``text`` source), titled with the file's
+    name. A tool message's blocks are the ``content`` of its ``tool_result``, which holds
+    images and documents as they are.
+
+    Raises:
+        ContentPartError: an :class:`~agentkit.AudioPart` (Anthropic takes no audio), an
+            image's bytes of a type other than :data:`IMAGE_TYPES`, or a file that is neither
+            a PDF nor text.
+    """
+    if not message.parts:
+        return [{"type": "text", "text": message.content}] if message.content else []
+    return [block for part in message.parts if (block := _part_block(part)) is not None]
+
+
+def _part_block(part: ContentPart) -> dict[str, Any] | None:
+    if type(part) is TextPart:
+        # The API refuses an empty text block.
+        return {"type": "text", "text": part.text} if part.text else None
+    if type(part) is ImagePart:
+        if part.data is not None and part.media_type not in IMAGE_TYPES:
+            raise ContentPartError(
+                f"{describe_part(part)}: AnthropicChatModel sends JPEG, PNG, GIF and WebP "
+                f"images, not {part.media_type}; convert the image first"
+            )
+        return {"type": "image", "source": _source(part.data, part.url, part.media_type)}
+    if type(part) is FilePart:
+        return _document(part)
+    assert type(part) is AudioPart
+    raise ContentPartError(
+        f"{describe_part(part)}: AnthropicChatModel cannot send audio (Anthropic's Messages "
+        "API takes text, images and PDF or text documents); transcribe the sound first, or "
+        "send it to a model that hears (GeminiChatModel, or OpenAIChatModel with an audio "
+        "model)"
+    )
+
+
+def _source(data: bytes | None, url: str | None, media_type: str | None) -> dict[str, Any]:
+    if data is None:
+        return {"type": "url", "url": url}
+    encoded = base64.b64encode(data).decode("ascii")
+    return {"type": "base64", "media_type": media_type, "data": encoded}
+
+
+def _document(part: FilePart) -> dict[str, Any]:
+    media_type = part.media_type or ""
+    if part.data is not None and media_type.startswith("text/"):
+        try:
+            text = part.data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ContentPartError(
+                f"{describe_part(part)}: a text document for Anthropic must be UTF-8; decode "
+                "it and pass the text as a TextPart"
+            ) from None
+        source: dict[str, Any] = {"type": "text", "media_type": "text/plain", "data": text}
+    elif part.url is not None or media_type == "application/pdf":
+        source = _source(part.data, part.url, media_type)
+    else:
+        raise ContentPartError(
+            f"{describe_part(part)}: AnthropicChatModel sends PDFs and text files as "
+            f"documents, not {media_type or 'files of unknown type'}; convert it to PDF or "
+            "text first"
+        )
+    block: dict[str, Any] = {"type": "document", "source": source}
+    if part.filename:
+        block["title"] = part.filename
+    return block
 
 
 def tool_input(arguments: str) -> Any:
@@ -108,7 +188,9 @@ def message_blocks(message: Message) -> bytes:
         kept = message.extra.get(THINKING_BLOCKS) if message.extra else None
         if isinstance(kept, list):
             blocks.extend(block for block in kept if isinstance(block, dict))
-        blocks.extend(content_blocks(message))
+        # An assistant turn is text (an audio reply from another provider: its transcript).
+        if message.content:
+            blocks.append({"type": "text", "text": message.content})
         blocks.extend(
             {
                 "type": "tool_use",

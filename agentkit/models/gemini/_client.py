@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
@@ -18,13 +19,13 @@ from agentkit.models._http._stream import Target
 from agentkit.models.base import ModelOptions
 from agentkit.models.gemini._stream import GeminiStream
 from agentkit.models.gemini._wire import (
-    content_parts,
     function_names,
     message_parts,
     parse_response,
     parts_bytes,
     request_fields,
     retry_delay,
+    takes_function_response_parts,
     tools_field,
 )
 from agentkit.schema import Message, Role
@@ -113,7 +114,10 @@ class GeminiChatModel(HTTPChatModel):
                 f"thinking_budget is a number of tokens (an int), or None for the model's "
                 f"default (got {thinking_budget!r})"
             )
-        encoded = EncodedMessages(parts_bytes)
+        # Gemini 3 models read a tool result's media inside its functionResponse; the
+        # encodings are kept per model, so the choice is made once, by the model's name.
+        self._nested = takes_function_response_parts(model)
+        encoded = EncodedMessages(partial(parts_bytes, nested=self._nested))
         super().__init__(
             model,
             api_key=api_key,
@@ -163,7 +167,8 @@ class GeminiChatModel(HTTPChatModel):
     ) -> bytes:
         merged = self._defaults if options is None else self._defaults.merge(options)
         fields = request_fields(merged, self._thinking_budget)
-        system = [part for m in messages if m.role is Role.SYSTEM for part in content_parts(m)]
+        # System instructions are text (a system message's media are not sent).
+        system = [{"text": m.content} for m in messages if m.role is Role.SYSTEM and m.content]
         if system:
             fields["systemInstruction"] = {"parts": system}
         head = [encode_json(fields)[1:-1]] if fields else []
@@ -179,7 +184,7 @@ class GeminiChatModel(HTTPChatModel):
                 # on the history, not on the message alone).
                 names = function_names(turns) if names is None else names
                 name = names.get(message.tool_call_id, "")
-                encoded[position] = encode_json(message_parts(message, name))[1:-1]
+                encoded[position] = encode_json(message_parts(message, name, self._nested))[1:-1]
         return b"{" + b",".join(head) + join_turns(turns, encoded, _USER, _MODEL) + b"]}"
 
     def _parse_reply(self, content: bytes, url: str, status: int) -> Message:

@@ -1,9 +1,11 @@
 """The Gemini API wire format (``generateContent``): request encoding and response decoding.
 
 Requests: system messages become ``systemInstruction``; user messages ``user`` contents with
-``text`` parts; assistant messages ``model`` contents with a ``text`` part and one
+``text`` parts (a message with parts: ``text``, ``inlineData`` and ``fileData`` parts, see
+:func:`content_parts`); assistant messages ``model`` contents with a ``text`` part and one
 ``functionCall`` part per tool call; tool messages ``functionResponse`` parts in a ``user``
-content (consecutive messages of one side make one content). Thought signatures a reply
+content, a result's images, files and sounds as parts after it (:func:`attachment_parts`)
+(consecutive messages of one side make one content). Thought signatures a reply
 carried go back on their parts: a function call's in ``ToolCall.extra`` (the shape
 Gemini's OpenAI-compatible endpoint uses,
 ``{"extra_content": {"google": {"thought_signature": ...}}}``, so either client can send it
@@ -25,6 +27,7 @@ by a safety filter raise :class:`~agentkit.errors.ContentBlockedError`. Usage:
 
 from __future__ import annotations
 
+import base64
 import json
 import uuid
 from collections.abc import Sequence
@@ -36,10 +39,12 @@ from agentkit.models._http._json import decode_json as _decode_json
 from agentkit.models._http._retry import server_message
 from agentkit.models.base import ModelOptions
 from agentkit.schema import (
+    ContentPart,
     FunctionCall,
     Message,
     ResponseMeta,
     Role,
+    TextPart,
     TokenUsage,
     ToolCall,
     ToolInfo,
@@ -62,8 +67,71 @@ _decode = json.JSONDecoder().decode
 
 
 def content_parts(message: Message) -> list[dict[str, Any]]:
-    """Return the parts a message's content becomes (text; where content parts plug in)."""
-    return [{"text": message.content}] if message.content else []
+    """Return the parts a message's content becomes.
+
+    A plain-text message is one ``text`` part. A message with parts has one Gemini part per
+    part: ``text``; ``inlineData {mimeType, data}`` for an image, a sound or a file given by
+    its bytes; ``fileData {mimeType, fileUri}`` for one given by URL.
+    """
+    if not message.parts:
+        return [{"text": message.content}] if message.content else []
+    return [part for item in message.parts if (part := _gemini_part(item)) is not None]
+
+
+def _gemini_part(part: ContentPart) -> dict[str, Any] | None:
+    if type(part) is TextPart:
+        return {"text": part.text} if part.text else None
+    assert not isinstance(part, TextPart)
+    url = getattr(part, "url", None)
+    if part.data is None:
+        data: dict[str, Any] = {"fileUri": url}
+        if part.media_type:
+            data = {"mimeType": part.media_type, **data}
+        return {"fileData": data}
+    encoded = base64.b64encode(part.data).decode("ascii")
+    return {"inlineData": {"mimeType": part.media_type, "data": encoded}}
+
+
+FUNCTION_RESPONSE_TYPES = frozenset(
+    {"image/png", "image/jpeg", "image/webp", "application/pdf", "text/plain"}
+)
+"""The media types a Gemini 3 ``functionResponse`` holds in its own ``parts``."""
+
+
+def takes_function_response_parts(model: str) -> bool:
+    """Whether ``model`` reads media inside a ``functionResponse`` (the Gemini 3 models)."""
+    return model.removeprefix("models/").startswith("gemini-3")
+
+
+def _nests(part: ContentPart) -> bool:
+    return not isinstance(part, TextPart) and (part.media_type or "") in FUNCTION_RESPONSE_TYPES
+
+
+def attachment_parts(message: Message, function: str, nested: bool = False) -> list[dict[str, Any]]:
+    """The parts after a tool result's ``functionResponse`` that carry its images, files and
+    sounds: a line naming the ``function`` whose result they are, then the media (``[]`` for
+    a result without media).
+
+    They go in the same ``user`` content as the ``functionResponse``, where every Gemini
+    model reads them. With ``nested`` (a Gemini 3 model), the media that a
+    ``functionResponse`` holds itself (:data:`FUNCTION_RESPONSE_TYPES`) are left out here:
+    :func:`function_response_parts` puts them inside it.
+    """
+    media = [
+        part
+        for part in message.parts
+        if type(part) is not TextPart and not (nested and _nests(part))
+    ]
+    if not media:
+        return []
+    header = {"text": f"Attachments of the {function} result:"}
+    return [header, *(part for item in media if (part := _gemini_part(item)) is not None)]
+
+
+def function_response_parts(message: Message) -> list[dict[str, Any]]:
+    """The ``parts`` of a Gemini 3 ``functionResponse``: the result's images, PDFs and text
+    files, as ``inlineData`` or ``fileData`` (``[]`` when it has none)."""
+    return [part for item in message.parts if _nests(item) and (part := _gemini_part(item))]
 
 
 def call_signature(call: ToolCall) -> str | None:
@@ -90,14 +158,18 @@ def _response(content: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {"result": value}
 
 
-def message_parts(message: Message, name: str = "") -> list[dict[str, Any]]:
+def message_parts(message: Message, name: str = "", nested: bool = False) -> list[dict[str, Any]]:
     """Return the parts of one non-system message.
 
-    A tool result names its function: ``message.tool_name``, else ``name``.
+    A tool result names its function: ``message.tool_name``, else ``name``. With ``nested``
+    (a Gemini 3 model), a tool result's images, PDFs and text files go inside its
+    ``functionResponse`` (its ``parts``); its other media, and all of them without
+    ``nested``, follow it (:func:`attachment_parts`).
     """
     role = message.role
     if role is Role.ASSISTANT:
-        parts = content_parts(message)
+        # A model turn is text (an audio reply from another provider: its transcript).
+        parts: list[dict[str, Any]] = [{"text": message.content}] if message.content else []
         signature = message.extra.get(THOUGHT_SIGNATURE) if message.extra else None
         if parts and isinstance(signature, str):
             parts[0]["thoughtSignature"] = signature
@@ -114,18 +186,25 @@ def message_parts(message: Message, name: str = "") -> list[dict[str, Any]]:
             parts.append(part)
     elif role is Role.TOOL:
         function = message.tool_name or name
-        parts = [{"functionResponse": {"name": function, "response": _response(message.content)}}]
+        response: dict[str, Any] = {"name": function, "response": _response(message.content)}
+        parts = [{"functionResponse": response}]
+        if message.parts:
+            inside = function_response_parts(message) if nested else []
+            if inside:
+                response["parts"] = inside
+            parts.extend(attachment_parts(message, function, nested))
     else:
         parts = content_parts(message)
     return parts or [{"text": message.content}]
 
 
-def parts_bytes(message: Message) -> bytes:
-    """The parts of one non-system message as JSON, comma-separated, without brackets.
+def parts_bytes(message: Message, nested: bool = False) -> bytes:
+    """The parts of one non-system message as JSON, comma-separated, without brackets
+    (``nested`` as for :func:`message_parts`).
 
     The model keeps these bytes (``_http._encoded``) and joins them into turns.
     """
-    return encode_json(message_parts(message))[1:-1]
+    return encode_json(message_parts(message, nested=nested))[1:-1]
 
 
 def function_names(messages: Sequence[Message]) -> dict[str, str]:

@@ -15,6 +15,8 @@ from agentkit.models._http._model import HTTPChatModel
 from agentkit.models.base import ModelOptions
 from agentkit.models.responses._stream import ResponsesStream
 from agentkit.models.responses._wire import (
+    attachment_items,
+    attachments_bytes,
     items_bytes,
     parse_response,
     request_fields,
@@ -98,7 +100,7 @@ class OpenAIResponsesModel(HTTPChatModel):
                 f"reasoning_effort must be one of {', '.join(map(repr, _EFFORTS))} or None "
                 f"(got {reasoning_effort!r})"
             )
-        encoded = EncodedMessages(items_bytes)
+        encoded = EncodedMessages(items_bytes, attachments=(attachment_items, attachments_bytes))
         super().__init__(
             model,
             api_key=api_key,

@@ -1,7 +1,10 @@
 """The OpenAI Responses API wire format (``POST {base_url}/responses``).
 
-Requests: messages become input items: system, user and assistant text as ``message`` items,
-a tool call as a ``function_call`` item and a tool result as a ``function_call_output`` item.
+Requests: messages become input items: system, user and assistant text as ``message`` items
+(a message with parts: content items, see :func:`content_value`), a tool call as a
+``function_call`` item and a tool result as a ``function_call_output`` item (a result with
+images or files: an ``output`` list of content items; its sounds, which an output cannot
+hold, in a user message after the turn).
 The reasoning items of a reply (kept in ``Message.extra["reasoning_items"]``, with their
 ``encrypted_content``) go back before the assistant's items, so a stateless conversation
 (``store: false``, the default, asking for ``include: ["reasoning.encrypted_content"]``)
@@ -22,22 +25,30 @@ calls), ``incomplete`` for ``max_output_tokens`` is ``"length"``, for ``content_
 
 from __future__ import annotations
 
+import base64
+import mimetypes
 from collections.abc import Sequence
 from typing import Any
 
-from agentkit.errors import AgentKitValueError, ModelError
+from agentkit.errors import AgentKitValueError, ContentPartError, ModelError
 from agentkit.models._http._json import count, encode_json
 from agentkit.models._http._json import decode_json as _decode_json
 from agentkit.models._http._retry import server_message
 from agentkit.models.base import ModelOptions
 from agentkit.schema import (
+    AudioPart,
+    ContentPart,
+    FilePart,
     FunctionCall,
+    ImagePart,
     Message,
     ResponseMeta,
     Role,
+    TextPart,
     TokenUsage,
     ToolCall,
     ToolInfo,
+    describe_part,
 )
 
 __all__: list[str] = []
@@ -54,8 +65,104 @@ _KEYWORDS = frozenset({"auto", "required", "none"})
 
 
 def content_value(message: Message) -> Any:
-    """The ``content`` of a message item (text; where content parts plug in)."""
-    return message.content
+    """The ``content`` of a message item: the text of a plain-text message; for a message
+    with parts, a list of ``input_text``, ``input_image`` (``image_url``: a data URL or the
+    URL; ``detail``, ``"auto"`` when not given), ``input_file`` (``file_data``: a data URL,
+    with a ``filename``; or ``file_url``) and ``input_audio`` (WAV or MP3) items.
+
+    Raises:
+        ContentPartError: a sound that is neither WAV nor MP3 (the formats the API takes).
+    """
+    if not message.parts:
+        return message.content
+    return [item for part in message.parts if (item := content_item(part)) is not None]
+
+
+def content_item(part: ContentPart) -> dict[str, Any] | None:
+    """The input content item of ``part`` (``None`` for empty text)."""
+    if type(part) is TextPart:
+        return {"type": "input_text", "text": part.text} if part.text else None
+    if type(part) is ImagePart:
+        url = part.url if part.data is None else _data_url(part.media_type, part.data)
+        return {"type": "input_image", "image_url": url, "detail": part.detail or "auto"}
+    if type(part) is FilePart:
+        if part.data is None:
+            item: dict[str, Any] = {"type": "input_file", "file_url": part.url}
+            if part.filename:
+                item["filename"] = part.filename
+            return item
+        # The API refuses file_data without a filename.
+        return {
+            "type": "input_file",
+            "file_data": _data_url(part.media_type, part.data),
+            "filename": part.filename or _default_filename(part.media_type),
+        }
+    assert type(part) is AudioPart
+    audio_format = _AUDIO_FORMATS.get(part.media_type)
+    if audio_format is None:
+        raise ContentPartError(
+            f"{describe_part(part)}: OpenAIResponsesModel sends sounds as WAV or MP3 only "
+            "(the Responses API's input_audio formats); convert it first"
+        )
+    encoded = base64.b64encode(part.data).decode("ascii")
+    return {"type": "input_audio", "input_audio": {"data": encoded, "format": audio_format}}
+
+
+_AUDIO_FORMATS = {"audio/wav": "wav", "audio/mpeg": "mp3"}
+
+
+def _data_url(media_type: str | None, data: bytes) -> str:
+    return f"data:{media_type};base64,{base64.b64encode(data).decode('ascii')}"
+
+
+def _default_filename(media_type: str | None) -> str:
+    extension = mimetypes.guess_extension(media_type or "") or ""
+    return f"file{extension}"
+
+
+def _tool_output(message: Message) -> Any:
+    """The ``output`` of a ``function_call_output``: the text, or (a result with media) its
+    ``input_text``, ``input_image`` and ``input_file`` items; sounds, which an output cannot
+    hold, are named in a note and follow in a user message (:func:`attachment_items`)."""
+    if not message.parts or all(type(part) is TextPart for part in message.parts):
+        return message.content
+    items = [
+        item
+        for part in message.parts
+        if type(part) is not AudioPart and (item := content_item(part)) is not None
+    ]
+    sounds = [part for part in message.parts if type(part) is AudioPart]
+    if sounds:
+        listed = ", ".join(describe_part(part) for part in sounds)
+        note = (
+            f"[The result includes {len(sounds)} sound{'s' if len(sounds) > 1 else ''} "
+            f"({listed}); see the next user message, 'Attachments of tool call "
+            f"{message.tool_call_id}'.]"
+        )
+        items.append({"type": "input_text", "text": note})
+    return items
+
+
+def attachment_items(message: Message) -> bytes:
+    """The content items (JSON, comma-separated, no brackets) of the user message after a
+    turn that carry a tool result's sounds: a line naming the call, then the sounds (``b""``
+    for a result without sounds)."""
+    sounds = [part for part in message.parts if type(part) is AudioPart]
+    if not sounds:
+        return b""
+    name = f" ({message.tool_name})" if message.tool_name else ""
+    header = {
+        "type": "input_text",
+        "text": f"Attachments of tool call {message.tool_call_id}{name}:",
+    }
+    return encode_json([header, *(content_item(part) for part in sounds)])[1:-1]
+
+
+def attachments_bytes(items: Sequence[bytes]) -> bytes:
+    """The ``message`` item of the user message made of ``attachment_items`` (empty ones
+    skipped)."""
+    joined = b",".join(item for item in items if item)
+    return b'{"type":"message","role":"user","content":[' + joined + b"]}"
 
 
 def input_items(message: Message) -> list[dict[str, Any]]:
@@ -66,17 +173,20 @@ def input_items(message: Message) -> list[dict[str, Any]]:
             {
                 "type": "function_call_output",
                 "call_id": message.tool_call_id,
-                "output": message.content,
+                "output": _tool_output(message),
             }
         ]
-    if role is not Role.ASSISTANT:
-        return [{"type": "message", "role": role.value, "content": content_value(message)}]
+    if role is Role.USER:
+        return [{"type": "message", "role": "user", "content": content_value(message)}]
+    if role is Role.SYSTEM:  # instructions are text (a system message's media are not sent)
+        return [{"type": "message", "role": "system", "content": message.content}]
     items: list[dict[str, Any]] = []
     kept = message.extra.get(REASONING_ITEMS) if message.extra else None
     if isinstance(kept, list):
         items.extend(item for item in kept if isinstance(item, dict))
     if message.content or not message.tool_calls:
-        items.append({"type": "message", "role": "assistant", "content": content_value(message)})
+        # An assistant turn is text (an audio reply from another provider: its transcript).
+        items.append({"type": "message", "role": "assistant", "content": message.content})
     items.extend(
         {
             "type": "function_call",
