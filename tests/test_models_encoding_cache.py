@@ -125,18 +125,18 @@ def test_a_changed_copy_of_a_sent_message_is_sent_anew(
     assert len(encodings) == 3  # the system message once, the user message twice
 
 
-def test_parts_assigned_after_sending_are_sent_anew_even_with_the_same_text(
+def test_a_sent_messages_parts_cannot_change_and_a_copy_with_new_parts_is_sent_anew(
     server: FakeOpenAIServer, model: OpenAIChatModel
 ) -> None:
     # The text of the parts stays the very same string, so only the parts tell the change.
     caption = TextPart("see this")
     message = user_message([caption, ImagePart(url="https://example.com/one.png")])
-    history = [message]
-    model.generate(history)
-    content = message.content
-    message.parts = (caption, ImagePart(url="https://example.com/two.png"))
-    assert message.content == content
-    model.generate(history)
+    model.generate([message])
+    with pytest.raises(attrs.exceptions.FrozenInstanceError, match="attrs.evolve"):
+        message.parts = (caption, ImagePart(url="https://example.com/two.png"))  # type: ignore[misc]
+    changed = attrs.evolve(message, parts=(caption, ImagePart(url="https://example.com/two.png")))
+    assert changed.content == message.content
+    model.generate([changed])
     urls = [request["messages"][0]["content"][1]["image_url"]["url"] for request in server.requests]
     assert urls == ["https://example.com/one.png", "https://example.com/two.png"]
 

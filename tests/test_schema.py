@@ -95,8 +95,7 @@ def test_to_dict_round_trips_through_json(message: Message) -> None:
 
 def test_to_dict_keeps_cache_reads_and_cache_writes_apart() -> None:
     usage = TokenUsage(1200, 30, 1230, cached_tokens=1000, cache_write_tokens=150)
-    message = assistant_message("hi")
-    message.response_meta = ResponseMeta("stop", usage)
+    message = attrs.evolve(assistant_message("hi"), response_meta=ResponseMeta("stop", usage))
     data = json.loads(json.dumps(message.to_dict()))
     assert data["response_meta"]["usage"]["cache_write_tokens"] == 150
     assert data["response_meta"]["usage"]["cached_tokens"] == 1000
