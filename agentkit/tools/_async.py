@@ -11,10 +11,11 @@ same rules hold as for plain functions.
 from __future__ import annotations
 
 import concurrent.futures
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
-from agentkit._aioloop import start_task
+from agentkit._aioloop import Task, start_task
 from agentkit._runctx import abort_on_cancel, check_cancelled
 from agentkit.errors import ToolError
 
@@ -41,16 +42,37 @@ def await_in_loop(make: Callable[[], Awaitable[T]], tool_name: str) -> T:
     async def call() -> T:
         return await make()
 
-    task = start_task(call, inherit_context=True, name=f"agentkit-tool {tool_name}")
+    # The abort is registered before the coroutine can start: a cancel always finds this
+    # wait registered (so a timed call's waiter knows the call is ending and waits for its
+    # cleanup), and one that comes before the task exists cancels it as soon as it does.
+    tasks: list[Task[T]] = []
+    aborted = threading.Event()
+    lock = threading.Lock()
+
+    def abort() -> None:  # never blocks: a cancel does not wait for the task to start
+        aborted.set()
+        with lock:
+            started = tasks[0] if tasks else None
+        if started is not None:
+            started.cancel()
+
     try:
-        with abort_on_cancel(task.cancel):
+        with abort_on_cancel(abort):
+            name = f"agentkit-tool {tool_name}"
+            task = start_task(call, inherit_context=True, name=name)
+            with lock:
+                tasks.append(task)
+            # The flag is set before abort() looks for the task, and the task published
+            # before this looks at the flag: one of the two cancels it.
+            if aborted.is_set():
+                task.cancel()
             task.wait()
     except BaseException:
-        # The run was being cancelled (maybe before this thread reached its wait: the
-        # coroutine may be running already), or KeyboardInterrupt in this thread. Either way
-        # the caller goes on only once the coroutine's cleanup ran, as on the path above.
-        task.cancel()
-        task.wait()
+        # The run was being cancelled, or KeyboardInterrupt in this thread. Either way the
+        # caller goes on only once the coroutine's cleanup ran, as on the path above.
+        if tasks:
+            tasks[0].cancel()
+            tasks[0].wait()
         raise
     try:
         return task.result()
