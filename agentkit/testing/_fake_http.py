@@ -11,6 +11,7 @@ its wire (:meth:`FakeModelServer._respond`, :meth:`FakeModelServer._error_payloa
 
 from __future__ import annotations
 
+import abc
 import json
 import socket
 import sys
@@ -31,7 +32,7 @@ _S = TypeVar("_S", bound="FakeModelServer")
 Handler = Callable[[dict[str, Any]], "Reply | str"]
 
 
-class FakeModelServer:
+class FakeModelServer(abc.ABC):
     """A model server on ``127.0.0.1`` (a free port), serving in a background thread.
 
     Replies come from ``handler(request_json)`` when one is given, else from the replies
@@ -64,14 +65,15 @@ class FakeModelServer:
 
     # -- what a wire provides --------------------------------------------------------------
 
+    @abc.abstractmethod
     def _serves(self, path: str) -> bool:
         """Whether ``POST path`` is a route of this wire."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _error_payload(self, reply: Reply) -> Any:
         """The JSON body of an error reply (status >= 400) on this wire."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _respond(
         self,
         handler: RequestHandler,
@@ -82,7 +84,6 @@ class FakeModelServer:
     ) -> None:
         """Send a successful reply: a whole body (:meth:`RequestHandler.send_body`) or a
         stream of events (:meth:`RequestHandler.send_events`)."""
-        raise NotImplementedError
 
     # -- lifecycle -------------------------------------------------------------------------
 

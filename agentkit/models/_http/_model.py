@@ -10,6 +10,7 @@ and which :class:`~agentkit.models._http._stream.EventStream` reads a streamed o
 
 from __future__ import annotations
 
+import abc
 import copy
 import json
 import os
@@ -105,7 +106,7 @@ class Shared:
         self.cache = cache  # an object with clear(), or None
 
 
-class HTTPChatModel(BuiltValue):
+class HTTPChatModel(BuiltValue, abc.ABC):
     """A chat model over HTTP: the shared machinery of every wire (see the module docstring).
 
     A value once built (see :class:`~agentkit._values.BuiltValue`): a write to a public
@@ -125,7 +126,7 @@ class HTTPChatModel(BuiltValue):
     _default_base_url: ClassVar[str] = ""
     _example_model: ClassVar[str] = ""
     _path: ClassVar[str] = ""  # where requests go, under the base URL
-    _stream_type: ClassVar[type[EventStream]] = EventStream
+    _stream_type: ClassVar[type[EventStream]]  # each wire names its own
 
     def __init__(
         self,
@@ -191,15 +192,15 @@ class HTTPChatModel(BuiltValue):
         """Return where a call with ``options`` goes (by default ``base_url`` + ``_path``)."""
         return self._destination
 
+    @abc.abstractmethod
     def _body(
         self, messages: Sequence[Message], options: ModelOptions | None, stream: bool
     ) -> bytes:
         """Return the request body of a call."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _parse_reply(self, content: bytes, url: str, status: int) -> Message:
         """Return the reply of a whole (non-streamed) response body."""
-        raise NotImplementedError
 
     def _tools_changed(self) -> None:
         """Recompute what depends on the bound tools (called by :meth:`with_tools`)."""

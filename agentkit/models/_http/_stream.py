@@ -9,6 +9,7 @@ a subclass implements :meth:`EventStream.read_payloads`.
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import itertools
 import time
@@ -66,7 +67,7 @@ class Target:
             self.request_url = httpx.URL(url)
 
 
-class EventStream:
+class EventStream(abc.ABC):
     """A streamed response whose first chunks have been read.
 
     The chunks come in lists: those that one network read completed, so that a reader's
@@ -123,9 +124,9 @@ class EventStream:
         if attach:
             call.guard.attach(response.extensions.get("network_stream"))
 
+    @abc.abstractmethod
     def read_payloads(self, payloads: list[bytes], batch: list[Message]) -> None:
         """Append the message chunks of SSE ``payloads`` to ``batch`` (the wire's part)."""
-        raise NotImplementedError
 
     def read_first(self) -> None:
         """Read up to the first chunk, so that errors before it are raised by ``stream()``."""
