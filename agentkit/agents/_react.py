@@ -35,7 +35,7 @@ import attrs
 
 from agentkit._agent import AgentRun, frame_of, record_event, send_recorded
 from agentkit._interrupt import InterruptSignal, ToolRoundState
-from agentkit._observe import RunInfo, UsageLedger, fire
+from agentkit._observe import CallEstimate, RunInfo, UsageLedger, fire
 from agentkit._points import PointResume
 from agentkit._progress import DropPoints, ExtendField, Progress, state_delta
 from agentkit._runctx import RunFrame, RunKey, ToolCallFrame, current_frame, use_frame
@@ -364,8 +364,23 @@ class ModelCaller:
         Raises:
             RunLimitError: the run reached one of its limits (the call is not made).
         """
-        if self.budget is not None:
-            self.budget.begin("model_calls")
+        budget = self.budget
+        if budget is None:
+            return self._reported(model, messages, options)
+        # Reserved before the call from its request, given back once its usage is counted:
+        # parallel calls cannot together spend past a token or cost limit.
+        max_tokens = None if options is None else options.max_tokens
+        estimate = CallEstimate.of(messages, max_tokens, getattr(model, "pricing", None))
+        reservation = budget.begin("model_calls", estimate, self.scope)
+        try:
+            return self._reported(model, messages, options)
+        finally:
+            if reservation is not None:
+                budget.release(reservation)
+
+    def _reported(
+        self, model: Any, messages: list[Message], options: ModelOptions | None
+    ) -> Message:
         handlers = self.handlers
         if not handlers:
             return self._counted(model, messages, options)
