@@ -77,6 +77,18 @@ class Guardrails:
                 )
         return cls(agent_name, items) if items else None
 
+    @classmethod
+    def inheriting(
+        cls, agent_name: str, own: Guardrails | None, handed_down: tuple[object, ...]
+    ) -> Guardrails | None:
+        """``own`` followed by the guardrails ``handed_down`` by the agents above (each once);
+        ``None`` when there are none."""
+        if not handed_down:
+            return own
+        mine = () if own is None else own.items
+        added = tuple(g for g in handed_down if not any(g is had for had in mine))
+        return cls(agent_name, (*mine, *added)) if added else own
+
     def check_input(self, messages: list[Message]) -> None:
         """Run the input checks on the first model call's messages.
 

@@ -122,6 +122,7 @@ class ReactConfig:
     tool_timeout: float | None = None  # the agent's default, for tools added by middleware
     model_retry: ModelRetryConfig | None = None
     guardrails: Guardrails | None = None
+    share_guardrails: bool = True  # the guardrails also check the agents this one runs
 
 
 @attrs.define(eq=False)
@@ -707,6 +708,7 @@ class ReactRun:
         "round",
         "run",
         "scope",
+        "shared",
         "streaming",
         "tool_options",
         "typed_output",
@@ -739,7 +741,11 @@ class ReactRun:
         self.written: ToolRoundState | None = None
         # A durable run's reply event, recorded but sent only once its step is committed.
         self.unsent: AgentEvent | None = None
-        self.guards = config.guardrails  # None: the agent has no guardrails
+        # This agent's guardrails and those the agents above hand down (None: none at all);
+        # the agents this one runs as tools get its own too, unless it keeps them.
+        own = config.guardrails
+        self.guards = Guardrails.inheriting(config.name, own, frame.guardrails)
+        self.shared = own.items if own is not None and config.share_guardrails else ()
         # The texts of failed tool calls, how often each came back (oldest first), to quote
         # when the run exceeds max_iterations.
         self.failures: dict[str, int] = {}
@@ -1143,7 +1149,7 @@ class ReactRun:
                     round_state.remaining if round_state is not None else None,
                 ),
             )
-            tool_frame = frame.at_tool(call_frame)
+            tool_frame = frame.at_tool(call_frame).handing_down(self.shared)
             with use_frame(tool_frame):
                 use_stream = streams(tool, self.streaming)
                 if (
