@@ -68,8 +68,8 @@ def entry(model: ScriptedChatModel, *, share: bool = True, **kwargs: Any) -> Cha
         "d",
         model,
         guardrails=[NoWord("SECRET"), ToolAllowList("transfer_to_agent", "helper", "ask")],
-        share_guardrails=share,
         **kwargs,
+        **({} if share else {"share_guardrails": False}),
     )
 
 
