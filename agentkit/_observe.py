@@ -210,18 +210,25 @@ class CallEstimate:
     """What a model call is expected to use, worked out from its request (framework-internal).
 
     ``output_tokens`` is ``None`` when the request does not bound the reply (no
-    ``max_tokens``); ``pricing`` is the model's, when it has one.
+    ``max_tokens``); ``pricing`` is the model's, when it has one; ``agent_name`` is the
+    calling agent's, whose earlier calls tell what its calls use.
     """
 
+    agent_name: str
     input_tokens: int
     output_tokens: int | None = None
     pricing: ModelPricing | None = None
 
     @classmethod
     def of(
-        cls, messages: Sequence[Message], max_tokens: int | None, pricing: object
+        cls,
+        agent_name: str,
+        messages: Sequence[Message],
+        max_tokens: int | None,
+        pricing: object,
     ) -> CallEstimate:
-        """The estimate of a call sending ``messages``, its reply bounded by ``max_tokens``."""
+        """The estimate of a call of ``agent_name`` sending ``messages``, its reply bounded
+        by ``max_tokens``."""
         from agentkit.limits import ModelPricing
 
         chars = 0
@@ -231,6 +238,7 @@ class CallEstimate:
                 chars += len(tool_call.function.name) + len(tool_call.function.arguments)
         tokens = chars // _CHARS_PER_TOKEN + _TOKENS_PER_MESSAGE * len(messages)
         return cls(
+            agent_name=agent_name,
             input_tokens=tokens,
             output_tokens=max_tokens if max_tokens is not None and max_tokens > 0 else None,
             pricing=pricing if isinstance(pricing, ModelPricing) else None,
@@ -279,6 +287,7 @@ class UsageLedger:
         "_cost",
         "_in_flight",
         "_largest",
+        "_largest_by_agent",
         "_lock",
         "_reserved",
         "_running_tools",
@@ -326,7 +335,10 @@ class UsageLedger:
             ]
         self._reserved: dict[str, float] = dict.fromkeys(_BUDGETS, 0.0)
         self._in_flight = 0  # model calls holding a reservation
-        self._largest: dict[str, float] = {}  # the most one finished call used, by budget
+        # The most one answered call used, by budget: of any agent (calls that reported
+        # usage), and of each agent (a call that reported none counts as using none).
+        self._largest: dict[str, float] = {}
+        self._largest_by_agent: dict[str, dict[str, float]] = {}
         self._waiters: set[_Waiter] = set()
 
     def add(self, agent_name: str, usage: TokenUsage, cost: float | None = None) -> None:
@@ -340,15 +352,16 @@ class UsageLedger:
             if cost is not None:
                 self._cost = cost if self._cost is None else self._cost + cost
                 used["cost"] += cost
-            largest = self._largest
+            mine = self._largest_by_agent.setdefault(agent_name, {})
             for name, amount in (
                 ("input_tokens", usage.prompt_tokens),
                 ("output_tokens", usage.completion_tokens),
                 ("total_tokens", usage.total_tokens),
                 ("cost", cost or 0.0),
             ):
-                if amount > largest.get(name, 0.0):
-                    largest[name] = amount
+                for largest in (self._largest, mine):
+                    if amount > largest.get(name, -1.0):
+                        largest[name] = amount
 
     @property
     def total(self) -> TokenUsage:
@@ -444,24 +457,35 @@ class UsageLedger:
                 if scope is not None:
                     scope.closed(waiter)
 
-    def release(self, reservation: Reservation) -> None:
+    def release(self, reservation: Reservation, estimate: CallEstimate, answered: bool) -> None:
         """Give back what a model call reserved (:meth:`begin`), after its usage was added
-        (:meth:`add`), and wake the calls waiting for room."""
+        (:meth:`add`), and wake the calls waiting for room.
+
+        ``answered``: the call returned a reply. A reply that reported no usage counts as a
+        call of its agent that used none, so the agent's later calls are estimated from it
+        rather than going one at a time.
+        """
         with self._lock:
             for name, amount in reservation.amounts.items():
                 self._reserved[name] -= amount
             self._in_flight -= 1
+            if answered:
+                mine = self._largest_by_agent.setdefault(estimate.agent_name, {})
+                for name in _BUDGETS:
+                    mine.setdefault(name, 0.0)
             waiters = list(self._waiters)
         for waiter in waiters:
             waiter.event.set()
 
     def _expected(self, estimate: CallEstimate) -> dict[str, float] | None:
         """What a call is expected to use of each budget (lock held), or ``None`` when that
-        cannot be told yet: its reply is unbounded and no call has finished.
+        cannot be told yet (no call has answered, and its reply is unbounded, or its model has
+        no pricing under a cost limit).
 
-        A call is expected to use at least as much as the largest finished call of the run.
+        A call is expected to use at least as much as the largest answered call of its agent,
+        or, before its agent's first answer, of the run.
         """
-        largest = self._largest
+        largest = self._largest_by_agent.get(estimate.agent_name) or self._largest
         output: float | None = estimate.output_tokens
         if output is None:
             output = largest.get("output_tokens")
@@ -474,7 +498,11 @@ class UsageLedger:
             "output_tokens": output,
             "total_tokens": max(inputs + output, largest.get("total_tokens", 0.0)),
         }
-        cost = largest.get("cost", 0.0)
+        cost = largest.get("cost")
+        if cost is None:
+            if estimate.pricing is None and any(name == "cost" for name, _ in self._budgets):
+                return None  # a model that prices itself: known once a call answered
+            cost = 0.0
         if estimate.pricing is not None:
             cost = max(cost, estimate.pricing.cost(TokenUsage(int(inputs), int(output))))
         amounts["cost"] = cost

@@ -107,7 +107,7 @@ class RunLimits:
     Token, cost and time limits are checked before each model and tool call against what
     finished calls used. A model call also reserves what it is expected to use of the token
     and cost limits before it starts (from its request, its ``max_tokens`` and the model's
-    :class:`ModelPricing`, and never less than the largest call of the run so far); a call
+    :class:`ModelPricing`, and never less than the largest call of its agent so far); a call
     that does not fit beside the calls already running waits for one of them to end, and goes
     alone when none is left. Parallel calls (branches, agents used as tools) so pass a budget
     by at most one call (and what calls use beyond their estimates), not by one call each. A

@@ -35,6 +35,10 @@ from agentkit import (
     with_chat_model_options,
     with_limits,
 )
+from agentkit._observe import CallEstimate, UsageLedger
+from agentkit._scope import RunScope
+from agentkit.cancel import CancelMode
+from agentkit.errors import AgentCancelledError
 from agentkit.limits import ModelPricing
 from agentkit.schema import Role
 from agentkit.testing import ScriptedChatModel, call, calls_message, no_thread_leak
@@ -157,3 +161,53 @@ def test_a_request_with_max_tokens_is_estimated_before_any_call_finished() -> No
     ).result()
     assert result.error is None
     assert gate.most_at_once == FAN_OUT
+
+
+# --- the wait for room ----------------------------------------------------------------------
+
+
+def test_a_call_waiting_for_room_ends_at_once_on_an_immediate_cancel() -> None:
+    ledger = UsageLedger(RunLimits(cost=BUDGET))
+    scope = RunScope()
+    first_estimate = CallEstimate("a", 100, pricing=PRICING)
+    first = ledger.begin("model_calls", first_estimate, scope)  # alone: nothing answered yet
+    assert first is not None
+    outcome: list[BaseException | None] = []
+
+    def second() -> None:
+        try:
+            ledger.begin("model_calls", CallEstimate("b", 100, pricing=PRICING), scope)
+            outcome.append(None)
+        except BaseException as error:
+            outcome.append(error)
+
+    waiter = threading.Thread(target=second)
+    waiter.start()
+    scope.request_cancel(CancelMode.IMMEDIATE)
+    waiter.join(timeout=10)  # a guard: the cancel wakes the wait, the first call never ends
+    assert not waiter.is_alive()
+    assert len(outcome) == 1 and isinstance(outcome[0], AgentCancelledError)
+    ledger.release(first, first_estimate, answered=True)
+    assert ledger.snapshot().model_calls == 1  # the cancelled call was never counted
+
+
+def test_a_call_that_does_not_fit_waits_for_a_running_one_then_goes() -> None:
+    ledger = UsageLedger(RunLimits(cost=BUDGET))
+    scope = RunScope()
+    first_estimate = CallEstimate("a", 100, pricing=PRICING)
+    first = ledger.begin("model_calls", first_estimate, scope)
+    assert first is not None
+    admitted = threading.Event()
+
+    def second() -> None:
+        ledger.begin("model_calls", CallEstimate("b", 100, pricing=PRICING), scope)
+        admitted.set()
+
+    waiter = threading.Thread(target=second)
+    waiter.start()
+    assert ledger.snapshot().model_calls == 1  # the second call is not counted while it waits
+    ledger.add("a", USAGE, CALL_COST)
+    ledger.release(first, first_estimate, answered=True)
+    assert admitted.wait(timeout=10)
+    waiter.join(timeout=10)
+    assert ledger.snapshot().model_calls == 2

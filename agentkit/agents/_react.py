@@ -371,13 +371,18 @@ class ModelCaller:
         # Reserved before the call from its request, given back once its usage is counted:
         # parallel calls cannot together spend past a token or cost limit.
         max_tokens = None if options is None else options.max_tokens
-        estimate = CallEstimate.of(messages, max_tokens, getattr(model, "pricing", None))
+        pricing = getattr(model, "pricing", None)
+        estimate = CallEstimate.of(self.agent_name, messages, max_tokens, pricing)
         reservation = budget.begin("model_calls", estimate, self.scope)
-        try:
+        if reservation is None:
             return self._reported(model, messages, options)
+        answered = False
+        try:
+            reply = self._reported(model, messages, options)
+            answered = True
+            return reply
         finally:
-            if reservation is not None:
-                budget.release(reservation)
+            budget.release(reservation, estimate, answered)
 
     def _reported(
         self, model: Any, messages: list[Message], options: ModelOptions | None
