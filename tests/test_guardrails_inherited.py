@@ -91,6 +91,9 @@ def test_a_transfer_target_is_checked_by_the_entry_agents_guardrails() -> None:
     assert isinstance(result.error, GuardrailTripped)
     assert (result.error.stage, result.error.guardrail) == ("output", "no_word")
     assert result.error.agent_name == "worker"
+    assert "guardrail 'no_word' (handed down by an agent above) of agent 'worker'" in str(
+        result.error
+    )
     assert "SECRET" not in result.text
 
 
