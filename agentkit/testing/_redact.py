@@ -111,7 +111,8 @@ _PRIVATE_KEY = re.compile(
 _ASSIGNED = re.compile(
     r"(?i:(?P<password>pass(?:word|wd|phrase)|pwd)"
     r"|secret|token|api[_\- ]?key|access[_\- ]?key|private[_\- ]?key|credential)"
-    r"(?:[^\n:=\"']{0,30}?[\"']?\s*[:=]\s*|[A-Za-z0-9_.\-]{0,30}\s+(?P<prose>(?i:is|was))\s+)"
+    r"(?:[^\n:=\"']{0,30}?[\"']?\s{0,8}[:=]\s{0,8}"
+    r"|[A-Za-z0-9_.\-]{0,30}\s{1,8}(?P<prose>(?i:is|was))\s{1,8})"
     r"(?:[\"'](?P<quoted>[^\"'\s<]{4,200})[\"']|(?P<bare>[^\s\"'<,;]{4,200}))"
 )
 _JSON_KEY = re.compile(r'"([A-Za-z0-9_\-]{3,40})"\s*:')
