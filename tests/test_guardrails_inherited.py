@@ -69,7 +69,8 @@ def entry(model: ScriptedChatModel, *, share: bool = True, **kwargs: Any) -> Cha
         model,
         guardrails=[NoWord("SECRET"), ToolAllowList("transfer_to_agent", "helper", "ask")],
         **kwargs,
-        **({} if share else {"share_guardrails": False}),
+        # only when asked for: the old code (which had no switch) fails on behaviour
+        **({} if share else {"share_guardrails": False}),  # type: ignore[arg-type]
     )
 
 
