@@ -26,8 +26,9 @@ from agentkit import (
     with_checkpoint_id,
 )
 from agentkit.checkpoint import InMemoryCheckPointStore
+from agentkit.errors import AgentConfigError
 from agentkit.guardrails import ToolAllowList
-from agentkit.prebuilt import deep
+from agentkit.prebuilt import deep, supervisor
 from agentkit.testing import ScriptedChatModel, call, calls_message, no_thread_leak
 from tests.transfer_support import transfer
 
@@ -179,7 +180,14 @@ def test_a_deep_agents_sub_agents_are_checked_by_its_guardrails() -> None:
 
 
 def test_deep_new_refuses_a_single_guardrail() -> None:
-    from agentkit.errors import AgentConfigError
-
     with pytest.raises(AgentConfigError, match="a list of guardrails"):
         deep.new(ScriptedChatModel(["x"]), guardrails=NoWord("x"))  # type: ignore[arg-type]
+
+
+def test_a_supervisors_workers_are_checked_by_its_guardrails() -> None:
+    ran = Ran()
+    boss = entry(ScriptedChatModel([transfer("worker", "t1"), "all done"]))
+    system = supervisor.new(boss, [worker(ran)])
+    result = Runner(system).invoke("go", raise_errors=False)
+    assert ran.names == []
+    assert isinstance(result.error, GuardrailTripped) and result.error.agent_name == "worker"
