@@ -21,13 +21,17 @@ from agentkit.limits import LIMIT_NAMES
 from agentkit.schema import TokenUsage
 
 if TYPE_CHECKING:
+    from agentkit._scope import RunScope
     from agentkit.events import AgentInput
-    from agentkit.limits import RunLimits
+    from agentkit.limits import ModelPricing, RunLimits
+    from agentkit.schema import Message
 
 __all__ = [
     "CallbackOptions",
     "HANDLER_METHODS",
+    "CallEstimate",
     "CallbackSet",
+    "Reservation",
     "RunInfo",
     "RunObservers",
     "RunUsage",
@@ -194,6 +198,75 @@ _CONSUMED = ("input_tokens", "output_tokens", "total_tokens", "cost", "wall_time
 
 _NEXT = {_MODEL_CALLS: "model call", _TOOL_CALLS: "tool call"}
 
+_BUDGETS = ("input_tokens", "output_tokens", "total_tokens", "cost")
+"""The limits a model call spends from while it runs: what it reserves before it starts."""
+
+_CHARS_PER_TOKEN = 4  # the usual rule of thumb for English text and JSON
+_TOKENS_PER_MESSAGE = 4  # a message's role and framing
+
+
+@attrs.frozen
+class CallEstimate:
+    """What a model call is expected to use, worked out from its request (framework-internal).
+
+    ``output_tokens`` is ``None`` when the request does not bound the reply (no
+    ``max_tokens``); ``pricing`` is the model's, when it has one; ``agent_name`` is the
+    calling agent's, whose earlier calls tell what its calls use.
+    """
+
+    agent_name: str
+    input_tokens: int
+    output_tokens: int | None = None
+    pricing: ModelPricing | None = None
+
+    @classmethod
+    def of(
+        cls,
+        agent_name: str,
+        messages: Sequence[Message],
+        max_tokens: int | None,
+        pricing: object,
+    ) -> CallEstimate:
+        """The estimate of a call of ``agent_name`` sending ``messages``, its reply bounded
+        by ``max_tokens``."""
+        from agentkit.limits import ModelPricing
+
+        chars = 0
+        for message in messages:
+            chars += len(message.content)
+            for tool_call in message.tool_calls:
+                chars += len(tool_call.function.name) + len(tool_call.function.arguments)
+        tokens = chars // _CHARS_PER_TOKEN + _TOKENS_PER_MESSAGE * len(messages)
+        return cls(
+            agent_name=agent_name,
+            input_tokens=tokens,
+            output_tokens=max_tokens if max_tokens is not None and max_tokens > 0 else None,
+            pricing=pricing if isinstance(pricing, ModelPricing) else None,
+        )
+
+
+@attrs.frozen(eq=False)
+class Reservation:
+    """What one running model call holds of the run's budgets (framework-internal).
+
+    Made by :meth:`UsageLedger.begin`, given back by :meth:`UsageLedger.release` once the
+    call's real usage is counted.
+    """
+
+    amounts: dict[str, float]
+
+
+class _Waiter:
+    """A call waiting for room in the budgets: woken by a settled call or by a cancel."""
+
+    __slots__ = ("event",)
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+
+    def close(self) -> None:  # the run's scope calls it on an immediate cancel
+        self.event.set()
+
 
 class UsageLedger:
     """What a run used: tokens and cost per run and per agent, model and tool calls, run time;
@@ -208,13 +281,19 @@ class UsageLedger:
     """
 
     __slots__ = (
+        "_budgets",
         "_by_agent",
         "_checks",
         "_cost",
+        "_in_flight",
+        "_largest",
+        "_largest_by_agent",
         "_lock",
+        "_reserved",
         "_running_tools",
         "_started",
         "_used",
+        "_waiters",
         "carried",
         "limits",
         "pausable",
@@ -242,6 +321,8 @@ class UsageLedger:
         self._running_tools = 0
         # The limits checked before a model call and before a tool call, worked out once.
         self._checks: dict[str, list[tuple[str, float]]] = {}
+        # The token and cost limits, which running model calls reserve from (see begin).
+        self._budgets: list[tuple[str, float]] = []
         if limits is not None:
             for kind in (_MODEL_CALLS, _TOOL_CALLS):
                 self._checks[kind] = [
@@ -249,6 +330,16 @@ class UsageLedger:
                     for name, allowed in limits.set_limits()
                     if name == kind or name in _CONSUMED
                 ]
+            self._budgets = [
+                (name, allowed) for name, allowed in limits.set_limits() if name in _BUDGETS
+            ]
+        self._reserved: dict[str, float] = dict.fromkeys(_BUDGETS, 0.0)
+        self._in_flight = 0  # model calls holding a reservation
+        # The most one answered call used, by budget: of any agent (calls that reported
+        # usage), and of each agent (a call that reported none counts as using none).
+        self._largest: dict[str, float] = {}
+        self._largest_by_agent: dict[str, dict[str, float]] = {}
+        self._waiters: set[_Waiter] = set()
 
     def add(self, agent_name: str, usage: TokenUsage, cost: float | None = None) -> None:
         """Count ``usage`` (and the ``cost`` of the call, if known) for ``agent_name``."""
@@ -261,6 +352,16 @@ class UsageLedger:
             if cost is not None:
                 self._cost = cost if self._cost is None else self._cost + cost
                 used["cost"] += cost
+            mine = self._largest_by_agent.setdefault(agent_name, {})
+            for name, amount in (
+                ("input_tokens", usage.prompt_tokens),
+                ("output_tokens", usage.completion_tokens),
+                ("total_tokens", usage.total_tokens),
+                ("cost", cost or 0.0),
+            ):
+                for largest in (self._largest, mine):
+                    if amount > largest.get(name, -1.0):
+                        largest[name] = amount
 
     @property
     def total(self) -> TokenUsage:
@@ -284,22 +385,140 @@ class UsageLedger:
         with self._lock:
             return self._cost
 
-    def begin(self, kind: str) -> None:
+    def begin(
+        self,
+        kind: str,
+        estimate: CallEstimate | None = None,
+        scope: RunScope | None = None,
+    ) -> Reservation | None:
         """Count a model call (``kind="model_calls"``) or tool call (``"tool_calls"``) that
         is about to start; raise :class:`~agentkit.RunLimitError` instead when a limit is
         reached: that call's own, or one of tokens, cost or time. Only for runs with limits.
+
+        A model call with an ``estimate`` also reserves what it is expected to use of the
+        token and cost limits, so that calls running at once cannot together spend past them:
+        a call that does not fit in what is left beside the calls already running waits
+        (woken when one of them ends, or by an immediate cancel of ``scope``) and goes alone
+        when none is left running. The overshoot of a budget is so bounded by one call (and
+        by how much calls use beyond their estimates), not by how many run at once. Give the
+        reservation back with :meth:`release` once the call's usage is counted.
+
+        Raises:
+            RunLimitError: a limit is reached.
+            AgentCancelledError: the run was cancelled immediately while the call waited.
         """
         checks = self._checks[kind]
+        reserves = estimate is not None and bool(self._budgets)
+        waiter: _Waiter | None = None
+        try:
+            while True:
+                with self._lock:
+                    used = self._used
+                    for name, allowed in checks:
+                        amount = self._wall_time() if name == "wall_time" else used[name]
+                        if amount >= allowed:
+                            assert self.limits is not None
+                            raise _limit_error(name, amount, allowed, self.limits, kind)
+                    reservation = None
+                    if reserves:
+                        assert estimate is not None
+                        amounts = self._expected(estimate)
+                        if self._in_flight and not self._fits(amounts):
+                            if waiter is not None:
+                                waiter.event.clear()  # a release from now on wakes it
+                        else:
+                            # Alone, a call that cannot be estimated yet reserves nothing
+                            # but its place: calls that cannot be estimated wait for it.
+                            reservation = Reservation(amounts or {})
+                            for name, amount in reservation.amounts.items():
+                                self._reserved[name] += amount
+                            self._in_flight += 1
+                    if not reserves or reservation is not None:
+                        used[kind] += 1
+                        if kind == _TOOL_CALLS:
+                            self._running_tools += 1
+                        return reservation
+                if waiter is None:
+                    # Register with the scope (an immediate cancel wakes the wait) and join
+                    # the waiters, then look again before waiting: no wake-up is lost.
+                    waiter = _Waiter()
+                    if scope is not None:
+                        scope.open(waiter)
+                    with self._lock:
+                        self._waiters.add(waiter)
+                    continue
+                waiter.event.wait()
+                if scope is not None:
+                    scope.check()
+        finally:
+            if waiter is not None:
+                with self._lock:
+                    self._waiters.discard(waiter)
+                if scope is not None:
+                    scope.closed(waiter)
+
+    def release(self, reservation: Reservation, estimate: CallEstimate, answered: bool) -> None:
+        """Give back what a model call reserved (:meth:`begin`), after its usage was added
+        (:meth:`add`), and wake the calls waiting for room.
+
+        ``answered``: the call returned a reply. A reply that reported no usage counts as a
+        call of its agent that used none, so the agent's later calls are estimated from it
+        rather than going one at a time.
+        """
         with self._lock:
-            used = self._used
-            for name, allowed in checks:
-                amount = self._wall_time() if name == "wall_time" else used[name]
-                if amount >= allowed:
-                    assert self.limits is not None
-                    raise _limit_error(name, amount, allowed, self.limits, kind)
-            used[kind] += 1
-            if kind == _TOOL_CALLS:
-                self._running_tools += 1
+            for name, amount in reservation.amounts.items():
+                self._reserved[name] -= amount
+            self._in_flight -= 1
+            if answered:
+                mine = self._largest_by_agent.setdefault(estimate.agent_name, {})
+                for name in _BUDGETS:
+                    mine.setdefault(name, 0.0)
+            waiters = list(self._waiters)
+        for waiter in waiters:
+            waiter.event.set()
+
+    def _expected(self, estimate: CallEstimate) -> dict[str, float] | None:
+        """What a call is expected to use of each budget (lock held), or ``None`` when that
+        cannot be told yet (no call has answered, and its reply is unbounded, or its model has
+        no pricing under a cost limit).
+
+        A call is expected to use at least as much as the largest answered call of its agent,
+        or, before its agent's first answer, of the run.
+        """
+        largest = self._largest_by_agent.get(estimate.agent_name) or self._largest
+        output: float | None = estimate.output_tokens
+        if output is None:
+            output = largest.get("output_tokens")
+        if output is None:
+            return None
+        inputs = max(float(estimate.input_tokens), largest.get("input_tokens", 0.0))
+        output = max(output, 0.0)
+        amounts = {
+            "input_tokens": inputs,
+            "output_tokens": output,
+            "total_tokens": max(inputs + output, largest.get("total_tokens", 0.0)),
+        }
+        cost = largest.get("cost")
+        if cost is None:
+            if estimate.pricing is None and any(name == "cost" for name, _ in self._budgets):
+                return None  # a model that prices itself: known once a call answered
+            cost = 0.0
+        if estimate.pricing is not None:
+            cost = max(cost, estimate.pricing.cost(TokenUsage(int(inputs), int(output))))
+        amounts["cost"] = cost
+        return amounts
+
+    def _fits(self, amounts: dict[str, float] | None) -> bool:
+        """Whether a call expected to use ``amounts`` fits beside the running calls (lock
+        held)."""
+        if amounts is None:
+            return False
+        used, reserved = self._used, self._reserved
+        return all(
+            # (a hair of slack: three calls of 0.05 fill a budget of 0.15 in floating point)
+            used[name] + reserved[name] + amounts[name] <= allowed * (1 + 1e-9)
+            for name, allowed in self._budgets
+        )
 
     def end_tool_call(self, ran: bool) -> None:
         """A tool call counted by :meth:`begin` ended: it ran (``ran``: it returned or failed),

@@ -333,6 +333,9 @@ class RunFrame:
     # The run's key, saved in its checkpoint (inside an agent tool: the calling tool call's
     # key): what tool_call_key() derives every call's key from.
     key: RunKey = attrs.field(factory=RunKey.fresh)
+    # The guardrails the agents above hand down to every agent they run (transfer targets,
+    # agents used as tools): a ChatModelAgent here checks these besides its own.
+    guardrails: tuple[object, ...] = ()
 
     # The two moves made on every agent turn and tool call build the frame directly:
     # attrs.evolve would re-read the class's fields each time.
@@ -353,6 +356,7 @@ class RunFrame:
             options=self.options,
             progress=self.progress,
             key=self.key,
+            guardrails=self.guardrails,
         )
 
     def at_tool(self, tool: ToolCallFrame) -> RunFrame:
@@ -371,7 +375,15 @@ class RunFrame:
             options=self.options,
             progress=self.progress,
             key=self.key,
+            guardrails=self.guardrails,
         )
+
+    def handing_down(self, guardrails: tuple[object, ...]) -> RunFrame:
+        """This frame with ``guardrails`` added to those handed down (each once)."""
+        added = tuple(g for g in guardrails if not any(g is had for had in self.guardrails))
+        if not added:
+            return self
+        return attrs.evolve(self, guardrails=(*self.guardrails, *added))
 
 
 _frame: contextvars.ContextVar[RunFrame | None] = contextvars.ContextVar(

@@ -105,9 +105,13 @@ class RunLimits:
     ``model_calls=3`` makes three model calls and stops before the fourth. Model and tool
     call limits are exact, also with parallel calls (a call is counted before it starts).
     Token, cost and time limits are checked before each model and tool call against what
-    finished calls used: calls already running when the limit is reached finish, so a run can
-    pass these allowances by what those calls use. A limit never cuts a call short: give
-    models a ``timeout`` and tools a time limit for that.
+    finished calls used. A model call also reserves what it is expected to use of the token
+    and cost limits before it starts (from its request, its ``max_tokens`` and the model's
+    :class:`ModelPricing`, and never less than the largest call of its agent so far); a call
+    that does not fit beside the calls already running waits for one of them to end, and goes
+    alone when none is left. Parallel calls (branches, agents used as tools) so pass a budget
+    by at most one call (and what calls use beyond their estimates), not by one call each. A
+    limit never cuts a call short: give models a ``timeout`` and tools a time limit for that.
 
     Model and tool calls are counted only in runs with limits; tokens and cost always are. A
     run started without limits and resumed with some counts its calls from the resume.

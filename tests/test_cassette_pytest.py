@@ -127,7 +127,7 @@ def test_a_marker_with_an_unknown_setting_is_refused(tmp_path: Path) -> None:
     )
     result = run_pytest(tmp_path)
     assert result.returncode == 1
-    assert "takes path, mode, match and scrub (got record_mode)" in result.stdout
+    assert "takes path, mode, match, scrub and redact (got record_mode)" in result.stdout
 
 
 def test_importing_agentkit_or_its_testing_package_does_not_import_pytest() -> None:

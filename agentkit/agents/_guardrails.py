@@ -36,11 +36,20 @@ def guardrail_name(guardrail: object) -> str:
 class Guardrails:
     """One agent's guardrails, sorted by stage; :meth:`checked` builds it from the argument."""
 
-    __slots__ = ("agent_name", "input", "items", "output", "tool_call")
+    __slots__ = ("agent_name", "handed_down", "input", "items", "output", "tool_call")
 
-    def __init__(self, agent_name: str, guardrails: Iterable[object]) -> None:
+    def __init__(
+        self,
+        agent_name: str,
+        guardrails: Iterable[object],
+        handed_down: Iterable[object] = (),
+    ) -> None:
         self.agent_name = agent_name
         self.items = tuple(guardrails)  # as given
+        # The names of the items only the agents above gave (errors and logs say so).
+        above = tuple(handed_down)
+        own = {guardrail_name(g) for g in self.items if not any(g is h for h in above)}
+        self.handed_down = frozenset(guardrail_name(g) for g in above) - own
         found: dict[str, list[_Check]] = {stage: [] for stage in STAGES}
         for guardrail in self.items:
             for stage in STAGES:
@@ -77,6 +86,18 @@ class Guardrails:
                 )
         return cls(agent_name, items) if items else None
 
+    @classmethod
+    def inheriting(
+        cls, agent_name: str, own: Guardrails | None, handed_down: tuple[object, ...]
+    ) -> Guardrails | None:
+        """``own`` followed by the guardrails ``handed_down`` by the agents above (each once);
+        ``None`` when there are none."""
+        if not handed_down:
+            return own
+        mine = () if own is None else own.items
+        added = tuple(g for g in handed_down if not any(g is had for had in mine))
+        return cls(agent_name, (*mine, *added), added) if added else own
+
     def check_input(self, messages: list[Message]) -> None:
         """Run the input checks on the first model call's messages.
 
@@ -109,9 +130,9 @@ class Guardrails:
             reason = _verdict(check(info), name, "tool_call")
             if reason is not None:
                 _log.info(
-                    "agentkit: guardrail %r of agent %r blocked tool call %s (%s): %s",
+                    "agentkit: guardrail %r %s blocked tool call %s (%s): %s",
                     name,
-                    self.agent_name,
+                    self._whose(name),
                     call.id or "-",
                     call.function.name,
                     reason,
@@ -122,11 +143,17 @@ class Guardrails:
                 )
         return None
 
+    def _whose(self, name: str) -> str:
+        """Whose guardrail ``name`` is, for errors and logs: the agent's, or handed down to it."""
+        if name in self.handed_down:
+            return f"(handed down by an agent above) of agent {self.agent_name!r}"
+        return f"of agent {self.agent_name!r}"
+
     def _tripped(self, stage: str, name: str, reason: str) -> GuardrailTripped:
         where = "input" if stage == "input" else "answer"
         return GuardrailTripped(
-            f"guardrail {name!r} of agent {self.agent_name!r} stopped the run on the agent's "
-            f"{where}: {reason}",
+            f"guardrail {name!r} {self._whose(name)} stopped the run on the agent's {where}: "
+            f"{reason}",
             stage=stage,
             reason=reason,
             guardrail=name,

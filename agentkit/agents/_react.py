@@ -35,7 +35,7 @@ import attrs
 
 from agentkit._agent import AgentRun, frame_of, record_event, send_recorded
 from agentkit._interrupt import InterruptSignal, ToolRoundState
-from agentkit._observe import RunInfo, UsageLedger, fire
+from agentkit._observe import CallEstimate, RunInfo, UsageLedger, fire
 from agentkit._points import PointResume
 from agentkit._progress import DropPoints, ExtendField, Progress, state_delta
 from agentkit._runctx import RunFrame, RunKey, ToolCallFrame, current_frame, use_frame
@@ -122,6 +122,7 @@ class ReactConfig:
     tool_timeout: float | None = None  # the agent's default, for tools added by middleware
     model_retry: ModelRetryConfig | None = None
     guardrails: Guardrails | None = None
+    share_guardrails: bool = True  # the guardrails also check the agents this one runs
 
 
 @attrs.define(eq=False)
@@ -364,8 +365,28 @@ class ModelCaller:
         Raises:
             RunLimitError: the run reached one of its limits (the call is not made).
         """
-        if self.budget is not None:
-            self.budget.begin("model_calls")
+        budget = self.budget
+        if budget is None:
+            return self._reported(model, messages, options)
+        # Reserved before the call from its request, given back once its usage is counted:
+        # parallel calls cannot together spend past a token or cost limit.
+        max_tokens = None if options is None else options.max_tokens
+        pricing = getattr(model, "pricing", None)
+        estimate = CallEstimate.of(self.agent_name, messages, max_tokens, pricing)
+        reservation = budget.begin("model_calls", estimate, self.scope)
+        if reservation is None:
+            return self._reported(model, messages, options)
+        answered = False
+        try:
+            reply = self._reported(model, messages, options)
+            answered = True
+            return reply
+        finally:
+            budget.release(reservation, estimate, answered)
+
+    def _reported(
+        self, model: Any, messages: list[Message], options: ModelOptions | None
+    ) -> Message:
         handlers = self.handlers
         if not handlers:
             return self._counted(model, messages, options)
@@ -692,6 +713,7 @@ class ReactRun:
         "round",
         "run",
         "scope",
+        "shared",
         "streaming",
         "tool_options",
         "typed_output",
@@ -724,7 +746,11 @@ class ReactRun:
         self.written: ToolRoundState | None = None
         # A durable run's reply event, recorded but sent only once its step is committed.
         self.unsent: AgentEvent | None = None
-        self.guards = config.guardrails  # None: the agent has no guardrails
+        # This agent's guardrails and those the agents above hand down (None: none at all);
+        # the agents this one runs as tools get its own too, unless it keeps them.
+        own = config.guardrails
+        self.guards = Guardrails.inheriting(config.name, own, frame.guardrails)
+        self.shared = own.items if own is not None and config.share_guardrails else ()
         # The texts of failed tool calls, how often each came back (oldest first), to quote
         # when the run exceeds max_iterations.
         self.failures: dict[str, int] = {}
@@ -1128,7 +1154,7 @@ class ReactRun:
                     round_state.remaining if round_state is not None else None,
                 ),
             )
-            tool_frame = frame.at_tool(call_frame)
+            tool_frame = frame.at_tool(call_frame).handing_down(self.shared)
             with use_frame(tool_frame):
                 use_stream = streams(tool, self.streaming)
                 if (

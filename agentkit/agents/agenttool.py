@@ -200,6 +200,7 @@ class AgentTool:
             observers=frame.observers,
             progress=progress,
             key=call.call_key if call is not None else frame.key,
+            guardrails=frame.guardrails,  # the caller's guardrails check the inner agents too
         )
         forward = call.forward if call is not None else None
         sink = _InnerSink(forward, list(frame.run_path))

@@ -134,6 +134,12 @@ class ChatModelAgent(BaseAgent):
             :class:`~agentkit.GuardrailTripped`. A tool-call check runs before each call (in
             the call's thread: parallel calls check at once): a trip does not run the tool and
             tells the model why, and the run goes on.
+        share_guardrails: whether ``guardrails`` also check the agents this agent hands
+            work to, as the run's limits count them: the agents it transfers to (and those
+            they transfer to), the agents it runs as tools (an :class:`~agentkit.AgentTool`, a
+            deep agent's sub-agents) and theirs, also after a resume. Those agents check the
+            handed-down guardrails after their own; a guardrail given at several levels runs
+            once. ``False`` keeps Eino's behaviour: the guardrails check this agent alone.
 
     An agent is a value: its settings are fixed when it is built (setting ``instruction``,
     ``max_iterations``, ``tools``... raises :class:`~agentkit.AgentFrozenError`); make a
@@ -166,6 +172,7 @@ class ChatModelAgent(BaseAgent):
         middlewares: Iterable[AgentMiddleware] = (),
         model_retry: ModelRetryConfig | None = None,
         guardrails: Iterable[object] = (),
+        share_guardrails: bool = True,
     ) -> None:
         # Kept to make changed copies (replace); iterables are read once, here.
         tools = tuple(tools)
@@ -196,6 +203,7 @@ class ChatModelAgent(BaseAgent):
             "middlewares": middlewares,
             "model_retry": model_retry,
             "guardrails": guardrails,
+            "share_guardrails": share_guardrails,
         }
         if model is None:
             raise AgentConfigError(
@@ -227,7 +235,12 @@ class ChatModelAgent(BaseAgent):
                 f"model_retry must be a ModelRetryConfig (got {model_retry!r})"
             )
         self._model_retry = model_retry
+        if not isinstance(share_guardrails, bool):
+            raise AgentConfigError(
+                f"share_guardrails must be True or False (got {share_guardrails!r})"
+            )
         self._guardrails = checked_guardrails
+        self._share_guardrails = share_guardrails
         self._name = name
         self._description = description
         self._model = model
@@ -280,6 +293,16 @@ class ChatModelAgent(BaseAgent):
     def max_iterations(self) -> int:
         """The most model calls one run may make."""
         return int(self._max_iterations)
+
+    @property
+    def guardrails(self) -> tuple[object, ...]:
+        """The agent's own guardrails, as given."""
+        return () if self._guardrails is None else self._guardrails.items
+
+    @property
+    def share_guardrails(self) -> bool:
+        """Whether the guardrails also check the agents this one hands work to."""
+        return bool(self._share_guardrails)
 
     @property
     def emit_internal_events(self) -> bool:
@@ -421,6 +444,7 @@ class ChatModelAgent(BaseAgent):
             tool_timeout=self._tool_timeout,
             model_retry=self._model_retry,
             guardrails=self._guardrails,
+            share_guardrails=self._share_guardrails,
             name=self._name,
             instruction=instruction,
             tools=by_name,

@@ -36,6 +36,7 @@ from agentkit.agents._history import (
     default_history_rewriter,
     rewrite_message,
 )
+from agentkit.agents.chatmodel import ChatModelAgent
 from agentkit.errors import (
     AgentCancelledError,
     AgentConfigError,
@@ -287,7 +288,7 @@ class FlowAgent(BaseAgent):
                 "with the agent tree that made the checkpoint"
             ), named))
             return None
-        return dest._resume_turn(info, frame.at_agent(RunStep(dest.name)), downstream, named)
+        return dest._resume_turn(info, self._hand_over(frame, dest), downstream, named)
 
     def _resume_transfer(
         self,
@@ -305,8 +306,7 @@ class FlowAgent(BaseAgent):
         if dest is not None and resume_state is not None and resume_state.leads_to(
             frame.address, f"agent:{dest.name}"
         ):
-            at = frame.at_agent(RunStep(dest.name))
-            return dest._resume_turn(info, at, downstream, named)
+            return dest._resume_turn(info, self._hand_over(frame, dest), downstream, named)
         return self._after(transfer_action(name), frame, downstream, named)
 
     def _after(
@@ -352,7 +352,16 @@ class FlowAgent(BaseAgent):
                 frame.log,
             )
         _log.info("agentkit: agent %r transfers to agent %r", self.name, dest_name)
-        return dest, frame.at_agent(RunStep(dest.name))
+        return dest, self._hand_over(frame, dest)
+
+    def _hand_over(self, frame: RunFrame, dest: FlowAgent) -> RunFrame:
+        """The frame of ``dest``'s turn after this agent's: one agent deeper, with this
+        agent's guardrails handed down (see ``ChatModelAgent(share_guardrails=...)``)."""
+        at = frame.at_agent(RunStep(dest.name))
+        agent = self._agent
+        if isinstance(agent, ChatModelAgent) and agent.share_guardrails:
+            at = at.handing_down(agent.guardrails)
+        return at
 
     def _error(self, frame: RunFrame, error: BaseException, named: bool = True) -> AgentEvent:
         """An error event on behalf of this agent (its name and run path filled in)."""

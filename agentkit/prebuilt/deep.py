@@ -117,6 +117,8 @@ def new(
     output_key: str | None = None,
     model_retry: ModelRetryConfig | None = None,
     task_tool_description: Callable[[Sequence[Agent]], str] | None = None,
+    guardrails: Iterable[object] = (),
+    share_guardrails: bool = True,
 ) -> ChatModelAgent:
     """Build a deep agent: a :class:`~agentkit.ChatModelAgent` with ``write_todos``, ``task``,
     and the file tools and ``execute`` when given a backend and a shell (see the module).
@@ -153,6 +155,12 @@ def new(
         task_tool_description: ``task_tool_description(sub_agents) -> str``, the ``task``
             tool's description made from the sub-agents it starts (the general-purpose one
             included) instead of the built-in one (Eino's ``TaskToolDescriptionGenerator``).
+        guardrails: the deep agent's guardrails (see :mod:`agentkit.guardrails`). With
+            ``share_guardrails`` (the default) they also check every sub-agent the ``task``
+            tool starts (the general-purpose one included), so a
+            :class:`~agentkit.guardrails.ToolAllowList` must name the sub-agents' tools too;
+            ``False`` checks the deep agent alone (see :class:`~agentkit.ChatModelAgent`).
+        share_guardrails: whether ``guardrails`` also check the sub-agents.
 
     Raises:
         AgentConfigError: a tool is named like a built-in one, two sub-agents share a name (or a
@@ -212,6 +220,8 @@ def new(
         emit_internal_events=emit_internal_events,
         return_directly=return_directly,
         output_key=output_key,
+        guardrails=guardrails,
+        share_guardrails=share_guardrails,
         **options,
     )
 

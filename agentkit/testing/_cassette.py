@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 import threading
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +54,7 @@ def cassette(
     mode: str = "replay",
     match: str = "request",
     scrub: Scrub | None = None,
+    redact: Iterable[str | re.Pattern[str]] = (),
 ) -> Cassette:
     """Wrap ``model`` to record its calls to ``path``, or to replay them from it offline.
 
@@ -72,13 +74,19 @@ def cassette(
     chunks; the :class:`~agentkit.ModelError` a failed call raised, which a replay raises
     again). Keys come in a stable order, so a re-recording shows as a readable diff.
 
-    Secrets are never written: values under credential keys (``Authorization``,
-    ``api_key``, ...), bearer tokens, strings shaped like API keys and the values of secret
-    environment variables (``OPENAI_API_KEY``, ...) are replaced by ``<redacted>``.
-    ``scrub(text) -> text`` redacts more: it runs on every string of a record, and on every
-    live request before it is compared, so a scrubbed request still matches. It must give
-    the same result when run twice (a replayed reply, already scrubbed, comes back in the
-    next request).
+    Secrets are never written, wherever they travel (the user's text, a tool's result, the
+    model's reply, tool arguments): values under credential keys (``Authorization``,
+    ``api_key``, ...), bearer tokens, strings shaped like API keys and tokens (``sk-...``,
+    ``sk_live_...``, ``glpat-...``, JSON Web Tokens, ...), the bodies of PEM private keys,
+    values given to secret-looking names in text (``password: ...``,
+    ``aws_secret_access_key = ...``) and the values of secret environment variables
+    (``OPENAI_API_KEY``, ...) are replaced by ``<redacted>``.
+    ``redact`` adds regular expressions (strings or compiled): a match is replaced by
+    ``<redacted>``, or only its group named ``secret`` if it has one
+    (``r"pin (?P<secret>[0-9]{4})"``). ``scrub(text) -> text`` redacts more: it runs on every
+    string of a record, and on every live request before it is compared, so a scrubbed request
+    still matches. It must give the same result when run twice (a replayed reply, already
+    scrubbed, comes back in the next request).
 
     How a call finds its recording: its request (messages, tools, options; whether it
     streams does not count) is compared with the recorded ones. With ``match="request"``
@@ -96,8 +104,10 @@ def cassette(
         model = cassette(None, "tests/cassettes/weather.json")   # offline, in CI
 
     Raises:
-        ValueError: an unknown mode or match, or a path that is neither JSON nor YAML.
-        TypeError: a recording mode without a model.
+        ValueError: an unknown mode or match, a path that is neither JSON nor YAML, or a
+            ``redact`` string that is not a regular expression.
+        TypeError: a recording mode without a model, or ``redact`` given one pattern
+            instead of a list.
         CassetteError: replaying a file that does not exist or cannot be read.
     """
     if mode not in MODES:
@@ -118,7 +128,7 @@ def cassette(
             f"cassette() wraps a ChatModel (an object with generate and stream), got "
             f"{type(model).__name__}"
         )
-    tape = _Tape(Path(path), mode, match, Redactor(scrub))
+    tape = _Tape(Path(path), mode, match, Redactor(scrub, patterns=redact))
     return Cassette(tape, model)
 
 

@@ -16,7 +16,7 @@ Then one line per test wraps the model::
 
 The cassette lives next to the test, in ``cassettes/<test module>/<test name>.json``;
 ``@pytest.mark.cassette("name.yaml")`` picks another file (relative to the test's folder;
-a ``.yaml`` name records YAML), and can set ``mode=``, ``match=`` and ``scrub=``. Tests
+a ``.yaml`` name records YAML), and can set ``mode=``, ``match=``, ``scrub=`` and ``redact=``. Tests
 replay by default, offline; record with a real model once::
 
     OPENAI_API_KEY=... pytest --cassette-mode=record tests/test_weather.py
@@ -59,8 +59,8 @@ def pytest_configure(config: pytest.Config) -> None:
     """Register the ``cassette`` marker."""
     config.addinivalue_line(
         "markers",
-        f"{_MARKER}(path=None, *, mode=None, match=None, scrub=None): the cassette file and "
-        "settings of the model_cassette fixture in this test",
+        f"{_MARKER}(path=None, *, mode=None, match=None, scrub=None, redact=()): the cassette "
+        "file and settings of the model_cassette fixture in this test",
     )
 
 
@@ -116,10 +116,10 @@ def model_cassette(request: pytest.FixtureRequest) -> CassetteFactory:
     option = request.config.getoption("--cassette-mode")
     if option is not None:
         kwargs["mode"] = option
-    unknown = set(kwargs) - {"mode", "match", "scrub"}
+    unknown = set(kwargs) - {"mode", "match", "scrub", "redact"}
     if unknown:
         raise AgentKitTypeError(
-            f"@pytest.mark.{_MARKER} takes path, mode, match and scrub (got "
+            f"@pytest.mark.{_MARKER} takes path, mode, match, scrub and redact (got "
             f"{', '.join(sorted(unknown))})"
         )
     return CassetteFactory(path, kwargs)
