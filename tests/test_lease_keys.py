@@ -22,7 +22,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from agentkit import ChatModelAgent, Runner, tool, with_checkpoint_id
+from agentkit import ChatModelAgent, Message, Runner, tool, with_checkpoint_id
 from agentkit.checkpoint import PickleSerializer, RedisCheckPointStore, lease_for
 from agentkit.errors import CheckpointBusyError, CheckpointError
 from agentkit.testing import ManualClock, ScriptedChatModel, call, calls_message, no_thread_leak
@@ -110,7 +110,7 @@ def test_a_second_resumer_after_a_deleted_lease_key_stops_the_first_run_at_its_n
                 ran.append(f"{worker}:pay")
             return "paid"
 
-        script = [
+        script: list[Message | str] = [
             calls_message(call("look", id="l")),
             calls_message(call("pay", id="p")),
             "done",
