@@ -211,7 +211,7 @@ class _LeaseOwner(Protocol):
     def owner(self) -> str | None: ...
 
 
-def clock_of(store: object) -> Clock:
+def _clock_of(store: object) -> Clock:
     """The clock ``store`` reads (its ``clock``), else the system's.
 
     A store without lease methods gets its process leases (see :func:`lease_for`) on it:
@@ -225,7 +225,7 @@ def clock_of(store: object) -> Clock:
     return SYSTEM_CLOCK
 
 
-def fenced_by(store: CheckPointStore, lease: _LeaseOwner) -> CheckPointStore:
+def _fenced_by(store: CheckPointStore, lease: _LeaseOwner) -> CheckPointStore:
     """``store`` with its writes of ``lease.checkpoint_id`` fenced by ``lease``, when it can.
 
     A store with a ``fenced(checkpoint_id, owner)`` method (the Redis store) returns a view
@@ -349,8 +349,8 @@ def lease_for(store: CheckPointStore, checkpoint_id: str, ttl: float | None = No
     Stores that implement :class:`LeasingCheckPointStore` grant the lease themselves, which
     makes it exclusive across every process sharing the store. For other stores the lease
     comes from a thread-safe registry in this process, keyed by the store object and the id,
-    so it is exclusive within this process only, and expires on the store's ``clock`` when it
-    has one (see :func:`clock_of`). Either way the lease expires after ``ttl`` seconds unless
+    so it is exclusive within this process only, and read on the store's ``clock`` attribute
+    when it has one. Either way the lease expires after ``ttl`` seconds unless
     refreshed, so a run that died without releasing it cannot block the id forever.
 
     The returned :class:`Lease` is already held; use it as a context manager, or call
@@ -378,7 +378,7 @@ def lease_for(store: CheckPointStore, checkpoint_id: str, ttl: float | None = No
 def _acquire(store: CheckPointStore, checkpoint_id: str, owner: str, ttl: float) -> bool:
     if _leases(store):
         return store.acquire_lease(checkpoint_id, owner, ttl)
-    return _LOCAL_LEASES.acquire(store, checkpoint_id, owner, ttl, clock_of(store))
+    return _LOCAL_LEASES.acquire(store, checkpoint_id, owner, ttl, _clock_of(store))
 
 
 def _release(store: CheckPointStore, checkpoint_id: str, owner: str) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 
 from agentkit._runctx import cancellable_sleep
-from agentkit.checkpoint.base import LeasingCheckPointStore, clock_of
+from agentkit.checkpoint.base import LeasingCheckPointStore, _clock_of
 from agentkit.testing._clock import ManualClock
 from agentkit.testing._store_support import (
     THREAD_GUARD,
@@ -33,12 +33,12 @@ def _time_scale(store: LeasingCheckPointStore) -> float:
     """How much longer than the sleeping checks' leases are those of a store on a manual
     clock: long enough that real time passing does not matter (a store may also expire a
     lease on its own clock, as Redis deletes a key)."""
-    return 100.0 if isinstance(clock_of(store), ManualClock) else 1.0
+    return 100.0 if isinstance(_clock_of(store), ManualClock) else 1.0
 
 
 def _pass(store: LeasingCheckPointStore, seconds: float) -> None:
     """Let ``seconds`` go by for the store's leases: move its manual clock on, or sleep."""
-    clock = clock_of(store)
+    clock = _clock_of(store)
     if isinstance(clock, ManualClock):
         clock.advance(seconds)
     else:
