@@ -1084,12 +1084,15 @@ class TurnLoop(Generic[T]):
     def _after_turn(self, plan: _Plan[T], ended: _Ended) -> bool:
         """Act on how the turn ended; ``False`` ends the loop."""
         error, interrupt = ended.result.error, ended.result.interrupt
-        with self._lock:
-            self._taken = []  # the turn ended: its items are done, or kept as the stopped turn
         cancelled = isinstance(error, AgentCancelledError)
         preempted = cancelled and ended.preempted and not ended.stopped
         stopped = ended.callback_error is not None or interrupt is not None
-        if ended.saved is not None and (stopped or (cancelled and not preempted)):
+        kept = ended.saved is not None and (stopped or (cancelled and not preempted))
+        with self._lock:
+            self._taken = []  # the turn ended: its items are done, or kept as the stopped turn
+            if kept:  # what a push saves until the loop's end saves it
+                self._held = _LoopCheckpoint([], list(plan.consumed), ended.saved, interrupt)
+        if ended.saved is not None and kept:
             # Stopped for outside input, by a stop, or by a failure: kept to be resumed.
             self._keep_stopped(ended.saved, plan.consumed, interrupt)
             if ended.callback_error is not None:

@@ -13,15 +13,17 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from agentkit import ChatModelAgent, TurnLoop
-from agentkit.checkpoint import FileCheckPointStore, PickleSerializer
-from agentkit.errors import CheckpointBusyError
+from agentkit import ChatModelAgent, Message, TurnLoop
+from agentkit.checkpoint import FileCheckPointStore, InMemoryCheckPointStore, PickleSerializer
+from agentkit.checkpoint._binding import loads_for_store
+from agentkit.errors import CheckpointBusyError, CheckpointError
 from agentkit.models import ScriptedChatModel
 from agentkit.testing import ManualClock
 from agentkit.turnloop import TurnInput, default_input
@@ -112,3 +114,48 @@ def raise_reason(loop: TurnLoop[Any]) -> BaseException | None:
     if reason is not None:
         raise reason
     return reason
+
+
+class FailingStore(InMemoryCheckPointStore):
+    """Refuses writes once ``failing`` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failing = False
+
+    def set(self, checkpoint_id: str, data: bytes) -> None:
+        if self.failing:
+            raise OSError("disk full")
+        super().set(checkpoint_id, data)
+
+
+def test_a_pushed_item_is_in_the_store_when_push_returns_and_a_failed_save_refuses_it() -> None:
+    store = FailingStore()
+    serializer = PickleSerializer(KEY)
+    started, release = threading.Event(), threading.Event()
+
+    def reply(messages: list[Message]) -> str:
+        started.set()
+        assert release.wait(GUARD)
+        return "ok"
+
+    agent = ChatModelAgent("A", "d", ScriptedChatModel(reply))
+    loop: TurnLoop[str] = TurnLoop(
+        agent, checkpoint_store=store, checkpoint_id="loop", serializer=serializer
+    )
+    with loop:
+        assert loop.push("first")
+        assert started.wait(GUARD)  # the first turn runs (and blocks)
+        assert loop.push("second")
+        data = store.get("loop")
+        assert data is not None
+        kept = loads_for_store(serializer, store, "loop", data)
+        assert kept.unhandled_items == ["first", "second"]  # the running turn's item too
+        store.failing = True
+        with pytest.raises(CheckpointError, match="disk full"):
+            loop.push("third")
+        store.failing = False
+        release.set()
+    exit_state = loop.wait(GUARD)
+    assert exit_state.reason is None and exit_state.unhandled_items == []
+    assert store.get("loop") is None  # every item handled: nothing is kept
