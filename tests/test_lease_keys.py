@@ -186,3 +186,28 @@ def test_redis_leases_expire_on_a_manual_clock_without_waiting(
     clock.advance(2)
     assert store.acquire_lease("run", "bob", 30)  # expired on the clock, though Redis keeps it
     assert store.client.get(store.lease_key("run")) == b"bob"
+
+
+def test_a_celery_workers_first_look_takes_over_a_lease_key_without_expiry(
+    redis_url: str,  # noqa: F811
+    prefix: str,
+) -> None:
+    redis = pytest.importorskip("redis")
+    from agentkit.integrations._redislog import RedisRunLog, RunRecord
+    from agentkit.integrations._signing import Sealer
+
+    client = redis.Redis.from_url(redis_url)
+    try:
+        sealer = Sealer(lambda: [b"lease key tests' run log key 0123"], "lease-keys")
+        log = RedisRunLog(client, prefix=prefix, maxlen=100, ttl=60, sealer=sealer)
+        assert log.create(RunRecord("run", "agent", "owner", "queued"))
+        lease_key = f"{prefix}lease:run".encode()
+        client.set(lease_key, b"mallory")  # no expiry: a queued run would wait for ever
+        _, _, took = log.record_and_lease("run", lease_key, "worker-1", 30)
+        assert took and client.get(lease_key) == b"worker-1"
+        assert 0 < client.pttl(lease_key) <= 30_000
+        client.set(lease_key, b"worker-2", px=30_000)  # a real lease still refuses
+        _, _, took = log.record_and_lease("run", lease_key, "worker-3", 30)
+        assert not took and client.get(lease_key) == b"worker-2"
+    finally:
+        client.close()
