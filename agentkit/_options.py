@@ -122,12 +122,6 @@ class HeldLease(Protocol):
         """Seconds the lease lasts unless refreshed."""
         ...
 
-    @property
-    def owner(self) -> str | None:
-        """The owner name the store holds the lease under (``None``: not known); a store
-        that can fences the run's writes with it."""
-        ...
-
     def refresh(self, ttl: float | None = None) -> bool:
         """Extend the lease; ``False`` when it was lost."""
         ...

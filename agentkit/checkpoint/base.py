@@ -203,10 +203,13 @@ class _Fencing(Protocol):
     def fenced(self, checkpoint_id: str, owner: str) -> CheckPointStore: ...
 
 
-class _LeaseOwner(Protocol):
+class _Leased(Protocol):
     @property
     def checkpoint_id(self) -> str: ...
 
+
+@runtime_checkable
+class _Owned(Protocol):
     @property
     def owner(self) -> str | None: ...
 
@@ -225,7 +228,7 @@ def _clock_of(store: object) -> Clock:
     return SYSTEM_CLOCK
 
 
-def _fenced_by(store: CheckPointStore, lease: _LeaseOwner) -> CheckPointStore:
+def _fenced_by(store: CheckPointStore, lease: _Leased) -> CheckPointStore:
     """``store`` with its writes of ``lease.checkpoint_id`` fenced by ``lease``, when it can.
 
     A store with a ``fenced(checkpoint_id, owner)`` method (the Redis store) returns a view
@@ -233,10 +236,10 @@ def _fenced_by(store: CheckPointStore, lease: _LeaseOwner) -> CheckPointStore:
     still holds the id's lease, and refuses it with :class:`CheckpointBusyError` otherwise:
     a run whose lease was taken from it (expired, or its key deleted by someone with write
     access to the store) writes nothing more from its next step on. Other stores (and leases
-    whose owner is not known) are returned as they are: their runs are fenced when a lease
-    refresh fails.
+    whose owner is not known, as a lease object of an earlier release's making) are returned as
+    they are: their runs are fenced when a lease refresh fails.
     """
-    owner = lease.owner
+    owner = lease.owner if isinstance(lease, _Owned) else None
     if owner is None or not _fences(store):
         return store
     return store.fenced(lease.checkpoint_id, owner)
