@@ -211,3 +211,24 @@ def test_a_celery_workers_first_look_takes_over_a_lease_key_without_expiry(
         assert not took and client.get(lease_key) == b"worker-2"
     finally:
         client.close()
+
+
+def test_a_lease_whose_key_was_deleted_is_lost_even_once_it_is_free_again(
+    redis_url: str,  # noqa: F811
+    prefix: str,
+    stores: list[RedisCheckPointStore],
+) -> None:
+    # A first run's lease key is deleted, a second run takes the id, ends and gives it back:
+    # the first run's next refresh must not take the free id again and go on.
+    store = store_for(redis_url, prefix, stores)
+    first = lease_for(store, "run")
+    store.client.delete(store.lease_key("run"))
+    with lease_for(store, "run"):  # the second run, from start to end
+        pass
+    assert first.refresh() is False
+    assert store.client.get(store.lease_key("run")) is None  # not taken again
+    second = lease_for(store, "run")
+    assert second.refresh() is True  # a held lease is extended
+    assert 0 < store.client.pttl(store.lease_key("run")) <= store.lease_ttl * 1000
+    second.release()
+

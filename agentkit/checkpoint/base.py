@@ -199,6 +199,11 @@ class _WithClock(Protocol):
 
 
 @runtime_checkable
+class _Refreshing(Protocol):
+    def refresh_lease(self, checkpoint_id: str, owner: str, ttl: float) -> bool: ...
+
+
+@runtime_checkable
 class _Fencing(Protocol):
     def fenced(self, checkpoint_id: str, owner: str) -> CheckPointStore: ...
 
@@ -312,13 +317,18 @@ class Lease:
         """Extend the lease to ``ttl`` (default: the original ttl) seconds from now.
 
         Returns ``False`` when the lease was lost meanwhile (it expired and another run took
-        it) or was released; the caller should then stop working on the checkpoint.
+        it) or was released; the caller should then stop working on the checkpoint. A store
+        with a ``refresh_lease(checkpoint_id, owner, ttl)`` method (the Redis store) extends
+        the lease only while it is held: a lease whose key went is lost, even if it is free.
         """
         if self._released:
             return False
         ttl = self.ttl if ttl is None else ttl
         _check_ttl(ttl)
-        return _acquire(self._store, self.checkpoint_id, self.owner, ttl)
+        store = self._store
+        if _refreshes(store):  # extends the lease only while it is held
+            return store.refresh_lease(self.checkpoint_id, self.owner, ttl)
+        return _acquire(store, self.checkpoint_id, self.owner, ttl)
 
     def release(self) -> None:
         """Give the lease back. Idempotent; does nothing if another owner took it over."""
@@ -401,6 +411,7 @@ _MEMBERS: dict[type, tuple[str, ...]] = {
     _WithLeaseTTL: ("lease_ttl",),
     _WithClock: ("clock",),
     _Fencing: ("fenced",),
+    _Refreshing: ("refresh_lease",),
 }
 _CONFORMING: weakref.WeakKeyDictionary[type, set[type]] = weakref.WeakKeyDictionary()
 
@@ -447,6 +458,10 @@ def _has_clock(store: object) -> TypeGuard[_WithClock]:
 
 def _fences(store: object) -> TypeGuard[_Fencing]:
     return _conforms(store, _Fencing)
+
+
+def _refreshes(store: object) -> TypeGuard[_Refreshing]:
+    return _conforms(store, _Refreshing)
 
 
 # Helpers shared by the stores of this package.

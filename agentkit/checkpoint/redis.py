@@ -136,6 +136,21 @@ else
 end
 return reply
 """
+# KEYS[1] = lease key, ARGV[1] = owner, ARGV[2] = ttl in ms, ARGV[3] = now in ms on the
+# store's clock ("" = the server's clock). Extend the lease only while the owner holds it: a
+# lease whose key went (expired, or deleted by someone with write access to Redis) is lost,
+# never taken again by a refresh, since another run may have held it meanwhile.
+_REFRESH_SCRIPT = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+    return 0
+end
+if ARGV[3] == '' then
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+else
+    redis.call('PEXPIREAT', KEYS[1], tonumber(ARGV[3]) + tonumber(ARGV[2]))
+end
+return 1
+"""
 # Prepended to a write script to fence it: KEYS[#KEYS] = the id's lease key, ARGV[#ARGV] =
 # the writer's lease owner. The write is made only while that owner holds the lease.
 _FENCE = """
@@ -287,6 +302,7 @@ class RedisCheckPointStore(StoreLimits):
         self._append_expiring_script = self._scripts.register(_APPEND_EXPIRING_SCRIPT)
         self._append_script = self._scripts.register(_APPEND_SCRIPT)
         self._acquire_script = self._scripts.register(_ACQUIRE_SCRIPT)
+        self._refresh_script = self._scripts.register(_REFRESH_SCRIPT)
         self._set_base_script = self._scripts.register(_SET_BASE_SCRIPT)
         self._fenced_scripts = {
             name: self._scripts.register(_FENCE + source)
@@ -435,6 +451,27 @@ class RedisCheckPointStore(StoreLimits):
                 owner,
             )
         return taken > 0
+
+    def refresh_lease(self, checkpoint_id: str, owner: str, ttl: float) -> bool:
+        """Extend ``owner``'s lease on ``checkpoint_id`` to ``ttl`` seconds from now, only
+        while ``owner`` holds it (:meth:`~agentkit.checkpoint.Lease.refresh` calls this).
+
+        Returns ``False`` when the lease key is gone or holds another owner: the lease was
+        lost, and is not taken again even if it is free now (another run may have held it
+        and ended meanwhile).
+        """
+        key = self._lease_key(checkpoint_id)
+        _check_owner(owner)
+        _check_ttl(ttl)
+        ttl_ms = max(1, round(ttl * 1000))
+        clock = self._clock
+        own_clock = type(clock) is not Clock
+
+        def refresh() -> int:
+            now = round(clock.time() * 1000) if own_clock else ""
+            return int(self._refresh_script(keys=[key], args=[owner.encode("utf-8"), ttl_ms, now]))
+
+        return self._run(f"refresh the lease on checkpoint {checkpoint_id!r}", refresh) == 1
 
     def release_lease(self, checkpoint_id: str, owner: str) -> None:
         """Release the lease if ``owner`` holds it."""
