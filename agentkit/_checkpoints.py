@@ -447,8 +447,8 @@ class KeptLease(abc.ABC):
 
     @property
     def owner(self) -> str | None:
-        """The owner name the store holds the lease under, if known (``None`` here): a store
-        that can fences the run's writes with it."""
+        """The owner name the store holds the lease under, if known (``None`` here); a store
+        that can uses it to fence the run's writes."""
         return None
 
     @abc.abstractmethod
