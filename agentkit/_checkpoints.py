@@ -445,6 +445,12 @@ class KeptLease(abc.ABC):
     def ttl(self) -> float:
         """Seconds the lease lasts unless refreshed."""
 
+    @property
+    def owner(self) -> str | None:
+        """The owner name the store holds the lease under, if known (``None`` here); a store
+        that can uses it to fence the run's writes."""
+        return None
+
     @abc.abstractmethod
     def refresh(self, ttl: float | None = None) -> bool:
         """Extend the lease now; ``False`` when it was lost or given back."""

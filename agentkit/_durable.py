@@ -405,13 +405,16 @@ class DurableRun:
         usage: Callable[[], RunUsage] | None = None,
         save_input: bool = True,
     ) -> None:
-        from agentkit.checkpoint.base import lease_for
+        from agentkit.checkpoint.base import _fenced_by, lease_for
 
         self.save_input = save_input
         own = lease is None
         held = lease_for(store, checkpoint_id, lease_ttl) if lease is None else lease
         try:
-            self.writer = writer = StepWriter(store, serializer, checkpoint_id, usage)
+            # Its writes check the lease where the store can (a write of a run whose lease
+            # was taken is refused), not only when a refresh fails.
+            fenced = _fenced_by(store, held)
+            self.writer = writer = StepWriter(fenced, serializer, checkpoint_id, usage)
             self.progress = Progress(writer.write, session)
             self.progress.track(log, ROOT, "history")
 

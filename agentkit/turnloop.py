@@ -31,9 +31,13 @@ Differences from Eino, deliberate: the loop keeps the conversation's history (Ei
 to ``GenInput``; pass ``keep_history=False`` for Eino's behaviour); a loop that exits with
 anything left (unhandled items, a stopped turn) saves it whatever the exit reason, so a failure
 loses nothing (Eino saves only on a stop or an interrupt); a loop resuming a checkpoint holds
-a lease on it, and records that the resumed turn ended before it starts the next one, so no
-checkpoint is resumed twice. Eino's push strategies, preempt delays and late items are not
-ported: ``push`` returns ``False`` for an item the loop did not take, and the caller keeps it.
+a lease on it (the Runner's, ``lease_ttl`` seconds, refreshed while the loop lives), and
+records that the resumed turn ended before it starts the next one, so no checkpoint is resumed
+twice. With a checkpoint store, an item ``push`` accepted is in the store before ``push``
+returns ``True``: a process killed at any moment loses none (an item whose turn was running is
+handled again by the loop that takes over). Eino's push strategies, preempt delays and late
+items are not ported: ``push`` returns ``False`` for an item the loop did not take, and the
+caller keeps it.
 """
 
 from __future__ import annotations
@@ -48,7 +52,13 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 import attrs
 
-from agentkit._checkpoints import Checkpoint, LeaseKeeper, load_checkpoint, save_checkpoint
+from agentkit._checkpoints import (
+    RUN_LEASE_TTL,
+    Checkpoint,
+    LeaseKeeper,
+    load_checkpoint,
+    save_checkpoint,
+)
 from agentkit._options import AgentRunOption, RunOptionSet
 from agentkit._persist import persisted
 from agentkit._spawn import RunPool
@@ -436,9 +446,12 @@ class TurnLoop(Generic[T]):
             thread with each turn's events as they come (default :func:`drain_events`). What
             it leaves unread is read by the loop. If it raises, the turn is cancelled and the
             loop ends with that error.
-        checkpoint_store: where the loop saves what is left when it ends (a stopped or
-            interrupted turn, unhandled items), under ``checkpoint_id``; a loop started with a
-            store and an id that hold a checkpoint resumes it.
+        checkpoint_store: where the loop keeps what is left, under ``checkpoint_id``: every
+            item it accepted and has not finished (saved before :meth:`push` returns), and
+            when it ends a stopped or interrupted turn; a loop started with a store and an id
+            that hold a checkpoint resumes it. The loop holds a lease on the id while it lives
+            (a given Runner's ``lease_ttl``, else the Runner's default, 30 s): a loop whose
+            process died frees the id that long after.
         checkpoint_id: the loop's checkpoint id (both or neither with a store).
         serializer: how the checkpoint is encoded (default ``PickleSerializer()``, as for a
             Runner); items must be types it accepts (``allowed_types``).
@@ -525,8 +538,19 @@ class TurnLoop(Generic[T]):
         self._interrupted: list[T] = []  # the stopped turn's items
         self._left: Checkpoint | None = None  # the stopped turn's run, kept in the checkpoint
         self._interrupt: InterruptInfo | None = None  # the stopped turn's interrupt
-        self._loaded = False  # a checkpoint was loaded: remove it when nothing is left
         self._claimed = False  # the loop holds the lease on its checkpoint id
+        # With a store: the loop took its lease and loaded its checkpoint, so pushes are saved
+        # (guarded by the lock; a push made between start() and then waits for it).
+        self._ready = False
+        # What the store must keep beside the waiting items (guarded by the lock): the items
+        # out of the buffer that no turn finished (a turn being planned or run), and the
+        # loaded turn until its resumed run ends.
+        self._taken: list[T] = []
+        self._held: _LoopCheckpoint | None = None
+        # Saves of the loop's checkpoint, one at a time, each of the state when it is made
+        # (taken under the lock while this one is held), so the last save is the last state.
+        self._save_lock = threading.Lock()
+        self._stored = False  # the store holds a checkpoint of this loop (save_lock)
         self._turn_serializer: PickleSerializer | None = None
 
     def __repr__(self) -> str:
@@ -605,7 +629,11 @@ class TurnLoop(Generic[T]):
     ) -> bool:
         """Add ``item`` for a later turn; ``False`` when the loop stopped (the item is not taken).
 
-        Thread-safe and never blocks. With ``preempt=True`` the running turn (or the one
+        Thread-safe. Without a checkpoint store it never blocks. With one, the item is saved
+        in the loop's checkpoint before ``push`` returns ``True`` (one store write), so it
+        survives the process being killed; an item pushed before :meth:`start` is saved
+        when the loop has started (taken its lease and loaded its checkpoint), and a push
+        made while it starts waits for that. With ``preempt=True`` the running turn (or the one
         being planned, which did not see the item) is cancelled at ``safe_point``
         (``CancelMode.ANY_SAFE_POINT``: after a model call that asked for tools, or after a
         round of tool calls, whichever comes first; or one of them alone). The next turn
@@ -618,6 +646,7 @@ class TurnLoop(Generic[T]):
         Raises:
             ValueError: ``safe_point`` is ``CancelMode.IMMEDIATE`` (a preempt waits for a safe
                 point; give ``preempt_timeout`` to bound the wait), or a negative timeout.
+            CheckpointError: the item could not be saved (the loop did not take it).
         """
         if not isinstance(safe_point, CancelMode) or safe_point is CancelMode.IMMEDIATE:
             raise AgentKitValueError(
@@ -626,15 +655,40 @@ class TurnLoop(Generic[T]):
                 "give preempt_timeout to bound how long it waits for the safe point"
             )
         _check_seconds("preempt_timeout", preempt_timeout)
+        store, checkpoint_id = self.checkpoint_store, self.checkpoint_id
         with self._lock:
+            while self._phase is _Phase.RUNNING and store is not None and not self._ready:
+                self._wake.wait()  # the loop's start is store calls; its end notifies too
             if self._phase is _Phase.EXITED or self._stop.committed:
                 return False
-            self._buffer.append(item)
-            self._wake.notify_all()
-            turn = self._turn
-            if preempt and turn is not None and turn.handle.cancel(safe_point, preempt_timeout):
-                turn.context._preempted = True
+            if store is None or checkpoint_id is None or self._phase is _Phase.NEW:
+                self._take(item, preempt, safe_point, preempt_timeout)
+                return True
+        with self._save_lock:
+            with self._lock:
+                if self._closed():
+                    return False
+                state = self._state_locked([item])
+            self._write_state(store, checkpoint_id, state)
+            with self._lock:
+                if self._closed():
+                    return False  # the loop's end saves what it has, without the item
+                self._take(item, preempt, safe_point, preempt_timeout)
         return True
+
+    def _closed(self) -> bool:
+        """Whether the loop takes no more items (holding the lock)."""
+        return self._phase is _Phase.EXITED or self._stop.committed
+
+    def _take(
+        self, item: T, preempt: bool, safe_point: CancelMode, preempt_timeout: float | None
+    ) -> None:
+        """Put ``item`` in the buffer and preempt the turn if asked (holding the lock)."""
+        self._buffer.append(item)
+        self._wake.notify_all()
+        turn = self._turn
+        if preempt and turn is not None and turn.handle.cancel(safe_point, preempt_timeout):
+            turn.context._preempted = True
 
     def stop(
         self,
@@ -750,6 +804,14 @@ class TurnLoop(Generic[T]):
                 # right key or allowed types may read it), never overwritten or removed.
                 self._claimed = False
                 raise
+            if self._claimed:
+                with self._lock:
+                    stopping = self._stop.committed  # then the loop's end saves them
+                if not stopping:
+                    self._save_state()  # the items pushed before start() are kept from now on
+                with self._lock:
+                    self._ready = True
+                    self._wake.notify_all()
             self._run_turns(resume)
         except BaseException as error:  # the exit reports every failure
             if self._reason is None:
@@ -772,7 +834,9 @@ class TurnLoop(Generic[T]):
             return None
         from agentkit.checkpoint import lease_for
 
-        keeper = LeaseKeeper(lease_for(store, checkpoint_id))
+        target = self._target
+        ttl = target.lease_ttl if isinstance(target, Runner) else RUN_LEASE_TTL
+        keeper = LeaseKeeper(lease_for(store, checkpoint_id, ttl))
         self._claimed = True
         return keeper
 
@@ -793,12 +857,17 @@ class TurnLoop(Generic[T]):
                 f"{type(state).__name__}, not a TurnLoop's checkpoint (a Runner's checkpoint "
                 "is resumed with Runner.resume; give the loop an id of its own)"
             )
-        self._loaded = True
+        with self._save_lock:
+            self._stored = True
         with self._lock:
             new_items, self._buffer = self._buffer, []
             if state.turn is None:
                 self._buffer = [*state.unhandled_items, *new_items]
                 return None
+            self._held = _LoopCheckpoint(
+                [], list(state.interrupted_items), state.turn, state.interrupt
+            )
+            self._taken = [*state.unhandled_items, *new_items]
         saved = SavedTurn(
             interrupted_items=list(state.interrupted_items),
             unhandled_items=list(state.unhandled_items),
@@ -833,6 +902,7 @@ class TurnLoop(Generic[T]):
                     return None
                 if self._buffer:
                     items, self._buffer = self._buffer, []
+                    self._taken = list(items)
                     self._turn = _Turn(CancelHandle(), TurnContext(self, [], False))
                     return items
                 idle_for = self._stop.idle_for
@@ -867,6 +937,7 @@ class TurnLoop(Generic[T]):
         with self._lock:
             saved = attrs.evolve(saved, new_items=[*saved.new_items, *self._buffer])
             self._buffer = []
+            self._taken = [*saved.unhandled_items, *saved.new_items]
             self._turn = _Turn(CancelHandle(), TurnContext(self, [], True))
         try:
             made = self._gen_resume(self, saved)
@@ -903,6 +974,7 @@ class TurnLoop(Generic[T]):
         """The planned turn does not run: its items wait again, in front."""
         with self._lock:
             self._buffer[:0] = items
+            self._taken = []
             self._turn = None
         if error is not None:
             self._reason = error
@@ -935,6 +1007,9 @@ class TurnLoop(Generic[T]):
             return None
         with self._lock:
             self._buffer[:0] = plan.remaining
+            # Kept until the turn ends: run again by the loop that takes over if this process
+            # dies (a resumed turn's items are in the loaded turn).
+            self._taken = [] if plan.resume is not None else list(plan.consumed)
         return self._handle_events(turn.context, events, runner)
 
     def _runner_for(self, consumed: list[T]) -> Runner:
@@ -1012,7 +1087,12 @@ class TurnLoop(Generic[T]):
         cancelled = isinstance(error, AgentCancelledError)
         preempted = cancelled and ended.preempted and not ended.stopped
         stopped = ended.callback_error is not None or interrupt is not None
-        if ended.saved is not None and (stopped or (cancelled and not preempted)):
+        kept = ended.saved is not None and (stopped or (cancelled and not preempted))
+        with self._lock:
+            self._taken = []  # the turn ended: its items are done, or kept as the stopped turn
+            if kept:  # what a push saves until the loop's end saves it
+                self._held = _LoopCheckpoint([], list(plan.consumed), ended.saved, interrupt)
+        if ended.saved is not None and kept:
             # Stopped for outside input, by a stop, or by a failure: kept to be resumed.
             self._keep_stopped(ended.saved, plan.consumed, interrupt)
             if ended.callback_error is not None:
@@ -1028,7 +1108,9 @@ class TurnLoop(Generic[T]):
         if preempted and ended.saved is not None:
             self._keep_preempted_work(ended.saved)
         if plan.resume is not None:
-            self._record_between_turns()
+            with self._lock:
+                self._held = None  # the resumed turn ran once: the store must not hold it
+        self._save_state()
         return True
 
     def _keep_preempted_work(self, saved: Checkpoint) -> None:
@@ -1052,18 +1134,36 @@ class TurnLoop(Generic[T]):
         finally:
             lock.release()
 
-    def _record_between_turns(self) -> None:
-        """A resumed turn ended: the checkpoint must not hold it any more (it ran once)."""
+    def _state_locked(self, pushed: Sequence[T] = ()) -> _LoopCheckpoint | None:
+        """What the loop's checkpoint must hold now (holding the lock); ``None``: nothing."""
+        items = [*self._taken, *self._buffer, *pushed]
+        held = self._held
+        if held is None:
+            return _LoopCheckpoint(items, []) if items else None
+        return _LoopCheckpoint(items, list(held.interrupted_items), held.turn, held.interrupt)
+
+    def _save_state(self) -> None:
+        """Save what the loop holds now (after it finished items): see :meth:`push`."""
         store, checkpoint_id = self.checkpoint_store, self.checkpoint_id
-        if store is None or checkpoint_id is None:
+        if store is None or checkpoint_id is None or not self._claimed:
             return
-        with self._lock:
-            waiting = list(self._buffer)
-        if waiting:
-            self._save(store, checkpoint_id, _LoopCheckpoint(waiting, []))
-        else:
-            store.delete(checkpoint_id)
-            self._loaded = False
+        with self._save_lock:
+            with self._lock:
+                state = self._state_locked()
+            self._write_state(store, checkpoint_id, state)
+
+    def _write_state(
+        self, store: CheckPointStore, checkpoint_id: str, state: _LoopCheckpoint | None
+    ) -> None:
+        """Save ``state`` (or remove the checkpoint for ``None``), holding the save lock."""
+        if state is not None:
+            self._save(store, checkpoint_id, state)
+            self._stored = True
+        elif self._stored:
+            failure = _delete(store, checkpoint_id)
+            if failure is not None:
+                raise failure
+            self._stored = False
 
     def _save(self, store: CheckPointStore, checkpoint_id: str, state: _LoopCheckpoint) -> None:
         from agentkit.checkpoint._binding import dumps_for_store
@@ -1095,18 +1195,19 @@ class TurnLoop(Generic[T]):
         store, checkpoint_id = self.checkpoint_store, self.checkpoint_id
         if store is not None and checkpoint_id is not None and self._claimed:
             left = self._left is not None or unhandled or self._interrupted
-            if left and not stop.skip_checkpoint:
-                attempted = True
-                state = _LoopCheckpoint(
-                    list(unhandled), list(self._interrupted), self._left, self._interrupt
-                )
-                try:
-                    self._save(store, checkpoint_id, state)
-                except CheckpointError as error:
-                    failure = error
-                    _log.warning("agentkit: %s", error)
-            elif self._loaded:
-                failure = _delete(store, checkpoint_id)
+            with self._save_lock:  # after a push's save under way: this one is the last
+                if left and not stop.skip_checkpoint:
+                    attempted = True
+                    state = _LoopCheckpoint(
+                        list(unhandled), list(self._interrupted), self._left, self._interrupt
+                    )
+                    try:
+                        self._save(store, checkpoint_id, state)
+                    except CheckpointError as error:
+                        failure = error
+                        _log.warning("agentkit: %s", error)
+                elif self._stored:
+                    failure = _delete(store, checkpoint_id)
         self._exit = TurnLoopExit(
             reason=self._reason,
             unhandled_items=list(unhandled),

@@ -19,7 +19,10 @@ from agentkit.checkpoint import (
     RedisCheckPointStore,
     SQLiteCheckPointStore,
 )
+from agentkit.testing import Clock, ManualClock
 from tests.redis_server import redis_url  # noqa: F401 (a session fixture)
+
+SYSTEM_CLOCK = Clock()
 
 ROOT = Path(__file__).resolve().parents[1]
 START_TIMEOUT = 60.0  # failure guard only
@@ -62,20 +65,20 @@ def run_child(location: list[str], script: str, *args: str) -> str:
 @pytest.fixture(params=["file", "sqlite", "redis"])
 def shared(
     request: pytest.FixtureRequest, tmp_path: Path
-) -> Iterator[tuple[list[str], Callable[[], Any]]]:
+) -> Iterator[tuple[list[str], Callable[..., Any]]]:
     """(argv naming a store for child processes, a factory of the same store in this process)."""
     kind = request.param
     created: list[Any] = []
     if kind == "file":
         where = str(tmp_path / "checkpoints")
-        yield [kind, where, ""], lambda: FileCheckPointStore(where)
+        yield [kind, where, ""], lambda clock=SYSTEM_CLOCK: FileCheckPointStore(where, clock=clock)
         return
     if kind == "sqlite":
         where = str(tmp_path / "checkpoints.db")
         location = [kind, where, ""]
 
-        def make() -> Any:
-            created.append(SQLiteCheckPointStore(where))
+        def make(clock: Clock = SYSTEM_CLOCK) -> Any:
+            created.append(SQLiteCheckPointStore(where, clock=clock))
             return created[-1]
 
     else:
@@ -83,8 +86,8 @@ def shared(
         prefix = f"test-processes:{uuid.uuid4().hex}:"
         location = [kind, url, prefix]
 
-        def make() -> Any:
-            created.append(RedisCheckPointStore(url, prefix=prefix))
+        def make(clock: Clock = SYSTEM_CLOCK) -> Any:
+            created.append(RedisCheckPointStore(url, prefix=prefix, clock=clock))
             return created[-1]
 
     yield location, make
@@ -155,17 +158,18 @@ else:
 
 
 def test_the_lease_of_a_crashed_process_expires(
-    shared: tuple[list[str], Callable[[], Any]],
+    shared: tuple[list[str], Callable[..., Any]],
 ) -> None:
     location, make_store = shared
     acquire = "print(store.acquire_lease('run/1', args[0], float(args[1])))"
-    # Generous enough that a loaded machine cannot let it expire before the next line runs.
-    assert run_child(location, acquire, "crashed", "5") == "True"
+    assert run_child(location, acquire, "crashed", "5") == "True"  # the child exits holding it
     store: LeasingCheckPointStore = make_store()
     assert store.acquire_lease("run/1", "parent", 60) is False
-    deadline = time.monotonic() + 60  # a failure guard: the lease expires after 5 s
-    while not store.acquire_lease("run/1", "probe", 0.01) and time.monotonic() < deadline:
-        time.sleep(0.1)
+    # The parent's clock moves past the crashed holder's expiry: no waiting for it.
+    late = make_store(clock := ManualClock())
+    clock.advance(6)
+    assert late.acquire_lease("run/1", "probe", 60) is True
+    late.release_lease("run/1", "probe")
     assert run_child(location, acquire, "successor", "60") == "True"
     assert store.acquire_lease("run/1", "parent", 60) is False
 

@@ -27,7 +27,7 @@ from agentkit.checkpoint import (
     lease_for,
 )
 from agentkit.errors import CheckpointConsumedError, CheckpointNotFoundError
-from agentkit.testing import ScriptedChatModel, call, calls_message
+from agentkit.testing import ManualClock, ScriptedChatModel, call, calls_message
 from tests.test_durable_steps import add
 
 SERIALIZER = PickleSerializer(b"prune tests key, 32 bytes long!!")
@@ -278,18 +278,19 @@ def test_sqlite_a_database_of_an_earlier_release_gets_record_times(tmp_path: Pat
 
 def test_memory_prune_removes_old_tombstones_and_keeps_what_is_newer_or_leased() -> None:
     """Issue 49 A19: ``InMemoryCheckPointStore`` kept the tombstone of every completed run."""
-    store = InMemoryCheckPointStore()
+    clock = ManualClock()
+    store = InMemoryCheckPointStore(clock=clock)
     runner = completed_run(store, "old")
     interrupted_run(store, "waiting")
     store.append_step("orphan", b"records without a checkpoint")
-    time.sleep(0.3)  # what was written before `between` is older than what comes after it
-    between = time.monotonic()
-    time.sleep(0.3)
+    clock.advance(10)  # what was written before `between` is older than what comes after it
+    between = clock.monotonic()
+    clock.advance(10)
     completed_run(store, "recent")
     store.set("touched", b"base")
     lease = lease_for(store, "waiting", ttl=HOUR)
     assert store.prune(older_than=DAY) == 0
-    assert store.prune(older_than=time.monotonic() - between) == 2  # "old" and "orphan"
+    assert store.prune(older_than=clock.monotonic() - between) == 2  # "old" and "orphan"
     assert store.get("old") is None and store.read_steps("orphan") == []
     with pytest.raises(CheckpointNotFoundError):
         runner.resume("old")

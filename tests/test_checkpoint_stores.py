@@ -23,7 +23,7 @@ from agentkit.checkpoint import (
     lease_for,
 )
 from agentkit.errors import CheckpointBusyError, CheckpointError
-from agentkit.testing import ALL_CHECKS, StoreCheck, check_checkpoint_store
+from agentkit.testing import ALL_CHECKS, ManualClock, StoreCheck, check_checkpoint_store
 from tests.redis_server import redis_url  # noqa: F401 (a session fixture)
 
 STORE_KINDS = ["memory", "file", "sqlite", "redis"]
@@ -34,8 +34,9 @@ def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Calla
     """A factory of stores of one kind; all stores it makes share one backend."""
     kind = request.param
     created: list[Any] = []
+    clock = ManualClock()  # the lease checks move it on instead of sleeping
     if kind == "memory":
-        shared = InMemoryCheckPointStore()
+        shared = InMemoryCheckPointStore(clock=clock)
 
         def make() -> Any:
             return shared
@@ -43,12 +44,12 @@ def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Calla
     elif kind == "file":
 
         def make() -> Any:
-            return FileCheckPointStore(tmp_path / "checkpoints")
+            return FileCheckPointStore(tmp_path / "checkpoints", clock=clock)
 
     elif kind == "sqlite":
 
         def make() -> Any:
-            store = SQLiteCheckPointStore(tmp_path / "checkpoints.db")
+            store = SQLiteCheckPointStore(tmp_path / "checkpoints.db", clock=clock)
             created.append(store)
             return store
 
@@ -57,7 +58,7 @@ def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Calla
         prefix = f"test:{request.node.name}:"
 
         def make() -> Any:
-            store = RedisCheckPointStore(url, prefix=prefix)
+            store = RedisCheckPointStore(url, prefix=prefix, clock=clock)
             created.append(store)
             return store
 
@@ -245,10 +246,21 @@ def test_lease_for_falls_back_to_a_process_lock_for_plain_stores() -> None:
         pass
 
 
+class ClockedPlainStore(PlainStore):
+    """A store without lease methods, with a clock: its process leases run on it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.clock = ManualClock()
+
+
 def test_process_lease_for_plain_stores_expires() -> None:
-    store = PlainStore()
-    abandoned = lease_for(store, "id", ttl=0.1)
-    time.sleep(0.2)
+    store = ClockedPlainStore()
+    abandoned = lease_for(store, "id", ttl=30)
+    store.clock.advance(29)
+    with pytest.raises(CheckpointBusyError):
+        lease_for(store, "id")
+    store.clock.advance(2)
     with lease_for(store, "id"):
         assert abandoned.refresh() is False  # taken over: the old holder learns it lost it
 

@@ -192,6 +192,64 @@ class _WithLeaseTTL(Protocol):
     def lease_ttl(self) -> float: ...
 
 
+@runtime_checkable
+class _WithClock(Protocol):
+    @property
+    def clock(self) -> Clock: ...
+
+
+@runtime_checkable
+class _Refreshing(Protocol):
+    def refresh_lease(self, checkpoint_id: str, owner: str, ttl: float) -> bool: ...
+
+
+@runtime_checkable
+class _Fencing(Protocol):
+    def fenced(self, checkpoint_id: str, owner: str) -> CheckPointStore: ...
+
+
+class _Leased(Protocol):
+    @property
+    def checkpoint_id(self) -> str: ...
+
+
+@runtime_checkable
+class _Owned(Protocol):
+    @property
+    def owner(self) -> str | None: ...
+
+
+def _clock_of(store: object) -> Clock:
+    """The clock ``store`` reads (its ``clock``), else the system's.
+
+    A store without lease methods gets its process leases (see :func:`lease_for`) on it:
+    give such a store a ``clock`` attribute (an :class:`agentkit.testing.ManualClock`) to
+    move its leases on by hand in a test.
+    """
+    if _has_clock(store):
+        clock = store.clock
+        if isinstance(clock, Clock):
+            return clock
+    return SYSTEM_CLOCK
+
+
+def _fenced_by(store: CheckPointStore, lease: _Leased) -> CheckPointStore:
+    """``store`` with its writes of ``lease.checkpoint_id`` fenced by ``lease``, when it can.
+
+    A store with a ``fenced(checkpoint_id, owner)`` method (the Redis store) returns a view
+    whose every write of that id first checks, atomically with the write, that ``owner``
+    still holds the id's lease, and refuses it with :class:`CheckpointBusyError` otherwise:
+    a run whose lease was taken from it (expired, or its key deleted by someone with write
+    access to the store) writes nothing more from its next step on. Other stores (and leases
+    whose owner is not known, as a lease object of an earlier release's making) are returned as
+    they are: their runs are fenced when a lease refresh fails.
+    """
+    owner = lease.owner if isinstance(lease, _Owned) else None
+    if owner is None or not _fences(store):
+        return store
+    return store.fenced(lease.checkpoint_id, owner)
+
+
 def namespace_of(store: CheckPointStore) -> str:
     """The store's ``namespace`` (which checkpoints are signed with), or ``""`` without one.
 
@@ -259,13 +317,18 @@ class Lease:
         """Extend the lease to ``ttl`` (default: the original ttl) seconds from now.
 
         Returns ``False`` when the lease was lost meanwhile (it expired and another run took
-        it) or was released; the caller should then stop working on the checkpoint.
+        it) or was released; the caller should then stop working on the checkpoint. A store
+        with a ``refresh_lease(checkpoint_id, owner, ttl)`` method (the Redis store) extends
+        the lease only while it is held: a lease whose key went is lost, even if it is free.
         """
         if self._released:
             return False
         ttl = self.ttl if ttl is None else ttl
         _check_ttl(ttl)
-        return _acquire(self._store, self.checkpoint_id, self.owner, ttl)
+        store = self._store
+        if _refreshes(store):  # extends the lease only while it is held
+            return store.refresh_lease(self.checkpoint_id, self.owner, ttl)
+        return _acquire(store, self.checkpoint_id, self.owner, ttl)
 
     def release(self) -> None:
         """Give the lease back. Idempotent; does nothing if another owner took it over."""
@@ -299,9 +362,9 @@ def lease_for(store: CheckPointStore, checkpoint_id: str, ttl: float | None = No
     Stores that implement :class:`LeasingCheckPointStore` grant the lease themselves, which
     makes it exclusive across every process sharing the store. For other stores the lease
     comes from a thread-safe registry in this process, keyed by the store object and the id,
-    so it is exclusive within this process only. Either way the lease expires after ``ttl``
-    seconds unless refreshed, so a run that died without releasing it cannot block the id
-    forever.
+    so it is exclusive within this process only, and read on the store's ``clock`` attribute
+    when it has one. Either way the lease expires after ``ttl`` seconds unless
+    refreshed, so a run that died without releasing it cannot block the id forever.
 
     The returned :class:`Lease` is already held; use it as a context manager, or call
     :meth:`Lease.release` yourself (for example when an event iterator ends)::
@@ -328,7 +391,7 @@ def lease_for(store: CheckPointStore, checkpoint_id: str, ttl: float | None = No
 def _acquire(store: CheckPointStore, checkpoint_id: str, owner: str, ttl: float) -> bool:
     if _leases(store):
         return store.acquire_lease(checkpoint_id, owner, ttl)
-    return _LOCAL_LEASES.acquire(store, checkpoint_id, owner, ttl, SYSTEM_CLOCK)
+    return _LOCAL_LEASES.acquire(store, checkpoint_id, owner, ttl, _clock_of(store))
 
 
 def _release(store: CheckPointStore, checkpoint_id: str, owner: str) -> None:
@@ -346,6 +409,9 @@ _MEMBERS: dict[type, tuple[str, ...]] = {
     RebasingCheckPointStore: ("get", "set", "delete", "append_step", "read_steps",
                               "delete_steps", "set_base"),
     _WithLeaseTTL: ("lease_ttl",),
+    _WithClock: ("clock",),
+    _Fencing: ("fenced",),
+    _Refreshing: ("refresh_lease",),
 }
 _CONFORMING: weakref.WeakKeyDictionary[type, set[type]] = weakref.WeakKeyDictionary()
 
@@ -384,6 +450,18 @@ def rebases(store: object) -> TypeGuard[RebasingCheckPointStore]:
 
 def _has_lease_ttl(store: object) -> TypeGuard[_WithLeaseTTL]:
     return _conforms(store, _WithLeaseTTL)
+
+
+def _has_clock(store: object) -> TypeGuard[_WithClock]:
+    return _conforms(store, _WithClock)
+
+
+def _fences(store: object) -> TypeGuard[_Fencing]:
+    return _conforms(store, _Fencing)
+
+
+def _refreshes(store: object) -> TypeGuard[_Refreshing]:
+    return _conforms(store, _Refreshing)
 
 
 # Helpers shared by the stores of this package.
@@ -426,10 +504,12 @@ def _check_data(data: object) -> bytes:
 
 
 class StoreLimits:
-    """What every built-in store has: the largest checkpoint it takes and its lease time."""
+    """What every built-in store has: the largest checkpoint it takes, its lease time and the
+    clock its leases and ages are read on."""
 
     _max_bytes: int
     _lease_ttl: float
+    _clock: Clock = SYSTEM_CLOCK
 
     def _set_limits(self, max_bytes: int, lease_ttl: float) -> None:
         self._max_bytes = _check_max_bytes(max_bytes)
@@ -445,6 +525,11 @@ class StoreLimits:
     def lease_ttl(self) -> float:
         """How long a resume lease lasts unless refreshed, in seconds."""
         return self._lease_ttl
+
+    @property
+    def clock(self) -> Clock:
+        """The clock leases expire on and ages are read on (the store's ``clock=``)."""
+        return self._clock
 
 
 def _check_max_bytes(max_bytes: object) -> int:

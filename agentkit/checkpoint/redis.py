@@ -7,9 +7,10 @@ import os
 import time
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
+from agentkit._clock import SYSTEM_CLOCK, Clock
 from agentkit.checkpoint._redisscripts import Scripts
 from agentkit.checkpoint.base import (
     DEFAULT_LEASE_TTL,
@@ -26,9 +27,13 @@ from agentkit.checkpoint.base import (
 from agentkit.errors import (
     AgentKitTypeError,
     AgentKitValueError,
+    CheckpointBusyError,
     CheckpointError,
     MissingDependencyError,
 )
+
+if TYPE_CHECKING:
+    from agentkit.checkpoint.base import CheckPointStore
 
 _log = logging.getLogger("agentkit")
 
@@ -100,19 +105,75 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
 end
 return 0
 """
-# KEYS[1] = lease key, ARGV[1] = owner, ARGV[2] = ttl in ms: refresh the owner's own lease.
-# Take the lease when it is free, or extend it when the owner holds it: one round trip for
-# both (a refresh is this call again, every third of the ttl).
+# KEYS[1] = lease key, ARGV[1] = owner, ARGV[2] = ttl in ms, ARGV[3] = now in ms on the
+# store's clock ("" = the server's clock). Take the lease when it is free or expired, or extend
+# it when the owner holds it: one round trip for both (a refresh is this call again, every
+# third of the ttl). A key without an expiry is not a lease (agentkit never writes one): it is
+# taken over (reply 2). With a clock of its own, a lease expires when its expiry time (the
+# server's, TIME + PTTL) is past that clock's now; Redis still deletes the key by its own.
 _ACQUIRE_SCRIPT = """
 local current = redis.call('GET', KEYS[1])
-if not current then
+local reply = 1
+if current then
+    local left = redis.call('PTTL', KEYS[1])
+    if left < 0 then
+        reply = 2
+    elseif current ~= ARGV[1] then
+        if ARGV[3] == '' then
+            return 0
+        end
+        local t = redis.call('TIME')
+        local expires = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + left
+        if expires > tonumber(ARGV[3]) then
+            return 0
+        end
+    end
+end
+if ARGV[3] == '' then
     redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-    return 1
+else
+    redis.call('SET', KEYS[1], ARGV[1], 'PXAT', tonumber(ARGV[3]) + tonumber(ARGV[2]))
 end
-if current == ARGV[1] then
-    return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return reply
+"""
+# KEYS[1] = lease key, ARGV[1] = owner, ARGV[2] = ttl in ms, ARGV[3] = now in ms on the
+# store's clock ("" = the server's clock). Extend the lease only while the owner holds it: a
+# lease whose key went (expired, or deleted by someone with write access to Redis) is lost,
+# never taken again by a refresh, since another run may have held it meanwhile.
+_REFRESH_SCRIPT = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+    return 0
 end
-return 0
+if ARGV[3] == '' then
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+else
+    redis.call('PEXPIREAT', KEYS[1], tonumber(ARGV[3]) + tonumber(ARGV[2]))
+end
+return 1
+"""
+# Prepended to a write script to fence it: KEYS[#KEYS] = the id's lease key, ARGV[#ARGV] =
+# the writer's lease owner. The write is made only while that owner holds the lease.
+_FENCE = """
+if redis.call('GET', KEYS[#KEYS]) ~= ARGV[#ARGV] then
+    return 'agentkit:fenced'
+end
+"""
+_FENCED = b"agentkit:fenced"
+# KEYS[1] = checkpoint key, ARGV[1] = data, ARGV[2] = ttl in ms ("" = none).
+_SET_SCRIPT = """
+if ARGV[2] == '' then
+    redis.call('SET', KEYS[1], ARGV[1])
+else
+    redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+end
+return 1
+"""
+# KEYS = the keys to delete (the fence's lease key last, not deleted).
+_DELETE_SCRIPT = """
+for i = 1, #KEYS - 1 do
+    redis.call('DEL', KEYS[i])
+end
+return 1
 """
 
 
@@ -159,15 +220,27 @@ class RedisCheckPointStore(StoreLimits):
             the run. A retried append whose first try did reach Redis leaves the record twice
             in a row, which loading applies once. :class:`~agentkit.integrations.celery.AgentQueue`
             uses 60 seconds.
+        clock: the clock leases expire on. With the system's (a plain
+            :class:`~agentkit.testing.Clock`, the default), Redis's own: a lease is a key Redis
+            expires, one clock for every host. Any other clock (a test's
+            :class:`agentkit.testing.ManualClock`) decides when a lease has expired: its
+            expiry is set with ``PXAT`` on that clock's time (Redis 6.2 or later), and a lease
+            whose expiry is past that clock's now is taken over although Redis still keeps
+            the key. Checkpoints' ``ttl`` stays on Redis's clock.
 
     Checkpoints are bound to the store's database and prefix (see :attr:`namespace`): one
     copied to another database or prefix does not load.
 
     A lease on an id is a key holding the owner name, set with ``PX`` (so Redis itself expires
-    it) when the key is missing, and refreshed or released only by its owner, through small
-    Lua scripts that compare and then ``SET`` / ``PEXPIRE`` / ``DEL`` atomically (taking and
+    it) when the key is missing or expired, and refreshed or released only by its owner,
+    through small Lua scripts that compare and then ``SET`` / ``DEL`` atomically (taking and
     refreshing a lease: one round trip each). Lease keys are
-    ``prefix + b"\\xfflease:" + id`` and can never collide with a checkpoint key.
+    ``prefix + b"\\xfflease:" + id`` and can never collide with a checkpoint key. A lease key
+    without an expiry is not a lease (agentkit never writes one; someone with write access to
+    Redis may): it is taken over, with a warning, instead of blocking every resume for ever.
+    A durable run writes through :meth:`fenced`: each of its writes checks, in the script
+    that makes it, that the run still holds the lease, so a run whose lease was taken (its
+    key deleted or rewritten) writes nothing more from its next step on and stops.
 
     Step records (:class:`~agentkit.checkpoint.JournalingCheckPointStore`) are a Redis list at
     ``prefix + b"\\xffsteps:" + id``, one ``RPUSH`` each (atomic). How durable a record is
@@ -193,7 +266,9 @@ class RedisCheckPointStore(StoreLimits):
         max_bytes: int = DEFAULT_MAX_BYTES,
         lease_ttl: float = DEFAULT_LEASE_TTL,
         outage_wait: float = 0.0,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
+        self._clock = clock
         if ttl is not None:
             _check_ttl(ttl)
         _check_ttl(lease_ttl)
@@ -227,7 +302,18 @@ class RedisCheckPointStore(StoreLimits):
         self._append_expiring_script = self._scripts.register(_APPEND_EXPIRING_SCRIPT)
         self._append_script = self._scripts.register(_APPEND_SCRIPT)
         self._acquire_script = self._scripts.register(_ACQUIRE_SCRIPT)
+        self._refresh_script = self._scripts.register(_REFRESH_SCRIPT)
         self._set_base_script = self._scripts.register(_SET_BASE_SCRIPT)
+        self._fenced_scripts = {
+            name: self._scripts.register(_FENCE + source)
+            for name, source in (
+                ("append", _APPEND_SCRIPT),
+                ("append_expiring", _APPEND_EXPIRING_SCRIPT),
+                ("set_base", _SET_BASE_SCRIPT),
+                ("set", _SET_SCRIPT),
+                ("delete", _DELETE_SCRIPT),
+            )
+        }
 
     @property
     def client(self) -> Any:
@@ -348,11 +434,44 @@ class RedisCheckPointStore(StoreLimits):
         _check_owner(owner)
         _check_ttl(ttl)
         ttl_ms = max(1, round(ttl * 1000))
+        clock = self._clock
+        own_clock = type(clock) is not Clock  # the system's clock: Redis's decides
 
-        def acquire() -> bool:
-            return bool(self._acquire_script(keys=[key], args=[owner.encode("utf-8"), ttl_ms]))
+        def acquire() -> int:
+            now = round(clock.time() * 1000) if own_clock else ""
+            return int(self._acquire_script(keys=[key], args=[owner.encode("utf-8"), ttl_ms, now]))
 
-        return self._run(f"take the lease on checkpoint {checkpoint_id!r}", acquire)
+        taken = self._run(f"take the lease on checkpoint {checkpoint_id!r}", acquire)
+        if taken == 2:
+            _log.warning(
+                "agentkit: the lease key of checkpoint %r had no expiry, so it was no lease "
+                "(agentkit's leases always expire; someone with write access to Redis wrote "
+                "it): %s took it over",
+                checkpoint_id,
+                owner,
+            )
+        return taken > 0
+
+    def refresh_lease(self, checkpoint_id: str, owner: str, ttl: float) -> bool:
+        """Extend ``owner``'s lease on ``checkpoint_id`` to ``ttl`` seconds from now, only
+        while ``owner`` holds it (:meth:`~agentkit.checkpoint.Lease.refresh` calls this).
+
+        Returns ``False`` when the lease key is gone or holds another owner: the lease was
+        lost, and is not taken again even if it is free now (another run may have held it
+        and ended meanwhile).
+        """
+        key = self._lease_key(checkpoint_id)
+        _check_owner(owner)
+        _check_ttl(ttl)
+        ttl_ms = max(1, round(ttl * 1000))
+        clock = self._clock
+        own_clock = type(clock) is not Clock
+
+        def refresh() -> int:
+            now = round(clock.time() * 1000) if own_clock else ""
+            return int(self._refresh_script(keys=[key], args=[owner.encode("utf-8"), ttl_ms, now]))
+
+        return self._run(f"refresh the lease on checkpoint {checkpoint_id!r}", refresh) == 1
 
     def release_lease(self, checkpoint_id: str, owner: str) -> None:
         """Release the lease if ``owner`` holds it."""
@@ -361,6 +480,19 @@ class RedisCheckPointStore(StoreLimits):
             f"release the lease on checkpoint {checkpoint_id!r}",
             lambda: self._release_script(keys=[key], args=[owner.encode("utf-8")]),
         )
+
+    def fenced(self, checkpoint_id: str, owner: str) -> CheckPointStore:
+        """This store, as the holder ``owner`` of the lease on ``checkpoint_id`` writes it.
+
+        The returned store reads as this one; each of its writes of ``checkpoint_id`` (``set``,
+        ``set_base``, ``append_step``, ``delete``, ``delete_steps``) is one script that first
+        checks that the lease key holds ``owner``, and raises
+        :class:`~agentkit.errors.CheckpointBusyError` (writing nothing) when it does not: the
+        lease expired and was taken, or someone with write access to Redis deleted or
+        rewrote it. A durable run writes through it, so a second run given the id cannot
+        have the first one go on writing beside it. Writes of other ids are not fenced.
+        """
+        return _FencedRedisStore(self, checkpoint_id, _check_owner(owner))
 
     def close(self) -> None:
         """Close the connections kept for the store's scripts, and the client if this store
@@ -418,3 +550,126 @@ class RedisCheckPointStore(StoreLimits):
                 pause = min(pause * 2, 2.0)
             except redis.RedisError as exc:
                 raise CheckpointError(f"cannot {what} in Redis: {exc}") from exc
+
+
+class _FencedRedisStore:
+    """A :class:`RedisCheckPointStore` whose writes of one id are fenced by its lease."""
+
+    __slots__ = ("_checkpoint_id", "_lease_key", "_owner", "_store")
+
+    def __init__(self, store: RedisCheckPointStore, checkpoint_id: str, owner: str) -> None:
+        self._store = store
+        self._checkpoint_id = checkpoint_id
+        self._owner = owner.encode("utf-8")
+        self._lease_key = store.lease_key(checkpoint_id)
+
+    @property
+    def namespace(self) -> str:
+        """The store's namespace."""
+        return self._store.namespace
+
+    @property
+    def legacy_namespaces(self) -> tuple[str, ...]:
+        """The store's legacy namespaces."""
+        return self._store.legacy_namespaces
+
+    @property
+    def max_bytes(self) -> int:
+        """The store's ``max_bytes``."""
+        return self._store.max_bytes
+
+    @property
+    def lease_ttl(self) -> float:
+        """The store's ``lease_ttl``."""
+        return self._store.lease_ttl
+
+    @property
+    def clock(self) -> Clock:
+        """The store's clock."""
+        return self._store.clock
+
+    def get(self, checkpoint_id: str) -> bytes | None:
+        """Read as the store does."""
+        return self._store.get(checkpoint_id)
+
+    def read_steps(self, checkpoint_id: str) -> list[bytes]:
+        """Read as the store does."""
+        return self._store.read_steps(checkpoint_id)
+
+    def acquire_lease(self, checkpoint_id: str, owner: str, ttl: float) -> bool:
+        """As the store does."""
+        return self._store.acquire_lease(checkpoint_id, owner, ttl)
+
+    def release_lease(self, checkpoint_id: str, owner: str) -> None:
+        """As the store does."""
+        self._store.release_lease(checkpoint_id, owner)
+
+    def set(self, checkpoint_id: str, data: bytes) -> None:
+        """``set``, fenced."""
+        if checkpoint_id != self._checkpoint_id:
+            self._store.set(checkpoint_id, data)
+            return
+        store = self._store
+        data = _check_size(checkpoint_id, _check_data(data), store.max_bytes)
+        ttl = "" if store._ttl_ms is None else store._ttl_ms
+        self._write("write", "set", [store.key_for(checkpoint_id)], [data, ttl])
+
+    def set_base(self, checkpoint_id: str, data: bytes, *, sync: bool = False) -> None:
+        """``set_base``, fenced."""
+        if checkpoint_id != self._checkpoint_id:
+            self._store.set_base(checkpoint_id, data, sync=sync)
+            return
+        store = self._store
+        data = _check_size(checkpoint_id, _check_data(data), store.max_bytes)
+        ttl = "" if store._ttl_ms is None else store._ttl_ms
+        keys = [store.key_for(checkpoint_id), store._steps_key(checkpoint_id)]
+        self._write("write", "set_base", keys, [data, ttl])
+
+    def append_step(self, checkpoint_id: str, data: bytes, *, sync: bool = False) -> None:
+        """``append_step``, fenced."""
+        if checkpoint_id != self._checkpoint_id:
+            self._store.append_step(checkpoint_id, data, sync=sync)
+            return
+        store = self._store
+        data = _check_size(checkpoint_id, _check_data(data), store.max_bytes)
+        steps = store._steps_key(checkpoint_id)
+        if store._ttl_ms is None:
+            self._write("append a step of", "append", [steps], [data])
+        else:
+            keys = [steps, store.key_for(checkpoint_id)]
+            self._write("append a step of", "append_expiring", keys, [data, store._ttl_ms])
+
+    def delete(self, checkpoint_id: str) -> None:
+        """``delete``, fenced."""
+        if checkpoint_id != self._checkpoint_id:
+            self._store.delete(checkpoint_id)
+            return
+        store = self._store
+        keys = [store.key_for(checkpoint_id), store._steps_key(checkpoint_id)]
+        self._write("delete", "delete", keys, [])
+
+    def delete_steps(self, checkpoint_id: str) -> None:
+        """``delete_steps``, fenced."""
+        if checkpoint_id != self._checkpoint_id:
+            self._store.delete_steps(checkpoint_id)
+            return
+        self._write("delete the steps of", "delete", [self._store._steps_key(checkpoint_id)], [])
+
+    def _write(self, what: str, script: str, keys: list[bytes], args: list[Any]) -> None:
+        checkpoint_id = self._checkpoint_id
+        run = self._store._fenced_scripts[script]
+        keys = [*keys, self._lease_key]
+        args = [*args, self._owner]
+        reply = self._store._run(
+            f"{what} checkpoint {checkpoint_id!r}", lambda: run(keys=keys, args=args)
+        )
+        if reply == _FENCED:
+            raise CheckpointBusyError(
+                f"checkpoint {checkpoint_id!r}: this run no longer holds its lease (it expired "
+                "and another run took it, or someone with write access to Redis deleted or "
+                "rewrote the lease key), so another run may be running it; this run writes "
+                "nothing more and stops"
+            )
+
+    def __repr__(self) -> str:
+        return f"<fenced {self._store!r} id={self._checkpoint_id!r}>"

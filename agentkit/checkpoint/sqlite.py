@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, TypeVar
 
+from agentkit._clock import SYSTEM_CLOCK, Clock
 from agentkit.checkpoint._files import open_nofollow
 from agentkit.checkpoint.base import (
     DEFAULT_LEASE_TTL,
@@ -118,7 +118,9 @@ class SQLiteCheckPointStore(StoreLimits):
     A database file the store creates gets mode 0600 (SQLite gives its ``-wal`` and ``-shm``
     files the database's mode); an existing file keeps its mode. A row over ``max_bytes`` is
     refused from ``length(data)`` without being read, and ``set`` refuses data over
-    ``max_bytes``. ``lease_ttl`` is how long a resume lease lasts unless refreshed.
+    ``max_bytes``. ``lease_ttl`` is how long a resume lease lasts unless refreshed; leases
+    and ages are read on ``clock`` (its ``time()``; an
+    :class:`agentkit.testing.ManualClock` moves them on in a test without sleeping).
 
     Nothing expires by itself: :meth:`delete` removes a checkpoint, :meth:`prune` every
     checkpoint not written for a given time (the tombstones of completed runs included).
@@ -142,7 +144,9 @@ class SQLiteCheckPointStore(StoreLimits):
         max_bytes: int = DEFAULT_MAX_BYTES,
         lease_ttl: float = DEFAULT_LEASE_TTL,
         sync_steps: bool = False,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
+        self._clock = clock
         self._path = os.fspath(path)
         self._timeout = timeout
         self._sync_steps = bool(sync_steps)
@@ -187,7 +191,7 @@ class SQLiteCheckPointStore(StoreLimits):
         data = _check_size(checkpoint_id, _check_data(data), self._max_bytes)
         self._run(
             f"write checkpoint {checkpoint_id!r}",
-            lambda connection: _synced(connection, _SET, (key, data, time.time())),
+            lambda connection: _synced(connection, _SET, (key, data, self._clock.time())),
         )
 
     def set_base(self, checkpoint_id: str, data: bytes, *, sync: bool = False) -> None:
@@ -205,7 +209,9 @@ class SQLiteCheckPointStore(StoreLimits):
 
         def rebase(connection: sqlite3.Connection) -> None:
             _transaction(
-                connection, synced, [(_DELETE_STEPS, (key,)), (_SET, (key, data, time.time()))]
+                connection,
+                synced,
+                [(_DELETE_STEPS, (key,)), (_SET, (key, data, self._clock.time()))],
             )
 
         self._run(f"write checkpoint {checkpoint_id!r}", rebase)
@@ -228,9 +234,9 @@ class SQLiteCheckPointStore(StoreLimits):
 
         def append(connection: sqlite3.Connection) -> None:
             if synced:
-                _synced(connection, _APPEND_STEP, (key, key, data, time.time()))
+                _synced(connection, _APPEND_STEP, (key, key, data, self._clock.time()))
             else:
-                connection.execute(_APPEND_STEP, (key, key, data, time.time()))
+                connection.execute(_APPEND_STEP, (key, key, data, self._clock.time()))
 
         self._run(f"append a step of checkpoint {checkpoint_id!r}", append)
 
@@ -280,7 +286,7 @@ class SQLiteCheckPointStore(StoreLimits):
         age = _check_age(older_than)
 
         def prune(connection: sqlite3.Connection) -> int:
-            now = time.time()
+            now = self._clock.time()
             cutoff = now - age
             connection.execute("PRAGMA synchronous = FULL")
             try:
@@ -312,7 +318,7 @@ class SQLiteCheckPointStore(StoreLimits):
         _check_ttl(ttl)
 
         def acquire(connection: sqlite3.Connection) -> bool:
-            now = time.time()
+            now = self._clock.time()
             cursor = connection.execute(_ACQUIRE, (key, owner, now + ttl, now))
             return cursor.rowcount == 1
 

@@ -324,6 +324,11 @@ class _HubLease(KeptLease):
         """Seconds the lease lasts unless refreshed."""
         return self._lease.ttl
 
+    @property
+    def owner(self) -> str:
+        """The owner name the lease is held under (the run's writes are fenced by it)."""
+        return self._lease.owner
+
     def refresh(self, ttl: float | None = None) -> bool:
         """Extend the lease now, if the hub still holds it for the run."""
         return self._watcher.refresh_now(ttl)

@@ -64,10 +64,12 @@ return 1
 # KEYS[1] = the record hash, KEYS[2] = a lease key. ARGV: the lease's owner, its ttl in ms.
 # A worker's first look at a run it was sent: the record's sealed text, and the run's lease
 # taken if it is free. Returns {sealed text or false, 1 if the lease was taken else 0}; no
-# lease is taken for a run without a sealed record.
+# lease is taken for a run without a sealed record. A lease key without an expiry is no lease
+# (agentkit never writes one; someone with write access to Redis may): it is taken over.
 _RECORD_AND_LEASE = """
 local sealed = redis.call('HGET', KEYS[1], 'sealed')
 if not sealed then return {false, 0} end
+if redis.call('PTTL', KEYS[2]) == -1 then redis.call('DEL', KEYS[2]) end
 if redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) then return {sealed, 1} end
 return {sealed, 0}
 """

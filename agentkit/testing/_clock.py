@@ -16,7 +16,9 @@ class ManualClock(Clock):
     lease or a TTL at once instead of sleeping.
 
     It starts at the system's times (so ages compare with real file times) and is
-    thread-safe. Example::
+    thread-safe. A :class:`~agentkit.checkpoint.RedisCheckPointStore` on it decides when a
+    lease expired by this clock, but Redis still deletes the key by its own: keep the leases
+    of such a test longer than the test runs (30 s and up). Example::
 
         clock = ManualClock()
         store = InMemoryCheckPointStore(clock=clock)

@@ -1,7 +1,8 @@
 """The lease checks of the checkpoint store conformance suite (no-ops for stores without leases).
 
-Leases make a resume exclusive across processes. The expiry checks wait for fractions of a
-second to let short leases run out.
+Leases make a resume exclusive across processes. The expiry checks move the store's clock on
+when it is a :class:`~agentkit.testing.ManualClock` (``store.clock``; the built-in stores take
+one as ``clock=``), and otherwise wait for fractions of a second to let short leases run out.
 """
 
 from __future__ import annotations
@@ -9,7 +10,8 @@ from __future__ import annotations
 import threading
 
 from agentkit._runctx import cancellable_sleep
-from agentkit.checkpoint.base import LeasingCheckPointStore
+from agentkit.checkpoint.base import LeasingCheckPointStore, _clock_of
+from agentkit.testing._clock import ManualClock
 from agentkit.testing._store_support import (
     THREAD_GUARD,
     StoreCheck,
@@ -25,6 +27,22 @@ from agentkit.testing._store_support import (
 def _leasing(make_store: StoreFactory) -> LeasingCheckPointStore | None:
     store = make_store()
     return store if isinstance(store, LeasingCheckPointStore) else None
+
+
+def _time_scale(store: LeasingCheckPointStore) -> float:
+    """How much longer than the sleeping checks' leases are those of a store on a manual
+    clock: long enough that real time passing does not matter (a store may also expire a
+    lease on its own clock, as Redis deletes a key)."""
+    return 100.0 if isinstance(_clock_of(store), ManualClock) else 1.0
+
+
+def _pass(store: LeasingCheckPointStore, seconds: float) -> None:
+    """Let ``seconds`` go by for the store's leases: move its manual clock on, or sleep."""
+    clock = _clock_of(store)
+    if isinstance(clock, ManualClock):
+        clock.advance(seconds)
+    else:
+        cancellable_sleep(seconds)  # an Event wait never returns early
 
 
 def check_lease_acquire_and_release(make_store: StoreFactory) -> None:
@@ -66,17 +84,18 @@ def check_lease_reacquire_refreshes(make_store: StoreFactory) -> None:
     if store is None:
         return
     checkpoint_id = unique("refresh")
+    scale = _time_scale(store)
     try:
         expect(
-            store.acquire_lease(checkpoint_id, "alice", 0.2) is True,
+            store.acquire_lease(checkpoint_id, "alice", 0.2 * scale) is True,
             "acquire_lease on a free id must return True",
         )
-        cancellable_sleep(0.1)
+        _pass(store, 0.1 * scale)
         expect(
-            store.acquire_lease(checkpoint_id, "alice", 5.0) is True,
+            store.acquire_lease(checkpoint_id, "alice", 5.0 * scale) is True,
             "re-acquiring a lease by its owner must return True",
         )
-        cancellable_sleep(0.2)  # past the first expiry, well before the refreshed one
+        _pass(store, 0.2 * scale)  # past the first expiry, well before the refreshed one
         expect(
             store.acquire_lease(checkpoint_id, "bob", 5.0) is False,
             "a refreshed lease must not expire at its original time",
@@ -91,12 +110,13 @@ def check_lease_expires_and_can_be_taken_over(make_store: StoreFactory) -> None:
     if store is None:
         return
     checkpoint_id = unique("expiry")
+    scale = _time_scale(store)
     try:
         expect(
-            store.acquire_lease(checkpoint_id, "alice", 0.1) is True,
+            store.acquire_lease(checkpoint_id, "alice", 0.1 * scale) is True,
             "acquire_lease on a free id must return True",
         )
-        cancellable_sleep(0.2)  # an Event wait never returns early: the lease has expired
+        _pass(store, 0.2 * scale)  # the lease has expired
         expect(
             store.acquire_lease(checkpoint_id, "bob", 30.0) is True,
             "an expired lease must be taken over by another owner",
