@@ -326,7 +326,9 @@ def test_taking_and_refreshing_a_checkpoint_lease_are_one_round_trip_each(
 
     store = RedisCheckPointStore(url=redis_url, prefix=f"lease-trips-{uuid.uuid4().hex}:")
     try:
-        lease_for(store, "warm-up", 30.0).release()  # connected, the scripts loaded
+        warm = lease_for(store, "warm-up", 30.0)  # connected, the scripts loaded
+        assert warm.refresh()
+        warm.release()
         sent.clear()
         lease = lease_for(store, "run-1", 30.0)
         taken = len(sent)
