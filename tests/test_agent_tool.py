@@ -17,12 +17,16 @@ from agentkit import (
     Runner,
     add_session_value,
     get_session_value,
+    get_tool_options,
     interrupt,
     tool,
+    with_chat_model_options,
     with_checkpoint_id,
     with_session_values,
+    with_tool_options,
 )
 from agentkit.checkpoint import InMemoryCheckPointStore
+from agentkit.options import with_agent_tool_run_options
 from agentkit.testing import (
     ScriptedChatModel,
     call,
@@ -275,3 +279,100 @@ def test_interrupt_inside_an_agent_tool_surfaces_and_resumes_through_the_caller(
         ("Boss", ["Boss"], "tool/Payer", "inner paid", None),
         ("Boss", ["Boss"], "assistant", "boss done", None),
     ]
+
+
+# --- run options reach the inner agent (Eino: WithAgentToolRunOptions) -----------------------
+
+
+def owl_runner(inner: ScriptedChatModel, outer: ScriptedChatModel) -> Runner:
+    return Runner(boss(inner, outer))
+
+
+def owl_outer() -> ScriptedChatModel:
+    return ScriptedChatModel(
+        [calls_message(call("Researcher", {"request": "owls?"}, id="o1")), "summary"]
+    )
+
+
+def test_option_designated_to_the_inner_agent_reaches_its_model() -> None:
+    # The regression: the inner agent of an AgentTool saw no run option at all.
+    inner, outer = inner_script(), owl_outer()
+    run_events(
+        owl_runner(inner, outer).query(
+            "owls", with_chat_model_options(temperature=0.1).designate_agent("Researcher")
+        )
+    )
+    assert [c.options.temperature for c in inner.calls if c.options] == [0.1, 0.1]
+    assert all(c.options is None for c in outer.calls)
+
+
+def test_undesignated_model_options_reach_every_model_of_the_run() -> None:
+    inner, outer = inner_script(), owl_outer()
+    run_events(owl_runner(inner, outer).query("owls", with_chat_model_options(max_tokens=64)))
+    assert {c.options.max_tokens for c in inner.calls + outer.calls if c.options} == {64}
+    assert all(c.options is not None for c in inner.calls + outer.calls)
+
+
+def test_agent_tool_run_options_reach_only_that_tools_agent() -> None:
+    inner, outer = inner_script(), owl_outer()
+    option = with_agent_tool_run_options(
+        {"Researcher": [with_chat_model_options(temperature=0.3), with_tool_options(depth=2)]}
+    )
+    seen: list[object] = []
+
+    @tool
+    def lookup_depth(topic: str) -> str:
+        """Look a topic up."""
+        seen.append(get_tool_options().get("depth"))
+        return "deep facts"
+
+    inner = ScriptedChatModel(
+        [calls_message(call("lookup_depth", {"topic": "owls"}, id="i1")), "owls are birds"]
+    )
+    agent = ChatModelAgent(
+        "Boss",
+        "delegates",
+        outer,
+        tools=[AgentTool(ChatModelAgent("Researcher", "r", inner, tools=[lookup_depth]))],
+    )
+    run_events(Runner(agent).query("owls", option, with_chat_model_options(temperature=0.9)))
+    # The per-tool options come after the run's own, so they win for the inner agent.
+    assert [c.options.temperature for c in inner.calls if c.options] == [0.3, 0.3]
+    assert [c.options.temperature for c in outer.calls if c.options] == [0.9, 0.9]
+    assert seen == [2]
+
+
+def test_agent_tool_run_options_for_another_tool_are_not_seen() -> None:
+    inner, outer = inner_script(), owl_outer()
+    option = with_agent_tool_run_options({"Writer": [with_chat_model_options(temperature=0.3)]})
+    run_events(owl_runner(inner, outer).query("owls", option))
+    assert all(c.options is None for c in inner.calls)
+
+
+def test_agent_tool_run_options_reach_the_inner_agent_on_resume() -> None:
+    @tool
+    def pay(amount: int) -> str:
+        """Pay after approval."""
+        return f"paid {amount}" if interrupt("approve?") else "declined"
+
+    inner = ScriptedChatModel([calls_message(call("pay", {"amount": 5}, id="i1")), "inner paid"])
+    outer = ScriptedChatModel(
+        [calls_message(call("Payer", {"request": "pay 5"}, id="o1")), "boss done"]
+    )
+    payer = ChatModelAgent("Payer", "pays", inner, tools=[pay])
+    agent = ChatModelAgent("Boss", "d", outer, tools=[AgentTool(payer)])
+    runner = Runner(agent, checkpoint_store=InMemoryCheckPointStore())
+    first = with_agent_tool_run_options({"Payer": [with_chat_model_options(temperature=0.5)]})
+    last = run_events(runner.query("go", with_checkpoint_id("pay-1"), first))[-1]
+    (context,) = last.action.interrupted.contexts  # type: ignore[union-attr]
+    # Options are per run: the resumed run gets its own (here another temperature).
+    again = with_agent_tool_run_options({"Payer": [with_chat_model_options(temperature=0.7)]})
+    run_events(runner.resume("pay-1", again, targets={context.id: True}))
+    assert [c.options.temperature for c in inner.calls if c.options] == [0.5, 0.7]
+
+
+def test_agent_tool_run_options_need_a_mapping_of_option_lists() -> None:
+    with pytest.raises(TypeError, match="with_agent_tool_run_options"):
+        with_agent_tool_run_options({"Researcher": [42]})  # type: ignore[list-item]
+    with pytest.raises(TypeError, match="with_agent_tool_run_options"):
+        with_agent_tool_run_options([("Researcher", [])])  # type: ignore[arg-type]

@@ -198,6 +198,12 @@ class AgentTool:
             address=frame.address,
             resume=frame.resume if state is not None else None,
             observers=frame.observers,
+            # The run's options, and those given for this tool (with_agent_tool_run_options).
+            options=(
+                frame.options.for_agent_tool(call.agent_name, call.name)
+                if call is not None
+                else frame.options
+            ),
             progress=progress,
             key=call.call_key if call is not None else frame.key,
         )
