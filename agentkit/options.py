@@ -57,5 +57,6 @@ __all__ = [
     "wrap_impl_specific_opt_fn",
 ]
 
-# Defined in a private module, documented here: what ``AgentRun.options`` is.
-present((AgentOptions,), __name__)
+# Defined in a private module, documented here: what ``AgentRun.options`` is, and the
+# option only this module exports.
+present((AgentOptions, with_agent_tool_run_options), __name__)

@@ -3,28 +3,36 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 
 import pytest
 
 from agentkit import (
+    AgentCancelledError,
     AgentConfigError,
     AgentEvent,
     AgentTool,
+    CancelHandle,
     ChatModelAgent,
     ExitTool,
     MessageVariant,
+    ModelError,
     Role,
     Runner,
+    ToolError,
     add_session_value,
     get_session_value,
     get_tool_options,
     interrupt,
     tool,
+    with_cancel,
     with_chat_model_options,
     with_checkpoint_id,
     with_session_values,
     with_tool_options,
 )
+from agentkit.agents.agenttool import AgentToolRetryConfig
 from agentkit.checkpoint import InMemoryCheckPointStore
 from agentkit.options import with_agent_tool_run_options
 from agentkit.testing import (
@@ -376,3 +384,117 @@ def test_agent_tool_run_options_need_a_mapping_of_option_lists() -> None:
         with_agent_tool_run_options({"Researcher": [42]})  # type: ignore[list-item]
     with pytest.raises(TypeError, match="with_agent_tool_run_options"):
         with_agent_tool_run_options([("Researcher", [])])  # type: ignore[arg-type]
+
+
+# --- retries of the whole call (Eino PR #1162: WithAgentToolRetry) ----------------------------
+
+
+GUARD = 30.0
+
+
+def no_wait(attempt: int) -> float:
+    return 0.0
+
+
+def flaky_boss(
+    inner: ScriptedChatModel, outer: ScriptedChatModel, retry: AgentToolRetryConfig
+) -> ChatModelAgent:
+    return ChatModelAgent(
+        "Boss", "delegates", outer, tools=[AgentTool(researcher(inner), retry=retry)]
+    )
+
+
+def test_agent_tool_retry_success_after_retry() -> None:
+    inner = ScriptedChatModel(
+        [
+            calls_message(call("lookup", {"topic": "owls"}, id="i1")),
+            ModelError("overloaded"),
+            "owls are birds",
+        ]
+    )
+    events = run_events(
+        Runner(flaky_boss(inner, owl_outer(), AgentToolRetryConfig(backoff=no_wait))).query("q")
+    )
+    assert summarize(events[1]) == ("Boss", ["Boss"], "tool/Researcher", "owls are birds", None)
+    # The second attempt is a fresh run of the agent: its input only, not the failed history.
+    assert [m.content for m in inner.calls[2].messages] == ["owls?"]
+
+
+def test_agent_tool_retry_exhausted_fails_with_the_last_original_error() -> None:
+    inner = ScriptedChatModel([ModelError("one"), ModelError("two"), ModelError("three")])
+    agent = flaky_boss(inner, owl_outer(), AgentToolRetryConfig(max_retries=2, backoff=no_wait))
+    events = run_events(Runner(agent).query("q"))
+    assert len(inner.calls) == 3
+    err = events[-1].err
+    assert isinstance(err, ToolError)
+    assert type(err.__cause__) is ModelError and str(err.__cause__) == "three"
+
+
+def test_agent_tool_retry_predicate_rejection() -> None:
+    inner = ScriptedChatModel([ModelError("bad request"), "never"])
+    retry = AgentToolRetryConfig(should_retry=lambda e: "overloaded" in str(e), backoff=no_wait)
+    events = run_events(Runner(flaky_boss(inner, owl_outer(), retry)).query("q"))
+    assert len(inner.calls) == 1
+    assert str(events[-1].err.__cause__) == "bad request"  # type: ignore[union-attr]
+
+
+def test_agent_tool_retry_never_retries_bad_arguments() -> None:
+    inner = ScriptedChatModel(["never"])
+    outer = ScriptedChatModel(
+        [calls_message(call("Researcher", {"topic": "owls"}, id="o1")), "done"]
+    )
+    agent = flaky_boss(inner, outer, AgentToolRetryConfig(backoff=no_wait))
+    run_events(Runner(agent).query("q"))
+    assert inner.calls == []
+
+
+def test_agent_tool_retry_interrupt_is_not_retried_and_resume_runs_once() -> None:
+    @tool
+    def pay(amount: int) -> str:
+        """Pay after approval."""
+        if not interrupt("approve?"):
+            raise ModelError("declined upstream")
+        return f"paid {amount}"
+
+    inner = ScriptedChatModel([calls_message(call("pay", {"amount": 4}, id="i1")), "unused"])
+    payer = ChatModelAgent("Payer", "pays", inner, tools=[pay])
+    outer = ScriptedChatModel([calls_message(call("Payer", {"request": "pay"}, id="o1")), "x"])
+    tool_ = AgentTool(payer, retry=AgentToolRetryConfig(max_retries=3, backoff=no_wait))
+    runner = Runner(ChatModelAgent("Boss", "d", outer, tools=[tool_]),
+                    checkpoint_store=InMemoryCheckPointStore())
+    last = run_events(runner.query("x", with_checkpoint_id("r")))[-1]
+    assert summarize(last)[4] == "interrupt" and len(inner.calls) == 1
+    (context,) = last.action.interrupted.contexts  # type: ignore[union-attr]
+    resumed = run_events(runner.resume("r", targets={context.id: False}))
+    # The resumed call failed inside the run it resumed: it is not run again from the start.
+    assert len(inner.calls) == 1
+    assert "raised ModelError: declined upstream" in str(resumed[-1].err)
+
+
+def test_agent_tool_retry_cancel_wakes_the_backoff() -> None:
+    waiting = threading.Event()
+    handle = CancelHandle()
+
+    def backoff(attempt: int) -> float:
+        waiting.set()
+        return 60.0
+
+    inner = ScriptedChatModel([ModelError("overloaded"), "never"])
+    agent = flaky_boss(inner, owl_outer(), AgentToolRetryConfig(backoff=backoff))
+    events = Runner(agent).query("q", with_cancel(handle))
+    started = time.monotonic()
+    assert waiting.wait(GUARD)
+    handle.cancel()
+    rest = run_events(events)
+    assert time.monotonic() - started < GUARD
+    assert isinstance(rest[-1].err, AgentCancelledError)
+    assert len(inner.calls) == 1
+
+
+def test_agent_tool_retry_config_is_checked() -> None:
+    with pytest.raises(AgentConfigError, match="max_retries must be an int >= 0"):
+        AgentToolRetryConfig(max_retries=-1)
+    with pytest.raises(AgentConfigError, match="should_retry must be a function"):
+        AgentToolRetryConfig(should_retry="yes")  # type: ignore[arg-type]
+    with pytest.raises(AgentConfigError, match="retry must be an AgentToolRetryConfig"):
+        AgentTool(researcher(ScriptedChatModel([])), retry=2)  # type: ignore[arg-type]
