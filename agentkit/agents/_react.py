@@ -46,6 +46,7 @@ from agentkit.agents._guardrails import Guardrails
 from agentkit.agents._model_retry import ModelRetryConfig, StreamVerdicts
 from agentkit.agents._structured import StructuredOutput
 from agentkit.agents._tool_errors import ToolErrorPolicy
+from agentkit.agents._tool_wraps import WrappedTool
 from agentkit.cancel import CancelMode
 from agentkit.errors import (
     AgentCancelledError,
@@ -451,7 +452,14 @@ def _model_name(model: Any) -> str:
 
 # --- middleware and retry ------------------------------------------------------------------------
 
-_HOOKS = ("before_model", "after_model", "wrap_model", "wrap_tool_call")
+_HOOKS = (
+    "before_model",
+    "after_model",
+    "wrap_model",
+    "wrap_tool_call",
+    "wrap_stream_tool_call",
+    "wrap_content_tool_call",
+)
 _MODEL_CALLBACKS = ("on_model_start", "on_model_end")
 _TOOL_CALLBACKS = ("on_tool_start", "on_tool_end")
 
@@ -476,10 +484,12 @@ class ReactHooks:
     __slots__ = (
         "after_model",
         "before_model",
+        "content_wraps",
         "handlers",
         "model",
         "model_chain",
         "run",
+        "stream_wraps",
         "tool_infos",
         "tool_run_infos",
         "tool_wraps",
@@ -499,6 +509,8 @@ class ReactHooks:
         self.before_model = [m for m in middlewares if _overrides(m, "before_model")]
         self.after_model = [m for m in reversed(middlewares) if _overrides(m, "after_model")]
         self.tool_wraps = [m for m in middlewares if _overrides(m, "wrap_tool_call")]
+        self.stream_wraps = [m for m in middlewares if _overrides(m, "wrap_stream_tool_call")]
+        self.content_wraps = [m for m in middlewares if _overrides(m, "wrap_content_tool_call")]
         self.tool_run_infos: dict[str, RunInfo] = {}  # per tool name (same in every call)
         chain: ModelCallable = self._call_model
         for middleware in reversed(middlewares):
@@ -586,8 +598,12 @@ class ReactHooks:
         run = self.run
         name = call.function.name
         handlers = self.handlers
+        runnable = tool  # the tool seen through the stream or content layers, if any
+        wrapped = self.stream_wraps if use_stream else self.content_wraps
+        if wrapped and (use_stream or _is_content_tool(tool)):
+            runnable = WrappedTool(tool, call, self.stream_wraps, self.content_wraps)
         if not self.tool_wraps and not handlers:
-            return run.invoke(tool, call, use_stream, call_frame, index, put), use_stream
+            return run.invoke(runnable, call, use_stream, call_frame, index, put), use_stream
         streamed = False
         result: Message | None = None
         original = ToolCallInfo.from_tool_call(call)
@@ -596,13 +612,13 @@ class ReactHooks:
             nonlocal streamed, result
             actual = call if info is original else _tool_call(call, info)
             if not handlers:
-                result = run.invoke(tool, actual, use_stream, call_frame, index, put)
+                result = run.invoke(runnable, actual, use_stream, call_frame, index, put)
                 streamed = use_stream
                 return result.content
             run_info = self._tool_run_info(tool, name)
             fire(handlers, "on_tool_start", run_info, info)
             try:
-                message = run.invoke(tool, actual, use_stream, call_frame, index, put)
+                message = run.invoke(runnable, actual, use_stream, call_frame, index, put)
             except BaseException as error:
                 fire(handlers, "on_tool_end", run_info, info, None, error)
                 raise
