@@ -30,6 +30,8 @@ from collections.abc import Callable, Sequence
 
 import attrs
 
+from agentkit import _prompts_zh as zh
+from agentkit._language import resolve
 from agentkit.errors import AgentKitValueError
 from agentkit.middleware import AgentMiddleware, ModelState
 from agentkit.models.base import ChatModel
@@ -63,6 +65,11 @@ SUMMARY_INSTRUCTION = (
 
 _SUMMARY_PREFIX = "Summary of the earlier conversation:\n"
 
+_TEXTS = {
+    "en": (SUMMARY_INSTRUCTION, _SUMMARY_PREFIX),
+    "zh": (zh.SUMMARY_INSTRUCTION, zh.SUMMARY_PREFIX),
+}
+
 
 def approximate_tokens(messages: Sequence[Message]) -> int:
     """A cheap estimate: about four characters a token, plus a few tokens a message; images,
@@ -92,7 +99,10 @@ class SummarizationMiddleware(AgentMiddleware):
         max_tokens: the budget that triggers a summary.
         keep_last: how many of the latest messages are always kept verbatim.
         counter: counts tokens (default :func:`approximate_tokens`).
-        instruction: the summarizing model's system prompt.
+        instruction: the summarizing model's system prompt (default: :data:`SUMMARY_INSTRUCTION`,
+            or its Chinese text in Chinese).
+        language: the language of the default instruction and of the summary's heading,
+            ``"en"`` or ``"zh"`` (``None``: the process's, :func:`agentkit.language.set_language`).
     """
 
     def __init__(
@@ -102,7 +112,8 @@ class SummarizationMiddleware(AgentMiddleware):
         max_tokens: int,
         keep_last: int = 6,
         counter: TokenCounter = approximate_tokens,
-        instruction: str = SUMMARY_INSTRUCTION,
+        instruction: str | None = None,
+        language: str | None = None,
     ) -> None:
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
             raise AgentKitValueError(f"max_tokens must be a positive int (got {max_tokens!r})")
@@ -112,7 +123,9 @@ class SummarizationMiddleware(AgentMiddleware):
         self.max_tokens = max_tokens
         self.keep_last = keep_last
         self.counter = counter
-        self.instruction = instruction
+        language = resolve(language)
+        default, self._prefix = _TEXTS[language]
+        self.instruction = default if instruction is None else instruction
 
     def before_model(self, state: ModelState) -> None:
         """Replace the older turns by their summary when the conversation is over budget."""
@@ -131,7 +144,7 @@ class SummarizationMiddleware(AgentMiddleware):
         )
         state.messages = [
             *messages[:start],
-            user_message(_SUMMARY_PREFIX + summary.content.strip()),
+            user_message(self._prefix + summary.content.strip()),
             *messages[split:],
         ]
 
