@@ -357,6 +357,7 @@ class ModelCaller:
                 component="ChatModel",
                 run_path=tuple(str(step) for step in frame.run_path),
                 agent_name=agent_name,
+                invocation_id=run.invocation_id,
             )
 
     def call(self, model: Any, messages: list[Message], options: ModelOptions | None) -> Message:
@@ -649,6 +650,7 @@ class ReactHooks:
                 component="Tool",
                 run_path=tuple(str(step) for step in self.run.frame.run_path),
                 agent_name=self.run.config.name,
+                invocation_id=self.run.run.invocation_id,
             )
             self.tool_run_infos[name] = run_info
         return run_info
