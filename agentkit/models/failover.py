@@ -189,7 +189,10 @@ class FailoverChatModel(BuiltValue):
     @property
     def model(self) -> str:
         """The name of the model tried first (for traces)."""
-        current = self._models[self._preferred.index]
+        preferred = self._preferred
+        current = preferred.chosen
+        if current is None:
+            current = self._models[preferred.index]
         name = getattr(current, "model", None)
         return name if isinstance(name, str) else type(current).__name__
 
