@@ -59,6 +59,7 @@ __all__ = [
     "ModelCallable",
     "ModelState",
     "StreamToolInvoke",
+    "ToolEventSender",
     "ToolInvoke",
     "get_run_local_value",
     "send_event",
@@ -196,6 +197,29 @@ class AgentMiddleware:
         parts (:class:`~agentkit.TextPart`, :class:`~agentkit.ImagePart`, ...); return it, or
         other text or parts. Runs inside the :meth:`wrap_tool_call` layers.
         """
+        return invoke(call)
+
+
+class ToolEventSender(AgentMiddleware):
+    """Where a tool call's event is sent in the middleware list (Eino's
+    ``NewEventSenderToolWrapper``).
+
+    By default a tool call's event shows what the outermost :meth:`~AgentMiddleware.wrap_tool_call`
+    layer returned. Put one ``ToolEventSender()`` in ``middlewares=[...]`` and the event shows
+    what the layers after it (inner) returned instead; the layers before it (outer) change only
+    what the agent keeps and the model sees next. For example, to log or audit the tool's own
+    output while the model gets a cleaned one::
+
+        middlewares=[Sanitize(), ToolEventSender()]   # the event: the tool's own result
+        middlewares=[ToolEventSender(), Sanitize()]   # the event: the sanitized result
+
+    A streamed call's event is its stream, sent as it streams (see
+    :meth:`~AgentMiddleware.wrap_stream_tool_call`). Use one per agent. Outside a
+    ChatModelAgent its ``wrap_tool_call`` passes the call on.
+    """
+
+    def wrap_tool_call(self, call: ToolCallInfo, invoke: ToolInvoke) -> str:
+        """Pass the call on (the agent sends the event at this layer)."""
         return invoke(call)
 
 

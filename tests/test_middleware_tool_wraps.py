@@ -19,7 +19,12 @@ from agentkit import (
     tool,
 )
 from agentkit.events import AgentEvent
-from agentkit.middleware import ContentToolInvoke, StreamToolInvoke, ToolInvoke
+from agentkit.middleware import (
+    ContentToolInvoke,
+    StreamToolInvoke,
+    ToolEventSender,
+    ToolInvoke,
+)
 from agentkit.schema import ContentPart
 from agentkit.streams import StreamReader
 from agentkit.testing import ScriptedChatModel, call, calls_message, run_events
@@ -187,3 +192,63 @@ def test_wrap_enhanced_invokable_tool_call_keeps_parts_under_wrap_tool_call() ->
     assert message is not None
     assert [type(p).__name__ for p in message.parts] == ["ImagePart"]
     assert len(seen) == 1
+
+
+# --- where the tool event is sent (Eino: NewEventSenderToolWrapper) --------------------------
+
+
+@tool
+def lookup(key: str) -> str:
+    """Look a key up."""
+    return f"value of {key} (secret={SECRET})"
+
+
+class Sanitize(AgentMiddleware):
+    def wrap_tool_call(self, call: ToolCallInfo, invoke: ToolInvoke) -> str:
+        return invoke(call).replace(SECRET, "***")
+
+
+def lookup_run(*middlewares: AgentMiddleware) -> tuple[str, str]:
+    """The tool event's text, and the tool result the model saw next."""
+    model = ScriptedChatModel([calls_message(call("lookup", {"key": "k"}, id="c1")), "ok"])
+    agent = ChatModelAgent("A", "d", model, tools=[lookup], middlewares=list(middlewares))
+    events = run_events(Runner(agent).query("go"))
+    (event,) = tool_events(events)
+    message = event.get_message()
+    assert message is not None
+    return message.content, model.calls[1].messages[-1].content
+
+
+def test_event_sender_tool_wrapper_default_shows_the_outermost_result() -> None:
+    shown, kept = lookup_run(Sanitize())
+    assert shown == kept == "value of k (secret=***)"
+
+
+def test_event_sender_tool_wrapper_innermost_shows_the_tools_own_result() -> None:
+    shown, kept = lookup_run(Sanitize(), ToolEventSender())
+    assert shown == f"value of k (secret={SECRET})"
+    assert kept == "value of k (secret=***)"
+
+
+def test_event_sender_tool_wrapper_outermost_is_the_default() -> None:
+    shown, kept = lookup_run(ToolEventSender(), Sanitize())
+    assert shown == kept == "value of k (secret=***)"
+
+
+def test_event_sender_tool_wrapper_keeps_the_tools_action() -> None:
+    from agentkit import ExitTool
+
+    model = ScriptedChatModel([calls_message(call("exit", {"final_result": "bye"}, id="e1"))])
+    agent = ChatModelAgent(
+        "A", "d", model, exit_tool=ExitTool(), middlewares=[Sanitize(), ToolEventSender()]
+    )
+    events = run_events(Runner(agent).query("go"))
+    assert events[-1].action is not None and events[-1].action.exit
+    assert len(tool_events(events)) == 1
+
+
+def test_event_sender_tool_wrapper_in_a_streamed_call_sends_the_stream_once() -> None:
+    agent, _ = log_agent(ToolEventSender(), Mask())
+    events = run_events(Runner(agent, enable_streaming=True).query("logs?"))
+    (event,) = tool_events(events)
+    assert event.output.message_output.is_streaming  # type: ignore[union-attr]

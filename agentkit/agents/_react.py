@@ -67,7 +67,13 @@ from agentkit.events import (
     event_from_message,
 )
 from agentkit.limits import LimitReached
-from agentkit.middleware import AgentContext, AgentMiddleware, ModelCallable, ModelState
+from agentkit.middleware import (
+    AgentContext,
+    AgentMiddleware,
+    ModelCallable,
+    ModelState,
+    ToolEventSender,
+)
 from agentkit.schema import FunctionCall, Message, Role, TokenUsage, ToolCall, tool_message
 from agentkit.streams import concat_message_stream, stream_from_iterator
 from agentkit.tools._unfinished import UnfinishedToolCall, unfinished_decision
@@ -628,18 +634,35 @@ class ReactHooks:
             fire(handlers, "on_tool_end", run_info, info, message.content, None)
             return message.content
 
+        sent = False  # a ToolEventSender among the layers sent the call's event
+
+        def send_event(inner: Callable[[ToolCallInfo], str]) -> Callable[[ToolCallInfo], str]:
+            def invoke(info: ToolCallInfo) -> str:
+                nonlocal sent
+                text = inner(info)
+                if not streamed and not sent:  # a streamed call's event went as it streamed
+                    shown = _result_message(text, result, call)
+                    shown = run.config.tool_policy.limit(shown, run.config.name)
+                    event = _message_event(shown, None, Role.TOOL, name, call_frame.action)
+                    put(ToolItem(index, event=event))
+                    sent = True
+                return text
+
+            return invoke
+
         invoke: Callable[[ToolCallInfo], str] = innermost
         for middleware in reversed(self.tool_wraps):
-            invoke = _layer(middleware, invoke)
+            if isinstance(middleware, ToolEventSender):
+                invoke = send_event(invoke)
+            else:
+                invoke = _layer(middleware, invoke)
         text = invoke(original)
         if not isinstance(text, str):
             raise AgentKitTypeError(
                 f"a wrap_tool_call layer returned {type(text).__name__} for tool {name!r}, "
                 "not str"
             )
-        if result is not None and text is result.content:
-            return result, streamed  # the tool's own message, as it made it
-        return tool_message(text, call.id, name), streamed
+        return _result_message(text, result, call), streamed or sent
 
     def _tool_run_info(self, tool: BaseTool, name: str) -> RunInfo:
         run_info = self.tool_run_infos.get(name)
@@ -659,6 +682,14 @@ class ReactHooks:
 def _changed(tools: list[ToolInfo], before: list[ToolInfo]) -> bool:
     """Whether a hook replaced, added or removed tools (by identity: cheap, and exact)."""
     return len(tools) != len(before) or any(a is not b for a, b in zip(tools, before, strict=True))
+
+
+def _result_message(text: str, result: Message | None, call: ToolCall) -> Message:
+    """The message of a call whose layers returned ``text``: the tool's own message when they
+    returned its text as it was (its parts kept), else a message of ``text``."""
+    if result is not None and text is result.content:
+        return result
+    return tool_message(text, call.id, call.function.name)
 
 
 def _layer(
