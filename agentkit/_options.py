@@ -347,8 +347,9 @@ def with_agent_tool_run_options(
 ) -> AgentRunOption:
     """Give run options to the agents the agent calls through :class:`~agentkit.AgentTool`.
 
-    ``options`` maps an agent tool's name (its agent's name) to the options its inner run
-    gets, on top of the run's own: the inner agent sees every option of the run meant for it
+    ``options`` maps the name of an agent run as a tool (the :class:`~agentkit.AgentTool`'s
+    name, or a deep agent's sub-agent started by its ``task`` tool) to the options its inner
+    run gets, on top of the run's own: the inner agent sees every option of the run meant for it
     (those designated to no agent or to it by name), then these, so that a model option given
     here wins over the run's. Eino's ``WithAgentToolRunOptions``::
 
@@ -435,10 +436,10 @@ class RunOptionSet:
         self._by_agent: dict[str, AgentOptions] = {}
         self._lock = threading.Lock()
 
-    def for_agent_tool(self, caller: str, tool_name: str) -> RunOptionSet:
-        """The options of the inner run of the agent tool ``tool_name`` that ``caller`` called:
-        the run's own, then those ``with_agent_tool_run_options`` gives for the tool."""
-        extra = self.for_agent(caller).agent_tool_options.get(tool_name, ())
+    def for_agent_tool(self, caller: str, agent_name: str) -> RunOptionSet:
+        """The options of the inner run of the agent ``agent_name`` that ``caller`` ran as a
+        tool: the run's own, then those ``with_agent_tool_run_options`` gives for it."""
+        extra = self.for_agent(caller).agent_tool_options.get(agent_name, ())
         if not extra:
             return self
         return RunOptionSet((*self.given, *extra))

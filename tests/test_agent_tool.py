@@ -498,3 +498,17 @@ def test_agent_tool_retry_config_is_checked() -> None:
         AgentToolRetryConfig(should_retry="yes")  # type: ignore[arg-type]
     with pytest.raises(AgentConfigError, match="retry must be an AgentToolRetryConfig"):
         AgentTool(researcher(ScriptedChatModel([])), retry=2)  # type: ignore[arg-type]
+
+
+def test_agent_tool_run_options_reach_a_deep_agents_sub_agent_by_its_name() -> None:
+    from agentkit.prebuilt import deep
+
+    inner = ScriptedChatModel(["found it"])
+    helper = ChatModelAgent("helper", "helps", inner)
+    outer = ScriptedChatModel(
+        [calls_message(call("task", {"subagent_type": "helper", "description": "look"})), "ok"]
+    )
+    agent = deep.new(outer, sub_agents=[helper], without_general_sub_agent=True)
+    option = with_agent_tool_run_options({"helper": [with_chat_model_options(temperature=0.2)]})
+    run_events(Runner(agent).query("go", option))
+    assert [c.options.temperature for c in inner.calls if c.options] == [0.2]

@@ -213,7 +213,7 @@ class AgentTool:
             observers=frame.observers,
             # The run's options, and those given for this tool (with_agent_tool_run_options).
             options=(
-                frame.options.for_agent_tool(call.agent_name, call.name)
+                frame.options.for_agent_tool(call.agent_name, self._info.name)
                 if call is not None
                 else frame.options
             ),
