@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import abc
 import contextvars
+import os
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
@@ -130,6 +131,7 @@ class AgentRun:
         "_finished",
         "_frame",
         "_input",
+        "_invocation_id",
         "_options",
         "_path",
         "_resume",
@@ -155,6 +157,7 @@ class AgentRun:
         self._turn = Turn()
         self._children: set[str] | None = None  # the children run so far (run_child)
         self._finished: list[tuple[str, ...]] | None = None  # completed since save_state
+        self._invocation_id = os.urandom(16).hex()  # as random as a UUID4, a fifth of its cost
 
     @property
     def input(self) -> AgentInput:
@@ -175,6 +178,12 @@ class AgentRun:
     def run_path(self) -> tuple[RunStep, ...]:
         """The agents from the run's root to this one (empty for an agent run directly)."""
         return self._path
+
+    @property
+    def invocation_id(self) -> str:
+        """This turn's id: every event the turn emits carries it, and so do the callbacks
+        about the turn (Eino's ``InvocationID``). Each turn has its own, a resumed one too."""
+        return self._invocation_id
 
     @property
     def agent_name(self) -> str:
@@ -212,7 +221,7 @@ class AgentRun:
         own_path = event.run_path
         if not own_path:
             if path:
-                event = _named(event, path[-1].agent_name, path)
+                event = _named(event, path[-1].agent_name, path, self._invocation_id)
         elif len(own_path) != len(path) or tuple(own_path) != path:
             self._downstream.send(event)
             return None

@@ -9,7 +9,7 @@ up, and the Runner saves them all.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -17,7 +17,7 @@ import attrs
 from agentkit._persist import persisted
 from agentkit._points import PointResume, ResumePoint
 from agentkit._runctx import current_frame
-from agentkit.errors import AgentKitRuntimeError
+from agentkit.errors import AgentKitRuntimeError, AgentKitValueError
 from agentkit.events import AgentAction, AgentEvent, InterruptInfo
 from agentkit.schema import Message, ToolCall
 
@@ -82,16 +82,34 @@ def get_interrupt_state() -> Any:
     return None
 
 
-def interrupt_event(info: Any = None, state: Any = None) -> AgentEvent:
+def interrupt_event(
+    info: Any = None, state: Any = None, *, children: Sequence[AgentEvent] = ()
+) -> AgentEvent:
     """For custom agents: an event that interrupts the run at the agent's position.
 
     Send it as the agent's last event. ``info`` is shown to the user (it becomes the
     interrupt's ``InterruptContext.info`` and ``InterruptInfo.data``); ``state`` comes back as
     ``ResumeInfo.interrupt_state`` when the agent is resumed.
+
+    ``children``: the interrupt events of children this agent ran (``run.run_child(child,
+    sink=held.append)``) and held back, to pause once for all of them (Eino's
+    ``adk.CompositeInterrupt``). The agent is then not a root cause itself: each child's
+    interrupt is, with the agent's context (``info``) as its parent, and each is resumed by
+    its own id (a resumed turn's ``run_child`` resumes each child that stopped).
+
+    Raises:
+        ValueError: a child event is not an interrupt.
     """
+    for child in children:
+        action = child.action if isinstance(child, AgentEvent) else None
+        if action is None or action.interrupted is None:
+            raise AgentKitValueError(
+                f"interrupt_event(children=...) takes the interrupt events of children that "
+                f"paused (got {child!r}); pass only events whose action.interrupted is set"
+            )
     frame = current_frame()
     if frame is not None:
-        frame.journal.record(frame.address, state, info, root=True)
+        frame.journal.record(frame.address, state, info, root=not children)
     return AgentEvent(action=AgentAction(interrupted=InterruptInfo(data=info)))
 
 

@@ -59,6 +59,9 @@ class RunInfo:
         run_path: the names of the run path of the agent concerned (for models and tools: of
             the agent that calls them), ending with that agent's name.
         agent_name: the agent concerned, or the agent calling the model or tool.
+        invocation_id: the id of the agent's turn (of the calling agent's, for models and
+            tools): the ``invocation_id`` of the events that turn emitted (Eino's
+            ``InvocationID``; ``""`` where no turn is known).
     """
 
     name: str
@@ -66,6 +69,7 @@ class RunInfo:
     component: str
     run_path: tuple[str, ...]
     agent_name: str = ""
+    invocation_id: str = ""
 
 
 @attrs.define
@@ -143,16 +147,18 @@ def observe_agent(
     input: AgentInput,
     turn: Callable[[], T],
     own_error: Callable[[T], BaseException | None],
+    invocation_id: str = "",
 ) -> T:
     """Run ``turn()``, one turn of the agent ``name``, reported to the handlers that observe it.
 
-    ``own_error(result)`` names the error event the agent sent, if any, for ``on_agent_end``.
+    ``own_error(result)`` names the error event the agent sent, if any, for ``on_agent_end``;
+    ``invocation_id`` is the turn's.
     """
     callbacks = observers.callbacks
     handlers = callbacks.for_agent(name) if callbacks is not None else ()
     if not handlers:
         return turn()
-    info = RunInfo(name, agent_type(), "Agent", run_path, name)
+    info = RunInfo(name, agent_type(), "Agent", run_path, name, invocation_id)
     fire(handlers, "on_agent_start", info, input)
     try:
         result = turn()

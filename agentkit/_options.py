@@ -25,6 +25,7 @@ __all__ = [
     "custom_option",
     "custom_options",
     "get_impl_specific_options",
+    "with_agent_tool_run_options",
     "with_cancel",
     "with_chat_model_options",
     "with_checkpoint_id",
@@ -154,6 +155,7 @@ class ChatModelAgentOptions:
 
     model_options: dict[str, Any] = attrs.Factory(dict)
     tool_options: dict[str, Any] = attrs.Factory(dict)
+    agent_tool_options: dict[str, tuple[AgentRunOption, ...]] = attrs.Factory(dict)
 
 
 def with_session_values(values: Mapping[str, Any]) -> AgentRunOption:
@@ -340,6 +342,53 @@ def with_tool_options(**tool_options: Any) -> AgentRunOption:
     return wrap_impl_specific_opt_fn(ChatModelAgentOptions, apply)
 
 
+def with_agent_tool_run_options(
+    options: Mapping[str, Iterable[AgentRunOption]],
+) -> AgentRunOption:
+    """Give run options to the agents the agent calls through :class:`~agentkit.AgentTool`.
+
+    ``options`` maps the name of an agent run as a tool (the :class:`~agentkit.AgentTool`'s
+    name, or a deep agent's sub-agent started by its ``task`` tool) to the options its inner
+    run gets, on top of the run's own: the inner agent sees every option of the run meant for it
+    (those designated to no agent or to it by name), then these, so that a model option given
+    here wins over the run's. Eino's ``WithAgentToolRunOptions``::
+
+        runner.query(
+            "plan the trip",
+            with_agent_tool_run_options({"Researcher": [with_chat_model_options(temperature=0)]}),
+        )
+
+    Options given several times for one tool add up, in order. Like every option, this one
+    may be designated to the calling agent (``.designate_agent("Boss")``).
+
+    Raises:
+        TypeError: ``options`` is not a mapping of tool names to lists of run options.
+    """
+    if not isinstance(options, Mapping):
+        raise AgentKitTypeError(
+            "with_agent_tool_run_options() takes a mapping of agent tool names to lists of "
+            f"run options (got {options!r}); write "
+            "with_agent_tool_run_options({'Researcher': [with_chat_model_options(temperature=0)]})"
+        )
+    copied: dict[str, tuple[AgentRunOption, ...]] = {}
+    for name, given in options.items():
+        listed = tuple(given)
+        wrong = [option for option in listed if not isinstance(option, AgentRunOption)]
+        if not isinstance(name, str) or wrong:
+            raise AgentKitTypeError(
+                "with_agent_tool_run_options() takes a mapping of agent tool names to lists of "
+                f"run options (got {name!r}: {list(listed)!r}); make each option with a "
+                "with_* function"
+            )
+        copied[name] = listed
+
+    def apply(target: ChatModelAgentOptions) -> None:
+        for name, listed in copied.items():
+            target.agent_tool_options[name] = target.agent_tool_options.get(name, ()) + listed
+
+    return wrap_impl_specific_opt_fn(ChatModelAgentOptions, apply)
+
+
 # --- the options of one run, parsed once -------------------------------------------------------
 
 
@@ -356,11 +405,13 @@ class AgentOptions:
         given: the options meant for this agent, in the order they were given.
         model_options: the ``with_chat_model_options`` values, merged (``None`` without any).
         tool_options: the ``with_tool_options`` values, merged.
+        agent_tool_options: the ``with_agent_tool_run_options`` options, by agent tool name.
     """
 
     given: tuple[AgentRunOption, ...] = ()
     model_options: ModelOptions | None = None
     tool_options: Mapping[str, Any] = attrs.field(factory=dict)
+    agent_tool_options: Mapping[str, tuple[AgentRunOption, ...]] = attrs.field(factory=dict)
 
     def __iter__(self) -> Iterator[AgentRunOption]:
         return iter(self.given)
@@ -385,6 +436,14 @@ class RunOptionSet:
         self._by_agent: dict[str, AgentOptions] = {}
         self._lock = threading.Lock()
 
+    def for_agent_tool(self, caller: str, agent_name: str) -> RunOptionSet:
+        """The options of the inner run of the agent ``agent_name`` that ``caller`` ran as a
+        tool: the run's own, then those ``with_agent_tool_run_options`` gives for it."""
+        extra = self.for_agent(caller).agent_tool_options.get(agent_name, ())
+        if not extra:
+            return self
+        return RunOptionSet((*self.given, *extra))
+
     def for_agent(self, agent_name: str) -> AgentOptions:
         """The options the agent named ``agent_name`` sees (parsed once per run)."""
         found = self._by_agent.get(agent_name)
@@ -399,7 +458,9 @@ class RunOptionSet:
             from agentkit.models.base import ModelOptions
 
             model_options = ModelOptions(**parsed.model_options)
-        made = AgentOptions(given, model_options, dict(parsed.tool_options))
+        made = AgentOptions(
+            given, model_options, dict(parsed.tool_options), dict(parsed.agent_tool_options)
+        )
         with self._lock:
             return self._by_agent.setdefault(agent_name, made)
 

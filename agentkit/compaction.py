@@ -26,13 +26,17 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Literal
 
 import attrs
 
-from agentkit.errors import AgentKitValueError
+from agentkit import _prompts_zh as zh
+from agentkit._language import resolve
+from agentkit.agents._model_retry import ModelRetryConfig
+from agentkit.errors import AgentKitTypeError, AgentKitValueError
 from agentkit.middleware import AgentMiddleware, ModelState
-from agentkit.models.base import ChatModel
+from agentkit.models.base import ChatModel, ModelOptions
 from agentkit.schema import (
     Message,
     Role,
@@ -44,8 +48,11 @@ from agentkit.schema import (
 
 __all__ = [
     "SUMMARY_INSTRUCTION",
+    "Finalize",
     "SummarizationMiddleware",
+    "SummaryHook",
     "TokenCounter",
+    "ToolRule",
     "ToolResultReductionMiddleware",
     "approximate_tokens",
 ]
@@ -63,6 +70,11 @@ SUMMARY_INSTRUCTION = (
 
 _SUMMARY_PREFIX = "Summary of the earlier conversation:\n"
 
+_TEXTS = {
+    "en": (SUMMARY_INSTRUCTION, _SUMMARY_PREFIX),
+    "zh": (zh.SUMMARY_INSTRUCTION, zh.SUMMARY_PREFIX),
+}
+
 
 def approximate_tokens(messages: Sequence[Message]) -> int:
     """A cheap estimate: about four characters a token, plus a few tokens a message; images,
@@ -78,46 +90,134 @@ def approximate_tokens(messages: Sequence[Message]) -> int:
     return characters // 4 + 4 * len(messages) + media
 
 
-class SummarizationMiddleware(AgentMiddleware):
-    """Summarize older turns once the conversation exceeds ``max_tokens``.
+Finalize = Callable[[Sequence[Message], Message], Sequence[Message]]
+"""``finalize(older, summary) -> messages``: what replaces the summarized messages."""
 
-    Before each model call, when ``counter(messages)`` is above ``max_tokens``, the messages
-    after the leading system messages are split: the latest ``keep_last`` (or a few more, so
-    that a tool result is never separated from the call that asked for it) stay as they are;
-    the older ones are sent to ``model`` with ``instruction`` and replaced by one user message
-    holding the summary. An earlier summary is part of what gets summarized again.
+SummaryHook = Callable[[Sequence[Message], Sequence[Message]], None]
+"""``after_summarize(before, after)``: the conversation before and after a summary (read-only)."""
+
+
+class SummarizationMiddleware(AgentMiddleware):
+    """Summarize older turns once the conversation is too long (Eino's ``summarization``).
+
+    Before each model call, when a trigger is met (``counter(messages)`` above ``max_tokens``,
+    or more than ``max_messages`` messages: Eino's ``TriggerCondition``, either one), the
+    messages after the leading system messages are split: the latest ``keep_last`` (or a few
+    more, so that a tool result is never separated from the call that asked for it) stay as
+    they are; the older ones are sent to ``model`` with ``instruction`` and replaced by one
+    user message holding the summary, or by what ``finalize`` makes of it. An earlier summary
+    is part of what gets summarized again.
 
     Args:
-        model: the model that writes summaries (often the agent's own, or a cheaper one).
-        max_tokens: the budget that triggers a summary.
+        model: the model that writes summaries (often the agent's own, or a cheaper one; a
+            :class:`~agentkit.FailoverChatModel` fails over to others).
+        max_tokens: the token budget that triggers a summary.
         keep_last: how many of the latest messages are always kept verbatim.
         counter: counts tokens (default :func:`approximate_tokens`).
-        instruction: the summarizing model's system prompt.
+        instruction: the summarizing model's system prompt (default: :data:`SUMMARY_INSTRUCTION`,
+            or its Chinese text in Chinese).
+        language: the language of the default instruction and of the summary's heading,
+            ``"en"`` or ``"zh"`` (``None``: the process's, :func:`agentkit.language.set_language`).
+        max_messages: the number of messages that triggers a summary (with or without
+            ``max_tokens``; at least one of the two is needed).
+        max_input_tokens: the most tokens of older messages sent to the summarizer (Eino PR
+            #1165): the oldest are left out until the rest fits (the latest older message is
+            always sent). ``None``: all of them.
+        retry: a :class:`~agentkit.ModelRetryConfig` for the summarizer's call (Eino's
+            ``Retry``); by default a failed call fails the run.
+        finalize: ``finalize(older, summary) -> messages`` replaces the summarized messages
+            with what it returns instead of the default summary message (Eino's ``Finalize``).
+        before_summarize: ``before_summarize(messages)``, called with the conversation before
+            a summary is made (read-only).
+        after_summarize: ``after_summarize(before, after)``, called with the conversation
+            before and after it (read-only; Eino's ``Callback``).
+
+    Raises:
+        ValueError: no trigger, or a setting out of range.
     """
 
     def __init__(
         self,
         model: ChatModel,
         *,
-        max_tokens: int,
+        max_tokens: int | None = None,
         keep_last: int = 6,
         counter: TokenCounter = approximate_tokens,
-        instruction: str = SUMMARY_INSTRUCTION,
+        instruction: str | None = None,
+        language: str | None = None,
+        max_messages: int | None = None,
+        max_input_tokens: int | None = None,
+        retry: ModelRetryConfig | None = None,
+        finalize: Finalize | None = None,
+        before_summarize: Callable[[Sequence[Message]], None] | None = None,
+        after_summarize: SummaryHook | None = None,
     ) -> None:
-        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-            raise AgentKitValueError(f"max_tokens must be a positive int (got {max_tokens!r})")
+        for name, value in (
+            ("max_tokens", max_tokens),
+            ("max_messages", max_messages),
+            ("max_input_tokens", max_input_tokens),
+        ):
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 1
+            ):
+                raise AgentKitValueError(f"{name} must be a positive int (got {value!r})")
+        if max_tokens is None and max_messages is None:
+            raise AgentKitValueError(
+                "SummarizationMiddleware needs a trigger: max_tokens=..., max_messages=..., "
+                "or both (a summary is made when either is exceeded)"
+            )
         if isinstance(keep_last, bool) or not isinstance(keep_last, int) or keep_last < 0:
             raise AgentKitValueError(f"keep_last must be an int >= 0 (got {keep_last!r})")
+        if retry is not None and not isinstance(retry, ModelRetryConfig):
+            raise AgentKitTypeError(f"retry must be a ModelRetryConfig (got {retry!r})")
+        for name, hook in (
+            ("finalize", finalize),
+            ("before_summarize", before_summarize),
+            ("after_summarize", after_summarize),
+        ):
+            if hook is not None and not callable(hook):
+                raise AgentKitTypeError(f"{name} must be a function (got {hook!r})")
         self.model = model
         self.max_tokens = max_tokens
+        self.max_messages = max_messages
+        self.max_input_tokens = max_input_tokens
         self.keep_last = keep_last
         self.counter = counter
-        self.instruction = instruction
+        language = resolve(language)
+        default, self._prefix = _TEXTS[language]
+        self.instruction = default if instruction is None else instruction
+        self.retry = retry
+        self.finalize = finalize
+        self.before_summarize = before_summarize
+        self.after_summarize = after_summarize
+
+    def _triggered(self, messages: Sequence[Message]) -> bool:
+        if self.max_messages is not None and len(messages) > self.max_messages:
+            return True
+        return self.max_tokens is not None and self.counter(messages) > self.max_tokens
+
+    def _bounded(self, older: Sequence[Message]) -> Sequence[Message]:
+        """``older`` without its oldest messages, until it fits ``max_input_tokens``."""
+        limit = self.max_input_tokens
+        if limit is None:
+            return older
+        start = 0
+        while start < len(older) - 1 and self.counter(older[start:]) > limit:
+            start += 1
+        return older[start:]
+
+    def _summarize(self, older: Sequence[Message]) -> Message:
+        def generate(messages: list[Message], options: ModelOptions | None) -> Message:
+            return self.model.generate(messages, options)
+
+        call = generate if self.retry is None else self.retry.wrap(generate, "summarizer")
+        request = [system_message(self.instruction), user_message(_transcript(older))]
+        return call(request, None)
 
     def before_model(self, state: ModelState) -> None:
-        """Replace the older turns by their summary when the conversation is over budget."""
+        """Replace the older turns by their summary when a trigger is met."""
         messages = state.messages
-        if self.counter(messages) <= self.max_tokens:
+        if not self._triggered(messages):
             return
         start = 0
         while start < len(messages) and messages[start].role is Role.SYSTEM:
@@ -126,14 +226,31 @@ class SummarizationMiddleware(AgentMiddleware):
         older = messages[start:split]
         if not older:
             return
-        summary = self.model.generate(
-            [system_message(self.instruction), user_message(_transcript(older))]
-        )
-        state.messages = [
-            *messages[:start],
-            user_message(_SUMMARY_PREFIX + summary.content.strip()),
-            *messages[split:],
-        ]
+        before = tuple(messages)
+        if self.before_summarize is not None:
+            self.before_summarize(before)
+        summary = self._summarize(self._bounded(older))
+        if self.finalize is not None:
+            replacement = list(self.finalize(tuple(older), summary))
+            if not all(isinstance(message, Message) for message in replacement):
+                raise AgentKitTypeError(
+                    "SummarizationMiddleware finalize must return a list of Message (got "
+                    f"{replacement!r})"
+                )
+        else:
+            replacement = [user_message(self._prefix + summary.content.strip())]
+        state.messages = [*messages[:start], *replacement, *messages[split:]]
+        if self.after_summarize is not None:
+            self.after_summarize(before, tuple(state.messages))
+
+
+ToolRule = Literal["truncate", "clear", "keep"]
+"""What :class:`ToolResultReductionMiddleware` does to one tool's long older results:
+``"truncate"`` cuts them to ``max_chars``, ``"clear"`` replaces them by a note, ``"keep"``
+leaves them whole."""
+
+_RULES = ("truncate", "clear", "keep")
+_CUT = "cut to save context]"
 
 
 class ToolResultReductionMiddleware(AgentMiddleware):
@@ -144,20 +261,44 @@ class ToolResultReductionMiddleware(AgentMiddleware):
     was, or, with ``drop=True``, replaced by the note alone. The model keeps seeing that the
     call happened and what it was about.
 
+    ``rules`` chooses per tool, as Eino's reduction does per tool: ``{"read_file": "clear",
+    "search": "truncate", "get_plan": "keep"}`` (a :data:`ToolRule`); tools it does not name
+    follow ``drop``. To move large results to files instead, see
+    :class:`~agentkit.middlewares.OffloadLargeResults`.
+
     Args:
         max_chars: the longest older tool result kept whole.
         keep_last: how many of the latest tool results are never cut.
         drop: replace long older results by a note instead of cutting them.
+        rules: a :data:`ToolRule` by tool name.
+
+    Raises:
+        ValueError: a setting out of range, or a rule that is not a :data:`ToolRule`.
     """
 
-    def __init__(self, *, max_chars: int = 2_000, keep_last: int = 2, drop: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        max_chars: int = 2_000,
+        keep_last: int = 2,
+        drop: bool = False,
+        rules: Mapping[str, ToolRule] | None = None,
+    ) -> None:
         if isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 0:
             raise AgentKitValueError(f"max_chars must be an int >= 0 (got {max_chars!r})")
         if isinstance(keep_last, bool) or not isinstance(keep_last, int) or keep_last < 0:
             raise AgentKitValueError(f"keep_last must be an int >= 0 (got {keep_last!r})")
+        given = dict(rules or {})
+        for tool_name, rule in given.items():
+            if rule not in _RULES:
+                raise AgentKitValueError(
+                    f"the rule for tool {tool_name!r} is {rule!r}; a rule is one of "
+                    f"{', '.join(map(repr, _RULES))}"
+                )
         self.max_chars = max_chars
         self.keep_last = keep_last
         self.drop = drop
+        self.rules: Mapping[str, ToolRule] = given
 
     def before_model(self, state: ModelState) -> None:
         """Cut the long older tool results of the conversation."""
@@ -165,16 +306,19 @@ class ToolResultReductionMiddleware(AgentMiddleware):
         older = results[: len(results) - self.keep_last] if self.keep_last else results
         changed = False
         messages = list(state.messages)
+        default: ToolRule = "clear" if self.drop else "truncate"
         for index in older:
             message = messages[index]
+            rule = self.rules.get(message.tool_name, default)
             length = len(message.content)
-            if length <= self.max_chars:
-                continue
-            note = f"[tool result of {length:,} characters, cut to save context]"
-            content = note if self.drop else f"{message.content[: self.max_chars]}\n{note}"
+            if rule == "keep" or length <= self.max_chars or message.content.endswith(_CUT):
+                continue  # short, kept by its rule, or cut already (at an earlier call)
+            clear = rule == "clear"
+            note = f"[tool result of {length:,} characters, {_CUT}"
+            content = note if clear else f"{message.content[: self.max_chars]}\n{note}"
             if message.parts:  # the media stay, unless the whole result is dropped
                 media = (
-                    () if self.drop else tuple(p for p in message.parts if type(p) is not TextPart)
+                    () if clear else tuple(p for p in message.parts if type(p) is not TextPart)
                 )
                 messages[index] = attrs.evolve(
                     message, content="", parts=(TextPart(content), *media)

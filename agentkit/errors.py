@@ -646,7 +646,30 @@ class WillRetryError(ModelError):
     With ``ChatModelAgent(model_retry=...)`` in a streamed run, every attempt is streamed as it
     arrives; a rejected one's stream then raises this error at its end. Consumers skip such
     events (the run's history does: the next agents never see a rejected reply).
+
+    Attributes:
+        attempt: the retry that follows, 1-based (``0`` when unknown).
+        reject_reason: what ``RetryDecision(reject_reason=...)`` said about the rejected
+            reply (``None`` when not set; not kept in checkpoints, as in Eino).
     """
+
+    def __init__(
+        self, message: str, *, attempt: int = 0, reject_reason: Any = None, **kwargs: Any
+    ) -> None:
+        super().__init__(message, **kwargs)
+        self.attempt = attempt
+        self.reject_reason = reject_reason
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The reason is any value the user chose: a run's own, never pickled into a checkpoint.
+        state = {
+            "attempt": self.attempt,
+            "reject_reason": None,
+            "status_code": self.status_code,
+            "body": self.body,
+            "message": self.message,
+        }
+        return (type(self), (str(self),), state)
 
 
 def _register_persisted() -> None:

@@ -355,6 +355,13 @@ class AgentEvent:
     frozen, ``run_path`` is a tuple). ``agent_name`` and ``run_path`` are filled
     by the framework when the agent emits it into the run (the run makes a named copy of an
     event that has no run path). An agent sends at most one error event, as its last event.
+
+    ``invocation_id`` is filled then too (Eino's ``InvocationID``): one id per execution of an
+    agent's turn, shared by the events that turn emitted and by the callbacks about it
+    (``RunInfo.invocation_id``), new for each turn (a resumed turn, the next transfer, the next
+    loop iteration); ``""`` on an event no run named. It tells apart two turns of one agent in
+    an event stream or a trace. Equality ignores it, and :meth:`to_dict` leaves it out (the
+    run log's schema, version 1, has no such field).
     """
 
     agent_name: str = ""
@@ -362,6 +369,9 @@ class AgentEvent:
     output: AgentOutput | None = None
     action: AgentAction | None = None
     err: BaseException | None = None
+    # One id per execution of an agent's turn (Eino's InvocationID): not part of what the
+    # event says, so two events that say the same are equal whichever turn sent them.
+    invocation_id: str = attrs.field(default="", eq=False)
 
     @property
     def interrupted(self) -> bool:
@@ -512,14 +522,22 @@ def event_from_message(
     return _message_event(msg, stream, role, tool_name)
 
 
-def _named(event: AgentEvent, agent_name: str, run_path: tuple[RunStep, ...]) -> AgentEvent:
-    """A new event: ``event`` named ``agent_name`` at ``run_path`` (framework-internal).
+def _named(
+    event: AgentEvent,
+    agent_name: str,
+    run_path: tuple[RunStep, ...],
+    invocation_id: str = "",
+) -> AgentEvent:
+    """A new event: ``event`` named ``agent_name`` at ``run_path``, sent by the turn
+    ``invocation_id`` (framework-internal).
 
     Made the way attrs' own ``__init__`` of a frozen class makes one, minus the run path
     converter: ``run_path`` is a tuple of :class:`RunStep` objects already (the run made it),
     so the new event shares it. ``event`` is not changed.
     """
-    return _event(agent_name, run_path, event.output, event.action, event.err)
+    return _event(
+        agent_name, run_path, event.output, event.action, event.err, invocation_id
+    )
 
 
 def _event(
@@ -528,6 +546,7 @@ def _event(
     output: AgentOutput | None,
     action: AgentAction | None,
     err: BaseException | None,
+    invocation_id: str = "",
 ) -> AgentEvent:
     """A new event from fields the framework made (``run_path``: a tuple of RunSteps)."""
     event = _new_event(AgentEvent)
@@ -536,6 +555,7 @@ def _event(
     _E_OUTPUT(event, output)
     _E_ACTION(event, action)
     _E_ERR(event, err)
+    _E_INVOCATION_ID(event, invocation_id)
     return event
 
 
@@ -634,6 +654,6 @@ _V_STREAMING, _V_MESSAGE, _V_STREAM, _V_ROLE, _V_TOOL_NAME, _V_WHOLE = _slot_set
 _O_MESSAGE_OUTPUT, _O_CUSTOMIZED_OUTPUT = _slot_setters(
     AgentOutput, "message_output", "customized_output"
 )
-_E_AGENT_NAME, _E_RUN_PATH, _E_OUTPUT, _E_ACTION, _E_ERR = _slot_setters(
-    AgentEvent, "agent_name", "run_path", "output", "action", "err"
+_E_AGENT_NAME, _E_RUN_PATH, _E_OUTPUT, _E_ACTION, _E_ERR, _E_INVOCATION_ID = _slot_setters(
+    AgentEvent, "agent_name", "run_path", "output", "action", "err", "invocation_id"
 )

@@ -49,13 +49,17 @@ from agentkit.tools.base import BaseTool, ToolCallInfo
 
 if TYPE_CHECKING:
     from agentkit.models.base import ModelOptions
-    from agentkit.schema import ToolInfo
+    from agentkit.schema import ContentPart, ToolInfo
+    from agentkit.streams import StreamReader
 
 __all__ = [
     "AgentContext",
     "AgentMiddleware",
+    "ContentToolInvoke",
     "ModelCallable",
     "ModelState",
+    "StreamToolInvoke",
+    "ToolEventSender",
     "ToolInvoke",
     "get_run_local_value",
     "send_event",
@@ -68,6 +72,14 @@ wraps it."""
 
 ToolInvoke = Callable[[ToolCallInfo], str]
 """``invoke(call) -> str``: runs the tool call (or the next middleware), returns its text."""
+
+StreamToolInvoke = Callable[[ToolCallInfo], "StreamReader[str]"]
+"""``invoke(call) -> StreamReader[str]``: starts a streamed tool call (or the next
+middleware), returns its text chunks."""
+
+ContentToolInvoke = Callable[[ToolCallInfo], "str | tuple[ContentPart, ...]"]
+"""``invoke(call) -> str | tuple[ContentPart, ...]``: runs a tool call whose result may hold
+images, files or sounds (or the next middleware), returns its text or its parts."""
 
 
 @attrs.define(eq=False)
@@ -145,7 +157,69 @@ class AgentMiddleware:
         the agent does not have are answered by that policy without reaching middleware.
         Interrupts and cancellation raised by ``invoke`` derive from ``BaseException``: let
         them pass.
+
+        A streamed call (a streaming tool in a streamed run) goes through
+        :meth:`wrap_stream_tool_call` too, inside these layers: ``invoke`` here returns the
+        whole text once the stream ended. A call whose result holds images, files or sounds
+        goes through :meth:`wrap_content_tool_call` inside these layers; a layer here that
+        returns the text it got keeps the parts.
         """
+        return invoke(call)
+
+    def wrap_stream_tool_call(
+        self, call: ToolCallInfo, invoke: StreamToolInvoke
+    ) -> StreamReader[str]:
+        """Run one streamed tool call: ``invoke(call)`` starts it and returns its chunks.
+
+        For a streaming tool in a streamed run (Eino's ``WrapStreamableToolCall``). Return
+        the stream (``invoke(call)`` as it is), or a stream made from it
+        (:func:`~agentkit.stream_from_iterator` over its chunks, with ``on_close`` closing
+        it): what it yields is what the run's event streams and what the agent keeps (the
+        chunks joined). Change ``call`` or answer without the tool as in
+        :meth:`wrap_tool_call`. Runs inside the :meth:`wrap_tool_call` layers.
+
+        Example, a layer that masks a secret in every chunk::
+
+            def wrap_stream_tool_call(self, call, invoke):
+                chunks = invoke(call)
+                masked = (chunk.replace(SECRET, "***") for chunk in chunks)
+                return stream_from_iterator(masked, on_close=chunks.close)
+        """
+        return invoke(call)
+
+    def wrap_content_tool_call(
+        self, call: ToolCallInfo, invoke: ContentToolInvoke
+    ) -> str | tuple[ContentPart, ...]:
+        """Run one call of a tool whose result may hold images, files or sounds.
+
+        For content tools (function, MCP and agent tools) run without streaming (Eino's
+        ``WrapEnhancedInvokableToolCall``): ``invoke(call)`` returns the text, or a tuple of
+        parts (:class:`~agentkit.TextPart`, :class:`~agentkit.ImagePart`, ...); return it, or
+        other text or parts. Runs inside the :meth:`wrap_tool_call` layers.
+        """
+        return invoke(call)
+
+
+class ToolEventSender(AgentMiddleware):
+    """Where a tool call's event is sent in the middleware list (Eino's
+    ``NewEventSenderToolWrapper``).
+
+    By default a tool call's event shows what the outermost :meth:`~AgentMiddleware.wrap_tool_call`
+    layer returned. Put one ``ToolEventSender()`` in ``middlewares=[...]`` and the event shows
+    what the layers after it (inner) returned instead; the layers before it (outer) change only
+    what the agent keeps and the model sees next. For example, to log or audit the tool's own
+    output while the model gets a cleaned one::
+
+        middlewares=[Sanitize(), ToolEventSender()]   # the event: the tool's own result
+        middlewares=[ToolEventSender(), Sanitize()]   # the event: the sanitized result
+
+    A streamed call's event is its stream, sent as it streams (see
+    :meth:`~AgentMiddleware.wrap_stream_tool_call`). Use one per agent. Outside a
+    ChatModelAgent its ``wrap_tool_call`` passes the call on.
+    """
+
+    def wrap_tool_call(self, call: ToolCallInfo, invoke: ToolInvoke) -> str:
+        """Pass the call on (the agent sends the event at this layer)."""
         return invoke(call)
 
 

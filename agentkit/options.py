@@ -27,6 +27,7 @@ from agentkit._options import (
     custom_option,
     custom_options,
     get_impl_specific_options,
+    with_agent_tool_run_options,
     with_cancel,
     with_chat_model_options,
     with_checkpoint_id,
@@ -44,6 +45,7 @@ __all__ = [
     "custom_option",
     "custom_options",
     "get_impl_specific_options",
+    "with_agent_tool_run_options",
     "with_cancel",
     "with_chat_model_options",
     "with_checkpoint_id",
@@ -55,5 +57,6 @@ __all__ = [
     "wrap_impl_specific_opt_fn",
 ]
 
-# Defined in a private module, documented here: what ``AgentRun.options`` is.
-present((AgentOptions,), __name__)
+# Defined in a private module, documented here: what ``AgentRun.options`` is, and the
+# option only this module exports.
+present((AgentOptions, with_agent_tool_run_options), __name__)

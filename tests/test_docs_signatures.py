@@ -93,7 +93,7 @@ def test_no_signature_shows_attrs_generated_source(signatures: dict[str, str]) -
 
 def test_defaults_read_as_the_class_writes_them(signatures: dict[str, str]) -> None:
     assert "(max_retries: int = 2," in signatures["agentkit.ModelRetryConfig"]
-    assert "backoff: Callable[[int], float] = default_backoff)" in (
+    assert "backoff: Callable[[int], float] = default_backoff," in (
         signatures["agentkit.ModelRetryConfig"]
     )
     message = signatures["agentkit.Message"]

@@ -31,6 +31,7 @@ from agentkit import (
     with_cancel,
 )
 from agentkit.models import OpenAIChatModel
+from agentkit.models.failover import FailoverChoice, FailoverContext
 from agentkit.testing import FakeOpenAIServer, Reply, call, summarize
 
 GUARD = 30.0
@@ -233,3 +234,108 @@ def test_retry_and_failover_compose(server: FakeOpenAIServer, backup: FakeOpenAI
 def test_failover_needs_a_model() -> None:
     with pytest.raises(AgentConfigError, match="at least one model"):
         FailoverChatModel([])
+
+
+# --- failover choosing the next model (Eino: ModelFailoverConfig.GetFailoverModel) -----------
+
+
+def test_failover_model_wrapper_generate_failover_to_second_model(
+    server: FakeOpenAIServer, backup: FakeOpenAIServer
+) -> None:
+    server.queue(Reply(status=503, error="overloaded"), Reply("primary again"))
+    backup.queue(Reply(tool_calls=[call("add", '{"a": 1, "b": 2}')]), Reply("3"))
+    primary, secondary = client(server, "primary"), client(backup, "secondary")
+    seen: list[FailoverContext] = []
+
+    def choose(context: FailoverContext) -> object:
+        seen.append(context)
+        return secondary
+
+    model = FailoverChatModel([primary], choose_model=choose, max_failovers=1)
+    agent = ChatModelAgent("a", "d", model, tools=[add])
+    events = list(Runner(agent).query("hi"))
+    assert [summarize(e)[2:4] for e in events] == [
+        ("assistant", ""), ("tool/add", "3"), ("assistant", "3"),
+    ]
+    (context,) = seen
+    assert (context.attempt, context.failed_model) == (1, primary)
+    assert isinstance(context.error, APIStatusError) and "overloaded" in str(context.error)
+    assert [m.content for m in context.input_messages] == ["hi"]
+    # The chosen model got the agent's tools; it answered, so the next call went to it first.
+    assert [t["function"]["name"] for t in backup.requests[0]["tools"]] == ["add"]
+    assert len(server.requests) == 1 and len(backup.requests) == 2
+
+
+def test_failover_choice_gives_the_chosen_model_its_own_input(
+    server: FakeOpenAIServer, backup: FakeOpenAIServer
+) -> None:
+    server.queue(Reply(status=400, error="context length exceeded"))
+    backup.queue(Reply("short answer"))
+    small = client(backup, "small")
+
+    def choose(context: FailoverContext) -> FailoverChoice:
+        return FailoverChoice(small, [Message(Role.USER, "hi (shortened)")])
+
+    model = FailoverChatModel([client(server)], choose_model=choose, max_failovers=1)
+    events = list(Runner(ChatModelAgent("a", "d", model)).query("hi"))
+    assert events[-1].get_message().content == "short answer"  # type: ignore[union-attr]
+    assert backup.requests[0]["messages"][-1]["content"] == "hi (shortened)"
+
+
+def test_failover_model_wrapper_stops_when_get_failover_model_returns_nil_model(
+    server: FakeOpenAIServer,
+) -> None:
+    server.queue(Reply(status=500, error="down"))
+    model = FailoverChatModel([client(server)], choose_model=lambda c: None, max_failovers=3)
+    events = list(Runner(ChatModelAgent("a", "d", model)).query("hi"))
+    assert isinstance(events[-1].err, APIStatusError) and "down" in str(events[-1].err)
+
+
+def test_failover_model_wrapper_stops_when_get_failover_model_returns_error(
+    server: FakeOpenAIServer,
+) -> None:
+    server.queue(Reply(status=500, error="down"))
+
+    class NoBackup(AgentConfigError):
+        pass
+
+    def choose(context: FailoverContext) -> object:
+        raise NoBackup("no backup model for this tenant")
+
+    model = FailoverChatModel([client(server)], choose_model=choose, max_failovers=3)
+    events = list(Runner(ChatModelAgent("a", "d", model)).query("hi"))
+    assert isinstance(events[-1].err, NoBackup)
+
+
+def test_failover_attempts_are_bounded_by_max_failovers(
+    server: FakeOpenAIServer, backup: FakeOpenAIServer
+) -> None:
+    backup.queue(*[Reply(status=503, error=f"busy {n}") for n in range(3)])
+    attempts: list[int] = []
+
+    def choose(context: FailoverContext) -> object:
+        attempts.append(context.attempt)
+        return client(backup)
+
+    server.queue(Reply(status=503, error="busy"))
+    model = FailoverChatModel([client(server)], choose_model=choose, max_failovers=2)
+    events = list(Runner(ChatModelAgent("a", "d", model)).query("hi"))
+    assert attempts == [1, 2]
+    assert len(backup.requests) == 2
+    assert "busy 1" in str(events[-1].err)
+
+
+def test_failover_with_a_list_is_bounded_by_max_failovers(
+    server: FakeOpenAIServer, backup: FakeOpenAIServer
+) -> None:
+    server.queue(Reply(status=503, error="busy"))
+    model = FailoverChatModel([client(server), client(backup)], max_failovers=0)
+    events = list(Runner(ChatModelAgent("a", "d", model)).query("hi"))
+    assert backup.requests == [] and "busy" in str(events[-1].err)
+
+
+def test_choose_model_needs_max_failovers_and_a_model() -> None:
+    with pytest.raises(AgentConfigError, match="needs max_failovers"):
+        FailoverChatModel([object()], choose_model=lambda c: None)
+    with pytest.raises(AgentConfigError, match="max_failovers must be an int >= 0"):
+        FailoverChatModel([object()], max_failovers=-1)

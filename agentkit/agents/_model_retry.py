@@ -5,6 +5,10 @@ HTTP-level retries (connection errors, 429, 5xx) belong to the model client
 rejects: an error the client gave up on, or an answer ``should_retry`` refuses (empty, not
 the JSON asked for, a refusal...). Waits between attempts use
 :func:`~agentkit.cancellable_sleep`, so a cancel of the run ends them at once.
+
+A retry can be decided in detail, as Eino's ``ShouldRetry`` does: ``decide(RetryContext)``
+returns a :class:`RetryDecision` (retry or not, new input messages and extra options for
+the next attempt, a replaced error, a chosen wait).
 """
 
 from __future__ import annotations
@@ -12,8 +16,8 @@ from __future__ import annotations
 import logging
 import random
 import threading
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -26,14 +30,20 @@ from agentkit.errors import (
     RunLimitError,
     WillRetryError,
 )
+from agentkit.models.base import ModelOptions
 from agentkit.schema import Message
 from agentkit.streams import StreamReader, stream_from_iterator
 
 if TYPE_CHECKING:
     from agentkit.middleware import ModelCallable
-    from agentkit.models.base import ModelOptions
 
-__all__ = ["ModelRetryConfig", "StreamVerdicts", "default_backoff"]
+__all__ = [
+    "ModelRetryConfig",
+    "RetryContext",
+    "RetryDecision",
+    "StreamVerdicts",
+    "default_backoff",
+]
 
 _log = logging.getLogger("agentkit")
 
@@ -52,6 +62,95 @@ def _retry_errors(output: Message | None, error: BaseException | None) -> bool:
     return error is not None
 
 
+@attrs.frozen
+class RetryContext:
+    """What ``ModelRetryConfig(decide=...)`` is asked about: one model call that just ended.
+
+    Eino's ``RetryContext``. ``output`` and ``error`` are as the call ended: a reply
+    (``error`` is ``None``) or an exception (``output`` is ``None``); a streamed reply is
+    read to its end first.
+
+    Attributes:
+        attempt: the retry this decision is about, 1-based (``1`` after the first call).
+        input_messages: the messages this attempt sent.
+        options: the model options this attempt used (``None``: none were set).
+        output: the reply, or ``None``.
+        error: the exception, or ``None``.
+    """
+
+    attempt: int
+    input_messages: tuple[Message, ...]
+    options: ModelOptions | None
+    output: Message | None
+    error: Exception | None
+
+
+def _message_tuple(value: Sequence[Message] | None) -> tuple[Message, ...] | None:
+    if value is None:
+        return None
+    given: object = value
+    if not isinstance(given, (list, tuple)) or not all(isinstance(m, Message) for m in given):
+        raise AgentConfigError(
+            f"RetryDecision input_messages must be a list of Message (got {value!r})"
+        )
+    return tuple(value)
+
+
+def _check_backoff(instance: object, attribute: object, value: Any) -> None:
+    if value is not None and (
+        isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0
+    ):
+        raise AgentConfigError(f"RetryDecision backoff must be seconds >= 0 (got {value!r})")
+
+
+def _check_options(instance: object, attribute: object, value: Any) -> None:
+    if value is not None and not isinstance(value, ModelOptions):
+        raise AgentConfigError(
+            f"RetryDecision options must be ModelOptions (got {value!r}); write "
+            "options=ModelOptions(max_tokens=4096)"
+        )
+
+
+def _check_error(instance: object, attribute: object, value: Any) -> None:
+    if value is not None and not isinstance(value, Exception):
+        raise AgentConfigError(f"RetryDecision rewrite_error must be an exception (got {value!r})")
+
+
+@attrs.frozen
+class RetryDecision:
+    """What to do with a model call that just ended: Eino's ``RetryDecision``.
+
+    Returned by ``ModelRetryConfig(decide=...)``; ``None`` accepts the outcome as it is.
+
+    Args:
+        retry: make the call again (within ``max_retries``).
+        input_messages: with ``retry``, the messages the next attempt sends instead (trimmed,
+            compressed...); they hold for the rest of this call's retries, and the agent's
+            conversation keeps its own messages.
+        options: with ``retry``, model options merged over the attempt's for the next one
+            (``ModelOptions(max_tokens=8192)``); they add up over the call's retries.
+        backoff: with ``retry``, the seconds to wait before the next attempt instead of the
+            config's ``backoff``.
+        rewrite_error: without ``retry``, the call fails with this exception instead of
+            returning its reply or raising its own error.
+        reject_reason: with ``retry``, any value saying why; a streamed run's rejected reply
+            ends with a :class:`~agentkit.WillRetryError` whose ``reject_reason`` it is.
+    """
+
+    retry: bool = False
+    input_messages: tuple[Message, ...] | None = attrs.field(
+        default=None, converter=_message_tuple
+    )
+    options: ModelOptions | None = attrs.field(default=None, validator=_check_options)
+    backoff: float | None = attrs.field(default=None, validator=_check_backoff)
+    rewrite_error: Exception | None = attrs.field(default=None, validator=_check_error)
+    reject_reason: Any = None
+
+
+Decide = Callable[[RetryContext], "RetryDecision | None"]
+"""``decide(context) -> RetryDecision | None``: what to do after a model call."""
+
+
 def _positive_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
@@ -68,6 +167,16 @@ class ModelRetryConfig:
             makes the call again. Default: retry every failed call, accept every reply.
         backoff: ``backoff(attempt) -> seconds`` to wait before retry ``attempt`` (1-based);
             default: 0.1 s doubling up to 10 s, plus up to 50 % random jitter.
+        decide: ``decide(RetryContext) -> RetryDecision | None`` instead of ``should_retry``
+            (not both), asked after every call: retry or not, with other input messages,
+            extra options or another wait for the next attempt, or fail with another error.
+            ``None`` accepts the outcome. Eino's ``ShouldRetry``::
+
+                def decide(context: RetryContext) -> RetryDecision | None:
+                    meta = context.output.response_meta if context.output else None
+                    if meta is not None and meta.finish_reason == "length":
+                        return RetryDecision(retry=True, options=ModelOptions(max_tokens=8192))
+                    return RetryDecision(retry=context.error is not None)
 
     Cancellation and interrupts are never retried. When the retries are used up the call
     fails with :class:`~agentkit.RetryExhaustedError` (the last error as its cause).
@@ -82,11 +191,26 @@ class ModelRetryConfig:
     max_retries: int = attrs.field(default=2)
     should_retry: ShouldRetry | None = None
     backoff: Callable[[int], float] = default_backoff
+    decide: Decide | None = attrs.field(default=None, kw_only=True)
 
     @max_retries.validator
     def _check(self, attribute: object, value: object) -> None:
         if not _positive_int(value):
             raise AgentConfigError(f"max_retries must be an int >= 0 (got {value!r})")
+
+    @decide.validator
+    def _check_decide(self, attribute: object, value: object) -> None:
+        if value is None:
+            return
+        if not callable(value):
+            raise AgentConfigError(
+                f"decide must be a function (RetryContext) -> RetryDecision | None (got {value!r})"
+            )
+        if self.should_retry is not None:
+            raise AgentConfigError(
+                "ModelRetryConfig takes should_retry or decide, not both: decide(context) "
+                "sees the output and the error too (context.output, context.error)"
+            )
 
     def wrap(
         self, call: ModelCallable, agent_name: str, streams: StreamVerdicts | None = None
@@ -96,7 +220,8 @@ class ModelRetryConfig:
         ``streams`` collects the streams a streamed run emitted during an attempt; each is
         told how the attempt ended.
         """
-        should_retry = self.should_retry or _retry_errors
+        decide = self.decide or _decide_with(self.should_retry or _retry_errors)
+        hook = "decide" if self.decide is not None else "should_retry"
         max_retries = self.max_retries
         backoff = self.backoff
 
@@ -118,42 +243,79 @@ class ModelRetryConfig:
                     raise
                 pending = streams.take() if streams is not None else []
                 rejection: WillRetryError | None = None
+                decision = _ACCEPT
                 try:
-                    retry = should_retry(output, error)
-                    if retry and attempt < max_retries:
+                    context = RetryContext(attempt + 1, tuple(messages), options, output, error)
+                    decision = _checked(decide(context))
+                    if decision.retry and attempt < max_retries:
                         reason = error or (
-                            f"model output rejected by should_retry at attempt {attempt + 1}"
+                            f"model output rejected by {hook} at attempt {attempt + 1}"
                         )
-                        rejection = WillRetryError(f"this reply is discarded, retrying: {reason}")
+                        rejection = WillRetryError(
+                            f"this reply is discarded, retrying: {reason}",
+                            attempt=attempt + 1,
+                            reject_reason=decision.reject_reason,
+                        )
                 finally:
                     for verdict in pending:
                         verdict.settle(rejection)
-                if not retry:
+                if not decision.retry:
+                    if decision.rewrite_error is not None:
+                        raise decision.rewrite_error from error
                     if error is not None:
                         raise error
                     assert output is not None
                     return output
                 if attempt >= max_retries:
                     last = error or RetryExhaustedError(
-                        f"model output rejected by should_retry at attempt {attempt + 1}"
+                        f"model output rejected by {hook} at attempt {attempt + 1}"
                     )
                     raise RetryExhaustedError(
                         f"agent {agent_name!r}: the model call failed {attempt + 1} times "
                         f"(model_retry allows {max_retries} retries); last error: {last}"
                     ) from last
                 attempt += 1
-                wait = backoff(attempt)
+                if decision.input_messages is not None:
+                    messages = list(decision.input_messages)
+                if decision.options is not None:
+                    options = decision.options if options is None else options.merge(
+                        decision.options
+                    )
+                wait = decision.backoff if decision.backoff is not None else backoff(attempt)
                 _log.info(
                     "agentkit: agent %r retries its model call (retry %d of %d, in %.2f s): %s",
                     agent_name,
                     attempt,
                     max_retries,
                     wait,
-                    error if error is not None else "output rejected by should_retry",
+                    error if error is not None else f"output rejected by {hook}",
                 )
                 cancellable_sleep(wait)
 
         return with_retries
+
+
+_ACCEPT = RetryDecision()
+
+
+def _decide_with(should_retry: ShouldRetry) -> Decide:
+    """A ``decide`` that asks a ``should_retry(output, error) -> bool``."""
+
+    def decide(context: RetryContext) -> RetryDecision:
+        return RetryDecision(retry=bool(should_retry(context.output, context.error)))
+
+    return decide
+
+
+def _checked(decision: object) -> RetryDecision:
+    if decision is None:
+        return _ACCEPT
+    if not isinstance(decision, RetryDecision):
+        raise AgentConfigError(
+            f"ModelRetryConfig decide returned {decision!r}; return a RetryDecision, or None "
+            "to accept the outcome"
+        )
+    return decision
 
 
 def _keep_all(streams: StreamVerdicts | None) -> None:

@@ -46,6 +46,7 @@ from agentkit.agents._guardrails import Guardrails
 from agentkit.agents._model_retry import ModelRetryConfig, StreamVerdicts
 from agentkit.agents._structured import StructuredOutput
 from agentkit.agents._tool_errors import ToolErrorPolicy
+from agentkit.agents._tool_wraps import WrappedTool
 from agentkit.cancel import CancelMode
 from agentkit.errors import (
     AgentCancelledError,
@@ -66,7 +67,13 @@ from agentkit.events import (
     event_from_message,
 )
 from agentkit.limits import LimitReached
-from agentkit.middleware import AgentContext, AgentMiddleware, ModelCallable, ModelState
+from agentkit.middleware import (
+    AgentContext,
+    AgentMiddleware,
+    ModelCallable,
+    ModelState,
+    ToolEventSender,
+)
 from agentkit.schema import FunctionCall, Message, Role, TokenUsage, ToolCall, tool_message
 from agentkit.streams import concat_message_stream, stream_from_iterator
 from agentkit.tools._unfinished import UnfinishedToolCall, unfinished_decision
@@ -357,6 +364,7 @@ class ModelCaller:
                 component="ChatModel",
                 run_path=tuple(str(step) for step in frame.run_path),
                 agent_name=agent_name,
+                invocation_id=run.invocation_id,
             )
 
     def call(self, model: Any, messages: list[Message], options: ModelOptions | None) -> Message:
@@ -472,7 +480,14 @@ def _model_name(model: Any) -> str:
 
 # --- middleware and retry ------------------------------------------------------------------------
 
-_HOOKS = ("before_model", "after_model", "wrap_model", "wrap_tool_call")
+_HOOKS = (
+    "before_model",
+    "after_model",
+    "wrap_model",
+    "wrap_tool_call",
+    "wrap_stream_tool_call",
+    "wrap_content_tool_call",
+)
 _MODEL_CALLBACKS = ("on_model_start", "on_model_end")
 _TOOL_CALLBACKS = ("on_tool_start", "on_tool_end")
 
@@ -497,10 +512,12 @@ class ReactHooks:
     __slots__ = (
         "after_model",
         "before_model",
+        "content_wraps",
         "handlers",
         "model",
         "model_chain",
         "run",
+        "stream_wraps",
         "tool_infos",
         "tool_run_infos",
         "tool_wraps",
@@ -520,6 +537,8 @@ class ReactHooks:
         self.before_model = [m for m in middlewares if _overrides(m, "before_model")]
         self.after_model = [m for m in reversed(middlewares) if _overrides(m, "after_model")]
         self.tool_wraps = [m for m in middlewares if _overrides(m, "wrap_tool_call")]
+        self.stream_wraps = [m for m in middlewares if _overrides(m, "wrap_stream_tool_call")]
+        self.content_wraps = [m for m in middlewares if _overrides(m, "wrap_content_tool_call")]
         self.tool_run_infos: dict[str, RunInfo] = {}  # per tool name (same in every call)
         chain: ModelCallable = self._call_model
         for middleware in reversed(middlewares):
@@ -607,8 +626,12 @@ class ReactHooks:
         run = self.run
         name = call.function.name
         handlers = self.handlers
+        runnable = tool  # the tool seen through the stream or content layers, if any
+        wrapped = self.stream_wraps if use_stream else self.content_wraps
+        if wrapped and (use_stream or _is_content_tool(tool)):
+            runnable = WrappedTool(tool, call, self.stream_wraps, self.content_wraps)
         if not self.tool_wraps and not handlers:
-            return run.invoke(tool, call, use_stream, call_frame, index, put), use_stream
+            return run.invoke(runnable, call, use_stream, call_frame, index, put), use_stream
         streamed = False
         result: Message | None = None
         original = ToolCallInfo.from_tool_call(call)
@@ -617,13 +640,13 @@ class ReactHooks:
             nonlocal streamed, result
             actual = call if info is original else _tool_call(call, info)
             if not handlers:
-                result = run.invoke(tool, actual, use_stream, call_frame, index, put)
+                result = run.invoke(runnable, actual, use_stream, call_frame, index, put)
                 streamed = use_stream
                 return result.content
             run_info = self._tool_run_info(tool, name)
             fire(handlers, "on_tool_start", run_info, info)
             try:
-                message = run.invoke(tool, actual, use_stream, call_frame, index, put)
+                message = run.invoke(runnable, actual, use_stream, call_frame, index, put)
             except BaseException as error:
                 fire(handlers, "on_tool_end", run_info, info, None, error)
                 raise
@@ -632,18 +655,35 @@ class ReactHooks:
             fire(handlers, "on_tool_end", run_info, info, message.content, None)
             return message.content
 
+        sent = False  # a ToolEventSender among the layers sent the call's event
+
+        def send_event(inner: Callable[[ToolCallInfo], str]) -> Callable[[ToolCallInfo], str]:
+            def invoke(info: ToolCallInfo) -> str:
+                nonlocal sent
+                text = inner(info)
+                if not streamed and not sent:  # a streamed call's event went as it streamed
+                    shown = _result_message(text, result, call)
+                    shown = run.config.tool_policy.limit(shown, run.config.name)
+                    event = _message_event(shown, None, Role.TOOL, name, call_frame.action)
+                    put(ToolItem(index, event=event))
+                    sent = True
+                return text
+
+            return invoke
+
         invoke: Callable[[ToolCallInfo], str] = innermost
         for middleware in reversed(self.tool_wraps):
-            invoke = _layer(middleware, invoke)
+            if isinstance(middleware, ToolEventSender):
+                invoke = send_event(invoke)
+            else:
+                invoke = _layer(middleware, invoke)
         text = invoke(original)
         if not isinstance(text, str):
             raise AgentKitTypeError(
                 f"a wrap_tool_call layer returned {type(text).__name__} for tool {name!r}, "
                 "not str"
             )
-        if result is not None and text is result.content:
-            return result, streamed  # the tool's own message, as it made it
-        return tool_message(text, call.id, name), streamed
+        return _result_message(text, result, call), streamed or sent
 
     def _tool_run_info(self, tool: BaseTool, name: str) -> RunInfo:
         run_info = self.tool_run_infos.get(name)
@@ -654,6 +694,7 @@ class ReactHooks:
                 component="Tool",
                 run_path=tuple(str(step) for step in self.run.frame.run_path),
                 agent_name=self.run.config.name,
+                invocation_id=self.run.run.invocation_id,
             )
             self.tool_run_infos[name] = run_info
         return run_info
@@ -662,6 +703,14 @@ class ReactHooks:
 def _changed(tools: list[ToolInfo], before: list[ToolInfo]) -> bool:
     """Whether a hook replaced, added or removed tools (by identity: cheap, and exact)."""
     return len(tools) != len(before) or any(a is not b for a, b in zip(tools, before, strict=True))
+
+
+def _result_message(text: str, result: Message | None, call: ToolCall) -> Message:
+    """The message of a call whose layers returned ``text``: the tool's own message when they
+    returned its text as it was (its parts kept), else a message of ``text``."""
+    if result is not None and text is result.content:
+        return result
+    return tool_message(text, call.id, call.function.name)
 
 
 def _layer(

@@ -10,10 +10,12 @@ import attrs
 
 from agentkit._agent import run_agent
 from agentkit._interrupt import InterruptSignal
+from agentkit._lazy import present
 from agentkit._persist import persisted
 from agentkit._progress import PutPoint
 from agentkit._runctx import EventLog, RecordedEvent, RunFrame, Session, current_frame
 from agentkit._scope import RunScope
+from agentkit.agents._agent_tool_retry import AgentToolRetryConfig
 from agentkit.agents.flow import FlowAgent, rewrite_message
 from agentkit.errors import AgentConfigError, AgentKitError, ToolArgumentsError
 from agentkit.events import (
@@ -27,7 +29,9 @@ from agentkit.events import (
 from agentkit.schema import ContentPart, Message, Role, TextPart, ToolInfo, user_message
 from agentkit.tools._function_tool import content_text
 
-__all__ = ["AgentTool"]
+__all__ = ["AgentTool", "AgentToolRetryConfig"]
+
+present((AgentToolRetryConfig,), __name__)
 
 _REQUEST_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -100,6 +104,8 @@ class AgentTool:
             agents' messages rewritten as context) instead of the request.
         input_schema: a JSON Schema for the tool's parameters instead of ``request``; the inner
             agent then receives the raw JSON arguments as its user message.
+        retry: an :class:`AgentToolRetryConfig` to run the agent again, afresh, when its run
+            fails (Eino's ``WithAgentToolRetry``); by default a failed run is the call's error.
 
     Raises:
         AgentConfigError: the agent has no name or no description.
@@ -111,6 +117,7 @@ class AgentTool:
         *,
         full_chat_history_as_input: bool = False,
         input_schema: Mapping[str, Any] | None = None,
+        retry: AgentToolRetryConfig | None = None,
     ) -> None:
         if not getattr(agent, "name", ""):
             raise AgentConfigError(
@@ -122,6 +129,9 @@ class AgentTool:
                 f"AgentTool needs an agent with a description (the model reads it to decide "
                 f"when to call the tool); agent {agent.name!r} has none"
             )
+        if retry is not None and not isinstance(retry, AgentToolRetryConfig):
+            raise AgentConfigError(f"retry must be an AgentToolRetryConfig (got {retry!r})")
+        self._retry = retry
         self._agent = agent
         self._flow = agent if isinstance(agent, FlowAgent) else FlowAgent(agent)
         self._full_history = full_chat_history_as_input
@@ -163,6 +173,9 @@ class AgentTool:
         if frame is None:
             frame = RunFrame(scope=RunScope(), log=EventLog(), session=Session())
         try:
+            if self._retry is not None:
+                at = frame
+                return self._retry.run(self._info.name, at, lambda: self._invoke(at, arguments))
             return self._invoke(frame, arguments)
         finally:
             if owns_scope:
@@ -198,6 +211,12 @@ class AgentTool:
             address=frame.address,
             resume=frame.resume if state is not None else None,
             observers=frame.observers,
+            # The run's options, and those given for this tool (with_agent_tool_run_options).
+            options=(
+                frame.options.for_agent_tool(call.agent_name, self._info.name)
+                if call is not None
+                else frame.options
+            ),
             progress=progress,
             key=call.call_key if call is not None else frame.key,
             guardrails=frame.guardrails,  # the caller's guardrails check the inner agents too

@@ -11,9 +11,10 @@ from typing import TYPE_CHECKING, Any
 
 from agentkit._agent import AgentRun, BaseAgent, frame_of
 from agentkit._interrupt import ToolRoundState
+from agentkit._lazy import present
 from agentkit._runctx import RunFrame
 from agentkit.agents._guardrails import Guardrails
-from agentkit.agents._model_retry import ModelRetryConfig
+from agentkit.agents._model_retry import ModelRetryConfig, RetryContext, RetryDecision
 from agentkit.agents._react import (
     ReactConfig,
     ReactRun,
@@ -46,7 +47,10 @@ if TYPE_CHECKING:
     from agentkit.middleware import AgentMiddleware
     from agentkit.models.base import ChatModel
 
-__all__ = ["ChatModelAgent", "GenModelInput"]
+__all__ = ["ChatModelAgent", "GenModelInput", "RetryContext", "RetryDecision"]
+
+# Defined next to ModelRetryConfig, documented here: what ``decide`` sees and returns.
+present((RetryContext, RetryDecision), __name__)
 
 GenModelInput = Callable[[str, AgentInput], Sequence[Message]]
 """``gen_model_input(instruction, input) -> messages``: builds what the model is sent."""

@@ -234,6 +234,7 @@ class FlowAgent(BaseAgent):
             input,
             lambda: self._play(run),
             _own_error,
+            run.invocation_id,
         )
 
     def _play(self, run: AgentRun) -> Turn:

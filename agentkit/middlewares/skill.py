@@ -50,6 +50,8 @@ from typing import Any
 
 import attrs
 
+from agentkit import _prompts_zh as zh
+from agentkit._language import resolve
 from agentkit._persist import persisted
 from agentkit.agents.agenttool import AgentTool
 from agentkit.backends import Backend, BackendError
@@ -236,6 +238,8 @@ class SkillMiddleware(AgentMiddleware):
         default_agent: the agent for fork skills whose front matter names none.
         instruction: the section added to the agent's instruction (``{tool_name}`` is
             replaced); default: a short guide to using skills.
+        language: the language of the default section and of the tool's description, ``"en"``
+            or ``"zh"`` (``None``: the process's, :func:`agentkit.language.set_language`).
 
     Raises:
         AgentConfigError: ``base_dir`` or ``tool_name`` is empty.
@@ -250,6 +254,7 @@ class SkillMiddleware(AgentMiddleware):
         agents: Mapping[str, Agent] | None = None,
         default_agent: Agent | None = None,
         instruction: str | None = None,
+        language: str | None = None,
     ) -> None:
         if not isinstance(base_dir, str) or not base_dir:
             raise AgentConfigError(f"base_dir must name a directory (got {base_dir!r})")
@@ -260,7 +265,8 @@ class SkillMiddleware(AgentMiddleware):
         self._tool_name = tool_name
         self._agents = {name: AgentTool(agent) for name, agent in (agents or {}).items()}
         self._default = AgentTool(default_agent) if default_agent is not None else None
-        self._instruction = (instruction or _SYSTEM_PROMPT).replace("{tool_name}", tool_name)
+        prompt, self._description = _TEXTS[resolve(language)]
+        self._instruction = (instruction or prompt).replace("{tool_name}", tool_name)
 
     def skills(self) -> list[Skill]:
         """The skills as they are now in the backend."""
@@ -274,7 +280,8 @@ class SkillMiddleware(AgentMiddleware):
         """
         skills = {skill.name: skill for skill in self.skills()}
         context.instruction = f"{context.instruction}\n{self._instruction}"
-        add_tools(context, [_SkillTool(self, self._tool_name, skills)], type(self).__name__)
+        tool = _SkillTool(self, self._tool_name, skills, self._description)
+        add_tools(context, [tool], type(self).__name__)
 
     def run_fork(self, skill: Skill, tool_options: dict[str, Any]) -> str:
         """Run a ``context: fork`` skill on its agent; return the tool's result."""
@@ -305,7 +312,13 @@ class _SkillTool:
 
     __slots__ = ("_info", "_middleware", "_skills")
 
-    def __init__(self, middleware: SkillMiddleware, name: str, skills: dict[str, Skill]) -> None:
+    def __init__(
+        self,
+        middleware: SkillMiddleware,
+        name: str,
+        skills: dict[str, Skill],
+        description: str,
+    ) -> None:
         self._middleware = middleware
         self._skills = skills
         listing = "".join(
@@ -315,7 +328,7 @@ class _SkillTool:
         )
         self._info = ToolInfo(
             name=name,
-            description=f"{_TOOL_DESCRIPTION}\n<available_skills>\n{listing}</available_skills>\n",
+            description=f"{description}\n<available_skills>\n{listing}</available_skills>\n",
             parameters=object_schema(
                 {
                     "skill": {
@@ -370,3 +383,8 @@ Call it with the exact name of one of the skills below, as soon as a task matche
 skill's description and before you work on the task. The result holds the skill's
 instructions and its base directory (paths in the instructions are relative to it).
 """
+
+_TEXTS = {
+    "en": (_SYSTEM_PROMPT, _TOOL_DESCRIPTION),
+    "zh": (zh.SKILLS_SYSTEM_PROMPT, zh.SKILLS_TOOL_DESCRIPTION),
+}

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import attrs
+
+from agentkit import _prompts_zh as zh
+
 __all__ = [
     "BASE_INSTRUCTION",
+    "DEEP_TEXTS",
+    "DeepTexts",
     "GENERAL_AGENT_DESCRIPTION",
     "TASK_PROMPT",
     "TASK_TOOL_DESCRIPTION",
@@ -94,3 +100,33 @@ GENERAL_AGENT_DESCRIPTION = (
     "content, and carrying out multi-step tasks; it has the same tools as you. Use it when a "
     "search or a piece of work may take several attempts."
 )
+
+
+@attrs.frozen
+class DeepTexts:
+    """The deep agent's built-in texts in one language."""
+
+    instruction: str
+    task_prompt: str
+    task_tool_description: str
+    write_todos_description: str
+    general_agent_description: str
+
+
+DEEP_TEXTS = {
+    "en": DeepTexts(
+        BASE_INSTRUCTION,
+        TASK_PROMPT,
+        TASK_TOOL_DESCRIPTION,
+        WRITE_TODOS_DESCRIPTION,
+        GENERAL_AGENT_DESCRIPTION,
+    ),
+    "zh": DeepTexts(
+        zh.DEEP_INSTRUCTION,
+        zh.DEEP_TASK_PROMPT,
+        zh.DEEP_TASK_TOOL_DESCRIPTION,
+        zh.DEEP_WRITE_TODOS_DESCRIPTION,
+        zh.DEEP_GENERAL_AGENT_DESCRIPTION,
+    ),
+}
+"""The deep agent's texts by language (see :mod:`agentkit.language`)."""

@@ -85,7 +85,7 @@ _WRITE_TODOS_SCHEMA = object_schema(
 )
 
 
-def write_todos_tool() -> SchemaTool:
+def write_todos_tool(description: str = WRITE_TODOS_DESCRIPTION) -> SchemaTool:
     """The ``write_todos`` tool: keeps the list in the session, answers
     ``Updated todo list to <the list as JSON>``."""
 
@@ -101,7 +101,7 @@ def write_todos_tool() -> SchemaTool:
         return f"Updated todo list to {listed}"
 
     return SchemaTool(
-        WRITE_TODOS_TOOL_NAME, WRITE_TODOS_DESCRIPTION, _WRITE_TODOS_SCHEMA, write_todos
+        WRITE_TODOS_TOOL_NAME, description, _WRITE_TODOS_SCHEMA, write_todos
     )
 
 
@@ -117,7 +117,12 @@ class TaskTool:
 
     __slots__ = ("_agents", "_info")
 
-    def __init__(self, agents: Sequence[Agent], description: str | None = None) -> None:
+    def __init__(
+        self,
+        agents: Sequence[Agent],
+        description: str | None = None,
+        template: str = TASK_TOOL_DESCRIPTION,
+    ) -> None:
         tools: dict[str, AgentTool] = {}
         for agent in agents:
             if agent.name in tools:
@@ -130,7 +135,7 @@ class TaskTool:
         listing = "".join(f"- {agent.name}: {agent.description}\n" for agent in agents)
         self._info = ToolInfo(
             name=TASK_TOOL_NAME,
-            description=description or TASK_TOOL_DESCRIPTION.format(other_agents=listing),
+            description=description or template.format(other_agents=listing),
             parameters=object_schema(
                 {
                     "subagent_type": {

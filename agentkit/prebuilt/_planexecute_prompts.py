@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from agentkit import _prompts_zh as zh
 from agentkit.prebuilt._planexecute_plan import ExecutedStep, ExecutionContext
 from agentkit.schema import Message, ToolInfo, system_message, user_message
 
@@ -118,12 +119,60 @@ REPLANNER_PROMPT = """\
 # --- default model inputs -------------------------------------------------------------------
 
 
+_TEXTS = {
+    "en": {
+        "planner": PLANNER_PROMPT,
+        "executor_system": EXECUTOR_SYSTEM_PROMPT,
+        "executor": EXECUTOR_PROMPT,
+        "replanner_system": REPLANNER_SYSTEM_PROMPT,
+        "replanner": REPLANNER_PROMPT,
+        "step": "Step: {step}\nResult: {result}\n\n",
+    },
+    "zh": {
+        "planner": zh.PLANNER_PROMPT,
+        "executor_system": zh.EXECUTOR_SYSTEM_PROMPT,
+        "executor": zh.EXECUTOR_PROMPT,
+        "replanner_system": zh.REPLANNER_SYSTEM_PROMPT,
+        "replanner": zh.REPLANNER_PROMPT,
+        "step": zh.STEP_LINES,
+    },
+}
+"""The prompts by language (see :mod:`agentkit.language`)."""
+
+
 def _format_input(user_input: Sequence[Message]) -> str:
     return "".join(f"{message.content}\n" for message in user_input)
 
 
-def _format_steps(steps: Sequence[ExecutedStep]) -> str:
-    return "".join(f"Step: {item.step}\nResult: {item.result}\n\n" for item in steps)
+def _format_steps(steps: Sequence[ExecutedStep], language: str = "en") -> str:
+    line = _TEXTS[language]["step"]
+    return "".join(line.format(step=item.step, result=item.result) for item in steps)
+
+
+def planner_input_for(language: str) -> Callable[[list[Message]], list[Message]]:
+    """The planner's default input, in ``language``."""
+    prompt = _TEXTS[language]["planner"]
+
+    def build(user_input: list[Message]) -> list[Message]:
+        return [system_message(prompt), *user_input]
+
+    return build
+
+
+def executor_input_for(language: str) -> Callable[[ExecutionContext], list[Message]]:
+    """The executor's default input, in ``language``."""
+    texts = _TEXTS[language]
+
+    def build(context: ExecutionContext) -> list[Message]:
+        text = texts["executor"].format(
+            input=_format_input(context.user_input),
+            plan=context.plan.to_json(),
+            executed_steps=_format_steps(context.executed_steps, language),
+            step=context.plan.first_step(),
+        )
+        return [system_message(texts["executor_system"]), user_message(text)]
+
+    return build
 
 
 def default_planner_input(user_input: list[Message]) -> list[Message]:
@@ -138,26 +187,24 @@ def default_executor_input(context: ExecutionContext) -> list[Message]:
     followed by a newline), the plan's JSON, the completed steps (``Step: ...`` /
     ``Result: ...`` blocks) and the plan's first step.
     """
-    text = EXECUTOR_PROMPT.format(
-        input=_format_input(context.user_input),
-        plan=context.plan.to_json(),
-        executed_steps=_format_steps(context.executed_steps),
-        step=context.plan.first_step(),
-    )
-    return [system_message(EXECUTOR_SYSTEM_PROMPT), user_message(text)]
+    return _english_executor_input(context)
+
+
+_english_executor_input = executor_input_for("en")
 
 
 def replanner_input_for(
-    plan_tool: str, respond_tool: str
+    plan_tool: str, respond_tool: str, language: str = "en"
 ) -> Callable[[ExecutionContext], list[Message]]:
     """The replanner's default input, for tools named ``plan_tool`` and ``respond_tool``."""
+    texts = _TEXTS[language]
 
     def build(context: ExecutionContext) -> list[Message]:
-        system = REPLANNER_SYSTEM_PROMPT.format(plan_tool=plan_tool, respond_tool=respond_tool)
-        text = REPLANNER_PROMPT.format(
+        system = texts["replanner_system"].format(plan_tool=plan_tool, respond_tool=respond_tool)
+        text = texts["replanner"].format(
             input=_format_input(context.user_input),
             plan=context.plan.to_json(),
-            executed_steps=_format_steps(context.executed_steps),
+            executed_steps=_format_steps(context.executed_steps, language),
         )
         return [system_message(system), user_message(text)]
 

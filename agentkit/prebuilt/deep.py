@@ -40,6 +40,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from agentkit._language import resolve
 from agentkit._lazy import present
 from agentkit.agents._model_retry import ModelRetryConfig
 from agentkit.agents.chatmodel import ChatModelAgent
@@ -56,8 +57,7 @@ from agentkit.middlewares.filesystem import (
 from agentkit.models.base import ChatModel
 from agentkit.prebuilt._deep_prompts import (
     BASE_INSTRUCTION,
-    GENERAL_AGENT_DESCRIPTION,
-    TASK_PROMPT,
+    DEEP_TEXTS,
 )
 from agentkit.prebuilt._deep_tools import (
     SESSION_KEY_TODOS,
@@ -119,6 +119,7 @@ def new(
     task_tool_description: Callable[[Sequence[Agent]], str] | None = None,
     guardrails: Iterable[object] = (),
     share_guardrails: bool = True,
+    language: str | None = None,
 ) -> ChatModelAgent:
     """Build a deep agent: a :class:`~agentkit.ChatModelAgent` with ``write_todos``, ``task``,
     and the file tools and ``execute`` when given a backend and a shell (see the module).
@@ -161,17 +162,20 @@ def new(
             :class:`~agentkit.guardrails.ToolAllowList` must name the sub-agents' tools too;
             ``False`` checks the deep agent alone (see :class:`~agentkit.ChatModelAgent`).
         share_guardrails: whether ``guardrails`` also check the sub-agents.
+        language: the language of the built-in texts, ``"en"`` or ``"zh"`` (``None``: the
+            process's, :func:`agentkit.language.set_language`).
 
     Raises:
         AgentConfigError: a tool is named like a built-in one, two sub-agents share a name (or a
             sub-agent is named ``general-purpose`` while the general-purpose agent is on), or a
             setting is invalid.
     """
+    texts = DEEP_TEXTS[resolve(language)]
     own_tools: list[BaseTool] = [as_tool(item) for item in tools]
     extra = list(middlewares)
     builtin: list[AgentMiddleware] = []
     if not without_write_todos:
-        builtin.append(ToolAdder(write_todos_tool()))
+        builtin.append(ToolAdder(write_todos_tool(texts.write_todos_description)))
     if backend is not None or shell is not None:
         builtin.append(FilesystemMiddleware(backend, shell=shell))
     if backend is not None:
@@ -180,7 +184,7 @@ def new(
     options: dict[str, Any] = {"gen_model_input": model_input, "model_retry": model_retry}
     if max_iterations is not None:
         options["max_iterations"] = max_iterations
-    instruction = instruction or BASE_INSTRUCTION
+    instruction = instruction or texts.instruction
     agents = list(sub_agents)
     if not without_general_sub_agent:
         if any(agent.name == GENERAL_AGENT_NAME for agent in agents):
@@ -191,7 +195,7 @@ def new(
         agents.append(
             ChatModelAgent(
                 GENERAL_AGENT_NAME,
-                GENERAL_AGENT_DESCRIPTION,
+                texts.general_agent_description,
                 model,
                 instruction=instruction,
                 tools=own_tools,
@@ -209,7 +213,8 @@ def new(
                     "task_tool_description must return the task tool's description as a "
                     f"non-empty str (got {task_description!r})"
                 )
-        own.append(ToolAdder(TaskTool(agents, task_description), TASK_PROMPT))
+        task = TaskTool(agents, task_description, texts.task_tool_description)
+        own.append(ToolAdder(task, texts.task_prompt))
     return ChatModelAgent(
         name,
         description,

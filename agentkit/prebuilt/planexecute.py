@@ -33,6 +33,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from agentkit._language import resolve
 from agentkit._lazy import present
 from agentkit.agents.chatmodel import ChatModelAgent
 from agentkit.agents.workflow import LoopAgent, SequentialAgent
@@ -65,6 +66,9 @@ from agentkit.prebuilt._planexecute_prompts import (
     default_executor_input,
     default_planner_input,
     default_replanner_input,
+    executor_input_for,
+    planner_input_for,
+    replanner_input_for,
 )
 from agentkit.schema import Message, ToolInfo
 from agentkit.tools.base import BaseTool
@@ -123,6 +127,7 @@ def new_planner(
     gen_input: PlannerInputFn | None = None,
     plan_tool: ToolInfo | None = PLAN_TOOL_INFO,
     plan_type: type[PlanLike] = Plan,
+    language: str | None = None,
 ) -> Agent:
     """Return the ``planner`` agent: it turns the user's request into a plan.
 
@@ -140,6 +145,8 @@ def new_planner(
             called without tools and its reply's content is the plan's JSON (for models
             with a JSON output mode).
         plan_type: the plan class (see :class:`PlanLike`); default :class:`Plan`.
+        language: the language of the default input, ``"en"`` or ``"zh"`` (``None``: the
+            process's, :func:`agentkit.language.set_language`).
 
     The run fails with :class:`PlanExecuteError` when the reply calls no tool, calls another
     tool, or sends a plan that cannot be read (after the output event).
@@ -147,7 +154,8 @@ def new_planner(
     Raises:
         AgentConfigError: ``model`` cannot call tools.
     """
-    return Planner(model, gen_input or default_planner_input, plan_tool, plan_type)
+    build = gen_input or planner_input_for(resolve(language))
+    return Planner(model, build, plan_tool, plan_type)
 
 
 def new_executor(
@@ -156,6 +164,7 @@ def new_executor(
     tools: Iterable[BaseTool | Callable[..., Any]] = (),
     max_iterations: int = 20,
     gen_input: ExecutionInputFn | None = None,
+    language: str | None = None,
 ) -> ChatModelAgent:
     """Return the ``executor`` agent: a :class:`~agentkit.ChatModelAgent` doing one step.
 
@@ -165,10 +174,13 @@ def new_executor(
     step). With ``tools`` it works in a ReAct loop of at most ``max_iterations`` model
     calls. Its final answer is stored under ``ExecutedStep``.
 
+    ``language``: the language of the default input, ``"en"`` or ``"zh"`` (``None``: the
+    process's, :func:`agentkit.language.set_language`).
+
     The run fails with :class:`PlanExecuteError` (``the plan is missing``, ``the user input is
     missing``) when no planner ran before it.
     """
-    build = gen_input or default_executor_input
+    build = gen_input or executor_input_for(resolve(language))
 
     def model_input(instruction: str, input: AgentInput) -> list[Message]:
         return list(build(execution_context()))
@@ -191,6 +203,7 @@ def new_replanner(
     plan_tool: ToolInfo = PLAN_TOOL_INFO,
     respond_tool: ToolInfo = RESPOND_TOOL_INFO,
     plan_type: type[PlanLike] = Plan,
+    language: str | None = None,
 ) -> Agent:
     """Return the ``replanner`` agent: it revises the plan or gives the final answer.
 
@@ -214,6 +227,8 @@ def new_replanner(
         plan_tool: the tool for a revised plan (default :data:`PLAN_TOOL_INFO`).
         respond_tool: the tool for the final answer (default :data:`RESPOND_TOOL_INFO`).
         plan_type: the plan class (see :class:`PlanLike`); default :class:`Plan`.
+        language: the language of the default input, ``"en"`` or ``"zh"`` (``None``: the
+            process's, :func:`agentkit.language.set_language`).
 
     The run fails with :class:`PlanExecuteError` when the reply calls no tool, calls another
     tool (no output event is sent), sends a plan that cannot be read, or when the planner and
@@ -222,7 +237,8 @@ def new_replanner(
     Raises:
         AgentConfigError: ``model`` cannot call tools, or both tools have the same name.
     """
-    return Replanner(model, gen_input, plan_tool, respond_tool, plan_type)
+    build = gen_input or replanner_input_for(plan_tool.name, respond_tool.name, resolve(language))
+    return Replanner(model, build, plan_tool, respond_tool, plan_type)
 
 
 def new(

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from agentkit._lazy import attach
+from agentkit._lazy import attach, present
+from agentkit.tools._composite import CompositeInterrupt
 from agentkit.tools.approval import (
     ApprovalRequest,
     Approve,
@@ -31,6 +32,7 @@ __all__ = [
     "ApprovalRequest",
     "Approve",
     "BaseTool",
+    "CompositeInterrupt",
     "ContentTool",
     "DeclaresIdempotency",
     "FunctionTool",
@@ -45,6 +47,9 @@ __all__ = [
     "tool",
     "with_approval",
 ]
+
+# Defined in a private module, documented here.
+present((CompositeInterrupt,), __name__)
 
 if not TYPE_CHECKING:  # mypy resolves submodules itself, and keeps typos errors
     # The submodules load when asked for as attributes (``agentkit.tools.exit``).

@@ -6,6 +6,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from agentkit import _prompts_zh as zh
+from agentkit._language import resolve
 from agentkit._runctx import send_tool_gen_action
 from agentkit.errors import ToolArgumentsError
 from agentkit.events import (
@@ -39,13 +41,25 @@ Decision rule:
 When transferring: OUTPUT ONLY THE FUNCTION CALL"""
 
 
-def transfer_instruction(targets: Sequence[Agent]) -> str:
-    """Return the system-prompt text that lists ``targets`` and tells the model how to transfer."""
+_AGENT_LINE = "\n- Agent name: {name}\n  Agent description: {description}"
+
+_TEXTS = {
+    "en": (_INSTRUCTION, _AGENT_LINE),
+    "zh": (zh.TRANSFER_INSTRUCTION, zh.TRANSFER_AGENT_LINE),
+}
+
+
+def transfer_instruction(targets: Sequence[Agent], language: str | None = None) -> str:
+    """Return the system-prompt text that lists ``targets`` and tells the model how to transfer.
+
+    ``language``: ``"en"`` or ``"zh"`` (``None``: the process's, see
+    :func:`agentkit.language.set_language`).
+    """
+    instruction, line = _TEXTS[resolve(language)]
     agents = "".join(
-        f"\n- Agent name: {agent.name}\n  Agent description: {agent.description}"
-        for agent in targets
+        line.format(name=agent.name, description=agent.description) for agent in targets
     )
-    return _INSTRUCTION.format(agents=agents, tool=TRANSFER_TO_AGENT_TOOL_NAME)
+    return instruction.format(agents=agents, tool=TRANSFER_TO_AGENT_TOOL_NAME)
 
 
 class TransferToAgentTool:

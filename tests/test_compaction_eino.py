@@ -1,0 +1,174 @@
+"""Summarization and reduction as Eino's middlewares do them (``adk/middlewares/summarization``,
+``adk/middlewares/reduction``): trigger conditions, a finalizer, hooks, summarizer retries, a
+bounded summarizer input, and rules per tool."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from agentkit import ChatModelAgent, Message, ModelError, ModelRetryConfig, Role, Runner, tool
+from agentkit.compaction import SummarizationMiddleware, ToolResultReductionMiddleware
+from agentkit.schema import assistant_message, user_message
+from agentkit.testing import ScriptedChatModel, call, calls_message
+
+
+def history(turns: int) -> list[Message]:
+    messages: list[Message] = []
+    for number in range(turns):
+        messages.append(user_message(f"question {number}"))
+        messages.append(assistant_message(f"answer {number}"))
+    messages.append(user_message("last question"))
+    return messages
+
+
+def run_with(middleware: SummarizationMiddleware, turns: int = 4) -> ScriptedChatModel:
+    model = ScriptedChatModel(["final"])
+    agent = ChatModelAgent("A", "d", model, middlewares=[middleware])
+    assert Runner(agent).invoke(history(turns)).text == "final"
+    return model
+
+
+def test_trigger_context_messages() -> None:
+    # Eino's TriggerCondition.ContextMessages: more messages than allowed, however short.
+    summarizer = ScriptedChatModel(["they talked"])
+    model = run_with(SummarizationMiddleware(summarizer, max_messages=5, keep_last=1))
+    assert [m.content for m in model.calls[0].messages] == [
+        "Summary of the earlier conversation:\nthey talked",
+        "last question",
+    ]
+    quiet = ScriptedChatModel([])
+    model = run_with(SummarizationMiddleware(quiet, max_messages=50, keep_last=1))
+    assert len(model.calls[0].messages) == 9 and quiet.calls == []
+
+
+def test_finalize_replaces_the_summarized_messages() -> None:
+    seen: list[tuple[int, str]] = []
+
+    def finalize(older: Sequence[Message], summary: Message) -> list[Message]:
+        seen.append((len(older), summary.content))
+        return [user_message(f"<summary>{summary.content}</summary>"), assistant_message("ok")]
+
+    summarizer = ScriptedChatModel(["short"])
+    model = run_with(
+        SummarizationMiddleware(summarizer, max_messages=3, keep_last=1, finalize=finalize)
+    )
+    assert seen == [(8, "short")]
+    assert [m.content for m in model.calls[0].messages] == [
+        "<summary>short</summary>", "ok", "last question",
+    ]
+
+
+def test_callback_sees_the_state_before_and_after() -> None:
+    calls: list[tuple[str, int, int]] = []
+
+    def before(messages: Sequence[Message]) -> None:
+        calls.append(("before", len(messages), 0))
+
+    def after(before: Sequence[Message], after: Sequence[Message]) -> None:
+        calls.append(("after", len(before), len(after)))
+
+    summarizer = ScriptedChatModel(["s"])
+    run_with(
+        SummarizationMiddleware(
+            summarizer, max_messages=3, keep_last=1,
+            before_summarize=before, after_summarize=after,
+        )
+    )
+    assert calls == [("before", 9, 0), ("after", 9, 2)]
+
+
+def test_summarizer_retry() -> None:
+    summarizer = ScriptedChatModel([ModelError("overloaded"), "they talked"])
+    retry = ModelRetryConfig(max_retries=2, backoff=lambda attempt: 0.0)
+    model = run_with(SummarizationMiddleware(summarizer, max_messages=3, keep_last=1, retry=retry))
+    assert len(summarizer.calls) == 2
+    assert model.calls[0].messages[0].content.endswith("they talked")
+
+
+def test_without_retry_a_failed_summary_fails_the_run() -> None:
+    summarizer = ScriptedChatModel([ModelError("overloaded")])
+    agent = ChatModelAgent(
+        "A", "d", ScriptedChatModel([]),
+        middlewares=[SummarizationMiddleware(summarizer, max_messages=3, keep_last=1)],
+    )
+    result = Runner(agent).invoke(history(4), raise_errors=False)
+    assert str(result.error) == "overloaded"
+
+
+def test_bounded_summarizer_input_sends_the_latest_older_messages() -> None:
+    # Eino PR #1165: the summarizer's input fits a token window; the oldest are left out.
+    summarizer = ScriptedChatModel(["s"])
+    run_with(
+        SummarizationMiddleware(
+            summarizer, max_messages=3, keep_last=1, max_input_tokens=20,
+            counter=lambda messages: 5 * len(messages),
+        ),
+        turns=6,
+    )
+    transcript = summarizer.calls[0].messages[-1].content
+    assert transcript.splitlines() == [
+        "[user] question 4", "[assistant] answer 4", "[user] question 5", "[assistant] answer 5",
+    ]
+
+
+def test_summarization_needs_a_trigger() -> None:
+    with pytest.raises(ValueError, match="needs a trigger"):
+        SummarizationMiddleware(ScriptedChatModel([]))
+    with pytest.raises(ValueError, match="max_messages must be a positive int"):
+        SummarizationMiddleware(ScriptedChatModel([]), max_messages=0)
+    with pytest.raises(TypeError, match="retry must be a ModelRetryConfig"):
+        SummarizationMiddleware(ScriptedChatModel([]), max_tokens=9, retry=3)  # type: ignore[arg-type]
+
+
+# --- reduction: a rule per tool ----------------------------------------------------------------
+
+
+@tool
+def search(query: str) -> str:
+    """Search."""
+    return "s" * 500
+
+
+@tool
+def read_file(path: str) -> str:
+    """Read a file."""
+    return "r" * 500
+
+
+@tool
+def get_plan() -> str:
+    """The plan."""
+    return "p" * 500
+
+
+def test_reduction_rules_per_tool() -> None:
+    model = ScriptedChatModel(
+        [
+            calls_message(
+                call("search", {"query": "q"}, id="c1"),
+                call("read_file", {"path": "a"}, id="c2"),
+                call("get_plan", {}, id="c3"),
+            ),
+            calls_message(call("search", {"query": "z"}, id="c4")),
+            "done",
+        ]
+    )
+    reduction = ToolResultReductionMiddleware(
+        max_chars=50, keep_last=1, rules={"read_file": "clear", "get_plan": "keep"}
+    )
+    agent = ChatModelAgent(
+        "A", "d", model, tools=[search, read_file, get_plan], middlewares=[reduction]
+    )
+    Runner(agent).invoke("go")
+    results = {m.tool_call_id: m.content for m in model.calls[-1].messages if m.role is Role.TOOL}
+    assert results["c1"].startswith("s" * 50 + "\n[tool result of 500")   # truncated (default)
+    assert results["c2"] == "[tool result of 500 characters, cut to save context]"   # cleared
+    assert results["c3"] == "p" * 500                                     # kept
+    assert results["c4"] == "s" * 500                                     # the latest
+
+
+def test_a_reduction_rule_must_be_known() -> None:
+    with pytest.raises(ValueError, match="the rule for tool 'x' is 'offload'"):
+        ToolResultReductionMiddleware(rules={"x": "offload"})  # type: ignore[dict-item]
