@@ -47,6 +47,7 @@ from agentkit.backends import Backend, Shell
 from agentkit.errors import AgentConfigError
 from agentkit.events import Agent, AgentInput
 from agentkit.middleware import AgentMiddleware
+from agentkit.middlewares._tool import SchemaTool
 from agentkit.middlewares.filesystem import (
     EXECUTE,
     FILE_TOOLS,
@@ -54,6 +55,13 @@ from agentkit.middlewares.filesystem import (
     OffloadLargeResults,
 )
 from agentkit.models.base import ChatModel
+from agentkit.prebuilt._deep_background import (
+    SESSION_KEY_BACKGROUND_TASKS,
+    TASK_OUTPUT_TOOL_NAME,
+    TASK_STOP_TOOL_NAME,
+    BackgroundTask,
+    BackgroundTasks,
+)
 from agentkit.prebuilt._deep_prompts import (
     BASE_INSTRUCTION,
     GENERAL_AGENT_DESCRIPTION,
@@ -69,15 +77,19 @@ from agentkit.prebuilt._deep_tools import (
     write_todos_tool,
 )
 from agentkit.schema import Message, system_message
-from agentkit.tools.base import BaseTool
+from agentkit.tools.base import BaseTool, InvokableTool
 from agentkit.tools.function import as_tool
 
 __all__ = [
     "BASE_INSTRUCTION",
     "GENERAL_AGENT_NAME",
+    "SESSION_KEY_BACKGROUND_TASKS",
     "SESSION_KEY_TODOS",
+    "TASK_OUTPUT_TOOL_NAME",
+    "TASK_STOP_TOOL_NAME",
     "TASK_TOOL_NAME",
     "WRITE_TODOS_TOOL_NAME",
+    "BackgroundTask",
     "Todo",
     "model_input",
     "new",
@@ -86,7 +98,7 @@ __all__ = [
 GENERAL_AGENT_NAME = "general-purpose"
 """The name of the general-purpose sub-agent."""
 
-present([Todo], __name__)
+present([BackgroundTask, Todo], __name__)
 
 
 def model_input(instruction: str, input: AgentInput) -> list[Message]:
@@ -117,6 +129,7 @@ def new(
     output_key: str | None = None,
     model_retry: ModelRetryConfig | None = None,
     task_tool_description: Callable[[Sequence[Agent]], str] | None = None,
+    background_tasks: bool = False,
 ) -> ChatModelAgent:
     """Build a deep agent: a :class:`~agentkit.ChatModelAgent` with ``write_todos``, ``task``,
     and the file tools and ``execute`` when given a backend and a shell (see the module).
@@ -153,6 +166,12 @@ def new(
         task_tool_description: ``task_tool_description(sub_agents) -> str``, the ``task``
             tool's description made from the sub-agents it starts (the general-purpose one
             included) instead of the built-in one (Eino's ``TaskToolDescriptionGenerator``).
+        background_tasks: let the agent run sub-agents and commands in the background
+            (Eino's ``backgroundtask``): ``task`` and ``execute`` take ``run_in_background``,
+            and ``task_output`` and ``task_stop`` read and stop the tasks. The records are
+            session values (:data:`SESSION_KEY_BACKGROUND_TASKS`, saved with the run); the
+            agent is told when a task ends, waits for its tasks before it answers, and stops
+            them when its run ends. See :class:`BackgroundTask`.
 
     Raises:
         AgentConfigError: a tool is named like a built-in one, two sub-agents share a name (or a
@@ -164,11 +183,17 @@ def new(
     builtin: list[AgentMiddleware] = []
     if not without_write_todos:
         builtin.append(ToolAdder(write_todos_tool()))
+    execute_tool: InvokableTool | None = None
     if backend is not None or shell is not None:
-        builtin.append(FilesystemMiddleware(backend, shell=shell))
+        files = FilesystemMiddleware(backend, shell=shell)
+        builtin.append(files)
+        execute_tool = next(
+            (t for t in files.tools if isinstance(t, SchemaTool) and t.info().name == EXECUTE),
+            None,
+        )
     if backend is not None:
         builtin.append(OffloadLargeResults(backend))
-    _check_tool_names(own_tools, without_write_todos, backend, shell)
+    _check_tool_names(own_tools, without_write_todos, backend, shell, background_tasks)
     options: dict[str, Any] = {"gen_model_input": model_input, "model_retry": model_retry}
     if max_iterations is not None:
         options["max_iterations"] = max_iterations
@@ -192,6 +217,7 @@ def new(
             )
         )
     own = list(builtin)
+    task_tool: TaskTool | None = None
     if agents:
         task_description: str | None = None
         if task_tool_description is not None:
@@ -201,7 +227,15 @@ def new(
                     "task_tool_description must return the task tool's description as a "
                     f"non-empty str (got {task_description!r})"
                 )
-        own.append(ToolAdder(TaskTool(agents, task_description), TASK_PROMPT))
+        task_tool = TaskTool(agents, task_description)
+        own.append(ToolAdder(task_tool, TASK_PROMPT))
+    if background_tasks:
+        if task_tool is None and execute_tool is None:
+            raise AgentConfigError(
+                "background_tasks=True needs sub-agents (the task tool) or a shell (execute) "
+                "to run in the background"
+            )
+        own.append(BackgroundTasks(task_tool, execute_tool))
     return ChatModelAgent(
         name,
         description,
@@ -217,9 +251,15 @@ def new(
 
 
 def _check_tool_names(
-    tools: list[BaseTool], without_write_todos: bool, backend: object, shell: object
+    tools: list[BaseTool],
+    without_write_todos: bool,
+    backend: object,
+    shell: object,
+    background_tasks: bool,
 ) -> None:
     reserved = {TASK_TOOL_NAME}
+    if background_tasks:
+        reserved.update((TASK_OUTPUT_TOOL_NAME, TASK_STOP_TOOL_NAME))
     if not without_write_todos:
         reserved.add(WRITE_TODOS_TOOL_NAME)
     if backend is not None:
