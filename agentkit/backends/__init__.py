@@ -8,7 +8,8 @@
   system that changes meanwhile).
 - :class:`Shell` and :class:`LocalShell`: shell commands in a subprocess in a directory,
   bounded in time and output, killed with their process group on timeout or cancel (not a
-  sandbox).
+  sandbox); a :class:`StreamingShell` (both built-in shells are) also gives the output as it
+  comes.
 - :class:`SandboxShell`: shell commands in a bubblewrap sandbox (no network, a read-only
   system, one writable directory, capped resources, every process killed with the command);
   :class:`SandboxBackend` is a :class:`LocalBackend` and a :class:`SandboxShell` in one;
@@ -33,7 +34,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from agentkit._lazy import attach, present
-from agentkit.backends._base import Backend, DeletingBackend, ExecuteResult, GrepMatch, Shell
+from agentkit.backends._base import (
+    Backend,
+    DeletingBackend,
+    ExecuteResult,
+    GrepMatch,
+    Shell,
+    StreamingShell,
+)
 from agentkit.backends._errors import (
     BackendError,
     BinaryFileError,
@@ -73,6 +81,7 @@ __all__ = [
     "SandboxUnavailableError",
     "SearchTimeoutError",
     "Shell",
+    "StreamingShell",
 ]
 
 present([globals()[name] for name in __all__], __name__)

@@ -10,11 +10,19 @@ can be passed back as it is.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Protocol, runtime_checkable
 
 import attrs
 
-__all__ = ["Backend", "DeletingBackend", "ExecuteResult", "GrepMatch", "Shell"]
+__all__ = [
+    "Backend",
+    "DeletingBackend",
+    "ExecuteResult",
+    "GrepMatch",
+    "Shell",
+    "StreamingShell",
+]
 
 
 @attrs.frozen
@@ -131,4 +139,24 @@ class Shell(Protocol):
 
     def execute(self, command: str) -> ExecuteResult:
         """Run ``command`` and return its output and exit status."""
+        ...
+
+
+@runtime_checkable
+class StreamingShell(Shell, Protocol):
+    """A :class:`Shell` that also gives a command's output as it comes (Eino's
+    ``StreamingShell``): in a streamed run, ``execute`` sends it to the caller while the command
+    runs. :class:`~agentkit.backends.LocalShell`, :class:`~agentkit.backends.SandboxShell`
+    and :class:`~agentkit.backends.SandboxBackend` are streaming shells.
+    """
+
+    def execute_streaming(self, command: str) -> Iterator[ExecuteResult]:
+        """Run ``command``; yield its output in pieces as it comes.
+
+        Each piece is an :class:`ExecuteResult` with the next part of the output and
+        ``exit_code`` ``None``; the last one has no output and the command's exit status,
+        ``truncated`` and ``timed_out`` (the pieces joined are what :meth:`~Shell.execute`
+        returns). The command starts at the first ``next()``; closing the iterator before its
+        end kills the command.
+        """
         ...

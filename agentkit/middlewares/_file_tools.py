@@ -7,12 +7,23 @@ an agent is :class:`agentkit.middlewares.filesystem.FilesystemMiddleware`.
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
-from agentkit.backends import Backend, BackendError, ExecuteResult, GrepMatch, Shell
+import attrs
+
+from agentkit.backends import (
+    Backend,
+    BackendError,
+    ExecuteResult,
+    GrepMatch,
+    Shell,
+    StreamingShell,
+)
 from agentkit.errors import AgentKitError
-from agentkit.middlewares._tool import SchemaTool, object_schema
+from agentkit.middlewares._tool import SchemaTool, checked_arguments, object_schema
+from agentkit.schema import ToolInfo
+from agentkit.streams import StreamReader, stream_from_iterator
 from agentkit.tools.base import BaseTool
 
 __all__ = [
@@ -255,7 +266,66 @@ def _execute_tool(shell: Shell) -> BaseTool:
             return _failure_text(error)
         return execute_result_text(result)
 
-    return SchemaTool(EXECUTE, _EXECUTE_DESCRIPTION, _EXECUTE_SCHEMA, execute)
+    tool = SchemaTool(EXECUTE, _EXECUTE_DESCRIPTION, _EXECUTE_SCHEMA, execute)
+    if isinstance(shell, StreamingShell):
+        return StreamingExecute(tool, shell)
+    return tool
+
+
+class StreamingExecute:
+    """``execute`` over a :class:`~agentkit.backends.StreamingShell`: in a streamed run the
+    command's output reaches the caller while it runs (the chunks joined are the text
+    :meth:`invoke` returns)."""
+
+    __slots__ = ("_shell", "_tool")
+
+    def __init__(self, tool: SchemaTool, shell: StreamingShell) -> None:
+        self._tool = tool
+        self._shell = shell
+
+    def info(self) -> ToolInfo:
+        """The ``execute`` tool's name, description and parameters."""
+        return self._tool.info()
+
+    def __repr__(self) -> str:
+        return f"StreamingExecute({self._shell!r})"
+
+    def invoke(self, arguments: str, **tool_options: Any) -> str:
+        """Run the command; return its output and status as one text."""
+        return self._tool.invoke(arguments, **tool_options)
+
+    def stream(self, arguments: str, **tool_options: Any) -> StreamReader[str]:
+        """Run the command; stream its output as it comes, then its status lines."""
+        command = checked_arguments(self._tool.info(), arguments)["command"]
+        try:
+            pieces = self._shell.execute_streaming(command)
+        except _FAILURES as error:
+            return stream_from_iterator([_failure_text(error)])
+        return stream_from_iterator(_streamed_text(pieces), on_close=_closer(pieces))
+
+
+def _closer(pieces: Iterator[ExecuteResult]) -> Callable[[], object]:
+    close = getattr(pieces, "close", None)
+    return close if callable(close) else (lambda: None)
+
+
+def _streamed_text(pieces: Iterator[ExecuteResult]) -> Iterator[str]:
+    """A command's pieces as the text :func:`execute_result_text` makes of the whole result."""
+    wrote = False
+    last = ExecuteResult("", None)
+    try:
+        for piece in pieces:
+            if piece.output:
+                wrote = True
+                yield piece.output
+            last = piece
+    except _FAILURES as error:
+        yield ("\n" if wrote else "") + _failure_text(error)
+        return
+    tail = execute_result_text(attrs.evolve(last, output=""))  # "\n[Command failed ...]"...
+    if tail and not (wrote and tail == _NO_OUTPUT):
+        yield tail
+_NO_OUTPUT = "[Command executed successfully with no output]"
 
 
 def execute_result_text(result: ExecuteResult) -> str:
@@ -269,7 +339,7 @@ def execute_result_text(result: ExecuteResult) -> str:
         parts.append("[Command timed out and was killed]")
     text = "\n".join(parts)
     if not text and (result.exit_code is None or result.exit_code == 0) and not result.timed_out:
-        return "[Command executed successfully with no output]"
+        return _NO_OUTPUT
     return text
 
 

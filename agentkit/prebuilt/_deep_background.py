@@ -46,9 +46,11 @@ from agentkit._scope import RunScope
 from agentkit.cancel import CancelMode
 from agentkit.errors import AgentCancelledError, AgentKitRuntimeError, ToolArgumentsError
 from agentkit.middleware import AgentContext, AgentMiddleware, ModelState, ToolInvoke
+from agentkit.middlewares._file_tools import StreamingExecute
 from agentkit.middlewares._tool import SchemaTool, add_tools, checked_arguments, object_schema
 from agentkit.prebuilt._deep_tools import TaskTool
 from agentkit.schema import ContentPart, FunctionCall, Message, ToolCall, ToolInfo, user_message
+from agentkit.streams import StreamReader, stream_from_iterator
 from agentkit.tools._function_tool import content_text
 from agentkit.tools.base import BaseTool, InvokableTool, ToolCallInfo
 
@@ -493,6 +495,8 @@ class BackgroundTasks(AgentMiddleware):
         for tool in context.tools:
             if tool is self._task and self._task is not None:
                 tool = _InBackground(self, self._task, "agent")
+            elif isinstance(tool, StreamingExecute) and tool is self._execute:
+                tool = _StreamingInBackground(self, tool, "shell")
             elif tool is self._execute and self._execute is not None:
                 tool = _InBackground(self, self._execute, "shell")
             tools.append(tool)
@@ -679,3 +683,18 @@ class _InBackground:
             f"{TASK_OUTPUT_TOOL_NAME}(task_id={task.id!r}) reads its result, "
             f"{TASK_STOP_TOOL_NAME} stops it."
         )
+
+
+class _StreamingInBackground(_InBackground):
+    """``execute`` over a streaming shell, with ``run_in_background``: streams in the
+    foreground."""
+
+    __slots__ = ()
+
+    def stream(self, arguments: str, **tool_options: Any) -> StreamReader[str]:
+        """Stream the command's output, or start it in the background (one chunk: the id)."""
+        given = checked_arguments(self._info, arguments)
+        tool = self._tool
+        if given.pop("run_in_background", False) or not isinstance(tool, StreamingExecute):
+            return stream_from_iterator([self.invoke(arguments, **tool_options)])
+        return tool.stream(json.dumps(given, ensure_ascii=False), **tool_options)

@@ -47,7 +47,6 @@ from agentkit.backends import Backend, Shell
 from agentkit.errors import AgentConfigError
 from agentkit.events import Agent, AgentInput
 from agentkit.middleware import AgentMiddleware
-from agentkit.middlewares._tool import SchemaTool
 from agentkit.middlewares.filesystem import (
     EXECUTE,
     FILE_TOOLS,
@@ -188,7 +187,7 @@ def new(
         files = FilesystemMiddleware(backend, shell=shell)
         builtin.append(files)
         execute_tool = next(
-            (t for t in files.tools if isinstance(t, SchemaTool) and t.info().name == EXECUTE),
+            (t for t in files.tools if isinstance(t, InvokableTool) and t.info().name == EXECUTE),
             None,
         )
     if backend is not None:
