@@ -10,7 +10,7 @@ can be passed back as it is.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator
 from typing import Protocol, runtime_checkable
 
 import attrs
@@ -150,7 +150,7 @@ class StreamingShell(Shell, Protocol):
     and :class:`~agentkit.backends.SandboxBackend` are streaming shells.
     """
 
-    def execute_streaming(self, command: str) -> Iterator[ExecuteResult]:
+    def execute_streaming(self, command: str) -> Generator[ExecuteResult, None, None]:
         """Run ``command``; yield its output in pieces as it comes.
 
         Each piece is an :class:`ExecuteResult` with the next part of the output and

@@ -40,7 +40,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Generator, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 
 from agentkit._runctx import abort_on_cancel, check_cancelled
@@ -243,7 +243,7 @@ class SandboxShell:
         """
         return collect(self.execute_streaming(command))
 
-    def execute_streaming(self, command: str) -> Iterator[ExecuteResult]:
+    def execute_streaming(self, command: str) -> Generator[ExecuteResult, None, None]:
         """Run ``command`` in the sandbox, giving its output as it comes (Eino's
         ``StreamingShell``).
 
@@ -263,7 +263,7 @@ class SandboxShell:
             raise AgentKitValueError("the command holds a NUL character")
         return self._stream(command)
 
-    def _stream(self, command: str) -> Iterator[ExecuteResult]:
+    def _stream(self, command: str) -> Generator[ExecuteResult, None, None]:
         check_cancelled()
         deadline = time.monotonic() + self._timeout
         with ExitStack() as stack:
@@ -435,7 +435,7 @@ class SandboxBackend(LocalBackend):
         """Run ``command`` in the sandbox (see :meth:`SandboxShell.execute`)."""
         return self._shell.execute(command)
 
-    def execute_streaming(self, command: str) -> Iterator[ExecuteResult]:
+    def execute_streaming(self, command: str) -> Generator[ExecuteResult, None, None]:
         """Run ``command`` in the sandbox, giving its output as it comes (see
         :meth:`SandboxShell.execute_streaming`)."""
         return self._shell.execute_streaming(command)

@@ -125,7 +125,7 @@ class LocalShell:
         """
         return collect(self.execute_streaming(command))
 
-    def execute_streaming(self, command: str) -> Iterator[ExecuteResult]:
+    def execute_streaming(self, command: str) -> Generator[ExecuteResult, None, None]:
         """Run ``command``, giving its output as it comes (Eino's ``StreamingShell``).
 
         Yields :class:`~agentkit.backends.ExecuteResult` pieces: each new piece of output
@@ -141,7 +141,7 @@ class LocalShell:
             raise AgentKitValueError(f"the command must be a non-empty string (got {command!r})")
         return self._stream(command)
 
-    def _stream(self, command: str) -> Iterator[ExecuteResult]:
+    def _stream(self, command: str) -> Generator[ExecuteResult, None, None]:
         check_cancelled()
         deadline = time.monotonic() + self._timeout
         process = subprocess.Popen(

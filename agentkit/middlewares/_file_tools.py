@@ -301,12 +301,7 @@ class StreamingExecute:
             pieces = self._shell.execute_streaming(command)
         except _FAILURES as error:
             return stream_from_iterator([_failure_text(error)])
-        return stream_from_iterator(_streamed_text(pieces), on_close=_closer(pieces))
-
-
-def _closer(pieces: Iterator[ExecuteResult]) -> Callable[[], object]:
-    close = getattr(pieces, "close", None)
-    return close if callable(close) else (lambda: None)
+        return stream_from_iterator(_streamed_text(pieces), on_close=pieces.close)
 
 
 def _streamed_text(pieces: Iterator[ExecuteResult]) -> Iterator[str]:
