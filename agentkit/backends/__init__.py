@@ -3,6 +3,8 @@
 - :class:`Backend`: the protocol of a small file system (``ls``, ``read``, ``write``, ``edit``,
   ``glob``, ``grep``); :class:`DeletingBackend` adds ``delete``.
 - :class:`InMemoryBackend`: files in memory (tests, scratch space).
+- :class:`MultiModalReader`: a backend that reads images and PDFs as content parts
+  (:class:`LocalBackend` and :class:`SandboxBackend` are).
 - :class:`LocalBackend`: a directory on disk; every path is confined under its root (``..``,
   absolute paths elsewhere and symbolic links out of it are refused, also against a file
   system that changes meanwhile).
@@ -35,10 +37,12 @@ from typing import TYPE_CHECKING
 
 from agentkit._lazy import attach, present
 from agentkit.backends._base import (
+    MEDIA_TYPES,
     Backend,
     DeletingBackend,
     ExecuteResult,
     GrepMatch,
+    MultiModalReader,
     Shell,
     StreamingShell,
 )
@@ -71,6 +75,8 @@ __all__ = [
     "InMemoryBackend",
     "LocalBackend",
     "LocalShell",
+    "MEDIA_TYPES",
+    "MultiModalReader",
     "PathIsDirectoryError",
     "PathNotDirectoryError",
     "PathNotFoundError",

@@ -15,11 +15,18 @@ from typing import Protocol, runtime_checkable
 
 import attrs
 
+from agentkit.schema import FilePart, ImagePart
+
+MEDIA_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp", "application/pdf"})
+"""The file types :meth:`MultiModalReader.read_media` gives as content parts (by their bytes)."""
+
 __all__ = [
     "Backend",
     "DeletingBackend",
     "ExecuteResult",
     "GrepMatch",
+    "MEDIA_TYPES",
+    "MultiModalReader",
     "Shell",
     "StreamingShell",
 ]
@@ -120,6 +127,27 @@ class Backend(Protocol):
 
         Patterns come from a model: a backend bounds the time it spends matching them (the
         built-in ones raise :class:`~agentkit.backends.SearchTimeoutError`).
+        """
+        ...
+
+
+@runtime_checkable
+class MultiModalReader(Backend, Protocol):
+    """A :class:`Backend` that reads images and PDFs as content parts (Eino's
+    ``MultiModalReader``): ``read_file`` then gives the model the image or the document
+    itself, and the text of every other file as before.
+    """
+
+    def read_media(self, path: str, *, max_bytes: int) -> ImagePart | FilePart | None:
+        """File ``path`` as a content part when its bytes are an image (PNG, JPEG, GIF, WebP:
+        an :class:`~agentkit.ImagePart`) or a PDF (a :class:`~agentkit.FilePart`, with its
+        name); ``None`` for any other file (read it with :meth:`~Backend.read`).
+
+        The type is read from the file's first bytes, never from its name.
+
+        Raises:
+            FileTooLargeError: the image or PDF has more than ``max_bytes`` bytes.
+            ValueError: its bytes are not a whole image or PDF (a truncated file).
         """
         ...
 

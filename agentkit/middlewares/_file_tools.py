@@ -17,13 +17,15 @@ from agentkit.backends import (
     BackendError,
     ExecuteResult,
     GrepMatch,
+    MultiModalReader,
     Shell,
     StreamingShell,
 )
 from agentkit.errors import AgentKitError
 from agentkit.middlewares._tool import SchemaTool, checked_arguments, object_schema
-from agentkit.schema import ToolInfo
+from agentkit.schema import ContentPart, ImagePart, TextPart, ToolInfo
 from agentkit.streams import StreamReader, stream_from_iterator
+from agentkit.tools._function_tool import content_text
 from agentkit.tools.base import BaseTool
 
 __all__ = [
@@ -90,10 +92,15 @@ class _FileTools:
             ("glob", _GLOB_DESCRIPTION, _GLOB_SCHEMA, self.glob),
             ("grep", _GREP_DESCRIPTION, _GREP_SCHEMA, self.grep),
         ]
-        return [
+        made = [
             SchemaTool(name, text, schema, _reporting(handler))
             for name, text, schema, handler in specs
         ]
+        tools: list[BaseTool] = list(made)
+        backend = self.backend
+        if isinstance(backend, MultiModalReader):
+            tools[1] = MediaReadFile(made[1], backend)  # images and PDFs as content parts
+        return tools
 
     def ls(self, arguments: dict[str, Any]) -> str:
         names = self.backend.ls(arguments.get("path") or ".")
@@ -256,6 +263,49 @@ def with_context(
                     done.add(number)
                     result.append(GrepMatch(path, number, lines[number - 1].rstrip("\r")))
     return result
+
+
+MAX_MEDIA_BYTES = 10 * 1024 * 1024
+"""The largest image or PDF ``read_file`` gives the model (10 MiB)."""
+
+
+class MediaReadFile:
+    """``read_file`` over a :class:`~agentkit.backends.MultiModalReader`: an image or a PDF is
+    given to the model as a content part (a line saying what it is, then the part), any other
+    file as numbered text lines, as before."""
+
+    __slots__ = ("_backend", "_tool")
+
+    def __init__(self, tool: SchemaTool, backend: MultiModalReader) -> None:
+        self._tool = tool
+        self._backend = backend
+
+    def info(self) -> ToolInfo:
+        """The ``read_file`` tool's name, description and parameters."""
+        return self._tool.info()
+
+    def __repr__(self) -> str:
+        return f"MediaReadFile({self._backend!r})"
+
+    def invoke(self, arguments: str, **tool_options: Any) -> str:
+        """The file as text (an image or a PDF as a placeholder line)."""
+        return content_text(self.invoke_content(arguments, **tool_options))
+
+    def invoke_content(self, arguments: str, **tool_options: Any) -> str | tuple[ContentPart, ...]:
+        """The file: an image or a PDF as a content part, other files as numbered lines."""
+        path = checked_arguments(self._tool.info(), arguments)["file_path"]
+        try:
+            media = self._backend.read_media(path, max_bytes=MAX_MEDIA_BYTES)
+        except (OSError, BackendError) as error:
+            return _failure_text(error)
+        except ValueError:
+            media = None  # not a whole image or PDF: the text read says what it is
+        if media is None:
+            return self._tool.invoke(arguments, **tool_options)
+        assert media.data is not None
+        what = "an image" if isinstance(media, ImagePart) else "a document"
+        intro = f"File {path} is {what} ({media.media_type}, {len(media.data)} bytes):"
+        return (TextPart(intro), media)
 
 
 def _execute_tool(shell: Shell) -> BaseTool:
