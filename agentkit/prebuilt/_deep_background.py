@@ -311,7 +311,13 @@ class TaskManager:
 
         with self._cond:
             self._workers[task.id] = worker
-        worker.future = self._scope.spawn(body, name=f"agentkit-background {task.id}")
+        try:
+            worker.future = self._scope.spawn(body, name=f"agentkit-background {task.id}")
+        except BaseException:  # the run ended meanwhile: the task never ran
+            self._scope.closed(wake)
+            self._finish(task.id, worker.version, "failed", "the run ended before it started")
+            worker.ended.set()
+            raise
 
     def _finish(self, task_id: str, version: int, status: TaskStatus, output: str) -> bool:
         """Complete the task's record with the worker's outcome, if the fence lets it."""
