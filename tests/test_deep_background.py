@@ -29,10 +29,13 @@ from agentkit import (
     ToolCall,
     cancellable_sleep,
     get_session_value,
+    interrupt,
     tool,
     with_cancel,
+    with_checkpoint_id,
 )
 from agentkit.backends import LocalShell
+from agentkit.checkpoint import InMemoryCheckPointStore
 from agentkit.prebuilt import deep
 from agentkit.testing import ScriptedChatModel, call, calls_message, no_thread_leak
 
@@ -396,3 +399,60 @@ def test_at_most_max_running_tasks_run_at_once(workdir: Path) -> None:
     refused = [t for t in texts if "the most this agent runs at once" in t]
     assert len(refused) == 1 and len(texts) == 9
     assert len(result.session_values[KEY]) == 8
+
+
+def test_a_task_running_when_the_run_pauses_is_stopped_and_restarted_on_resume() -> None:
+    gate = threading.Event()
+    passes: list[int] = []
+
+    @tool
+    def wait_for_gate() -> str:
+        """Wait for the gate (a cancel of the task ends the wait)."""
+        passes.append(1)
+        while not gate.is_set():
+            cancellable_sleep(0.01)
+        return "gate passed"
+
+    worker = ChatModelAgent(
+        "worker", "does slow work",
+        ScriptedChatModel(lambda messages: calls_message(call("wait_for_gate", {}))
+                          if not any(m.role is Role.TOOL for m in messages) else "worker done"),
+        tools=[wait_for_gate],
+    )
+
+    @tool
+    def ask() -> str:
+        """Ask the user."""
+        answer: str = interrupt("go on?")
+        return answer
+
+    def parent_reply(messages: list[Message]) -> Message | str:
+        done = [m.tool_name for m in messages if m.role is Role.TOOL]
+        if not done:
+            return calls_message(call("task", {"subagent_type": "worker", "description": "x",
+                                               "run_in_background": True}, id="t1"))
+        if done == ["task"]:
+            wait_until(lambda: bool(passes), "the worker")  # it runs when the run pauses
+            return calls_message(call("ask", {}, id="a1"))
+        if "task_output" not in done:
+            return calls_message(call("task_output", {"task_id": "bg_1", "block": True}, id="o1"))
+        return "final: " + tool_texts(messages)[-1].splitlines()[-1]
+
+    parent = ScriptedChatModel(parent_reply)
+    agent = deep.new(parent, sub_agents=[worker], tools=[ask], without_general_sub_agent=True,
+                     background_tasks=True)
+    runner = Runner(agent, checkpoint_store=InMemoryCheckPointStore())
+
+    with no_thread_leak():
+        paused = runner.invoke("go", with_checkpoint_id("run-1"))
+        assert paused.interrupt is not None
+        assert passes == [1]  # the worker ran, and was stopped when the run paused
+        gate.set()
+        [context] = paused.interrupt.contexts
+        result = runner.resume("run-1", targets={context.id: "yes"}).result()
+    assert result.text == "final: worker done"
+    assert passes == [1, 1]  # restarted once
+    task = result.session_values[KEY]["bg_1"]
+    assert (task.status, task.version, task.restarts) == ("completed", 2, 1)
+    told = [m.content for m in parent.calls[-1].messages if m.role is Role.USER]
+    assert any("Background task bg_1 (sub-agent 'worker': x) was restarted" in t for t in told)
