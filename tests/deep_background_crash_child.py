@@ -1,11 +1,13 @@
-"""The child process of the background-task crash test: a deep agent starts a background
-sub-agent, waits for it, and is killed with SIGKILL (by the parent) while the task runs.
+"""The child process of the background-task crash tests: a deep agent starts a background
+task (a sub-agent, or a sandboxed command), waits for it, and is killed with SIGKILL (by the
+parent) while the task runs.
 
-``python -m tests.deep_background_crash_child <store dir> <checkpoint id> <work dir>``. It
-prints ``ready`` when the run starts. The sub-agent's tool writes ``start`` and ``end`` lines
-to ``<work dir>/effects``; until ``<work dir>/go`` exists it touches ``<work dir>/started``
-and waits for it, so the parent knows when to kill. The parent resumes the run with
-:func:`build` (the models answer from the conversation, so any process gives the same reply).
+``python -m tests.deep_background_crash_child <store dir> <checkpoint id> <work dir> <kind>``
+(kind ``agent`` or ``shell``). It prints ``ready`` when the run starts. The task writes
+``start`` and ``end`` lines to ``<work dir>/effects``; until ``<work dir>/go`` exists it
+touches ``<work dir>/started`` and waits for it, so the parent knows when to kill. The parent
+resumes the run with :func:`build` (the models answer from the conversation, so any process
+gives the same reply).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import time
 from pathlib import Path
 
 from agentkit import ChatModelAgent, Message, Role, Runner, tool, with_checkpoint_id
+from agentkit.backends import SandboxShell
 from agentkit.checkpoint import FileCheckPointStore
 from agentkit.prebuilt import deep
 from agentkit.testing import ScriptedChatModel, call, calls_message
@@ -22,8 +25,16 @@ from agentkit.testing import ScriptedChatModel, call, calls_message
 LEASE_TTL = 1.0
 
 
-def build(work: Path) -> tuple[ChatModelAgent, ScriptedChatModel]:
-    """The deep agent with its background sub-agent ``counter``, and the deep agent's model."""
+SHELL_TASK = (
+    "echo start >> effects; while [ ! -e go ]; do touch started; sleep 0.02; done; "
+    "echo end >> effects; echo worked"
+)
+"""The background command (run in the work directory, under a SandboxShell)."""
+
+
+def build(work: Path, kind: str = "agent") -> tuple[ChatModelAgent, ScriptedChatModel]:
+    """The deep agent with its background sub-agent ``counter`` (or a sandboxed shell, for
+    ``kind="shell"``), and the deep agent's model."""
 
     @tool
     def work_once() -> str:
@@ -50,6 +61,9 @@ def build(work: Path) -> tuple[ChatModelAgent, ScriptedChatModel]:
 
     def parent_reply(messages: list[Message]) -> Message | str:
         tools = [m for m in messages if m.role is Role.TOOL]
+        if not tools and kind == "shell":
+            return calls_message(call("execute", {"command": SHELL_TASK,
+                                                  "run_in_background": True}, id="t1"))
         if not tools:
             return calls_message(call("task", {"subagent_type": "counter", "description": "work",
                                                "run_in_background": True}, id="t1"))
@@ -59,14 +73,15 @@ def build(work: Path) -> tuple[ChatModelAgent, ScriptedChatModel]:
         return "final: " + tools[-1].content.splitlines()[-1]
 
     model = ScriptedChatModel(parent_reply)
-    agent = deep.new(model, sub_agents=[worker], without_general_sub_agent=True,
+    shell = SandboxShell(work, timeout=60) if kind == "shell" else None
+    agent = deep.new(model, sub_agents=[worker], shell=shell, without_general_sub_agent=True,
                      background_tasks=True)
     return agent, model
 
 
 def main() -> None:
-    store_dir, checkpoint_id, work = sys.argv[1], sys.argv[2], Path(sys.argv[3])
-    runner = Runner(build(work)[0], checkpoint_store=FileCheckPointStore(store_dir),
+    store_dir, checkpoint_id, work, kind = sys.argv[1], sys.argv[2], Path(sys.argv[3]), sys.argv[4]
+    runner = Runner(build(work, kind)[0], checkpoint_store=FileCheckPointStore(store_dir),
                     lease_ttl=LEASE_TTL)
     print("ready", flush=True)
     result = runner.invoke("go", with_checkpoint_id(checkpoint_id))

@@ -11,11 +11,14 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from agentkit import CheckpointBusyError, Role, Runner
+from agentkit.backends import SandboxShell, SandboxUnavailableError
 from agentkit.checkpoint import FileCheckPointStore
 from agentkit.prebuilt import deep
 from agentkit.testing import no_thread_leak
-from tests.deep_background_crash_child import LEASE_TTL, build
+from tests.deep_background_crash_child import LEASE_TTL, SHELL_TASK, build
 
 ROOT = Path(__file__).resolve().parent.parent
 GUARD = 60.0  # seconds: a guard against hangs, never a pace
@@ -41,16 +44,43 @@ def children_of(pid: int) -> list[int]:
     return found
 
 
+def sandbox_runs(where: Path) -> bool:
+    try:
+        SandboxShell(where)
+    except SandboxUnavailableError as error:
+        if os.environ.get("AGENTKIT_REQUIRE_SANDBOX"):
+            raise
+        pytest.skip(f"bubblewrap cannot run here: {error}")
+    return True
+
+
+def sandboxed_processes(work: Path) -> list[int]:
+    """The live processes whose command line is the background command's."""
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/cmdline", "rb") as file:
+                    if SHELL_TASK.encode() in file.read():
+                        found.append(int(name))
+            except OSError:
+                continue
+    return found
+
+
+@pytest.mark.parametrize("kind", ["agent", "shell"])
 def test_a_background_task_killed_with_its_process_is_restarted_on_resume_and_completes_once(
-    tmp_path: Path,
+    tmp_path: Path, kind: str
 ) -> None:
     store_dir, work = tmp_path / "store", tmp_path / "work"
     store_dir.mkdir()
     work.mkdir()
+    if kind == "shell":
+        sandbox_runs(work)
     before = children_of(os.getpid())
     child = subprocess.Popen(
         [sys.executable, "-m", "tests.deep_background_crash_child", str(store_dir), "run-1",
-         str(work)],
+         str(work), kind],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env(), cwd=ROOT,
     )
     try:
@@ -72,9 +102,14 @@ def test_a_background_task_killed_with_its_process_is_restarted_on_resume_and_co
             if stream is not None:
                 stream.close()
     assert (work / "effects").read_text() == "start\n"
+    if kind == "shell":  # the sandbox died with the process (--die-with-parent)
+        deadline = time.monotonic() + GUARD
+        while sandboxed_processes(work):
+            assert time.monotonic() < deadline, "the sandboxed command outlived its process"
+            threading.Event().wait(0.02)
     (work / "go").touch()
 
-    agent, model = build(work)
+    agent, model = build(work, kind)
     runner = Runner(agent, checkpoint_store=FileCheckPointStore(store_dir),
                     lease_ttl=LEASE_TTL)
     deadline = time.monotonic() + GUARD
@@ -87,7 +122,7 @@ def test_a_background_task_killed_with_its_process_is_restarted_on_resume_and_co
                 assert time.monotonic() < deadline
                 threading.Event().wait(0.1)
 
-    assert result.text == "final: counter: worked"
+    assert result.text == ("final: counter: worked" if kind == "agent" else "final: worked")
     # The killed worker started the work; the restarted one did it, once.
     assert (work / "effects").read_text() == "start\nstart\nend\n"
     task = result.session_values[deep.SESSION_KEY_BACKGROUND_TASKS]["bg_1"]
@@ -96,6 +131,8 @@ def test_a_background_task_killed_with_its_process_is_restarted_on_resume_and_co
     last = model.calls[-1].messages
     notices = [m for m in last if m.role is Role.USER and "restarted" in m.content]
     assert len(notices) == 1 and last[-1] is notices[0]
-    assert "Background task bg_1 (sub-agent 'counter': work) was restarted" in last[-1].content
+    title = "sub-agent 'counter': work" if kind == "agent" else "command: echo start >> effects"
+    assert f"Background task bg_1 ({title}" in last[-1].content
+    assert "was restarted" in last[-1].content
     assert last[-2].role is Role.TOOL and last[-3].role is Role.ASSISTANT
     assert children_of(os.getpid()) == before
