@@ -456,3 +456,24 @@ def test_a_task_running_when_the_run_pauses_is_stopped_and_restarted_on_resume()
     assert (task.status, task.version, task.restarts) == ("completed", 2, 1)
     told = [m.content for m in parent.calls[-1].messages if m.role is Role.USER]
     assert any("Background task bg_1 (sub-agent 'worker': x) was restarted" in t for t in told)
+
+
+def test_a_background_command_that_never_exits_is_killed_at_the_shell_s_timeout(
+    workdir: Path,
+) -> None:
+    marker = f"bgtask-{uuid.uuid4().hex}"
+    parent = ScriptedChatModel(
+        [
+            calls_message(call("execute", {"command": f"exec sh -c 'sleep 1000 # {marker}'",
+                                           "run_in_background": True})),
+            calls_message(call("task_output", {"task_id": "bg_1", "block": True})),
+            "done",
+        ]
+    )
+    agent = deep.new(parent, shell=LocalShell(workdir, timeout=0.5), background_tasks=True)
+    with no_thread_leak():
+        result = Runner(agent).invoke("go")
+    assert tool_texts(parent.calls[2].messages)[-1].endswith(
+        "completed.\nOutput:\n\n[Command timed out and was killed]")
+    assert result.session_values[KEY]["bg_1"].status == "completed"
+    assert processes_with(marker) == []
