@@ -477,3 +477,33 @@ def test_a_background_command_that_never_exits_is_killed_at_the_shell_s_timeout(
         "completed.\nOutput:\n\n[Command timed out and was killed]")
     assert result.session_values[KEY]["bg_1"].status == "completed"
     assert processes_with(marker) == []
+
+
+def test_task_output_shows_a_running_command_s_latest_output(workdir: Path) -> None:
+    command = "echo compiling; while [ ! -e gate ]; do sleep 0.01; done; echo linked"
+    peek = {"task_id": "bg_1"}
+
+    def reply(messages: list[Message]) -> Message | str:
+        results = tool_texts(messages)
+        if not results:
+            return calls_message(call("execute", {"command": command,
+                                                  "run_in_background": True}))
+        if "completed." in results[-1]:
+            return "done"
+        if "Its latest output:" not in results[-1] and len(results) < 2 + 200:
+            if len(results) > 1:
+                time.sleep(0.01)  # the worker reads the command's output as it comes
+            return calls_message(call("task_output", peek, id=f"peek{len(results)}"))
+        (workdir / "gate").touch()
+        return calls_message(call("task_output", {**peek, "block": True}, id="wait"))
+
+    parent = ScriptedChatModel(reply)
+    agent = deep.new(parent, shell=LocalShell(workdir, timeout=GUARD), background_tasks=True,
+                     max_iterations=300)
+    with no_thread_leak():
+        Runner(agent).invoke("go")
+    peeked, waited = tool_texts(parent.calls[-1].messages)[-2:]
+    assert peeked.startswith("Background task bg_1 (command: echo compiling;")
+    assert peeked.endswith(" is still running. Call task_output with block=true to wait for "
+                           "it, or task_stop to stop it.\nIts latest output:\ncompiling\n")
+    assert waited.endswith("completed.\nOutput:\ncompiling\nlinked\n")

@@ -126,8 +126,12 @@ class BackgroundTask:
         return f"{self.id} (command: {request})"
 
 
-Launch = Callable[[BackgroundTask], Callable[[], str]]
-"""``launch(record) -> work``: the work of a task (a callable returning its output text)."""
+Work = Callable[[Callable[[str], None]], str]
+"""``work(report) -> output``: a task's work; it may ``report`` its output as it comes."""
+Launch = Callable[[BackgroundTask], Work]
+"""``launch(record) -> work``: the work of a task."""
+
+_PARTIAL_CHARS = 4000  # how much of a running task's latest output is kept to show
 
 
 class _Wake:
@@ -146,12 +150,20 @@ class _Wake:
 
 @attrs.define(eq=False)
 class _Worker:
-    """A running task's worker: its cancel scope, version, future."""
+    """A running task's worker: its cancel scope, version, future, and the latest output it
+    reported (a running command's, from a streaming shell; kept in memory only)."""
 
     scope: RunScope
     version: int
     ended: threading.Event = attrs.Factory(threading.Event)
     future: futures.Future[None] | None = None
+    partial: str = ""
+    lock: threading.Lock = attrs.Factory(threading.Lock)
+
+    def report(self, chunk: str) -> None:
+        """Keep the latest output (its last characters)."""
+        with self.lock:
+            self.partial = (self.partial + chunk)[-_PARTIAL_CHARS:]
 
 
 class TaskManager:
@@ -293,7 +305,7 @@ class TaskManager:
             status: TaskStatus = "completed"
             try:
                 with use_frame(frame):
-                    output = work()
+                    output = work(worker.report)
             except AgentCancelledError:
                 status, output = "stopped", "stopped before it finished"
             except InterruptSignal:
@@ -399,6 +411,16 @@ class TaskManager:
                     notices.append(_ended_text(task, _NOTICE_CHARS))
                     self._put(attrs.evolve(task, reported=True))
         return notices
+
+    def partial_output(self, task_id: str) -> str:
+        """The latest output a running task reported (``""``: none, or not a command of a
+        streaming shell)."""
+        with self._cond:
+            worker = self._workers.get(task_id)
+        if worker is None:
+            return ""
+        with worker.lock:
+            return worker.partial
 
     def running(self) -> list[BackgroundTask]:
         """The tasks running now."""
@@ -579,7 +601,7 @@ class BackgroundTasks(AgentMiddleware):
         )
         return attrs.evolve(message, tool_calls=waits)
 
-    def _launch(self, task: BackgroundTask) -> Callable[[], str]:
+    def _launch(self, task: BackgroundTask) -> Work:
         tool: InvokableTool | None
         if task.kind == "agent":
             tool, arguments = self._task, {
@@ -591,7 +613,20 @@ class BackgroundTasks(AgentMiddleware):
         if tool is None:  # pragma: no cover - only tools this middleware wrapped start tasks
             raise AgentKitRuntimeError(f"no tool runs background tasks of kind {task.kind!r}")
         text = json.dumps(arguments, ensure_ascii=False)
-        return lambda: tool.invoke(text)
+        if isinstance(tool, StreamingExecute):
+            streaming = tool
+
+            def stream_command(report: Callable[[str], None]) -> str:
+                chunks: list[str] = []
+                with streaming.stream(text) as reader:
+                    for chunk in reader:
+                        chunks.append(chunk)
+                        report(chunk)
+                return "".join(chunks)
+
+            return stream_command
+        invoke = tool.invoke
+        return lambda report: invoke(text)
 
     def _output_tool(self) -> SchemaTool:
         def task_output(arguments: dict[str, Any]) -> str:
@@ -602,10 +637,12 @@ class BackgroundTasks(AgentMiddleware):
                 timeout = min(max(float(timeout), 0.0), _MAX_WAIT)
                 task = manager.wait(task.id, timeout)
             if task.running:
+                partial = manager.partial_output(task.id)
+                so_far = f"\nIts latest output:\n{partial}" if partial else ""
                 return (
                     f"Background task {task.title()} is still running. Call "
                     f"{TASK_OUTPUT_TOOL_NAME} with block=true to wait for it, or "
-                    f"{TASK_STOP_TOOL_NAME} to stop it."
+                    f"{TASK_STOP_TOOL_NAME} to stop it.{so_far}"
                 )
             manager.mark_reported(task)
             return _ended_text(task)
