@@ -240,8 +240,8 @@ class TaskManager:
                     restart.append(task)
                     self._notices.append(
                         f"Background task {task.title()} was restarted: its worker ended with "
-                        "an earlier run of this agent (the process stopped or died) before the "
-                        "task finished. You will be told when it ends."
+                        "an earlier run of this agent (the run paused or stopped, or its "
+                        "process died) before the task finished. You will be told when it ends."
                     )
                 else:
                     task = attrs.evolve(
@@ -323,6 +323,9 @@ class TaskManager:
 
         with self._cond:
             self._workers[task.id] = worker
+            closing = self._closed
+        if closing:  # the run's end came meanwhile: the task stops at its first check
+            scope.request_cancel(CancelMode.IMMEDIATE)
         try:
             worker.future = self._scope.spawn(body, name=f"agentkit-background {task.id}")
         except BaseException:  # the run ended meanwhile: the task never ran
