@@ -29,6 +29,10 @@ What the agent has, in this order (Eino's):
   ``without_general_sub_agent``, a ``general-purpose`` sub-agent is added: the same model,
   instruction, tools and middlewares (but no ``task``). An unknown ``subagent_type`` is told to
   the model (``subagent type x not found; ...``) and the run goes on.
+- with ``background_tasks=True``: ``run_in_background`` on ``task`` and ``execute``, and
+  ``task_output`` and ``task_stop`` (:data:`TASK_OUTPUT_TOOL_NAME`,
+  :data:`TASK_STOP_TOOL_NAME`): sub-agents and commands that run while the agent goes on, kept
+  as :class:`BackgroundTask` records (see :func:`new`).
 
 The instruction is ``instruction`` (or a built-in one when empty) followed by the ``task``
 section; it is sent as the system message as it is (never formatted with session values,
