@@ -274,6 +274,9 @@ class SkillMiddleware(AgentMiddleware):
         self._agents = dict(agents or {})
         self._default = default_agent
         self._models = dict(models or {})
+        # The plain forks' tools, made once (and the agents checked: a name, a description).
+        self._tools = {name: AgentTool(agent) for name, agent in self._agents.items()}
+        self._default_tool = AgentTool(default_agent) if default_agent is not None else None
         self._instruction = (instruction or _SYSTEM_PROMPT).replace("{tool_name}", tool_name)
 
     def skills(self) -> list[Skill]:
@@ -305,14 +308,17 @@ class SkillMiddleware(AgentMiddleware):
                 f"{wanted}, which was not given ({configured}); use another skill",
                 tool_name=self._tool_name,
             )
+        tool = self._tools.get(skill.agent) if skill.agent else self._default_tool
         if skill.model:
             agent = self._with_model(skill, agent)
         if skill.context == "fork_with_context":
             frame = current_frame()
             call = frame.tool if frame is not None else None
             agent = _ForkWithContext(agent, _caller_context(call), skill_content(skill))
+        if tool is None or skill.model or skill.context == "fork_with_context":
+            tool = AgentTool(agent)
         request = json.dumps({"request": skill_content(skill)}, ensure_ascii=False)
-        result = AgentTool(agent).invoke(request, **tool_options)
+        result = tool.invoke(request, **tool_options)
         return f'Skill "{skill.name}" completed (sub-agent execution).\n\nResult:\n{result}'
 
     def _with_model(self, skill: Skill, agent: Agent) -> Agent:
