@@ -507,3 +507,33 @@ def test_task_output_shows_a_running_command_s_latest_output(workdir: Path) -> N
     assert peeked.endswith(" is still running. Call task_output with block=true to wait for "
                            "it, or task_stop to stop it.\nIts latest output:\ncompiling\n")
     assert waited.endswith("completed.\nOutput:\ncompiling\nlinked\n")
+
+
+def test_a_background_sub_agent_that_asks_to_pause_fails_and_says_so() -> None:
+    @tool
+    def needs_approval() -> str:
+        """Ask a human first."""
+        answer: str = interrupt("may I?")
+        return answer
+
+    worker = ChatModelAgent(
+        "asker", "asks first",
+        ScriptedChatModel([calls_message(call("needs_approval", {})), "never"]),
+        tools=[needs_approval],
+    )
+    parent = ScriptedChatModel(
+        [
+            calls_message(call("task", {"subagent_type": "asker", "description": "x",
+                                        "run_in_background": True})),
+            calls_message(call("task_output", {"task_id": "bg_1", "block": True})),
+            "done",
+        ]
+    )
+    agent = deep.new(parent, sub_agents=[worker], without_general_sub_agent=True,
+                     background_tasks=True)
+    with no_thread_leak():
+        result = Runner(agent).invoke("go")
+    assert result.interrupt is None and result.text == "done"  # the run itself never paused
+    text = tool_texts(parent.calls[2].messages)[-1]
+    assert text.startswith("Background task bg_1 (sub-agent 'asker': x) failed.")
+    assert "a background task cannot do; run it in the foreground instead" in text
