@@ -20,11 +20,12 @@ __all__ = ["RunLocals", "current_run_locals", "run_locals"]
 class RunLocals:
     """The run-local values of one agent run and where its custom events go."""
 
-    __slots__ = ("_lock", "_values", "emit")
+    __slots__ = ("_at_end", "_lock", "_values", "emit")
 
     def __init__(self, emit: Callable[[AgentEvent], object]) -> None:
         self._lock = threading.Lock()
         self._values: dict[str, Any] = {}
+        self._at_end: list[Callable[[], object]] = []
         self.emit = emit
 
     def get(self, key: str, default: Any = None) -> Any:
@@ -36,6 +37,27 @@ class RunLocals:
         """Keep ``value`` under ``key``."""
         with self._lock:
             self._values[key] = value
+
+    def setdefault(self, key: str, make: Callable[[], Any]) -> Any:
+        """The value of ``key``; when there is none, ``make()`` is kept under it (made once,
+        also when several threads of the run ask at once)."""
+        with self._lock:
+            if key not in self._values:
+                self._values[key] = make()
+            return self._values[key]
+
+    def at_end(self, callback: Callable[[], object]) -> None:
+        """Call ``callback()`` when the agent run ends, however it ends (work the run
+        started that must not outlive it is stopped there)."""
+        with self._lock:
+            self._at_end.append(callback)
+
+    def end(self) -> None:
+        """The agent run ended: call the :meth:`at_end` callbacks, last registered first."""
+        with self._lock:
+            callbacks, self._at_end = self._at_end, []
+        for callback in reversed(callbacks):
+            callback()
 
 
 run_locals: contextvars.ContextVar[RunLocals | None] = contextvars.ContextVar(

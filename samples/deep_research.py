@@ -11,11 +11,17 @@ The agent:
 2. writes its plan (``write_todos``);
 3. starts the ``general-purpose`` sub-agent (``task``), which finds and reads the sources with
    ``glob`` and ``read_file`` and returns the facts with where each comes from;
-4. writes ``report.md`` (``write_file``), checks it with a shell command (``execute``: the
-   words, and how many paragraphs cite a source) and ticks off its plan.
+4. writes ``report.md`` (``write_file``) and starts a second sub-agent **in the background**
+   (``task`` with ``run_in_background``) to check that every paragraph cites a source; the
+   call answers at once with a task id, and the agent goes on;
+5. meanwhile checks the report with a shell command (``execute``: the words, and how many
+   paragraphs cite a source) and ticks off its plan;
+6. reads the background check's result (``task_output``, waiting for it if it still runs)
+   and answers.
 
-The sub-agent's steps are shown as they happen (``emit_internal_events=True``), under the run
-path ``DeepResearcher > general-purpose``.
+The reading sub-agent's steps are shown as they happen (``emit_internal_events=True``), under
+the run path ``DeepResearcher > general-purpose``; the background one runs on a thread of the
+run, out of sight, and is stopped if the run ends first.
 
 Every path the agent uses stays inside the workspace. The files and the shell are a
 ``SandboxBackend``: the commands run under bubblewrap with no network, a read-only system and
@@ -100,6 +106,11 @@ REPORT = (
 
 CHECK_REPORT = "wc -w < report.md; grep -c '\\[sources/' report.md"
 
+CHECK_CITATIONS = (
+    "Read report.md and check that every paragraph after the title ends with its source in "
+    "brackets. Answer with how many paragraphs cite a source."
+)
+
 READ_SOURCES = (
     "Find the source notes under sources/ (glob), read them all, and return the facts that "
     "answer: how did the transistor come about? Give each fact with the file it comes from."
@@ -124,6 +135,8 @@ def scripted(messages: list[Message], *, shell: bool = True) -> Message | str:
     ``shell``), and the general-purpose sub-agent it starts."""
     if any(m.role is Role.USER and m.content == READ_SOURCES for m in messages):
         return scripted_reader(messages)
+    if any(m.role is Role.USER and m.content == CHECK_CITATIONS for m in messages):
+        return scripted_checker(messages)
     todos = [
         {"content": "Gather the facts from the sources", "activeForm": "Gathering the facts",
          "status": "in_progress"},
@@ -139,11 +152,20 @@ def scripted(messages: list[Message], *, shell: bool = True) -> Message | str:
     if not _tool_results(messages, "write_file"):
         arguments = {"file_path": "report.md", "content": REPORT}
         return calls_message(call("write_file", arguments, id="write-1"))
+    if len(_tool_results(messages, "task")) < 2:
+        arguments = {"subagent_type": "general-purpose", "description": CHECK_CITATIONS,
+                     "run_in_background": True}
+        return calls_message(call("task", arguments, id="task-2"))
     if shell and not _tool_results(messages, "execute"):
         return calls_message(call("execute", {"command": CHECK_REPORT}, id="check-1"))
     if len(_tool_results(messages, "write_todos")) < 2:
         done = [{**item, "status": "completed"} for item in todos]
         return calls_message(call("write_todos", {"todos": done}, id="plan-2"))
+    if not _tool_results(messages, "task_output"):
+        # The check may have ended already (its notice is then in the conversation): reading
+        # its result is the same either way, and waits for it if it still runs.
+        arguments = {"task_id": "bg_1", "block": True, "timeout": 60}
+        return calls_message(call("task_output", arguments, id="output-1"))
     return (
         "The report is in report.md: Bell Labs made the first transistor in 1947, and its "
         "inventors won the 1956 Nobel Prize."
@@ -163,6 +185,15 @@ def scripted_reader(messages: list[Message]) -> Message | str:
         ]
         return calls_message(*reads)
     return FACTS
+
+
+def scripted_checker(messages: list[Message]) -> Message | str:
+    """Plays the background sub-agent: read the report, count the cited paragraphs."""
+    report = _tool_results(messages, "read_file")
+    if not report:
+        return calls_message(call("read_file", {"file_path": "report.md"}, id="check-read-1"))
+    cited = report[0].count("[sources/")
+    return f"{cited} of {cited} paragraphs cite a source."
 
 
 def sandbox(workspace: Path) -> SandboxBackend | None:
@@ -192,6 +223,7 @@ def build_agent(workspace: Path, shell: SandboxBackend | None = None) -> ChatMod
         middlewares=[SkillMiddleware(backend)],
         max_iterations=30,
         emit_internal_events=True,  # show the sub-agent's steps as they happen
+        background_tasks=True,  # task and execute may run in the background
     )
 
 

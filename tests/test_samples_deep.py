@@ -33,6 +33,8 @@ def test_deep_research_runs_offline_as_a_script(tmp_path: Path) -> None:
     assert "agentkit deep research, offline" in out
     assert '-> calls skill({"skill": "research-report"})' in out
     assert "== DeepResearcher > general-purpose ==" in out
+    assert "task_output returned: Background task bg_1" in out
+    assert "3 of 3 paragraphs cite a source." in out
     assert "--- report.md ---\n# How the transistor came about" in out
     if _sandbox_runs(tmp_path / "probe"):
         assert "shell: SandboxShell(" in out
@@ -63,8 +65,11 @@ def test_deep_research_events(
         (reader, "assistant"),
         (main, "tool/task"),
         (main, "assistant"), (main, "tool/write_file"),
+        # The citation check starts in the background: its sub-agent's events are not shown.
+        (main, "assistant"), (main, "tool/task"),
         *([(main, "assistant"), (main, "tool/execute")] if sandboxed else []),
         (main, "assistant"), (main, "tool/write_todos"),
+        (main, "assistant"), (main, "tool/task_output"),
         (main, "assistant"),
     ]
     texts = [summarize(event)[3] for event in events]
@@ -73,8 +78,12 @@ def test_deep_research_events(
     assert texts[6] == "sources/bell-labs.md\nsources/junction.md\nsources/nobel.md"
     assert texts[12] == module.FACTS  # the sub-agent's answer is the task's result
     assert texts[14] == "Updated file report.md"
+    assert texts[16].startswith("Started background task bg_1.")
     if sandboxed:  # run in the sandbox: the words of the report, and its 3 cited paragraphs
-        assert texts[16] == f"{len(module.REPORT.split())}\n3\n"
+        assert texts[18] == f"{len(module.REPORT.split())}\n3\n"
+    assert texts[-2].startswith("Background task bg_1 (sub-agent 'general-purpose': Read "
+                                "report.md")
+    assert texts[-2].endswith(" completed.\nOutput:\n3 of 3 paragraphs cite a source.")
     assert (workspace / "report.md").read_text() == module.REPORT
     assert sorted(p.relative_to(workspace).as_posix() for p in workspace.rglob("*") if p.is_file()) == [
         "report.md", "skills/research-report/SKILL.md", "sources/bell-labs.md",

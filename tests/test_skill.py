@@ -22,6 +22,7 @@ from agentkit import (
     Role,
     Runner,
     ToolArgumentsError,
+    tool,
 )
 from agentkit.backends import InMemoryBackend, LocalBackend
 from agentkit.middlewares import FilesystemMiddleware, SkillMiddleware
@@ -259,8 +260,68 @@ def test_fork_without_its_agent_is_told_to_the_model() -> None:
     tool_ = skill_tool(SkillMiddleware(backend))
     with pytest.raises(ToolArgumentsError, match=r"needs a default agent.*default_agent="):
         tool_.invoke('{"skill": "summarize"}')
-    with pytest.raises(ToolArgumentsError, match="fork_with_context, which agentkit's skill"):
+    with pytest.raises(
+        ToolArgumentsError, match=r"\(context: fork_with_context\) and needs a default agent"
+    ):
         tool_.invoke('{"skill": "recall"}')
+
+
+def test_fork_with_context_runs_the_skill_on_the_caller_s_conversation() -> None:
+    """Eino's fork_with_context: the forked agent sees the caller's history, then the skill."""
+    recall = "---\nname: recall\ndescription: r\ncontext: fork_with_context\n---\nRecall it."
+    backend = skills_backend(**{"skills/rec/SKILL.md": recall})
+    worker_model = ScriptedChatModel(lambda messages: "the code is 1234")
+    worker = ChatModelAgent("worker", "does skills", worker_model)
+    model = ScriptedChatModel(
+        [
+            calls_message(call("lookup", {}, id="l1")),
+            calls_message(call("skill", {"skill": "recall"}, id="s1")),
+            "done",
+        ]
+    )
+
+    @tool
+    def lookup() -> str:
+        """Look the code up."""
+        return "code: 1234"
+
+    agent = ChatModelAgent(
+        "caller", "calls skills", model, instruction="Be helpful.", tools=[lookup],
+        middlewares=[SkillMiddleware(backend, default_agent=worker)],
+    )
+    result = Runner(agent).invoke("what is the code?")
+    assert result.text == "done"
+    seen = worker_model.calls[0].messages
+    # No system message of the caller; its user message; its calls and results as context;
+    # the skill's instructions last. No dangling tool call (the skill call itself is left out).
+    assert seen[0].role is Role.USER and seen[0].content == "what is the code?"
+    assert all(m.role is not Role.SYSTEM and not m.tool_calls for m in seen)
+    assert any("code: 1234" in m.content for m in seen[1:-1])
+    assert seen[-1].role is Role.USER
+    assert seen[-1].content == "Base directory for this skill: skills/rec\n\nRecall it."
+    [result_message] = [m for m in model.calls[2].messages if m.tool_call_id == "s1"]
+    assert result_message.content.endswith("Result:\nthe code is 1234")
+
+
+def test_a_forked_skill_runs_its_agent_with_the_model_its_front_matter_names() -> None:
+    """Eino's model hub: front matter ``model`` picks one of the middleware's models."""
+    fast = "---\nname: quick\ndescription: q\ncontext: fork\nmodel: fast\n---\nBe quick."
+    unknown = "---\nname: odd\ndescription: o\ncontext: fork\nmodel: huge\n---\nHm."
+    inline = "---\nname: plain\ndescription: p\nmodel: fast\n---\nInline."
+    backend = skills_backend(**{"skills/q/SKILL.md": fast, "skills/o/SKILL.md": unknown,
+                                "skills/p/SKILL.md": inline})
+    own_model = ScriptedChatModel(lambda messages: "own model")
+    fast_model = ScriptedChatModel(lambda messages: "fast model")
+    worker = ChatModelAgent("worker", "does skills", own_model)
+    middleware = SkillMiddleware(backend, default_agent=worker, models={"fast": fast_model})
+    tool_ = skill_tool(middleware)
+    assert tool_.invoke('{"skill": "quick"}').endswith("Result:\nfast model")
+    assert len(fast_model.calls) == 1 and not own_model.calls
+    with pytest.raises(ToolArgumentsError, match=r"asks for model 'huge'.*the models: 'fast'"):
+        tool_.invoke('{"skill": "odd"}')
+    assert tool_.invoke('{"skill": "plain"}').startswith("Launching skill: plain")  # inline
+    parsed = parse_skill(fast, "skills/q/SKILL.md")
+    assert (parsed.context, parsed.model) == ("fork", "fast")
 
 
 def test_before_agent() -> None:

@@ -819,7 +819,8 @@ class ReactRun:
         journal = self.frame.journal
         # Made here, not kept on the run: RunLocals holds self.emit, and a reference back would
         # make a cycle that keeps the run's whole history alive until the garbage collector.
-        token = run_locals.set(RunLocals(self.emit))
+        local = RunLocals(self.emit)
+        token = run_locals.set(local)
         try:
             self._loop(state, pending_round)
         except InterruptSignal:
@@ -841,8 +842,11 @@ class ReactRun:
             journal.record(self.frame.address, self._progress(state))
             raise
         finally:
-            run_locals.reset(token)
-            self._send_unsent()  # a reply no commit followed (the run stopped): as it was
+            try:
+                local.end()  # what the run's middleware started ends with it
+            finally:
+                run_locals.reset(token)
+                self._send_unsent()  # a reply no commit followed (the run stopped): as it was
 
     def _progress(self, state: ReactState) -> ToolRoundState:
         current = self.round

@@ -3,12 +3,15 @@
 - :class:`Backend`: the protocol of a small file system (``ls``, ``read``, ``write``, ``edit``,
   ``glob``, ``grep``); :class:`DeletingBackend` adds ``delete``.
 - :class:`InMemoryBackend`: files in memory (tests, scratch space).
+- :class:`MultiModalReader`: a backend that reads images and PDFs as content parts
+  (:class:`LocalBackend` and :class:`SandboxBackend` are).
 - :class:`LocalBackend`: a directory on disk; every path is confined under its root (``..``,
   absolute paths elsewhere and symbolic links out of it are refused, also against a file
   system that changes meanwhile).
 - :class:`Shell` and :class:`LocalShell`: shell commands in a subprocess in a directory,
   bounded in time and output, killed with their process group on timeout or cancel (not a
-  sandbox).
+  sandbox); a :class:`StreamingShell` (both built-in shells are) also gives the output as it
+  comes.
 - :class:`SandboxShell`: shell commands in a bubblewrap sandbox (no network, a read-only
   system, one writable directory, capped resources, every process killed with the command);
   :class:`SandboxBackend` is a :class:`LocalBackend` and a :class:`SandboxShell` in one;
@@ -33,7 +36,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from agentkit._lazy import attach, present
-from agentkit.backends._base import Backend, DeletingBackend, ExecuteResult, GrepMatch, Shell
+from agentkit.backends._base import (
+    MEDIA_TYPES,
+    Backend,
+    DeletingBackend,
+    ExecuteResult,
+    GrepMatch,
+    MultiModalReader,
+    Shell,
+    StreamingShell,
+)
 from agentkit.backends._errors import (
     BackendError,
     BinaryFileError,
@@ -63,6 +75,8 @@ __all__ = [
     "InMemoryBackend",
     "LocalBackend",
     "LocalShell",
+    "MEDIA_TYPES",
+    "MultiModalReader",
     "PathIsDirectoryError",
     "PathNotDirectoryError",
     "PathNotFoundError",
@@ -73,6 +87,7 @@ __all__ = [
     "SandboxUnavailableError",
     "SearchTimeoutError",
     "Shell",
+    "StreamingShell",
 ]
 
 present([globals()[name] for name in __all__], __name__)

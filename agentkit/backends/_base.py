@@ -10,11 +10,26 @@ can be passed back as it is.
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from typing import Protocol, runtime_checkable
 
 import attrs
 
-__all__ = ["Backend", "DeletingBackend", "ExecuteResult", "GrepMatch", "Shell"]
+from agentkit.schema import FilePart, ImagePart
+
+MEDIA_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp", "application/pdf"})
+"""The file types :meth:`MultiModalReader.read_media` gives as content parts (by their bytes)."""
+
+__all__ = [
+    "Backend",
+    "DeletingBackend",
+    "ExecuteResult",
+    "GrepMatch",
+    "MEDIA_TYPES",
+    "MultiModalReader",
+    "Shell",
+    "StreamingShell",
+]
 
 
 @attrs.frozen
@@ -117,6 +132,27 @@ class Backend(Protocol):
 
 
 @runtime_checkable
+class MultiModalReader(Backend, Protocol):
+    """A :class:`Backend` that reads images and PDFs as content parts (Eino's
+    ``MultiModalReader``): ``read_file`` then gives the model the image or the document
+    itself, and the text of every other file as before.
+    """
+
+    def read_media(self, path: str, *, max_bytes: int) -> ImagePart | FilePart | None:
+        """File ``path`` as a content part when its bytes are an image (PNG, JPEG, GIF, WebP:
+        an :class:`~agentkit.ImagePart`) or a PDF (a :class:`~agentkit.FilePart`, with its
+        name); ``None`` for any other file (read it with :meth:`~Backend.read`).
+
+        The type is read from the file's first bytes, never from its name.
+
+        Raises:
+            FileTooLargeError: the image or PDF has more than ``max_bytes`` bytes.
+            ValueError: its bytes are not a whole image or PDF (a truncated file).
+        """
+        ...
+
+
+@runtime_checkable
 class DeletingBackend(Backend, Protocol):
     """A :class:`Backend` that can also delete files (the plan-task tools need it)."""
 
@@ -131,4 +167,24 @@ class Shell(Protocol):
 
     def execute(self, command: str) -> ExecuteResult:
         """Run ``command`` and return its output and exit status."""
+        ...
+
+
+@runtime_checkable
+class StreamingShell(Shell, Protocol):
+    """A :class:`Shell` that also gives a command's output as it comes (Eino's
+    ``StreamingShell``): in a streamed run, ``execute`` sends it to the caller while the command
+    runs. :class:`~agentkit.backends.LocalShell`, :class:`~agentkit.backends.SandboxShell`
+    and :class:`~agentkit.backends.SandboxBackend` are streaming shells.
+    """
+
+    def execute_streaming(self, command: str) -> Generator[ExecuteResult, None, None]:
+        """Run ``command``; yield its output in pieces as it comes.
+
+        Each piece is an :class:`ExecuteResult` with the next part of the output and
+        ``exit_code`` ``None``; the last one has no output and the command's exit status,
+        ``truncated`` and ``timed_out`` (the pieces joined are what :meth:`~Shell.execute`
+        returns). The command starts at the first ``next()``; closing the iterator before its
+        end kills the command.
+        """
         ...

@@ -22,14 +22,16 @@ from __future__ import annotations
 
 import errno
 import os
+import posixpath
 import secrets
 import stat
 import threading
 from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
+from agentkit._media import sniff
 from agentkit._runctx import check_cancelled
-from agentkit.backends._base import GrepMatch
+from agentkit.backends._base import MEDIA_TYPES, GrepMatch
 from agentkit.backends._errors import (
     BackendError,
     PathIsDirectoryError,
@@ -55,6 +57,7 @@ from agentkit.backends._match import (
 )
 from agentkit.backends._memory import replace_text
 from agentkit.errors import AgentKitValueError
+from agentkit.schema import FilePart, ImagePart
 
 __all__ = ["LocalBackend"]
 
@@ -239,6 +242,32 @@ class LocalBackend:
                     raise too_large(path, len(data), self._max)
                 return decode_text(data, path)
             return decode_text(self._lines(file, path, first, count), path)
+
+    def read_media(self, path: str, *, max_bytes: int) -> ImagePart | FilePart | None:
+        """File ``path`` as an :class:`~agentkit.ImagePart` (PNG, JPEG, GIF, WebP) or a
+        :class:`~agentkit.FilePart` (PDF), by its first bytes; ``None`` for any other file
+        (see :class:`~agentkit.backends.MultiModalReader`).
+
+        Raises:
+            FileTooLargeError: the image or PDF has more than ``max_bytes`` bytes (or more
+                than ``max_file_bytes``).
+            ValueError: its bytes are not a whole image or PDF.
+        """
+        limit = min(max_bytes, self._max)
+        fd = self._open_file(self._resolve(path), path)
+        with os.fdopen(fd, "rb") as file:
+            media_type = sniff(os.pread(fd, 16, 0))
+            if media_type not in MEDIA_TYPES:
+                return None
+            size = os.fstat(fd).st_size
+            if size > limit:
+                raise too_large(path, size, limit)
+            data = file.read(limit + 1)
+            if len(data) > limit:
+                raise too_large(path, len(data), limit)
+        if media_type == "application/pdf":
+            return FilePart(data, media_type=media_type, filename=posixpath.basename(path))
+        return ImagePart(data, media_type=media_type)
 
     def _lines(self, file: BinaryIO, path: str, first: int, count: int | None) -> bytes:
         """Lines ``first`` .. ``first + count - 1`` of ``file``, joined with ``\\n``."""

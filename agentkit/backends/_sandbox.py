@@ -40,7 +40,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Generator, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 
 from agentkit._runctx import abort_on_cancel, check_cancelled
@@ -48,7 +48,7 @@ from agentkit.backends._base import ExecuteResult
 from agentkit.backends._errors import SandboxUnavailableError
 from agentkit.backends._local import LocalBackend
 from agentkit.backends._match import SEARCH_TIMEOUT, MiB
-from agentkit.backends._shell import read_output
+from agentkit.backends._shell import collect, output_pieces
 from agentkit.errors import AgentKitValueError
 
 __all__ = ["SANDBOX_WORKDIR", "SandboxBackend", "SandboxShell"]
@@ -241,10 +241,29 @@ class SandboxShell:
             AgentCancelledError: the run was cancelled (the command and everything it started
                 were killed).
         """
+        return collect(self.execute_streaming(command))
+
+    def execute_streaming(self, command: str) -> Generator[ExecuteResult, None, None]:
+        """Run ``command`` in the sandbox, giving its output as it comes (Eino's
+        ``StreamingShell``).
+
+        Yields :class:`~agentkit.backends.ExecuteResult` pieces: each new piece of output
+        (``exit_code`` ``None``), then one last result with no output and the exit status,
+        ``truncated`` and ``timed_out``, as :meth:`execute` reports them. The command starts
+        at the first ``next()``; closing the iterator before its end kills the sandbox.
+
+        Raises:
+            ValueError: ``command`` is not a non-empty string.
+            AgentCancelledError: the run was cancelled (the command and everything it started
+                were killed).
+        """
         if not isinstance(command, str) or not command.strip():
             raise AgentKitValueError(f"the command must be a non-empty string (got {command!r})")
         if "\x00" in command:
             raise AgentKitValueError("the command holds a NUL character")
+        return self._stream(command)
+
+    def _stream(self, command: str) -> Generator[ExecuteResult, None, None]:
         check_cancelled()
         deadline = time.monotonic() + self._timeout
         with ExitStack() as stack:
@@ -281,7 +300,7 @@ class SandboxShell:
 
             try:
                 with abort_on_cancel(kill):
-                    output, dropped, timed_out = read_output(
+                    dropped, timed_out = yield from output_pieces(
                         process, deadline, self._max_output, kill
                     )
             finally:
@@ -293,9 +312,8 @@ class SandboxShell:
                 if cgroup is not None:
                     cgroup.kill_all(_KILL_WAIT)
         check_cancelled()
-        text = output.decode("utf-8", errors="replace")
         exit_code = None if timed_out else process.returncode
-        return ExecuteResult(text, exit_code, truncated=dropped, timed_out=timed_out)
+        yield ExecuteResult("", exit_code, truncated=dropped, timed_out=timed_out)
 
     def _argv(self, command: str, fds: Mapping[str, int], info: int) -> list[str]:
         argv = [
@@ -416,6 +434,11 @@ class SandboxBackend(LocalBackend):
     def execute(self, command: str) -> ExecuteResult:
         """Run ``command`` in the sandbox (see :meth:`SandboxShell.execute`)."""
         return self._shell.execute(command)
+
+    def execute_streaming(self, command: str) -> Generator[ExecuteResult, None, None]:
+        """Run ``command`` in the sandbox, giving its output as it comes (see
+        :meth:`SandboxShell.execute_streaming`)."""
+        return self._shell.execute_streaming(command)
 
 
 # --- what the sandbox needs ----------------------------------------------------------------------

@@ -12,18 +12,28 @@ only :class:`~agentkit.backends.SandboxShell` contains those.
 
 from __future__ import annotations
 
+import codecs
 import os
 import selectors
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
+
+import attrs
 
 from agentkit._runctx import abort_on_cancel, check_cancelled
 from agentkit.backends._base import ExecuteResult
 from agentkit.errors import AgentKitValueError
 
-__all__ = ["LocalShell", "minimal_environment", "read_output"]
+__all__ = [
+    "LocalShell",
+    "collect",
+    "minimal_environment",
+    "output_pieces",
+    "read_chunks",
+    "read_output",
+]
 
 _CHUNK = 65536
 _REAP_WAIT = 5.0  # how long to wait for a killed process to be reaped
@@ -113,8 +123,25 @@ class LocalShell:
             ValueError: ``command`` is not a non-empty string.
             AgentCancelledError: the run was cancelled (the command was killed).
         """
+        return collect(self.execute_streaming(command))
+
+    def execute_streaming(self, command: str) -> Generator[ExecuteResult, None, None]:
+        """Run ``command``, giving its output as it comes (Eino's ``StreamingShell``).
+
+        Yields :class:`~agentkit.backends.ExecuteResult` pieces: each new piece of output
+        (``exit_code`` ``None``), then one last result with no output and the exit status,
+        ``truncated`` and ``timed_out`` (see :class:`~agentkit.backends.StreamingShell`). The
+        command starts at the first ``next()``; closing the iterator before its end kills it.
+
+        Raises:
+            ValueError: ``command`` is not a non-empty string.
+            AgentCancelledError: the run was cancelled (the command was killed).
+        """
         if not isinstance(command, str) or not command.strip():
             raise AgentKitValueError(f"the command must be a non-empty string (got {command!r})")
+        return self._stream(command)
+
+    def _stream(self, command: str) -> Generator[ExecuteResult, None, None]:
         check_cancelled()
         deadline = time.monotonic() + self._timeout
         process = subprocess.Popen(
@@ -129,16 +156,47 @@ class LocalShell:
         )
         try:
             with abort_on_cancel(lambda: _kill_group(process)):
-                output, dropped, timed_out = read_output(
+                dropped, timed_out = yield from output_pieces(
                     process, deadline, self._max, lambda: _kill_group(process)
                 )
         finally:
             _kill_group(process)  # what the command left running ends with it
             _close(process)
         check_cancelled()  # killed by a cancel: that is the outcome
-        text = output.decode("utf-8", errors="replace")
         exit_code = None if timed_out else process.returncode
-        return ExecuteResult(text, exit_code, truncated=dropped, timed_out=timed_out)
+        yield ExecuteResult("", exit_code, truncated=dropped, timed_out=timed_out)
+
+
+def collect(pieces: Iterator[ExecuteResult]) -> ExecuteResult:
+    """The whole result of a streamed command: its pieces' output joined, the last one's
+    status."""
+    output: list[str] = []
+    last = ExecuteResult("", None)
+    for last in pieces:
+        output.append(last.output)
+    return attrs.evolve(last, output="".join(output))
+
+
+def output_pieces(
+    process: subprocess.Popen[bytes], deadline: float, limit: int, kill: Callable[[], None]
+) -> Generator[ExecuteResult, None, tuple[bool, bool]]:
+    """Yield a command's output as it comes (decoded; the first ``limit`` bytes), until it ends
+    or the deadline (``kill()`` it then); return whether output was dropped and whether the
+    deadline passed."""
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    reading = read_chunks(process, deadline, limit, kill)
+    while True:
+        try:
+            chunk = next(reading)
+        except StopIteration as stop:
+            tail = decoder.decode(b"", final=True)
+            if tail:
+                yield ExecuteResult(tail, None)
+            done: tuple[bool, bool] = stop.value
+            return done
+        text = decoder.decode(chunk)
+        if text:
+            yield ExecuteResult(text, None)
 
 
 def read_output(
@@ -147,13 +205,32 @@ def read_output(
     """Read a command's output until it ends or the deadline; ``kill()`` it at the deadline.
 
     Returns the first ``limit`` bytes, whether more were read and dropped, and whether the
-    deadline passed. Output past ``limit`` is drained so the command is never blocked on a full
-    pipe (the deadline bounds how long that goes on).
+    deadline passed (see :func:`read_chunks`).
+    """
+    kept = bytearray()
+    reading = read_chunks(process, deadline, limit, kill)
+    while True:
+        try:
+            kept += next(reading)
+        except StopIteration as stop:
+            dropped, timed_out = stop.value
+            return bytes(kept), dropped, timed_out
+
+
+def read_chunks(
+    process: subprocess.Popen[bytes], deadline: float, limit: int, kill: Callable[[], None]
+) -> Generator[bytes, None, tuple[bool, bool]]:
+    """Yield a command's output as it is read, until it ends or the deadline; ``kill()`` it at
+    the deadline.
+
+    Yields the first ``limit`` bytes; returns whether more were read and dropped, and whether
+    the deadline passed. Output past ``limit`` is drained so the command is never blocked on a
+    full pipe (the deadline bounds how long that goes on).
     """
     assert process.stdout is not None
     fd = process.stdout.fileno()
     os.set_blocking(fd, False)
-    kept = bytearray()
+    kept = 0
     dropped = False
     with selectors.DefaultSelector() as selector:
         selector.register(fd, selectors.EVENT_READ)
@@ -161,7 +238,7 @@ def read_output(
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 kill()
-                return bytes(kept), dropped, True
+                return dropped, True
             # Wake now and then to notice a command that exited while a background process
             # it started still holds the pipe open.
             if not selector.select(min(remaining, 0.2)):
@@ -174,16 +251,19 @@ def read_output(
                 continue
             if not chunk:
                 break
-            room = limit - len(kept)
+            room = limit - kept
             if len(chunk) > room:
                 dropped = True
-            kept += chunk[: max(room, 0)]
+                chunk = chunk[: max(room, 0)]
+            if chunk:
+                kept += len(chunk)
+                yield chunk
     try:
         process.wait(max(deadline - time.monotonic(), 0.0))
     except subprocess.TimeoutExpired:
         kill()
-        return bytes(kept), dropped, True
-    return bytes(kept), dropped, False
+        return dropped, True
+    return dropped, False
 
 
 def minimal_environment(home: str) -> dict[str, str]:

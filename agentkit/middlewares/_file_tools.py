@@ -7,12 +7,25 @@ an agent is :class:`agentkit.middlewares.filesystem.FilesystemMiddleware`.
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
-from agentkit.backends import Backend, BackendError, ExecuteResult, GrepMatch, Shell
+import attrs
+
+from agentkit.backends import (
+    Backend,
+    BackendError,
+    ExecuteResult,
+    GrepMatch,
+    MultiModalReader,
+    Shell,
+    StreamingShell,
+)
 from agentkit.errors import AgentKitError
-from agentkit.middlewares._tool import SchemaTool, object_schema
+from agentkit.middlewares._tool import SchemaTool, checked_arguments, object_schema
+from agentkit.schema import ContentPart, ImagePart, TextPart, ToolInfo
+from agentkit.streams import StreamReader, stream_from_iterator
+from agentkit.tools._function_tool import content_text
 from agentkit.tools.base import BaseTool
 
 __all__ = [
@@ -79,10 +92,15 @@ class _FileTools:
             ("glob", _GLOB_DESCRIPTION, _GLOB_SCHEMA, self.glob),
             ("grep", _GREP_DESCRIPTION, _GREP_SCHEMA, self.grep),
         ]
-        return [
+        made = [
             SchemaTool(name, text, schema, _reporting(handler))
             for name, text, schema, handler in specs
         ]
+        tools: list[BaseTool] = list(made)
+        backend = self.backend
+        if isinstance(backend, MultiModalReader):
+            tools[1] = MediaReadFile(made[1], backend)  # images and PDFs as content parts
+        return tools
 
     def ls(self, arguments: dict[str, Any]) -> str:
         names = self.backend.ls(arguments.get("path") or ".")
@@ -247,6 +265,49 @@ def with_context(
     return result
 
 
+MAX_MEDIA_BYTES = 10 * 1024 * 1024
+"""The largest image or PDF ``read_file`` gives the model (10 MiB)."""
+
+
+class MediaReadFile:
+    """``read_file`` over a :class:`~agentkit.backends.MultiModalReader`: an image or a PDF is
+    given to the model as a content part (a line saying what it is, then the part), any other
+    file as numbered text lines, as before."""
+
+    __slots__ = ("_backend", "_tool")
+
+    def __init__(self, tool: SchemaTool, backend: MultiModalReader) -> None:
+        self._tool = tool
+        self._backend = backend
+
+    def info(self) -> ToolInfo:
+        """The ``read_file`` tool's name, description and parameters."""
+        return self._tool.info()
+
+    def __repr__(self) -> str:
+        return f"MediaReadFile({self._backend!r})"
+
+    def invoke(self, arguments: str, **tool_options: Any) -> str:
+        """The file as text (an image or a PDF as a placeholder line)."""
+        return content_text(self.invoke_content(arguments, **tool_options))
+
+    def invoke_content(self, arguments: str, **tool_options: Any) -> str | tuple[ContentPart, ...]:
+        """The file: an image or a PDF as a content part, other files as numbered lines."""
+        path = checked_arguments(self._tool.info(), arguments)["file_path"]
+        try:
+            media = self._backend.read_media(path, max_bytes=MAX_MEDIA_BYTES)
+        except (OSError, BackendError) as error:
+            return _failure_text(error)
+        except ValueError:
+            media = None  # not a whole image or PDF: the text read says what it is
+        if media is None:
+            return self._tool.invoke(arguments, **tool_options)
+        assert media.data is not None
+        what = "an image" if isinstance(media, ImagePart) else "a document"
+        intro = f"File {path} is {what} ({media.media_type}, {len(media.data)} bytes):"
+        return (TextPart(intro), media)
+
+
 def _execute_tool(shell: Shell) -> BaseTool:
     def execute(arguments: dict[str, Any]) -> str:
         try:
@@ -255,7 +316,61 @@ def _execute_tool(shell: Shell) -> BaseTool:
             return _failure_text(error)
         return execute_result_text(result)
 
-    return SchemaTool(EXECUTE, _EXECUTE_DESCRIPTION, _EXECUTE_SCHEMA, execute)
+    tool = SchemaTool(EXECUTE, _EXECUTE_DESCRIPTION, _EXECUTE_SCHEMA, execute)
+    if isinstance(shell, StreamingShell):
+        return StreamingExecute(tool, shell)
+    return tool
+
+
+class StreamingExecute:
+    """``execute`` over a :class:`~agentkit.backends.StreamingShell`: in a streamed run the
+    command's output reaches the caller while it runs (the chunks joined are the text
+    :meth:`invoke` returns)."""
+
+    __slots__ = ("_shell", "_tool")
+
+    def __init__(self, tool: SchemaTool, shell: StreamingShell) -> None:
+        self._tool = tool
+        self._shell = shell
+
+    def info(self) -> ToolInfo:
+        """The ``execute`` tool's name, description and parameters."""
+        return self._tool.info()
+
+    def __repr__(self) -> str:
+        return f"StreamingExecute({self._shell!r})"
+
+    def invoke(self, arguments: str, **tool_options: Any) -> str:
+        """Run the command; return its output and status as one text."""
+        return self._tool.invoke(arguments, **tool_options)
+
+    def stream(self, arguments: str, **tool_options: Any) -> StreamReader[str]:
+        """Run the command; stream its output as it comes, then its status lines."""
+        command = checked_arguments(self._tool.info(), arguments)["command"]
+        try:
+            pieces = self._shell.execute_streaming(command)
+        except _FAILURES as error:
+            return stream_from_iterator([_failure_text(error)])
+        return stream_from_iterator(_streamed_text(pieces), on_close=pieces.close)
+
+
+def _streamed_text(pieces: Iterator[ExecuteResult]) -> Iterator[str]:
+    """A command's pieces as the text :func:`execute_result_text` makes of the whole result."""
+    wrote = False
+    last = ExecuteResult("", None)
+    try:
+        for piece in pieces:
+            if piece.output:
+                wrote = True
+                yield piece.output
+            last = piece
+    except _FAILURES as error:
+        yield ("\n" if wrote else "") + _failure_text(error)
+        return
+    tail = execute_result_text(attrs.evolve(last, output=""))  # "\n[Command failed ...]"...
+    if tail and not (wrote and tail == _NO_OUTPUT):
+        yield tail
+_NO_OUTPUT = "[Command executed successfully with no output]"
 
 
 def execute_result_text(result: ExecuteResult) -> str:
@@ -269,7 +384,7 @@ def execute_result_text(result: ExecuteResult) -> str:
         parts.append("[Command timed out and was killed]")
     text = "\n".join(parts)
     if not text and (result.exit_code is None or result.exit_code == 0) and not result.timed_out:
-        return "[Command executed successfully with no output]"
+        return _NO_OUTPUT
     return text
 
 

@@ -25,10 +25,14 @@ instruction. When the model calls ``skill`` with ``{"skill": "<name>"}``:
   an agent of your own (``agents[<front matter agent>]``, or ``default_agent`` when the front
   matter names none), which runs as an :class:`~agentkit.AgentTool` (a fresh context); the
   result is ``Skill "<name>" completed (sub-agent execution).`` and that agent's final answer.
+- **fork with context** (front matter ``context: fork_with_context``): the same, but the agent
+  first sees the caller's conversation up to the ``skill`` call (system messages left out,
+  the caller's replies and tool results as context, as a transfer shows them), then the
+  instructions as the last user message.
 
-``context: fork_with_context`` (a fork that sees the caller's history) and the ``model``
-field are not ported: such a skill is refused with a clear error when called, and ``model``
-is ignored.
+A forked skill's front matter ``model`` names one of the ``models`` given to the middleware
+(Eino's model hub): its agent, a :class:`~agentkit.ChatModelAgent`, runs with that model. An
+inline skill's ``model`` is not used (the running agent keeps its model).
 
 A ``SKILL.md`` that is not a valid skill (no front matter, front matter that is not YAML with
 a ``name``, or past the bounds below) and skills that share a name are left out, each with a
@@ -51,15 +55,20 @@ from typing import Any
 import attrs
 
 from agentkit import _prompts_zh as zh
+from agentkit._agent import AgentRun, BaseAgent
 from agentkit._language import resolve
 from agentkit._persist import persisted
+from agentkit._runctx import ToolCallFrame, current_frame
+from agentkit.agents._history import rewrite_message
 from agentkit.agents.agenttool import AgentTool
+from agentkit.agents.chatmodel import ChatModelAgent
 from agentkit.backends import Backend, BackendError
 from agentkit.errors import AgentConfigError, AgentKitError, ToolArgumentsError
-from agentkit.events import Agent
+from agentkit.events import Agent, AgentInput
 from agentkit.middleware import AgentContext, AgentMiddleware
 from agentkit.middlewares._tool import add_tools, checked_arguments, object_schema
-from agentkit.schema import ToolInfo
+from agentkit.models.base import ChatModel
+from agentkit.schema import Message, Role, ToolInfo, user_message
 
 __all__ = [
     "SKILL_FILE",
@@ -95,7 +104,8 @@ class Skill:
         context: ``""`` (inline), ``"fork"`` or ``"fork_with_context"`` (front matter
             ``context``).
         agent: the agent a fork runs (front matter ``agent``; ``""`` for the default).
-        model: front matter ``model`` (kept, not used).
+        model: the model a fork's agent runs with (front matter ``model``, a name in the
+            middleware's ``models``; ``""``: the agent's own; not used by inline skills).
     """
 
     name: str
@@ -236,6 +246,8 @@ class SkillMiddleware(AgentMiddleware):
         agents: agents for ``context: fork`` skills, by the name their front matter gives in
             ``agent``.
         default_agent: the agent for fork skills whose front matter names none.
+        models: chat models for forked skills, by the name their front matter gives in
+            ``model`` (the fork's agent, a ``ChatModelAgent``, runs with that model).
         instruction: the section added to the agent's instruction (``{tool_name}`` is
             replaced); default: a short guide to using skills.
         language: the language of the default section and of the tool's description, ``"en"``
@@ -253,6 +265,7 @@ class SkillMiddleware(AgentMiddleware):
         tool_name: str = "skill",
         agents: Mapping[str, Agent] | None = None,
         default_agent: Agent | None = None,
+        models: Mapping[str, ChatModel] | None = None,
         instruction: str | None = None,
         language: str | None = None,
     ) -> None:
@@ -263,8 +276,12 @@ class SkillMiddleware(AgentMiddleware):
         self._backend = backend
         self._base = base_dir
         self._tool_name = tool_name
-        self._agents = {name: AgentTool(agent) for name, agent in (agents or {}).items()}
-        self._default = AgentTool(default_agent) if default_agent is not None else None
+        self._agents = dict(agents or {})
+        self._default = default_agent
+        self._models = dict(models or {})
+        # The plain forks' tools, made once (and the agents checked: a name, a description).
+        self._tools = {name: AgentTool(agent) for name, agent in self._agents.items()}
+        self._default_tool = AgentTool(default_agent) if default_agent is not None else None
         prompt, self._description = _TEXTS[resolve(language)]
         self._instruction = (instruction or prompt).replace("{tool_name}", tool_name)
 
@@ -284,22 +301,81 @@ class SkillMiddleware(AgentMiddleware):
         add_tools(context, [tool], type(self).__name__)
 
     def run_fork(self, skill: Skill, tool_options: dict[str, Any]) -> str:
-        """Run a ``context: fork`` skill on its agent; return the tool's result."""
-        tool = self._agents.get(skill.agent) if skill.agent else self._default
-        if tool is None:
+        """Run a ``context: fork`` or ``fork_with_context`` skill on its agent (with its
+        model); return the tool's result."""
+        agent = self._agents.get(skill.agent) if skill.agent else self._default
+        if agent is None:
             wanted = f"agent {skill.agent!r}" if skill.agent else "a default agent"
             configured = (
                 "SkillMiddleware(agents={...})" if skill.agent
                 else "SkillMiddleware(default_agent=...)"
             )
             raise ToolArgumentsError(
-                f"skill {skill.name!r} runs as a sub-agent (context: fork) and needs {wanted}, "
-                f"which was not given ({configured}); use another skill",
+                f"skill {skill.name!r} runs as a sub-agent (context: {skill.context}) and needs "
+                f"{wanted}, which was not given ({configured}); use another skill",
                 tool_name=self._tool_name,
             )
+        tool = self._tools.get(skill.agent) if skill.agent else self._default_tool
+        if skill.model:
+            agent = self._with_model(skill, agent)
+        if skill.context == "fork_with_context":
+            frame = current_frame()
+            call = frame.tool if frame is not None else None
+            agent = _ForkWithContext(agent, _caller_context(call), skill_content(skill))
+        if tool is None or skill.model or skill.context == "fork_with_context":
+            tool = AgentTool(agent)
         request = json.dumps({"request": skill_content(skill)}, ensure_ascii=False)
         result = tool.invoke(request, **tool_options)
         return f'Skill "{skill.name}" completed (sub-agent execution).\n\nResult:\n{result}'
+
+    def _with_model(self, skill: Skill, agent: Agent) -> Agent:
+        model = self._models.get(skill.model)
+        if model is None:
+            known = ", ".join(repr(name) for name in self._models) or "none"
+            raise ToolArgumentsError(
+                f"skill {skill.name!r} asks for model {skill.model!r}, which was not given to "
+                f"SkillMiddleware(models={{...}}) (the models: {known}); use another skill",
+                tool_name=self._tool_name,
+            )
+        if not isinstance(agent, ChatModelAgent):
+            raise ToolArgumentsError(
+                f"skill {skill.name!r} asks for model {skill.model!r}, but its agent "
+                f"{agent.name!r} is not a ChatModelAgent, whose model could be changed; use "
+                "another skill",
+                tool_name=self._tool_name,
+            )
+        return agent.replace(model=model)
+
+
+def _caller_context(call: ToolCallFrame | None) -> list[Message]:
+    """The caller's conversation before the ``skill`` call, as a forked agent sees it: no
+    system message, the caller's replies and tool results rewritten as context."""
+    if call is None:
+        return []
+    messages = []
+    for message in call.history[:-1]:  # the last one holds the skill call itself
+        if message.role is Role.SYSTEM:
+            continue
+        if message.role in (Role.ASSISTANT, Role.TOOL):
+            message = rewrite_message(message, call.agent_name)
+        messages.append(message)
+    return messages
+
+
+class _ForkWithContext(BaseAgent):
+    """Runs a skill's agent on the caller's conversation followed by the skill's
+    instructions (its own input, a request, is not used)."""
+
+    def __init__(self, agent: Agent, context: list[Message], instructions: str) -> None:
+        self._agent = agent
+        self.name = agent.name
+        self.description = agent.description
+        self._messages = [*context, user_message(instructions)]
+
+    def execute(self, run: AgentRun) -> None:
+        """Run the skill's agent one level below, on the caller's context."""
+        given = AgentInput(list(self._messages), run.input.enable_streaming)
+        run.run_child(self._agent, given)
 
 
 def skill_content(skill: Skill) -> str:
@@ -353,15 +429,8 @@ class _SkillTool:
                 f"{name}: there is no skill named {wanted!r}; the skills are: {known}",
                 tool_name=name,
             )
-        if skill.context == "fork":
+        if skill.context in ("fork", "fork_with_context"):
             return self._middleware.run_fork(skill, tool_options)
-        if skill.context == "fork_with_context":
-            raise ToolArgumentsError(
-                f"skill {skill.name!r} asks for context: fork_with_context, which agentkit's "
-                "skill middleware does not support (inline skills and context: fork are "
-                "supported); use another skill",
-                tool_name=name,
-            )
         return f"Launching skill: {skill.name}\n{skill_content(skill)}"
 
 

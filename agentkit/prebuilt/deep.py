@@ -29,6 +29,10 @@ What the agent has, in this order (Eino's):
   ``without_general_sub_agent``, a ``general-purpose`` sub-agent is added: the same model,
   instruction, tools and middlewares (but no ``task``). An unknown ``subagent_type`` is told to
   the model (``subagent type x not found; ...``) and the run goes on.
+- with ``background_tasks=True``: ``run_in_background`` on ``task`` and ``execute``, and
+  ``task_output`` and ``task_stop`` (:data:`TASK_OUTPUT_TOOL_NAME`,
+  :data:`TASK_STOP_TOOL_NAME`): sub-agents and commands that run while the agent goes on, kept
+  as :class:`BackgroundTask` records (see :func:`new`).
 
 The instruction is ``instruction`` (or a built-in one when empty) followed by the ``task``
 section; it is sent as the system message as it is (never formatted with session values,
@@ -55,6 +59,13 @@ from agentkit.middlewares.filesystem import (
     OffloadLargeResults,
 )
 from agentkit.models.base import ChatModel
+from agentkit.prebuilt._deep_background import (
+    SESSION_KEY_BACKGROUND_TASKS,
+    TASK_OUTPUT_TOOL_NAME,
+    TASK_STOP_TOOL_NAME,
+    BackgroundTask,
+    BackgroundTasks,
+)
 from agentkit.prebuilt._deep_prompts import (
     BASE_INSTRUCTION,
     DEEP_TEXTS,
@@ -69,15 +80,19 @@ from agentkit.prebuilt._deep_tools import (
     write_todos_tool,
 )
 from agentkit.schema import Message, system_message
-from agentkit.tools.base import BaseTool
+from agentkit.tools.base import BaseTool, InvokableTool
 from agentkit.tools.function import as_tool
 
 __all__ = [
     "BASE_INSTRUCTION",
     "GENERAL_AGENT_NAME",
+    "SESSION_KEY_BACKGROUND_TASKS",
     "SESSION_KEY_TODOS",
+    "TASK_OUTPUT_TOOL_NAME",
+    "TASK_STOP_TOOL_NAME",
     "TASK_TOOL_NAME",
     "WRITE_TODOS_TOOL_NAME",
+    "BackgroundTask",
     "Todo",
     "model_input",
     "new",
@@ -86,7 +101,7 @@ __all__ = [
 GENERAL_AGENT_NAME = "general-purpose"
 """The name of the general-purpose sub-agent."""
 
-present([Todo], __name__)
+present([BackgroundTask, Todo], __name__)
 
 
 def model_input(instruction: str, input: AgentInput) -> list[Message]:
@@ -120,6 +135,7 @@ def new(
     guardrails: Iterable[object] = (),
     share_guardrails: bool = True,
     language: str | None = None,
+    background_tasks: bool = False,
 ) -> ChatModelAgent:
     """Build a deep agent: a :class:`~agentkit.ChatModelAgent` with ``write_todos``, ``task``,
     and the file tools and ``execute`` when given a backend and a shell (see the module).
@@ -164,6 +180,12 @@ def new(
         share_guardrails: whether ``guardrails`` also check the sub-agents.
         language: the language of the built-in texts, ``"en"`` or ``"zh"`` (``None``: the
             process's, :func:`agentkit.language.set_language`).
+        background_tasks: let the agent run sub-agents and commands in the background
+            (Eino's ``backgroundtask``): ``task`` and ``execute`` take ``run_in_background``,
+            and ``task_output`` and ``task_stop`` read and stop the tasks. The records are
+            session values (:data:`SESSION_KEY_BACKGROUND_TASKS`, saved with the run); the
+            agent is told when a task ends, waits for its tasks before it answers, and stops
+            them when its run ends. See :class:`BackgroundTask`.
 
     Raises:
         AgentConfigError: a tool is named like a built-in one, two sub-agents share a name (or a
@@ -176,11 +198,17 @@ def new(
     builtin: list[AgentMiddleware] = []
     if not without_write_todos:
         builtin.append(ToolAdder(write_todos_tool(texts.write_todos_description)))
+    execute_tool: InvokableTool | None = None
     if backend is not None or shell is not None:
-        builtin.append(FilesystemMiddleware(backend, shell=shell))
+        files = FilesystemMiddleware(backend, shell=shell)
+        builtin.append(files)
+        execute_tool = next(
+            (t for t in files.tools if isinstance(t, InvokableTool) and t.info().name == EXECUTE),
+            None,
+        )
     if backend is not None:
         builtin.append(OffloadLargeResults(backend))
-    _check_tool_names(own_tools, without_write_todos, backend, shell)
+    _check_tool_names(own_tools, without_write_todos, backend, shell, background_tasks)
     options: dict[str, Any] = {"gen_model_input": model_input, "model_retry": model_retry}
     if max_iterations is not None:
         options["max_iterations"] = max_iterations
@@ -204,6 +232,7 @@ def new(
             )
         )
     own = list(builtin)
+    task_tool: TaskTool | None = None
     if agents:
         task_description: str | None = None
         if task_tool_description is not None:
@@ -213,8 +242,15 @@ def new(
                     "task_tool_description must return the task tool's description as a "
                     f"non-empty str (got {task_description!r})"
                 )
-        task = TaskTool(agents, task_description, texts.task_tool_description)
-        own.append(ToolAdder(task, texts.task_prompt))
+        task_tool = TaskTool(agents, task_description, texts.task_tool_description)
+        own.append(ToolAdder(task_tool, texts.task_prompt))
+    if background_tasks:
+        if task_tool is None and execute_tool is None:
+            raise AgentConfigError(
+                "background_tasks=True needs sub-agents (the task tool) or a shell (execute) "
+                "to run in the background"
+            )
+        own.append(BackgroundTasks(task_tool, execute_tool))
     return ChatModelAgent(
         name,
         description,
@@ -232,9 +268,15 @@ def new(
 
 
 def _check_tool_names(
-    tools: list[BaseTool], without_write_todos: bool, backend: object, shell: object
+    tools: list[BaseTool],
+    without_write_todos: bool,
+    backend: object,
+    shell: object,
+    background_tasks: bool,
 ) -> None:
     reserved = {TASK_TOOL_NAME}
+    if background_tasks:
+        reserved.update((TASK_OUTPUT_TOOL_NAME, TASK_STOP_TOOL_NAME))
     if not without_write_todos:
         reserved.add(WRITE_TODOS_TOOL_NAME)
     if backend is not None:
