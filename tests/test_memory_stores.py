@@ -241,3 +241,12 @@ def test_redis_keys_hold_the_namespace_hex_encoded(redis_url: str) -> None:  # n
     store.delete("a:b*", memory_id)
     assert [k for k in client.scan_iter("keys-test:*") if not k.endswith(b":n")] == []
     client.close()
+
+
+def test_sqlite_full_text_search_finds_other_forms_of_a_word(tmp_path: Path) -> None:
+    with SQLiteMemoryStore(tmp_path / "m.sqlite3") as store:
+        memory_id = store.save("u", "Ann prefers invoices in EUR.")
+        assert [m.id for m in store.search("u", "Which currency for my invoice?")] == [memory_id]
+        assert [m.id for m in store.search("u", "préférer")] == [memory_id]  # accents ignored
+        assert [m.id for m in store.search("u", "weather")] == []
+        assert [m.id for m in store.search("u", "INVOICING éur")] == [memory_id]

@@ -58,8 +58,8 @@ return 1
 
 # KEYS: the memories, their order, a scratch key, then the word sets of the query. ARGV: the
 # limit. Each memory scores the sum of the weights (_words.idf, computed here) of the
-# query's words it has,
-# computed by the server (ZUNIONSTORE); returns id, score, JSON for the best ones.
+# query's words it has, computed by the server (ZUNIONSTORE); returns id, score, JSON for
+# the best ones.
 _SEARCH = """
 local total = redis.call('ZCARD', KEYS[2])
 if total == 0 then

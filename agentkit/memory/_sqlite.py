@@ -53,7 +53,7 @@ _SCHEMA = (
     # its namespace's postings; the join then compares the namespace itself.
     "CREATE VIRTUAL TABLE IF NOT EXISTS agentkit_memories_fts USING fts5("
     "nskey, text, content='agentkit_memories', content_rowid='seq', "
-    "tokenize='unicode61 remove_diacritics 2')",
+    "tokenize='porter unicode61 remove_diacritics 2')",
     "CREATE TRIGGER IF NOT EXISTS agentkit_memories_added AFTER INSERT ON agentkit_memories "
     "BEGIN INSERT INTO agentkit_memories_fts (rowid, nskey, text) "
     "VALUES (new.seq, new.nskey, new.text); END",
@@ -83,7 +83,8 @@ class SQLiteMemoryStore:
             and :meth:`search` ranks by cosine similarity to the query's embedding (memories
             saved without one, and those whose similarity is not above 0, are not found);
             without it, :meth:`search` is full-text (FTS5, ranked by BM25: a memory matches
-            when it shares a word with the query).
+            when it shares a word with the query, English words reduced to their stem by
+            FTS5's Porter stemmer, so "invoice" finds "invoices").
         max_memories: how many memories one namespace holds.
         timeout: how long a statement waits for another process's write lock (seconds).
 
