@@ -250,3 +250,25 @@ def test_sqlite_full_text_search_finds_other_forms_of_a_word(tmp_path: Path) -> 
         assert [m.id for m in store.search("u", "préférer")] == [memory_id]  # accents ignored
         assert [m.id for m in store.search("u", "weather")] == []
         assert [m.id for m in store.search("u", "INVOICING éur")] == [memory_id]
+
+
+@pytest.mark.parametrize("numpy", [True, False], ids=["numpy", "plain-python"])
+def test_sqlite_vector_search_gives_the_same_ranking_with_and_without_numpy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, numpy: bool
+) -> None:
+    from agentkit.memory import _sqlite
+
+    if not numpy:
+        monkeypatch.setattr(_sqlite, "_load_numpy", lambda: None)
+    else:
+        assert _sqlite._load_numpy() is not None
+    with SQLiteMemoryStore(tmp_path / "v.sqlite3", embed=bag_of_words) as store:
+        texts = [f"fact {i} about {'tea' if i % 3 else 'coffee'} and {'cats' if i % 2 else 'dogs'}"
+                 for i in range(30)]
+        for text in texts:
+            store.save("u", text)
+        found = store.search("u", "coffee dogs", limit=5)
+        assert len(found) == 5
+        assert all("coffee and dogs" in m.text for m in found)
+        scores = [m.score for m in found]
+        assert scores == sorted(scores, reverse=True)  # type: ignore[type-var]
