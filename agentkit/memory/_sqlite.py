@@ -264,7 +264,7 @@ class SQLiteMemoryStore:
         best = [
             (similarity, seq)
             for similarity, seq in heapq.nlargest(
-                limit, zip(similarities, (seq for seq, _ in rows))
+                limit, zip(similarities, (seq for seq, _ in rows), strict=True)
             )
             if similarity > 0.0  # orthogonal or opposite: nothing in common
         ]
