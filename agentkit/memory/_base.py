@@ -11,7 +11,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
-from agentkit._values import ReadOnlyDict, read_only
+from agentkit._values import read_only
 from agentkit.errors import AgentKitError, AgentKitTypeError, AgentKitValueError
 
 __all__ = [
@@ -73,7 +73,7 @@ class MemoryStoreFullError(MemoryStoreError):
     """A namespace holds as many memories as the store allows; delete some first."""
 
 
-def _metadata(value: Mapping[str, Any] | None) -> ReadOnlyDict:
+def _metadata(value: Mapping[str, Any] | None) -> dict[str, Any]:
     return read_only({} if value is None else value)
 
 
@@ -91,7 +91,7 @@ class Memory:
 
     id: str
     text: str
-    metadata: ReadOnlyDict = attrs.field(factory=ReadOnlyDict, converter=_metadata)
+    metadata: dict[str, Any] = attrs.field(factory=dict, converter=_metadata)
     score: float | None = None
 
 
