@@ -23,11 +23,13 @@ from agentkit import (
 )
 from agentkit.checkpoint import InMemoryCheckPointStore
 from agentkit.memory import (
+    EXTRACT_INSTRUCTION,
     MAX_EXTRACTED,
     MEMORY_PREAMBLE,
     InMemoryMemoryStore,
     MemoryMiddleware,
     SQLiteMemoryStore,
+    model_extractor,
 )
 from agentkit.testing import ScriptedChatModel, call, calls_message, no_thread_leak, run_events
 
@@ -291,3 +293,32 @@ def test_bad_settings_are_refused() -> None:
         MemoryMiddleware(InMemoryMemoryStore(), "u", limit=0)
     with pytest.raises(ValueError, match="max_chars"):
         MemoryMiddleware(InMemoryMemoryStore(), "u", max_chars=0)
+
+
+def test_the_model_extractor_asks_a_model_and_saves_its_facts() -> None:
+    extractor_model = ScriptedChatModel(["- Ann prefers EUR.\n2. Ann works from Lyon.\n\nNONE"])
+    store = InMemoryMemoryStore()
+    agent = ChatModelAgent(
+        "a", "d", ScriptedChatModel(["Noted."]),
+        middlewares=[MemoryMiddleware(store, "ann", extract=model_extractor(extractor_model))],
+    )
+    run_events(lambda: Runner(agent).query("Use EUR please, I am in Lyon."))
+    assert [m.text for m in store.list("ann")] == ["Ann prefers EUR.", "Ann works from Lyon."]
+    [asked] = extractor_model.calls
+    assert [m.content for m in asked.messages] == [
+        EXTRACT_INSTRUCTION, "user: Use EUR please, I am in Lyon.\nassistant: Noted."
+    ]
+
+
+def test_the_model_extractor_keeps_at_most_max_memories_and_none_means_none() -> None:
+    many = model_extractor(ScriptedChatModel(["a\nb\nc\nd"]), max_memories=2)
+    assert many([Message(Role.USER, "hi")]) == ["a", "b"]
+    none = model_extractor(ScriptedChatModel(["NONE."]))
+    assert none([Message(Role.USER, "hi")]) == []
+    unused = ScriptedChatModel(["never"])
+    assert model_extractor(unused)([]) == []
+    assert unused.calls == []
+    with pytest.raises(ValueError, match="max_memories"):
+        model_extractor(unused, max_memories=0)
+    with pytest.raises(TypeError, match="chat model"):
+        model_extractor(object())

@@ -3,7 +3,8 @@
 A :class:`MemoryStore` keeps short texts per namespace (a user id, a team) and finds the ones
 that match a query; :class:`MemoryMiddleware` gives a :class:`~agentkit.ChatModelAgent` the
 memories that match the user's message before its first model call, and saves what a run
-taught after it (an ``extract`` function, or a ``remember`` tool the model calls)::
+taught after it (an ``extract`` function such as :func:`model_extractor`, or a ``remember``
+tool the model calls)::
 
     from agentkit.memory import MemoryMiddleware, SQLiteMemoryStore
 
@@ -37,16 +38,19 @@ from agentkit.memory._base import (
 )
 from agentkit.memory._inmemory import InMemoryMemoryStore
 from agentkit.memory._middleware import (
+    EXTRACT_INSTRUCTION,
     MAX_EXTRACTED,
     MEMORY_PREAMBLE,
     Extractor,
     MemoryMiddleware,
     NamespaceFunction,
+    model_extractor,
 )
 from agentkit.memory._sqlite import SQLiteMemoryStore
 
 __all__ = [
     "DEFAULT_MAX_MEMORIES",
+    "EXTRACT_INSTRUCTION",
     "MAX_EXTRACTED",
     "MAX_MEMORY_CHARS",
     "MAX_METADATA_BYTES",
@@ -65,6 +69,7 @@ __all__ = [
     "MemoryTooLargeError",
     "NamespaceFunction",
     "SQLiteMemoryStore",
+    "model_extractor",
 ]
 
 present(
@@ -77,6 +82,7 @@ present(
         InMemoryMemoryStore,
         MemoryMiddleware,
         SQLiteMemoryStore,
+        model_extractor,
     ),
     __name__,
 )
