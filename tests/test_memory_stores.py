@@ -272,3 +272,20 @@ def test_sqlite_vector_search_gives_the_same_ranking_with_and_without_numpy(
         assert all("coffee and dogs" in m.text for m in found)
         scores = [m.score for m in found]
         assert scores == sorted(scores, reverse=True)  # type: ignore[type-var]
+
+
+def test_sqlite_vector_search_sees_what_another_store_saved_or_deleted_since(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "v.sqlite3"
+    with SQLiteMemoryStore(path, embed=bag_of_words) as reader, SQLiteMemoryStore(
+        path, embed=bag_of_words
+    ) as writer:
+        first = writer.save("u", "green tea in the morning")
+        assert [m.id for m in reader.search("u", "green tea")] == [first]  # read, then kept
+        assert [m.id for m in reader.search("u", "green tea")] == [first]  # from what was kept
+        second = writer.save("u", "green tea in the evening too")
+        assert {m.id for m in reader.search("u", "green tea")} == {first, second}
+        writer.delete("u", first)
+        assert [m.id for m in reader.search("u", "green tea")] == [second]
+        assert reader.search("nobody", "green tea") == []

@@ -15,6 +15,7 @@ import sqlite3
 import threading
 import uuid
 from array import array
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -63,7 +64,23 @@ _SCHEMA = (
     "BEGIN INSERT INTO agentkit_memories_fts (agentkit_memories_fts, rowid, nskey, text) "
     "VALUES ('delete', old.seq, old.nskey, old.text); END",
     "CREATE TABLE IF NOT EXISTS agentkit_memory_settings (key TEXT PRIMARY KEY, value TEXT)",
+    # A namespace's version changes with each save and delete (in the same transaction, by
+    # any process): a search reuses the vectors it read before while the version is the same.
+    "CREATE TABLE IF NOT EXISTS agentkit_memory_versions "
+    "(namespace TEXT PRIMARY KEY, version INTEGER NOT NULL)",
+    "CREATE TRIGGER IF NOT EXISTS agentkit_memories_count_added AFTER INSERT ON "
+    "agentkit_memories BEGIN "
+    "INSERT OR IGNORE INTO agentkit_memory_versions VALUES (new.namespace, 0); "
+    "UPDATE agentkit_memory_versions SET version = version + 1 "
+    "WHERE namespace = new.namespace; END",
+    "CREATE TRIGGER IF NOT EXISTS agentkit_memories_count_removed AFTER DELETE ON "
+    "agentkit_memories BEGIN "
+    "UPDATE agentkit_memory_versions SET version = version + 1 "
+    "WHERE namespace = old.namespace; END",
 )
+
+_CACHE_BYTES = 64 * 1024 * 1024
+"""The most vector bytes a store keeps between searches (the namespaces searched last)."""
 
 # The dot product of two vectors: C's sumprod where Python has it (3.12), else map and sum.
 _dot: Callable[[Sequence[float], Sequence[float]], float] = getattr(
@@ -81,23 +98,58 @@ def _load_numpy() -> Any:
     return numpy
 
 
-def _similarities(wanted: Sequence[float], blobs: Sequence[bytes]) -> builtins.list[float]:
-    """The cosine similarity of ``wanted`` to each vector (float32 bytes; all unit vectors of
-    ``wanted``'s length): one matrix product with numpy, else one dot product each."""
+def _similarities(wanted: Sequence[float], vectors: array[float]) -> builtins.list[float]:
+    """The cosine similarity of ``wanted`` to each vector of ``vectors`` (unit vectors of
+    ``wanted``'s length, one after another): one matrix product with numpy, else one dot
+    product each."""
     numpy = _load_numpy()
+    width = len(wanted)
     if numpy is not None:
-        matrix = numpy.frombuffer(b"".join(blobs), dtype=numpy.float32)
-        matrix = matrix.reshape(len(blobs), len(wanted))
+        matrix = numpy.frombuffer(vectors, dtype=numpy.float32).reshape(-1, width)
         products: builtins.list[float] = (
             matrix @ numpy.asarray(wanted, dtype=numpy.float32)
         ).tolist()
         return products
-    found = []
-    for blob in blobs:
-        vector = array("f")
-        vector.frombytes(blob)
-        found.append(_dot(wanted, vector))
-    return found
+    return [_dot(wanted, vectors[i : i + width]) for i in range(0, len(vectors), width)]
+
+
+class _Vectors:
+    """The vectors of the namespaces searched last, each with the version it was read at
+    (thread-safe; at most ``_CACHE_BYTES``)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._kept: OrderedDict[str, tuple[int, int, builtins.list[int], array[float]]] = (
+            OrderedDict()
+        )
+        self._bytes = 0
+
+    def get(
+        self, namespace: str, version: int, width: int
+    ) -> tuple[builtins.list[int], array[float]] | None:
+        with self._lock:
+            kept = self._kept.get(namespace)
+            if kept is None or kept[0] != version or kept[1] != width:
+                return None
+            self._kept.move_to_end(namespace)
+            return kept[2], kept[3]
+
+    def put(
+        self, namespace: str, version: int, width: int, seqs: builtins.list[int],
+        vectors: array[float],
+    ) -> None:
+        size = len(vectors) * vectors.itemsize
+        if size > _CACHE_BYTES:
+            return
+        with self._lock:
+            old = self._kept.pop(namespace, None)
+            if old is not None:
+                self._bytes -= len(old[3]) * old[3].itemsize
+            self._kept[namespace] = (version, width, seqs, vectors)
+            self._bytes += size
+            while self._bytes > _CACHE_BYTES:
+                _, dropped = self._kept.popitem(last=False)
+                self._bytes -= len(dropped[3]) * dropped[3].itemsize
 
 
 def _nskey(namespace: str) -> str:
@@ -120,10 +172,11 @@ class SQLiteMemoryStore:
         timeout: how long a statement waits for another process's write lock (seconds).
 
     Vector search is exact: the query is compared with every vector of the namespace, in one
-    matrix product when numpy is installed (``pip install 'agentkit[memory]'``: a few
-    milliseconds for 10,000 memories), else in plain Python (about a hundred times slower;
-    the memory guide has the measurements). A connection is opened per thread; a save is
-    one transaction.
+    matrix product when numpy is installed (``pip install 'agentkit[memory]'``), else in
+    plain Python (the memory guide has the measurements). The vectors read for a search are
+    kept for the next ones (up to 64 MiB, the namespaces searched last) until a save or a
+    delete in that namespace, by any process, changes its version. A connection is opened
+    per thread; a save is one transaction.
     """
 
     def __init__(
@@ -148,6 +201,7 @@ class SQLiteMemoryStore:
         self._local = threading.local()
         self._connections: builtins.list[sqlite3.Connection] = []
         self._guard = threading.Lock()
+        self._vectors = _Vectors()
         if not os.path.exists(self._path):
             os.close(os.open(self._path, os.O_RDWR | os.O_CREAT, 0o600))
         connection = self._connect()
@@ -252,19 +306,34 @@ class SQLiteMemoryStore:
         if not text.strip():
             return []
         wanted = unit_vector(self._embed(text), None)
-        size = 4 * len(wanted)  # float32
-        rows = self._connect().execute(
-            "SELECT seq, vector FROM agentkit_memories "
-            "WHERE namespace = ? AND length(vector) = ?",
-            (namespace, size),
-        ).fetchall()
-        if not rows:
+        width = len(wanted)
+        connection = self._connect()
+        row = connection.execute(
+            "SELECT version FROM agentkit_memory_versions WHERE namespace = ?", (namespace,)
+        ).fetchone()
+        if row is None:
             return []
-        similarities = _similarities(wanted, [blob for _, blob in rows])
+        # Read after the version: the vectors are at least that new (a newer version read
+        # next time reads them again).
+        cached = self._vectors.get(namespace, row[0], width)
+        if cached is None:
+            rows = connection.execute(
+                "SELECT seq, vector FROM agentkit_memories "
+                "WHERE namespace = ? AND length(vector) = ?",
+                (namespace, 4 * width),  # float32
+            ).fetchall()
+            seqs = [seq for seq, _ in rows]
+            vectors = array("f", b"".join(blob for _, blob in rows))
+            self._vectors.put(namespace, row[0], width, seqs, vectors)
+        else:
+            seqs, vectors = cached
+        if not seqs:
+            return []
+        similarities = _similarities(wanted, vectors)
         best = [
             (similarity, seq)
             for similarity, seq in heapq.nlargest(
-                limit, zip(similarities, (seq for seq, _ in rows), strict=True)
+                limit, zip(similarities, seqs, strict=True)
             )
             if similarity > 0.0  # orthogonal or opposite: nothing in common
         ]
