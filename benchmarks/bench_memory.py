@@ -6,9 +6,9 @@ Each store gets N memories in one namespace (synthetic sentences over a 3,000-wo
 vocabulary, Zipf-like, so a few words are in many memories and most in few) and 1,000 in
 another, then answers Q queries of 6 words each; the median and the 95th percentile of a
 search (limit 5) are shown, the first search apart (SQLite with embeddings reads the
-namespace's vectors then, and keeps them for the next searches), with the time to save the N. SQLite is measured without
-embeddings (FTS5) and with a 384- and a 1,536-number embedding (cosine in Python; the
-embedding function is a cheap hash, so the time is the store's). Redis needs a server:
+namespace's vectors then, and keeps them for the next searches), with the time to save the
+N. SQLite is measured without embeddings (FTS5) and with a 384- and a 1,536-number embedding
+(cosine; the embedding function is a cheap hash, so the time is the store's). Redis needs a server:
 ``--redis redis://127.0.0.1:6379/15`` (the keys are written under ``bench:memory:`` and
 deleted).
 """
