@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
 import threading
 import time
@@ -22,7 +23,7 @@ from agentkit.schema import TokenUsage
 
 if TYPE_CHECKING:
     from agentkit._scope import RunScope
-    from agentkit.events import AgentInput
+    from agentkit.events import AgentEvent, AgentInput
     from agentkit.limits import ModelPricing, RunLimits
     from agentkit.schema import Message
 
@@ -32,6 +33,7 @@ __all__ = [
     "CallEstimate",
     "CallbackSet",
     "Reservation",
+    "EventCopy",
     "RunInfo",
     "RunObservers",
     "RunUsage",
@@ -90,15 +92,39 @@ HANDLER_METHODS = (
 )
 
 
+def _takes_events(handler: object) -> bool:
+    """Whether ``handler.on_agent_end`` takes the agent's events as a third argument."""
+    callback = getattr(handler, "on_agent_end", None)
+    if not callable(callback):
+        return False
+    try:
+        inspect.signature(callback).bind(None, None, ())
+    except (TypeError, ValueError):  # two parameters (or no signature): the classic form
+        return False
+    return True
+
+
 class CallbackSet:
     """The handlers of one run, filtered per agent where they fire (framework-internal)."""
 
-    __slots__ = ("_cache", "_entries", "_lock")
+    __slots__ = ("_cache", "_entries", "_lock", "_takers")
 
     def __init__(self, entries: Sequence[tuple[object, tuple[str, ...]]]) -> None:
         self._entries = tuple(entries)
         self._cache: dict[str, tuple[object, ...]] = {}
         self._lock = threading.Lock()
+        # The handlers whose on_agent_end takes the agent's events: only agents they observe
+        # keep a copy of their events (the others do no work per event).
+        self._takers = frozenset(id(h) for h, _ in self._entries if _takes_events(h))
+
+    def takes_events(self, handler: object) -> bool:
+        """Whether ``handler`` (one of this set's) wants the agent's events at its end."""
+        return id(handler) in self._takers
+
+    def wants_events(self, agent_name: str) -> bool:
+        """Whether a handler observing the agent ``agent_name`` wants its events."""
+        takers = self._takers
+        return bool(takers) and any(id(h) in takers for h in self.for_agent(agent_name))
 
     @classmethod
     def from_options(cls, options: Iterable[AgentRunOption]) -> CallbackSet | None:
@@ -139,6 +165,22 @@ def fire(handlers: tuple[object, ...], method: str, *args: Any) -> None:
             )
 
 
+class EventCopy:
+    """A sink that keeps a copy of the events of one agent turn on their way downstream, for
+    the ``on_agent_end`` handlers that take them (framework-internal)."""
+
+    __slots__ = ("_downstream", "events")
+
+    def __init__(self, downstream: Any) -> None:
+        self._downstream = downstream
+        self.events: list[AgentEvent] = []
+
+    def send(self, item: AgentEvent) -> object:
+        """Keep ``item`` and pass it on."""
+        self.events.append(item)
+        return self._downstream.send(item)
+
+
 def observe_agent(
     observers: RunObservers,
     name: str,
@@ -148,11 +190,13 @@ def observe_agent(
     turn: Callable[[], T],
     own_error: Callable[[T], BaseException | None],
     invocation_id: str = "",
+    copy: EventCopy | None = None,
 ) -> T:
     """Run ``turn()``, one turn of the agent ``name``, reported to the handlers that observe it.
 
     ``own_error(result)`` names the error event the agent sent, if any, for ``on_agent_end``;
     ``invocation_id`` is the turn's.
+    ``copy`` holds the turn's events for the handlers whose ``on_agent_end`` takes them.
     """
     callbacks = observers.callbacks
     handlers = callbacks.for_agent(name) if callbacks is not None else ()
@@ -163,10 +207,28 @@ def observe_agent(
     try:
         result = turn()
     except BaseException as error:
-        fire(handlers, "on_agent_end", info, error)
+        _fire_end(handlers, callbacks, info, error, copy)
         raise
-    fire(handlers, "on_agent_end", info, own_error(result))
+    _fire_end(handlers, callbacks, info, own_error(result), copy)
     return result
+
+
+def _fire_end(
+    handlers: tuple[object, ...],
+    callbacks: CallbackSet | None,
+    info: RunInfo,
+    error: BaseException | None,
+    copy: EventCopy | None,
+) -> None:
+    if copy is None or callbacks is None:
+        fire(handlers, "on_agent_end", info, error)
+        return
+    events = tuple(copy.events)
+    for handler in handlers:
+        if callbacks.takes_events(handler):
+            fire((handler,), "on_agent_end", info, error, events)
+        else:
+            fire((handler,), "on_agent_end", info, error)
 
 
 @persisted("agentkit.RunUsage")

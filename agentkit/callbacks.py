@@ -3,7 +3,7 @@
 A handler is any object with some of these methods (missing ones are skipped)::
 
     on_agent_start(info: RunInfo, input: AgentInput)
-    on_agent_end(info: RunInfo, error: BaseException | None)
+    on_agent_end(info: RunInfo, error: BaseException | None[, events: tuple[AgentEvent, ...]])
     on_model_start(info: RunInfo, messages: list[Message])
     on_model_end(info: RunInfo, message: Message | None, error: BaseException | None)
     on_tool_start(info: RunInfo, call: ToolCallInfo)
@@ -18,6 +18,12 @@ thread and the same :mod:`contextvars` context, so a handler may set a context v
 start callback and reset it in the end one (this is how tracing nests spans). A slow handler
 delays only the agent or tool call it observes. A handler that raises never breaks the run:
 the exception is logged on ``logging.getLogger("agentkit")`` and the run goes on.
+
+An ``on_agent_end`` that takes a third parameter receives the events of the agent's turn, in
+the order they were sent (the agent's own and those of the agents it ran inside the turn, as
+Eino's ``OnEnd`` gets a copy of the agent's event stream); events are frozen, and reading a
+streamed message from one takes nothing from other readers. Only the agents such a handler
+observes keep that copy: with the two-parameter form, no agent does any work per event.
 
 Agent callbacks fire once per agent turn, for every agent the flow runs (the Runner, transfers,
 workflows, supervisors, agents used as tools), never twice for one agent however it is wrapped.
@@ -68,7 +74,11 @@ class CallbackHandler(Protocol):
         """An agent starts its turn with ``input``."""
 
     def on_agent_end(self, info: RunInfo, error: BaseException | None) -> None:
-        """An agent's turn ended (``error`` is what it failed with, or ``None``)."""
+        """An agent's turn ended (``error`` is what it failed with, or ``None``).
+
+        Declared with a third parameter, ``on_agent_end(info, error, events)``, it also gets
+        the turn's events as a tuple of :class:`~agentkit.AgentEvent`.
+        """
 
 
 def with_callbacks(*handlers: object) -> AgentRunOption:

@@ -57,6 +57,8 @@ Optional parts add subclasses of these where they live: ``agentkit.mcp`` (``MCPC
 with its ``MCPProtocolError``, and ``MCPServerError``, all ``ToolError``; ``MCPClientClosedError``,
 ``MCPNotInstalledError``),
 ``agentkit.integrations.runs`` (``RunNotFoundError``, ``RunStateError``),
+``agentkit.memory`` (``MemoryStoreError`` with ``MemoryTooLargeError`` and
+``MemoryStoreFullError``),
 ``agentkit.prebuilt.planexecute`` (``PlanExecuteError``), ``agentkit.backends``
 (``BackendError`` with ``PathOutsideRootError``, ``FileTooLargeError``, ``BinaryFileError`` and
 ``EditError``), ``agentkit.middlewares.skill`` (``SkillError``), ``agentkit.turnloop``

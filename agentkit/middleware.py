@@ -2,9 +2,9 @@
 
 Subclass :class:`AgentMiddleware`, override the methods you need (the others do nothing), and
 pass instances in ``ChatModelAgent(..., middlewares=[...])``. The list is an onion: the first
-middleware is the outermost. ``before_*`` hooks run in list order, ``after_model`` in reverse
-order (the outermost sees the final message), and ``wrap_*`` layers nest with the first one
-outermost.
+middleware is the outermost. ``before_*`` hooks run in list order, ``after_model`` and
+``after_agent`` in reverse order (the outermost sees the final message, and ends last), and
+``wrap_*`` layers nest with the first one outermost.
 
 Example, a middleware that logs every tool call and refuses one tool::
 
@@ -84,7 +84,8 @@ images, files or sounds (or the next middleware), returns its text or its parts.
 
 @attrs.define(eq=False)
 class AgentContext:
-    """What :meth:`AgentMiddleware.before_agent` may change for one agent run.
+    """What :meth:`AgentMiddleware.before_agent` may change for one agent run (and what
+    :meth:`AgentMiddleware.after_agent` is told about the run that ended).
 
     Attributes:
         agent_name: the agent that is starting.
@@ -132,6 +133,20 @@ class AgentMiddleware:
 
     def before_agent(self, context: AgentContext) -> None:
         """Called once when the agent starts a run: change ``context`` to change the run."""
+
+    def after_agent(self, context: AgentContext, messages: list[Message]) -> None:
+        """Called once when the agent's run ends without error or interrupt.
+
+        ``messages`` is the conversation of the run without the system message: the input,
+        the model's replies, the tool results and the final answer (for a resumed run, the
+        conversation it went on with). ``context`` names the agent, its instruction and its
+        tools; changing it has no effect, the run is over. The hook may write session values
+        (:func:`~agentkit.add_session_values`), which the next agents and the checkpoint see.
+        It is not called when the run fails, is cancelled or pauses for an interrupt (it is
+        called when the resumed run ends). A hook that raises ends the run with its error.
+        Middlewares that do not override it cost nothing when the agent ends (Eino's
+        ``AfterAgent``).
+        """
 
     def before_model(self, state: ModelState) -> None:
         """Called before every model call: change ``state.messages`` / ``state.tools``."""

@@ -56,6 +56,7 @@ ALLOWED = {
     "agentkit._aioloop": "the process's asyncio loop (async tools, MCP): started on first use, "
     "joined at exit; runs no thread per call",
     "agentkit.conversation.conformance": "a conformance suite for stores (test helper)",
+    "agentkit.memory.conformance": "a conformance suite for memory stores (test helper)",
 }
 ALLOWED_PACKAGES = {
     "agentkit.integrations": "Celery and background runs: start and watch whole runs",

@@ -93,6 +93,7 @@ __all__ = [
     "RoundOutcome",
     "ToolItem",
     "UniqueCallIds",
+    "apply_after_agent",
     "apply_before_agent",
     "call_with_timeout",
     "checked_middlewares",
@@ -203,6 +204,30 @@ def apply_before_agent(
             tool_timeouts=tool_timeouts(by_name, config.tool_timeout),
         )
     return config, context.instruction, list(context.messages)
+
+
+def apply_after_agent(
+    config: ReactConfig, run: AgentRun, messages: list[Message], final: Message
+) -> None:
+    """Run the ``after_agent`` hooks (innermost first) of a run that ended with ``final``."""
+    hooks = [m for m in reversed(config.middlewares) if _overrides(m, "after_agent")]
+    if not hooks:
+        return
+    start = 0
+    while start < len(messages) and messages[start].role is Role.SYSTEM:
+        start += 1
+    conversation = messages[start:]
+    if not conversation or conversation[-1] != final:
+        conversation.append(final)  # a model answer without tools is not kept in the loop
+    context = AgentContext(
+        agent_name=config.name,
+        instruction=config.instruction,
+        tools=list(config.tools.values()),
+        messages=list(conversation),
+        resumed=run.resume_info is not None,
+    )
+    for middleware in hooks:
+        middleware.after_agent(context, list(conversation))
 
 
 # --- one id per call -----------------------------------------------------------------------------
@@ -910,6 +935,8 @@ class ReactRun:
             typed = self.typed_output
             # With output_type, the key holds the typed value (the text otherwise).
             self.frame.session.set(output_key, final.content if typed is None else typed[0])
+        if self.config.middlewares:
+            apply_after_agent(self.config, self.run, state.messages, final)
         if durable is not None and answered:
             # The answer (and its output key) is durable: a resumed run does not ask again.
             # A return-directly tool's result ends the turn with an action its parent acts on

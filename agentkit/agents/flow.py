@@ -26,7 +26,7 @@ from agentkit._agent import (
     parts_of,
 )
 from agentkit._lazy import present
-from agentkit._observe import observe_agent
+from agentkit._observe import EventCopy, observe_agent
 from agentkit._persist import persisted
 from agentkit._progress import DropPoints, PutPoint
 from agentkit._runctx import RunFrame, Session
@@ -223,9 +223,14 @@ class FlowAgent(BaseAgent):
         named: bool,
     ) -> Turn:
         """Run the wrapped agent's turn (reported to the callbacks); return what it said."""
-        run = open_run(frame, downstream, input, resume_info, named=named)
-        if frame.observers.callbacks is None:
-            return self._play(run)  # nobody to report to (the common case)
+        callbacks = frame.observers.callbacks
+        if callbacks is None:  # nobody to report to (the common case)
+            return self._play(open_run(frame, downstream, input, resume_info, named=named))
+        # A copy of the turn's events, only for handlers whose on_agent_end takes them.
+        copy = EventCopy(downstream) if callbacks.wants_events(self.name) else None
+        run = open_run(
+            frame, downstream if copy is None else copy, input, resume_info, named=named
+        )
         return observe_agent(
             frame.observers,
             self.name,
@@ -235,6 +240,7 @@ class FlowAgent(BaseAgent):
             lambda: self._play(run),
             _own_error,
             run.invocation_id,
+            copy,
         )
 
     def _play(self, run: AgentRun) -> Turn:

@@ -1,4 +1,8 @@
-"""Shared limits across processes, kept in Redis (redis-py, the ``agentkit[redis]`` extra).
+"""Shared limits across processes, and long-term memory, kept in Redis (redis-py, the
+``agentkit[redis]`` extra).
+
+:class:`RedisMemoryStore` is a :class:`~agentkit.memory.MemoryStore` (see
+:mod:`agentkit.memory`) that every process of an app shares.
 
 :class:`RedisConcurrencyLimit` and :class:`RedisRateLimit` behave like
 :class:`~agentkit.ConcurrencyLimit` and :class:`~agentkit.RateLimit` (see
@@ -32,18 +36,23 @@ import threading
 import uuid
 from typing import Any
 
+from agentkit._lazy import present
 from agentkit._refresher import REFRESHER, Refreshed
 from agentkit._waiting import Waiting, check_timeout
 from agentkit.checkpoint._redisscripts import Scripts
 from agentkit.errors import AgentKitValueError, MissingDependencyError, SharedLimitUnavailableError
+from agentkit.integrations._redismemory import RedisMemoryStore
 from agentkit.throttle import ConcurrencyLimiter, RateGrant, RateLimit, RateLimiter, Slot
 
 __all__ = [
     "DEFAULT_PREFIX",
     "DEFAULT_SOCKET_TIMEOUT",
     "RedisConcurrencyLimit",
+    "RedisMemoryStore",
     "RedisRateLimit",
 ]
+
+present((RedisMemoryStore,), __name__)
 
 _log = logging.getLogger("agentkit")
 
