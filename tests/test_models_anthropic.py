@@ -12,7 +12,7 @@ import attrs
 import httpx
 import pytest
 
-from agentkit import ChatModelAgent, Runner
+from agentkit import ChatModelAgent, Runner, tool
 from agentkit.cancel import CancelHandle
 from agentkit.checkpoint import InMemoryCheckPointStore
 from agentkit.errors import (
@@ -39,7 +39,6 @@ from agentkit.schema import (
     user_message,
 )
 from agentkit.testing import FakeAnthropicServer, FakeOpenAIServer, Reply, call, no_thread_leak
-from agentkit.tools import tool
 
 FIXTURES = Path(__file__).parent / "fixtures" / "anthropic"
 WEATHER = ToolInfo(
