@@ -82,7 +82,7 @@ def test_the_issue_example_has_one_exported_path_and_the_old_one_warns() -> None
     assert "agentkit.tool" in exported and "agentkit.tools.tool" not in exported
     assert "tool" not in agentkit.tools.__all__
     with pytest.warns(DeprecationWarning) as caught:
-        from agentkit.tools import tool  # the old spelling is the test
+        from agentkit.tools import tool  # type: ignore[attr-defined]  # the old spelling is the test
     assert tool is agentkit.tool
     message = str(caught[0].message)
     assert "agentkit.tools.tool is deprecated" in message
