@@ -122,7 +122,12 @@ class DeterministicTransferAgent(FlowAgent):
         super().__init__(agent)
         self._to_agent_names = tuple(to_agent_names)
 
-    _REPLACEABLE = (*FlowAgent._REPLACEABLE, "to_agent_names")
+    _REPLACEABLE = (
+        "sub_agents",
+        "disallow_transfer_to_parent",
+        "history_rewriter",
+        "to_agent_names",
+    )
 
     def _replaced(self, changes: dict[str, Any]) -> None:
         if "to_agent_names" in changes:
