@@ -81,7 +81,7 @@ from agentkit.schema import (
 if TYPE_CHECKING:
     from agentkit.checkpoint import CheckPointStore, PickleSerializer
     from agentkit.conversation import ConversationStore
-    from agentkit.conversation.trim import HistoryTrimmer
+    from agentkit.conversation._trim import HistoryTrimmer
 
 __all__ = [
     "AgentFactory",
