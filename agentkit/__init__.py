@@ -166,13 +166,8 @@ from agentkit.streams import (
     stream_from_list,
 )
 from agentkit.throttle import ConcurrencyLimit, RateLimit
-from agentkit.tools.approval import (
-    ApprovalRequest,
-    Approve,
-    Reject,
-    UnfinishedToolCall,
-    with_approval,
-)
+from agentkit.tools._approval import ApprovalRequest, Approve, Reject, with_approval
+from agentkit.tools._unfinished import UnfinishedToolCall
 from agentkit.tools.base import BaseTool, InvokableTool, StreamableTool, ToolCallInfo
 from agentkit.tools.function import tool
 
@@ -400,7 +395,7 @@ if TYPE_CHECKING:
     from agentkit.callbacks import RunInfo, UsageTracker, with_callbacks
     from agentkit.display import print_events
     from agentkit.models.failover import FailoverChatModel
-    from agentkit.models.openai import OpenAIChatModel
+    from agentkit.models.openai._client import OpenAIChatModel
     from agentkit.models.scripted import ModelCall, ScriptedChatModel
     from agentkit.tools.exit import ExitTool
     from agentkit.turnloop import (
@@ -429,7 +424,7 @@ else:
             "with_callbacks": "agentkit.callbacks",
             "print_events": "agentkit.display",
             "FailoverChatModel": "agentkit.models.failover",
-            "OpenAIChatModel": "agentkit.models.openai",
+            "OpenAIChatModel": "agentkit.models.openai._client",
             "ModelCall": "agentkit.models.scripted",
             "ScriptedChatModel": "agentkit.models.scripted",
             "ExitTool": "agentkit.tools.exit",

@@ -198,14 +198,14 @@ def test_an_unknown_name_is_an_attribute_error_naming_the_module_and_a_close_mat
 
 
 def test_openai_chat_model_loads_on_first_use() -> None:
-    from agentkit.models.openai import OpenAIChatModel
+    from agentkit.models import OpenAIChatModel
 
     assert agentkit.OpenAIChatModel is OpenAIChatModel
 
 
 def test_the_model_client_imports_tenacity_only_when_a_call_is_retried() -> None:
     code = (
-        "import sys; from agentkit.models.openai import OpenAIChatModel; "
+        "import sys; from agentkit.models import OpenAIChatModel; "
         "OpenAIChatModel('m', api_key='k', base_url='http://127.0.0.1:9'); "
         "print('tenacity' in sys.modules)"
     )

@@ -18,7 +18,7 @@ from agentkit._values import BuiltValue
 from agentkit.errors import AgentKitError, AgentKitValueError
 from agentkit.events import event_from_message
 from agentkit.schema import Role, assistant_message
-from agentkit.tools.approval import Approve, Reject
+from agentkit.tools._approval import Approve, Reject
 
 __all__ = ["A2AError", "A2AInputRequired", "RemoteA2AAgent"]
 

@@ -60,7 +60,7 @@ from agentkit.integrations._errors import RunNotFoundError
 from agentkit.options import AgentRunOption, with_checkpoint_id, with_session_values
 from agentkit.runner import Runner
 from agentkit.schema import FunctionCall, Message, Role, ToolCall, ToolInfo
-from agentkit.tools.approval import ApprovalRequest, Approve, Reject
+from agentkit.tools._approval import ApprovalRequest, Approve, Reject
 from agentkit.tools.base import ToolCallInfo
 
 if TYPE_CHECKING:

@@ -27,7 +27,7 @@ from agentkit.mcp import _compat
 from agentkit.options import with_cancel, with_checkpoint_id
 from agentkit.runner import Runner
 from agentkit.schema import Role
-from agentkit.tools.approval import ApprovalRequest, Approve, Reject
+from agentkit.tools._approval import ApprovalRequest, Approve, Reject
 
 __all__ = ["AgentMCPServer", "to_mcp_server"]
 

@@ -1,7 +1,7 @@
 """The function tool classes: :class:`FunctionTool` and :class:`StreamingFunctionTool`.
 
 Framework-internal; the public module is :mod:`agentkit.tools.function`, which also has the
-:func:`~agentkit.tools.function.tool` decorator that makes them.
+:func:`~agentkit.tool` decorator that makes them.
 """
 
 from __future__ import annotations
