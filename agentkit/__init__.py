@@ -17,6 +17,21 @@ from typing import TYPE_CHECKING
 from agentkit._agent import AgentRun, BaseAgent, run_in_worker
 from agentkit._interrupt import get_interrupt_state, interrupt, interrupt_event
 from agentkit._lazy import attach, present
+from agentkit._options import (
+    AgentRunOption,
+    custom_option,
+    custom_options,
+    get_impl_specific_options,
+    with_cancel,
+    with_chat_model_options,
+    with_checkpoint_id,
+    with_conversation_id,
+    with_limits,
+    with_session_values,
+    with_skip_transfer_messages,
+    with_tool_options,
+    wrap_impl_specific_opt_fn,
+)
 from agentkit._runctx import (
     abort_on_cancel,
     add_session_value,
@@ -121,21 +136,6 @@ from agentkit.middleware import (
     set_run_local_value,
 )
 from agentkit.models.base import ChatModel, ModelOptions, ToolCallingChatModel
-from agentkit.options import (
-    AgentRunOption,
-    custom_option,
-    custom_options,
-    get_impl_specific_options,
-    with_cancel,
-    with_chat_model_options,
-    with_checkpoint_id,
-    with_conversation_id,
-    with_limits,
-    with_session_values,
-    with_skip_transfer_messages,
-    with_tool_options,
-    wrap_impl_specific_opt_fn,
-)
 from agentkit.results import RunResult
 from agentkit.runner import Runner
 from agentkit.schema import (

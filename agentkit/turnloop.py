@@ -49,7 +49,13 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 import attrs
 
 from agentkit._checkpoints import Checkpoint, LeaseKeeper, load_checkpoint, save_checkpoint
-from agentkit._options import AgentRunOption, RunOptionSet
+from agentkit._options import (
+    AgentRunOption,
+    RunOptionSet,
+    with_cancel,
+    with_checkpoint_id,
+    with_conversation_id,
+)
 from agentkit._persist import persisted
 from agentkit._spawn import RunPool
 from agentkit.cancel import CancelHandle, CancelMode
@@ -63,7 +69,6 @@ from agentkit.errors import (
     CheckpointError,
 )
 from agentkit.events import Agent, InterruptInfo
-from agentkit.options import with_cancel, with_checkpoint_id, with_conversation_id
 from agentkit.results import RunIterator, RunResult
 from agentkit.runner import Runner
 from agentkit.schema import (
