@@ -328,6 +328,20 @@ class ChatModelAgent(BaseAgent):
     def __repr__(self) -> str:
         return f"ChatModelAgent(name={self._name!r})"
 
+    # --- sub-agent registration (OnSubAgents): nothing is written onto the agent ---
+
+    def on_set_sub_agents(self, sub_agents: Sequence[Agent]) -> None:
+        """Nothing to record: the flow running a turn gives it its transfer targets
+        (:attr:`AgentRun.transfer_targets <agentkit.AgentRun.transfer_targets>`), so the
+        agent can have other sub-agents in another tree."""
+
+    def on_set_as_sub_agent(self, parent: Agent) -> None:
+        """Nothing to record: the agent may be the sub-agent of several parents (each turn
+        is told the parent of the tree it runs in)."""
+
+    def on_disallow_transfer_to_parent(self) -> None:
+        """Nothing to record: the flow leaves the parent out of that turn's targets."""
+
     # --- configuration per place ---
 
     def _config(self, targets: Sequence[Agent]) -> ReactConfig:
