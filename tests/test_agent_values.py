@@ -329,3 +329,48 @@ def test_two_trees_run_the_same_agent_at_once() -> None:
     for thread in threads:
         thread.join(timeout=60)
     assert results == {"Mom": ["Mom"] * 10, "Dad": ["Dad"] * 10}
+
+
+def test_an_agent_in_two_trees_resumes_in_the_tree_it_stopped_in() -> None:
+    from agentkit import interrupt, tool, with_checkpoint_id
+    from agentkit.checkpoint import InMemoryCheckPointStore
+
+    @tool
+    def ask(question: str) -> str:
+        """Ask the user."""
+        return str(interrupt(question))
+
+    def kid_model(messages: list[Any]) -> Any:
+        if messages[-1].role.value == "tool":  # the user answered: back to this tree's parent
+            return _transfer_back_to_whoever_is_offered(messages)
+        return calls_message(call("ask", {"question": "which colour?"}))
+
+    kid = ChatModelAgent("Kid", "a kid", ScriptedChatModel(kid_model), tools=[ask])
+    store = InMemoryCheckPointStore()
+    for parent in ("Mom", "Dad"):
+        model = ScriptedChatModel(
+            [calls_message(call("transfer_to_agent", {"agent_name": "Kid"})), f"{parent}: ok"]
+        )
+        runner = Runner(
+            set_sub_agents(ChatModelAgent(parent, "a parent", model), [kid]),
+            checkpoint_store=store,
+        )
+        stopped = runner.invoke("hi", with_checkpoint_id(parent))
+        assert stopped.interrupt is not None
+        (point,) = stopped.interrupt.contexts
+        assert point.address[:2] == (f"agent:{parent}", "agent:Kid")
+        resumed = runner.resume(parent, targets={point.id: "blue"}).result()
+        assert resumed.text == f"{parent}: ok"
+        assert _paths(resumed)[-1] == [parent, "Kid", parent]
+
+
+def test_the_on_sub_agents_hooks_of_a_chat_model_agent_change_nothing() -> None:
+    from agentkit import OnSubAgents
+
+    kid = _agent()
+    before = dict(vars(kid))
+    assert isinstance(kid, OnSubAgents)  # still an OnSubAgents, as Eino's ChatModelAgent
+    kid.on_set_sub_agents([_agent().replace(name="x")])
+    kid.on_set_as_sub_agent(_agent().replace(name="parent"))
+    kid.on_disallow_transfer_to_parent()
+    assert dict(vars(kid)) == before
