@@ -167,9 +167,9 @@ from agentkit.streams import (
 )
 from agentkit.throttle import ConcurrencyLimit, RateLimit
 from agentkit.tools._approval import ApprovalRequest, Approve, Reject, with_approval
+from agentkit.tools._function import tool
 from agentkit.tools._unfinished import UnfinishedToolCall
 from agentkit.tools.base import BaseTool, InvokableTool, StreamableTool, ToolCallInfo
-from agentkit.tools.function import tool
 
 __version__ = "0.2.0"
 """agentkit's version (the distribution's version, from ``setup.cfg``)."""

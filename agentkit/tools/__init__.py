@@ -14,8 +14,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from agentkit._lazy import attach
+from agentkit.tools._function import FunctionTool, StreamingFunctionTool, as_tool
 from agentkit.tools.base import ContentTool, DeclaresIdempotency, is_idempotent
-from agentkit.tools.function import FunctionTool, StreamingFunctionTool, as_tool
 
 __all__ = [
     "ContentTool",
