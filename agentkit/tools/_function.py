@@ -111,8 +111,9 @@ def tool(
 
     Use it as ``@tool``, ``@tool()``, ``@tool(name=..., description=...)``, or call it:
     ``tool(fn, name=...)``. A generator function (plain or ``async``) becomes a
-    :class:`StreamingFunctionTool` (each yielded item is a chunk), any other function (plain
-    or ``async``) a :class:`FunctionTool`. Either stays callable like the function itself.
+    :class:`~agentkit.tools.StreamingFunctionTool` (each yielded item is a chunk), any other
+    function (plain or ``async``) a :class:`~agentkit.tools.FunctionTool`. Either stays
+    callable like the function itself.
 
     Example::
 
