@@ -374,3 +374,23 @@ def test_the_on_sub_agents_hooks_of_a_chat_model_agent_change_nothing() -> None:
     kid.on_set_as_sub_agent(_agent().replace(name="parent"))
     kid.on_disallow_transfer_to_parent()
     assert dict(vars(kid)) == before
+
+
+def test_one_worker_under_two_supervisors_reports_back_to_each() -> None:
+    from agentkit.prebuilt import supervisor
+
+    worker = ChatModelAgent("worker", "does the work", ScriptedChatModel(lambda messages: "done"))
+    for boss_name in ("boss_a", "boss_b"):
+        boss = ChatModelAgent(
+            boss_name,
+            "delegates",
+            ScriptedChatModel(
+                [
+                    calls_message(call("transfer_to_agent", {"agent_name": "worker"})),
+                    f"{boss_name}: finished",
+                ]
+            ),
+        )
+        result = Runner(supervisor.new(boss, [worker])).invoke("go")
+        assert result.text == f"{boss_name}: finished"
+        assert _paths(result)[-1] == [boss_name, "worker", boss_name]
