@@ -17,6 +17,21 @@ from typing import TYPE_CHECKING
 from agentkit._agent import AgentRun, BaseAgent, run_in_worker
 from agentkit._interrupt import get_interrupt_state, interrupt, interrupt_event
 from agentkit._lazy import attach, present
+from agentkit._options import (
+    AgentRunOption,
+    custom_option,
+    custom_options,
+    get_impl_specific_options,
+    with_cancel,
+    with_chat_model_options,
+    with_checkpoint_id,
+    with_conversation_id,
+    with_limits,
+    with_session_values,
+    with_skip_transfer_messages,
+    with_tool_options,
+    wrap_impl_specific_opt_fn,
+)
 from agentkit._runctx import (
     abort_on_cancel,
     add_session_value,
@@ -121,21 +136,6 @@ from agentkit.middleware import (
     set_run_local_value,
 )
 from agentkit.models.base import ChatModel, ModelOptions, ToolCallingChatModel
-from agentkit.options import (
-    AgentRunOption,
-    custom_option,
-    custom_options,
-    get_impl_specific_options,
-    with_cancel,
-    with_chat_model_options,
-    with_checkpoint_id,
-    with_conversation_id,
-    with_limits,
-    with_session_values,
-    with_skip_transfer_messages,
-    with_tool_options,
-    wrap_impl_specific_opt_fn,
-)
 from agentkit.results import RunResult
 from agentkit.runner import Runner
 from agentkit.schema import (
@@ -166,15 +166,10 @@ from agentkit.streams import (
     stream_from_list,
 )
 from agentkit.throttle import ConcurrencyLimit, RateLimit
-from agentkit.tools.approval import (
-    ApprovalRequest,
-    Approve,
-    Reject,
-    UnfinishedToolCall,
-    with_approval,
-)
+from agentkit.tools._approval import ApprovalRequest, Approve, Reject, with_approval
+from agentkit.tools._function import tool
+from agentkit.tools._unfinished import UnfinishedToolCall
 from agentkit.tools.base import BaseTool, InvokableTool, StreamableTool, ToolCallInfo
-from agentkit.tools.function import tool
 
 __version__ = "0.2.0"
 """agentkit's version (the distribution's version, from ``setup.cfg``)."""
@@ -400,7 +395,7 @@ if TYPE_CHECKING:
     from agentkit.callbacks import RunInfo, UsageTracker, with_callbacks
     from agentkit.display import print_events
     from agentkit.models.failover import FailoverChatModel
-    from agentkit.models.openai import OpenAIChatModel
+    from agentkit.models.openai._client import OpenAIChatModel
     from agentkit.models.scripted import ModelCall, ScriptedChatModel
     from agentkit.tools.exit import ExitTool
     from agentkit.turnloop import (
@@ -429,7 +424,7 @@ else:
             "with_callbacks": "agentkit.callbacks",
             "print_events": "agentkit.display",
             "FailoverChatModel": "agentkit.models.failover",
-            "OpenAIChatModel": "agentkit.models.openai",
+            "OpenAIChatModel": "agentkit.models.openai._client",
             "ModelCall": "agentkit.models.scripted",
             "ScriptedChatModel": "agentkit.models.scripted",
             "ExitTool": "agentkit.tools.exit",

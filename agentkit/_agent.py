@@ -39,6 +39,7 @@ from agentkit._scope import RunScope
 from agentkit.cancel import CancelMode
 from agentkit.errors import ResumeError
 from agentkit.events import (
+    Agent,
     AgentAction,
     AgentEvent,
     AgentInput,
@@ -123,6 +124,8 @@ class AgentRun:
             reads a custom agent's own options).
         run_path: where the agent runs: the agents from the run's root to this one (empty for
             an agent run directly with ``run()``, whose events are named by whoever reads them).
+        transfer_targets: the agents this turn may transfer to, as the flow running it was
+            wired (see :attr:`transfer_targets`).
     """
 
     __slots__ = (
@@ -135,6 +138,7 @@ class AgentRun:
         "_options",
         "_path",
         "_resume",
+        "_targets",
         "_turn",
     )
 
@@ -147,6 +151,7 @@ class AgentRun:
         *,
         frame: RunFrame,
         downstream: EventSink,
+        transfer_targets: tuple[Agent, ...] = (),
     ) -> None:
         self._input = input
         self._resume = resume_info
@@ -154,6 +159,7 @@ class AgentRun:
         self._path = run_path
         self._frame = frame
         self._downstream = downstream
+        self._targets = transfer_targets
         self._turn = Turn()
         self._children: set[str] | None = None  # the children run so far (run_child)
         self._finished: list[tuple[str, ...]] | None = None  # completed since save_state
@@ -184,6 +190,18 @@ class AgentRun:
         """This turn's id: every event the turn emits carries it, and so do the callbacks
         about the turn (Eino's ``InvocationID``). Each turn has its own, a resumed one too."""
         return self._invocation_id
+
+    @property
+    def transfer_targets(self) -> tuple[Agent, ...]:
+        """The agents this turn may transfer to: the sub-agents of the agent's place in the
+        flow, then its parent unless transfer to it is disallowed; empty outside a flow.
+
+        The flow running the turn says so per turn, and the agent stores none of it: the same
+        agent placed in two trees gets each tree's targets. A :class:`~agentkit.ChatModelAgent`
+        offers them to its model with the transfer tool; a custom agent may do the same
+        (``transfer_action(name)`` moves the flow to one of them).
+        """
+        return self._targets
 
     @property
     def agent_name(self) -> str:
@@ -473,6 +491,7 @@ def at_frame(run: AgentRun, frame: RunFrame) -> AgentRun:
         run._path,
         frame=frame,
         downstream=run._downstream,
+        transfer_targets=run._targets,
     )
 
 
@@ -509,10 +528,12 @@ def open_run(
     resume_info: ResumeInfo | None = None,
     *,
     named: bool = True,
+    transfer_targets: tuple[Agent, ...] = (),
 ) -> AgentRun:
     """The :class:`AgentRun` of a turn at ``frame`` (the agent's place: its run path and address
     end with it) whose events go to ``downstream``. With ``named=False`` (an agent run
-    directly) its events stay unnamed and out of the history: whoever reads them does that."""
+    directly) its events stay unnamed and out of the history: whoever reads them does that.
+    ``transfer_targets``: where the turn may transfer (a flow's place in its tree)."""
     path = frame.run_path
     return AgentRun(
         input,
@@ -521,6 +542,7 @@ def open_run(
         path if named else (),
         frame=frame,
         downstream=downstream,
+        transfer_targets=transfer_targets,
     )
 
 

@@ -11,6 +11,12 @@ the end of a package's ``__init__.py``::
         __getattr__, __dir__ = attach(__name__, {"LoopAgent": "agentkit.agents.workflow"})
 
 ``tests/test_public_modules.py`` checks that the two spellings agree.
+
+A name that moved keeps working for one release under its old path: ``attach(...,
+deprecated={"tool": "agentkit.tool"})`` answers ``agentkit.tools.tool`` with the object at its
+canonical path and a :class:`DeprecationWarning` naming that path. A deprecated name is not in
+the package's ``__all__`` nor in its ``dir()``; :data:`DEPRECATED` lists every one
+(``tests/test_surface.py`` checks that docs and samples use none of them).
 """
 
 from __future__ import annotations
@@ -18,10 +24,18 @@ from __future__ import annotations
 import importlib
 import sys
 import types
+import warnings
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-__all__ = ["attach", "present"]
+__all__ = ["DEPRECATED", "REMOVED_IN", "attach", "present"]
+
+REMOVED_IN = "0.4"
+"""The release that drops the paths deprecated in this one (they are kept for one release)."""
+
+DEPRECATED: dict[str, str] = {}
+"""Every deprecated path of a loaded package -> the object's canonical path
+(``"agentkit.tools.tool": "agentkit.tool"``)."""
 
 
 def attach(
@@ -29,6 +43,7 @@ def attach(
     exports: Mapping[str, str] | None = None,
     *,
     submodules: Iterable[str] = (),
+    deprecated: Mapping[str, str] | None = None,
 ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """Return the ``(__getattr__, __dir__)`` pair that loads ``package``'s exports on first use.
 
@@ -37,6 +52,10 @@ def attach(
         exports: exported name -> the absolute name of the module that defines it.
         submodules: names of the package's submodules to import when asked for as attributes
             (``agentkit.prebuilt.supervisor`` without importing it first).
+        deprecated: old name -> the canonical path of its object (``"agentkit.tool"``): asking
+            for the old name warns (:class:`DeprecationWarning`, naming the canonical import
+            and the release that removes the old one) and returns the object. The value is not
+            stored, so every use from new code warns.
 
     A loaded value is stored in the package's namespace, so ``__getattr__`` runs once per name.
     ``__dir__`` lists the package's API and nothing else: its ``__all__``, the lazy names
@@ -46,9 +65,21 @@ def attach(
     """
     where = dict(exports or {})
     subs = frozenset(submodules)
+    moved = dict(deprecated or {})
+    DEPRECATED.update({f"{package}.{name}": canonical for name, canonical in moved.items()})
     namespace = vars(sys.modules[package])
 
     def __getattr__(name: str) -> Any:
+        canonical = moved.get(name)
+        if canonical is not None:
+            home, _, attribute = canonical.rpartition(".")
+            warnings.warn(
+                f"{package}.{name} is deprecated and goes in agentkit {REMOVED_IN}: use "
+                f"{canonical} (from {home} import {attribute})",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            return getattr(importlib.import_module(home), attribute)
         module_name = where.get(name)
         if module_name is not None:
             value = getattr(importlib.import_module(module_name), name)

@@ -15,7 +15,7 @@ from agentkit.cancel import CancelHandle
 from agentkit.errors import AgentKitTypeError, AgentKitValueError
 
 if TYPE_CHECKING:
-    from agentkit.conversation.trim import HistoryTrimmer
+    from agentkit.conversation._trim import HistoryTrimmer
     from agentkit.limits import RunLimits
     from agentkit.models.base import ModelOptions
 

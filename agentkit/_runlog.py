@@ -23,7 +23,7 @@ from agentkit.iterators import AsyncIterator
 from agentkit.schema import Message, Role
 
 if TYPE_CHECKING:
-    from agentkit.options import AgentRunOption
+    from agentkit._options import AgentRunOption
     from agentkit.runner import Runner
 
 Append = Callable[[str, dict[str, Any]], object]

@@ -59,7 +59,13 @@ from agentkit._checkpoints import (
     load_checkpoint,
     save_checkpoint,
 )
-from agentkit._options import AgentRunOption, RunOptionSet
+from agentkit._options import (
+    AgentRunOption,
+    RunOptionSet,
+    with_cancel,
+    with_checkpoint_id,
+    with_conversation_id,
+)
 from agentkit._persist import persisted
 from agentkit._spawn import RunPool
 from agentkit.cancel import CancelHandle, CancelMode
@@ -73,7 +79,6 @@ from agentkit.errors import (
     CheckpointError,
 )
 from agentkit.events import Agent, InterruptInfo
-from agentkit.options import with_cancel, with_checkpoint_id, with_conversation_id
 from agentkit.results import RunIterator, RunResult
 from agentkit.runner import Runner
 from agentkit.schema import (
@@ -91,7 +96,7 @@ from agentkit.schema import (
 if TYPE_CHECKING:
     from agentkit.checkpoint import CheckPointStore, PickleSerializer
     from agentkit.conversation import ConversationStore
-    from agentkit.conversation.trim import HistoryTrimmer
+    from agentkit.conversation._trim import HistoryTrimmer
 
 __all__ = [
     "AgentFactory",

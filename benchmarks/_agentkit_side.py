@@ -32,7 +32,7 @@ from agentkit import (
     tool,
     with_callbacks,
 )
-from agentkit.models.openai import OpenAIChatModel
+from agentkit.models import OpenAIChatModel
 from agentkit.schema import FunctionCall, ToolCall
 from benchmarks import _raw
 

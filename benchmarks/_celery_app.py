@@ -27,7 +27,7 @@ from celery.signals import worker_ready
 
 from agentkit import ChatModelAgent
 from agentkit.integrations.celery import AgentQueue
-from agentkit.models.openai import OpenAIChatModel
+from agentkit.models import OpenAIChatModel
 from benchmarks import _raw
 from benchmarks._agentkit_side import AK_TOOLS
 

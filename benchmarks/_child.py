@@ -79,7 +79,7 @@ def _oneshot(side: str, url: str) -> dict[str, float]:
     else:
         # What a user's one-shot script imports and does: one agent, one answer.
         from agentkit import ChatModelAgent, Runner, tool
-        from agentkit.models.openai import OpenAIChatModel
+        from agentkit.models import OpenAIChatModel
         from benchmarks._raw import add
 
         model = OpenAIChatModel("bench", api_key="sk-bench", base_url=url)

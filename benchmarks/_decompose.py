@@ -58,7 +58,7 @@ def _in_thread(loop: Callable[[Callable[[Any], None]], object]) -> Callable[[], 
 
 def _variants(url: str, stream: bool) -> tuple[dict[str, Callable[[], object]], Callable[[], None]]:
     from agentkit import Message, concat_message_stream, tool_message, user_message
-    from agentkit.models.openai import OpenAIChatModel
+    from agentkit.models import OpenAIChatModel
     from benchmarks._agentkit_side import AK_TOOLS, AgentkitLoop
 
     raw = _raw.RawLoop(url, ("add",), stream=stream)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from agentkit import ChatModelAgent, Runner, tool
 from agentkit.integrations.runs import LocalRuns
-from agentkit.models.openai import OpenAIChatModel
+from agentkit.models import OpenAIChatModel
 
 __all__ = ["STREAMS_PER_CLIENT", "main", "stamp"]
 

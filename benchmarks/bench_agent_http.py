@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from agentkit import ChatModelAgent, Runner, tool  # noqa: E402
-from agentkit.models.openai import OpenAIChatModel  # noqa: E402
+from agentkit.models import OpenAIChatModel  # noqa: E402
 
 
 @tool

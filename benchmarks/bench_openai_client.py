@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 import httpx  # noqa: E402
 
-from agentkit.models.openai import OpenAIChatModel  # noqa: E402
+from agentkit.models import OpenAIChatModel  # noqa: E402
 from agentkit.schema import (  # noqa: E402
     FunctionCall,
     Message,

@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 import httpx  # noqa: E402
 
 from agentkit import concat_message_stream, user_message  # noqa: E402
-from agentkit.models.openai import OpenAIChatModel  # noqa: E402
+from agentkit.models import OpenAIChatModel  # noqa: E402
 from benchmarks._server import _completion, _sse  # noqa: E402
 
 _CALLS = [

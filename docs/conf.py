@@ -117,7 +117,7 @@ apiref_private_types = {
     # Internals of iterators and streams that their signatures name.
     "agentkit.iterators._Pair": "RunIterator's base",
     "agentkit.streams._Channel": "StreamWriter's channel argument",
-    "agentkit.tools.function._Decorator": "what tool() returns when given options only",
+    "agentkit.tools._function._Decorator": "what tool() returns when given options only",
     # The shared base of the workflow agents (shown as their base class).
     # The value contract of the models (shown as their base class: writes raise, replace()).
     "agentkit._values.BuiltValue": "the models' base: public writes raise, replace() copies",

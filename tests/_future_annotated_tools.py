@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 
 import attrs
 
-from agentkit.tools import tool
+from agentkit import tool
 
 
 class Seat(enum.Enum):

@@ -12,7 +12,6 @@ from agentkit import (
     AgentCancelledError,
     AgentConfigError,
     AgentEvent,
-    AgentFrozenError,
     AgentInput,
     AgentRunOption,
     ChatModelAgent,
@@ -353,12 +352,17 @@ def test_model_error_ends_run_with_that_error() -> None:
     assert isinstance(events[-1].err, ConnectionError)
 
 
-def test_agent_is_frozen_after_first_run() -> None:
-    agent = ChatModelAgent("p", "d", ScriptedChatModel(["a"]))
+def test_an_agent_that_ran_can_be_wired_and_is_unchanged_by_it() -> None:
+    agent = ChatModelAgent("p", "d", ScriptedChatModel(["a", "b"]))
     run(agent)
     child = ChatModelAgent("c", "d", ScriptedChatModel([]))
-    with pytest.raises(AgentFrozenError, match="has run already, so it can no longer be given sub-agents"):
-        set_sub_agents(agent, [child])
+    flow = set_sub_agents(agent, [child])
+    assert flow.agent is agent and [sub.name for sub in flow.sub_agents] == ["c"]
+    # the agent itself has no transfer tool: only its place in the flow does
+    model = agent.model
+    assert isinstance(model, ScriptedChatModel)
+    run(agent)
+    assert model.calls[-1].tools == []
 
 
 def test_constructor_validates_its_arguments() -> None:

@@ -157,8 +157,8 @@ NOT_IMPORTED_BY_IMPORT_AGENTKIT = (
     "agentkit.agents.workflow", "agentkit.agents.deterministic", "agentkit.agents.agenttool",
     "agentkit.prebuilt.supervisor", "agentkit.prebuilt.planexecute", "agentkit.display",
     "agentkit.compaction", "agentkit.callbacks", "agentkit.integrations.otel", "agentkit.conversation",
-    "agentkit.conversation.file", "agentkit.conversation.memory", "agentkit.conversation.sqlite",
-    "agentkit.conversation.redis", "agentkit.checkpoint.serializer", "agentkit.checkpoint.file",
+    "agentkit.conversation._file", "agentkit.conversation._memory", "agentkit.conversation._sqlite",
+    "agentkit.conversation._redis", "agentkit.checkpoint.serializer", "agentkit.checkpoint.file",
     "agentkit.checkpoint.memory", "agentkit.models.openai", "agentkit.models.scripted",
     "agentkit.models.failover", "agentkit.mcp", "agentkit.testing", "agentkit.tools.exit",
     "agentkit.backends", "agentkit.middlewares", "agentkit.prebuilt.deep", "yaml",
@@ -198,14 +198,14 @@ def test_an_unknown_name_is_an_attribute_error_naming_the_module_and_a_close_mat
 
 
 def test_openai_chat_model_loads_on_first_use() -> None:
-    from agentkit.models.openai import OpenAIChatModel
+    from agentkit.models import OpenAIChatModel
 
     assert agentkit.OpenAIChatModel is OpenAIChatModel
 
 
 def test_the_model_client_imports_tenacity_only_when_a_call_is_retried() -> None:
     code = (
-        "import sys; from agentkit.models.openai import OpenAIChatModel; "
+        "import sys; from agentkit.models import OpenAIChatModel; "
         "OpenAIChatModel('m', api_key='k', base_url='http://127.0.0.1:9'); "
         "print('tenacity' in sys.modules)"
     )

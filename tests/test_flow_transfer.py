@@ -18,7 +18,6 @@ from agentkit import (
     AgentCancelledError,
     AgentConfigError,
     AgentEvent,
-    AgentFrozenError,
     AgentInput,
     AgentRunOption,
     AsyncGenerator,
@@ -479,41 +478,45 @@ def test_set_sub_agents_twice_on_a_flow_fails() -> None:
         set_sub_agents(flow, [ChatModelAgent("B", "b", ScriptedChatModel([]))])
 
 
-def test_set_sub_agents_twice_on_the_same_chat_model_agent_fails() -> None:
+def test_set_sub_agents_twice_on_the_same_chat_model_agent_makes_two_flows() -> None:
+    # Wiring writes nothing onto the agent: each call is a tree of its own.
     mom = ChatModelAgent("Mom", "mother", ScriptedChatModel([]))
-    set_sub_agents(mom, [ChatModelAgent("A", "a", ScriptedChatModel([]))])
-    with pytest.raises(AgentConfigError, match=r"agent 'Mom' has its sub-agents already \('A'\)"):
-        set_sub_agents(mom, [ChatModelAgent("B", "b", ScriptedChatModel([]))])
+    first = set_sub_agents(mom, [ChatModelAgent("A", "a", ScriptedChatModel([]))])
+    second = set_sub_agents(mom, [ChatModelAgent("B", "b", ScriptedChatModel([]))])
+    assert [sub.name for sub in first.sub_agents] == ["A"]
+    assert [sub.name for sub in second.sub_agents] == ["B"]
+    assert first.agent is second.agent is mom
 
 
-def test_an_agent_cannot_be_the_sub_agent_of_two_parents() -> None:
+def test_an_agent_can_be_the_sub_agent_of_two_parents() -> None:
     kid = ChatModelAgent("Kid", "a kid", ScriptedChatModel([]))
-    set_sub_agents(ChatModelAgent("Mom", "mother", ScriptedChatModel([])), [kid])
-    with pytest.raises(
-        AgentConfigError, match="agent 'Kid' is a sub-agent of 'Mom' already and cannot also be "
-        "one of 'Dad'"
-    ):
-        set_sub_agents(ChatModelAgent("Dad", "father", ScriptedChatModel([])), [kid])
+    mom = set_sub_agents(ChatModelAgent("Mom", "mother", ScriptedChatModel([])), [kid])
+    dad = set_sub_agents(ChatModelAgent("Dad", "father", ScriptedChatModel([])), [kid])
+    (in_mom,) = mom.sub_agents
+    (in_dad,) = dad.sub_agents
+    assert in_mom.agent is in_dad.agent is kid
+    assert in_mom.parent is mom and in_dad.parent is dad
 
 
-def test_a_flow_with_a_parent_cannot_get_another_parent() -> None:
+def test_a_flow_with_a_parent_can_be_placed_under_another_parent() -> None:
     kid_flow = agent_with_options(ChatModelAgent("Kid", "a kid", ScriptedChatModel([])))
     mom_flow = set_sub_agents(ChatModelAgent("Mom", "mother", ScriptedChatModel([])), [kid_flow])
-    with pytest.raises(
-        AgentConfigError, match="agent 'Kid' is a sub-agent of 'Mom' already"
-    ):
-        set_sub_agents(ChatModelAgent("Dad", "father", ScriptedChatModel([])), mom_flow.sub_agents)
+    dad_flow = set_sub_agents(
+        ChatModelAgent("Dad", "father", ScriptedChatModel([])), mom_flow.sub_agents
+    )
+    assert dad_flow.sub_agents[0].parent is dad_flow
+    assert mom_flow.sub_agents[0].parent is mom_flow  # the first tree is unchanged
 
 
-def test_an_agent_that_ran_is_frozen() -> None:
-    mom = ChatModelAgent("Mom", "mother", ScriptedChatModel(["hello"]))
+def test_an_agent_that_ran_can_still_be_wired() -> None:
+    mom = ChatModelAgent("Mom", "mother", ScriptedChatModel(["hello"] * 2))
     run(mom, "hi")
-    with pytest.raises(AgentFrozenError, match="has run already, so it can no longer be given sub-agents"):
-        set_sub_agents(mom, [ChatModelAgent("Kid", "a kid", ScriptedChatModel([]))])
+    flow = set_sub_agents(mom, [ChatModelAgent("Kid", "a kid", ScriptedChatModel([]))])
+    assert [sub.name for sub in flow.sub_agents] == ["Kid"]
     kid = ChatModelAgent("Kid", "a kid", ScriptedChatModel(["hello"]))
     run(kid, "hi")
-    with pytest.raises(AgentFrozenError, match="has run already, so it can no longer be given sub-agents"):
-        set_sub_agents(ChatModelAgent("Dad", "father", ScriptedChatModel([])), [kid])
+    dad = set_sub_agents(ChatModelAgent("Dad", "father", ScriptedChatModel([])), [kid])
+    assert dad.sub_agents[0].agent is kid
 
 
 # --- custom agents --------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from agentkit import (
     AgentInput,
+    BaseTool,
     ChatModelAgent,
     CheckpointBusyError,
     CheckpointConsumedError,
@@ -46,7 +47,6 @@ from agentkit.testing import (
     run_events,
     summarize,
 )
-from agentkit.tools import BaseTool
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -12,7 +12,7 @@ import attrs
 import httpx
 import pytest
 
-from agentkit import ChatModelAgent, Runner
+from agentkit import ChatModelAgent, Runner, tool, with_cancel, with_checkpoint_id
 from agentkit.cancel import CancelHandle
 from agentkit.checkpoint import InMemoryCheckPointStore
 from agentkit.errors import (
@@ -26,7 +26,6 @@ from agentkit.errors import (
 )
 from agentkit.limits import ModelPricing
 from agentkit.models import AnthropicChatModel, FailoverChatModel, ModelOptions, OpenAIChatModel
-from agentkit.options import with_cancel, with_checkpoint_id
 from agentkit.schema import (
     Message,
     Role,
@@ -39,7 +38,6 @@ from agentkit.schema import (
     user_message,
 )
 from agentkit.testing import FakeAnthropicServer, FakeOpenAIServer, Reply, call, no_thread_leak
-from agentkit.tools import tool
 
 FIXTURES = Path(__file__).parent / "fixtures" / "anthropic"
 WEATHER = ToolInfo(

@@ -28,7 +28,7 @@ from agentkit import (
     stream_from_iterator,
     with_cancel,
 )
-from agentkit.models.openai import OpenAIChatModel
+from agentkit.models import OpenAIChatModel
 from agentkit.schema import ResponseMeta
 from agentkit.testing import no_thread_leak
 from tests.misbehaving_server import (

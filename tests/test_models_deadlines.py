@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from agentkit.errors import APITimeoutError
-from agentkit.models.openai import OpenAIChatModel
+from agentkit.models import OpenAIChatModel
 from agentkit.schema import user_message
 from agentkit.testing import no_thread_leak
 from tests.misbehaving_server import (

@@ -10,12 +10,11 @@ import attrs
 import httpx
 import pytest
 
-from agentkit import ChatModelAgent, Runner
+from agentkit import ChatModelAgent, Runner, tool
 from agentkit.errors import ContentBlockedError, IncompleteStreamError, RateLimitError
 from agentkit.models import GeminiChatModel, ModelOptions
 from agentkit.schema import TokenUsage, ToolInfo, concat_messages, system_message, user_message
 from agentkit.testing import FakeGeminiServer, Reply, call
-from agentkit.tools import tool
 
 FIXTURES = Path(__file__).parent / "fixtures" / "gemini"
 WEATHER = ToolInfo(

@@ -27,7 +27,7 @@ from agentkit import (
     tool,
     user_message,
 )
-from agentkit.models.openai import OpenAIChatModel
+from agentkit.models import OpenAIChatModel
 from agentkit.testing import FakeOpenAIServer, Reply, call
 from tests.media_samples import mp3, pdf, png, wav
 from tests.misbehaving_server import RawServer, replay

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from agentkit import ChatModelAgent, ConcurrencyLimit, Runner
+from agentkit import ChatModelAgent, ConcurrencyLimit, Runner, with_cancel
 from agentkit.cancel import CancelHandle
 from agentkit.errors import (
     AgentCancelledError,
@@ -19,7 +19,6 @@ from agentkit.errors import (
 )
 from agentkit.limits import ModelPricing
 from agentkit.models import AnthropicChatModel, GeminiChatModel, OpenAIResponsesModel
-from agentkit.options import with_cancel
 from agentkit.schema import concat_messages, user_message
 from agentkit.testing import (
     FakeAnthropicServer,

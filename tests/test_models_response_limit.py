@@ -306,7 +306,7 @@ def status(key):
             if line.startswith(key + ":"):
                 return int(line.split()[1]) * 1024
 
-from agentkit.models.openai import OpenAIChatModel
+from agentkit.models import OpenAIChatModel
 from agentkit.schema import user_message
 
 url, kind = sys.argv[1], sys.argv[2]

@@ -9,14 +9,12 @@ from typing import Any
 import httpx
 import pytest
 
-from agentkit import ChatModelAgent, Runner
+from agentkit import ChatModelAgent, Runner, tool, with_checkpoint_id
 from agentkit.checkpoint import InMemoryCheckPointStore
 from agentkit.errors import IncompleteStreamError, ModelError
 from agentkit.models import ModelOptions, OpenAIResponsesModel
-from agentkit.options import with_checkpoint_id
 from agentkit.schema import TokenUsage, ToolInfo, concat_messages, user_message
 from agentkit.testing import FakeResponsesServer, Reply, call
-from agentkit.tools import tool
 
 FIXTURES = Path(__file__).parent / "fixtures" / "responses"
 WEATHER = ToolInfo(

@@ -19,7 +19,7 @@ import pytest
 import agentkit.models._http._transport as transport
 from agentkit import AgentCancelledError, CancelHandle, ChatModelAgent, Runner, with_cancel
 from agentkit.errors import APITimeoutError
-from agentkit.models.openai import OpenAIChatModel
+from agentkit.models import OpenAIChatModel
 from agentkit.schema import user_message
 from agentkit.testing import no_thread_leak
 from tests.misbehaving_server import RawServer, replay, silent, sse_first_chunk_then_trickle

@@ -24,7 +24,7 @@ import agentkit
 import agentkit.models
 from agentkit import AgentCancelledError, ChatModelAgent, Runner
 from agentkit.errors import BadRequestError, ModelError
-from agentkit.models.openai import OpenAIChatModel
+from agentkit.models import OpenAIChatModel
 from agentkit.schema import Message, concat_messages, tool_message, user_message
 from tests.misbehaving_server import RawServer, replay
 

@@ -30,7 +30,7 @@ from agentkit import (
     with_callbacks,
     with_cancel,
 )
-from agentkit.models.openai import OpenAIChatModel
+from agentkit.models import OpenAIChatModel
 from agentkit.schema import user_message
 from agentkit.testing import FakeOpenAIServer, Reply, call, no_thread_leak
 from agentkit.throttle import LimitWait

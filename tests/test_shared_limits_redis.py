@@ -32,7 +32,7 @@ from agentkit import (
     SlotTimeoutError,
     with_cancel,
 )
-from agentkit.models.openai import OpenAIChatModel
+from agentkit.models import OpenAIChatModel
 from agentkit.schema import user_message
 from agentkit.testing import FakeOpenAIServer, Reply, no_thread_leak
 from tests.redis_server import (
@@ -52,7 +52,7 @@ GUARD = 60.0
 USERS = """
 import sys, threading
 from agentkit import ChatModelAgent, Runner
-from agentkit.models.openai import OpenAIChatModel
+from agentkit.models import OpenAIChatModel
 from agentkit.integrations.redis import RedisConcurrencyLimit
 url, name, base_url, threads, runs = sys.argv[1:6]
 slots = RedisConcurrencyLimit(3, name, url=url, lease=10)
@@ -76,7 +76,7 @@ print(len(answers), answers.count("done"), errors, flush=True)
 # server holds the answer). argv: redis url, limit name, model base url, lease.
 HOLDER = """
 import sys
-from agentkit.models.openai import OpenAIChatModel
+from agentkit.models import OpenAIChatModel
 from agentkit.integrations.redis import RedisConcurrencyLimit
 from agentkit.schema import user_message
 url, name, base_url, lease = sys.argv[1:5]

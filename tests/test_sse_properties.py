@@ -12,8 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentkit.errors import IncompleteStreamError
+from agentkit.models import OpenAIChatModel
 from agentkit.models._http._sse import SSEError, sse_payloads
-from agentkit.models.openai import OpenAIChatModel, iter_sse_data
+from agentkit.models.openai import iter_sse_data
 from agentkit.schema import (
     FunctionCall,
     Message,

@@ -24,7 +24,7 @@ from agentkit import AgentCancelledError, concat_message_stream
 from agentkit._stream_base import CopyReader, TeeBuffer
 from agentkit._values import ReadOnlyDict
 from agentkit.errors import FrozenError, ModelError
-from agentkit.models.openai import OpenAIChatModel
+from agentkit.models import OpenAIChatModel
 from agentkit.models.openai._chunks import _chunk_message, parse_chunk, parse_chunk_data
 from agentkit.schema import FunctionCall, Message, ResponseMeta, Role, ToolCall, user_message
 from agentkit.streams import StreamEOF, StreamReader, StreamWriter, pipe, stream_from_batches

@@ -26,7 +26,7 @@ from agentkit._stream_base import CopyReader
 from agentkit.agents._react import UniqueCallIds
 from agentkit.errors import FrozenError
 from agentkit.events import MessageVariant
-from agentkit.models.openai import OpenAIChatModel
+from agentkit.models import OpenAIChatModel
 from agentkit.schema import FunctionCall, Message, Role, ToolCall
 from agentkit.streams import StreamReader, StreamWriter, _BatchReader, pipe, stream_from_batches
 from tests.misbehaving_server import RawServer, replay

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from agentkit import AgentKitError, ChatModelAgent, Runner, tool, user_message
-from agentkit.models.openai import OpenAIChatModel
+from agentkit.models import OpenAIChatModel
 from agentkit.testing import (
     ALL_CHECKS,
     LEASE_CHECKS,

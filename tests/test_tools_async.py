@@ -603,7 +603,7 @@ def test_a_program_without_async_tools_never_imports_asyncio() -> None:
         """
         import sys
         from agentkit import ChatModelAgent, Runner, tool
-        from agentkit.models.openai import OpenAIChatModel
+        from agentkit.models import OpenAIChatModel
         from agentkit.testing import ScriptedChatModel, call, calls_message
 
         @tool

@@ -19,18 +19,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from agentkit import BaseTool, InvokableTool, StreamableTool, tool
 from agentkit.errors import AgentConfigError, ToolArgumentsError, ToolError
 from agentkit.schema import ToolInfo
 from agentkit.streams import StreamEOF
-from agentkit.tools import (
-    BaseTool,
-    FunctionTool,
-    InvokableTool,
-    StreamableTool,
-    StreamingFunctionTool,
-    as_tool,
-    tool,
-)
+from agentkit.tools import FunctionTool, StreamingFunctionTool, as_tool
 from tests import _future_annotated_tools as future_tools
 
 
@@ -1264,16 +1257,16 @@ def test_concurrent_invokes_are_independent() -> None:
 
 def test_importing_tools_does_not_import_cattrs_or_docstring_parser() -> None:
     code = (
-        "import sys, agentkit.tools\n"
+        "import sys, agentkit\n"
         "assert 'cattrs' not in sys.modules, 'cattrs'\n"
         "assert 'docstring_parser' not in sys.modules, 'docstring_parser'\n"
-        "@agentkit.tools.tool\n"
+        "@agentkit.tool\n"
         "def f(x: int) -> int:\n"
         "    '''F.'''\n"
         "    return x\n"
         "# scalar parameters and a one-line docstring need neither\n"
         "assert 'cattrs' not in sys.modules and 'docstring_parser' not in sys.modules\n"
-        "@agentkit.tools.tool\n"
+        "@agentkit.tool\n"
         "def g(xs: list[int]) -> int:\n"
         "    '''G.\n\n    Args:\n        xs: numbers\n    '''\n"
         "    return sum(xs)\n"

@@ -27,8 +27,9 @@ import attrs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from agentkit import tool
 from agentkit.errors import ToolArgumentsError
-from agentkit.tools import FunctionTool, tool
+from agentkit.tools import FunctionTool
 
 SETTINGS = settings(
     max_examples=120,

@@ -776,23 +776,22 @@ def test_a_pending_cancel_is_honoured_between_sequence_children() -> None:
 # --- construction ---------------------------------------------------------------------------
 
 
-def test_an_agent_cannot_be_a_child_of_two_workflows() -> None:
-    a, _ = echo("A", "x")
-    SequentialAgent("first", "d", [a])
-    with pytest.raises(
-        AgentConfigError, match="agent 'A' is a sub-agent of 'first' already"
-    ):
-        ParallelAgent("second", "d", [a])
+def test_an_agent_can_be_a_child_of_two_workflows() -> None:
+    a, model = echo("A", "x")
+    first = SequentialAgent("first", "d", [a])
+    second = ParallelAgent("second", "d", [a])
+    for workflow in (first, second):
+        events = Runner(workflow).invoke("go").events
+        assert [[str(step) for step in e.run_path] for e in events] == [[workflow.name, "A"]]
+    assert len(model.calls) == 2
 
 
-def test_a_workflow_cannot_be_a_child_of_two_workflows() -> None:
+def test_a_workflow_can_be_a_child_of_two_workflows() -> None:
     a, _ = echo("A", "x")
     inner = LoopAgent("inner", "d", [a], max_iterations=1)
-    SequentialAgent("first", "d", [inner])
-    with pytest.raises(
-        AgentConfigError, match="LoopAgent 'inner' is a sub-agent of 'first' already"
-    ):
-        SequentialAgent("second", "d", [inner])
+    for outer in (SequentialAgent("first", "d", [inner]), SequentialAgent("second", "d", [inner])):
+        (event,) = Runner(outer).invoke("go").events
+        assert [str(step) for step in event.run_path] == [outer.name, "inner", "A"]
 
 
 @pytest.mark.parametrize("bad", [-1, 1.5, "3", True, None])

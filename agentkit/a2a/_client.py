@@ -14,10 +14,11 @@ from agentkit._agent import AgentRun, BaseAgent
 from agentkit._interrupt import interrupt_event
 from agentkit._persist import persisted
 from agentkit._runctx import abort_on_cancel, check_cancelled
+from agentkit._values import BuiltValue
 from agentkit.errors import AgentKitError, AgentKitValueError
 from agentkit.events import event_from_message
 from agentkit.schema import Role, assistant_message
-from agentkit.tools.approval import Approve, Reject
+from agentkit.tools._approval import Approve, Reject
 
 __all__ = ["A2AError", "A2AInputRequired", "RemoteA2AAgent"]
 
@@ -52,7 +53,7 @@ class A2AInputRequired:
         return f"{self.agent} asks: {self.question}"
 
 
-class RemoteA2AAgent(BaseAgent):
+class RemoteA2AAgent(BuiltValue, BaseAgent):
     """An agent served elsewhere over A2A (protocol 0.3, JSON-RPC), usable as an agentkit agent.
 
     ``url`` is the agent's base URL; its card is read from

@@ -15,7 +15,7 @@ from agentkit.errors import AgentKitError, AgentKitValueError
 from agentkit.integrations._errors import RunIdError, RunNotFoundError, RunStateError
 from agentkit.integrations.runs import LocalRuns, RunBackend, RunEvent
 from agentkit.runner import Runner
-from agentkit.tools.approval import Approve, Reject
+from agentkit.tools._approval import Approve, Reject
 
 __all__ = ["A2AApplication", "to_a2a"]
 

@@ -19,6 +19,7 @@ import attrs
 from agentkit._agent import AgentRun, BaseAgent, at_frame
 from agentkit._runctx import RunFrame
 from agentkit._scope import Point
+from agentkit._values import BuiltValue
 from agentkit.agents.flow import FlowAgent, _flow_frame, _wire
 from agentkit.errors import AgentConfigError, AgentFrozenError
 from agentkit.events import (
@@ -68,7 +69,7 @@ class HoldSink:
             self.downstream(item)
 
 
-class WorkflowBase(BaseAgent):
+class WorkflowBase(BuiltValue, BaseAgent):
     """What the three workflow agents share."""
 
     _kind = "Workflow"
@@ -91,20 +92,22 @@ class WorkflowBase(BaseAgent):
         self._children: tuple[FlowAgent, ...] = ()
         children = _wire(self._parent_flow, sub_agents, disallow_transfer_to_parent=True)
         self._children = tuple(children)
-        self._parent: Agent | None = None
 
     def __setattr__(self, name: str, value: Any) -> None:
         if not name.startswith("_"):
             raise AgentFrozenError(
                 f"cannot set {name!r} on {type(self).__name__} {self._name!r}: agents are "
-                f"values once built; make a new {type(self).__name__} with the settings you want"
+                f"values once built. Make a changed copy with workflow.replace({name}=...)"
             )
         object.__setattr__(self, name, value)
 
+    def __delattr__(self, name: str) -> None:
+        self.__setattr__(name, None)
+
     # --- sub-agent registration (OnSubAgents) ---
-    # A workflow is a FlowAgent-like node: like Eino's workflow constructors (which return the
-    # flow wrapper), it refuses a second parent and a second set of sub-agents. Without these
-    # hooks the same workflow instance could silently be nested in two parents.
+    # A workflow's sub-agents are fixed when it is made (like Eino's workflow constructors,
+    # which return the flow wrapper). Its place in a tree is its node's business: the same
+    # workflow may be nested in several parents.
 
     def on_set_sub_agents(self, sub_agents: Sequence[Agent]) -> None:
         """Refuse new sub-agents: a workflow's sub-agents are fixed when it is made."""
@@ -115,14 +118,8 @@ class WorkflowBase(BaseAgent):
             )
 
     def on_set_as_sub_agent(self, parent: Agent) -> None:
-        """Record the parent; a workflow can be nested in one parent only."""
-        if self._parent is not None:
-            raise AgentConfigError(
-                f"{type(self).__name__} {self._name!r} is a sub-agent of "
-                f"{self._parent.name!r} already and cannot also be one of {parent.name!r}: an "
-                "agent has one parent; make another workflow for the other parent"
-            )
-        self._parent = parent
+        """Nothing to record: a workflow never transfers to its parent, and it may be the
+        sub-agent of several parents."""
 
     def on_disallow_transfer_to_parent(self) -> None:
         """Nothing to do: a workflow never transfers by itself."""

@@ -15,6 +15,7 @@ from agentkit._persist import persisted
 from agentkit._progress import PutPoint
 from agentkit._runctx import EventLog, RecordedEvent, RunFrame, Session, current_frame
 from agentkit._scope import RunScope
+from agentkit._values import BuiltValue
 from agentkit.agents._agent_tool_retry import AgentToolRetryConfig
 from agentkit.agents.flow import FlowAgent, rewrite_message
 from agentkit.errors import AgentConfigError, AgentKitError, ToolArgumentsError
@@ -86,7 +87,7 @@ def _last_message(log: EventLog) -> Message | None:
     return None
 
 
-class AgentTool:
+class AgentTool(BuiltValue):
     """An agent used as a tool: the model calls it with a ``request``; it answers with the
     inner agent's final message.
 

@@ -38,9 +38,9 @@ from agentkit.events import (
     ResumeInfo,
 )
 from agentkit.schema import Message, system_message
+from agentkit.tools._function import as_tool
 from agentkit.tools._function_tool import checked_timeout
 from agentkit.tools.base import BaseTool
-from agentkit.tools.function import as_tool
 from agentkit.tools.transfer import TransferToAgentTool, transfer_instruction
 
 if TYPE_CHECKING:
@@ -54,6 +54,8 @@ present((RetryContext, RetryDecision), __name__)
 
 GenModelInput = Callable[[str, AgentInput], Sequence[Message]]
 """``gen_model_input(instruction, input) -> messages``: builds what the model is sent."""
+
+_MAX_CONFIGS = 64  # places kept per agent (one per tree it is in; past this, made per run)
 
 _FORMAT_ERROR = (
     "the instruction could not be formatted with the session values: {detail}. When a run has "
@@ -147,9 +149,11 @@ class ChatModelAgent(BaseAgent):
 
     An agent is a value: its settings are fixed when it is built (setting ``instruction``,
     ``max_iterations``, ``tools``... raises :class:`~agentkit.AgentFrozenError`); make a
-    changed copy with :meth:`replace`. Its place in a flow is registered once, before its first
-    run (:func:`~agentkit.set_sub_agents`). It holds no per-run state, so one instance can
-    serve many runs from many threads at once.
+    changed copy with :meth:`replace`. Wiring it into a flow does not change it either: the
+    flow running a turn tells it where it may transfer (:attr:`AgentRun.transfer_targets
+    <agentkit.AgentRun.transfer_targets>`), so one instance can sit in several trees (the
+    sub-agent of two parents, a step of two workflows, a tool and a sub-agent) and serve many
+    runs from many threads at once.
     """
 
     def __init__(
@@ -258,10 +262,8 @@ class ChatModelAgent(BaseAgent):
         self._gen_model_input = gen_model_input
         self._emit_internal_events = emit_internal_events
         self._lock = threading.Lock()
-        self._frozen: ReactConfig | None = None
-        self._sub_agents: list[Agent] | None = None
-        self._parent: Agent | None = None
-        self._disallow_transfer_to_parent = False
+        # The run configuration per set of transfer targets (one per tree the agent is in).
+        self._configs: dict[tuple[tuple[str, str], ...], ReactConfig] = {}
 
     @property
     def name(self) -> str:  # type: ignore[override]
@@ -353,54 +355,41 @@ class ChatModelAgent(BaseAgent):
     def __repr__(self) -> str:
         return f"ChatModelAgent(name={self._name!r})"
 
-    # --- sub-agent registration (OnSubAgents) ---
+    # --- sub-agent registration (OnSubAgents): nothing is written onto the agent ---
 
     def on_set_sub_agents(self, sub_agents: Sequence[Agent]) -> None:
-        """Record the agents this one may transfer to (called by ``set_sub_agents``)."""
-        with self._lock:
-            self._check_not_frozen()
-            if self._sub_agents is not None:
-                raise AgentConfigError(_twice(self._name, self._sub_agents))
-            self._sub_agents = list(sub_agents)
+        """Nothing to record: the flow running a turn gives it its transfer targets
+        (:attr:`AgentRun.transfer_targets <agentkit.AgentRun.transfer_targets>`), so the
+        agent can have other sub-agents in another tree."""
 
     def on_set_as_sub_agent(self, parent: Agent) -> None:
-        """Record the parent this agent may transfer back to."""
-        with self._lock:
-            self._check_not_frozen()
-            if self._parent is not None:
-                raise AgentConfigError(_second_parent(self._name, self._parent, parent))
-            self._parent = parent
+        """Nothing to record: the agent may be the sub-agent of several parents (each turn
+        is told the parent of the tree it runs in)."""
 
     def on_disallow_transfer_to_parent(self) -> None:
-        """Do not offer the parent as a transfer target."""
+        """Nothing to record: the flow leaves the parent out of that turn's targets."""
+
+    # --- configuration per place ---
+
+    def _config(self, targets: Sequence[Agent]) -> ReactConfig:
+        """The run configuration of a turn that may transfer to ``targets`` (computed once
+        per set of targets: an agent in two trees has two)."""
+        key = tuple((str(agent.name), str(agent.description)) for agent in targets)
+        config = self._configs.get(key)
+        if config is not None:
+            return config
         with self._lock:
-            self._check_not_frozen()
-            self._disallow_transfer_to_parent = True
+            config = self._configs.get(key)
+            if config is None:
+                config = self._compute_config(targets)
+                if len(self._configs) < _MAX_CONFIGS:
+                    self._configs[key] = config
+            return config
 
-    def _check_not_frozen(self) -> None:
-        if self._frozen is not None:
-            raise AgentFrozenError(
-                f"agent {self._name!r} has run already, so it can no longer be given sub-agents "
-                "or a parent; wire agents with set_sub_agents(...) before running them, or use "
-                f"agent.replace() to get an unwired copy"
-            )
-
-    def _freeze(self) -> ReactConfig:
-        frozen = self._frozen
-        if frozen is not None:
-            return frozen
-        with self._lock:
-            if self._frozen is None:
-                self._frozen = self._compute_frozen()
-            return self._frozen
-
-    def _compute_frozen(self) -> ReactConfig:
+    def _compute_config(self, targets: Sequence[Agent]) -> ReactConfig:
         instruction = self._instruction
         tools = list(self._tools)
         return_directly = set(self._return_directly)
-        targets = list(self._sub_agents or ())
-        if self._parent is not None and not self._disallow_transfer_to_parent:
-            targets.append(self._parent)
         if targets:
             text = transfer_instruction(targets)
             instruction = f"{instruction}\n\n{text}" if instruction else text
@@ -465,7 +454,7 @@ class ChatModelAgent(BaseAgent):
 
     def execute(self, run: AgentRun) -> None:
         """Run the ReAct loop (or go on with the tool round a resumed run stopped in)."""
-        frozen = self._freeze()
+        frozen = self._config(run.transfer_targets)
         info = run.resume_info
         if info is not None:
             self._resume(frozen, run, info)
@@ -518,22 +507,6 @@ class ChatModelAgent(BaseAgent):
         messages = [system_message(instruction)] if instruction else []
         messages.extend(input.messages)
         return messages
-
-
-def _twice(agent_name: str, sub_agents: Sequence[Agent]) -> str:
-    names = ", ".join(repr(agent.name) for agent in sub_agents) or "none"
-    return (
-        f"agent {agent_name!r} has its sub-agents already ({names}); give an agent all its "
-        "sub-agents in one set_sub_agents(...) call"
-    )
-
-
-def _second_parent(agent_name: str, parent: Agent, other: Agent) -> str:
-    return (
-        f"agent {agent_name!r} is a sub-agent of {parent.name!r} already and cannot also be one "
-        f"of {other.name!r}: an agent has one parent; give {other.name!r} a copy "
-        "(ChatModelAgent.replace() makes one)"
-    )
 
 
 def _check_unique(agent_name: str, tools: Iterable[BaseTool]) -> None:

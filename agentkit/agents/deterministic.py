@@ -9,6 +9,7 @@ the flow transfers. This is how the workers of a supervisor always report back (
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import attrs
 
@@ -82,16 +83,20 @@ def agent_with_deterministic_transfer_to(agent: Agent, to_agent_names: Sequence[
         AgentConfigError: ``to_agent_names`` is a single string, or holds an empty name or a
             non-string.
     """
+    return DeterministicTransferAgent(agent, _checked_names(to_agent_names))
+
+
+def _checked_names(to_agent_names: Sequence[str]) -> tuple[str, ...]:
     if isinstance(to_agent_names, str):
         raise AgentConfigError(
             f"to_agent_names takes agent names, not one string (got {to_agent_names!r}); "
             f"write [{to_agent_names!r}]"
         )
-    names = list(to_agent_names)
+    names = tuple(to_agent_names)
     for name in names:
         if not isinstance(name, str) or not name:
             raise AgentConfigError(f"to_agent_names holds an invalid agent name: {name!r}")
-    return DeterministicTransferAgent(agent, names)
+    return names
 
 
 @persisted("agentkit.DeterministicTransferState")
@@ -116,6 +121,17 @@ class DeterministicTransferAgent(FlowAgent):
     def __init__(self, agent: Agent, to_agent_names: Sequence[str]) -> None:
         super().__init__(agent)
         self._to_agent_names = tuple(to_agent_names)
+
+    _REPLACEABLE = (
+        "sub_agents",
+        "disallow_transfer_to_parent",
+        "history_rewriter",
+        "to_agent_names",
+    )
+
+    def _replaced(self, changes: dict[str, Any]) -> None:
+        if "to_agent_names" in changes:
+            self._to_agent_names = _checked_names(changes["to_agent_names"])
 
     @property
     def to_agent_names(self) -> tuple[str, ...]:

@@ -180,9 +180,50 @@ class FlowAgent(BaseAgent):
 
             raise AgentFrozenError(
                 f"cannot set {name!r} on the flow of agent {self.name!r}: a flow is a value. "
-                "Make another one with set_sub_agents(...) or agent_with_options(...)"
+                f"Make a changed copy with flow.replace({name}=...)"
             )
         object.__setattr__(self, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        self.__setattr__(name, None)
+
+    _REPLACEABLE: tuple[str, ...] = (
+        "sub_agents",
+        "disallow_transfer_to_parent",
+        "history_rewriter",
+    )
+
+    def replace(self, **changes: Any) -> FlowAgent:
+        """Return a copy of this flow with ``changes``; this one is unchanged.
+
+        ``changes`` may set ``sub_agents`` (the copy's sub-agents instead of these),
+        ``disallow_transfer_to_parent`` and ``history_rewriter``. The copy is not anyone's
+        sub-agent (give it a parent with :func:`set_sub_agents`)::
+
+            with_helper = flow.replace(sub_agents=[*flow.sub_agents, helper])
+
+        Raises:
+            TypeError: a key is not one of those.
+        """
+        unknown = sorted(set(changes) - set(self._REPLACEABLE))
+        if unknown:
+            raise AgentKitTypeError(
+                f"{type(self).__name__}.replace() got unknown argument(s) "
+                f"{', '.join(map(repr, unknown))}; it changes: {', '.join(self._REPLACEABLE)}"
+            )
+        flow = _wrap(self)
+        if "disallow_transfer_to_parent" in changes:
+            flow._disallow_transfer_to_parent = bool(changes["disallow_transfer_to_parent"])
+        if "history_rewriter" in changes:
+            flow._history_rewriter = changes["history_rewriter"]
+        if "sub_agents" in changes:
+            flow._sub_agents = ()
+            _wire(flow, changes["sub_agents"], disallow_transfer_to_parent=False)
+        flow._replaced(changes)
+        return flow
+
+    def _replaced(self, changes: dict[str, Any]) -> None:
+        """Apply the ``changes`` of :meth:`replace` a subclass adds (to a fresh copy)."""
 
     # --- running ---
 
@@ -224,13 +265,22 @@ class FlowAgent(BaseAgent):
     ) -> Turn:
         """Run the wrapped agent's turn (reported to the callbacks); return what it said."""
         callbacks = frame.observers.callbacks
-        if callbacks is None:  # nobody to report to (the common case)
-            return self._play(open_run(frame, downstream, input, resume_info, named=named))
         # A copy of the turn's events, only for handlers whose on_agent_end takes them.
-        copy = EventCopy(downstream) if callbacks.wants_events(self.name) else None
-        run = open_run(
-            frame, downstream if copy is None else copy, input, resume_info, named=named
+        copy = (
+            EventCopy(downstream)
+            if callbacks is not None and callbacks.wants_events(self.name)
+            else None
         )
+        run = open_run(
+            frame,
+            downstream if copy is None else copy,
+            input,
+            resume_info,
+            named=named,
+            transfer_targets=self._targets(),
+        )
+        if callbacks is None:
+            return self._play(run)  # nobody to report to (the common case)
         return observe_agent(
             frame.observers,
             self.name,
@@ -242,6 +292,14 @@ class FlowAgent(BaseAgent):
             run.invocation_id,
             copy,
         )
+
+    def _targets(self) -> tuple[FlowAgent, ...]:
+        """Where this agent may transfer from its place here: its sub-agents, then its parent
+        unless that is disallowed (told to each turn; the wrapped agent stores none of it)."""
+        parent = self._parent
+        if parent is None or self._disallow_transfer_to_parent:
+            return self._sub_agents
+        return (*self._sub_agents, parent)
 
     def _play(self, run: AgentRun) -> Turn:
         """The wrapped agent's turn in ``run`` (a subclass adds to it)."""
@@ -463,8 +521,12 @@ def _resumable(agent: object) -> bool:
 
 
 def _wrap(agent: Agent) -> FlowAgent:
+    """``agent``'s node for a new place: a new wrapper, or a copy of a flow's tree without its
+    parent. Nothing is written onto ``agent``, so it can take any number of places."""
     if isinstance(agent, FlowAgent):
-        return _copy_tree(agent)
+        tree = _copy_tree(agent)
+        tree._parent = None
+        return tree
     return FlowAgent(agent)
 
 
@@ -489,24 +551,16 @@ def _wire(parent: FlowAgent, children: Sequence[Agent], *, disallow_transfer_to_
          ) -> list[FlowAgent]:
     """Make ``children`` the sub-agents of ``parent`` (framework-internal; the one place).
 
-    Each child is wrapped (a flow is copied), told its parent through the
-    :class:`~agentkit.OnSubAgents` hooks, and given ``parent`` as its parent. With
+    Each child is wrapped (a new node; a flow is copied), told its parent through the
+    :class:`~agentkit.OnSubAgents` hooks, and its node is given ``parent`` as its parent: the
+    child itself is not changed, so it may be a child of other parents too. With
     ``disallow_transfer_to_parent`` (workflow children) no child may transfer back.
-
-    Raises:
-        AgentConfigError: a child already has a parent.
     """
     subs = [_wrap(child) for child in children]
     hook = getattr(parent._agent, "on_set_sub_agents", None)
     if callable(hook):
         hook(subs)
     for sub in subs:
-        if sub._parent is not None:
-            raise AgentConfigError(
-                f"agent {sub.name!r} is a sub-agent of {sub._parent.name!r} already and cannot "
-                f"also be one of {parent.name!r}: an agent has one parent; give {parent.name!r} "
-                "another agent (ChatModelAgent.replace() makes a copy)"
-            )
         if disallow_transfer_to_parent:
             sub._disallow_transfer_to_parent = True
         sub._parent = parent
@@ -533,9 +587,11 @@ def set_sub_agents(agent: Agent, sub_agents: Sequence[Agent]) -> FlowAgent:
     Run the returned agent, not the original. A sub-agent can transfer back to its parent
     unless it was made with ``agent_with_options(..., disallow_transfer_to_parent=True)``.
 
+    Neither ``agent`` nor the sub-agents change: the same agent may be given other sub-agents
+    in another call (another tree), and a sub-agent may be the sub-agent of other parents too.
+
     Raises:
-        AgentConfigError: sub-agents were set already, or a sub-agent already has a parent.
-        AgentFrozenError: an agent has run already (agents are configured before they run).
+        AgentConfigError: ``agent`` is a flow that has its sub-agents already.
     """
     parent = _wrap(agent)
     if parent._sub_agents:

@@ -31,13 +31,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from agentkit._lazy import attach
-from agentkit.conversation.base import (
+from agentkit.conversation._base import (
     DEFAULT_MAX_RECORD_BYTES,
     MAX_CONVERSATION_ID_BYTES,
     ConversationLock,
     ConversationStore,
 )
-from agentkit.conversation.trim import (
+from agentkit.conversation._trim import (
     HistoryTrimmer,
     TokenCounter,
     approximate_tokens,
@@ -62,20 +62,20 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from agentkit.conversation.file import FileConversationStore
-    from agentkit.conversation.memory import InMemoryConversationStore
-    from agentkit.conversation.redis import RedisConversationStore
-    from agentkit.conversation.sqlite import SQLiteConversationStore
+    from agentkit.conversation._file import FileConversationStore
+    from agentkit.conversation._memory import InMemoryConversationStore
+    from agentkit.conversation._redis import RedisConversationStore
+    from agentkit.conversation._sqlite import SQLiteConversationStore
 else:
     # The stores load on first use: sqlite3 and redis-py only with their store, and none of
     # them for a Runner without conversations (``import agentkit`` stays light).
     __getattr__, __dir__ = attach(
         __name__,
         {
-            "FileConversationStore": "agentkit.conversation.file",
-            "InMemoryConversationStore": "agentkit.conversation.memory",
-            "RedisConversationStore": "agentkit.conversation.redis",
-            "SQLiteConversationStore": "agentkit.conversation.sqlite",
+            "FileConversationStore": "agentkit.conversation._file",
+            "InMemoryConversationStore": "agentkit.conversation._memory",
+            "RedisConversationStore": "agentkit.conversation._redis",
+            "SQLiteConversationStore": "agentkit.conversation._sqlite",
         },
-        submodules=("base", "conformance", "file", "memory", "redis", "sqlite", "trim"),
+        submodules=("conformance",),
     )

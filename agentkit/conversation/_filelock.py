@@ -6,8 +6,8 @@ import hashlib
 import os
 from pathlib import Path
 
+from agentkit.conversation._base import ConversationLock, busy
 from agentkit.conversation._records import ThreadLocks
-from agentkit.conversation.base import ConversationLock, busy
 
 __all__ = ["FileLocks"]
 

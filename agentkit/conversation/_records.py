@@ -9,7 +9,7 @@ Every store reads records through :func:`decode_records`, so a bad record is rep
 same words whatever the store: a :class:`~agentkit.ConversationRecordError` naming the
 conversation, the record's position and what is wrong with it, and how to repair it.
 
-Framework-internal; custom stores may use these, but only :mod:`agentkit.conversation.base`
+Framework-internal; custom stores may use these, but only :mod:`agentkit.conversation._base`
 is API.
 """
 
@@ -20,7 +20,7 @@ import threading
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from agentkit.conversation.base import MAX_CONVERSATION_ID_BYTES
+from agentkit.conversation._base import MAX_CONVERSATION_ID_BYTES
 from agentkit.errors import AgentKitTypeError, AgentKitValueError, ConversationRecordError
 from agentkit.schema import Message, Role
 

@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from agentkit._persist import persisted
+from agentkit.conversation._base import ConversationLock, ConversationStore
 from agentkit.conversation._records import check_id
-from agentkit.conversation.base import ConversationLock, ConversationStore
-from agentkit.conversation.trim import HistoryTrimmer
+from agentkit.conversation._trim import HistoryTrimmer
 from agentkit.errors import AgentKitValueError
 from agentkit.schema import Message
 

@@ -31,7 +31,7 @@ from typing import Any
 
 import attrs
 
-from agentkit.conversation.base import MAX_CONVERSATION_ID_BYTES, ConversationStore
+from agentkit.conversation._base import MAX_CONVERSATION_ID_BYTES, ConversationStore
 from agentkit.errors import ConversationBusyError, ConversationRecordError
 from agentkit.schema import (
     MESSAGE_ID_KEY,

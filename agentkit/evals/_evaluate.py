@@ -20,6 +20,7 @@ from typing import IO, Any
 
 import attrs
 
+from agentkit._options import AgentRunOption, with_cancel
 from agentkit.callbacks import with_callbacks
 from agentkit.cancel import CancelHandle, CancelMode
 from agentkit.errors import AgentCancelledError, AgentKitTypeError, AgentKitValueError
@@ -31,7 +32,6 @@ from agentkit.evals._judge import Judge
 from agentkit.evals._progress import Progress, make_progress
 from agentkit.evals._report import CaseReport, EvalReport
 from agentkit.events import Agent
-from agentkit.options import AgentRunOption, with_cancel
 from agentkit.results import RunResult
 from agentkit.runner import Runner
 from agentkit.schema import Message, TokenUsage

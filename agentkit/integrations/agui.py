@@ -51,16 +51,16 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from agentkit._lazy import present
+from agentkit._options import AgentRunOption, with_checkpoint_id, with_session_values
 from agentkit._persist import persisted
 from agentkit._runctx import get_session_values
 from agentkit.callbacks import with_callbacks
 from agentkit.errors import AgentKitError, CheckpointError
 from agentkit.events import AgentEvent, InterruptContext
 from agentkit.integrations._errors import RunNotFoundError
-from agentkit.options import AgentRunOption, with_checkpoint_id, with_session_values
 from agentkit.runner import Runner
 from agentkit.schema import FunctionCall, Message, Role, ToolCall, ToolInfo
-from agentkit.tools.approval import ApprovalRequest, Approve, Reject
+from agentkit.tools._approval import ApprovalRequest, Approve, Reject
 from agentkit.tools.base import ToolCallInfo
 
 if TYPE_CHECKING:

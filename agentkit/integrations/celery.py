@@ -75,6 +75,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from agentkit._options import with_cancel, with_checkpoint_id, with_session_values
 from agentkit._runlog import InlineRun, Summary, publish, summary_of_error
 from agentkit.cancel import CancelHandle, CancelMode
 from agentkit.errors import (
@@ -107,7 +108,6 @@ from agentkit.integrations._redisprefixes import claim_prefix
 from agentkit.integrations._runids import check_owner, check_run_id
 from agentkit.integrations._signing import Sealer, SealError, as_keys
 from agentkit.integrations.runs import RunEvent, RunEventStream, to_messages
-from agentkit.options import with_cancel, with_checkpoint_id, with_session_values
 from agentkit.runner import Runner
 from agentkit.schema import ContentPart, Message
 

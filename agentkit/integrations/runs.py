@@ -55,6 +55,7 @@ from typing import Any, Protocol
 import attrs
 
 from agentkit._lazy import present
+from agentkit._options import with_cancel, with_checkpoint_id, with_session_values
 from agentkit._runctx import check_cancelled
 from agentkit._runlog import Append, InlineRun, Published, publish, summary_of_error
 from agentkit.cancel import CancelHandle, CancelMode
@@ -72,7 +73,6 @@ from agentkit.integrations._errors import (
 )
 from agentkit.integrations._idempotency import check_key, conflict, key_digest, request_digest
 from agentkit.integrations._runids import check_owner, check_run_id, log_position
-from agentkit.options import with_cancel, with_checkpoint_id, with_session_values
 from agentkit.runner import Runner
 from agentkit.schema import ContentPart, Message, _input_messages
 

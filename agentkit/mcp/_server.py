@@ -13,6 +13,7 @@ from typing import Any
 
 import attrs
 
+from agentkit._options import with_cancel, with_checkpoint_id
 from agentkit.cancel import CancelHandle
 from agentkit.checkpoint import InMemoryCheckPointStore
 from agentkit.errors import (
@@ -24,10 +25,9 @@ from agentkit.errors import (
 from agentkit.events import AgentEvent, InterruptContext
 from agentkit.iterators import AsyncIterator
 from agentkit.mcp import _compat
-from agentkit.options import with_cancel, with_checkpoint_id
 from agentkit.runner import Runner
 from agentkit.schema import Role
-from agentkit.tools.approval import ApprovalRequest, Approve, Reject
+from agentkit.tools._approval import ApprovalRequest, Approve, Reject
 
 __all__ = ["AgentMCPServer", "to_mcp_server"]
 

@@ -25,7 +25,7 @@ from agentkit.middleware import (
 )
 from agentkit.schema import Message, Role, system_message, user_message
 from agentkit.tools.base import BaseTool
-from agentkit.tools.function import tool
+from agentkit.tools._function import tool
 
 __all__ = [
     "EXTRACT_INSTRUCTION",

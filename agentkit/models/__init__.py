@@ -57,21 +57,21 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from agentkit.models.anthropic import AnthropicChatModel
+    from agentkit.models.anthropic._client import AnthropicChatModel
     from agentkit.models.failover import FailoverChatModel
-    from agentkit.models.gemini import GeminiChatModel
-    from agentkit.models.openai import OpenAIChatModel
-    from agentkit.models.responses import OpenAIResponsesModel
+    from agentkit.models.gemini._client import GeminiChatModel
+    from agentkit.models.openai._client import OpenAIChatModel
+    from agentkit.models.responses._client import OpenAIResponsesModel
     from agentkit.models.scripted import ModelCall, ScriptedChatModel
 else:
     __getattr__, __dir__ = attach(
         __name__,
         {
-            "AnthropicChatModel": "agentkit.models.anthropic",
+            "AnthropicChatModel": "agentkit.models.anthropic._client",
             "FailoverChatModel": "agentkit.models.failover",
-            "GeminiChatModel": "agentkit.models.gemini",
-            "OpenAIChatModel": "agentkit.models.openai",
-            "OpenAIResponsesModel": "agentkit.models.responses",
+            "GeminiChatModel": "agentkit.models.gemini._client",
+            "OpenAIChatModel": "agentkit.models.openai._client",
+            "OpenAIResponsesModel": "agentkit.models.responses._client",
             "ModelCall": "agentkit.models.scripted",
             "ScriptedChatModel": "agentkit.models.scripted",
         },

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 
 from agentkit._agent import AgentRun, BaseAgent, frame_of
 from agentkit._runctx import get_session_value
+from agentkit._values import BuiltValue
 from agentkit.agents._react import ModelCaller, limit_pause
 from agentkit.errors import AgentConfigError, RunLimitError
 from agentkit.events import AgentEvent, event_from_message, new_break_loop_action
@@ -134,7 +135,7 @@ def _output(reply: Message, content: str) -> Message:
     return Message(Role.ASSISTANT, content, response_meta=reply.response_meta)
 
 
-class _OneCallAgent(BaseAgent):
+class _OneCallAgent(BuiltValue, BaseAgent):
     """What the planner and the replanner share: one model call per run, in a push agent."""
 
     def __init__(self, name: str, description: str, model: ChatModel, forced: bool) -> None:

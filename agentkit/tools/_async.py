@@ -1,7 +1,7 @@
 """Running ``async def`` tools: each call is a task on agentkit's event loop.
 
 Framework-internal; see :mod:`agentkit._aioloop` for the loop and
-:class:`~agentkit.tools.function.FunctionTool` for what users are told. The calling thread
+:class:`~agentkit.tools.FunctionTool` for what users are told. The calling thread
 (the agent's, or a tool thread of its round) waits for the task; an immediate cancel of the
 run, or the end of the call's time limit, cancels the task (``asyncio.CancelledError`` at
 the coroutine's ``await``) and the wait ends once the coroutine finished its cleanup, so the

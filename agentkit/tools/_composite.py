@@ -19,7 +19,7 @@ from agentkit._points import PointResume
 from agentkit._runctx import RunFrame, RunKey, ToolCallFrame, current_frame, use_frame
 from agentkit.errors import AgentKitRuntimeError, AgentKitTypeError, AgentKitValueError
 from agentkit.schema import ContentPart
-from agentkit.tools.function import as_tool
+from agentkit.tools._function import as_tool
 
 __all__ = ["CompositeInterrupt"]
 

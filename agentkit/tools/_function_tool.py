@@ -1,7 +1,7 @@
 """The function tool classes: :class:`FunctionTool` and :class:`StreamingFunctionTool`.
 
 Framework-internal; the public module is :mod:`agentkit.tools.function`, which also has the
-:func:`~agentkit.tools.function.tool` decorator that makes them.
+:func:`~agentkit.tool` decorator that makes them.
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ _NOT_ASKED = Decision("", resumes_tool=True)  # no approval needed: the call run
 
 
 class FunctionTool(Generic[P, R]):
-    """A Python function as an :class:`~agentkit.tools.InvokableTool`; made by :func:`tool`.
+    """A Python function as an :class:`~agentkit.InvokableTool`; made by :func:`tool`.
 
     ``invoke`` parses the JSON arguments, checks and converts them to the annotated types
     (unknown arguments are ignored; parameters that were not sent get their defaults), calls the
@@ -356,7 +356,7 @@ class FunctionTool(Generic[P, R]):
 
 
 class StreamingFunctionTool(FunctionTool[P, R]):
-    """A generator function as a :class:`~agentkit.tools.StreamableTool`; made by :func:`tool`.
+    """A generator function as a :class:`~agentkit.StreamableTool`; made by :func:`tool`.
 
     ``stream`` checks and converts the arguments at once (raising
     :class:`~agentkit.errors.ToolArgumentsError` before anything runs), then returns a reader

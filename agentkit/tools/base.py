@@ -6,7 +6,7 @@ parameters) and runs with the JSON arguments a model sent, either in one piece
 a :class:`ContentTool` returns images, files and sounds too (:meth:`ContentTool.invoke_content`).
 A tool may implement both; the agent uses whichever suits the way it runs.
 
-Any object with these methods is a tool (structural typing); :func:`~agentkit.tools.tool` turns a
+Any object with these methods is a tool (structural typing); :func:`~agentkit.tool` turns a
 plain Python function into one.
 """
 

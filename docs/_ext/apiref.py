@@ -547,7 +547,32 @@ def _resolve(app: Sphinx, env: BuildEnvironment, node: Any, contnode: Any) -> An
     imported = _imported_name(module, target) or _imported_name(context, target)
     if imported is not None and imported != target:
         return _resolve_as(app, env, node, contnode, imported)
+    if target in _type_variable_names():
+        # a type variable of a private module, in the signature of a public name documented
+        # on another page (``P`` of ``agentkit.tool``): plain text, as above
+        return contnode
     return None
+
+
+@functools.cache
+def _type_variable_names() -> frozenset[str]:
+    """The names that every agentkit module binding them binds to a ``TypeVar``/``ParamSpec``."""
+    typevars: set[str] = set()
+    others: set[str] = set()
+    for module in module_files():
+        for statement in _module_tree(module).body:
+            if not isinstance(statement, ast.Assign):
+                continue
+            value = statement.value
+            is_typevar = (
+                isinstance(value, ast.Call)
+                and isinstance(value.func, ast.Name)
+                and value.func.id in ("TypeVar", "ParamSpec", "TypeVarTuple")
+            )
+            for target in statement.targets:
+                if isinstance(target, ast.Name):
+                    (typevars if is_typevar else others).add(target.id)
+    return frozenset(typevars - others)
 
 
 _LITERAL = re.compile(r"""'[^']*'|"[^"]*"|-?\d+(\.\d+)?""")

@@ -1,4 +1,4 @@
-"""Anthropic's Messages API: :class:`AnthropicChatModel`.
+"""Anthropic's Messages API: :class:`~agentkit.models.AnthropicChatModel`.
 
 A hand-written wire over agentkit's HTTP machinery (``agentkit.models._http``), as
 :class:`~agentkit.models.OpenAIChatModel`'s: the same deadlines, cancel, size caps, retries and
@@ -10,16 +10,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from agentkit._lazy import attach, present
+from agentkit._lazy import attach
 from agentkit.models.anthropic._client import (
     ANTHROPIC_VERSION,
     DEFAULT_ANTHROPIC_BASE_URL,
-    AnthropicChatModel,
 )
 
-__all__ = ["ANTHROPIC_VERSION", "AnthropicChatModel", "DEFAULT_ANTHROPIC_BASE_URL"]
-
-present((AnthropicChatModel,), __name__)
+__all__ = ["ANTHROPIC_VERSION", "DEFAULT_ANTHROPIC_BASE_URL"]
 
 if not TYPE_CHECKING:
-    __getattr__, __dir__ = attach(__name__)
+    # The class is imported from agentkit.models; its spelling here goes in agentkit 0.4.
+    __getattr__, __dir__ = attach(
+        __name__, deprecated={"AnthropicChatModel": "agentkit.models.AnthropicChatModel"}
+    )

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
+from agentkit._lazy import present
 from agentkit.errors import AgentKitValueError
 from agentkit.models._http._body import DEFAULT_MAX_RESPONSE_BYTES
 from agentkit.models._http._encoded import EncodedMessages, join_turns
@@ -218,3 +219,7 @@ def _check_budget(max_tokens: object, thinking: object) -> None:
             f"the thinking budget ({thinking}) must be below max_tokens ({max_tokens}): "
             f"pass a larger AnthropicChatModel(..., max_tokens=...)"
         )
+
+
+# Defined here; documented and imported as agentkit.models.AnthropicChatModel.
+present((AnthropicChatModel,), "agentkit.models")

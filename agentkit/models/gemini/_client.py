@@ -9,6 +9,7 @@ from urllib.parse import quote
 
 import httpx
 
+from agentkit._lazy import present
 from agentkit.errors import AgentKitValueError
 from agentkit.models._http._body import DEFAULT_MAX_RESPONSE_BYTES
 from agentkit.models._http._encoded import EncodedMessages, join_turns
@@ -193,3 +194,7 @@ class GeminiChatModel(HTTPChatModel):
     def _retry_after(self, headers: httpx.Headers, body: Any) -> float | None:
         delay = parse_retry_after(headers)
         return delay if delay is not None else retry_delay(body)
+
+
+# Defined here; documented and imported as agentkit.models.GeminiChatModel.
+present((GeminiChatModel,), "agentkit.models")

@@ -1,4 +1,4 @@
-"""An OpenAI-compatible Chat Completions client: :class:`OpenAIChatModel`.
+"""An OpenAI-compatible Chat Completions client: :class:`~agentkit.models.OpenAIChatModel`.
 
 It speaks the ``POST {base_url}/chat/completions`` protocol that OpenAI, Azure OpenAI,
 Ollama, vLLM, DeepSeek, Mistral, llama.cpp's server, Gemini's OpenAI-compatible endpoint,
@@ -24,12 +24,15 @@ from typing import TYPE_CHECKING
 from agentkit._lazy import attach, present
 from agentkit.models._http._retry import parse_retry_after
 from agentkit.models._http._sse import iter_sse_data
-from agentkit.models.openai._client import DEFAULT_BASE_URL, OpenAIChatModel
+from agentkit.models.openai._client import DEFAULT_BASE_URL
 
-__all__ = ["DEFAULT_BASE_URL", "OpenAIChatModel", "iter_sse_data", "parse_retry_after"]
+__all__ = ["DEFAULT_BASE_URL", "iter_sse_data", "parse_retry_after"]
 
 # Defined in private modules, documented here.
-present((OpenAIChatModel, iter_sse_data, parse_retry_after), __name__)
+present((iter_sse_data, parse_retry_after), __name__)
 
 if not TYPE_CHECKING:  # dir() lists the API only (not this module's imports)
-    __getattr__, __dir__ = attach(__name__)
+    # The class is imported from agentkit.models; its spelling here goes in agentkit 0.4.
+    __getattr__, __dir__ = attach(
+        __name__, deprecated={"OpenAIChatModel": "agentkit.models.OpenAIChatModel"}
+    )

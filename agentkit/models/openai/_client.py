@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
+from agentkit._lazy import present
 from agentkit.models._http._body import DEFAULT_MAX_RESPONSE_BYTES
 from agentkit.models._http._model import HTTPChatModel
 from agentkit.models.base import ModelOptions
@@ -192,3 +193,7 @@ class OpenAIChatModel(HTTPChatModel):
 
     def _parse_reply(self, content: bytes, url: str, status: int) -> Message:
         return parse_completion(content, url, status)
+
+
+# Defined here; documented and imported as agentkit.models.OpenAIChatModel.
+present((OpenAIChatModel,), "agentkit.models")

@@ -1,4 +1,4 @@
-"""OpenAI's Responses API: :class:`OpenAIResponsesModel`.
+"""OpenAI's Responses API: :class:`~agentkit.models.OpenAIResponsesModel`.
 
 A hand-written wire over agentkit's HTTP machinery (``agentkit.models._http``), as
 :class:`~agentkit.models.OpenAIChatModel`'s: the same deadlines, cancel, size caps, retries and
@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from agentkit._lazy import attach, present
-from agentkit.models.responses._client import OpenAIResponsesModel
+from agentkit._lazy import attach
 
-__all__ = ["OpenAIResponsesModel"]
-
-present((OpenAIResponsesModel,), __name__)
+__all__: list[str] = []
 
 if not TYPE_CHECKING:
-    __getattr__, __dir__ = attach(__name__)
+    # The class is imported from agentkit.models; its spelling here goes in agentkit 0.4.
+    __getattr__, __dir__ = attach(
+        __name__, deprecated={"OpenAIResponsesModel": "agentkit.models.OpenAIResponsesModel"}
+    )

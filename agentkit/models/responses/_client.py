@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
+from agentkit._lazy import present
 from agentkit.errors import AgentKitValueError
 from agentkit.models._http._body import DEFAULT_MAX_RESPONSE_BYTES
 from agentkit.models._http._encoded import EncodedMessages
@@ -150,3 +151,7 @@ class OpenAIResponsesModel(HTTPChatModel):
 
     def _parse_reply(self, content: bytes, url: str, status: int) -> Message:
         return parse_response(content, url, status)
+
+
+# Defined here; documented and imported as agentkit.models.OpenAIResponsesModel.
+present((OpenAIResponsesModel,), "agentkit.models")
