@@ -351,6 +351,7 @@ class AgentRun:
         info: Any = None,
         root_cause: bool = False,
         completed: Iterable[str] = (),
+        clear: bool = False,
         flush: bool = True,
         sync: bool = False,
     ) -> None:
@@ -382,6 +383,9 @@ class AgentRun:
                 its point is the interrupt's root cause, with ``info``.
             completed: address segments below this agent (``"tool:<name>:<call id>"``,
                 ``"agent:<name>"``) of work that completed: what was saved there is dropped.
+            clear: what was saved at and below this agent is dropped first, whatever it was
+                (a flow node whose agent's turn ended in a transfer: only the transfer is
+                left to resume).
             flush: ``False`` keeps the state for the next write (the next ``save_state`` or
                 the stop's save) instead of writing now; for a state no crash may need.
             sync: the write must survive a power loss too, not only the process (before
@@ -392,6 +396,9 @@ class AgentRun:
         journal = frame.journal
         gone: list[tuple[str, ...]] = list(self._finished or ())
         self._finished = None
+        if clear:
+            journal.discard_under(address)
+            gone.append(address)
         for segment in completed:
             place = (*address, segment)
             journal.discard_under(place)
