@@ -717,8 +717,9 @@ class ReactRun:
         self.tool_options = agent_options.tool_options
         self.round: ToolRoundState | None = None  # the tool round in progress
         self.model_pending = False  # a model call is in progress
-        # A durable run (durability="step") writes each declared step before it goes on: its
-        # replies and results are shown only once their step is written (see AgentRun.durable).
+        # A durable run (durability="step") writes each declared step before it goes on: the
+        # loop declares at every step, and shows its replies and results only once their step
+        # is written (see AgentRun.durable). Any run declares where it stops.
         self.durable = run.durable
         # Orders the declarations of the agent's thread and its tool threads: a later one
         # holds all an earlier one did (a started call is never written as not started).
@@ -823,9 +824,11 @@ class ReactRun:
         scope = self.scope
         final: Message | None = None
         answered = False  # the model gave the final answer (not a return-directly tool)
-        # The loop declares its state after each model reply that calls tools, each finished
-        # call and its answer: the Runner's writer keeps it (durability="stop") or writes what
-        # changed since the previous one (durability="step").
+        # In a durable run the loop declares its state after each model reply that calls
+        # tools, each finished call and its answer, and the Runner's writer writes what
+        # changed since the previous one. Otherwise only the stop declares (see loop): a
+        # declaration kept in memory would be replaced by it anyway, and a step should not
+        # pay for a copy of the conversation nobody reads.
         if pending_round is not None:
             self.round = pending_round
             final = self.tool_round(state, pending_round)
@@ -844,7 +847,7 @@ class ReactRun:
             typed = self.typed_output
             # With output_type, the key holds the typed value (the text otherwise).
             self.frame.session.set(output_key, final.content if typed is None else typed[0])
-        if answered:
+        if answered and self.durable:
             # The answer (and its output key) is saved: a resumed run does not ask again.
             # A return-directly tool's result ends the turn with an action its parent acts on
             # (a transfer, an exit): that turn stays resumable from its tool round instead,
@@ -893,7 +896,8 @@ class ReactRun:
             calls=list(reply.tool_calls),
         )
         self.round = round_state
-        self._save(state)  # the reply is saved before any of its calls runs
+        if self.durable:
+            self._save(state)  # the reply is saved before any of its calls runs
         self.scope.check(Point.AFTER_CHAT_MODEL)
         final = self.tool_round(state, round_state)
         self.round = None
@@ -979,12 +983,15 @@ class ReactRun:
             if return_directly_id is None
             else self._held_from_earlier_run(round_state, return_directly_id)
         )
-        def on_result(index: int) -> None:
-            self._call_done(state, round_state, index)
+        on_result = None
+        if self.durable:
+
+            def on_result(index: int) -> None:
+                self._call_done(state, round_state, index)
 
         outcome = RoundOutcome(
             self.emit, round_state, return_directly_id, on_result,
-            self.run if self.durable else None,
+            None if on_result is None else self.run,
         )
         pending = outcome.pending()
         if len(pending) == 1:
