@@ -9,14 +9,18 @@ The design, in full (the Runner's side is :mod:`agentkit._durable`):
   tool round, a Sequential's child, a Parallel's lanes, a pending transfer, an agent tool's
   inner history). A run whose process died is resumed from its image the way a stopped run is
   resumed from its journal's points (:mod:`agentkit._points`).
-* **Commits.** A component changes the image only at its own step boundaries, by committing
-  a list of *ops* (:class:`PutPoint`, :class:`DropPoints`, :class:`SetField`,
+* **Declarations.** A component says where it is with ``AgentRun.save_state``; in a durable
+  run that call ends here, in :meth:`Progress.declare`: the writer diffs the declared state
+  against what it wrote last for that address (:func:`state_delta`) and commits the *ops*
+  that turn one into the other (:class:`PutPoint`, :class:`DropPoints`, :class:`SetField`,
   :class:`ExtendField`, :class:`MergeField`), addressed like resume points; the address
-  ``()`` is the checkpoint itself (``history``, ``session_values``). A ChatModelAgent commits
-  after each model reply and each tool call, a workflow when it moves to its next child
-  (dropping the finished child's points and advancing its own in the same commit), a flow
-  when it transfers, a Parallel when a branch finishes. One commit is one unit, never split,
-  so the image always shows a state its components really had.
+  ``()`` is the checkpoint itself (``history``, ``session_values``). The components never
+  build ops for their own state. A ChatModelAgent declares after each model reply and each
+  tool call, a workflow when it moves to its next child (the finished child's points dropped
+  in the same commit), a flow when it transfers. The components that track a history of
+  their own (a Parallel's lanes, an agent tool's inner run) still put their point and commit
+  ops through :meth:`Progress.commit`. One commit is one unit, never split, so the image
+  always shows a state its components really had.
 * **History with its owner.** A commit also carries the new entries of the committing
   frame's history (:meth:`Progress.track` names where each history goes in the image: the
   run's, a Parallel lane's, an agent tool's inner run's). So the history never runs ahead of
