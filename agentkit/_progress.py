@@ -272,6 +272,7 @@ class Progress:
                     pending.append(ExtendField(cursor.address, cursor.field, entries,
                                                cursor.index))
                     cursor.written += len(entries)
+                    known.pop(cursor.address, None)  # no longer what was declared there
         pending.extend(ops)
         if not flush:
             return
