@@ -197,3 +197,34 @@ def test_built_in_agents_declare_through_the_public_run_api() -> None:
     react = (AGENTS / "_react.py").read_text(encoding="utf-8")
     # the ReAct loop records only an unfinished call's question (a root cause, like interrupt())
     assert react.count("journal.record(") == 1
+
+
+def test_a_durable_run_cut_by_a_base_exception_keeps_its_last_step() -> None:
+    calls: list[int] = []
+
+    @tool
+    def count(n: int) -> int:
+        """Count."""
+        calls.append(n)
+        if len(calls) == 2:
+            raise SystemExit("the tool ends the process")
+        return n
+
+    replies: list[Any] = [
+        calls_message(call("count", {"n": 1}, id="c1")),
+        calls_message(call("count", {"n": 2}, id="c2")),
+        "done",
+    ]
+    store = InMemoryCheckPointStore()
+    agent = ChatModelAgent("A", "counts", ScriptedChatModel(replies), tools=[count])
+    try:
+        Runner(agent, checkpoint_store=store).invoke("go", with_checkpoint_id("x"))
+    except SystemExit:
+        pass
+    else:
+        raise AssertionError("the SystemExit did not reach the caller")
+    # the image was kept (it was deleted before), and the run goes on from the second call
+    again = ChatModelAgent("A", "counts", ScriptedChatModel(["done"]), tools=[count])
+    result = Runner(again, checkpoint_store=store).resume("x").result()
+    assert result.text == "done"
+    assert calls == [1, 2, 2]
