@@ -394,7 +394,7 @@ class AgentRun:
         frame = self._frame
         address = frame.address
         journal = frame.journal
-        gone: list[tuple[str, ...]] = list(self._finished or ())
+        gone = self._finished or []
         self._finished = None
         if clear:
             journal.discard_under(address)

@@ -220,9 +220,15 @@ class Progress:
         costs what the step changed. ``log``, ``flush`` and ``sync`` as for :meth:`commit`.
         """
         with self._lock:
-            ops: list[Op] = [DropPoints(gone) for gone in done]
-            ops.extend(state_delta(address, self._declared.get(address), state))
-            self._commit(ops, log, flush, sync, declared=(address, written_base(state)))
+            known = self._declared
+            ops: list[Op] = []
+            for gone in done:
+                ops.append(DropPoints(gone))
+                if known:
+                    _forget_under(known, gone)
+            ops.extend(state_delta(address, known.get(address), state))
+            known[address] = written_base(state)
+            self._write(ops, log, flush, sync)
 
     def commit(
         self, ops: Sequence[Op], log: LogLike | None = None, *, flush: bool = True,
@@ -239,28 +245,18 @@ class Progress:
                 must not go on as if it were.
         """
         with self._lock:
-            self._commit(ops, log, flush, sync)
+            known = self._declared
+            if known:
+                for op in ops:  # the image's points change: what was declared there is gone
+                    if type(op) is DropPoints:
+                        _forget_under(known, op.address)
+                    else:
+                        known.pop(op.address, None)
+            self._write(ops, log, flush, sync)
 
-    def _commit(
-        self,
-        ops: Sequence[Op],
-        log: LogLike | None,
-        flush: bool,
-        sync: bool,
-        declared: tuple[Address, Any] | None = None,
-    ) -> None:
-        """:meth:`commit`, with the lock held; ``declared``: the state the ops lead to."""
+    def _write(self, ops: Sequence[Op], log: LogLike | None, flush: bool, sync: bool) -> None:
+        """Commit ``ops`` and the new entries of ``log`` (the lock held)."""
         known = self._declared
-        if known:
-            for op in ops:  # the image's points change: what was declared there is gone
-                if type(op) is DropPoints:
-                    depth = len(op.address)
-                    for gone in [a for a in known if a[:depth] == op.address]:
-                        del known[gone]
-                elif type(op) is PutPoint or op.address in known:
-                    known.pop(op.address, None)
-        if declared is not None:
-            known[declared[0]] = declared[1]
         pending = self._pending
         if log is not None:
             for history in log.chain():
@@ -313,9 +309,9 @@ def written_base(state: Any) -> Any:
     if not attrs.has(kind):
         return None
     _, values = _fields_of(kind)
-    return kind, tuple(
+    return kind, [
         value.copy() if type(value) in _CONTAINERS else value for value in values(state)
-    )
+    ]
 
 
 def state_delta(address: Address, base: Any, new: Any) -> list[Op]:
@@ -362,6 +358,13 @@ def _fields_of(cls: type) -> tuple[tuple[str, ...], Callable[[Any], tuple[Any, .
         if len(_FIELDS_OF) < 256:
             _FIELDS_OF[cls] = known
     return known
+
+
+def _forget_under(known: dict[Address, Any], address: Address) -> None:
+    """Forget what was declared at and under ``address`` (its points were dropped)."""
+    depth = len(address)
+    for gone in [saved for saved in known if saved[:depth] == address]:
+        del known[gone]
 
 
 def _field_delta(address: Address, name: str, before: Any, after: Any) -> Op | None:
