@@ -365,9 +365,10 @@ class AgentRun:
         cancel, failure); with ``durability="step"`` it is written to the store, with the
         run's history so far, before this call returns, so a run whose process died goes on
         from it. Without a checkpoint id it is kept in memory only. A write holds what changed
-        since the agent's previous declaration (lists that grew are written as their new
-        items), so give a fresh value each time: one whose lists, dicts and sets nothing
-        changes later.
+        since the agent's previous declaration (a list that grew is written as its new items):
+        the Runner keeps a shallow copy of what it wrote, so the agent may change its value in
+        place between two calls; items are compared by identity (replace an item of a list
+        rather than change it).
 
         A resumed turn gets the state back as ``run.resume_info.interrupt_state``. The children
         that completed since the last call (:meth:`run_child`, and the ones named in
@@ -387,7 +388,8 @@ class AgentRun:
                 (a flow node whose agent's turn ended in a transfer: only the transfer is
                 left to resume).
             flush: ``False`` keeps the state for the next write (the next ``save_state`` or
-                the stop's save) instead of writing now; for a state no crash may need.
+                the stop's save) instead of writing now: for a declaration made where the
+                agent stops, which the stop's save holds anyway.
             sync: the write must survive a power loss too, not only the process (before
                 work that must not run twice unnoticed).
         """
