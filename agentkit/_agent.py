@@ -17,7 +17,7 @@ import abc
 import contextvars
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 import attrs
@@ -26,7 +26,6 @@ from agentkit._ctrlc import InvokeGuard, ctrl_c_interrupt, exit_stops
 from agentkit._observe import RunObservers, UsageLedger
 from agentkit._options import AgentOptions, AgentRunOption, RunOptionSet
 from agentkit._points import Journal, interrupt_contexts
-from agentkit._progress import DropPoints, Op, PutPoint
 from agentkit._runctx import (
     EventLog,
     RecordedEvent,
@@ -360,30 +359,86 @@ class AgentRun:
             resume_data=point.data,
         )
 
-    def save_state(self, state: Any) -> None:
+    @property
+    def durable(self) -> bool:
+        """Whether :meth:`save_state` writes to the checkpoint store before it returns
+        (``Runner(durability="step")`` with a checkpoint id).
+
+        A composite that must not show a result before the step that made it is durable
+        (a crash would make it again, differently) records the event at once and sends it
+        (:meth:`forward`) after its next :meth:`save_state`, as a ChatModelAgent does with
+        its model replies.
+        """
+        return self._frame.progress is not None
+
+    def save_state(
+        self,
+        state: Any,
+        *,
+        info: Any = None,
+        root_cause: bool = False,
+        completed: Iterable[str] = (),
+        clear: bool = False,
+        flush: bool = True,
+        sync: bool = False,
+    ) -> None:
         """Declare where this agent is: the state a resumed turn goes on from.
 
         Call it at the agent's step boundaries (before each child, after each piece of work
-        that must not be done twice) with a value the checkpoint serializer accepts (builtins,
-        or your own classes given to ``PickleSerializer(allowed_types=...)``). The Runner keeps
-        the latest one: with ``durability="stop"`` in memory, saved in the checkpoint if the
-        run stops (interrupt, cancel, failure); with ``durability="step"`` it is written to the
-        store, with the run's history so far, before this call returns, so a run whose process
-        died goes on from it. Without a checkpoint id it is kept in memory only.
+        that must not be done twice, and where it stops) with a value the checkpoint
+        serializer accepts (builtins, or your own classes given to
+        ``PickleSerializer(allowed_types=...)``). The Runner keeps the latest one: with
+        ``durability="stop"`` in memory, saved in the checkpoint if the run stops (interrupt,
+        cancel, failure); with ``durability="step"`` it is written to the store, with the
+        run's history so far, before this call returns, so a run whose process died goes on
+        from it. Without a checkpoint id it is kept in memory only. A write holds what changed
+        since the agent's previous declaration (a list that grew is written as its new items):
+        the Runner keeps a shallow copy of what it wrote, so the agent may change its value in
+        place between two calls; items are compared by identity (replace an item of a list
+        rather than change it).
 
         A resumed turn gets the state back as ``run.resume_info.interrupt_state``. The children
-        that completed since the last call (:meth:`run_child`) are done with in the same write:
-        a resumed run neither runs them again nor loses the step. The state of an agent whose
-        turn completes is dropped by whoever ran it.
+        that completed since the last call (:meth:`run_child`, and the ones named in
+        ``completed``) are done with in the same write: a resumed run neither runs them again
+        nor loses the step. The state of an agent whose turn completes is dropped by whoever
+        ran it.
+
+        Args:
+            state: where the agent is.
+            info: what an interrupt shows for this agent (``InterruptContext.info``), when the
+                run stops here.
+            root_cause: this agent itself pauses the run (it emits an interrupt event next):
+                its point is the interrupt's root cause, with ``info``.
+            completed: address segments below this agent (``"tool:<name>:<call id>"``,
+                ``"agent:<name>"``) of work that completed: what was saved there is dropped.
+            clear: what was saved at and below this agent is dropped first, whatever it was
+                (a flow node whose agent's turn ended in a transfer: only the transfer is
+                left to resume).
+            flush: ``False`` keeps the state for the next write (the next ``save_state`` or
+                the stop's save) instead of writing now: for a declaration made where the
+                agent stops, which the stop's save holds anyway.
+            sync: the write must survive a power loss too, not only the process (before
+                work that must not run twice unnoticed).
         """
         frame = self._frame
-        frame.journal.declare(frame.address, state)
-        finished, self._finished = self._finished, None
+        address = frame.address
+        journal = frame.journal
+        gone = self._finished or []
+        self._finished = None
+        if clear:
+            journal.discard_under(address)
+            gone.append(address)
+        for segment in completed:
+            place = (*address, segment)
+            journal.discard_under(place)
+            gone.append(place)
+        if info is None and not root_cause:
+            journal.declare(address, state)
+        else:
+            journal.record(address, state, info, root=root_cause)
         progress = frame.progress
         if progress is not None:
-            ops: list[Op] = [DropPoints(address) for address in finished or ()]
-            ops.append(PutPoint(frame.address, state))
-            progress.commit(ops, frame.log)
+            progress.declare(address, state, frame.log, done=gone, flush=flush, sync=sync)
 
 
 class _ChildWatch:

@@ -11,7 +11,8 @@ one channel, written where a component stops and read where the Runner saves.
 
 Interrupt contexts (:class:`~agentkit.InterruptContext`) are derived from the points once, when
 the Runner delivers the interrupt event: a point's parent is the recorded point whose address is
-the longest proper prefix of its own.
+the longest proper prefix of its own (a state whose class sets ``shown_in_contexts = False``,
+a flow's transfer, is passed over).
 """
 
 from __future__ import annotations
@@ -125,7 +126,8 @@ def interrupt_contexts(points: Iterable[ResumePoint]) -> list[InterruptContext]:
         parent = None
         for length in range(len(point.address) - 1, 0, -1):
             above = by_address.get(point.address[:length])
-            if above is not None:
+            # A state that only routes a resumed run (a flow's transfer) is no context.
+            if above is not None and getattr(type(above.state), "shown_in_contexts", True):
                 parent = context(above)
                 break
         made[point.address] = result = InterruptContext(

@@ -9,14 +9,18 @@ The design, in full (the Runner's side is :mod:`agentkit._durable`):
   tool round, a Sequential's child, a Parallel's lanes, a pending transfer, an agent tool's
   inner history). A run whose process died is resumed from its image the way a stopped run is
   resumed from its journal's points (:mod:`agentkit._points`).
-* **Commits.** A component changes the image only at its own step boundaries, by committing
-  a list of *ops* (:class:`PutPoint`, :class:`DropPoints`, :class:`SetField`,
+* **Declarations.** A component says where it is with ``AgentRun.save_state``; in a durable
+  run that call ends here, in :meth:`Progress.declare`: the writer diffs the declared state
+  against what it wrote last for that address (:func:`state_delta`) and commits the *ops*
+  that turn one into the other (:class:`PutPoint`, :class:`DropPoints`, :class:`SetField`,
   :class:`ExtendField`, :class:`MergeField`), addressed like resume points; the address
-  ``()`` is the checkpoint itself (``history``, ``session_values``). A ChatModelAgent commits
-  after each model reply and each tool call, a workflow when it moves to its next child
-  (dropping the finished child's points and advancing its own in the same commit), a flow
-  when it transfers, a Parallel when a branch finishes. One commit is one unit, never split,
-  so the image always shows a state its components really had.
+  ``()`` is the checkpoint itself (``history``, ``session_values``). The components never
+  build ops for their own state. A ChatModelAgent declares after each model reply and each
+  tool call, a workflow when it moves to its next child (the finished child's points dropped
+  in the same commit), a flow when it transfers. The components that track a history of
+  their own (a Parallel's lanes, an agent tool's inner run) still put their point and commit
+  ops through :meth:`Progress.commit`. One commit is one unit, never split, so the image
+  always shows a state its components really had.
 * **History with its owner.** A commit also carries the new entries of the committing
   frame's history (:meth:`Progress.track` names where each history goes in the image: the
   run's, a Parallel lane's, an agent tool's inner run's). So the history never runs ahead of
@@ -158,13 +162,19 @@ class Progress:
     commits are written one at a time, in the order they were made.
     """
 
-    __slots__ = ("_cursors", "_lock", "_pending", "_session", "_sink", "_written_session")
+    __slots__ = (
+        "_cursors", "_declared", "_lock", "_pending", "_session", "_sink", "_written_session",
+    )
 
     def __init__(self, sink: Sink, session: Any = None) -> None:
         self._sink = sink
         self._session = session  # an agentkit._runctx.Session (it has snapshot())
         self._lock = threading.Lock()
         self._cursors: dict[int, _Cursor] = {}
+        # The state last declared per address, as the image holds it now (the base of the
+        # next declaration's delta: written_base); an address the image changed otherwise is
+        # not here.
+        self._declared: dict[Address, Any] = {}
         self._pending: list[Op] = []
         self._written_session: dict[str, Any] = (
             session.snapshot() if session is not None else {}
@@ -192,6 +202,34 @@ class Progress:
         with self._lock:
             self._cursors.pop(id(log), None)
 
+    def declare(
+        self,
+        address: Address,
+        state: Any,
+        log: LogLike | None = None,
+        *,
+        done: Sequence[Address] = (),
+        flush: bool = True,
+        sync: bool = False,
+    ) -> None:
+        """The component at ``address`` is at ``state`` now (``AgentRun.save_state``): commit
+        what changed since its last declaration, the points at ``done`` dropped first.
+
+        The commit holds only the delta from the state declared last at ``address`` (see
+        :func:`state_delta`; the writer keeps a shallow copy of it), so a step of a long run
+        costs what the step changed. ``log``, ``flush`` and ``sync`` as for :meth:`commit`.
+        """
+        with self._lock:
+            known = self._declared
+            ops: list[Op] = []
+            for gone in done:
+                ops.append(DropPoints(gone))
+                if known:
+                    _forget_under(known, gone)
+            ops.extend(state_delta(address, known.get(address), state))
+            known[address] = written_base(state)
+            self._write(ops, log, flush, sync)
+
     def commit(
         self, ops: Sequence[Op], log: LogLike | None = None, *, flush: bool = True,
         sync: bool = False,
@@ -207,27 +245,40 @@ class Progress:
                 must not go on as if it were.
         """
         with self._lock:
-            pending = self._pending
-            if log is not None:
-                for history in log.chain():
-                    cursor = self._cursors.get(id(history))
-                    if cursor is None:
-                        continue
-                    entries = history.since(cursor.written)
-                    if entries:
-                        pending.append(ExtendField(cursor.address, cursor.field, entries,
-                                                   cursor.index))
-                        cursor.written += len(entries)
-            pending.extend(ops)
-            if not flush:
-                return
-            changed = self._session_changes()
-            if changed:
-                pending.append(MergeField(ROOT, "session_values", changed))
-            if not pending:
-                return
-            self._pending = []
-            self._sink(pending, sync)
+            known = self._declared
+            if known:
+                for op in ops:  # the image's points change: what was declared there is gone
+                    if type(op) is DropPoints:
+                        _forget_under(known, op.address)
+                    else:
+                        known.pop(op.address, None)
+            self._write(ops, log, flush, sync)
+
+    def _write(self, ops: Sequence[Op], log: LogLike | None, flush: bool, sync: bool) -> None:
+        """Commit ``ops`` and the new entries of ``log`` (the lock held)."""
+        known = self._declared
+        pending = self._pending
+        if log is not None:
+            for history in log.chain():
+                cursor = self._cursors.get(id(history))
+                if cursor is None:
+                    continue
+                entries = history.since(cursor.written)
+                if entries:
+                    pending.append(ExtendField(cursor.address, cursor.field, entries,
+                                               cursor.index))
+                    cursor.written += len(entries)
+                    known.pop(cursor.address, None)  # no longer what was declared there
+        pending.extend(ops)
+        if not flush:
+            return
+        changed = self._session_changes()
+        if changed:
+            pending.append(MergeField(ROOT, "session_values", changed))
+        if not pending:
+            return
+        self._pending = []
+        self._sink(pending, sync)
 
     def _session_changes(self) -> dict[str, Any]:
         session = self._session
@@ -246,20 +297,39 @@ class Progress:
 # --- deltas of a component's state ----------------------------------------------------------
 
 
-def state_delta(address: Address, old: Any, new: Any) -> list[Op]:
-    """The ops that turn the point state ``old`` (as last committed) into ``new``.
+_CONTAINERS = (list, dict, set)
 
-    ``new`` must be a fresh snapshot (its lists, dicts and sets are its own). Field by field:
-    a value that is the same object is skipped; a list that starts with the old one's items
-    (the same objects) is extended, a set that holds the old one is added to, a dict that
-    holds the old one's items is merged; anything else is set whole. With no ``old`` (or one
-    of another type) the point is put whole.
+
+def written_base(state: Any) -> Any:
+    """What :func:`state_delta` needs to remember of a written ``state``: its class and its
+    field values, its lists, dicts and sets copied (so that a component changing them in
+    place later does not change what was written). ``None``: not an attrs class, always put
+    whole."""
+    kind = type(state)
+    if not attrs.has(kind):
+        return None
+    _, values = _fields_of(kind)
+    return kind, [
+        value.copy() if type(value) in _CONTAINERS else value for value in values(state)
+    ]
+
+
+def state_delta(address: Address, base: Any, new: Any) -> list[Op]:
+    """The ops that turn the point state written as ``base`` (:func:`written_base`) into
+    ``new``.
+
+    Field by field: a value that is the same object is skipped; a list that starts with the
+    written one's items (the same objects) is extended, a set that holds the written one is
+    added to, a dict that holds the written one's items is merged; anything else is set whole.
+    Items are compared by identity, so a list whose items were changed in place, not
+    replaced, is not seen as changed. With no ``base`` (or one of another class) the point is
+    put whole.
     """
-    if old is None or type(old) is not type(new):
+    if base is None or base[0] is not type(new):
         return [PutPoint(address, new)]
     ops: list[Op] = []
     names, values = _fields_of(type(new))
-    for name, before, after in zip(names, values(old), values(new), strict=True):
+    for name, before, after in zip(names, base[1], values(new), strict=True):
         if after is before:
             continue
         op = _field_delta(address, name, before, after)
@@ -290,25 +360,32 @@ def _fields_of(cls: type) -> tuple[tuple[str, ...], Callable[[Any], tuple[Any, .
     return known
 
 
+def _forget_under(known: dict[Address, Any], address: Address) -> None:
+    """Forget what was declared at and under ``address`` (its points were dropped)."""
+    depth = len(address)
+    for gone in [saved for saved in known if saved[:depth] == address]:
+        del known[gone]
+
+
 def _field_delta(address: Address, name: str, before: Any, after: Any) -> Op | None:
     kind = type(after)
     if kind is not type(before):
-        return SetField(address, name, after)
+        return SetField(address, name, after.copy() if kind in _CONTAINERS else after)
     if kind is list:
         size = len(before)
         if len(after) >= size and all(map(operator.is_, before, after)):
             return ExtendField(address, name, after[size:]) if len(after) > size else None
-        return SetField(address, name, after)
+        return SetField(address, name, after.copy())
     if kind is set:
         if before <= after:
             return ExtendField(address, name, after - before) if after != before else None
-        return SetField(address, name, after)
+        return SetField(address, name, after.copy())
     if kind is dict:
         if all(key in after and after[key] is value for key, value in before.items()):
             added = {key: value for key, value in after.items()
                      if before.get(key, _MISSING) is not value}
             return MergeField(address, name, added) if added else None
-        return SetField(address, name, after)
+        return SetField(address, name, after.copy())
     if after == before:
         return None
     return SetField(address, name, after)

@@ -206,7 +206,7 @@ class ParallelAgent(WorkflowBase):
             self._check_transition(frame)
         except AgentCancelledError:
             # Resumable: the resumed Parallel starts the branches it was about to start.
-            self._stop_at(frame, state)
+            self._stop_at(run, state)
             raise
         durable = None
         if frame.progress is not None:
@@ -241,7 +241,7 @@ class ParallelAgent(WorkflowBase):
                 durable.completed(frame)
             return
         # Lanes are not committed: the resumed Parallel gets them back from its state.
-        self._stop_at(frame, self._state(lanes, unfinished), bool(interrupts) and not cancels)
+        self._stop_at(run, self._state(lanes, unfinished), bool(interrupts) and not cancels)
         if cancels or interrupts:
             first = cancels[0] if cancels else interrupts[0]
             assert first is not None

@@ -37,7 +37,6 @@ from agentkit._agent import AgentRun, frame_of, record_event, send_recorded
 from agentkit._interrupt import InterruptSignal, ToolRoundState
 from agentkit._observe import CallEstimate, RunInfo, UsageLedger, fire
 from agentkit._points import PointResume
-from agentkit._progress import DropPoints, ExtendField, Progress, state_delta
 from agentkit._runctx import RunFrame, RunKey, ToolCallFrame, current_frame, use_frame
 from agentkit._runlocals import RunLocals, run_locals
 from agentkit._scope import Point, RunScope
@@ -480,20 +479,20 @@ _NO_USAGE = TokenUsage()
 """Counted for a reply that has a cost but reports no tokens."""
 
 
-def limit_pause(frame: RunFrame, reached: RunLimitError, state: Any) -> AgentEvent | None:
-    """The interrupt that pauses the agent at ``frame`` on the limit it ``reached``, or ``None``
-    (after recording ``state`` as where it stopped) when the run cannot pause.
+def limit_pause(run: AgentRun, reached: RunLimitError, state: Any) -> AgentEvent | None:
+    """The interrupt that pauses the agent of ``run`` on the limit it ``reached``, or ``None``
+    (after saving ``state`` as where it stopped) when the run cannot pause.
 
     The agent itself is the interrupt's root cause, with a :class:`~agentkit.LimitReached` as
     its info and ``state`` as what it needs to make the refused call when resumed. A run pauses
     when it has a checkpoint to be saved in (``UsageLedger.pausable``); emit the event as the
     agent's last one.
     """
-    if not frame.observers.usage.pausable:
-        frame.journal.record(frame.address, state)
+    if not frame_of(run).observers.usage.pausable:
+        run.save_state(state, flush=False)
         return None
     info = LimitReached(reached.limit, reached.used, reached.allowed)
-    frame.journal.record(frame.address, state, info, root=True)
+    run.save_state(state, info=info, root_cause=True, flush=False)
     return AgentEvent(action=AgentAction(interrupted=InterruptInfo()))
 
 
@@ -786,13 +785,13 @@ class ReactRun:
         "model_pending",
         "round",
         "run",
+        "saving",
         "scope",
         "shared",
         "streaming",
         "tool_options",
         "typed_output",
         "unsent",
-        "written",
     )
 
     def __init__(self, config: ReactConfig, run: AgentRun, streaming: bool) -> None:
@@ -814,11 +813,14 @@ class ReactRun:
         self.tool_options = agent_options.tool_options
         self.round: ToolRoundState | None = None  # the tool round in progress
         self.model_pending = False  # a model call is in progress
-        # A durable run (durability="step"): where this run commits its progress, and what it
-        # committed last (see agentkit._progress).
-        self.durable: Progress | None = frame.progress
-        self.written: ToolRoundState | None = None
-        # A durable run's reply event, recorded but sent only once its step is committed.
+        # A durable run (durability="step") writes each declared step before it goes on: the
+        # loop declares at every step, and shows its replies and results only once their step
+        # is written (see AgentRun.durable). Any run declares where it stops.
+        self.durable = run.durable
+        # Orders the declarations of the agent's thread and its tool threads: a later one
+        # holds all an earlier one did (a started call is never written as not started).
+        self.saving = threading.Lock()
+        # A durable run's reply event, recorded but sent only once its step is written.
         self.unsent: AgentEvent | None = None
         # This agent's guardrails and those the agents above hand down (None: none at all);
         # the agents this one runs as tools get its own too, unless it keeps them.
@@ -840,8 +842,7 @@ class ReactRun:
         self.hooks = ReactHooks.build(self)  # None: no middleware, tool callback or retry
 
     def loop(self, state: ReactState, pending_round: ToolRoundState | None) -> None:
-        """Run the ReAct loop; on a stop, record where the run can go on from."""
-        journal = self.frame.journal
+        """Run the ReAct loop; on a stop, save where the run can go on from."""
         # Made here, not kept on the run: RunLocals holds self.emit, and a reference back would
         # make a cycle that keeps the run's whole history alive until the garbage collector.
         local = RunLocals(self.emit)
@@ -850,13 +851,14 @@ class ReactRun:
             self._loop(state, pending_round)
         except InterruptSignal:
             # The interrupting tools recorded their points; this one finishes the round later.
-            journal.record(self.frame.address, self._progress(state))
+            self._save(state, flush=False)
             self._send_unsent()  # a held reply goes first, as it came first
             self.emit(AgentEvent(action=AgentAction(interrupted=InterruptInfo())))
         except RunLimitError as reached:
             # A limit stopped the next model or tool call: a run with a checkpoint pauses here
             # (resumed, the agent makes that call), the others end.
-            pause = limit_pause(self.frame, reached, self._progress(state))
+            with self.saving:
+                pause = limit_pause(self.run, reached, self._progress(state))
             if pause is None:
                 raise
             self._send_unsent()
@@ -864,7 +866,7 @@ class ReactRun:
         except Exception:
             # Cancelled or failed: keep the last safe point (after the last finished model or
             # tool call), so that resuming retries from there and runs no finished tool again.
-            journal.record(self.frame.address, self._progress(state))
+            self._save(state, flush=False)
             raise
         finally:
             try:
@@ -880,22 +882,35 @@ class ReactRun:
         remaining = state.remaining + (1 if self.model_pending else 0)
         return ToolRoundState(messages=list(state.messages), remaining=remaining, calls=[])
 
-    def _commit(
-        self, state: ReactState, *, finished: bool = False, also: tuple[DropPoints, ...] = ()
+    def _save(
+        self,
+        state: ReactState,
+        *,
+        finished: bool = False,
+        completed: tuple[str, ...] = (),
+        flush: bool = True,
     ) -> None:
-        """Commit this run's progress since its last commit (a durable run only).
+        """Declare where this run is (``AgentRun.save_state``), then send the reply held for
+        it (if any).
 
-        ``finished``: the agent answered; a resumed run ends its turn at once. ``also``: ops
-        of the same commit (the points of a finished tool call, dropped).
+        ``finished``: the agent answered; a resumed run ends its turn at once. ``completed``:
+        the segments of the tool calls that finished (what they saved is dropped).
+        ``flush=False``: a stop (its save writes it).
         """
-        durable = self.durable
-        assert durable is not None
-        snapshot = self._progress(state)
-        snapshot.finished = finished
-        ops = state_delta(self.frame.address, self.written, snapshot)
-        self.written = snapshot
-        durable.commit([*also, *ops], self.frame.log)
-        self._send_unsent()
+        with self.saving:
+            snapshot = self._progress(state)
+            snapshot.finished = finished
+            self.run.save_state(snapshot, completed=completed, flush=flush)
+        if flush:
+            self._send_unsent()
+
+    def _save_start(self, round_state: ToolRoundState, index: int) -> None:
+        """The call at ``index`` of the round starts (a durable run, a tool that is not
+        idempotent): declare it started, written to the disk before it runs, so a resumed run
+        asks before running it again (:class:`~agentkit.UnfinishedToolCall`)."""
+        with self.saving:
+            round_state.started.add(index)
+            self.run.save_state(round_state.snapshot(), sync=True)
 
     def _send_unsent(self) -> None:
         """Send the reply event held until its step was committed (if any)."""
@@ -907,16 +922,17 @@ class ReactRun:
     def _call_done(self, state: ReactState, round_state: ToolRoundState, index: int) -> None:
         """A call of the round finished (its result is in ``round_state.done``): commit it."""
         call = round_state.calls[index]
-        tool_address = (*self.frame.address, f"tool:{call.function.name}:{call.id}")
-        self._commit(state, also=(DropPoints(tool_address),))
+        self._save(state, completed=(f"tool:{call.function.name}:{call.id}",))
 
     def _loop(self, state: ReactState, pending_round: ToolRoundState | None) -> None:
         scope = self.scope
-        durable = self.durable
         final: Message | None = None
         answered = False  # the model gave the final answer (not a return-directly tool)
-        # A commit writes what changed since this run's last one (the first: the whole state),
-        # so the loop commits only where something must be durable before it goes on.
+        # In a durable run the loop declares its state after each model reply that calls
+        # tools, each finished call and its answer, and the Runner's writer writes what
+        # changed since the previous one. Otherwise only the stop declares (see loop): a
+        # declaration kept in memory would be replaced by it anyway, and a step should not
+        # pay for a copy of the conversation nobody reads.
         if pending_round is not None:
             self.round = pending_round
             final = self.tool_round(state, pending_round)
@@ -937,12 +953,12 @@ class ReactRun:
             self.frame.session.set(output_key, final.content if typed is None else typed[0])
         if self.config.middlewares:
             apply_after_agent(self.config, self.run, state.messages, final)
-        if durable is not None and answered:
-            # The answer (and its output key) is durable: a resumed run does not ask again.
+        if answered and self.durable:
+            # The answer (and its output key) is saved: a resumed run does not ask again.
             # A return-directly tool's result ends the turn with an action its parent acts on
             # (a transfer, an exit): that turn stays resumable from its tool round instead,
             # whose resume delivers the result again.
-            self._commit(state, finished=True)
+            self._save(state, finished=True)
 
     def _step(self, state: ReactState) -> tuple[Message | None, bool]:
         """One model call and the tool round of its reply.
@@ -986,8 +1002,8 @@ class ReactRun:
             calls=list(reply.tool_calls),
         )
         self.round = round_state
-        if self.durable is not None:
-            self._commit(state)  # the reply is durable before any of its calls runs
+        if self.durable:
+            self._save(state)  # the reply is saved before any of its calls runs
         self.scope.check(Point.AFTER_CHAT_MODEL)
         final = self.tool_round(state, round_state)
         self.round = None
@@ -1027,7 +1043,7 @@ class ReactRun:
         readers once its step is committed, so that a crash before the commit (which asks the
         model again) leaves no reader with a reply the run does not have."""
         event = event_from_message(reply, None, Role.ASSISTANT)
-        if self.durable is None:
+        if not self.durable:
             self.emit(event)
             return
         self._send_unsent()
@@ -1074,7 +1090,7 @@ class ReactRun:
             else self._held_from_earlier_run(round_state, return_directly_id)
         )
         on_result = None
-        if self.durable is not None:
+        if self.durable:
 
             def on_result(index: int) -> None:
                 self._call_done(state, round_state, index)
@@ -1295,12 +1311,8 @@ class ReactRun:
         In a durable run, the start of a call whose tool is not idempotent is made durable
         (to the disk) before the tool runs.
         """
-        round_state = self.round
-        if self.durable is not None and round_state is not None and not is_idempotent(tool):
-            round_state.started.add(index)
-            self.durable.commit(
-                [ExtendField(self.frame.address, "started", {index})], sync=True
-            )
+        if self.durable and self.round is not None and not is_idempotent(tool):
+            self._save_start(self.round, index)
         if self.hooks is not None:
             return self.hooks.invoke_tool(tool, call, use_stream, call_frame, index, put)
         return self.invoke(tool, call, use_stream, call_frame, index, put), use_stream

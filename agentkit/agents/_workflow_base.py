@@ -182,16 +182,16 @@ class WorkflowBase(BuiltValue, BaseAgent):
             frame.address, f"agent:{child.name}"
         )
 
-    def _stop_at(self, frame: RunFrame, state: Any, interrupted: bool = False) -> None:
-        """Record that the workflow stopped at ``state`` (a Parallel's branches stopped):
-        a resumed run goes on there."""
+    def _stop_at(self, run: AgentRun, state: Any, interrupted: bool = False) -> None:
+        """Save that the workflow stopped at ``state`` (a Parallel's branches stopped): a
+        resumed run goes on there."""
         info = f"{self._kind} workflow interrupted" if interrupted else None
-        frame.journal.record(frame.address, state, info)
+        run.save_state(state, info=info, flush=False)
 
-    def _interrupted_at(self, frame: RunFrame, state: Any) -> None:
+    def _interrupted_at(self, run: AgentRun, state: Any) -> None:
         """A child paused the run at ``state`` (declared with ``save_state`` already): say so
         in the interrupt's contexts."""
-        frame.journal.record(frame.address, state, f"{self._kind} workflow interrupted")
+        run.save_state(state, info=f"{self._kind} workflow interrupted", flush=False)
 
     def _check_transition(self, frame: RunFrame) -> None:
         """Stop at a transition if the run is cancelled; the declared state is where a

@@ -222,7 +222,7 @@ class DeterministicTransferAgent(FlowAgent):
         # resumed flow sees it again.
         state = DeterministicTransferState(history=[r.checkpointable() for r in history.own()])
         shown = "deterministic transfer wrapper interrupted" if held is not None else None
-        frame.journal.record(frame.address, state, shown)
+        run.save_state(state, info=shown, flush=False)
         if held is None:
             return
         action = held.action

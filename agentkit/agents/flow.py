@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import logging
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 
@@ -28,7 +28,6 @@ from agentkit._agent import (
 from agentkit._lazy import present
 from agentkit._observe import EventCopy, observe_agent
 from agentkit._persist import persisted
-from agentkit._progress import DropPoints, PutPoint
 from agentkit._runctx import RunFrame, Session
 from agentkit.agents._history import (
     HistoryEntry,
@@ -78,9 +77,12 @@ _Hop = tuple["FlowAgent", RunFrame]
 @persisted("agentkit.PendingTransfer")
 @attrs.define
 class _PendingTransfer:
-    """A transfer a flow made or was about to make (checkpoint state): where a flow stopped
-    when its run was cancelled between two agents, and, in a durable run, the transfer made
-    (the destination's own points, once it has some, say how far it got)."""
+    """A transfer a flow made or was about to make (checkpoint state): what the node declares
+    when its agent's turn ends in a transfer (the destination's own points, once it has some,
+    say how far it got). It shows in no interrupt's contexts: the transfer only routes a
+    resumed run to the destination."""
+
+    shown_in_contexts: ClassVar[bool] = False
 
     dest_agent_name: str
 
@@ -399,23 +401,17 @@ class FlowAgent(BaseAgent):
                 f"sub-agent of {self.name!r} with set_sub_agents(...)"
             ), named))
             return None
-        # This agent's turn is over: what it declared as it went (AgentRun.save_state) is too.
-        frame.journal.discard_under(frame.address)
+        # This agent's turn is over and the flow goes on in dest: what the agent declared as
+        # it went is replaced by the transfer, in one declaration, so that a resumed run
+        # neither runs this turn again nor loses the transfer (cancelled before dest starts,
+        # the resumed run makes it).
+        node = open_run(frame, downstream, AgentInput(), named=named)
+        node.save_state(_PendingTransfer(dest_name), clear=True)
         try:
             frame.scope.check()
         except AgentCancelledError as error:
-            # Cancelled between two agents: the resumed run makes the transfer.
-            frame.journal.record(frame.address, _PendingTransfer(dest_name))
             downstream.send(self._error(frame, error, named))
             return None
-        progress = frame.progress
-        if progress is not None:
-            # This agent's turn is over and the flow goes on in dest: one commit, so that a
-            # resumed run neither runs this turn again nor loses the transfer.
-            progress.commit(
-                [DropPoints(frame.address), PutPoint(frame.address, _PendingTransfer(dest_name))],
-                frame.log,
-            )
         _log.info("agentkit: agent %r transfers to agent %r", self.name, dest_name)
         return dest, self._hand_over(frame, dest)
 

@@ -79,7 +79,7 @@ class SequentialAgent(WorkflowBase):
             last = hold.held
             if hold.error or (last is not None and last.interrupted):
                 if last is not None and last.interrupted:
-                    self._interrupted_at(frame, state)
+                    self._interrupted_at(run, state)
                 if last is not None:
                     downstream(last)
                 return
@@ -156,7 +156,7 @@ class LoopAgent(WorkflowBase):
                 last = hold.held
                 if hold.error or (last is not None and last.interrupted):
                     if last is not None and last.interrupted:
-                        self._interrupted_at(frame, state)
+                        self._interrupted_at(run, state)
                     if last is not None:
                         downstream(last)
                     return

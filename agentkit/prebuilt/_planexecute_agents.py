@@ -10,7 +10,7 @@ import abc
 import json
 from collections.abc import Callable, Iterator
 
-from agentkit._agent import AgentRun, BaseAgent, frame_of
+from agentkit._agent import AgentRun, BaseAgent
 from agentkit._runctx import get_session_value
 from agentkit._values import BuiltValue
 from agentkit.agents._react import ModelCaller, limit_pause
@@ -194,7 +194,7 @@ class _OneCallAgent(BuiltValue, BaseAgent):
         try:
             return caller.call(self._model, list(messages), model_options)
         except RunLimitError as reached:
-            pause = limit_pause(frame_of(run), reached, list(messages))
+            pause = limit_pause(run, reached, list(messages))
             if pause is None:
                 raise
             run.emit(pause)
