@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import pytest
@@ -394,3 +395,22 @@ def test_one_worker_under_two_supervisors_reports_back_to_each() -> None:
         result = Runner(supervisor.new(boss, [worker])).invoke("go")
         assert result.text == f"{boss_name}: finished"
         assert _paths(result)[-1] == [boss_name, "worker", boss_name]
+
+
+def test_an_agent_run_itself_after_set_sub_agents_still_has_them_with_a_warning() -> None:
+    # 0.2's set_sub_agents changed the agent it was given, so code ran that agent; now the
+    # call returns the agent to run. Running the original must not silently drop the
+    # sub-agents (the router answered nothing): it runs with them and says what to change.
+    from agentkit import Runner, set_sub_agents
+
+    transfer = calls_message(call("transfer_to_agent", {"agent_name": "Weather"}))
+    router = ChatModelAgent("Router", "routes", ScriptedChatModel([transfer, transfer]))
+    weather = ChatModelAgent("Weather", "knows", ScriptedChatModel(["sunny", "sunny"]))
+    team = set_sub_agents(router, [weather])
+    with pytest.warns(DeprecationWarning, match=r"run the agent set_sub_agents returned"):
+        runner = Runner(router)
+    assert runner.invoke("weather in Paris?").text == "sunny"
+    # The returned agent runs without a warning.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert Runner(team).invoke("weather in Paris?").text == "sunny"
