@@ -54,7 +54,7 @@ from agentkit._runctx import EventLog, RunFrame, RunKey, Session
 from agentkit._runner_sink import RunnerSink
 from agentkit._scope import RunScope
 from agentkit._values import BuiltValue
-from agentkit.agents.flow import node_for_runner
+from agentkit.agents.flow import _flow_node
 from agentkit.cancel import CancelMode
 from agentkit.errors import (
     AgentKitTypeError,
@@ -157,7 +157,7 @@ class Runner(BuiltValue):
                 "Runner(agent, limits=RunLimits(model_calls=20, cost=1.0))"
             )
         self.durability = durability
-        self._agent = node_for_runner(agent)
+        self._agent = _flow_node(agent)
         self.enable_streaming = enable_streaming
         self.checkpoint_store = checkpoint_store
         self._serializer = serializer

@@ -397,20 +397,25 @@ def test_one_worker_under_two_supervisors_reports_back_to_each() -> None:
         assert _paths(result)[-1] == [boss_name, "worker", boss_name]
 
 
-def test_an_agent_run_itself_after_set_sub_agents_still_has_them_with_a_warning() -> None:
+def test_an_agent_run_itself_after_set_sub_agents_runs_alone_and_says_so() -> None:
     # 0.2's set_sub_agents changed the agent it was given, so code ran that agent; now the
-    # call returns the agent to run. Running the original must not silently drop the
-    # sub-agents (the router answered nothing): it runs with them and says what to change.
+    # call returns the agent to run and the agent is unchanged. Running the original must not
+    # drop its sub-agents silently (the router answered nothing): the Runner warns.
     from agentkit import Runner, set_sub_agents
 
+    router_model = ScriptedChatModel(["no one to ask"])
+    router = ChatModelAgent("Router", "routes", router_model)
+    weather = ChatModelAgent("Weather", "knows", ScriptedChatModel(["sunny"]))
     transfer = calls_message(call("transfer_to_agent", {"agent_name": "Weather"}))
-    router = ChatModelAgent("Router", "routes", ScriptedChatModel([transfer, transfer]))
-    weather = ChatModelAgent("Weather", "knows", ScriptedChatModel(["sunny", "sunny"]))
-    team = set_sub_agents(router, [weather])
-    with pytest.warns(DeprecationWarning, match=r"run the agent set_sub_agents returned"):
+    team = set_sub_agents(
+        ChatModelAgent("Router", "routes", ScriptedChatModel([transfer])), [weather]
+    )
+    set_sub_agents(router, [weather])
+    with pytest.warns(UserWarning, match=r"Run the agent set_sub_agents returned"):
         runner = Runner(router)
-    assert runner.invoke("weather in Paris?").text == "sunny"
-    # The returned agent runs without a warning.
+    assert runner.invoke("weather in Paris?").text == "no one to ask"
+    assert router_model.calls[0].tools == []
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert Runner(team).invoke("weather in Paris?").text == "sunny"
+        Runner(weather)  # a sub-agent run alone is no mistake

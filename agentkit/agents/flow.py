@@ -600,52 +600,48 @@ def set_sub_agents(agent: Agent, sub_agents: Sequence[Agent]) -> FlowAgent:
         )
     _wire(parent, sub_agents, disallow_transfer_to_parent=False)
     if not isinstance(agent, FlowAgent):
-        _remember_wiring(agent, sub_agents)
+        _remember_wiring(agent)
     return parent
 
 
-# The sub-agents set_sub_agents gave agents that are not flows, by agent (the agent itself is
-# not changed). Code written for agentkit 0.2, which ran the agent it passed rather than the
-# one returned, still runs with its sub-agents until 0.4 (see node_for_runner). Only the
-# sequence the caller passed is kept: nothing in it refers back to the agent, so an agent that
-# goes away takes its entry with it.
-_WIRED: weakref.WeakKeyDictionary[Any, tuple[Agent, ...]] = weakref.WeakKeyDictionary()
+# The agents set_sub_agents gave sub-agents to (the agents themselves are not changed). Code
+# written for agentkit 0.2, whose set_sub_agents changed the agent it was given, ran that agent
+# rather than the one returned, and so ran it without its sub-agents: the Runner says so.
+_WIRED: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
-def _remember_wiring(agent: Agent, sub_agents: Sequence[Agent]) -> None:
+def _remember_wiring(agent: Agent) -> None:
     try:
-        _WIRED[agent] = tuple(sub_agents)
+        _WIRED.add(agent)
     except TypeError:  # an agent that cannot be weakly referenced or hashed: not kept
         pass
 
 
-def node_for_runner(agent: Agent) -> FlowAgent:
-    """The flow node a :class:`~agentkit.Runner` runs for ``agent``.
+def _flow_node(agent: Agent) -> FlowAgent:
+    """The flow node a :class:`~agentkit.Runner` runs for ``agent`` (``agent`` itself if it
+    is one).
 
     An agent that was given sub-agents with :func:`set_sub_agents` and is passed itself, not
-    the agent that call returned, runs with those sub-agents, with a
-    :class:`DeprecationWarning` (agentkit 0.2 changed the agent; from 0.4 it runs alone).
+    the agent that call returned, runs alone, with a :class:`UserWarning` saying so (in
+    agentkit 0.2 ``set_sub_agents`` changed the agent it was given).
     """
     if isinstance(agent, FlowAgent):
         return agent
     try:
-        subs = _WIRED.get(agent)
+        wired = agent in _WIRED
     except TypeError:
-        subs = None
-    if subs is None:
-        return FlowAgent(agent)
-    name = agent.name
-    warnings.warn(
-        f"agent {name!r} was given sub-agents with set_sub_agents(), which returns the agent "
-        f"to run and no longer changes {name!r}; it runs with them for now, but from agentkit "
-        f"0.4 it will run alone: run the agent set_sub_agents returned (`team = "
-        f"set_sub_agents({name.lower() or 'agent'}, [...])`, then `Runner(team)`)",
-        DeprecationWarning,
-        stacklevel=3,
-    )
-    parent = FlowAgent(agent)
-    _wire(parent, subs, disallow_transfer_to_parent=False)
-    return parent
+        wired = False
+    if wired:
+        name = agent.name
+        warnings.warn(
+            f"agent {name!r} was given sub-agents with set_sub_agents(), which returns the "
+            f"agent to run and leaves {name!r} unchanged: this runs {name!r} without them. "
+            "Run the agent set_sub_agents returned (`team = set_sub_agents(agent, [...])`, "
+            "then `Runner(team)`)",
+            UserWarning,
+            stacklevel=3,
+        )
+    return FlowAgent(agent)
 
 
 def agent_with_options(
