@@ -155,6 +155,27 @@ def _tick_script(messages: list[Message]) -> Message | str:
     return f"{tag}: ticked {TICKS} times"
 
 
+BEATS = 8  # the beater agent's steps
+BEAT = 0.25  # seconds each step takes
+
+
+@tool
+def beat(tag: str, step: int) -> str:
+    """One short step; counts how often each step ran (a step that ran twice shows 2)."""
+    _patient.incr(f"test:beat:{tag}:{step}")
+    _patient.rpush(f"test:beats:{tag}", step)
+    cancellable_sleep(BEAT)
+    return f"beat {step}"
+
+
+def _beat_script(messages: list[Message]) -> Message | str:
+    tag = next(m for m in messages if m.role is Role.USER).content
+    done = sum(1 for m in messages if m.role is Role.TOOL)
+    if done < BEATS:
+        return calls_message(call("beat", {"tag": tag, "step": done + 1}, f"beat-{done + 1}"))
+    return f"{tag}: {BEATS} beats"
+
+
 class ChunkyModel:
     """Answers with :data:`CHUNKS` streamed chunks (many entries in a run's stream)."""
 
@@ -188,4 +209,8 @@ small.register("chatty", lambda: ChatModelAgent("chatty", "talks", ChunkyModel()
 queue.register(
     "ticker",
     lambda: ChatModelAgent("ticker", "ticks", ScriptedChatModel(_tick_script), tools=[tick]),
+)
+queue.register(
+    "beater",
+    lambda: ChatModelAgent("beater", "beats", ScriptedChatModel(_beat_script), tools=[beat]),
 )
