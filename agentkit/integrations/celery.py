@@ -78,6 +78,7 @@ import attrs
 from agentkit._runlog import InlineRun, Summary, publish, summary_of_error
 from agentkit.cancel import CancelHandle, CancelMode
 from agentkit.errors import (
+    AgentCancelledError,
     AgentKitTypeError,
     AgentKitValueError,
     CheckpointBusyError,
@@ -131,6 +132,15 @@ TASK_NAME = "agentkit.run"
 
 _RUN_LEASE_TTL = 30.0
 """Seconds a worker's claim on a run lasts unless refreshed (``AgentQueue(lease_ttl=...)``)."""
+
+
+_RESCUE_WAIT = 20.0
+"""Seconds a web process keeps trying to fail a run (and free its idempotency key), or to
+give a resume back, whose task message could not be sent, while Redis is away."""
+
+
+class _MovedOn(Exception):
+    """A run's record moved on before a change that expected it as it was."""
 
 
 @attrs.frozen
@@ -443,7 +453,9 @@ class AgentQueue:
         step, so of two submissions racing with one key exactly one starts a run. The key
         lives as long as the run's record (``ttl`` after its last change). If the run cannot
         be enqueued (the broker is down), the key is freed and the run marked failed, so
-        that the client's retry starts it.
+        that the client's retry starts it; when Redis itself failed, this is tried again
+        for up to 20 seconds (a restart), and should it still fail, the
+        client's retry with the same key finds the run queued and sends its task again.
 
         Raises:
             RunIdError: ``checkpoint_id`` is not a valid run id.
@@ -466,7 +478,7 @@ class AgentQueue:
                 raise RunStateError(
                     f"run id {run_id!r} is taken; leave checkpoint_id out to get a new one"
                 )
-            self.task.apply_async(args=[self._seal_order(record, "run", payload)], queue=queue)
+            self._send(record, "run", payload, queue, rescue=(None, ""))
             return run_id
         stored = key_digest(owner, key)
         request = request_digest(agent_name, messages, session_values, checkpoint_id)
@@ -475,30 +487,72 @@ class AgentQueue:
             first_id, first_request, _ = first
             if first_request != request:
                 raise conflict(key, first_id)
-            return first_id  # a repeated submission: the same run, nothing enqueued
-        try:
-            self.task.apply_async(args=[self._seal_order(record, "run", payload)], queue=queue)
-        except Exception as error:
-            self._not_enqueued(record, stored, request, error)
-            raise
+            # A repeated submission: the same run. If it is still queued, its task may
+            # never have reached the broker (Redis failed between the record and the
+            # send, and the rescue below could not run): it is sent again. A worker runs
+            # a run's message once at most (the record's nonce, the run's lease), so a
+            # second copy of a message that did arrive runs nothing.
+            self._send_again(first_id, payload, queue)
+            return first_id
+        self._send(record, "run", payload, queue, rescue=(stored, request))
         return run_id
 
-    def _not_enqueued(
-        self, record: RunRecord, key: str, request: str, error: Exception
+    def _send(
+        self,
+        record: RunRecord,
+        kind: str,
+        payload: dict[str, Any],
+        queue: str | None,
+        *,
+        rescue: tuple[str | None, str],
     ) -> None:
-        """A run whose task could not be sent: fail it and free its idempotency key."""
+        """Send the run's task message; if that fails, fail the run (and free its
+        idempotency key, ``rescue``: the key's digest, or ``None``, and the request's)."""
+        try:
+            self.task.apply_async(args=[self._seal_order(record, kind, payload)], queue=queue)
+        except Exception as error:
+            self._not_enqueued(record, *rescue, error)
+            raise
+
+    def _send_again(self, run_id: str, payload: dict[str, Any], queue: str | None) -> None:
+        """Send a fresh run's task message again if the run is still queued for it."""
+        record, _ = self._log().record(run_id)
+        if record.status == "queued" and record.stops == 0:
+            _log.info("agentkit: run %r is still queued; its task message is sent again", run_id)
+            # Not failed if this send fails too: the first copy may be in the broker.
+            self.task.apply_async(args=[self._seal_order(record, "run", payload)], queue=queue)
+
+    def _not_enqueued(
+        self, record: RunRecord, key: str | None, request: str, error: Exception
+    ) -> None:
+        """A run whose task could not be sent: fail it and free its idempotency key.
+
+        The broker is often the same Redis, so the failure that stopped the send may stop
+        these writes too: they are tried again while Redis restarts (up to
+        ``_RESCUE_WAIT`` seconds), so that the run does not stay "queued" with its key.
+        """
         log = self._log()
         summary = summary_of_error(error)
 
         def fail(current: RunRecord) -> RunRecord:
+            if current.pending != record.pending or current.status != "queued":
+                raise _MovedOn(record.run_id)  # a copy sent earlier did reach a worker
             return attrs.evolve(current, status="failed", stops=current.stops + 1, summary=summary)
 
-        try:
-            log.forget_key(key, record.run_id, request)
+        def rescue() -> None:
+            if key is not None:
+                log.forget_key(key, record.run_id, request)
             log.finish(record.run_id, fail, summary)
+
+        try:
+            patiently(rescue, "marks a run that could not be enqueued", wait=_RESCUE_WAIT)
+        except _MovedOn:
+            return
         except Exception as cleanup:  # the submission's own error is the one to raise
             _log.error(
-                "agentkit: run %r could not be enqueued (%s) nor marked failed: %s",
+                "agentkit: run %r could not be enqueued (%s) nor marked failed: %s; it stays "
+                "queued until the client submits it again with its idempotency key (which "
+                "sends it again) or cancels it",
                 record.run_id, error, cleanup,
             )
 
@@ -544,6 +598,10 @@ class AgentQueue:
         this run and this stop of it. Returns the id of the entry after which the resumed
         run's entries come (pass it to :meth:`events`).
 
+        If the task cannot be sent (the broker is down), the run is stopped again as it was
+        (tried for up to 20 seconds while Redis restarts) and the error is
+        raised: the resume can be asked for again.
+
         Raises:
             RunNotFoundError: no run has this id
                 (:class:`~agentkit.integrations.runs.RunOwnerError`: not ``owner``'s).
@@ -574,25 +632,89 @@ class AgentQueue:
             return attrs.evolve(record, status="queued", pending=nonce, worker="")
 
         log = self._log()
-        record = log.update(run_id, claim)
-        log.clear_cancel(run_id)
-        after = log.last_id(run_id)
-        message = self._seal_order(record, "resume", {"targets": wanted})
-        self.task.apply_async(args=[message], queue=queue)
+        before: list[RunRecord] = []
+
+        def remember_and_claim(record: RunRecord) -> RunRecord:
+            before[:] = [record]
+            return claim(record)
+
+        record = log.update(run_id, remember_and_claim)
+        try:
+            log.clear_cancel(run_id)
+            after = log.last_id(run_id)
+            message = self._seal_order(record, "resume", {"targets": wanted})
+            self.task.apply_async(args=[message], queue=queue)
+        except Exception as error:
+            self._unclaim(before[0], nonce, error)
+            raise
         return after
+
+    def _unclaim(self, stopped: RunRecord, nonce: str, error: Exception) -> None:
+        """A resume whose task could not be sent: the run is stopped again as it was, so
+        that the resume can be asked for again (tried while Redis restarts, as for
+        :meth:`submit`)."""
+
+        def back(current: RunRecord) -> RunRecord | None:
+            if current.pending != nonce or current.status != "queued":
+                return None  # moved on meanwhile
+            return attrs.evolve(
+                current, status=stopped.status, pending=stopped.pending, worker=stopped.worker
+            )
+
+        try:
+            patiently(
+                lambda: self._log().update(stopped.run_id, back),
+                "gives a resume that could not be enqueued back",
+                wait=_RESCUE_WAIT,
+            )
+        except Exception as cleanup:  # the resume's own error is the one to raise
+            _log.error(
+                "agentkit: the resume of run %r could not be enqueued (%s) nor undone: %s; "
+                "cancel the run to stop it",
+                stopped.run_id, error, cleanup,
+            )
 
     def cancel(
         self, run_id: str, mode: CancelMode = CancelMode.IMMEDIATE, *, owner: str | None = None
     ) -> bool:
-        """Ask the worker of ``run_id`` to cancel it; ``False`` unless it is queued or running."""
+        """Cancel ``run_id`` from any process; ``False`` unless it is queued or running.
+
+        A running run is cancelled by its worker (``mode`` applies). A run no worker has
+        started yet is cancelled at once: its record says ``cancelled`` (with its ``end``
+        entry), and its task message, should it reach a worker, runs nothing.
+        """
         if not isinstance(mode, CancelMode):
             raise AgentKitTypeError(f"mode must be a CancelMode (got {mode!r})")
         record = self._owned(run_id, owner)
         if not record.live:
             return False
         log = self._log()
+        if record.status == "queued" and self._cancel_queued(record):
+            return True
         body = {"run_id": run_id, "mode": mode.value, "stops": record.stops}
         log.request_cancel(run_id, log.sealer.seal("cancel", body))
+        return True
+
+    def _cancel_queued(self, record: RunRecord) -> bool:
+        """Cancel a run no worker has started: its record says so (with its ``end``
+        entry), and its task message, if it reaches a worker, runs nothing. ``False`` if a
+        worker started it meanwhile (then the worker is asked to cancel it)."""
+        error = AgentCancelledError(
+            f"run {record.run_id!r} was cancelled before a worker started it"
+        )
+        summary = summary_of_error(error)
+
+        def cancelled(current: RunRecord) -> RunRecord:
+            if current.status != "queued":
+                raise _MovedOn(record.run_id)
+            return attrs.evolve(
+                current, status="cancelled", stops=current.stops + 1, summary=summary
+            )
+
+        try:
+            self._log().finish(record.run_id, cancelled, summary)
+        except _MovedOn:
+            return False
         return True
 
     def status(self, run_id: str, *, owner: str | None = None) -> dict[str, Any]:
@@ -1063,7 +1185,7 @@ def _mark_running(order: _Order, worker: str) -> Callable[[RunRecord], RunRecord
     """The record change of a run that starts on ``worker`` for ``order``."""
 
     def running(current: RunRecord) -> RunRecord:
-        if current.pending != order.nonce:
+        if current.pending != order.nonce or not current.live:
             raise TaskMessageError(f"run {order.run_id!r} moved on before it started")
         return attrs.evolve(current, status="running", worker=worker)
 
