@@ -40,7 +40,7 @@ FORGED_ID = "forged-interrupt"
 def _forged_entries(queue: AgentQueue, run_id: str) -> None:
     """What an attacker with write access to Redis appends to the run's stream."""
     stream = queue._log().key(run_id, ":events")
-    agent = {
+    agent: dict[str, Any] = {
         "agent_name": "concierge",
         "run_path": [],
         "output": None,
@@ -49,7 +49,7 @@ def _forged_entries(queue: AgentQueue, run_id: str) -> None:
              "is_root_cause": True}]}},
         "err": None,
     }
-    end = {"status": "completed", "answer": "a made-up answer", "interrupts": [],
+    end: dict[str, Any] = {"status": "completed", "answer": "a made-up answer", "interrupts": [],
            "prompts": [], "error": None}
     client = queue.store.client
     client.xadd(stream, {"kind": "agent", "data": json.dumps(agent)}, id="0-*")

@@ -75,6 +75,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from agentkit._lazy import present
 from agentkit._runlog import InlineRun, Summary, publish, summary_of_error
 from agentkit.cancel import CancelHandle, CancelMode
 from agentkit.errors import (
@@ -103,6 +104,7 @@ from agentkit.integrations._errors import (
     owner_mismatch,
 )
 from agentkit.integrations._idempotency import check_key, conflict, key_digest, request_digest
+from agentkit.integrations._ledger import ReplayLedger, SQLiteReplayLedger
 from agentkit.integrations._redislog import RedisRunLog, RunRecord
 from agentkit.integrations._redisprefixes import claim_prefix
 from agentkit.integrations._runids import check_owner, check_run_id
@@ -118,12 +120,16 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AgentQueue",
+    "ReplayLedger",
+    "SQLiteReplayLedger",
     "cancel",
     "events",
     "resume",
     "submit",
     "TASK_NAME",
 ]
+
+present([ReplayLedger, SQLiteReplayLedger], __name__)
 
 _log = logging.getLogger("agentkit")
 
@@ -218,6 +224,14 @@ class AgentQueue:
             stops (an interrupt, a cancel, a worker's shutdown); a short run then costs a
             worker about 3 ms of CPU less, and a run whose worker was killed starts again
             from its input, running its tools again: for agents whose tools may run twice.
+        replay_ledger: where the processes note each task message whose run stopped,
+            outside Redis (:class:`SQLiteReplayLedger` for one host, or a
+            :class:`ReplayLedger` of yours). A worker refuses a message the ledger has seen
+            end, whatever Redis says: someone who can write Redis can otherwise copy a run's
+            record, checkpoint and sealed resume message, let a worker run it (a payment a
+            human approved), restore the copies and push the message again, and the tool
+            runs twice. Without a ledger (the default) that rollback replay is possible
+            within ``message_ttl``; see the security guide.
 
     The same object (same module) is used by the workers, which :meth:`register` the agents,
     and by the web processes, which :meth:`submit`, read :meth:`events`, :meth:`resume` and
@@ -240,11 +254,17 @@ class AgentQueue:
         message_ttl: float = 24 * 3600.0,
         lease_ttl: float = _RUN_LEASE_TTL,
         durability: str = "step",
+        replay_ledger: ReplayLedger | None = None,
     ) -> None:
         if durability not in ("step", "stop"):
             raise AgentKitValueError(
                 f"durability must be 'step' (save after every finished model reply and tool "
                 f"call) or 'stop' (save when the run stops), got {durability!r}"
+            )
+        if replay_ledger is not None and not isinstance(replay_ledger, ReplayLedger):
+            raise AgentKitTypeError(
+                f"replay_ledger must be a ReplayLedger, such as SQLiteReplayLedger(path) "
+                f"(got {replay_ledger!r})"
             )
         if not isinstance(shutdown_mode, CancelMode):
             raise AgentKitTypeError(f"shutdown_mode must be a CancelMode (got {shutdown_mode!r})")
@@ -263,6 +283,7 @@ class AgentQueue:
         self._message_ttl = float(message_ttl)
         self._lease_ttl = float(lease_ttl)
         self.durability = durability
+        self.replay_ledger = replay_ledger
         self._keys = None if signing_key is None else as_keys(signing_key)
         self.shutdown_mode = shutdown_mode
         self.shutdown_timeout = shutdown_timeout
@@ -555,6 +576,8 @@ class AgentQueue:
                 "sends it again) or cancels it",
                 record.run_id, error, cleanup,
             )
+            return
+        self._consumed(record.run_id, record.pending)
 
     def events(
         self,
@@ -715,6 +738,7 @@ class AgentQueue:
             self._log().finish(record.run_id, cancelled, summary)
         except _MovedOn:
             return False
+        self._consumed(record.run_id, record.pending)
         return True
 
     def status(self, run_id: str, *, owner: str | None = None) -> dict[str, Any]:
@@ -755,6 +779,15 @@ class AgentQueue:
         except TaskMessageError as error:
             _log.error("agentkit: worker %s refused a task message: %s", worker, error)
             return {"status": "refused", "error": str(error)}
+        if self.replay_ledger is not None and self.replay_ledger.ended(order.nonce):
+            _let_go(lease)
+            replayed = (
+                f"the task message of run {order.run_id!r} was run to a stop before (the "
+                "replay ledger says so): a replayed message, and Redis was rolled back to "
+                "before that stop; nothing is run"
+            )
+            _log.error("agentkit: worker %s refused a task message: %s", worker, replayed)
+            return {"status": "refused", "error": replayed}
         try:
             refused = self._refused(worker, route, order, record)
         except BaseException:
@@ -872,6 +905,7 @@ class AgentQueue:
             self._log().finish(order.run_id, fail, summary)
         except TaskMessageError:
             return {"status": "refused", "error": f"the task message expired ({age})"}
+        self._consumed(order.run_id, order.nonce)
         return summary
 
     def _run_order(
@@ -997,7 +1031,21 @@ class AgentQueue:
             lambda: log.finish(run_id, stop, summary, tail, next(tries, None), lease=held),
             "records a run's end",
         )
+        self._consumed(order.run_id, order.nonce)
         return summary
+
+    def _consumed(self, run_id: str, nonce: str) -> None:
+        """Note in the replay ledger that the run of the message ``nonce`` stopped."""
+        if self.replay_ledger is None:
+            return
+        try:
+            self.replay_ledger.end(nonce)
+        except Exception:  # the run stopped; only its replay protection is missing
+            _log.exception(
+                "agentkit: could not note the end of run %r's task message in the replay "
+                "ledger; a rollback of Redis could replay it",
+                run_id,
+            )
 
     def _completed_summary(self, run_id: str) -> dict[str, Any]:
         """The summary of a run that completed on a worker that died before it recorded the
@@ -1150,6 +1198,7 @@ class AgentQueue:
 
         log = self._log()
         record = log.update(order.run_id, requeue)
+        self._consumed(order.run_id, order.nonce)
         for entry_kind, data in tail or ():
             log.append(order.run_id, entry_kind, data)
         log.append(order.run_id, "status", {"status": "requeued", "worker": worker, "kind": kind})
