@@ -5,11 +5,15 @@ runs twice.
 
 Starts a redis-server with an append-only file (``appendfsync always``), two Celery workers
 (``--pool=threads --concurrency=4``, the tests' app ``tests/celery_app.py``, no supervisor:
-a worker that dies stays dead), and submits ``--runs`` runs of the ``weather`` agent (one tool
-call each; each run's tool counts its calls in Redis under the run's own city), each with an
+a worker that dies stays dead), and submits ``--runs`` runs of the ``counter`` agent (one tool
+call each; each run's tool counts its calls in Redis under the run's own tag, through a
+client that waits out the restart), each with an
 idempotency key, retried by the client while Redis is away, as a web client does. When
 ``--restart-at`` of the runs are submitted, Redis is stopped, kept away ``--outage`` seconds
-and started again. Then every run is read to its end (a guard of ``--guard`` seconds).
+and started again. Then every run is awaited to its end (a guard of ``--guard`` seconds).
+The broker's ``visibility_timeout`` is 30 s (the scaling-out guide's advice: several times
+``lease_ttl``): a task message a worker had taken but not started when Redis went away is
+delivered again that much later.
 
 Prints the figures (JSON): workers dead, runs not ended ("queued for ever"), runs per status,
 tools run twice, tools never run for a completed run, the wall time; exits 1 unless the
@@ -41,6 +45,9 @@ TESTS = ROOT / "tests"
 KEY = "celery-tests-checkpoint-key-0123456789abcdef"
 OWNER = "load"
 STARTUP = 60.0  # seconds: a failure guard for a process to start
+# Several times the app's lease_ttl (3 s), as the scaling-out guide advises: a task message a
+# worker had taken, but not started, when Redis went away is delivered again this much later.
+VISIBILITY_TIMEOUT = 30
 
 
 def _free_port() -> int:
@@ -127,7 +134,7 @@ def _submit(queue: Any, city: str) -> str:
     deadline = time.monotonic() + STARTUP
     while True:
         try:
-            return str(queue.submit("weather", city, owner=OWNER, queue="load",
+            return str(queue.submit("counter", city, owner=OWNER, queue="load",
                                     idempotency_key=city))
         except Exception:
             if time.monotonic() > deadline:
@@ -149,7 +156,7 @@ def run_load(
         server = _Redis(directory)
         server.start()
         env = {**os.environ, "REDIS_URL": server.url, "RUNS_REDIS_URL": server.url,
-               "AGENTKIT_CHECKPOINT_KEY": KEY,
+               "AGENTKIT_CHECKPOINT_KEY": KEY, "TEST_VISIBILITY_TIMEOUT": str(VISIBILITY_TIMEOUT),
                "PYTHONPATH": os.pathsep.join([str(ROOT), str(TESTS)])}
         saved = {name: os.environ.get(name) for name in ("REDIS_URL", "RUNS_REDIS_URL",
                                                           "AGENTKIT_CHECKPOINT_KEY")}
@@ -183,9 +190,17 @@ def run_load(
                     restarter.start()
                 restarter.join()
                 statuses = _wait_for_ends(queue, run_ids, guard)
+                failures = Counter(
+                    _error_of(queue, run_id)
+                    for run_id, status in statuses.items()
+                    if status == "failed"
+                )
                 dead = sum(1 for process in processes if process.poll() is not None)
+                stuck = [run_id for run_id, status in statuses.items()
+                         if status in ("queued", "running")]
+                where = {run_id: _where_is(queue.store.client, run_id) for run_id in stuck}
                 client = queue.store.client
-                counts = [int(client.get(f"test:ran:weather:{city}") or 0) for city in cities]
+                counts = [int(client.get(f"test:ran:count:{city}") or 0) for city in cities]
                 unrecoverable = sum(
                     log.read_text(errors="replace").count("Unrecoverable error")
                     for log in logs.glob("*.log")
@@ -207,6 +222,8 @@ def run_load(
         "unrecoverable_errors": unrecoverable,
         "runs_not_ended": sum(by_status[s] for s in ("queued", "running")),
         "statuses": dict(by_status),
+        "failures": dict(failures),
+        "not_ended": where,
         "tools_run_twice": sum(1 for count in counts if count > 1),
         "completed_without_tool": sum(
             1 for run_id, count in zip(run_ids, counts, strict=True)
@@ -214,6 +231,32 @@ def run_load(
         ),
         "wall_s": round(time.monotonic() - started, 1),
     }
+
+
+def _where_is(client: Any, run_id: str) -> str:
+    """Where the broker holds a task message of ``run_id``: the queue, the unacknowledged
+    index (delivered to a worker, not acknowledged), or nowhere (lost)."""
+    import base64
+
+    def holds(raw: bytes) -> bool:
+        try:
+            body = json.loads(raw)["body"]
+            return run_id in base64.b64decode(body).decode("utf-8", "replace")
+        except (ValueError, KeyError, TypeError):
+            return run_id.encode() in raw
+
+    found = []
+    if any(holds(item) for item in client.lrange("load", 0, -1)):
+        found.append("queue")
+    if any(holds(item) for item in client.hvals("unacked")):
+        found.append("unacked")
+    return ", ".join(found) or "nowhere"
+
+
+def _error_of(queue: Any, run_id: str) -> str:
+    """A failed run's error, as ``type: message`` (cut to 160 characters)."""
+    error = (queue.status(run_id, owner=OWNER).get("summary") or {}).get("error") or {}
+    return f"{error.get('type')}: {error.get('message')}"[:160]
 
 
 def _wait_for_ends(queue: Any, run_ids: list[str], guard: float) -> dict[str, str]:

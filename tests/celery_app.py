@@ -43,6 +43,12 @@ app.conf.update(
     broker_connection_retry_on_startup=True,
     worker_hijack_root_logger=False,
 )
+if "TEST_VISIBILITY_TIMEOUT" in os.environ:  # the restart load: as the scaling-out guide says
+    app.conf.broker_transport_options = {
+        "visibility_timeout": float(os.environ["TEST_VISIBILITY_TIMEOUT"]),
+        "unacked_restore_interval": 1,
+        "unacked_restore_throttle": 1,
+    }
 LEASE_TTL = 3.0  # short: a task delivered again while its run is held comes back this soon
 # Run logs, records and checkpoints live in REDIS_URL too, unless RUNS_REDIS_URL names another
 # Redis (a test restarts that one alone; the broker stays up).
@@ -176,6 +182,19 @@ def _beat_script(messages: list[Message]) -> Message | str:
     return f"{tag}: {BEATS} beats"
 
 
+@tool
+def count(tag: str) -> str:
+    """Count a call (through a client that waits out a Redis restart)."""
+    return f"call {_patient.incr(f'test:ran:count:{tag}')} for {tag}"
+
+
+def _count_script(messages: list[Message]) -> Message | str:
+    last = messages[-1]
+    if last.role is Role.USER:
+        return calls_message(call("count", {"tag": last.content}))
+    return f"Counted: {last.content}"
+
+
 class ChunkyModel:
     """Answers with :data:`CHUNKS` streamed chunks (many entries in a run's stream)."""
 
@@ -213,4 +232,8 @@ queue.register(
 queue.register(
     "beater",
     lambda: ChatModelAgent("beater", "beats", ScriptedChatModel(_beat_script), tools=[beat]),
+)
+queue.register(
+    "counter",
+    lambda: ChatModelAgent("counter", "counts", ScriptedChatModel(_count_script), tools=[count]),
 )
