@@ -779,15 +779,6 @@ class AgentQueue:
         except TaskMessageError as error:
             _log.error("agentkit: worker %s refused a task message: %s", worker, error)
             return {"status": "refused", "error": str(error)}
-        if self.replay_ledger is not None and self.replay_ledger.ended(order.nonce):
-            _let_go(lease)
-            replayed = (
-                f"the task message of run {order.run_id!r} was run to a stop before (the "
-                "replay ledger says so): a replayed message, and Redis was rolled back to "
-                "before that stop; nothing is run"
-            )
-            _log.error("agentkit: worker %s refused a task message: %s", worker, replayed)
-            return {"status": "refused", "error": replayed}
         try:
             refused = self._refused(worker, route, order, record)
         except BaseException:
@@ -819,6 +810,16 @@ class AgentQueue:
             # the run already went on without this one.
             _log.info("agentkit: run %r is %s; a duplicate task", order.run_id, record.status)
             return {"status": "duplicate", "error": f"the run is {record.status}"}
+        if self.replay_ledger is not None and self.replay_ledger.ended(order.nonce):
+            # Redis says the message is the run's latest, the ledger that its run stopped
+            # after it: Redis was rolled back to before that stop, and the message replayed.
+            replayed = (
+                f"the task message of run {order.run_id!r} was run to a stop before (the "
+                "replay ledger says so): a replayed message, and Redis was rolled back to "
+                "before that stop; nothing is run"
+            )
+            _log.error("agentkit: worker %s refused a task message: %s", worker, replayed)
+            return {"status": "refused", "error": replayed}
         if shutting_down.is_set():
             # A worker going down still receives what it had asked the broker for.
             return self._requeue(worker, route, order, ran=False)
