@@ -15,6 +15,12 @@ The broker's ``visibility_timeout`` is 30 s (the scaling-out guide's advice: sev
 ``lease_ttl``): a task message a worker had taken but not started when Redis went away is
 delivered again that much later.
 
+With ``--resubmit-after S``, the client submits a run still queued S seconds after the last
+submission again with its idempotency key (a client that polls and retries), which sends its
+task again: kombu's Redis transport can lose a task message a worker popped from the queue
+just as Redis stopped (before it noted it as unacknowledged); the run's record then stays
+queued until such a retry.
+
 Prints the figures (JSON): workers dead, runs not ended ("queued for ever"), runs per status,
 tools run twice, tools never run for a completed run, the wall time; exits 1 unless the
 first three and the twice count are 0. The same code runs in ``tests/test_celery_restart_load.py``
@@ -149,6 +155,7 @@ def run_load(
     outage: float = 3.0,
     workers: int = 2,
     guard: float = 900.0,
+    resubmit_after: float | None = None,
 ) -> dict[str, Any]:
     """Run the load; the figures as a dict (see the module's docstring)."""
     started = time.monotonic()
@@ -189,7 +196,10 @@ def run_load(
                 if not restarter.is_alive() and not restart_done.is_set():
                     restarter.start()
                 restarter.join()
-                statuses = _wait_for_ends(queue, run_ids, guard)
+                resubmitted: list[str] = []
+                statuses = _wait_for_ends(queue, run_ids, guard,
+                                          dict(zip(run_ids, cities, strict=True)),
+                                          resubmit_after, resubmitted)
                 failures = Counter(
                     _error_of(queue, run_id)
                     for run_id, status in statuses.items()
@@ -222,6 +232,7 @@ def run_load(
         "unrecoverable_errors": unrecoverable,
         "runs_not_ended": sum(by_status[s] for s in ("queued", "running")),
         "statuses": dict(by_status),
+        "resubmitted": len(resubmitted),
         "failures": dict(failures),
         "not_ended": where,
         "tools_run_twice": sum(1 for count in counts if count > 1),
@@ -259,12 +270,30 @@ def _error_of(queue: Any, run_id: str) -> str:
     return f"{error.get('type')}: {error.get('message')}"[:160]
 
 
-def _wait_for_ends(queue: Any, run_ids: list[str], guard: float) -> dict[str, str]:
-    """Each run's status once none is queued or running (or when ``guard`` seconds passed)."""
-    deadline = time.monotonic() + guard
+def _wait_for_ends(
+    queue: Any,
+    run_ids: list[str],
+    guard: float,
+    cities: dict[str, str],
+    resubmit_after: float | None,
+    resubmitted: list[str],
+) -> dict[str, str]:
+    """Each run's status once none is queued or running (or when ``guard`` seconds passed).
+
+    With ``resubmit_after``, a run still queued that long after the last submission is
+    submitted again with its idempotency key, as a client that polls and retries does (the
+    queue then sends its task again; see ``AgentQueue.submit``); ``resubmitted`` gets its id.
+    """
+    start = time.monotonic()
+    deadline = start + guard
     statuses: dict[str, str] = {}
     pending = list(run_ids)
     while True:
+        if resubmit_after is not None and time.monotonic() - start > resubmit_after:
+            for run_id in pending:
+                if statuses.get(run_id) == "queued" and run_id not in resubmitted:
+                    resubmitted.append(run_id)
+                    _submit(queue, cities[run_id])
         still = []
         for run_id in pending:
             try:
@@ -287,9 +316,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--outage", type=float, default=3.0)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--guard", type=float, default=900.0)
+    parser.add_argument("--resubmit-after", type=float, default=None)
     args = parser.parse_args(argv)
     figures = run_load(args.runs, restart_at=args.restart_at, outage=args.outage,
-                       workers=args.workers, guard=args.guard)
+                       workers=args.workers, guard=args.guard,
+                       resubmit_after=args.resubmit_after)
     print(json.dumps(figures, indent=2))
     ok = not (figures["workers_dead"] or figures["runs_not_ended"] or figures["tools_run_twice"])
     return 0 if ok else 1
