@@ -43,6 +43,12 @@ app.conf.update(
     broker_connection_retry_on_startup=True,
     worker_hijack_root_logger=False,
 )
+if "TEST_VISIBILITY_TIMEOUT" in os.environ:  # the restart load: as the scaling-out guide says
+    app.conf.broker_transport_options = {
+        "visibility_timeout": float(os.environ["TEST_VISIBILITY_TIMEOUT"]),
+        "unacked_restore_interval": 1,
+        "unacked_restore_throttle": 1,
+    }
 LEASE_TTL = 3.0  # short: a task delivered again while its run is held comes back this soon
 # Run logs, records and checkpoints live in REDIS_URL too, unless RUNS_REDIS_URL names another
 # Redis (a test restarts that one alone; the broker stays up).
@@ -155,6 +161,40 @@ def _tick_script(messages: list[Message]) -> Message | str:
     return f"{tag}: ticked {TICKS} times"
 
 
+BEATS = 8  # the beater agent's steps
+BEAT = 0.25  # seconds each step takes
+
+
+@tool
+def beat(tag: str, step: int) -> str:
+    """One short step; counts how often each step ran (a step that ran twice shows 2)."""
+    _patient.incr(f"test:beat:{tag}:{step}")
+    _patient.rpush(f"test:beats:{tag}", step)
+    cancellable_sleep(BEAT)
+    return f"beat {step}"
+
+
+def _beat_script(messages: list[Message]) -> Message | str:
+    tag = next(m for m in messages if m.role is Role.USER).content
+    done = sum(1 for m in messages if m.role is Role.TOOL)
+    if done < BEATS:
+        return calls_message(call("beat", {"tag": tag, "step": done + 1}, f"beat-{done + 1}"))
+    return f"{tag}: {BEATS} beats"
+
+
+@tool
+def count(tag: str) -> str:
+    """Count a call (through a client that waits out a Redis restart)."""
+    return f"call {_patient.incr(f'test:ran:count:{tag}')} for {tag}"
+
+
+def _count_script(messages: list[Message]) -> Message | str:
+    last = messages[-1]
+    if last.role is Role.USER:
+        return calls_message(call("count", {"tag": last.content}))
+    return f"Counted: {last.content}"
+
+
 class ChunkyModel:
     """Answers with :data:`CHUNKS` streamed chunks (many entries in a run's stream)."""
 
@@ -188,4 +228,12 @@ small.register("chatty", lambda: ChatModelAgent("chatty", "talks", ChunkyModel()
 queue.register(
     "ticker",
     lambda: ChatModelAgent("ticker", "ticks", ScriptedChatModel(_tick_script), tools=[tick]),
+)
+queue.register(
+    "beater",
+    lambda: ChatModelAgent("beater", "beats", ScriptedChatModel(_beat_script), tools=[beat]),
+)
+queue.register(
+    "counter",
+    lambda: ChatModelAgent("counter", "counts", ScriptedChatModel(_count_script), tools=[count]),
 )

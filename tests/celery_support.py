@@ -12,8 +12,11 @@ import contextlib
 import importlib
 import json
 import os
+import shutil
+import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -205,3 +208,76 @@ def read_until_after(queue: Any, run_id: str, after: str, status: str) -> list[R
             if entry.kind == "status" and entry.data["status"] == status:
                 return seen
     pytest.fail(f"no {status!r} status in {[(e.kind, e.data) for e in seen]}")
+
+
+# --- a Redis restart ----------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class RestartableRedis:
+    """A redis-server with an append-only file, stopped and started again on the same port."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.port = _free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        binary = shutil.which("redis-server")
+        assert binary is not None
+        self.process = subprocess.Popen(
+            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir",
+             str(self.directory), "--appendonly", "yes", "--appendfsync", "always",
+             "--save", ""],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        probe = redis.Redis(port=self.port, socket_timeout=1)
+        deadline = time.monotonic() + GUARD
+        while True:
+            try:
+                if probe.ping():
+                    return
+            except redis.ConnectionError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.02)
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()  # a clean shutdown: the append-only file is complete
+            self.process.wait(timeout=GUARD)
+            self.process = None
+
+
+@pytest.fixture
+def restartable(tmp_path: Path) -> Iterator[RestartableRedis]:
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server is not installed")
+    server = RestartableRedis(Path(tempfile.mkdtemp(dir=tmp_path)))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@contextlib.contextmanager
+def environment(values: dict[str, str]) -> Iterator[dict[str, str]]:
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield {**os.environ}
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value

@@ -294,8 +294,12 @@ def test_a_run_named_x_stays_cancellable_whatever_else_is_submitted(app_module: 
     for suffix in (":cancel", ":events"):
         with pytest.raises(RunIdError):
             queue.submit("weather", "x", owner=OWNER, checkpoint_id=run_id + suffix, queue=hold())
-    assert queue.cancel(run_id, owner=OWNER) is True
-    assert [entry.kind for entry in queue.events(run_id, owner=OWNER, idle_timeout=0.1)] == ["run"]
+    assert queue.cancel(run_id, owner=OWNER) is True  # no worker took it: cancelled at once
+    assert [entry.kind for entry in queue.events(run_id, owner=OWNER, idle_timeout=0.1)] == [
+        "run",
+        "end",
+    ]
+    assert queue.status(run_id, owner=OWNER)["status"] == "cancelled"
 
 
 BAD_EVENT_IDS = [

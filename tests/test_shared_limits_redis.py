@@ -382,3 +382,35 @@ def test_redis_killed_under_a_waiting_call_fails_it_at_once() -> None:
             held.release()
     assert len(failures) == 1 and isinstance(failures[0], SharedLimitUnavailableError)
     assert failed_after < 5.0
+
+
+def test_a_redis_restart_without_persistence_forgets_held_slots_as_documented(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Issue 49, A20: a documented limit, pinned. Redis without persistence forgets the slots
+    # held when it restarts: a second call gets a slot of a limit of 1 while the first still
+    # holds its own, and the holder's next refresh says so in the log.
+    from tests.celery_support import RestartableRedis
+
+    server = RestartableRedis(tmp_path)
+    server.start()
+    limit = RedisConcurrencyLimit(1, f"restart-{uuid.uuid4().hex[:6]}", url=server.url,
+                                  lease=0.6)
+    try:
+        first = limit.acquire(timeout=5)
+        server.stop()
+        for leftover in tmp_path.rglob("*"):  # a restart without persistence: nothing kept
+            if leftover.is_file():
+                leftover.unlink()
+        server.start()
+        with caplog.at_level("WARNING", logger="agentkit"):
+            second = limit.acquire(timeout=0.1)  # granted: the first slot was forgotten
+            deadline = time.monotonic() + 10
+            while "restarted without persistence" not in caplog.text:
+                assert time.monotonic() < deadline, caplog.text
+                time.sleep(0.05)
+        second.release()
+        first.release()
+    finally:
+        limit.close()
+        server.stop()

@@ -46,15 +46,29 @@ def on_worker_shutting_down(**_: Any) -> None:
     shutting_down.set()
 
 
+def on_worker_init(sender: Any = None, **_: Any) -> None:
+    """A worker starts in this process: its broker connection uses the patient transport
+    (see :mod:`agentkit.integrations._celery_transport`) if its broker is Redis."""
+    app = getattr(sender, "app", None)
+    if app is None:
+        return
+    from agentkit.integrations._celery_transport import use_patient_transport
+
+    if use_patient_transport(app):
+        _log.info("agentkit: the worker's Redis broker connections survive a Redis restart")
+
+
 def connect_shutdown_signal() -> None:
-    """Connect :func:`on_worker_shutting_down` to Celery's signal (once per process)."""
+    """Connect :func:`on_worker_shutting_down` and :func:`on_worker_init` to Celery's
+    signals (once per process)."""
     global _connected
     with _lock:
         if _connected:
             return
-        from celery.signals import worker_shutting_down
+        from celery.signals import worker_init, worker_shutting_down
 
         worker_shutting_down.connect(on_worker_shutting_down, weak=False)
+        worker_init.connect(on_worker_init, weak=False)
         _connected = True
 
 

@@ -6,7 +6,10 @@ Keys, for ``prefix + run_id`` = ``K``:
   (``XADD K:events 0-*``), so an entry's id holds its number. ``XADD`` trims the stream to
   about ``maxlen`` entries; a reader that asks for trimmed entries gets a ``gap`` entry saying
   how many it lost, then the oldest entries kept. The key expires ``ttl`` seconds after its
-  last write. Entry ids are the event ids a browser sends back as ``Last-Event-ID``.
+  last write. Entry ids are the event ids a browser sends back as ``Last-Event-ID``. An
+  ``end`` entry also has a field ``seal`` (over the run id and its data): a reader reports an
+  ``end`` entry without a valid one as a ``gap`` (reason ``unverified``) and reads on, so an
+  ``end`` forged by someone with write access to Redis does not stop it with a made-up answer.
 * ``K``: a hash whose field ``sealed`` holds the run's :class:`RunRecord`, sealed (see
   :mod:`agentkit.integrations._signing`): who owns the run, its status, how often it stopped,
   the nonce of the latest task message sent for it and its last summary. It is only ever
@@ -22,6 +25,7 @@ Keys, for ``prefix + run_id`` = ``K``:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from collections.abc import Callable, Sequence
@@ -92,9 +96,10 @@ return 0
 # KEYS[1] = the record hash, KEYS[2] = the stream, KEYS[3] (optional) = the run's lease key.
 # ARGV: expected sealed text, new sealed text, TTL in ms, MAXLEN, the lease's owner (only
 # with KEYS[3]), then kind and data of each entry to add (the run's last events, then its end
-# entry). The record and the entries change together: no reader sees the run's interrupt
-# before its record says it is interrupted; and the lease, if its owner still holds it, is
-# freed with them (so the run is free to resume once its stop is seen).
+# entry), then the end entry's seal (its field ``seal``). The record and the entries change
+# together: no reader sees the run's interrupt before its record says it is interrupted; and
+# the lease, if its owner still holds it, is freed with them (so the run is free to resume
+# once its stop is seen).
 _FINISH = """
 if redis.call('HGET', KEYS[1], 'sealed') ~= ARGV[1] then return false end
 redis.call('HSET', KEYS[1], 'sealed', ARGV[2])
@@ -107,9 +112,15 @@ if #KEYS > 2 then
     first = 6
 end
 local id
-for i = first, #ARGV, 2 do
-    id = redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[4], '0-*',
-                    'kind', ARGV[i], 'data', ARGV[i + 1])
+local last = #ARGV - 2
+for i = first, last, 2 do
+    if i == last then
+        id = redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[4], '0-*',
+                        'kind', ARGV[i], 'data', ARGV[i + 1], 'seal', ARGV[#ARGV])
+    else
+        id = redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[4], '0-*',
+                        'kind', ARGV[i], 'data', ARGV[i + 1])
+    end
 end
 redis.call('PEXPIRE', KEYS[2], ARGV[3])
 return id
@@ -468,6 +479,7 @@ class RedisRunLog:
             entries.append(lease[1])
         for kind, data in [*tail, ("end", summary)]:
             entries += [kind, json.dumps(data, ensure_ascii=False)]
+        entries.append(self._end_seal(run_id, entries[-1]))
         for _ in range(_CAS_TRIES):
             if known is None:
                 record, sealed = self.record(run_id)
@@ -480,6 +492,23 @@ class RedisRunLog:
             if entry_id is not None:
                 return _text(entry_id)
         raise RunStateError(f"the record of run {run_id!r} kept changing while the run stopped")
+
+    def _end_seal(self, run_id: str, data: str) -> str:
+        """The seal of a run's ``end`` entry whose data is ``data`` (JSON text)."""
+        digest = hashlib.sha256(data.encode("utf-8", "surrogatepass")).hexdigest()
+        return self.sealer.seal("end", {"run_id": run_id, "data": digest})
+
+    def _verified_end(self, run_id: str, data: str, seal: str | None) -> bool:
+        """``True`` if an ``end`` entry is the one a worker or web process of this
+        deployment wrote (its seal, over the run id and the entry's data, verifies)."""
+        if seal is None:
+            return False
+        try:
+            body = self.sealer.open("end", seal)
+        except SealError:
+            return False
+        digest = hashlib.sha256(data.encode("utf-8", "surrogatepass")).hexdigest()
+        return body.get("run_id") == run_id and body.get("data") == digest
 
     def start(
         self,
@@ -517,6 +546,48 @@ class RedisRunLog:
             "try again"
         )
 
+    def _entries(
+        self, run_id: str, number: int, items: list[tuple[Any, dict[Any, Any]]]
+    ) -> list[RunEvent]:
+        """Stream entries read after entry ``0-<number>``, with a ``gap`` entry where some
+        were trimmed."""
+        entries: list[RunEvent] = []
+        expected = number + 1
+        for raw_id, fields in items:
+            entry_id = _text(raw_id)
+            got = int(entry_id.rpartition("-")[2])
+            if got > expected:
+                entries.append(RunEvent.gap(f"0-{got - 1}", got - expected))
+            expected = got + 1
+            entries.append(self._entry(run_id, entry_id, fields))
+        return entries
+
+    def _entry(self, run_id: str, entry_id: str, fields: dict[Any, Any]) -> RunEvent:
+        """A stream entry as a :class:`RunEvent`; an unreadable one as a ``gap`` of one entry,
+        and an ``end`` entry whose seal does not verify as a ``gap`` too: written by someone
+        with write access to Redis, it must not end a reader's stream with a made-up answer."""
+        values = {_text(key): _text(value) for key, value in fields.items()}
+        try:
+            data = json.loads(values["data"])
+            kind = values["kind"]
+        except (KeyError, ValueError):
+            data = None
+        if isinstance(data, dict):
+            entry = RunEvent(entry_id, kind, data)
+            if kind != "end" or self._verified_end(run_id, values["data"], values.get("seal")):
+                return entry
+            _log.error(
+                "agentkit: entry %s of run %r is an end entry without a valid seal (written "
+                "by someone with write access to Redis, not by agentkit); reported as a gap",
+                entry_id,
+                run_id,
+            )
+            return RunEvent.gap(entry_id, 1, reason="unverified")
+        _log.warning(
+            "agentkit: entry %s of run %r is unreadable; reported as a gap", entry_id, run_id
+        )
+        return RunEvent.gap(entry_id, 1, reason="unreadable")
+
     def is_live(self, run_id: str) -> bool:
         """``True`` while the run is queued or running (``False`` for an unusable record)."""
         try:
@@ -544,7 +615,9 @@ class RedisRunLog:
         number = check_event_id(after)
         block = max(1, round(wait * 1000)) if wait > 0 else None
         reply = self.client.xread({stream: f"0-{number}"}, count=READ_BATCH, block=block)
-        return _entries(run_id, number, [item for _name, items in reply or [] for item in items])
+        return self._entries(
+            run_id, number, [item for _name, items in reply or [] for item in items]
+        )
 
     def record_and_read(
         self, run_id: str, after: str | None
@@ -564,7 +637,7 @@ class RedisRunLog:
         )
         record, text = self._verified(run_id, reply[0])
         items = [(raw_id, _pairs(fields)) for raw_id, fields in reply[1]]
-        return record, text, _entries(run_id, number, items)
+        return record, text, self._entries(run_id, number, items)
 
     def last_id(self, run_id: str) -> str | None:
         """The id of the latest entry, or ``None``."""
@@ -591,38 +664,9 @@ class RedisRunLog:
         return None if value is None else _text(value)
 
 
-def _entries(run_id: str, number: int, items: list[tuple[Any, dict[Any, Any]]]) -> list[RunEvent]:
-    """Stream entries read after entry ``0-<number>``, with a ``gap`` entry where some were
-    trimmed."""
-    entries: list[RunEvent] = []
-    expected = number + 1
-    for raw_id, fields in items:
-        entry_id = _text(raw_id)
-        got = int(entry_id.rpartition("-")[2])
-        if got > expected:
-            entries.append(RunEvent.gap(f"0-{got - 1}", got - expected))
-        expected = got + 1
-        entries.append(_entry(run_id, entry_id, fields))
-    return entries
-
-
 def _pairs(flat: list[Any]) -> dict[Any, Any]:
     """A stream entry's fields as a Lua script returns them (``[name, value, ...]``)."""
     return dict(zip(flat[::2], flat[1::2], strict=True))
-
-
-def _entry(run_id: str, entry_id: str, fields: dict[Any, Any]) -> RunEvent:
-    """A stream entry as a :class:`RunEvent`; an unreadable one as a ``gap`` of one entry."""
-    values = {_text(key): _text(value) for key, value in fields.items()}
-    try:
-        data = json.loads(values["data"])
-        kind = values["kind"]
-        if isinstance(data, dict):
-            return RunEvent(entry_id, kind, data)
-    except (KeyError, ValueError):
-        pass
-    _log.warning("agentkit: entry %s of run %r is unreadable; reported as a gap", entry_id, run_id)
-    return RunEvent.gap(entry_id, 1, reason="unreadable")
 
 
 def _first_entry(record: RunRecord) -> str:

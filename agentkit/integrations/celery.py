@@ -75,10 +75,12 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from agentkit._lazy import present
 from agentkit._options import with_cancel, with_checkpoint_id, with_session_values
 from agentkit._runlog import InlineRun, Summary, publish, summary_of_error
 from agentkit.cancel import CancelHandle, CancelMode
 from agentkit.errors import (
+    AgentCancelledError,
     AgentKitTypeError,
     AgentKitValueError,
     CheckpointBusyError,
@@ -103,6 +105,7 @@ from agentkit.integrations._errors import (
     owner_mismatch,
 )
 from agentkit.integrations._idempotency import check_key, conflict, key_digest, request_digest
+from agentkit.integrations._ledger import ReplayLedger, SQLiteReplayLedger
 from agentkit.integrations._redislog import RedisRunLog, RunRecord
 from agentkit.integrations._redisprefixes import claim_prefix
 from agentkit.integrations._runids import check_owner, check_run_id
@@ -117,12 +120,16 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AgentQueue",
+    "ReplayLedger",
+    "SQLiteReplayLedger",
     "cancel",
     "events",
     "resume",
     "submit",
     "TASK_NAME",
 ]
+
+present([ReplayLedger, SQLiteReplayLedger], __name__)
 
 _log = logging.getLogger("agentkit")
 
@@ -131,6 +138,15 @@ TASK_NAME = "agentkit.run"
 
 _RUN_LEASE_TTL = 30.0
 """Seconds a worker's claim on a run lasts unless refreshed (``AgentQueue(lease_ttl=...)``)."""
+
+
+_RESCUE_WAIT = 20.0
+"""Seconds a web process keeps trying to fail a run (and free its idempotency key), or to
+give a resume back, whose task message could not be sent, while Redis is away."""
+
+
+class _MovedOn(Exception):
+    """A run's record moved on before a change that expected it as it was."""
 
 
 @attrs.frozen
@@ -208,6 +224,14 @@ class AgentQueue:
             stops (an interrupt, a cancel, a worker's shutdown); a short run then costs a
             worker about 3 ms of CPU less, and a run whose worker was killed starts again
             from its input, running its tools again: for agents whose tools may run twice.
+        replay_ledger: where the processes note each task message whose run stopped,
+            outside Redis (:class:`SQLiteReplayLedger` for one host, or a
+            :class:`ReplayLedger` of yours). A worker refuses a message the ledger has seen
+            end, whatever Redis says: someone who can write Redis can otherwise copy a run's
+            record, checkpoint and sealed resume message, let a worker run it (a payment a
+            human approved), restore the copies and push the message again, and the tool
+            runs twice. Without a ledger (the default) that rollback replay is possible
+            within ``message_ttl``; see the security guide.
 
     The same object (same module) is used by the workers, which :meth:`register` the agents,
     and by the web processes, which :meth:`submit`, read :meth:`events`, :meth:`resume` and
@@ -230,11 +254,17 @@ class AgentQueue:
         message_ttl: float = 24 * 3600.0,
         lease_ttl: float = _RUN_LEASE_TTL,
         durability: str = "step",
+        replay_ledger: ReplayLedger | None = None,
     ) -> None:
         if durability not in ("step", "stop"):
             raise AgentKitValueError(
                 f"durability must be 'step' (save after every finished model reply and tool "
                 f"call) or 'stop' (save when the run stops), got {durability!r}"
+            )
+        if replay_ledger is not None and not isinstance(replay_ledger, ReplayLedger):
+            raise AgentKitTypeError(
+                f"replay_ledger must be a ReplayLedger, such as SQLiteReplayLedger(path) "
+                f"(got {replay_ledger!r})"
             )
         if not isinstance(shutdown_mode, CancelMode):
             raise AgentKitTypeError(f"shutdown_mode must be a CancelMode (got {shutdown_mode!r})")
@@ -253,6 +283,7 @@ class AgentQueue:
         self._message_ttl = float(message_ttl)
         self._lease_ttl = float(lease_ttl)
         self.durability = durability
+        self.replay_ledger = replay_ledger
         self._keys = None if signing_key is None else as_keys(signing_key)
         self.shutdown_mode = shutdown_mode
         self.shutdown_timeout = shutdown_timeout
@@ -443,7 +474,9 @@ class AgentQueue:
         step, so of two submissions racing with one key exactly one starts a run. The key
         lives as long as the run's record (``ttl`` after its last change). If the run cannot
         be enqueued (the broker is down), the key is freed and the run marked failed, so
-        that the client's retry starts it.
+        that the client's retry starts it; when Redis itself failed, this is tried again
+        for up to 20 seconds (a restart), and should it still fail, the
+        client's retry with the same key finds the run queued and sends its task again.
 
         Raises:
             RunIdError: ``checkpoint_id`` is not a valid run id.
@@ -466,7 +499,7 @@ class AgentQueue:
                 raise RunStateError(
                     f"run id {run_id!r} is taken; leave checkpoint_id out to get a new one"
                 )
-            self.task.apply_async(args=[self._seal_order(record, "run", payload)], queue=queue)
+            self._send(record, "run", payload, queue, rescue=(None, ""))
             return run_id
         stored = key_digest(owner, key)
         request = request_digest(agent_name, messages, session_values, checkpoint_id)
@@ -475,32 +508,76 @@ class AgentQueue:
             first_id, first_request, _ = first
             if first_request != request:
                 raise conflict(key, first_id)
-            return first_id  # a repeated submission: the same run, nothing enqueued
-        try:
-            self.task.apply_async(args=[self._seal_order(record, "run", payload)], queue=queue)
-        except Exception as error:
-            self._not_enqueued(record, stored, request, error)
-            raise
+            # A repeated submission: the same run. If it is still queued, its task may
+            # never have reached the broker (Redis failed between the record and the
+            # send, and the rescue below could not run): it is sent again. A worker runs
+            # a run's message once at most (the record's nonce, the run's lease), so a
+            # second copy of a message that did arrive runs nothing.
+            self._send_again(first_id, payload, queue)
+            return first_id
+        self._send(record, "run", payload, queue, rescue=(stored, request))
         return run_id
 
-    def _not_enqueued(
-        self, record: RunRecord, key: str, request: str, error: Exception
+    def _send(
+        self,
+        record: RunRecord,
+        kind: str,
+        payload: dict[str, Any],
+        queue: str | None,
+        *,
+        rescue: tuple[str | None, str],
     ) -> None:
-        """A run whose task could not be sent: fail it and free its idempotency key."""
+        """Send the run's task message; if that fails, fail the run (and free its
+        idempotency key, ``rescue``: the key's digest, or ``None``, and the request's)."""
+        try:
+            self.task.apply_async(args=[self._seal_order(record, kind, payload)], queue=queue)
+        except Exception as error:
+            self._not_enqueued(record, *rescue, error)
+            raise
+
+    def _send_again(self, run_id: str, payload: dict[str, Any], queue: str | None) -> None:
+        """Send a fresh run's task message again if the run is still queued for it."""
+        record, _ = self._log().record(run_id)
+        if record.status == "queued" and record.stops == 0:
+            _log.info("agentkit: run %r is still queued; its task message is sent again", run_id)
+            # Not failed if this send fails too: the first copy may be in the broker.
+            self.task.apply_async(args=[self._seal_order(record, "run", payload)], queue=queue)
+
+    def _not_enqueued(
+        self, record: RunRecord, key: str | None, request: str, error: Exception
+    ) -> None:
+        """A run whose task could not be sent: fail it and free its idempotency key.
+
+        The broker is often the same Redis, so the failure that stopped the send may stop
+        these writes too: they are tried again while Redis restarts (up to
+        ``_RESCUE_WAIT`` seconds), so that the run does not stay "queued" with its key.
+        """
         log = self._log()
         summary = summary_of_error(error)
 
         def fail(current: RunRecord) -> RunRecord:
+            if current.pending != record.pending or current.status != "queued":
+                raise _MovedOn(record.run_id)  # a copy sent earlier did reach a worker
             return attrs.evolve(current, status="failed", stops=current.stops + 1, summary=summary)
 
-        try:
-            log.forget_key(key, record.run_id, request)
+        def rescue() -> None:
+            if key is not None:
+                log.forget_key(key, record.run_id, request)
             log.finish(record.run_id, fail, summary)
+
+        try:
+            patiently(rescue, "marks a run that could not be enqueued", wait=_RESCUE_WAIT)
+        except _MovedOn:
+            return
         except Exception as cleanup:  # the submission's own error is the one to raise
             _log.error(
-                "agentkit: run %r could not be enqueued (%s) nor marked failed: %s",
+                "agentkit: run %r could not be enqueued (%s) nor marked failed: %s; it stays "
+                "queued until the client submits it again with its idempotency key (which "
+                "sends it again) or cancels it",
                 record.run_id, error, cleanup,
             )
+            return
+        self._consumed(record.run_id, record.pending)
 
     def events(
         self,
@@ -544,6 +621,10 @@ class AgentQueue:
         this run and this stop of it. Returns the id of the entry after which the resumed
         run's entries come (pass it to :meth:`events`).
 
+        If the task cannot be sent (the broker is down), the run is stopped again as it was
+        (tried for up to 20 seconds while Redis restarts) and the error is
+        raised: the resume can be asked for again.
+
         Raises:
             RunNotFoundError: no run has this id
                 (:class:`~agentkit.integrations.runs.RunOwnerError`: not ``owner``'s).
@@ -574,25 +655,90 @@ class AgentQueue:
             return attrs.evolve(record, status="queued", pending=nonce, worker="")
 
         log = self._log()
-        record = log.update(run_id, claim)
-        log.clear_cancel(run_id)
-        after = log.last_id(run_id)
-        message = self._seal_order(record, "resume", {"targets": wanted})
-        self.task.apply_async(args=[message], queue=queue)
+        before: list[RunRecord] = []
+
+        def remember_and_claim(record: RunRecord) -> RunRecord:
+            before[:] = [record]
+            return claim(record)
+
+        record = log.update(run_id, remember_and_claim)
+        try:
+            log.clear_cancel(run_id)
+            after = log.last_id(run_id)
+            message = self._seal_order(record, "resume", {"targets": wanted})
+            self.task.apply_async(args=[message], queue=queue)
+        except Exception as error:
+            self._unclaim(before[0], nonce, error)
+            raise
         return after
+
+    def _unclaim(self, stopped: RunRecord, nonce: str, error: Exception) -> None:
+        """A resume whose task could not be sent: the run is stopped again as it was, so
+        that the resume can be asked for again (tried while Redis restarts, as for
+        :meth:`submit`)."""
+
+        def back(current: RunRecord) -> RunRecord | None:
+            if current.pending != nonce or current.status != "queued":
+                return None  # moved on meanwhile
+            return attrs.evolve(
+                current, status=stopped.status, pending=stopped.pending, worker=stopped.worker
+            )
+
+        try:
+            patiently(
+                lambda: self._log().update(stopped.run_id, back),
+                "gives a resume that could not be enqueued back",
+                wait=_RESCUE_WAIT,
+            )
+        except Exception as cleanup:  # the resume's own error is the one to raise
+            _log.error(
+                "agentkit: the resume of run %r could not be enqueued (%s) nor undone: %s; "
+                "cancel the run to stop it",
+                stopped.run_id, error, cleanup,
+            )
 
     def cancel(
         self, run_id: str, mode: CancelMode = CancelMode.IMMEDIATE, *, owner: str | None = None
     ) -> bool:
-        """Ask the worker of ``run_id`` to cancel it; ``False`` unless it is queued or running."""
+        """Cancel ``run_id`` from any process; ``False`` unless it is queued or running.
+
+        A running run is cancelled by its worker (``mode`` applies). A run no worker has
+        started yet is cancelled at once: its record says ``cancelled`` (with its ``end``
+        entry), and its task message, should it reach a worker, runs nothing.
+        """
         if not isinstance(mode, CancelMode):
             raise AgentKitTypeError(f"mode must be a CancelMode (got {mode!r})")
         record = self._owned(run_id, owner)
         if not record.live:
             return False
         log = self._log()
+        if record.status == "queued" and self._cancel_queued(record):
+            return True
         body = {"run_id": run_id, "mode": mode.value, "stops": record.stops}
         log.request_cancel(run_id, log.sealer.seal("cancel", body))
+        return True
+
+    def _cancel_queued(self, record: RunRecord) -> bool:
+        """Cancel a run no worker has started: its record says so (with its ``end``
+        entry), and its task message, if it reaches a worker, runs nothing. ``False`` if a
+        worker started it meanwhile (then the worker is asked to cancel it)."""
+        error = AgentCancelledError(
+            f"run {record.run_id!r} was cancelled before a worker started it"
+        )
+        summary = summary_of_error(error)
+
+        def cancelled(current: RunRecord) -> RunRecord:
+            if current.status != "queued":
+                raise _MovedOn(record.run_id)
+            return attrs.evolve(
+                current, status="cancelled", stops=current.stops + 1, summary=summary
+            )
+
+        try:
+            self._log().finish(record.run_id, cancelled, summary)
+        except _MovedOn:
+            return False
+        self._consumed(record.run_id, record.pending)
         return True
 
     def status(self, run_id: str, *, owner: str | None = None) -> dict[str, Any]:
@@ -664,6 +810,16 @@ class AgentQueue:
             # the run already went on without this one.
             _log.info("agentkit: run %r is %s; a duplicate task", order.run_id, record.status)
             return {"status": "duplicate", "error": f"the run is {record.status}"}
+        if self.replay_ledger is not None and self.replay_ledger.ended(order.nonce):
+            # Redis says the message is the run's latest, the ledger that its run stopped
+            # after it: Redis was rolled back to before that stop, and the message replayed.
+            replayed = (
+                f"the task message of run {order.run_id!r} was run to a stop before (the "
+                "replay ledger says so): a replayed message, and Redis was rolled back to "
+                "before that stop; nothing is run"
+            )
+            _log.error("agentkit: worker %s refused a task message: %s", worker, replayed)
+            return {"status": "refused", "error": replayed}
         if shutting_down.is_set():
             # A worker going down still receives what it had asked the broker for.
             return self._requeue(worker, route, order, ran=False)
@@ -750,6 +906,7 @@ class AgentQueue:
             self._log().finish(order.run_id, fail, summary)
         except TaskMessageError:
             return {"status": "refused", "error": f"the task message expired ({age})"}
+        self._consumed(order.run_id, order.nonce)
         return summary
 
     def _run_order(
@@ -875,7 +1032,21 @@ class AgentQueue:
             lambda: log.finish(run_id, stop, summary, tail, next(tries, None), lease=held),
             "records a run's end",
         )
+        self._consumed(order.run_id, order.nonce)
         return summary
+
+    def _consumed(self, run_id: str, nonce: str) -> None:
+        """Note in the replay ledger that the run of the message ``nonce`` stopped."""
+        if self.replay_ledger is None:
+            return
+        try:
+            self.replay_ledger.end(nonce)
+        except Exception:  # the run stopped; only its replay protection is missing
+            _log.exception(
+                "agentkit: could not note the end of run %r's task message in the replay "
+                "ledger; a rollback of Redis could replay it",
+                run_id,
+            )
 
     def _completed_summary(self, run_id: str) -> dict[str, Any]:
         """The summary of a run that completed on a worker that died before it recorded the
@@ -1028,6 +1199,7 @@ class AgentQueue:
 
         log = self._log()
         record = log.update(order.run_id, requeue)
+        self._consumed(order.run_id, order.nonce)
         for entry_kind, data in tail or ():
             log.append(order.run_id, entry_kind, data)
         log.append(order.run_id, "status", {"status": "requeued", "worker": worker, "kind": kind})
@@ -1063,7 +1235,7 @@ def _mark_running(order: _Order, worker: str) -> Callable[[RunRecord], RunRecord
     """The record change of a run that starts on ``worker`` for ``order``."""
 
     def running(current: RunRecord) -> RunRecord:
-        if current.pending != order.nonce:
+        if current.pending != order.nonce or not current.live:
             raise TaskMessageError(f"run {order.run_id!r} moved on before it started")
         return attrs.evolve(current, status="running", worker=worker)
 

@@ -22,6 +22,11 @@ each release is one Lua script, timed by the Redis server's clock, so the proces
 do not matter. A freed slot is announced on a Redis channel, which wakes the waiters of
 every process at once (a waiter also looks again at least every half second).
 
+A limit is as durable as its Redis: a Redis that restarts **without persistence** (no AOF,
+no snapshot) forgets the slots held at that moment, so until those calls end up to ``limit``
+more calls may start (each holder's next refresh logs a warning saying so). Run the Redis of
+shared limits with ``appendonly yes`` when the limit must hold across a restart.
+
 Waits are those of :mod:`agentkit.throttle`: bounded by the call's timeout, cancelled with
 the run, reported to ``on_limit_wait``. When Redis cannot be reached (down, or not answering
 within ``socket_timeout``), the call fails with :class:`~agentkit.SharedLimitUnavailableError`
@@ -525,7 +530,8 @@ class RedisConcurrencyLimit(ConcurrencyLimiter):
         if kept < len(tokens):
             _log.warning(
                 "agentkit: %d lease(s) of %r ran out before they were refreshed (the process "
-                "stalled longer than lease=%g s): the limit may be exceeded until those calls end",
+                "stalled longer than lease=%g s, or Redis lost them: it restarted without "
+                "persistence): the limit may be exceeded until those calls end",
                 len(tokens) - kept, self, self._lease,
             )
 

@@ -9,8 +9,12 @@ API (every stream is Server-Sent Events; every error is JSON ``{"error": ...}`` 
 * ``POST /api/runs`` with ``{"message": "..."}``: starts a run and streams it at once; the run id
   is in the ``X-Run-Id`` header and in the first event (``event: run``).
 * ``GET /api/runs/<id>/events``: the run's events, from the start or after ``Last-Event-ID``.
-* ``POST /api/runs/<id>/resume`` with ``{"approve": true|false}``: answers the run's interrupt
-  and streams the resumed run.
+* ``GET /api/runs/<id>/approvals``: the approvals the run waits for, ``{"approvals": [{"id":
+  ..., "prompt": ...}]}``, from its verified record (never from its event stream, which
+  someone with write access to Redis could rewrite): the page shows these.
+* ``POST /api/runs/<id>/resume`` with ``{"approve": true|false, "interrupt_id": "..."}``:
+  answers one of the run's approvals (``interrupt_id`` may be left out when it waits for one
+  only) and streams the resumed run.
 * ``POST /api/runs/<id>/cancel`` with ``{}``: cancels the run.
 * ``GET /``: the page.
 
@@ -194,14 +198,28 @@ def _add_run_routes(
             backend, run_id, owner=current_owner(), idle_timeout=idle_timeout, limit=streams
         )
 
+    @app.get("/api/runs/<run_id>/approvals")
+    def run_approvals(run_id: str) -> Response:
+        # From the run's record, which the backend verifies (sealed in Redis), never from
+        # its event stream: what the user approves is what the run asked.
+        owner = _known(run_id)
+        state = backend.status(run_id, owner=owner)
+        summary = state.get("summary") or {}
+        prompts = summary.get("prompts", []) if state["status"] == "interrupted" else []
+        return jsonify(
+            run_id=run_id,
+            approvals=[{"id": prompt["id"], "prompt": prompt["info"]} for prompt in prompts],
+        )
+
     @app.post("/api/runs/<run_id>/resume")
     def resume_run(run_id: str) -> Response:
         owner = _known(run_id)
-        approve = _approval_of(_json_body())
+        body = _json_body()
+        approve = _approval_of(body)
         interrupts = backend.interrupts(run_id, owner=owner)
         if not interrupts:
             raise ApiError(409, f"run {run_id} is not waiting for an approval")
-        targets = {interrupt_id: approve for interrupt_id in interrupts}
+        targets = {_interrupt_of(body, interrupts): approve}  # one interrupt at a time
         try:
             after = backend.resume(run_id, targets, owner=owner)
         except RunStateError as error:
@@ -245,6 +263,21 @@ def _approval_of(body: dict[str, Any]) -> bool:
     if not isinstance(approve, bool):
         raise ApiError(400, 'send {"approve": true} or {"approve": false}')
     return approve
+
+
+def _interrupt_of(body: dict[str, Any], interrupts: list[str]) -> str:
+    """The interrupt a resume request answers: its ``interrupt_id`` (optional when the run
+    waits for one approval only); an :class:`ApiError` when it names none of ``interrupts``."""
+    chosen = body.get("interrupt_id")
+    if chosen is None and len(interrupts) == 1:
+        return interrupts[0]
+    if chosen not in interrupts:
+        raise ApiError(
+            400,
+            'send {"approve": ..., "interrupt_id": "..."} naming one of the approvals the run '
+            "waits for (GET /api/runs/<id>/approvals lists them)",
+        )
+    return str(chosen)
 
 
 def _json_body() -> dict[str, Any]:
