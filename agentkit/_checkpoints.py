@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from agentkit._interrupt import ToolRoundState
 from agentkit._observe import RunUsage
 from agentkit._options import HeldLease
 from agentkit._persist import persisted
@@ -366,11 +367,16 @@ def culprit(serializer: Serializer, checkpoint: Any) -> str:
             (f"session value {key!r} ({type(value).__name__})", value)
             for key, value in checkpoint.session_values.items()
         ]
-        probes.extend(
-            (f"the interrupt state at {';'.join(point.address)} ({type(point.state).__name__})",
-             point.state)
-            for point in checkpoint.points
-        )
+        for point in checkpoint.points:
+            where = ";".join(point.address)
+            if isinstance(point.state, ToolRoundState):
+                probes.extend(
+                    (f"run-local value {key!r} ({type(value).__name__}) at {where}", value)
+                    for key, value in point.state.run_locals.items()
+                )
+            probes.append(
+                (f"the interrupt state at {where} ({type(point.state).__name__})", point.state)
+            )
         probes.append(("the interrupt info", checkpoint.interrupt_data))
         probes.append(("the resume data", checkpoint.resume_data))
     else:
