@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from agentkit._interrupt import ToolRoundState
+from agentkit._interrupt import ResumeOnlyData, ToolRoundState
 from agentkit._observe import RunUsage
 from agentkit._options import HeldLease
 from agentkit._persist import persisted
@@ -297,7 +297,7 @@ def make_checkpoint(
     """The checkpoint of the run in ``frame``, stopped at ``points`` for ``reason``.
 
     ``resume_data``: the resume data the run was given that targets one of ``points`` (the
-    rest was used).
+    rest was used), but for the data that serves one resume only (:class:`ResumeOnlyData`).
     """
     root_input = frame.root_input or AgentInput()
     known = {point.id for point in points}
@@ -314,7 +314,10 @@ def make_checkpoint(
         reason=reason,
         conversation=None if turn is None else turn.turn,
         key=frame.key.value,
-        resume_data={k: v for k, v in (resume_data or {}).items() if k in known},
+        resume_data={
+            k: v for k, v in (resume_data or {}).items()
+            if k in known and not isinstance(v, ResumeOnlyData)
+        },
         usage=ledger.snapshot(),
         limits=ledger.limits,
     )

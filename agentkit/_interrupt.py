@@ -183,3 +183,14 @@ class ToolRoundState:
             finished=self.finished,
             run_locals=self.run_locals,
         )
+
+
+class ResumeOnlyData:
+    """Base of resume data that serves the resume it is given to and is never saved.
+
+    Resume data a resumed run did not use is kept in the checkpoint when the run stops again,
+    so that it applies again; data of a subclass is not (it may hold functions, which a
+    checkpoint cannot), see :class:`~agentkit.agents.chatmodel.ChatModelAgentResumeData`.
+    """
+
+    __slots__ = ()
