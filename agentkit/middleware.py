@@ -250,7 +250,9 @@ def set_run_local_value(key: str, value: Any) -> None:
     them in its checkpoint and the resumed run sees them again, and a durable run
     (``durability="step"``) writes them with each step. A value must therefore be one the
     checkpoint serializer can save, as a session value must; keep a value that cannot be
-    saved (a connection, a lock) elsewhere, such as on the tool or the middleware.
+    saved (a connection, a lock) elsewhere, such as on the tool or the middleware. A durable
+    run writes a value when it is set anew: set a changed value again rather than changing it
+    in place.
 
     Raises:
         RuntimeError: called outside a ChatModelAgent run.
