@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from agentkit._interrupt import ResumeOnlyData, ToolRoundState
 from agentkit._observe import RunUsage
 from agentkit._options import HeldLease
 from agentkit._persist import persisted
@@ -296,7 +297,7 @@ def make_checkpoint(
     """The checkpoint of the run in ``frame``, stopped at ``points`` for ``reason``.
 
     ``resume_data``: the resume data the run was given that targets one of ``points`` (the
-    rest was used).
+    rest was used), but for the data that serves one resume only (:class:`ResumeOnlyData`).
     """
     root_input = frame.root_input or AgentInput()
     known = {point.id for point in points}
@@ -313,7 +314,10 @@ def make_checkpoint(
         reason=reason,
         conversation=None if turn is None else turn.turn,
         key=frame.key.value,
-        resume_data={k: v for k, v in (resume_data or {}).items() if k in known},
+        resume_data={
+            k: v for k, v in (resume_data or {}).items()
+            if k in known and not isinstance(v, ResumeOnlyData)
+        },
         usage=ledger.snapshot(),
         limits=ledger.limits,
     )
@@ -366,11 +370,16 @@ def culprit(serializer: Serializer, checkpoint: Any) -> str:
             (f"session value {key!r} ({type(value).__name__})", value)
             for key, value in checkpoint.session_values.items()
         ]
-        probes.extend(
-            (f"the interrupt state at {';'.join(point.address)} ({type(point.state).__name__})",
-             point.state)
-            for point in checkpoint.points
-        )
+        for point in checkpoint.points:
+            where = ";".join(point.address)
+            if isinstance(point.state, ToolRoundState):
+                probes.extend(
+                    (f"run-local value {key!r} ({type(value).__name__}) at {where}", value)
+                    for key, value in point.state.run_locals.items()
+                )
+            probes.append(
+                (f"the interrupt state at {where} ({type(point.state).__name__})", point.state)
+            )
         probes.append(("the interrupt info", checkpoint.interrupt_data))
         probes.append(("the resume data", checkpoint.resume_data))
     else:

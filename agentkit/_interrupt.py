@@ -129,6 +129,9 @@ class ToolRoundState:
     that were running (a call not in ``done`` that is in ``started`` may have had its effect
     when the process died), and ``finished``: the agent's turn is over (its answer given), so a
     resumed run does not ask the model again.
+
+    ``run_locals`` are the agent's run-local values (:func:`~agentkit.set_run_local_value`):
+    the resumed run starts with them.
     """
 
     messages: list[Message]
@@ -139,6 +142,7 @@ class ToolRoundState:
     resume_of: dict[int, PointResume] = attrs.field(factory=dict, eq=False)
     started: set[int] = attrs.Factory(set)
     finished: bool = False
+    run_locals: dict[str, Any] = attrs.Factory(dict)
 
     def __getstate__(self) -> dict[str, Any]:
         state: dict[str, Any] = {
@@ -154,12 +158,15 @@ class ToolRoundState:
             state["started"] = self.started
         if self.finished:
             state["finished"] = True
+        if self.run_locals:
+            state["run_locals"] = self.run_locals
         return state
 
     def __setstate__(self, state: Mapping[str, Any]) -> None:
         object.__setattr__(self, "actions", {})
         object.__setattr__(self, "started", set())
         object.__setattr__(self, "finished", False)
+        object.__setattr__(self, "run_locals", {})
         for key, value in state.items():
             object.__setattr__(self, key, value)
         object.__setattr__(self, "resume_of", {})
@@ -174,4 +181,16 @@ class ToolRoundState:
             actions=dict(self.actions),
             started=self.started.copy(),  # one step: tool threads add to it meanwhile
             finished=self.finished,
+            run_locals=self.run_locals,
         )
+
+
+class ResumeOnlyData:
+    """Base of resume data that serves the resume it is given to and is never saved.
+
+    Resume data a resumed run did not use is kept in the checkpoint when the run stops again,
+    so that it applies again; data of a subclass is not (it may hold functions, which a
+    checkpoint cannot), see :class:`~agentkit.agents.chatmodel.ChatModelAgentResumeData`.
+    """
+
+    __slots__ = ()

@@ -20,8 +20,9 @@ Example, a middleware that logs every tool call and refuses one tool::
 
     agent = ChatModelAgent("helper", "helps", model, tools=[...], middlewares=[Guard()])
 
-Inside any hook (and inside tools) :func:`set_run_local_value` / :func:`get_run_local_value`
-keep values for the current agent run only, and :func:`send_event` adds a custom event to the
+Inside any hook (and inside tools) :func:`set_run_local_value` / :func:`get_run_local_value` /
+:func:`delete_run_local_value` keep values for the current agent run only (saved with it when
+it stops, so a resumed run sees them), and :func:`send_event` adds a custom event to the
 run's event stream.
 
 Streaming: ``wrap_model`` wraps a call that returns a whole message. In a streamed run the
@@ -61,6 +62,7 @@ __all__ = [
     "StreamToolInvoke",
     "ToolEventSender",
     "ToolInvoke",
+    "delete_run_local_value",
     "get_run_local_value",
     "send_event",
     "set_run_local_value",
@@ -239,15 +241,36 @@ class ToolEventSender(AgentMiddleware):
 
 
 def set_run_local_value(key: str, value: Any) -> None:
-    """Keep ``value`` under ``key`` for the rest of the current agent run.
+    """Keep ``value`` under ``key`` for the rest of the current agent run (Eino's
+    ``SetRunLocalValue``).
 
     Run-local values belong to one run of one ChatModelAgent: its middleware hooks and its
-    tools see them; other agents and later runs do not. They are not saved in checkpoints.
+    tools see them; other agents and later runs do not. They are part of the agent's saved
+    state, as its conversation is: a run that stops (an interrupt, a cancel, a failure) keeps
+    them in its checkpoint and the resumed run sees them again, and a durable run
+    (``durability="step"``) writes them with each step. A value must therefore be one the
+    checkpoint serializer can save, as a session value must; keep a value that cannot be
+    saved (a connection, a lock) elsewhere, such as on the tool or the middleware. A durable
+    run writes a value when it is set anew: set a changed value again rather than changing it
+    in place.
 
     Raises:
         RuntimeError: called outside a ChatModelAgent run.
     """
     current_run_locals("set_run_local_value").set(key, value)
+
+
+def delete_run_local_value(key: str) -> None:
+    """Forget the run-local value ``key`` of the current agent run (Eino's
+    ``DeleteRunLocalValue``); nothing happens when there is none.
+
+    A resumed run does not see a deleted value: the agent's saved state is its values at the
+    moment it stopped (see :func:`set_run_local_value`).
+
+    Raises:
+        RuntimeError: called outside a ChatModelAgent run.
+    """
+    current_run_locals("delete_run_local_value").delete(key)
 
 
 def get_run_local_value(key: str, default: Any = None) -> Any:

@@ -122,6 +122,8 @@ apiref_private_types = {
     # The value contract of the models (shown as their base class: writes raise, replace()).
     "agentkit._values.BuiltValue": "the models' base: public writes raise, replace() copies",
     "agentkit.agents._workflow_base.WorkflowBase": "SequentialAgent's, ParallelAgent's base",
+    # The base of resume data a checkpoint never keeps (shown as ChatModelAgentResumeData's base).
+    "agentkit._interrupt.ResumeOnlyData": "ChatModelAgentResumeData's base",
     # A recorded event in saved states (ParallelState, DeterministicTransferState).
     "agentkit._runctx.RecordedEvent": "the events a saved state holds",
     # FailoverChatModel's copies share which model answered last through it.

@@ -63,7 +63,7 @@ DOCUMENTED = {
     "AuthenticationError", "PermissionDeniedError", "RateLimitError",
     # 14. middleware, callbacks, retries and failover
     "AgentMiddleware", "AgentContext", "ModelState", "set_run_local_value", "get_run_local_value",
-    "send_event", "with_callbacks", "RunInfo", "UsageTracker", "ModelRetryConfig",
+    "delete_run_local_value", "send_event", "with_callbacks", "RunInfo", "UsageTracker", "ModelRetryConfig",
     "FailoverChatModel", "RetryExhaustedError", "WillRetryError",
     # 15. limits, budgets, guardrails
     "RunLimits", "LimitReached", "ModelPricing", "RunLimitError", "GuardrailTripped", "with_limits",

@@ -781,6 +781,7 @@ class ReactRun:
         "frame",
         "guards",
         "hooks",
+        "locals",
         "model_options",
         "model_pending",
         "round",
@@ -840,12 +841,15 @@ class ReactRun:
             verdicts=StreamVerdicts() if retrying else None,
         )
         self.hooks = ReactHooks.build(self)  # None: no middleware, tool callback or retry
+        self.locals: RunLocals | None = None  # while the loop runs
 
     def loop(self, state: ReactState, pending_round: ToolRoundState | None) -> None:
         """Run the ReAct loop; on a stop, save where the run can go on from."""
-        # Made here, not kept on the run: RunLocals holds self.emit, and a reference back would
-        # make a cycle that keeps the run's whole history alive until the garbage collector.
-        local = RunLocals(self.emit)
+        # Kept on the run only while the loop runs: RunLocals holds self.emit, and a lasting
+        # reference back would make a cycle that keeps the run's whole history alive until the
+        # garbage collector. A resumed run starts with the values its saved state kept.
+        local = RunLocals(self.emit, pending_round.run_locals if pending_round else None)
+        self.locals = local
         token = run_locals.set(local)
         try:
             self._loop(state, pending_round)
@@ -873,14 +877,28 @@ class ReactRun:
                 local.end()  # what the run's middleware started ends with it
             finally:
                 run_locals.reset(token)
+                self.locals = None
                 self._send_unsent()  # a reply no commit followed (the run stopped): as it was
 
     def _progress(self, state: ReactState) -> ToolRoundState:
         current = self.round
         if current is not None:
-            return current.snapshot()
+            return self._snapshot(current)
         remaining = state.remaining + (1 if self.model_pending else 0)
-        return ToolRoundState(messages=list(state.messages), remaining=remaining, calls=[])
+        return ToolRoundState(
+            messages=list(state.messages), remaining=remaining, calls=[],
+            run_locals=self._run_locals(),
+        )
+
+    def _snapshot(self, round_state: ToolRoundState) -> ToolRoundState:
+        """A copy of ``round_state`` to declare, with the run-local values as they are now."""
+        snapshot = round_state.snapshot()
+        snapshot.run_locals = self._run_locals()
+        return snapshot
+
+    def _run_locals(self) -> dict[str, Any]:
+        local = self.locals
+        return local.snapshot() if local is not None else {}
 
     def _save(
         self,
@@ -910,7 +928,7 @@ class ReactRun:
         asks before running it again (:class:`~agentkit.UnfinishedToolCall`)."""
         with self.saving:
             round_state.started.add(index)
-            self.run.save_state(round_state.snapshot(), sync=True)
+            self.run.save_state(self._snapshot(round_state), sync=True)
 
     def _send_unsent(self) -> None:
         """Send the reply event held until its step was committed (if any)."""

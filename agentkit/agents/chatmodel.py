@@ -9,8 +9,10 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from agentkit._agent import AgentRun, BaseAgent, frame_of
-from agentkit._interrupt import ToolRoundState
+from agentkit._interrupt import ResumeOnlyData, ToolRoundState
 from agentkit._lazy import present
 from agentkit._runctx import RunFrame
 from agentkit.agents._guardrails import Guardrails
@@ -47,13 +49,53 @@ if TYPE_CHECKING:
     from agentkit.middleware import AgentMiddleware
     from agentkit.models.base import ChatModel
 
-__all__ = ["ChatModelAgent", "GenModelInput", "RetryContext", "RetryDecision"]
+__all__ = [
+    "ChatModelAgent",
+    "ChatModelAgentResumeData",
+    "GenModelInput",
+    "HistoryModifier",
+    "RetryContext",
+    "RetryDecision",
+]
 
 # Defined next to ModelRetryConfig, documented here: what ``decide`` sees and returns.
 present((RetryContext, RetryDecision), __name__)
 
 GenModelInput = Callable[[str, AgentInput], Sequence[Message]]
 """``gen_model_input(instruction, input) -> messages``: builds what the model is sent."""
+
+HistoryModifier = Callable[[list[Message]], Sequence[Message]]
+"""``history_modifier(history) -> history``: the conversation a resumed ChatModelAgent goes on
+with (see :class:`ChatModelAgentResumeData`)."""
+
+
+@attrs.frozen
+class ChatModelAgentResumeData(ResumeOnlyData):
+    """Resume data for a :class:`ChatModelAgent` itself (Eino's ``ChatModelAgentResumeData``).
+
+    Give it as the resume data of the agent's own interrupt context: the parent of its tool's
+    context (``InterruptContext.parent``), or the context itself when the agent paused on a
+    limit. The resumed agent calls ``history_modifier`` once, with the conversation it
+    stopped with (its system message first, when it has an instruction; the reply whose tool
+    calls it was running last), and goes on with what it returns: the model sees the edited
+    conversation, and what the agent saves from then on holds it. The checkpoint the run was
+    resumed from is not rewritten: the edit is made at the resume, in the resuming process.
+
+    The data serves one resume: it is never saved (a function cannot be), so a resumed run
+    that stops again does not apply it again. Give the tool's own resume data (an approval, an
+    answer) beside it, under the tool's id::
+
+        tool_context = interrupted.contexts[0]
+        runner.resume(checkpoint_id, targets={
+            tool_context.id: "approved",
+            tool_context.parent.id: ChatModelAgentResumeData(history_modifier=drop_old_turns),
+        })
+
+    Attributes:
+        history_modifier: ``fn(history) -> history``; ``None``: the history as it was saved.
+    """
+
+    history_modifier: HistoryModifier | None = None
 
 _MAX_CONFIGS = 64  # places kept per agent (one per tree it is in; past this, made per run)
 
@@ -493,10 +535,20 @@ class ChatModelAgent(BaseAgent):
             if index not in saved.done and resume_state is not None:
                 address = (*frame.address, f"tool:{call.function.name}:{call.id}")
                 saved.resume_of[index] = resume_state.at(address)
+        modifier = self._history_modifier(info.resume_data)
+        if modifier is not None:
+            saved.messages = _modified_history(self._name, modifier, saved.messages)
         if frozen.middlewares:
             frozen, _, _ = apply_before_agent(frozen, self._name, frozen.instruction, [], True)
         state = ReactState(messages=list(saved.messages), remaining=saved.remaining)
         ReactRun(frozen, run, info.enable_streaming).loop(state, saved)
+
+    def _history_modifier(self, data: Any) -> HistoryModifier | None:
+        """The history modifier of the resume data targeted at this agent, if any (other
+        data is not for the agent's history: a limit pause is resumed with any)."""
+        if isinstance(data, ChatModelAgentResumeData):
+            return data.history_modifier
+        return None
 
     def _model_input(self, instruction: str, input: AgentInput, frame: RunFrame) -> list[Message]:
         if self._gen_model_input is not None:
@@ -507,6 +559,26 @@ class ChatModelAgent(BaseAgent):
         messages = [system_message(instruction)] if instruction else []
         messages.extend(input.messages)
         return messages
+
+
+def _modified_history(
+    agent_name: str, modifier: HistoryModifier, history: list[Message]
+) -> list[Message]:
+    """What ``modifier`` makes of ``history`` (given a copy), checked to be messages."""
+    modified: object = modifier(list(history))
+    if isinstance(modified, str | bytes) or not isinstance(modified, Sequence):
+        raise ResumeError(
+            f"cannot resume agent {agent_name!r}: its history_modifier returned "
+            f"{type(modified).__name__}; return the list of messages to go on with"
+        )
+    wrong = [item for item in modified if not isinstance(item, Message)]
+    if wrong:
+        raise ResumeError(
+            f"cannot resume agent {agent_name!r}: its history_modifier returned "
+            f"{type(wrong[0]).__name__} {wrong[0]!r} among the messages; return Message "
+            "values only"
+        )
+    return list(modified)
 
 
 def _check_unique(agent_name: str, tools: Iterable[BaseTool]) -> None:

@@ -15,6 +15,12 @@ turn completes, its new messages and everything the agents said are appended. On
 at a time per conversation (:class:`~agentkit.ConversationBusyError`), across processes for
 the file, SQLite and Redis stores. Stores hold JSON, never pickles.
 
+A completed turn records which agent said each of its messages: :func:`load_events` reads the
+conversation as events (Eino's ``SessionEventStore``), and :func:`rollback` takes it back to
+an earlier turn (Eino's ``RollbackSession``)::
+
+    rollback(store, "user-42", keep_turns=1)     # the second turn and after are gone
+
 A record that cannot be read (damaged by hand or by a bug, or over ``max_record_bytes``)
 makes ``load`` raise :class:`~agentkit.ConversationRecordError` naming the conversation and
 the record's position; every store reports it in the same words, and
@@ -37,6 +43,7 @@ from agentkit.conversation._base import (
     ConversationLock,
     ConversationStore,
 )
+from agentkit.conversation._events import ConversationEvent, load_events, rollback
 from agentkit.conversation._trim import (
     HistoryTrimmer,
     TokenCounter,
@@ -48,6 +55,7 @@ from agentkit.conversation._trim import (
 __all__ = [
     "DEFAULT_MAX_RECORD_BYTES",
     "MAX_CONVERSATION_ID_BYTES",
+    "ConversationEvent",
     "ConversationLock",
     "ConversationStore",
     "FileConversationStore",
@@ -59,6 +67,8 @@ __all__ = [
     "approximate_tokens",
     "keep_last_turns",
     "keep_within_tokens",
+    "load_events",
+    "rollback",
 ]
 
 if TYPE_CHECKING:

@@ -25,6 +25,8 @@ from agentkit.errors import AgentKitTypeError, AgentKitValueError, ConversationR
 from agentkit.schema import Message, Role
 
 __all__ = [
+    "ROLLBACK_MARK",
+    "TURN_MARK",
     "ThreadLocks",
     "bad_record",
     "check_id",
@@ -32,8 +34,19 @@ __all__ = [
     "check_max_record_bytes",
     "decode_records",
     "encode_records",
+    "fold_rollbacks",
     "out_of_range",
+    "split_turns",
 ]
+
+TURN_MARK = "agentkit_turn"
+"""The ``Message.extra`` key of a turn's record, on the turn's first message: how many records
+the turn appended (``records``), how many it brought (``new``), who said the rest (``said``)
+and, for a keyed turn, its key."""
+
+ROLLBACK_MARK = "agentkit_rollback"
+"""The ``Message.extra`` key of a rollback marker: a record (never shown as a message) saying
+that the conversation keeps only its first ``turns`` turns from there on."""
 
 _ROLES = tuple(role.value for role in Role)
 
@@ -165,7 +178,59 @@ def decode_records(
         if message is None:
             raise bad_record(conversation_id, index, problem)
         messages.append(message)
-    return messages
+    return fold_rollbacks(messages)
+
+
+def split_turns(messages: Sequence[Message]) -> list[list[Message]]:
+    """The turns of a conversation's messages, oldest first.
+
+    A turn recorded by this release starts with a message whose :data:`TURN_MARK` says how
+    many records it appended. A conversation written by an earlier release has no marks: there
+    a user message that follows another role's message starts a turn.
+    """
+    turns: list[list[Message]] = []
+    left = 0  # records of the current recorded turn still to come
+    unmarked_open = False
+    for message in messages:
+        if left > 0:
+            turns[-1].append(message)
+            left -= 1
+            continue
+        mark = message.extra.get(TURN_MARK)
+        size = mark.get("records") if isinstance(mark, dict) else None
+        if isinstance(size, int) and not isinstance(size, bool) and size >= 1:
+            turns.append([message])
+            left = size - 1
+            unmarked_open = False
+            continue
+        starts = (
+            not unmarked_open
+            or (message.role is Role.USER and turns[-1][-1].role is not Role.USER)
+        )
+        if starts:
+            turns.append([message])
+            unmarked_open = True
+        else:
+            turns[-1].append(message)
+    return turns
+
+
+def fold_rollbacks(messages: list[Message]) -> list[Message]:
+    """``messages`` as the rollback markers among them leave them: each marker keeps the
+    first turns of what came before it and is itself dropped (a list without markers is
+    returned as it is)."""
+    if not any(ROLLBACK_MARK in message.extra for message in messages):
+        return messages
+    visible: list[Message] = []
+    for message in messages:
+        mark = message.extra.get(ROLLBACK_MARK)
+        if mark is None:
+            visible.append(message)
+            continue
+        keep = mark.get("turns") if isinstance(mark, dict) else None
+        if isinstance(keep, int) and not isinstance(keep, bool) and keep >= 0:
+            visible = [kept for turn in split_turns(visible)[:keep] for kept in turn]
+    return visible
 
 
 def bad_record(conversation_id: str, index: int, problem: str) -> ConversationRecordError:

@@ -5,11 +5,11 @@ loading the history), and ends it when the run ends: a completed run appends the
 messages, an interrupted one saves the turn in its checkpoint, so the resumed run, once it
 completes, appends them.
 
-A turn with a key (``with_conversation_id(..., turn_key=...)``) is recorded in the
-conversation itself, on its first message: ``extra["agentkit_turn"]`` holds the key and,
-once the turn completed, how many records it appended (``records``), how many of them it
-brought (``new``) and, for each message its agents said, the agent and the run path
-(``said``). Written in the same append as the turn's messages, the record is atomic with them
+Every completed turn is recorded in the conversation itself, on its first message:
+``extra["agentkit_turn"]`` holds how many records it appended (``records``), how many of them
+it brought (``new``), for each message its agents said, the agent and the run path
+(``said``), and, for a turn with a key (``with_conversation_id(..., turn_key=...)``), the
+key. Written in the same append as the turn's messages, the record is atomic with them
 in every store and lives and goes with the conversation. While the turn runs (and in the
 checkpoint of an interrupted one) the mark holds only the key.
 """
@@ -24,7 +24,7 @@ import attrs
 
 from agentkit._persist import persisted
 from agentkit.conversation._base import ConversationLock, ConversationStore
-from agentkit.conversation._records import check_id
+from agentkit.conversation._records import TURN_MARK, check_id, fold_rollbacks
 from agentkit.conversation._trim import HistoryTrimmer
 from agentkit.errors import AgentKitValueError
 from agentkit.schema import Message
@@ -43,9 +43,6 @@ __all__ = [
 ]
 
 _log = logging.getLogger("agentkit")
-
-TURN_MARK = "agentkit_turn"
-"""The ``Message.extra`` key of a keyed turn's record, on the turn's first message."""
 
 
 @persisted("agentkit.ConversationTurn")
@@ -73,21 +70,25 @@ class OpenTurn:
             if record.err is None and (message := _message(record)) is not None
         ]
         new = self.turn.new_messages
-        mark = new[0].extra.get(TURN_MARK) if new else None
-        if isinstance(mark, dict) and "records" not in mark:
-            # A keyed turn completes: its record says what to give back to a repeat of it.
-            done = {
-                "key": mark.get("key"),
-                "new": len(new),
-                "records": len(new) + len(said),
-                "said": [
-                    [record.agent_name, [str(step) for step in record.run_path]]
-                    for record, _ in said
-                ],
-            }
-            new = [_with_mark(new[0], done), *new[1:]]
         messages = [message for _, message in said]
-        self.store.append(self.turn.conversation_id, [*new, *messages])
+        appended = [*new, *messages]
+        if not appended:
+            return
+        # Every turn's first record says what the turn appended: where it ends (so that a
+        # conversation can be rolled back by turns) and who said what (its events); a keyed
+        # turn's also says what to give back to a repeat of it.
+        mark = new[0].extra.get(TURN_MARK) if new else None
+        done: dict[str, Any] = {"key": mark.get("key")} if isinstance(mark, dict) else {}
+        done.update({
+            "new": len(new),
+            "records": len(appended),
+            "said": [
+                [record.agent_name, [str(step) for step in record.run_path]]
+                for record, _ in said
+            ],
+        })
+        appended[0] = _with_mark(appended[0], done)
+        self.store.append(self.turn.conversation_id, appended)
 
     def release(self) -> None:
         """Give the conversation's lock back."""
@@ -146,7 +147,8 @@ def open_turn(
         new[0] = _with_mark(new[0], {"key": turn_key})
     lock = store.lock(conversation_id)
     try:
-        history = store.load(conversation_id)
+        # (a store that reads its records otherwise than the built-in ones may show markers)
+        history = fold_rollbacks(store.load(conversation_id))
         if turn_key is not None:
             done = _find(conversation_id, history, turn_key)
             if done is not None:

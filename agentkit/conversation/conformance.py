@@ -32,6 +32,7 @@ from typing import Any
 import attrs
 
 from agentkit.conversation._base import MAX_CONVERSATION_ID_BYTES, ConversationStore
+from agentkit.conversation._events import load_events, rollback
 from agentkit.errors import ConversationBusyError, ConversationRecordError
 from agentkit.schema import (
     MESSAGE_ID_KEY,
@@ -62,6 +63,8 @@ __all__ = [
     "check_conversations_are_distinct",
     "check_delete",
     "check_drop_record",
+    "check_earlier_conversations_roll_back_by_user_messages",
+    "check_events_and_rollback",
     "check_ids_no_store_can_keep_are_refused",
     "check_lock_is_exclusive_and_released",
     "check_locks_are_per_conversation",
@@ -462,6 +465,73 @@ def check_lock_race_has_one_winner(make_store: ConversationStoreFactory) -> None
         raise _fail(f"{len(winners)} of {racers} racing threads got the same conversation's lock")
 
 
+def check_events_and_rollback(make_store: ConversationStoreFactory) -> None:
+    """Turns a Runner completed load as events (who said each message) and roll back: the
+    next turn's model sees the kept turns only, the rolled-back ones are no events, and a
+    rollback waits for no running turn (the conversation's lock)."""
+    from agentkit import ChatModelAgent, Runner, with_conversation_id
+    from agentkit.testing import ScriptedChatModel
+
+    store = make_store()
+    conversation_id = _unique("events")
+    model = ScriptedChatModel(["one", "two", "three"])
+    runner = Runner(ChatModelAgent("Helper", "helps", model), conversation_store=store)
+    with _cleanup(store, conversation_id):
+        for text in ("first", "second"):
+            runner.invoke(text, with_conversation_id(conversation_id))
+        events = [(e.turn, e.message.content, e.agent_name, e.run_path)
+                  for e in load_events(store, conversation_id)]
+        expected = [(0, "first", "", ()), (0, "one", "Helper", ("Helper",)),
+                    (1, "second", "", ()), (1, "two", "Helper", ("Helper",))]
+        if events != expected:
+            raise _fail(f"load_events returned {events!r}, expected {expected!r}")
+        lock = store.lock(conversation_id)
+        try:
+            rollback(store, conversation_id, keep_turns=1)
+        except ConversationBusyError:
+            pass
+        else:
+            raise _fail("rollback() went ahead while the conversation's lock was held")
+        finally:
+            lock.release()
+        rollback(store, conversation_id, keep_turns=1)
+        kept = [e.message.content for e in load_events(store, conversation_id)]
+        if kept != ["first", "one"]:
+            raise _fail(f"after rollback(keep_turns=1) the events are {kept!r}")
+        runner.invoke("third", with_conversation_id(conversation_id))
+        seen = [m.content for m in model.calls[-1].messages]
+        if seen != ["first", "one", "third"]:
+            raise _fail(f"the turn after a rollback sent the model {seen!r}")
+        turns = [(e.turn, e.message.content) for e in load_events(store, conversation_id)]
+        if turns != [(0, "first"), (0, "one"), (1, "third"), (1, "three")]:
+            raise _fail(f"after a rollback and a turn the events are {turns!r}")
+
+
+def check_earlier_conversations_roll_back_by_user_messages(
+    make_store: ConversationStoreFactory,
+) -> None:
+    """A conversation of plain messages (as earlier releases wrote them, with no turn
+    records) loads as events whose turns start at user messages, and rolls back by them."""
+    store = make_store()
+    conversation_id = _unique("earlier")
+    with _cleanup(store, conversation_id):
+        store.append(conversation_id, _sample())
+        store.append(conversation_id, [user_message("And tomorrow?"), assistant_message("Rain.")])
+        turns = [e.turn for e in load_events(store, conversation_id)]
+        if turns != [0, 0, 0, 0, 1, 1]:
+            raise _fail(f"the turns of an earlier conversation's events are {turns!r}")
+        rollback(store, conversation_id, keep_turns=1)
+        kept = [e.message for e in load_events(store, conversation_id)]
+        if kept != _sample():
+            raise _fail(f"after rollback(keep_turns=1) the events hold {kept!r}")
+        try:
+            rollback(store, conversation_id, keep_turns=2)
+        except ValueError:
+            pass
+        else:
+            raise _fail("rollback() to more turns than the conversation has did not raise")
+
+
 CONVERSATION_CHECKS: tuple[Callable[[ConversationStoreFactory], None], ...] = (
     check_round_trip,
     check_content_parts_round_trip,
@@ -477,6 +547,8 @@ CONVERSATION_CHECKS: tuple[Callable[[ConversationStoreFactory], None], ...] = (
     check_lock_is_exclusive_and_released,
     check_locks_are_per_conversation,
     check_lock_race_has_one_winner,
+    check_events_and_rollback,
+    check_earlier_conversations_roll_back_by_user_messages,
 )
 """Every check, in a sensible order."""
 

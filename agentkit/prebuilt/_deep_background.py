@@ -538,9 +538,6 @@ class BackgroundTasks(AgentMiddleware):
     def manager(self) -> TaskManager:
         """The current agent run's task manager (made on first use)."""
         local = current_run_locals("background tasks")
-        manager: TaskManager | None = local.get(_KEY_MANAGER)
-        if manager is not None:
-            return manager
         made: list[TaskManager] = []
 
         def make() -> TaskManager:
@@ -557,8 +554,7 @@ class BackgroundTasks(AgentMiddleware):
             )
             return made[0]
 
-        manager = local.setdefault(_KEY_MANAGER, make)
-        assert manager is not None
+        manager: TaskManager = local.setdefault(_KEY_MANAGER, make)
         if made:  # this thread made it (another one may have asked at the same time)
             local.at_end(manager.close)
             manager.recover()
