@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 import attrs
 
+from agentkit._clock import SYSTEM_CLOCK
 from agentkit._interrupt import interrupt
 from agentkit._persist import persisted
 from agentkit._runctx import current_frame, use_frame
@@ -47,11 +48,16 @@ class ApprovalRequest:
         tool_name: the tool the model called.
         call_id: the id of the call.
         arguments: the arguments the model sent (a JSON object, as a dict).
+        asked_at: when the call first asked (seconds since the epoch; ``None`` in a request
+            saved by an earlier release); not part of equality. A run resumed without a
+            decision asks again with the same time, so
+            :class:`~agentkit.approvals.ApprovalInbox` counts its age from the first time.
     """
 
     tool_name: str
     call_id: str
     arguments: dict[str, Any] = attrs.field(hash=False)
+    asked_at: float | None = attrs.field(default=None, eq=False, repr=False, kw_only=True)
 
     def __str__(self) -> str:
         return f"approve {self.tool_name}({json.dumps(self.arguments, ensure_ascii=False)})?"
@@ -121,7 +127,13 @@ def ask_approval(
     if not _wants(policy, parsed, tool_name):
         return Decision(arguments, resumes_tool=True)
     call_id = frame.tool.call_id if frame is not None and frame.tool is not None else ""
-    request = ApprovalRequest(tool_name, call_id, dict(parsed))
+    asked_before = resume.state if resume is not None and resume.was_interrupted else None
+    asked_at = (
+        asked_before.asked_at
+        if isinstance(asked_before, ApprovalRequest) and asked_before.asked_at is not None
+        else SYSTEM_CLOCK.time()
+    )
+    request = ApprovalRequest(tool_name, call_id, dict(parsed), asked_at=asked_at)
     answer = interrupt(request, state=request)
     if answer is True:
         return Decision(arguments)
