@@ -269,7 +269,9 @@ class ApprovalInbox:
         self._expires_after = expires_after
         self._runs = runs
         self._clock = _clock_of(store) if clock is None else clock
-        self._wait = wait
+        if not wait >= 0:
+            raise AgentKitValueError(f"wait must be a number of seconds >= 0, not {wait!r}")
+        self._wait = float(wait)
 
     def now(self) -> float:
         """The inbox's time (seconds since the epoch): what ages and expiry compare with."""
@@ -340,7 +342,7 @@ class ApprovalInbox:
             now = self.now()
             if waiting.expires_at is not None and now >= waiting.expires_at:
                 reason = _expired_reason(self._expires_after)
-                expired = self._resume(waiting, "expired", by, now, None, reason)
+                expired = self._resume(waiting, "expired", by, now, None, reason, owner)
                 raise ApprovalExpiredError(
                     f"the approval of {waiting.tool_name} in run {run_id!r} expired "
                     f"{now - waiting.expires_at:.0f} s ago; the run was resumed with a "
@@ -351,7 +353,7 @@ class ApprovalInbox:
                 action = "edited" if new_arguments != waiting.arguments else "approved"
             if action == "approved":
                 new_arguments = dict(waiting.arguments)
-            return self._resume(waiting, action, by, now, new_arguments, reason)
+            return self._resume(waiting, action, by, now, new_arguments, reason, owner)
 
     def expire(self, *, by: str = "expiry") -> list[Decided]:
         """Reject every pending request past its time, resuming each run; what was done.
@@ -396,9 +398,11 @@ class ApprovalInbox:
         now: float,
         new_arguments: dict[str, Any] | None,
         reason: str,
+        owner: str | None,
     ) -> Decided:
         """Write the record, then resume the run with the decision (the record is removed
-        when the resume is refused at once: nothing was decided)."""
+        when the resume is refused at once: nothing was decided). ``owner`` is the decider's
+        claim, which a run backend checks against its own record of the run's owner."""
         record = ApprovalRecord(
             waiting.run_id,
             waiting.interrupt_id,
@@ -423,7 +427,7 @@ class ApprovalInbox:
         targets = {waiting.interrupt_id: data}
         try:
             if self._runs is not None:
-                after = self._runs.resume(waiting.run_id, targets, owner=waiting.owner)
+                after = self._runs.resume(waiting.run_id, targets, owner=owner)
                 return Decided(record, after=after)
             return Decided(record, run=self._runner.resume(waiting.run_id, targets=targets))
         except BaseException:

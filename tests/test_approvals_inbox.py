@@ -35,7 +35,7 @@ from agentkit.checkpoint import (
     SQLiteCheckPointStore,
 )
 from agentkit.errors import CheckpointError
-from agentkit.integrations.runs import LocalRuns
+from agentkit.integrations.runs import LocalRuns, RunOwnerError
 from agentkit.schema import Message
 from agentkit.testing import ManualClock, ScriptedChatModel, call, calls_message
 from tests.redis_server import redis_url  # noqa: F401 (a session fixture)
@@ -338,7 +338,8 @@ def test_expire_rejects_every_request_past_its_time(
 def test_local_runs_resume_the_decided_run_in_their_own_thread(tmp_path: Path) -> None:
     payments = Payments()
     agent = ChatModelAgent("payer", "pays", ScriptedChatModel(reply), tools=[payments.tool])
-    runner = Runner(agent, checkpoint_store=SQLiteCheckPointStore(tmp_path / "runs.db"))
+    store = SQLiteCheckPointStore(tmp_path / "runs.db")
+    runner = Runner(agent, checkpoint_store=store)
     with LocalRuns({"payer": runner}) as runs:
         run_id = runs.submit("payer", "pay ACME", owner="alice", session_values={"owner": "alice"})
         entries = list(runs.events(run_id, owner="alice"))
@@ -351,8 +352,65 @@ def test_local_runs_resume_the_decided_run_in_their_own_thread(tmp_path: Path) -
         assert end.data["status"] == "completed"
         assert end.data["answer"] == "model saw: paid 120 to ACME"
     assert payments.paid == [{"payee": "ACME", "amount": 120}]
-    assert runner.checkpoint_store is not None
-    runner.checkpoint_store.close()  # type: ignore[attr-defined]
+    store.close()
+
+
+def test_with_local_runs_the_backend_checks_its_own_owner_too(tmp_path: Path) -> None:
+    """Without an owner session value the inbox sees a run of nobody; LocalRuns still refuses
+    a decision by another owner, and nothing is recorded for it."""
+    payments = Payments()
+    agent = ChatModelAgent("payer", "pays", ScriptedChatModel(reply), tools=[payments.tool])
+    store = SQLiteCheckPointStore(tmp_path / "runs.db")
+    runner = Runner(agent, checkpoint_store=store)
+    with LocalRuns({"payer": runner}) as runs:
+        run_id = runs.submit("payer", "pay ACME", owner="alice")
+        assert list(runs.events(run_id, owner="alice"))[-1].data["status"] == "interrupted"
+        inbox = ApprovalInbox(runner, runs=runs)
+        [waiting] = inbox.pending()
+        with pytest.raises(RunOwnerError):
+            inbox.decide(run_id, waiting.interrupt_id, True, by="mallory", owner="mallory")
+        assert inbox.records() == [] and inbox.pending() == [waiting]
+        decided = inbox.decide(run_id, waiting.interrupt_id, True, by="alice", owner="alice")
+        [end] = [e for e in runs.events(run_id, decided.after, owner="alice") if e.kind == "end"]
+        assert end.data["status"] == "completed"
+    assert payments.paid == [{"payee": "ACME", "amount": 120}]
+    store.close()
+
+
+def test_a_run_that_asks_again_gets_a_new_request_and_the_old_one_stays_decided(
+    make_store: Callable[[ManualClock], Any],
+) -> None:
+    clock = ManualClock()
+    payments = Payments()
+
+    def twice(messages: list[Message]) -> Message | str:
+        paid = [m for m in messages if m.role == Role.TOOL]
+        if len(paid) < 2:
+            payee = ["ACME", "Globex"][len(paid)]
+            return calls_message(call("pay", {"payee": payee, "amount": 5}, id=f"p{len(paid)}"))
+        return "both paid"
+
+    agent = ChatModelAgent("payer", "pays", ScriptedChatModel(twice), tools=[payments.tool])
+    runner = Runner(agent, checkpoint_store=make_store(clock))
+    inbox = ApprovalInbox(runner)
+    start(runner, "run-1", "two payees", None)
+    [first] = inbox.pending()
+    decided = inbox.decide("run-1", first.interrupt_id, True, by="ops")
+    assert decided.run is not None
+    assert decided.run.result().interrupt is not None  # the second call asks in turn
+    [second] = inbox.pending()
+    assert second.run_id == "run-1" and second.interrupt_id != first.interrupt_id
+    assert second.arguments == {"payee": "Globex", "amount": 5}
+    with pytest.raises(ApprovalDecidedError):
+        inbox.decide("run-1", first.interrupt_id, True, by="late")
+    clock.advance(1)  # the log is in the order of decision times
+    again = inbox.decide("run-1", second.interrupt_id, True, by="ops")
+    assert again.run is not None and again.run.result().text == "both paid"
+    assert [p["payee"] for p in payments.paid] == ["ACME", "Globex"]
+    assert [r.interrupt_id for r in inbox.records("run-1")] == [
+        first.interrupt_id,
+        second.interrupt_id,
+    ]
 
 
 def test_audit_records_are_signed_and_a_forged_one_is_refused(tmp_path: Path) -> None:
