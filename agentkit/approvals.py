@@ -376,6 +376,39 @@ class ApprovalInbox:
                 continue
         return done
 
+    def recover(self) -> list[Decided]:
+        """Resume the runs whose decision was recorded but never reached them; what was done.
+
+        A decision is recorded before its run is resumed, so a decider that died between the
+        two (its process killed) leaves the request decided and its run waiting. This finds
+        such runs (the record is there, the run's checkpoint still waits at that request and
+        nobody resumes it now) and resumes each with the recorded decision, once the dead
+        decider's lease on the record expired (a minute); call it from the periodic job that
+        calls :meth:`expire`. Without ``runs=``, read each resumed run's
+        events (``decided.run``).
+        """
+        done = []
+        for record in self.records():
+            record_id = _audit_id(record.run_id, record.interrupt_id)
+            try:
+                lease = lease_for(self._audit, record_id, _DECISION_LEASE_TTL)
+            except CheckpointBusyError:
+                continue  # being decided now
+            with lease:
+                checkpoint = self._load(record.run_id)
+                if checkpoint is None or not any(
+                    waiting.interrupt_id == record.interrupt_id
+                    for waiting in self._waiting(record.run_id, checkpoint, None)
+                ):
+                    continue  # the decision reached the run
+                try:
+                    with lease_for(self._store, record.run_id):
+                        pass  # nobody resumes the run now
+                    done.append(self._apply(record))
+                except CheckpointBusyError:
+                    continue
+        return done
+
     def records(self, run_id: str | None = None) -> list[ApprovalRecord]:
         """The audit log (of ``run_id`` only, when given), oldest decision first."""
         prefix = AUDIT_PREFIX if run_id is None else f"{AUDIT_PREFIX}{run_id}/"
@@ -419,20 +452,26 @@ class ApprovalInbox:
         record_id = _audit_id(waiting.run_id, waiting.interrupt_id)
         serializer = self._runner.serializer
         self._audit.set(record_id, dumps_for_store(serializer, self._audit, record_id, record))
-        data: Any
-        if action in ("approved", "edited"):
-            data = Approve(arguments=new_arguments)
-        else:
-            data = Reject(reason=reason)
-        targets = {waiting.interrupt_id: data}
         try:
-            if self._runs is not None:
-                after = self._runs.resume(waiting.run_id, targets, owner=owner)
-                return Decided(record, after=after)
-            return Decided(record, run=self._runner.resume(waiting.run_id, targets=targets))
+            return self._apply(record, owner)
         except BaseException:
             self._audit.delete(record_id)
             raise
+
+    def _apply(self, record: ApprovalRecord, owner: str | None = None) -> Decided:
+        """Resume the run of ``record`` with its decision (``owner``: for a run backend;
+        default the run's owner as recorded)."""
+        data: Approve | Reject
+        if record.action in ("approved", "edited"):
+            data = Approve(arguments=record.new_arguments)
+        else:
+            data = Reject(reason=record.reason)
+        targets = {record.interrupt_id: data}
+        if self._runs is not None:
+            claimed = record.owner if owner is None else owner
+            after = self._runs.resume(record.run_id, targets, owner=claimed)
+            return Decided(record, after=after)
+        return Decided(record, run=self._runner.resume(record.run_id, targets=targets))
 
     def _find(self, run_id: str, interrupt_id: str, owner: str | None) -> PendingApproval:
         checkpoint = self._load(run_id) if not run_id.startswith(AUDIT_PREFIX) else None

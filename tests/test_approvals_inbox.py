@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -40,6 +43,7 @@ from agentkit.schema import Message
 from agentkit.testing import ManualClock, ScriptedChatModel, call, calls_message
 from tests.redis_server import redis_url  # noqa: F401 (a session fixture)
 
+ROOT = Path(__file__).resolve().parent.parent
 STORE_KINDS = ["memory", "file", "sqlite", "redis"]
 
 
@@ -442,3 +446,56 @@ def test_an_audit_log_in_its_own_store(make_store: Callable[[ManualClock], Any])
     decided.run.result()
     assert audit.checkpoint_ids() == [f"{AUDIT_PREFIX}run-1/{waiting.interrupt_id}"]
     assert inbox.records() == [decided.record]
+
+
+CRASHING_DECIDER = """
+import os, sys
+from agentkit import ChatModelAgent, Runner
+from agentkit.approvals import ApprovalInbox
+from agentkit.checkpoint import SQLiteCheckPointStore
+from agentkit.testing import ScriptedChatModel
+from tests.test_approvals_inbox import Payments, reply
+
+
+class DiesOnResume:
+    def resume(self, run_id, targets=None, *, owner):
+        os._exit(17)  # killed between recording the decision and resuming the run
+
+
+agent = ChatModelAgent("payer", "pays", ScriptedChatModel(reply), tools=[Payments().tool])
+runner = Runner(agent, checkpoint_store=SQLiteCheckPointStore(sys.argv[1]))
+inbox = ApprovalInbox(runner, runs=DiesOnResume())
+[waiting] = inbox.pending()
+inbox.decide(waiting.run_id, waiting.interrupt_id, True, by="crashed-operator")
+"""
+
+
+def test_recover_resumes_a_run_whose_decider_died_after_recording(tmp_path: Path) -> None:
+    path = tmp_path / "checkpoints.db"
+    payments = Payments()
+    agent = ChatModelAgent("payer", "pays", ScriptedChatModel(reply), tools=[payments.tool])
+    clock = ManualClock()
+    store = SQLiteCheckPointStore(path, clock=clock)
+    runner = Runner(agent, checkpoint_store=store)
+    inbox = ApprovalInbox(runner)
+    start(runner, "run-1", "ACME", None)
+    assert inbox.recover() == []  # nothing recorded yet
+    child = subprocess.run(
+        [sys.executable, "-c", CRASHING_DECIDER, str(path)],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        timeout=120,
+    )
+    assert child.returncode == 17, child.stderr.decode()
+    [record] = inbox.records()
+    assert record.decided_by == "crashed-operator"
+    assert inbox.pending() == []  # decided, though the run still waits
+    assert inbox.recover() == []  # the dead decider's lease on the record holds a while
+    clock.advance(61)
+    [done] = inbox.recover()
+    assert done.record == record and done.run is not None
+    assert done.run.result().text == "model saw: paid 120 to ACME"
+    assert payments.paid == [{"payee": "ACME", "amount": 120}]
+    assert inbox.recover() == []  # applied once
+    store.close()
