@@ -461,11 +461,12 @@ class ApprovalInbox:
     def _apply(self, record: ApprovalRecord, owner: str | None = None) -> Decided:
         """Resume the run of ``record`` with its decision (``owner``: for a run backend;
         default the run's owner as recorded)."""
-        data: Approve | Reject
+        # The JSON form of the decision: it travels to a Celery worker as it is.
+        data: dict[str, Any]
         if record.action in ("approved", "edited"):
-            data = Approve(arguments=record.new_arguments)
+            data = {"approve": True, "arguments": record.new_arguments}
         else:
-            data = Reject(reason=record.reason)
+            data = {"approve": False, "reason": record.reason}
         targets = {record.interrupt_id: data}
         if self._runs is not None:
             claimed = record.owner if owner is None else owner

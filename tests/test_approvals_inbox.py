@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import threading
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,7 @@ from agentkit.checkpoint import (
     RedisCheckPointStore,
     SQLiteCheckPointStore,
 )
-from agentkit.errors import CheckpointError
+from agentkit.errors import CheckpointError, ResumeError, ToolError
 from agentkit.integrations.runs import LocalRuns, RunOwnerError
 from agentkit.schema import Message
 from agentkit.testing import ManualClock, ScriptedChatModel, call, calls_message
@@ -492,10 +493,94 @@ def test_recover_resumes_a_run_whose_decider_died_after_recording(tmp_path: Path
     assert record.decided_by == "crashed-operator"
     assert inbox.pending() == []  # decided, though the run still waits
     assert inbox.recover() == []  # the dead decider's lease on the record holds a while
-    clock.advance(61)
+    clock.advance(600)  # past the lease the child took (60 s from its own, later, start)
     [done] = inbox.recover()
     assert done.record == record and done.run is not None
     assert done.run.result().text == "model saw: paid 120 to ACME"
     assert payments.paid == [{"payee": "ACME", "amount": 120}]
     assert inbox.recover() == []  # applied once
     store.close()
+
+
+def test_an_agent_queue_resumes_the_decided_run_on_its_worker(
+    redis_url: str,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Celery runs (eager: the task runs at once, in this process) with the real Redis side."""
+    celery = pytest.importorskip("celery")
+    from agentkit.integrations.celery import AgentQueue
+
+    monkeypatch.setenv("AGENTKIT_CHECKPOINT_KEY", "approval-inbox-tests-key-0123456789abcdef")
+    app = celery.Celery("inbox", broker="memory://")
+    app.conf.task_always_eager = True
+    prefix = f"inbox-{uuid.uuid4().hex[:6]}:"
+    queue = AgentQueue(app, redis_url=redis_url, prefix=prefix, task_name=f"{prefix}run")
+    payments = Payments()
+    queue.register(
+        "payer",
+        lambda: ChatModelAgent("payer", "pays", ScriptedChatModel(reply), tools=[payments.tool]),
+        enable_streaming=False,
+    )
+    run_ids = [
+        queue.submit("payer", f"pay {payee}", owner=owner, session_values={"owner": owner})
+        for payee, owner in [("ACME", "alice"), ("Globex", "bob")]
+    ]
+    for run_id, owner in zip(run_ids, ["alice", "bob"], strict=True):
+        with queue.events(run_id, owner=owner) as stream:
+            assert list(stream)[-1].data["status"] == "interrupted"
+    inbox = ApprovalInbox(queue.runner("payer"), owner_key="owner", runs=queue)
+    [waiting] = inbox.pending(owner="alice")
+    assert waiting.run_id == run_ids[0]
+    with pytest.raises(ApprovalOwnerError):
+        inbox.decide(run_ids[0], waiting.interrupt_id, True, by="bob", owner="bob")
+    decided = inbox.decide(run_ids[0], waiting.interrupt_id, True, by="alice", owner="alice")
+    assert decided.run is None and decided.after is not None
+    with queue.events(run_ids[0], decided.after, owner="alice") as stream:
+        [end] = [entry for entry in stream if entry.kind == "end"]
+    assert end.data["status"] == "completed"
+    assert end.data["answer"] == "model saw: paid 120 to ACME"
+    assert payments.paid == [{"payee": "ACME", "amount": 120}]
+    assert [p.run_id for p in inbox.pending(all_owners=True)] == [run_ids[1]]
+    with pytest.raises(ApprovalDecidedError, match="approved by 'alice'"):
+        inbox.decide(run_ids[0], waiting.interrupt_id, False, by="alice", owner="alice")
+
+
+@pytest.mark.parametrize(
+    ("decision", "paid", "text"),
+    [
+        ({"approve": True}, [120], "model saw: paid 120 to ACME"),
+        ({"approve": True, "arguments": {"payee": "ACME", "amount": 7}}, [7], "paid 7 to ACME"),
+        ({"approve": False}, [], "The user rejected this call of pay"),
+        ({"approve": False, "reason": "not today"}, [], "Reason: not today"),
+    ],
+)
+def test_a_decision_as_json_means_the_same_as_approve_and_reject(
+    decision: dict[str, Any], paid: list[int], text: str
+) -> None:
+    """The form a decision takes to cross to a Celery worker (resume data must be JSON)."""
+    payments = Payments()
+    agent = ChatModelAgent("payer", "pays", ScriptedChatModel(reply), tools=[payments.tool])
+    runner = Runner(agent, checkpoint_store=InMemoryCheckPointStore())
+    result = runner.invoke("pay ACME", with_checkpoint_id("run-1"))
+    assert result.interrupt is not None
+    [point] = result.interrupt.contexts
+    resumed = runner.resume("run-1", targets={point.id: decision}).result()
+    assert text in resumed.text
+    assert [p["amount"] for p in payments.paid] == paid
+
+
+@pytest.mark.parametrize(
+    "decision",
+    [{"approve": "yes"}, {"approve": True, "reason": "x"}, {"approve": False, "arguments": {}}],
+)
+def test_a_json_decision_that_means_nothing_is_refused(decision: dict[str, Any]) -> None:
+    payments = Payments()
+    agent = ChatModelAgent("payer", "pays", ScriptedChatModel(reply), tools=[payments.tool])
+    runner = Runner(agent, checkpoint_store=InMemoryCheckPointStore())
+    result = runner.invoke("pay ACME", with_checkpoint_id("run-1"))
+    assert result.interrupt is not None
+    [point] = result.interrupt.contexts
+    with pytest.raises(ToolError, match="resume data for an approval") as refused:
+        runner.resume("run-1", targets={point.id: decision}).result()
+    assert isinstance(refused.value.__cause__, ResumeError)
+    assert payments.paid == []

@@ -134,7 +134,7 @@ def ask_approval(
         else SYSTEM_CLOCK.time()
     )
     request = ApprovalRequest(tool_name, call_id, dict(parsed), asked_at=asked_at)
-    answer = interrupt(request, state=request)
+    answer = _from_json(interrupt(request, state=request))
     if answer is True:
         return Decision(arguments)
     if isinstance(answer, Approve):
@@ -147,9 +147,30 @@ def ask_approval(
         return Decision(None, rejection_text(tool_name, answer.reason))
     raise ResumeError(
         f"{tool_name}: the resume data for an approval must be True, False, Approve(...) or "
-        f"Reject(...), got {answer!r} ({type(answer).__name__}); resume with "
-        "targets={interrupt_id: Approve()} or Reject(reason=...)"
+        f'Reject(...) (or, as JSON, {{"approve": true, "arguments": {{...}}}} or '
+        f'{{"approve": false, "reason": "..."}}), got {answer!r} '
+        f"({type(answer).__name__}); resume with targets={{interrupt_id: Approve()}} or "
+        "Reject(reason=...)"
     )
+
+
+_JSON_KEYS = frozenset({"approve", "arguments", "reason"})
+
+
+def _from_json(answer: Any) -> Any:
+    """A decision sent as JSON (through a Celery queue): ``{"approve": true, "arguments":
+    {...}}`` is ``Approve(arguments=...)``, ``{"approve": false, "reason": "..."}`` is
+    ``Reject(reason=...)``; anything else is returned as it is."""
+    if type(answer) is not dict or not set(answer) <= _JSON_KEYS:
+        return answer
+    approve = answer.get("approve")
+    arguments = answer.get("arguments")
+    reason = answer.get("reason", "")
+    if approve is True and "reason" not in answer and type(arguments) in (dict, type(None)):
+        return Approve(arguments=arguments)
+    if approve is False and isinstance(reason, str) and "arguments" not in answer:
+        return Reject(reason=reason)
+    return answer
 
 
 @contextmanager
