@@ -463,10 +463,12 @@ class ApprovalInbox:
         default the run's owner as recorded)."""
         # The JSON form of the decision: it travels to a Celery worker as it is.
         data: dict[str, Any]
-        if record.action in ("approved", "edited"):
-            data = {"approve": True, "arguments": record.new_arguments}
+        if record.action == "approved":
+            data = {"decision": "approve"}
+        elif record.action == "edited":
+            data = {"decision": "edit", "arguments": record.new_arguments}
         else:
-            data = {"approve": False, "reason": record.reason}
+            data = {"decision": "reject", "reason": record.reason}
         targets = {record.interrupt_id: data}
         if self._runs is not None:
             claimed = record.owner if owner is None else owner

@@ -548,10 +548,10 @@ def test_an_agent_queue_resumes_the_decided_run_on_its_worker(
 @pytest.mark.parametrize(
     ("decision", "paid", "text"),
     [
-        ({"approve": True}, [120], "model saw: paid 120 to ACME"),
-        ({"approve": True, "arguments": {"payee": "ACME", "amount": 7}}, [7], "paid 7 to ACME"),
-        ({"approve": False}, [], "The user rejected this call of pay"),
-        ({"approve": False, "reason": "not today"}, [], "Reason: not today"),
+        ({"decision": "approve"}, [120], "model saw: paid 120 to ACME"),
+        ({"decision": "edit", "arguments": {"payee": "ACME", "amount": 7}}, [7], "paid 7 to ACME"),
+        ({"decision": "reject"}, [], "The user rejected this call of pay"),
+        ({"decision": "reject", "reason": "not today"}, [], "Reason: not today"),
     ],
 )
 def test_a_decision_as_json_means_the_same_as_approve_and_reject(
@@ -571,7 +571,12 @@ def test_a_decision_as_json_means_the_same_as_approve_and_reject(
 
 @pytest.mark.parametrize(
     "decision",
-    [{"approve": "yes"}, {"approve": True, "reason": "x"}, {"approve": False, "arguments": {}}],
+    [
+        {"decision": "yes"},
+        {"decision": "approve", "reason": "x"},
+        {"decision": "edit"},
+        {"decision": "reject", "arguments": {}},
+    ],
 )
 def test_a_json_decision_that_means_nothing_is_refused(decision: dict[str, Any]) -> None:
     payments = Payments()

@@ -147,22 +147,32 @@ def ask_approval(
         return Decision(None, rejection_text(tool_name, answer.reason))
     raise ResumeError(
         f"{tool_name}: the resume data for an approval must be True, False, Approve(...) or "
-        f'Reject(...) (or, as JSON, {{"approve": true, "arguments": {{...}}}} or '
-        f'{{"approve": false, "reason": "..."}}), got {answer!r} '
+        f'Reject(...) (or, as JSON, {{"decision": "approve"}}, {{"decision": "edit", '
+        f'"arguments": {{...}}}} or {{"decision": "reject", "reason": "..."}}), got {answer!r} '
         f"({type(answer).__name__}); resume with targets={{interrupt_id: Approve()}} or "
         "Reject(reason=...)"
     )
 
 
-_JSON_KEYS = frozenset({"approve", "arguments", "reason"})
+_JSON_KEYS = frozenset({"decision", "arguments", "reason"})
 
 
 def _from_json(answer: Any) -> Any:
-    """A decision sent as JSON (through a Celery queue): ``{"approve": true, "arguments":
-    {...}}`` is ``Approve(arguments=...)``, ``{"approve": false, "reason": "..."}`` is
-    ``Reject(reason=...)``; anything else is returned as it is."""
+    """A decision sent as JSON (through a Celery queue), in the shape AG-UI, A2A and MCP
+    approvals use: ``{"decision": "approve"}``, ``{"decision": "edit", "arguments": {...}}``,
+    ``{"decision": "reject", "reason": "..."}``; anything else is returned as it is."""
     if type(answer) is not dict or not set(answer) <= _JSON_KEYS:
         return answer
+    decision = answer.get("decision")
+    arguments = answer.get("arguments")
+    reason = answer.get("reason", "")
+    if decision == "approve" and set(answer) == {"decision"}:
+        return Approve()
+    if decision == "edit" and type(arguments) is dict and "reason" not in answer:
+        return Approve(arguments=arguments)
+    if decision == "reject" and isinstance(reason, str) and "arguments" not in answer:
+        return Reject(reason=reason)
+    return answer
     approve = answer.get("approve")
     arguments = answer.get("arguments")
     reason = answer.get("reason", "")
