@@ -173,14 +173,6 @@ def _from_json(answer: Any) -> Any:
     if decision == "reject" and isinstance(reason, str) and "arguments" not in answer:
         return Reject(reason=reason)
     return answer
-    approve = answer.get("approve")
-    arguments = answer.get("arguments")
-    reason = answer.get("reason", "")
-    if approve is True and "reason" not in answer and type(arguments) in (dict, type(None)):
-        return Approve(arguments=arguments)
-    if approve is False and isinstance(reason, str) and "arguments" not in answer:
-        return Reject(reason=reason)
-    return answer
 
 
 @contextmanager
