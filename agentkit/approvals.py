@@ -10,7 +10,7 @@ reason) and writes an :class:`ApprovalRecord` of each decision to an audit log
 
     inbox = ApprovalInbox(runner, owner_key="owner", expires_after=3600)
     for waiting in inbox.pending(owner="alice"):
-        print(waiting.run_id, waiting.tool_name, waiting.arguments, waiting.age())
+        print(waiting.run_id, waiting.tool_name, waiting.arguments, waiting.age(inbox.now()))
     decided = inbox.decide(run_id, interrupt_id, Approve(), by="bob", owner="alice")
     decided.run.result()                 # the resumed run (a RunIterator)
 
@@ -22,7 +22,8 @@ whose interrupt ids change each time a run stops. The inbox takes the checkpoint
 (:func:`~agentkit.checkpoint.lease_for`) of the decision's record while it decides, so two
 operators deciding one request at once, in one process or many, get one decision: the other
 gets :class:`ApprovalDecidedError` naming who decided (after waiting up to ``wait`` seconds
-for the winner's record).
+for the winner's record). The record is written before the run is resumed; a decider that
+dies between the two leaves a run :meth:`~ApprovalInbox.recover` resumes.
 
 **Owners.** A run's owner is the session value named ``owner_key`` (submit runs with
 ``session_values={"owner": user_id}``); ``owner=`` filters :meth:`~ApprovalInbox.pending` and
@@ -35,7 +36,8 @@ a request past it is refused with :class:`ApprovalExpiredError`, and the run is 
 resumed with ``Reject(reason="the approval expired ...")``, recorded as ``"expired"``.
 :meth:`~ApprovalInbox.expire` does the same for every request past its time (call it from a
 periodic job). Times are read on the checkpoint store's clock (``clock=`` of the built-in
-stores), so a test moves them with :class:`agentkit.testing.ManualClock`.
+stores), so a test moves them with :class:`agentkit.testing.ManualClock`; a request's ask
+time is the system clock of the process where the tool was called.
 
 **The audit log** is kept in a checkpoint store (``audit_store``; default the Runner's
 store), one record per decision, signed by the Runner's serializer as checkpoints are, under

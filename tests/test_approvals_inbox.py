@@ -589,3 +589,42 @@ def test_a_json_decision_that_means_nothing_is_refused(decision: dict[str, Any])
         runner.resume("run-1", targets={point.id: decision}).result()
     assert isinstance(refused.value.__cause__, ResumeError)
     assert payments.paid == []
+
+
+class BareStore:
+    """A store with the three methods only: it cannot list its ids."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, bytes] = {}
+
+    def get(self, checkpoint_id: str) -> bytes | None:
+        return self.data.get(checkpoint_id)
+
+    def set(self, checkpoint_id: str, data: bytes) -> None:
+        self.data[checkpoint_id] = data
+
+    def delete(self, checkpoint_id: str) -> None:
+        self.data.pop(checkpoint_id, None)
+
+
+def test_bad_settings_and_decisions_are_refused_with_what_to_do() -> None:
+    agent = ChatModelAgent("payer", "pays", ScriptedChatModel(reply), tools=[Payments().tool])
+    with pytest.raises(ValueError, match="checkpoint_store="):
+        ApprovalInbox(Runner(agent))
+    with pytest.raises(ValueError, match="checkpoint_ids"):
+        ApprovalInbox(Runner(agent, checkpoint_store=BareStore()))
+    runner = Runner(agent, checkpoint_store=InMemoryCheckPointStore())
+    with pytest.raises(ValueError, match="checkpoint_ids"):
+        ApprovalInbox(runner, audit_store=BareStore())
+    settings: dict[str, Any]
+    for settings in ({"expires_after": 0}, {"expires_after": -5}, {"wait": -1}):
+        with pytest.raises(ValueError, match="seconds"):
+            ApprovalInbox(runner, **settings)
+    inbox = ApprovalInbox(runner)
+    start(runner, "run-1", "ACME", None)
+    [waiting] = inbox.pending()
+    with pytest.raises(ValueError, match="by="):
+        inbox.decide("run-1", waiting.interrupt_id, True, by="")
+    with pytest.raises(TypeError, match="Approve"):
+        inbox.decide("run-1", waiting.interrupt_id, "yes", by="ops")  # type: ignore[arg-type]
+    assert inbox.records() == [] and inbox.pending() == [waiting]
