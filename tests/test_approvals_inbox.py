@@ -616,8 +616,8 @@ def test_bad_settings_and_decisions_are_refused_with_what_to_do() -> None:
     runner = Runner(agent, checkpoint_store=InMemoryCheckPointStore())
     with pytest.raises(ValueError, match="checkpoint_ids"):
         ApprovalInbox(runner, audit_store=BareStore())
-    settings: dict[str, Any]
-    for settings in ({"expires_after": 0}, {"expires_after": -5}, {"wait": -1}):
+    bad: list[dict[str, Any]] = [{"expires_after": 0}, {"expires_after": -5}, {"wait": -1}]
+    for settings in bad:
         with pytest.raises(ValueError, match="seconds"):
             ApprovalInbox(runner, **settings)
     inbox = ApprovalInbox(runner)
