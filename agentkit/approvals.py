@@ -208,8 +208,9 @@ class Decided:
 
     Attributes:
         record: the decision as written to the audit log.
-        run: the resumed run's events (iterate them, or call ``result()``); ``None`` when
-            the inbox handed the decision to ``runs=``.
+        run: the resumed run's events (iterate them, or call ``result()``; dropped unread,
+            the run still goes on to its end, while closing it cancels the run); ``None``
+            when the inbox handed the decision to ``runs=``.
         after: with ``runs=``, the id of the log entry after which the resumed run's entries
             come (pass it to ``events(run_id, last_event_id=...)``); else ``None``.
     """
