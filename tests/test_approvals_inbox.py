@@ -513,8 +513,15 @@ def test_an_agent_queue_resumes_the_decided_run_on_its_worker(
     monkeypatch.setenv("AGENTKIT_CHECKPOINT_KEY", "approval-inbox-tests-key-0123456789abcdef")
     app = celery.Celery("inbox", broker="memory://")
     app.conf.task_always_eager = True
-    prefix = f"inbox-{uuid.uuid4().hex[:6]}:"
-    queue = AgentQueue(app, redis_url=redis_url, prefix=prefix, task_name=f"{prefix}run")
+    tag = uuid.uuid4().hex[:6]
+    prefix = f"inbox-{tag}:"
+    queue = AgentQueue(
+        app,
+        redis_url=redis_url,
+        prefix=prefix,
+        checkpoint_prefix=f"inbox-checkpoints-{tag}:",  # this test's runs only
+        task_name=f"{prefix}run",
+    )
     payments = Payments()
     queue.register(
         "payer",
