@@ -58,6 +58,7 @@ import attrs
 
 from agentkit._checkpoints import Checkpoint, load_checkpoint
 from agentkit._clock import Clock
+from agentkit._html import escape
 from agentkit._persist import persisted
 from agentkit.checkpoint import CheckPointStore, ListingCheckPointStore, lease_for
 from agentkit.checkpoint._binding import dumps_for_store, loads_for_store
@@ -423,6 +424,31 @@ class ApprovalInbox:
                     found.append(record)
         found.sort(key=lambda record: (record.decided_at, record.run_id, record.interrupt_id))
         return found
+
+    def _repr_html_(self) -> str:
+        """In a notebook: every pending approval (all owners), oldest first, as a table."""
+        now = self.now()
+        head = ("run", "owner", "tool", "arguments", "waiting", "expires in", "interrupt id")
+        rows = []
+        for waiting in self.pending(all_owners=True):
+            age = waiting.age(now)
+            left = None if waiting.expires_at is None else waiting.expires_at - now
+            cells = (
+                waiting.run_id,
+                "" if waiting.owner is None else waiting.owner,
+                waiting.tool_name,
+                waiting.arguments,
+                "" if age is None else f"{age:.0f} s",
+                "never" if left is None else ("expired" if left <= 0 else f"{left:.0f} s"),
+                waiting.interrupt_id,
+            )
+            rows.append("<tr>" + "".join(f"<td>{escape(cell)}</td>" for cell in cells) + "</tr>")
+        header = "<tr>" + "".join(f"<th>{name}</th>" for name in head) + "</tr>"
+        title = f"{len(rows)} pending approval(s)"
+        return (
+            f'<div style="font-family: system-ui, sans-serif; font-size: 13px">'
+            f"<b>{title}</b><table>{header}{''.join(rows)}</table></div>"
+        )
 
     # --- internals -------------------------------------------------------------------------
 

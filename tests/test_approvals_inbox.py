@@ -635,3 +635,19 @@ def test_bad_settings_and_decisions_are_refused_with_what_to_do() -> None:
     with pytest.raises(TypeError, match="Approve"):
         inbox.decide("run-1", waiting.interrupt_id, "yes", by="ops")  # type: ignore[arg-type]
     assert inbox.records() == [] and inbox.pending() == [waiting]
+
+
+def test_in_a_notebook_the_inbox_shows_its_pending_approvals_escaped() -> None:
+    payments = Payments()
+    agent = ChatModelAgent("payer", "pays", ScriptedChatModel(reply), tools=[payments.tool])
+    runner = Runner(agent, checkpoint_store=InMemoryCheckPointStore(clock=ManualClock()))
+    inbox = ApprovalInbox(runner, owner_key="owner", expires_after=600)
+    assert "0 pending approval(s)" in inbox._repr_html_()
+    start(runner, "run-1", "<script>alert(1)</script>", "alice")
+    start(runner, "run-2", "Globex", None)
+    shown = inbox._repr_html_()
+    assert "2 pending approval(s)" in shown
+    assert "<td>run-1</td><td>alice</td><td>pay</td>" in shown
+    assert "<script>" not in shown and "&lt;script&gt;alert(1)&lt;/script&gt;" in shown
+    assert "<td>run-2</td><td></td><td>pay</td>" in shown
+    assert "expired" not in shown
