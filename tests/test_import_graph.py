@@ -48,7 +48,7 @@ LAYERS: list[tuple[str, list[str]]] = [
         "Patterns and edges",
         [".", "turnloop", "prebuilt", "prebuilt.*", "middlewares", "middlewares.*", "mcp",
          "mcp.*", "a2a", "a2a.*", "integrations", "integrations.*", "testing", "testing.*", "evals", "evals.*",
-         "conversation.conformance", "memory", "memory.*"],
+         "conversation.conformance", "memory", "memory.*", "approvals"],
     ),
 ]
 

@@ -86,6 +86,7 @@ _PERSISTED_MODULES = (
     "agentkit.a2a._client",
     "agentkit.conversation._turn",
     "agentkit.turnloop",
+    "agentkit.approvals",
 )
 
 _ENUM, _VALUE, _OBJECT = "enum", "value", "object"

@@ -37,6 +37,7 @@ __all__ = [
     "JournalingCheckPointStore",
     "Lease",
     "LeasingCheckPointStore",
+    "ListingCheckPointStore",
     "RebasingCheckPointStore",
     "journals",
     "lease_for",
@@ -142,6 +143,22 @@ class JournalingCheckPointStore(CheckPointStore, Protocol):
 
     def delete_steps(self, checkpoint_id: str) -> None:
         """Remove every record of ``checkpoint_id`` (not the checkpoint); unknown ids are fine."""
+        ...
+
+
+@runtime_checkable
+class ListingCheckPointStore(CheckPointStore, Protocol):
+    """A store that can say which ids hold a checkpoint (the built-in stores all can).
+
+    :class:`agentkit.approvals.ApprovalInbox` lists the runs waiting for a decision with it.
+    """
+
+    def checkpoint_ids(self) -> list[str]:
+        """Every id that holds a checkpoint (written with ``set`` or ``set_base``), sorted.
+
+        An id with step records or a lease only is not listed; a consumed checkpoint (the
+        tombstone of a completed run) is, as any other bytes are.
+        """
         ...
 
 

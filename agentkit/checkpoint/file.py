@@ -44,6 +44,7 @@ __all__ = [
 _DATA_SUFFIX = ".ckpt"
 _STEPS_SUFFIX = ".steps"
 _LEASE_SUFFIX = ".lease"
+_ID_SUFFIX = ".id"  # beside a hashed name ("h-..."): the id, for checkpoint_ids()
 # A step record on disk: 4-byte big-endian length, 4-byte CRC-32 of the record, the record.
 _FRAME_HEADER = 8
 _GUARD_NAME = ".leases.lock"
@@ -233,7 +234,7 @@ class FileCheckPointStore(StoreLimits):
             return 0
         if self._appends is not None:
             self._appends.forget(str(data[0]))
-        for path in (*data, lease):  # the records first, as delete() does
+        for path in (*data, lease, self._directory / (stem + _ID_SUFFIX)):  # records first
             _unlink(path)
         return 1
 
@@ -262,6 +263,7 @@ class FileCheckPointStore(StoreLimits):
         path = self.path_for(checkpoint_id)
         data = _check_size(checkpoint_id, _check_data(data), self._max_bytes)
         try:
+            self._name_hashed(checkpoint_id, durable=True)
             self._write_atomic(path, data, durable=True)
         except OSError as exc:
             raise CheckpointError(
@@ -283,6 +285,7 @@ class FileCheckPointStore(StoreLimits):
         data = _check_size(checkpoint_id, _check_data(data), self._max_bytes)
         durable = sync or self._sync_steps
         try:
+            self._name_hashed(checkpoint_id, durable=durable)
             self._files.replace(path, data, durable=durable, sync_directory=False)
         except OSError as exc:
             raise CheckpointError(
@@ -304,7 +307,64 @@ class FileCheckPointStore(StoreLimits):
             raise CheckpointError(
                 f"cannot delete checkpoint {checkpoint_id!r} ({str(path)!r}): {exc}"
             ) from exc
+        try:
+            path.with_suffix(_ID_SUFFIX).unlink(missing_ok=True)
+        except OSError as exc:
+            raise CheckpointError(
+                f"cannot delete checkpoint {checkpoint_id!r} ({str(path)!r}): {exc}"
+            ) from exc
         fsync_directory(self._directory)
+
+    def checkpoint_ids(self) -> list[str]:
+        """Every id that holds a checkpoint file here, sorted.
+
+        An id too long to be a file name is stored under its hash, with its name in a file
+        beside it; such a checkpoint written by an earlier release has no name file, and is
+        not listed.
+
+        Raises:
+            CheckpointError: the directory cannot be read.
+        """
+        ids = []
+        try:
+            with os.scandir(self._directory) as entries:
+                names = [entry.name for entry in entries if entry.name.endswith(_DATA_SUFFIX)]
+            for name in names:
+                stem = name[: -len(_DATA_SUFFIX)]
+                if stem.startswith("c-"):
+                    ids.append(_decode_stem(stem[2:]))
+                elif stem.startswith("h-"):
+                    named = self._hashed_name(stem)
+                    if named is not None:
+                        ids.append(named)
+        except OSError as exc:
+            raise CheckpointError(
+                f"cannot list the checkpoints of {str(self._directory)!r}: {_explain(exc)}"
+            ) from exc
+        return sorted(ids)
+
+    def _name_hashed(self, checkpoint_id: str, *, durable: bool) -> None:
+        """Write the name file of an id stored under its hash (once)."""
+        stem = _file_stem(checkpoint_id)
+        if not stem.startswith("h-"):
+            return
+        path = self._directory / (stem + _ID_SUFFIX)
+        if not path.exists():
+            self._files.replace(path, _encode_id(checkpoint_id), durable=durable)
+
+    def _hashed_name(self, stem: str) -> str | None:
+        path = self._directory / (stem + _ID_SUFFIX)
+        try:
+            fd = open_nofollow(path, os.O_RDONLY)
+        except FileNotFoundError:
+            return None
+        try:
+            raw = read_bounded(fd, 64 * 1024, f"checkpoint name {path}")
+        finally:
+            os.close(fd)
+        if "h-" + hashlib.sha256(raw).hexdigest() != stem:
+            return None  # not the name of this file: ignored, as a foreign file is
+        return raw.decode("utf-8", "surrogatepass")
 
     def steps_path_for(self, checkpoint_id: str) -> Path:
         """Return the file that holds (or would hold) the step records of ``checkpoint_id``."""
@@ -452,6 +512,11 @@ def _file_stem(checkpoint_id: str) -> str:
     if len(encoded) <= _MAX_ENCODED_LEN:
         return "c-" + encoded
     return "h-" + hashlib.sha256(raw).hexdigest()
+
+
+def _decode_stem(encoded: str) -> str:
+    padded = encoded.upper() + "=" * (-len(encoded) % 8)
+    return base64.b32decode(padded).decode("utf-8", "surrogatepass")
 
 
 def _stems(directory: Path) -> set[str]:

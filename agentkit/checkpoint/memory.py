@@ -77,6 +77,11 @@ class InMemoryCheckPointStore(StoreLimits):
             self._data[checkpoint_id] = data
             self._written[checkpoint_id] = self._clock.monotonic()
 
+    def checkpoint_ids(self) -> list[str]:
+        """Every id that holds a checkpoint, sorted."""
+        with self._lock:
+            return sorted(self._data)
+
     def delete(self, checkpoint_id: str) -> None:
         """Remove the checkpoint; an unknown id is not an error."""
         _check_id(checkpoint_id)

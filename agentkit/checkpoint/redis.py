@@ -177,6 +177,16 @@ return 1
 """
 
 
+def _glob_escape(prefix: bytes) -> bytes:
+    """``prefix`` as a literal in a Redis glob pattern (``SCAN MATCH``)."""
+    out = bytearray()
+    for byte in prefix:
+        if byte in b"*?[]\\^-":
+            out += b"\\"
+        out.append(byte)
+    return bytes(out)
+
+
 def _redact(url: str) -> str:
     """Hide the credentials of a Redis URL (for reprs and messages)."""
     parts = urlsplit(url)
@@ -388,6 +398,25 @@ class RedisCheckPointStore(StoreLimits):
         """Remove the checkpoint and its step records; an unknown id is not an error."""
         keys = (self.key_for(checkpoint_id), self._steps_key(checkpoint_id))
         self._run(f"delete checkpoint {checkpoint_id!r}", lambda: self._client.delete(*keys))
+
+    def checkpoint_ids(self) -> list[str]:
+        """Every id that holds a checkpoint under this store's prefix, sorted (``SCAN``).
+
+        An expired checkpoint (``ttl``) is not listed; a scan runs in many round trips, so a
+        checkpoint written or deleted meanwhile may be listed or not.
+        """
+        pattern = _glob_escape(self._prefix) + b"*"
+        start = len(self._prefix)
+
+        def scan() -> list[str]:
+            ids = []
+            for key in self._client.scan_iter(match=pattern, count=500):
+                name = bytes(key)[start:]
+                if not name.startswith(b"\xff"):  # a lease or step key (never UTF-8)
+                    ids.append(name.decode("utf-8", "surrogatepass"))
+            return sorted(ids)
+
+        return self._run("list the checkpoints", scan)
 
     def append_step(self, checkpoint_id: str, data: bytes, *, sync: bool = False) -> None:
         """Append the step record ``data`` (``RPUSH``, in a script); with a ``ttl``, renew the

@@ -59,6 +59,7 @@ _TABLE = "agentkit_checkpoints"
 # length() of a BLOB is read from the record header: an oversized row is refused unread.
 _GET = """SELECT length(data), CASE WHEN length(data) <= ? THEN data END
     FROM agentkit_checkpoints WHERE id = ?"""
+_IDS = "SELECT id FROM agentkit_checkpoints"
 _SET = """INSERT INTO agentkit_checkpoints (id, data, updated_at) VALUES (?, ?, ?)
     ON CONFLICT (id) DO UPDATE SET data = excluded.data, updated_at = excluded.updated_at"""
 _DELETE = "DELETE FROM agentkit_checkpoints WHERE id = ?"
@@ -215,6 +216,15 @@ class SQLiteCheckPointStore(StoreLimits):
             )
 
         self._run(f"write checkpoint {checkpoint_id!r}", rebase)
+
+    def checkpoint_ids(self) -> list[str]:
+        """Every id that holds a checkpoint, sorted."""
+
+        def ids(connection: sqlite3.Connection) -> list[str]:
+            rows = connection.execute(_IDS).fetchall()
+            return sorted(bytes(row[0]).decode("utf-8", "surrogatepass") for row in rows)
+
+        return self._run("list the checkpoints", ids)
 
     def delete(self, checkpoint_id: str) -> None:
         """Remove the checkpoint and its step records; an unknown id is not an error."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import uuid
 
-from agentkit.checkpoint.base import namespace_of
+from agentkit.checkpoint.base import JournalingCheckPointStore, ListingCheckPointStore, namespace_of
 from agentkit.testing._store_support import (
     THREAD_GUARD,
     StoreCheck,
@@ -240,6 +240,27 @@ def check_namespace_is_the_same_for_one_backend(make_store: StoreFactory) -> Non
     expect(first == second, f"two stores on one backend have namespaces {first!r}, {second!r}")
 
 
+def check_lists_checkpoint_ids(make_store: StoreFactory) -> None:
+    """``checkpoint_ids()`` lists every id set (unusual ones too) and no deleted one, nor an
+    id with step records only (passes for a store without ``checkpoint_ids``)."""
+    store = make_store()
+    if not isinstance(store, ListingCheckPointStore):
+        return
+    base = unique("listed")
+    ids = [base + suffix for suffix in ("", " a/b", "\x00", "\ud800", "ü✓", "x" * 400)]
+    steps_only = base + "-steps-only"
+    with cleanup(store, *ids, steps_only):
+        for checkpoint_id in ids:
+            store.set(checkpoint_id, b"listed")
+        if isinstance(store, JournalingCheckPointStore):
+            store.append_step(steps_only, b"a step")
+        listed = [found for found in store.checkpoint_ids() if found.startswith(base)]
+        expect(listed == sorted(ids), f"checkpoint_ids() listed {listed!r}, not {sorted(ids)!r}")
+        store.delete(ids[0])
+        listed = [found for found in store.checkpoint_ids() if found.startswith(base)]
+        expect(listed == sorted(ids[1:]), f"after delete, checkpoint_ids() listed {listed!r}")
+
+
 STORE_CHECKS: tuple[StoreCheck, ...] = (
     check_round_trip,
     check_overwrite,
@@ -253,5 +274,6 @@ STORE_CHECKS: tuple[StoreCheck, ...] = (
     check_concurrent_writers_never_tear_values,
     check_threads_write_distinct_ids,
     check_namespace_is_the_same_for_one_backend,
+    check_lists_checkpoint_ids,
 )
 """The checks every :class:`~agentkit.checkpoint.CheckPointStore` must pass."""

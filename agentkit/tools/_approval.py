@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 import attrs
 
+from agentkit._clock import SYSTEM_CLOCK
 from agentkit._interrupt import interrupt
 from agentkit._persist import persisted
 from agentkit._runctx import current_frame, use_frame
@@ -47,11 +48,16 @@ class ApprovalRequest:
         tool_name: the tool the model called.
         call_id: the id of the call.
         arguments: the arguments the model sent (a JSON object, as a dict).
+        asked_at: when the call first asked (seconds since the epoch; ``None`` in a request
+            saved by an earlier release); not part of equality. A run resumed without a
+            decision asks again with the same time, so
+            :class:`~agentkit.approvals.ApprovalInbox` counts its age from the first time.
     """
 
     tool_name: str
     call_id: str
     arguments: dict[str, Any] = attrs.field(hash=False)
+    asked_at: float | None = attrs.field(default=None, eq=False, repr=False, kw_only=True)
 
     def __str__(self) -> str:
         return f"approve {self.tool_name}({json.dumps(self.arguments, ensure_ascii=False)})?"
@@ -121,8 +127,14 @@ def ask_approval(
     if not _wants(policy, parsed, tool_name):
         return Decision(arguments, resumes_tool=True)
     call_id = frame.tool.call_id if frame is not None and frame.tool is not None else ""
-    request = ApprovalRequest(tool_name, call_id, dict(parsed))
-    answer = interrupt(request, state=request)
+    asked_before = resume.state if resume is not None and resume.was_interrupted else None
+    asked_at = (
+        asked_before.asked_at
+        if isinstance(asked_before, ApprovalRequest) and asked_before.asked_at is not None
+        else SYSTEM_CLOCK.time()
+    )
+    request = ApprovalRequest(tool_name, call_id, dict(parsed), asked_at=asked_at)
+    answer = _from_json(interrupt(request, state=request))
     if answer is True:
         return Decision(arguments)
     if isinstance(answer, Approve):
@@ -135,9 +147,32 @@ def ask_approval(
         return Decision(None, rejection_text(tool_name, answer.reason))
     raise ResumeError(
         f"{tool_name}: the resume data for an approval must be True, False, Approve(...) or "
-        f"Reject(...), got {answer!r} ({type(answer).__name__}); resume with "
-        "targets={interrupt_id: Approve()} or Reject(reason=...)"
+        f'Reject(...) (or, as JSON, {{"decision": "approve"}}, {{"decision": "edit", '
+        f'"arguments": {{...}}}} or {{"decision": "reject", "reason": "..."}}), got {answer!r} '
+        f"({type(answer).__name__}); resume with targets={{interrupt_id: Approve()}} or "
+        "Reject(reason=...)"
     )
+
+
+_JSON_KEYS = frozenset({"decision", "arguments", "reason"})
+
+
+def _from_json(answer: Any) -> Any:
+    """A decision sent as JSON (through a Celery queue), in the shape AG-UI, A2A and MCP
+    approvals use: ``{"decision": "approve"}``, ``{"decision": "edit", "arguments": {...}}``,
+    ``{"decision": "reject", "reason": "..."}``; anything else is returned as it is."""
+    if type(answer) is not dict or not set(answer) <= _JSON_KEYS:
+        return answer
+    decision = answer.get("decision")
+    arguments = answer.get("arguments")
+    reason = answer.get("reason", "")
+    if decision == "approve" and set(answer) == {"decision"}:
+        return Approve()
+    if decision == "edit" and type(arguments) is dict and "reason" not in answer:
+        return Approve(arguments=arguments)
+    if decision == "reject" and isinstance(reason, str) and "arguments" not in answer:
+        return Reject(reason=reason)
+    return answer
 
 
 @contextmanager

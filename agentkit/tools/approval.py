@@ -18,6 +18,9 @@ the resume data of that interrupt::
 * ``Approve(arguments={...})``: the call runs with these arguments instead.
 * ``False`` or ``Reject(reason="...")``: the call does not run; the model gets a tool message
   saying the user rejected it (and why).
+* As JSON (resume data that travels to a Celery worker must be JSON), in the shape the AG-UI,
+  A2A and MCP approvals take: ``{"decision": "approve"}``, ``{"decision": "edit",
+  "arguments": {...}}``, ``{"decision": "reject", "reason": "..."}`` (``reason`` optional).
 
 Each request is bound to exactly one call: when a model gives two calls of one reply the same
 id, the later one gets a derived id (``<id>#2``) in the reply, its events and its result, so
