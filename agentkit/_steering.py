@@ -1,0 +1,191 @@
+"""Messages sent to a running run: the inbox its next model call reads (framework-internal).
+
+``RunIterator.send``, ``LocalRuns.send`` and ``AgentQueue.send`` put a user message into the
+run's :class:`Steering`; the ChatModelAgent that makes the run's next model call takes every
+message waiting, adds them to its conversation (after the last tool result, never between a
+tool call and its result) and emits each as an event. The queue lives in the run's session
+values under :data:`STEERING_KEY`, so that it is saved wherever the session is: in the
+checkpoint of a run that stops, and, for a durable run (``durability="step"``), written to the
+store before ``send`` returns (``attach`` gives the writer). Taking the messages empties the
+value; the agent's next step writes the emptied queue and the messages in its conversation
+together, so a crash in between delivers them again rather than losing them.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from agentkit.errors import AgentKitRuntimeError, AgentKitTypeError, AgentKitValueError
+from agentkit.schema import Message, Role, user_message
+
+__all__ = ["MAX_MESSAGE_CHARS", "MAX_QUEUED", "STEERING_KEY", "Steering", "steering_message"]
+
+STEERING_KEY = "agentkit.steering"
+"""The session value holding the messages sent to the run and not used yet (a tuple)."""
+
+MAX_QUEUED = 32
+"""How many sent messages may wait for the run's next model call."""
+
+MAX_MESSAGE_CHARS = 100_000
+"""The largest message ``send`` accepts: characters of text plus bytes of inline parts."""
+
+# How long a send to a durable run waits for its first write (the run's start), at most.
+_ATTACH_WAIT = 60.0
+
+
+class _SessionLike(Protocol):
+    def get(self, key: str, default: Any = None) -> Any: ...
+
+    def set(self, key: str, value: Any) -> None: ...
+
+
+def steering_message(message: str | Message) -> Message:
+    """The user message ``send`` queues for ``message``, checked.
+
+    Raises:
+        AgentKitTypeError: ``message`` is neither a ``str`` nor a user :class:`Message`.
+        AgentKitValueError: it is empty or larger than :data:`MAX_MESSAGE_CHARS`.
+    """
+    if isinstance(message, str):
+        message = user_message(message)
+    elif not isinstance(message, Message):
+        raise AgentKitTypeError(
+            f"send() takes a str or a user Message (got a {type(message).__name__})"
+        )
+    if message.role is not Role.USER:
+        raise AgentKitValueError(
+            f"send() adds a user message to the run (got a {message.role.value} message); "
+            "pass user_message(...) or a str"
+        )
+    inline = (getattr(part, "data", None) for part in message.parts)
+    size = len(message.content) + sum(len(data) for data in inline if isinstance(data, bytes))
+    if size == 0:
+        raise AgentKitValueError("send() got an empty message; send the text the run should see")
+    if size > MAX_MESSAGE_CHARS:
+        raise AgentKitValueError(
+            f"send() got a message of {size} characters and bytes; at most "
+            f"{MAX_MESSAGE_CHARS} are taken (send a shorter message, or a URL part for a file)"
+        )
+    return message
+
+
+class Steering:
+    """The messages sent to one run, waiting for its next model call. Thread-safe.
+
+    Not bound, it keeps nothing: :meth:`bind` gives it the run's session (a resumed run's
+    session may hold messages its earlier part did not use). A durable run's sends wait for
+    :meth:`attach` (its first image is written), so that what they return says the message
+    is in the store.
+    """
+
+    __slots__ = ("_closed", "_commit", "_cond", "_durable", "_session", "_unused")
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._session: _SessionLike | None = None
+        self._durable = False
+        self._commit: Callable[[], None] | None = None
+        self._closed = False
+        self._unused: tuple[Message, ...] = ()
+
+    def bind(self, session: _SessionLike, *, durable: bool) -> None:
+        """The run starts with ``session``; with ``durable``, sends wait for :meth:`attach`."""
+        with self._cond:
+            self._session = session
+            self._durable = durable
+
+    def attach(self, commit: Callable[[], None]) -> None:
+        """The durable run's first image is written: ``commit()`` writes the session values
+        from now on. Writes what was sent meanwhile and lets those sends return."""
+        with self._cond:
+            self._commit = commit
+            if self._queued():
+                commit()
+            self._cond.notify_all()
+
+    @property
+    def unused(self) -> tuple[Message, ...]:
+        """The messages sent and never used, once the run ended (:meth:`close`)."""
+        with self._cond:
+            return self._unused
+
+    @property
+    def closed(self) -> bool:
+        """The run ended: a send is refused."""
+        with self._cond:
+            return self._closed
+
+    def send(self, message: str | Message) -> bool:
+        """Queue ``message`` for the run's next model call; ``False`` once the run ended.
+
+        Returns only once the message is as durable as the run: for a durable run, written to
+        the checkpoint store.
+
+        Raises:
+            AgentKitTypeError, AgentKitValueError: see :func:`steering_message`.
+            AgentKitRuntimeError: :data:`MAX_QUEUED` messages wait already.
+            CheckpointError: the durable run could not write it (it is not queued).
+        """
+        checked = steering_message(message)
+        with self._cond:
+            if self._closed:
+                return False
+            if self._session is None:
+                raise AgentKitRuntimeError("send(): the run has not started yet")
+            if self._durable and self._commit is None and not self._wait_attached():
+                return False
+            queued = self._queued()
+            if len(queued) >= MAX_QUEUED:
+                raise AgentKitRuntimeError(
+                    f"send(): {MAX_QUEUED} messages wait for the run's next model call already; "
+                    "wait for the run to use them (their events) before sending more"
+                )
+            session = self._session
+            session.set(STEERING_KEY, (*queued, checked))
+            if self._commit is not None:
+                try:
+                    self._commit()
+                except BaseException:
+                    session.set(STEERING_KEY, queued)
+                    raise
+            return True
+
+    def _wait_attached(self) -> bool:
+        """Wait (the lock held) for the durable run's first write: ``False`` if it ended."""
+        attached = self._cond.wait_for(
+            lambda: self._commit is not None or self._closed, timeout=_ATTACH_WAIT
+        )
+        if not attached:
+            raise AgentKitRuntimeError(
+                f"send(): the durable run did not start within {_ATTACH_WAIT:.0f} seconds; "
+                "the message was not queued"
+            )
+        return self._commit is not None
+
+    def take(self) -> list[Message]:
+        """Every message waiting, oldest first; the queue is emptied (the caller's next
+        durable step writes that, with the messages where it put them)."""
+        with self._cond:
+            queued = self._queued()
+            if queued and self._session is not None:
+                self._session.set(STEERING_KEY, ())
+            return list(queued)
+
+    def close(self) -> tuple[Message, ...]:
+        """The run ended: refuse sends from now on; returns the messages it never used (kept
+        in the session values, hence in a checkpoint the run saved)."""
+        with self._cond:
+            if not self._closed:
+                self._closed = True
+                self._unused = self._queued()
+                self._cond.notify_all()
+            return self._unused
+
+    def _queued(self) -> tuple[Message, ...]:
+        session = self._session
+        if session is None:
+            return ()
+        queued = session.get(STEERING_KEY, ())
+        return tuple(queued) if isinstance(queued, tuple) else ()

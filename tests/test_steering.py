@@ -1,0 +1,245 @@
+"""Steering a running run: ``RunIterator.send`` adds a user message before the next model call.
+
+Real threads: the run goes on in its worker while the test's thread sends; tools and models
+block on events the test sets, so every ordering below is forced, never a matter of timing.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+import pytest
+
+from agentkit import (
+    AgentInput,
+    AgentTool,
+    ChatModelAgent,
+    Message,
+    Role,
+    Runner,
+    assistant_message,
+    interrupt,
+    tool,
+    user_message,
+    with_checkpoint_id,
+)
+from agentkit.checkpoint import InMemoryCheckPointStore
+from agentkit.errors import AgentKitRuntimeError, AgentKitTypeError, AgentKitValueError
+from agentkit.testing import ScriptedChatModel, call, calls_message, no_thread_leak
+from tests.durable_support import copy_of
+
+GUARD = 30.0  # a failure guard for waits, never a pace
+
+
+def _texts(messages: list[Message]) -> list[tuple[str, str]]:
+    return [(message.role.value, message.content) for message in messages]
+
+
+class Gate:
+    """A tool that says it started, then waits until the test lets it finish."""
+
+    def __init__(self) -> None:
+        self.started = threading.Event()
+        self.release = threading.Event()
+
+    def tool(self) -> Any:
+        gate = self
+
+        @tool
+        def lookup(month: str) -> str:
+            """Look up a month's invoices."""
+            gate.started.set()
+            assert gate.release.wait(GUARD)
+            return f"{month}: 3 invoices"
+
+        return lookup
+
+
+def test_sent_message_joins_after_the_tool_result_before_the_next_model_call() -> None:
+    gate = Gate()
+    model = ScriptedChatModel(
+        [calls_message(call("lookup", {"month": "February"}, id="c1")), "done"]
+    )
+    runner = Runner(ChatModelAgent("clerk", "d", model, tools=[gate.tool()]))
+    with no_thread_leak():
+        run = runner.query("check February")
+        assert gate.started.wait(GUARD)
+        assert run.send("also check March") is True
+        gate.release.set()
+        result = run.result()
+    assert _texts(model.calls[1].messages) == [
+        ("user", "check February"),
+        ("assistant", ""),
+        ("tool", "February: 3 invoices"),
+        ("user", "also check March"),
+    ]
+    assert result.unused_messages == ()
+    sent = [e for e in result.events if e.output is not None
+            and e.output.message_output is not None and e.output.message_output.role is Role.USER]
+    assert len(sent) == 1  # the acknowledgement: the message, as an event of the agent using it
+    assert sent[0].agent_name == "clerk"
+    assert sent[0].output is not None
+    assert sent[0].output.message_output is not None
+    assert sent[0].output.message_output.get_message().content == "also check March"
+    assert "agentkit.steering" not in result.session_values
+
+
+def test_messages_sent_from_several_threads_all_arrive_in_one_call() -> None:
+    gate = Gate()
+    model = ScriptedChatModel([calls_message(call("lookup", {"month": "May"})), "done"])
+    runner = Runner(ChatModelAgent("clerk", "d", model, tools=[gate.tool()]))
+    run = runner.query("go")
+    assert gate.started.wait(GUARD)
+    barrier = threading.Barrier(8)
+    answers: list[bool] = []
+
+    def sender(index: int) -> None:
+        barrier.wait(GUARD)
+        answers.append(run.send(f"note {index}"))
+
+    threads = [threading.Thread(target=sender, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(GUARD)
+    gate.release.set()
+    run.result()
+    assert answers == [True] * 8
+    sent = [m.content for m in model.calls[1].messages if m.role is Role.USER][1:]
+    assert sorted(sent) == sorted(f"note {i}" for i in range(8))
+    assert model.calls[1].messages[2].role is Role.TOOL  # after the result, not inside the pair
+
+
+def test_send_after_the_run_ended_returns_false() -> None:
+    run = Runner(ChatModelAgent("a", "d", ScriptedChatModel(["hi"]))).query("x")
+    run.result()
+    assert run.send("too late") is False
+
+
+def test_message_sent_during_the_last_model_call_is_reported_unused(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    asked = threading.Event()
+    answer = threading.Event()
+
+    def reply(messages: list[Message]) -> Message:
+        asked.set()
+        assert answer.wait(GUARD)
+        return assistant_message("final")
+
+    run = Runner(ChatModelAgent("a", "d", ScriptedChatModel(reply))).query("x")
+    assert asked.wait(GUARD)
+    assert run.send("one more thing") is True
+    answer.set()
+    with caplog.at_level(logging.WARNING, logger="agentkit"):
+        result = run.result()
+    assert result.text == "final"
+    assert [m.content for m in result.unused_messages] == ["one more thing"]
+    assert "ended before it used 1 message" in caplog.text
+    assert run.send("after") is False
+
+
+def test_send_refuses_bad_messages_and_a_full_queue() -> None:
+    gate = Gate()
+    model = ScriptedChatModel([calls_message(call("lookup", {"month": "May"})), "done"])
+    run = Runner(ChatModelAgent("a", "d", model, tools=[gate.tool()])).query("x")
+    try:
+        assert gate.started.wait(GUARD)
+        with pytest.raises(AgentKitValueError, match="at most 100000"):
+            run.send("x" * 100_001)
+        with pytest.raises(AgentKitValueError, match="empty"):
+            run.send("")
+        with pytest.raises(AgentKitValueError, match="user message"):
+            run.send(assistant_message("I am the model"))
+        with pytest.raises(AgentKitTypeError, match="str or a user Message"):
+            run.send(42)  # type: ignore[arg-type]
+        for index in range(32):
+            assert run.send(user_message(f"m{index}")) is True
+        with pytest.raises(AgentKitRuntimeError, match="32 messages wait"):
+            run.send("one too many")
+    finally:
+        gate.release.set()
+        run.result()
+    assert len([m for m in model.calls[1].messages if m.role is Role.USER]) == 33
+
+
+def test_an_agent_used_as_a_tool_takes_the_message_while_it_runs() -> None:
+    gate = Gate()
+    inner_model = ScriptedChatModel(
+        [calls_message(call("lookup", {"month": "June"})), "inner done"]
+    )
+    inner = ChatModelAgent("researcher", "researches", inner_model, tools=[gate.tool()])
+    outer_model = ScriptedChatModel([calls_message(call("researcher", {"request": "June"})),
+                                     "outer done"])
+    outer = ChatModelAgent("lead", "d", outer_model, tools=[AgentTool(inner)])
+    run = Runner(outer).query("go")
+    assert gate.started.wait(GUARD)
+    assert run.send("and July") is True
+    gate.release.set()
+    result = run.result()
+    assert ("user", "and July") in _texts(inner_model.calls[1].messages)
+    assert ("user", "and July") not in _texts(outer_model.calls[1].messages)
+    assert result.unused_messages == ()
+
+
+def test_iterator_of_a_run_without_a_runner_takes_no_messages() -> None:
+    agent = ChatModelAgent("a", "d", ScriptedChatModel(["hi"]))
+    events = agent.run(AgentInput(messages=[user_message("x")]))
+    with pytest.raises(AgentKitRuntimeError, match="takes no messages"):
+        events.send("x")
+    list(events)
+
+
+def test_message_sent_before_an_interrupt_reaches_the_resumed_run() -> None:
+    asked = threading.Event()
+    go_on = threading.Event()
+
+    @tool
+    def approve() -> str:
+        """Asks a human."""
+        asked.set()
+        assert go_on.wait(GUARD)
+        return str(interrupt("ok?"))
+
+    model = ScriptedChatModel([calls_message(call("approve")), "done"])
+    store = InMemoryCheckPointStore()
+    runner = Runner(ChatModelAgent("a", "d", model, tools=[approve]), checkpoint_store=store,
+                    durability="stop")
+    run = runner.query("x", with_checkpoint_id("steer-1"))
+    assert asked.wait(GUARD)
+    assert run.send("use EUR") is True
+    go_on.set()
+    first = run.result()
+    assert first.interrupted
+    assert [m.content for m in first.unused_messages] == ["use EUR"]  # kept in the checkpoint
+    ids = [context.id for context in first.interrupt.contexts]  # type: ignore[union-attr]
+    resumed = runner.resume("steer-1", targets={ids[0]: "yes"}).result()
+    assert resumed.text == "done"
+    assert _texts(model.calls[1].messages)[-2:] == [("tool", "yes"), ("user", "use EUR")]
+
+
+def test_durable_run_has_the_message_in_the_store_when_send_returns() -> None:
+    gate = Gate()
+
+    def reply(messages: list[Message]) -> Message:
+        if messages[-1].role is Role.USER and messages[-1].content == "check February":
+            return calls_message(call("lookup", {"month": "February"}, id="c1"))
+        return assistant_message("saw: " + " | ".join(m.content for m in messages))
+
+    store = InMemoryCheckPointStore()
+    agent = ChatModelAgent("clerk", "d", ScriptedChatModel(reply), tools=[gate.tool()])
+    run = Runner(agent, checkpoint_store=store).query("check February",
+                                                      with_checkpoint_id("steer-d"))
+    assert gate.started.wait(GUARD)
+    assert run.send("also check March") is True
+    left = copy_of(store, "steer-d")  # all a process killed now leaves behind
+    gate.release.set()
+    run.result()
+
+    # The "crashed" run, resumed from what the store held: the tool runs again, and the
+    # message sent before the crash reaches the model after it.
+    gate.release.set()
+    resumed = Runner(agent, checkpoint_store=left).resume("steer-d").result()
+    assert resumed.text.endswith("February: 3 invoices | also check March")
