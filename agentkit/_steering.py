@@ -74,13 +74,13 @@ def steering_message(message: str | Message) -> Message:
 class Steering:
     """The messages sent to one run, waiting for its next model call. Thread-safe.
 
-    Not bound, it keeps nothing: :meth:`bind` gives it the run's session (a resumed run's
-    session may hold messages its earlier part did not use). A durable run's sends wait for
-    :meth:`attach` (its first image is written), so that what they return says the message
-    is in the store.
+    Until :meth:`bind` gives it the run's session (a resumed run's session may hold messages
+    its earlier part did not use), it keeps what is sent in memory: a run backend's run that
+    is queued, not started. A durable run's sends wait for :meth:`attach` (its first image is
+    written), so that what they return says the message is in the store.
     """
 
-    __slots__ = ("_closed", "_commit", "_cond", "_durable", "_session", "_unused")
+    __slots__ = ("_closed", "_commit", "_cond", "_durable", "_early", "_session", "_unused")
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
@@ -89,12 +89,16 @@ class Steering:
         self._commit: Callable[[], None] | None = None
         self._closed = False
         self._unused: tuple[Message, ...] = ()
+        self._early: tuple[Message, ...] = ()  # sent before the run started
 
     def bind(self, session: _SessionLike, *, durable: bool) -> None:
         """The run starts with ``session``; with ``durable``, sends wait for :meth:`attach`."""
         with self._cond:
             self._session = session
             self._durable = durable
+            if self._early:
+                session.set(STEERING_KEY, (*self._queued(), *self._early))
+                self._early = ()
 
     def attach(self, commit: Callable[[], None]) -> None:
         """The durable run's first image is written: ``commit()`` writes the session values
@@ -121,7 +125,8 @@ class Steering:
         """Queue ``message`` for the run's next model call; ``False`` once the run ended.
 
         Returns only once the message is as durable as the run: for a durable run, written to
-        the checkpoint store.
+        the checkpoint store (a run not started yet keeps it in memory, and its first write
+        holds it).
 
         Raises:
             AgentKitTypeError, AgentKitValueError: see :func:`steering_message`.
@@ -133,15 +138,15 @@ class Steering:
             if self._closed:
                 return False
             if self._session is None:
-                raise AgentKitRuntimeError("send(): the run has not started yet")
+                if len(self._early) >= MAX_QUEUED:
+                    raise self._full()
+                self._early = (*self._early, checked)
+                return True
             if self._durable and self._commit is None and not self._wait_attached():
                 return False
             queued = self._queued()
             if len(queued) >= MAX_QUEUED:
-                raise AgentKitRuntimeError(
-                    f"send(): {MAX_QUEUED} messages wait for the run's next model call already; "
-                    "wait for the run to use them (their events) before sending more"
-                )
+                raise self._full()
             session = self._session
             session.set(STEERING_KEY, (*queued, checked))
             if self._commit is not None:
@@ -151,6 +156,13 @@ class Steering:
                     session.set(STEERING_KEY, queued)
                     raise
             return True
+
+    @staticmethod
+    def _full() -> AgentKitRuntimeError:
+        return AgentKitRuntimeError(
+            f"send(): {MAX_QUEUED} messages wait for the run's next model call already; "
+            "wait for the run to use them (their events) before sending more"
+        )
 
     def _wait_attached(self) -> bool:
         """Wait (the lock held) for the durable run's first write: ``False`` if it ended."""
@@ -179,7 +191,7 @@ class Steering:
         with self._cond:
             if not self._closed:
                 self._closed = True
-                self._unused = self._queued()
+                self._unused = (*self._queued(), *self._early)
                 self._cond.notify_all()
             return self._unused
 

@@ -25,8 +25,11 @@ from agentkit import (
     user_message,
     with_checkpoint_id,
 )
+from agentkit._options import steer_through
+from agentkit._steering import Steering
 from agentkit.checkpoint import InMemoryCheckPointStore
 from agentkit.errors import AgentKitRuntimeError, AgentKitTypeError, AgentKitValueError
+from agentkit.integrations.runs import LocalRuns, RunNotFoundError, RunOwnerError
 from agentkit.testing import ScriptedChatModel, call, calls_message, no_thread_leak
 from tests.durable_support import copy_of
 
@@ -243,3 +246,42 @@ def test_durable_run_has_the_message_in_the_store_when_send_returns() -> None:
     gate.release.set()
     resumed = Runner(agent, checkpoint_store=left).resume("steer-d").result()
     assert resumed.text.endswith("February: 3 invoices | also check March")
+
+
+# --- LocalRuns.send: across threads, owner-checked ------------------------------------------
+
+
+def test_local_runs_send_reaches_the_owners_running_run_only() -> None:
+    gate = Gate()
+    model = ScriptedChatModel(
+        [calls_message(call("lookup", {"month": "February"}, id="c1")), "done"]
+    )
+    agent = ChatModelAgent("clerk", "d", model, tools=[gate.tool()])
+    with LocalRuns({"clerk": Runner(agent, checkpoint_store=InMemoryCheckPointStore())}) as runs:
+        run_id = runs.submit("clerk", "check February", owner="ann")
+        assert gate.started.wait(GUARD)
+        with pytest.raises(RunOwnerError):
+            runs.send(run_id, "from bob", owner="bob")
+        with pytest.raises(RunNotFoundError, match="no run with id 'nope'"):
+            runs.send("nope", "x", owner="ann")
+        assert runs.send(run_id, "also check March", owner="ann") is True
+        gate.release.set()
+        entries = list(runs.events(run_id, owner="ann"))
+        assert entries[-1].data["status"] == "completed"
+        assert runs.send(run_id, "too late", owner="ann") is False
+    assert _texts(model.calls[1].messages)[-2:] == [
+        ("tool", "February: 3 invoices"), ("user", "also check March")
+    ]
+    used = [entry.data["output"]["message"]["content"] for entry in entries
+            if entry.kind == "agent" and entry.data.get("output", {}).get("message", {})
+            .get("role") == "user"]
+    assert used == ["also check March"]
+
+
+def test_a_message_sent_before_the_run_started_is_used_by_its_first_model_call() -> None:
+    # A run backend's run that is queued: its inbox exists before the Runner starts it.
+    steering = Steering()
+    assert steering.send("early note") is True
+    model = ScriptedChatModel(["done"])
+    Runner(ChatModelAgent("a", "d", model)).query("hello", steer_through(steering)).result()
+    assert _texts(model.calls[0].messages) == [("user", "hello"), ("user", "early note")]
