@@ -13,17 +13,32 @@ together, so a crash in between delivers them again rather than losing them.
 
 from __future__ import annotations
 
+import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from agentkit.errors import AgentKitRuntimeError, AgentKitTypeError, AgentKitValueError
 from agentkit.schema import Message, Role, user_message
 
-__all__ = ["MAX_MESSAGE_CHARS", "MAX_QUEUED", "STEERING_KEY", "Steering", "steering_message"]
+__all__ = [
+    "MAX_MESSAGE_CHARS",
+    "MAX_QUEUED",
+    "STEERING_KEY",
+    "Steering",
+    "SteeringSource",
+    "TAKEN_KEY",
+    "steering_message",
+]
+
+_log = logging.getLogger("agentkit")
 
 STEERING_KEY = "agentkit.steering"
 """The session value holding the messages sent to the run and not used yet (a tuple)."""
+
+TAKEN_KEY = "agentkit.steering.taken"
+"""The session value holding the ids of the last messages taken from a :class:`SteeringSource`
+(so that one taken before a crash, and still at the source, is not taken twice)."""
 
 MAX_QUEUED = 32
 """How many sent messages may wait for the run's next model call."""
@@ -31,8 +46,22 @@ MAX_QUEUED = 32
 MAX_MESSAGE_CHARS = 100_000
 """The largest message ``send`` accepts: characters of text plus bytes of inline parts."""
 
+_TAKEN_KEPT = 2 * MAX_QUEUED  # ids of taken messages remembered (the source drops them soon)
+
 # How long a send to a durable run waits for its first write (the run's start), at most.
 _ATTACH_WAIT = 60.0
+
+
+class SteeringSource(Protocol):
+    """Messages sent to the run from elsewhere (another process: ``AgentQueue.send``)."""
+
+    def fetch(self) -> list[tuple[str, Message]]:
+        """The messages waiting, oldest first, each with an id unique to it."""
+        ...
+
+    def acknowledge(self, ids: Sequence[str]) -> None:
+        """The run holds these (its checkpoint, for a durable run): drop them."""
+        ...
 
 
 class _SessionLike(Protocol):
@@ -80,10 +109,13 @@ class Steering:
     written), so that what they return says the message is in the store.
     """
 
-    __slots__ = ("_closed", "_commit", "_cond", "_durable", "_early", "_session", "_unused")
+    __slots__ = (
+        "_closed", "_commit", "_cond", "_durable", "_early", "_session", "_source", "_unused",
+    )
 
-    def __init__(self) -> None:
+    def __init__(self, source: SteeringSource | None = None) -> None:
         self._cond = threading.Condition()
+        self._source = source
         self._session: _SessionLike | None = None
         self._durable = False
         self._commit: Callable[[], None] | None = None
@@ -180,10 +212,42 @@ class Steering:
         """Every message waiting, oldest first; the queue is emptied (the caller's next
         durable step writes that, with the messages where it put them)."""
         with self._cond:
+            self._pull()
             queued = self._queued()
             if queued and self._session is not None:
                 self._session.set(STEERING_KEY, ())
             return list(queued)
+
+    def _fetch(self) -> tuple[list[tuple[str, Message]], list[tuple[str, Message]]]:
+        """What the source holds, and which of it the run has not taken yet (the lock held)."""
+        source, session = self._source, self._session
+        if source is None or session is None:
+            return [], []
+        try:
+            fetched = source.fetch()
+        except Exception as error:  # the source is away: its messages wait there
+            _log.warning("agentkit: could not read the messages sent to the run: %s", error)
+            return [], []
+        taken: tuple[str, ...] = session.get(TAKEN_KEY, ())
+        return fetched, [(key, message) for key, message in fetched if key not in taken]
+
+    def _pull(self) -> None:
+        """Move what the source holds into the session (the lock held); written (a durable
+        run) before the source is told to drop it."""
+        source, session = self._source, self._session
+        fetched, new = self._fetch()
+        if source is None or session is None or not fetched:
+            return
+        if new:
+            taken: tuple[str, ...] = session.get(TAKEN_KEY, ())
+            session.set(STEERING_KEY, (*self._queued(), *(message for _, message in new)))
+            session.set(TAKEN_KEY, (*taken, *(key for key, _ in new))[-_TAKEN_KEPT:])
+            if self._commit is not None:
+                self._commit()
+        try:
+            source.acknowledge([key for key, _ in fetched])
+        except Exception as error:  # taken anyway: the ids say so if they come again
+            _log.warning("agentkit: could not drop the messages the run took: %s", error)
 
     def close(self) -> tuple[Message, ...]:
         """The run ended: refuse sends from now on; returns the messages it never used (kept
@@ -191,7 +255,10 @@ class Steering:
         with self._cond:
             if not self._closed:
                 self._closed = True
-                self._unused = (*self._queued(), *self._early)
+                _, left = self._fetch()  # left at the source, for a resume
+                self._unused = (
+                    *self._queued(), *self._early, *(message for _, message in left)
+                )
                 self._cond.notify_all()
             return self._unused
 

@@ -27,7 +27,7 @@ import attrs
 
 from agentkit._ctrlc import ctrl_c_interrupt, stop_after_ctrl_c
 from agentkit._scope import RunScope
-from agentkit._steering import STEERING_KEY, Steering
+from agentkit._steering import STEERING_KEY, TAKEN_KEY, Steering
 from agentkit.errors import AgentCancelledError, AgentKitRuntimeError, RunClosedError
 from agentkit.events import AgentEvent, InterruptInfo
 from agentkit.iterators import AsyncIterator, _Pair, _wait_for_end
@@ -427,7 +427,8 @@ def _summarize(
         usage, by_agent = usage_of(events)
         cost = cost_of(events)
     values = outcome.session_values() if outcome.session_values is not None else {}
-    values.pop(STEERING_KEY, None)  # the run's inbox, not a value of the user's
+    values.pop(STEERING_KEY, None)  # the run's inbox, not values of the user's
+    values.pop(TAKEN_KEY, None)
     return RunResult(
         events=events,
         final_message=final,
