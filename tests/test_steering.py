@@ -7,7 +7,11 @@ block on events the test sets, so every ordering below is forced, never a matter
 from __future__ import annotations
 
 import logging
+import subprocess
+import sys
 import threading
+import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +20,7 @@ from agentkit import (
     AgentInput,
     AgentTool,
     ChatModelAgent,
+    CheckpointBusyError,
     Message,
     Role,
     Runner,
@@ -27,11 +32,12 @@ from agentkit import (
 )
 from agentkit._options import steer_through
 from agentkit._steering import Steering
-from agentkit.checkpoint import InMemoryCheckPointStore
+from agentkit.checkpoint import FileCheckPointStore, InMemoryCheckPointStore
 from agentkit.errors import AgentKitRuntimeError, AgentKitTypeError, AgentKitValueError
 from agentkit.integrations.runs import LocalRuns, RunNotFoundError, RunOwnerError
 from agentkit.testing import ScriptedChatModel, call, calls_message, no_thread_leak
 from tests.durable_support import copy_of
+from tests.steering_support import LEASE_TTL, clerk
 
 GUARD = 30.0  # a failure guard for waits, never a pace
 
@@ -285,3 +291,36 @@ def test_a_message_sent_before_the_run_started_is_used_by_its_first_model_call()
     model = ScriptedChatModel(["done"])
     Runner(ChatModelAgent("a", "d", model)).query("hello", steer_through(steering)).result()
     assert _texts(model.calls[0].messages) == [("user", "hello"), ("user", "early note")]
+
+
+# --- kill -9 -----------------------------------------------------------------------------------
+
+
+def test_a_message_send_accepted_survives_a_sigkill_of_the_durable_run(tmp_path: Path) -> None:
+    child = subprocess.Popen(
+        [sys.executable, "-m", "tests.steering_crash_child", str(tmp_path), "killed-run"],
+        cwd=Path(__file__).parent.parent,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None
+        line = child.stdout.readline()  # blocks until the child said so (or died)
+        assert line.strip() == "sent", child.stderr.read() if child.stderr else ""
+    finally:
+        child.kill()  # SIGKILL: nothing of the child runs after send returned
+        child.wait(GUARD)
+    started, release = threading.Event(), threading.Event()
+    release.set()
+    runner = Runner(clerk(started, release), checkpoint_store=FileCheckPointStore(tmp_path),
+                    lease_ttl=LEASE_TTL)
+    deadline = time.monotonic() + GUARD
+    while True:
+        try:
+            result = runner.resume("killed-run").result()
+            break
+        except CheckpointBusyError:  # the dead run's lease has not expired yet
+            assert time.monotonic() < deadline
+            threading.Event().wait(0.1)
+    assert result.text == "saw: check February |  | February: 3 invoices | also check March"
