@@ -292,7 +292,7 @@ class RunIterator(AsyncIterator[AgentEvent]):
         that stops holds it (its resume uses it), and a durable run
         (``Runner(durability="step")`` with a checkpoint id) writes it to the store before
         ``send`` returns. A message the run accepted but never used (sent after its last
-        model call) is in :attr:`RunResult.unused_messages`, and logged as a warning.
+        model call) is in ``RunResult.unused_messages``, and logged as a warning.
 
         Returns:
             ``True`` once the message is queued; ``False`` when the run has ended.

@@ -610,7 +610,8 @@ class AgentQueue:
         worker, and stays in Redis (until the run's entries expire) for a resume to use.
 
         Raises:
-            RunNotFoundError: no run has this id (:class:`RunOwnerError`: not ``owner``'s).
+            RunNotFoundError: no run has this id
+                (:class:`~agentkit.integrations.runs.RunOwnerError`: not ``owner``'s).
             AgentKitTypeError, AgentKitValueError: ``message`` is not a user message of at
                 most 100,000 characters.
             AgentKitRuntimeError: 32 messages wait for the run already.
