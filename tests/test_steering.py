@@ -26,6 +26,7 @@ from agentkit import (
     Runner,
     assistant_message,
     interrupt,
+    set_sub_agents,
     tool,
     user_message,
     with_checkpoint_id,
@@ -324,3 +325,20 @@ def test_a_message_send_accepted_survives_a_sigkill_of_the_durable_run(tmp_path:
             assert time.monotonic() < deadline
             threading.Event().wait(0.1)
     assert result.text == "saw: check February |  | February: 3 invoices | also check March"
+
+
+def test_a_message_one_agent_took_is_the_users_words_for_the_agent_it_transfers_to() -> None:
+    gate = Gate()
+    parent_model = ScriptedChatModel([
+        calls_message(call("lookup", {"month": "May"})),
+        calls_message(call("transfer_to_agent", {"agent_name": "child"})),
+    ])
+    child_model = ScriptedChatModel(["child done"])
+    parent = ChatModelAgent("parent", "p", parent_model, tools=[gate.tool()])
+    child = ChatModelAgent("child", "c", child_model)
+    run = Runner(set_sub_agents(parent, [child])).query("go")
+    assert gate.started.wait(GUARD)
+    assert run.send("use EUR") is True
+    gate.release.set()
+    assert run.result().text == "child done"
+    assert ("user", "use EUR") in _texts(child_model.calls[0].messages)
