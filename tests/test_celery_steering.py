@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import importlib
 import json
+import signal
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,7 +17,7 @@ pytest.importorskip("redis")
 
 from agentkit.integrations.runs import RunNotFoundError, RunOwnerError
 from tests import celery_support as support
-from tests.celery_support import GUARD, OWNER, Worker, read_all, worker
+from tests.celery_support import GUARD, OWNER, Worker, read_all, worker, workers_of
 from tests.redis_server import redis_url  # noqa: F401
 
 env, app_module, client = support.env, support.app_module, support.client
@@ -78,3 +81,41 @@ def test_a_forged_message_in_redis_is_dropped_and_never_reaches_the_model(
     assert entries[-1].data["answer"] == "Heard: the real one"
     assert steer_worker.log_has("dropped a message sent to run")
     queue.cancel(other, owner=OWNER)
+
+
+# --- kill -9 of the worker that took the message ------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def crash_app(env: dict[str, str]) -> Any:
+    """``celery_crash_app`` imported here (this process submits, sends and reads only)."""
+    module = importlib.import_module("celery_crash_app")
+    if env["REDIS_URL"] != module.REDIS_URL:
+        module = importlib.reload(module)
+    return module
+
+
+# Two real workers, a kill, redelivery and a lease to expire (about 20 s alone).
+@pytest.mark.timeout(360)
+def test_a_message_the_killed_worker_took_reaches_the_run_on_the_next_worker(
+    crash_app: Any, env: dict[str, str], client: Any, tmp_path: Path
+) -> None:
+    queue = crash_app.queue
+    lane = f"steer-{uuid.uuid4().hex[:6]}"
+    tag = f"{lane}.{uuid.uuid4().hex}"
+    with worker(env, client, "doomed", lane, tmp_path, app="celery_crash_app") as doomed:
+        run_id = queue.submit("noted_stepper", tag, owner=OWNER, queue=lane)
+        assert queue.send(run_id, "bill in EUR", owner=OWNER) is True
+        popped = client.blpop([f"test:crash:held:{lane}"], timeout=GUARD)  # in step 2
+        assert popped is not None and popped[1].decode().split()[0] == tag
+        # The worker took the message before its first model call: it is in the run's
+        # checkpoint now, and no longer in Redis.
+        assert client.llen(queue._log().key(run_id, ":inbox")) == 0
+        doomed.process.send_signal(signal.SIGKILL)
+        doomed.process.wait(timeout=GUARD)
+    with worker(env, client, "survivor", lane, tmp_path, app="celery_crash_app"):
+        entries = read_all(queue, run_id)
+    end = entries[-1].data
+    assert end["status"] == "completed", end
+    assert end["answer"] == f"{tag}: all 3 steps done; noted: bill in EUR"
+    assert workers_of(entries) == ["doomed", "survivor"]
