@@ -607,7 +607,9 @@ class AgentQueue:
         it from Redis, so a worker that dies does not lose it (the run's next worker takes
         it). See :meth:`RunIterator.send <agentkit.results.RunIterator.send>` for where the
         message goes; a message the run ends without using is logged as a warning by its
-        worker, and stays in Redis (until the run's entries expire) for a resume to use.
+        worker, and stays in Redis (until the run's entries expire) for a resume to use. A
+        message sent in the instant between the run's end and its worker recording that end
+        is accepted and left in Redis the same way, without the warning.
 
         Raises:
             RunNotFoundError: no run has this id
