@@ -22,6 +22,7 @@ from agentkit import (
     ChatModelAgent,
     CheckpointBusyError,
     Message,
+    ParallelAgent,
     Role,
     Runner,
     assistant_message,
@@ -342,3 +343,33 @@ def test_a_message_one_agent_took_is_the_users_words_for_the_agent_it_transfers_
     gate.release.set()
     assert run.result().text == "child done"
     assert ("user", "use EUR") in _texts(child_model.calls[0].messages)
+
+
+def test_in_a_parallel_agent_the_branch_that_calls_its_model_first_takes_the_message() -> None:
+    first, second = Gate(), Gate()
+    answered = threading.Event()
+
+    def branch(name: str, gate: Gate, then: threading.Event | None) -> ChatModelAgent:
+        def reply(messages: list[Message]) -> Message:
+            if len(messages) == 1:
+                return calls_message(call("lookup", {"month": name}))
+            if then is not None:
+                then.set()
+            return assistant_message(" | ".join(m.content for m in messages))
+
+        return ChatModelAgent(name, "d", ScriptedChatModel(reply), tools=[gate.tool()])
+
+    both = ParallelAgent("both", "d", [branch("June", first, answered),
+                                       branch("July", second, None)])
+    run = Runner(both).query("go")
+    assert first.started.wait(GUARD) and second.started.wait(GUARD)
+    assert run.send("use EUR") is True
+    first.release.set()
+    assert answered.wait(GUARD)  # June's branch made its next model call
+    second.release.set()
+    result = run.result()
+    texts = sorted(e.output.message_output.get_message().content for e in result.events
+                   if e.output is not None and e.output.message_output is not None
+                   and e.output.message_output.role is Role.ASSISTANT
+                   and not e.output.message_output.get_message().tool_calls)
+    assert texts == ["go |  | July: 3 invoices", "go |  | June: 3 invoices | use EUR"]
