@@ -373,3 +373,36 @@ def test_in_a_parallel_agent_the_branch_that_calls_its_model_first_takes_the_mes
                    and e.output.message_output.role is Role.ASSISTANT
                    and not e.output.message_output.get_message().tool_calls)
     assert texts == ["go |  | July: 3 invoices", "go |  | June: 3 invoices | use EUR"]
+
+
+def test_a_durable_run_resumed_after_it_took_the_message_sees_it_once() -> None:
+    first, second = Gate(), Gate()
+
+    @tool
+    def file_report(month: str) -> str:
+        """File a month's report."""
+        second.started.set()
+        assert second.release.wait(GUARD)
+        return f"{month} filed"
+
+    def reply(messages: list[Message]) -> Message:
+        tools = [m for m in messages if m.role is Role.TOOL]
+        if not tools:
+            return calls_message(call("lookup", {"month": "March"}, id="c1"))
+        if len(tools) == 1:
+            return calls_message(call("file_report", {"month": "March"}, id="c2"))
+        return assistant_message(" | ".join(m.content for m in messages if m.role is Role.USER))
+
+    store = InMemoryCheckPointStore()
+    agent = ChatModelAgent("clerk", "d", ScriptedChatModel(reply),
+                           tools=[first.tool(), file_report])
+    run = Runner(agent, checkpoint_store=store).query("go", with_checkpoint_id("steer-once"))
+    assert first.started.wait(GUARD)
+    assert run.send("in EUR") is True
+    first.release.set()
+    assert second.started.wait(GUARD)  # the message was taken, and the step after it saved
+    left = copy_of(store, "steer-once")
+    second.release.set()
+    assert run.result().text == "go | in EUR"
+    resumed = Runner(agent, checkpoint_store=left).resume("steer-once").result()
+    assert resumed.text == "go | in EUR"  # once: from the saved conversation, not again
