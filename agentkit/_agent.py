@@ -852,7 +852,9 @@ def start_worker(
     outcome = _outcome_of(frame, outcome)
     pair = _Pair()
     scope = frame.scope
-    iterator = RunIterator(pair, outcome, scope if owns_scope else None)
+    iterator = RunIterator(
+        pair, outcome, scope if owns_scope else None, frame.steering if owns_scope else None
+    )
     generator: AsyncGenerator[AgentEvent] = AsyncGenerator(pair)
     context = contextvars.copy_context()
     sink: EventSink = generator

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import attrs
 
+from agentkit._steering import Steering
 from agentkit.cancel import CancelHandle
 from agentkit.errors import AgentKitTypeError, AgentKitValueError
 
@@ -147,6 +148,7 @@ class RunOptions:
     limits: RunLimits | None = None
     limits_given: bool = False  # with_limits(None) runs without limits: not the same as unset
     turn_key: str | None = None
+    steering: Steering | None = None  # where a run backend's send() reaches the run
 
 
 @attrs.define
@@ -285,6 +287,16 @@ def with_limits(limits: RunLimits | None) -> AgentRunOption:
     def apply(options: RunOptions) -> None:
         options.limits = limits
         options.limits_given = True
+
+    return wrap_impl_specific_opt_fn(RunOptions, apply)
+
+
+def steer_through(steering: Steering) -> AgentRunOption:
+    """Let the messages given to ``steering`` reach the run (framework-internal: how a run
+    backend that starts the run with ``Runner.invoke`` keeps a way to send to it)."""
+
+    def apply(options: RunOptions) -> None:
+        options.steering = steering
 
     return wrap_impl_specific_opt_fn(RunOptions, apply)
 

@@ -24,6 +24,7 @@ from agentkit._persist import persisted
 from agentkit._points import Journal, PointResume, ResumeState
 from agentkit._progress import Progress
 from agentkit._scope import RunScope
+from agentkit._steering import Steering
 from agentkit.errors import AgentKitError, AgentKitRuntimeError
 from agentkit.events import AgentAction, AgentEvent, AgentInput, MessageVariant, RunStep
 from agentkit.schema import Message
@@ -336,6 +337,8 @@ class RunFrame:
     # The guardrails the agents above hand down to every agent they run (transfer targets,
     # agents used as tools): a ChatModelAgent here checks these besides its own.
     guardrails: tuple[object, ...] = ()
+    # The messages sent to the run (RunIterator.send), for the next model call to take.
+    steering: Steering | None = None
 
     # The two moves made on every agent turn and tool call build the frame directly:
     # attrs.evolve would re-read the class's fields each time.
@@ -357,6 +360,7 @@ class RunFrame:
             progress=self.progress,
             key=self.key,
             guardrails=self.guardrails,
+            steering=self.steering,
         )
 
     def at_tool(self, tool: ToolCallFrame) -> RunFrame:
@@ -376,6 +380,7 @@ class RunFrame:
             progress=self.progress,
             key=self.key,
             guardrails=self.guardrails,
+            steering=self.steering,
         )
 
     def handing_down(self, guardrails: tuple[object, ...]) -> RunFrame:

@@ -27,7 +27,8 @@ import attrs
 
 from agentkit._ctrlc import ctrl_c_interrupt, stop_after_ctrl_c
 from agentkit._scope import RunScope
-from agentkit.errors import AgentCancelledError, RunClosedError
+from agentkit._steering import STEERING_KEY, TAKEN_KEY, Steering
+from agentkit.errors import AgentCancelledError, AgentKitRuntimeError, RunClosedError
 from agentkit.events import AgentEvent, InterruptInfo
 from agentkit.iterators import AsyncIterator, _Pair, _wait_for_end
 from agentkit.schema import Message, Role, TokenUsage
@@ -49,11 +50,13 @@ class RunOutcome:
             or failed), ``None`` when none was saved.
         session_values: reads the run's final session values.
         usage: the run's token usage ledger (every model call of the run adds to it).
+        unused_messages: the messages sent to the run that it never used (set as it ends).
     """
 
     checkpoint_id: str | None = None
     session_values: Callable[[], dict[str, Any]] | None = None
     usage: UsageLedger | None = None
+    unused_messages: tuple[Message, ...] = ()
 
 
 @attrs.define(eq=False)
@@ -82,6 +85,9 @@ class RunResult:
         checkpoint_id: the id to pass to ``Runner.resume``, when a checkpoint of the run was
             saved (it interrupted, or stopped early with ``with_checkpoint_id``).
         error: the error the run failed with, or ``None`` (an interrupted run did not fail).
+        unused_messages: the messages sent to the run (:meth:`RunIterator.send`) that it
+            accepted but ended before using: sent after its last model call. A run that
+            stopped with a checkpoint keeps them there, and its resume uses them.
     """
 
     events: list[AgentEvent]
@@ -94,6 +100,7 @@ class RunResult:
     checkpoint_id: str | None = None
     error: BaseException | None = None
     cost: float | None = None
+    unused_messages: tuple[Message, ...] = ()
 
     @property
     def text(self) -> str:
@@ -231,12 +238,19 @@ class RunIterator(AsyncIterator[AgentEvent]):
     ``result()``, which reads every message through :meth:`~agentkit.MessageVariant.get_message`.
     """
 
-    __slots__ = ("_closed", "_ctrl_c_handled", "_lock", "_outcome", "_scope", "_seen")
+    __slots__ = (
+        "_closed", "_ctrl_c_handled", "_lock", "_outcome", "_scope", "_seen", "_steering",
+    )
 
     def __init__(
-        self, pair: _Pair, outcome: RunOutcome | None = None, scope: RunScope | None = None
+        self,
+        pair: _Pair,
+        outcome: RunOutcome | None = None,
+        scope: RunScope | None = None,
+        steering: Steering | None = None,
     ) -> None:
         super().__init__(pair)
+        self._steering = steering  # the run's inbox, when this iterator owns a Runner's run
         self._seen: list[AgentEvent] = []
         self._lock = threading.Lock()
         self._outcome = outcome if outcome is not None else RunOutcome()
@@ -263,6 +277,41 @@ class RunIterator(AsyncIterator[AgentEvent]):
         with self._lock:
             self._seen.append(item)
         return item
+
+    def send(self, message: str | Message) -> bool:
+        """Add a user message to the run while it works, before its next model call.
+
+        Safe to call from any thread. The ChatModelAgent that makes the run's next model call
+        (in a nested run, the innermost one running: an agent used as a tool, while its tool
+        call runs) adds every message sent so far to its conversation, after the last tool
+        result (never between a tool call and its result), and emits each as an event (a
+        user message, by that agent). Nothing is cancelled: a model call or tool in progress
+        finishes first.
+
+        The message is kept with the run: in its session values, so a checkpoint of a run
+        that stops holds it (its resume uses it), and a durable run
+        (``Runner(durability="step")`` with a checkpoint id) writes it to the store before
+        ``send`` returns. A message the run accepted but never used (sent after its last
+        model call) is in ``RunResult.unused_messages``, and logged as a warning.
+
+        Returns:
+            ``True`` once the message is queued; ``False`` when the run has ended.
+
+        Raises:
+            AgentKitTypeError: ``message`` is neither a ``str`` nor a :class:`Message`.
+            AgentKitValueError: it is not a user message, is empty, or is larger than
+                100,000 characters (and bytes of inline parts).
+            AgentKitRuntimeError: 32 messages wait for the run's next model call already, or
+                this iterator's run takes no messages (a run not started by a Runner).
+            CheckpointError: the durable run could not write it (it was not queued).
+        """
+        steering = self._steering
+        if steering is None:
+            raise AgentKitRuntimeError(
+                "send(): this iterator's run takes no messages; send to the iterator a Runner "
+                "returned (run, query, resume)"
+            )
+        return steering.send(message)
 
     def _ctrl_c(self, error: KeyboardInterrupt) -> KeyboardInterrupt:
         """Ctrl-C while waiting for an event: cancel the run, wait for it (and its save).
@@ -378,6 +427,8 @@ def _summarize(
         usage, by_agent = usage_of(events)
         cost = cost_of(events)
     values = outcome.session_values() if outcome.session_values is not None else {}
+    values.pop(STEERING_KEY, None)  # the run's inbox, not values of the user's
+    values.pop(TAKEN_KEY, None)
     return RunResult(
         events=events,
         final_message=final,
@@ -389,6 +440,7 @@ def _summarize(
         checkpoint_id=outcome.checkpoint_id,
         error=error,
         cost=cost,
+        unused_messages=outcome.unused_messages,
     )
 
 

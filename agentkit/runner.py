@@ -53,6 +53,7 @@ from agentkit._options import NO_OPTIONS, AgentRunOption, HeldLease, RunOptionSe
 from agentkit._runctx import EventLog, RunFrame, RunKey, Session
 from agentkit._runner_sink import RunnerSink
 from agentkit._scope import RunScope
+from agentkit._steering import Steering
 from agentkit._values import BuiltValue
 from agentkit.agents.flow import _flow_node
 from agentkit.cancel import CancelMode
@@ -325,6 +326,7 @@ class Runner(BuiltValue):
             root_input=root_input,
             observers=RunObservers.from_options(options.given, usage),
             options=options,
+            steering=run_options.steering or Steering(),
         )
         agent = self._agent
         outcome = RunOutcome()
@@ -344,6 +346,7 @@ class Runner(BuiltValue):
             keeper = LeaseKeeper(
                 run_options.checkpoint_lease, on_lost=_cancel(scope), release=False
             )
+        _bind_steering(frame)
         _log.debug("agentkit: run of agent %r starts", agent.name)
 
         def save(checkpoint_id: str, checkpoint: Checkpoint | ConsumedCheckpoint) -> None:
@@ -373,6 +376,7 @@ class Runner(BuiltValue):
             except BaseException as error:  # the run's last event, as any failure
                 sink.abort(error, agent.name)
             finally:
+                _end_steering(frame, outcome, checkpoint_id)
                 sink.finish()
 
         return start_worker(
@@ -546,6 +550,7 @@ class Runner(BuiltValue):
                 frame = attrs.evolve(frame, progress=durable.progress)
             else:  # saved when it stops: the lease is kept here, and fences the save
                 keeper = LeaseKeeper(lease, on_lost=_cancel(scope), release=False)
+            _bind_steering(frame)
         except BaseException:
             if turn is not None:
                 turn.release()
@@ -589,6 +594,7 @@ class Runner(BuiltValue):
             except BaseException as error:  # the run's last event, as any failure
                 sink.abort(error, agent.name)
             finally:
+                _end_steering(frame, outcome, checkpoint_id)
                 sink.finish()
 
         finish = _resumed_finish(durable, keeper, lease, turn)
@@ -658,18 +664,48 @@ def _resumed_frame(
         observers=RunObservers.from_options(parsed.given, usage),
         options=parsed,
         key=RunKey(checkpoint.key) if checkpoint.key else RunKey.fresh(),
+        steering=run_options.steering or Steering(),
     )
 
 
 def _begin(durable: DurableRun, image: Checkpoint, sink: RunnerSink, place: RunFrame) -> bool:
-    """Write a durable run's first image; if that fails, end the run with the error."""
+    """Write a durable run's first image; if that fails, end the run with the error.
+
+    Written, the messages sent to the run are written as they come (``send`` returns once
+    they are)."""
     try:
         durable.begin(image)
     except CheckpointError as error:
         step = place.run_path[-1]
         sink.send(AgentEvent(agent_name=step.agent_name, run_path=[step], err=error))
         return False
+    steering, progress = place.steering, place.progress
+    if steering is not None and progress is not None:
+        steering.attach(lambda: progress.commit((), flush=True))
     return True
+
+
+def _bind_steering(frame: RunFrame) -> None:
+    """Give the run's inbox its session (a durable run's sends wait for its first write)."""
+    steering, session = frame.steering, frame.session
+    if steering is not None and session is not None:
+        steering.bind(session, durable=frame.progress is not None)
+
+
+def _end_steering(frame: RunFrame, outcome: RunOutcome, checkpoint_id: str | None) -> None:
+    """The run's agent returned: refuse sends, and say which messages it never used."""
+    steering = frame.steering
+    if steering is None:
+        return
+    unused = steering.close()
+    outcome.unused_messages = unused
+    if unused:
+        _log.warning(
+            "agentkit: the run ended before it used %d message(s) sent to it%s",
+            len(unused),
+            "" if checkpoint_id is None else
+            f" (kept in checkpoint {checkpoint_id!r} if it was saved there, for its resume)",
+        )
 
 
 def _on_finish(

@@ -35,9 +35,13 @@ a lease on it (the Runner's, ``lease_ttl`` seconds, refreshed while the loop liv
 records that the resumed turn ended before it starts the next one, so no checkpoint is resumed
 twice. With a checkpoint store, an item ``push`` accepted is in the store before ``push``
 returns ``True``: a process killed at any moment loses none (an item whose turn was running is
-handled again by the loop that takes over). Eino's push strategies, preempt delays and late
-items are not ported: ``push`` returns ``False`` for an item the loop did not take, and the
-caller keeps it.
+handled again by the loop that takes over). Eino's push strategy, preempt delay and
+acknowledgement are ``push``'s ``preempt=<function>``, ``preempt_delay`` and ``acknowledged``;
+late items are not ported: ``push`` returns ``False`` for an item the loop did not take, and
+the caller keeps it.
+
+``TurnLoop`` steers a conversation between turns (or by preempting one); to add a message to
+the run in progress without stopping it, use ``RunIterator.send``.
 """
 
 from __future__ import annotations
@@ -403,6 +407,22 @@ class _Turn(Generic[T]):
     context: TurnContext[T]
 
 
+@attrs.frozen(eq=False)
+class _PreemptRequest(Generic[T]):
+    """What one ``push`` asked of the running turn."""
+
+    preempt: bool | Callable[[TurnContext[T] | None], bool]
+    safe_point: CancelMode
+    timeout: float | None
+    delay: float | None
+    acknowledged: threading.Event | None
+
+    def resolved(self) -> None:
+        """The request was acted on, or there was nothing to act on."""
+        if self.acknowledged is not None:
+            self.acknowledged.set()
+
+
 @attrs.define(eq=False)
 class _Plan(Generic[T]):
     """A turn ready to run: what it runs and on which items."""
@@ -628,9 +648,11 @@ class TurnLoop(Generic[T]):
         self,
         item: T,
         *,
-        preempt: bool = False,
+        preempt: bool | Callable[[TurnContext[T] | None], bool] = False,
         safe_point: CancelMode = CancelMode.ANY_SAFE_POINT,
         preempt_timeout: float | None = None,
+        preempt_delay: float | None = None,
+        acknowledged: threading.Event | None = None,
     ) -> bool:
         """Add ``item`` for a later turn; ``False`` when the loop stopped (the item is not taken).
 
@@ -648,6 +670,21 @@ class TurnLoop(Generic[T]):
         ``preempt_timeout`` (seconds) stops it at once after that long. The cancel is
         requested when ``push`` returns.
 
+        Eino's push options:
+
+        - ``preempt`` may be a function (Eino's ``WithPushStrategy``): called with the running
+          turn's :class:`TurnContext` (``None`` between turns) when the loop takes the item,
+          under the loop's lock, so the turn it sees is the one a preempt would stop; it
+          returns whether to preempt (e.g. only a turn that handles items of lower
+          priority). It must not call the loop.
+        - ``preempt_delay`` (seconds, Eino's ``WithPreemptDelay``): the item is taken at once,
+          the preempt requested that much later, from the turn that was running when the item
+          was taken: a turn that ended meanwhile is not preempted, nor is a later one. The
+          turn gets a grace period to finish on its own.
+        - ``acknowledged`` (Eino's ack channel): an event set once the preempt request was
+          resolved: the cancel requested from its turn, or nothing to preempt (no turn, the
+          turn ended, the loop ended, ``push`` returned ``False``, no preempt asked).
+
         Raises:
             ValueError: ``safe_point`` is ``CancelMode.IMMEDIATE`` (a preempt waits for a safe
                 point; give ``preempt_timeout`` to bound the wait), or a negative timeout.
@@ -660,6 +697,27 @@ class TurnLoop(Generic[T]):
                 "give preempt_timeout to bound how long it waits for the safe point"
             )
         _check_seconds("preempt_timeout", preempt_timeout)
+        _check_seconds("preempt_delay", preempt_delay)
+        if not (isinstance(preempt, bool) or callable(preempt)):
+            raise AgentKitTypeError(
+                f"preempt is a bool or a function of the running turn (got {preempt!r})"
+            )
+        if acknowledged is not None and not isinstance(acknowledged, threading.Event):
+            raise AgentKitTypeError(
+                f"acknowledged is a threading.Event (got {type(acknowledged).__name__})"
+            )
+        request = _PreemptRequest(
+            preempt, safe_point, preempt_timeout, preempt_delay, acknowledged
+        )
+        taken = False
+        try:
+            taken = self._push(item, request)
+        finally:
+            if not taken:
+                request.resolved()
+        return taken
+
+    def _push(self, item: T, request: _PreemptRequest[T]) -> bool:
         store, checkpoint_id = self.checkpoint_store, self.checkpoint_id
         with self._lock:
             while self._phase is _Phase.RUNNING and store is not None and not self._ready:
@@ -667,7 +725,7 @@ class TurnLoop(Generic[T]):
             if self._phase is _Phase.EXITED or self._stop.committed:
                 return False
             if store is None or checkpoint_id is None or self._phase is _Phase.NEW:
-                self._take(item, preempt, safe_point, preempt_timeout)
+                self._take(item, request)
                 return True
         with self._save_lock:
             with self._lock:
@@ -678,22 +736,49 @@ class TurnLoop(Generic[T]):
             with self._lock:
                 if self._closed():
                     return False  # the loop's end saves what it has, without the item
-                self._take(item, preempt, safe_point, preempt_timeout)
+                self._take(item, request)
         return True
 
     def _closed(self) -> bool:
         """Whether the loop takes no more items (holding the lock)."""
         return self._phase is _Phase.EXITED or self._stop.committed
 
-    def _take(
-        self, item: T, preempt: bool, safe_point: CancelMode, preempt_timeout: float | None
-    ) -> None:
+    def _take(self, item: T, request: _PreemptRequest[T]) -> None:
         """Put ``item`` in the buffer and preempt the turn if asked (holding the lock)."""
         self._buffer.append(item)
         self._wake.notify_all()
         turn = self._turn
-        if preempt and turn is not None and turn.handle.cancel(safe_point, preempt_timeout):
-            turn.context._preempted = True
+        wanted = request.preempt
+        if callable(wanted):
+            wanted = bool(wanted(None if turn is None else turn.context))
+        if not wanted or turn is None:
+            request.resolved()
+            return
+        pool = self._pool
+        if request.delay and pool is not None:
+            pool.spawn(self._preempt_later, turn, request, name="agentkit-turnloop-preempt")
+            return
+        self._preempt(turn, request)
+
+    def _preempt(self, turn: _Turn[T], request: _PreemptRequest[T]) -> None:
+        """Ask ``turn`` to stop for the items waiting (holding the lock)."""
+        try:
+            if turn.handle.cancel(request.safe_point, request.timeout):
+                turn.context._preempted = True
+        finally:
+            request.resolved()
+
+    def _preempt_later(self, turn: _Turn[T], request: _PreemptRequest[T]) -> None:
+        """A delayed preempt: after its delay, stop ``turn`` if it still runs."""
+        try:
+            assert request.delay is not None
+            if self._done.wait(request.delay):
+                return  # the loop ended: nothing to preempt
+            with self._lock:
+                if self._turn is turn:
+                    self._preempt(turn, request)
+        finally:
+            request.resolved()
 
     def stop(
         self,

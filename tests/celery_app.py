@@ -125,6 +125,14 @@ def _slow_script(messages: list[Message]) -> Message | str:
     return f"Finished: {last.content}"
 
 
+def _steered_script(messages: list[Message]) -> Message | str:
+    """Runs the slow step on its input, then answers with the messages sent meanwhile."""
+    if len(messages) == 1:
+        return calls_message(call("slow_step", {"tag": messages[0].content}))
+    sent = [m.content for m in messages[1:] if m.role is Role.USER]
+    return "Heard: " + " | ".join(sent)
+
+
 def _pay_twice_script(messages: list[Message]) -> Message | str:
     """Pays the first payee of "A,B", then the second, then answers."""
     first, second = next(m for m in messages if m.role is Role.USER).content.split(",")
@@ -219,6 +227,12 @@ queue.register(
 queue.register(
     "slow",
     lambda: ChatModelAgent("slow", "slow", ScriptedChatModel(_slow_script), tools=[slow_step]),
+)
+queue.register(
+    "steered",
+    lambda: ChatModelAgent(
+        "steered", "steered", ScriptedChatModel(_steered_script), tools=[slow_step]
+    ),
 )
 queue.register(
     "payer2",

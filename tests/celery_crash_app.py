@@ -75,6 +75,19 @@ def _steps(messages: list[Message]) -> Message | str:
     return f"{tag}: all {STEPS} steps done"
 
 
+def _noted_steps(messages: list[Message]) -> Message | str:
+    """The steps of ``_steps``, answered with the messages sent to the run (AgentQueue.send)."""
+    reply = _steps(messages)
+    if isinstance(reply, Message):
+        return reply
+    notes = [m.content for m in messages if m.role is Role.USER][1:]
+    return f"{reply}; noted: {', '.join(notes)}"
+
+
+queue.register(
+    "noted_stepper",
+    lambda: ChatModelAgent("noted", "steps", ScriptedChatModel(_noted_steps), tools=[step]),
+)
 queue.register(
     "stepper", lambda: ChatModelAgent("stepper", "steps", ScriptedChatModel(_steps), tools=[step])
 )

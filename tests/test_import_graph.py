@@ -27,7 +27,7 @@ LAYERS: list[tuple[str, list[str]]] = [
         ["errors", "_persist", "_lazy", "_jsonable", "_values", "_clock", "_yaml", "_aioloop", "_media", "schema", "_html",
          "_stream_base", "streams",
          "iterators", "_spawn", "cancel", "_scope", "_ctrlc", "_transfer_messages", "limits",
-         "_refresher", "language", "prompts_zh"],
+         "_refresher", "language", "prompts_zh", "_steering"],
     ),
     ("Core types", ["events", "options", "models.base", "conversation.trim"]),
     (

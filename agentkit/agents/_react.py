@@ -963,6 +963,7 @@ class ReactRun:
             self.guards.check_input(state.messages)
         while final is None:
             scope.check()
+            self._take_sent(state)
             final, answered = self._step(state)
         output_key = self.config.output_key
         if output_key is not None and self.frame.session is not None:
@@ -977,6 +978,19 @@ class ReactRun:
             # (a transfer, an exit): that turn stays resumable from its tool round instead,
             # whose resume delivers the result again.
             self._save(state, finished=True)
+
+    def _take_sent(self, state: ReactState) -> None:
+        """Add the messages sent to the run (``RunIterator.send``) before the next model call.
+
+        Here the conversation ends with the input or a finished tool round, never inside a
+        tool call and its result. The emptied inbox is written with this agent's next step.
+        """
+        steering = self.frame.steering
+        if steering is None:
+            return
+        for message in steering.take():
+            state.messages.append(message)
+            self.emit(event_from_message(message, None, Role.USER))
 
     def _step(self, state: ReactState) -> tuple[Message | None, bool]:
         """One model call and the tool round of its reply.

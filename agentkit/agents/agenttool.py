@@ -221,6 +221,7 @@ class AgentTool(BuiltValue):
             progress=progress,
             key=call.call_key if call is not None else frame.key,
             guardrails=frame.guardrails,  # the caller's guardrails check the inner agents too
+            steering=frame.steering,  # a message sent to the run reaches the agent running
         )
         forward = call.forward if call is not None else None
         sink = _InnerSink(forward, list(frame.run_path))

@@ -466,9 +466,12 @@ class FlowAgent(BaseAgent):
                 continue  # a streamed attempt of a model call that was made again
             if message is None:
                 continue
+            # A user message in an agent's turn was sent to the run (RunIterator.send): the
+            # user's words, for every agent.
+            sent = message.role is Role.USER
             if rewriter is not None:
-                entries.append(HistoryEntry(False, record.agent_name, message))
-            elif record.agent_name == name:
+                entries.append(HistoryEntry(sent, "" if sent else record.agent_name, message))
+            elif sent or record.agent_name == name:
                 entries.append(message)
             else:
                 entries.append(rewrite_message(message, record.agent_name))

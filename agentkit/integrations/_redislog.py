@@ -17,6 +17,9 @@ Keys, for ``prefix + run_id`` = ``K``:
   cannot both move a run on.
 * ``K:cancel``: a sealed cancel request; the same text is published on the channel
   ``K:cancel`` for the worker that runs it.
+* ``K:inbox``: a list of sealed messages sent to the run (``AgentQueue.send``), oldest first,
+  capped; the run's worker takes them before its next model call and removes them once its
+  checkpoint holds them.
 * ``prefix + "idempotency:" + digest``: the run a submission's idempotency key started, sealed
   (its digest binds key and owner; see :mod:`agentkit.integrations._idempotency`). It is made
   with the run's record, in one script, and the record's hash names it (field ``idem``), so
@@ -181,6 +184,15 @@ redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return id
 """
 
+# KEYS[1] = the run's inbox (a list of sealed messages); ARGV: the sealed message, how many
+# the inbox holds at most, its time to live in ms. Returns the inbox's length, 0 when full.
+_PUSH_MESSAGE = """
+if redis.call('LLEN', KEYS[1]) >= tonumber(ARGV[2]) then return 0 end
+local length = redis.call('RPUSH', KEYS[1], ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return length
+"""
+
 # KEYS[1] = the idempotency key; ARGV[1] = the value it must still hold to be removed.
 _FORGET_KEY = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
@@ -281,6 +293,7 @@ class RedisRunLog:
         self._create = self._scripts.register(_CREATE)
         self._append = self._scripts.register(_APPEND)
         self._forget_key = self._scripts.register(_FORGET_KEY)
+        self._push_message = self._scripts.register(_PUSH_MESSAGE)
 
     def key(self, run_id: str, suffix: str = "") -> str:
         """The Redis key of ``run_id`` (with ``suffix``: ``:events``, ``:cancel``)."""
@@ -652,6 +665,28 @@ class RedisRunLog:
         with self.client.pipeline() as pipe:
             pipe.set(key, sealed, px=self.ttl_ms)
             pipe.publish(key, sealed)
+            pipe.execute()
+
+    # --- messages sent to a run (AgentQueue.send) ---
+
+    def push_message(self, run_id: str, sealed: str, cap: int) -> bool:
+        """Add a sealed message to the run's inbox; ``False`` when ``cap`` messages wait."""
+        pushed = self._push_message(
+            keys=[self.key(run_id, ":inbox")], args=[sealed, cap, self.ttl_ms]
+        )
+        return bool(pushed)
+
+    def messages(self, run_id: str, limit: int) -> list[str]:
+        """The sealed messages waiting in the run's inbox, oldest first (at most ``limit``)."""
+        items = self.client.lrange(self.key(run_id, ":inbox"), 0, limit - 1)
+        return [_text(item) for item in items]
+
+    def drop_messages(self, run_id: str, sealed: Sequence[str]) -> None:
+        """Remove messages the run took (or refused) from its inbox."""
+        key = self.key(run_id, ":inbox")
+        with self.client.pipeline() as pipe:
+            for text in sealed:
+                pipe.lrem(key, 1, text)
             pipe.execute()
 
     def clear_cancel(self, run_id: str) -> None:

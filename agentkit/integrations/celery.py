@@ -76,11 +76,13 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from agentkit._lazy import present
-from agentkit._options import with_cancel, with_checkpoint_id, with_session_values
+from agentkit._options import steer_through, with_cancel, with_checkpoint_id, with_session_values
 from agentkit._runlog import InlineRun, Summary, publish, summary_of_error
+from agentkit._steering import MAX_QUEUED, Steering, steering_message
 from agentkit.cancel import CancelHandle, CancelMode
 from agentkit.errors import (
     AgentCancelledError,
+    AgentKitRuntimeError,
     AgentKitTypeError,
     AgentKitValueError,
     CheckpointBusyError,
@@ -741,6 +743,40 @@ class AgentQueue:
         self._consumed(record.run_id, record.pending)
         return True
 
+    def send(self, run_id: str, message: str | Message, *, owner: str | None = None) -> bool:
+        """Add a user message to the run before its next model call, from any process;
+        ``False`` unless it is queued or running.
+
+        The message is sealed (as cancel requests are) and kept in Redis with the run's
+        record (key ``<prefix><run id>:inbox``) before this returns; the run's worker takes it
+        before its next model call, writes it into the run's checkpoint and only then drops
+        it from Redis, so a worker that dies does not lose it (the run's next worker takes
+        it). See :meth:`RunIterator.send <agentkit.results.RunIterator.send>` for where the
+        message goes; a message the run ends without using is logged as a warning by its
+        worker, and stays in Redis (until the run's entries expire) for a resume to use. A
+        message sent in the instant between the run's end and its worker recording that end
+        is accepted and left in Redis the same way, without the warning.
+
+        Raises:
+            RunNotFoundError: no run has this id
+                (:class:`~agentkit.integrations.runs.RunOwnerError`: not ``owner``'s).
+            AgentKitTypeError, AgentKitValueError: ``message`` is not a user message of at
+                most 100,000 characters.
+            AgentKitRuntimeError: 32 messages wait for the run already.
+        """
+        checked = steering_message(message)
+        record = self._owned(run_id, owner)
+        if not record.live:
+            return False
+        log = self._log()
+        body = {"run_id": run_id, "id": uuid.uuid4().hex, "message": checked.to_dict()}
+        if not log.push_message(run_id, log.sealer.seal("message", body), MAX_QUEUED):
+            raise AgentKitRuntimeError(
+                f"send(): {MAX_QUEUED} messages wait for run {run_id!r} already; wait for the "
+                "run to use them (their agent entries) before sending more"
+            )
+        return True
+
     def status(self, run_id: str, *, owner: str | None = None) -> dict[str, Any]:
         """The run's state: ``status``, ``agent``, ``worker`` and its ``summary`` once stopped."""
         record = self._owned(run_id, owner)
@@ -1093,15 +1129,17 @@ class AgentQueue:
             _let_go(taken)
             raise
         run_id = order.run_id
+        # Messages sent to the run (send) reach it from Redis, before each model call.
+        steer = steer_through(Steering(_RedisInbox(self._log(), run_id)))
         if order.kind == "resume":
             targets = order.payload["targets"]
             try:
-                return None, runner.resume(run_id, with_cancel(handle), targets=targets)
+                return None, runner.resume(run_id, with_cancel(handle), steer, targets=targets)
             except ValueError:
                 if not redelivered:
                     raise
                 _log.info("agentkit: run %r moved past its resume data; resuming it", run_id)
-                return None, runner.resume(run_id, with_cancel(handle))
+                return None, runner.resume(run_id, with_cancel(handle), steer)
         if isinstance(taken, CheckpointBusyError):
             raise taken
         assert taken is not None  # a fresh order's read takes its lease
@@ -1110,7 +1148,7 @@ class AgentQueue:
             if redelivered and self.store.get(run_id) is not None:
                 lease.release()  # the resume takes its own
                 _log.info("agentkit: run %r was saved by a worker that died; resuming it", run_id)
-                return None, runner.resume(run_id, with_cancel(handle))
+                return None, runner.resume(run_id, with_cancel(handle), steer)
             messages = [Message.from_dict(item) for item in order.payload["messages"]]
             run = InlineRun(
                 runner,
@@ -1122,6 +1160,7 @@ class AgentQueue:
                     with_checkpoint_id(run_id, lease=watcher.hold(lease), save_input=False),
                     with_session_values(order.payload.get("session_values") or {}),
                     with_cancel(handle),
+                    steer,
                 ),
             )
         except BaseException:
@@ -1223,6 +1262,45 @@ class _ReadFirst:
         first, self._first = self._first, None
         return first if first else self._read(after, wait)
 
+
+
+class _RedisInbox:
+    """The messages ``AgentQueue.send`` left in Redis for one run (a ``SteeringSource``).
+
+    Each is opened (sealed for this purpose and deployment) and checked before the run sees
+    it: one that fails, or was sealed for another run, is logged and dropped.
+    """
+
+    def __init__(self, log: RedisRunLog, run_id: str) -> None:
+        self._log = log
+        self._run_id = run_id
+        self._texts: dict[str, str] = {}  # message id -> its sealed text, to drop it by
+
+    def fetch(self) -> list[tuple[str, Message]]:
+        found: list[tuple[str, Message]] = []
+        refused: list[str] = []
+        for sealed in self._log.messages(self._run_id, MAX_QUEUED):
+            try:
+                body = self._log.sealer.open("message", sealed)
+                if body.get("run_id") != self._run_id or not isinstance(body.get("id"), str):
+                    raise SealError(f"it was sealed for run {body.get('run_id')!r}")
+                message = steering_message(Message.from_dict(body["message"]))
+            except Exception as error:
+                _log.error(
+                    "agentkit: dropped a message sent to run %r: %s", self._run_id, error
+                )
+                refused.append(sealed)
+                continue
+            self._texts[body["id"]] = sealed
+            found.append((body["id"], message))
+        if refused:
+            self._log.drop_messages(self._run_id, refused)
+        return found
+
+    def acknowledge(self, ids: Sequence[str]) -> None:
+        texts = [self._texts.pop(key) for key in ids if key in self._texts]
+        if texts:
+            self._log.drop_messages(self._run_id, texts)
 
 
 def _let_go(lease: Lease | CheckpointBusyError | None) -> None:

@@ -55,9 +55,10 @@ from typing import Any, Protocol
 import attrs
 
 from agentkit._lazy import present
-from agentkit._options import with_cancel, with_checkpoint_id, with_session_values
+from agentkit._options import steer_through, with_cancel, with_checkpoint_id, with_session_values
 from agentkit._runctx import check_cancelled
 from agentkit._runlog import Append, InlineRun, Published, publish, summary_of_error
+from agentkit._steering import Steering
 from agentkit.cancel import CancelHandle, CancelMode
 from agentkit.errors import AgentKitValueError
 from agentkit.integrations._errors import (
@@ -362,6 +363,7 @@ class _LocalRun:
     interrupts: list[str] = attrs.Factory(list)
     summary: dict[str, Any] | None = None
     handle: CancelHandle | None = None
+    steering: Steering | None = None  # where send() reaches the run while it is live
     thread: threading.Thread | None = None
     idempotency: tuple[str, str] | None = None  # the key as stored, and the request's digest
 
@@ -511,12 +513,13 @@ class LocalRuns:
                 raise
         values = dict(session_values or {})
 
-        def start(handle: CancelHandle, append: Append) -> Published:
+        def start(handle: CancelHandle, steering: Steering, append: Append) -> Published:
             # In the run's thread (Runner.invoke), with no thread of its own behind it.
             options = (
                 with_checkpoint_id(run_id),
                 with_session_values(values),
                 with_cancel(handle),
+                steer_through(steering),
             )
             return InlineRun(runner, messages, options).publish(append)
 
@@ -550,8 +553,11 @@ class LocalRuns:
         after = run.log.last_id()
         wanted = dict(targets or {})
 
-        def start(handle: CancelHandle, append: Append) -> Published:
-            return publish(runner.resume(run_id, with_cancel(handle), targets=wanted), append)
+        def start(handle: CancelHandle, steering: Steering, append: Append) -> Published:
+            resumed = runner.resume(
+                run_id, with_cancel(handle), steer_through(steering), targets=wanted
+            )
+            return publish(resumed, append)
 
         self._start(run_id, run, start)
         return after
@@ -584,6 +590,28 @@ class LocalRuns:
             on_close=run.log.wake,
             is_live=is_live,
         )
+
+    def send(self, run_id: str, message: str | Message, *, owner: str | None = None) -> bool:
+        """Add a user message to the run before its next model call; ``False`` when it is not
+        queued or running.
+
+        Safe from any thread: see :meth:`RunIterator.send <agentkit.results.RunIterator.send>`
+        for where the message goes and how it is kept (a message the run ends without using
+        is logged as a warning; the run's log has an ``agent`` entry, a user message, for each
+        message it used).
+
+        Raises:
+            RunNotFoundError: no run has this id (:class:`RunOwnerError`: not ``owner``'s).
+            AgentKitTypeError, AgentKitValueError: ``message`` is not a user message of at
+                most 100,000 characters.
+            AgentKitRuntimeError: 32 messages wait for the run's next model call already.
+        """
+        run = self._run(run_id, owner)
+        with self._lock:
+            steering = run.steering if run.status in ("queued", "running") else None
+        if steering is None:
+            return False
+        return steering.send(message)
 
     def cancel(
         self, run_id: str, mode: CancelMode = CancelMode.IMMEDIATE, *, owner: str | None = None
@@ -700,11 +728,16 @@ class LocalRuns:
             run.log.wake()
 
     def _start(
-        self, run_id: str, run: _LocalRun, start: Callable[[CancelHandle, Append], Published]
+        self,
+        run_id: str,
+        run: _LocalRun,
+        start: Callable[[CancelHandle, Steering, Append], Published],
     ) -> None:
         handle = CancelHandle()
+        steering = Steering()
         previous = run.thread
         run.handle = handle
+        run.steering = steering
         run.status = "queued"
 
         def work() -> None:
@@ -714,7 +747,7 @@ class LocalRuns:
             run.log.append("status", {"status": "started"})
             tail: list[tuple[str, dict[str, Any]]] = []
             try:
-                published = start(handle, run.log.append)
+                published = start(handle, steering, run.log.append)
                 summary, tail = published.summary, published.tail
             except Exception as error:  # resume refused: busy, consumed, bad targets
                 summary = summary_of_error(error)
@@ -728,6 +761,8 @@ class LocalRuns:
                     run.log.append(kind, data)
                 run.log.append("end", summary)
                 run.handle = None
+                run.steering = None
+                steering.close()  # a run that never started takes nothing more
                 if self._runs.get(run_id) is run:
                     self._stopped[run_id] = time.monotonic()
                     self._stopped.move_to_end(run_id)

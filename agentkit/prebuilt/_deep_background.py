@@ -293,6 +293,7 @@ class TaskManager:
             progress=None,
             resume=None,
             tool=ToolCallFrame(name=f"background {task.kind}", call_id=task.id, options={}),
+            steering=None,  # a message sent to the run is for the agent the user talks to
         )
         wake = _Wake(lambda: scope.request_cancel(CancelMode.IMMEDIATE))
         try:
