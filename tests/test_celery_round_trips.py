@@ -65,7 +65,7 @@ def test_a_start_is_one_round_trip_with_its_first_entry_and_the_cancel_request(
     sealed = log.sealer.seal("cancel", {"run_id": "run-1", "stops": 0, "mode": "immediate"})
     log.request_cancel("run-1", sealed)
     sent.clear()
-    record, text, requested = log.start(
+    record, text, requested, _ = log.start(
         "run-1", _running, [("status", {"status": "started"})], known
     )
     assert len(sent) == 1
@@ -79,7 +79,7 @@ def test_a_start_without_a_cancel_request_or_with_a_stale_record(log: RedisRunLo
     stale = _new_run(log, "run-2")
     log.update("run-2", lambda record: attrs.evolve(record, worker="elsewhere"))
     # The record changed since it was read: the start reads it again, and still applies.
-    record, _, requested = log.start("run-2", _running, [("status", {"n": 1})], stale)
+    record, _, requested, _ = log.start("run-2", _running, [("status", {"n": 1})], stale)
     assert requested is None
     assert record.status == "running" and log.record("run-2")[0] == record
     assert [entry.data for entry in log.read("run-2", None, 0)][1:] == [{"n": 1}]

@@ -145,6 +145,11 @@ class Watcher:
         self._next_refresh = 0.0
         self.next_key_check = 0.0
         self.reason: str | None = None  # "user", "shutdown" or "lease lost"
+        # Whether messages sent to the run (AgentQueue.send) may wait in its Redis inbox: set
+        # by the hub when one is published (and after the hub could not listen, or at its key
+        # checks), taken by the run before a model call, so that a run nobody writes to reads
+        # no inbox (see take_mail). True at first: a message sent before the run started.
+        self._mail = True
 
     def start(self, *, check: bool = True) -> bool:
         """Register the run with the hub; ``True`` if the hub listens for its cancels now.
@@ -184,6 +189,17 @@ class Watcher:
             self._next_refresh = now + self._lease_ttl / 3
             self._lease = lease
         return _HubLease(self, lease)
+
+    def take_mail(self) -> bool:
+        """Whether the run's inbox may hold messages now (cleared by the call: a message
+        published after it sets it again, so none is missed between the call and the read
+        that follows it)."""
+        mail, self._mail = self._mail, False
+        return mail
+
+    def mail(self) -> None:
+        """A message may wait in the run's inbox (called by the hub)."""
+        self._mail = True
 
     def offer(self, sealed: str) -> None:
         """A sealed cancel request for this run: cancel it if the request is valid."""
@@ -384,7 +400,8 @@ class WatchHub:
         self.log = log
         prefix = log.prefix
         self._prefix = prefix
-        self._pattern = _glob_escape(prefix) + "*" + _CANCEL
+        # The runs' cancel requests and the notices of messages sent to them (AgentQueue.send).
+        self._pattern = _glob_escape(prefix) + "*"
         self._lock = threading.Lock()
         # Watchers by run id: a list, since a task delivered twice to one process (the
         # second is refused by the run's lease) registers a second watcher for a while.
@@ -517,7 +534,15 @@ class WatchHub:
 
     def _deliver(self, message: dict[str, Any]) -> None:
         channel = _text(message.get("channel"))
-        if not (channel.startswith(self._prefix) and channel.endswith(_CANCEL)):
+        if not channel.startswith(self._prefix):
+            return
+        if channel.endswith(_INBOX):
+            with self._lock:
+                watchers = list(self._runs.get(channel[len(self._prefix) : -len(_INBOX)], ()))
+            for watcher in watchers:
+                watcher.mail()
+            return
+        if not channel.endswith(_CANCEL):
             return
         with self._lock:
             watchers = list(self._runs.get(channel[len(self._prefix) : -len(_CANCEL)], ()))
@@ -540,6 +565,8 @@ class WatchHub:
         """Read the stored cancel requests of ``watchers`` (one round trip) and offer them."""
         if not watchers:
             return
+        for watcher in watchers:
+            watcher.mail()  # a notice may have been missed (not listening, or lost): read once
         log = self.log
         with log.client.pipeline(transaction=False) as pipe:
             for watcher in watchers:
@@ -551,6 +578,7 @@ class WatchHub:
 
 
 _CANCEL = ":cancel"
+_INBOX = ":inbox"
 _SUBSCRIBE_WAIT = 10.0
 
 

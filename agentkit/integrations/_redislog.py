@@ -145,7 +145,7 @@ for i = 5, #ARGV, 2 do
                'data', ARGV[i + 1])
 end
 redis.call('PEXPIRE', KEYS[2], ARGV[3])
-return {1, redis.call('GET', KEYS[3])}
+return {1, redis.call('GET', KEYS[3]), redis.call('LLEN', KEYS[4])}
 """
 
 # KEYS[1] = the idempotency key, KEYS[2] = the new run's record hash, KEYS[3] = its stream.
@@ -190,6 +190,7 @@ _PUSH_MESSAGE = """
 if redis.call('LLEN', KEYS[1]) >= tonumber(ARGV[2]) then return 0 end
 local length = redis.call('RPUSH', KEYS[1], ARGV[1])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
+redis.call('PUBLISH', KEYS[1], '1')
 return length
 """
 
@@ -529,18 +530,25 @@ class RedisRunLog:
         change: Callable[[RunRecord], RunRecord],
         entries: Sequence[tuple[str, dict[str, Any]]],
         known: tuple[RunRecord, str] | None = None,
-    ) -> tuple[RunRecord, str, str | None]:
+    ) -> tuple[RunRecord, str, str | None, bool]:
         """Record a run's start (``change`` of its record) and append its first ``entries``,
-        atomically; read its stored cancel request in the same round trip.
+        atomically; read its stored cancel request and whether messages wait in its inbox in
+        the same round trip.
 
-        Returns the record as it is now, its sealed text and the sealed cancel request stored
-        for the run (or ``None``). ``known``: as for :meth:`replace` (the first try expects its
-        sealed text unread). ``change`` may raise to refuse the start.
+        Returns the record as it is now, its sealed text, the sealed cancel request stored
+        for the run (or ``None``) and whether messages sent to it wait. ``known``: as for
+        :meth:`replace` (the first try expects its sealed text unread). ``change`` may raise
+        to refuse the start.
         """
         fields: list[str] = []
         for kind, data in entries:
             fields += [kind, json.dumps(data, ensure_ascii=False)]
-        keys = [self.key(run_id), self.key(run_id, ":events"), self.key(run_id, ":cancel")]
+        keys = [
+            self.key(run_id),
+            self.key(run_id, ":events"),
+            self.key(run_id, ":cancel"),
+            self.key(run_id, ":inbox"),
+        ]
         for _ in range(_CAS_TRIES):
             if known is None:
                 record, sealed = self.record(run_id)
@@ -553,7 +561,8 @@ class RedisRunLog:
             )
             if int(reply[0]) == 1:
                 requested = reply[1] if len(reply) > 1 else None
-                return new, replacement, None if requested is None else _text(requested)
+                waiting = len(reply) > 2 and int(reply[2]) > 0
+                return new, replacement, None if requested is None else _text(requested), waiting
         raise RunStateError(
             f"the record of run {run_id!r} changed {_CAS_TRIES} times while the run started; "
             "try again"

@@ -1009,12 +1009,8 @@ class AgentQueue:
                     # The "running" mark, the first entry and the stored cancel request: one
                     # round trip. A retry after a lost reply reads the record again (its set may
                     # have passed).
-                    tries = iter([known])
-                    record, sealed, requested = patiently(
-                        lambda: log.start(
-                            run_id, _mark_running(order, worker), started, next(tries, None)
-                        ),
-                        "records a run",
+                    record, sealed, requested = _record_start(
+                        log, watcher, listening, _mark_running(order, worker), started, known
                     )
                     known = (record, sealed)
                 except TaskMessageError as error:
@@ -1130,7 +1126,7 @@ class AgentQueue:
             raise
         run_id = order.run_id
         # Messages sent to the run (send) reach it from Redis, before each model call.
-        steer = steer_through(Steering(_RedisInbox(self._log(), run_id)))
+        steer = steer_through(Steering(_RedisInbox(self._log(), run_id, watcher)))
         if order.kind == "resume":
             targets = order.payload["targets"]
             try:
@@ -1271,12 +1267,15 @@ class _RedisInbox:
     it: one that fails, or was sealed for another run, is logged and dropped.
     """
 
-    def __init__(self, log: RedisRunLog, run_id: str) -> None:
+    def __init__(self, log: RedisRunLog, run_id: str, watcher: Watcher) -> None:
         self._log = log
         self._run_id = run_id
+        self._watcher = watcher  # says whether a message may wait (no read when none was sent)
         self._texts: dict[str, str] = {}  # message id -> its sealed text, to drop it by
 
     def fetch(self) -> list[tuple[str, Message]]:
+        if not self._watcher.take_mail():
+            return []
         found: list[tuple[str, Message]] = []
         refused: list[str] = []
         for sealed in self._log.messages(self._run_id, MAX_QUEUED):
@@ -1307,6 +1306,33 @@ def _let_go(lease: Lease | CheckpointBusyError | None) -> None:
     """Release a lease taken with a run's record for an order that is not run."""
     if lease is not None and not isinstance(lease, CheckpointBusyError):
         lease.release()
+
+
+def _record_start(
+    log: RedisRunLog,
+    watcher: Watcher,
+    listening: bool,
+    change: Callable[[RunRecord], RunRecord],
+    entries: list[tuple[str, dict[str, Any]]],
+    known: tuple[RunRecord, str],
+) -> tuple[RunRecord, str, str | None]:
+    """Record the run's start (:meth:`RedisRunLog.start`); return its record, sealed text
+    and stored cancel request.
+
+    The same round trip says whether messages were sent to the run before it started: the
+    watcher then lets the run read its inbox at its first model call; later ones are announced
+    to the watcher by the hub once it listens (a run nobody writes to reads no inbox). A retry
+    after a lost reply reads the record again (its set may have passed).
+    """
+    tries = iter([known])
+    if listening:
+        watcher.take_mail()
+    record, sealed, requested, mail = patiently(
+        lambda: log.start(watcher.run_id, change, entries, next(tries, None)), "records a run"
+    )
+    if mail:
+        watcher.mail()
+    return record, sealed, requested
 
 
 def _mark_running(order: _Order, worker: str) -> Callable[[RunRecord], RunRecord]:
