@@ -49,7 +49,9 @@ if "TEST_VISIBILITY_TIMEOUT" in os.environ:  # the restart load: as the scaling-
         "unacked_restore_interval": 1,
         "unacked_restore_throttle": 1,
     }
-LEASE_TTL = 3.0  # short: a task delivered again while its run is held comes back this soon
+# Short: a task delivered again while its run is held comes back this soon. A test whose
+# outage must not outlast the lease (a Redis restart) sets TEST_LEASE_TTL.
+LEASE_TTL = float(os.environ.get("TEST_LEASE_TTL", "3.0"))
 # Run logs, records and checkpoints live in REDIS_URL too, unless RUNS_REDIS_URL names another
 # Redis (a test restarts that one alone; the broker stays up).
 queue = AgentQueue(
