@@ -83,14 +83,10 @@ def test_a_dropped_or_put_point_is_declared_whole_again() -> None:
     progress.declare(child, Tally(["x"], 1))
     progress.declare(("agent:A",), {"step": 1}, done=[child])  # a value that is no attrs class
     progress.declare(child, Tally(["x", "y"], 1))  # a new turn of B: its point is new
-    progress.commit([PutPoint(child, Tally([], 0))])
-    progress.declare(child, Tally(["z"], 0))
     assert writes.commits == [
         [PutPoint(child, Tally(["x"], 1))],
         [DropPoints(child), PutPoint(("agent:A",), {"step": 1})],
         [PutPoint(child, Tally(["x", "y"], 1))],
-        [PutPoint(child, Tally([], 0))],
-        [PutPoint(child, Tally(["z"], 0))],
     ]
 
 
@@ -188,15 +184,11 @@ def test_a_durable_chat_model_agent_writes_each_step_as_a_delta() -> None:
 
 
 def test_built_in_agents_declare_through_the_public_run_api() -> None:
-    for name in ("_react.py", "flow.py", "workflow.py", "_workflow_base.py"):
-        source = (AGENTS / name).read_text(encoding="utf-8")
-        assert "agentkit._progress" not in source, name
-        assert "frame.progress" not in source and "Progress" not in source, name
-    for name in ("flow.py", "workflow.py", "_workflow_base.py", "deterministic.py"):
-        assert "journal.record(" not in (AGENTS / name).read_text(encoding="utf-8"), name
-    react = (AGENTS / "_react.py").read_text(encoding="utf-8")
-    # the ReAct loop records only an unfinished call's question (a root cause, like interrupt())
-    assert react.count("journal.record(") == 1
+    # (tests/test_builtin_privates.py scans agents/ and prebuilt/ for it, with the AST)
+    for path in sorted(AGENTS.glob("*.py")):
+        source = path.read_text(encoding="utf-8")
+        assert "agentkit._progress" not in source, path.name
+        assert "frame.progress" not in source and "journal." not in source, path.name
 
 
 def test_a_durable_run_cut_by_a_base_exception_keeps_its_last_step() -> None:
