@@ -37,7 +37,7 @@ from agentkit._runctx import (
 )
 from agentkit._scope import RunScope
 from agentkit.cancel import CancelMode
-from agentkit.errors import ResumeError
+from agentkit.errors import AgentKitRuntimeError, ResumeError
 from agentkit.events import (
     Agent,
     AgentAction,
@@ -457,6 +457,10 @@ class AgentRun:
         block the next :meth:`save_state` writes the state whole. Outside a durable run the
         block does nothing: save the history in the state at a stop.
 
+        Raises:
+            AgentKitRuntimeError: this run's history is kept already (the history of the
+                run itself is, in the checkpoint's own history field).
+
         Args:
             field: the name of a list field of the state this agent saves.
             index: the position, in that field, of the list the entries go to.
@@ -488,8 +492,15 @@ class _KeptHistory:
 
     def __enter__(self) -> None:
         frame = self.frame
-        if frame.progress is not None:
-            frame.progress.track(frame.log, frame.address, self.field, self.index)
+        progress = frame.progress
+        if progress is not None and not progress.track(
+            frame.log, frame.address, self.field, self.index
+        ):
+            raise AgentKitRuntimeError(
+                f"keep_history({self.field!r}): this run's history is kept already (it is "
+                "the run's own history, or a keep_history block on it is open); keep a "
+                "history only for a run whose children record into a history of its own"
+            )
 
     def __exit__(self, *exc_info: object) -> None:
         frame = self.frame

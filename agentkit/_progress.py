@@ -189,14 +189,18 @@ class Progress:
         index: int | None = None,
         *,
         written: int | None = None,
-    ) -> None:
-        """Write the entries ``log`` records to ``field`` of the state at ``address``.
+    ) -> bool:
+        """Write the entries ``log`` records to ``field`` of the state at ``address``; return
+        ``False`` (and change nothing) if ``log`` is written somewhere already.
 
         ``written``: how many of its entries the image holds already (default: all it has).
         """
         done = log.size() if written is None else written
         with self._lock:
+            if id(log) in self._cursors:
+                return False
             self._cursors[id(log)] = _Cursor(log, address, field, index, done)
+            return True
 
     def untrack(self, log: LogLike) -> None:
         """Stop writing ``log`` (its component returned): the next declaration at its address

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import pytest
 
 from agentkit import (
     AgentEvent,
@@ -33,8 +34,10 @@ from agentkit._progress import (
     PutPoint,
     SetField,
 )
+from agentkit._runctx import EventLog, RecordedEvent
 from agentkit.checkpoint import InMemoryCheckPointStore
 from agentkit.checkpoint.serializer import PickleSerializer
+from agentkit.errors import AgentKitRuntimeError
 from agentkit.testing import ScriptedChatModel, call, calls_message
 from tests.durable_support import copy_of
 
@@ -99,6 +102,54 @@ def test_a_declaration_that_is_not_flushed_rides_with_the_next_write() -> None:
     assert writes.commits == [
         [PutPoint(("agent:A",), Tally(["a"], 1)), PutPoint(("agent:B",), Tally([], 0))]
     ]
+
+
+@attrs.define
+class Branches:
+    """A composite's state with a history the writer keeps (like a Parallel's lanes)."""
+
+    lanes: list[list[str]]
+    unfinished: list[int]
+
+
+def test_a_kept_history_is_written_by_the_writer_and_left_out_of_deltas() -> None:
+    writes = Writes()
+    progress = Progress(writes)
+    address = ("agent:P",)
+    lane = EventLog()
+    assert progress.track(lane, address, "lanes", 0)
+    assert not progress.track(lane, address, "history")  # one place per history
+    state = Branches(lanes=[[]], unfinished=[0])
+    progress.declare(address, state, flush=False)
+    lane.append(RecordedEvent.of(AgentEvent(agent_name="B", run_path=[]), ()))
+    # the lane's entry rides with the next write; the declared lanes (stale now) do not
+    progress.declare(address, Branches(lanes=[[]], unfinished=[]), lane)
+    [first] = writes.commits
+    assert [type(op) for op in first] == [PutPoint, ExtendField, SetField]
+    extended = first[1]
+    assert isinstance(extended, ExtendField)
+    assert (extended.field, extended.index, len(extended.items)) == ("lanes", 0, 1)
+    assert first[2] == SetField(address, "unfinished", [])
+    progress.untrack(lane)
+    progress.declare(address, Branches(lanes=[[]], unfinished=[]))
+    # what was written of the field is not what was declared: put whole again
+    assert writes.commits[1] == [PutPoint(address, Branches(lanes=[[]], unfinished=[]))]
+
+
+class _KeepsItsOwnHistory(BaseAgent):
+    name = "Keeper"
+    description = "keeps the run's own history"
+
+    def execute(self, run: AgentRun) -> None:
+        with run.keep_history("history"):
+            run.save_state(Tally([], 0))
+
+
+def test_keep_history_refuses_the_history_the_run_keeps_already() -> None:
+    store = InMemoryCheckPointStore()
+    runner = Runner(_KeepsItsOwnHistory(), checkpoint_store=store, durability="step")
+    with pytest.raises(AgentKitRuntimeError, match="kept already"):
+        runner.invoke("go", with_checkpoint_id("k"))
 
 
 class Counting(BaseAgent):
