@@ -58,10 +58,11 @@ class _DurableBranches:
         self.lanes = lanes
         self.lock = threading.Lock()
         self.unfinished = list(state.unfinished)
-        self.kept = contextlib.ExitStack()
-        for index, lane in enumerate(lanes):
-            self.kept.enter_context(lane.keep_history("lanes", index))
-        run.save_state(state, flush=False)
+        with contextlib.ExitStack() as kept:
+            for index, lane in enumerate(lanes):
+                kept.enter_context(lane.keep_history("lanes", index))
+            run.save_state(state, flush=False)
+            self.kept = kept.pop_all()  # kept until joined()
 
     def finished(
         self, index: int, lane: AgentRun, state: Callable[[list[int]], ParallelState]
