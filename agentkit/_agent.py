@@ -18,6 +18,7 @@ import contextvars
 import os
 import threading
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 import attrs
@@ -36,7 +37,7 @@ from agentkit._runctx import (
 )
 from agentkit._scope import RunScope
 from agentkit.cancel import CancelMode
-from agentkit.errors import ResumeError
+from agentkit.errors import AgentKitRuntimeError, ResumeError
 from agentkit.events import (
     Agent,
     AgentAction,
@@ -60,6 +61,7 @@ __all__ = [
     "AgentRun",
     "at_frame",
     "BaseAgent",
+    "call_run",
     "EventSink",
     "Turn",
     "execute_agent",
@@ -440,6 +442,71 @@ class AgentRun:
         if progress is not None:
             progress.declare(address, state, frame.log, done=gone, flush=flush, sync=sync)
 
+    def keep_history(self, field: str, index: int | None = None) -> AbstractContextManager[None]:
+        """Within the ``with`` block, have the writer keep this run's history in ``field`` of
+        this agent's saved state, for a composite whose children record into a history of
+        their own rather than the run's (a Parallel's branch, an agent tool's inner run).
+
+        In a durable run (:attr:`durable`), each write made in the block (the agent's
+        :meth:`save_state`, its children's) carries the entries recorded in this run's
+        history since the previous write, appended to the list ``field`` of the state saved
+        here (with ``index``, to the list at that position of it), so the saved history
+        never runs behind the saved points. The field is the writer's in the block: the
+        block's first :meth:`save_state` writes the value given in it whole (make it the
+        history as it is when the block starts), later ones leave the field out. After the
+        block the next :meth:`save_state` writes the state whole. Outside a durable run the
+        block does nothing: save the history in the state at a stop.
+
+        Raises:
+            AgentKitRuntimeError: this run's history is kept already (the history of the
+                run itself is, in the checkpoint's own history field).
+
+        Args:
+            field: the name of a list field of the state this agent saves.
+            index: the position, in that field, of the list the entries go to.
+        """
+        return _KeptHistory(self._frame, field, index)
+
+    def discard_state(self) -> None:
+        """Forget what was saved at and below this agent: it handled its stop and went on
+        (a failure turned into a message, a call that is made again), so a stop of the run
+        does not resume it there.
+
+        A durable run's store keeps what was written there until the agent above saves
+        with this one done with (:meth:`run_child` and ``save_state(completed=...)`` do
+        that): a process that dies in between goes on here, from the last step written.
+        """
+        frame = self._frame
+        frame.journal.discard_under(frame.address)
+
+
+class _KeptHistory:
+    """The ``with`` block of :meth:`AgentRun.keep_history`."""
+
+    __slots__ = ("field", "frame", "index")
+
+    def __init__(self, frame: RunFrame, field: str, index: int | None) -> None:
+        self.frame = frame
+        self.field = field
+        self.index = index
+
+    def __enter__(self) -> None:
+        frame = self.frame
+        progress = frame.progress
+        if progress is not None and not progress.track(
+            frame.log, frame.address, self.field, self.index
+        ):
+            raise AgentKitRuntimeError(
+                f"keep_history({self.field!r}): this run's history is kept already (it is "
+                "the run's own history, or a keep_history block on it is open); keep a "
+                "history only for a run whose children record into a history of its own"
+            )
+
+    def __exit__(self, *exc_info: object) -> None:
+        frame = self.frame
+        if frame.progress is not None:
+            frame.progress.untrack(frame.log)
+
 
 class _ChildWatch:
     """Passes a child's events on, noting its last one and whether it stopped the run."""
@@ -548,6 +615,23 @@ def at_frame(run: AgentRun, frame: RunFrame) -> AgentRun:
         downstream=run._downstream,
         transfer_targets=run._targets,
     )
+
+
+class _NoEvents:
+    """The sink of a run that saves and sends nothing (:func:`call_run`)."""
+
+    __slots__ = ()
+
+    def send(self, item: AgentEvent) -> None:
+        raise AssertionError(f"a tool call's run sends no events (got {item!r})")
+
+
+def call_run(frame: RunFrame) -> AgentRun:
+    """The run of the tool call at ``frame`` (framework-internal): what the code around a
+    tool call (the ReAct loop, an agent tool) saves and drops its state at the call's
+    address with. It sends no events."""
+    return AgentRun(AgentInput(), None, frame.options.for_agent(""), (), frame=frame,
+                    downstream=_NoEvents())
 
 
 def parts_of(run: AgentRun) -> tuple[RunFrame, EventSink, ResumeInfo | None, bool]:

@@ -31,12 +31,13 @@ class InterruptSignal(BaseException):
     swallowed by accident. The framework turns it into an interrupt event.
 
     Attributes:
-        point: the resume point the interrupt recorded.
+        address: where the interrupt's resume point was saved.
     """
 
-    def __init__(self, point: ResumePoint) -> None:
-        super().__init__(f"interrupted at {';'.join(point.address)}")
-        self.point = point
+    def __init__(self, at: ResumePoint | tuple[str, ...]) -> None:
+        address = at.address if isinstance(at, ResumePoint) else at
+        super().__init__(f"interrupted at {';'.join(address)}")
+        self.address = address
 
 
 # --- tools ------------------------------------------------------------------------------------

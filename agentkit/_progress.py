@@ -17,14 +17,15 @@ The design, in full (the Runner's side is :mod:`agentkit._durable`):
   ``()`` is the checkpoint itself (``history``, ``session_values``). The components never
   build ops for their own state. A ChatModelAgent declares after each model reply and each
   tool call, a workflow when it moves to its next child (the finished child's points dropped
-  in the same commit), a flow when it transfers. The components that track a history of
-  their own (a Parallel's lanes, an agent tool's inner run) still put their point and commit
-  ops through :meth:`Progress.commit`. One commit is one unit, never split, so the image
-  always shows a state its components really had.
+  in the same commit), a flow when it transfers, a Parallel when it forks and as each branch
+  finishes, an agent tool when its inner run starts. One commit is one unit, never split, so
+  the image always shows a state its components really had.
 * **History with its owner.** A commit also carries the new entries of the committing
-  frame's history (:meth:`Progress.track` names where each history goes in the image: the
-  run's, a Parallel lane's, an agent tool's inner run's). So the history never runs ahead of
-  the points, and a Parallel branch's events are written by its own commits only.
+  frame's history (:meth:`Progress.track`, through ``AgentRun.keep_history``, names where
+  each history goes in the image: the run's, a Parallel lane's, an agent tool's inner
+  run's). So the history never runs ahead of the points, and a Parallel branch's events are
+  written by its own commits only. A field a history is kept in is the writer's: a
+  declaration's delta leaves it out (its first put holds it whole).
 * **Session values** that changed since the last record (a new value object under a key)
   ride on every commit. A value changed in place is written when its key is set again or at
   the next full save; set values with ``add_session_value`` to have them saved with the step.
@@ -188,19 +189,26 @@ class Progress:
         index: int | None = None,
         *,
         written: int | None = None,
-    ) -> None:
-        """Write the entries ``log`` records to ``field`` of the state at ``address``.
+    ) -> bool:
+        """Write the entries ``log`` records to ``field`` of the state at ``address``; return
+        ``False`` (and change nothing) if ``log`` is written somewhere already.
 
         ``written``: how many of its entries the image holds already (default: all it has).
         """
         done = log.size() if written is None else written
         with self._lock:
+            if id(log) in self._cursors:
+                return False
             self._cursors[id(log)] = _Cursor(log, address, field, index, done)
+            return True
 
     def untrack(self, log: LogLike) -> None:
-        """Stop writing ``log`` (its component finished; its point was dropped)."""
+        """Stop writing ``log`` (its component returned): the next declaration at its address
+        is put whole (what was written of the field is not what was declared there)."""
         with self._lock:
-            self._cursors.pop(id(log), None)
+            cursor = self._cursors.pop(id(log), None)
+            if cursor is not None:
+                self._declared.pop(cursor.address, None)
 
     def declare(
         self,
@@ -217,26 +225,9 @@ class Progress:
 
         The commit holds only the delta from the state declared last at ``address`` (see
         :func:`state_delta`; the writer keeps a shallow copy of it), so a step of a long run
-        costs what the step changed. ``log``, ``flush`` and ``sync`` as for :meth:`commit`.
-        """
-        with self._lock:
-            known = self._declared
-            ops: list[Op] = []
-            for gone in done:
-                ops.append(DropPoints(gone))
-                if known:
-                    _forget_under(known, gone)
-            ops.extend(state_delta(address, known.get(address), state))
-            known[address] = written_base(state)
-            self._write(ops, log, flush, sync)
-
-    def commit(
-        self, ops: Sequence[Op], log: LogLike | None = None, *, flush: bool = True,
-        sync: bool = False,
-    ) -> None:
-        """Commit ``ops`` (one unit) and the new entries of ``log``; with ``flush``, write them
-        (and what was committed before without ``flush``) before returning.
-
+        costs what the step changed; a field a history is kept in (:meth:`track`) is left out
+        of the delta. The commit also carries the new entries of ``log``; with ``flush`` it
+        is written (with what was committed before without ``flush``) before this returns.
         ``sync``: the record must survive a power loss too (the start of a call that must not
         run twice unnoticed).
 
@@ -246,17 +237,18 @@ class Progress:
         """
         with self._lock:
             known = self._declared
-            if known:
-                for op in ops:  # the image's points change: what was declared there is gone
-                    if type(op) is DropPoints:
-                        _forget_under(known, op.address)
-                    else:
-                        known.pop(op.address, None)
+            ops: list[Op] = []
+            for gone in done:
+                ops.append(DropPoints(gone))
+                if known:
+                    _forget_under(known, gone)
+            kept = [c.field for c in self._cursors.values() if c.address == address]
+            ops.extend(state_delta(address, known.get(address), state, kept))
+            known[address] = written_base(state)
             self._write(ops, log, flush, sync)
 
     def _write(self, ops: Sequence[Op], log: LogLike | None, flush: bool, sync: bool) -> None:
         """Commit ``ops`` and the new entries of ``log`` (the lock held)."""
-        known = self._declared
         pending = self._pending
         if log is not None:
             for history in log.chain():
@@ -268,7 +260,6 @@ class Progress:
                     pending.append(ExtendField(cursor.address, cursor.field, entries,
                                                cursor.index))
                     cursor.written += len(entries)
-                    known.pop(cursor.address, None)  # no longer what was declared there
         pending.extend(ops)
         if not flush:
             return
@@ -314,7 +305,9 @@ def written_base(state: Any) -> Any:
     ]
 
 
-def state_delta(address: Address, base: Any, new: Any) -> list[Op]:
+def state_delta(
+    address: Address, base: Any, new: Any, kept: Sequence[str] = ()
+) -> list[Op]:
     """The ops that turn the point state written as ``base`` (:func:`written_base`) into
     ``new``.
 
@@ -323,14 +316,15 @@ def state_delta(address: Address, base: Any, new: Any) -> list[Op]:
     added to, a dict that holds the written one's items is merged; anything else is set whole.
     Items are compared by identity, so a list whose items were changed in place, not
     replaced, is not seen as changed. With no ``base`` (or one of another class) the point is
-    put whole.
+    put whole. The fields named in ``kept`` (histories the writer extends itself) are left
+    out.
     """
     if base is None or base[0] is not type(new):
         return [PutPoint(address, new)]
     ops: list[Op] = []
     names, values = _fields_of(type(new))
     for name, before, after in zip(names, base[1], values(new), strict=True):
-        if after is before:
+        if after is before or name in kept:
             continue
         op = _field_delta(address, name, before, after)
         if op is not None:

@@ -97,3 +97,60 @@ def test_the_scan_finds_a_private_read() -> None:
         "agents/probe.py:6: run._frame",
         "agents/probe.py:6: run._downstream",
     ]
+
+
+# --- one persistence path: built-ins save through AgentRun only ---------------------------------
+
+# What only the run's writer may touch: the durable progress and the journal of resume points
+# (agentkit._points may be imported: a resumed component reads its types).
+_PERSISTENCE_MODULES = ("agentkit._progress", "agentkit._durable")
+_PERSISTENCE_ATTRIBUTES = ("journal", "progress")
+
+
+def _persistence_uses(source: str, relative: str) -> list[str]:
+    """The imports of the writer's modules and the reads of a frame's ``journal`` or
+    ``progress`` in ``source`` (the module ``relative``)."""
+    found: list[str] = []
+    for node in ast.walk(ast.parse(source, filename=relative)):
+        if isinstance(node, ast.ImportFrom) and node.module in _PERSISTENCE_MODULES:
+            found.append(f"{relative}:{node.lineno}: from {node.module} import ...")
+        elif isinstance(node, ast.Import):
+            found.extend(
+                f"{relative}:{node.lineno}: import {alias.name}"
+                for alias in node.names
+                if alias.name in _PERSISTENCE_MODULES
+            )
+        elif isinstance(node, ast.Attribute) and node.attr in _PERSISTENCE_ATTRIBUTES:
+            found.append(f"{relative}:{node.lineno}: {ast.unparse(node)}")
+    return sorted(found, key=lambda line: int(line.split(":")[1]))
+
+
+def test_builtins_save_only_through_agent_run() -> None:
+    found: list[str] = []
+    for folder in SCANNED:
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            source = path.read_text(encoding="utf-8")
+            found.extend(_persistence_uses(source, path.relative_to(ROOT).as_posix()))
+    assert not found, (
+        "built-in agents reach the run's persistence directly; save with AgentRun.save_state, "
+        "keep_history and discard_state (a tool call's run: agentkit._agent.call_run):\n"
+        + "\n".join(found)
+    )
+
+
+def test_the_persistence_scan_finds_a_direct_use() -> None:
+    source = (
+        "from agentkit._progress import PutPoint\n"
+        "import agentkit._durable\n"
+        "def go(frame, address):\n"
+        "    frame.journal.record(address, None)\n"
+        "    frame.journal.discard_under(address)\n"
+        "    return frame.progress\n"
+    )
+    assert _persistence_uses(source, "agents/probe.py") == [
+        "agents/probe.py:1: from agentkit._progress import ...",
+        "agents/probe.py:2: import agentkit._durable",
+        "agents/probe.py:4: frame.journal",
+        "agents/probe.py:5: frame.journal",
+        "agents/probe.py:6: frame.progress",
+    ]

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 import attrs
 
+from agentkit._agent import call_run
 from agentkit._runctx import RunFrame, cancellable_sleep
 from agentkit.agents._model_retry import default_backoff
 from agentkit.errors import (
@@ -95,7 +96,7 @@ class AgentToolRetryConfig:
                 if refused or retries >= self.max_retries or not should_retry(error):
                     raise
                 retries += 1
-                frame.journal.discard_under(frame.address)
+                call_run(frame).discard_state()
                 wait = self.backoff(retries)
                 _log.info(
                     "agentkit: agent tool %r runs its agent again (retry %d of %d, in %.2f s): %s",

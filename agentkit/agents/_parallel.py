@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Sequence
+from functools import partial
 
 import attrs
 
 from agentkit._agent import AgentRun, at_frame
 from agentkit._persist import persisted
-from agentkit._progress import DropPoints, Progress, PutPoint, SetField
 from agentkit._runctx import EventLog, RecordedEvent, RunFrame
 from agentkit._spawn import run_in_copy
 from agentkit.agents._workflow_base import WorkflowBase, no_state
@@ -43,53 +44,48 @@ class ParallelState:
 class _DurableBranches:
     """A durable run's view of a Parallel: its point, each lane's history, finished branches.
 
-    The Parallel's point (a :class:`ParallelState`) is put when it forks; each lane's events
-    are written into it by the commits made in that lane; a branch that finishes is taken off
-    ``unfinished`` and its points dropped in one commit, so a resumed run does not run it
-    again, whichever thread ran it (the calling thread's lane included).
+    The Parallel's point (a :class:`ParallelState`) is saved when it forks, each lane's
+    history kept in it (``AgentRun.keep_history``: written by the saves made in that lane); a
+    branch that finishes is taken off ``unfinished`` and its points dropped in one save, so a
+    resumed run does not run it again, whichever thread ran it (the calling thread's lane
+    included).
     """
 
-    __slots__ = ("address", "lanes", "lock", "progress", "unfinished")
+    __slots__ = ("kept", "lanes", "lock", "run", "unfinished")
 
-    def __init__(
-        self, progress: Progress, frame: RunFrame, state: ParallelState, lanes: list[EventLog]
-    ) -> None:
-        self.progress = progress
-        self.address = frame.address
+    def __init__(self, run: AgentRun, state: ParallelState, lanes: list[AgentRun]) -> None:
+        self.run = run
         self.lanes = lanes
         self.lock = threading.Lock()
         self.unfinished = list(state.unfinished)
-        for index, lane in enumerate(lanes):
-            progress.track(lane, frame.address, "lanes", index)
-        progress.commit([PutPoint(frame.address, state)], frame.log, flush=False)
+        with contextlib.ExitStack() as kept:
+            for index, lane in enumerate(lanes):
+                kept.enter_context(lane.keep_history("lanes", index))
+            run.save_state(state, flush=False)
+            self.kept = kept.pop_all()  # kept until joined()
 
-    def finished(self, index: int, child_name: str) -> None:
-        """Branch ``index`` ran to its end: commit it (its lane's last events with it)."""
+    def finished(
+        self, index: int, lane: AgentRun, state: Callable[[list[int]], ParallelState]
+    ) -> None:
+        """Branch ``index`` ran to its end in ``lane`` (its child done with there): save it
+        (the lane's last events with it). ``state(unfinished)``: the branches as they are
+        now (the lanes are left out of the write: they are written as they grow)."""
         with self.lock:
             self.unfinished.remove(index)
-            unfinished = list(self.unfinished)
-            self.progress.commit(
-                [
-                    DropPoints((*self.address, f"agent:{child_name}")),
-                    SetField(self.address, "unfinished", unfinished),
-                ],
-                self.lanes[index],
-            )
+            lane.save_state(state(list(self.unfinished)))
 
     def joined(self) -> None:
         """Every branch returned (finished or stopped): stop writing the lanes."""
-        for lane in self.lanes:
-            self.progress.untrack(lane)
+        self.kept.close()
 
-    def completed(self, frame: RunFrame) -> None:
+    def completed(self) -> None:
         """Every branch finished and the lanes joined the history: the Parallel is done.
 
         Its point stays, with no lanes and no unfinished branch (a resumed run has nothing to
         do there), until its parent moves on: an empty image would read as a run that never
         started. The joined history is written with it.
         """
-        done = ParallelState(lanes=[[] for _ in self.lanes], unfinished=[])
-        self.progress.commit([PutPoint(self.address, done)], frame.log)
+        self.run.save_state(ParallelState(lanes=[[] for _ in self.lanes], unfinished=[]))
 
 
 class _LockedSink:
@@ -208,20 +204,19 @@ class ParallelAgent(WorkflowBase):
             # Resumable: the resumed Parallel starts the branches it was about to start.
             self._stop_at(run, state)
             raise
-        durable = None
-        if frame.progress is not None:
-            durable = _DurableBranches(frame.progress, frame, state, lanes)
+        on_lanes = [at_frame(run, attrs.evolve(frame, log=lane)) for lane in lanes]
+        durable = _DurableBranches(run, state, on_lanes) if run.durable else None
         downstream = run.forward
         shared = _LockedSink(downstream)
         branches = {index: _BranchSink(shared) for index in todo}
 
         def branch(index: int) -> None:
             child = self._children[index]
-            on_lane = at_frame(run, attrs.evolve(frame, log=lanes[index]))
+            on_lane = on_lanes[index]
             self._run_child(on_lane, (), child, branches[index].send,
                             resume is not None and index in resumed)
             if durable is not None and branches[index].finished:
-                durable.finished(index, child.name)
+                durable.finished(index, on_lane, partial(self._state, lanes))
 
         try:
             failures = self._run_branches(frame, todo, branch)
@@ -238,7 +233,7 @@ class ParallelAgent(WorkflowBase):
         if not unfinished:
             frame.log.commit(lanes)
             if durable is not None:
-                durable.completed(frame)
+                durable.completed()
             return
         # Lanes are not committed: the resumed Parallel gets them back from its state.
         self._stop_at(run, self._state(lanes, unfinished), bool(interrupts) and not cancels)

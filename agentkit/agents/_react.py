@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
-from agentkit._agent import AgentRun, frame_of, record_event, send_recorded
+from agentkit._agent import AgentRun, call_run, frame_of, record_event, send_recorded
 from agentkit._interrupt import InterruptSignal, ToolRoundState
 from agentkit._observe import CallEstimate, RunInfo, UsageLedger, fire
 from agentkit._points import PointResume
@@ -1292,7 +1292,7 @@ class ReactRun:
                 ):
                     # It started before the run stopped and did not finish: ask, or act on
                     # the answer (an interrupt or a bad answer ends the call here).
-                    decided = self._unfinished(call, call_frame)
+                    decided = self._unfinished(call, call_frame, tool_frame)
                     if isinstance(decided, str):
                         self._put_result(tool_message(decided, call.id, name), index, put)
                         return
@@ -1317,7 +1317,7 @@ class ReactRun:
                     text = policy.failed(error, call)
                     # Handled: what stopped inside the call (an agent tool's inner run) is
                     # over, so nothing there is resumed.
-                    frame.journal.discard_under(tool_frame.address)
+                    call_run(tool_frame).discard_state()
                     self._put_failure(text, call, index, put)
                     return
             message = policy.limit(message, self.config.name)
@@ -1349,7 +1349,9 @@ class ReactRun:
             return self.hooks.invoke_tool(tool, call, use_stream, call_frame, index, put)
         return self.invoke(tool, call, use_stream, call_frame, index, put), use_stream
 
-    def _unfinished(self, call: ToolCall, call_frame: ToolCallFrame) -> ToolCall | str:
+    def _unfinished(
+        self, call: ToolCall, call_frame: ToolCallFrame, tool_frame: RunFrame
+    ) -> ToolCall | str:
         """A call that started before the run stopped and did not finish, of a tool that is not
         idempotent: interrupt with an :class:`~agentkit.UnfinishedToolCall`, or act on the
         decision the run was resumed with (the call to run, or the result to give instead)."""
@@ -1381,8 +1383,8 @@ class ReactRun:
             if arguments == call.function.arguments:
                 return call
             return attrs.evolve(call, function=FunctionCall(name, arguments))
-        address = (*self.frame.address, f"tool:{name}:{call.id}")
-        raise InterruptSignal(self.frame.journal.record(address, info, info, root=True))
+        call_run(tool_frame).save_state(info, info=info, root_cause=True, flush=False)
+        raise InterruptSignal(tool_frame.address)
 
     def _put_result(self, message: Message, index: int, put: Callable[[ToolItem], object]
                     ) -> None:

@@ -8,11 +8,10 @@ from typing import Any
 
 import attrs
 
-from agentkit._agent import run_agent
+from agentkit._agent import call_run, run_agent
 from agentkit._interrupt import InterruptSignal
 from agentkit._lazy import present
 from agentkit._persist import persisted
-from agentkit._progress import PutPoint
 from agentkit._runctx import EventLog, RecordedEvent, RunFrame, Session, current_frame
 from agentkit._scope import RunScope
 from agentkit._values import BuiltValue
@@ -201,58 +200,49 @@ class AgentTool(BuiltValue):
             root_input = state.root_input
             log = EventLog()
             log.restore(state.history)
-        progress = frame.progress
-        inner_frame = RunFrame(
-            scope=frame.scope,
+        inner_frame = attrs.evolve(
+            frame,  # the same scope, journal, writer, observers, guardrails (the caller's
+            # guardrails check the inner agents too) and steering, at the call's address
             log=log,
-            journal=frame.journal,
             session=frame.session if frame.session is not None else Session(),
             root_input=root_input,
             run_path=(),
-            address=frame.address,
+            tool=None,
             resume=frame.resume if state is not None else None,
-            observers=frame.observers,
             # The run's options, and those given for this tool (with_agent_tool_run_options).
             options=(
                 frame.options.for_agent_tool(call.agent_name, self._info.name)
                 if call is not None
                 else frame.options
             ),
-            progress=progress,
             key=call.call_key if call is not None else frame.key,
-            guardrails=frame.guardrails,  # the caller's guardrails check the inner agents too
-            steering=frame.steering,  # a message sent to the run reaches the agent running
         )
         forward = call.forward if call is not None else None
         sink = _InnerSink(forward, list(frame.run_path))
         place = inner_frame.at_agent(RunStep(self._flow.name))
         info = None if state is None else ResumeInfo(enable_streaming=root_input.enable_streaming)
-        if progress is not None:
-            # The inner run's point (its input and, as its commits come, its history): a call
-            # a crash cut short goes on inside the inner run.
-            history = [record.checkpointable() for record in log.own()]
-            progress.track(log, frame.address, "history")
-            progress.commit(
-                [PutPoint(frame.address, _AgentToolState(root_input, history))], flush=False
-            )
-        try:
+        # The tool call's own run: it saves the inner run's point at the call's address.
+        saves = call_run(inner_frame)
+        with saves.keep_history("history"):
+            if saves.durable:
+                # The inner run's point (its input and, as its saves come, its history): a
+                # call a crash cut short goes on inside the inner run.
+                history = [record.checkpointable() for record in log.own()]
+                saves.save_state(_AgentToolState(root_input, history), flush=False)
             run_agent(self._flow, place, sink, root_input, info)
-        finally:
-            if progress is not None:
-                progress.untrack(log)
         if sink.interrupted or sink.error is not None:
             # The inner run stopped: keep its input and history, so that resuming the caller
             # goes on inside the inner run instead of starting it again.
             history = [record.checkpointable() for record in log.visible()]
             saved = _AgentToolState(root_input=root_input, history=history)
             shown = "agent tool interrupt" if sink.interrupted else None
-            point = frame.journal.record(frame.address, saved, shown)
+            saves.save_state(saved, info=shown, flush=False)
             if sink.interrupted:
-                raise InterruptSignal(point)
+                raise InterruptSignal(frame.address)
             assert sink.error is not None
             raise sink.error
         # The inner run completed: what it declared as it went (AgentRun.save_state) is over.
-        frame.journal.discard_under(frame.address)
+        saves.discard_state()
         if sink.last is not None:
             message = sink.last.get_message()
         elif state is not None:

@@ -17,6 +17,7 @@ from agentkit._agent import (
     AgentRun,
     EventSink,
     Turn,
+    at_frame,
     frame_of,
     open_run,
     run_agent,
@@ -24,7 +25,6 @@ from agentkit._agent import (
     turn_of,
 )
 from agentkit._persist import persisted
-from agentkit._progress import PutPoint
 from agentkit._runctx import EventLog, RecordedEvent, RunFrame
 from agentkit.agents.flow import FlowAgent
 from agentkit.errors import AgentCancelledError, AgentConfigError, ResumeError
@@ -200,20 +200,14 @@ class DeterministicTransferAgent(FlowAgent):
             run_path = run_path[:-1]
         inner = attrs.evolve(frame, log=history, run_path=run_path).at_agent(RunStep(flow.name))
         watcher = _Watcher(sink_of(run), hold_interrupts=True)
-        progress = frame.progress
-        if progress is not None:
-            # The hosted flow's own history is this node's point, written as the flow commits.
-            own = [record.checkpointable() for record in history.own()]
-            progress.track(history, frame.address, "history")
-            progress.commit(
-                [PutPoint(frame.address, DeterministicTransferState(history=own))], flush=False
-            )
-        try:
+        hosting = at_frame(run, attrs.evolve(frame, log=history))
+        with hosting.keep_history("history"):
+            if run.durable:
+                # The hosted flow's own history is this node's point, written as the flow saves.
+                own = [record.checkpointable() for record in history.own()]
+                hosting.save_state(DeterministicTransferState(history=own), flush=False)
             run_agent(flow, inner, watcher, AgentInput(enable_streaming=run.streaming), info,
                       named=bool(run.run_path))
-        finally:
-            if progress is not None:
-                progress.untrack(history)
         held = watcher.interrupt
         if held is None and not watcher.cancelled:
             self._transfer(run, watcher.last, watcher.stopped, False)
@@ -251,8 +245,7 @@ class DeterministicTransferAgent(FlowAgent):
                 return
         if failed:
             # The agent failed; its turn passes on all the same, so its failure is handled.
-            frame = frame_of(run)
-            frame.journal.discard_under(frame.address)
+            run.discard_state()
         for name in self._to_agent_names:
             call, result = gen_transfer_messages(name)
             run.emit(event_from_message(call, None, Role.ASSISTANT))
