@@ -34,6 +34,8 @@ import attrs
 from agentkit import _prompts_zh as zh
 from agentkit._language import resolve
 from agentkit.agents._model_retry import ModelRetryConfig
+from agentkit.backends import Backend, BackendError
+from agentkit.backends._offload import is_pointer, offload_path, pointer
 from agentkit.errors import AgentKitTypeError, AgentKitValueError
 from agentkit.middleware import AgentMiddleware, ModelState
 from agentkit.models.base import ChatModel, ModelOptions
@@ -45,9 +47,11 @@ from agentkit.schema import (
     system_message,
     user_message,
 )
+from agentkit.tools.base import ToolCallInfo
 
 __all__ = [
     "SUMMARY_INSTRUCTION",
+    "ClearPreCommit",
     "Finalize",
     "SummarizationMiddleware",
     "SummaryHook",
@@ -244,12 +248,18 @@ class SummarizationMiddleware(AgentMiddleware):
             self.after_summarize(before, tuple(state.messages))
 
 
-ToolRule = Literal["truncate", "clear", "keep"]
+ToolRule = Literal["truncate", "clear", "offload", "keep"]
 """What :class:`ToolResultReductionMiddleware` does to one tool's long older results:
-``"truncate"`` cuts them to ``max_chars``, ``"clear"`` replaces them by a note, ``"keep"``
-leaves them whole."""
+``"truncate"`` cuts them to ``max_chars``, ``"clear"`` replaces them by a note, ``"offload"``
+writes them to the middleware's backend and replaces them by where they are (as
+:class:`~agentkit.middlewares.OffloadLargeResults` does), ``"keep"`` leaves them whole."""
 
-_RULES = ("truncate", "clear", "keep")
+ClearPreCommit = Callable[[Sequence[Message], Sequence[Message]], Sequence[Message] | None]
+"""``before_commit(before, after) -> messages | None``: sees the conversation before and after
+a reduction, before it is committed (Eino's ``ClearPreCommit``). ``None`` commits ``after``;
+a list of messages is committed instead (``before`` itself vetoes the reduction)."""
+
+_RULES = ("truncate", "clear", "offload", "keep")
 _CUT = "cut to save context]"
 
 
@@ -262,18 +272,32 @@ class ToolResultReductionMiddleware(AgentMiddleware):
     call happened and what it was about.
 
     ``rules`` chooses per tool, as Eino's reduction does per tool: ``{"read_file": "clear",
-    "search": "truncate", "get_plan": "keep"}`` (a :data:`ToolRule`); tools it does not name
-    follow ``drop``. To move large results to files instead, see
+    "search": "truncate", "fetch": "offload", "get_plan": "keep"}`` (a :data:`ToolRule`);
+    tools it does not name follow ``drop``. ``"offload"`` writes the whole result to
+    ``backend`` (at ``offload_path(call)``, by default ``large_tool_result/<call id>``) and the
+    model gets where it is and its first lines, the pointer
+    :class:`~agentkit.middlewares.OffloadLargeResults` gives (the agent needs a ``read_file``
+    tool over the same backend to read it back); a result the backend refuses is truncated
+    instead. To offload every large result as soon as a tool returns it, use
     :class:`~agentkit.middlewares.OffloadLargeResults`.
+
+    ``before_commit`` (Eino's ``ClearPreCommit``) sees each reduction before it holds and may
+    change it or veto it; the files of offloaded results are written only for what it
+    commits.
 
     Args:
         max_chars: the longest older tool result kept whole.
         keep_last: how many of the latest tool results are never cut.
         drop: replace long older results by a note instead of cutting them.
         rules: a :data:`ToolRule` by tool name.
+        backend: where ``"offload"`` writes results (needed when a rule is ``"offload"``).
+        offload_path: ``offload_path(call) -> str``, where to write the result of ``call``
+            (a :class:`~agentkit.ToolCallInfo`).
+        before_commit: a :data:`ClearPreCommit` hook.
 
     Raises:
-        ValueError: a setting out of range, or a rule that is not a :data:`ToolRule`.
+        ValueError: a setting out of range, a rule that is not a :data:`ToolRule`, or an
+            ``"offload"`` rule without a backend.
     """
 
     def __init__(
@@ -283,6 +307,9 @@ class ToolResultReductionMiddleware(AgentMiddleware):
         keep_last: int = 2,
         drop: bool = False,
         rules: Mapping[str, ToolRule] | None = None,
+        backend: Backend | None = None,
+        offload_path: Callable[[ToolCallInfo], str] | None = None,
+        before_commit: ClearPreCommit | None = None,
     ) -> None:
         if isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 0:
             raise AgentKitValueError(f"max_chars must be an int >= 0 (got {max_chars!r})")
@@ -295,39 +322,109 @@ class ToolResultReductionMiddleware(AgentMiddleware):
                     f"the rule for tool {tool_name!r} is {rule!r}; a rule is one of "
                     f"{', '.join(map(repr, _RULES))}"
                 )
+            if rule == "offload" and backend is None:
+                raise AgentKitValueError(
+                    f"the rule for tool {tool_name!r} is 'offload', which needs a backend to "
+                    "write to: pass backend=... (the one the agent's read_file tool reads)"
+                )
+        if backend is not None and not isinstance(backend, Backend):
+            raise AgentKitTypeError(f"backend must be a Backend (got {backend!r})")
+        for name, hook in (("offload_path", offload_path), ("before_commit", before_commit)):
+            if hook is not None and not callable(hook):
+                raise AgentKitTypeError(f"{name} must be a function (got {hook!r})")
         self.max_chars = max_chars
         self.keep_last = keep_last
         self.drop = drop
         self.rules: Mapping[str, ToolRule] = given
+        self.backend = backend
+        self.offload_path = offload_path
+        self.before_commit = before_commit
 
     def before_model(self, state: ModelState) -> None:
         """Cut the long older tool results of the conversation."""
         results = [i for i, message in enumerate(state.messages) if message.role is Role.TOOL]
         older = results[: len(results) - self.keep_last] if self.keep_last else results
-        changed = False
         messages = list(state.messages)
         default: ToolRule = "clear" if self.drop else "truncate"
+        offloads: list[tuple[int, Message, str, str]] = []  # index, pointer, path, whole text
         for index in older:
             message = messages[index]
             rule = self.rules.get(message.tool_name, default)
-            length = len(message.content)
-            if rule == "keep" or length <= self.max_chars or message.content.endswith(_CUT):
-                continue  # short, kept by its rule, or cut already (at an earlier call)
-            clear = rule == "clear"
-            note = f"[tool result of {length:,} characters, {_CUT}"
-            content = note if clear else f"{message.content[: self.max_chars]}\n{note}"
-            if message.parts:  # the media stay, unless the whole result is dropped
-                media = (
-                    () if clear else tuple(p for p in message.parts if type(p) is not TextPart)
-                )
-                messages[index] = attrs.evolve(
-                    message, content="", parts=(TextPart(content), *media)
-                )
+            text = message.content
+            if (
+                rule == "keep"
+                or len(text) <= self.max_chars
+                or text.endswith(_CUT)
+                or is_pointer(text)
+            ):
+                continue  # short, kept by its rule, or reduced already (at an earlier call)
+            if rule == "offload":
+                call = _call_of(messages[:index], message)
+                path = (self.offload_path or _default_path)(call)
+                reduced = _with_text(message, pointer(path, call.call_id, text), keep_media=True)
+                offloads.append((index, reduced, path, text))
             else:
-                messages[index] = attrs.evolve(message, content=content)
-            changed = True
-        if changed:
-            state.messages = messages
+                reduced = self._cut(message, clear=rule == "clear")
+            messages[index] = reduced
+        if not any(a is not b for a, b in zip(messages, state.messages, strict=True)):
+            return
+        committed = messages
+        if self.before_commit is not None:
+            chosen = self.before_commit(tuple(state.messages), tuple(messages))
+            if chosen is not None:
+                committed = list(chosen)
+                if not all(isinstance(message, Message) for message in committed):
+                    raise AgentKitTypeError(
+                        "ToolResultReductionMiddleware before_commit must return a list of "
+                        f"Message or None (got {chosen!r})"
+                    )
+        if offloads and self.backend is not None:
+            self._write(offloads, committed, state.messages)
+        state.messages = committed
+
+    def _write(
+        self,
+        offloads: Sequence[tuple[int, Message, str, str]],
+        committed: list[Message],
+        before: Sequence[Message],
+    ) -> None:
+        """Write the offloaded results ``committed`` holds; truncate those the backend refuses."""
+        assert self.backend is not None
+        for index, reduced, path, text in offloads:
+            for position, message in enumerate(committed):
+                if message is not reduced:
+                    continue
+                try:
+                    self.backend.write(path, text)
+                except (OSError, BackendError):
+                    committed[position] = self._cut(before[index], clear=False)
+
+    def _cut(self, message: Message, *, clear: bool) -> Message:
+        """``message`` cut to ``max_chars`` (or, ``clear``, only a note) with the note."""
+        note = f"[tool result of {len(message.content):,} characters, {_CUT}"
+        text = note if clear else f"{message.content[: self.max_chars]}\n{note}"
+        return _with_text(message, text, keep_media=not clear)
+
+
+def _with_text(message: Message, text: str, *, keep_media: bool) -> Message:
+    """``message`` with ``text`` as its text (its media kept, when ``keep_media``)."""
+    if not message.parts:
+        return attrs.evolve(message, content=text)
+    media = tuple(p for p in message.parts if type(p) is not TextPart) if keep_media else ()
+    return attrs.evolve(message, content="", parts=(TextPart(text), *media))
+
+
+def _default_path(call: ToolCallInfo) -> str:
+    return offload_path(call.call_id)
+
+
+def _call_of(messages: Sequence[Message], result: Message) -> ToolCallInfo:
+    """The call ``result`` answers, from the assistant message that made it."""
+    for message in reversed(messages):
+        for made in message.tool_calls:
+            if made.id == result.tool_call_id:
+                return ToolCallInfo.from_tool_call(made)
+    return ToolCallInfo(name=result.tool_name, call_id=result.tool_call_id, arguments={})
 
 
 def _keep_pairs(messages: Sequence[Message], split: int) -> int:

@@ -9,9 +9,11 @@ from collections.abc import Sequence
 import pytest
 
 from agentkit import ChatModelAgent, Message, ModelError, ModelRetryConfig, Role, Runner, tool
+from agentkit.backends import InMemoryBackend
 from agentkit.compaction import SummarizationMiddleware, ToolResultReductionMiddleware
 from agentkit.schema import assistant_message, user_message
 from agentkit.testing import ScriptedChatModel, call, calls_message
+from agentkit.tools.base import ToolCallInfo
 
 
 def history(turns: int) -> list[Message]:
@@ -170,5 +172,104 @@ def test_reduction_rules_per_tool() -> None:
 
 
 def test_a_reduction_rule_must_be_known() -> None:
-    with pytest.raises(ValueError, match="the rule for tool 'x' is 'offload'"):
-        ToolResultReductionMiddleware(rules={"x": "offload"})  # type: ignore[dict-item]
+    with pytest.raises(ValueError, match="the rule for tool 'x' is 'shrink'"):
+        ToolResultReductionMiddleware(rules={"x": "shrink"})  # type: ignore[dict-item]
+    with pytest.raises(ValueError, match="'offload', which needs a backend"):
+        ToolResultReductionMiddleware(rules={"x": "offload"})
+
+
+def _search_twice_then(*replies: str | Message) -> ScriptedChatModel:
+    return ScriptedChatModel(
+        [
+            calls_message(call("search", {"query": "q"}, id="c1")),
+            calls_message(call("search", {"query": "z"}, id="c2")),
+            *replies,
+        ]
+    )
+
+
+def _tool_results(model: ScriptedChatModel, turn: int = -1) -> dict[str, str]:
+    messages = model.calls[turn].messages
+    return {m.tool_call_id: m.content for m in messages if m.role is Role.TOOL}
+
+
+def test_reduction_rule_offload_writes_the_result_and_points_to_it() -> None:
+    # Eino's reduction offloads a cleared tool result to its Backend and leaves a pointer.
+    backend = InMemoryBackend()
+    paths: list[tuple[str, object]] = []
+
+    def where(call_info: ToolCallInfo) -> str:
+        paths.append((call_info.name, call_info.arguments))
+        return f"offloaded/{call_info.call_id}.txt"
+
+    model = _search_twice_then(calls_message(call("search", {"query": "y"}, id="c3")), "done")
+    reduction = ToolResultReductionMiddleware(
+        max_chars=50, keep_last=1, rules={"search": "offload"}, backend=backend,
+        offload_path=where,
+    )
+    agent = ChatModelAgent("A", "d", model, tools=[search], middlewares=[reduction])
+    Runner(agent).invoke("go")
+    first = _tool_results(model, 2)["c1"]
+    assert first.startswith(
+        "Tool result too large: the result of tool call c1 was saved in the filesystem at "
+        "offloaded/c1.txt.\n"
+    )
+    assert backend.read("offloaded/c1.txt") == "s" * 500
+    # The pointer is not offloaded again at the next call; the next older result is.
+    last = _tool_results(model)
+    assert last["c1"] == first and last["c2"].startswith("Tool result too large")
+    assert last["c3"] == "s" * 500
+    assert paths == [("search", {"query": "q"}), ("search", {"query": "z"})]
+
+
+def test_reduction_offload_the_backend_refuses_truncates() -> None:
+    backend = InMemoryBackend(max_file_bytes=100)
+    model = _search_twice_then("done")
+    reduction = ToolResultReductionMiddleware(
+        max_chars=50, keep_last=1, rules={"search": "offload"}, backend=backend
+    )
+    Runner(ChatModelAgent("A", "d", model, tools=[search], middlewares=[reduction])).invoke("go")
+    assert _tool_results(model)["c1"].startswith("s" * 50 + "\n[tool result of 500")
+    assert backend.glob("**/*") == []
+
+
+def test_clear_pre_commit_vetoes_or_changes_the_reduction() -> None:
+    # Eino PR #1166: ClearPreCommit sees the cleared messages before they are committed.
+    seen: list[tuple[str, str]] = []
+
+    def veto(before: Sequence[Message], after: Sequence[Message]) -> Sequence[Message]:
+        seen.append((_by_id(before)["c1"][:3], _by_id(after)["c1"][:3]))
+        return before
+
+    backend = InMemoryBackend()
+    model = _search_twice_then("done")
+    reduction = ToolResultReductionMiddleware(
+        max_chars=50, keep_last=1, rules={"search": "offload"}, backend=backend,
+        before_commit=veto,
+    )
+    Runner(ChatModelAgent("A", "d", model, tools=[search], middlewares=[reduction])).invoke("go")
+    assert seen == [("sss", "Too")]
+    assert _tool_results(model)["c1"] == "s" * 500
+    assert backend.glob("**/*") == []   # nothing is written for a vetoed offload
+
+    def tag(before: Sequence[Message], after: Sequence[Message]) -> list[Message]:
+        return [*after[:-1], user_message("[some results were cut]"), after[-1]]
+
+    model = _search_twice_then("done")
+    reduction = ToolResultReductionMiddleware(max_chars=50, keep_last=1, before_commit=tag)
+    Runner(ChatModelAgent("A", "d", model, tools=[search], middlewares=[reduction])).invoke("go")
+    assert [m.content for m in model.calls[-1].messages][-2] == "[some results were cut]"
+    assert _tool_results(model)["c1"].startswith("s" * 50 + "\n[tool result")
+
+    def nothing(before: Sequence[Message], after: Sequence[Message]) -> None:
+        seen.append(("called", ""))
+
+    seen.clear()
+    model = _search_twice_then("done")
+    reduction = ToolResultReductionMiddleware(max_chars=5_000, before_commit=nothing)
+    Runner(ChatModelAgent("A", "d", model, tools=[search], middlewares=[reduction])).invoke("go")
+    assert seen == []   # called only when something is reduced
+
+
+def _by_id(messages: Sequence[Message]) -> dict[str, str]:
+    return {m.tool_call_id: m.content for m in messages if m.role is Role.TOOL}
