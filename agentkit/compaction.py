@@ -26,6 +26,7 @@ Example::
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Literal
 
@@ -73,11 +74,25 @@ SUMMARY_INSTRUCTION = (
 """What the summarizing model is told (``SummarizationMiddleware(instruction=...)``)."""
 
 _SUMMARY_PREFIX = "Summary of the earlier conversation:\n"
+_KEPT_SKILLS_PREAMBLE = (
+    "Skills loaded earlier in the conversation, whose instructions still apply:\n\n"
+)
+_TRANSCRIPT_NOTE = (
+    "\n\nThe whole conversation this summarizes is in the file {path}; read it with the "
+    "read_file tool when a detail is missing."
+)
 
 _TEXTS = {
-    "en": (SUMMARY_INSTRUCTION, _SUMMARY_PREFIX),
-    "zh": (zh.SUMMARY_INSTRUCTION, zh.SUMMARY_PREFIX),
+    "en": (SUMMARY_INSTRUCTION, _SUMMARY_PREFIX, _KEPT_SKILLS_PREAMBLE, _TRANSCRIPT_NOTE),
+    "zh": (zh.SUMMARY_INSTRUCTION, zh.SUMMARY_PREFIX, zh.KEPT_SKILLS_PREAMBLE, zh.TRANSCRIPT_NOTE),
 }
+
+# Set on the messages a summary makes, so that a later summary knows them.
+_KEPT_SKILLS = "agentkit_kept_skills"
+_SUMMARY = "agentkit_summary"
+_SKILL_CUT = "\n[... skill instructions cut ...]"
+_SKILL_TOKENS = 5_000
+_SKILLS_TOKENS = 25_000
 
 
 def approximate_tokens(messages: Sequence[Message]) -> int:
@@ -135,6 +150,22 @@ class SummarizationMiddleware(AgentMiddleware):
             a summary is made (read-only).
         after_summarize: ``after_summarize(before, after)``, called with the conversation
             before and after it (read-only; Eino's ``Callback``).
+        keep_skills: how many of the skills loaded in the summarized messages (by the
+            ``skill_tool`` of :class:`~agentkit.middlewares.SkillMiddleware`) survive the
+            summary (Eino's ``PreserveSkills``): the latest load of each, up to this many of
+            the most recent, each cut to about 5,000 tokens and 25,000 in all, in one user
+            message before the summary; a later summary keeps them again. ``0``: none.
+        skill_tool: the name of the tool that loads skills (default ``"skill"``).
+        transcript_path: where the summarized messages are kept in full (Eino's
+            ``TranscriptFilePath``): the summary tells the model so, to read them back with
+            ``read_file``. With ``backend``, each summary appends the messages it summarizes
+            to that file; without, the path is only named (the caller keeps the file).
+        backend: the :class:`~agentkit.backends.Backend` the transcript is written to. When
+            it refuses the write, the summary is made without naming the file.
+
+    The default summary message is a user message; the messages it replaces go to
+    ``finalize`` when given (the transcript's path is then not added to its summary, as in
+    Eino; the kept skills are).
 
     Raises:
         ValueError: no trigger, or a setting out of range.
@@ -155,7 +186,20 @@ class SummarizationMiddleware(AgentMiddleware):
         finalize: Finalize | None = None,
         before_summarize: Callable[[Sequence[Message]], None] | None = None,
         after_summarize: SummaryHook | None = None,
+        keep_skills: int = 0,
+        skill_tool: str = "skill",
+        transcript_path: str | None = None,
+        backend: Backend | None = None,
     ) -> None:
+        if isinstance(keep_skills, bool) or not isinstance(keep_skills, int) or keep_skills < 0:
+            raise AgentKitValueError(f"keep_skills must be an int >= 0 (got {keep_skills!r})")
+        if backend is not None and not isinstance(backend, Backend):
+            raise AgentKitTypeError(f"backend must be a Backend (got {backend!r})")
+        if backend is not None and not transcript_path:
+            raise AgentKitValueError(
+                "SummarizationMiddleware got a backend but no transcript_path: pass "
+                "transcript_path=... (the file the summarized messages are written to)"
+            )
         for name, value in (
             ("max_tokens", max_tokens),
             ("max_messages", max_messages),
@@ -188,8 +232,12 @@ class SummarizationMiddleware(AgentMiddleware):
         self.keep_last = keep_last
         self.counter = counter
         language = resolve(language)
-        default, self._prefix = _TEXTS[language]
+        default, self._prefix, self._skills_preamble, self._transcript_note = _TEXTS[language]
         self.instruction = default if instruction is None else instruction
+        self.keep_skills = keep_skills
+        self.skill_tool = skill_tool
+        self.transcript_path = transcript_path
+        self.backend = backend
         self.retry = retry
         self.finalize = finalize
         self.before_summarize = before_summarize
@@ -242,10 +290,88 @@ class SummarizationMiddleware(AgentMiddleware):
                     f"{replacement!r})"
                 )
         else:
-            replacement = [user_message(self._prefix + summary.content.strip())]
+            text = self._prefix + summary.content.strip()
+            if self.transcript_path is not None and self._write_transcript(older):
+                text += self._transcript_note.format(path=self.transcript_path)
+            replacement = [_tagged(user_message(text), _SUMMARY, True)]
+        kept = self._kept_skills(older)
+        if kept:
+            replacement.insert(0, kept)
         state.messages = [*messages[:start], *replacement, *messages[split:]]
         if self.after_summarize is not None:
             self.after_summarize(before, tuple(state.messages))
+
+    def _write_transcript(self, older: Sequence[Message]) -> bool:
+        """Append ``older`` (but earlier summaries) to the transcript file; whether it is there."""
+        if self.backend is None or self.transcript_path is None:
+            return True  # only named: the caller keeps the file
+        originals = [m for m in older if _SUMMARY not in m.extra and _KEPT_SKILLS not in m.extra]
+        try:
+            try:
+                written = self.backend.read(self.transcript_path)
+            except FileNotFoundError:
+                written = ""
+            separator = "\n" if written and not written.endswith("\n") else ""
+            self.backend.write(
+                self.transcript_path, f"{written}{separator}{_transcript(originals)}\n"
+            )
+        except (OSError, BackendError):
+            return False
+        return True
+
+    def _kept_skills(self, older: Sequence[Message]) -> Message | None:
+        """The user message that keeps the skills ``older`` loaded, or ``None``."""
+        if not self.keep_skills:
+            return None
+        skills = _loaded_skills(older, self.skill_tool)[-self.keep_skills :]
+        chosen: list[tuple[str, str]] = []
+        total = 0
+        for name, text in reversed(skills):  # the most recent first, within the budget
+            if len(text) > _SKILL_TOKENS * 4:
+                text = text[: _SKILL_TOKENS * 4 - len(_SKILL_CUT)] + _SKILL_CUT
+            if total + len(text) > _SKILLS_TOKENS * 4:
+                break
+            total += len(text)
+            chosen.insert(0, (name, text))
+        if not chosen:
+            return None
+        sections = "\n\n---\n\n".join(f'<skill name="{n}">\n{t}\n</skill>' for n, t in chosen)
+        message = user_message(
+            f"<system-reminder>\n{self._skills_preamble}{sections}\n</system-reminder>"
+        )
+        return _tagged(message, _KEPT_SKILLS, [[n, t] for n, t in chosen])
+
+
+def _tagged(message: Message, key: str, value: object) -> Message:
+    return attrs.evolve(message, extra={**message.extra, key: value})
+
+
+def _loaded_skills(messages: Sequence[Message], tool_name: str) -> list[tuple[str, str]]:
+    """``(name, instructions)`` of the skills ``messages`` loaded (or kept from an earlier
+    summary), the latest load of each, oldest first."""
+    asked: dict[str, str] = {}
+    found: dict[str, str] = {}
+    for message in messages:
+        kept = message.extra.get(_KEPT_SKILLS)
+        if isinstance(kept, (list, tuple)):
+            for pair in kept:
+                if isinstance(pair, (list, tuple)) and len(pair) == 2:
+                    found.pop(str(pair[0]), None)
+                    found[str(pair[0])] = str(pair[1])
+        for made in message.tool_calls:
+            if made.function.name != tool_name:
+                continue
+            try:
+                arguments = json.loads(made.function.arguments or "{}")
+            except (ValueError, RecursionError):
+                continue
+            if isinstance(arguments, dict) and isinstance(arguments.get("skill"), str):
+                asked[made.id] = arguments["skill"]
+        if message.role is Role.TOOL and message.tool_call_id in asked:
+            name = asked[message.tool_call_id]
+            found.pop(name, None)
+            found[name] = message.content
+    return list(found.items())
 
 
 ToolRule = Literal["truncate", "clear", "offload", "keep"]

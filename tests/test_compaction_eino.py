@@ -11,6 +11,7 @@ import pytest
 from agentkit import ChatModelAgent, Message, ModelError, ModelRetryConfig, Role, Runner, tool
 from agentkit.backends import InMemoryBackend
 from agentkit.compaction import SummarizationMiddleware, ToolResultReductionMiddleware
+from agentkit.middlewares import SkillMiddleware
 from agentkit.schema import assistant_message, user_message
 from agentkit.testing import ScriptedChatModel, call, calls_message
 from agentkit.tools.base import ToolCallInfo
@@ -273,3 +274,107 @@ def test_clear_pre_commit_vetoes_or_changes_the_reduction() -> None:
 
 def _by_id(messages: Sequence[Message]) -> dict[str, str]:
     return {m.tool_call_id: m.content for m in messages if m.role is Role.TOOL}
+
+
+# --- summarization: skills kept, the transcript file -------------------------------------------
+
+PDF_SKILL = "---\nname: pdf\ndescription: PDF processing\n---\nAlways check page counts.\n"
+WEB_SKILL = "---\nname: web\ndescription: Web research\n---\nCite every source.\n"
+
+
+def _summaries() -> ScriptedChatModel:
+    made: list[int] = []
+
+    def summarize(messages: list[Message]) -> str:
+        made.append(1)
+        return f"summary {len(made)}"
+
+    return ScriptedChatModel(summarize)
+
+
+def _skill_run(middleware: SummarizationMiddleware, *replies: str | Message) -> ScriptedChatModel:
+    backend = InMemoryBackend({"skills/pdf/SKILL.md": PDF_SKILL, "skills/web/SKILL.md": WEB_SKILL})
+    model = ScriptedChatModel(
+        [
+            calls_message(call("skill", {"skill": "pdf"}, id="s1")),
+            calls_message(call("skill", {"skill": "web"}, id="s2")),
+            *replies,
+        ]
+    )
+    agent = ChatModelAgent(
+        "A", "d", model, middlewares=[SkillMiddleware(backend), middleware]
+    )
+    Runner(agent).invoke([user_message("question 0"), assistant_message("answer 0"),
+                          user_message("read the pdf")])
+    return model
+
+
+def test_summarization_preserve_skills() -> None:
+    # Eino's FinalizerBuilder.PreserveSkills: the skills loaded in the summarized messages come
+    # back as one user message before the summary, and survive a second summary.
+    middleware = SummarizationMiddleware(
+        _summaries(), max_messages=5, keep_last=1, keep_skills=5
+    )
+    model = _skill_run(middleware, calls_message(call("skill", {"skill": "nope"}, id="s3")), "done")
+    # The first summary (of the first three messages) loaded no skill; the second summarized
+    # the pdf skill's load, and the third the web skill's, with the pdf kept from before.
+    assert "<system-reminder>" not in model.calls[1].messages[1].content
+    second = [m.content for m in model.calls[2].messages if m.role is Role.USER]
+    assert second[0].startswith("<system-reminder>\nSkills loaded earlier in the conversation")
+    assert "Always check page counts." in second[0] and "Cite every source." not in second[0]
+    assert second[1] == "Summary of the earlier conversation:\nsummary 2"
+    third = [m.content for m in model.calls[3].messages if m.role is Role.USER]
+    assert third[0].index('<skill name="pdf">') < third[0].index('<skill name="web">')
+    assert "Always check page counts." in third[0] and "Cite every source." in third[0]
+    assert third[1] == "Summary of the earlier conversation:\nsummary 3"
+    assert len(third) == 2   # one skills message, not one per summary
+
+    only_one = SummarizationMiddleware(
+        _summaries(), max_messages=5, keep_last=1, keep_skills=1
+    )
+    model = _skill_run(only_one, calls_message(call("skill", {"skill": "nope"}, id="s3")), "done")
+    first = model.calls[3].messages[1].content
+    assert "Cite every source." in first and "page counts" not in first   # the most recent
+
+    none = SummarizationMiddleware(_summaries(), max_messages=5, keep_last=1)
+    model = _skill_run(none, "done")
+    assert not any("<system-reminder>" in m.content for m in model.calls[-1].messages)
+
+
+def test_summarization_transcript_file_path() -> None:
+    # Eino's TranscriptFilePath: the summary says where the whole conversation is; here the
+    # middleware also writes the summarized messages there (appended, summary after summary).
+    backend = InMemoryBackend()
+    middleware = SummarizationMiddleware(
+        _summaries(), max_messages=5, keep_last=1,
+        transcript_path="history/transcript.md", backend=backend,
+    )
+    model = _skill_run(middleware, calls_message(call("skill", {"skill": "pdf"}, id="s3")), "done")
+    summary = next(m.content for m in model.calls[1].messages if m.role is Role.USER)
+    assert summary == (
+        "Summary of the earlier conversation:\nsummary 1\n\nThe whole conversation this summarizes "
+        "is in the file history/transcript.md; read it with the read_file tool when a detail "
+        "is missing."
+    )
+    written = backend.read("history/transcript.md")
+    assert written.startswith("[user] question 0\n[assistant] answer 0\n[user] read the pdf\n")
+    assert written.count("[tool skill returned]") == 2
+    assert "Summary of the earlier" not in written   # summaries are not written back
+    assert written.count("[user] question 0") == 1   # the later summaries appended
+
+    only_named = SummarizationMiddleware(
+        _summaries(), max_messages=5, keep_last=1, transcript_path="/logs/run.md"
+    )
+    model = _skill_run(only_named, "done")
+    assert "in the file /logs/run.md" in model.calls[-1].messages[1].content
+
+    full = InMemoryBackend(max_file_bytes=10)
+    refused = SummarizationMiddleware(
+        _summaries(), max_messages=5, keep_last=1, transcript_path="t.md",
+        backend=full,
+    )
+    model = _skill_run(refused, "done")
+    assert model.calls[1].messages[1].content == "Summary of the earlier conversation:\nsummary 1"
+
+    with pytest.raises(ValueError, match="no transcript_path"):
+        SummarizationMiddleware(ScriptedChatModel([]), max_messages=5, backend=backend)
