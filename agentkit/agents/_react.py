@@ -655,8 +655,8 @@ class ReactHooks:
 
         def call(messages: list[Message], options: ModelOptions | None) -> Message:
             reply = inner(messages, options)
-            if self.pending and isinstance(reply, Message):
-                reply = self._send(reply)
+            if self.pending and not self.run.streaming and isinstance(reply, Message):
+                reply = self._send(reply)  # the answer guards check what the event shows
             return reply
 
         return call
