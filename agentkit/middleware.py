@@ -256,8 +256,9 @@ class ModelEventSender(AgentMiddleware):
 
     One event is sent per model step, the first time a reply passes this layer (a layer
     outside it that calls again does not send a second). In a streamed run the reply streams
-    as the model sends it, wherever this layer is. Use one per agent. Outside a
-    ChatModelAgent its ``wrap_model`` passes the call on.
+    as the model sends it, wherever this layer is. The agent's answer guardrails check the
+    reply the event shows. Use one per agent. Outside a ChatModelAgent its ``wrap_model``
+    passes the call on.
     """
 
     def wrap_model(self, call: ModelCallable) -> ModelCallable:

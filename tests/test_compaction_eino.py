@@ -378,3 +378,15 @@ def test_summarization_transcript_file_path() -> None:
 
     with pytest.raises(ValueError, match="no transcript_path"):
         SummarizationMiddleware(ScriptedChatModel([]), max_messages=5, backend=backend)
+
+
+def test_summarization_kept_skills_and_transcript_in_chinese() -> None:
+    middleware = SummarizationMiddleware(
+        _summaries(), max_messages=5, keep_last=1, keep_skills=5, language="zh",
+        transcript_path="t.md",
+    )
+    model = _skill_run(middleware, calls_message(call("skill", {"skill": "nope"}, id="s3")), "done")
+    kept, summary = (m.content for m in model.calls[3].messages if m.role is Role.USER)
+    assert kept.startswith("<system-reminder>\n较早对话中加载过的技能")
+    assert summary.startswith("较早对话的总结") and summary.endswith("可用 read_file 工具读取。")
+    assert "summary 3" in summary and "文件 t.md" in summary
