@@ -154,6 +154,10 @@ SUMMARY_INSTRUCTION = (
 
 SUMMARY_PREFIX = "较早对话的总结：\n"
 
+KEPT_SKILLS_PREAMBLE = "较早对话中加载过的技能，其说明仍然有效：\n\n"
+
+TRANSCRIPT_NOTE = "\n\n被总结的完整对话保存在文件 {path} 中；如缺少细节，可用 read_file 工具读取。"
+
 
 # --- skills (agentkit.middlewares.skill) ----------------------------------------------------
 

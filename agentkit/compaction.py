@@ -26,6 +26,7 @@ Example::
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Literal
 
@@ -34,6 +35,8 @@ import attrs
 from agentkit import _prompts_zh as zh
 from agentkit._language import resolve
 from agentkit.agents._model_retry import ModelRetryConfig
+from agentkit.backends import Backend, BackendError
+from agentkit.backends._offload import is_pointer, offload_path, pointer
 from agentkit.errors import AgentKitTypeError, AgentKitValueError
 from agentkit.middleware import AgentMiddleware, ModelState
 from agentkit.models.base import ChatModel, ModelOptions
@@ -45,9 +48,11 @@ from agentkit.schema import (
     system_message,
     user_message,
 )
+from agentkit.tools.base import ToolCallInfo
 
 __all__ = [
     "SUMMARY_INSTRUCTION",
+    "ClearPreCommit",
     "Finalize",
     "SummarizationMiddleware",
     "SummaryHook",
@@ -69,11 +74,25 @@ SUMMARY_INSTRUCTION = (
 """What the summarizing model is told (``SummarizationMiddleware(instruction=...)``)."""
 
 _SUMMARY_PREFIX = "Summary of the earlier conversation:\n"
+_KEPT_SKILLS_PREAMBLE = (
+    "Skills loaded earlier in the conversation, whose instructions still apply:\n\n"
+)
+_TRANSCRIPT_NOTE = (
+    "\n\nThe whole conversation this summarizes is in the file {path}; read it with the "
+    "read_file tool when a detail is missing."
+)
 
 _TEXTS = {
-    "en": (SUMMARY_INSTRUCTION, _SUMMARY_PREFIX),
-    "zh": (zh.SUMMARY_INSTRUCTION, zh.SUMMARY_PREFIX),
+    "en": (SUMMARY_INSTRUCTION, _SUMMARY_PREFIX, _KEPT_SKILLS_PREAMBLE, _TRANSCRIPT_NOTE),
+    "zh": (zh.SUMMARY_INSTRUCTION, zh.SUMMARY_PREFIX, zh.KEPT_SKILLS_PREAMBLE, zh.TRANSCRIPT_NOTE),
 }
+
+# Set on the messages a summary makes, so that a later summary knows them.
+_KEPT_SKILLS = "agentkit_kept_skills"
+_SUMMARY = "agentkit_summary"
+_SKILL_CUT = "\n[... skill instructions cut ...]"
+_SKILL_TOKENS = 5_000
+_SKILLS_TOKENS = 25_000
 
 
 def approximate_tokens(messages: Sequence[Message]) -> int:
@@ -131,6 +150,22 @@ class SummarizationMiddleware(AgentMiddleware):
             a summary is made (read-only).
         after_summarize: ``after_summarize(before, after)``, called with the conversation
             before and after it (read-only; Eino's ``Callback``).
+        keep_skills: how many of the skills loaded in the summarized messages (by the
+            ``skill_tool`` of :class:`~agentkit.middlewares.SkillMiddleware`) survive the
+            summary (Eino's ``PreserveSkills``): the latest load of each, up to this many of
+            the most recent, each cut to about 5,000 tokens and 25,000 in all, in one user
+            message before the summary; a later summary keeps them again. ``0``: none.
+        skill_tool: the name of the tool that loads skills (default ``"skill"``).
+        transcript_path: where the summarized messages are kept in full (Eino's
+            ``TranscriptFilePath``): the summary tells the model so, to read them back with
+            ``read_file``. With ``backend``, each summary appends the messages it summarizes
+            to that file; without, the path is only named (the caller keeps the file).
+        backend: the :class:`~agentkit.backends.Backend` the transcript is written to. When
+            it refuses the write, the summary is made without naming the file.
+
+    The default summary message is a user message; the messages it replaces go to
+    ``finalize`` when given (the transcript's path is then not added to its summary, as in
+    Eino; the kept skills are).
 
     Raises:
         ValueError: no trigger, or a setting out of range.
@@ -151,7 +186,20 @@ class SummarizationMiddleware(AgentMiddleware):
         finalize: Finalize | None = None,
         before_summarize: Callable[[Sequence[Message]], None] | None = None,
         after_summarize: SummaryHook | None = None,
+        keep_skills: int = 0,
+        skill_tool: str = "skill",
+        transcript_path: str | None = None,
+        backend: Backend | None = None,
     ) -> None:
+        if isinstance(keep_skills, bool) or not isinstance(keep_skills, int) or keep_skills < 0:
+            raise AgentKitValueError(f"keep_skills must be an int >= 0 (got {keep_skills!r})")
+        if backend is not None and not isinstance(backend, Backend):
+            raise AgentKitTypeError(f"backend must be a Backend (got {backend!r})")
+        if backend is not None and not transcript_path:
+            raise AgentKitValueError(
+                "SummarizationMiddleware got a backend but no transcript_path: pass "
+                "transcript_path=... (the file the summarized messages are written to)"
+            )
         for name, value in (
             ("max_tokens", max_tokens),
             ("max_messages", max_messages),
@@ -184,8 +232,12 @@ class SummarizationMiddleware(AgentMiddleware):
         self.keep_last = keep_last
         self.counter = counter
         language = resolve(language)
-        default, self._prefix = _TEXTS[language]
+        default, self._prefix, self._skills_preamble, self._transcript_note = _TEXTS[language]
         self.instruction = default if instruction is None else instruction
+        self.keep_skills = keep_skills
+        self.skill_tool = skill_tool
+        self.transcript_path = transcript_path
+        self.backend = backend
         self.retry = retry
         self.finalize = finalize
         self.before_summarize = before_summarize
@@ -238,18 +290,102 @@ class SummarizationMiddleware(AgentMiddleware):
                     f"{replacement!r})"
                 )
         else:
-            replacement = [user_message(self._prefix + summary.content.strip())]
+            text = self._prefix + summary.content.strip()
+            if self.transcript_path is not None and self._write_transcript(older):
+                text += self._transcript_note.format(path=self.transcript_path)
+            replacement = [_tagged(user_message(text), _SUMMARY, True)]
+        kept = self._kept_skills(older)
+        if kept:
+            replacement.insert(0, kept)
         state.messages = [*messages[:start], *replacement, *messages[split:]]
         if self.after_summarize is not None:
             self.after_summarize(before, tuple(state.messages))
 
+    def _write_transcript(self, older: Sequence[Message]) -> bool:
+        """Append ``older`` (but earlier summaries) to the transcript file; whether it is there."""
+        if self.backend is None or self.transcript_path is None:
+            return True  # only named: the caller keeps the file
+        originals = [m for m in older if _SUMMARY not in m.extra and _KEPT_SKILLS not in m.extra]
+        try:
+            try:
+                written = self.backend.read(self.transcript_path)
+            except FileNotFoundError:
+                written = ""
+            separator = "\n" if written and not written.endswith("\n") else ""
+            self.backend.write(
+                self.transcript_path, f"{written}{separator}{_transcript(originals)}\n"
+            )
+        except (OSError, BackendError):
+            return False
+        return True
 
-ToolRule = Literal["truncate", "clear", "keep"]
+    def _kept_skills(self, older: Sequence[Message]) -> Message | None:
+        """The user message that keeps the skills ``older`` loaded, or ``None``."""
+        if not self.keep_skills:
+            return None
+        skills = _loaded_skills(older, self.skill_tool)[-self.keep_skills :]
+        chosen: list[tuple[str, str]] = []
+        total = 0
+        for name, text in reversed(skills):  # the most recent first, within the budget
+            if len(text) > _SKILL_TOKENS * 4:
+                text = text[: _SKILL_TOKENS * 4 - len(_SKILL_CUT)] + _SKILL_CUT
+            if total + len(text) > _SKILLS_TOKENS * 4:
+                break
+            total += len(text)
+            chosen.insert(0, (name, text))
+        if not chosen:
+            return None
+        sections = "\n\n---\n\n".join(f'<skill name="{n}">\n{t}\n</skill>' for n, t in chosen)
+        message = user_message(
+            f"<system-reminder>\n{self._skills_preamble}{sections}\n</system-reminder>"
+        )
+        return _tagged(message, _KEPT_SKILLS, [[n, t] for n, t in chosen])
+
+
+def _tagged(message: Message, key: str, value: object) -> Message:
+    return attrs.evolve(message, extra={**message.extra, key: value})
+
+
+def _loaded_skills(messages: Sequence[Message], tool_name: str) -> list[tuple[str, str]]:
+    """``(name, instructions)`` of the skills ``messages`` loaded (or kept from an earlier
+    summary), the latest load of each, oldest first."""
+    asked: dict[str, str] = {}
+    found: dict[str, str] = {}
+    for message in messages:
+        kept = message.extra.get(_KEPT_SKILLS)
+        if isinstance(kept, (list, tuple)):
+            for pair in kept:
+                if isinstance(pair, (list, tuple)) and len(pair) == 2:
+                    found.pop(str(pair[0]), None)
+                    found[str(pair[0])] = str(pair[1])
+        for made in message.tool_calls:
+            if made.function.name != tool_name:
+                continue
+            try:
+                arguments = json.loads(made.function.arguments or "{}")
+            except (ValueError, RecursionError):
+                continue
+            if isinstance(arguments, dict) and isinstance(arguments.get("skill"), str):
+                asked[made.id] = arguments["skill"]
+        if message.role is Role.TOOL and message.tool_call_id in asked:
+            name = asked[message.tool_call_id]
+            found.pop(name, None)
+            found[name] = message.content
+    return list(found.items())
+
+
+ToolRule = Literal["truncate", "clear", "offload", "keep"]
 """What :class:`ToolResultReductionMiddleware` does to one tool's long older results:
-``"truncate"`` cuts them to ``max_chars``, ``"clear"`` replaces them by a note, ``"keep"``
-leaves them whole."""
+``"truncate"`` cuts them to ``max_chars``, ``"clear"`` replaces them by a note, ``"offload"``
+writes them to the middleware's backend and replaces them by where they are (as
+:class:`~agentkit.middlewares.OffloadLargeResults` does), ``"keep"`` leaves them whole."""
 
-_RULES = ("truncate", "clear", "keep")
+ClearPreCommit = Callable[[Sequence[Message], Sequence[Message]], Sequence[Message] | None]
+"""``before_commit(before, after) -> messages | None``: sees the conversation before and after
+a reduction, before it is committed (Eino's ``ClearPreCommit``). ``None`` commits ``after``;
+a list of messages is committed instead (``before`` itself vetoes the reduction)."""
+
+_RULES = ("truncate", "clear", "offload", "keep")
 _CUT = "cut to save context]"
 
 
@@ -262,18 +398,32 @@ class ToolResultReductionMiddleware(AgentMiddleware):
     call happened and what it was about.
 
     ``rules`` chooses per tool, as Eino's reduction does per tool: ``{"read_file": "clear",
-    "search": "truncate", "get_plan": "keep"}`` (a :data:`ToolRule`); tools it does not name
-    follow ``drop``. To move large results to files instead, see
+    "search": "truncate", "fetch": "offload", "get_plan": "keep"}`` (a :data:`ToolRule`);
+    tools it does not name follow ``drop``. ``"offload"`` writes the whole result to
+    ``backend`` (at ``offload_path(call)``, by default ``large_tool_result/<call id>``) and the
+    model gets where it is and its first lines, the pointer
+    :class:`~agentkit.middlewares.OffloadLargeResults` gives (the agent needs a ``read_file``
+    tool over the same backend to read it back); a result the backend refuses is truncated
+    instead. To offload every large result as soon as a tool returns it, use
     :class:`~agentkit.middlewares.OffloadLargeResults`.
+
+    ``before_commit`` (Eino's ``ClearPreCommit``) sees each reduction before it holds and may
+    change it or veto it; the files of offloaded results are written only for what it
+    commits.
 
     Args:
         max_chars: the longest older tool result kept whole.
         keep_last: how many of the latest tool results are never cut.
         drop: replace long older results by a note instead of cutting them.
         rules: a :data:`ToolRule` by tool name.
+        backend: where ``"offload"`` writes results (needed when a rule is ``"offload"``).
+        offload_path: ``offload_path(call) -> str``, where to write the result of ``call``
+            (a :class:`~agentkit.ToolCallInfo`).
+        before_commit: a :data:`ClearPreCommit` hook.
 
     Raises:
-        ValueError: a setting out of range, or a rule that is not a :data:`ToolRule`.
+        ValueError: a setting out of range, a rule that is not a :data:`ToolRule`, or an
+            ``"offload"`` rule without a backend.
     """
 
     def __init__(
@@ -283,6 +433,9 @@ class ToolResultReductionMiddleware(AgentMiddleware):
         keep_last: int = 2,
         drop: bool = False,
         rules: Mapping[str, ToolRule] | None = None,
+        backend: Backend | None = None,
+        offload_path: Callable[[ToolCallInfo], str] | None = None,
+        before_commit: ClearPreCommit | None = None,
     ) -> None:
         if isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 0:
             raise AgentKitValueError(f"max_chars must be an int >= 0 (got {max_chars!r})")
@@ -295,39 +448,109 @@ class ToolResultReductionMiddleware(AgentMiddleware):
                     f"the rule for tool {tool_name!r} is {rule!r}; a rule is one of "
                     f"{', '.join(map(repr, _RULES))}"
                 )
+            if rule == "offload" and backend is None:
+                raise AgentKitValueError(
+                    f"the rule for tool {tool_name!r} is 'offload', which needs a backend to "
+                    "write to: pass backend=... (the one the agent's read_file tool reads)"
+                )
+        if backend is not None and not isinstance(backend, Backend):
+            raise AgentKitTypeError(f"backend must be a Backend (got {backend!r})")
+        for name, hook in (("offload_path", offload_path), ("before_commit", before_commit)):
+            if hook is not None and not callable(hook):
+                raise AgentKitTypeError(f"{name} must be a function (got {hook!r})")
         self.max_chars = max_chars
         self.keep_last = keep_last
         self.drop = drop
         self.rules: Mapping[str, ToolRule] = given
+        self.backend = backend
+        self.offload_path = offload_path
+        self.before_commit = before_commit
 
     def before_model(self, state: ModelState) -> None:
         """Cut the long older tool results of the conversation."""
         results = [i for i, message in enumerate(state.messages) if message.role is Role.TOOL]
         older = results[: len(results) - self.keep_last] if self.keep_last else results
-        changed = False
         messages = list(state.messages)
         default: ToolRule = "clear" if self.drop else "truncate"
+        offloads: list[tuple[int, Message, str, str]] = []  # index, pointer, path, whole text
         for index in older:
             message = messages[index]
             rule = self.rules.get(message.tool_name, default)
-            length = len(message.content)
-            if rule == "keep" or length <= self.max_chars or message.content.endswith(_CUT):
-                continue  # short, kept by its rule, or cut already (at an earlier call)
-            clear = rule == "clear"
-            note = f"[tool result of {length:,} characters, {_CUT}"
-            content = note if clear else f"{message.content[: self.max_chars]}\n{note}"
-            if message.parts:  # the media stay, unless the whole result is dropped
-                media = (
-                    () if clear else tuple(p for p in message.parts if type(p) is not TextPart)
-                )
-                messages[index] = attrs.evolve(
-                    message, content="", parts=(TextPart(content), *media)
-                )
+            text = message.content
+            if (
+                rule == "keep"
+                or len(text) <= self.max_chars
+                or text.endswith(_CUT)
+                or is_pointer(text)
+            ):
+                continue  # short, kept by its rule, or reduced already (at an earlier call)
+            if rule == "offload":
+                call = _call_of(messages[:index], message)
+                path = (self.offload_path or _default_path)(call)
+                reduced = _with_text(message, pointer(path, call.call_id, text), keep_media=True)
+                offloads.append((index, reduced, path, text))
             else:
-                messages[index] = attrs.evolve(message, content=content)
-            changed = True
-        if changed:
-            state.messages = messages
+                reduced = self._cut(message, clear=rule == "clear")
+            messages[index] = reduced
+        if not any(a is not b for a, b in zip(messages, state.messages, strict=True)):
+            return
+        committed = messages
+        if self.before_commit is not None:
+            chosen = self.before_commit(tuple(state.messages), tuple(messages))
+            if chosen is not None:
+                committed = list(chosen)
+                if not all(isinstance(message, Message) for message in committed):
+                    raise AgentKitTypeError(
+                        "ToolResultReductionMiddleware before_commit must return a list of "
+                        f"Message or None (got {chosen!r})"
+                    )
+        if offloads and self.backend is not None:
+            self._write(offloads, committed, state.messages)
+        state.messages = committed
+
+    def _write(
+        self,
+        offloads: Sequence[tuple[int, Message, str, str]],
+        committed: list[Message],
+        before: Sequence[Message],
+    ) -> None:
+        """Write the offloaded results ``committed`` holds; truncate those the backend refuses."""
+        assert self.backend is not None
+        for index, reduced, path, text in offloads:
+            for position, message in enumerate(committed):
+                if message is not reduced:
+                    continue
+                try:
+                    self.backend.write(path, text)
+                except (OSError, BackendError):
+                    committed[position] = self._cut(before[index], clear=False)
+
+    def _cut(self, message: Message, *, clear: bool) -> Message:
+        """``message`` cut to ``max_chars`` (or, ``clear``, only a note) with the note."""
+        note = f"[tool result of {len(message.content):,} characters, {_CUT}"
+        text = note if clear else f"{message.content[: self.max_chars]}\n{note}"
+        return _with_text(message, text, keep_media=not clear)
+
+
+def _with_text(message: Message, text: str, *, keep_media: bool) -> Message:
+    """``message`` with ``text`` as its text (its media kept, when ``keep_media``)."""
+    if not message.parts:
+        return attrs.evolve(message, content=text)
+    media = tuple(p for p in message.parts if type(p) is not TextPart) if keep_media else ()
+    return attrs.evolve(message, content="", parts=(TextPart(text), *media))
+
+
+def _default_path(call: ToolCallInfo) -> str:
+    return offload_path(call.call_id)
+
+
+def _call_of(messages: Sequence[Message], result: Message) -> ToolCallInfo:
+    """The call ``result`` answers, from the assistant message that made it."""
+    for message in reversed(messages):
+        for made in message.tool_calls:
+            if made.id == result.tool_call_id:
+                return ToolCallInfo.from_tool_call(made)
+    return ToolCallInfo(name=result.tool_name, call_id=result.tool_call_id, arguments={})
 
 
 def _keep_pairs(messages: Sequence[Message], split: int) -> int:

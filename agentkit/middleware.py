@@ -58,6 +58,7 @@ __all__ = [
     "AgentMiddleware",
     "ContentToolInvoke",
     "ModelCallable",
+    "ModelEventSender",
     "ModelState",
     "StreamToolInvoke",
     "ToolEventSender",
@@ -238,6 +239,31 @@ class ToolEventSender(AgentMiddleware):
     def wrap_tool_call(self, call: ToolCallInfo, invoke: ToolInvoke) -> str:
         """Pass the call on (the agent sends the event at this layer)."""
         return invoke(call)
+
+
+class ModelEventSender(AgentMiddleware):
+    """Where a model reply's event is sent in the middleware list (Eino's
+    ``NewEventSenderModelWrapper``).
+
+    By default the event of a whole (not streamed) reply shows what the outermost
+    :meth:`~AgentMiddleware.wrap_model` layer returned. Put one ``ModelEventSender()`` in
+    ``middlewares=[...]`` and the event shows what the layers after it (inner) returned
+    instead; the layers before it (outer) change only what the agent keeps and acts on. For
+    example, to show the model's own reply while the agent goes on with a cleaned one::
+
+        middlewares=[Clean(), ModelEventSender()]   # the event: the model's own reply
+        middlewares=[ModelEventSender(), Clean()]   # the event: the cleaned reply
+
+    One event is sent per model step, the first time a reply passes this layer (a layer
+    outside it that calls again does not send a second). In a streamed run the reply streams
+    as the model sends it, wherever this layer is. The agent's answer guardrails check the
+    reply the event shows. Use one per agent. Outside a ChatModelAgent its ``wrap_model``
+    passes the call on.
+    """
+
+    def wrap_model(self, call: ModelCallable) -> ModelCallable:
+        """Pass the call on (the agent sends the event at this layer)."""
+        return call
 
 
 def set_run_local_value(key: str, value: Any) -> None:

@@ -9,9 +9,12 @@ from collections.abc import Sequence
 import pytest
 
 from agentkit import ChatModelAgent, Message, ModelError, ModelRetryConfig, Role, Runner, tool
+from agentkit.backends import InMemoryBackend
 from agentkit.compaction import SummarizationMiddleware, ToolResultReductionMiddleware
+from agentkit.middlewares import SkillMiddleware
 from agentkit.schema import assistant_message, user_message
 from agentkit.testing import ScriptedChatModel, call, calls_message
+from agentkit.tools.base import ToolCallInfo
 
 
 def history(turns: int) -> list[Message]:
@@ -170,5 +173,220 @@ def test_reduction_rules_per_tool() -> None:
 
 
 def test_a_reduction_rule_must_be_known() -> None:
-    with pytest.raises(ValueError, match="the rule for tool 'x' is 'offload'"):
-        ToolResultReductionMiddleware(rules={"x": "offload"})  # type: ignore[dict-item]
+    with pytest.raises(ValueError, match="the rule for tool 'x' is 'shrink'"):
+        ToolResultReductionMiddleware(rules={"x": "shrink"})  # type: ignore[dict-item]
+    with pytest.raises(ValueError, match="'offload', which needs a backend"):
+        ToolResultReductionMiddleware(rules={"x": "offload"})
+
+
+def _search_twice_then(*replies: str | Message) -> ScriptedChatModel:
+    return ScriptedChatModel(
+        [
+            calls_message(call("search", {"query": "q"}, id="c1")),
+            calls_message(call("search", {"query": "z"}, id="c2")),
+            *replies,
+        ]
+    )
+
+
+def _tool_results(model: ScriptedChatModel, turn: int = -1) -> dict[str, str]:
+    messages = model.calls[turn].messages
+    return {m.tool_call_id: m.content for m in messages if m.role is Role.TOOL}
+
+
+def test_reduction_rule_offload_writes_the_result_and_points_to_it() -> None:
+    # Eino's reduction offloads a cleared tool result to its Backend and leaves a pointer.
+    backend = InMemoryBackend()
+    paths: list[tuple[str, object]] = []
+
+    def where(call_info: ToolCallInfo) -> str:
+        paths.append((call_info.name, call_info.arguments))
+        return f"offloaded/{call_info.call_id}.txt"
+
+    model = _search_twice_then(calls_message(call("search", {"query": "y"}, id="c3")), "done")
+    reduction = ToolResultReductionMiddleware(
+        max_chars=50, keep_last=1, rules={"search": "offload"}, backend=backend,
+        offload_path=where,
+    )
+    agent = ChatModelAgent("A", "d", model, tools=[search], middlewares=[reduction])
+    Runner(agent).invoke("go")
+    first = _tool_results(model, 2)["c1"]
+    assert first.startswith(
+        "Tool result too large: the result of tool call c1 was saved in the filesystem at "
+        "offloaded/c1.txt.\n"
+    )
+    assert backend.read("offloaded/c1.txt") == "s" * 500
+    # The pointer is not offloaded again at the next call; the next older result is.
+    last = _tool_results(model)
+    assert last["c1"] == first and last["c2"].startswith("Tool result too large")
+    assert last["c3"] == "s" * 500
+    assert paths == [("search", {"query": "q"}), ("search", {"query": "z"})]
+
+
+def test_reduction_offload_the_backend_refuses_truncates() -> None:
+    backend = InMemoryBackend(max_file_bytes=100)
+    model = _search_twice_then("done")
+    reduction = ToolResultReductionMiddleware(
+        max_chars=50, keep_last=1, rules={"search": "offload"}, backend=backend
+    )
+    Runner(ChatModelAgent("A", "d", model, tools=[search], middlewares=[reduction])).invoke("go")
+    assert _tool_results(model)["c1"].startswith("s" * 50 + "\n[tool result of 500")
+    assert backend.glob("**/*") == []
+
+
+def test_clear_pre_commit_vetoes_or_changes_the_reduction() -> None:
+    # Eino PR #1166: ClearPreCommit sees the cleared messages before they are committed.
+    seen: list[tuple[str, str]] = []
+
+    def veto(before: Sequence[Message], after: Sequence[Message]) -> Sequence[Message]:
+        seen.append((_by_id(before)["c1"][:3], _by_id(after)["c1"][:3]))
+        return before
+
+    backend = InMemoryBackend()
+    model = _search_twice_then("done")
+    reduction = ToolResultReductionMiddleware(
+        max_chars=50, keep_last=1, rules={"search": "offload"}, backend=backend,
+        before_commit=veto,
+    )
+    Runner(ChatModelAgent("A", "d", model, tools=[search], middlewares=[reduction])).invoke("go")
+    assert seen == [("sss", "Too")]
+    assert _tool_results(model)["c1"] == "s" * 500
+    assert backend.glob("**/*") == []   # nothing is written for a vetoed offload
+
+    def tag(before: Sequence[Message], after: Sequence[Message]) -> list[Message]:
+        return [*after[:-1], user_message("[some results were cut]"), after[-1]]
+
+    model = _search_twice_then("done")
+    reduction = ToolResultReductionMiddleware(max_chars=50, keep_last=1, before_commit=tag)
+    Runner(ChatModelAgent("A", "d", model, tools=[search], middlewares=[reduction])).invoke("go")
+    assert [m.content for m in model.calls[-1].messages][-2] == "[some results were cut]"
+    assert _tool_results(model)["c1"].startswith("s" * 50 + "\n[tool result")
+
+    def nothing(before: Sequence[Message], after: Sequence[Message]) -> None:
+        seen.append(("called", ""))
+
+    seen.clear()
+    model = _search_twice_then("done")
+    reduction = ToolResultReductionMiddleware(max_chars=5_000, before_commit=nothing)
+    Runner(ChatModelAgent("A", "d", model, tools=[search], middlewares=[reduction])).invoke("go")
+    assert seen == []   # called only when something is reduced
+
+
+def _by_id(messages: Sequence[Message]) -> dict[str, str]:
+    return {m.tool_call_id: m.content for m in messages if m.role is Role.TOOL}
+
+
+# --- summarization: skills kept, the transcript file -------------------------------------------
+
+PDF_SKILL = "---\nname: pdf\ndescription: PDF processing\n---\nAlways check page counts.\n"
+WEB_SKILL = "---\nname: web\ndescription: Web research\n---\nCite every source.\n"
+
+
+def _summaries() -> ScriptedChatModel:
+    made: list[int] = []
+
+    def summarize(messages: list[Message]) -> str:
+        made.append(1)
+        return f"summary {len(made)}"
+
+    return ScriptedChatModel(summarize)
+
+
+def _skill_run(middleware: SummarizationMiddleware, *replies: str | Message) -> ScriptedChatModel:
+    backend = InMemoryBackend({"skills/pdf/SKILL.md": PDF_SKILL, "skills/web/SKILL.md": WEB_SKILL})
+    model = ScriptedChatModel(
+        [
+            calls_message(call("skill", {"skill": "pdf"}, id="s1")),
+            calls_message(call("skill", {"skill": "web"}, id="s2")),
+            *replies,
+        ]
+    )
+    agent = ChatModelAgent(
+        "A", "d", model, middlewares=[SkillMiddleware(backend), middleware]
+    )
+    Runner(agent).invoke([user_message("question 0"), assistant_message("answer 0"),
+                          user_message("read the pdf")])
+    return model
+
+
+def test_summarization_preserve_skills() -> None:
+    # Eino's FinalizerBuilder.PreserveSkills: the skills loaded in the summarized messages come
+    # back as one user message before the summary, and survive a second summary.
+    middleware = SummarizationMiddleware(
+        _summaries(), max_messages=5, keep_last=1, keep_skills=5
+    )
+    model = _skill_run(middleware, calls_message(call("skill", {"skill": "nope"}, id="s3")), "done")
+    # The first summary (of the first three messages) loaded no skill; the second summarized
+    # the pdf skill's load, and the third the web skill's, with the pdf kept from before.
+    assert "<system-reminder>" not in model.calls[1].messages[1].content
+    second = [m.content for m in model.calls[2].messages if m.role is Role.USER]
+    assert second[0].startswith("<system-reminder>\nSkills loaded earlier in the conversation")
+    assert "Always check page counts." in second[0] and "Cite every source." not in second[0]
+    assert second[1] == "Summary of the earlier conversation:\nsummary 2"
+    third = [m.content for m in model.calls[3].messages if m.role is Role.USER]
+    assert third[0].index('<skill name="pdf">') < third[0].index('<skill name="web">')
+    assert "Always check page counts." in third[0] and "Cite every source." in third[0]
+    assert third[1] == "Summary of the earlier conversation:\nsummary 3"
+    assert len(third) == 2   # one skills message, not one per summary
+
+    only_one = SummarizationMiddleware(
+        _summaries(), max_messages=5, keep_last=1, keep_skills=1
+    )
+    model = _skill_run(only_one, calls_message(call("skill", {"skill": "nope"}, id="s3")), "done")
+    first = model.calls[3].messages[1].content
+    assert "Cite every source." in first and "page counts" not in first   # the most recent
+
+    none = SummarizationMiddleware(_summaries(), max_messages=5, keep_last=1)
+    model = _skill_run(none, "done")
+    assert not any("<system-reminder>" in m.content for m in model.calls[-1].messages)
+
+
+def test_summarization_transcript_file_path() -> None:
+    # Eino's TranscriptFilePath: the summary says where the whole conversation is; here the
+    # middleware also writes the summarized messages there (appended, summary after summary).
+    backend = InMemoryBackend()
+    middleware = SummarizationMiddleware(
+        _summaries(), max_messages=5, keep_last=1,
+        transcript_path="history/transcript.md", backend=backend,
+    )
+    model = _skill_run(middleware, calls_message(call("skill", {"skill": "pdf"}, id="s3")), "done")
+    summary = next(m.content for m in model.calls[1].messages if m.role is Role.USER)
+    assert summary == (
+        "Summary of the earlier conversation:\nsummary 1\n\nThe whole conversation this summarizes "
+        "is in the file history/transcript.md; read it with the read_file tool when a detail "
+        "is missing."
+    )
+    written = backend.read("history/transcript.md")
+    assert written.startswith("[user] question 0\n[assistant] answer 0\n[user] read the pdf\n")
+    assert written.count("[tool skill returned]") == 2
+    assert "Summary of the earlier" not in written   # summaries are not written back
+    assert written.count("[user] question 0") == 1   # the later summaries appended
+
+    only_named = SummarizationMiddleware(
+        _summaries(), max_messages=5, keep_last=1, transcript_path="/logs/run.md"
+    )
+    model = _skill_run(only_named, "done")
+    assert "in the file /logs/run.md" in model.calls[-1].messages[1].content
+
+    full = InMemoryBackend(max_file_bytes=10)
+    refused = SummarizationMiddleware(
+        _summaries(), max_messages=5, keep_last=1, transcript_path="t.md",
+        backend=full,
+    )
+    model = _skill_run(refused, "done")
+    assert model.calls[1].messages[1].content == "Summary of the earlier conversation:\nsummary 1"
+
+    with pytest.raises(ValueError, match="no transcript_path"):
+        SummarizationMiddleware(ScriptedChatModel([]), max_messages=5, backend=backend)
+
+
+def test_summarization_kept_skills_and_transcript_in_chinese() -> None:
+    middleware = SummarizationMiddleware(
+        _summaries(), max_messages=5, keep_last=1, keep_skills=5, language="zh",
+        transcript_path="t.md",
+    )
+    model = _skill_run(middleware, calls_message(call("skill", {"skill": "nope"}, id="s3")), "done")
+    kept, summary = (m.content for m in model.calls[3].messages if m.role is Role.USER)
+    assert kept.startswith("<system-reminder>\n较早对话中加载过的技能")
+    assert summary.startswith("较早对话的总结") and summary.endswith("可用 read_file 工具读取。")
+    assert "summary 3" in summary and "文件 t.md" in summary

@@ -70,6 +70,7 @@ from agentkit.middleware import (
     AgentContext,
     AgentMiddleware,
     ModelCallable,
+    ModelEventSender,
     ModelState,
     ToolEventSender,
 )
@@ -540,6 +541,7 @@ class ReactHooks:
         "handlers",
         "model",
         "model_chain",
+        "pending",
         "run",
         "stream_wraps",
         "tool_infos",
@@ -564,9 +566,12 @@ class ReactHooks:
         self.stream_wraps = [m for m in middlewares if _overrides(m, "wrap_stream_tool_call")]
         self.content_wraps = [m for m in middlewares if _overrides(m, "wrap_content_tool_call")]
         self.tool_run_infos: dict[str, RunInfo] = {}  # per tool name (same in every call)
+        self.pending = False  # a ModelEventSender layer is to send this step's reply
         chain: ModelCallable = self._call_model
         for middleware in reversed(middlewares):
-            if _overrides(middleware, "wrap_model"):
+            if isinstance(middleware, ModelEventSender):
+                chain = self._sender(chain)
+            elif _overrides(middleware, "wrap_model"):
                 chain = middleware.wrap_model(chain)
         if retry is not None:
             chain = retry.wrap(chain, run.config.name, run.caller.verdicts)
@@ -606,19 +611,17 @@ class ReactHooks:
                 self.tool_infos = list(state.tools)
                 base = run.config.base_model
                 self.model = base.with_tools(self.tool_infos) if self.tool_infos else base
+        self.pending = emit
         reply = self.model_chain(list(messages), run.model_options)
         if not isinstance(reply, Message):
             raise AgentKitTypeError(
                 f"a wrap_model layer of agent {run.config.name!r} returned "
                 f"{type(reply).__name__}, not a Message"
             )
-        if emit:
-            if run.guards is not None:
-                run.check_answer(reply)
-            if not run.streaming:
-                # A wrap_model layer may have made the reply: its calls get one id each too.
-                reply = unique_call_ids(reply)
-                run.send_reply(reply)
+        if self.pending:
+            reply = self._send(reply)
+        elif emit and not run.streaming:
+            reply = unique_call_ids(reply)  # a ModelEventSender sent the event
         if self.after_model:
             if state is None:
                 state = ModelState(run.config.name, messages, list(self.tool_infos))
@@ -633,6 +636,30 @@ class ReactHooks:
 
     def _call_model(self, messages: list[Message], options: ModelOptions | None) -> Message:
         return self.run.caller.call(self.model, messages, options)
+
+    def _send(self, reply: Message) -> Message:
+        """Check ``reply`` and send its event (a whole reply's); return it as sent."""
+        run = self.run
+        self.pending = False
+        if run.guards is not None:
+            run.check_answer(reply)
+        if not run.streaming:
+            # A wrap_model layer may have made the reply: its calls get one id each too.
+            reply = unique_call_ids(reply)
+            run.send_reply(reply)
+        return reply
+
+    def _sender(self, inner: ModelCallable) -> ModelCallable:
+        """The layer of a :class:`~agentkit.middleware.ModelEventSender`: the event of the
+        step's reply is sent here, the first time one passes."""
+
+        def call(messages: list[Message], options: ModelOptions | None) -> Message:
+            reply = inner(messages, options)
+            if self.pending and not self.run.streaming and isinstance(reply, Message):
+                reply = self._send(reply)  # the answer guards check what the event shows
+            return reply
+
+        return call
 
     # --- tool calls ---
 

@@ -30,13 +30,11 @@ file, an edit whose text is not found) reaches the model as the tool's result,
 
 from __future__ import annotations
 
-import posixpath
-import re
-import uuid
 from collections.abc import Callable
 
 from agentkit._lazy import present
 from agentkit.backends import Backend, BackendError, Shell
+from agentkit.backends._offload import offload, offload_path
 from agentkit.errors import AgentConfigError
 from agentkit.middleware import AgentContext, AgentMiddleware, ToolInvoke
 from agentkit.middlewares._file_tools import EXECUTE, FILE_TOOLS, file_tools
@@ -139,7 +137,7 @@ class OffloadLargeResults(AgentMiddleware):
             return result
         path = self._path(call)
         try:
-            self._backend.write(path, result)
+            return offload(self._backend, path, call.call_id, result)
         except (OSError, BackendError) as error:
             # The model learns why it gets only the beginning (the agent's own limit on tool
             # results then cuts what is returned here).
@@ -147,24 +145,8 @@ class OffloadLargeResults(AgentMiddleware):
                 f"Tool result too large ({len(result):,} characters), and it could not be saved "
                 f"in the filesystem at {path}: {error}\n\nThe result as it is:\n{result}"
             )
-        return (
-            f"Tool result too large: the result of tool call {call.call_id} was saved in the "
-            f"filesystem at {path}.\n"
-            "Read it with the read_file tool, a part at a time (offset and limit): for "
-            "example offset=1 and limit=100 for its first 100 lines.\n\n"
-            f"The first 10 lines of the result:\n{_sample_lines(result)}"
-        )
 
 
 def default_offload_path(call: ToolCallInfo) -> str:
     """``large_tool_result/<call id>`` (characters a file name cannot hold replaced by ``_``)."""
-    name = re.sub(r"[^A-Za-z0-9_.-]", "_", call.call_id).strip(".") or uuid.uuid4().hex
-    return posixpath.join("large_tool_result", name)
-
-
-def _sample_lines(text: str, lines: int = 10, width: int = 1000) -> str:
-    """The first ``lines`` lines of ``text``, numbered, each cut to ``width`` characters."""
-    return "".join(
-        f"{number}: {line[:width]}\n"
-        for number, line in enumerate(text.splitlines()[:lines], 1)
-    )
+    return offload_path(call.call_id)
