@@ -247,6 +247,17 @@ class Progress:
             known[address] = written_base(state)
             self._write(ops, log, flush, sync)
 
+    def write_session(self) -> None:
+        """Write the session values that changed since the last write (a message sent to the
+        run, :meth:`agentkit.RunIterator.send`) before returning, with whatever was committed
+        without ``flush`` before it (never less than a declaration held).
+
+        Raises:
+            CheckpointError: the writer could not make them durable.
+        """
+        with self._lock:
+            self._write((), None, True, False)
+
     def _write(self, ops: Sequence[Op], log: LogLike | None, flush: bool, sync: bool) -> None:
         """Commit ``ops`` and the new entries of ``log`` (the lock held)."""
         pending = self._pending

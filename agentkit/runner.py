@@ -681,7 +681,7 @@ def _begin(durable: DurableRun, image: Checkpoint, sink: RunnerSink, place: RunF
         return False
     steering, progress = place.steering, place.progress
     if steering is not None and progress is not None:
-        steering.attach(lambda: progress.commit((), flush=True))
+        steering.attach(progress.write_session)
     return True
 
 
