@@ -51,8 +51,11 @@ TESTS = ROOT / "tests"
 KEY = "celery-tests-checkpoint-key-0123456789abcdef"
 OWNER = "load"
 STARTUP = 60.0  # seconds: a failure guard for a process to start
-# Several times the app's lease_ttl (3 s), as the scaling-out guide advises: a task message a
-# worker had taken, but not started, when Redis went away is delivered again this much later.
+# The workers' lease: longer than the outage, as a production lease (30 s by default) is; a
+# lease that expires while Redis is away is lost for good (another worker may hold the run).
+LEASE_TTL = 10.0
+# Several times the lease, as the scaling-out guide advises: a task message a worker had
+# taken, but not started, when Redis went away is delivered again this much later.
 VISIBILITY_TIMEOUT = 30
 
 
@@ -164,9 +167,11 @@ def run_load(
         server.start()
         env = {**os.environ, "REDIS_URL": server.url, "RUNS_REDIS_URL": server.url,
                "AGENTKIT_CHECKPOINT_KEY": KEY, "TEST_VISIBILITY_TIMEOUT": str(VISIBILITY_TIMEOUT),
+               "TEST_LEASE_TTL": str(LEASE_TTL),
                "PYTHONPATH": os.pathsep.join([str(ROOT), str(TESTS)])}
         saved = {name: os.environ.get(name) for name in ("REDIS_URL", "RUNS_REDIS_URL",
-                                                          "AGENTKIT_CHECKPOINT_KEY")}
+                                                          "AGENTKIT_CHECKPOINT_KEY",
+                                                          "TEST_LEASE_TTL")}
         os.environ.update({name: env[name] for name in saved})
         sys.path[:0] = [str(ROOT), str(TESTS)]
         try:
