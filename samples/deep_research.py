@@ -147,14 +147,20 @@ def scripted(messages: list[Message], *, shell: bool = True) -> Message | str:
     if not _tool_results(messages, "write_todos"):
         return calls_message(call("write_todos", {"todos": todos}, id="plan-1"))
     if not _tool_results(messages, "task"):
-        arguments = {"subagent_type": "general-purpose", "description": READ_SOURCES}
+        arguments: dict[str, object] = {
+            "subagent_type": "general-purpose",
+            "description": READ_SOURCES,
+        }
         return calls_message(call("task", arguments, id="task-1"))
     if not _tool_results(messages, "write_file"):
         arguments = {"file_path": "report.md", "content": REPORT}
         return calls_message(call("write_file", arguments, id="write-1"))
     if len(_tool_results(messages, "task")) < 2:
-        arguments = {"subagent_type": "general-purpose", "description": CHECK_CITATIONS,
-                     "run_in_background": True}
+        arguments = {
+            "subagent_type": "general-purpose",
+            "description": CHECK_CITATIONS,
+            "run_in_background": True,
+        }
         return calls_message(call("task", arguments, id="task-2"))
     if shell and not _tool_results(messages, "execute"):
         return calls_message(call("execute", {"command": CHECK_REPORT}, id="check-1"))

@@ -29,8 +29,8 @@ from agentkit.integrations import _celery_worker  # noqa: E402
 from agentkit.integrations._celery_worker import Watcher, WatchHub  # noqa: E402
 from agentkit.integrations._redislog import RedisRunLog  # noqa: E402
 from agentkit.integrations._signing import Sealer  # noqa: E402
+from tests.celery_support import RestartableRedis  # noqa: E402
 from tests.redis_server import redis_url  # noqa: E402, F401
-from tests.test_celery_crash import RestartableRedis  # noqa: E402
 
 GUARD = 20.0  # seconds: a failure guard; what is awaited takes milliseconds
 PREFIX = "watcher-test:"

@@ -15,6 +15,7 @@ from agentkit import (
     Role,
     Runner,
     TextPart,
+    ToolCallInfo,
     stream_from_iterator,
     tool,
 )
@@ -28,7 +29,6 @@ from agentkit.middleware import (
 from agentkit.schema import ContentPart
 from agentkit.streams import StreamReader
 from agentkit.testing import ScriptedChatModel, call, calls_message, run_events
-from agentkit.tools import ToolCallInfo
 from tests.media_samples import png
 
 SECRET = "hunter2"

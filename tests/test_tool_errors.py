@@ -813,8 +813,8 @@ def test_a_router_that_keeps_asking_for_a_wrong_agent_name_is_quoted_when_it_giv
     )
     router = ChatModelAgent("Router", "routes questions", router_model, max_iterations=4)
     weather = ChatModelAgent("Weather", "knows the weather", ScriptedChatModel(["sunny"]))
-    router = set_sub_agents(router, [weather])  # the agent to run
-    result = Runner(router).query("weather in Paris?").result(raise_errors=False)
+    team = set_sub_agents(router, [weather])  # the agent to run
+    result = Runner(team).query("weather in Paris?").result(raise_errors=False)
     error = result.error
     assert isinstance(error, ExceedMaxIterationsError)
     assert len(router_model.calls) == 4
