@@ -100,6 +100,8 @@ apiref_private_types = {
     # AgentRun(...) is built by the framework for each run (agents receive it; they never make one).
     "agentkit._runctx.RunFrame": "AgentRun's frame argument",
     "agentkit._scope.RunScope": "AgentRun's scope argument",
+    # RunIterator(steering=...) is given by the Runner: the run's inbox of sent messages.
+    "agentkit._steering.Steering": "RunIterator's steering argument (given by the Runner)",
     # with_checkpoint_id(lease=...) takes a checkpoint Lease; the protocol names what it uses.
     "agentkit._options.HeldLease": "with_checkpoint_id's lease (an agentkit.checkpoint.Lease)",
     "agentkit._agent.EventSink": "AgentRun's sink argument",

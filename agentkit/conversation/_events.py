@@ -37,8 +37,8 @@ class ConversationEvent:
         message: the message (its ``extra`` holds the turn's record on a turn's first one).
         agent_name: the agent that said it; ``""`` for what the turn brought (the user's
             input) and for the turns of a conversation written before turns were recorded.
-        run_path: the run path it was said at, as in :attr:`agentkit.AgentEvent.run_path`
-            (``()`` where ``agent_name`` is ``""``).
+        run_path: the run path it was said at, as in an event's ``run_path``
+            (:class:`agentkit.AgentEvent`; ``()`` where ``agent_name`` is ``""``).
     """
 
     turn: int
