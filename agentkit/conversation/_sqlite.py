@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sqlite3
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 
+from agentkit._connections import ThreadConnections
 from agentkit._lazy import present
 from agentkit.conversation._base import DEFAULT_MAX_RECORD_BYTES, ConversationLock
 from agentkit.conversation._filelock import FileLocks
@@ -59,10 +58,7 @@ class SQLiteConversationStore:
     ) -> None:
         self._max_record_bytes = check_max_record_bytes(max_record_bytes)
         self._path = os.fspath(path)
-        self._timeout = timeout
-        self._local = threading.local()
-        self._connections: list[sqlite3.Connection] = []
-        self._guard = threading.Lock()
+        self._connections = ThreadConnections(self._path, timeout)
         if self._path != ":memory:" and not os.path.exists(self._path):
             os.close(os.open(self._path, os.O_RDWR | os.O_CREAT, 0o600))
         self._locks = FileLocks(Path(self._path + ".locks"))
@@ -80,14 +76,7 @@ class SQLiteConversationStore:
         return self._max_record_bytes
 
     def _connect(self) -> sqlite3.Connection:
-        connection: sqlite3.Connection | None = getattr(self._local, "connection", None)
-        if connection is None or getattr(self._local, "pid", None) != os.getpid():
-            connection = sqlite3.connect(self._path, timeout=self._timeout)
-            self._local.connection = connection
-            self._local.pid = os.getpid()
-            with self._guard:
-                self._connections.append(connection)
-        return connection
+        return self._connections.get()
 
     def load(self, conversation_id: str) -> list[Message]:
         """Return the conversation's messages, oldest first."""
@@ -165,13 +154,7 @@ class SQLiteConversationStore:
 
     def close(self) -> None:
         """Close the connections this store opened."""
-        with self._guard:
-            connections, self._connections = self._connections, []
-        for connection in connections:
-            # A connection opened by another thread refuses to be closed here (ProgrammingError);
-            # it is closed when it is collected.
-            with contextlib.suppress(sqlite3.ProgrammingError):
-                connection.close()
+        self._connections.close()
 
     def __enter__(self) -> SQLiteConversationStore:
         return self

@@ -4,7 +4,6 @@ cosine similarity when it is given an embedding function."""
 from __future__ import annotations
 
 import builtins
-import contextlib
 import functools
 import hashlib
 import heapq
@@ -19,6 +18,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from agentkit._connections import ThreadConnections
 from agentkit.errors import AgentKitValueError
 from agentkit.memory._base import (
     DEFAULT_MAX_MEMORIES,
@@ -197,10 +197,7 @@ class SQLiteMemoryStore:
             raise AgentKitValueError(f"embed must be a function of a text (got {embed!r})")
         self._embed = embed
         self._max = check_max_memories(max_memories)
-        self._timeout = timeout
-        self._local = threading.local()
-        self._connections: builtins.list[sqlite3.Connection] = []
-        self._guard = threading.Lock()
+        self._connections = ThreadConnections(self._path, timeout, ["PRAGMA journal_mode=WAL"])
         self._vectors = _Vectors()
         if not os.path.exists(self._path):
             os.close(os.open(self._path, os.O_RDWR | os.O_CREAT, 0o600))
@@ -215,15 +212,7 @@ class SQLiteMemoryStore:
         return self._path
 
     def _connect(self) -> sqlite3.Connection:
-        connection: sqlite3.Connection | None = getattr(self._local, "connection", None)
-        if connection is None or getattr(self._local, "pid", None) != os.getpid():
-            connection = sqlite3.connect(self._path, timeout=self._timeout)
-            connection.execute("PRAGMA journal_mode=WAL")
-            self._local.connection = connection
-            self._local.pid = os.getpid()
-            with self._guard:
-                self._connections.append(connection)
-        return connection
+        return self._connections.get()
 
     def save(
         self, namespace: str, text: str, *, metadata: Mapping[str, Any] | None = None
@@ -376,13 +365,7 @@ class SQLiteMemoryStore:
 
     def close(self) -> None:
         """Close the connections this store opened."""
-        with self._guard:
-            connections, self._connections = self._connections, []
-        for connection in connections:
-            # A connection opened by another thread refuses to be closed here; it is closed
-            # when it is collected.
-            with contextlib.suppress(sqlite3.ProgrammingError):
-                connection.close()
+        self._connections.close()
 
     def __enter__(self) -> SQLiteMemoryStore:
         return self
