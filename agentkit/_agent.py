@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import abc
 import contextvars
-import os
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
@@ -24,6 +23,7 @@ from typing import Any, Protocol
 import attrs
 
 from agentkit._ctrlc import InvokeGuard, ctrl_c_interrupt, exit_stops
+from agentkit._ids import new_id
 from agentkit._observe import RunObservers, UsageLedger
 from agentkit._options import AgentOptions, AgentRunOption, RunOptionSet
 from agentkit._points import Journal, interrupt_contexts
@@ -164,7 +164,7 @@ class AgentRun:
         self._turn = Turn()
         self._children: set[str] | None = None  # the children run so far (run_child)
         self._finished: list[tuple[str, ...]] | None = None  # completed since save_state
-        self._invocation_id = os.urandom(16).hex()  # as random as a UUID4, a fifth of its cost
+        self._invocation_id = new_id()
 
     @property
     def input(self) -> AgentInput:

@@ -6,8 +6,8 @@ Re-exported by :mod:`agentkit.events`, where they are documented.
 from __future__ import annotations
 
 import json
-import uuid
 
+from agentkit._ids import new_id
 from agentkit.schema import FunctionCall, Message, ToolCall, assistant_message, tool_message
 
 __all__ = ["TRANSFER_TO_AGENT_TOOL_NAME", "gen_transfer_messages", "transfer_result_text"]
@@ -27,7 +27,7 @@ def gen_transfer_messages(dest: str) -> tuple[Message, Message]:
     The call's arguments are JSON, ``{"agent_name": "<dest>"}``, so a model API accepts the
     history when it is replayed (Eino puts the bare name there).
     """
-    call_id = uuid.uuid4().hex
+    call_id = new_id()
     call = ToolCall(
         id=call_id,
         function=FunctionCall(

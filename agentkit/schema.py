@@ -17,6 +17,7 @@ from typing import Any, TypeAlias
 import attrs
 
 from agentkit import _media
+from agentkit._ids import new_id
 from agentkit._jsonable import UNENCODABLE, jsonable
 from agentkit._persist import persisted
 from agentkit._values import NO_EXTRA, ReadOnlyDict, read_only, refuse_writes
@@ -630,9 +631,7 @@ def ensure_message_id(message: Message) -> Message:
     """
     if message_id(message) is not None:
         return message
-    import uuid  # not at import: ``import agentkit`` stays light
-
-    return attrs.evolve(message, extra={**message.extra, MESSAGE_ID_KEY: uuid.uuid4().hex})
+    return attrs.evolve(message, extra={**message.extra, MESSAGE_ID_KEY: new_id()})
 
 
 _NO_PARTS: tuple[ContentPart, ...] = ()

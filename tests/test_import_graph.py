@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent / "agentkit"
 LAYERS: list[tuple[str, list[str]]] = [
     (
         "Data and primitives",
-        ["errors", "_persist", "_lazy", "_jsonable", "_values", "_clock", "_connections", "_yaml", "_aioloop", "_media", "schema", "_html",
+        ["errors", "_persist", "_lazy", "_jsonable", "_values", "_clock", "_connections", "_ids", "_yaml", "_aioloop", "_media", "schema", "_html",
          "_stream_base", "streams",
          "iterators", "_spawn", "cancel", "_scope", "_ctrlc", "_transfer_messages", "limits",
          "_refresher", "language", "prompts_zh", "_steering"],
