@@ -110,7 +110,8 @@ class Steering:
     """
 
     __slots__ = (
-        "_closed", "_commit", "_cond", "_durable", "_early", "_session", "_source", "_unused",
+        "_closed", "_commit", "_cond", "_durable", "_early", "_pending", "_session", "_source",
+        "_unused",
     )
 
     def __init__(self, source: SteeringSource | None = None) -> None:
@@ -122,6 +123,10 @@ class Steering:
         self._closed = False
         self._unused: tuple[Message, ...] = ()
         self._early: tuple[Message, ...] = ()  # sent before the run started
+        # Something may wait in the session: a run nobody sends to (the most) takes nothing
+        # without taking the lock. Read unlocked by take(): a send racing it is taken at the
+        # next model call, as one that comes just after it.
+        self._pending = source is not None
 
     def bind(self, session: _SessionLike, *, durable: bool) -> None:
         """The run starts with ``session``; with ``durable``, sends wait for :meth:`attach`."""
@@ -131,6 +136,7 @@ class Steering:
             if self._early:
                 session.set(STEERING_KEY, (*self._queued(), *self._early))
                 self._early = ()
+            self._pending = self._pending or bool(self._queued())
 
     def attach(self, commit: Callable[[], None]) -> None:
         """The durable run's first image is written: ``commit()`` writes the session values
@@ -181,6 +187,7 @@ class Steering:
                 raise self._full()
             session = self._session
             session.set(STEERING_KEY, (*queued, checked))
+            self._pending = True
             if self._commit is not None:
                 try:
                     self._commit()
@@ -211,11 +218,14 @@ class Steering:
     def take(self) -> list[Message]:
         """Every message waiting, oldest first; the queue is emptied (the caller's next
         durable step writes that, with the messages where it put them)."""
+        if not self._pending:
+            return []
         with self._cond:
             self._pull()
             queued = self._queued()
             if queued and self._session is not None:
                 self._session.set(STEERING_KEY, ())
+            self._pending = self._source is not None
             return list(queued)
 
     def _fetch(self) -> tuple[list[tuple[str, Message]], list[tuple[str, Message]]]:
