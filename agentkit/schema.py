@@ -210,8 +210,8 @@ class ToolInfo:
     ``deferred`` (keyword-only) marks a tool for the model's own tool search (Eino's
     ``DeferredToolInfos``): a model with a server-side tool search (such as
     :class:`~agentkit.models.AnthropicChatModel`) sends it with ``defer_loading`` and its
-    search tool, so the tool's schema enters the model's context only once the model's
-    search finds it. Models without one refuse deferred tools with
+    search tool (:class:`~agentkit.models.OpenAIResponsesModel` too), so the tool's schema
+    enters the model's context only once the model's search finds it. Models without one refuse deferred tools with
     :class:`~agentkit.models.ToolSearchUnsupportedError`. A deferred tool runs like any
     other when the model calls it. :class:`~agentkit.middlewares.ToolSearchMiddleware` with
     ``use_model_tool_search=True`` defers its tools this way.

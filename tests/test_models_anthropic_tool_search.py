@@ -26,7 +26,6 @@ from agentkit.models import (
     AnthropicChatModel,
     GeminiChatModel,
     OpenAIChatModel,
-    OpenAIResponsesModel,
     ToolSearchUnsupportedError,
 )
 from agentkit.schema import Message, ToolInfo, concat_messages, tool_message, user_message
@@ -355,9 +354,8 @@ def test_pickled_tool_info_from_before_deferred_loads() -> None:
     [
         OpenAIChatModel("gpt-test", api_key="k"),
         GeminiChatModel("gemini-test", api_key="k"),
-        OpenAIResponsesModel("gpt-test", api_key="k"),
     ],
-    ids=["chat-completions", "gemini", "responses"],
+    ids=["chat-completions", "gemini"],
 )
 def test_a_model_without_tool_search_refuses_deferred_tools(model: Any) -> None:
     with pytest.raises(ToolSearchUnsupportedError, match="'send_email'.*ToolSearchMiddleware"):

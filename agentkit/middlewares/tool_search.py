@@ -20,8 +20,9 @@ With ``use_model_tool_search=True`` (Eino's ``UseModelToolSearch``) the model se
 itself: there is no ``tool_search`` tool and nothing is hidden by the middleware; the
 dynamic tools are offered to the model as deferred (:attr:`ToolInfo.deferred
 <agentkit.ToolInfo.deferred>`, Eino's ``DeferredToolInfos``) from the first model call on,
-and a model with a server-side tool search (:class:`~agentkit.models.AnthropicChatModel`)
-sends them with ``defer_loading`` and its search tool. Its tool list stays the same for the
+and a model with a server-side tool search (:class:`~agentkit.models.AnthropicChatModel`,
+:class:`~agentkit.models.OpenAIResponsesModel`) sends them with ``defer_loading`` and its
+search tool. Its tool list stays the same for the
 whole run, so the provider's prompt cache holds. A model without one raises
 :class:`~agentkit.models.ToolSearchUnsupportedError` at the first model call. The reminder
 message is put in the conversation in both modes, as in Eino.
@@ -97,8 +98,9 @@ class ToolSearchMiddleware(AgentMiddleware):
             visible.
         use_model_tool_search: hand the dynamic tools to the model as deferred tools for
             its own server-side search (see the module documentation) instead of adding
-            ``tool_search``. Needs a model that has one, such as
-            :class:`~agentkit.models.AnthropicChatModel`; others raise
+            ``tool_search``. Needs a model that has one
+            (:class:`~agentkit.models.AnthropicChatModel`,
+            :class:`~agentkit.models.OpenAIResponsesModel`); others raise
             :class:`~agentkit.models.ToolSearchUnsupportedError` at the first model call.
 
     Raises:

@@ -23,7 +23,8 @@ class ToolSearchUnsupportedError(AgentConfigError):
 
     Raised when the tools are bound (:meth:`ToolCallingChatModel.with_tools`; in an agent, at
     its first model call): a :class:`~agentkit.ToolInfo` with ``deferred=True`` needs a model
-    that searches its tools itself, such as :class:`~agentkit.models.AnthropicChatModel`.
+    that searches its tools itself: :class:`~agentkit.models.AnthropicChatModel` or
+    :class:`~agentkit.models.OpenAIResponsesModel`.
     With another model, use :class:`~agentkit.middlewares.ToolSearchMiddleware` in its
     default mode (``use_model_tool_search=False``), whose ``tool_search`` tool works with
     every model.

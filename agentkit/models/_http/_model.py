@@ -262,7 +262,7 @@ class HTTPChatModel(BuiltValue, abc.ABC):
                     f"take deferred tools ({', '.join(map(repr, deferred))}); use "
                     "ToolSearchMiddleware(tools) without use_model_tool_search=True (its "
                     "tool_search tool works with every model), or a model that searches "
-                    "its tools itself (AnthropicChatModel)"
+                    "its tools itself (AnthropicChatModel, OpenAIResponsesModel)"
                 )
         bound = copy.copy(self)
         bound._tools = tuple(tools)
