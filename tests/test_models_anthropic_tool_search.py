@@ -29,7 +29,7 @@ from agentkit.models import (
     ToolSearchUnsupportedError,
 )
 from agentkit.schema import Message, ToolInfo, concat_messages, tool_message, user_message
-from agentkit.testing import FakeAnthropicServer, FakeOpenAIServer, Reply
+from agentkit.testing import FakeAnthropicServer, FakeOpenAIServer, Reply, call
 from agentkit.testing._fake_http import RequestHandler
 
 FIXTURES = Path(__file__).parent / "fixtures" / "anthropic"
@@ -374,3 +374,37 @@ def test_use_model_tool_search_with_a_model_without_one_fails_at_the_first_call(
             Runner(agent).invoke("Weather?")
         assert isinstance(caught.value, ValueError)
         assert fake.requests == []
+
+
+# -- FakeAnthropicServer's simulated search -------------------------------------------------
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["whole", "streamed"])
+def test_the_fake_server_searches_before_calling_a_deferred_tool_once_a_conversation(
+    streaming: bool,
+) -> None:
+    calls.clear()
+    with FakeAnthropicServer() as fake:
+        fake.queue(
+            Reply(tool_calls=[call("get_weather", {"city": "Paris"})]),
+            Reply(tool_calls=[call("get_weather", {"city": "Rome"})]),
+            Reply("Sunny in both."),
+        )
+        middleware = ToolSearchMiddleware([get_weather, send_email], use_model_tool_search=True)
+        agent = ChatModelAgent("assistant", "Helps.", model_for(fake), middlewares=[middleware])
+        result = Runner(agent, enable_streaming=streaming).invoke("Paris and Rome?")
+        assert result.error is None and result.text == "Sunny in both."
+        assert calls == ["Paris", "Rome"]
+        _, second, third = fake.requests
+    first_turn = second["messages"][1]["content"]
+    assert [b["type"] for b in first_turn] == [
+        "server_tool_use",
+        "tool_search_tool_result",
+        "tool_use",
+    ]
+    assert first_turn[0]["name"] == "tool_search_tool_regex"
+    assert first_turn[1]["content"]["tool_references"] == [
+        {"type": "tool_reference", "tool_name": "get_weather"}
+    ]
+    # Loaded once, the tool is called without a search the next time.
+    assert [b["type"] for b in third["messages"][3]["content"]] == ["tool_use"]

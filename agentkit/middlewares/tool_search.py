@@ -18,8 +18,8 @@ context, it is not a permission.
 
 With ``use_model_tool_search=True`` (Eino's ``UseModelToolSearch``) the model searches
 itself: there is no ``tool_search`` tool and nothing is hidden by the middleware; the
-dynamic tools are offered to the model as deferred (:attr:`ToolInfo.deferred
-<agentkit.ToolInfo.deferred>`, Eino's ``DeferredToolInfos``) from the first model call on,
+dynamic tools are offered to the model as deferred (``deferred=True`` in their
+:class:`~agentkit.ToolInfo`, Eino's ``DeferredToolInfos``) from the first model call on,
 and a model with a server-side tool search (:class:`~agentkit.models.AnthropicChatModel`,
 :class:`~agentkit.models.OpenAIResponsesModel`) sends them with ``defer_loading`` and its
 search tool. Its tool list stays the same for the

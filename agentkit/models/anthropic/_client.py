@@ -66,7 +66,7 @@ class AnthropicChatModel(HTTPChatModel):
             (``TokenUsage.cache_write_tokens``, at ``cache_write_per_million``). On by
             default; ``False`` sends no breakpoints.
         tool_search: the server-side tool search that finds deferred tools
-            (:attr:`ToolInfo.deferred <agentkit.ToolInfo.deferred>`): ``"regex"`` (the
+            (``deferred=True`` in a :class:`~agentkit.ToolInfo`): ``"regex"`` (the
             model writes regular expressions, ``tool_search_tool_regex_20251119``) or
             ``"bm25"`` (natural-language queries, ``tool_search_tool_bm25_20251119``). It is
             sent only when a bound tool is deferred; each deferred tool goes with

@@ -55,7 +55,7 @@ class OpenAIResponsesModel(HTTPChatModel):
             models (``reasoning.effort``); ``None`` sends nothing.
         **defaults: default :class:`~agentkit.models.ModelOptions` fields for every call.
 
-    Deferred tools (:attr:`ToolInfo.deferred <agentkit.ToolInfo.deferred>`) are sent with
+    Deferred tools (``deferred=True`` in a :class:`~agentkit.ToolInfo`) are sent with
     ``"defer_loading": true`` and the hosted ``{"type": "tool_search"}`` tool (models that
     have it: GPT-5.4 and later). The search's ``tool_search_call`` and ``tool_search_output``
     items are kept in ``Message.extra["server_tool_items"]`` and sent back with the
