@@ -208,13 +208,17 @@ class ToolInfo:
     ``{"type": "object", "properties": {...}, "required": [...]}``.
 
     ``deferred`` (keyword-only) marks a tool for the model's own tool search (Eino's
-    ``DeferredToolInfos``): a model with a server-side tool search (such as
-    :class:`~agentkit.models.AnthropicChatModel`) sends it with ``defer_loading`` and its
-    search tool (:class:`~agentkit.models.OpenAIResponsesModel` too), so the tool's schema
-    enters the model's context only once the model's search finds it. Models without one refuse deferred tools with
-    :class:`~agentkit.models.ToolSearchUnsupportedError`. A deferred tool runs like any
-    other when the model calls it. :class:`~agentkit.middlewares.ToolSearchMiddleware` with
-    ``use_model_tool_search=True`` defers its tools this way.
+    ``DeferredToolInfos``): a model with a server-side tool search
+    (:class:`~agentkit.models.AnthropicChatModel`,
+    :class:`~agentkit.models.OpenAIResponsesModel`) sends it with ``defer_loading`` and its
+    search tool, so the tool's schema enters the model's context only once the model's
+    search finds it. The other HTTP models (:class:`~agentkit.models.OpenAIChatModel`,
+    :class:`~agentkit.models.GeminiChatModel`) refuse deferred tools with
+    :class:`~agentkit.models.ToolSearchUnsupportedError`; a
+    :class:`~agentkit.models.ScriptedChatModel` records them as offered. A deferred tool
+    runs like any other when the model calls it.
+    :class:`~agentkit.middlewares.ToolSearchMiddleware` with ``use_model_tool_search=True``
+    defers its tools this way.
     """
 
     name: str

@@ -251,7 +251,7 @@ def _deferred_to_search(request: dict[str, Any], reply: Reply) -> tuple[str, lis
         for block in content if isinstance(content, list) else ():
             if isinstance(block, dict) and block.get("type") == "tool_search_tool_result":
                 found = (block.get("content") or {}).get("tool_references") or ()
-                loaded.update(ref.get("tool_name") for ref in found if isinstance(ref, dict))
+                loaded.update(str(r.get("tool_name")) for r in found if isinstance(r, dict))
     wanted = [c.function.name for c in reply.tool_calls if c.function.name in deferred]
     return search, [name for name in dict.fromkeys(wanted) if name not in loaded]
 
