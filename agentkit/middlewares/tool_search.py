@@ -22,8 +22,8 @@ dynamic tools are offered to the model as deferred (``deferred=True`` in their
 :class:`~agentkit.ToolInfo`, Eino's ``DeferredToolInfos``) from the first model call on,
 and a model with a server-side tool search (:class:`~agentkit.models.AnthropicChatModel`,
 :class:`~agentkit.models.OpenAIResponsesModel`) sends them with ``defer_loading`` and its
-search tool. Its tool list stays the same for the
-whole run, so the provider's prompt cache holds. A model without one raises
+search tool. Its tool list stays the same for the whole run, so the provider's prompt
+cache holds. A model without one raises
 :class:`~agentkit.models.ToolSearchUnsupportedError` at the first model call. The reminder
 message is put in the conversation in both modes, as in Eino.
 """

@@ -12,8 +12,7 @@ block so far in ``extra["thinking_blocks"]`` (so the merged message holds them a
 having streamed in ``extra["reasoning_content"]``. So is a block of a tool Anthropic runs
 itself (``server_tool_use``, whose input streams as ``input_json_delta`` pieces, and
 ``tool_search_tool_result``), in ``extra["server_tool_blocks"]``: no tool-call fragments come
-of them. A stream that ends before
-``message_delta`` (inside a thinking block, say) raises
+of them. A stream that ends before ``message_delta`` (inside a thinking block, say) raises
 :class:`~agentkit.errors.IncompleteStreamError`.
 """
 
@@ -176,8 +175,8 @@ class AnthropicStream(EventStream):
                 block["input"] = _decode(text) if text else {}
             except ValueError:
                 raise ModelError(
-                    f"the Anthropic API at {self.url} streamed the input of server tool block "
-                    f"{block.get('id')!r} is not valid JSON ({text[:200]!r})"
+                    f"the Anthropic API at {self.url} streamed server tool block "
+                    f"{block.get('id')!r} with an input that is not valid JSON ({text[:200]!r})"
                 ) from None
         self.served = [*self.served, block]
         return Message(Role.ASSISTANT, extra={SERVER_TOOL_BLOCKS: self.served})
