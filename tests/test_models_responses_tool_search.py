@@ -20,7 +20,7 @@ from agentkit import ChatModelAgent, Runner, tool
 from agentkit.middlewares import ToolSearchMiddleware
 from agentkit.models import OpenAIResponsesModel
 from agentkit.schema import ToolInfo, concat_messages, user_message
-from agentkit.testing import FakeResponsesServer, Reply
+from agentkit.testing import FakeResponsesServer, Reply, call
 
 FIXTURES = Path(__file__).parent / "fixtures" / "responses"
 WEATHER = ToolInfo(
@@ -131,3 +131,33 @@ def test_use_model_tool_search_runs_the_tool_openai_found(server: FakeResponsesS
     sent_back = second["input"][-4:-2]
     documented = json.loads((FIXTURES / "tool_search.json").read_bytes())["output"][:2]
     assert sent_back == documented
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["whole", "streamed"])
+def test_the_fake_server_searches_before_calling_a_deferred_tool_once_a_conversation(
+    server: FakeResponsesServer, streaming: bool
+) -> None:
+    cities.clear()
+    server.queue(
+        Reply(tool_calls=[call("get_weather", {"city": "Paris"})]),
+        Reply(tool_calls=[call("get_weather", {"city": "Rome"})]),
+        Reply("Sunny in both."),
+    )
+    model = OpenAIResponsesModel("gpt-5.4", base_url=server.base_url, api_key="k")
+    middleware = ToolSearchMiddleware([get_weather, send_email], use_model_tool_search=True)
+    agent = ChatModelAgent("assistant", "Helps.", model, middlewares=[middleware])
+    result = Runner(agent, enable_streaming=streaming).invoke("Paris and Rome?")
+    assert result.error is None and result.text == "Sunny in both."
+    assert cities == ["Paris", "Rome"]
+    kinds = [item.get("type") for item in server.requests[2]["input"]]
+    assert kinds[-6:] == [
+        "tool_search_call",
+        "tool_search_output",
+        "function_call",
+        "function_call_output",
+        "function_call",  # loaded once: no second search
+        "function_call_output",
+    ]
+    assert kinds.count("tool_search_call") == 1 and kinds.count("tool_search_output") == 1
+    searched = next(i for i in server.requests[2]["input"] if i["type"] == "tool_search_output")
+    assert [t["name"] for t in searched["tools"]] == ["get_weather"]
