@@ -207,11 +207,39 @@ class ToolInfo:
 
     ``parameters`` is a JSON Schema object such as
     ``{"type": "object", "properties": {...}, "required": [...]}``.
+
+    ``deferred`` (keyword-only) marks a tool for the model's own tool search (Eino's
+    ``DeferredToolInfos``): a model with a server-side tool search
+    (:class:`~agentkit.models.AnthropicChatModel`,
+    :class:`~agentkit.models.OpenAIResponsesModel`) sends it with ``defer_loading`` and its
+    search tool, so the tool's schema enters the model's context only once the model's
+    search finds it. The other HTTP models (:class:`~agentkit.models.OpenAIChatModel`,
+    :class:`~agentkit.models.GeminiChatModel`) refuse deferred tools with
+    :class:`~agentkit.models.ToolSearchUnsupportedError`; a
+    :class:`~agentkit.models.ScriptedChatModel` records them as offered. A deferred tool
+    runs like any other when the model calls it.
+    :class:`~agentkit.middlewares.ToolSearchMiddleware` with ``use_model_tool_search=True``
+    defers its tools this way.
     """
 
     name: str
     description: str = ""
     parameters: dict[str, Any] = attrs.Factory(lambda: {"type": "object", "properties": {}})
+    deferred: bool = attrs.field(default=False, kw_only=True)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "description": self.description,
+            "parameters": self.parameters,
+            "deferred": self.deferred,
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # Checkpoints written before ``deferred`` existed hold three values.
+        object.__setattr__(self, "deferred", False)
+        for key, value in state.items():
+            object.__setattr__(self, key, value)
 
 
 # --- content parts ----------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """Tool search: dynamic tools hidden from the model until ``tool_search`` finds them.
 
 Tests named after Eino's follow ``adk/middlewares/dynamictool/toolsearch/toolsearch_test.go``
-(client-side search; Eino's model-native mode is not ported).
+(Mode1: the client-side search; Mode2: ``UseModelToolSearch``, the model's own search, whose
+wire is tested against Anthropic's in ``test_models_anthropic_tool_search.py``).
 """
 
 from __future__ import annotations
@@ -218,3 +219,65 @@ def test_tool_search_refuses_an_empty_query() -> None:
         search.invoke('{"query": "  "}')  # type: ignore[attr-defined]
     assert search.invoke('{"query": "dyn"}') == '{"matches":["dyn"]}'  # type: ignore[attr-defined]
     assert search.invoke('{"query": "zzz"}') == '{"matches":[]}'  # type: ignore[attr-defined]
+
+
+def test_before_model_mode2_deferred_tool_infos() -> None:
+    """Eino's TestBeforeModelRewriteState_Mode2_DeferredToolInfos: with the model's own
+    search, the dynamic tools are offered deferred, the static ones as they are, and there is
+    no tool_search; the reminder is put in all the same."""
+    called: list[str] = []
+    middleware = ToolSearchMiddleware(
+        [_tool("dynamic_tool_a", "A", called), _tool("dynamic_tool_b", "B", called)],
+        use_model_tool_search=True,
+    )
+    assert middleware.use_model_tool_search
+    state = _state([Message(Role.SYSTEM, "sys"), user_message("hi")], middleware)
+    assert _names(state) == ["dynamic_tool_a", "dynamic_tool_b", "static_tool"]
+    middleware.before_model(state)
+    assert [(info.name, info.deferred) for info in state.tools] == [
+        ("static_tool", False),
+        ("dynamic_tool_a", True),
+        ("dynamic_tool_b", True),
+    ]
+    assert [m.content for m in state.messages] == ["sys", middleware.reminder, "hi"]
+    offered = state.tools
+    middleware.before_model(state)
+    assert state.tools is offered  # deferred once per run: later calls change nothing
+
+
+def test_before_model_mode2_empty_tool_infos() -> None:
+    """Eino's TestBeforeModelRewriteState_Mode2_EmptyToolInfos."""
+    called: list[str] = []
+    middleware = ToolSearchMiddleware([_tool("dyn", "d", called)], use_model_tool_search=True)
+    state = ModelState("a", [user_message("hi")], [])
+    middleware.before_model(state)
+    assert state.tools == []
+
+
+def test_middleware_flow_with_use_model_tool_search() -> None:
+    """Eino's TestMiddlewareFlow in Mode2: the model (its search server-side) calls a
+    dynamic tool it found; the agent runs it. Every call offers the same deferred list."""
+    called: list[str] = []
+    dynamic_a = _tool("dynamic_tool_a", "Dynamic tool A", called)
+    dynamic_b = _tool("dynamic_tool_b", "Dynamic tool B", called)
+    static = _tool("static_tool", "Static tool", called)
+    middleware = ToolSearchMiddleware([dynamic_a, dynamic_b], use_model_tool_search=True)
+    model = ScriptedChatModel(
+        [calls_message(call("dynamic_tool_a", {"input": "hello"}, id="tc1")), "done"]
+    )
+    agent = ChatModelAgent(
+        "test_agent", "test", model, tools=[static], middlewares=[middleware]
+    )
+    events = run_events(lambda: Runner(agent).query("test"))
+    assert [summarize(event)[2:4] for event in events] == [
+        ("assistant", ""),
+        ("tool/dynamic_tool_a", '{"result":"ok"}'),
+        ("assistant", "done"),
+    ]
+    assert called == ["dynamic_tool_a"]
+    offered = [
+        [(info.name, info.deferred) for info in model_call.tools] for model_call in model.calls
+    ]
+    assert offered == [
+        [("static_tool", False), ("dynamic_tool_a", True), ("dynamic_tool_b", True)]
+    ] * 2

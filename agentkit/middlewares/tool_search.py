@@ -15,6 +15,17 @@ until it looks for them with the ``tool_search`` tool:
 
 A dynamic tool the model calls before finding it still runs (as in Eino): hiding saves
 context, it is not a permission.
+
+With ``use_model_tool_search=True`` (Eino's ``UseModelToolSearch``) the model searches
+itself: there is no ``tool_search`` tool and nothing is hidden by the middleware; the
+dynamic tools are offered to the model as deferred (``deferred=True`` in their
+:class:`~agentkit.ToolInfo`, Eino's ``DeferredToolInfos``) from the first model call on,
+and a model with a server-side tool search (:class:`~agentkit.models.AnthropicChatModel`,
+:class:`~agentkit.models.OpenAIResponsesModel`) sends them with ``defer_loading`` and its
+search tool. Its tool list stays the same for the whole run, so the provider's prompt
+cache holds. A model without one raises
+:class:`~agentkit.models.ToolSearchUnsupportedError` at the first model call. The reminder
+message is put in the conversation in both modes, as in Eino.
 """
 
 from __future__ import annotations
@@ -22,6 +33,8 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from typing import Any
+
+import attrs
 
 from agentkit.errors import AgentConfigError, ToolArgumentsError
 from agentkit.middleware import AgentContext, AgentMiddleware, ModelState
@@ -83,12 +96,26 @@ class ToolSearchMiddleware(AgentMiddleware):
     Args:
         tools: the dynamic tools (tools or plain functions); the agent's own tools stay
             visible.
+        use_model_tool_search: hand the dynamic tools to the model as deferred tools for
+            its own server-side search (see the module documentation) instead of adding
+            ``tool_search``. Needs a model that has one
+            (:class:`~agentkit.models.AnthropicChatModel`,
+            :class:`~agentkit.models.OpenAIResponsesModel`); others raise
+            :class:`~agentkit.models.ToolSearchUnsupportedError` at the first model call.
 
     Raises:
         AgentConfigError: no tools, or two with one name.
+
+    Example::
+
+        search = ToolSearchMiddleware([send_email, create_event], use_model_tool_search=True)
+        agent = ChatModelAgent("assistant", "Helps.", AnthropicChatModel("claude-sonnet-4-5"),
+                               middlewares=[search])
     """
 
-    def __init__(self, tools: Iterable[BaseTool | Any]) -> None:
+    def __init__(
+        self, tools: Iterable[BaseTool | Any], *, use_model_tool_search: bool = False
+    ) -> None:
         dynamic = [as_tool(item) for item in tools]
         if not dynamic:
             raise AgentConfigError("ToolSearchMiddleware needs at least one dynamic tool")
@@ -100,6 +127,7 @@ class ToolSearchMiddleware(AgentMiddleware):
             infos[info.name] = info
         self._tools = tuple(dynamic)
         self._infos = infos
+        self._native = bool(use_model_tool_search)
         names = "\n".join(infos)
         self._reminder = f"<available-deferred-tools>\n{names}\n</available-deferred-tools>"
         self._search = SchemaTool(TOOL_SEARCH, _DESCRIPTION, _SCHEMA, self._run_search)
@@ -109,19 +137,46 @@ class ToolSearchMiddleware(AgentMiddleware):
         """The message listing the dynamic tools' names."""
         return self._reminder
 
+    @property
+    def use_model_tool_search(self) -> bool:
+        """Whether the model's own tool search finds the dynamic tools (no ``tool_search``)."""
+        return self._native
+
     def before_agent(self, context: AgentContext) -> None:
-        """Add ``tool_search`` and the dynamic tools to the run."""
-        add_tools(context, [self._search, *self._tools], type(self).__name__)
+        """Add the dynamic tools to the run, and ``tool_search`` unless the model searches."""
+        added = self._tools if self._native else (self._search, *self._tools)
+        add_tools(context, list(added), type(self).__name__)
 
     def before_model(self, state: ModelState) -> None:
-        """Put the reminder in the conversation; offer only the dynamic tools found so far."""
+        """Put the reminder in the conversation; offer only the dynamic tools found so far
+        (or, when the model searches, every dynamic tool as deferred)."""
         if not any(message.extra.get(_REMINDER_KEY) for message in state.messages):
             state.messages = _with_reminder(state.messages, self._reminder)
+        if self._native:
+            self._defer(state)
+            return
         found = self._found(state.messages)
         visible = [info for info in state.tools if info.name not in self._infos]
         visible.extend(self._infos[name] for name in found)
         if [info.name for info in visible] != [info.name for info in state.tools]:
             state.tools = visible
+
+    def _defer(self, state: ModelState) -> None:
+        """Offer the dynamic tools as deferred (Eino's ``DeferredToolInfos``).
+
+        The first call of a run changes the list; later calls find it deferred already and
+        leave it as it is (the agent keeps a changed list for the run).
+        """
+        dynamic = self._infos
+        tools = state.tools
+        if all(info.deferred or info.name not in dynamic for info in tools):
+            return
+        state.tools = [
+            attrs.evolve(info, deferred=True)
+            if info.name in dynamic and not info.deferred
+            else info
+            for info in tools
+        ]
 
     def _found(self, messages: Sequence[Message]) -> list[str]:
         """The dynamic tools ``tool_search`` returned in ``messages``, in the order found."""

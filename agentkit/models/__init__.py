@@ -30,7 +30,12 @@ from agentkit.errors import (
     RateLimitError,
     ResponseTooLargeError,
 )
-from agentkit.models.base import ChatModel, ModelOptions, ToolCallingChatModel
+from agentkit.models.base import (
+    ChatModel,
+    ModelOptions,
+    ToolCallingChatModel,
+    ToolSearchUnsupportedError,
+)
 
 __all__ = [
     "AnthropicChatModel",
@@ -54,6 +59,7 @@ __all__ = [
     "OpenAIResponsesModel",
     "ScriptedChatModel",
     "ToolCallingChatModel",
+    "ToolSearchUnsupportedError",
 ]
 
 if TYPE_CHECKING:

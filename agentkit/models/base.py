@@ -11,11 +11,24 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
-from agentkit.errors import AgentKitValueError
+from agentkit.errors import AgentConfigError, AgentKitValueError
 from agentkit.schema import Message, ToolInfo
 from agentkit.streams import StreamReader
 
-__all__ = ["ChatModel", "ModelOptions", "ToolCallingChatModel"]
+__all__ = ["ChatModel", "ModelOptions", "ToolCallingChatModel", "ToolSearchUnsupportedError"]
+
+
+class ToolSearchUnsupportedError(AgentConfigError):
+    """A model without a server-side tool search was given deferred tools.
+
+    Raised when the tools are bound (:meth:`ToolCallingChatModel.with_tools`; in an agent, at
+    its first model call): a :class:`~agentkit.ToolInfo` with ``deferred=True`` needs a model
+    that searches its tools itself: :class:`~agentkit.models.AnthropicChatModel` or
+    :class:`~agentkit.models.OpenAIResponsesModel`.
+    With another model, use :class:`~agentkit.middlewares.ToolSearchMiddleware` in its
+    default mode (``use_model_tool_search=False``), whose ``tool_search`` tool works with
+    every model.
+    """
 
 
 def _stop_converter(value: str | Sequence[str] | None) -> str | tuple[str, ...] | None:

@@ -14,6 +14,11 @@ Like Anthropic, it checks what extended thinking requires: a thinking block it s
 come back unchanged with its signature (a changed one is refused with HTTP 400), and with
 thinking on, an assistant turn that calls tools must start with its thinking block.
 
+Tool search is simulated: when a request has deferred tools (``"defer_loading": true``) and a
+tool search server tool, a reply that calls a deferred tool no ``tool_reference`` of the
+conversation loaded yet first has the search's ``server_tool_use`` block (its query: the
+tool's name) and its ``tool_search_tool_result`` with a ``tool_reference`` to the tool.
+
 Prompt caching is simulated: each ``cache_control`` breakpoint of a request writes the
 prefix up to it (tools, system, messages, in that order) to the server's cache; a later
 request whose prefix up to one of its block boundaries was written reads it
@@ -229,7 +234,29 @@ def _input(arguments: str) -> Any:
     return value if isinstance(value, dict) else {}
 
 
-def _content(reply: Reply, number: int) -> list[dict[str, Any]]:
+def _deferred_to_search(request: dict[str, Any], reply: Reply) -> tuple[str, list[str]]:
+    """The search server tool of ``request`` and the deferred tools ``reply`` calls that no
+    ``tool_reference`` of the conversation loaded yet (``("", [])`` without deferred tools)."""
+    tools = [t for t in request.get("tools") or () if isinstance(t, dict)]
+    search = next(
+        (t.get("name") or "" for t in tools if str(t.get("type", "")).startswith("tool_search_")),
+        "",
+    )
+    deferred = {t.get("name") for t in tools if t.get("defer_loading")}
+    if not search or not deferred:
+        return "", []
+    loaded: set[str] = set()
+    for message in request.get("messages") or ():
+        content = message.get("content") if isinstance(message, dict) else None
+        for block in content if isinstance(content, list) else ():
+            if isinstance(block, dict) and block.get("type") == "tool_search_tool_result":
+                found = (block.get("content") or {}).get("tool_references") or ()
+                loaded.update(str(r.get("tool_name")) for r in found if isinstance(r, dict))
+    wanted = [c.function.name for c in reply.tool_calls if c.function.name in deferred]
+    return search, [name for name in dict.fromkeys(wanted) if name not in loaded]
+
+
+def _content(reply: Reply, number: int, request: dict[str, Any]) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = []
     if reply.reasoning_content:
         blocks.append(
@@ -241,6 +268,20 @@ def _content(reply: Reply, number: int) -> list[dict[str, Any]]:
         )
     if reply.content:
         blocks.append({"type": "text", "text": reply.content})
+    search, unloaded = _deferred_to_search(request, reply)
+    for position, name in enumerate(unloaded):
+        search_id = f"srvtoolu_{number:04d}{position:02d}"
+        query = name if search.endswith("regex") else " ".join(name.split("_"))
+        blocks.append(
+            {"type": "server_tool_use", "id": search_id, "name": search, "input": {"query": query}}
+        )
+        result = {
+            "type": "tool_search_tool_search_result",
+            "tool_references": [{"type": "tool_reference", "tool_name": name}],
+        }
+        blocks.append(
+            {"type": "tool_search_tool_result", "tool_use_id": search_id, "content": result}
+        )
     for position, call in enumerate(reply.tool_calls):
         blocks.append(
             {
@@ -261,7 +302,7 @@ def _message(
         "type": "message",
         "role": "assistant",
         "model": request.get("model", ""),
-        "content": _content(reply, number),
+        "content": _content(reply, number, request),
         "stop_reason": _stop_reason(reply),
         "stop_sequence": None,
         "usage": usage,
@@ -289,7 +330,11 @@ def _events(
         events.append(b'event: content_block_start\ndata: {"type": "content_block_st\n\n')
     if reply.keepalive:
         events.append(_event("ping", {}))
-    for index, block in enumerate(_content(reply, number)):
+    arguments = {
+        call.id or f"toolu_{number:04d}{position:02d}": call.function.arguments
+        for position, call in enumerate(reply.tool_calls)
+    }
+    for index, block in enumerate(_content(reply, number, request)):
         kind = block["type"]
         if kind == "thinking":
             events.append(
@@ -313,11 +358,13 @@ def _events(
             for piece in _pieces(block["text"], reply.chunks):
                 delta = {"type": "text_delta", "text": piece}
                 events.append(_event("content_block_delta", {"index": index, "delta": delta}))
-        else:
+        elif kind == "tool_search_tool_result":  # a server tool's result comes whole
+            events.append(_event("content_block_start", {"index": index, "content_block": block}))
+        else:  # tool_use, server_tool_use: the input in pieces (a call's as scripted)
             started = {**block, "input": {}}
             events.append(_event("content_block_start", {"index": index, "content_block": started}))
-            call = reply.tool_calls[index - _calls_before(reply)]
-            for piece in ["", *_pieces(call.function.arguments, reply.chunks)]:
+            text = arguments[block["id"]] if kind == "tool_use" else json.dumps(block["input"])
+            for piece in ["", *_pieces(text, reply.chunks)]:
                 delta = {"type": "input_json_delta", "partial_json": piece}
                 events.append(_event("content_block_delta", {"index": index, "delta": delta}))
         events.append(_event("content_block_stop", {"index": index}))
@@ -330,8 +377,3 @@ def _events(
     if reply.done:
         events.append(_event("message_stop", {}))
     return events
-
-
-def _calls_before(reply: Reply) -> int:
-    """How many blocks come before the first tool_use block."""
-    return int(bool(reply.reasoning_content)) + int(bool(reply.content))

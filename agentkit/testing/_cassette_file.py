@@ -120,6 +120,8 @@ def request_record(
                 "name": tool.name,
                 "description": tool.description,
                 "parameters": plain(tool.parameters),
+                # Only when set: the cassettes recorded before deferral existed still match.
+                **({"deferred": True} if tool.deferred else {}),
             }
             for tool in tools
         ],

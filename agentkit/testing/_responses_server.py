@@ -9,6 +9,11 @@
 ["reasoning.encrypted_content"]`` an ``encrypted_content``), ``finish_reason="length"`` an
 ``incomplete`` response (``max_output_tokens``).
 
+Hosted tool search is simulated: when a request has deferred function tools
+(``"defer_loading": true``) and a ``{"type": "tool_search"}`` tool, a reply that calls a
+deferred tool no ``tool_search_output`` of the input loaded yet first has a
+``tool_search_call`` item and a ``tool_search_output`` item holding that tool's definition.
+
 Like OpenAI, it refuses (HTTP 400) a stateless request that sends back a function call of a
 reasoning reply without that reply's reasoning item, and a ``previous_response_id`` it did not
 store (it stores responses of requests with ``"store": true``).
@@ -113,6 +118,7 @@ class FakeResponsesServer(FakeModelServer):
                     "content": [{"type": "output_text", "text": reply.content, "annotations": []}],
                 }
             )
+        output.extend(_searched(request, reply, number))
         for position, call in enumerate(reply.tool_calls):
             call_id = call.id or f"call_{number:04d}{position:02d}"
             output.append(
@@ -145,6 +151,41 @@ class FakeResponsesServer(FakeModelServer):
             "store": bool(request.get("store")),
             "usage": _usage(request, reply),
         }
+
+
+def _searched(request: dict[str, Any], reply: Reply, number: int) -> list[dict[str, Any]]:
+    """The hosted tool search's items that load the deferred tools ``reply`` calls."""
+    tools = [t for t in request.get("tools") or () if isinstance(t, dict)]
+    if not any(t.get("type") == "tool_search" for t in tools):
+        return []
+    deferred = {t.get("name"): t for t in tools if t.get("defer_loading")}
+    loaded: set[str] = set()
+    for item in request.get("input") or ():
+        if isinstance(item, dict) and item.get("type") == "tool_search_output":
+            loaded.update(str(t.get("name")) for t in item.get("tools") or ())
+    wanted = [c.function.name for c in reply.tool_calls if c.function.name in deferred]
+    items: list[dict[str, Any]] = []
+    for position, name in enumerate(dict.fromkeys(wanted)):
+        if name in loaded:
+            continue
+        common = {"execution": "server", "call_id": None, "status": "completed"}
+        items.append(
+            {
+                "type": "tool_search_call",
+                "id": f"tsc_{number:04d}{position:02d}",
+                "arguments": {"paths": [name]},
+                **common,
+            }
+        )
+        items.append(
+            {
+                "type": "tool_search_output",
+                "id": f"tso_{number:04d}{position:02d}",
+                "tools": [deferred[name]],
+                **common,
+            }
+        )
+    return items
 
 
 def _usage(request: dict[str, Any], reply: Reply) -> dict[str, Any]:
@@ -203,6 +244,8 @@ def _events(response: dict[str, Any], reply: Reply) -> list[bytes]:
                     output_index=index,
                     delta=piece,
                 )
+        elif kind in ("tool_search_call", "tool_search_output"):
+            add("response.output_item.added", output_index=index, item=item)
         else:
             add("response.output_item.added", output_index=index, item={**item, "summary": []})
             add(

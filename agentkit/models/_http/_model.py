@@ -43,7 +43,7 @@ from agentkit.models._http._retry import (
 )
 from agentkit.models._http._stream import Call, EventStream, Target
 from agentkit.models._http._transport import _current, make_client
-from agentkit.models.base import ModelOptions, ToolCallingChatModel
+from agentkit.models.base import ModelOptions, ToolCallingChatModel, ToolSearchUnsupportedError
 from agentkit.schema import Message, ToolInfo
 from agentkit.streams import StreamReader, stream_from_batches
 from agentkit.throttle import ConcurrencyLimiter, RateLimiter
@@ -127,6 +127,7 @@ class HTTPChatModel(BuiltValue, abc.ABC):
     _example_model: ClassVar[str] = ""
     _path: ClassVar[str] = ""  # where requests go, under the base URL
     _stream_type: ClassVar[type[EventStream]]  # each wire names its own
+    _tool_search: ClassVar[bool] = False  # whether the API searches deferred tools itself
 
     def __init__(
         self,
@@ -247,7 +248,22 @@ class HTTPChatModel(BuiltValue, abc.ABC):
         return None if self._limits is None else self._limits.rate
 
     def with_tools(self, tools: Sequence[ToolInfo]) -> ToolCallingChatModel:
-        """Return a model bound to ``tools`` sharing these connections; this one is unchanged."""
+        """Return a model bound to ``tools`` sharing these connections; this one is unchanged.
+
+        Raises:
+            ToolSearchUnsupportedError: a tool is deferred and this model's API has no
+                server-side tool search.
+        """
+        if not self._tool_search:
+            deferred = [tool.name for tool in tools if tool.deferred]
+            if deferred:
+                raise ToolSearchUnsupportedError(
+                    f"{type(self).__name__} has no server-side tool search, so it cannot "
+                    f"take deferred tools ({', '.join(map(repr, deferred))}); use "
+                    "ToolSearchMiddleware(tools) without use_model_tool_search=True (its "
+                    "tool_search tool works with every model), or a model that searches "
+                    "its tools itself (AnthropicChatModel, OpenAIResponsesModel)"
+                )
         bound = copy.copy(self)
         bound._tools = tuple(tools)
         bound._tools_changed()

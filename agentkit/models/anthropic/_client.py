@@ -15,6 +15,7 @@ from agentkit.models._http._json import encode_json
 from agentkit.models._http._model import HTTPChatModel
 from agentkit.models.anthropic._stream import AnthropicStream
 from agentkit.models.anthropic._wire import (
+    TOOL_SEARCH_TOOLS,
     message_blocks,
     parse_message,
     request_fields,
@@ -64,6 +65,15 @@ class AnthropicChatModel(HTTPChatModel):
             priced at ``ModelPricing.cached_input_per_million``) and writes only what is new
             (``TokenUsage.cache_write_tokens``, at ``cache_write_per_million``). On by
             default; ``False`` sends no breakpoints.
+        tool_search: the server-side tool search that finds deferred tools
+            (``deferred=True`` in a :class:`~agentkit.ToolInfo`): ``"regex"`` (the
+            model writes regular expressions, ``tool_search_tool_regex_20251119``) or
+            ``"bm25"`` (natural-language queries, ``tool_search_tool_bm25_20251119``). It is
+            sent only when a bound tool is deferred; each deferred tool goes with
+            ``"defer_loading": true``. The search's ``server_tool_use`` and
+            ``tool_search_tool_result`` blocks are kept in
+            ``Message.extra["server_tool_blocks"]`` and sent back with the assistant turn;
+            they are no tool calls for the agent to run (a found tool's ``tool_use`` is).
         **defaults: default :class:`~agentkit.models.ModelOptions` fields for every call.
 
     ``timeout``, ``max_retries``, ``http_client``, ``max_response_bytes``, ``pricing``,
@@ -94,6 +104,7 @@ class AnthropicChatModel(HTTPChatModel):
     _example_model = "claude-sonnet-4-5"
     _path = "/v1/messages"
     _stream_type = AnthropicStream
+    _tool_search = True
 
     def __init__(
         self,
@@ -104,6 +115,7 @@ class AnthropicChatModel(HTTPChatModel):
         max_tokens: int = 4096,
         thinking: int | None = None,
         prompt_caching: bool = True,
+        tool_search: str = "regex",
         timeout: float = 60.0,
         max_retries: int = 3,
         http_client: httpx.Client | None = None,
@@ -114,6 +126,11 @@ class AnthropicChatModel(HTTPChatModel):
         **defaults: Any,
     ) -> None:
         _check_budget(max_tokens, thinking)
+        if tool_search not in TOOL_SEARCH_TOOLS:
+            raise AgentKitValueError(
+                f"tool_search is the server-side tool search for deferred tools, 'regex' or "
+                f"'bm25' (got {tool_search!r})"
+            )
         encoded = EncodedMessages(message_blocks)
         super().__init__(
             model,
@@ -132,6 +149,7 @@ class AnthropicChatModel(HTTPChatModel):
         self._max_tokens = max_tokens
         self._thinking = thinking
         self._caching = bool(prompt_caching)
+        self._search = tool_search
         self._encode = encoded.encode
         self._tools_json = b""
         self._heads = self._make_heads()
@@ -151,6 +169,11 @@ class AnthropicChatModel(HTTPChatModel):
         """Whether requests carry ``cache_control`` breakpoints."""
         return self._caching
 
+    @property
+    def tool_search(self) -> str:
+        """The server-side tool search sent with deferred tools (``"regex"`` or ``"bm25"``)."""
+        return self._search
+
     # -- request building ------------------------------------------------------------------
 
     def _headers(self, api_key: str | None) -> dict[str, str]:
@@ -164,7 +187,9 @@ class AnthropicChatModel(HTTPChatModel):
         return headers
 
     def _tools_changed(self) -> None:
-        self._tools_json = tools_json(self._tools, self._caching) if self._tools else b""
+        self._tools_json = (
+            tools_json(self._tools, self._caching, self._search) if self._tools else b""
+        )
         self._heads = self._make_heads()
 
     def _make_heads(self) -> dict[bool, bytes]:

@@ -9,8 +9,10 @@ stop reason and the output usage), ``message_stop``; ``ping`` at any time, and `
 Text and tool-call fragments are chunks as they come (a tool call's ``index`` is its block's
 index). A thinking block is sent once finished: the chunk carries every finished thinking
 block so far in ``extra["thinking_blocks"]`` (so the merged message holds them all), its text
-having streamed in ``extra["reasoning_content"]``. A stream that ends before
-``message_delta`` (inside a thinking block, say) raises
+having streamed in ``extra["reasoning_content"]``. So is a block of a tool Anthropic runs
+itself (``server_tool_use``, whose input streams as ``input_json_delta`` pieces, and
+``tool_search_tool_result``), in ``extra["server_tool_blocks"]``: no tool-call fragments come
+of them. A stream that ends before ``message_delta`` (inside a thinking block, say) raises
 :class:`~agentkit.errors.IncompleteStreamError`.
 """
 
@@ -19,13 +21,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from agentkit.errors import ModelError
 from agentkit.models._http._sse import SSEError
 from agentkit.models._http._stream import EventStream
 from agentkit.models.anthropic._wire import (
+    SERVER_TOOL_BLOCKS,
     THINKING_BLOCKS,
     decode_json,
     error_in,
     finish,
+    is_server_tool_block,
     usage,
 )
 from agentkit.schema import FunctionCall, Message, ResponseMeta, Role, TokenUsage, ToolCall
@@ -41,12 +46,13 @@ class AnthropicStream(EventStream):
     owner = "AnthropicChatModel"
     end_marker = "message_delta and message_stop"
 
-    __slots__ = ("blocks", "input_usage", "texted", "thinking")
+    __slots__ = ("blocks", "input_usage", "served", "texted", "thinking")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.blocks: dict[int, dict[str, Any]] = {}  # open blocks by index
         self.thinking: list[dict[str, Any]] = []  # finished thinking blocks
+        self.served: list[dict[str, Any]] = []  # finished server tool blocks
         self.input_usage: dict[str, Any] = {}  # message_start's usage
         self.texted = False  # some text was streamed
 
@@ -120,6 +126,8 @@ class AnthropicStream(EventStream):
             piece = delta.get("partial_json") or ""
             if state is not None:
                 state["parts"].append(piece)
+                if state["type"] != "tool_use":
+                    return None  # a server tool's input: kept whole in its block
             if not piece:
                 return None
             call = ToolCall("", FunctionCall("", piece), index=index)
@@ -151,10 +159,27 @@ class AnthropicStream(EventStream):
             }
         elif kind == "redacted_thinking":
             block = dict(state["block"])
+        elif is_server_tool_block(kind):
+            return self._served(state)
         else:
             return None
         self.thinking = [*self.thinking, block]
         return Message(Role.ASSISTANT, extra={THINKING_BLOCKS: self.thinking})
+
+    def _served(self, state: dict[str, Any]) -> Message:
+        """The chunk of a finished server tool block: every one so far, as sent."""
+        block = dict(state["block"])
+        if state["parts"]:
+            text = "".join(state["parts"])
+            try:
+                block["input"] = _decode(text) if text else {}
+            except ValueError:
+                raise ModelError(
+                    f"the Anthropic API at {self.url} streamed server tool block "
+                    f"{block.get('id')!r} with an input that is not valid JSON ({text[:200]!r})"
+                ) from None
+        self.served = [*self.served, block]
+        return Message(Role.ASSISTANT, extra={SERVER_TOOL_BLOCKS: self.served})
 
     def _message_delta(self, event: dict[str, Any]) -> Message:
         delta = event.get("delta")

@@ -10,6 +10,9 @@ Requests (``POST {base_url}/v1/messages``):
   assistant messages their kept ``thinking`` blocks, a ``text`` block and ``tool_use`` blocks;
 * prompt caching puts ``cache_control`` breakpoints on the last system block, the last tool
   and the last block of the history, so each call reads the prefix the previous one wrote;
+* deferred tools (``ToolInfo.deferred``) carry ``"defer_loading": true``, and the tool search
+  server tool (``tool_search_tool_regex_20251119`` or ``tool_search_tool_bm25_20251119``)
+  comes last in ``tools``;
 * ``ModelOptions.tool_choice`` maps to ``auto`` / ``any`` / ``none`` / ``tool``, ``stop`` to
   ``stop_sequences``, and a ``response_format`` of type ``json_schema`` in
   ``ModelOptions.extra`` (what structured output sends) to ``output_config.format``.
@@ -18,7 +21,10 @@ Replies: ``text`` blocks join into ``content``; ``tool_use`` blocks become tool 
 ``input`` as JSON text); ``thinking`` and ``redacted_thinking`` blocks are kept, signature and
 all, in ``Message.extra["thinking_blocks"]`` (their text also in
 ``extra["reasoning_content"]``) and sent back first in the assistant turn, as Anthropic
-requires on the next tool-use turn. ``stop_reason`` maps to the OpenAI-style finish reasons
+requires on the next tool-use turn; so are the blocks of the tools Anthropic runs itself
+(``server_tool_use`` and ``tool_search_tool_result``, in
+``Message.extra["server_tool_blocks"]``), which are no tool calls for the agent to run.
+``stop_reason`` maps to the OpenAI-style finish reasons
 (``end_turn``/``stop_sequence`` to ``stop``, ``max_tokens`` to ``length``, ``tool_use`` to
 ``tool_calls``, ``refusal`` to ``content_filter`` with ``extra["refusal"]``, which is also the
 content when the reply has none); others pass through. Usage: ``prompt_tokens`` is
@@ -57,6 +63,16 @@ __all__: list[str] = []
 
 THINKING_BLOCKS = "thinking_blocks"
 """The ``Message.extra`` key of an assistant message's thinking blocks, sent back as they are."""
+
+SERVER_TOOL_BLOCKS = "server_tool_blocks"
+"""The ``Message.extra`` key of the blocks of the tools Anthropic ran itself (its tool search's
+``server_tool_use`` and ``tool_search_tool_result``), sent back as they are."""
+
+TOOL_SEARCH_TOOLS = {
+    "regex": {"type": "tool_search_tool_regex_20251119", "name": "tool_search_tool_regex"},
+    "bm25": {"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25"},
+}
+"""The server tool sent with deferred tools, by the ``tool_search`` variant that names it."""
 
 STOP_REASONS = {
     "end_turn": "stop",
@@ -185,9 +201,11 @@ def message_blocks(message: Message) -> bytes:
         ]
     elif role is Role.ASSISTANT:
         blocks = []
-        kept = message.extra.get(THINKING_BLOCKS) if message.extra else None
-        if isinstance(kept, list):
-            blocks.extend(block for block in kept if isinstance(block, dict))
+        if message.extra:
+            for key in (THINKING_BLOCKS, SERVER_TOOL_BLOCKS):
+                kept = message.extra.get(key)
+                if isinstance(kept, list):
+                    blocks.extend(block for block in kept if isinstance(block, dict))
         # An assistant turn is text (an audio reply from another provider: its transcript).
         if message.content:
             blocks.append({"type": "text", "text": message.content})
@@ -224,16 +242,26 @@ def system_json(messages: Sequence[Message], caching: bool) -> bytes:
     return encode_json(blocks)
 
 
-def tools_json(tools: Sequence[ToolInfo], caching: bool) -> bytes:
-    """Return the ``tools`` list, the last tool a cache breakpoint when ``caching``."""
-    listed: list[dict[str, Any]] = [
-        {
+def tools_json(tools: Sequence[ToolInfo], caching: bool, search: str = "regex") -> bytes:
+    """Return the ``tools`` list, the last tool a cache breakpoint when ``caching``.
+
+    Deferred tools (:attr:`ToolInfo.deferred`) carry ``"defer_loading": true`` and bring
+    the tool search server tool of the ``search`` variant (a key of :data:`TOOL_SEARCH_TOOLS`)
+    at the end of the list, where the breakpoint goes: a deferred tool is not part of the
+    prompt until the search loads it, so it is no place for one.
+    """
+    listed: list[dict[str, Any]] = []
+    for tool in tools:
+        entry: dict[str, Any] = {
             "name": tool.name,
             "description": tool.description,
             "input_schema": tool.parameters or {"type": "object", "properties": {}},
         }
-        for tool in tools
-    ]
+        if tool.deferred:
+            entry["defer_loading"] = True
+        listed.append(entry)
+    if any(tool.deferred for tool in tools):
+        listed.append(dict(TOOL_SEARCH_TOOLS[search]))
     if caching and listed:
         listed[-1]["cache_control"] = {"type": "ephemeral"}
     return encode_json(listed)
@@ -310,6 +338,19 @@ def thinking_text(blocks: list[dict[str, Any]]) -> str:
     )
 
 
+def is_server_tool_block(kind: Any) -> bool:
+    """Whether a block of type ``kind`` records a tool Anthropic ran itself.
+
+    ``server_tool_use`` (the call: its search query) and the ``..._tool_result`` blocks of
+    server tools, such as ``tool_search_tool_result`` with its ``tool_reference`` entries.
+    They are no tool calls for the agent to run; the API wants them back in the assistant
+    turn.
+    """
+    return kind == "server_tool_use" or (
+        isinstance(kind, str) and kind.endswith("_tool_result") and kind != "tool_result"
+    )
+
+
 def decode_json(content: bytes, what: str, url: str, status: int) -> Any:
     """Decode JSON bytes, raising a :class:`ModelError` that shows them when they are not."""
     return _decode_json(
@@ -343,6 +384,7 @@ def parse_message(content: bytes, url: str, status: int) -> Message:
     texts: list[str] = []
     calls: list[ToolCall] = []
     thinking: list[dict[str, Any]] = []
+    served: list[dict[str, Any]] = []
     for block in blocks:
         if not isinstance(block, dict):
             continue
@@ -356,12 +398,16 @@ def parse_message(content: bytes, url: str, status: int) -> Message:
             )
         elif kind in ("thinking", "redacted_thinking"):
             thinking.append(block)
+        elif is_server_tool_block(kind):
+            served.append(block)
     extra: dict[str, Any] = {}
     if thinking:
         extra[THINKING_BLOCKS] = thinking
         text = thinking_text(thinking)
         if text:
             extra["reasoning_content"] = text
+    if served:
+        extra[SERVER_TOOL_BLOCKS] = served
     reason, text = finish(data.get("stop_reason"), "".join(texts), extra)
     return Message(
         Role.ASSISTANT,

@@ -55,6 +55,12 @@ class OpenAIResponsesModel(HTTPChatModel):
             models (``reasoning.effort``); ``None`` sends nothing.
         **defaults: default :class:`~agentkit.models.ModelOptions` fields for every call.
 
+    Deferred tools (``deferred=True`` in a :class:`~agentkit.ToolInfo`) are sent with
+    ``"defer_loading": true`` and the hosted ``{"type": "tool_search"}`` tool (models that
+    have it: GPT-5.4 and later). The search's ``tool_search_call`` and ``tool_search_output``
+    items are kept in ``Message.extra["server_tool_items"]`` and sent back with the
+    assistant's turn; they are no tool calls for the agent to run.
+
     ``timeout``, ``max_retries``, ``http_client``, ``max_response_bytes``, ``pricing``,
     ``concurrency`` and ``rate_limit`` are those of :class:`~agentkit.models.OpenAIChatModel`
     and behave the same: a total deadline per call (for a stream: to the first chunk, then
@@ -78,6 +84,7 @@ class OpenAIResponsesModel(HTTPChatModel):
     _example_model = "gpt-5-mini"
     _path = "/responses"
     _stream_type = ResponsesStream
+    _tool_search = True
 
     def __init__(
         self,

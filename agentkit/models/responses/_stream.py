@@ -3,7 +3,8 @@
 Events used: ``response.output_item.added`` (a function call's id and name),
 ``response.output_text.delta``, ``response.refusal.delta``,
 ``response.function_call_arguments.delta``, ``response.reasoning_summary_text.delta``,
-``response.output_item.done`` (a finished reasoning item, kept to be sent back),
+``response.output_item.done`` (a finished reasoning item, or an item of the hosted tool
+search, ``tool_search_call`` or ``tool_search_output``, kept to be sent back),
 ``response.completed`` / ``response.incomplete`` (the finish reason and the usage: the end),
 ``response.failed`` and ``error`` (a :class:`~agentkit.errors.ModelError`); the others
 (``response.created``, ``...done`` events that repeat what the deltas said) are skipped. A
@@ -20,6 +21,8 @@ from agentkit.models._http._stream import EventStream
 from agentkit.models.responses._wire import (
     REASONING_ITEMS,
     RESPONSE_ID,
+    SERVER_TOOL_ITEMS,
+    SERVER_TOOL_KINDS,
     decode_json,
     failure,
     finish_reason,
@@ -36,11 +39,12 @@ class ResponsesStream(EventStream):
     owner = "OpenAIResponsesModel"
     end_marker = "response.completed"
 
-    __slots__ = ("calls", "reasoning")
+    __slots__ = ("calls", "reasoning", "served")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.reasoning: list[dict[str, Any]] = []  # finished reasoning items
+        self.served: list[dict[str, Any]] = []  # finished hosted tool search items
         self.calls = 0
 
     def read_payloads(self, payloads: list[bytes], batch: list[Message]) -> None:
@@ -83,11 +87,7 @@ class ResponsesStream(EventStream):
             text = event.get("delta") or ""
             return Message(Role.ASSISTANT, text, extra={"refusal": text}) if text else None
         if kind == "response.output_item.done":
-            item = event.get("item") or {}
-            if item.get("type") != "reasoning":
-                return None
-            self.reasoning = [*self.reasoning, item]
-            return Message(Role.ASSISTANT, extra={REASONING_ITEMS: self.reasoning})
+            return self._item_done(event.get("item") or {})
         if kind in ("response.completed", "response.incomplete"):
             response = event.get("response") or {}
             self.finished = self.done = True
@@ -103,4 +103,15 @@ class ResponsesStream(EventStream):
             raise failure(event.get("response") or event, self.url, 200)
         if kind == "error":
             raise failure({"error": event}, self.url, 200)
+        return None
+
+    def _item_done(self, item: dict[str, Any]) -> Message | None:
+        """The chunk of a finished item kept to be sent back: every one of its kind so far."""
+        kind = item.get("type")
+        if kind == "reasoning":
+            self.reasoning = [*self.reasoning, item]
+            return Message(Role.ASSISTANT, extra={REASONING_ITEMS: self.reasoning})
+        if kind in SERVER_TOOL_KINDS:
+            self.served = [*self.served, item]
+            return Message(Role.ASSISTANT, extra={SERVER_TOOL_ITEMS: self.served})
         return None

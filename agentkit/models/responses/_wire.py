@@ -8,7 +8,11 @@ hold, in a user message after the turn).
 The reasoning items of a reply (kept in ``Message.extra["reasoning_items"]``, with their
 ``encrypted_content``) go back before the assistant's items, so a stateless conversation
 (``store: false``, the default, asking for ``include: ["reasoning.encrypted_content"]``)
-keeps the model's reasoning across tool-use turns. Tools are flat ``function`` tools;
+keeps the model's reasoning across tool-use turns; so do the items of OpenAI's hosted tool
+search (``tool_search_call`` and ``tool_search_output``, kept in
+``Message.extra["server_tool_items"]``; they are no tool calls for the agent to run). Tools
+are flat ``function`` tools (deferred ones with ``"defer_loading": true``, and then the
+hosted ``{"type": "tool_search"}`` tool);
 ``ModelOptions.tool_choice`` is ``auto`` / ``required`` / ``none`` / ``{"type": "function",
 "name": ...}``; ``max_tokens`` is ``max_output_tokens``; a ``response_format`` of type
 ``json_schema`` (structured output) is ``text.format``.
@@ -57,6 +61,11 @@ REASONING_ITEMS = "reasoning_items"
 """The ``Message.extra`` key of a reply's reasoning items, sent back with the next request."""
 RESPONSE_ID = "response_id"
 """The ``Message.extra`` key of the id of the response a reply came in."""
+SERVER_TOOL_ITEMS = "server_tool_items"
+"""The ``Message.extra`` key of the items of a search OpenAI ran itself (``tool_search_call``
+and ``tool_search_output``), sent back with the next request."""
+SERVER_TOOL_KINDS = frozenset({"tool_search_call", "tool_search_output"})
+"""The output item types kept in :data:`SERVER_TOOL_ITEMS`."""
 
 _KEYWORDS = frozenset({"auto", "required", "none"})
 
@@ -181,9 +190,11 @@ def input_items(message: Message) -> list[dict[str, Any]]:
     if role is Role.SYSTEM:  # instructions are text (a system message's media are not sent)
         return [{"type": "message", "role": "system", "content": message.content}]
     items: list[dict[str, Any]] = []
-    kept = message.extra.get(REASONING_ITEMS) if message.extra else None
-    if isinstance(kept, list):
-        items.extend(item for item in kept if isinstance(item, dict))
+    if message.extra:
+        for key in (REASONING_ITEMS, SERVER_TOOL_ITEMS):
+            kept = message.extra.get(key)
+            if isinstance(kept, list):
+                items.extend(item for item in kept if isinstance(item, dict))
     if message.content or not message.tool_calls:
         # An assistant turn is text (an audio reply from another provider: its transcript).
         items.append({"type": "message", "role": "assistant", "content": message.content})
@@ -222,17 +233,26 @@ def since_response(messages: Sequence[Message]) -> tuple[str | None, Sequence[Me
 
 
 def tools_field(tools: Sequence[ToolInfo]) -> list[dict[str, Any]]:
-    """Return the ``tools`` field of a request."""
-    return [
-        {
+    """Return the ``tools`` field of a request.
+
+    Deferred tools (:attr:`ToolInfo.deferred`) carry ``"defer_loading": true`` and bring the
+    hosted ``{"type": "tool_search"}`` tool (run by OpenAI) at the end of the list.
+    """
+    listed: list[dict[str, Any]] = []
+    for tool in tools:
+        entry: dict[str, Any] = {
             "type": "function",
             "name": tool.name,
             "description": tool.description,
             "parameters": tool.parameters or {"type": "object", "properties": {}},
             "strict": False,
         }
-        for tool in tools
-    ]
+        if tool.deferred:
+            entry["defer_loading"] = True
+        listed.append(entry)
+    if any(tool.deferred for tool in tools):
+        listed.append({"type": "tool_search"})
+    return listed
 
 
 def request_fields(
@@ -353,6 +373,7 @@ def read_output(data: dict[str, Any], url: str, status: int) -> Message:
     refusals: list[str] = []
     calls: list[ToolCall] = []
     reasoning: list[dict[str, Any]] = []
+    served: list[dict[str, Any]] = []
     for item in output:
         if not isinstance(item, dict):
             continue
@@ -372,7 +393,9 @@ def read_output(data: dict[str, Any], url: str, status: int) -> Message:
             )
         elif kind == "reasoning":
             reasoning.append(item)
-    return make_message("".join(texts), "".join(refusals), calls, reasoning, data)
+        elif kind in SERVER_TOOL_KINDS:
+            served.append(item)
+    return make_message("".join(texts), "".join(refusals), calls, reasoning, data, served)
 
 
 def make_message(
@@ -381,9 +404,12 @@ def make_message(
     calls: list[ToolCall],
     reasoning: list[dict[str, Any]],
     response: dict[str, Any],
+    served: list[dict[str, Any]] | None = None,
 ) -> Message:
-    """The assistant message of a finished response (or the last chunk of a stream)."""
+    """The assistant message of a finished response."""
     extra: dict[str, Any] = {}
+    if served:
+        extra[SERVER_TOOL_ITEMS] = served
     if reasoning:
         extra[REASONING_ITEMS] = reasoning
         summary = "".join(summary_text(item) for item in reasoning)
