@@ -542,6 +542,7 @@ class ReactHooks:
         "model",
         "model_chain",
         "pending",
+        "persisted",
         "run",
         "stream_wraps",
         "tool_infos",
@@ -567,6 +568,8 @@ class ReactHooks:
         self.content_wraps = [m for m in middlewares if _overrides(m, "wrap_content_tool_call")]
         self.tool_run_infos: dict[str, RunInfo] = {}  # per tool name (same in every call)
         self.pending = False  # a ModelEventSender layer is to send this step's reply
+        # The conversation a retry decision replaced the agent's with, during a model call.
+        self.persisted: list[Message] | None = None
         chain: ModelCallable = self._call_model
         for middleware in reversed(middlewares):
             if isinstance(middleware, ModelEventSender):
@@ -574,7 +577,7 @@ class ReactHooks:
             elif _overrides(middleware, "wrap_model"):
                 chain = middleware.wrap_model(chain)
         if retry is not None:
-            chain = retry.wrap(chain, run.config.name, run.caller.verdicts)
+            chain = retry.wrap(chain, run.config.name, run.caller.verdicts, self._persist)
         self.model_chain = chain
 
     @classmethod
@@ -612,7 +615,16 @@ class ReactHooks:
                 base = run.config.base_model
                 self.model = base.with_tools(self.tool_infos) if self.tool_infos else base
         self.pending = emit
-        reply = self.model_chain(list(messages), run.model_options)
+        try:
+            reply = self.model_chain(list(messages), run.model_options)
+        finally:
+            persisted = self.persisted
+            if persisted is not None:
+                # RetryDecision(persist_input_messages=True): the conversation the retries went
+                # on with is the agent's from now on, also when the call then failed (a stop
+                # saves it; a resumed run goes on with it).
+                self.persisted = None
+                messages[:] = persisted
         if not isinstance(reply, Message):
             raise AgentKitTypeError(
                 f"a wrap_model layer of agent {run.config.name!r} returned "
@@ -636,6 +648,9 @@ class ReactHooks:
 
     def _call_model(self, messages: list[Message], options: ModelOptions | None) -> Message:
         return self.run.caller.call(self.model, messages, options)
+
+    def _persist(self, messages: list[Message]) -> None:
+        self.persisted = messages
 
     def _send(self, reply: Message) -> Message:
         """Check ``reply`` and send its event (a whole reply's); return it as sent."""
