@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import attrs
@@ -24,6 +25,7 @@ from agentkit import (
     TextPart,
     ToolCallInfo,
     stream_from_iterator,
+    tool,
 )
 from agentkit.events import AgentEvent
 from agentkit.middleware import (
@@ -35,7 +37,12 @@ from agentkit.middleware import (
 from agentkit.schema import ContentPart, ToolInfo
 from agentkit.streams import StreamReader
 from agentkit.testing import ScriptedChatModel, call, calls_message, run_events
-from agentkit.tools import ContentTool, StreamableContentTool
+from agentkit.tools import (
+    ContentTool,
+    StreamableContentTool,
+    StreamingContentFunctionTool,
+    StreamingFunctionTool,
+)
 from tests.media_samples import png
 
 IMAGE = ImagePart(png(64, 64), media_type="image/png")
@@ -245,3 +252,64 @@ def test_a_chunk_that_is_not_a_part_is_a_clear_error() -> None:
     events = run_events(Runner(agent, enable_streaming=True).query("photo"))
     assert "tool 'camera' streamed str, not a content part" in str(events[-1].err)
 
+
+
+# --- @tool on a generator annotated to yield parts ---
+
+
+@tool
+def screenshots(count: int) -> Iterator[str | ImagePart | dict[str, int]]:
+    """Take screenshots, each after a caption."""
+    for number in range(count):
+        yield f"screen {number}: "
+        yield IMAGE
+    yield {"taken": count}
+
+
+def test_a_generator_annotated_to_yield_parts_is_a_streamable_content_tool() -> None:
+    assert isinstance(screenshots, StreamingContentFunctionTool)
+    assert isinstance(screenshots, StreamableContentTool)
+    chunks = list(screenshots.stream_content('{"count": 2}'))
+    assert chunks == [
+        TextPart("screen 0: "), IMAGE, TextPart("screen 1: "), IMAGE, TextPart('{"taken": 2}'),
+    ]
+    assert chunks[1] is IMAGE and chunks[3] is IMAGE
+    assert screenshots.invoke_content('{"count": 1}') == (
+        TextPart("screen 0: "), IMAGE, TextPart('{"taken": 1}'),
+    )
+    # The text form, as for every content tool: the texts, then a line per image.
+    text = screenshots.invoke('{"count": 1}')
+    assert text.startswith('screen 0: {"taken": 1}\n[image image/png, ')
+
+
+def test_a_text_generator_stays_a_text_streaming_tool() -> None:
+    @tool
+    def lines(count: int) -> Iterator[str]:
+        """Stream lines."""
+        yield from (f"{n}\n" for n in range(count))
+
+    assert type(lines) is StreamingFunctionTool
+    assert not isinstance(lines, StreamableContentTool)
+
+
+def test_an_async_generator_of_parts_streams_them() -> None:
+    @tool
+    async def pictures(count: int) -> AsyncIterator[ImagePart]:
+        """Stream pictures."""
+        for _ in range(count):
+            yield IMAGE
+
+    assert isinstance(pictures, StreamingContentFunctionTool)
+    assert list(pictures.stream_content('{"count": 2}')) == [IMAGE, IMAGE]
+
+
+def test_a_function_tool_that_streams_parts_in_a_streamed_run() -> None:
+    model = ScriptedChatModel([calls_message(call("screenshots", {"count": 1})), "seen"])
+    agent = ChatModelAgent("Cam", "d", model, tools=[screenshots])
+    events = run_events(Runner(agent, enable_streaming=True).query("screens"))
+    (event,) = tool_events(events)
+    assert event.get_message().parts == (  # type: ignore[union-attr]
+        TextPart("screen 0: "), IMAGE, TextPart('{"taken": 1}'),
+    )
+    result = kept_result(model)
+    assert result.parts[1] is IMAGE

@@ -15,7 +15,12 @@ from typing import TYPE_CHECKING
 
 from agentkit._lazy import attach, present
 from agentkit.tools._composite import CompositeInterrupt
-from agentkit.tools._function import FunctionTool, StreamingFunctionTool, as_tool
+from agentkit.tools._function import (
+    FunctionTool,
+    StreamingContentFunctionTool,
+    StreamingFunctionTool,
+    as_tool,
+)
 from agentkit.tools.base import (
     ContentTool,
     DeclaresIdempotency,
@@ -29,6 +34,7 @@ __all__ = [
     "DeclaresIdempotency",
     "FunctionTool",
     "StreamableContentTool",
+    "StreamingContentFunctionTool",
     "StreamingFunctionTool",
     "as_tool",
     "is_idempotent",
