@@ -167,10 +167,6 @@ class RetryDecision:
             )
 
 
-Persist = Callable[[list[Message]], None]
-"""``persist(messages)``: the agent's conversation becomes ``messages`` (framework-internal)."""
-
-
 Decide = Callable[[RetryContext], "RetryDecision | None"]
 """``decide(context) -> RetryDecision | None``: what to do after a model call."""
 
@@ -241,7 +237,7 @@ class ModelRetryConfig:
         call: ModelCallable,
         agent_name: str,
         streams: StreamVerdicts | None = None,
-        persist: Persist | None = None,
+        persist: Callable[[list[Message]], None] | None = None,
     ) -> ModelCallable:
         """Return ``call`` made with retries (framework-internal).
 

@@ -1642,7 +1642,7 @@ def content_message_stream(
 
     def chunks() -> Iterator[Message]:
         for part in parts:
-            if type(part) is TextPart:
+            if isinstance(part, TextPart):
                 yield tool_message(part.text, call_id, name)
             elif isinstance(part, (ImagePart, FilePart, AudioPart)):
                 yield Message(Role.TOOL, tool_call_id=call_id, tool_name=name, parts=(part,))
