@@ -512,3 +512,41 @@ def test_gen_model_input_that_returns_no_messages_is_a_clear_error(returned: obj
     assert isinstance(error, AgentKitTypeError)
     assert "gen_model_input must return a non-empty list of Message" in str(error)
     assert summarizer.calls == []
+
+
+def test_internal_events_and_a_checkpoint_taken_after_them() -> None:
+    # The events carry no message: the checkpoint of a run that summarized and then paused
+    # holds the summarized conversation, and the resumed run goes on with it.
+    from agentkit import interrupt, with_checkpoint_id
+    from agentkit.checkpoint import InMemoryCheckPointStore
+
+    @tool
+    def approve() -> str:
+        """Ask for approval."""
+        return f"approved: {interrupt('ok?')}"
+
+    def agent(model: ScriptedChatModel) -> ChatModelAgent:
+        summarizer = ScriptedChatModel(["SUMMARY"])
+        middleware = SummarizationMiddleware(
+            summarizer, max_messages=5, keep_last=1, emit_internal_events=True
+        )
+        return ChatModelAgent("A", "d", model, tools=[approve], middlewares=[middleware])
+
+    store = InMemoryCheckPointStore()
+    first = agent(ScriptedChatModel([calls_message(call("approve", {}))]))
+    stopped = list(
+        Runner(first, checkpoint_store=store).run(history(4), with_checkpoint_id("cp"))
+    )
+    assert len(summary_actions(stopped)) == 3
+    interrupted = stopped[-1].action.interrupted  # type: ignore[union-attr]
+    assert interrupted is not None
+    resumed_model = ScriptedChatModel(["done"])
+    events = list(
+        Runner(agent(resumed_model), checkpoint_store=store).resume(
+            "cp", targets={interrupted.contexts[0].id: "yes"}
+        )
+    )
+    assert events[-1].get_message().content == "done"  # type: ignore[union-attr]
+    assert [m.content for m in resumed_model.calls[0].messages] == [
+        "Summary of the earlier conversation:\nSUMMARY", "last question", "", "approved: yes",
+    ]
