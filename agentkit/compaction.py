@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import attrs
 
@@ -38,7 +38,8 @@ from agentkit.agents._model_retry import ModelRetryConfig
 from agentkit.backends import Backend, BackendError
 from agentkit.backends._offload import is_pointer, offload_path, pointer
 from agentkit.errors import AgentKitTypeError, AgentKitValueError
-from agentkit.middleware import AgentMiddleware, ModelState
+from agentkit.events import AgentAction, AgentEvent
+from agentkit.middleware import AgentMiddleware, ModelState, send_event
 from agentkit.models.base import ChatModel, ModelOptions
 from agentkit.schema import (
     Message,
@@ -54,7 +55,10 @@ __all__ = [
     "SUMMARY_INSTRUCTION",
     "ClearPreCommit",
     "Finalize",
+    "GenModelInput",
+    "SummarizationAction",
     "SummarizationMiddleware",
+    "SummarizationStep",
     "SummaryHook",
     "TokenCounter",
     "ToolRule",
@@ -115,6 +119,43 @@ Finalize = Callable[[Sequence[Message], Message], Sequence[Message]]
 SummaryHook = Callable[[Sequence[Message], Sequence[Message]], None]
 """``after_summarize(before, after)``: the conversation before and after a summary (read-only)."""
 
+GenModelInput = Callable[[Message, Sequence[Message]], Sequence[Message]]
+"""``gen_model_input(instruction, messages) -> input``: the summarizer's input messages, from
+its system message and the messages to summarize (Eino's ``GenModelInput``)."""
+
+SummarizationStep = Literal["before_summarize", "generate_summary", "after_summarize"]
+"""The kind of a :class:`SummarizationAction` (Eino's summarization ``ActionType``)."""
+
+
+@attrs.frozen
+class SummarizationAction:
+    """One step of a summary, as ``SummarizationMiddleware(emit_internal_events=True)``
+    reports it: the ``customized_action`` of an :class:`~agentkit.AgentEvent` of the agent
+    that summarizes (Eino's summarization ``CustomizedAction``).
+
+    Such an event carries no message: it is not part of the history the agent or the next
+    agents see, nor of a run's result text. Tell it apart with
+    ``isinstance(event.action.customized_action, SummarizationAction)`` (``event.action`` may
+    be ``None``).
+
+    Attributes:
+        kind: ``"before_summarize"`` (a trigger is met, before the summarizer is asked),
+            ``"generate_summary"`` (one call of the summarizer ended, one event per attempt
+            when it is retried) or ``"after_summarize"`` (the conversation was replaced).
+        messages: the conversation before the summary (``"before_summarize"``) or after it
+            (``"after_summarize"``); empty for ``"generate_summary"``.
+        attempt: the summarizer call, 1-based (``"generate_summary"``; ``0`` otherwise).
+        reply: the summarizer's reply, or ``None`` (not a ``"generate_summary"``, or the call
+            failed).
+        error: the exception the summarizer call raised, or ``None``.
+    """
+
+    kind: SummarizationStep
+    messages: tuple[Message, ...] = attrs.field(default=(), converter=tuple)
+    attempt: int = 0
+    reply: Message | None = None
+    error: Exception | None = attrs.field(default=None, eq=False)
+
 
 class SummarizationMiddleware(AgentMiddleware):
     """Summarize older turns once the conversation is too long (Eino's ``summarization``).
@@ -162,6 +203,16 @@ class SummarizationMiddleware(AgentMiddleware):
             to that file; without, the path is only named (the caller keeps the file).
         backend: the :class:`~agentkit.backends.Backend` the transcript is written to. When
             it refuses the write, the summary is made without naming the file.
+        gen_model_input: ``gen_model_input(instruction, messages) -> input`` builds the
+            summarizer's input (Eino's ``GenModelInput``) from its system message (``instruction``
+            as a :class:`~agentkit.Message`) and the messages to summarize (the older ones,
+            within ``max_input_tokens``); it returns a non-empty list of messages. Default:
+            the system message and one user message with the messages as a transcript.
+        emit_internal_events: report each step of a summary as an event of the run (Eino's
+            ``EmitInternalEvents``): a :class:`SummarizationAction` as the event's
+            ``customized_action``, before the summarizer is asked, after each of its calls
+            (with its reply or error), and once the conversation is replaced. The events carry
+            no message, so the summarizer's reply never enters a history.
 
     The default summary message is a user message; the messages it replaces go to
     ``finalize`` when given (the transcript's path is then not added to its summary, as in
@@ -190,6 +241,8 @@ class SummarizationMiddleware(AgentMiddleware):
         skill_tool: str = "skill",
         transcript_path: str | None = None,
         backend: Backend | None = None,
+        gen_model_input: GenModelInput | None = None,
+        emit_internal_events: bool = False,
     ) -> None:
         if isinstance(keep_skills, bool) or not isinstance(keep_skills, int) or keep_skills < 0:
             raise AgentKitValueError(f"keep_skills must be an int >= 0 (got {keep_skills!r})")
@@ -222,6 +275,7 @@ class SummarizationMiddleware(AgentMiddleware):
             ("finalize", finalize),
             ("before_summarize", before_summarize),
             ("after_summarize", after_summarize),
+            ("gen_model_input", gen_model_input),
         ):
             if hook is not None and not callable(hook):
                 raise AgentKitTypeError(f"{name} must be a function (got {hook!r})")
@@ -242,6 +296,8 @@ class SummarizationMiddleware(AgentMiddleware):
         self.finalize = finalize
         self.before_summarize = before_summarize
         self.after_summarize = after_summarize
+        self.gen_model_input = gen_model_input
+        self.emit_internal_events = bool(emit_internal_events)
 
     def _triggered(self, messages: Sequence[Message]) -> bool:
         if self.max_messages is not None and len(messages) > self.max_messages:
@@ -259,12 +315,41 @@ class SummarizationMiddleware(AgentMiddleware):
         return older[start:]
 
     def _summarize(self, older: Sequence[Message]) -> Message:
+        attempts = 0
+
         def generate(messages: list[Message], options: ModelOptions | None) -> Message:
-            return self.model.generate(messages, options)
+            nonlocal attempts
+            attempts += 1
+            if not self.emit_internal_events:
+                return self.model.generate(messages, options)
+            try:
+                reply = self.model.generate(messages, options)
+            except Exception as error:
+                _report("generate_summary", attempt=attempts, error=error)
+                raise
+            _report("generate_summary", attempt=attempts, reply=reply)
+            return reply
 
         call = generate if self.retry is None else self.retry.wrap(generate, "summarizer")
-        request = [system_message(self.instruction), user_message(_transcript(older))]
-        return call(request, None)
+        return call(self._model_input(older), None)
+
+    def _model_input(self, older: Sequence[Message]) -> list[Message]:
+        """The summarizer's input messages for summarizing ``older``."""
+        instruction = system_message(self.instruction)
+        if self.gen_model_input is None:
+            return [instruction, user_message(_transcript(older))]
+        built: Any = self.gen_model_input(instruction, tuple(older))
+        if (
+            not isinstance(built, (list, tuple))
+            or not built
+            or not all(isinstance(message, Message) for message in built)
+        ):
+            raise AgentKitTypeError(
+                "SummarizationMiddleware gen_model_input must return a non-empty list of "
+                f"Message, the summarizer's input (got {built!r}); for example "
+                "[instruction, *messages, user_message('Summarize the conversation above.')]"
+            )
+        return list(built)
 
     def before_model(self, state: ModelState) -> None:
         """Replace the older turns by their summary when a trigger is met."""
@@ -281,6 +366,8 @@ class SummarizationMiddleware(AgentMiddleware):
         before = tuple(messages)
         if self.before_summarize is not None:
             self.before_summarize(before)
+        if self.emit_internal_events:
+            _report("before_summarize", messages=before)
         summary = self._summarize(self._bounded(older))
         if self.finalize is not None:
             replacement = list(self.finalize(tuple(older), summary))
@@ -300,6 +387,8 @@ class SummarizationMiddleware(AgentMiddleware):
         state.messages = [*messages[:start], *replacement, *messages[split:]]
         if self.after_summarize is not None:
             self.after_summarize(before, tuple(state.messages))
+        if self.emit_internal_events:
+            _report("after_summarize", messages=tuple(state.messages))
 
     def _write_transcript(self, older: Sequence[Message]) -> bool:
         """Append ``older`` (but earlier summaries) to the transcript file; whether it is there."""
@@ -340,6 +429,12 @@ class SummarizationMiddleware(AgentMiddleware):
             f"<system-reminder>\n{self._skills_preamble}{sections}\n</system-reminder>"
         )
         return _tagged(message, _KEPT_SKILLS, [[n, t] for n, t in chosen])
+
+
+def _report(kind: SummarizationStep, **fields: Any) -> None:
+    """Send one :class:`SummarizationAction` as an event of the running agent."""
+    action = SummarizationAction(kind, **fields)
+    send_event(AgentEvent(action=AgentAction(customized_action=action)))
 
 
 def _tagged(message: Message, key: str, value: object) -> Message:

@@ -60,6 +60,7 @@ __all__ = [
     "ModelCallable",
     "ModelEventSender",
     "ModelState",
+    "StreamContentToolInvoke",
     "StreamToolInvoke",
     "ToolEventSender",
     "ToolInvoke",
@@ -83,6 +84,11 @@ middleware), returns its text chunks."""
 ContentToolInvoke = Callable[[ToolCallInfo], "str | tuple[ContentPart, ...]"]
 """``invoke(call) -> str | tuple[ContentPart, ...]``: runs a tool call whose result may hold
 images, files or sounds (or the next middleware), returns its text or its parts."""
+
+StreamContentToolInvoke = Callable[[ToolCallInfo], "StreamReader[ContentPart]"]
+"""``invoke(call) -> StreamReader[ContentPart]``: starts a streamed call of a
+:class:`~agentkit.tools.StreamableContentTool` (or the next middleware), returns its chunks,
+one content part each."""
 
 
 @attrs.define(eq=False)
@@ -214,6 +220,31 @@ class AgentMiddleware:
         ``WrapEnhancedInvokableToolCall``): ``invoke(call)`` returns the text, or a tuple of
         parts (:class:`~agentkit.TextPart`, :class:`~agentkit.ImagePart`, ...); return it, or
         other text or parts. Runs inside the :meth:`wrap_tool_call` layers.
+        """
+        return invoke(call)
+
+    def wrap_stream_content_tool_call(
+        self, call: ToolCallInfo, invoke: StreamContentToolInvoke
+    ) -> StreamReader[ContentPart]:
+        """Run one streamed call of a tool that streams content parts.
+
+        For a :class:`~agentkit.tools.StreamableContentTool` in a streamed run (Eino's
+        ``WrapEnhancedStreamableToolCall``): ``invoke(call)`` starts it and returns its
+        chunks, one :class:`~agentkit.TextPart`, :class:`~agentkit.ImagePart`,
+        :class:`~agentkit.FilePart` or :class:`~agentkit.AudioPart` each. Return that stream,
+        or one made from it (:func:`~agentkit.stream_from_iterator` over its chunks, with
+        ``on_close`` closing it): what it yields is what the run's event streams and what
+        the agent keeps (one tool message, its parts the chunks joined). Pass the parts on
+        as they are (they are values; an image is not copied). Change ``call`` or answer
+        without the tool as in :meth:`wrap_tool_call`. Runs inside the
+        :meth:`wrap_tool_call` layers; :meth:`wrap_stream_tool_call` does not see such a call.
+
+        Example, a layer that drops the images a tool streams::
+
+            def wrap_stream_content_tool_call(self, call, invoke):
+                chunks = invoke(call)
+                kept = (part for part in chunks if not isinstance(part, ImagePart))
+                return stream_from_iterator(kept, on_close=chunks.close)
         """
         return invoke(call)
 

@@ -8,9 +8,22 @@ from collections.abc import Sequence
 
 import pytest
 
-from agentkit import ChatModelAgent, Message, ModelError, ModelRetryConfig, Role, Runner, tool
+from agentkit import (
+    ChatModelAgent,
+    Message,
+    ModelError,
+    ModelRetryConfig,
+    Role,
+    Runner,
+    tool,
+)
 from agentkit.backends import InMemoryBackend
-from agentkit.compaction import SummarizationMiddleware, ToolResultReductionMiddleware
+from agentkit.compaction import (
+    SummarizationAction,
+    SummarizationMiddleware,
+    ToolResultReductionMiddleware,
+)
+from agentkit.errors import AgentKitTypeError
 from agentkit.middlewares import SkillMiddleware
 from agentkit.schema import assistant_message, user_message
 from agentkit.testing import ScriptedChatModel, call, calls_message
@@ -390,3 +403,150 @@ def test_summarization_kept_skills_and_transcript_in_chinese() -> None:
     assert kept.startswith("<system-reminder>\n较早对话中加载过的技能")
     assert summary.startswith("较早对话的总结") and summary.endswith("可用 read_file 工具读取。")
     assert "summary 3" in summary and "文件 t.md" in summary
+
+
+# --- EmitInternalEvents and GenModelInput ---
+
+
+def summary_actions(events: Sequence[object]) -> list[SummarizationAction]:
+    actions = []
+    for event in events:
+        action = getattr(event, "action", None)
+        if action is not None and isinstance(action.customized_action, SummarizationAction):
+            actions.append(action.customized_action)
+    return actions
+
+
+def test_emit_internal_events() -> None:
+    # Eino's EmitInternalEvents: before the summary, each summarizer attempt (error or reply),
+    # after it; as actions of the summarizing agent's events, with no message.
+    summarizer = ScriptedChatModel([ModelError("overloaded"), "they talked"])
+    model = ScriptedChatModel(["final"])
+    middleware = SummarizationMiddleware(
+        summarizer, max_messages=5, keep_last=1, emit_internal_events=True,
+        retry=ModelRetryConfig(max_retries=1, backoff=lambda attempt: 0.0),
+    )
+    agent = ChatModelAgent("A", "d", model, middlewares=[middleware])
+    events = list(Runner(agent).run(history(4)))
+    actions = summary_actions(events)
+    assert [(a.kind, a.attempt) for a in actions] == [
+        ("before_summarize", 0),
+        ("generate_summary", 1),
+        ("generate_summary", 2),
+        ("after_summarize", 0),
+    ]
+    before, failed, answered, after = actions
+    assert len(before.messages) == 9 and before.messages[-1].content == "last question"
+    assert str(failed.error) == "overloaded" and failed.reply is None
+    assert answered.reply is not None and answered.reply.content == "they talked"
+    assert [m.content for m in after.messages] == [
+        "Summary of the earlier conversation:\nthey talked", "last question",
+    ]
+    internal = [e for e in events if e.action is not None and e.action.customized_action]
+    assert all(e.agent_name == "A" and e.output is None for e in internal)
+    assert events[-1].get_message().content == "final"  # type: ignore[union-attr]
+
+
+def test_internal_events_stay_out_of_the_next_agents_history_and_the_result() -> None:
+    from agentkit.agents.workflow import SequentialAgent
+
+    summarizer = ScriptedChatModel(["SUMMARIZER REPLY"])
+    first = ChatModelAgent(
+        "A", "d", ScriptedChatModel(["first answer"]),
+        middlewares=[SummarizationMiddleware(
+            summarizer, max_messages=5, keep_last=1, emit_internal_events=True,
+        )],
+    )
+    second_model = ScriptedChatModel(["second answer"])
+    second = ChatModelAgent("B", "d", second_model)
+    result = Runner(SequentialAgent("S", "d", [first, second])).invoke(history(4))
+    assert result.text == "second answer"
+    assert len(summary_actions(result.events)) == 3
+    seen = [m.content for m in second_model.calls[0].messages]
+    assert not any("SUMMARIZER REPLY" in text for text in seen)
+    assert any("first answer" in text for text in seen)
+
+
+def test_no_internal_events_by_default() -> None:
+    model = ScriptedChatModel(["final"])
+    middleware = SummarizationMiddleware(ScriptedChatModel(["s"]), max_messages=5, keep_last=1)
+    agent = ChatModelAgent("A", "d", model, middlewares=[middleware])
+    events = list(Runner(agent).run(history(4)))
+    assert summary_actions(events) == []
+    assert [e.get_message().content for e in events] == ["final"]  # type: ignore[union-attr]
+
+
+def test_gen_model_input_builds_the_summarizer_input() -> None:
+    # Eino's GenModelInput: the system instruction and the messages to summarize in, the
+    # summarizer's whole input out.
+    received: list[tuple[Message, tuple[Message, ...]]] = []
+
+    def gen(instruction: Message, messages: Sequence[Message]) -> list[Message]:
+        received.append((instruction, tuple(messages)))
+        return [instruction, *messages, user_message("Summarize the conversation above.")]
+
+    summarizer = ScriptedChatModel(["they talked"])
+    model = run_with(SummarizationMiddleware(
+        summarizer, max_messages=5, keep_last=1, instruction="Summarize well.",
+        gen_model_input=gen,
+    ))
+    ((instruction, older),) = received
+    assert (instruction.role, instruction.content) == (Role.SYSTEM, "Summarize well.")
+    assert [m.content for m in older] == [m.content for m in history(4)[:-1]]
+    sent = summarizer.calls[0].messages
+    assert [m.role for m in sent] == [Role.SYSTEM, *[m.role for m in older], Role.USER]
+    assert sent[-1].content == "Summarize the conversation above."
+    assert model.calls[0].messages[0].content.endswith("they talked")
+
+
+@pytest.mark.parametrize("returned", ["summarize this", [], [user_message("a"), "b"], None])
+def test_gen_model_input_that_returns_no_messages_is_a_clear_error(returned: object) -> None:
+    summarizer = ScriptedChatModel(["never asked"])
+    middleware = SummarizationMiddleware(
+        summarizer, max_messages=5, keep_last=1,
+        gen_model_input=lambda instruction, messages: returned,  # type: ignore[arg-type,return-value]
+    )
+    agent = ChatModelAgent("A", "d", ScriptedChatModel(["final"]), middlewares=[middleware])
+    events = list(Runner(agent).run(history(4)))
+    error = events[-1].err
+    assert isinstance(error, AgentKitTypeError)
+    assert "gen_model_input must return a non-empty list of Message" in str(error)
+    assert summarizer.calls == []
+
+
+def test_internal_events_and_a_checkpoint_taken_after_them() -> None:
+    # The events carry no message: the checkpoint of a run that summarized and then paused
+    # holds the summarized conversation, and the resumed run goes on with it.
+    from agentkit import interrupt, with_checkpoint_id
+    from agentkit.checkpoint import InMemoryCheckPointStore
+
+    @tool
+    def approve() -> str:
+        """Ask for approval."""
+        return f"approved: {interrupt('ok?')}"
+
+    def agent(model: ScriptedChatModel) -> ChatModelAgent:
+        summarizer = ScriptedChatModel(["SUMMARY"])
+        middleware = SummarizationMiddleware(
+            summarizer, max_messages=5, keep_last=1, emit_internal_events=True
+        )
+        return ChatModelAgent("A", "d", model, tools=[approve], middlewares=[middleware])
+
+    store = InMemoryCheckPointStore()
+    first = agent(ScriptedChatModel([calls_message(call("approve", {}))]))
+    stopped = list(
+        Runner(first, checkpoint_store=store).run(history(4), with_checkpoint_id("cp"))
+    )
+    assert len(summary_actions(stopped)) == 3
+    interrupted = stopped[-1].action.interrupted  # type: ignore[union-attr]
+    assert interrupted is not None
+    resumed_model = ScriptedChatModel(["done"])
+    events = list(
+        Runner(agent(resumed_model), checkpoint_store=store).resume(
+            "cp", targets={interrupted.contexts[0].id: "yes"}
+        )
+    )
+    assert events[-1].get_message().content == "done"  # type: ignore[union-attr]
+    assert [m.content for m in resumed_model.calls[0].messages] == [
+        "Summary of the earlier conversation:\nSUMMARY", "last question", "", "approved: yes",
+    ]

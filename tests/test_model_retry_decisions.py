@@ -226,3 +226,110 @@ def test_should_retry_still_works_beside_decide() -> None:
     model = ScriptedChatModel(["", "ok"])
     retry = ModelRetryConfig(should_retry=lambda out, err: not out.content, backoff=no_wait)  # type: ignore[union-attr]
     assert run(model, retry)[-1].get_message().content == "ok"  # type: ignore[attr-defined]
+
+
+# --- RetryDecision(persist_input_messages=True): Eino's PersistModifiedInputMessages ---
+
+
+def _compress(context: RetryContext) -> RetryDecision | None:
+    """Eino's test decision: a too-long reply (or error) retries on a compressed history."""
+    output = context.output
+    if context.error is not None or (output is not None and "too long" in output.content):
+        shorter = [Message(Role.SYSTEM, "compressed instruction"), user_message("summarized")]
+        return RetryDecision(
+            retry=True,
+            input_messages=shorter,
+            persist_input_messages=True,
+            options=ModelOptions(max_tokens=16384),
+        )
+    return None
+
+
+@tool
+def ping() -> str:
+    """Ping."""
+    return "pong"
+
+
+def test_should_retry_generate_modified_input_messages_with_persist() -> None:
+    # The retried call and every later call of the turn go on with the rewritten history,
+    # system message included; the extra options hold for the retried call only.
+    model = ScriptedChatModel(
+        [ModelError("context length exceeded"), calls_message(call("ping", {})), "done"]
+    )
+    retry = ModelRetryConfig(backoff=no_wait, decide=_compress)
+    events = run(model, retry, tools=[ping], instruction="You are a helpful assistant.")
+    assert events[-1].get_message().content == "done"  # type: ignore[attr-defined]
+    first, retried, after_tools = (c.messages for c in model.calls)
+    assert [(m.role, m.content) for m in first] == [
+        (Role.SYSTEM, "You are a helpful assistant."), (Role.USER, "hi"),
+    ]
+    assert [m.content for m in retried] == ["compressed instruction", "summarized"]
+    assert [(m.role, m.content) for m in after_tools[:2]] == [
+        (Role.SYSTEM, "compressed instruction"), (Role.USER, "summarized"),
+    ]
+    assert [m.role for m in after_tools[2:]] == [Role.ASSISTANT, Role.TOOL]
+    assert model.calls[1].options == ModelOptions(temperature=0.5, max_tokens=16384)
+    assert model.calls[2].options == ModelOptions(temperature=0.5)
+
+
+def test_should_retry_stream_modified_inputs_and_options_with_persist() -> None:
+    model = ScriptedChatModel(
+        ["too long response exceeds limit", calls_message(call("ping", {})), "good response"]
+    )
+    agent = ChatModelAgent(
+        "a", "d", model, instruction="You are a helpful assistant.", tools=[ping],
+        model_retry=ModelRetryConfig(backoff=no_wait, decide=_compress),
+    )
+    events = list(Runner(agent, enable_streaming=True).query("hi"))
+    assert events[-1].get_message().content == "good response"  # type: ignore[union-attr]
+    assert [m.content for m in model.calls[1].messages] == ["compressed instruction", "summarized"]
+    assert [m.content for m in model.calls[2].messages[:2]] == [
+        "compressed instruction", "summarized",
+    ]
+    assert model.calls[1].options == ModelOptions(max_tokens=16384)
+
+
+def test_persisted_input_messages_are_what_a_resumed_run_goes_on_with() -> None:
+    # A checkpoint taken after the persisted retry holds the rewritten history: the resumed
+    # run's model sees it, not the original input.
+    from agentkit import interrupt, with_checkpoint_id
+    from agentkit.checkpoint import InMemoryCheckPointStore
+
+    @tool
+    def approve() -> str:
+        """Ask for approval."""
+        return f"approved: {interrupt('ok?')}"
+
+    def agent(model: ScriptedChatModel) -> ChatModelAgent:
+        return ChatModelAgent(
+            "a", "d", model, instruction="You are a helpful assistant.", tools=[approve],
+            model_retry=ModelRetryConfig(backoff=no_wait, decide=_compress),
+        )
+
+    store = InMemoryCheckPointStore()
+    first = ScriptedChatModel([ModelError("too long"), calls_message(call("approve", {}))])
+    stopped = list(Runner(agent(first), checkpoint_store=store).query("hi", with_checkpoint_id("cp")))
+    interrupted = stopped[-1].action.interrupted  # type: ignore[union-attr]
+    assert interrupted is not None
+    resumed_model = ScriptedChatModel(["done"])
+    events = list(
+        Runner(agent(resumed_model), checkpoint_store=store).resume(
+            "cp", targets={interrupted.contexts[0].id: "yes"}
+        )
+    )
+    assert events[-1].get_message().content == "done"  # type: ignore[union-attr]
+    (seen,) = (c.messages for c in resumed_model.calls)
+    assert [(m.role, m.content) for m in seen] == [
+        (Role.SYSTEM, "compressed instruction"),
+        (Role.USER, "summarized"),
+        (Role.ASSISTANT, ""),
+        (Role.TOOL, "approved: yes"),
+    ]
+
+
+def test_persist_input_messages_needs_the_messages_to_persist() -> None:
+    with pytest.raises(AgentConfigError, match="needs input_messages"):
+        RetryDecision(retry=True, persist_input_messages=True)
+    with pytest.raises(AgentConfigError, match="persist_input_messages must be True or False"):
+        RetryDecision(retry=True, input_messages=[], persist_input_messages="yes")  # type: ignore[arg-type]

@@ -126,7 +126,14 @@ class RetryDecision:
         retry: make the call again (within ``max_retries``).
         input_messages: with ``retry``, the messages the next attempt sends instead (trimmed,
             compressed...); they hold for the rest of this call's retries, and the agent's
-            conversation keeps its own messages.
+            conversation keeps its own messages (unless ``persist_input_messages``).
+        persist_input_messages: with ``retry`` and ``input_messages``, the agent's
+            conversation becomes ``input_messages`` (Eino's ``PersistModifiedInputMessages``):
+            the whole list, its system message included, replaces what the agent had, so the
+            reply of the retried call follows it, the later model calls of the turn see it,
+            and what the run saves (a stop, an interrupt, a durable step) holds it. The
+            messages are the model's whole input: put the system message first when the
+            agent has one.
         options: with ``retry``, model options merged over the attempt's for the next one
             (``ModelOptions(max_tokens=8192)``); they add up over the call's retries.
         backoff: with ``retry``, the seconds to wait before the next attempt instead of the
@@ -145,6 +152,19 @@ class RetryDecision:
     backoff: float | None = attrs.field(default=None, validator=_check_backoff)
     rewrite_error: Exception | None = attrs.field(default=None, validator=_check_error)
     reject_reason: Any = None
+    persist_input_messages: bool = attrs.field(default=False, kw_only=True)
+
+    @persist_input_messages.validator
+    def _check_persist(self, attribute: object, value: object) -> None:
+        if not isinstance(value, bool):
+            raise AgentConfigError(
+                f"RetryDecision persist_input_messages must be True or False (got {value!r})"
+            )
+        if value and self.input_messages is None:
+            raise AgentConfigError(
+                "RetryDecision(persist_input_messages=True) needs input_messages: the "
+                "messages that replace the agent's conversation"
+            )
 
 
 Decide = Callable[[RetryContext], "RetryDecision | None"]
@@ -213,12 +233,17 @@ class ModelRetryConfig:
             )
 
     def wrap(
-        self, call: ModelCallable, agent_name: str, streams: StreamVerdicts | None = None
+        self,
+        call: ModelCallable,
+        agent_name: str,
+        streams: StreamVerdicts | None = None,
+        persist: Callable[[list[Message]], None] | None = None,
     ) -> ModelCallable:
         """Return ``call`` made with retries (framework-internal).
 
         ``streams`` collects the streams a streamed run emitted during an attempt; each is
-        told how the attempt ended.
+        told how the attempt ended. ``persist`` receives the input messages of a decision
+        that persists them, when its retry is made (without it, they are not persisted).
         """
         decide = self.decide or _decide_with(self.should_retry or _retry_errors)
         hook = "decide" if self.decide is not None else "should_retry"
@@ -277,6 +302,8 @@ class ModelRetryConfig:
                 attempt += 1
                 if decision.input_messages is not None:
                     messages = list(decision.input_messages)
+                    if decision.persist_input_messages and persist is not None:
+                        persist(list(messages))
                 if decision.options is not None:
                     options = decision.options if options is None else options.merge(
                         decision.options

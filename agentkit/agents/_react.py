@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import queue
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent import futures
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -74,11 +74,29 @@ from agentkit.middleware import (
     ModelState,
     ToolEventSender,
 )
-from agentkit.schema import FunctionCall, Message, Role, TokenUsage, ToolCall, tool_message
+from agentkit.schema import (
+    AudioPart,
+    ContentPart,
+    FilePart,
+    FunctionCall,
+    ImagePart,
+    Message,
+    Role,
+    TextPart,
+    TokenUsage,
+    ToolCall,
+    tool_message,
+)
 from agentkit.streams import concat_message_stream, stream_from_iterator
 from agentkit.tools._function import FunctionTool
 from agentkit.tools._unfinished import UnfinishedToolCall, unfinished_decision
-from agentkit.tools.base import BaseTool, ContentTool, ToolCallInfo, is_idempotent
+from agentkit.tools.base import (
+    BaseTool,
+    ContentTool,
+    StreamableContentTool,
+    ToolCallInfo,
+    is_idempotent,
+)
 
 if TYPE_CHECKING:
     from agentkit.models.base import ModelOptions
@@ -512,6 +530,7 @@ _HOOKS = (
     "wrap_tool_call",
     "wrap_stream_tool_call",
     "wrap_content_tool_call",
+    "wrap_stream_content_tool_call",
 )
 _MODEL_CALLBACKS = ("on_model_start", "on_model_end")
 _TOOL_CALLBACKS = ("on_tool_start", "on_tool_end")
@@ -542,7 +561,9 @@ class ReactHooks:
         "model",
         "model_chain",
         "pending",
+        "persisted",
         "run",
+        "stream_content_wraps",
         "stream_wraps",
         "tool_infos",
         "tool_run_infos",
@@ -565,8 +586,13 @@ class ReactHooks:
         self.tool_wraps = [m for m in middlewares if _overrides(m, "wrap_tool_call")]
         self.stream_wraps = [m for m in middlewares if _overrides(m, "wrap_stream_tool_call")]
         self.content_wraps = [m for m in middlewares if _overrides(m, "wrap_content_tool_call")]
+        self.stream_content_wraps = [
+            m for m in middlewares if _overrides(m, "wrap_stream_content_tool_call")
+        ]
         self.tool_run_infos: dict[str, RunInfo] = {}  # per tool name (same in every call)
         self.pending = False  # a ModelEventSender layer is to send this step's reply
+        # The conversation a retry decision replaced the agent's with, during a model call.
+        self.persisted: list[Message] | None = None
         chain: ModelCallable = self._call_model
         for middleware in reversed(middlewares):
             if isinstance(middleware, ModelEventSender):
@@ -574,7 +600,7 @@ class ReactHooks:
             elif _overrides(middleware, "wrap_model"):
                 chain = middleware.wrap_model(chain)
         if retry is not None:
-            chain = retry.wrap(chain, run.config.name, run.caller.verdicts)
+            chain = retry.wrap(chain, run.config.name, run.caller.verdicts, self._persist)
         self.model_chain = chain
 
     @classmethod
@@ -612,7 +638,16 @@ class ReactHooks:
                 base = run.config.base_model
                 self.model = base.with_tools(self.tool_infos) if self.tool_infos else base
         self.pending = emit
-        reply = self.model_chain(list(messages), run.model_options)
+        try:
+            reply = self.model_chain(list(messages), run.model_options)
+        finally:
+            persisted = self.persisted
+            if persisted is not None:
+                # RetryDecision(persist_input_messages=True): the conversation the retries went
+                # on with is the agent's from now on, also when the call then failed (a stop
+                # saves it; a resumed run goes on with it).
+                self.persisted = None
+                messages[:] = persisted
         if not isinstance(reply, Message):
             raise AgentKitTypeError(
                 f"a wrap_model layer of agent {run.config.name!r} returned "
@@ -636,6 +671,9 @@ class ReactHooks:
 
     def _call_model(self, messages: list[Message], options: ModelOptions | None) -> Message:
         return self.run.caller.call(self.model, messages, options)
+
+    def _persist(self, messages: list[Message]) -> None:
+        self.persisted = messages
 
     def _send(self, reply: Message) -> Message:
         """Check ``reply`` and send its event (a whole reply's); return it as sent."""
@@ -678,9 +716,16 @@ class ReactHooks:
         name = call.function.name
         handlers = self.handlers
         runnable = tool  # the tool seen through the stream or content layers, if any
-        wrapped = self.stream_wraps if use_stream else self.content_wraps
+        if not use_stream:
+            wrapped = self.content_wraps
+        elif _streams_content(tool):
+            wrapped = self.stream_content_wraps
+        else:
+            wrapped = self.stream_wraps
         if wrapped and (use_stream or _is_content_tool(tool)):
-            runnable = WrappedTool(tool, call, self.stream_wraps, self.content_wraps)
+            runnable = WrappedTool(
+                tool, call, self.stream_wraps, self.content_wraps, self.stream_content_wraps
+            )
         if not self.tool_wraps and not handlers:
             return run.invoke(runnable, call, use_stream, call_frame, index, put), use_stream
         streamed = False
@@ -1499,8 +1544,13 @@ class ReactRun:
     ) -> Message:
         name = call.function.name
         if use_stream:
-            chunks = tool.stream(call.function.arguments, **self.tool_options)  # type: ignore[attr-defined]
-            reader = tool_message_stream(chunks, call.id, name)
+            if _streams_content(tool):  # its chunks are parts: text, images, files, sounds
+                parts = tool.stream_content(call.function.arguments, **self.tool_options)  # type: ignore[attr-defined]
+                reader = content_message_stream(parts, call.id, name)
+            else:
+                chunks = tool.stream(call.function.arguments, **self.tool_options)  # type: ignore[attr-defined]
+                reader = tool_message_stream(chunks, call.id, name)
+            # The copies share the chunks: an image part is one object for every reader.
             for_user, for_history = reader.copy(2)
             event = _message_event(None, for_user, Role.TOOL, name, call_frame.action)
             put(ToolItem(index, event=event))
@@ -1531,6 +1581,21 @@ def _is_content_tool(tool: BaseTool) -> bool:
     return known
 
 
+_STREAM_CONTENT_TOOL_TYPES: dict[type, bool] = {}
+
+
+def _streams_content(tool: BaseTool) -> bool:
+    """Whether a streamed call of ``tool`` (or of the tool a :class:`WrappedTool` wraps) is a
+    :class:`~agentkit.tools.StreamableContentTool`'s, decided once per class."""
+    if isinstance(tool, WrappedTool):
+        tool = tool.tool
+    kind = type(tool)
+    known = _STREAM_CONTENT_TOOL_TYPES.get(kind)
+    if known is None:
+        known = _STREAM_CONTENT_TOOL_TYPES[kind] = isinstance(tool, StreamableContentTool)
+    return known
+
+
 _QUOTED_FAILURES = 3
 """How many distinct failed tool results ExceedMaxIterationsError quotes."""
 
@@ -1552,7 +1617,7 @@ class _Waker:
 
 def streams(tool: BaseTool, streaming: bool) -> bool:
     """Whether a call of ``tool`` streams its result in a run that does (or does not)."""
-    can_stream = callable(getattr(tool, "stream", None))
+    can_stream = callable(getattr(tool, "stream", None)) or _streams_content(tool)
     if not can_stream:
         return False
     if streaming:
@@ -1567,6 +1632,27 @@ def tool_message_stream(
     return stream_from_iterator(
         (tool_message(chunk, call_id, name) for chunk in chunks), on_close=chunks.close
     )
+
+
+def content_message_stream(
+    parts: StreamReader[ContentPart], call_id: str, name: str
+) -> StreamReader[Message]:
+    """A tool's stream of content parts as a stream of tool-message chunks: a text part as
+    the chunk's text, any other part as its one part (the same object, not a copy)."""
+
+    def chunks() -> Iterator[Message]:
+        for part in parts:
+            if isinstance(part, TextPart):
+                yield tool_message(part.text, call_id, name)
+            elif isinstance(part, (ImagePart, FilePart, AudioPart)):
+                yield Message(Role.TOOL, tool_call_id=call_id, tool_name=name, parts=(part,))
+            else:
+                raise AgentKitTypeError(
+                    f"tool {name!r} streamed {type(part).__name__}, not a content part; "
+                    "stream_content yields TextPart, ImagePart, FilePart or AudioPart"
+                )
+
+    return stream_from_iterator(chunks(), on_close=parts.close)
 
 
 # --- a tool round's reports ----------------------------------------------------------------------

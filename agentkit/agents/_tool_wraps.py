@@ -1,8 +1,9 @@
 """The stream and content layers of a tool call: a tool seen through its middlewares.
 
-``AgentMiddleware.wrap_stream_tool_call`` and ``wrap_content_tool_call`` wrap one kind of call
-each. The ReAct loop runs a wrapped call as it runs any tool: it hands the loop a
-:class:`WrappedTool` whose ``stream`` (or ``invoke_content``) goes through the layers, the first
+``AgentMiddleware.wrap_stream_tool_call``, ``wrap_content_tool_call`` and
+``wrap_stream_content_tool_call`` wrap one kind of call each. The ReAct loop runs a wrapped call
+as it runs any tool: it hands the loop a :class:`WrappedTool` whose ``stream`` (or
+``invoke_content``, or ``stream_content``) goes through the layers, the first
 middleware outermost, so the loop's own path (events, time limits, the tool-error policy) is the
 same for a wrapped tool as for a bare one.
 """
@@ -35,7 +36,9 @@ def _arguments(info: ToolCallInfo) -> str:
 class WrappedTool:
     """``tool`` for one call, its ``stream`` and ``invoke_content`` run through ``layers``."""
 
-    __slots__ = ("_call_id", "_content_layers", "_stream_layers", "_tool")
+    __slots__ = (
+        "_call_id", "_content_layers", "_stream_content_layers", "_stream_layers", "_tool",
+    )
 
     def __init__(
         self,
@@ -43,11 +46,18 @@ class WrappedTool:
         call: ToolCall,
         stream_layers: Sequence[AgentMiddleware],
         content_layers: Sequence[AgentMiddleware],
+        stream_content_layers: Sequence[AgentMiddleware] = (),
     ) -> None:
         self._tool = tool
         self._call_id = call.id
         self._stream_layers = stream_layers
         self._content_layers = content_layers
+        self._stream_content_layers = stream_content_layers
+
+    @property
+    def tool(self) -> BaseTool:
+        """The tool seen through the layers."""
+        return self._tool
 
     def info(self) -> ToolInfo:
         """The wrapped tool's."""
@@ -108,6 +118,39 @@ class WrappedTool:
                 f"{name!r}, not str or a tuple of parts"
             )
         return result
+
+
+    def stream_content(self, arguments: str, **tool_options: Any) -> StreamReader[ContentPart]:
+        """The tool's content stream, through the ``wrap_stream_content_tool_call`` layers."""
+        tool: Any = self._tool
+        name = tool.info().name
+
+        def innermost(info: ToolCallInfo) -> StreamReader[ContentPart]:
+            result: StreamReader[ContentPart] = tool.stream_content(
+                _arguments(info), **tool_options
+            )
+            return result
+
+        invoke: Callable[[ToolCallInfo], StreamReader[ContentPart]] = innermost
+        for middleware in reversed(self._stream_content_layers):
+            invoke = _stream_content_layer(middleware, invoke)
+        chunks = invoke(self._call_info(arguments))
+        if not isinstance(chunks, StreamReader):
+            raise AgentKitTypeError(
+                f"a wrap_stream_content_tool_call layer returned {type(chunks).__name__} for "
+                f"tool {name!r}, not a StreamReader; return invoke(call), or "
+                "stream_from_iterator(...) over its parts"
+            )
+        return chunks
+
+
+def _stream_content_layer(
+    middleware: AgentMiddleware, inner: Callable[[ToolCallInfo], StreamReader[ContentPart]]
+) -> Callable[[ToolCallInfo], StreamReader[ContentPart]]:
+    def invoke(info: ToolCallInfo) -> StreamReader[ContentPart]:
+        return middleware.wrap_stream_content_tool_call(info, inner)
+
+    return invoke
 
 
 def _stream_layer(

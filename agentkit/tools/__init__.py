@@ -15,14 +15,26 @@ from typing import TYPE_CHECKING
 
 from agentkit._lazy import attach, present
 from agentkit.tools._composite import CompositeInterrupt
-from agentkit.tools._function import FunctionTool, StreamingFunctionTool, as_tool
-from agentkit.tools.base import ContentTool, DeclaresIdempotency, is_idempotent
+from agentkit.tools._function import (
+    FunctionTool,
+    StreamingContentFunctionTool,
+    StreamingFunctionTool,
+    as_tool,
+)
+from agentkit.tools.base import (
+    ContentTool,
+    DeclaresIdempotency,
+    StreamableContentTool,
+    is_idempotent,
+)
 
 __all__ = [
     "CompositeInterrupt",
     "ContentTool",
     "DeclaresIdempotency",
     "FunctionTool",
+    "StreamableContentTool",
+    "StreamingContentFunctionTool",
     "StreamingFunctionTool",
     "as_tool",
     "is_idempotent",

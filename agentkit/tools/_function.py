@@ -17,15 +17,23 @@ from agentkit.throttle import ConcurrencyLimiter
 from agentkit.tools._approval import ApprovalPolicy, check_policy
 from agentkit.tools._function_tool import (
     FunctionTool,
+    StreamingContentFunctionTool,
     StreamingFunctionTool,
     checked_concurrency,
     checked_idempotent,
     checked_timeout,
     is_generator_function,
 )
+from agentkit.tools._signature import yields_parts
 from agentkit.tools.base import BaseTool
 
-__all__ = ["FunctionTool", "StreamingFunctionTool", "as_tool", "tool"]
+__all__ = [
+    "FunctionTool",
+    "StreamingContentFunctionTool",
+    "StreamingFunctionTool",
+    "as_tool",
+    "tool",
+]
 
 
 P = ParamSpec("P")
@@ -111,8 +119,10 @@ def tool(
 
     Use it as ``@tool``, ``@tool()``, ``@tool(name=..., description=...)``, or call it:
     ``tool(fn, name=...)``. A generator function (plain or ``async``) becomes a
-    :class:`~agentkit.tools.StreamingFunctionTool` (each yielded item is a chunk), any other
-    function (plain or ``async``) a :class:`~agentkit.tools.FunctionTool`. Either stays
+    :class:`~agentkit.tools.StreamingFunctionTool` (each yielded item is a chunk), or, when its
+    return annotation names a content part among what it yields (``Iterator[str | ImagePart]``), a
+    :class:`~agentkit.tools.StreamingContentFunctionTool` (each item is a part); any other
+    function (plain or ``async``) a :class:`~agentkit.tools.FunctionTool`. Each stays
     callable like the function itself.
 
     Example::
@@ -246,7 +256,11 @@ def _make_tool(
 ) -> FunctionTool[Any, Any]:
     if isinstance(fn, FunctionTool):
         fn = fn.__wrapped__
-    cls = StreamingFunctionTool if is_generator_function(fn) else FunctionTool
+    cls: type[FunctionTool[Any, Any]] = FunctionTool
+    if is_generator_function(fn):
+        # A generator annotated to yield parts streams them (a StreamableContentTool).
+        content = yields_parts(fn, localns)
+        cls = StreamingContentFunctionTool if content else StreamingFunctionTool
     return cls(
         fn,
         name=name,
@@ -290,4 +304,6 @@ def as_tool(obj: BaseTool | Callable[..., Any]) -> BaseTool:
 
 # Defined here (the classes in _function_tool); documented and imported as agentkit.tool and
 # agentkit.tools.X.
-present((FunctionTool, StreamingFunctionTool, as_tool), "agentkit.tools")
+present(
+    (FunctionTool, StreamingContentFunctionTool, StreamingFunctionTool, as_tool), "agentkit.tools"
+)

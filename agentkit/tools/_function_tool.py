@@ -1,4 +1,5 @@
-"""The function tool classes: :class:`FunctionTool` and :class:`StreamingFunctionTool`.
+"""The function tool classes: :class:`FunctionTool`, :class:`StreamingFunctionTool` and
+:class:`StreamingContentFunctionTool`.
 
 Framework-internal; the public module is :mod:`agentkit.tools.function`, which also has the
 :func:`~agentkit.tool` decorator that makes them.
@@ -52,6 +53,7 @@ from agentkit.tools._signature import check_function, plan_signature, qualname
 
 __all__ = [
     "FunctionTool",
+    "StreamingContentFunctionTool",
     "StreamingFunctionTool",
     "checked_concurrency",
     "checked_idempotent",
@@ -61,6 +63,7 @@ __all__ = [
 
 P = ParamSpec("P")
 R = TypeVar("R")
+T = TypeVar("T")
 
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
@@ -377,15 +380,25 @@ class StreamingFunctionTool(FunctionTool[P, R]):
         Raises:
             ToolArgumentsError: the arguments are not valid JSON or do not match the parameters.
         """
+        return self._run(arguments, _encode_chunks, str)
+
+    def _run(
+        self,
+        arguments: str,
+        encode: Callable[[str, Iterator[Any]], Iterator[T]],
+        refused: Callable[[str], T],
+    ) -> StreamReader[T]:
+        """The generator's items, each made a chunk by ``encode``; a refused approval's text
+        as the one chunk ``refused`` makes of it."""
         approved = self._approved(arguments)
         if isinstance(approved, str):
-            return stream_from_iterator(iter([approved]))
+            return stream_from_iterator(iter([refused(approved)]))
         args, kwargs, decision = approved
         limit = self._concurrency
         if limit is None:
             with running(decision):
                 produced: Any = self._fn(*args, **kwargs)
-            return stream_from_iterator(_encode_chunks(self._name, self._items(produced)))
+            return stream_from_iterator(encode(self._name, self._items(produced)))
         # The slot is held while the generator runs: until the stream ends or is closed.
         slot = self._slot(limit)
         try:
@@ -395,7 +408,7 @@ class StreamingFunctionTool(FunctionTool[P, R]):
             slot.release()
             raise
         return stream_from_iterator(
-            _encode_chunks(self._name, self._items(produced)), on_close=slot.release
+            encode(self._name, self._items(produced)), on_close=slot.release
         )
 
     def _items(self, produced: Any) -> Iterator[Any]:
@@ -406,9 +419,75 @@ class StreamingFunctionTool(FunctionTool[P, R]):
         """Run the generator to its end and return all chunks joined."""
         return "".join(self.stream(arguments))
 
-    def invoke_content(self, arguments: str, **tool_options: Any) -> str:
-        """As :meth:`invoke`: a streaming tool's chunks are text."""
+    def invoke_content(
+        self, arguments: str, **tool_options: Any
+    ) -> str | tuple[ContentPart, ...]:
+        """As :meth:`invoke`: this tool's chunks are text (a
+        :class:`StreamingContentFunctionTool`'s are parts)."""
         return "".join(self.stream(arguments))
+
+
+class StreamingContentFunctionTool(StreamingFunctionTool[P, R]):
+    """A generator function that yields content parts, as a
+    :class:`~agentkit.tools.StreamableContentTool`; made by :func:`tool` for a generator whose
+    return annotation names a part type among what it yields (``Iterator[str | ImagePart]``,
+    ``Iterator[TextPart | ImagePart]``, ``AsyncIterator[ImagePart]``...).
+
+    :meth:`stream_content` streams the items as parts: a part as it is (not copied), a
+    ``str`` as a :class:`~agentkit.TextPart`, anything else as the
+    :class:`~agentkit.TextPart` of its JSON. :meth:`invoke_content` returns them joined (the
+    text when there is no image, file or sound); :meth:`stream` and :meth:`invoke` are the
+    text forms, with a placeholder line for each image, file or sound.
+    """
+
+    def stream_content(self, arguments: str, **tool_options: Any) -> StreamReader[ContentPart]:
+        """Run the generator with the model's JSON arguments; its items are the chunks.
+
+        Raises:
+            ToolArgumentsError: the arguments are not valid JSON or do not match the parameters.
+        """
+        return self._run(arguments, _part_chunks, TextPart)
+
+    def stream(self, arguments: str, **tool_options: Any) -> StreamReader[str]:
+        """The text form of :meth:`stream_content`: each part's text, or a placeholder line
+        for an image, file or sound."""
+        parts = self.stream_content(arguments, **tool_options)
+        return stream_from_iterator(
+            (content_text((part,)) for part in parts), on_close=parts.close
+        )
+
+    def invoke(self, arguments: str, **tool_options: Any) -> str:
+        """Run the generator to its end; the text form of all its parts."""
+        return content_text(self.invoke_content(arguments, **tool_options))
+
+    def invoke_content(
+        self, arguments: str, **tool_options: Any
+    ) -> str | tuple[ContentPart, ...]:
+        """Run the generator to its end; all its parts joined (adjacent texts merged), or
+        the text when there is no image, file or sound."""
+        joined: list[ContentPart] = []
+        for part in self.stream_content(arguments, **tool_options):
+            last = joined[-1] if joined else None
+            if type(part) is TextPart and type(last) is TextPart:
+                joined[-1] = TextPart(last.text + part.text)
+            else:
+                joined.append(part)
+        if all(type(part) is TextPart for part in joined):
+            return "".join(part.text for part in joined if type(part) is TextPart)
+        return tuple(joined)
+
+
+def _part_chunks(name: str, items: Iterator[Any]) -> Iterator[ContentPart]:
+    try:
+        for item in items:
+            if isinstance(item, _PART_TYPES):
+                yield item
+            else:
+                yield TextPart(_encode_result(name, item))
+    finally:
+        close = getattr(items, "close", None)
+        if close is not None:
+            close()
 
 
 def _encode_chunks(name: str, items: Iterator[Any]) -> Iterator[str]:

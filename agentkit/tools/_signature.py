@@ -5,7 +5,9 @@ Worked out once, when the tool is made (framework-internal; see :mod:`agentkit.t
 
 from __future__ import annotations
 
+import collections.abc
 import inspect
+import types
 import typing
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -13,6 +15,7 @@ from typing import Any
 import attrs
 
 from agentkit.errors import AgentKitTypeError
+from agentkit.schema import AudioPart, FilePart, ImagePart, TextPart
 from agentkit.tools._convert import Hook, get_converter, scalar_hook
 from agentkit.tools._schema import (
     Unsupported,
@@ -24,7 +27,14 @@ from agentkit.tools._schema import (
     type_name,
 )
 
-__all__ = ["Param", "SignaturePlan", "check_function", "plan_signature", "qualname"]
+__all__ = [
+    "Param",
+    "SignaturePlan",
+    "check_function",
+    "plan_signature",
+    "qualname",
+    "yields_parts",
+]
 
 _SUPPORTED = (
     "str, int, float, bool, None, Any, list/Sequence, tuple, set/frozenset, dict[str, ...], "
@@ -126,6 +136,32 @@ def plan_signature(
     if required:
         object_schema["required"] = required
     return SignaturePlan(summary, object_schema, tuple(params))
+
+
+_PARTS = (TextPart, ImagePart, FilePart, AudioPart)
+_ITERATORS = (
+    collections.abc.Iterator,
+    collections.abc.Iterable,
+    collections.abc.Generator,
+    collections.abc.AsyncIterator,
+    collections.abc.AsyncIterable,
+    collections.abc.AsyncGenerator,
+)
+
+
+def yields_parts(fn: Callable[..., Any], localns: Mapping[str, Any] | None) -> bool:
+    """Whether the generator function ``fn`` is annotated to yield content parts
+    (``Iterator[str | ImagePart]``, ``AsyncIterator[TextPart | ImagePart]``...)."""
+    returned = _resolve_hints(fn, localns, qualname(fn)).get("return")
+    if typing.get_origin(returned) not in _ITERATORS:
+        return False
+    items = typing.get_args(returned)
+    if not items:
+        return False
+    item = strip_annotated(items[0])
+    union = typing.get_origin(item) in (typing.Union, types.UnionType)
+    members = typing.get_args(item) if union else (item,)
+    return any(isinstance(m, type) and issubclass(m, _PARTS) for m in members)
 
 
 def _resolve_hints(

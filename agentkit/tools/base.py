@@ -3,7 +3,8 @@
 A tool describes itself with :meth:`BaseTool.info` (name, description, JSON Schema of its
 parameters) and runs with the JSON arguments a model sent, either in one piece
 (:meth:`InvokableTool.invoke`) or as a stream of text chunks (:meth:`StreamableTool.stream`);
-a :class:`ContentTool` returns images, files and sounds too (:meth:`ContentTool.invoke_content`).
+a :class:`ContentTool` returns images, files and sounds too (:meth:`ContentTool.invoke_content`),
+and a :class:`StreamableContentTool` streams them (:meth:`StreamableContentTool.stream_content`).
 A tool may implement both; the agent uses whichever suits the way it runs.
 
 Any object with these methods is a tool (structural typing); :func:`~agentkit.tool` turns a
@@ -26,6 +27,7 @@ __all__ = [
     "ContentTool",
     "DeclaresIdempotency",
     "InvokableTool",
+    "StreamableContentTool",
     "StreamableTool",
     "ToolCallInfo",
     "is_idempotent",
@@ -118,6 +120,33 @@ class StreamableTool(BaseTool, Protocol):
 
     def stream(self, arguments: str, **tool_options: Any) -> StreamReader[str]:
         """Run the tool; the concatenated chunks are its result.
+
+        Args:
+            arguments: the JSON object text the model sent (``""`` means no arguments).
+            **tool_options: implementation-specific options passed through by the agent.
+        """
+        ...
+
+
+@runtime_checkable
+class StreamableContentTool(BaseTool, Protocol):
+    """A tool that streams its result as content parts: text, images, files, sounds (Eino's
+    ``EnhancedStreamableTool``).
+
+    Each chunk is one :class:`~agentkit.TextPart`, :class:`~agentkit.ImagePart`,
+    :class:`~agentkit.FilePart` or :class:`~agentkit.AudioPart`. An agent that streams runs it
+    with :meth:`stream_content`: the run's event streams the chunks as tool-message chunks (a
+    text chunk as the message's text, any other as its one part), and the agent keeps one
+    tool message whose parts are the chunks joined (adjacent texts merged; an image, file
+    or sound kept as the object the tool gave, never copied). Between the two,
+    :meth:`~agentkit.AgentMiddleware.wrap_stream_content_tool_call` layers see the stream.
+    An agent that does not stream runs it as a :class:`ContentTool` when it is one (a tool
+    usually has :meth:`~ContentTool.invoke_content` too, returning the joined parts),
+    otherwise with :meth:`stream_content` as well.
+    """
+
+    def stream_content(self, arguments: str, **tool_options: Any) -> StreamReader[ContentPart]:
+        """Run the tool; the chunks, joined, are its result.
 
         Args:
             arguments: the JSON object text the model sent (``""`` means no arguments).
