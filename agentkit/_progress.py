@@ -46,6 +46,7 @@ from typing import Any, Protocol
 import attrs
 
 from agentkit._persist import persisted
+from agentkit._points import Journal
 
 __all__ = [
     "ROOT",
@@ -54,9 +55,11 @@ __all__ = [
     "LogLike",
     "MergeField",
     "Op",
+    "Place",
     "Progress",
     "PutPoint",
     "SetField",
+    "save_point",
     "state_delta",
 ]
 
@@ -133,6 +136,74 @@ class LogLike(Protocol):
     def chain(self) -> tuple[LogLike, ...]:
         """This history and the ones its entries are also recorded in."""
         ...
+
+
+class Place(Protocol):
+    """Where a state is declared (what :func:`save_point` reads of a ``RunFrame``)."""
+
+    @property
+    def address(self) -> Address:
+        """The declaring component's address."""
+        ...
+
+    @property
+    def journal(self) -> Journal:
+        """The run's points in memory."""
+        ...
+
+    @property
+    def progress(self) -> Progress | None:
+        """The run's durable progress (``None``: the run is not durable)."""
+        ...
+
+    @property
+    def log(self) -> LogLike:
+        """The history the component records into."""
+        ...
+
+
+def save_point(
+    place: Place,
+    state: Any,
+    *,
+    info: Any = None,
+    root_cause: bool = False,
+    dropped: Sequence[Address] = (),
+    done: Sequence[Address] = (),
+    flush: bool = True,
+    sync: bool = False,
+) -> None:
+    """The one way a resume point enters a run: the component at ``place`` is at ``state``.
+
+    ``AgentRun.save_state`` and the interrupts (:func:`~agentkit.interrupt`,
+    :func:`~agentkit.interrupt_event`, :class:`~agentkit.CompositeInterrupt`) all call it.
+    The point is kept in the run's journal (what a stop saves) and, in a durable run, handed
+    to the writer (:meth:`Progress.declare`) in the same call.
+
+    ``info`` and ``root_cause`` are what an interrupt shows there; ``dropped``: addresses whose
+    points are over, forgotten now in memory and in the store with this commit; ``done``:
+    addresses forgotten in memory already (a child that completed), dropped in the store with
+    this commit. ``flush`` and ``sync`` are :meth:`Progress.declare`'s. A root cause is
+    declared with ``flush=False``: the Runner delivers an interrupt event only after the
+    stop's save, which holds it, so the point needs no write of its own (and a crash before
+    that save leaves the interrupt undelivered: the resumed run asks again).
+
+    Raises:
+        CheckpointError: a durable run's writer could not make the commit durable.
+    """
+    journal = place.journal
+    address = place.address
+    for gone in dropped:
+        journal.discard_under(gone)
+    if info is None and not root_cause:
+        journal.declare(address, state)
+    else:
+        journal.record(address, state, info, root=root_cause)
+    progress = place.progress
+    if progress is not None:
+        progress.declare(
+            address, state, place.log, done=(*done, *dropped), flush=flush, sync=sync
+        )
 
 
 class _Cursor:
