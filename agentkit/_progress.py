@@ -9,8 +9,10 @@ The design, in full (the Runner's side is :mod:`agentkit._durable`):
   tool round, a Sequential's child, a Parallel's lanes, a pending transfer, an agent tool's
   inner history). A run whose process died is resumed from its image the way a stopped run is
   resumed from its journal's points (:mod:`agentkit._points`).
-* **Declarations.** A component says where it is with ``AgentRun.save_state``; in a durable
-  run that call ends here, in :meth:`Progress.declare`: the writer diffs the declared state
+* **Declarations.** A component says where it is with ``AgentRun.save_state``, an interrupt
+  with ``interrupt()``, ``interrupt_event()`` or ``CompositeInterrupt``; each enters by one
+  door, :func:`save_point`, which keeps the point in the run's journal and, in a durable
+  run, ends here, in :meth:`Progress.declare`: the writer diffs the declared state
   against what it wrote last for that address (:func:`state_delta`) and commits the *ops*
   that turn one into the other (:class:`PutPoint`, :class:`DropPoints`, :class:`SetField`,
   :class:`ExtendField`, :class:`MergeField`), addressed like resume points; the address
