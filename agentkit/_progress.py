@@ -141,27 +141,18 @@ class LogLike(Protocol):
 
 
 class Place(Protocol):
-    """Where a state is declared (what :func:`save_point` reads of a ``RunFrame``)."""
+    """Where a state is declared (what :func:`save_point` reads of a ``RunFrame``): the
+    declaring component's address, the run's journal, its progress (``None``: not durable)
+    and the history the component records into."""
 
     @property
-    def address(self) -> Address:
-        """The declaring component's address."""
-        ...
-
+    def address(self) -> Address: ...
     @property
-    def journal(self) -> Journal:
-        """The run's points in memory."""
-        ...
-
+    def journal(self) -> Journal: ...
     @property
-    def progress(self) -> Progress | None:
-        """The run's durable progress (``None``: the run is not durable)."""
-        ...
-
+    def progress(self) -> Progress | None: ...
     @property
-    def log(self) -> LogLike:
-        """The history the component records into."""
-        ...
+    def log(self) -> LogLike: ...
 
 
 def save_point(
@@ -178,7 +169,8 @@ def save_point(
     """The one way a resume point enters a run: the component at ``place`` is at ``state``.
 
     ``AgentRun.save_state`` and the interrupts (:func:`~agentkit.interrupt`,
-    :func:`~agentkit.interrupt_event`, :class:`~agentkit.CompositeInterrupt`) all call it.
+    :func:`~agentkit.interrupt_event`, :class:`~agentkit.tools.CompositeInterrupt`) all call
+    it.
     The point is kept in the run's journal (what a stop saves) and, in a durable run, handed
     to the writer (:meth:`Progress.declare`) in the same call.
 
@@ -187,8 +179,9 @@ def save_point(
     addresses forgotten in memory already (a child that completed), dropped in the store with
     this commit. ``flush`` and ``sync`` are :meth:`Progress.declare`'s. A root cause is
     declared with ``flush=False``: the Runner delivers an interrupt event only after the
-    stop's save, which holds it, so the point needs no write of its own (and a crash before
-    that save leaves the interrupt undelivered: the resumed run asks again).
+    stop's save, which holds it, so the point needs no write of its own (a crash before that
+    save leaves the interrupt undelivered: the resumed run asks again), and a write inside a
+    tool would turn a store's failure into the tool's error.
 
     Raises:
         CheckpointError: a durable run's writer could not make the commit durable.
