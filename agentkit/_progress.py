@@ -181,7 +181,7 @@ def save_point(
     declared with ``flush=False``: the Runner delivers an interrupt event only after the
     stop's save, which holds it, so the point needs no write of its own (a crash before that
     save leaves the interrupt undelivered: the resumed run asks again), and a write inside a
-    tool would turn a store's failure into the tool's error.
+    tool would have a store's failure taken for the tool's own error.
 
     Raises:
         CheckpointError: a durable run's writer could not make the commit durable.
