@@ -170,9 +170,8 @@ def save_point(
 
     ``AgentRun.save_state`` and the interrupts (:func:`~agentkit.interrupt`,
     :func:`~agentkit.interrupt_event`, :class:`~agentkit.tools.CompositeInterrupt`) all call
-    it.
-    The point is kept in the run's journal (what a stop saves) and, in a durable run, handed
-    to the writer (:meth:`Progress.declare`) in the same call.
+    it. The point is kept in the run's journal (what a stop saves) and, in a durable run,
+    handed to the writer (:meth:`Progress.declare`) in the same call.
 
     ``info`` and ``root_cause`` are what an interrupt shows there; ``dropped``: addresses whose
     points are over, forgotten now in memory and in the store with this commit; ``done``:
