@@ -6,7 +6,7 @@ child of a :class:`~agentkit.tools.CompositeInterrupt`), ``slow`` finishes after
 written (a step record) after the pause was declared. Each tool appends what it did to an
 effects file outside the process.
 
-``python -m tests.interrupt_crash_child <store dir> <effects file> <interrupt|composite>`` runs
+``python -m tests.interrupt_crash_child <store dir> <effects file> <interrupt|composite|alone>`` runs
 it with a file store whose stop's save (``set``) kills the process with SIGKILL before it
 writes: the process dies after the interrupt was declared and before the stop was saved.
 """
@@ -60,7 +60,12 @@ class Effects:
 
 
 def build(effects: Effects, how: str) -> ChatModelAgent:
-    """The agent: one round of ``ask`` and ``slow``, then its answer."""
+    """The agent: one round of ``ask`` and ``slow``, then its answer.
+
+    ``how``: ``"interrupt"`` (``ask`` calls ``interrupt``), ``"composite"`` (a child of
+    ``ask`` does, through a ``CompositeInterrupt``), ``"alone"`` (as ``"interrupt"``, with
+    no ``slow`` call: no step is written between the pause and the stop's save).
+    """
     asked = threading.Event()
 
     def pause(state: dict[str, int]) -> str:
@@ -101,10 +106,10 @@ def build(effects: Effects, how: str) -> ChatModelAgent:
     def reply(messages: list[Message]) -> Message:
         if any(message.role is Role.TOOL for message in messages):
             return assistant_message("all done")
-        return assistant_message("", [
-            ToolCall(id="c-ask", function=FunctionCall("ask", "{}")),
-            ToolCall(id="c-slow", function=FunctionCall("slow", "{}")),
-        ])
+        calls = [ToolCall(id="c-ask", function=FunctionCall("ask", "{}"))]
+        if how != "alone":
+            calls.append(ToolCall(id="c-slow", function=FunctionCall("slow", "{}")))
+        return assistant_message("", calls)
 
     return ChatModelAgent("A", "asks, then goes on", ScriptedChatModel(reply), tools=[ask, slow])
 
