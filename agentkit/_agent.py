@@ -27,6 +27,7 @@ from agentkit._ids import new_id
 from agentkit._observe import RunObservers, UsageLedger
 from agentkit._options import AgentOptions, AgentRunOption, RunOptionSet
 from agentkit._points import Journal, interrupt_contexts
+from agentkit._progress import save_point
 from agentkit._runctx import (
     EventLog,
     RecordedEvent,
@@ -424,23 +425,15 @@ class AgentRun:
         """
         frame = self._frame
         address = frame.address
-        journal = frame.journal
-        gone = self._finished or []
+        done = self._finished or ()
         self._finished = None
+        dropped = [(*address, segment) for segment in completed]
         if clear:
-            journal.discard_under(address)
-            gone.append(address)
-        for segment in completed:
-            place = (*address, segment)
-            journal.discard_under(place)
-            gone.append(place)
-        if info is None and not root_cause:
-            journal.declare(address, state)
-        else:
-            journal.record(address, state, info, root=root_cause)
-        progress = frame.progress
-        if progress is not None:
-            progress.declare(address, state, frame.log, done=gone, flush=flush, sync=sync)
+            dropped.insert(0, address)
+        save_point(
+            frame, state, info=info, root_cause=root_cause, dropped=dropped, done=done,
+            flush=flush, sync=sync,
+        )
 
     def keep_history(self, field: str, index: int | None = None) -> AbstractContextManager[None]:
         """Within the ``with`` block, have the writer keep this run's history in ``field`` of

@@ -2,9 +2,11 @@
 
 A tool pauses the run with :func:`interrupt`; a custom agent sends :func:`interrupt_event`.
 Each interrupting point gets a fresh id and an address (``agent:<name>`` and
-``tool:<tool name>:<call id>`` segments) and is recorded in the run's journal of resume points
-(:mod:`agentkit._points`); the components around it record their own points as the stop travels
-up, and the Runner saves them all.
+``tool:<tool name>:<call id>`` segments) and enters the run as every resume point does, through
+the writer's one door (:func:`agentkit._progress.save_point`): kept in the run's journal of
+resume points (:mod:`agentkit._points`) and, in a durable run, handed to the writer. The
+components around it declare their own points as the stop travels up, and the Runner saves
+them all.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from typing import Any
 import attrs
 
 from agentkit._persist import persisted
-from agentkit._points import PointResume, ResumePoint
+from agentkit._points import PointResume
+from agentkit._progress import save_point
 from agentkit._runctx import current_frame
 from agentkit.errors import AgentKitRuntimeError, AgentKitValueError
 from agentkit.events import AgentAction, AgentEvent, InterruptInfo
@@ -34,8 +37,7 @@ class InterruptSignal(BaseException):
         address: where the interrupt's resume point was saved.
     """
 
-    def __init__(self, at: ResumePoint | tuple[str, ...]) -> None:
-        address = at.address if isinstance(at, ResumePoint) else at
+    def __init__(self, address: tuple[str, ...]) -> None:
         super().__init__(f"interrupted at {';'.join(address)}")
         self.address = address
 
@@ -69,7 +71,8 @@ def interrupt(info: Any = None, *, state: Any = None) -> Any:
     if resume is not None and resume.is_resume_target and resume.has_data:
         resume.has_data = False  # delivered once
         return resume.data
-    raise InterruptSignal(frame.journal.record(frame.address, state, info, root=True))
+    save_point(frame, state, info=info, root_cause=True, flush=False)
+    raise InterruptSignal(frame.address)
 
 
 def get_interrupt_state() -> Any:
@@ -110,7 +113,7 @@ def interrupt_event(
             )
     frame = current_frame()
     if frame is not None:
-        frame.journal.record(frame.address, state, info, root=not children)
+        save_point(frame, state, info=info, root_cause=not children, flush=False)
     return AgentEvent(action=AgentAction(interrupted=InterruptInfo(data=info)))
 
 

@@ -9,8 +9,10 @@ The design, in full (the Runner's side is :mod:`agentkit._durable`):
   tool round, a Sequential's child, a Parallel's lanes, a pending transfer, an agent tool's
   inner history). A run whose process died is resumed from its image the way a stopped run is
   resumed from its journal's points (:mod:`agentkit._points`).
-* **Declarations.** A component says where it is with ``AgentRun.save_state``; in a durable
-  run that call ends here, in :meth:`Progress.declare`: the writer diffs the declared state
+* **Declarations.** A component says where it is with ``AgentRun.save_state``, an interrupt
+  with ``interrupt()``, ``interrupt_event()`` or ``CompositeInterrupt``; each enters by one
+  door, :func:`save_point`, which keeps the point in the run's journal and, in a durable
+  run, ends here, in :meth:`Progress.declare`: the writer diffs the declared state
   against what it wrote last for that address (:func:`state_delta`) and commits the *ops*
   that turn one into the other (:class:`PutPoint`, :class:`DropPoints`, :class:`SetField`,
   :class:`ExtendField`, :class:`MergeField`), addressed like resume points; the address
@@ -46,6 +48,7 @@ from typing import Any, Protocol
 import attrs
 
 from agentkit._persist import persisted
+from agentkit._points import Journal
 
 __all__ = [
     "ROOT",
@@ -54,9 +57,11 @@ __all__ = [
     "LogLike",
     "MergeField",
     "Op",
+    "Place",
     "Progress",
     "PutPoint",
     "SetField",
+    "save_point",
     "state_delta",
 ]
 
@@ -133,6 +138,66 @@ class LogLike(Protocol):
     def chain(self) -> tuple[LogLike, ...]:
         """This history and the ones its entries are also recorded in."""
         ...
+
+
+class Place(Protocol):
+    """Where a state is declared (what :func:`save_point` reads of a ``RunFrame``): the
+    declaring component's address, the run's journal, its progress (``None``: not durable)
+    and the history the component records into."""
+
+    @property
+    def address(self) -> Address: ...
+    @property
+    def journal(self) -> Journal: ...
+    @property
+    def progress(self) -> Progress | None: ...
+    @property
+    def log(self) -> LogLike: ...
+
+
+def save_point(
+    place: Place,
+    state: Any,
+    *,
+    info: Any = None,
+    root_cause: bool = False,
+    dropped: Sequence[Address] = (),
+    done: Sequence[Address] = (),
+    flush: bool = True,
+    sync: bool = False,
+) -> None:
+    """The one way a resume point enters a run: the component at ``place`` is at ``state``.
+
+    ``AgentRun.save_state`` and the interrupts (:func:`~agentkit.interrupt`,
+    :func:`~agentkit.interrupt_event`, :class:`~agentkit.tools.CompositeInterrupt`) all call
+    it. The point is kept in the run's journal (what a stop saves) and, in a durable run,
+    handed to the writer (:meth:`Progress.declare`) in the same call.
+
+    ``info`` and ``root_cause`` are what an interrupt shows there; ``dropped``: addresses whose
+    points are over, forgotten now in memory and in the store with this commit; ``done``:
+    addresses forgotten in memory already (a child that completed), dropped in the store with
+    this commit. ``flush`` and ``sync`` are :meth:`Progress.declare`'s. A root cause is
+    declared with ``flush=False``: the Runner delivers an interrupt event only after the
+    stop's save, which holds it, so the point needs no write of its own (a crash before that
+    save leaves the interrupt undelivered: the resumed run asks again), and a write inside a
+    tool would have a store's failure taken for the tool's own error.
+
+    Raises:
+        CheckpointError: a durable run's writer could not make the commit durable.
+    """
+    journal = place.journal
+    address = place.address
+    for gone in dropped:
+        journal.discard_under(gone)
+    if info is None and not root_cause:
+        journal.declare(address, state)
+    else:
+        journal.record(address, state, info, root=root_cause)
+    progress = place.progress
+    if progress is not None:
+        progress.declare(
+            address, state, place.log, done=(*done, *dropped), flush=flush, sync=sync
+        )
 
 
 class _Cursor:

@@ -31,7 +31,6 @@ from agentkit import (
 )
 from agentkit._agent import open_run
 from agentkit._interrupt import InterruptSignal, ToolRoundState
-from agentkit._points import ResumePoint
 from agentkit._runctx import EventLog, RunFrame, ToolCallFrame, current_frame, use_frame
 from agentkit._scope import RunScope
 from agentkit.agents._react import ReactState, RoundOutcome, ToolItem, return_directly_call
@@ -201,8 +200,8 @@ def test_round_raises_a_real_error_before_a_cancel_and_the_first_calls_interrupt
         outcome.raise_stop()
 
     signals = RoundOutcome(lambda event: None, _round("a", "b", "c"), None)
-    later = InterruptSignal(ResumePoint("p2", ("agent:x", "tool:c:id2")))
-    earlier = InterruptSignal(ResumePoint("p1", ("agent:x", "tool:b:id1")))
+    later = InterruptSignal(("agent:x", "tool:c:id2"))
+    earlier = InterruptSignal(("agent:x", "tool:b:id1"))
     signals.handle(ToolItem(2, error=later))
     signals.handle(ToolItem(1, error=earlier))
     with pytest.raises(InterruptSignal) as raised:

@@ -16,6 +16,7 @@ from typing import Any
 
 from agentkit._interrupt import InterruptSignal
 from agentkit._points import PointResume
+from agentkit._progress import save_point
 from agentkit._runctx import RunFrame, RunKey, ToolCallFrame, current_frame, use_frame
 from agentkit.errors import AgentKitRuntimeError, AgentKitTypeError, AgentKitValueError
 from agentkit.schema import ContentPart
@@ -149,7 +150,8 @@ class CompositeInterrupt:
         if not self._interrupted:
             return
         frame = self._frame
-        raise InterruptSignal(frame.journal.record(frame.address, state, self._info))
+        save_point(frame, state, info=self._info, flush=False)
+        raise InterruptSignal(frame.address)
 
     @staticmethod
     def _child_resume(frame: RunFrame, name: str, call_id: str) -> PointResume | None:
