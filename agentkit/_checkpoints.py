@@ -12,21 +12,21 @@ from __future__ import annotations
 
 import abc
 import logging
-import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from agentkit._clock import SYSTEM_CLOCK, Clock
 from agentkit._interrupt import ResumeOnlyData, ToolRoundState
 from agentkit._observe import RunUsage
 from agentkit._options import HeldLease
 from agentkit._persist import persisted
 from agentkit._points import ResumePoint, ResumeState, new_point_id
 from agentkit._progress import ROOT, ExtendField, MergeField, PutPoint, SetField, apply_ops
-from agentkit._refresher import REFRESHER, Refreshed
+from agentkit._refresher import Refreshed, refresher_for
 from agentkit._runctx import RecordedEvent, RunFrame
-from agentkit.checkpoint.base import DEFAULT_LEASE_TTL
+from agentkit.checkpoint.base import DEFAULT_LEASE_TTL, Lease
 from agentkit.errors import CheckpointConsumedError, CheckpointError, CheckpointNotFoundError
 from agentkit.events import AgentInput
 from agentkit.limits import RunLimits
@@ -496,6 +496,13 @@ class LeaseKeeper(Refreshed):
     wait for it. :meth:`stop` ends the keeping and releases the lease (unless it was made
     with ``release=False``: a lease the caller took and gives back itself).
 
+    When a refresh is due and when a lease that could not be refreshed counts as lost are
+    read on ``clock`` (default: the clock of the lease's store, ``clock=`` of the built-in
+    stores, for a :class:`~agentkit.checkpoint.Lease`; else the system's). With a
+    :class:`~agentkit.testing.ManualClock`, a test moves past a refresh or a whole ttl at
+    once (``clock.advance(...)``) instead of waiting for it; the refreshing thread still
+    waits on a condition, never in a sleep.
+
     One thread serves all leases, so a store whose calls hang delays every refresh behind
     them; a lease whose refresh comes too late is found expired (its store says so) and is
     lost as above, never kept by mistake.
@@ -510,7 +517,9 @@ class LeaseKeeper(Refreshed):
             keeper.stop()
     """
 
-    __slots__ = ("_held_until", "_kept", "_lease", "_lost", "_on_lost", "_release")
+    __slots__ = (
+        "_clock", "_held_until", "_kept", "_lease", "_lost", "_on_lost", "_refresher", "_release"
+    )
 
     def __init__(
         self,
@@ -518,18 +527,23 @@ class LeaseKeeper(Refreshed):
         *,
         on_lost: Callable[[str], object] | None = None,
         release: bool = True,
+        clock: Clock | None = None,
     ) -> None:
         super().__init__()
+        if clock is None:
+            clock = lease.clock if isinstance(lease, Lease) else SYSTEM_CLOCK
+        self._clock = clock
+        self._refresher = refresher_for(clock)
         self._lease = lease
         self._on_lost = on_lost
         self._release = release
         self._lost: str | None = None
-        self._held_until = time.monotonic() + lease.ttl
+        self._held_until = clock.monotonic() + lease.ttl
         self._kept = isinstance(lease, KeptLease)
         if isinstance(lease, KeptLease):
             lease.watch(self._lose)
         else:
-            REFRESHER.add(self)
+            self._refresher.add(self)
 
     @property
     def lease(self) -> HeldLease:
@@ -557,7 +571,7 @@ class LeaseKeeper(Refreshed):
                 lease.checkpoint_id,
                 exc_info=True,
             )
-            if time.monotonic() < self._held_until:
+            if self._clock.monotonic() < self._held_until:
                 return True
             if not self.refresh_stopped:
                 self._lose(
@@ -572,7 +586,7 @@ class LeaseKeeper(Refreshed):
                     f"paused, or the store unreachable, for more than {lease.ttl:g} s?)"
                 )
             return False
-        self._held_until = time.monotonic() + lease.ttl
+        self._held_until = self._clock.monotonic() + lease.ttl
         return True
 
     def _lose(self, reason: str) -> None:
@@ -600,7 +614,7 @@ class LeaseKeeper(Refreshed):
                 assert isinstance(kept, KeptLease)
                 kept.unwatch()
             else:
-                REFRESHER.remove(self)
+                self._refresher.remove(self)
         finally:  # also after a Ctrl-C in that wait: the lease is not left to expire
             if self._release:
                 self._lease.release()

@@ -12,6 +12,14 @@ the runs it serves.
 One thread serves all, so a refresh that hangs (a store that does not answer) delays the
 ones behind it; a holder whose refresh comes too late finds out from its store (the lease
 expired and was taken, the lock is gone) and reacts as it would to any lost refresh.
+
+The schedule is read on a :class:`~agentkit._clock.Clock`: :data:`REFRESHER` reads the
+system's; :func:`refresher_for` gives the refresher of another clock (a test's
+:class:`~agentkit.testing.ManualClock`: moving it on makes the refreshes that fall due, at
+once, with no real time passing). Due times on two clocks cannot be compared, so each clock
+has its refresher (and its thread, while it has holders). The thread waits in
+:meth:`Clock.wait_until <agentkit._clock.Clock.wait_until>`, on the refresher's condition:
+an added holder, a retirement or a move of a manual clock wakes it; it never sleeps.
 """
 
 from __future__ import annotations
@@ -22,9 +30,11 @@ import itertools
 import logging
 import os
 import threading
-import time
+import weakref
 
-__all__ = ["REFRESHER", "Refreshed", "Refresher"]
+from agentkit._clock import SYSTEM_CLOCK, Clock
+
+__all__ = ["REFRESHER", "Refreshed", "Refresher", "refresher_for"]
 
 _log = logging.getLogger("agentkit")
 
@@ -51,16 +61,17 @@ class Refreshed(abc.ABC):
 
 
 class Refresher:
-    """Refreshes every registered :class:`Refreshed` when due, from one thread.
+    """Refreshes every registered :class:`Refreshed` when due on ``clock``, from one thread.
 
     A holder being refreshed stays in flight until its refresh returns: :meth:`remove`
     waits for that, so what a holder gives back after its removal (a lease, a lock) is never
     given back under a refresh of it.
     """
 
-    __slots__ = ("_due", "_in_flight", "_order", "_thread", "_wake", "live")
+    __slots__ = ("__weakref__", "_due", "_in_flight", "_order", "_thread", "_wake", "clock", "live")
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.clock = clock
         self._wake = threading.Condition(threading.Lock())
         self._due: list[tuple[float, int, Refreshed]] = []  # a heap
         self._order = itertools.count()  # ties in due time: first added, first refreshed
@@ -120,7 +131,7 @@ class Refresher:
             retired.join()
 
     def _push(self, item: Refreshed) -> None:
-        due = time.monotonic() + item.refresh_interval
+        due = self.clock.monotonic() + item.refresh_interval
         heapq.heappush(self._due, (due, next(self._order), item))
 
     def serve(self, thread: _RefreshThread) -> None:
@@ -154,10 +165,10 @@ class Refresher:
             if not due:
                 self._wake.wait()  # woken by add() or by the retirement
                 continue
-            wait = due[0][0] - time.monotonic()
-            if wait <= 0:
+            when = due[0][0]
+            if self.clock.monotonic() >= when:
                 return heapq.heappop(due)[2]
-            self._wake.wait(wait)
+            self.clock.wait_until(self._wake, when)  # or woken by add(), a retirement
         return None
 
 
@@ -174,6 +185,34 @@ class _RefreshThread(threading.Thread):
 
 
 REFRESHER = Refresher()
-"""The process's refresher (a forked child starts with an empty one of its own)."""
+"""The process's refresher, on the system clock (a forked child starts with an empty one)."""
 
-os.register_at_fork(after_in_child=REFRESHER.forget_all)
+# The refreshers of other clocks, while a holder or their thread keeps them.
+_BY_CLOCK: weakref.WeakValueDictionary[Clock, Refresher] = weakref.WeakValueDictionary()
+_BY_CLOCK_LOCK = threading.Lock()
+
+
+def refresher_for(clock: Clock) -> Refresher:
+    """The refresher whose schedule is read on ``clock``: :data:`REFRESHER` for the system's
+    (any plain :class:`~agentkit._clock.Clock`), else one per clock object.
+
+    A holder removes itself from the refresher it was added to: it keeps the one returned.
+    """
+    if type(clock) is Clock:
+        return REFRESHER
+    with _BY_CLOCK_LOCK:
+        refresher = _BY_CLOCK.get(clock)
+        if refresher is None:
+            refresher = _BY_CLOCK[clock] = Refresher(clock)
+        return refresher
+
+
+def _forget_all_in_child() -> None:
+    global _BY_CLOCK_LOCK
+    _BY_CLOCK_LOCK = threading.Lock()  # a parent thread may have held it at the fork
+    REFRESHER.forget_all()
+    for refresher in list(_BY_CLOCK.values()):
+        refresher.forget_all()
+
+
+os.register_at_fork(after_in_child=_forget_all_in_child)

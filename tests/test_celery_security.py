@@ -27,6 +27,7 @@ from agentkit.integrations.runs import (
     RunNotFoundError,
     RunOwnerError,
 )
+from agentkit.testing import Clock
 from tests import celery_broker as broker
 from tests import celery_support as support
 from tests.celery_support import GUARD, OWNER, read_all
@@ -148,6 +149,15 @@ def test_a_replayed_approval_does_not_approve_the_next_interrupt(
     assert done["answer"] == f"Done: paid {first}, declined {second}."
 
 
+class HourAgo(Clock):
+    """The system's clock, an hour back: the times a web process wrote an hour ago."""
+
+    __slots__ = ()
+
+    def time(self) -> float:
+        return time.time() - 3600.0
+
+
 def test_an_expired_message_runs_nothing_and_its_run_fails_saying_why(
     app_module: Any, workers: dict[str, Any], client: Any, env: dict[str, str]
 ) -> None:
@@ -155,15 +165,16 @@ def test_an_expired_message_runs_nothing_and_its_run_fails_saying_why(
 
     from agentkit.integrations.celery import AgentQueue
 
-    # A web process whose messages are valid for half a second.
+    # A message sent an hour ago, valid for a minute: its web process stamped it on a clock
+    # an hour back. The workers (other processes) read the system clock, as in production,
+    # so the test waits for no expiry: the message is stale when it arrives.
     app = Celery("impatient", broker=env["REDIS_URL"])
-    impatient = AgentQueue(app, message_ttl=0.5)
+    impatient = AgentQueue(app, message_ttl=60.0, clock=HourAgo())
     lane = hold()
     run_id = impatient.submit("weather", "Lima", owner=OWNER, queue=lane)
     message = broker.take(client, lane)
     expires = json.loads(json.loads(broker.args_of(message)[0])["body"])["expires"]
-    while time.time() <= expires:  # a deadline, not a pace: the message has to be stale
-        time.sleep(max(0.0, expires - time.time()) + 0.01)
+    assert expires < time.time() - 3000  # stamped on the sender's clock
     failed = result(app_module, broker.put(client, "a", message))
     assert failed["status"] == "failed"
     assert "waited in the queue longer than message_ttl" in failed["error"]["message"]

@@ -11,6 +11,7 @@ no run is left. Waits are bounded by ``GUARD``; none paces the test.
 
 from __future__ import annotations
 
+import functools
 import shutil
 import tempfile
 import threading
@@ -29,6 +30,7 @@ from agentkit.integrations import _celery_worker  # noqa: E402
 from agentkit.integrations._celery_worker import Watcher, WatchHub  # noqa: E402
 from agentkit.integrations._redislog import RedisRunLog  # noqa: E402
 from agentkit.integrations._signing import Sealer  # noqa: E402
+from agentkit.testing import ManualClock  # noqa: E402
 from tests.celery_support import RestartableRedis  # noqa: E402
 from tests.redis_server import redis_url  # noqa: E402, F401
 
@@ -76,6 +78,11 @@ def _watcher(hub: WatchHub, run_id: str, lease_ttl: float = 30) -> tuple[Watcher
     )
     watcher.start()
     return watcher, handle
+
+
+def _expires_later(log: RedisRunLog, key: bytes | str, floor_ms: int) -> bool:
+    """Whether ``key`` has more than ``floor_ms`` left before Redis drops it."""
+    return int(log.client.pttl(key)) > floor_ms
 
 
 def _thread_of(hub: WatchHub) -> threading.Thread | None:
@@ -279,9 +286,12 @@ def test_after_a_redis_restart_both_runs_keep_their_leases_and_cancels(
 ) -> None:
     monkeypatch.setattr(WatchHub, "MAX_BACKOFF", 0.2)
     log = _log_for(restartable.url)
-    hub = WatchHub(log)
-    store = RedisCheckPointStore(client=log.client, prefix="watcher-test-cp:")
-    ttl = 3.0
+    # The leases are timed on a manual clock (the hub's and the store's): the test moves it
+    # past their ttl after the restart instead of waiting that long.
+    clock = ManualClock()
+    hub = WatchHub(log, clock=clock)
+    store = RedisCheckPointStore(client=log.client, prefix="watcher-test-cp:", clock=clock)
+    ttl = 30.0
     first, _ = _watcher(hub, "run-1", ttl)
     second, _ = _watcher(hub, "run-2", ttl)
     leases = [lease_for(store, "run-1", ttl), lease_for(store, "run-2", ttl)]
@@ -292,14 +302,18 @@ def test_after_a_redis_restart_both_runs_keep_their_leases_and_cancels(
     _until(lambda: not hub.listening, "the hub did not notice that Redis went away")
     restartable.start()  # the append-only file keeps the leases (and their expiry)
     _until(lambda: hub.listening, "the hub did not listen again after the restart")
-    restarted = time.monotonic()
     _cancel(log, "run-1")
     _until(lambda: first.reason is not None, "a cancel after the restart was not delivered")
     assert first.reason == "user" and second.reason is None
     # Past the lease's ttl after the restart, run 2 still holds it: the hub refreshed it.
-    time.sleep(max(0.0, restarted + ttl * 1.5 - time.monotonic()))  # the point of the test
+    key = store.lease_key("run-2")
+    for _ in range(5):  # 50 s on the clock, a third of the ttl at a time
+        left = int(log.client.pttl(key))  # ms until Redis drops the key (the server's clock)
+        clock.advance(ttl / 3)
+        # A refresh sets the expiry 30 s past the clock's new now: ~10 s more than before.
+        _until(functools.partial(_expires_later, log, key, left + 5000), "run-2 was not refreshed")
     assert second.reason is None
-    assert leases[1].refresh()
+    assert leases[1].refresh()  # still run 2's by the clock: 50 s after a 30 s lease began
     _cancel(log, "run-2")
     _until(lambda: second.reason is not None, "run-2's cancel was not delivered")
     first.stop()

@@ -5,7 +5,9 @@ lives. The leases are refreshed by a single ``agentkit-lease`` thread, however m
 alive, which is joined when the last of them ends. The behaviour tests run real durable runs
 on real threads, held in a tool until each lease has been refreshed; the unit tests drive
 :class:`LeaseKeeper` with leases whose refresh the test controls. Waits are on events, with
-generous timeouts as failure guards only.
+generous timeouts as failure guards only. The schedule is read on a clock: the tests on a
+:class:`~agentkit.testing.ManualClock` move it past a refresh, or a whole ttl, at once; the
+others run on the system clock, so its path stays covered end to end.
 """
 
 from __future__ import annotations
@@ -20,9 +22,17 @@ import pytest
 
 from agentkit import ChatModelAgent, Runner, tool, with_checkpoint_id
 from agentkit._checkpoints import LeaseKeeper
+from agentkit._clock import SYSTEM_CLOCK
 from agentkit._refresher import REFRESHER, Refreshed, Refresher
 from agentkit.checkpoint import InMemoryCheckPointStore
-from agentkit.testing import ScriptedChatModel, call, calls_message, no_thread_leak
+from agentkit.testing import (
+    Clock,
+    ManualClock,
+    ScriptedChatModel,
+    call,
+    calls_message,
+    no_thread_leak,
+)
 from tests.redis_server import redis_url  # noqa: F401 (a session fixture)
 
 GUARD = 30.0  # a failure guard for waits, never a pace
@@ -35,8 +45,8 @@ def lease_threads() -> list[threading.Thread]:
 class CountingStore(InMemoryCheckPointStore):
     """Counts each id's lease takes and refreshes (a refresh is a take by the same owner)."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, clock: Clock = SYSTEM_CLOCK) -> None:
+        super().__init__(clock=clock)
         self.takes: Counter[str] = Counter()
         self.changed = threading.Condition()
 
@@ -399,3 +409,96 @@ def test_the_slots_of_a_redis_limit_are_refreshed_by_the_same_thread(redis_url: 
         assert slots.in_use == 0 and slots.held_here == 0
         keeper.stop()
         slots.close()
+
+
+# --- the schedule on a manual clock: no real time passes ---------------------------------
+
+
+class ClockedLease(ScriptedLease):
+    """A scripted lease that notes the time of each refresh on ``clock``."""
+
+    def __init__(self, clock: ManualClock, ttl: float, script: tuple[bool | Exception, ...] = ()):
+        super().__init__(ttl, script, name="clocked")
+        self.clock = clock
+        self.times = [clock.monotonic()]
+
+    def refresh(self, ttl: float | None = None) -> bool:
+        now = self.clock.monotonic()
+        try:
+            return super().refresh(ttl)
+        finally:
+            self.times[-1] = now  # the time on the clock when the refresh was made
+
+
+def test_on_a_manual_clock_a_lease_is_refreshed_when_the_clock_passes_each_third_of_its_ttl() -> None:
+    clock = ManualClock()
+    lease = ClockedLease(clock, ttl=600.0)  # ten minutes of a lease, no real second of them
+    with no_thread_leak():
+        keeper = LeaseKeeper(lease, clock=clock)
+        assert lease_threads() != []  # the manual clock's refreshing thread
+        for count in (1, 2, 3):
+            assert clock.wait_for_waiters(1, GUARD)  # the next refresh is scheduled
+            clock.advance(200.0)
+            lease.wait_for_refreshes(count)
+        keeper.stop()
+    start = lease.times[0]
+    assert lease.times[1:] == [start + 200.0, start + 400.0, start + 600.0]
+    assert keeper.lost is None and lease.released
+
+
+def test_on_a_manual_clock_a_lease_whose_refreshes_fail_is_lost_when_its_ttl_has_passed() -> None:
+    clock = ManualClock()
+    lease = ClockedLease(clock, 30.0, tuple(ConnectionError("store down") for _ in range(10)))
+    reasons: list[str] = []
+    told = threading.Event()
+
+    def on_lost(reason: str) -> None:
+        reasons.append(reason)
+        told.set()
+
+    with no_thread_leak():
+        keeper = LeaseKeeper(lease, on_lost=on_lost, clock=clock)
+        for count in (1, 2):  # 10 s and 20 s in: failed, but the lease may still hold
+            assert clock.wait_for_waiters(1, GUARD)
+            clock.advance(10.0)
+            lease.wait_for_refreshes(count)
+        assert clock.wait_for_waiters(1, GUARD)
+        clock.advance(10.0)  # a whole ttl without a refresh: lost
+        assert told.wait(GUARD)
+        keeper.stop()
+    # Lost at the third failure, not sooner (a refresh of a lost lease is never tried again).
+    assert lease.refreshes == 3
+    assert reasons == [keeper.lost] and "could not be refreshed for 30 seconds" in reasons[0]
+
+
+def test_a_durable_run_on_a_store_with_a_manual_clock_keeps_its_lease_as_the_clock_moves() -> None:
+    clock = ManualClock()
+    store = CountingStore(clock)
+    refreshed_past_the_ttl = threading.Event()
+    rival = ""
+
+    @tool
+    def hold(name: str) -> str:
+        """Moves the clock past three ttls of the run's lease, a third at a time."""
+        nonlocal rival
+        for count in range(1, 10):
+            assert clock.wait_for_waiters(1, GUARD)  # the run's next refresh is scheduled
+            clock.advance(10.0)
+            store.wait_for_refreshes(name, count)
+        # 90 s on the store's clock, a 30 s lease: held because it was refreshed.
+        rival = "refused" if not store.acquire_lease(name, "rival", 30.0) else "taken"
+        refreshed_past_the_ttl.set()
+        return "held"
+
+    model = ScriptedChatModel(
+        lambda messages: "done"
+        if messages[-1].role.value == "tool"
+        else calls_message(call("hold", {"name": "run-clocked"}))
+    )
+    agent = ChatModelAgent("A", "d", model, tools=[hold])
+    runner = Runner(agent, checkpoint_store=store, durability="step", lease_ttl=30.0)
+    with no_thread_leak():
+        events = list(runner.query("hold", with_checkpoint_id("run-clocked")))
+    assert events[-1].get_message().content == "done"  # type: ignore[union-attr]
+    assert refreshed_past_the_ttl.is_set() and rival == "refused"
+    assert store.acquire_lease("run-clocked", "rival", 30.0)  # given back at the run's end

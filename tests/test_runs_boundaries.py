@@ -35,7 +35,7 @@ from agentkit.integrations.runs import (
 )
 from agentkit.models import ModelOptions
 from agentkit.streams import StreamReader, stream_from_iterator, stream_from_list
-from agentkit.testing import ScriptedChatModel, call, calls_message
+from agentkit.testing import ManualClock, ScriptedChatModel, call, calls_message
 
 GUARD = 60  # seconds: a failure guard only
 
@@ -250,6 +250,32 @@ def test_a_stopped_run_is_forgotten_after_the_retention_period() -> None:
         assert not runs.has_run(run_id, owner=None)  # forgotten as it stopped
     with pytest.raises(ValueError, match="retention"):
         LocalRuns({}, retention=-1)
+
+
+def test_a_stopped_run_is_kept_for_the_retention_period_on_the_clock() -> None:
+    clock = ManualClock()
+    runner = Runner(ChatModelAgent("quick", "d", ScriptedChatModel(lambda messages: "done")))
+
+    def stopped(runs: LocalRuns) -> str:
+        run_id = runs.submit("quick", "go", owner=None)
+        assert [e.kind for e in runs.events(run_id, owner=None)][-1] == "end"
+        assert runs.status(run_id, owner=None)["status"] == "completed"  # its stop is noted
+        return run_id
+
+    with LocalRuns({"quick": runner}, retention=3600.0, clock=clock) as runs:
+        first = stopped(runs)
+        clock.advance(1800.0)
+        second = stopped(runs)
+        clock.advance(1799.0)  # the first stopped an hour less a second ago
+        for run_id in (first, second):
+            runs.status(run_id, owner=None)  # kept
+        clock.advance(2.0)  # an hour and a second: the first is forgotten, not the second
+        with pytest.raises(RunNotFoundError, match="retention"):
+            runs.status(first, owner=None)
+        runs.status(second, owner=None)
+        clock.advance(1800.0)
+        with pytest.raises(RunNotFoundError):
+            runs.status(second, owner=None)
 
 
 def test_memory_stays_flat_over_a_thousand_runs() -> None:

@@ -2,7 +2,8 @@
 
 Real processes (``python -c``) against a real redis-server and the loopback
 ``FakeOpenAIServer`` of this process, which counts the requests in flight. A holder is
-killed with SIGKILL to show that its slot comes back when its lease ends; Redis is stopped
+killed with SIGKILL to show that its slot comes back when its lease ends (in real time, and
+at once for a limit on a :class:`~agentkit.testing.ManualClock` moved past the lease); Redis is stopped
 and frozen (SIGSTOP) under waiting calls to show that they fail with a clear error within
 their timeout. Time limits are failure guards; the times asserted are lower bounds the
 limits guarantee, or upper bounds that are the point of the test (a call's timeout).
@@ -10,6 +11,7 @@ limits guarantee, or upper bounds that are the point of the test (a call's timeo
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import subprocess
@@ -17,7 +19,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +36,7 @@ from agentkit import (
 )
 from agentkit.models import OpenAIChatModel
 from agentkit.schema import user_message
-from agentkit.testing import FakeOpenAIServer, Reply, no_thread_leak
+from agentkit.testing import FakeOpenAIServer, ManualClock, Reply, no_thread_leak
 from tests.redis_server import (
     redis_url,  # noqa: F401 (a session fixture)
     running_redis_server,
@@ -182,8 +184,10 @@ def test_the_slot_of_a_killed_holder_comes_back_when_its_lease_ends(
         try:
             assert arrived.wait(GUARD), holder.stderr.read() if holder.stderr else ""
             assert slots.in_use == 1
-            time.sleep(lease)  # a living holder refreshes its lease: the slot stays taken
-            assert slots.in_use == 1
+            lease_ends = lease_ends_of(slots)
+            assert len(lease_ends) == 1
+            wait_for_lease_ends(slots, lambda ends: ends and ends[0] > lease_ends[0])
+            assert slots.in_use == 1  # a living holder refreshes its lease: it stays taken
             with pytest.raises(SlotTimeoutError):
                 slots.acquire(timeout=0.2)
             holder.send_signal(signal.SIGKILL)
@@ -203,6 +207,109 @@ def test_the_slot_of_a_killed_holder_comes_back_when_its_lease_ends(
     assert reply.content == "mine now"
     assert waited < lease + 5.0  # the slot came back with the end of the lease
     assert slots.in_use == 0 and slots.held_here == 0
+
+
+def lease_ends_of(slots: RedisConcurrencyLimit) -> list[float]:
+    """The ends of the slot leases held now (ms, on the clock of whoever wrote them)."""
+    client = redis.Redis.from_url(slots_url(slots))
+    try:
+        return [score for _, score in client.zrange(slots_key(slots), 0, -1, withscores=True)]
+    finally:
+        client.close()
+
+
+def slots_url(slots: RedisConcurrencyLimit) -> str:
+    settings = slots._client.connection_pool.connection_kwargs
+    return f"redis://{settings['host']}:{settings['port']}/{settings.get('db', 0)}"
+
+
+def slots_key(slots: RedisConcurrencyLimit) -> str:
+    return f"agentkit:limit:{slots.name}:slots"
+
+
+def ends_at_least(end: float, ends: list[float]) -> bool:
+    return bool(ends) and ends[0] >= end
+
+
+def wait_for_lease_ends(
+    slots: RedisConcurrencyLimit, done: Callable[[list[float]], object]
+) -> list[float]:
+    """Poll Redis (a failure guard bounds it) until the lease ends satisfy ``done``."""
+    deadline = time.monotonic() + GUARD
+    while not done(ends := lease_ends_of(slots)):
+        assert time.monotonic() < deadline, f"the slot leases never got there: {ends}"
+        time.sleep(0.01)  # polling Redis, not pacing the test
+    return ends
+
+
+def test_on_a_manual_clock_the_slot_of_a_killed_holder_comes_back_once_the_clock_passes_its_lease(
+    redis_url: str,  # noqa: F811
+) -> None:
+    # The holder, another process, times its lease on the Redis server's clock; this
+    # process's limit reads a manual clock that starts at the same time and moves past the
+    # dead holder's lease at once: no lease is waited out.
+    arrived, answer = threading.Event(), threading.Event()
+
+    def handler(request: dict[str, Any]) -> Reply:
+        if request["messages"][-1]["content"] == "hold":
+            arrived.set()
+            answer.wait(GUARD)  # never answered while the holder lives
+        return Reply("mine now")
+
+    clock = ManualClock()
+    name = fresh("killed-clocked")
+    lease = 300.0  # five minutes of lease, longer than the test runs
+    slots = RedisConcurrencyLimit(1, name, url=redis_url, lease=lease, clock=clock)
+    with FakeOpenAIServer(handler=handler) as fake:
+        holder = child(HOLDER, redis_url, name, fake.base_url, str(lease))
+        try:
+            assert arrived.wait(GUARD), holder.stderr.read() if holder.stderr else ""
+            holder.send_signal(signal.SIGKILL)
+            holder.wait(GUARD)
+            assert slots.in_use == 1
+            with pytest.raises(SlotTimeoutError):
+                slots.acquire(timeout=0.2)
+            [lease_end] = lease_ends_of(slots)  # the holder's, on the server's clock
+            clock.advance(lease_end / 1000 - clock.time() - 1.0)
+            assert slots.in_use == 1  # the dead holder's lease has a second left
+            clock.advance(1.5)
+            assert slots.in_use == 0  # and now it ended
+            model = OpenAIChatModel(
+                "gpt-test", base_url=fake.base_url, api_key="k", concurrency=slots, timeout=GUARD
+            )
+            reply = model.generate([user_message("after")])
+        finally:
+            holder.kill()
+            holder.wait(GUARD)
+            answer.set()
+        model.close()
+    assert reply.content == "mine now"
+    assert slots.in_use == 0 and slots.held_here == 0
+    slots.close()
+
+
+def test_on_a_manual_clock_a_held_slot_is_refreshed_as_the_clock_moves(
+    redis_url: str,  # noqa: F811
+) -> None:
+    clock = ManualClock()
+    name = fresh("refreshed-clocked")
+    lease = 30.0
+    slots = RedisConcurrencyLimit(1, name, url=redis_url, lease=lease, clock=clock)
+    rival = RedisConcurrencyLimit(1, name, url=redis_url, lease=lease, clock=clock)
+    with no_thread_leak():
+        slot = slots.acquire(timeout=GUARD)
+        for _ in range(9):  # three leases, a third at a time
+            assert clock.wait_for_waiters(1, GUARD)  # the next refresh is scheduled
+            clock.advance(lease / 3)
+            refreshed_end = (clock.time() + lease) * 1000 - 1  # a lease from the clock's now
+            wait_for_lease_ends(slots, functools.partial(ends_at_least, refreshed_end))
+        assert slots.in_use == 1  # 90 s on the clock, a 30 s lease: kept by its refreshes
+        with pytest.raises(SlotTimeoutError):
+            rival.acquire(timeout=0.2)
+        slot.release()
+        rival.acquire(timeout=GUARD).release()  # given back: the rival's turn at once
+        slots.close()
+        rival.close()
 
 
 def test_a_pause_in_one_process_holds_back_the_callers_of_another(

@@ -330,6 +330,13 @@ class Lease:
         """Whether :meth:`release` was called."""
         return self._released
 
+    @property
+    def clock(self) -> Clock:
+        """The clock the lease is timed on: its store's (``clock=`` of the built-in stores;
+        the system's for a store without one). A run keeping the lease refreshes it on
+        this clock."""
+        return _clock_of(self._store)
+
     def refresh(self, ttl: float | None = None) -> bool:
         """Extend the lease to ``ttl`` (default: the original ttl) seconds from now.
 

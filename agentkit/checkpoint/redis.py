@@ -220,7 +220,11 @@ class RedisCheckPointStore(StoreLimits):
         prefix: prepended to every key; a checkpoint lives at ``prefix + id``.
         ttl: when given, checkpoints expire this many seconds after they were last written
             (a step record written counts for its checkpoint too: a live run's checkpoint does
-            not expire under it), and so do the tombstones of completed runs.
+            not expire under it), and so do the tombstones of completed runs. Redis expires
+            them (``PX``), on its own clock whatever ``clock`` is: retention needs no
+            precision a test could lose by waiting, while an expiry time compared with the
+            caller's clock would leave keys Redis never deletes and make every read a script.
+            A test of it waits for Redis (a short ``ttl``).
         max_bytes: the largest checkpoint read or written; a bigger value is refused from its
             ``STRLEN`` (checked in the same server-side script as the ``GET``) unread.
         lease_ttl: how long a resume lease lasts unless refreshed (seconds).

@@ -14,6 +14,11 @@ lives. The thread ends once no run was registered for :attr:`WatchHub.IDLE` seco
 once when the worker shuts down with no run left); the next run starts it again.
 A cancel request is sealed: one that fails verification, names another run or was made
 before the run's latest stop is ignored (and logged).
+
+The leases' schedule (when a refresh is due, when a lease that could not be refreshed is
+lost) is read on the hub's clock (``WatchHub(log, clock=)``: the queue's, the system's by
+default); a test moves a :class:`~agentkit.testing.ManualClock` past a lease instead of
+waiting for it (the hub looks at the clock at least every ``POLL_INTERVAL / 2`` seconds).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from agentkit._checkpoints import KeptLease
+from agentkit._clock import SYSTEM_CLOCK, Clock
 from agentkit.cancel import CancelHandle, CancelMode
 from agentkit.errors import AgentKitTimeoutError
 from agentkit.integrations._redislog import RedisRunLog
@@ -129,6 +135,7 @@ class Watcher:
     ) -> None:
         self._hub = hub
         self._log = hub.log
+        self._clock = hub.clock
         self.run_id = run_id
         self._stops = stops
         self._handle = handle
@@ -141,7 +148,7 @@ class Watcher:
         self._active = False
         self._lease: Lease | None = None
         self._on_lost: Callable[[str], object] | None = None  # the run's, while it watches
-        self._lease_until = 0.0  # monotonic time the lease is known to last until
+        self._lease_until = 0.0  # when the lease is known to last until (the hub's clock)
         self._next_refresh = 0.0
         self.next_key_check = 0.0
         self.reason: str | None = None  # "user", "shutdown" or "lease lost"
@@ -184,7 +191,7 @@ class Watcher:
         hub loses the lease (its step writer then writes nothing more).
         """
         with self._lock:
-            now = time.monotonic()
+            now = self._clock.monotonic()
             self._lease_until = now + self._lease_ttl
             self._next_refresh = now + self._lease_ttl / 3
             self._lease = lease
@@ -220,7 +227,8 @@ class Watcher:
                 self._note({"status": "stopping", "reason": "worker shutdown"})
 
     def refresh_lease(self, now: float) -> None:
-        """Refresh the lease if it is due (raises when Redis cannot be reached)."""
+        """Refresh the lease if it is due at ``now`` (the hub's clock; raises when Redis
+        cannot be reached)."""
         if self._lease is None or now < self._next_refresh:
             return
         with self._lock:
@@ -242,7 +250,11 @@ class Watcher:
         if self._lease is None:
             return
         with self._lock:
-            if self._active and self._lease is not None and time.monotonic() >= self._lease_until:
+            if (
+                self._active
+                and self._lease is not None
+                and self._clock.monotonic() >= self._lease_until
+            ):
                 self._lost_lease(f"it could not be refreshed within its {self._lease_ttl:g} s")
 
     def _lost_lease(self, why: str) -> None:
@@ -389,6 +401,12 @@ class WatchHub:
 
     The thread is started by the first registration and ends once no run was registered for
     ``IDLE`` seconds, or at once when the worker shuts down and no run is left. Thread-safe.
+
+    The runs' leases are timed on ``clock`` (the system's by default): when a refresh is
+    due, and when a lease that could not be refreshed during an outage counts as lost. The
+    hub looks at the clock at least every ``POLL_INTERVAL / 2`` seconds, so a test that
+    moves a :class:`~agentkit.testing.ManualClock` on sees the refreshes that fell due made
+    within that. Its other waits (reconnecting, the key checks, the idle end) are real time.
     """
 
     MIN_BACKOFF = 0.05
@@ -396,8 +414,9 @@ class WatchHub:
     KEY_CHECK = 2.0
     IDLE = 10.0
 
-    def __init__(self, log: RedisRunLog) -> None:
+    def __init__(self, log: RedisRunLog, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self.log = log
+        self.clock = clock
         prefix = log.prefix
         self._prefix = prefix
         # The runs' cancel requests and the notices of messages sent to them (AgentQueue.send).
@@ -517,7 +536,7 @@ class WatchHub:
                 watchers = self._snapshot()
                 for watcher in watchers:
                     watcher.shutdown_if_asked()
-                now = time.monotonic()
+                now = self.clock.monotonic()
                 wake = min((w.next_refresh() for w in watchers), default=float("inf"))
                 wait = max(0.0, min(POLL_INTERVAL / 2, wake - now))
                 message = pubsub.get_message(timeout=wait)
@@ -552,10 +571,10 @@ class WatchHub:
 
     def _tend(self, watchers: list[Watcher]) -> None:
         """Refresh the leases that are due; read the cancel keys that are due."""
-        now = time.monotonic()
+        now, lease_now = time.monotonic(), self.clock.monotonic()
         due = []
         for watcher in watchers:
-            watcher.refresh_lease(now)
+            watcher.refresh_lease(lease_now)
             if now >= watcher.next_key_check:
                 watcher.next_key_check = now + self.KEY_CHECK
                 due.append(watcher)

@@ -68,13 +68,13 @@ import json
 import logging
 import os
 import threading
-import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from agentkit._clock import SYSTEM_CLOCK, Clock
 from agentkit._lazy import present
 from agentkit._options import steer_through, with_cancel, with_checkpoint_id, with_session_values
 from agentkit._runlog import InlineRun, Summary, publish, summary_of_error
@@ -234,6 +234,14 @@ class AgentQueue:
             human approved), restore the copies and push the message again, and the tool
             runs twice. Without a ledger (the default) that rollback replay is possible
             within ``message_ttl``; see the security guide.
+        clock: the clock message expiry and the runs' leases are timed on (the system's by
+            default). A web process stamps each task message with its expiry on it, and a
+            worker compares that with its own; a worker refreshes its runs' leases, and
+            counts one lost, on it, and its checkpoint store takes it (see
+            :class:`~agentkit.checkpoint.RedisCheckPointStore`'s ``clock``). For tests (a
+            :class:`~agentkit.testing.ManualClock`, or a clock set apart from the system's):
+            the processes of a deployment compare the times they write down, so they must
+            read clocks that agree.
 
     The same object (same module) is used by the workers, which :meth:`register` the agents,
     and by the web processes, which :meth:`submit`, read :meth:`events`, :meth:`resume` and
@@ -257,6 +265,7 @@ class AgentQueue:
         lease_ttl: float = _RUN_LEASE_TTL,
         durability: str = "step",
         replay_ledger: ReplayLedger | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         if durability not in ("step", "stop"):
             raise AgentKitValueError(
@@ -284,6 +293,7 @@ class AgentQueue:
         self._ttl = float(ttl)
         self._message_ttl = float(message_ttl)
         self._lease_ttl = float(lease_ttl)
+        self._clock = clock
         self.durability = durability
         self.replay_ledger = replay_ledger
         self._keys = None if signing_key is None else as_keys(signing_key)
@@ -390,6 +400,7 @@ class AgentQueue:
                     prefix=self._checkpoint_prefix,
                     ttl=self._ttl,
                     outage_wait=OUTAGE_WAIT,  # a run's step writes wait out a Redis restart
+                    clock=self._clock,
                 )
             return self._store
 
@@ -418,7 +429,7 @@ class AgentQueue:
         log = self._log()
         with self._lock:
             if self._hub is None:
-                self._hub = WatchHub(log)
+                self._hub = WatchHub(log, clock=self._clock)
             return self._hub
 
     def _signing_keys(self) -> list[bytes]:
@@ -430,7 +441,7 @@ class AgentQueue:
 
     def _seal_order(self, record: RunRecord, kind: str, payload: dict[str, Any]) -> str:
         """The sealed task message that runs (or resumes) ``record``'s run, once."""
-        now = time.time()
+        now = self._clock.time()
         body = {
             "run_id": record.run_id,
             "agent": record.agent,
@@ -839,7 +850,7 @@ class AgentQueue:
         self, worker: str, route: str | None, order: _Order, record: RunRecord
     ) -> dict[str, Any] | None:
         """What becomes of a verified order this worker does not run now (``None``: run it)."""
-        if order.expires < time.time():
+        if order.expires < self._clock.time():
             return self._expired(worker, order, record)
         if not record.live or record.stops != order.stops:
             # A delivery of a run that stopped since: at least once means sometimes twice;
@@ -917,7 +928,7 @@ class AgentQueue:
 
     def _expired(self, worker: str, order: _Order, record: RunRecord) -> dict[str, Any]:
         """A verified message that expired: fail its run if it still waits for this message."""
-        age = f"it expired {time.time() - order.expires:.0f} s ago"
+        age = f"it expired {self._clock.time() - order.expires:.0f} s ago"
         _log.error(
             "agentkit: worker %s refused the task message of run %r: %s (message_ttl)",
             worker,

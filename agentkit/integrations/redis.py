@@ -19,8 +19,10 @@ A slot is a **lease**: held for ``lease`` seconds and refreshed by the holding p
 the call lasts (every third of the lease), so a process that dies (kill -9, OOM, a lost
 machine) holds its slots for at most ``lease`` seconds; then they come back. Each grant and
 each release is one Lua script, timed by the Redis server's clock, so the processes' clocks
-do not matter. A freed slot is announced on a Redis channel, which wakes the waiters of
-every process at once (a waiter also looks again at least every half second).
+do not matter (unless a limit is given a clock of its own, ``clock=``: a test's
+:class:`~agentkit.testing.ManualClock`, see :class:`RedisConcurrencyLimit`). A freed slot is
+announced on a Redis channel, which wakes the waiters of every process at once (a waiter
+also looks again at least every half second).
 
 A limit is as durable as its Redis: a Redis that restarts **without persistence** (no AOF,
 no snapshot) forgets the slots held at that moment, so until those calls end up to ``limit``
@@ -41,8 +43,9 @@ import threading
 import uuid
 from typing import Any
 
+from agentkit._clock import SYSTEM_CLOCK, Clock
 from agentkit._lazy import present
-from agentkit._refresher import REFRESHER, Refreshed
+from agentkit._refresher import Refreshed, refresher_for
 from agentkit._waiting import Waiting, check_timeout
 from agentkit.checkpoint._redisscripts import Scripts
 from agentkit.errors import AgentKitValueError, MissingDependencyError, SharedLimitUnavailableError
@@ -69,12 +72,21 @@ DEFAULT_SOCKET_TIMEOUT = 2.0
 
 _LOOK_AGAIN = 0.5  # the longest a waiter goes without asking Redis again
 
-# KEYS[1]: the holders (a sorted set: token -> lease end, in ms of the server's clock).
-# ARGV: the limit, the token, the lease in ms. Returns {1, 0} when the token got a slot,
-# else {0, ms until the first lease ends}.
-_ACQUIRE = """
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+# Now in ms: the caller's clock when it passes one (ARGV[now], a limit with a clock of its
+# own), else the Redis server's.
+_NOW = """
+local now = tonumber(ARGV[%d])
+if not now then
+    local time = redis.call('TIME')
+    now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+end
+"""
+
+# KEYS[1]: the holders (a sorted set: token -> lease end, in ms of the clock the limit reads).
+# ARGV: the limit, the token, the lease in ms, now ("": the server's clock). Returns {1, 0}
+# when the token got a slot, else {0, ms until the first lease ends}. The key itself expires
+# on the server's clock (garbage collection of a limit nobody uses any more).
+_ACQUIRE = _NOW % 4 + """
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[1]) then
     redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[2])
@@ -85,13 +97,12 @@ local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 return {0, tonumber(first[2]) - now}
 """
 
-# KEYS[1]: the holders. ARGV: the lease in ms, then the tokens to refresh. Returns how many
-# of them still held their slot (a lease that ran out is not renewed: its slot is gone).
-_REFRESH = """
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+# KEYS[1]: the holders. ARGV: the lease in ms, now ("": the server's clock), then the tokens
+# to refresh. Returns how many of them still held their slot (a lease that ran out is not
+# renewed: its slot is gone).
+_REFRESH = _NOW % 2 + """
 local kept = 0
-for i = 2, #ARGV do
+for i = 3, #ARGV do
     local ends = redis.call('ZSCORE', KEYS[1], ARGV[i])
     if ends and tonumber(ends) > now then
         redis.call('ZADD', KEYS[1], now + tonumber(ARGV[1]), ARGV[i])
@@ -300,6 +311,7 @@ class _Keeper:
 
     def __init__(self, limit: RedisConcurrencyLimit) -> None:
         self._limit = limit
+        self._refresher = refresher_for(limit.clock)  # refreshes on the limit's clock
         self._condition = threading.Condition()
         self._held: set[str] = set()
         self._leases: _SlotLeases | None = None  # registered with the refresher while held
@@ -310,7 +322,7 @@ class _Keeper:
             self._held.add(token)
             if self._leases is None:
                 self._leases = _SlotLeases(self)
-                REFRESHER.add(self._leases)
+                self._refresher.add(self._leases)
 
     def drop(self, token: str) -> None:
         with self._condition:
@@ -321,7 +333,7 @@ class _Keeper:
             self._leaving += 1
         try:
             # Outside the lock: a refresh under way (which reads the tokens) is waited for.
-            REFRESHER.remove(leases)
+            self._refresher.remove(leases)
         finally:
             with self._condition:
                 self._leaving -= 1
@@ -380,6 +392,18 @@ class RedisConcurrencyLimit(ConcurrencyLimiter):
         lease: seconds a slot stays held without a refresh: how long the slots of a process
             that died stay taken. The holder refreshes every third of it.
         prefix: what the Redis keys start with.
+        clock: the clock slot leases are timed on. With the system's (a plain
+            :class:`~agentkit.testing.Clock`, the default), the Redis server's clock times
+            them: one clock for every process and host, so theirs do not matter. Any other
+            clock (a test's :class:`~agentkit.testing.ManualClock`) times this object's
+            grants, refreshes and :attr:`in_use`: a lease it finds ended by that clock is
+            given to another caller (a test moves the clock past a dead holder's lease
+            instead of waiting for it), and the refreshes of its own slots fall due as that
+            clock moves. The Redis key still expires on the server's clock, ``lease``
+            seconds after the last grant or refresh (garbage collection): keep the lease of
+            such a test longer than the test runs (30 s and up). Lease ends written on
+            different clocks are compared with each other, so give a clock of its own only
+            in tests.
 
     Every process must give the same ``limit`` for the same ``name``: each grant compares
     the slots held with the limit its caller knows.
@@ -397,6 +421,7 @@ class RedisConcurrencyLimit(ConcurrencyLimiter):
         client: Any = None,
         lease: float = 60.0,
         prefix: str = DEFAULT_PREFIX,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise AgentKitValueError(
@@ -407,6 +432,7 @@ class RedisConcurrencyLimit(ConcurrencyLimiter):
         if isinstance(lease, bool) or not isinstance(lease, (int, float)) or not lease > 0:
             raise AgentKitValueError(f"lease must be a number of seconds > 0 (got {lease!r})")
         self._limit = limit
+        self._clock = clock
         self._lease = float(lease)
         self._lease_ms = max(1, round(lease * 1000))
         self._client, self._owns_client = _connect(url, client, "RedisConcurrencyLimit")
@@ -435,6 +461,11 @@ class RedisConcurrencyLimit(ConcurrencyLimiter):
         return self._lease
 
     @property
+    def clock(self) -> Clock:
+        """The clock slot leases are timed on (``clock=``; the system's: Redis's clock)."""
+        return self._clock
+
+    @property
     def held_here(self) -> int:
         """How many slots this object holds now (in this process)."""
         return self._keeper.held
@@ -449,8 +480,12 @@ class RedisConcurrencyLimit(ConcurrencyLimiter):
             SharedLimitUnavailableError: Redis could not be reached.
         """
         try:
-            seconds, microseconds = self._client.time()
-            now = int(seconds) * 1000 + int(microseconds) // 1000
+            mine = self._now()
+            if isinstance(mine, int):
+                now = mine
+            else:
+                seconds, microseconds = self._client.time()
+                now = int(seconds) * 1000 + int(microseconds) // 1000
             return int(self._client.zcount(self._key, now + 1, "+inf"))
         except _redis_errors() as error:
             raise self._unavailable(error) from error
@@ -497,7 +532,7 @@ class RedisConcurrencyLimit(ConcurrencyLimiter):
         """Ask for a slot: ``None`` when ``token`` got one, else the ms until a lease ends."""
         try:
             granted, wait_ms = self._acquire_script(
-                keys=[self._key], args=[self._limit, token, self._lease_ms]
+                keys=[self._key], args=[self._limit, token, self._lease_ms, self._now()]
             )
         except _redis_errors() as error:
             raise self._unavailable(error) from error
@@ -520,7 +555,9 @@ class RedisConcurrencyLimit(ConcurrencyLimiter):
 
     def _refresh(self, tokens: list[str]) -> None:
         try:
-            kept = int(self._refresh_script(keys=[self._key], args=[self._lease_ms, *tokens]))
+            kept = int(
+                self._refresh_script(keys=[self._key], args=[self._lease_ms, self._now(), *tokens])
+            )
         except _redis_errors() as error:
             _log.warning(
                 "agentkit: could not refresh the leases of %r (%s: %s); will try again",
@@ -534,6 +571,11 @@ class RedisConcurrencyLimit(ConcurrencyLimiter):
                 "persistence): the limit may be exceeded until those calls end",
                 len(tokens) - kept, self, self._lease,
             )
+
+    def _now(self) -> int | str:
+        """Now in ms on the limit's clock, or ``""``: the Redis server's clock decides."""
+        clock = self._clock
+        return "" if type(clock) is Clock else round(clock.time() * 1000)
 
     def _unavailable(self, error: BaseException) -> SharedLimitUnavailableError:
         return SharedLimitUnavailableError(

@@ -46,7 +46,6 @@ from __future__ import annotations
 import collections
 import json
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from importlib import resources
@@ -54,6 +53,7 @@ from typing import Any, Protocol
 
 import attrs
 
+from agentkit._clock import SYSTEM_CLOCK, Clock
 from agentkit._lazy import present
 from agentkit._options import steer_through, with_cancel, with_checkpoint_id, with_session_values
 from agentkit._runctx import check_cancelled
@@ -397,6 +397,9 @@ class LocalRuns:
             for readers and resumes before it is forgotten. Default one hour.
         max_stopped: the most stopped runs kept; past it the oldest stopped run is forgotten.
             Default 100.
+        clock: the clock ``retention`` is measured on (its ``monotonic()``; the system's by
+            default): a test moves a :class:`~agentkit.testing.ManualClock` past the
+            retention period instead of waiting for it.
 
     What it holds at most: ``max_entries`` entries for each live run and each of the
     ``max_stopped`` stopped ones. With the defaults that is 1,000,000 entries for the stopped
@@ -430,6 +433,7 @@ class LocalRuns:
         max_entries: int = 10_000,
         retention: float = 3600.0,
         max_stopped: int = 100,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         if max_entries < 1 or max_stopped < 0 or retention < 0:
             raise AgentKitValueError(
@@ -440,6 +444,7 @@ class LocalRuns:
         self._runners = dict(runners)
         self._max_entries = max_entries
         self._retention = float(retention)
+        self._clock = clock
         self._max_stopped = max_stopped
         self._runs: dict[str, _LocalRun] = {}
         # idempotency key (bound to its owner) -> the run id and request digest of its run
@@ -710,7 +715,7 @@ class LocalRuns:
 
     def _sweep(self) -> None:
         """Forget the stopped runs past the retention period or the count (lock held)."""
-        deadline = time.monotonic() - self._retention
+        deadline = self._clock.monotonic() - self._retention
         stopped = self._stopped
         while stopped:
             run_id, stopped_at = next(iter(stopped.items()))
@@ -764,7 +769,7 @@ class LocalRuns:
                 run.steering = None
                 steering.close()  # a run that never started takes nothing more
                 if self._runs.get(run_id) is run:
-                    self._stopped[run_id] = time.monotonic()
+                    self._stopped[run_id] = self._clock.monotonic()
                     self._stopped.move_to_end(run_id)
                     self._sweep()
 
