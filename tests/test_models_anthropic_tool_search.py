@@ -254,6 +254,48 @@ def test_documented_tool_search_stream_makes_no_tool_call_of_the_search() -> Non
     assert result["content"]["tool_references"][0]["tool_name"] == "get_weather"
 
 
+@pytest.mark.parametrize("streaming", [False, True], ids=["whole", "streamed"])
+def test_the_documented_reply_goes_back_in_its_block_order(
+    server: ToolSearchServer, streaming: bool
+) -> None:
+    """Anthropic's tool search reply interleaves text with the search's blocks, and the docs
+    say to pass the assistant's content back unchanged: the turn keeps its order, through a
+    checkpoint's JSON too."""
+    documented = json.loads((FIXTURES / "tool_search.json").read_text())["content"]
+    server.script(documented, [{"type": "text", "text": "Sunny."}], [{"type": "text", "text": "Sunny."}])
+    deferred = ToolInfo(WEATHER.name, WEATHER.description, WEATHER.parameters, deferred=True)
+    model = model_for(server).with_tools([deferred])
+    question = user_message("Weather in SF?")
+    if streaming:
+        reply = concat_messages(list(model.stream([question])))
+    else:
+        reply = model.generate([question])
+    assert reply.content == documented[0]["text"] + documented[3]["text"]
+    from_json = Message.from_dict(json.loads(json.dumps(reply.to_dict())))
+    for message in (reply, from_json):
+        model.generate([question, message, tool_message("sunny", "toolu_01XYZweatherCall")])
+        sent = server.requests[-1]["messages"][1]["content"]
+        assert sent == documented
+
+
+def test_a_changed_reply_goes_back_in_the_usual_order(server: ToolSearchServer) -> None:
+    """A middleware that rewrote the text leaves the kept order no longer true of it: the
+    blocks go back thinking, server tool blocks, text, tool calls."""
+    import attrs
+
+    documented = json.loads((FIXTURES / "tool_search.json").read_text())["content"]
+    server.script(documented, [{"type": "text", "text": "Sunny."}])
+    model = model_for(server)
+    reply = model.generate([user_message("Weather in SF?")])
+    shorter = attrs.evolve(reply, content="Checking.")
+    model.generate([user_message("Weather in SF?"), shorter, tool_message("sunny", "toolu_01XYZweatherCall")])
+    sent = server.requests[-1]["messages"][1]["content"]
+    assert [b["type"] for b in sent] == [
+        "server_tool_use", "tool_search_tool_result", "text", "tool_use"
+    ]
+    assert sent[2]["text"] == "Checking."
+
+
 def test_a_server_tool_input_that_is_not_json_is_a_model_error() -> None:
     broken = (FIXTURES / "stream_tool_search.sse").read_text().replace('"ther\\"}"', '"ther"')
     client = httpx.Client(
@@ -304,13 +346,12 @@ def test_use_model_tool_search_runs_the_tool_the_model_found(
     assert first["messages"][0]["content"][0]["text"] == middleware.reminder
     assistant = second["messages"][1]
     assert assistant["role"] == "assistant"
-    assert [b["type"] for b in assistant["content"]] == [
-        "server_tool_use",
-        "tool_search_tool_result",
-        "text",
-        "tool_use",
+    # The turn goes back as it came: the text before the search stays before it.
+    assert assistant["content"] == [
+        {"type": "text", "text": "Let me find a tool."},
+        *searched,
+        {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}},
     ]
-    assert assistant["content"][:2] == searched
     [tool_result] = second["messages"][2]["content"]
     assert tool_result["tool_use_id"] == "toolu_1"
     assert tool_result["content"] == [{"type": "text", "text": "sunny in Paris"}]

@@ -72,8 +72,11 @@ class AnthropicChatModel(HTTPChatModel):
             sent only when a bound tool is deferred; each deferred tool goes with
             ``"defer_loading": true``. The search's ``server_tool_use`` and
             ``tool_search_tool_result`` blocks are kept in
-            ``Message.extra["server_tool_blocks"]`` and sent back with the assistant turn;
-            they are no tool calls for the agent to run (a found tool's ``tool_use`` is).
+            ``Message.extra["server_tool_blocks"]`` and sent back with the assistant turn,
+            in the order the reply had them among its texts and tool calls (kept in
+            ``extra["block_order"]`` when it is not thinking, server blocks, text, tool
+            calls); they are no tool calls for the agent to run (a found tool's
+            ``tool_use`` is).
         **defaults: default :class:`~agentkit.models.ModelOptions` fields for every call.
 
     ``timeout``, ``max_retries``, ``http_client``, ``max_response_bytes``, ``pricing``,
