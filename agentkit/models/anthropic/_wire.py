@@ -272,13 +272,13 @@ def order_of(message: Message) -> list[str | int]:
         "tool_use": len(message.tool_calls),
     }
     kept = message.extra.get(BLOCK_ORDER) if message.extra else None
-    if isinstance(kept, list) and all(
-        (type(item) is int and item > 0) or item in _RANKS for item in kept
+    if (
+        isinstance(kept, list)
+        and all((type(item) is int and item > 0) or item in _RANKS for item in kept)
+        and sum(item for item in kept if type(item) is int) == len(message.content)
+        and all(kept.count(kind) == count for kind, count in counts.items())
     ):
-        if sum(item for item in kept if type(item) is int) == len(message.content) and all(
-            kept.count(kind) == count for kind, count in counts.items()
-        ):
-            return list(kept)
+        return list(kept)
     text: list[str | int] = [len(message.content)] if message.content else []
     return [
         *["thinking"] * counts["thinking"],
