@@ -593,3 +593,39 @@ def test_the_fake_server_refuses_a_paused_turn_sent_back_changed() -> None:
         refused = httpx.post(f"{fake.base_url}/v1/messages", json=body)
         assert refused.status_code == 400
         assert "sending its content back unchanged" in refused.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["whole", "streamed"])
+def test_a_paused_turn_with_thinking_keeps_every_thinking_block_in_place(streaming: bool) -> None:
+    with FakeAnthropicServer() as fake:
+        fake.queue(
+            Reply(
+                reasoning_content="Search first.",
+                tool_calls=[call("get_weather", {"city": "Oslo"})],
+                finish_reason="pause_turn",
+            ),
+            Reply(
+                "Found it.",
+                reasoning_content="Now call it.",
+                tool_calls=[call("get_weather", {"city": "Oslo"}, id="toolu_7")],
+            ),
+            Reply("Cold."),
+        )
+        model = deferred_model(fake, thinking=1024)
+        question = user_message("Weather in Oslo?")
+        if streaming:
+            reply = concat_messages(list(model.stream([question])))
+        else:
+            reply = model.generate([question])
+        assert [b["thinking"] for b in reply.extra["thinking_blocks"]] == [
+            "Search first.", "Now call it."
+        ]
+        assert reply.extra["reasoning_content"] == "Search first.Now call it."
+        [found] = reply.tool_calls
+        assert found.id == "toolu_7"
+        # The fake checks each thinking block's signature and that the turn starts with one.
+        assert model.generate([question, reply, tool_message("cold", "toolu_7")]).content == "Cold."
+        sent = fake.requests[-1]["messages"][1]["content"]
+    assert [b["type"] for b in sent] == [
+        "thinking", "server_tool_use", "tool_search_tool_result", "thinking", "text", "tool_use"
+    ]
