@@ -474,9 +474,13 @@ class AudioPart:
         _check_source(self, "audio")
 
 
-ContentPart: TypeAlias = "TextPart | ImagePart | FilePart | AudioPart"
+ContentPart: TypeAlias = TextPart | ImagePart | FilePart | AudioPart
 """Any content part: :class:`TextPart`, :class:`ImagePart`, :class:`FilePart` or
-:class:`AudioPart`."""
+:class:`AudioPart`.
+
+A union of the classes themselves (not a string), so an annotation naming it resolves in the
+module that imports it: ``@tool`` on a generator annotated ``-> Iterator[ContentPart]``
+streams parts, with or without ``from __future__ import annotations``."""
 
 _PART_TYPES = (TextPart, ImagePart, FilePart, AudioPart)
 _PART_NAMES = ", ".join(cls.__name__ for cls in _PART_TYPES)

@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
-from agentkit import ChatModelAgent, Runner, tool
+from agentkit import ChatModelAgent, Role, Runner, tool
 from agentkit.errors import ModelError
 from agentkit.middlewares import ToolSearchMiddleware
 from agentkit.models import (
@@ -28,7 +28,14 @@ from agentkit.models import (
     OpenAIChatModel,
     ToolSearchUnsupportedError,
 )
-from agentkit.schema import Message, ToolInfo, concat_messages, tool_message, user_message
+from agentkit.schema import (
+    Message,
+    TokenUsage,
+    ToolInfo,
+    concat_messages,
+    tool_message,
+    user_message,
+)
 from agentkit.testing import FakeAnthropicServer, FakeOpenAIServer, Reply, call
 from agentkit.testing._fake_http import RequestHandler
 
@@ -254,6 +261,48 @@ def test_documented_tool_search_stream_makes_no_tool_call_of_the_search() -> Non
     assert result["content"]["tool_references"][0]["tool_name"] == "get_weather"
 
 
+@pytest.mark.parametrize("streaming", [False, True], ids=["whole", "streamed"])
+def test_the_documented_reply_goes_back_in_its_block_order(
+    server: ToolSearchServer, streaming: bool
+) -> None:
+    """Anthropic's tool search reply interleaves text with the search's blocks, and the docs
+    say to pass the assistant's content back unchanged: the turn keeps its order, through a
+    checkpoint's JSON too."""
+    documented = json.loads((FIXTURES / "tool_search.json").read_text())["content"]
+    server.script(documented, [{"type": "text", "text": "Sunny."}], [{"type": "text", "text": "Sunny."}])
+    deferred = ToolInfo(WEATHER.name, WEATHER.description, WEATHER.parameters, deferred=True)
+    model = model_for(server).with_tools([deferred])
+    question = user_message("Weather in SF?")
+    if streaming:
+        reply = concat_messages(list(model.stream([question])))
+    else:
+        reply = model.generate([question])
+    assert reply.content == documented[0]["text"] + documented[3]["text"]
+    from_json = Message.from_dict(json.loads(json.dumps(reply.to_dict())))
+    for message in (reply, from_json):
+        model.generate([question, message, tool_message("sunny", "toolu_01XYZweatherCall")])
+        sent = server.requests[-1]["messages"][1]["content"]
+        assert sent == documented
+
+
+def test_a_changed_reply_goes_back_in_the_usual_order(server: ToolSearchServer) -> None:
+    """A middleware that rewrote the text leaves the kept order no longer true of it: the
+    blocks go back thinking, server tool blocks, text, tool calls."""
+    import attrs
+
+    documented = json.loads((FIXTURES / "tool_search.json").read_text())["content"]
+    server.script(documented, [{"type": "text", "text": "Sunny."}])
+    model = model_for(server)
+    reply = model.generate([user_message("Weather in SF?")])
+    shorter = attrs.evolve(reply, content="Checking.")
+    model.generate([user_message("Weather in SF?"), shorter, tool_message("sunny", "toolu_01XYZweatherCall")])
+    sent = server.requests[-1]["messages"][1]["content"]
+    assert [b["type"] for b in sent] == [
+        "server_tool_use", "tool_search_tool_result", "text", "tool_use"
+    ]
+    assert sent[2]["text"] == "Checking."
+
+
 def test_a_server_tool_input_that_is_not_json_is_a_model_error() -> None:
     broken = (FIXTURES / "stream_tool_search.sse").read_text().replace('"ther\\"}"', '"ther"')
     client = httpx.Client(
@@ -304,13 +353,12 @@ def test_use_model_tool_search_runs_the_tool_the_model_found(
     assert first["messages"][0]["content"][0]["text"] == middleware.reminder
     assistant = second["messages"][1]
     assert assistant["role"] == "assistant"
-    assert [b["type"] for b in assistant["content"]] == [
-        "server_tool_use",
-        "tool_search_tool_result",
-        "text",
-        "tool_use",
+    # The turn goes back as it came: the text before the search stays before it.
+    assert assistant["content"] == [
+        {"type": "text", "text": "Let me find a tool."},
+        *searched,
+        {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}},
     ]
-    assert assistant["content"][:2] == searched
     [tool_result] = second["messages"][2]["content"]
     assert tool_result["tool_use_id"] == "toolu_1"
     assert tool_result["content"] == [{"type": "text", "text": "sunny in Paris"}]
@@ -408,3 +456,176 @@ def test_the_fake_server_searches_before_calling_a_deferred_tool_once_a_conversa
     ]
     # Loaded once, the tool is called without a search the next time.
     assert [b["type"] for b in third["messages"][3]["content"]] == ["tool_use"]
+
+
+# -- a paused turn (stop_reason "pause_turn") ----------------------------------------------------
+
+PAUSED_USAGE = TokenUsage(300, 20, 320)
+DONE_USAGE = TokenUsage(340, 30, 370, cached_tokens=300)
+
+
+def paused_then_found(fake: FakeAnthropicServer) -> None:
+    """A search long enough that Anthropic pauses the turn, then the continuation's call."""
+    fake.queue(
+        Reply(
+            "Let me look.",
+            tool_calls=[call("get_weather", {"city": "Paris"})],
+            finish_reason="pause_turn",
+            usage=PAUSED_USAGE,
+        ),
+        Reply(
+            " Found it.",
+            tool_calls=[call("get_weather", {"city": "Paris"}, id="toolu_9")],
+            usage=DONE_USAGE,
+        ),
+    )
+
+
+def deferred_model(fake: FakeAnthropicServer, **kwargs: Any) -> Any:
+    deferred = ToolInfo(WEATHER.name, WEATHER.description, WEATHER.parameters, deferred=True)
+    return model_for(fake, **kwargs).with_tools([EMAIL, deferred])
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["whole", "streamed"])
+def test_a_paused_turn_is_continued_with_its_content_sent_back(streaming: bool) -> None:
+    """Anthropic's server tools: a paused turn goes on when its content is sent back as it
+    is, with the same tools; the caller gets one finished reply."""
+    with FakeAnthropicServer() as fake:
+        paused_then_found(fake)
+        model = deferred_model(fake)
+        question = user_message("Weather in Paris?")
+        if streaming:
+            chunks = list(model.stream([question]))
+            reasons = [c.response_meta.finish_reason for c in chunks if c.response_meta]
+            assert reasons == ["tool_calls"]  # the pause is no end for the reader
+            reply = concat_messages(chunks)
+        else:
+            reply = model.generate([question])
+        first, second = fake.requests
+    assert reply.content == "Let me look. Found it."
+    [found] = reply.tool_calls
+    assert (found.id, found.function.name) == ("toolu_9", "get_weather")
+    assert json.loads(found.function.arguments) == {"city": "Paris"}
+    meta = reply.response_meta
+    assert meta is not None and meta.finish_reason == "tool_calls"
+    assert meta.usage == TokenUsage(640, 50, 690, cached_tokens=300)
+    use, result = reply.extra["server_tool_blocks"]
+    assert use["type"] == "server_tool_use" and result["tool_use_id"] == use["id"]
+    # The continuation: the same tools, the paused content last, as it came, and the
+    # cache breakpoint where the first request had it.
+    assert second["tools"] == first["tools"]
+    assert second["messages"][:-1] == first["messages"]
+    assert second["messages"][-1] == {
+        "role": "assistant",
+        "content": [{"type": "text", "text": "Let me look."}, use],
+    }
+    # The whole turn goes back in its order on the next call.
+    with FakeAnthropicServer() as later:
+        later.queue(Reply("Sunny."))
+        deferred_model(later).generate([question, reply, tool_message("sunny", "toolu_9")])
+        [sent] = later.requests
+    assert [b["type"] for b in sent["messages"][1]["content"]] == [
+        "text", "server_tool_use", "tool_search_tool_result", "text", "tool_use"
+    ]
+
+
+def test_a_stream_closed_before_the_pause_sends_no_continuation() -> None:
+    with FakeAnthropicServer() as fake:
+        paused_then_found(fake)
+        reader = deferred_model(fake).stream([user_message("Weather in Paris?")])
+        assert "Let me look.".startswith(next(iter(reader)).content)
+        reader.close()
+        assert len(fake.requests) == 1
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["whole", "streamed"])
+def test_an_agent_sees_one_reply_of_a_paused_tool_search(streaming: bool) -> None:
+    calls.clear()
+    with FakeAnthropicServer() as fake:
+        paused_then_found(fake)
+        fake.queue(Reply("Sunny in Paris."))
+        middleware = ToolSearchMiddleware([get_weather, send_email], use_model_tool_search=True)
+        agent = ChatModelAgent("assistant", "Helps.", model_for(fake), middlewares=[middleware])
+        events = list(Runner(agent, enable_streaming=streaming).query("Weather in Paris?"))
+        *_, last = fake.requests
+    assert calls == ["Paris"]
+    replies = [
+        e.get_message() for e in events
+        if e.get_message() is not None and e.get_message().role is Role.ASSISTANT  # type: ignore[union-attr]
+    ]
+    assert [m.content for m in replies] == ["Let me look. Found it.", "Sunny in Paris."]  # type: ignore[union-attr]
+    assert [b["type"] for b in last["messages"][1]["content"]] == [
+        "text", "server_tool_use", "tool_search_tool_result", "text", "tool_use"
+    ]
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["whole", "streamed"])
+def test_a_turn_paused_more_often_than_max_continuations_is_an_error(streaming: bool) -> None:
+    with FakeAnthropicServer() as fake:
+        paused = Reply(
+            tool_calls=[call("get_weather", {"city": "Paris"})], finish_reason="pause_turn"
+        )
+        fake.queue(paused, Reply("Still looking.", finish_reason="pause_turn"))
+        model = deferred_model(fake, max_continuations=1)
+        expected = r"paused the turn .* after 1 continuation,.*max_continuations"
+        with pytest.raises(ModelError, match=expected):
+            if streaming:
+                list(model.stream([user_message("x")]))
+            else:
+                model.generate([user_message("x")])
+        assert len(fake.requests) == 2
+    with pytest.raises(ValueError, match="max_continuations"):
+        AnthropicChatModel("claude-test", api_key="k", max_continuations=-1)
+
+
+def test_the_fake_server_refuses_a_paused_turn_sent_back_changed() -> None:
+    with FakeAnthropicServer() as fake:
+        paused_then_found(fake)
+        model = deferred_model(fake)
+        model.generate([user_message("Weather in Paris?")])  # continued as documented
+        fake.queue(Reply(finish_reason="pause_turn", tool_calls=[call("get_weather", {})]))
+        fake.queue(Reply("never"))
+        body = dict(fake.requests[0])
+        paused = httpx.post(f"{fake.base_url}/v1/messages", json=body).json()
+        assert paused["stop_reason"] == "pause_turn"
+        changed = [{"type": "text", "text": "Something else."}]
+        body["messages"] = [*body["messages"], {"role": "assistant", "content": changed}]
+        refused = httpx.post(f"{fake.base_url}/v1/messages", json=body)
+        assert refused.status_code == 400
+        assert "sending its content back unchanged" in refused.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["whole", "streamed"])
+def test_a_paused_turn_with_thinking_keeps_every_thinking_block_in_place(streaming: bool) -> None:
+    with FakeAnthropicServer() as fake:
+        fake.queue(
+            Reply(
+                reasoning_content="Search first.",
+                tool_calls=[call("get_weather", {"city": "Oslo"})],
+                finish_reason="pause_turn",
+            ),
+            Reply(
+                "Found it.",
+                reasoning_content="Now call it.",
+                tool_calls=[call("get_weather", {"city": "Oslo"}, id="toolu_7")],
+            ),
+            Reply("Cold."),
+        )
+        model = deferred_model(fake, thinking=1024)
+        question = user_message("Weather in Oslo?")
+        if streaming:
+            reply = concat_messages(list(model.stream([question])))
+        else:
+            reply = model.generate([question])
+        assert [b["thinking"] for b in reply.extra["thinking_blocks"]] == [
+            "Search first.", "Now call it."
+        ]
+        assert reply.extra["reasoning_content"] == "Search first.Now call it."
+        [found] = reply.tool_calls
+        assert found.id == "toolu_7"
+        # The fake checks each thinking block's signature and that the turn starts with one.
+        assert model.generate([question, reply, tool_message("cold", "toolu_7")]).content == "Cold."
+        sent = fake.requests[-1]["messages"][1]["content"]
+    assert [b["type"] for b in sent] == [
+        "thinking", "server_tool_use", "tool_search_tool_result", "thinking", "text", "tool_use"
+    ]

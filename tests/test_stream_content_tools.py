@@ -14,19 +14,27 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import attrs
+import pytest
 
 from agentkit import (
     AgentMiddleware,
+    Approve,
     ChatModelAgent,
     ImagePart,
+    InvokableTool,
     Message,
+    Reject,
     Role,
     Runner,
+    StreamableTool,
     TextPart,
     ToolCallInfo,
     stream_from_iterator,
     tool,
+    with_approval,
+    with_checkpoint_id,
 )
+from agentkit.checkpoint import InMemoryCheckPointStore
 from agentkit.events import AgentEvent
 from agentkit.middleware import (
     ContentToolInvoke,
@@ -313,3 +321,128 @@ def test_a_function_tool_that_streams_parts_in_a_streamed_run() -> None:
     )
     result = kept_result(model)
     assert result.parts[1] is IMAGE
+
+
+# --- annotations naming ContentPart ---
+
+_PARTS_TOOLS = '''
+from collections.abc import AsyncIterator, Iterator
+
+from agentkit import tool
+from agentkit.schema import ContentPart
+
+
+@tool
+def parts(count: int) -> Iterator[ContentPart]:
+    """Yield parts."""
+    for _ in range(count):
+        yield IMAGE
+
+
+@tool
+def mixed(count: int) -> Iterator[str | ContentPart]:
+    """Yield text and parts."""
+    yield "shots:"
+    for _ in range(count):
+        yield IMAGE
+
+
+@tool
+async def later(count: int) -> AsyncIterator[ContentPart]:
+    """Yield parts from an async generator."""
+    for _ in range(count):
+        yield IMAGE
+'''
+
+
+@pytest.mark.parametrize("future", [False, True], ids=["evaluated", "postponed"])
+def test_a_generator_annotated_with_the_content_part_alias_streams_parts(future: bool) -> None:
+    # In a module of the user's own: agentkit's part classes are not names there.
+    source = ("from __future__ import annotations\n" if future else "") + _PARTS_TOOLS
+    namespace: dict[str, Any] = {"IMAGE": IMAGE, "__name__": "users_tools"}
+    exec(compile(source, "users_tools.py", "exec"), namespace)
+    for name in ("parts", "mixed", "later"):
+        assert isinstance(namespace[name], StreamingContentFunctionTool), name
+    assert list(namespace["parts"].stream_content('{"count": 2}')) == [IMAGE, IMAGE]
+    assert list(namespace["mixed"].stream_content('{"count": 1}')) == [TextPart("shots:"), IMAGE]
+    assert list(namespace["later"].stream_content('{"count": 1}')) == [IMAGE]
+
+
+# --- with_approval keeps what the tool can do ---
+
+
+class Ticker:
+    """A text tool that can only be invoked."""
+
+    def info(self) -> ToolInfo:
+        return ToolInfo("ticker", "Tick.", {"type": "object", "properties": {}})
+
+    def invoke(self, arguments: str, **tool_options: Any) -> str:
+        return "tick"
+
+
+class Projector:
+    """A tool that can only stream parts."""
+
+    def info(self) -> ToolInfo:
+        return ToolInfo("projector", "Project.", {"type": "object", "properties": {}})
+
+    def stream_content(self, arguments: str, **tool_options: Any) -> StreamReader[ContentPart]:
+        slide: list[ContentPart] = [TextPart("slide:"), IMAGE]
+        return stream_from_iterator(iter(slide))
+
+
+@pytest.mark.parametrize(
+    "inner",
+    [Camera(), Ticker(), Projector(), screenshots],
+    ids=["all-four", "invoke-only", "stream-content-only", "function-tool"],
+)
+def test_with_approval_has_exactly_the_capabilities_of_its_tool(inner: Any) -> None:
+    guarded = with_approval(inner)
+    for protocol in (InvokableTool, ContentTool, StreamableTool, StreamableContentTool):
+        assert isinstance(guarded, protocol) == isinstance(inner, protocol), protocol
+    assert guarded.info() == inner.info()
+
+
+def approval_runner(camera: Camera, model: ScriptedChatModel) -> Runner:
+    agent = ChatModelAgent("Cam", "d", model, tools=[with_approval(camera)])
+    return Runner(agent, enable_streaming=True, checkpoint_store=InMemoryCheckPointStore())
+
+
+def test_an_approved_streamed_content_tool_streams_its_parts() -> None:
+    camera = Camera()
+    agent_model = ScriptedChatModel(
+        [calls_message(call("camera", {"label": "cat"}, id="c1")), "a nice cat"]
+    )
+    runner = approval_runner(camera, agent_model)
+    asked = runner.invoke("photo", with_checkpoint_id("cam"))
+    assert asked.interrupt is not None and camera.arguments == []
+    [context] = asked.interrupt.contexts
+    events = run_events(
+        runner.resume("cam", targets={context.id: Approve(arguments={"label": "dog"})})
+    )
+    (event,) = tool_events(events)
+    variant = event.output.message_output  # type: ignore[union-attr]
+    assert variant is not None and variant.is_streaming
+    chunks = list(variant.open_stream())
+    assert [(c.content, c.parts) for c in chunks] == [
+        ("picture ", ()), ("of dog:", ()), ("", (IMAGE,)), (" taken", ()),
+    ]
+    assert kept_result(agent_model).parts == (TextPart("picture of dog:"), IMAGE, TextPart(" taken"))
+    assert camera.arguments == [{"label": "dog"}]
+
+
+def test_a_rejected_streamed_content_tool_streams_the_rejection() -> None:
+    camera = Camera()
+    model = ScriptedChatModel(
+        [calls_message(call("camera", {"label": "cat"}, id="c1")), "no picture then"]
+    )
+    runner = approval_runner(camera, model)
+    asked = runner.invoke("photo", with_checkpoint_id("cam"))
+    assert asked.interrupt is not None
+    [context] = asked.interrupt.contexts
+    run_events(runner.resume("cam", targets={context.id: Reject("private")}))
+    assert kept_result(model).content == (
+        "The user rejected this call of camera; it was not run. Reason: private"
+    )
+    assert camera.arguments == []

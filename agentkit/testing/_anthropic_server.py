@@ -19,6 +19,13 @@ tool search server tool, a reply that calls a deferred tool no ``tool_reference`
 conversation loaded yet first has the search's ``server_tool_use`` block (its query: the
 tool's name) and its ``tool_search_tool_result`` with a ``tool_reference`` to the tool.
 
+A long search pauses the turn as Anthropic documents: a ``Reply(finish_reason="pause_turn",
+tool_calls=[...])`` answers with the ``server_tool_use`` blocks of the searches for those
+tools, not run yet, and ``stop_reason: "pause_turn"`` (no ``tool_use``: the calls are the
+continuation's). A request continuing a paused turn must end with the paused content sent
+back as it came, as the last assistant message, with the same tools (else HTTP 400); its
+reply starts with the results of the pending searches. Script the continuation's reply next.
+
 Prompt caching is simulated: each ``cache_control`` breakpoint of a request writes the
 prefix up to it (tools, system, messages, in that order) to the server's cache; a later
 request whose prefix up to one of its block boundaries was written reads it
@@ -112,6 +119,7 @@ class FakeAnthropicServer(FakeModelServer):
 
     def __init__(self, handler: Handler | None = None) -> None:
         super().__init__(handler)
+        self._paused: dict[str, tuple[list[Any], Any]] = {}  # see _continuation_problem
         self._cache: set[str] = set()
         self._cache_lock = threading.Lock()
         self._reads: list[int] = []
@@ -144,15 +152,41 @@ class FakeAnthropicServer(FakeModelServer):
         reply: Reply,
         number: int,
     ) -> None:
-        problem = _thinking_problem(request)
+        problem = _thinking_problem(request) or self._continuation_problem(request)
         if problem:
             handler.send_json(400, self._error_payload(Reply(status=400, error=problem)))
             return
+        if _stop_reason(reply) == "pause_turn":
+            sent = _content(reply, number, request)
+            prefix, continued = _continued(request)
+            with self._cache_lock:
+                self._paused[prefix] = ([*continued, *sent], _strip_all(request.get("tools")))
         usage = self._usage(request, reply)
         if request.get("stream"):
             handler.send_events(_events(request, reply, number, usage), reply)
         else:
             handler.send_body(_message(request, reply, number, usage), reply)
+
+    def _continuation_problem(self, request: dict[str, Any]) -> str:
+        """What Anthropic would refuse about a request continuing a paused turn ("" if
+        nothing): its paused content must come back as it was sent, with the same tools."""
+        prefix, continued = _continued(request)
+        with self._cache_lock:
+            paused = self._paused.get(prefix)
+        if paused is None or not continued:
+            return ""
+        content, tools = paused
+        if continued != content:
+            return (
+                "messages: a turn paused with stop_reason 'pause_turn' is continued by "
+                "sending its content back unchanged as the last assistant message"
+            )
+        if _strip_all(request.get("tools")) != tools:
+            return (
+                "tools: a paused turn is continued with the same tools (a server_tool_use "
+                "block of the paused turn names one of them)"
+            )
+        return ""
 
     def _usage(self, request: dict[str, Any], reply: Reply) -> dict[str, int]:
         """The usage of a reply: as scripted, else counted with the simulated cache."""
@@ -220,6 +254,50 @@ def _thinking_problem(request: dict[str, Any]) -> str:
     return ""
 
 
+def _strip_all(value: Any) -> Any:
+    """``value`` without any ``cache_control`` (breakpoints are not content)."""
+    if isinstance(value, list):
+        return [_strip_all(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _strip_all(item) for key, item in value.items() if key != "cache_control"}
+    return value
+
+
+def _continued(request: dict[str, Any]) -> tuple[str, list[Any]]:
+    """The conversation before a trailing assistant message (as a key) and that message's
+    blocks (``[]`` when the request does not end with one)."""
+    messages = _strip_all(list(request.get("messages") or ()))
+    continued: list[Any] = []
+    if messages and isinstance(messages[-1], dict) and messages[-1].get("role") == "assistant":
+        content = messages.pop().get("content")
+        continued = content if isinstance(content, list) else [{"type": "text", "text": content}]
+    key = json.dumps([request.get("model"), messages], sort_keys=True)
+    return key, continued
+
+
+def _pending_searches(request: dict[str, Any]) -> list[dict[str, Any]]:
+    """The results of the searches a paused turn left pending (``server_tool_use`` blocks of
+    the trailing assistant message without their result), found as the fake searches."""
+    _, continued = _continued(request)
+    answered = {b.get("tool_use_id") for b in continued if isinstance(b, dict)}
+    results: list[dict[str, Any]] = []
+    for block in continued:
+        if not isinstance(block, dict) or block.get("type") != "server_tool_use":
+            continue
+        if block.get("id") in answered:
+            continue
+        query = str((block.get("input") or {}).get("query", ""))
+        found = query if str(block.get("name", "")).endswith("regex") else "_".join(query.split())
+        result = {
+            "type": "tool_search_tool_search_result",
+            "tool_references": [{"type": "tool_reference", "tool_name": found}],
+        }
+        results.append(
+            {"type": "tool_search_tool_result", "tool_use_id": block.get("id"), "content": result}
+        )
+    return results
+
+
 def _stop_reason(reply: Reply) -> str:
     if reply.finish_reason is not None:
         return reply.finish_reason
@@ -246,7 +324,8 @@ def _deferred_to_search(request: dict[str, Any], reply: Reply) -> tuple[str, lis
     if not search or not deferred:
         return "", []
     loaded: set[str] = set()
-    for message in request.get("messages") or ():
+    pending = {"role": "assistant", "content": _pending_searches(request)}
+    for message in [*(request.get("messages") or ()), pending]:
         content = message.get("content") if isinstance(message, dict) else None
         for block in content if isinstance(content, list) else ():
             if isinstance(block, dict) and block.get("type") == "tool_search_tool_result":
@@ -257,7 +336,8 @@ def _deferred_to_search(request: dict[str, Any], reply: Reply) -> tuple[str, lis
 
 
 def _content(reply: Reply, number: int, request: dict[str, Any]) -> list[dict[str, Any]]:
-    blocks: list[dict[str, Any]] = []
+    blocks: list[dict[str, Any]] = _pending_searches(request)
+    paused = _stop_reason(reply) == "pause_turn"
     if reply.reasoning_content:
         blocks.append(
             {
@@ -275,6 +355,8 @@ def _content(reply: Reply, number: int, request: dict[str, Any]) -> list[dict[st
         blocks.append(
             {"type": "server_tool_use", "id": search_id, "name": search, "input": {"query": query}}
         )
+        if paused:
+            continue  # the search has not run: its result starts the continuation
         result = {
             "type": "tool_search_tool_search_result",
             "tool_references": [{"type": "tool_reference", "tool_name": name}],
@@ -282,7 +364,7 @@ def _content(reply: Reply, number: int, request: dict[str, Any]) -> list[dict[st
         blocks.append(
             {"type": "tool_search_tool_result", "tool_use_id": search_id, "content": result}
         )
-    for position, call in enumerate(reply.tool_calls):
+    for position, call in enumerate(() if paused else reply.tool_calls):
         blocks.append(
             {
                 "type": "tool_use",

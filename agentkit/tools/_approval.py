@@ -5,6 +5,7 @@ Framework-internal; the public side and its documentation are in :mod:`agentkit.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -18,7 +19,7 @@ from agentkit._persist import persisted
 from agentkit._runctx import current_frame, use_frame
 from agentkit.errors import AgentKitTypeError, ResumeError, ToolArgumentsError
 from agentkit.schema import ContentPart, ToolInfo
-from agentkit.tools.base import BaseTool, ContentTool
+from agentkit.tools.base import BaseTool
 
 if TYPE_CHECKING:
     from agentkit.streams import StreamReader
@@ -259,7 +260,7 @@ class ApprovalTool:
         return f"with_approval({self._tool!r})"
 
 
-class _InvokableApprovalTool(ApprovalTool):
+class _Invokes(ApprovalTool):
     def invoke(self, arguments: str, **tool_options: Any) -> str:
         """Ask for approval, then run the wrapped tool (or return the rejection)."""
         decision = self._decide(arguments)
@@ -269,18 +270,22 @@ class _InvokableApprovalTool(ApprovalTool):
             result: str = self._tool.invoke(decision.arguments, **tool_options)  # type: ignore[attr-defined]
         return result
 
+
+class _InvokesContent(ApprovalTool):
     def invoke_content(self, arguments: str, **tool_options: Any) -> str | tuple[ContentPart, ...]:
-        """As :meth:`invoke`, with the wrapped tool's media (when it is a content tool)."""
-        if not isinstance(self._tool, ContentTool):
-            return self.invoke(arguments, **tool_options)
+        """Ask for approval, then run the wrapped tool with its media (or return the
+        rejection)."""
         decision = self._decide(arguments)
         if decision.arguments is None:
             return decision.rejection
         with running(decision):
-            return self._tool.invoke_content(decision.arguments, **tool_options)
+            result: str | tuple[ContentPart, ...] = self._tool.invoke_content(  # type: ignore[attr-defined]
+                decision.arguments, **tool_options
+            )
+        return result
 
 
-class _StreamableApprovalTool(ApprovalTool):
+class _Streams(ApprovalTool):
     def stream(self, arguments: str, **tool_options: Any) -> StreamReader[str]:
         """Ask for approval, then stream the wrapped tool (or the rejection)."""
         from agentkit.streams import stream_from_list
@@ -293,16 +298,58 @@ class _StreamableApprovalTool(ApprovalTool):
         return reader
 
 
-class _BothApprovalTool(_InvokableApprovalTool, _StreamableApprovalTool):
-    pass
+class _StreamsContent(ApprovalTool):
+    def stream_content(self, arguments: str, **tool_options: Any) -> StreamReader[ContentPart]:
+        """Ask for approval, then stream the wrapped tool's parts (or the rejection, as one
+        text part)."""
+        from agentkit.schema import TextPart
+        from agentkit.streams import stream_from_list
+
+        decision = self._decide(arguments)
+        if decision.arguments is None:
+            return stream_from_list([TextPart(decision.rejection)])
+        with running(decision):
+            reader: StreamReader[ContentPart] = self._tool.stream_content(  # type: ignore[attr-defined]
+                decision.arguments, **tool_options
+            )
+        return reader
+
+
+_CAPABILITIES: tuple[tuple[str, type[ApprovalTool]], ...] = (
+    ("invoke", _Invokes),
+    ("invoke_content", _InvokesContent),
+    ("stream", _Streams),
+    ("stream_content", _StreamsContent),
+)
+"""The ways a tool runs, each with the layer that asks for approval before it."""
+
+
+def _wrapper_class(names: tuple[str, ...]) -> type[ApprovalTool]:
+    bases = tuple(layer for name, layer in _CAPABILITIES if name in names)
+    cls = type("_ApprovalTool_" + "_".join(names), bases, {"__module__": __name__})
+    globals()[cls.__name__] = cls  # found by name, as pickle looks classes up
+    return cls
+
+
+_WRAPPERS: dict[tuple[str, ...], type[ApprovalTool]] = {
+    names: _wrapper_class(names)
+    for count in range(1, len(_CAPABILITIES) + 1)
+    for names in itertools.combinations([name for name, _ in _CAPABILITIES], count)
+}
+"""An approval wrapper class for each set of ways a tool runs: a wrapper has exactly the
+methods of its tool, so the protocol checks (``isinstance(tool, StreamableContentTool)``) and
+the agent's choice of how to run it are the same as for the tool itself."""
 
 
 def with_approval(tool: BaseTool, needs_approval: ApprovalPolicy = True) -> BaseTool:
     """Return ``tool`` with its calls waiting for approval (see :mod:`agentkit.tools.approval`).
 
     Works with any tool (MCP tools, agent tools, your own classes): the returned tool has
-    the same ``info()`` and the same ``invoke``/``stream`` methods as ``tool``. The arguments
-    must be a JSON object; the approval request shows them as a dict.
+    the same ``info()`` and the same ways to run as ``tool``, each asking first: ``invoke``,
+    ``stream``, ``invoke_content`` (a :class:`~agentkit.tools.ContentTool`'s media) and
+    ``stream_content`` (a :class:`~agentkit.tools.StreamableContentTool`'s parts), whichever
+    ``tool`` has, and no other. The arguments must be a JSON object; the approval request
+    shows them as a dict.
 
     Args:
         tool: the tool to guard.
@@ -310,15 +357,10 @@ def with_approval(tool: BaseTool, needs_approval: ApprovalPolicy = True) -> Base
             deciding per call, e.g. ``lambda args: args["amount"] > 100``.
     """
     policy = check_policy(needs_approval, "with_approval")
-    invokes = callable(getattr(tool, "invoke", None))
-    streams = callable(getattr(tool, "stream", None))
-    if invokes and streams:
-        return _BothApprovalTool(tool, policy)
-    if streams:
-        return _StreamableApprovalTool(tool, policy)
-    if invokes:
-        return _InvokableApprovalTool(tool, policy)
-    raise AgentKitTypeError(
-        f"with_approval() needs a tool with invoke() or stream(), got {tool!r} "
-        f"({type(tool).__name__})"
-    )
+    names = tuple(name for name, _ in _CAPABILITIES if callable(getattr(tool, name, None)))
+    if not names:
+        raise AgentKitTypeError(
+            f"with_approval() needs a tool with invoke(), stream(), invoke_content() or "
+            f"stream_content(), got {tool!r} ({type(tool).__name__})"
+        )
+    return _WRAPPERS[names](tool, policy)

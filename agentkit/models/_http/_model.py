@@ -276,7 +276,11 @@ class HTTPChatModel(BuiltValue, abc.ABC):
             ModelError: the request failed after its retries, or the response was malformed.
             AgentCancelledError: inside a run, the run was cancelled immediately.
         """
-        call = Call(self._body(messages, options, stream=False), self._timeout_seconds, None)
+        return self._send(self._body(messages, options, stream=False), options)
+
+    def _send(self, body: bytes, options: ModelOptions | None) -> Message:
+        """Send one request body of :meth:`generate` and return the (priced) reply."""
+        call = Call(body, self._timeout_seconds, None)
         call.target = self._target(options, False)
         if self._limits is None:
             reply = self._call(self._attempt_generate, call)
@@ -301,14 +305,24 @@ class HTTPChatModel(BuiltValue, abc.ABC):
         carry tool-call fragments with ``index`` set, and the last ones the finish reason
         and token usage: merge them with ``concat_messages``.
         """
-        call = Call(self._body(messages, options, stream=True), self._timeout_seconds, None)
-        call.target = self._target(options, True)
-        attempt = self._attempt_open_stream if self._limits is None else self._limited_open_stream
-        opened: EventStream = self._call(attempt, call)
+        call = self._stream_call(self._body(messages, options, stream=True), options)
+        opened = self._open_stream(call)
         batches: Iterator[list[Message]] = opened.chunks()
         if self._pricing is not None:
             batches = _priced_batches(batches, self._pricing)
         return stream_from_batches(batches, on_close=opened.close, abort=call.guard.abort)
+
+    def _stream_call(self, body: bytes, options: ModelOptions | None) -> Call:
+        """The call of one request body of :meth:`stream` (made, not sent)."""
+        call = Call(body, self._timeout_seconds, None)
+        call.target = self._target(options, True)
+        return call
+
+    def _open_stream(self, call: Call) -> EventStream:
+        """Send ``call`` (with its retries) and return its stream once the first chunks came;
+        its chunks are not priced."""
+        attempt = self._attempt_open_stream if self._limits is None else self._limited_open_stream
+        return self._call(attempt, call)
 
     def close(self) -> None:
         """Close the connection pool if this model made it (shared with its tool-bound copies).

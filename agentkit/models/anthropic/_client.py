@@ -12,7 +12,8 @@ from agentkit.errors import AgentKitValueError
 from agentkit.models._http._body import DEFAULT_MAX_RESPONSE_BYTES
 from agentkit.models._http._encoded import EncodedMessages, join_turns
 from agentkit.models._http._json import encode_json
-from agentkit.models._http._model import HTTPChatModel
+from agentkit.models._http._model import HTTPChatModel, priced
+from agentkit.models.anthropic._pause import ContinuedStream, is_paused, joined, too_often
 from agentkit.models.anthropic._stream import AnthropicStream
 from agentkit.models.anthropic._wire import (
     TOOL_SEARCH_TOOLS,
@@ -25,6 +26,7 @@ from agentkit.models.anthropic._wire import (
 )
 from agentkit.models.base import ModelOptions
 from agentkit.schema import Message, Role
+from agentkit.streams import StreamReader, stream_from_batches
 from agentkit.throttle import ConcurrencyLimiter, RateLimiter
 
 if TYPE_CHECKING:
@@ -72,8 +74,18 @@ class AnthropicChatModel(HTTPChatModel):
             sent only when a bound tool is deferred; each deferred tool goes with
             ``"defer_loading": true``. The search's ``server_tool_use`` and
             ``tool_search_tool_result`` blocks are kept in
-            ``Message.extra["server_tool_blocks"]`` and sent back with the assistant turn;
-            they are no tool calls for the agent to run (a found tool's ``tool_use`` is).
+            ``Message.extra["server_tool_blocks"]`` and sent back with the assistant turn,
+            in the order the reply had them among its texts and tool calls (kept in
+            ``extra["block_order"]`` when it is not thinking, server blocks, text, tool
+            calls); they are no tool calls for the agent to run (a found tool's
+            ``tool_use`` is).
+        max_continuations: how many times a turn Anthropic paused (``stop_reason``
+            ``pause_turn``: its server tools, such as a long tool search, are still
+            working) is continued: the paused content is sent back as it is, with the same
+            tools, as Anthropic documents, and the replies are joined into one (streamed:
+            each one's chunks in turn, as chunks of one reply; usage added up). A turn
+            still paused after that many continuations raises a
+            :class:`~agentkit.ModelError` saying so.
         **defaults: default :class:`~agentkit.models.ModelOptions` fields for every call.
 
     ``timeout``, ``max_retries``, ``http_client``, ``max_response_bytes``, ``pricing``,
@@ -116,6 +128,7 @@ class AnthropicChatModel(HTTPChatModel):
         thinking: int | None = None,
         prompt_caching: bool = True,
         tool_search: str = "regex",
+        max_continuations: int = 5,
         timeout: float = 60.0,
         max_retries: int = 3,
         http_client: httpx.Client | None = None,
@@ -130,6 +143,15 @@ class AnthropicChatModel(HTTPChatModel):
             raise AgentKitValueError(
                 f"tool_search is the server-side tool search for deferred tools, 'regex' or "
                 f"'bm25' (got {tool_search!r})"
+            )
+        if (
+            isinstance(max_continuations, bool)
+            or not isinstance(max_continuations, int)
+            or max_continuations < 0
+        ):
+            raise AgentKitValueError(
+                "max_continuations is how many times a paused turn (stop_reason "
+                f"'pause_turn') is continued, an int >= 0 (got {max_continuations!r})"
             )
         encoded = EncodedMessages(message_blocks)
         super().__init__(
@@ -150,6 +172,7 @@ class AnthropicChatModel(HTTPChatModel):
         self._thinking = thinking
         self._caching = bool(prompt_caching)
         self._search = tool_search
+        self._continuations = max_continuations
         self._encode = encoded.encode
         self._tools_json = b""
         self._heads = self._make_heads()
@@ -173,6 +196,56 @@ class AnthropicChatModel(HTTPChatModel):
     def tool_search(self) -> str:
         """The server-side tool search sent with deferred tools (``"regex"`` or ``"bm25"``)."""
         return self._search
+
+    @property
+    def max_continuations(self) -> int:
+        """How many times a paused turn (``stop_reason`` ``pause_turn``) is continued."""
+        return self._continuations
+
+    # -- calls -----------------------------------------------------------------------------
+
+    def generate(self, messages: Sequence[Message], options: ModelOptions | None = None) -> Message:
+        """Send ``messages`` and return the assistant's reply (a paused turn continued until
+        it ends, at most ``max_continuations`` times).
+
+        Raises:
+            ModelError: the request failed after its retries, the response was malformed,
+                or the turn was still paused after ``max_continuations`` continuations.
+            AgentCancelledError: inside a run, the run was cancelled immediately.
+        """
+        reply = super().generate(messages, options)
+        continuations = 0
+        while is_paused(reply):
+            if continuations == self._continuations:
+                raise too_often(continuations)
+            continuations += 1
+            more = self._send(self._body(messages, options, stream=False, paused=reply), options)
+            reply = joined(reply, more)
+        return reply
+
+    def stream(
+        self, messages: Sequence[Message], options: ModelOptions | None = None
+    ) -> StreamReader[Message]:
+        """Send ``messages`` and return the reply as a stream of message chunks.
+
+        As :meth:`OpenAIChatModel.stream <agentkit.models.OpenAIChatModel.stream>`; a turn
+        Anthropic paused goes on in the same stream (at most ``max_continuations`` times):
+        the chunks of each continuation follow, and the last chunk carries the usage of the
+        whole turn. Closing the reader closes the request in flight.
+        """
+        turn = ContinuedStream(
+            self._open_stream,
+            lambda paused: self._stream_call(
+                self._body(messages, options, stream=True, paused=paused), options
+            ),
+            self._continuations,
+        )
+        opened = turn.open(self._stream_call(self._body(messages, options, stream=True), options))
+        batches = turn.batches(opened)
+        pricing = self._pricing
+        if pricing is not None:
+            batches = ([priced(chunk, pricing) for chunk in batch] for batch in batches)
+        return stream_from_batches(batches, on_close=turn.close, abort=turn.abort)
 
     # -- request building ------------------------------------------------------------------
 
@@ -204,8 +277,14 @@ class AnthropicChatModel(HTTPChatModel):
         return head
 
     def _body(
-        self, messages: Sequence[Message], options: ModelOptions | None, stream: bool
+        self,
+        messages: Sequence[Message],
+        options: ModelOptions | None,
+        stream: bool,
+        paused: Message | None = None,
     ) -> bytes:
+        """The request body; with ``paused``, the one continuing that paused turn: its
+        content last, as it came, after the history's cache breakpoint."""
         if options is None:
             head = self._heads[stream]
         else:
@@ -215,6 +294,9 @@ class AnthropicChatModel(HTTPChatModel):
         encoded = self._encode(turns)  # a new list: ours to change
         if self._caching and encoded:
             encoded[-1] = with_cache_control(encoded[-1])
+        if paused is not None:
+            turns = [*turns, paused]
+            encoded.append(message_blocks(paused))
         return b"".join(
             (
                 head,

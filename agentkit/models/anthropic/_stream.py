@@ -25,12 +25,14 @@ from agentkit.errors import ModelError
 from agentkit.models._http._sse import SSEError
 from agentkit.models._http._stream import EventStream
 from agentkit.models.anthropic._wire import (
+    BLOCK_ORDER,
     SERVER_TOOL_BLOCKS,
     THINKING_BLOCKS,
     decode_json,
     error_in,
     finish,
     is_server_tool_block,
+    unusual_order,
     usage,
 )
 from agentkit.schema import FunctionCall, Message, ResponseMeta, Role, TokenUsage, ToolCall
@@ -46,7 +48,7 @@ class AnthropicStream(EventStream):
     owner = "AnthropicChatModel"
     end_marker = "message_delta and message_stop"
 
-    __slots__ = ("blocks", "input_usage", "served", "texted", "thinking")
+    __slots__ = ("blocks", "input_usage", "order", "served", "texted", "thinking")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -55,6 +57,7 @@ class AnthropicStream(EventStream):
         self.served: list[dict[str, Any]] = []  # finished server tool blocks
         self.input_usage: dict[str, Any] = {}  # message_start's usage
         self.texted = False  # some text was streamed
+        self.order: list[str | int] = []  # the finished blocks, as BLOCK_ORDER has them
 
     def read_payloads(self, payloads: list[bytes], batch: list[Message]) -> None:
         """Append the chunks of the SSE ``payloads`` to ``batch``."""
@@ -98,7 +101,9 @@ class AnthropicStream(EventStream):
         if not isinstance(index, int) or not isinstance(block, dict):
             return None
         kind = block.get("type")
-        self.blocks[index] = {"type": kind, "parts": [], "signature": "", "block": block}
+        self.blocks[index] = {
+            "type": kind, "parts": [], "signature": "", "block": block, "chars": 0
+        }
         if kind == "tool_use":
             call = ToolCall(
                 block.get("id") or "", FunctionCall(block.get("name") or "", ""), index=index
@@ -106,6 +111,7 @@ class AnthropicStream(EventStream):
             return Message(Role.ASSISTANT, "", [call])
         if kind == "text" and block.get("text"):
             self.texted = True
+            self.blocks[index]["chars"] = len(block["text"])
             return Message(Role.ASSISTANT, block["text"])
         return None
 
@@ -115,13 +121,15 @@ class AnthropicStream(EventStream):
         if not isinstance(delta, dict):
             return None
         kind = delta.get("type")
+        state = self.blocks.get(index) if isinstance(index, int) else None
         if kind == "text_delta":
             text = delta.get("text") or ""
             if not text:
                 return None
             self.texted = True
+            if state is not None:
+                state["chars"] += len(text)
             return Message(Role.ASSISTANT, text)
-        state = self.blocks.get(index) if isinstance(index, int) else None
         if kind == "input_json_delta":
             piece = delta.get("partial_json") or ""
             if state is not None:
@@ -147,6 +155,14 @@ class AnthropicStream(EventStream):
         if state is None:
             return None
         kind = state["type"]
+        if kind == "text":
+            self.order.append(state["chars"])
+        elif kind == "tool_use":
+            self.order.append("tool_use")
+        elif kind in ("thinking", "redacted_thinking"):
+            self.order.append("thinking")
+        elif is_server_tool_block(kind):
+            self.order.append("server")
         if kind == "tool_use" and not state["parts"]:
             # A call without arguments streams no input_json_delta: its input is {}.
             call = ToolCall("", FunctionCall("", "{}"), index=index)
@@ -193,6 +209,9 @@ class AnthropicStream(EventStream):
         if totals is not None:
             self.tokens = totals.total_tokens
         extra: dict[str, Any] = {}
+        order = unusual_order(self.order)
+        if order is not None:
+            extra[BLOCK_ORDER] = order
         reason, content = finish(delta.get("stop_reason"), "", extra)
         if self.texted:
             # A refusal after streamed text: that text is the content and the refusal.

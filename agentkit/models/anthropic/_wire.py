@@ -23,7 +23,9 @@ all, in ``Message.extra["thinking_blocks"]`` (their text also in
 ``extra["reasoning_content"]``) and sent back first in the assistant turn, as Anthropic
 requires on the next tool-use turn; so are the blocks of the tools Anthropic runs itself
 (``server_tool_use`` and ``tool_search_tool_result``, in
-``Message.extra["server_tool_blocks"]``), which are no tool calls for the agent to run.
+``Message.extra["server_tool_blocks"]``), which are no tool calls for the agent to run. A
+reply whose blocks come in another order (a text before a tool search and another after it)
+keeps it in ``Message.extra["block_order"]``, and the turn goes back in that order.
 ``stop_reason`` maps to the OpenAI-style finish reasons
 (``end_turn``/``stop_sequence`` to ``stop``, ``max_tokens`` to ``length``, ``tool_use`` to
 ``tool_calls``, ``refusal`` to ``content_filter`` with ``extra["refusal"]``, which is also the
@@ -67,6 +69,16 @@ THINKING_BLOCKS = "thinking_blocks"
 SERVER_TOOL_BLOCKS = "server_tool_blocks"
 """The ``Message.extra`` key of the blocks of the tools Anthropic ran itself (its tool search's
 ``server_tool_use`` and ``tool_search_tool_result``), sent back as they are."""
+
+BLOCK_ORDER = "block_order"
+"""The ``Message.extra`` key of the order of a reply's blocks, kept when it is not the order
+:func:`message_blocks` sends otherwise (thinking, server tool blocks, text, tool calls), as
+when a text comes before a tool search and another after it: a list whose items are
+``"thinking"``, ``"server"`` and ``"tool_use"`` (the next block of ``thinking_blocks``,
+``server_tool_blocks``, the tool calls) and ints (a text block of that many characters of the
+content). The API wants the turn back as it came."""
+
+_RANKS = {"thinking": 0, "server": 1, "tool_use": 3}
 
 TOOL_SEARCH_TOOLS = {
     "regex": {"type": "tool_search_tool_regex_20251119", "name": "tool_search_tool_regex"},
@@ -200,16 +212,24 @@ def message_blocks(message: Message) -> bytes:
             }
         ]
     elif role is Role.ASSISTANT:
-        blocks = []
-        if message.extra:
-            for key in (THINKING_BLOCKS, SERVER_TOOL_BLOCKS):
-                kept = message.extra.get(key)
-                if isinstance(kept, list):
-                    blocks.extend(block for block in kept if isinstance(block, dict))
-        # An assistant turn is text (an audio reply from another provider: its transcript).
-        if message.content:
-            blocks.append({"type": "text", "text": message.content})
-        blocks.extend(
+        blocks = assistant_blocks(message)
+    else:
+        blocks = content_blocks(message)
+    if not blocks:
+        blocks = [{"type": "text", "text": message.content}]
+    return encode_json(blocks)[1:-1]
+
+
+def assistant_blocks(message: Message) -> list[dict[str, Any]]:
+    """The blocks of an assistant turn, in the order the reply had them (:data:`BLOCK_ORDER`)
+    when the message still matches it, else thinking, server tool blocks, text, tool calls.
+
+    An assistant turn is text (an audio reply from another provider: its transcript).
+    """
+    kinds: dict[str, list[dict[str, Any]]] = {
+        "thinking": kept_blocks(message, THINKING_BLOCKS),
+        "server": kept_blocks(message, SERVER_TOOL_BLOCKS),
+        "tool_use": [
             {
                 "type": "tool_use",
                 "id": call.id,
@@ -217,12 +237,69 @@ def message_blocks(message: Message) -> bytes:
                 "input": tool_input(call.function.arguments),
             }
             for call in message.tool_calls
-        )
-    else:
-        blocks = content_blocks(message)
-    if not blocks:
-        blocks = [{"type": "text", "text": message.content}]
-    return encode_json(blocks)[1:-1]
+        ],
+    }
+    order = order_of(message)
+    blocks: list[dict[str, Any]] = []
+    taken = {kind: 0 for kind in kinds}
+    text = message.content
+    start = 0
+    for item in order:
+        if isinstance(item, int):
+            blocks.append({"type": "text", "text": text[start : start + item]})
+            start += item
+        else:
+            blocks.append(kinds[item][taken[item]])
+            taken[item] += 1
+    return blocks
+
+
+def kept_blocks(message: Message, key: str) -> list[dict[str, Any]]:
+    """The blocks kept in ``message.extra[key]`` (thinking or server tool blocks)."""
+    kept = message.extra.get(key) if message.extra else None
+    if not isinstance(kept, list):
+        return []
+    return [block for block in kept if isinstance(block, dict)]
+
+
+def order_of(message: Message) -> list[str | int]:
+    """The order of an assistant message's blocks (see :data:`BLOCK_ORDER`): the one kept,
+    when the message still has those blocks (a message changed since, by a middleware say,
+    does not), else thinking, server tool blocks, text, tool calls."""
+    counts = {
+        "thinking": len(kept_blocks(message, THINKING_BLOCKS)),
+        "server": len(kept_blocks(message, SERVER_TOOL_BLOCKS)),
+        "tool_use": len(message.tool_calls),
+    }
+    kept = message.extra.get(BLOCK_ORDER) if message.extra else None
+    if (
+        isinstance(kept, list)
+        and all((type(item) is int and item > 0) or item in _RANKS for item in kept)
+        and sum(item for item in kept if type(item) is int) == len(message.content)
+        and all(kept.count(kind) == count for kind, count in counts.items())
+    ):
+        return list(kept)
+    text: list[str | int] = [len(message.content)] if message.content else []
+    return [
+        *["thinking"] * counts["thinking"],
+        *["server"] * counts["server"],
+        *text,
+        *["tool_use"] * counts["tool_use"],
+    ]
+
+
+def unusual_order(order: list[str | int]) -> list[str | int] | None:
+    """``order`` with adjacent texts joined and empty ones left out, or ``None`` when it is
+    the order :func:`message_blocks` sends anyway (nothing to keep)."""
+    joined: list[str | int] = []
+    for item in order:
+        last = joined[-1] if joined else None
+        if isinstance(item, int) and isinstance(last, int):
+            joined[-1] = last + item
+        elif item != 0:
+            joined.append(item)
+    ranks = [2 if isinstance(item, int) else _RANKS[item] for item in joined]
+    return None if ranks == sorted(ranks) else joined
 
 
 def with_cache_control(blocks: bytes) -> bytes:
@@ -385,22 +462,30 @@ def parse_message(content: bytes, url: str, status: int) -> Message:
     calls: list[ToolCall] = []
     thinking: list[dict[str, Any]] = []
     served: list[dict[str, Any]] = []
+    order: list[str | int] = []
     for block in blocks:
         if not isinstance(block, dict):
             continue
         kind = block.get("type")
         if kind == "text":
             texts.append(block.get("text") or "")
+            order.append(len(texts[-1]))
         elif kind == "tool_use":
             arguments = encode_json(block.get("input") or {}).decode()
             calls.append(
                 ToolCall(block.get("id") or "", FunctionCall(block.get("name") or "", arguments))
             )
+            order.append("tool_use")
         elif kind in ("thinking", "redacted_thinking"):
             thinking.append(block)
+            order.append("thinking")
         elif is_server_tool_block(kind):
             served.append(block)
+            order.append("server")
     extra: dict[str, Any] = {}
+    kept_order = unusual_order(order)
+    if kept_order is not None:
+        extra[BLOCK_ORDER] = kept_order
     if thinking:
         extra[THINKING_BLOCKS] = thinking
         text = thinking_text(thinking)
