@@ -61,8 +61,8 @@ from agentkit._clock import Clock
 from agentkit._html import escape
 from agentkit._persist import persisted
 from agentkit.checkpoint import CheckPointStore, ListingCheckPointStore, lease_for
+from agentkit.checkpoint._base import _clock_of
 from agentkit.checkpoint._binding import dumps_for_store, loads_for_store
-from agentkit.checkpoint.base import _clock_of
 from agentkit.errors import (
     AgentKitError,
     AgentKitTypeError,

@@ -612,7 +612,7 @@ class Runner(BuiltValue):
 def _drop_leftover_steps(store: CheckPointStore, checkpoint_id: str) -> None:
     """Delete step records left under a tombstone (the process that completed the run died
     between writing the tombstone and deleting them); the caller holds the id's lease."""
-    from agentkit.checkpoint.base import journals
+    from agentkit.checkpoint._base import journals
 
     if not journals(store):
         return

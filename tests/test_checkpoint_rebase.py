@@ -39,7 +39,7 @@ SERIALIZER = PickleSerializer(KEY)
 def directory_syncs(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     """The directories ``fsync``-ed by the file store (the real call still runs)."""
     import agentkit.checkpoint._atomic as atomic
-    import agentkit.checkpoint.file as file
+    import agentkit.checkpoint._file as file
     from agentkit.checkpoint._files import fsync_directory as real
 
     synced: list[Path] = []
@@ -192,7 +192,7 @@ def test_redis_set_base_replaces_the_base_and_drops_the_records(
 @pytest.fixture
 def sqlite_writes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """How the SQLite store commits each checkpoint write: ``"synced"`` or ``"unsynced"``."""
-    import agentkit.checkpoint.sqlite as module
+    import agentkit.checkpoint._sqlite as module
 
     real_synced, real_transaction = module._synced, module._transaction
     seen: list[str] = []

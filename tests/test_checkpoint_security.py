@@ -29,7 +29,7 @@ from agentkit.errors import CheckpointError
 from agentkit.schema import FunctionCall, Message, Role, ToolCall
 
 pytestmark = pytest.mark.filterwarnings(
-    "ignore::agentkit.checkpoint.serializer.UnsignedCheckpointWarning"
+    "ignore::agentkit.checkpoint.UnsignedCheckpointWarning"
 )
 
 ROOT = Path(__file__).resolve().parents[1]

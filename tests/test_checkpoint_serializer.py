@@ -26,9 +26,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentkit.checkpoint import PickleSerializer, Serializer
+from agentkit.checkpoint import FileCheckPointStore, PickleSerializer, Serializer
 from agentkit.checkpoint._keys import key_id
-from agentkit.checkpoint.file import FileCheckPointStore
 from agentkit.errors import CheckpointError, ToolError
 from agentkit.schema import FunctionCall, Message, ResponseMeta, Role, TokenUsage, ToolCall
 from agentkit.streams import stream_from_list
@@ -42,7 +41,7 @@ MAC_LEN = 32
 # Unsigned checkpoints warn on every write and read; tests that use them on purpose say so
 # here once (test_unsigned_checkpoints_warn checks the warnings themselves).
 pytestmark = pytest.mark.filterwarnings(
-    "ignore::agentkit.checkpoint.serializer.UnsignedCheckpointWarning"
+    "ignore::agentkit.checkpoint.UnsignedCheckpointWarning"
 )
 
 
@@ -341,7 +340,7 @@ def test_dumps_refuses_what_loads_would_refuse(value: Any, message: str) -> None
 def test_dumps_refuses_an_agentkit_class_without_a_stable_name_naming_it() -> None:
     with pytest.raises(CheckpointError) as caught:
         PickleSerializer(KEY).dumps([FileCheckPointStore], checkpoint_id="x")
-    assert "'agentkit.checkpoint.file.FileCheckPointStore'" in str(caught.value)
+    assert "'agentkit.checkpoint.FileCheckPointStore'" in str(caught.value)
     assert "no stable persisted name" in str(caught.value)
 
 

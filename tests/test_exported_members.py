@@ -158,8 +158,8 @@ NOT_IMPORTED_BY_IMPORT_AGENTKIT = (
     "agentkit.prebuilt.supervisor", "agentkit.prebuilt.planexecute", "agentkit.display",
     "agentkit.compaction", "agentkit.callbacks", "agentkit.integrations.otel", "agentkit.conversation",
     "agentkit.conversation._file", "agentkit.conversation._memory", "agentkit.conversation._sqlite",
-    "agentkit.conversation._redis", "agentkit.checkpoint.serializer", "agentkit.checkpoint.file",
-    "agentkit.checkpoint.memory", "agentkit.models.openai", "agentkit.models.scripted",
+    "agentkit.conversation._redis", "agentkit.checkpoint._serializer", "agentkit.checkpoint._file",
+    "agentkit.checkpoint._memory", "agentkit.models.openai", "agentkit.models.scripted",
     "agentkit.models.failover", "agentkit.mcp", "agentkit.testing", "agentkit.tools.exit",
     "agentkit.backends", "agentkit.middlewares", "agentkit.prebuilt.deep", "yaml",
 )

@@ -901,7 +901,7 @@ class AgentQueue:
     def _record_and_lease(self, run_id: str) -> tuple[RunRecord, str, Lease | CheckpointBusyError]:
         """The run's record, sealed text and lease (or why not) in one round trip."""
         from agentkit.checkpoint import Lease
-        from agentkit.checkpoint.base import new_lease_owner
+        from agentkit.checkpoint._base import new_lease_owner
 
         store = self.store
         owner = new_lease_owner()
