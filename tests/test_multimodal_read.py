@@ -17,7 +17,7 @@ from agentkit.backends import (
     SandboxBackend,
     SandboxUnavailableError,
 )
-from agentkit.middlewares.filesystem import FilesystemMiddleware
+from agentkit.middlewares import FilesystemMiddleware
 from agentkit.schema import Message
 from agentkit.testing import ScriptedChatModel, call, calls_message
 from tests.media_samples import pdf, png

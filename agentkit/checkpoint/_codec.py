@@ -79,7 +79,7 @@ _PERSISTED_MODULES = (
     "agentkit.prebuilt.planexecute",
     "agentkit.prebuilt.deep",
     "agentkit.backends",
-    "agentkit.middlewares.skill",
+    "agentkit.middlewares._skill",
     "agentkit.mcp._errors",
     "agentkit.mcp._elicit",
     "agentkit.integrations.agui",

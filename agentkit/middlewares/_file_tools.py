@@ -1,7 +1,7 @@
 """The file tools and ``execute``: Eino's tool names, arguments and result texts.
 
 :func:`file_tools` makes them over a backend and a shell; the middleware that gives them to
-an agent is :class:`agentkit.middlewares.filesystem.FilesystemMiddleware`.
+an agent is :class:`agentkit.middlewares.FilesystemMiddleware`.
 """
 
 from __future__ import annotations

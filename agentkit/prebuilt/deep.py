@@ -20,9 +20,9 @@ What the agent has, in this order (Eino's):
   list is kept in the session under :data:`SESSION_KEY_TODOS` (a list of :class:`Todo`) and
   the tool answers ``Updated todo list to [...]``.
 - the file tools over ``backend`` and ``execute`` over ``shell``
-  (:class:`~agentkit.middlewares.filesystem.FilesystemMiddleware`); with a backend, tool
+  (:class:`~agentkit.middlewares.FilesystemMiddleware`); with a backend, tool
   results over 80,000 characters are offloaded to it
-  (:class:`~agentkit.middlewares.filesystem.OffloadLargeResults`, at
+  (:class:`~agentkit.middlewares.OffloadLargeResults`, at
   ``large_tool_result/<call id>``).
 - ``task``, when there is a sub-agent: ``{"subagent_type", "description"}`` starts that
   sub-agent on the description and answers with its final message. Unless
@@ -52,7 +52,7 @@ from agentkit.backends import Backend, Shell
 from agentkit.errors import AgentConfigError
 from agentkit.events import Agent, AgentInput
 from agentkit.middleware import AgentMiddleware
-from agentkit.middlewares.filesystem import (
+from agentkit.middlewares._filesystem import (
     EXECUTE,
     FILE_TOOLS,
     FilesystemMiddleware,
