@@ -136,7 +136,6 @@ from agentkit.middleware import (
     send_event,
     set_run_local_value,
 )
-from agentkit.models.base import ChatModel, ModelOptions, ToolCallingChatModel
 from agentkit.results import RunResult
 from agentkit.runner import Runner
 from agentkit.schema import (
@@ -198,7 +197,6 @@ __all__ = [
     "SharedLimitError",
     "SharedLimitUnavailableError",
     "SlotTimeoutError",
-    "FailoverChatModel",
     "RetryExhaustedError",
     "WillRetryError",
     "RunLimits",
@@ -234,7 +232,6 @@ __all__ = [
     "BreakLoopAction",
     "CancelHandle",
     "CancelMode",
-    "ChatModel",
     "ChatModelAgent",
     "CheckpointBusyError",
     "CheckpointConsumedError",
@@ -261,12 +258,9 @@ __all__ = [
     "InvokableTool",
     "Message",
     "MessageVariant",
-    "ModelCall",
     "ModelError",
     "OutputValidationError",
-    "ModelOptions",
     "OnSubAgents",
-    "OpenAIChatModel",
     "PermissionDeniedError",
     "RateLimitError",
     "ResponseMeta",
@@ -277,7 +271,6 @@ __all__ = [
     "RunStep",
     "RunResult",
     "Runner",
-    "ScriptedChatModel",
     "StreamEOF",
     "StreamReader",
     "StreamWriter",
@@ -286,7 +279,6 @@ __all__ = [
     "ToolArgumentsError",
     "ToolCall",
     "ToolCallInfo",
-    "ToolCallingChatModel",
     "ToolError",
     "ToolInfo",
     "TextPart",
@@ -390,15 +382,24 @@ _SUBMODULES = (
 # in reprs and tracebacks.
 present((globals()[name] for name in __all__ if name in globals()), __name__)
 
+#: Second spellings of objects whose one import path is elsewhere (kept until agentkit 0.4).
+_DEPRECATED = {
+    # agentkit.models is the models' module (API.md section 8)
+    "ChatModel": "agentkit.models.ChatModel",
+    "FailoverChatModel": "agentkit.models.FailoverChatModel",
+    "ModelCall": "agentkit.models.ModelCall",
+    "ModelOptions": "agentkit.models.ModelOptions",
+    "OpenAIChatModel": "agentkit.models.OpenAIChatModel",
+    "ScriptedChatModel": "agentkit.models.ScriptedChatModel",
+    "ToolCallingChatModel": "agentkit.models.ToolCallingChatModel",
+}
+
 if TYPE_CHECKING:
     from agentkit.agents.agenttool import AgentTool
     from agentkit.agents.deterministic import agent_with_deterministic_transfer_to
     from agentkit.agents.workflow import LoopAgent, ParallelAgent, SequentialAgent
     from agentkit.callbacks import RunInfo, UsageTracker, with_callbacks
     from agentkit.display import print_events
-    from agentkit.models.failover import FailoverChatModel
-    from agentkit.models.openai._client import OpenAIChatModel
-    from agentkit.models.scripted import ModelCall, ScriptedChatModel
     from agentkit.tools.exit import ExitTool
     from agentkit.turnloop import (
         SavedTurn,
@@ -425,10 +426,6 @@ else:
             "UsageTracker": "agentkit.callbacks",
             "with_callbacks": "agentkit.callbacks",
             "print_events": "agentkit.display",
-            "FailoverChatModel": "agentkit.models.failover",
-            "OpenAIChatModel": "agentkit.models.openai._client",
-            "ModelCall": "agentkit.models.scripted",
-            "ScriptedChatModel": "agentkit.models.scripted",
             "ExitTool": "agentkit.tools.exit",
             "SavedTurn": "agentkit.turnloop",
             "TurnContext": "agentkit.turnloop",
@@ -439,4 +436,5 @@ else:
             "TurnResume": "agentkit.turnloop",
         },
         submodules=_SUBMODULES,
+        deprecated=_DEPRECATED,
     )

@@ -18,7 +18,7 @@ from agentkit.errors import AgentKitTypeError, AgentKitValueError
 if TYPE_CHECKING:
     from agentkit.conversation._trim import HistoryTrimmer
     from agentkit.limits import RunLimits
-    from agentkit.models.base import ModelOptions
+    from agentkit.models._base import ModelOptions
 
 __all__ = [
     "AgentRunOption",
@@ -327,7 +327,7 @@ def with_chat_model_options(**model_options: Any) -> AgentRunOption:
     Raises:
         ValueError: a key is not a ``ModelOptions`` field.
     """
-    from agentkit.models.base import ModelOptions
+    from agentkit.models._base import ModelOptions
 
     known = attrs.fields_dict(ModelOptions)
     unknown = sorted(set(model_options) - set(known))
@@ -467,7 +467,7 @@ class RunOptionSet:
         parsed = custom_options(ChatModelAgentOptions(), *given)
         model_options = None
         if parsed.model_options:
-            from agentkit.models.base import ModelOptions
+            from agentkit.models._base import ModelOptions
 
             model_options = ModelOptions(**parsed.model_options)
         made = AgentOptions(

@@ -39,7 +39,7 @@ from agentkit.backends import Backend, BackendError
 from agentkit.backends._offload import is_pointer, offload_path, pointer
 from agentkit.errors import AgentKitTypeError, AgentKitValueError
 from agentkit.middleware import AgentMiddleware, ModelState
-from agentkit.models.base import ChatModel, ModelOptions
+from agentkit.models._base import ChatModel, ModelOptions
 from agentkit.schema import (
     Message,
     Role,
@@ -129,7 +129,7 @@ class SummarizationMiddleware(AgentMiddleware):
 
     Args:
         model: the model that writes summaries (often the agent's own, or a cheaper one; a
-            :class:`~agentkit.FailoverChatModel` fails over to others).
+            :class:`~agentkit.models.FailoverChatModel` fails over to others).
         max_tokens: the token budget that triggers a summary.
         keep_last: how many of the latest messages are always kept verbatim.
         counter: counts tokens (default :func:`approximate_tokens`).

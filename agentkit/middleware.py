@@ -49,7 +49,7 @@ from agentkit.schema import Message
 from agentkit.tools.base import BaseTool, ToolCallInfo
 
 if TYPE_CHECKING:
-    from agentkit.models.base import ModelOptions
+    from agentkit.models._base import ModelOptions
     from agentkit.schema import ContentPart, ToolInfo
     from agentkit.streams import StreamReader
 

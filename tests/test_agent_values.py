@@ -19,7 +19,8 @@ from agentkit import (
     set_sub_agents,
     tool,
 )
-from agentkit.testing import ScriptedChatModel, call, calls_message
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message
 
 
 @tool

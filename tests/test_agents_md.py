@@ -23,7 +23,8 @@ from agentkit import (
 from agentkit.backends import InMemoryBackend, LocalBackend, PathOutsideRootError
 from agentkit.middlewares import AgentsMdMiddleware
 from agentkit.middlewares.agents_md import format_instructions
-from agentkit.testing import ScriptedChatModel, call, calls_message, run_events, summarize
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message, run_events, summarize
 
 HEADER = (
     "<system-reminder>\nBelow are instructions for this codebase and from the user. Follow them: "

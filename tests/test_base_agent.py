@@ -38,7 +38,8 @@ from agentkit import (
 )
 from agentkit.checkpoint import InMemoryCheckPointStore
 from agentkit.events import AgentEvent
-from agentkit.testing import ScriptedChatModel, no_thread_leak, summarize
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import no_thread_leak, summarize
 
 GUARD = 30.0  # a failure guard for waits, never a pace
 

@@ -36,15 +36,8 @@ from agentkit import (
     tool,
     with_cancel,
 )
-from agentkit.models import OpenAIChatModel
-from agentkit.testing import (
-    FakeOpenAIServer,
-    Reply,
-    ScriptedChatModel,
-    call,
-    calls_message,
-    no_thread_leak,
-)
+from agentkit.models import OpenAIChatModel, ScriptedChatModel
+from agentkit.testing import FakeOpenAIServer, Reply, call, calls_message, no_thread_leak
 
 GUARD = 30.0  # a failure guard for waits, never a pace
 WITHIN = 1.0  # the property: a cancel reaches a blocked run this fast

@@ -36,14 +36,8 @@ from agentkit import (
     with_session_values,
     with_tool_options,
 )
-from agentkit.testing import (
-    ScriptedChatModel,
-    call,
-    calls_message,
-    no_thread_leak,
-    run_events,
-    summarize,
-)
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message, no_thread_leak, run_events, summarize
 
 
 @tool

@@ -27,7 +27,8 @@ from agentkit.checkpoint import (
     SQLiteCheckPointStore,
 )
 from agentkit.checkpoint.base import rebases
-from agentkit.testing import ScriptedChatModel, call, calls_message
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message
 from tests.redis_server import redis_url  # noqa: F401 (a session fixture)
 from tests.test_durable_steps import add
 

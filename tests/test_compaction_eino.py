@@ -12,8 +12,9 @@ from agentkit import ChatModelAgent, Message, ModelError, ModelRetryConfig, Role
 from agentkit.backends import InMemoryBackend
 from agentkit.compaction import SummarizationMiddleware, ToolResultReductionMiddleware
 from agentkit.middlewares import SkillMiddleware
+from agentkit.models import ScriptedChatModel
 from agentkit.schema import assistant_message, user_message
-from agentkit.testing import ScriptedChatModel, call, calls_message
+from agentkit.testing import call, calls_message
 from agentkit.tools.base import ToolCallInfo
 
 

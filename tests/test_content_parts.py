@@ -21,13 +21,13 @@ from agentkit import (
     Message,
     Role,
     Runner,
-    ScriptedChatModel,
     TextPart,
     concat_messages,
     user_message,
 )
 from agentkit.checkpoint import PickleSerializer
 from agentkit.errors import AgentKitError
+from agentkit.models import ScriptedChatModel
 from agentkit.schema import (
     MESSAGE_ID_KEY,
     ContentPart,

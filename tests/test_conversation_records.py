@@ -37,7 +37,7 @@ from agentkit.conversation import (
     SQLiteConversationStore,
 )
 from agentkit.conversation.conformance import check_bad_records_are_reported
-from agentkit.testing import ScriptedChatModel
+from agentkit.models import ScriptedChatModel
 from tests.redis_server import redis_url  # noqa: F401 (a session fixture)
 
 KINDS = ["memory", "file", "sqlite", "redis"]

@@ -33,11 +33,12 @@ from agentkit import (
 )
 from agentkit.backends import InMemoryBackend
 from agentkit.checkpoint import InMemoryCheckPointStore
+from agentkit.models import ScriptedChatModel
 from agentkit.prebuilt import deep
 from agentkit.prebuilt._deep_prompts import TASK_PROMPT
 from agentkit.prebuilt._deep_tools import TaskTool
 from agentkit.schema import assistant_message, user_message
-from agentkit.testing import ScriptedChatModel, call, calls_message, run_events, summarize
+from agentkit.testing import call, calls_message, run_events, summarize
 
 
 def kinds(events: list[AgentEvent]) -> list[tuple[str, list[str], str, str, str | None]]:

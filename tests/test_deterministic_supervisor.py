@@ -44,14 +44,9 @@ from agentkit import (
 )
 from agentkit.agents.deterministic import agent_with_deterministic_transfer_to
 from agentkit.checkpoint import InMemoryCheckPointStore
+from agentkit.models import ScriptedChatModel
 from agentkit.prebuilt import supervisor
-from agentkit.testing import (
-    ScriptedChatModel,
-    call,
-    calls_message,
-    run_events,
-    summarize,
-)
+from agentkit.testing import call, calls_message, run_events, summarize
 from tests.transfer_support import context, transfer, transfer_instruction
 
 TRANSFER_TOOL_NAME = "transfer_to_agent"

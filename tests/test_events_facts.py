@@ -33,9 +33,10 @@ from agentkit import (
     print_events,
     stream_from_list,
 )
+from agentkit.models import ScriptedChatModel
 from agentkit.schema import Message
 from agentkit.streams import StreamReader, StreamWriter
-from agentkit.testing import ScriptedChatModel, no_thread_leak
+from agentkit.testing import no_thread_leak
 
 GUARD = 30.0  # a failure guard for waits, never a pace
 

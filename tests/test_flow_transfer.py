@@ -47,14 +47,8 @@ from agentkit import (
     with_skip_transfer_messages,
 )
 from agentkit.checkpoint import InMemoryCheckPointStore
-from agentkit.testing import (
-    ScriptedChatModel,
-    call,
-    calls_message,
-    no_thread_leak,
-    run_events,
-    summarize,
-)
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message, no_thread_leak, run_events, summarize
 from tests.transfer_support import context, transfer, transfer_instruction
 
 TRANSFER_TOOL = ToolInfo(

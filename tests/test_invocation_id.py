@@ -19,7 +19,8 @@ from agentkit import (
 )
 from agentkit.checkpoint import InMemoryCheckPointStore
 from agentkit.events import AgentEvent
-from agentkit.testing import ScriptedChatModel, call, calls_message, run_events
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message, run_events
 
 
 @tool

@@ -22,7 +22,8 @@ from agentkit import ChatModelAgent, Runner, tool, with_checkpoint_id
 from agentkit._checkpoints import LeaseKeeper
 from agentkit._refresher import REFRESHER, Refreshed, Refresher
 from agentkit.checkpoint import InMemoryCheckPointStore
-from agentkit.testing import ScriptedChatModel, call, calls_message, no_thread_leak
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message, no_thread_leak
 from tests.redis_server import redis_url  # noqa: F401 (a session fixture)
 
 GUARD = 30.0  # a failure guard for waits, never a pace

@@ -31,7 +31,8 @@ from agentkit.memory import (
     SQLiteMemoryStore,
     model_extractor,
 )
-from agentkit.testing import ScriptedChatModel, call, calls_message, no_thread_leak, run_events
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message, no_thread_leak, run_events
 
 
 def by_user(values: Any) -> str:

@@ -20,7 +20,6 @@ from agentkit import (
     AgentOutput,
     ChatModelAgent,
     Message,
-    ModelOptions,
     ModelState,
     Role,
     Runner,
@@ -34,14 +33,8 @@ from agentkit import (
     user_message,
 )
 from agentkit.middleware import ModelCallable, ToolInvoke
-from agentkit.testing import (
-    ScriptedChatModel,
-    call,
-    calls_message,
-    no_thread_leak,
-    run_events,
-    summarize,
-)
+from agentkit.models import ModelOptions, ScriptedChatModel
+from agentkit.testing import call, calls_message, no_thread_leak, run_events, summarize
 
 BOTH_MODES = pytest.mark.parametrize("streaming", [False, True], ids=["invoke", "stream"])
 

@@ -26,9 +26,10 @@ from agentkit.middleware import (
     ToolEventSender,
     ToolInvoke,
 )
+from agentkit.models import ScriptedChatModel
 from agentkit.schema import ContentPart
 from agentkit.streams import StreamReader
-from agentkit.testing import ScriptedChatModel, call, calls_message, run_events
+from agentkit.testing import call, calls_message, run_events
 from tests.media_samples import png
 
 SECRET = "hunter2"

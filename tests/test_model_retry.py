@@ -19,7 +19,6 @@ from agentkit import (
     BadRequestError,
     CancelHandle,
     ChatModelAgent,
-    FailoverChatModel,
     Message,
     ModelRetryConfig,
     RetryExhaustedError,
@@ -30,7 +29,7 @@ from agentkit import (
     tool,
     with_cancel,
 )
-from agentkit.models import OpenAIChatModel
+from agentkit.models import FailoverChatModel, OpenAIChatModel
 from agentkit.models.failover import FailoverChoice, FailoverContext
 from agentkit.testing import FakeOpenAIServer, Reply, call, summarize
 

@@ -25,8 +25,8 @@ from agentkit import (
     with_chat_model_options,
 )
 from agentkit.agents.chatmodel import RetryContext, RetryDecision
-from agentkit.models import ModelOptions
-from agentkit.testing import ScriptedChatModel, call, calls_message
+from agentkit.models import ModelOptions, ScriptedChatModel
+from agentkit.testing import call, calls_message
 
 
 def no_wait(attempt: int) -> float:

@@ -20,7 +20,8 @@ from agentkit import (
 )
 from agentkit.middlewares import PatchToolCallsMiddleware
 from agentkit.middlewares.patch_tool_calls import patch_tool_calls, placeholder_text
-from agentkit.testing import ScriptedChatModel, call, calls_message, run_events
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message, run_events
 
 TWO_CALLS = calls_message(call("tool_a", "{}", id="call_1"), call("tool_b", "{}", id="call_2"))
 

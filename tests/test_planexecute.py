@@ -29,6 +29,7 @@ from agentkit import (
     with_checkpoint_id,
 )
 from agentkit.checkpoint import InMemoryCheckPointStore
+from agentkit.models import ScriptedChatModel
 from agentkit.prebuilt import planexecute
 from agentkit.prebuilt.planexecute import (
     EXECUTOR_SYSTEM_PROMPT,
@@ -40,14 +41,7 @@ from agentkit.prebuilt.planexecute import (
     Plan,
     PlanExecuteError,
 )
-from agentkit.testing import (
-    ScriptedChatModel,
-    call,
-    calls_message,
-    no_thread_leak,
-    run_events,
-    summarize,
-)
+from agentkit.testing import call, calls_message, no_thread_leak, run_events, summarize
 
 ROOT = "plan_execute_replan"
 PLANNER = [ROOT, "planner"]

@@ -22,7 +22,8 @@ from agentkit import (
 from agentkit.backends import InMemoryBackend, LocalBackend
 from agentkit.middlewares import PlanTaskMiddleware
 from agentkit.middlewares.plantask import TASK_TOOLS
-from agentkit.testing import ScriptedChatModel, call, calls_message, run_events, summarize
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message, run_events, summarize
 
 GUARD = 30.0
 

@@ -28,8 +28,8 @@ from agentkit import (
     ToolArgumentsError,
     tool,
 )
-from agentkit.models import OpenAIChatModel
-from agentkit.testing import FakeOpenAIServer, Reply, ScriptedChatModel, call, calls_message
+from agentkit.models import OpenAIChatModel, ScriptedChatModel
+from agentkit.testing import FakeOpenAIServer, Reply, call, calls_message
 
 
 class Address(BaseModel):
@@ -373,7 +373,8 @@ def test_agentkit_never_imports_pydantic_for_a_program_without_models() -> None:
         import attrs
         import agentkit
         from agentkit import ChatModelAgent, Runner, tool
-        from agentkit.testing import ScriptedChatModel, call, calls_message
+        from agentkit.models import ScriptedChatModel
+        from agentkit.testing import call, calls_message
 
         @attrs.define
         class Trip:

@@ -37,9 +37,10 @@ from agentkit._scope import RunScope
 from agentkit.agents._react import ReactState, RoundOutcome, ToolItem, return_directly_call
 from agentkit.cancel import CancelMode
 from agentkit.events import AgentEvent, RunStep, event_from_message
+from agentkit.models import ScriptedChatModel
 from agentkit.schema import FunctionCall, ToolCall
 from agentkit.streams import stream_from_list
-from agentkit.testing import ScriptedChatModel, call, calls_message
+from agentkit.testing import call, calls_message
 
 
 @tool

@@ -317,7 +317,8 @@ def test_a_tool_runs_no_more_calls_at_once_than_its_limit() -> None:
         return key.upper()
 
     calls = [call("lookup", {"key": f"k{n}"}, id=f"c{n}") for n in range(6)]
-    from agentkit.testing import ScriptedChatModel, calls_message
+    from agentkit.models import ScriptedChatModel
+    from agentkit.testing import calls_message
 
     model = ScriptedChatModel([calls_message(*calls), "all looked up"])
     waits = Waits()

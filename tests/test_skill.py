@@ -27,8 +27,9 @@ from agentkit import (
 from agentkit.backends import InMemoryBackend, LocalBackend
 from agentkit.middlewares import FilesystemMiddleware, SkillMiddleware
 from agentkit.middlewares.skill import Skill, SkillError, load_skills, parse_skill
+from agentkit.models import ScriptedChatModel
 from agentkit.prebuilt import deep
-from agentkit.testing import ScriptedChatModel, call, calls_message, run_events, summarize
+from agentkit.testing import call, calls_message, run_events, summarize
 
 PDF = "---\nname: pdf\ndescription: PDF processing\n---\nProcess PDF files here\n"
 WEB = (

@@ -19,8 +19,8 @@ from agentkit import (
     tool,
     with_chat_model_options,
 )
-from agentkit.models import OpenAIChatModel
-from agentkit.testing import FakeOpenAIServer, Reply, ScriptedChatModel, call, calls_message
+from agentkit.models import OpenAIChatModel, ScriptedChatModel
+from agentkit.testing import FakeOpenAIServer, Reply, call, calls_message
 
 
 @attrs.define

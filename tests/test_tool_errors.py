@@ -38,14 +38,8 @@ from agentkit import (
 )
 from agentkit.agents.flow import FlowAgent
 from agentkit.checkpoint import InMemoryCheckPointStore
-from agentkit.testing import (
-    ScriptedChatModel,
-    call,
-    calls_message,
-    no_thread_leak,
-    run_events,
-    summarize,
-)
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message, no_thread_leak, run_events, summarize
 from tests.transfer_support import transfer
 
 

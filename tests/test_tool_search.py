@@ -28,7 +28,8 @@ from agentkit import (
 )
 from agentkit.middlewares import ToolSearchMiddleware
 from agentkit.middlewares.tool_search import search_tools, split_tool_name
-from agentkit.testing import ScriptedChatModel, call, calls_message, run_events, summarize
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message, run_events, summarize
 
 SEARCHABLE = {
     info.name: info

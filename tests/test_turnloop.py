@@ -43,7 +43,8 @@ from agentkit import (
 from agentkit.checkpoint import InMemoryCheckPointStore, PickleSerializer
 from agentkit.conversation import InMemoryConversationStore, keep_last_turns
 from agentkit.iterators import ItemIterator
-from agentkit.testing import ScriptedChatModel, call, calls_message, no_thread_leak, summarize
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message, no_thread_leak, summarize
 
 GUARD = 30.0  # a failure guard for waits, never a pace
 KEY = b"turnloop-tests-key-0123456789abcdef"

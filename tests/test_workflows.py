@@ -47,14 +47,8 @@ from agentkit import (
     with_cancel,
 )
 from agentkit.iterators import AsyncIterator
-from agentkit.testing import (
-    ScriptedChatModel,
-    call,
-    calls_message,
-    no_thread_leak,
-    run_events,
-    summarize,
-)
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message, no_thread_leak, run_events, summarize
 
 Summary = tuple[str, list[str], str, str, "str | None"]
 

@@ -30,7 +30,7 @@ from agentkit.errors import (
     RunLimitError,
     WillRetryError,
 )
-from agentkit.models.base import ModelOptions
+from agentkit.models._base import ModelOptions
 from agentkit.schema import Message
 from agentkit.streams import StreamReader, stream_from_iterator
 

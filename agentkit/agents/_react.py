@@ -81,7 +81,7 @@ from agentkit.tools._unfinished import UnfinishedToolCall, unfinished_decision
 from agentkit.tools.base import BaseTool, ContentTool, ToolCallInfo, is_idempotent
 
 if TYPE_CHECKING:
-    from agentkit.models.base import ModelOptions
+    from agentkit.models._base import ModelOptions
     from agentkit.schema import ToolInfo
 
 __all__ = [

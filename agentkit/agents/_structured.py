@@ -38,7 +38,7 @@ from agentkit.tools._convert import Hook, explain, get_converter, scalar_hook, s
 from agentkit.tools._schema import Unsupported, schema_of, type_name
 
 if TYPE_CHECKING:
-    from agentkit.models.base import ModelOptions
+    from agentkit.models._base import ModelOptions
 
 __all__ = ["OUTPUT_MODES", "OUTPUT_TOOL_NAME", "Settled", "StructuredOutput"]
 
@@ -122,7 +122,7 @@ class StructuredOutput:
         ``tool_choice="required"``, so the model answers with a tool call, ``final_answer``
         in the end, never with plain text.
         """
-        from agentkit.models.base import ModelOptions
+        from agentkit.models._base import ModelOptions
 
         if self.mode == "tool":
             return ModelOptions(tool_choice="required").merge(options)

@@ -47,7 +47,7 @@ from agentkit.tools.transfer import TransferToAgentTool, transfer_instruction
 
 if TYPE_CHECKING:
     from agentkit.middleware import AgentMiddleware
-    from agentkit.models.base import ChatModel
+    from agentkit.models._base import ChatModel
 
 __all__ = [
     "ChatModelAgent",

@@ -470,7 +470,7 @@ def check_events_and_rollback(make_store: ConversationStoreFactory) -> None:
     next turn's model sees the kept turns only, the rolled-back ones are no events, and a
     rollback waits for no running turn (the conversation's lock)."""
     from agentkit import ChatModelAgent, Runner, with_conversation_id
-    from agentkit.testing import ScriptedChatModel
+    from agentkit.models import ScriptedChatModel
 
     store = make_store()
     conversation_id = _unique("events")

@@ -261,7 +261,7 @@ def model_extractor(
 ) -> Extractor:
     """An ``extract`` for :class:`MemoryMiddleware` that asks ``model`` what to remember.
 
-    The model (any :class:`~agentkit.ChatModel`; a small one is enough) gets
+    The model (any :class:`~agentkit.models.ChatModel`; a small one is enough) gets
     ``instruction`` and the conversation's user and assistant texts (the last 20,000
     characters), and answers one fact per line; at most ``max_memories`` are kept, ``NONE``
     means none. The call is made in the agent's thread after its answer, outside the run's

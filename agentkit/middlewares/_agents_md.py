@@ -29,7 +29,7 @@ from agentkit._lazy import present
 from agentkit.backends import Backend, BackendError
 from agentkit.errors import AgentConfigError
 from agentkit.middleware import AgentMiddleware, ModelCallable
-from agentkit.models.base import ModelOptions
+from agentkit.models._base import ModelOptions
 from agentkit.schema import Message, Role
 
 __all__ = ["AgentsMdMiddleware", "MAX_IMPORT_DEPTH", "format_instructions"]

@@ -68,7 +68,7 @@ from agentkit.errors import AgentConfigError, AgentKitError, ToolArgumentsError
 from agentkit.events import Agent, AgentInput
 from agentkit.middleware import AgentContext, AgentMiddleware
 from agentkit.middlewares._tool import add_tools, checked_arguments, object_schema
-from agentkit.models.base import ChatModel
+from agentkit.models._base import ChatModel
 from agentkit.schema import Message, Role, ToolInfo, user_message
 
 __all__ = [

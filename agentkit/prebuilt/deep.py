@@ -58,7 +58,7 @@ from agentkit.middlewares._filesystem import (
     FilesystemMiddleware,
     OffloadLargeResults,
 )
-from agentkit.models.base import ChatModel
+from agentkit.models._base import ChatModel
 from agentkit.prebuilt._deep_background import (
     SESSION_KEY_BACKGROUND_TASKS,
     TASK_OUTPUT_TOOL_NAME,

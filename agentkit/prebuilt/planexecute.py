@@ -39,7 +39,7 @@ from agentkit.agents.chatmodel import ChatModelAgent
 from agentkit.agents.workflow import LoopAgent, SequentialAgent
 from agentkit.errors import AgentConfigError
 from agentkit.events import Agent, AgentInput
-from agentkit.models.base import ChatModel
+from agentkit.models._base import ChatModel
 from agentkit.prebuilt._planexecute_agents import Planner, Replanner
 from agentkit.prebuilt._planexecute_plan import (
     EXECUTED_STEP_SESSION_KEY,

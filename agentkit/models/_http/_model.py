@@ -32,6 +32,7 @@ from agentkit.errors import (
     ModelError,
     RateLimitError,
 )
+from agentkit.models._base import ModelOptions, ToolCallingChatModel
 from agentkit.models._http._body import check_max_response_bytes, read_body
 from agentkit.models._http._limits import CallLimits, check_limits
 from agentkit.models._http._retry import (
@@ -43,7 +44,6 @@ from agentkit.models._http._retry import (
 )
 from agentkit.models._http._stream import Call, EventStream, Target
 from agentkit.models._http._transport import _current, make_client
-from agentkit.models.base import ModelOptions, ToolCallingChatModel
 from agentkit.schema import Message, ToolInfo
 from agentkit.streams import StreamReader, stream_from_batches
 from agentkit.throttle import ConcurrencyLimiter, RateLimiter

@@ -9,6 +9,7 @@ import httpx
 
 from agentkit._lazy import present
 from agentkit.errors import AgentKitValueError
+from agentkit.models._base import ModelOptions
 from agentkit.models._http._body import DEFAULT_MAX_RESPONSE_BYTES
 from agentkit.models._http._encoded import EncodedMessages, join_turns
 from agentkit.models._http._json import encode_json
@@ -22,7 +23,6 @@ from agentkit.models.anthropic._wire import (
     tools_json,
     with_cache_control,
 )
-from agentkit.models.base import ModelOptions
 from agentkit.schema import Message, Role
 from agentkit.throttle import ConcurrencyLimiter, RateLimiter
 

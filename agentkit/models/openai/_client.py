@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from agentkit._lazy import present
+from agentkit.models._base import ModelOptions
 from agentkit.models._http._body import DEFAULT_MAX_RESPONSE_BYTES
 from agentkit.models._http._model import HTTPChatModel
-from agentkit.models.base import ModelOptions
 from agentkit.models.openai._encoded import EncodedMessages
 from agentkit.models.openai._stream import OpenStream
 from agentkit.models.openai._wire import (

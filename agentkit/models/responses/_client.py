@@ -9,11 +9,11 @@ import httpx
 
 from agentkit._lazy import present
 from agentkit.errors import AgentKitValueError
+from agentkit.models._base import ModelOptions
 from agentkit.models._http._body import DEFAULT_MAX_RESPONSE_BYTES
 from agentkit.models._http._encoded import EncodedMessages
 from agentkit.models._http._json import encode_json
 from agentkit.models._http._model import HTTPChatModel
-from agentkit.models.base import ModelOptions
 from agentkit.models.responses._stream import ResponsesStream
 from agentkit.models.responses._wire import (
     attachment_items,
