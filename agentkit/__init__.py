@@ -167,9 +167,9 @@ from agentkit.streams import (
 )
 from agentkit.throttle import ConcurrencyLimit, RateLimit
 from agentkit.tools._approval import ApprovalRequest, Approve, Reject, with_approval
+from agentkit.tools._base import BaseTool, InvokableTool, StreamableTool, ToolCallInfo
 from agentkit.tools._function import tool
 from agentkit.tools._unfinished import UnfinishedToolCall
-from agentkit.tools.base import BaseTool, InvokableTool, StreamableTool, ToolCallInfo
 
 __version__ = "0.2.0"
 """agentkit's version (the distribution's version, from ``setup.cfg``)."""
@@ -400,7 +400,7 @@ if TYPE_CHECKING:
     from agentkit.agents.workflow import LoopAgent, ParallelAgent, SequentialAgent
     from agentkit.callbacks import RunInfo, UsageTracker, with_callbacks
     from agentkit.display import print_events
-    from agentkit.tools.exit import ExitTool
+    from agentkit.tools._exit import ExitTool
     from agentkit.turnloop import (
         SavedTurn,
         TurnContext,
@@ -426,7 +426,7 @@ else:
             "UsageTracker": "agentkit.callbacks",
             "with_callbacks": "agentkit.callbacks",
             "print_events": "agentkit.display",
-            "ExitTool": "agentkit.tools.exit",
+            "ExitTool": "agentkit.tools._exit",
             "SavedTurn": "agentkit.turnloop",
             "TurnContext": "agentkit.turnloop",
             "TurnInput": "agentkit.turnloop",

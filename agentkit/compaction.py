@@ -48,7 +48,7 @@ from agentkit.schema import (
     system_message,
     user_message,
 )
-from agentkit.tools.base import ToolCallInfo
+from agentkit.tools._base import ToolCallInfo
 
 __all__ = [
     "SUMMARY_INSTRUCTION",

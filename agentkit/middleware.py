@@ -46,7 +46,7 @@ from agentkit._runlocals import current_run_locals
 from agentkit.errors import AgentKitTypeError
 from agentkit.events import AgentEvent
 from agentkit.schema import Message
-from agentkit.tools.base import BaseTool, ToolCallInfo
+from agentkit.tools._base import BaseTool, ToolCallInfo
 
 if TYPE_CHECKING:
     from agentkit.models._base import ModelOptions

@@ -8,14 +8,22 @@ from collections.abc import Sequence
 
 import pytest
 
-from agentkit import ChatModelAgent, Message, ModelError, ModelRetryConfig, Role, Runner, tool
+from agentkit import (
+    ChatModelAgent,
+    Message,
+    ModelError,
+    ModelRetryConfig,
+    Role,
+    Runner,
+    ToolCallInfo,
+    tool,
+)
 from agentkit.backends import InMemoryBackend
 from agentkit.compaction import SummarizationMiddleware, ToolResultReductionMiddleware
 from agentkit.middlewares import SkillMiddleware
 from agentkit.models import ScriptedChatModel
 from agentkit.schema import assistant_message, user_message
 from agentkit.testing import call, calls_message
-from agentkit.tools.base import ToolCallInfo
 
 
 def history(turns: int) -> list[Message]:

@@ -158,7 +158,7 @@ NOT_IMPORTED_BY_IMPORT_AGENTKIT = (
     "agentkit.conversation._file", "agentkit.conversation._memory", "agentkit.conversation._sqlite",
     "agentkit.conversation._redis", "agentkit.checkpoint._serializer", "agentkit.checkpoint._file",
     "agentkit.checkpoint._memory", "agentkit.models.openai", "agentkit.models._scripted",
-    "agentkit.models._failover", "agentkit.mcp", "agentkit.testing", "agentkit.tools.exit",
+    "agentkit.models._failover", "agentkit.mcp", "agentkit.testing", "agentkit.tools._exit",
     "agentkit.backends", "agentkit.middlewares", "agentkit.prebuilt.deep", "yaml",
 )
 

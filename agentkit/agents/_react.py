@@ -76,9 +76,9 @@ from agentkit.middleware import (
 )
 from agentkit.schema import FunctionCall, Message, Role, TokenUsage, ToolCall, tool_message
 from agentkit.streams import concat_message_stream, stream_from_iterator
+from agentkit.tools._base import BaseTool, ContentTool, ToolCallInfo, is_idempotent
 from agentkit.tools._function import FunctionTool
 from agentkit.tools._unfinished import UnfinishedToolCall, unfinished_decision
-from agentkit.tools.base import BaseTool, ContentTool, ToolCallInfo, is_idempotent
 
 if TYPE_CHECKING:
     from agentkit.models._base import ModelOptions

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from agentkit.errors import AgentKitTypeError
 from agentkit.schema import FunctionCall, ToolCall
 from agentkit.streams import StreamReader
-from agentkit.tools.base import BaseTool, ToolCallInfo
+from agentkit.tools._base import BaseTool, ToolCallInfo
 
 if TYPE_CHECKING:
     from agentkit.middleware import AgentMiddleware

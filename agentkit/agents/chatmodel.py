@@ -40,9 +40,9 @@ from agentkit.events import (
     ResumeInfo,
 )
 from agentkit.schema import Message, system_message
+from agentkit.tools._base import BaseTool
 from agentkit.tools._function import as_tool
 from agentkit.tools._function_tool import checked_timeout
-from agentkit.tools.base import BaseTool
 from agentkit.tools.transfer import TransferToAgentTool, transfer_instruction
 
 if TYPE_CHECKING:

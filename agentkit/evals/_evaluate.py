@@ -35,7 +35,7 @@ from agentkit.events import Agent
 from agentkit.results import RunResult
 from agentkit.runner import Runner
 from agentkit.schema import Message, TokenUsage
-from agentkit.tools.base import ToolCallInfo
+from agentkit.tools._base import ToolCallInfo
 
 _TICK = 0.05  # seconds between looks at the clock, the cancel event and the progress
 

@@ -61,7 +61,7 @@ from agentkit.integrations._errors import RunNotFoundError
 from agentkit.runner import Runner
 from agentkit.schema import FunctionCall, Message, Role, ToolCall, ToolInfo
 from agentkit.tools._approval import ApprovalRequest, Approve, Reject
-from agentkit.tools.base import ToolCallInfo
+from agentkit.tools._base import ToolCallInfo
 
 if TYPE_CHECKING:
     from flask import Response

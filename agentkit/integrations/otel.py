@@ -32,7 +32,7 @@ from agentkit.errors import MissingDependencyError
 from agentkit.events import AgentInput
 from agentkit.schema import Message
 from agentkit.throttle import LimitWait
-from agentkit.tools.base import ToolCallInfo
+from agentkit.tools._base import ToolCallInfo
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, TracerProvider

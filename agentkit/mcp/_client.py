@@ -39,7 +39,7 @@ from agentkit.mcp._tool import MCPTool
 from agentkit.mcp._wire import DEFAULT_MAX_MESSAGE_BYTES, check_max_message_bytes, unparsable
 from agentkit.models._base import ChatModel
 from agentkit.schema import ToolInfo
-from agentkit.tools.base import BaseTool
+from agentkit.tools._base import BaseTool
 
 __all__ = ["MCPClient"]
 

@@ -24,8 +24,8 @@ from agentkit.middleware import (
     set_run_local_value,
 )
 from agentkit.schema import Message, Role, system_message, user_message
+from agentkit.tools._base import BaseTool
 from agentkit.tools._function import tool
-from agentkit.tools.base import BaseTool
 
 __all__ = [
     "EXTRACT_INSTRUCTION",

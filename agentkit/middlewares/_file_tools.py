@@ -25,8 +25,8 @@ from agentkit.errors import AgentKitError
 from agentkit.middlewares._tool import SchemaTool, checked_arguments, object_schema
 from agentkit.schema import ContentPart, ImagePart, TextPart, ToolInfo
 from agentkit.streams import StreamReader, stream_from_iterator
+from agentkit.tools._base import BaseTool
 from agentkit.tools._function_tool import content_text
-from agentkit.tools.base import BaseTool
 
 __all__ = [
     "DEFAULT_READ_LIMIT",

@@ -39,7 +39,7 @@ from agentkit.errors import AgentConfigError
 from agentkit.middleware import AgentContext, AgentMiddleware, ToolInvoke
 from agentkit.middlewares._file_tools import EXECUTE, FILE_TOOLS, file_tools
 from agentkit.middlewares._tool import add_tools
-from agentkit.tools.base import BaseTool, ToolCallInfo
+from agentkit.tools._base import BaseTool, ToolCallInfo
 
 __all__ = [
     "EXECUTE",

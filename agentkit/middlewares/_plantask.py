@@ -30,7 +30,7 @@ from agentkit.backends import DeletingBackend
 from agentkit.errors import AgentConfigError, ToolArgumentsError
 from agentkit.middleware import AgentContext, AgentMiddleware
 from agentkit.middlewares._tool import SchemaTool, add_tools, object_schema
-from agentkit.tools.base import BaseTool
+from agentkit.tools._base import BaseTool
 
 __all__ = ["PlanTaskMiddleware", "TASK_TOOLS"]
 

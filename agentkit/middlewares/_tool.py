@@ -16,7 +16,7 @@ from typing import Any
 from agentkit.errors import AgentConfigError, ToolArgumentsError
 from agentkit.middleware import AgentContext
 from agentkit.schema import ToolInfo
-from agentkit.tools.base import BaseTool
+from agentkit.tools._base import BaseTool
 
 __all__ = ["SchemaTool", "add_tools", "checked_arguments", "object_schema"]
 

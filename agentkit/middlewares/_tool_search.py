@@ -28,8 +28,8 @@ from agentkit.errors import AgentConfigError, ToolArgumentsError
 from agentkit.middleware import AgentContext, AgentMiddleware, ModelState
 from agentkit.middlewares._tool import SchemaTool, add_tools, object_schema
 from agentkit.schema import Message, Role, ToolInfo
+from agentkit.tools._base import BaseTool
 from agentkit.tools._function import as_tool
-from agentkit.tools.base import BaseTool
 
 __all__ = [
     "DEFAULT_MAX_RESULTS",

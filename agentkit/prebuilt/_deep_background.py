@@ -51,8 +51,8 @@ from agentkit.middlewares._tool import SchemaTool, add_tools, checked_arguments,
 from agentkit.prebuilt._deep_tools import TaskTool
 from agentkit.schema import ContentPart, FunctionCall, Message, ToolCall, ToolInfo, user_message
 from agentkit.streams import StreamReader, stream_from_iterator
+from agentkit.tools._base import BaseTool, InvokableTool, ToolCallInfo
 from agentkit.tools._function_tool import content_text
-from agentkit.tools.base import BaseTool, InvokableTool, ToolCallInfo
 
 __all__ = [
     "SESSION_KEY_BACKGROUND_TASKS",

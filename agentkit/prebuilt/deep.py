@@ -80,8 +80,8 @@ from agentkit.prebuilt._deep_tools import (
     write_todos_tool,
 )
 from agentkit.schema import Message, system_message
+from agentkit.tools._base import BaseTool, InvokableTool
 from agentkit.tools._function import as_tool
-from agentkit.tools.base import BaseTool, InvokableTool
 
 __all__ = [
     "BASE_INSTRUCTION",

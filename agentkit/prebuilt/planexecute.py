@@ -71,7 +71,7 @@ from agentkit.prebuilt._planexecute_prompts import (
     replanner_input_for,
 )
 from agentkit.schema import Message, ToolInfo
-from agentkit.tools.base import BaseTool
+from agentkit.tools._base import BaseTool
 
 __all__ = [
     "EXECUTED_STEPS_SESSION_KEY",

@@ -14,9 +14,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from agentkit._lazy import attach, present
+from agentkit.tools._base import ContentTool, DeclaresIdempotency, is_idempotent
 from agentkit.tools._composite import CompositeInterrupt
 from agentkit.tools._function import FunctionTool, StreamingFunctionTool, as_tool
-from agentkit.tools.base import ContentTool, DeclaresIdempotency, is_idempotent
 
 __all__ = [
     "CompositeInterrupt",

@@ -15,6 +15,7 @@ from agentkit._lazy import present
 from agentkit.errors import AgentKitTypeError
 from agentkit.throttle import ConcurrencyLimiter
 from agentkit.tools._approval import ApprovalPolicy, check_policy
+from agentkit.tools._base import BaseTool
 from agentkit.tools._function_tool import (
     FunctionTool,
     StreamingFunctionTool,
@@ -23,7 +24,6 @@ from agentkit.tools._function_tool import (
     checked_timeout,
     is_generator_function,
 )
-from agentkit.tools.base import BaseTool
 
 __all__ = ["FunctionTool", "StreamingFunctionTool", "as_tool", "tool"]
 
