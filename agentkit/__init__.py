@@ -19,8 +19,6 @@ from agentkit._interrupt import get_interrupt_state, interrupt, interrupt_event
 from agentkit._lazy import attach, present
 from agentkit._options import (
     AgentRunOption,
-    custom_option,
-    custom_options,
     get_impl_specific_options,
     with_cancel,
     with_chat_model_options,
@@ -109,21 +107,15 @@ from agentkit.events import (
     ResumeInfo,
     RunStep,
     TransferToAgentAction,
-    break_loop_action,
     event_from_message,
-    exit_action,
     gen_transfer_messages,
     new_break_loop_action,
     new_exit_action,
     new_transfer_to_agent_action,
-    transfer_action,
 )
 from agentkit.iterators import (
     AsyncGenerator,
     AsyncIterator,
-    ItemIterator,
-    ItemSender,
-    channel,
     new_async_iterator_pair,
 )
 from agentkit.limits import LimitReached, ModelPricing, RunLimits
@@ -222,9 +214,6 @@ __all__ = [
     "AgentTool",
     "AsyncGenerator",
     "AsyncIterator",
-    "ItemIterator",
-    "ItemSender",
-    "channel",
     "AuthenticationError",
     "BadRequestError",
     "BaseAgent",
@@ -311,8 +300,7 @@ __all__ = [
     "event_from_message",
     "gen_transfer_messages",
     "get_impl_specific_options",
-    "custom_option",
-    "custom_options",
+    "wrap_impl_specific_opt_fn",
     "get_interrupt_state",
     "get_session_value",
     "get_session_values",
@@ -323,9 +311,6 @@ __all__ = [
     "new_break_loop_action",
     "new_exit_action",
     "new_transfer_to_agent_action",
-    "exit_action",
-    "transfer_action",
-    "break_loop_action",
     "pipe",
     "print_events",
     "run_in_worker",
@@ -344,7 +329,6 @@ __all__ = [
     "with_session_values",
     "with_skip_transfer_messages",
     "with_tool_options",
-    "wrap_impl_specific_opt_fn",
 ]
 
 #: Public subpackages and modules, importable as attributes (``agentkit.checkpoint``).
@@ -384,6 +368,15 @@ present((globals()[name] for name in __all__ if name in globals()), __name__)
 
 #: Second spellings of objects whose one import path is elsewhere (kept until agentkit 0.4).
 _DEPRECATED = {
+    # Pythonic second names of 0.2: API.md names Eino's (sections 3, 4 and 6)
+    "ItemIterator": "agentkit.AsyncIterator",
+    "ItemSender": "agentkit.AsyncGenerator",
+    "channel": "agentkit.new_async_iterator_pair",
+    "exit_action": "agentkit.new_exit_action",
+    "transfer_action": "agentkit.new_transfer_to_agent_action",
+    "break_loop_action": "agentkit.new_break_loop_action",
+    "custom_option": "agentkit.wrap_impl_specific_opt_fn",
+    "custom_options": "agentkit.get_impl_specific_options",
     # agentkit.models is the models' module (API.md section 8)
     "ChatModel": "agentkit.models.ChatModel",
     "FailoverChatModel": "agentkit.models.FailoverChatModel",

@@ -121,7 +121,8 @@ class AgentRun:
         resume_info: ``None`` for a fresh turn; for a resumed one, what the agent saved when it
             stopped and the resume data targeted at it (see :class:`~agentkit.ResumeInfo`).
         options: the run's options as this agent sees them, parsed once per run
-            (:class:`~agentkit.options.AgentOptions`; ``custom_options(S(), *run.options)``
+            (:class:`~agentkit.options.AgentOptions`;
+            ``get_impl_specific_options(S(), *run.options)``
             reads a custom agent's own options).
         run_path: where the agent runs: the agents from the run's root to this one (empty for
             an agent run directly with ``run()``, whose events are named by whoever reads them).
@@ -200,7 +201,7 @@ class AgentRun:
         The flow running the turn says so per turn, and the agent stores none of it: the same
         agent placed in two trees gets each tree's targets. A :class:`~agentkit.ChatModelAgent`
         offers them to its model with the transfer tool; a custom agent may do the same
-        (``transfer_action(name)`` moves the flow to one of them).
+        (``new_transfer_to_agent_action(name)`` moves the flow to one of them).
         """
         return self._targets
 
@@ -544,7 +545,7 @@ class BaseAgent(abc.ABC):
 
     Such an agent behaves like a built-in one wherever it runs: as the Runner's agent (under
     ``Runner.invoke`` it runs in the calling thread: no thread is started), as a sub-agent that
-    transfers (emit ``transfer_action(name)``), inside workflows and agent tools; it is
+    transfers (emit ``new_transfer_to_agent_action(name)``), inside workflows and agent tools; it is
     cancelled at the framework's checks and its own :meth:`AgentRun.check_cancelled`; it
     interrupts by emitting :func:`~agentkit.interrupt_event` as its last event and is resumed
     with ``run.resume_info`` set. It composes other agents as the built-in workflows do, with

@@ -53,13 +53,10 @@ __all__ = [
     "RunStep",
     "TransferToAgentAction",
     "event_from_message",
-    "break_loop_action",
-    "exit_action",
-    "gen_transfer_messages",
     "new_break_loop_action",
     "new_exit_action",
+    "gen_transfer_messages",
     "new_transfer_to_agent_action",
-    "transfer_action",
     "transfer_result_text",
 ]
 
@@ -575,34 +572,19 @@ def _message_event(
     return _event("", (), output, action, None)
 
 
-def exit_action() -> AgentAction:
-    """Return an action that ends the current agent (and stops Sequential/Loop workflows).
-
-    ``new_exit_action`` is the Eino name for it (the same function).
-    """
+def new_exit_action() -> AgentAction:
+    """Return an action that ends the current agent (and stops Sequential/Loop workflows)."""
     return AgentAction(exit=True)
 
 
-def transfer_action(dest: str) -> AgentAction:
-    """Return an action that transfers the conversation to the agent named ``dest``.
-
-    ``new_transfer_to_agent_action`` is the Eino name for it (the same function).
-    """
+def new_transfer_to_agent_action(dest: str) -> AgentAction:
+    """Return an action that transfers the conversation to the agent named ``dest``."""
     return AgentAction(transfer_to_agent=TransferToAgentAction(dest))
 
 
-def break_loop_action(agent_name: str) -> AgentAction:
-    """Return an action that stops the innermost enclosing loop, sent by ``agent_name``.
-
-    ``new_break_loop_action`` is the Eino name for it (the same function).
-    """
+def new_break_loop_action(agent_name: str) -> AgentAction:
+    """Return an action that stops the innermost enclosing loop, sent by ``agent_name``."""
     return AgentAction(break_loop=BreakLoopAction(from_agent=agent_name))
-
-
-# Eino's names for the three action constructors.
-new_exit_action = exit_action
-new_transfer_to_agent_action = transfer_action
-new_break_loop_action = break_loop_action
 
 
 # --- notebook display: the transcript lines of events (rendered by agentkit._html) ---

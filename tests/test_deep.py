@@ -17,8 +17,8 @@ from agentkit import (
     AgentEvent,
     AgentInput,
     AgentRunOption,
+    AsyncIterator,
     ChatModelAgent,
-    ItemIterator,
     Message,
     ModelError,
     ModelRetryConfig,
@@ -55,7 +55,7 @@ class SpyAgent:
         self.inputs: list[AgentInput] = []
         self.parent_values: list[Any] = []
 
-    def run(self, input: AgentInput, *options: AgentRunOption) -> ItemIterator[AgentEvent]:
+    def run(self, input: AgentInput, *options: AgentRunOption) -> AsyncIterator[AgentEvent]:
         self.inputs.append(input)
         self.parent_values.append(get_session_value("parent_key"))
         text = self.answer if self.answer is not None else self.description

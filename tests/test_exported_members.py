@@ -73,13 +73,10 @@ DOCUMENTED = {
     "SlotTimeoutError",
     # display, version
     "print_events", "__version__",
-    # Pythonic primary names (the Eino names above are the same objects)
-    "exit_action", "transfer_action", "break_loop_action", "custom_option", "custom_options",
-    "ItemIterator", "ItemSender", "channel",
 }
 
-#: Eino name -> Pythonic primary name; each pair is one object under two names.
-EINO_ALIASES = {
+#: Eino name (API.md) -> the Pythonic second name of 0.2, deprecated until agentkit 0.4.
+PYTHONIC_ALIASES = {
     "new_exit_action": "exit_action",
     "new_transfer_to_agent_action": "transfer_action",
     "new_break_loop_action": "break_loop_action",
@@ -111,33 +108,33 @@ def test_every_exported_name_resolves_and_is_documented() -> None:
             assert obj.__doc__ and obj.__doc__.strip(), f"{name} has no docstring"
 
 
-def test_eino_names_are_the_very_same_objects_as_the_pythonic_names() -> None:
-    for eino, primary in EINO_ALIASES.items():
-        assert getattr(agentkit, eino) is getattr(agentkit, primary), eino
-        # the object carries its Pythonic name, and its docstring names the Eino one
-        assert getattr(agentkit, primary).__name__ == primary
-        assert f"``{eino}`` is the Eino name" in (getattr(agentkit, primary).__doc__ or "")
+def test_the_eino_names_are_the_objects_names_and_the_pythonic_ones_warn() -> None:
+    for eino, old in PYTHONIC_ALIASES.items():
+        obj = getattr(agentkit, eino)
+        assert obj.__name__ == eino and old not in agentkit.__all__
+        with pytest.warns(DeprecationWarning, match=f"use agentkit.{eino} "):
+            assert getattr(agentkit, old) is obj
 
 
-def test_pythonic_names_work_like_the_eino_ones() -> None:
-    assert agentkit.exit_action() == agentkit.AgentAction(exit=True)
-    assert agentkit.transfer_action("b").transfer_to_agent == agentkit.TransferToAgentAction("b")
-    assert agentkit.break_loop_action("a").break_loop == agentkit.BreakLoopAction(from_agent="a")
+def test_the_eino_names_work() -> None:
+    assert agentkit.new_exit_action() == agentkit.AgentAction(exit=True)
+    assert agentkit.new_transfer_to_agent_action("b").transfer_to_agent == agentkit.TransferToAgentAction("b")
+    assert agentkit.new_break_loop_action("a").break_loop == agentkit.BreakLoopAction(from_agent="a")
 
     class Settings:
         def __init__(self) -> None:
             self.level = 0
 
-    option = agentkit.custom_option(Settings, lambda s: setattr(s, "level", 2))
-    assert agentkit.custom_options(Settings(), option).level == 2
+    option = agentkit.wrap_impl_specific_opt_fn(Settings, lambda s: setattr(s, "level", 2))
+    assert agentkit.get_impl_specific_options(Settings(), option).level == 2
 
-    events: agentkit.ItemIterator[int]
-    sender: agentkit.ItemSender[int]
-    events, sender = agentkit.channel()
+    events: agentkit.AsyncIterator[int]
+    sender: agentkit.AsyncGenerator[int]
+    events, sender = agentkit.new_async_iterator_pair()
     assert sender.send(1) and sender.send(2)
     sender.close()
     assert list(events) == [1, 2]
-    assert isinstance(events, agentkit.ItemIterator) and isinstance(sender, agentkit.ItemSender)
+    assert isinstance(events, agentkit.AsyncIterator) and isinstance(sender, agentkit.AsyncGenerator)
 
 
 def test_exported_objects_present_themselves_as_agentkit() -> None:

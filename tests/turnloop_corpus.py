@@ -29,7 +29,7 @@ from agentkit import (
     user_message,
 )
 from agentkit.checkpoint import CheckPointStore, PickleSerializer
-from agentkit.iterators import ItemIterator
+from agentkit.iterators import AsyncIterator
 from agentkit.models import ScriptedChatModel
 from agentkit.testing import call, calls_message, summarize
 
@@ -135,7 +135,7 @@ def resume(store: CheckPointStore) -> dict[str, Any]:
         seen.append(saved)
         return resume_all(loop, saved)
 
-    def on_events(turn: TurnContext[str], events: ItemIterator[AgentEvent]) -> None:
+    def on_events(turn: TurnContext[str], events: AsyncIterator[AgentEvent]) -> None:
         turns.append([turn.consumed, [list(summarize(event)) for event in events]])
 
     loop: TurnLoop[str] = TurnLoop(

@@ -39,7 +39,7 @@ from agentkit.events import (
     _message_event,
     event_from_message,
     gen_transfer_messages,
-    transfer_action,
+    new_transfer_to_agent_action,
 )
 from agentkit.schema import Role
 
@@ -250,7 +250,7 @@ class DeterministicTransferAgent(FlowAgent):
             call, result = gen_transfer_messages(name)
             run.emit(event_from_message(call, None, Role.ASSISTANT))
             run.emit(_message_event(result, None, Role.TOOL, result.tool_name,
-                                    transfer_action(name)))
+                                    new_transfer_to_agent_action(name)))
 
 
 class _Watcher:

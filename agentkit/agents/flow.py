@@ -53,7 +53,7 @@ from agentkit.events import (
     AgentInput,
     ResumeInfo,
     RunStep,
-    transfer_action,
+    new_transfer_to_agent_action,
 )
 from agentkit.schema import Role
 
@@ -376,7 +376,7 @@ class FlowAgent(BaseAgent):
             frame.address, f"agent:{dest.name}"
         ):
             return dest._resume_turn(info, self._hand_over(frame, dest), downstream, named)
-        return self._after(transfer_action(name), frame, downstream, named)
+        return self._after(new_transfer_to_agent_action(name), frame, downstream, named)
 
     def _after(
         self, action: AgentAction | None, frame: RunFrame, downstream: EventSink, named: bool
