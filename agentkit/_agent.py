@@ -564,7 +564,7 @@ class BaseAgent(abc.ABC):
         here: the agent (or something inside it) stopped at its last turn, and
         ``run.resume_info.interrupt_state`` is the state it saved (``interrupt_event(...,
         state=...)``, or the last one declared with :meth:`AgentRun.save_state`); an agent
-        that cannot go on raises :class:`~agentkit.ResumeError`.
+        that cannot go on raises :class:`~agentkit.errors.ResumeError`.
         """
 
     def run(self, input: AgentInput, *options: AgentRunOption) -> RunIterator:

@@ -672,7 +672,7 @@ class Message:
 
     A raw OpenAI content array given as ``content`` (``[{"type": "text", ...},
     {"type": "image_url", ...}]``) is read into ``parts``; any other non-text content is
-    refused with a :class:`~agentkit.ContentPartError`, so a message always holds what a
+    refused with a :class:`~agentkit.errors.ContentPartError`, so a message always holds what a
     conversation store can keep.
     """
 

@@ -21,7 +21,7 @@ How a wait for a turn behaves, for every limit:
 
 * **bounded**: a model call's wait counts toward its ``timeout`` (the wait, the attempts and
   the pauses between them share it); a tool call's toward the tool's ``timeout``. A wait that
-  runs out raises :class:`~agentkit.SlotTimeoutError`; a rate wait that cannot end in time
+  runs out raises :class:`~agentkit.errors.SlotTimeoutError`; a rate wait that cannot end in time
   fails at once.
 * **cancellable**: inside a run, an immediate cancel (or closing the run's event iterator)
   ends the wait at once with :class:`~agentkit.AgentCancelledError`.

@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 
 from agentkit import (
-    AgentFrozenError,
     AgentKitError,
     ChatModelAgent,
     LoopAgent,
@@ -19,6 +18,7 @@ from agentkit import (
     set_sub_agents,
     tool,
 )
+from agentkit.errors import AgentFrozenError
 from agentkit.models import ScriptedChatModel
 from agentkit.testing import call, calls_message
 

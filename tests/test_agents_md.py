@@ -11,16 +11,9 @@ from typing import Any
 
 import pytest
 
-from agentkit import (
-    AgentConfigError,
-    ChatModelAgent,
-    Message,
-    Role,
-    Runner,
-    tool,
-    user_message,
-)
+from agentkit import ChatModelAgent, Message, Role, Runner, tool, user_message
 from agentkit.backends import InMemoryBackend, LocalBackend, PathOutsideRootError
+from agentkit.errors import AgentConfigError
 from agentkit.middlewares import AgentsMdMiddleware
 from agentkit.middlewares.agents_md import format_instructions
 from agentkit.models import ScriptedChatModel

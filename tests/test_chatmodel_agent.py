@@ -10,14 +10,12 @@ import pytest
 
 from agentkit import (
     AgentCancelledError,
-    AgentConfigError,
     AgentEvent,
     AgentInput,
     AgentRunOption,
     ChatModelAgent,
     ExceedMaxIterationsError,
     ExitTool,
-    InstructionFormatError,
     Message,
     Role,
     Runner,
@@ -36,6 +34,7 @@ from agentkit import (
     with_session_values,
     with_tool_options,
 )
+from agentkit.errors import AgentConfigError, InstructionFormatError
 from agentkit.models import ScriptedChatModel
 from agentkit.testing import call, calls_message, no_thread_leak, run_events, summarize
 

@@ -15,7 +15,6 @@ from hypothesis import given, settings
 from agentkit import (
     AudioPart,
     ChatModelAgent,
-    ContentPartError,
     FilePart,
     ImagePart,
     Message,
@@ -26,7 +25,7 @@ from agentkit import (
     user_message,
 )
 from agentkit.checkpoint import PickleSerializer
-from agentkit.errors import AgentKitError
+from agentkit.errors import AgentKitError, ContentPartError
 from agentkit.models import ScriptedChatModel
 from agentkit.schema import (
     MESSAGE_ID_KEY,

@@ -298,7 +298,7 @@ class BrokenAppend(InMemoryConversationStore):
 
 
 def test_a_turn_that_cannot_be_appended_ends_with_a_conversation_store_error() -> None:
-    from agentkit import ConversationStoreError
+    from agentkit.errors import ConversationStoreError
 
     runner = Runner(
         ChatModelAgent("bot", "d", ScriptedChatModel(["hi"])), conversation_store=BrokenAppend()

@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 from agentkit import (
-    AgentConfigError,
     AgentEvent,
     AgentInput,
     AgentRunOption,
@@ -33,6 +32,7 @@ from agentkit import (
 )
 from agentkit.backends import InMemoryBackend
 from agentkit.checkpoint import InMemoryCheckPointStore
+from agentkit.errors import AgentConfigError
 from agentkit.models import ScriptedChatModel
 from agentkit.prebuilt import deep
 from agentkit.prebuilt._deep_prompts import TASK_PROMPT

@@ -10,7 +10,6 @@ import pytest
 from agentkit import (
     Agent,
     AgentCancelledError,
-    AgentConfigError,
     AgentEvent,
     AgentInput,
     AgentRunOption,
@@ -44,6 +43,7 @@ from agentkit import (
 )
 from agentkit.agents.deterministic import agent_with_deterministic_transfer_to
 from agentkit.checkpoint import InMemoryCheckPointStore
+from agentkit.errors import AgentConfigError
 from agentkit.models import ScriptedChatModel
 from agentkit.prebuilt import supervisor
 from agentkit.testing import call, calls_message, run_events, summarize

@@ -33,7 +33,6 @@ from agentkit import (
     ModelState,
     ParallelAgent,
     Reject,
-    ResumeError,
     Role,
     RunLimits,
     Runner,
@@ -55,6 +54,7 @@ from agentkit.checkpoint import (
     PickleSerializer,
     lease_for,
 )
+from agentkit.errors import ResumeError
 from agentkit.models import ScriptedChatModel
 from agentkit.testing import call, calls_message, no_thread_leak, run_events
 from agentkit.tools import is_idempotent

@@ -18,14 +18,7 @@ from typing import Any
 
 import pytest
 
-from agentkit import (
-    AgentConfigError,
-    AgentContext,
-    ChatModelAgent,
-    Runner,
-    ToolCallInfo,
-    tool,
-)
+from agentkit import AgentContext, ChatModelAgent, Runner, ToolCallInfo, tool
 from agentkit.backends import (
     ExecuteResult,
     GrepMatch,
@@ -33,6 +26,7 @@ from agentkit.backends import (
     LocalBackend,
     LocalShell,
 )
+from agentkit.errors import AgentConfigError
 from agentkit.middlewares import FilesystemMiddleware, OffloadLargeResults
 from agentkit.middlewares.filesystem import EXECUTE, FILE_TOOLS, default_offload_path, file_tools
 from agentkit.models import ScriptedChatModel

@@ -12,7 +12,6 @@ from agentkit import (
     CheckpointError,
     InterruptInfo,
     Message,
-    ResumeError,
     Runner,
     interrupt,
     tool,
@@ -23,6 +22,7 @@ from agentkit._checkpoints import load_checkpoint
 from agentkit._interrupt import ToolRoundState
 from agentkit.agents.chatmodel import ChatModelAgentResumeData
 from agentkit.checkpoint import InMemoryCheckPointStore, PickleSerializer
+from agentkit.errors import ResumeError
 from agentkit.models import ScriptedChatModel
 from agentkit.testing import call, calls_message, no_thread_leak
 

@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 from agentkit import (
-    AgentConfigError,
     ChatModelAgent,
     Message,
     Role,
@@ -22,6 +21,7 @@ from agentkit import (
     with_session_values,
 )
 from agentkit.checkpoint import InMemoryCheckPointStore
+from agentkit.errors import AgentConfigError
 from agentkit.memory import (
     EXTRACT_INSTRUCTION,
     MAX_EXTRACTED,

@@ -13,7 +13,6 @@ import attrs
 import pytest
 
 from agentkit import (
-    AgentConfigError,
     AgentContext,
     AgentEvent,
     AgentMiddleware,
@@ -32,6 +31,7 @@ from agentkit import (
     tool,
     user_message,
 )
+from agentkit.errors import AgentConfigError
 from agentkit.middleware import ModelCallable, ToolInvoke
 from agentkit.models import ModelOptions, ScriptedChatModel
 from agentkit.testing import call, calls_message, no_thread_leak, run_events, summarize

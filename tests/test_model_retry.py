@@ -14,7 +14,6 @@ import pytest
 
 from agentkit import (
     AgentCancelledError,
-    AgentConfigError,
     APIStatusError,
     BadRequestError,
     CancelHandle,
@@ -29,6 +28,7 @@ from agentkit import (
     tool,
     with_cancel,
 )
+from agentkit.errors import AgentConfigError
 from agentkit.models import FailoverChatModel, OpenAIChatModel
 from agentkit.models.failover import FailoverChoice, FailoverContext
 from agentkit.testing import FakeOpenAIServer, Reply, call, summarize

@@ -11,7 +11,6 @@ import pickle
 import pytest
 
 from agentkit import (
-    AgentConfigError,
     ChatModelAgent,
     Message,
     ModelError,
@@ -25,6 +24,7 @@ from agentkit import (
     with_chat_model_options,
 )
 from agentkit.agents.chatmodel import RetryContext, RetryDecision
+from agentkit.errors import AgentConfigError
 from agentkit.models import ModelOptions, ScriptedChatModel
 from agentkit.testing import call, calls_message
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import pytest
 
 from agentkit import (
-    AgentConfigError,
     ChatModelAgent,
     Message,
     ModelState,
@@ -18,6 +17,7 @@ from agentkit import (
     tool_message,
     user_message,
 )
+from agentkit.errors import AgentConfigError
 from agentkit.middlewares import PatchToolCallsMiddleware
 from agentkit.middlewares.patch_tool_calls import patch_tool_calls, placeholder_text
 from agentkit.models import ScriptedChatModel

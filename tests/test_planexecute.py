@@ -11,7 +11,6 @@ import attrs
 import pytest
 
 from agentkit import (
-    AgentConfigError,
     AgentEvent,
     AgentInput,
     Message,
@@ -29,6 +28,7 @@ from agentkit import (
     with_checkpoint_id,
 )
 from agentkit.checkpoint import InMemoryCheckPointStore
+from agentkit.errors import AgentConfigError
 from agentkit.models import ScriptedChatModel
 from agentkit.prebuilt import planexecute
 from agentkit.prebuilt.planexecute import (

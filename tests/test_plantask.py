@@ -12,14 +12,9 @@ from typing import Any
 
 import pytest
 
-from agentkit import (
-    AgentConfigError,
-    AgentContext,
-    ChatModelAgent,
-    Runner,
-    ToolArgumentsError,
-)
+from agentkit import AgentContext, ChatModelAgent, Runner, ToolArgumentsError
 from agentkit.backends import InMemoryBackend, LocalBackend
+from agentkit.errors import AgentConfigError
 from agentkit.middlewares import PlanTaskMiddleware
 from agentkit.middlewares.plantask import TASK_TOOLS
 from agentkit.models import ScriptedChatModel

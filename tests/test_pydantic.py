@@ -19,15 +19,8 @@ import pydantic
 import pytest
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from agentkit import (
-    AgentConfigError,
-    ChatModelAgent,
-    OutputValidationError,
-    Role,
-    Runner,
-    ToolArgumentsError,
-    tool,
-)
+from agentkit import ChatModelAgent, Role, Runner, ToolArgumentsError, tool
+from agentkit.errors import AgentConfigError, OutputValidationError
 from agentkit.models import OpenAIChatModel, ScriptedChatModel
 from agentkit.testing import FakeOpenAIServer, Reply, call, calls_message
 

@@ -24,12 +24,11 @@ from agentkit import (
     RateLimit,
     RunInfo,
     Runner,
-    SharedLimitError,
-    SlotTimeoutError,
     tool,
     with_callbacks,
     with_cancel,
 )
+from agentkit.errors import SharedLimitError, SlotTimeoutError
 from agentkit.models import OpenAIChatModel
 from agentkit.schema import user_message
 from agentkit.testing import FakeOpenAIServer, Reply, call, no_thread_leak

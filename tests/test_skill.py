@@ -15,16 +15,9 @@ from typing import Any
 
 import pytest
 
-from agentkit import (
-    AgentConfigError,
-    AgentContext,
-    ChatModelAgent,
-    Role,
-    Runner,
-    ToolArgumentsError,
-    tool,
-)
+from agentkit import AgentContext, ChatModelAgent, Role, Runner, ToolArgumentsError, tool
 from agentkit.backends import InMemoryBackend, LocalBackend
+from agentkit.errors import AgentConfigError
 from agentkit.middlewares import FilesystemMiddleware, SkillMiddleware
 from agentkit.middlewares.skill import Skill, SkillError, load_skills, parse_skill
 from agentkit.models import ScriptedChatModel

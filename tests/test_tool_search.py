@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 from agentkit import (
-    AgentConfigError,
     AgentContext,
     ChatModelAgent,
     Message,
@@ -26,6 +25,7 @@ from agentkit import (
     tool_message,
     user_message,
 )
+from agentkit.errors import AgentConfigError
 from agentkit.middlewares import ToolSearchMiddleware
 from agentkit.middlewares.tool_search import search_tools, split_tool_name
 from agentkit.models import ScriptedChatModel

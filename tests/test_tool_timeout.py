@@ -14,7 +14,6 @@ import pytest
 
 from agentkit import (
     AgentCancelledError,
-    AgentConfigError,
     CancelHandle,
     ChatModelAgent,
     Role,
@@ -26,6 +25,7 @@ from agentkit import (
     tool,
     with_cancel,
 )
+from agentkit.errors import AgentConfigError
 from agentkit.models import ScriptedChatModel
 from agentkit.testing import call, calls_message, no_thread_leak, summarize
 

@@ -25,13 +25,8 @@ from agentkit import (
     Message,
     Role,
     Runner,
-    SavedTurn,
-    TurnContext,
-    TurnInput,
-    TurnInterruptedError,
     TurnLoop,
     TurnLoopExit,
-    TurnResume,
     assistant_message,
     cancellable_sleep,
     event_from_message,
@@ -45,6 +40,7 @@ from agentkit.conversation import InMemoryConversationStore, keep_last_turns
 from agentkit.iterators import AsyncIterator
 from agentkit.models import ScriptedChatModel
 from agentkit.testing import call, calls_message, no_thread_leak, summarize
+from agentkit.turnloop import SavedTurn, TurnContext, TurnInput, TurnInterruptedError, TurnResume
 
 GUARD = 30.0  # a failure guard for waits, never a pace
 KEY = b"turnloop-tests-key-0123456789abcdef"

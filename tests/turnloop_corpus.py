@@ -15,23 +15,12 @@ from typing import Any
 
 import attrs
 
-from agentkit import (
-    AgentEvent,
-    ChatModelAgent,
-    Message,
-    Role,
-    SavedTurn,
-    TurnContext,
-    TurnInput,
-    TurnLoop,
-    TurnResume,
-    tool,
-    user_message,
-)
+from agentkit import AgentEvent, ChatModelAgent, Message, Role, TurnLoop, tool, user_message
 from agentkit.checkpoint import CheckPointStore, PickleSerializer
 from agentkit.iterators import AsyncIterator
 from agentkit.models import ScriptedChatModel
 from agentkit.testing import call, calls_message, summarize
+from agentkit.turnloop import SavedTurn, TurnContext, TurnInput, TurnResume
 
 CORPUS_KEY = b"agentkit turnloop corpus key, not a secret"
 CHECKPOINT_ID = "corpus:turnloop"

@@ -157,7 +157,7 @@ class ChatModelAgent(BaseAgent):
             ``tool_choice="required"``, for servers without structured outputs).
         max_output_corrections: how many times an invalid answer goes back to the model
             with what was wrong (default 2) before the run ends with
-            :class:`~agentkit.OutputValidationError`.
+            :class:`~agentkit.errors.OutputValidationError`.
         tool_timeout: the most seconds a tool call may take (``@tool(timeout=...)`` sets a
             tool's own limit, which wins). A call that takes longer fails with
             :class:`~agentkit.ToolTimeoutError`: the run ends, or, with a
@@ -190,7 +190,7 @@ class ChatModelAgent(BaseAgent):
             once. ``False`` keeps Eino's behaviour: the guardrails check this agent alone.
 
     An agent is a value: its settings are fixed when it is built (setting ``instruction``,
-    ``max_iterations``, ``tools``... raises :class:`~agentkit.AgentFrozenError`); make a
+    ``max_iterations``, ``tools``... raises :class:`~agentkit.errors.AgentFrozenError`); make a
     changed copy with :meth:`replace`. Wiring it into a flow does not change it either: the
     flow running a turn tells it where it may transfer (:attr:`AgentRun.transfer_targets
     <agentkit.AgentRun.transfer_targets>`), so one instance can sit in several trees (the

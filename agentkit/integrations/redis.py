@@ -29,8 +29,8 @@ shared limits with ``appendonly yes`` when the limit must hold across a restart.
 
 Waits are those of :mod:`agentkit.throttle`: bounded by the call's timeout, cancelled with
 the run, reported to ``on_limit_wait``. When Redis cannot be reached (down, or not answering
-within ``socket_timeout``), the call fails with :class:`~agentkit.SharedLimitUnavailableError`
-saying so, before its request is sent.
+within ``socket_timeout``), the call fails with
+:class:`~agentkit.errors.SharedLimitUnavailableError` saying so, before its request is sent.
 """
 
 from __future__ import annotations

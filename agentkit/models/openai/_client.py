@@ -82,7 +82,7 @@ class OpenAIChatModel(HTTPChatModel):
     call (for a stream: until its first chunk), and a retry that could not finish in time
     is not made, so a call never takes much longer than ``timeout``. Waits for a turn under
     ``concurrency`` or ``rate_limit`` count toward it too (a wait that runs out raises
-    :class:`~agentkit.SlotTimeoutError`, not retried). A stream is never
+    :class:`~agentkit.errors.SlotTimeoutError`, not retried). A stream is never
     retried once it has delivered a chunk. Errors are :class:`~agentkit.ModelError`
     subclasses carrying the status code, the server's message and the decoded body.
 
