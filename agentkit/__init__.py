@@ -15,8 +15,40 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from agentkit._agent import AgentRun, BaseAgent, run_in_worker
+from agentkit._cancel import CancelHandle, CancelMode
+from agentkit._events import (
+    Agent,
+    AgentAction,
+    AgentEvent,
+    AgentInput,
+    AgentOutput,
+    BreakLoopAction,
+    InterruptContext,
+    InterruptInfo,
+    MessageVariant,
+    OnSubAgents,
+    ResumableAgent,
+    ResumeInfo,
+    RunStep,
+    TransferToAgentAction,
+    event_from_message,
+    gen_transfer_messages,
+    new_break_loop_action,
+    new_exit_action,
+    new_transfer_to_agent_action,
+)
 from agentkit._interrupt import get_interrupt_state, interrupt, interrupt_event
 from agentkit._lazy import attach, present
+from agentkit._limits import LimitReached, ModelPricing, RunLimits
+from agentkit._middleware import (
+    AgentContext,
+    AgentMiddleware,
+    ModelState,
+    delete_run_local_value,
+    get_run_local_value,
+    send_event,
+    set_run_local_value,
+)
 from agentkit._options import (
     AgentRunOption,
     get_impl_specific_options,
@@ -30,6 +62,7 @@ from agentkit._options import (
     with_tool_options,
     wrap_impl_specific_opt_fn,
 )
+from agentkit._results import RunResult
 from agentkit._runctx import (
     abort_on_cancel,
     add_session_value,
@@ -42,15 +75,16 @@ from agentkit._runctx import (
     send_tool_gen_action,
     tool_call_key,
 )
-from agentkit.agents._model_retry import ModelRetryConfig
-from agentkit.agents.chatmodel import ChatModelAgent, GenModelInput
-from agentkit.agents.flow import (
+from agentkit._runner import Runner
+from agentkit._throttle import ConcurrencyLimit, RateLimit
+from agentkit.agents._chatmodel import ChatModelAgent, GenModelInput
+from agentkit.agents._flow import (
     HistoryEntry,
     HistoryRewriter,
     agent_with_options,
     set_sub_agents,
 )
-from agentkit.cancel import CancelHandle, CancelMode
+from agentkit.agents._model_retry import ModelRetryConfig
 from agentkit.errors import (
     AgentCancelledError,
     AgentKitError,
@@ -80,44 +114,11 @@ from agentkit.errors import (
     TransferError,
     WillRetryError,
 )
-from agentkit.events import (
-    Agent,
-    AgentAction,
-    AgentEvent,
-    AgentInput,
-    AgentOutput,
-    BreakLoopAction,
-    InterruptContext,
-    InterruptInfo,
-    MessageVariant,
-    OnSubAgents,
-    ResumableAgent,
-    ResumeInfo,
-    RunStep,
-    TransferToAgentAction,
-    event_from_message,
-    gen_transfer_messages,
-    new_break_loop_action,
-    new_exit_action,
-    new_transfer_to_agent_action,
-)
 from agentkit.iterators import (
     AsyncGenerator,
     AsyncIterator,
     new_async_iterator_pair,
 )
-from agentkit.limits import LimitReached, ModelPricing, RunLimits
-from agentkit.middleware import (
-    AgentContext,
-    AgentMiddleware,
-    ModelState,
-    delete_run_local_value,
-    get_run_local_value,
-    send_event,
-    set_run_local_value,
-)
-from agentkit.results import RunResult
-from agentkit.runner import Runner
 from agentkit.schema import (
     AudioPart,
     FilePart,
@@ -145,7 +146,6 @@ from agentkit.streams import (
     stream_from_iterator,
     stream_from_list,
 )
-from agentkit.throttle import ConcurrencyLimit, RateLimit
 from agentkit.tools._approval import ApprovalRequest, Approve, Reject, with_approval
 from agentkit.tools._base import BaseTool, InvokableTool, StreamableTool, ToolCallInfo
 from agentkit.tools._function import tool
@@ -379,13 +379,13 @@ _DEPRECATED = {
 }
 
 if TYPE_CHECKING:
-    from agentkit.agents.agenttool import AgentTool
-    from agentkit.agents.deterministic import agent_with_deterministic_transfer_to
-    from agentkit.agents.workflow import LoopAgent, ParallelAgent, SequentialAgent
-    from agentkit.callbacks import RunInfo, UsageTracker, with_callbacks
-    from agentkit.display import print_events
+    from agentkit._callbacks import RunInfo, UsageTracker, with_callbacks
+    from agentkit._display import print_events
+    from agentkit._turnloop import TurnLoop, TurnLoopExit
+    from agentkit.agents._agenttool import AgentTool
+    from agentkit.agents._deterministic import agent_with_deterministic_transfer_to
+    from agentkit.agents._workflow import LoopAgent, ParallelAgent, SequentialAgent
     from agentkit.tools._exit import ExitTool
-    from agentkit.turnloop import TurnLoop, TurnLoopExit
 else:
     # Workflows, agent tools, callbacks, display and the other models load on first use
     # (``agentkit.LoopAgent``, ``from agentkit import LoopAgent``): ``import agentkit`` stays fast.
@@ -393,18 +393,18 @@ else:
     __getattr__, __dir__ = attach(
         __name__,
         {
-            "AgentTool": "agentkit.agents.agenttool",
-            "agent_with_deterministic_transfer_to": "agentkit.agents.deterministic",
-            "LoopAgent": "agentkit.agents.workflow",
-            "ParallelAgent": "agentkit.agents.workflow",
-            "SequentialAgent": "agentkit.agents.workflow",
-            "RunInfo": "agentkit.callbacks",
-            "UsageTracker": "agentkit.callbacks",
-            "with_callbacks": "agentkit.callbacks",
-            "print_events": "agentkit.display",
+            "AgentTool": "agentkit.agents._agenttool",
+            "agent_with_deterministic_transfer_to": "agentkit.agents._deterministic",
+            "LoopAgent": "agentkit.agents._workflow",
+            "ParallelAgent": "agentkit.agents._workflow",
+            "SequentialAgent": "agentkit.agents._workflow",
+            "RunInfo": "agentkit._callbacks",
+            "UsageTracker": "agentkit._callbacks",
+            "with_callbacks": "agentkit._callbacks",
+            "print_events": "agentkit._display",
             "ExitTool": "agentkit.tools._exit",
-            "TurnLoop": "agentkit.turnloop",
-            "TurnLoopExit": "agentkit.turnloop",
+            "TurnLoop": "agentkit._turnloop",
+            "TurnLoopExit": "agentkit._turnloop",
         },
         submodules=_SUBMODULES,
         deprecated=_DEPRECATED,

@@ -23,22 +23,9 @@ from typing import Any, Protocol
 
 import attrs
 
+from agentkit._cancel import CancelMode
 from agentkit._ctrlc import InvokeGuard, ctrl_c_interrupt, exit_stops
-from agentkit._observe import RunObservers, UsageLedger
-from agentkit._options import AgentOptions, AgentRunOption, RunOptionSet
-from agentkit._points import Journal, interrupt_contexts
-from agentkit._runctx import (
-    EventLog,
-    RecordedEvent,
-    RunFrame,
-    call_in_frame,
-    current_frame,
-    use_frame,
-)
-from agentkit._scope import RunScope
-from agentkit.cancel import CancelMode
-from agentkit.errors import AgentKitRuntimeError, ResumeError
-from agentkit.events import (
+from agentkit._events import (
     Agent,
     AgentAction,
     AgentEvent,
@@ -48,6 +35,20 @@ from agentkit.events import (
     RunStep,
     _named,
 )
+from agentkit._observe import RunObservers, UsageLedger
+from agentkit._options import AgentOptions, AgentRunOption, RunOptionSet
+from agentkit._points import Journal, interrupt_contexts
+from agentkit._results import RunIterator, RunOutcome
+from agentkit._runctx import (
+    EventLog,
+    RecordedEvent,
+    RunFrame,
+    call_in_frame,
+    current_frame,
+    use_frame,
+)
+from agentkit._scope import RunScope
+from agentkit.errors import AgentKitRuntimeError, ResumeError
 from agentkit.iterators import (
     AsyncGenerator,
     _attach_producer,
@@ -55,7 +56,6 @@ from agentkit.iterators import (
     _Pair,
     _put_last,
 )
-from agentkit.results import RunIterator, RunOutcome
 
 __all__ = [
     "AgentRun",

@@ -18,7 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from agentkit._events import AgentInput
 from agentkit._interrupt import ResumeOnlyData, ToolRoundState
+from agentkit._limits import RunLimits
 from agentkit._observe import RunUsage
 from agentkit._options import HeldLease
 from agentkit._persist import persisted
@@ -28,8 +30,6 @@ from agentkit._refresher import REFRESHER, Refreshed
 from agentkit._runctx import RecordedEvent, RunFrame
 from agentkit.checkpoint._base import DEFAULT_LEASE_TTL
 from agentkit.errors import CheckpointConsumedError, CheckpointError, CheckpointNotFoundError
-from agentkit.events import AgentInput
-from agentkit.limits import RunLimits
 
 if TYPE_CHECKING:
     from agentkit.checkpoint import CheckPointStore

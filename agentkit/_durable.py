@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import attrs
 
+from agentkit._cancel import CancelMode
 from agentkit._checkpoints import (
     Checkpoint,
     ConsumedCheckpoint,
@@ -53,7 +54,6 @@ from agentkit._observe import RunUsage
 from agentkit._options import HeldLease
 from agentkit._points import ResumePoint
 from agentkit._progress import ROOT, Op, Progress, apply_ops
-from agentkit.cancel import CancelMode
 from agentkit.checkpoint._base import DEFAULT_MAX_BYTES, journals, namespace_of, rebases
 from agentkit.errors import CheckpointError
 

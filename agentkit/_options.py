@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import attrs
 
+from agentkit._cancel import CancelHandle
 from agentkit._steering import Steering
-from agentkit.cancel import CancelHandle
 from agentkit.errors import AgentKitTypeError, AgentKitValueError
 
 if TYPE_CHECKING:
+    from agentkit._limits import RunLimits
     from agentkit.conversation._trim import HistoryTrimmer
-    from agentkit.limits import RunLimits
     from agentkit.models._base import ModelOptions
 
 __all__ = [
@@ -265,7 +265,7 @@ def with_limits(limits: RunLimits | None) -> AgentRunOption:
     Raises:
         TypeError: ``limits`` is not a ``RunLimits`` (or ``None``).
     """
-    from agentkit.limits import RunLimits
+    from agentkit._limits import RunLimits
 
     if limits is not None and not isinstance(limits, RunLimits):
         raise AgentKitTypeError(

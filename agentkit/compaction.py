@@ -34,11 +34,11 @@ import attrs
 
 from agentkit import _prompts_zh as zh
 from agentkit._language import resolve
+from agentkit._middleware import AgentMiddleware, ModelState
 from agentkit.agents._model_retry import ModelRetryConfig
 from agentkit.backends import Backend, BackendError
 from agentkit.backends._offload import is_pointer, offload_path, pointer
 from agentkit.errors import AgentKitTypeError, AgentKitValueError
-from agentkit.middleware import AgentMiddleware, ModelState
 from agentkit.models._base import ChatModel, ModelOptions
 from agentkit.schema import (
     Message,

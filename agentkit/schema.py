@@ -182,7 +182,7 @@ class ResponseMeta:
     """Metadata of a model response: why it finished and what it cost.
 
     ``cost`` is the price of the response's token usage, set by a model that has a
-    :class:`~agentkit.limits.ModelPricing` (``None`` otherwise).
+    :class:`~agentkit.ModelPricing` (``None`` otherwise).
     """
 
     finish_reason: str = ""

@@ -288,8 +288,7 @@ def test_a_json_patch_removes_adds_replaces_and_descends_into_objects() -> None:
 
 
 def test_values_changed_outside_a_tool_come_as_a_delta_before_run_finished() -> None:
-    from agentkit import AgentMiddleware, ChatModelAgent, Message, add_session_value
-    from agentkit.middleware import ModelState
+    from agentkit import AgentMiddleware, ChatModelAgent, Message, ModelState, add_session_value
     from agentkit.models import ScriptedChatModel
 
     class Visits(AgentMiddleware):

@@ -15,6 +15,7 @@ import pytest
 
 from agentkit import (
     AgentCancelledError,
+    AgentEvent,
     AgentRun,
     BaseAgent,
     CancelHandle,
@@ -37,7 +38,6 @@ from agentkit import (
     wrap_impl_specific_opt_fn,
 )
 from agentkit.checkpoint import InMemoryCheckPointStore
-from agentkit.events import AgentEvent
 from agentkit.models import ScriptedChatModel
 from agentkit.testing import no_thread_leak, summarize
 

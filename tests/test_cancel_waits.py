@@ -268,8 +268,8 @@ def test_a_cancel_made_while_the_first_wait_starts_still_wakes_it() -> None:
     # The scope makes its stop event when a wait first needs it; a cancel made at that same
     # moment (from another thread) must wake the wait all the same: many rounds, both sides
     # released together by a barrier, each wait bounded only by GUARD.
+    from agentkit import CancelMode
     from agentkit._scope import RunScope
-    from agentkit.cancel import CancelMode
 
     def sleep(scope: RunScope, barrier: threading.Barrier, outcome: list[BaseException]) -> None:
         barrier.wait(GUARD)

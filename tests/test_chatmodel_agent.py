@@ -203,7 +203,7 @@ def test_output_key_stores_final_text_in_session() -> None:
     second = ChatModelAgent(
         "b", "d", ScriptedChatModel([calls_message(call("peek")), "ok"]), tools=[peek]
     )
-    from agentkit.agents.workflow import SequentialAgent
+    from agentkit import SequentialAgent
 
     run(SequentialAgent("s", "d", [agent, second]))  # type: ignore[arg-type]
     assert seen == ["the answer"]

@@ -22,8 +22,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from agentkit import CancelMode
 from agentkit._persist import persisted_names
-from agentkit.cancel import CancelMode
 from agentkit.checkpoint import PickleSerializer, UnsignedCheckpointWarning, _codec
 from agentkit.errors import CheckpointError
 from agentkit.schema import FunctionCall, Message, Role, ToolCall

@@ -26,6 +26,7 @@ from agentkit import (
     Runner,
     SequentialAgent,
     ToolInfo,
+    agent_with_deterministic_transfer_to,
     assistant_message,
     event_from_message,
     get_session_value,
@@ -41,7 +42,6 @@ from agentkit import (
     with_checkpoint_id,
     with_session_values,
 )
-from agentkit.agents.deterministic import agent_with_deterministic_transfer_to
 from agentkit.checkpoint import InMemoryCheckPointStore
 from agentkit.errors import AgentConfigError
 from agentkit.models import ScriptedChatModel

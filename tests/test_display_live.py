@@ -7,10 +7,19 @@ from typing import Any
 
 import pytest
 
-from agentkit import ChatModelAgent, Message, Runner, interrupt, print_events, set_sub_agents, tool
+from agentkit import (
+    ChatModelAgent,
+    InterruptContext,
+    InterruptInfo,
+    Message,
+    Runner,
+    interrupt,
+    print_events,
+    set_sub_agents,
+    tool,
+)
 from agentkit import display as display_module
 from agentkit.display import live
-from agentkit.events import InterruptContext, InterruptInfo
 from agentkit.models import ScriptedChatModel
 from agentkit.schema import assistant_message, tool_message
 from agentkit.testing import call, calls_message

@@ -147,9 +147,9 @@ NOT_IMPORTED_BY_IMPORT_AGENTKIT = (
     "httpx", "tenacity", "redis", "sqlite3", "cattrs", "docstring_parser", "hashlib", "hmac",
     "pickle", "mcp", "opentelemetry", "flask", "celery",
     # agentkit's own optional parts, loaded on first use
-    "agentkit.agents.workflow", "agentkit.agents.deterministic", "agentkit.agents.agenttool",
-    "agentkit.prebuilt.supervisor", "agentkit.prebuilt.planexecute", "agentkit.display",
-    "agentkit.compaction", "agentkit.callbacks", "agentkit.integrations.otel", "agentkit.conversation",
+    "agentkit.agents._workflow", "agentkit.agents._deterministic", "agentkit.agents._agenttool",
+    "agentkit.prebuilt.supervisor", "agentkit.prebuilt.planexecute", "agentkit._display",
+    "agentkit.compaction", "agentkit._callbacks", "agentkit.integrations.otel", "agentkit.conversation",
     "agentkit.conversation._file", "agentkit.conversation._memory", "agentkit.conversation._sqlite",
     "agentkit.conversation._redis", "agentkit.checkpoint._serializer", "agentkit.checkpoint._file",
     "agentkit.checkpoint._memory", "agentkit.models.openai", "agentkit.models._scripted",

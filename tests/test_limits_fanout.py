@@ -21,8 +21,10 @@ import pytest
 
 from agentkit import (
     AgentTool,
+    CancelMode,
     ChatModelAgent,
     Message,
+    ModelPricing,
     ParallelAgent,
     ResponseMeta,
     RunLimitError,
@@ -37,9 +39,7 @@ from agentkit import (
 )
 from agentkit._observe import CallEstimate, UsageLedger
 from agentkit._scope import RunScope
-from agentkit.cancel import CancelMode
 from agentkit.errors import AgentCancelledError
-from agentkit.limits import ModelPricing
 from agentkit.models import ScriptedChatModel
 from agentkit.schema import Role
 from agentkit.testing import call, calls_message, no_thread_leak

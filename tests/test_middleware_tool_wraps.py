@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import attrs
 
 from agentkit import (
+    AgentEvent,
     AgentMiddleware,
     ChatModelAgent,
     ImagePart,
@@ -19,7 +20,6 @@ from agentkit import (
     stream_from_iterator,
     tool,
 )
-from agentkit.events import AgentEvent
 from agentkit.middleware import (
     ContentToolInvoke,
     StreamToolInvoke,

@@ -35,7 +35,7 @@ from agentkit.schema import Message
 from agentkit.streams import StreamReader, stream_from_iterator
 
 if TYPE_CHECKING:
-    from agentkit.middleware import ModelCallable
+    from agentkit._middleware import ModelCallable
 
 __all__ = [
     "ModelRetryConfig",

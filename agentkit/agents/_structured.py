@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from agentkit._events import AgentEvent, AgentOutput, MessageVariant, event_from_message
 from agentkit.errors import AgentConfigError, OutputValidationError
-from agentkit.events import AgentEvent, AgentOutput, MessageVariant, event_from_message
 from agentkit.schema import Message, Role, ToolInfo, assistant_message, tool_message, user_message
 from agentkit.tools._convert import Hook, explain, get_converter, scalar_hook, show
 from agentkit.tools._schema import Unsupported, schema_of, type_name

@@ -19,7 +19,7 @@ from agentkit.streams import StreamReader
 from agentkit.tools._base import BaseTool, ToolCallInfo
 
 if TYPE_CHECKING:
-    from agentkit.middleware import AgentMiddleware
+    from agentkit._middleware import AgentMiddleware
     from agentkit.schema import ContentPart, ToolInfo
 
 __all__ = ["WrappedTool"]

@@ -7,8 +7,8 @@ from typing import Any, TypeAlias
 
 import attrs
 
+from agentkit._results import RunResult
 from agentkit.errors import AgentKitTypeError, AgentKitValueError
-from agentkit.results import RunResult
 from agentkit.schema import Message, TokenUsage
 from agentkit.tools._base import ToolCallInfo
 

@@ -24,8 +24,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from agentkit._cancel import CancelHandle, CancelMode
 from agentkit._checkpoints import KeptLease
-from agentkit.cancel import CancelHandle, CancelMode
 from agentkit.errors import AgentKitTimeoutError
 from agentkit.integrations._redislog import RedisRunLog
 from agentkit.integrations._signing import SealError

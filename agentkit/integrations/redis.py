@@ -43,11 +43,11 @@ from typing import Any
 
 from agentkit._lazy import present
 from agentkit._refresher import REFRESHER, Refreshed
+from agentkit._throttle import ConcurrencyLimiter, RateGrant, RateLimit, RateLimiter, Slot
 from agentkit._waiting import Waiting, check_timeout
 from agentkit.checkpoint._redisscripts import Scripts
 from agentkit.errors import AgentKitValueError, MissingDependencyError, SharedLimitUnavailableError
 from agentkit.integrations._redismemory import RedisMemoryStore
-from agentkit.throttle import ConcurrencyLimiter, RateGrant, RateLimit, RateLimiter, Slot
 
 __all__ = [
     "DEFAULT_PREFIX",

@@ -7,6 +7,13 @@ import html
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from agentkit._middleware import (
+    AgentContext,
+    AgentMiddleware,
+    ModelState,
+    get_run_local_value,
+    set_run_local_value,
+)
 from agentkit._runctx import get_session_values
 from agentkit.errors import AgentConfigError, AgentKitTypeError, AgentKitValueError
 from agentkit.memory._base import (
@@ -15,13 +22,6 @@ from agentkit.memory._base import (
     MemoryStore,
     check_limit,
     check_namespace,
-)
-from agentkit.middleware import (
-    AgentContext,
-    AgentMiddleware,
-    ModelState,
-    get_run_local_value,
-    set_run_local_value,
 )
 from agentkit.schema import Message, Role, system_message, user_message
 from agentkit.tools._base import BaseTool

@@ -26,9 +26,9 @@ import re
 from collections.abc import Callable, Sequence
 
 from agentkit._lazy import present
+from agentkit._middleware import AgentMiddleware, ModelCallable
 from agentkit.backends import Backend, BackendError
 from agentkit.errors import AgentConfigError
-from agentkit.middleware import AgentMiddleware, ModelCallable
 from agentkit.models._base import ModelOptions
 from agentkit.schema import Message, Role
 

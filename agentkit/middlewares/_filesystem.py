@@ -33,10 +33,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from agentkit._lazy import present
+from agentkit._middleware import AgentContext, AgentMiddleware, ToolInvoke
 from agentkit.backends import Backend, BackendError, Shell
 from agentkit.backends._offload import offload, offload_path
 from agentkit.errors import AgentConfigError
-from agentkit.middleware import AgentContext, AgentMiddleware, ToolInvoke
 from agentkit.middlewares._file_tools import EXECUTE, FILE_TOOLS, file_tools
 from agentkit.middlewares._tool import add_tools
 from agentkit.tools._base import BaseTool, ToolCallInfo

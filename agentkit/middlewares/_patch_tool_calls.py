@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from agentkit._lazy import present
+from agentkit._middleware import AgentMiddleware, ModelState
 from agentkit.errors import AgentConfigError
-from agentkit.middleware import AgentMiddleware, ModelState
 from agentkit.schema import Message, Role, tool_message
 
 __all__ = ["PatchToolCallsMiddleware", "patch_tool_calls", "placeholder_text"]

@@ -26,9 +26,9 @@ from collections.abc import Callable
 from typing import Any
 
 from agentkit._lazy import present
+from agentkit._middleware import AgentContext, AgentMiddleware
 from agentkit.backends import DeletingBackend
 from agentkit.errors import AgentConfigError, ToolArgumentsError
-from agentkit.middleware import AgentContext, AgentMiddleware
 from agentkit.middlewares._tool import SchemaTool, add_tools, object_schema
 from agentkit.tools._base import BaseTool
 

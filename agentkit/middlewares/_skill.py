@@ -56,17 +56,17 @@ import attrs
 
 from agentkit import _prompts_zh as zh
 from agentkit._agent import AgentRun, BaseAgent
+from agentkit._events import Agent, AgentInput
 from agentkit._language import resolve
 from agentkit._lazy import present
+from agentkit._middleware import AgentContext, AgentMiddleware
 from agentkit._persist import persisted
 from agentkit._runctx import ToolCallFrame, current_frame
+from agentkit.agents._agenttool import AgentTool
+from agentkit.agents._chatmodel import ChatModelAgent
 from agentkit.agents._history import rewrite_message
-from agentkit.agents.agenttool import AgentTool
-from agentkit.agents.chatmodel import ChatModelAgent
 from agentkit.backends import Backend, BackendError
 from agentkit.errors import AgentConfigError, AgentKitError, ToolArgumentsError
-from agentkit.events import Agent, AgentInput
-from agentkit.middleware import AgentContext, AgentMiddleware
 from agentkit.middlewares._tool import add_tools, checked_arguments, object_schema
 from agentkit.models._base import ChatModel
 from agentkit.schema import Message, Role, ToolInfo, user_message

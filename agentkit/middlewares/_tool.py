@@ -13,8 +13,8 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from agentkit._middleware import AgentContext
 from agentkit.errors import AgentConfigError, ToolArgumentsError
-from agentkit.middleware import AgentContext
 from agentkit.schema import ToolInfo
 from agentkit.tools._base import BaseTool
 

@@ -24,8 +24,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from agentkit._lazy import present
+from agentkit._middleware import AgentContext, AgentMiddleware, ModelState
 from agentkit.errors import AgentConfigError, ToolArgumentsError
-from agentkit.middleware import AgentContext, AgentMiddleware, ModelState
 from agentkit.middlewares._tool import SchemaTool, add_tools, object_schema
 from agentkit.schema import Message, Role, ToolInfo
 from agentkit.tools._base import BaseTool

@@ -21,7 +21,7 @@ from agentkit.schema import FunctionCall, Message, Role, ToolCall, ToolInfo, ass
 from agentkit.streams import StreamReader, stream_from_list
 
 if TYPE_CHECKING:
-    from agentkit.limits import ModelPricing
+    from agentkit._limits import ModelPricing
 
 __all__ = ["ModelCall", "ScriptReply", "ScriptedChatModel", "split_message"]
 
@@ -114,7 +114,7 @@ class ScriptedChatModel(BuiltValue):
     (finish reason and usage), when it has one, on the last chunk. ``concat_messages`` of the
     chunks gives back the reply exactly, except that its tool calls carry their ``index``.
 
-    With ``pricing`` (a :class:`~agentkit.limits.ModelPricing`), a reply whose
+    With ``pricing`` (a :class:`~agentkit.ModelPricing`), a reply whose
     ``response_meta`` reports token usage gets its ``cost`` set, as a priced
     :class:`~agentkit.OpenAIChatModel` does: script replies with
     ``ResponseMeta(usage=TokenUsage(...))`` to test budgets offline.
@@ -218,7 +218,7 @@ class ScriptedChatModel(BuiltValue):
 
 
 def _checked_pricing(pricing: object) -> ModelPricing | None:
-    from agentkit.limits import ModelPricing
+    from agentkit._limits import ModelPricing
 
     if pricing is not None and not isinstance(pricing, ModelPricing):
         raise AgentKitTypeError(

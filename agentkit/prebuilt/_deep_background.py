@@ -37,15 +37,15 @@ from typing import Any, Literal
 
 import attrs
 
+from agentkit._cancel import CancelMode
 from agentkit._interrupt import InterruptSignal
+from agentkit._middleware import AgentContext, AgentMiddleware, ModelState, ToolInvoke
 from agentkit._persist import persisted
 from agentkit._points import Journal
 from agentkit._runctx import RunFrame, ToolCallFrame, current_frame, use_frame
 from agentkit._runlocals import current_run_locals
 from agentkit._scope import RunScope
-from agentkit.cancel import CancelMode
 from agentkit.errors import AgentCancelledError, AgentKitRuntimeError, ToolArgumentsError
-from agentkit.middleware import AgentContext, AgentMiddleware, ModelState, ToolInvoke
 from agentkit.middlewares._file_tools import StreamingExecute
 from agentkit.middlewares._tool import SchemaTool, add_tools, checked_arguments, object_schema
 from agentkit.prebuilt._deep_tools import TaskTool

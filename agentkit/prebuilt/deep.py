@@ -44,14 +44,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from agentkit._events import Agent, AgentInput
 from agentkit._language import resolve
 from agentkit._lazy import present
+from agentkit._middleware import AgentMiddleware
+from agentkit.agents._chatmodel import ChatModelAgent
 from agentkit.agents._model_retry import ModelRetryConfig
-from agentkit.agents.chatmodel import ChatModelAgent
 from agentkit.backends import Backend, Shell
 from agentkit.errors import AgentConfigError
-from agentkit.events import Agent, AgentInput
-from agentkit.middleware import AgentMiddleware
 from agentkit.middlewares._filesystem import (
     EXECUTE,
     FILE_TOOLS,

@@ -33,12 +33,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from agentkit._events import Agent, AgentInput
 from agentkit._language import resolve
 from agentkit._lazy import present
-from agentkit.agents.chatmodel import ChatModelAgent
-from agentkit.agents.workflow import LoopAgent, SequentialAgent
+from agentkit.agents._chatmodel import ChatModelAgent
+from agentkit.agents._workflow import LoopAgent, SequentialAgent
 from agentkit.errors import AgentConfigError
-from agentkit.events import Agent, AgentInput
 from agentkit.models._base import ChatModel
 from agentkit.prebuilt._planexecute_agents import Planner, Replanner
 from agentkit.prebuilt._planexecute_plan import (

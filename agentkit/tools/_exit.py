@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from agentkit._events import new_exit_action
 from agentkit._lazy import present
 from agentkit._runctx import send_tool_gen_action
 from agentkit.errors import ToolArgumentsError
-from agentkit.events import new_exit_action
 from agentkit.schema import ToolInfo
 
 __all__ = ["ExitTool"]

@@ -12,8 +12,8 @@ from typing import Any, ParamSpec, TypeVar, overload
 import attrs
 
 from agentkit._lazy import present
+from agentkit._throttle import ConcurrencyLimiter
 from agentkit.errors import AgentKitTypeError
-from agentkit.throttle import ConcurrencyLimiter
 from agentkit.tools._approval import ApprovalPolicy, check_policy
 from agentkit.tools._base import BaseTool
 from agentkit.tools._function_tool import (
