@@ -71,7 +71,7 @@ __all__ = [
 ]
 
 ModelCallable = Callable[[list[Message], "ModelOptions | None"], Message]
-"""``call(messages, options) -> Message``: one model call, as :meth:`AgentMiddleware.wrap_model`
+"""``call(messages, options) -> Message``: one model call, as :meth:`.AgentMiddleware.wrap_model`
 wraps it."""
 
 ToolInvoke = Callable[[ToolCallInfo], str]
@@ -223,7 +223,7 @@ class ToolEventSender(AgentMiddleware):
     """Where a tool call's event is sent in the middleware list (Eino's
     ``NewEventSenderToolWrapper``).
 
-    By default a tool call's event shows what the outermost :meth:`~AgentMiddleware.wrap_tool_call`
+    By default a tool call's event shows what the outermost :meth:`.AgentMiddleware.wrap_tool_call`
     layer returned. Put one ``ToolEventSender()`` in ``middlewares=[...]`` and the event shows
     what the layers after it (inner) returned instead; the layers before it (outer) change only
     what the agent keeps and the model sees next. For example, to log or audit the tool's own
@@ -233,7 +233,7 @@ class ToolEventSender(AgentMiddleware):
         middlewares=[ToolEventSender(), Sanitize()]   # the event: the sanitized result
 
     A streamed call's event is its stream, sent as it streams (see
-    :meth:`~AgentMiddleware.wrap_stream_tool_call`). Use one per agent. Outside a
+    :meth:`.AgentMiddleware.wrap_stream_tool_call`). Use one per agent. Outside a
     ChatModelAgent its ``wrap_tool_call`` passes the call on.
     """
 
@@ -247,7 +247,7 @@ class ModelEventSender(AgentMiddleware):
     ``NewEventSenderModelWrapper``).
 
     By default the event of a whole (not streamed) reply shows what the outermost
-    :meth:`~AgentMiddleware.wrap_model` layer returned. Put one ``ModelEventSender()`` in
+    :meth:`.AgentMiddleware.wrap_model` layer returned. Put one ``ModelEventSender()`` in
     ``middlewares=[...]`` and the event shows what the layers after it (inner) returned
     instead; the layers before it (outer) change only what the agent keeps and acts on. For
     example, to show the model's own reply while the agent goes on with a cleaned one::

@@ -2,7 +2,7 @@
 
 Every iterator a :class:`~agentkit.Runner` returns (``run``, ``query``, ``resume``), and the one
 :func:`~agentkit.run_in_worker` returns, is a :class:`RunIterator`: iterate it for the events as
-they come, or call :meth:`RunIterator.result` to wait for the end and get everything at once::
+they come, or call :meth:`.RunIterator.result` to wait for the end and get everything at once::
 
     result = runner.query("What is 2 + 2?").result()
     print(result.text)
@@ -44,7 +44,7 @@ __all__ = ["RunIterator", "RunOutcome", "RunResult", "cost_of", "usage_of"]
 class RunOutcome:
     """What the framework learns about a run that its events do not say (framework-internal).
 
-    Set by the Runner as the run ends, read by :meth:`RunIterator.result`.
+    Set by the Runner as the run ends, read by :meth:`.RunIterator.result`.
 
     Attributes:
         checkpoint_id: the id a checkpoint of this run was saved under (interrupted, cancelled
@@ -62,7 +62,7 @@ class RunOutcome:
 
 @attrs.define(eq=False)
 class RunResult:
-    """Everything a finished run produced; made by :meth:`RunIterator.result`.
+    """Everything a finished run produced; made by :meth:`.RunIterator.result`.
 
     Attributes:
         events: every event of the run, in order.
@@ -86,7 +86,7 @@ class RunResult:
         checkpoint_id: the id to pass to ``Runner.resume``, when a checkpoint of the run was
             saved (it interrupted, or stopped early with ``with_checkpoint_id``).
         error: the error the run failed with, or ``None`` (an interrupted run did not fail).
-        unused_messages: the messages sent to the run (:meth:`RunIterator.send`) that it
+        unused_messages: the messages sent to the run (:meth:`.RunIterator.send`) that it
             accepted but ended before using: sent after its last model call. A run that
             stopped with a checkpoint keeps them there, and its resume uses them.
     """

@@ -299,7 +299,7 @@ class RateLimit(RateLimiter):
 
     Tokens are charged before a request with an estimate (a model call estimates a quarter
     of its request body's bytes), then corrected with the usage the server reports
-    (:meth:`RateGrant.settle`); a request larger than a minute's allowance waits for a full
+    (:meth:`.RateGrant.settle`); a request larger than a minute's allowance waits for a full
     bucket and runs it into debt, which later requests wait out.
 
     A server's ``Retry-After`` (HTTP 429) pauses the limit for everybody (:meth:`pause`).

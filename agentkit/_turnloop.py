@@ -250,7 +250,7 @@ class TurnLoopExit(Generic[T]):
         unhandled_items: items pushed (``push`` returned ``True``) that no turn took.
         interrupted_items: the items of the turn that was stopped (by a stop, an interrupt, a
             failure), or ``[]``.
-        stop_cause: the first non-empty ``cause`` given to :meth:`TurnLoop.stop`.
+        stop_cause: the first non-empty ``cause`` given to :meth:`.TurnLoop.stop`.
         checkpoint_attempted: ``True`` when the loop tried to save a checkpoint as it ended.
         checkpoint_error: why that save failed, or ``None``.
     """
@@ -294,12 +294,12 @@ class TurnContext(Generic[T]):
 
     @property
     def stopped(self) -> bool:
-        """``True`` once a :meth:`TurnLoop.stop` asked this turn to stop (not ``finish_turn``)."""
+        """``True`` once a :meth:`.TurnLoop.stop` asked this turn to stop (not ``finish_turn``)."""
         return self._stopped
 
     @property
     def stop_cause(self) -> str:
-        """The loop's stop cause (see :meth:`TurnLoop.stop`), once this turn was stopped."""
+        """The loop's stop cause (see :meth:`.TurnLoop.stop`), once this turn was stopped."""
         return self.loop._stop_cause() if self._stopped else ""
 
     def __repr__(self) -> str:
@@ -392,7 +392,7 @@ class _Phase(enum.Enum):
 
 @attrs.define
 class _StopState:
-    """What :meth:`TurnLoop.stop` asked (guarded by the loop's lock)."""
+    """What :meth:`.TurnLoop.stop` asked (guarded by the loop's lock)."""
 
     committed: bool = False  # no new turn starts
     idle_for: float | None = None  # stop once idle that long (until committed)

@@ -1,5 +1,4 @@
-"""Callbacks: observe a run's agents, model calls and tool calls
-(:func:`~agentkit.with_callbacks`).
+"""Callbacks: observe a run's agents, model calls and tool calls (:func:`~agentkit.with_callbacks`).
 
 A handler is any object with some of these methods (missing ones are skipped)::
 

@@ -1,5 +1,4 @@
-"""Showing runs readably: :func:`~agentkit.print_events` (a terminal) and :func:`live` (a
-notebook).
+"""Showing runs readably: :func:`~agentkit.print_events` (a terminal) and :func:`live` (a notebook).
 
 In Jupyter, messages, events and interrupts render as HTML by themselves (their
 ``_repr_html_``; the plain ``repr`` stays the text fallback), and :func:`live` shows a run in

@@ -18,7 +18,7 @@ from agentkit import (
     set_sub_agents,
     tool,
 )
-from agentkit import display as display_module
+from agentkit import _display as display_module
 from agentkit.display import live
 from agentkit.models import ScriptedChatModel
 from agentkit.schema import assistant_message, tool_message

@@ -256,7 +256,7 @@ def _fenced_by(store: CheckPointStore, lease: _Leased) -> CheckPointStore:
 
     A store with a ``fenced(checkpoint_id, owner)`` method (the Redis store) returns a view
     whose every write of that id first checks, atomically with the write, that ``owner``
-    still holds the id's lease, and refuses it with :class:`CheckpointBusyError` otherwise:
+    still holds the id's lease, and refuses it with :class:`.CheckpointBusyError` otherwise:
     a run whose lease was taken from it (expired, or its key deleted by someone with write
     access to the store) writes nothing more from its next step on. Other stores (and leases
     whose owner is not known, as a lease object of an earlier release's making) are returned as
@@ -372,7 +372,7 @@ class Lease:
 
 
 def lease_for(store: CheckPointStore, checkpoint_id: str, ttl: float | None = None) -> Lease:
-    """Take the lease on ``checkpoint_id`` in ``store`` now, or raise :class:`CheckpointBusyError`.
+    """Take the lease on ``checkpoint_id`` in ``store`` now, or raise :class:`.CheckpointBusyError`.
 
     ``ttl`` defaults to the store's ``lease_ttl`` (the built-in stores take it as a
     constructor argument), else :data:`DEFAULT_LEASE_TTL`.

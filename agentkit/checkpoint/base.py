@@ -1,10 +1,23 @@
-"""Base: the names that live only here; the others moved.
+"""The checkpoint store protocols and the lease that makes a run exclusive.
+
+A store keeps opaque bytes under string ids (:class:`~agentkit.checkpoint.CheckPointStore`).
+Two optional extensions:
+
+* :class:`~agentkit.checkpoint.LeasingCheckPointStore`: expiring, named leases on ids, so that
+  two processes never run or resume the same checkpoint at once.
+  :func:`~agentkit.checkpoint.lease_for` takes a lease from any store: through the store's
+  lease methods when it has them, otherwise from a registry local to this process.
+* :class:`~agentkit.checkpoint.JournalingCheckPointStore`: an append-only journal of *step
+  records* per id, beside the checkpoint. ``Runner(durability="step")`` appends one small
+  record after each finished model reply and tool call, so the cost of a step does not grow
+  with the run's history; a store without these methods still works, and the Runner then saves
+  the whole checkpoint at each step instead.
 
 ``CheckPointStore``, ``DEFAULT_LEASE_TTL``, ``DEFAULT_MAX_BYTES``,
 ``JournalingCheckPointStore``, ``Lease``, ``LeasingCheckPointStore``,
 ``ListingCheckPointStore``, ``RebasingCheckPointStore``, ``lease_for``,
-``legacy_namespaces_of``, ``namespace_of`` are imported from :mod:`agentkit.checkpoint`; their
-old spellings here still work until agentkit 0.4, with a :class:`DeprecationWarning`.
+``legacy_namespaces_of``, ``namespace_of`` moved to :mod:`agentkit.checkpoint`; their spellings
+here still work until agentkit 0.4, with a :class:`DeprecationWarning`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
-"""File: the names that live only here; the others moved.
+"""A checkpoint store in a directory: one file per checkpoint, atomic writes, leases.
 
-``FileCheckPointStore`` are imported from :mod:`agentkit.checkpoint`; their
-old spellings here still work until agentkit 0.4, with a :class:`DeprecationWarning`.
+``FileCheckPointStore`` moved to :mod:`agentkit.checkpoint`; their spellings here still work
+until agentkit 0.4, with a :class:`DeprecationWarning`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
-"""Redis: the names that live only here; the others moved.
+"""A checkpoint store in Redis (redis-py, the ``agentkit[redis]`` extra), shareable by hosts.
 
-``RedisCheckPointStore`` are imported from :mod:`agentkit.checkpoint`; their
-old spellings here still work until agentkit 0.4, with a :class:`DeprecationWarning`.
+``RedisCheckPointStore`` moved to :mod:`agentkit.checkpoint`; their spellings here still work
+until agentkit 0.4, with a :class:`DeprecationWarning`.
 """
 
 from __future__ import annotations

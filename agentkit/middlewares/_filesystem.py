@@ -18,7 +18,7 @@ file, an edit whose text is not found) reaches the model as the tool's result,
 :class:`~agentkit.ToolArgumentsError` (the agent's tool-error policy tells the model)::
 
     from agentkit.backends import LocalBackend, LocalShell
-    from agentkit.middlewares.filesystem import FilesystemMiddleware, OffloadLargeResults
+    from agentkit.middlewares import FilesystemMiddleware, OffloadLargeResults
 
     backend = LocalBackend("workspace")
     agent = ChatModelAgent(

@@ -3,8 +3,8 @@
 :class:`~agentkit.middlewares.AgentsMdMiddleware` reads instruction files (``AGENTS.md`` by
 default) from a :class:`~agentkit.backends.Backend` and puts their content, as a user message
 wrapped in ``<system-reminder>``, before the first user message of what each model call is
-sent. It is added to the call only, never to the conversation: the history, the checkpoints and the
-summaries stay without it. The files are read once per run, on the first model call.
+sent. It is added to the call only, never to the conversation: the history, the checkpoints and
+the summaries stay without it. The files are read once per run, on the first model call.
 
 A file may include others with ``@path`` (``@docs/style.md``, relative to the including
 file's directory): a reference counts when it holds a ``/`` or ends in ``.md``, ``.mdx``,

@@ -3,16 +3,15 @@
 Eino's filesystem middleware, on agentkit's :class:`~agentkit.AgentMiddleware`:
 
 - :class:`~agentkit.middlewares.FilesystemMiddleware` gives an agent the tools ``ls``,
-``read_file``, ``write_file``,
-  ``edit_file``, ``glob`` and ``grep`` over a :class:`~agentkit.backends.Backend`, and
-  ``execute`` over a :class:`~agentkit.backends.Shell`. Tool names, arguments and result texts
-  are Eino's (``Updated file notes.md``, ``No files found``, ``Found 2 files``,
-  ``[Command failed with exit code 1]``...).
+  ``read_file``, ``write_file``, ``edit_file``, ``glob`` and ``grep`` over a
+  :class:`~agentkit.backends.Backend`, and ``execute`` over a
+  :class:`~agentkit.backends.Shell`. Tool names, arguments and result texts are Eino's
+  (``Updated file notes.md``, ``No files found``, ``Found 2 files``, ``[Command failed with
+  exit code 1]``...).
 - :class:`~agentkit.middlewares.OffloadLargeResults` keeps large tool results out of the
-conversation: a result of
-  more than ``token_limit * 4`` characters (20,000 tokens, so 80,000 characters, by default)
-  is written to the backend at ``large_tool_result/<call id>``, and the model gets where it
-  is and its first 10 lines instead.
+  conversation: a result of more than ``token_limit * 4`` characters (20,000 tokens, so 80,000
+  characters, by default) is written to the backend at ``large_tool_result/<call id>``, and the
+  model gets where it is and its first 10 lines instead.
 
 What the backend refuses (a missing file, a path outside its root, a binary or too large
 file, an edit whose text is not found) reaches the model as the tool's result,
@@ -20,7 +19,7 @@ file, an edit whose text is not found) reaches the model as the tool's result,
 :class:`~agentkit.ToolArgumentsError` (the agent's tool-error policy tells the model)::
 
     from agentkit.backends import LocalBackend, LocalShell
-    from agentkit.middlewares.filesystem import FilesystemMiddleware, OffloadLargeResults
+    from agentkit.middlewares import FilesystemMiddleware, OffloadLargeResults
 
     backend = LocalBackend("workspace")
     agent = ChatModelAgent(

@@ -1,8 +1,8 @@
 """Tools kept hidden until the model finds them (Eino's ``dynamictool/toolsearch``).
 
 An agent with many tools sends every schema with every model call. With
-:class:`~agentkit.middlewares.ToolSearchMiddleware` the "dynamic" tools are left out of what the
-model is offered until it looks for them with the ``tool_search`` tool:
+:class:`~agentkit.middlewares.ToolSearchMiddleware` the "dynamic" tools are left out of what
+the model is offered until it looks for them with the ``tool_search`` tool:
 
 1. The agent gets ``tool_search`` and the dynamic tools; before every model call the dynamic
    tools the model has not found yet are taken out of the tools it is offered.

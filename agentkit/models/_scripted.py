@@ -116,7 +116,7 @@ class ScriptedChatModel(BuiltValue):
 
     With ``pricing`` (a :class:`~agentkit.ModelPricing`), a reply whose
     ``response_meta`` reports token usage gets its ``cost`` set, as a priced
-    :class:`~agentkit.OpenAIChatModel` does: script replies with
+    :class:`~agentkit.models.OpenAIChatModel` does: script replies with
     ``ResponseMeta(usage=TokenUsage(...))`` to test budgets offline.
 
     Raises:

@@ -1,5 +1,5 @@
-"""Model failover: :class:`~agentkit.models.FailoverChatModel` tries other models when one
-keeps failing.
+"""Model failover: :class:`~agentkit.models.FailoverChatModel` tries other models when one keeps
+failing.
 
 The next model is the next one of a list, or the one a function chooses from a
 :class:`FailoverContext` (Eino's ``GetFailoverModel``).

@@ -2,7 +2,7 @@
 
 A tool describes itself with :meth:`BaseTool.info` (name, description, JSON Schema of its
 parameters) and runs with the JSON arguments a model sent, either in one piece
-(:meth:`InvokableTool.invoke`) or as a stream of text chunks (:meth:`StreamableTool.stream`);
+(:meth:`.InvokableTool.invoke`) or as a stream of text chunks (:meth:`StreamableTool.stream`);
 a :class:`ContentTool` returns images, files and sounds too (:meth:`ContentTool.invoke_content`).
 A tool may implement both; the agent uses whichever suits the way it runs.
 
@@ -95,7 +95,7 @@ class ContentTool(InvokableTool, Protocol):
     """An invokable tool whose result may hold images, files or sounds.
 
     An agent runs it with :meth:`invoke_content` and puts what it returns in the tool
-    message (its ``parts`` for a tuple); :meth:`~InvokableTool.invoke` stays the text form,
+    message (its ``parts`` for a tuple); :meth:`~.InvokableTool.invoke` stays the text form,
     for code that wants text. Function tools, MCP tools and agent tools are content tools.
     """
 

@@ -551,6 +551,11 @@ def _resolve(app: Sphinx, env: BuildEnvironment, node: Any, contnode: Any) -> An
         # a type variable of a private module, in the signature of a public name documented
         # on another page (``P`` of ``agentkit.tool``): plain text, as above
         return contnode
+    listed = [name for name in app.config.apiref_private_types if name.rpartition(".")[2] == target]
+    if len(listed) == 1:
+        # a listed private type by its bare name, in a signature written in a private module
+        # and documented under a public one (``ToolExceptionHandler`` of ChatModelAgent)
+        return contnode
     return None
 
 
