@@ -236,14 +236,18 @@ def _imported_names(source: str) -> set[str]:
 _CODE_BLOCK = re.compile(r"```python\n(.*?)```|<!-- doctest: setup\n(.*?)-->", re.S)
 
 
-def test_docs_readme_and_samples_use_only_canonical_spellings() -> None:
+def test_docs_readme_samples_and_benchmarks_use_only_canonical_spellings() -> None:
     deprecated = _deprecated()
     assert deprecated, "nothing is deprecated: this test checks nothing"
     files = [
         *sorted((REPO / "docs").rglob("*.md")),
         *sorted((REPO / "docs").rglob("*.rst")),
         REPO / "README.md",
+        REPO / "SKILL.md",
+        REPO / "llms.txt",
         *sorted((REPO / "samples").rglob("*.py")),
+        *sorted((REPO / "benchmarks").rglob("*.py")),
+        *sorted((REPO / "benchmarks").rglob("*.md")),
     ]
     found = []
     for path in files:
@@ -258,6 +262,30 @@ def test_docs_readme_and_samples_use_only_canonical_spellings() -> None:
             if old in names or re.search(rf"(?<![\w.]){re.escape(old)}(?!\w)", text):
                 found.append(f"{path.relative_to(REPO)}: {old} (use {deprecated[old]})")
     assert not found, found
+
+
+def test_every_agentkit_import_of_the_samples_and_docs_is_quiet() -> None:
+    # The imports themselves, resolved with DeprecationWarning as an error (the samples are
+    # not run here: their own tests do that).
+    files = [*sorted((REPO / "samples").rglob("*.py")), *sorted((REPO / "docs").rglob("*.md"))]
+    names: set[str] = set()
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        sources = [text] if path.suffix == ".py" else [
+            block for match in _CODE_BLOCK.finditer(text) for block in match.groups() if block
+        ]
+        names |= {
+            name for source in sources for name in _imported_names(source)
+            if name.startswith("agentkit") and not name.endswith(".*")
+        }
+    assert len(names) > 100, "the scan found too few imports to check anything"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        for name in sorted(names):
+            module, _, attribute = name.rpartition(".")
+            loaded = importlib.import_module(module)
+            if not hasattr(loaded, attribute):  # a submodule (from agentkit.prebuilt import deep)
+                importlib.import_module(name)
 
 
 def _main() -> None:
