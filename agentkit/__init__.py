@@ -387,9 +387,8 @@ if TYPE_CHECKING:
     from agentkit.agents._workflow import LoopAgent, ParallelAgent, SequentialAgent
     from agentkit.tools._exit import ExitTool
 else:
-    # Workflows, agent tools, callbacks, display and the other models load on first use
+    # Workflows, agent tools, callbacks, display and the TurnLoop load on first use
     # (``agentkit.LoopAgent``, ``from agentkit import LoopAgent``): ``import agentkit`` stays fast.
-    # The TurnLoop too.
     __getattr__, __dir__ = attach(
         __name__,
         {
