@@ -17,7 +17,6 @@ import os
 import pathlib
 import pickle
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -505,7 +504,9 @@ def test_every_persisted_name_resolves_to_the_live_class() -> None:
     names = persisted_names()
     assert {"agentkit.Message", "agentkit.Role", "agentkit.Checkpoint"} <= set(names)
     for name, cls in names.items():
-        live = getattr(sys.modules[cls.__module__], cls.__qualname__, None)
+        # the module a class presents itself under, imported as pickle would (a class defined
+        # in a private module names the public one that exports it, loaded on first import)
+        live = getattr(importlib.import_module(cls.__module__), cls.__qualname__, None)
         assert live is cls, f"{name} is registered for a class that is not the one in use"
 
 
