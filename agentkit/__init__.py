@@ -15,86 +15,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from agentkit._agent import AgentRun, BaseAgent, run_in_worker
-from agentkit._interrupt import get_interrupt_state, interrupt, interrupt_event
-from agentkit._lazy import attach, present
-from agentkit._options import (
-    AgentRunOption,
-    custom_option,
-    custom_options,
-    get_impl_specific_options,
-    with_cancel,
-    with_chat_model_options,
-    with_checkpoint_id,
-    with_conversation_id,
-    with_limits,
-    with_session_values,
-    with_skip_transfer_messages,
-    with_tool_options,
-    wrap_impl_specific_opt_fn,
-)
-from agentkit._runctx import (
-    abort_on_cancel,
-    add_session_value,
-    add_session_values,
-    cancellable_sleep,
-    check_cancelled,
-    get_session_value,
-    get_session_values,
-    get_tool_options,
-    send_tool_gen_action,
-    tool_call_key,
-)
-from agentkit.agents._model_retry import ModelRetryConfig
-from agentkit.agents.chatmodel import ChatModelAgent, GenModelInput
-from agentkit.agents.flow import (
-    HistoryEntry,
-    HistoryRewriter,
-    agent_with_options,
-    set_sub_agents,
-)
-from agentkit.cancel import CancelHandle, CancelMode
-from agentkit.errors import (
-    AgentCancelledError,
-    AgentConfigError,
-    AgentFrozenError,
-    AgentKitError,
-    APIConnectionError,
-    APIStatusError,
-    APITimeoutError,
-    AuthenticationError,
-    BadRequestError,
-    CheckpointBusyError,
-    CheckpointConsumedError,
-    CheckpointError,
-    CheckpointNotFoundError,
-    ContentPartError,
-    ConversationBusyError,
-    ConversationError,
-    ConversationRecordError,
-    ConversationStoreError,
-    ExceedMaxIterationsError,
-    GuardrailTripped,
-    IncompleteStreamError,
-    InstructionFormatError,
-    ModelError,
-    OutputValidationError,
-    PermissionDeniedError,
-    RateLimitError,
-    ResponseTooLargeError,
-    ResumeError,
-    RetryExhaustedError,
-    RunLimitError,
-    SharedLimitError,
-    SharedLimitUnavailableError,
-    SlotTimeoutError,
-    ToolArgumentsError,
-    ToolError,
-    ToolNotFoundError,
-    ToolTimeoutError,
-    TransferError,
-    WillRetryError,
-)
-from agentkit.events import (
+from agentkit._cancel import CancelHandle, CancelMode
+from agentkit._events import (
     Agent,
     AgentAction,
     AgentEvent,
@@ -109,25 +31,16 @@ from agentkit.events import (
     ResumeInfo,
     RunStep,
     TransferToAgentAction,
-    break_loop_action,
     event_from_message,
-    exit_action,
     gen_transfer_messages,
     new_break_loop_action,
     new_exit_action,
     new_transfer_to_agent_action,
-    transfer_action,
 )
-from agentkit.iterators import (
-    AsyncGenerator,
-    AsyncIterator,
-    ItemIterator,
-    ItemSender,
-    channel,
-    new_async_iterator_pair,
-)
-from agentkit.limits import LimitReached, ModelPricing, RunLimits
-from agentkit.middleware import (
+from agentkit._interrupt import get_interrupt_state, interrupt, interrupt_event
+from agentkit._lazy import attach, present
+from agentkit._limits import LimitReached, ModelPricing, RunLimits
+from agentkit._middleware import (
     AgentContext,
     AgentMiddleware,
     ModelState,
@@ -136,9 +49,76 @@ from agentkit.middleware import (
     send_event,
     set_run_local_value,
 )
-from agentkit.models.base import ChatModel, ModelOptions, ToolCallingChatModel
-from agentkit.results import RunResult
-from agentkit.runner import Runner
+from agentkit._options import (
+    AgentRunOption,
+    get_impl_specific_options,
+    with_cancel,
+    with_chat_model_options,
+    with_checkpoint_id,
+    with_conversation_id,
+    with_limits,
+    with_session_values,
+    with_skip_transfer_messages,
+    with_tool_options,
+    wrap_impl_specific_opt_fn,
+)
+from agentkit._results import RunResult
+from agentkit._runctx import (
+    abort_on_cancel,
+    add_session_value,
+    add_session_values,
+    cancellable_sleep,
+    check_cancelled,
+    get_session_value,
+    get_session_values,
+    get_tool_options,
+    send_tool_gen_action,
+    tool_call_key,
+)
+from agentkit._runner import Runner
+from agentkit._throttle import ConcurrencyLimit, RateLimit
+from agentkit.agents._chatmodel import ChatModelAgent, GenModelInput
+from agentkit.agents._flow import (
+    HistoryEntry,
+    HistoryRewriter,
+    agent_with_options,
+    set_sub_agents,
+)
+from agentkit.agents._model_retry import ModelRetryConfig
+from agentkit.errors import (
+    AgentCancelledError,
+    AgentKitError,
+    APIConnectionError,
+    APIStatusError,
+    APITimeoutError,
+    AuthenticationError,
+    BadRequestError,
+    CheckpointBusyError,
+    CheckpointConsumedError,
+    CheckpointError,
+    CheckpointNotFoundError,
+    ConversationBusyError,
+    ExceedMaxIterationsError,
+    GuardrailTripped,
+    IncompleteStreamError,
+    ModelError,
+    PermissionDeniedError,
+    RateLimitError,
+    ResponseTooLargeError,
+    RetryExhaustedError,
+    RunLimitError,
+    ToolArgumentsError,
+    ToolError,
+    ToolNotFoundError,
+    ToolTimeoutError,
+    TransferError,
+    WillRetryError,
+)
+from agentkit.iterators import (
+    AsyncGenerator,
+    AsyncIterator,
+    new_async_iterator_pair,
+)
 from agentkit.schema import (
     AudioPart,
     FilePart,
@@ -166,11 +146,10 @@ from agentkit.streams import (
     stream_from_iterator,
     stream_from_list,
 )
-from agentkit.throttle import ConcurrencyLimit, RateLimit
 from agentkit.tools._approval import ApprovalRequest, Approve, Reject, with_approval
+from agentkit.tools._base import BaseTool, InvokableTool, StreamableTool, ToolCallInfo
 from agentkit.tools._function import tool
 from agentkit.tools._unfinished import UnfinishedToolCall
-from agentkit.tools.base import BaseTool, InvokableTool, StreamableTool, ToolCallInfo
 
 __version__ = "0.2.0"
 """agentkit's version (the distribution's version, from ``setup.cfg``)."""
@@ -195,10 +174,6 @@ __all__ = [
     "ModelRetryConfig",
     "ConcurrencyLimit",
     "RateLimit",
-    "SharedLimitError",
-    "SharedLimitUnavailableError",
-    "SlotTimeoutError",
-    "FailoverChatModel",
     "RetryExhaustedError",
     "WillRetryError",
     "RunLimits",
@@ -213,9 +188,7 @@ __all__ = [
     "Agent",
     "AgentAction",
     "AgentCancelledError",
-    "AgentConfigError",
     "AgentEvent",
-    "AgentFrozenError",
     "AgentInput",
     "AgentKitError",
     "AgentOutput",
@@ -224,9 +197,6 @@ __all__ = [
     "AgentTool",
     "AsyncGenerator",
     "AsyncIterator",
-    "ItemIterator",
-    "ItemSender",
-    "channel",
     "AuthenticationError",
     "BadRequestError",
     "BaseAgent",
@@ -234,16 +204,12 @@ __all__ = [
     "BreakLoopAction",
     "CancelHandle",
     "CancelMode",
-    "ChatModel",
     "ChatModelAgent",
     "CheckpointBusyError",
     "CheckpointConsumedError",
     "CheckpointError",
     "CheckpointNotFoundError",
     "ConversationBusyError",
-    "ConversationError",
-    "ConversationRecordError",
-    "ConversationStoreError",
     "ExceedMaxIterationsError",
     "ExitTool",
     "FunctionCall",
@@ -255,29 +221,22 @@ __all__ = [
     "LoopAgent",
     "ParallelAgent",
     "SequentialAgent",
-    "InstructionFormatError",
     "InterruptContext",
     "InterruptInfo",
     "InvokableTool",
     "Message",
     "MessageVariant",
-    "ModelCall",
     "ModelError",
-    "OutputValidationError",
-    "ModelOptions",
     "OnSubAgents",
-    "OpenAIChatModel",
     "PermissionDeniedError",
     "RateLimitError",
     "ResponseMeta",
     "ResumableAgent",
-    "ResumeError",
     "ResumeInfo",
     "Role",
     "RunStep",
     "RunResult",
     "Runner",
-    "ScriptedChatModel",
     "StreamEOF",
     "StreamReader",
     "StreamWriter",
@@ -286,25 +245,18 @@ __all__ = [
     "ToolArgumentsError",
     "ToolCall",
     "ToolCallInfo",
-    "ToolCallingChatModel",
     "ToolError",
     "ToolInfo",
     "TextPart",
     "ImagePart",
     "FilePart",
     "AudioPart",
-    "ContentPartError",
     "ToolNotFoundError",
     "ToolTimeoutError",
     "TransferError",
     "TransferToAgentAction",
-    "SavedTurn",
-    "TurnContext",
-    "TurnInput",
-    "TurnInterruptedError",
     "TurnLoop",
     "TurnLoopExit",
-    "TurnResume",
     "__version__",
     "abort_on_cancel",
     "add_session_value",
@@ -319,8 +271,7 @@ __all__ = [
     "event_from_message",
     "gen_transfer_messages",
     "get_impl_specific_options",
-    "custom_option",
-    "custom_options",
+    "wrap_impl_specific_opt_fn",
     "get_interrupt_state",
     "get_session_value",
     "get_session_values",
@@ -331,9 +282,6 @@ __all__ = [
     "new_break_loop_action",
     "new_exit_action",
     "new_transfer_to_agent_action",
-    "exit_action",
-    "transfer_action",
-    "break_loop_action",
     "pipe",
     "print_events",
     "run_in_worker",
@@ -352,7 +300,6 @@ __all__ = [
     "with_session_values",
     "with_skip_transfer_messages",
     "with_tool_options",
-    "wrap_impl_specific_opt_fn",
 ]
 
 #: Public subpackages and modules, importable as attributes (``agentkit.checkpoint``).
@@ -390,53 +337,74 @@ _SUBMODULES = (
 # in reprs and tracebacks.
 present((globals()[name] for name in __all__ if name in globals()), __name__)
 
+#: Second spellings of objects whose one import path is elsewhere (kept until agentkit 0.4).
+_DEPRECATED = {
+    # errors API.md does not name: agentkit.errors is the tree's home (API.md binds the others
+    # at the top level too)
+    "AgentConfigError": "agentkit.errors.AgentConfigError",
+    "AgentFrozenError": "agentkit.errors.AgentFrozenError",
+    "ContentPartError": "agentkit.errors.ContentPartError",
+    "ConversationError": "agentkit.errors.ConversationError",
+    "ConversationRecordError": "agentkit.errors.ConversationRecordError",
+    "ConversationStoreError": "agentkit.errors.ConversationStoreError",
+    "InstructionFormatError": "agentkit.errors.InstructionFormatError",
+    "OutputValidationError": "agentkit.errors.OutputValidationError",
+    "ResumeError": "agentkit.errors.ResumeError",
+    "SharedLimitError": "agentkit.errors.SharedLimitError",
+    "SharedLimitUnavailableError": "agentkit.errors.SharedLimitUnavailableError",
+    "SlotTimeoutError": "agentkit.errors.SlotTimeoutError",
+    # the TurnLoop's parts: agentkit.turnloop (API.md section 15 binds TurnLoop, TurnLoopExit)
+    "SavedTurn": "agentkit.turnloop.SavedTurn",
+    "TurnContext": "agentkit.turnloop.TurnContext",
+    "TurnInput": "agentkit.turnloop.TurnInput",
+    "TurnInterruptedError": "agentkit.turnloop.TurnInterruptedError",
+    "TurnResume": "agentkit.turnloop.TurnResume",
+    # Pythonic second names of 0.2: API.md names Eino's (sections 3, 4 and 6)
+    "ItemIterator": "agentkit.AsyncIterator",
+    "ItemSender": "agentkit.AsyncGenerator",
+    "channel": "agentkit.new_async_iterator_pair",
+    "exit_action": "agentkit.new_exit_action",
+    "transfer_action": "agentkit.new_transfer_to_agent_action",
+    "break_loop_action": "agentkit.new_break_loop_action",
+    "custom_option": "agentkit.wrap_impl_specific_opt_fn",
+    "custom_options": "agentkit.get_impl_specific_options",
+    # agentkit.models is the models' module (API.md section 8)
+    "ChatModel": "agentkit.models.ChatModel",
+    "FailoverChatModel": "agentkit.models.FailoverChatModel",
+    "ModelCall": "agentkit.models.ModelCall",
+    "ModelOptions": "agentkit.models.ModelOptions",
+    "OpenAIChatModel": "agentkit.models.OpenAIChatModel",
+    "ScriptedChatModel": "agentkit.models.ScriptedChatModel",
+    "ToolCallingChatModel": "agentkit.models.ToolCallingChatModel",
+}
+
 if TYPE_CHECKING:
-    from agentkit.agents.agenttool import AgentTool
-    from agentkit.agents.deterministic import agent_with_deterministic_transfer_to
-    from agentkit.agents.workflow import LoopAgent, ParallelAgent, SequentialAgent
-    from agentkit.callbacks import RunInfo, UsageTracker, with_callbacks
-    from agentkit.display import print_events
-    from agentkit.models.failover import FailoverChatModel
-    from agentkit.models.openai._client import OpenAIChatModel
-    from agentkit.models.scripted import ModelCall, ScriptedChatModel
-    from agentkit.tools.exit import ExitTool
-    from agentkit.turnloop import (
-        SavedTurn,
-        TurnContext,
-        TurnInput,
-        TurnInterruptedError,
-        TurnLoop,
-        TurnLoopExit,
-        TurnResume,
-    )
+    from agentkit._callbacks import RunInfo, UsageTracker, with_callbacks
+    from agentkit._display import print_events
+    from agentkit._turnloop import TurnLoop, TurnLoopExit
+    from agentkit.agents._agenttool import AgentTool
+    from agentkit.agents._deterministic import agent_with_deterministic_transfer_to
+    from agentkit.agents._workflow import LoopAgent, ParallelAgent, SequentialAgent
+    from agentkit.tools._exit import ExitTool
 else:
-    # Workflows, agent tools, callbacks, display and the other models load on first use
+    # Workflows, agent tools, callbacks, display and the TurnLoop load on first use
     # (``agentkit.LoopAgent``, ``from agentkit import LoopAgent``): ``import agentkit`` stays fast.
-    # The TurnLoop too.
     __getattr__, __dir__ = attach(
         __name__,
         {
-            "AgentTool": "agentkit.agents.agenttool",
-            "agent_with_deterministic_transfer_to": "agentkit.agents.deterministic",
-            "LoopAgent": "agentkit.agents.workflow",
-            "ParallelAgent": "agentkit.agents.workflow",
-            "SequentialAgent": "agentkit.agents.workflow",
-            "RunInfo": "agentkit.callbacks",
-            "UsageTracker": "agentkit.callbacks",
-            "with_callbacks": "agentkit.callbacks",
-            "print_events": "agentkit.display",
-            "FailoverChatModel": "agentkit.models.failover",
-            "OpenAIChatModel": "agentkit.models.openai._client",
-            "ModelCall": "agentkit.models.scripted",
-            "ScriptedChatModel": "agentkit.models.scripted",
-            "ExitTool": "agentkit.tools.exit",
-            "SavedTurn": "agentkit.turnloop",
-            "TurnContext": "agentkit.turnloop",
-            "TurnInput": "agentkit.turnloop",
-            "TurnInterruptedError": "agentkit.turnloop",
-            "TurnLoop": "agentkit.turnloop",
-            "TurnLoopExit": "agentkit.turnloop",
-            "TurnResume": "agentkit.turnloop",
+            "AgentTool": "agentkit.agents._agenttool",
+            "agent_with_deterministic_transfer_to": "agentkit.agents._deterministic",
+            "LoopAgent": "agentkit.agents._workflow",
+            "ParallelAgent": "agentkit.agents._workflow",
+            "SequentialAgent": "agentkit.agents._workflow",
+            "RunInfo": "agentkit._callbacks",
+            "UsageTracker": "agentkit._callbacks",
+            "with_callbacks": "agentkit._callbacks",
+            "print_events": "agentkit._display",
+            "ExitTool": "agentkit.tools._exit",
+            "TurnLoop": "agentkit._turnloop",
+            "TurnLoopExit": "agentkit._turnloop",
         },
         submodules=_SUBMODULES,
+        deprecated=_DEPRECATED,
     )

@@ -22,24 +22,9 @@ from typing import Any, Protocol
 
 import attrs
 
+from agentkit._cancel import CancelMode
 from agentkit._ctrlc import InvokeGuard, ctrl_c_interrupt, exit_stops
-from agentkit._ids import new_id
-from agentkit._observe import RunObservers, UsageLedger
-from agentkit._options import AgentOptions, AgentRunOption, RunOptionSet
-from agentkit._points import Journal, interrupt_contexts
-from agentkit._progress import save_point
-from agentkit._runctx import (
-    EventLog,
-    RecordedEvent,
-    RunFrame,
-    call_in_frame,
-    current_frame,
-    use_frame,
-)
-from agentkit._scope import RunScope
-from agentkit.cancel import CancelMode
-from agentkit.errors import AgentKitRuntimeError, ResumeError
-from agentkit.events import (
+from agentkit._events import (
     Agent,
     AgentAction,
     AgentEvent,
@@ -49,6 +34,22 @@ from agentkit.events import (
     RunStep,
     _named,
 )
+from agentkit._ids import new_id
+from agentkit._observe import RunObservers, UsageLedger
+from agentkit._options import AgentOptions, AgentRunOption, RunOptionSet
+from agentkit._points import Journal, interrupt_contexts
+from agentkit._progress import save_point
+from agentkit._results import RunIterator, RunOutcome
+from agentkit._runctx import (
+    EventLog,
+    RecordedEvent,
+    RunFrame,
+    call_in_frame,
+    current_frame,
+    use_frame,
+)
+from agentkit._scope import RunScope
+from agentkit.errors import AgentKitRuntimeError, ResumeError
 from agentkit.iterators import (
     AsyncGenerator,
     _attach_producer,
@@ -56,7 +57,6 @@ from agentkit.iterators import (
     _Pair,
     _put_last,
 )
-from agentkit.results import RunIterator, RunOutcome
 
 __all__ = [
     "AgentRun",
@@ -122,7 +122,8 @@ class AgentRun:
         resume_info: ``None`` for a fresh turn; for a resumed one, what the agent saved when it
             stopped and the resume data targeted at it (see :class:`~agentkit.ResumeInfo`).
         options: the run's options as this agent sees them, parsed once per run
-            (:class:`~agentkit.options.AgentOptions`; ``custom_options(S(), *run.options)``
+            (:class:`~agentkit.options.AgentOptions`;
+            ``get_impl_specific_options(S(), *run.options)``
             reads a custom agent's own options).
         run_path: where the agent runs: the agents from the run's root to this one (empty for
             an agent run directly with ``run()``, whose events are named by whoever reads them).
@@ -201,7 +202,7 @@ class AgentRun:
         The flow running the turn says so per turn, and the agent stores none of it: the same
         agent placed in two trees gets each tree's targets. A :class:`~agentkit.ChatModelAgent`
         offers them to its model with the transfer tool; a custom agent may do the same
-        (``transfer_action(name)`` moves the flow to one of them).
+        (``new_transfer_to_agent_action(name)`` moves the flow to one of them).
         """
         return self._targets
 
@@ -537,7 +538,7 @@ class BaseAgent(abc.ABC):
 
     Such an agent behaves like a built-in one wherever it runs: as the Runner's agent (under
     ``Runner.invoke`` it runs in the calling thread: no thread is started), as a sub-agent that
-    transfers (emit ``transfer_action(name)``), inside workflows and agent tools; it is
+    transfers (emit ``new_transfer_to_agent_action(name)``), inside workflows and agent tools; it is
     cancelled at the framework's checks and its own :meth:`AgentRun.check_cancelled`; it
     interrupts by emitting :func:`~agentkit.interrupt_event` as its last event and is resumed
     with ``run.resume_info`` set. It composes other agents as the built-in workflows do, with
@@ -556,7 +557,7 @@ class BaseAgent(abc.ABC):
         here: the agent (or something inside it) stopped at its last turn, and
         ``run.resume_info.interrupt_state`` is the state it saved (``interrupt_event(...,
         state=...)``, or the last one declared with :meth:`AgentRun.save_state`); an agent
-        that cannot go on raises :class:`~agentkit.ResumeError`.
+        that cannot go on raises :class:`~agentkit.errors.ResumeError`.
         """
 
     def run(self, input: AgentInput, *options: AgentRunOption) -> RunIterator:

@@ -18,7 +18,9 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from agentkit._clock import SYSTEM_CLOCK, Clock
+from agentkit._events import AgentInput
 from agentkit._interrupt import ResumeOnlyData, ToolRoundState
+from agentkit._limits import RunLimits
 from agentkit._observe import RunUsage
 from agentkit._options import HeldLease
 from agentkit._persist import persisted
@@ -26,14 +28,12 @@ from agentkit._points import ResumePoint, ResumeState, new_point_id
 from agentkit._progress import ROOT, ExtendField, MergeField, PutPoint, SetField, apply_ops
 from agentkit._refresher import Refreshed, refresher_for
 from agentkit._runctx import RecordedEvent, RunFrame
-from agentkit.checkpoint.base import DEFAULT_LEASE_TTL, Lease
+from agentkit.checkpoint._base import DEFAULT_LEASE_TTL, Lease
 from agentkit.errors import CheckpointConsumedError, CheckpointError, CheckpointNotFoundError
-from agentkit.events import AgentInput
-from agentkit.limits import RunLimits
 
 if TYPE_CHECKING:
     from agentkit.checkpoint import CheckPointStore
-    from agentkit.checkpoint.serializer import Serializer
+    from agentkit.checkpoint._serializer import Serializer
     from agentkit.conversation._turn import ConversationTurn, OpenTurn
 
 __all__ = [
@@ -171,7 +171,7 @@ def fold_steps(
     Raises:
         CheckpointError: a record is forged, from elsewhere, out of place or does not fit.
     """
-    from agentkit.checkpoint.base import journals
+    from agentkit.checkpoint._base import journals
 
     if not journals(store) or not checkpoint.generation:
         return checkpoint

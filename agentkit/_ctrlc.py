@@ -38,8 +38,8 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
+from agentkit._cancel import CancelMode
 from agentkit._scope import RunScope
-from agentkit.cancel import CancelMode
 from agentkit.errors import AgentCancelledError
 
 __all__ = [

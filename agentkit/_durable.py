@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import attrs
 
+from agentkit._cancel import CancelMode
 from agentkit._checkpoints import (
     Checkpoint,
     ConsumedCheckpoint,
@@ -53,15 +54,14 @@ from agentkit._observe import RunUsage
 from agentkit._options import HeldLease
 from agentkit._points import ResumePoint
 from agentkit._progress import ROOT, Op, Progress, apply_ops
-from agentkit.cancel import CancelMode
-from agentkit.checkpoint.base import DEFAULT_MAX_BYTES, journals, namespace_of, rebases
+from agentkit.checkpoint._base import DEFAULT_MAX_BYTES, journals, namespace_of, rebases
 from agentkit.errors import CheckpointError
 
 if TYPE_CHECKING:
     from agentkit._runctx import EventLog
     from agentkit._scope import RunScope
     from agentkit.checkpoint import CheckPointStore, JournalingCheckPointStore
-    from agentkit.checkpoint.serializer import Serializer
+    from agentkit.checkpoint._serializer import Serializer
 
 __all__ = ["DurableRun", "StepWriter", "tombstone"]
 
@@ -405,7 +405,7 @@ class DurableRun:
         usage: Callable[[], RunUsage] | None = None,
         save_input: bool = True,
     ) -> None:
-        from agentkit.checkpoint.base import _fenced_by, lease_for
+        from agentkit.checkpoint._base import _fenced_by, lease_for
 
         self.save_input = save_input
         own = lease is None

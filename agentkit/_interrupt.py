@@ -16,12 +16,12 @@ from typing import Any
 
 import attrs
 
+from agentkit._events import AgentAction, AgentEvent, InterruptInfo
 from agentkit._persist import persisted
 from agentkit._points import PointResume
 from agentkit._progress import save_point
 from agentkit._runctx import current_frame
 from agentkit.errors import AgentKitRuntimeError, AgentKitValueError
-from agentkit.events import AgentAction, AgentEvent, InterruptInfo
 from agentkit.schema import Message, ToolCall
 
 __all__ = ["get_interrupt_state", "interrupt", "interrupt_event"]

@@ -6,9 +6,9 @@ LoopAgent``), so ``import agentkit`` pays only for what a plain agent script nee
 the end of a package's ``__init__.py``::
 
     if TYPE_CHECKING:  # what mypy and IDEs see: the very same names, imported eagerly
-        from agentkit.agents.workflow import LoopAgent
+        from agentkit.agents._workflow import LoopAgent
     else:
-        __getattr__, __dir__ = attach(__name__, {"LoopAgent": "agentkit.agents.workflow"})
+        __getattr__, __dir__ = attach(__name__, {"LoopAgent": "agentkit.agents._workflow"})
 
 ``tests/test_public_modules.py`` checks that the two spellings agree.
 

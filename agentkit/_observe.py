@@ -15,16 +15,16 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
+from agentkit._limits import LIMIT_NAMES
 from agentkit._options import AgentRunOption, get_impl_specific_options
 from agentkit._persist import persisted
 from agentkit.errors import RunLimitError
-from agentkit.limits import LIMIT_NAMES
 from agentkit.schema import TokenUsage
 
 if TYPE_CHECKING:
+    from agentkit._events import AgentEvent, AgentInput
+    from agentkit._limits import ModelPricing, RunLimits
     from agentkit._scope import RunScope
-    from agentkit.events import AgentEvent, AgentInput
-    from agentkit.limits import ModelPricing, RunLimits
     from agentkit.schema import Message
 
 __all__ = [
@@ -297,7 +297,7 @@ class CallEstimate:
     ) -> CallEstimate:
         """The estimate of a call of ``agent_name`` sending ``messages``, its reply bounded
         by ``max_tokens``."""
-        from agentkit.limits import ModelPricing
+        from agentkit._limits import ModelPricing
 
         chars = 0
         for message in messages:
@@ -632,7 +632,7 @@ class UsageLedger:
 def _limit_error(
     limit: str, used: float, allowed: float, limits: RunLimits, kind: str
 ) -> RunLimitError:
-    from agentkit.limits import _counted, _describe
+    from agentkit._limits import _counted, _describe
 
     what = _describe(limit)
     verb = {

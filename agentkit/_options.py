@@ -11,20 +11,19 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import attrs
 
+from agentkit._cancel import CancelHandle
 from agentkit._steering import Steering
-from agentkit.cancel import CancelHandle
 from agentkit.errors import AgentKitTypeError, AgentKitValueError
 
 if TYPE_CHECKING:
+    from agentkit._limits import RunLimits
     from agentkit.conversation._trim import HistoryTrimmer
-    from agentkit.limits import RunLimits
-    from agentkit.models.base import ModelOptions
+    from agentkit.models._base import ModelOptions
 
 __all__ = [
     "AgentRunOption",
     "HeldLease",
-    "custom_option",
-    "custom_options",
+    "wrap_impl_specific_opt_fn",
     "get_impl_specific_options",
     "with_agent_tool_run_options",
     "with_cancel",
@@ -35,7 +34,6 @@ __all__ = [
     "with_session_values",
     "with_skip_transfer_messages",
     "with_tool_options",
-    "wrap_impl_specific_opt_fn",
 ]
 
 T = TypeVar("T")
@@ -60,26 +58,23 @@ class AgentRunOption:
         return not self.agent_names or agent_name in self.agent_names
 
 
-def custom_option(options_type: type[T], fn: Callable[[T], Any]) -> AgentRunOption:
+def wrap_impl_specific_opt_fn(options_type: type[T], fn: Callable[[T], Any]) -> AgentRunOption:
     """Return a run option that applies ``fn`` to an ``options_type`` instance.
 
-    For custom agents: the agent reads its options with :func:`custom_options`. ``fn`` may
-    update its argument in place, or return a new instance to replace it.
-    ``wrap_impl_specific_opt_fn`` is the Eino name for it (the same function).
+    For custom agents: the agent reads its options with :func:`get_impl_specific_options`.
+    ``fn`` may update its argument in place, or return a new instance to replace it.
     """
     if not isinstance(options_type, type):
         raise AgentKitTypeError(f"options_type must be a class (got {options_type!r})")
     return AgentRunOption(target=options_type, apply=fn)
 
 
-def custom_options(base: T, *options: AgentRunOption) -> T:
+def get_impl_specific_options(base: T, *options: AgentRunOption) -> T:
     """Apply, in order, every option made for exactly ``type(base)`` to ``base``; return it.
 
     Options for other types are ignored. Example, in a custom agent's ``run``::
 
-        settings = custom_options(EchoSettings(), *options)
-
-    ``get_impl_specific_options`` is the Eino name for it (the same function).
+        settings = get_impl_specific_options(EchoSettings(), *options)
     """
     kind = type(base)
     for option in options:
@@ -93,12 +88,6 @@ def custom_options(base: T, *options: AgentRunOption) -> T:
                     )
                 base = result
     return base
-
-
-
-# Eino's names for the custom-agent option pair.
-wrap_impl_specific_opt_fn = custom_option
-get_impl_specific_options = custom_options
 
 
 def filter_options(
@@ -276,7 +265,7 @@ def with_limits(limits: RunLimits | None) -> AgentRunOption:
     Raises:
         TypeError: ``limits`` is not a ``RunLimits`` (or ``None``).
     """
-    from agentkit.limits import RunLimits
+    from agentkit._limits import RunLimits
 
     if limits is not None and not isinstance(limits, RunLimits):
         raise AgentKitTypeError(
@@ -327,7 +316,7 @@ def with_chat_model_options(**model_options: Any) -> AgentRunOption:
     Raises:
         ValueError: a key is not a ``ModelOptions`` field.
     """
-    from agentkit.models.base import ModelOptions
+    from agentkit.models._base import ModelOptions
 
     known = attrs.fields_dict(ModelOptions)
     unknown = sorted(set(model_options) - set(known))
@@ -410,7 +399,7 @@ class AgentOptions:
 
     An :class:`~agentkit.AgentRun` carries them as ``run.options``. Iterating gives the
     :class:`AgentRunOption` objects meant for this agent (those not designated to other agents),
-    so ``custom_options(MySettings(), *run.options)`` reads a custom agent's own options;
+    so ``get_impl_specific_options(MySettings(), *run.options)`` reads a custom agent's own options;
     :meth:`custom` does the same.
 
     Attributes:
@@ -429,8 +418,8 @@ class AgentOptions:
         return iter(self.given)
 
     def custom(self, base: T) -> T:
-        """``custom_options(base, *self.given)``: apply the options made for ``type(base)``."""
-        return custom_options(base, *self.given)
+        """``get_impl_specific_options(base, *self.given)``: the options for ``type(base)``."""
+        return get_impl_specific_options(base, *self.given)
 
 
 class RunOptionSet:
@@ -444,7 +433,9 @@ class RunOptionSet:
 
     def __init__(self, given: Iterable[AgentRunOption] = ()) -> None:
         self.given = tuple(given)
-        self.run = custom_options(RunOptions(), *self.given) if self.given else _NO_RUN_OPTIONS
+        self.run = (
+            get_impl_specific_options(RunOptions(), *self.given) if self.given else _NO_RUN_OPTIONS
+        )
         self._by_agent: dict[str, AgentOptions] = {}
         self._lock = threading.Lock()
 
@@ -464,10 +455,10 @@ class RunOptionSet:
         if not self.given:
             return _NO_AGENT_OPTIONS
         given = filter_options(self.given, agent_name)
-        parsed = custom_options(ChatModelAgentOptions(), *given)
+        parsed = get_impl_specific_options(ChatModelAgentOptions(), *given)
         model_options = None
         if parsed.model_options:
-            from agentkit.models.base import ModelOptions
+            from agentkit.models._base import ModelOptions
 
             model_options = ModelOptions(**parsed.model_options)
         made = AgentOptions(

@@ -25,8 +25,8 @@ from typing import Any
 
 import attrs
 
+from agentkit._events import InterruptContext
 from agentkit._persist import persisted
-from agentkit.events import InterruptContext
 
 Address = tuple[str, ...]
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import attrs
 
+from agentkit._events import AgentAction, AgentEvent, AgentInput, MessageVariant, RunStep
 from agentkit._observe import RunObservers, UsageLedger
 from agentkit._options import NO_OPTIONS, RunOptionSet
 from agentkit._persist import persisted
@@ -26,7 +27,6 @@ from agentkit._progress import Progress
 from agentkit._scope import RunScope
 from agentkit._steering import Steering
 from agentkit.errors import AgentKitError, AgentKitRuntimeError
-from agentkit.events import AgentAction, AgentEvent, AgentInput, MessageVariant, RunStep
 from agentkit.schema import Message
 
 __all__ = [

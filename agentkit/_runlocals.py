@@ -13,8 +13,8 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from agentkit._events import AgentEvent
 from agentkit.errors import AgentKitRuntimeError
-from agentkit.events import AgentEvent
 
 __all__ = ["RunLocals", "current_run_locals", "run_locals"]
 

@@ -17,14 +17,14 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from agentkit._events import AgentEvent
 from agentkit.errors import AgentCancelledError
-from agentkit.events import AgentEvent
 from agentkit.iterators import AsyncIterator
 from agentkit.schema import Message, Role
 
 if TYPE_CHECKING:
     from agentkit._options import AgentRunOption
-    from agentkit.runner import Runner
+    from agentkit._runner import Runner
 
 Append = Callable[[str, dict[str, Any]], object]
 """Appends one entry (kind, JSON data) to a run's log."""

@@ -9,18 +9,18 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from agentkit._agent import EventSink
+from agentkit._cancel import CancelMode
 from agentkit._checkpoints import Checkpoint, ConsumedCheckpoint, make_checkpoint
+from agentkit._events import AgentEvent, InterruptInfo, RunStep
 from agentkit._points import ResumePoint, interrupt_contexts
+from agentkit._results import RunOutcome
 from agentkit._runctx import RunFrame
-from agentkit.cancel import CancelMode
 from agentkit.errors import (
     AgentCancelledError,
     AgentKitError,
     CheckpointError,
     ConversationStoreError,
 )
-from agentkit.events import AgentEvent, InterruptInfo, RunStep
-from agentkit.results import RunOutcome
 
 if TYPE_CHECKING:
     from agentkit.conversation._turn import OpenTurn

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, Protocol, TypeVar
 
+from agentkit._cancel import CancelHandle, CancelMode
 from agentkit._spawn import RunPool
-from agentkit.cancel import CancelHandle, CancelMode
 from agentkit.errors import AgentCancelledError
 
 _log = logging.getLogger("agentkit")

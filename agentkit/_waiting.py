@@ -64,9 +64,10 @@ class LimitWait:
         kind: ``"concurrency"`` (a free slot) or ``"rate"`` (room in the rate, or the end of
             a pause a server asked for with ``Retry-After``).
         seconds: how long the call waited.
-        error: why the wait failed (a :class:`~agentkit.SlotTimeoutError`, an
+        error: why the wait failed (a :class:`~agentkit.errors.SlotTimeoutError`, an
             :class:`~agentkit.AgentCancelledError`, a
-            :class:`~agentkit.SharedLimitUnavailableError`), ``None`` when the call got its turn.
+            :class:`~agentkit.errors.SharedLimitUnavailableError`), ``None`` when the call got its
+            turn.
     """
 
     limit: object

@@ -60,9 +60,11 @@ from agentkit._checkpoints import Checkpoint, load_checkpoint
 from agentkit._clock import Clock
 from agentkit._html import escape
 from agentkit._persist import persisted
+from agentkit._results import RunIterator
+from agentkit._runner import Runner
 from agentkit.checkpoint import CheckPointStore, ListingCheckPointStore, lease_for
+from agentkit.checkpoint._base import _clock_of
 from agentkit.checkpoint._binding import dumps_for_store, loads_for_store
-from agentkit.checkpoint.base import _clock_of
 from agentkit.errors import (
     AgentKitError,
     AgentKitTypeError,
@@ -73,8 +75,6 @@ from agentkit.errors import (
     CheckpointNotFoundError,
 )
 from agentkit.integrations.runs import RunBackend
-from agentkit.results import RunIterator
-from agentkit.runner import Runner
 from agentkit.tools._approval import ApprovalRequest, Approve, Reject
 
 __all__ = [

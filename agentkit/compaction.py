@@ -33,14 +33,14 @@ from typing import Any, Literal
 import attrs
 
 from agentkit import _prompts_zh as zh
+from agentkit._events import AgentAction, AgentEvent
 from agentkit._language import resolve
+from agentkit._middleware import AgentMiddleware, ModelState, send_event
 from agentkit.agents._model_retry import ModelRetryConfig
 from agentkit.backends import Backend, BackendError
 from agentkit.backends._offload import is_pointer, offload_path, pointer
 from agentkit.errors import AgentKitTypeError, AgentKitValueError
-from agentkit.events import AgentAction, AgentEvent
-from agentkit.middleware import AgentMiddleware, ModelState, send_event
-from agentkit.models.base import ChatModel, ModelOptions
+from agentkit.models._base import ChatModel, ModelOptions
 from agentkit.schema import (
     Message,
     Role,
@@ -49,7 +49,7 @@ from agentkit.schema import (
     system_message,
     user_message,
 )
-from agentkit.tools.base import ToolCallInfo
+from agentkit.tools._base import ToolCallInfo
 
 __all__ = [
     "SUMMARY_INSTRUCTION",
@@ -170,7 +170,7 @@ class SummarizationMiddleware(AgentMiddleware):
 
     Args:
         model: the model that writes summaries (often the agent's own, or a cheaper one; a
-            :class:`~agentkit.FailoverChatModel` fails over to others).
+            :class:`~agentkit.models.FailoverChatModel` fails over to others).
         max_tokens: the token budget that triggers a summary.
         keep_last: how many of the latest messages are always kept verbatim.
         counter: counts tokens (default :func:`approximate_tokens`).

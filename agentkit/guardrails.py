@@ -40,7 +40,7 @@ from typing import Protocol
 from agentkit.agents._guardrails import STAGES
 from agentkit.errors import AgentKitValueError
 from agentkit.schema import Message, Role
-from agentkit.tools.base import ToolCallInfo
+from agentkit.tools._base import ToolCallInfo
 
 __all__ = ["Guardrail", "PIIGuardrail", "ToolAllowList"]
 

@@ -1,7 +1,5 @@
-"""The :class:`ItemIterator` / :class:`ItemSender` pair (:func:`channel`): a thread-safe FIFO.
-
-Eino calls them ``AsyncIterator``, ``AsyncGenerator`` and ``new_async_iterator_pair``; those
-names are the same objects, kept for Eino users.
+"""The :class:`AsyncIterator` / :class:`AsyncGenerator` pair (:func:`new_async_iterator_pair`):
+a thread-safe FIFO, under Eino's names.
 
 "Async" means the producer and the consumer are decoupled, each in its own thread; nothing
 here uses asyncio, so it works the same in scripts, inside Jupyter's running event loop and
@@ -18,16 +16,14 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from agentkit._lazy import attach
 from agentkit.errors import AgentKitRuntimeError
 
 __all__ = [
     "AsyncGenerator",
     "AsyncIterator",
-    "ItemIterator",
-    "ItemSender",
-    "channel",
     "new_async_iterator_pair",
 ]
 
@@ -66,10 +62,8 @@ class _Pair:
         self.refused = False  # a send was refused because of ``stop``
 
 
-class ItemSender(Generic[T]):
+class AsyncGenerator(Generic[T]):
     """The producing end: :meth:`send` items, then :meth:`close`.
-
-    ``AsyncGenerator`` is the Eino name for it (the same class).
     """
 
     __slots__ = ("_pair",)
@@ -112,11 +106,10 @@ class ItemSender(Generic[T]):
         pair.queue.put(_END)
 
 
-class ItemIterator(Generic[T]):
+class AsyncIterator(Generic[T]):
     """The consuming end: iterate with ``for``, or call :meth:`next`.
 
-    ``AsyncIterator`` is the Eino name for it (the same class); it is a plain (thread-based)
-    iterator, not an asyncio one.
+    A plain (thread-based) iterator, not an asyncio one.
 
     Use it as a context manager to close it when the block ends::
 
@@ -156,7 +149,7 @@ class ItemIterator(Generic[T]):
     def close(self, timeout: float | None = None) -> None:
         """Stop consuming: cancel the run producing into this iterator and wait for it to end.
 
-        The producer's next :meth:`ItemSender.send` returns ``False``; a run started by
+        The producer's next :meth:`AsyncGenerator.send` returns ``False``; a run started by
         agentkit stops at its next step boundary and closes its open model streams. Returns
         once the producing threads have ended, or after ``timeout`` seconds. Idempotent.
 
@@ -173,7 +166,7 @@ class ItemIterator(Generic[T]):
         self._finished = True
         self._join(timeout, closing=True)
 
-    def __enter__(self) -> ItemIterator[T]:
+    def __enter__(self) -> AsyncIterator[T]:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -197,31 +190,35 @@ class ItemIterator(Generic[T]):
                 thread.join(timeout)
 
 
-def channel() -> tuple[ItemIterator[T], ItemSender[T]]:
+def new_async_iterator_pair() -> tuple[AsyncIterator[T], AsyncGenerator[T]]:
     """Return a connected ``(iterator, sender)`` pair (unbounded).
 
     Example::
 
-        events, sender = channel()
+        events, sender = new_async_iterator_pair()
         sender.send(event)
         sender.close()
         for event in events:
             ...
-
-    ``new_async_iterator_pair`` is the Eino name for it (the same function).
     """
     pair = _Pair()
-    return ItemIterator(pair), ItemSender(pair)
+    return AsyncIterator(pair), AsyncGenerator(pair)
 
 
-# Eino's names for the pair.
-AsyncIterator = ItemIterator
-AsyncGenerator = ItemSender
-new_async_iterator_pair = channel
+if not TYPE_CHECKING:
+    # The Pythonic second names of 0.2 (one name per object now; API.md uses Eino's).
+    __getattr__, __dir__ = attach(
+        __name__,
+        deprecated={
+            "ItemIterator": "agentkit.iterators.AsyncIterator",
+            "ItemSender": "agentkit.iterators.AsyncGenerator",
+            "channel": "agentkit.iterators.new_async_iterator_pair",
+        },
+    )
 
 
 def _attach_producer(
-    iterator: ItemIterator[Any],
+    iterator: AsyncIterator[Any],
     thread: threading.Thread | None = None,
     on_close: Callable[[], object] | None = None,
     inside: Callable[[], bool] | None = None,
@@ -240,7 +237,7 @@ def _attach_producer(
             pair.inside = inside
 
 
-def _wait_for_end(iterator: ItemIterator[Any]) -> None:
+def _wait_for_end(iterator: AsyncIterator[Any]) -> None:
     """Wait until the producer of ``iterator`` closed it, dropping what it still sends.
 
     For a consumer that stopped reading (it closed the iterator) but must know when the
@@ -254,7 +251,7 @@ def _wait_for_end(iterator: ItemIterator[Any]) -> None:
     iterator._join(None)
 
 
-def _end_refused(generator: ItemSender[T], last: Callable[[], T]) -> None:
+def _end_refused(generator: AsyncGenerator[T], last: Callable[[], T]) -> None:
     """If ``generator`` refused items because its run was being cancelled, queue ``last()``.
 
     The producer stopped early (it was told to): the item that says so (a cancel error) ends
@@ -264,7 +261,7 @@ def _end_refused(generator: ItemSender[T], last: Callable[[], T]) -> None:
         _put_last(generator, last())
 
 
-def _put_last(generator: ItemSender[T], item: T) -> None:
+def _put_last(generator: AsyncGenerator[T], item: T) -> None:
     """Queue ``item``, the producer's last, even while sends are refused for a cancel.
 
     The item that ends a producer's work (its error, the cancel that stopped it) is what the

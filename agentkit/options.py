@@ -5,21 +5,19 @@ module holds :class:`AgentOptions`, what ``AgentRun.options`` is. Their spelling
 (``agentkit.options.with_cancel``) go in agentkit 0.4.
 
 An option targets one options type and holds a function that updates an instance of it.
-Each component reads the options made for its own type with :func:`~agentkit.custom_options` and
-ignores the rest, so custom agents can define options the same way the built-in ones do::
+Each component reads the options made for its own type with
+:func:`~agentkit.get_impl_specific_options` and ignores the rest, so custom agents can define
+options the same way the built-in ones do::
 
     @attrs.define
     class SearchOptions:
         depth: int = 1
 
     def with_depth(depth: int) -> AgentRunOption:
-        return custom_option(SearchOptions, lambda o: setattr(o, "depth", depth))
+        return wrap_impl_specific_opt_fn(SearchOptions, lambda o: setattr(o, "depth", depth))
 
     # inside the custom agent's run():
-    opts = custom_options(SearchOptions(), *options)
-
-``wrap_impl_specific_opt_fn`` and ``get_impl_specific_options`` are Eino's names for
-:func:`~agentkit.custom_option` and :func:`~agentkit.custom_options` (the same functions).
+    opts = get_impl_specific_options(SearchOptions(), *options)
 """
 
 from __future__ import annotations
@@ -39,21 +37,23 @@ if not TYPE_CHECKING:
     __getattr__, __dir__ = attach(
         __name__,
         deprecated={
-            name: f"agentkit.{name}"
-            for name in (
-                "AgentRunOption",
-                "custom_option",
-                "custom_options",
-                "get_impl_specific_options",
-                "with_cancel",
-                "with_chat_model_options",
-                "with_checkpoint_id",
-                "with_conversation_id",
-                "with_limits",
-                "with_session_values",
-                "with_skip_transfer_messages",
-                "with_tool_options",
-                "wrap_impl_specific_opt_fn",
-            )
+            "custom_option": "agentkit.wrap_impl_specific_opt_fn",
+            "custom_options": "agentkit.get_impl_specific_options",
+            **{
+                name: f"agentkit.{name}"
+                for name in (
+                    "AgentRunOption",
+                    "wrap_impl_specific_opt_fn",
+                    "get_impl_specific_options",
+                    "with_cancel",
+                    "with_chat_model_options",
+                    "with_checkpoint_id",
+                    "with_conversation_id",
+                    "with_limits",
+                    "with_session_values",
+                    "with_skip_transfer_messages",
+                    "with_tool_options",
+                )
+            },
         },
     )

@@ -183,7 +183,7 @@ class ResponseMeta:
     """Metadata of a model response: why it finished and what it cost.
 
     ``cost`` is the price of the response's token usage, set by a model that has a
-    :class:`~agentkit.limits.ModelPricing` (``None`` otherwise).
+    :class:`~agentkit.ModelPricing` (``None`` otherwise).
     """
 
     finish_reason: str = ""
@@ -703,7 +703,7 @@ class Message:
 
     A raw OpenAI content array given as ``content`` (``[{"type": "text", ...},
     {"type": "image_url", ...}]``) is read into ``parts``; any other non-text content is
-    refused with a :class:`~agentkit.ContentPartError`, so a message always holds what a
+    refused with a :class:`~agentkit.errors.ContentPartError`, so a message always holds what a
     conversation store can keep.
     """
 

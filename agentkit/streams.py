@@ -341,7 +341,7 @@ def stream_from_batches(
 
 
 def _closed_while_reading() -> BaseException:
-    from agentkit.cancel import CancelMode
+    from agentkit._cancel import CancelMode
     from agentkit.errors import AgentCancelledError
 
     return AgentCancelledError(CancelMode.IMMEDIATE)

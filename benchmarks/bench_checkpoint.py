@@ -18,13 +18,13 @@ import time
 import timeit
 from collections.abc import Callable
 
+from agentkit import AgentInput, MessageVariant, RunStep
 from agentkit._checkpoints import Checkpoint
 from agentkit._points import ResumePoint
 from agentkit._runctx import RecordedEvent
 from agentkit.checkpoint import PickleSerializer
 from agentkit.checkpoint._scan import check_stream
 from agentkit.checkpoint.serializer import MAX_DEPTH, MAX_OBJECTS
-from agentkit.events import AgentInput, MessageVariant, RunStep
 from agentkit.schema import FunctionCall, Message, ResponseMeta, TokenUsage, ToolCall
 
 

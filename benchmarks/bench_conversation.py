@@ -29,7 +29,7 @@ from agentkit.conversation import (  # noqa: E402
     InMemoryConversationStore,
     SQLiteConversationStore,
 )
-from agentkit.testing import ScriptedChatModel  # noqa: E402
+from agentkit.models import ScriptedChatModel  # noqa: E402
 
 
 def reply(messages: list[Message]) -> str:

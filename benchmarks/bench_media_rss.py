@@ -30,13 +30,13 @@ from agentkit import (  # noqa: E402
     Message,
     Role,
     Runner,
-    ScriptedChatModel,
     tool,
     with_checkpoint_id,
     with_conversation_id,
 )
 from agentkit.checkpoint import InMemoryCheckPointStore  # noqa: E402
 from agentkit.conversation import InMemoryConversationStore  # noqa: E402
+from agentkit.models import ScriptedChatModel  # noqa: E402
 from agentkit.schema import PartLimits, set_part_limits  # noqa: E402
 from agentkit.testing import call, calls_message  # noqa: E402
 from tests.media_samples import png  # noqa: E402

@@ -25,7 +25,6 @@ from agentkit import (
     AgentMiddleware,
     ChatModelAgent,
     Message,
-    ModelOptions,
     Role,
     Runner,
     StreamReader,
@@ -33,6 +32,7 @@ from agentkit import (
     tool,
     with_callbacks,
 )
+from agentkit.models import ModelOptions
 from agentkit.streams import stream_from_list
 from agentkit.testing import call, calls_message
 

@@ -19,16 +19,8 @@ import time
 import tracemalloc
 from collections.abc import Sequence
 
-from agentkit import (
-    ChatModelAgent,
-    Message,
-    ModelOptions,
-    Role,
-    Runner,
-    StreamReader,
-    ToolInfo,
-    tool,
-)
+from agentkit import ChatModelAgent, Message, Role, Runner, StreamReader, ToolInfo, tool
+from agentkit.models import ModelOptions
 from agentkit.testing import call, calls_message
 
 

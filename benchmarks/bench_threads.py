@@ -39,13 +39,8 @@ from agentkit import (
     assistant_message,
     tool,
 )
-from agentkit.testing import (
-    ScriptedChatModel,
-    call,
-    calls_message,
-    no_thread_leak,
-    summarize,
-)
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message, no_thread_leak, summarize
 
 
 class Peak:

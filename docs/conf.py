@@ -129,7 +129,7 @@ apiref_private_types = {
     # A recorded event in saved states (ParallelState, DeterministicTransferState).
     "agentkit._runctx.RecordedEvent": "the events a saved state holds",
     # FailoverChatModel's copies share which model answered last through it.
-    "agentkit.models.failover._Preferred": "FailoverChatModel's _preferred argument",
+    "agentkit.models._failover._Preferred": "FailoverChatModel's _preferred argument",
     # The shared base of the text checks of agentkit.evals (shown as their base class).
     "agentkit.evals._checks._Shown": "Contains', Matches' ... base",
     # The shared bases of the HTTP chat models and of the fake model servers (shown as their

@@ -34,9 +34,9 @@ from agentkit import (
     Role,
     Runner,
     assistant_message,
-    break_loop_action,
     event_from_message,
     interrupt_event,
+    new_break_loop_action,
     print_events,
     with_checkpoint_id,
 )
@@ -82,7 +82,7 @@ class Critic(BaseAgent):
             event = event_from_message(
                 assistant_message("The reader is happy with the draft."), None, Role.ASSISTANT
             )
-            run.emit(AgentEvent(output=event.output, action=break_loop_action(self.name)))
+            run.emit(AgentEvent(output=event.output, action=new_break_loop_action(self.name)))
             return
         run.emit(event_from_message(assistant_message(FEEDBACK + feedback), None, Role.ASSISTANT))
 

@@ -32,7 +32,6 @@ from agentkit import (
     ChatModelAgent,
     Message,
     Role,
-    TurnContext,
     TurnLoop,
     TurnLoopExit,
     cancellable_sleep,
@@ -41,6 +40,7 @@ from agentkit import (
 )
 from agentkit.results import RunIterator
 from agentkit.testing import call, calls_message
+from agentkit.turnloop import TurnContext
 
 SEARCH_SECONDS = float(os.environ.get("SAMPLE_STEP_SECONDS", "3.0"))  # how long a search takes
 PREEMPT_TIMEOUT = 0.5  # how long a new message waits for the running turn's safe point

@@ -30,9 +30,9 @@ from agentkit import (
     tool,
 )
 from agentkit.integrations.celery import AgentQueue
-from agentkit.models import ModelOptions
+from agentkit.models import ModelOptions, ScriptedChatModel
 from agentkit.streams import StreamReader, stream_from_list
-from agentkit.testing import ScriptedChatModel, call, calls_message
+from agentkit.testing import call, calls_message
 
 REDIS_URL = os.environ["REDIS_URL"]
 GATE_TIMEOUT = 60  # a failure guard: the test opens the gate long before this

@@ -20,7 +20,8 @@ from celery.signals import worker_ready
 
 from agentkit import ChatModelAgent, Message, Role, tool
 from agentkit.integrations.celery import AgentQueue
-from agentkit.testing import ScriptedChatModel, call, calls_message
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message
 
 REDIS_URL = os.environ["REDIS_URL"]
 VISIBILITY_TIMEOUT = 6

@@ -19,8 +19,9 @@ from pathlib import Path
 from agentkit import ChatModelAgent, Message, Role, Runner, tool, with_checkpoint_id
 from agentkit.backends import SandboxShell
 from agentkit.checkpoint import FileCheckPointStore
+from agentkit.models import ScriptedChatModel
 from agentkit.prebuilt import deep
-from agentkit.testing import ScriptedChatModel, call, calls_message
+from agentkit.testing import call, calls_message
 
 LEASE_TTL = 1.0
 

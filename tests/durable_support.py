@@ -36,9 +36,10 @@ from agentkit import (
     tool_call_key,
 )
 from agentkit.checkpoint import InMemoryCheckPointStore
+from agentkit.models import ScriptedChatModel
 from agentkit.prebuilt import planexecute, supervisor
 from agentkit.schema import FunctionCall, ToolCall, assistant_message
-from agentkit.testing import Reply, ScriptedChatModel
+from agentkit.testing import Reply
 
 KINDS = ("react", "sequential", "parallel", "loop", "agenttool", "supervisor", "planexecute")
 """Every agent kind the crash tests cover."""

@@ -11,7 +11,8 @@ from __future__ import annotations
 import threading
 
 from agentkit import ChatModelAgent, Message, Role, cancellable_sleep, interrupt, tool
-from agentkit.testing import ScriptedChatModel, call, calls_message
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message
 
 SLOW_STARTED = threading.Event()  # set when a call of ``slow`` starts (in-process tests)
 

@@ -32,8 +32,8 @@ from agentkit import (
     with_checkpoint_id,
 )
 from agentkit.checkpoint import FileCheckPointStore, PickleSerializer
+from agentkit.models import ScriptedChatModel
 from agentkit.schema import FunctionCall, ToolCall, assistant_message
-from agentkit.testing import ScriptedChatModel
 from agentkit.tools import CompositeInterrupt
 
 RUN = "paused-run"

@@ -5,7 +5,8 @@ from __future__ import annotations
 import threading
 
 from agentkit import ChatModelAgent, Message, assistant_message, tool
-from agentkit.testing import ScriptedChatModel, call, calls_message
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message
 
 LEASE_TTL = 0.5  # seconds: a killed run's lease expires soon, so the test can resume it
 

@@ -30,7 +30,8 @@ from agentkit import (
 )
 from agentkit.a2a import A2AError, A2AInputRequired, RemoteA2AAgent, to_a2a
 from agentkit.checkpoint import FileCheckPointStore, InMemoryCheckPointStore
-from agentkit.testing import ScriptedChatModel, call, calls_message
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message
 from tests.interop_agents import make_agent
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -32,14 +32,8 @@ from agentkit import (
 )
 from agentkit._observe import CallbackSet
 from agentkit.checkpoint import InMemoryCheckPointStore
-from agentkit.testing import (
-    ScriptedChatModel,
-    call,
-    calls_message,
-    no_thread_leak,
-    run_events,
-    summarize,
-)
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message, no_thread_leak, run_events, summarize
 
 BOTH_MODES = pytest.mark.parametrize("streaming", [False, True], ids=["invoke", "stream"])
 

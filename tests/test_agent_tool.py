@@ -10,7 +10,6 @@ import pytest
 
 from agentkit import (
     AgentCancelledError,
-    AgentConfigError,
     AgentEvent,
     AgentTool,
     CancelHandle,
@@ -34,14 +33,10 @@ from agentkit import (
 )
 from agentkit.agents.agenttool import AgentToolRetryConfig
 from agentkit.checkpoint import InMemoryCheckPointStore
+from agentkit.errors import AgentConfigError
+from agentkit.models import ScriptedChatModel
 from agentkit.options import with_agent_tool_run_options
-from agentkit.testing import (
-    ScriptedChatModel,
-    call,
-    calls_message,
-    run_events,
-    summarize,
-)
+from agentkit.testing import call, calls_message, run_events, summarize
 
 
 @tool

@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 
 from agentkit import (
-    AgentFrozenError,
     AgentKitError,
     ChatModelAgent,
     LoopAgent,
@@ -19,7 +18,9 @@ from agentkit import (
     set_sub_agents,
     tool,
 )
-from agentkit.testing import ScriptedChatModel, call, calls_message
+from agentkit.errors import AgentFrozenError
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message
 
 
 @tool

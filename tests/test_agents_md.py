@@ -11,19 +11,13 @@ from typing import Any
 
 import pytest
 
-from agentkit import (
-    AgentConfigError,
-    ChatModelAgent,
-    Message,
-    Role,
-    Runner,
-    tool,
-    user_message,
-)
+from agentkit import ChatModelAgent, Message, Role, Runner, tool, user_message
 from agentkit.backends import InMemoryBackend, LocalBackend, PathOutsideRootError
+from agentkit.errors import AgentConfigError
 from agentkit.middlewares import AgentsMdMiddleware
 from agentkit.middlewares.agents_md import format_instructions
-from agentkit.testing import ScriptedChatModel, call, calls_message, run_events, summarize
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message, run_events, summarize
 
 HEADER = (
     "<system-reminder>\nBelow are instructions for this codebase and from the user. Follow them: "

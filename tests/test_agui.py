@@ -127,7 +127,8 @@ def test_a_question_is_an_input_required_interrupt_answered_by_its_payload(clien
 
 def test_a_page_tool_call_is_a_tool_call_interrupt() -> None:
     from agentkit import ChatModelAgent
-    from agentkit.testing import ScriptedChatModel, call, calls_message
+    from agentkit.models import ScriptedChatModel
+    from agentkit.testing import call, calls_message
 
     def reply(messages: list[Any]) -> Any:
         if messages[-1].role == "tool":
@@ -193,7 +194,8 @@ def test_a_page_tool_answered_with_a_tool_message_goes_on_from_the_history() -> 
     # The AG-UI way without resume entries: the page sends the thread's messages with the
     # tool's result; the run continues from that history.
     from agentkit import ChatModelAgent
-    from agentkit.testing import ScriptedChatModel, call, calls_message
+    from agentkit.models import ScriptedChatModel
+    from agentkit.testing import call, calls_message
 
     def reply(messages: list[Any]) -> Any:
         if messages[-1].role == "tool":
@@ -216,7 +218,8 @@ def test_a_page_tool_answered_with_a_tool_message_goes_on_from_the_history() -> 
 
 def _cart_runner() -> Runner:
     from agentkit import ChatModelAgent, add_session_value, get_session_value, tool
-    from agentkit.testing import ScriptedChatModel, call, calls_message
+    from agentkit.models import ScriptedChatModel
+    from agentkit.testing import call, calls_message
 
     @tool
     def buy(item: str) -> str:
@@ -285,9 +288,8 @@ def test_a_json_patch_removes_adds_replaces_and_descends_into_objects() -> None:
 
 
 def test_values_changed_outside_a_tool_come_as_a_delta_before_run_finished() -> None:
-    from agentkit import AgentMiddleware, ChatModelAgent, Message, add_session_value
-    from agentkit.middleware import ModelState
-    from agentkit.testing import ScriptedChatModel
+    from agentkit import AgentMiddleware, ChatModelAgent, Message, ModelState, add_session_value
+    from agentkit.models import ScriptedChatModel
 
     class Visits(AgentMiddleware):
         def after_model(self, state: ModelState, message: Message) -> Message:

@@ -28,7 +28,8 @@ from agentkit import (
 )
 from agentkit.checkpoint import InMemoryCheckPointStore
 from agentkit.errors import ResumeError
-from agentkit.testing import ScriptedChatModel, call, calls_message
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -283,7 +284,8 @@ SCRIPT = textwrap.dedent(
     sys.path.insert(0, {root!r})
     from agentkit import Approve, ChatModelAgent, Reject, Runner, tool, with_checkpoint_id
     from agentkit.checkpoint import FileCheckPointStore
-    from agentkit.testing import ScriptedChatModel, call, calls_message
+    from agentkit.models import ScriptedChatModel
+    from agentkit.testing import call, calls_message
 
     @tool(needs_approval=True)
     def pay(payee: str, amount: int) -> str:

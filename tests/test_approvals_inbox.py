@@ -40,8 +40,9 @@ from agentkit.checkpoint import (
 )
 from agentkit.errors import CheckpointError, ResumeError, ToolError
 from agentkit.integrations.runs import LocalRuns, RunOwnerError
+from agentkit.models import ScriptedChatModel
 from agentkit.schema import Message
-from agentkit.testing import ManualClock, ScriptedChatModel, call, calls_message
+from agentkit.testing import ManualClock, call, calls_message
 from tests.redis_server import redis_url  # noqa: F401 (a session fixture)
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -454,7 +455,7 @@ import os, sys
 from agentkit import ChatModelAgent, Runner
 from agentkit.approvals import ApprovalInbox
 from agentkit.checkpoint import SQLiteCheckPointStore
-from agentkit.testing import ScriptedChatModel
+from agentkit.models import ScriptedChatModel
 from tests.test_approvals_inbox import Payments, reply
 
 

@@ -26,7 +26,8 @@ from agentkit import (
 )
 from agentkit.checkpoint import InMemoryCheckPointStore
 from agentkit.integrations.runs import LocalRuns
-from agentkit.testing import ScriptedChatModel, call, calls_message
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message
 from tests.redis_server import redis_url  # noqa: F401
 from tests.sample_celery import GUARD, sample_on_celery, stream_frames
 

@@ -35,7 +35,8 @@ from agentkit.backends import (
     PathOutsideRootError,
     Shell,
 )
-from agentkit.testing import ScriptedChatModel, call, calls_message, run_events
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message, run_events
 
 GUARD = 30.0  # a failure guard for waits, never a pace
 

@@ -15,6 +15,7 @@ import pytest
 
 from agentkit import (
     AgentCancelledError,
+    AgentEvent,
     AgentRun,
     BaseAgent,
     CancelHandle,
@@ -24,21 +25,21 @@ from agentkit import (
     SequentialAgent,
     assistant_message,
     cancellable_sleep,
-    custom_option,
-    custom_options,
     event_from_message,
     gen_transfer_messages,
+    get_impl_specific_options,
     get_session_value,
     interrupt_event,
+    new_transfer_to_agent_action,
     set_sub_agents,
-    transfer_action,
     with_cancel,
     with_checkpoint_id,
     with_session_values,
+    wrap_impl_specific_opt_fn,
 )
 from agentkit.checkpoint import InMemoryCheckPointStore
-from agentkit.events import AgentEvent
-from agentkit.testing import ScriptedChatModel, no_thread_leak, summarize
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import no_thread_leak, summarize
 
 GUARD = 30.0  # a failure guard for waits, never a pace
 
@@ -74,7 +75,7 @@ class Router(BaseAgent):
         call, result = gen_transfer_messages(self.dest)
         run.emit(event_from_message(call, None, Role.ASSISTANT))
         tool_event = event_from_message(result, None, Role.TOOL, result.tool_name)
-        run.emit(attrs.evolve(tool_event, action=transfer_action(self.dest)))
+        run.emit(attrs.evolve(tool_event, action=new_transfer_to_agent_action(self.dest)))
 
 
 class Asker(BaseAgent):
@@ -202,13 +203,13 @@ def test_a_custom_agent_reads_its_options_and_the_session() -> None:
         description = "reads its options"
 
         def execute(self, run: AgentRun) -> None:
-            seen.append(custom_options(Loud(), *run.options))
+            seen.append(get_impl_specific_options(Loud(), *run.options))
             seen.append(run.options.custom(Loud()))
             seen.append(get_session_value("who"))
             run.emit(said("read"))
 
-    louder = custom_option(Loud, lambda o: setattr(o, "volume", 11))
-    other = custom_option(Loud, lambda o: setattr(o, "volume", 99)).designate_agent("Someone")
+    louder = wrap_impl_specific_opt_fn(Loud, lambda o: setattr(o, "volume", 11))
+    other = wrap_impl_specific_opt_fn(Loud, lambda o: setattr(o, "volume", 99)).designate_agent("Someone")
     Runner(Reader()).invoke("hi", louder, other, with_session_values({"who": "me"}))
     assert seen == [Loud(11), Loud(11), "me"]
 

@@ -29,7 +29,8 @@ from flask_app.agents import AGENT_NAME  # noqa: E402
 from agentkit import ChatModelAgent, Runner, tool  # noqa: E402
 from agentkit.checkpoint import InMemoryCheckPointStore  # noqa: E402
 from agentkit.integrations.runs import LocalRuns  # noqa: E402
-from agentkit.testing import ScriptedChatModel, call, calls_message  # noqa: E402
+from agentkit.models import ScriptedChatModel  # noqa: E402
+from agentkit.testing import call, calls_message  # noqa: E402
 
 REQUIRE_ENV = "AGENTKIT_REQUIRE_BROWSER"
 GUARD = 60  # seconds: a failure guard for each wait

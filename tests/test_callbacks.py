@@ -32,8 +32,9 @@ from agentkit import (
     with_callbacks,
 )
 from agentkit.callbacks import current_usage
+from agentkit.models import ScriptedChatModel
 from agentkit.prebuilt import supervisor
-from agentkit.testing import ScriptedChatModel, call, calls_message, no_thread_leak, run_events
+from agentkit.testing import call, calls_message, no_thread_leak, run_events
 from tests.transfer_support import transfer
 
 

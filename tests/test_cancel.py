@@ -23,10 +23,10 @@ from agentkit import (
 )
 from agentkit._scope import RunScope
 from agentkit.checkpoint import InMemoryCheckPointStore
+from agentkit.models import ScriptedChatModel
 from agentkit.testing import (
     FakeOpenAIServer,
     Reply,
-    ScriptedChatModel,
     call,
     calls_message,
     no_thread_leak,

@@ -36,15 +36,8 @@ from agentkit import (
     tool,
     with_cancel,
 )
-from agentkit.models import OpenAIChatModel
-from agentkit.testing import (
-    FakeOpenAIServer,
-    Reply,
-    ScriptedChatModel,
-    call,
-    calls_message,
-    no_thread_leak,
-)
+from agentkit.models import OpenAIChatModel, ScriptedChatModel
+from agentkit.testing import FakeOpenAIServer, Reply, call, calls_message, no_thread_leak
 
 GUARD = 30.0  # a failure guard for waits, never a pace
 WITHIN = 1.0  # the property: a cancel reaches a blocked run this fast
@@ -275,8 +268,8 @@ def test_a_cancel_made_while_the_first_wait_starts_still_wakes_it() -> None:
     # The scope makes its stop event when a wait first needs it; a cancel made at that same
     # moment (from another thread) must wake the wait all the same: many rounds, both sides
     # released together by a barrier, each wait bounded only by GUARD.
+    from agentkit import CancelMode
     from agentkit._scope import RunScope
-    from agentkit.cancel import CancelMode
 
     def sleep(scope: RunScope, barrier: threading.Barrier, outcome: list[BaseException]) -> None:
         barrier.wait(GUARD)

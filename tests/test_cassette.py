@@ -23,7 +23,6 @@ from agentkit import (
     CancelHandle,
     ChatModelAgent,
     Message,
-    ModelOptions,
     ParallelAgent,
     Runner,
     ToolInfo,
@@ -39,8 +38,13 @@ from agentkit.errors import (
     ModelError,
     RateLimitError,
 )
-from agentkit.models import OpenAIChatModel
-from agentkit.models.base import ChatModel, ToolCallingChatModel
+from agentkit.models import (
+    ChatModel,
+    ModelOptions,
+    OpenAIChatModel,
+    ScriptedChatModel,
+    ToolCallingChatModel,
+)
 from agentkit.streams import StreamReader, stream_from_list
 from agentkit.testing import (
     Cassette,
@@ -49,7 +53,6 @@ from agentkit.testing import (
     CassetteUnplayedError,
     FakeOpenAIServer,
     Reply,
-    ScriptedChatModel,
     call,
     calls_message,
     cassette,

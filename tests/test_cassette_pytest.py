@@ -16,7 +16,7 @@ CONFTEST = 'pytest_plugins = ["agentkit.testing.pytest_plugin"]\n'
 SUITE = '''
 import pytest
 from agentkit import ChatModelAgent, Runner
-from agentkit.testing import ScriptedChatModel
+from agentkit.models import ScriptedChatModel
 
 
 def live_model():

@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from agentkit import ChatModelAgent, Runner, tool, user_message
 from agentkit.errors import AgentKitValueError
-from agentkit.testing import ScriptedChatModel, call, calls_message, cassette
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message, cassette
 from agentkit.testing._redact import Redactor
 
 PEM_BODY = (

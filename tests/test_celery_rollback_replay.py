@@ -22,7 +22,8 @@ redis = pytest.importorskip("redis")
 
 from agentkit import ChatModelAgent, Message, Role, interrupt, tool  # noqa: E402
 from agentkit.integrations.celery import AgentQueue, SQLiteReplayLedger  # noqa: E402
-from agentkit.testing import ScriptedChatModel, call, calls_message  # noqa: E402
+from agentkit.models import ScriptedChatModel  # noqa: E402
+from agentkit.testing import call, calls_message  # noqa: E402
 from tests.redis_server import redis_url  # noqa: E402,F401
 
 OWNER = "owner"

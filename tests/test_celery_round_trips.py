@@ -22,7 +22,8 @@ from agentkit import ChatModelAgent, Message, Role, tool  # noqa: E402
 from agentkit.integrations._redislog import RedisRunLog, RunRecord  # noqa: E402
 from agentkit.integrations._signing import Sealer  # noqa: E402
 from agentkit.integrations.runs import RunNotFoundError  # noqa: E402
-from agentkit.testing import ScriptedChatModel, call, calls_message  # noqa: E402
+from agentkit.models import ScriptedChatModel  # noqa: E402
+from agentkit.testing import call, calls_message  # noqa: E402
 from tests.redis_server import redis_url  # noqa: E402, F401
 
 

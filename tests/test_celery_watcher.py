@@ -23,8 +23,8 @@ import pytest
 
 redis = pytest.importorskip("redis")
 
+from agentkit import CancelHandle, CancelMode  # noqa: E402
 from agentkit._checkpoints import LeaseKeeper  # noqa: E402
-from agentkit.cancel import CancelHandle, CancelMode  # noqa: E402
 from agentkit.checkpoint import RedisCheckPointStore, lease_for  # noqa: E402
 from agentkit.integrations import _celery_worker  # noqa: E402
 from agentkit.integrations._celery_worker import Watcher, WatchHub  # noqa: E402

@@ -10,14 +10,12 @@ import pytest
 
 from agentkit import (
     AgentCancelledError,
-    AgentConfigError,
     AgentEvent,
     AgentInput,
     AgentRunOption,
     ChatModelAgent,
     ExceedMaxIterationsError,
     ExitTool,
-    InstructionFormatError,
     Message,
     Role,
     Runner,
@@ -36,14 +34,9 @@ from agentkit import (
     with_session_values,
     with_tool_options,
 )
-from agentkit.testing import (
-    ScriptedChatModel,
-    call,
-    calls_message,
-    no_thread_leak,
-    run_events,
-    summarize,
-)
+from agentkit.errors import AgentConfigError, InstructionFormatError
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message, no_thread_leak, run_events, summarize
 
 
 @tool
@@ -210,7 +203,7 @@ def test_output_key_stores_final_text_in_session() -> None:
     second = ChatModelAgent(
         "b", "d", ScriptedChatModel([calls_message(call("peek")), "ok"]), tools=[peek]
     )
-    from agentkit.agents.workflow import SequentialAgent
+    from agentkit import SequentialAgent
 
     run(SequentialAgent("s", "d", [agent, second]))  # type: ignore[arg-type]
     assert seen == ["the answer"]

@@ -19,8 +19,10 @@ from agentkit.checkpoint import (
     PickleSerializer,
     _codec,
     _decode,
-    base,
     lease_for,
+)
+from agentkit.checkpoint import (
+    _base as base,
 )
 from agentkit.checkpoint._attrs_state import attrs_field_names
 from agentkit.checkpoint._scan import check_stream
@@ -28,7 +30,7 @@ from agentkit.errors import CheckpointError
 from agentkit.schema import FunctionCall, Message, Role, ToolCall
 
 pytestmark = pytest.mark.filterwarnings(
-    "ignore::agentkit.checkpoint.serializer.UnsignedCheckpointWarning"
+    "ignore::agentkit.checkpoint.UnsignedCheckpointWarning"
 )
 
 HEADER = b"AGKCKPT\x02\x00"  # version 2, unsigned

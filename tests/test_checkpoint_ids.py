@@ -20,7 +20,8 @@ from agentkit.checkpoint import (
     RedisCheckPointStore,
     SQLiteCheckPointStore,
 )
-from agentkit.testing import ScriptedChatModel, call, calls_message
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message
 from tests.redis_server import redis_url  # noqa: F401 (a session fixture)
 
 ODD_IDS = ["lone \ud800 surrogate", "nul\x00byte", "run:42:cancel", "\udfff"]

@@ -26,7 +26,8 @@ from agentkit.checkpoint import (
 )
 from agentkit.checkpoint._binding import dumps_for_store, loads_for_store
 from agentkit.errors import CheckpointError
-from agentkit.testing import ScriptedChatModel, call, calls_message
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message
 from tests.redis_server import redis_url  # noqa: F401 (a session fixture)
 
 NEW = b"n" * 32

@@ -27,7 +27,8 @@ from agentkit.checkpoint import (
     lease_for,
 )
 from agentkit.errors import CheckpointConsumedError, CheckpointNotFoundError
-from agentkit.testing import ManualClock, ScriptedChatModel, call, calls_message
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import ManualClock, call, calls_message
 from tests.test_durable_steps import add
 
 SERIALIZER = PickleSerializer(b"prune tests key, 32 bytes long!!")

@@ -27,7 +27,8 @@ from agentkit.checkpoint import (
     SQLiteCheckPointStore,
 )
 from agentkit.checkpoint.base import rebases
-from agentkit.testing import ScriptedChatModel, call, calls_message
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message
 from tests.redis_server import redis_url  # noqa: F401 (a session fixture)
 from tests.test_durable_steps import add
 
@@ -39,7 +40,7 @@ SERIALIZER = PickleSerializer(KEY)
 def directory_syncs(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     """The directories ``fsync``-ed by the file store (the real call still runs)."""
     import agentkit.checkpoint._atomic as atomic
-    import agentkit.checkpoint.file as file
+    import agentkit.checkpoint._file as file
     from agentkit.checkpoint._files import fsync_directory as real
 
     synced: list[Path] = []
@@ -192,7 +193,7 @@ def test_redis_set_base_replaces_the_base_and_drops_the_records(
 @pytest.fixture
 def sqlite_writes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """How the SQLite store commits each checkpoint write: ``"synced"`` or ``"unsynced"``."""
-    import agentkit.checkpoint.sqlite as module
+    import agentkit.checkpoint._sqlite as module
 
     real_synced, real_transaction = module._synced, module._transaction
     seen: list[str] = []

@@ -22,14 +22,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from agentkit import CancelMode
 from agentkit._persist import persisted_names
-from agentkit.cancel import CancelMode
 from agentkit.checkpoint import PickleSerializer, UnsignedCheckpointWarning, _codec
 from agentkit.errors import CheckpointError
 from agentkit.schema import FunctionCall, Message, Role, ToolCall
 
 pytestmark = pytest.mark.filterwarnings(
-    "ignore::agentkit.checkpoint.serializer.UnsignedCheckpointWarning"
+    "ignore::agentkit.checkpoint.UnsignedCheckpointWarning"
 )
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -15,7 +15,7 @@ from agentkit.errors import CheckpointError
 from tests.test_checkpoint_serializer import KEY, OTHER_KEY, Order, serializer_for, unsigned
 
 pytestmark = pytest.mark.filterwarnings(
-    "ignore::agentkit.checkpoint.serializer.UnsignedCheckpointWarning"
+    "ignore::agentkit.checkpoint.UnsignedCheckpointWarning"
 )
 
 

@@ -399,7 +399,8 @@ def test_the_runner_signs_by_default_and_binds_checkpoints_to_their_store(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from agentkit import ChatModelAgent, Runner, interrupt, tool, with_checkpoint_id
-    from agentkit.testing import ScriptedChatModel, call, calls_message
+    from agentkit.models import ScriptedChatModel
+    from agentkit.testing import call, calls_message
 
     monkeypatch.delenv("AGENTKIT_CHECKPOINT_KEY", raising=False)
 

@@ -12,8 +12,9 @@ from agentkit.compaction import (
     ToolResultReductionMiddleware,
     approximate_tokens,
 )
+from agentkit.models import ScriptedChatModel
 from agentkit.schema import assistant_message, system_message, user_message
-from agentkit.testing import ScriptedChatModel, call, calls_message
+from agentkit.testing import call, calls_message
 
 
 @tool

@@ -15,6 +15,7 @@ from agentkit import (
     ModelRetryConfig,
     Role,
     Runner,
+    ToolCallInfo,
     tool,
 )
 from agentkit.backends import InMemoryBackend
@@ -25,9 +26,9 @@ from agentkit.compaction import (
 )
 from agentkit.errors import AgentKitTypeError
 from agentkit.middlewares import SkillMiddleware
+from agentkit.models import ScriptedChatModel
 from agentkit.schema import assistant_message, user_message
-from agentkit.testing import ScriptedChatModel, call, calls_message
-from agentkit.tools.base import ToolCallInfo
+from agentkit.testing import call, calls_message
 
 
 def history(turns: int) -> list[Message]:
@@ -448,7 +449,7 @@ def test_emit_internal_events() -> None:
 
 
 def test_internal_events_stay_out_of_the_next_agents_history_and_the_result() -> None:
-    from agentkit.agents.workflow import SequentialAgent
+    from agentkit.agents._workflow import SequentialAgent
 
     summarizer = ScriptedChatModel(["SUMMARIZER REPLY"])
     first = ChatModelAgent(

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from agentkit import (
+    AgentEvent,
     AgentRun,
     AgentTool,
     BaseAgent,
@@ -28,8 +29,8 @@ from agentkit import (
     with_checkpoint_id,
 )
 from agentkit.checkpoint import InMemoryCheckPointStore
-from agentkit.events import AgentEvent
-from agentkit.testing import ScriptedChatModel, call, calls_message, run_events
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message, run_events
 from agentkit.tools import CompositeInterrupt
 
 

@@ -15,19 +15,18 @@ from hypothesis import given, settings
 from agentkit import (
     AudioPart,
     ChatModelAgent,
-    ContentPartError,
     FilePart,
     ImagePart,
     Message,
     Role,
     Runner,
-    ScriptedChatModel,
     TextPart,
     concat_messages,
     user_message,
 )
 from agentkit.checkpoint import PickleSerializer
-from agentkit.errors import AgentKitError
+from agentkit.errors import AgentKitError, ContentPartError
+from agentkit.models import ScriptedChatModel
 from agentkit.schema import (
     MESSAGE_ID_KEY,
     ContentPart,

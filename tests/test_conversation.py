@@ -25,8 +25,8 @@ from agentkit import (
 )
 from agentkit.checkpoint import InMemoryCheckPointStore
 from agentkit.conversation import InMemoryConversationStore, keep_last_turns
-from agentkit.models import OpenAIChatModel
-from agentkit.testing import FakeOpenAIServer, ScriptedChatModel, call, calls_message
+from agentkit.models import OpenAIChatModel, ScriptedChatModel
+from agentkit.testing import FakeOpenAIServer, call, calls_message
 from tests.redis_server import redis_url  # noqa: F401 (a session fixture)
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -221,7 +221,8 @@ SCRIPT = textwrap.dedent(
     from agentkit import with_checkpoint_id, with_conversation_id
     from agentkit.checkpoint import FileCheckPointStore
     from agentkit.conversation import {store_class}
-    from agentkit.testing import ScriptedChatModel, call, calls_message
+    from agentkit.models import ScriptedChatModel
+    from agentkit.testing import call, calls_message
 
     @tool
     def confirm(action: str) -> str:
@@ -297,7 +298,7 @@ class BrokenAppend(InMemoryConversationStore):
 
 
 def test_a_turn_that_cannot_be_appended_ends_with_a_conversation_store_error() -> None:
-    from agentkit import ConversationStoreError
+    from agentkit.errors import ConversationStoreError
 
     runner = Runner(
         ChatModelAgent("bot", "d", ScriptedChatModel(["hi"])), conversation_store=BrokenAppend()

@@ -21,7 +21,8 @@ from agentkit.conversation import (
     load_events,
     rollback,
 )
-from agentkit.testing import ScriptedChatModel, call, calls_message
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message
 
 
 def test_events_name_the_agent_and_run_path_of_each_message() -> None:

@@ -19,9 +19,6 @@ from agentkit import (
     AgentKitError,
     ChatModelAgent,
     ConversationBusyError,
-    ConversationError,
-    ConversationRecordError,
-    ConversationStoreError,
     Message,
     Runner,
     assistant_message,
@@ -37,7 +34,8 @@ from agentkit.conversation import (
     SQLiteConversationStore,
 )
 from agentkit.conversation.conformance import check_bad_records_are_reported
-from agentkit.testing import ScriptedChatModel
+from agentkit.errors import ConversationError, ConversationRecordError, ConversationStoreError
+from agentkit.models import ScriptedChatModel
 from tests.redis_server import redis_url  # noqa: F401 (a session fixture)
 
 KINDS = ["memory", "file", "sqlite", "redis"]

@@ -34,7 +34,8 @@ from agentkit.conversation import (
     RedisConversationStore,
     SQLiteConversationStore,
 )
-from agentkit.testing import ScriptedChatModel, call, calls_message, no_thread_leak
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message, no_thread_leak
 from tests.redis_server import redis_url  # noqa: F401 (a session fixture)
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -206,7 +207,7 @@ REPEAT = """
 import sys
 from agentkit import ChatModelAgent, Runner, with_conversation_id
 from agentkit.conversation import SQLiteConversationStore
-from agentkit.testing import ScriptedChatModel
+from agentkit.models import ScriptedChatModel
 store = SQLiteConversationStore(sys.argv[1])
 model = ScriptedChatModel(["a second answer"])
 result = Runner(ChatModelAgent("forecaster", "d", model), conversation_store=store).invoke(

@@ -56,11 +56,11 @@ from agentkit import (
 from agentkit._checkpoints import load_checkpoint
 from agentkit.checkpoint import (
     FileCheckPointStore,
+    PickleSerializer,
     RedisCheckPointStore,
     SQLiteCheckPointStore,
     lease_for,
 )
-from agentkit.checkpoint.serializer import PickleSerializer
 from agentkit.models import OpenAIChatModel
 from agentkit.testing import FakeOpenAIServer, Reply
 from tests.durable_support import KINDS, Effects, Tools, build, reply_for_request

@@ -32,9 +32,9 @@ from agentkit import (
     Runner,
     event_from_message,
     interrupt,
+    new_transfer_to_agent_action,
     set_sub_agents,
     tool,
-    transfer_action,
     with_cancel,
     with_checkpoint_id,
 )
@@ -265,7 +265,7 @@ def test_a_declared_agent_that_transferred_is_not_resumed_again() -> None:
         def execute(self, run: AgentRun) -> None:
             type(self).turns += 1
             run.save_state({"step": 1})
-            run.emit(AgentEvent(action=transfer_action("asker")))
+            run.emit(AgentEvent(action=new_transfer_to_agent_action("asker")))
 
     asker = _Ask()
     asker.name = "asker"

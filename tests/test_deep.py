@@ -13,12 +13,11 @@ from typing import Any
 import pytest
 
 from agentkit import (
-    AgentConfigError,
     AgentEvent,
     AgentInput,
     AgentRunOption,
+    AsyncIterator,
     ChatModelAgent,
-    ItemIterator,
     Message,
     ModelError,
     ModelRetryConfig,
@@ -33,11 +32,13 @@ from agentkit import (
 )
 from agentkit.backends import InMemoryBackend
 from agentkit.checkpoint import InMemoryCheckPointStore
+from agentkit.errors import AgentConfigError
+from agentkit.models import ScriptedChatModel
 from agentkit.prebuilt import deep
 from agentkit.prebuilt._deep_prompts import TASK_PROMPT
 from agentkit.prebuilt._deep_tools import TaskTool
 from agentkit.schema import assistant_message, user_message
-from agentkit.testing import ScriptedChatModel, call, calls_message, run_events, summarize
+from agentkit.testing import call, calls_message, run_events, summarize
 
 
 def kinds(events: list[AgentEvent]) -> list[tuple[str, list[str], str, str, str | None]]:
@@ -54,7 +55,7 @@ class SpyAgent:
         self.inputs: list[AgentInput] = []
         self.parent_values: list[Any] = []
 
-    def run(self, input: AgentInput, *options: AgentRunOption) -> ItemIterator[AgentEvent]:
+    def run(self, input: AgentInput, *options: AgentRunOption) -> AsyncIterator[AgentEvent]:
         self.inputs.append(input)
         self.parent_values.append(get_session_value("parent_key"))
         text = self.answer if self.answer is not None else self.description

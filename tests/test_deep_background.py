@@ -36,8 +36,9 @@ from agentkit import (
 )
 from agentkit.backends import LocalShell
 from agentkit.checkpoint import InMemoryCheckPointStore
+from agentkit.models import ScriptedChatModel
 from agentkit.prebuilt import deep
-from agentkit.testing import ScriptedChatModel, call, calls_message, no_thread_leak
+from agentkit.testing import call, calls_message, no_thread_leak
 
 KEY = deep.SESSION_KEY_BACKGROUND_TASKS
 GUARD = 20.0  # seconds: a guard against hangs, never a pace

@@ -10,7 +10,6 @@ import pytest
 from agentkit import (
     Agent,
     AgentCancelledError,
-    AgentConfigError,
     AgentEvent,
     AgentInput,
     AgentRunOption,
@@ -27,6 +26,7 @@ from agentkit import (
     Runner,
     SequentialAgent,
     ToolInfo,
+    agent_with_deterministic_transfer_to,
     assistant_message,
     event_from_message,
     get_session_value,
@@ -42,16 +42,11 @@ from agentkit import (
     with_checkpoint_id,
     with_session_values,
 )
-from agentkit.agents.deterministic import agent_with_deterministic_transfer_to
 from agentkit.checkpoint import InMemoryCheckPointStore
+from agentkit.errors import AgentConfigError
+from agentkit.models import ScriptedChatModel
 from agentkit.prebuilt import supervisor
-from agentkit.testing import (
-    ScriptedChatModel,
-    call,
-    calls_message,
-    run_events,
-    summarize,
-)
+from agentkit.testing import call, calls_message, run_events, summarize
 from tests.transfer_support import context, transfer, transfer_instruction
 
 TRANSFER_TOOL_NAME = "transfer_to_agent"

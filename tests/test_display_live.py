@@ -7,12 +7,22 @@ from typing import Any
 
 import pytest
 
-from agentkit import ChatModelAgent, Message, Runner, interrupt, print_events, set_sub_agents, tool
-from agentkit import display as display_module
+from agentkit import (
+    ChatModelAgent,
+    InterruptContext,
+    InterruptInfo,
+    Message,
+    Runner,
+    interrupt,
+    print_events,
+    set_sub_agents,
+    tool,
+)
+from agentkit import _display as display_module
 from agentkit.display import live
-from agentkit.events import InterruptContext, InterruptInfo
+from agentkit.models import ScriptedChatModel
 from agentkit.schema import assistant_message, tool_message
-from agentkit.testing import ScriptedChatModel, call, calls_message
+from agentkit.testing import call, calls_message
 
 
 class Recorder:

@@ -26,7 +26,7 @@ import pytest
 from agentkit import Approve, Message, Reject, Role, Runner, UnfinishedToolCall, with_checkpoint_id
 from agentkit._checkpoints import load_checkpoint
 from agentkit.checkpoint import InMemoryCheckPointStore, PickleSerializer
-from agentkit.models.scripted import ScriptedChatModel
+from agentkit.models import ScriptedChatModel
 from agentkit.testing import no_thread_leak
 from tests.durable_support import (
     KINDS,

@@ -33,7 +33,6 @@ from agentkit import (
     ModelState,
     ParallelAgent,
     Reject,
-    ResumeError,
     Role,
     RunLimits,
     Runner,
@@ -55,7 +54,9 @@ from agentkit.checkpoint import (
     PickleSerializer,
     lease_for,
 )
-from agentkit.testing import ScriptedChatModel, call, calls_message, no_thread_leak, run_events
+from agentkit.errors import ResumeError
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message, no_thread_leak, run_events
 from agentkit.tools import is_idempotent
 from tests.durable_support import Crash, copy_of
 
@@ -898,7 +899,8 @@ KILLED_SEND = """
 import os, signal, sys
 from agentkit import ChatModelAgent, Runner, RunLimits, tool, tool_call_key, with_checkpoint_id
 from agentkit.checkpoint import PickleSerializer, SQLiteCheckPointStore
-from agentkit.testing import ScriptedChatModel, call, calls_message
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message
 
 path, effects = sys.argv[1], sys.argv[2]
 

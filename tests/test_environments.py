@@ -8,7 +8,8 @@ import json
 from collections.abc import Iterator
 
 from agentkit import ChatModelAgent, Runner, tool
-from agentkit.testing import ScriptedChatModel, call, calls_message, no_thread_leak
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message, no_thread_leak
 
 
 @tool

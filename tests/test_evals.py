@@ -53,7 +53,8 @@ from agentkit.evals import (
     ToolCalled,
     evaluate,
 )
-from agentkit.testing import ScriptedChatModel, call, calls_message, no_thread_leak
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message, no_thread_leak
 
 GUARD = 30.0  # a failure guard for waits, never a pace
 

@@ -14,7 +14,7 @@ SETUP = """
 import re
 from agentkit import ChatModelAgent
 from agentkit.evals import Case, Contains, evaluate
-from agentkit.testing import ScriptedChatModel
+from agentkit.models import ScriptedChatModel
 
 def reply(messages):
     a, b = map(int, re.findall(r"\\d+", messages[-1].content))

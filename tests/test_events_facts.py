@@ -27,15 +27,16 @@ from agentkit import (
     Runner,
     TransferToAgentAction,
     assistant_message,
-    break_loop_action,
     event_from_message,
+    new_break_loop_action,
     pipe,
     print_events,
     stream_from_list,
 )
+from agentkit.models import ScriptedChatModel
 from agentkit.schema import Message
 from agentkit.streams import StreamReader, StreamWriter
-from agentkit.testing import ScriptedChatModel, no_thread_leak
+from agentkit.testing import no_thread_leak
 
 GUARD = 30.0  # a failure guard for waits, never a pace
 
@@ -172,7 +173,7 @@ def test_a_loop_marks_a_copy_of_a_break_and_leaves_the_event_as_sent() -> None:
             def work(generator: Any) -> None:
                 event = attrs.evolve(
                     event_from_message(assistant_message("stop"), None, Role.ASSISTANT),
-                    action=break_loop_action("B"),
+                    action=new_break_loop_action("B"),
                 )
                 sent.append(event)
                 generator.send(event)

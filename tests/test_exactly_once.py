@@ -40,9 +40,9 @@ from agentkit import (
     with_session_values,
 )
 from agentkit.checkpoint import FileCheckPointStore, InMemoryCheckPointStore
+from agentkit.models import ScriptedChatModel
 from agentkit.testing import (
     ManualClock,
-    ScriptedChatModel,
     call,
     calls_message,
     no_thread_leak,
@@ -283,7 +283,8 @@ def test_the_lease_of_a_killed_process_expires(tmp_path: Path) -> None:
         sys.path.insert(0, {str(ROOT)!r})
         from agentkit import ChatModelAgent, Runner, interrupt, tool, with_checkpoint_id
         from agentkit.checkpoint import FileCheckPointStore
-        from agentkit.testing import ScriptedChatModel, call, calls_message, summarize
+        from agentkit.models import ScriptedChatModel
+        from agentkit.testing import call, calls_message, summarize
 
         @tool
         def pay(amount: int) -> str:

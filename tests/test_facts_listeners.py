@@ -21,7 +21,9 @@ import pytest
 from agentkit import (
     AgentEvent,
     ChatModelAgent,
+    InterruptInfo,
     Runner,
+    RunStep,
     SequentialAgent,
     interrupt,
     tool,
@@ -30,9 +32,9 @@ from agentkit import (
 )
 from agentkit.checkpoint import InMemoryCheckPointStore
 from agentkit.conversation import InMemoryConversationStore
-from agentkit.events import InterruptInfo, RunStep
+from agentkit.models import ScriptedChatModel
 from agentkit.schema import FunctionCall, Message, Role, ToolCall
-from agentkit.testing import ScriptedChatModel, call, calls_message
+from agentkit.testing import call, calls_message
 
 ASKED = {"to": "ACME", "amount": 12}
 FORGED = json.dumps({"to": "MALLORY", "amount": 9999})

@@ -18,14 +18,7 @@ from typing import Any
 
 import pytest
 
-from agentkit import (
-    AgentConfigError,
-    AgentContext,
-    ChatModelAgent,
-    Runner,
-    ToolCallInfo,
-    tool,
-)
+from agentkit import AgentContext, ChatModelAgent, Runner, ToolCallInfo, tool
 from agentkit.backends import (
     ExecuteResult,
     GrepMatch,
@@ -33,9 +26,11 @@ from agentkit.backends import (
     LocalBackend,
     LocalShell,
 )
+from agentkit.errors import AgentConfigError
 from agentkit.middlewares import FilesystemMiddleware, OffloadLargeResults
 from agentkit.middlewares.filesystem import EXECUTE, FILE_TOOLS, default_offload_path, file_tools
-from agentkit.testing import ScriptedChatModel, call, calls_message, run_events, summarize
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message, run_events, summarize
 
 FILES = {
     "file1.txt": "line1\nline2\nline3\nline4\nline5",

@@ -25,7 +25,8 @@ from agentkit.integrations.flask import (
     sse_response,
 )
 from agentkit.integrations.runs import LocalRuns
-from agentkit.testing import ScriptedChatModel, call, calls_message
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message
 
 
 def frames(body: str) -> list[tuple[str | None, str, Any]]:

@@ -16,7 +16,6 @@ import pytest
 from agentkit import (
     Agent,
     AgentCancelledError,
-    AgentConfigError,
     AgentEvent,
     AgentInput,
     AgentRunOption,
@@ -47,14 +46,9 @@ from agentkit import (
     with_skip_transfer_messages,
 )
 from agentkit.checkpoint import InMemoryCheckPointStore
-from agentkit.testing import (
-    ScriptedChatModel,
-    call,
-    calls_message,
-    no_thread_leak,
-    run_events,
-    summarize,
-)
+from agentkit.errors import AgentConfigError
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message, no_thread_leak, run_events, summarize
 from tests.transfer_support import context, transfer, transfer_instruction
 
 TRANSFER_TOOL = ToolInfo(

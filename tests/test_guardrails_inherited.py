@@ -28,8 +28,9 @@ from agentkit import (
 from agentkit.checkpoint import InMemoryCheckPointStore
 from agentkit.errors import AgentConfigError
 from agentkit.guardrails import ToolAllowList
+from agentkit.models import ScriptedChatModel
 from agentkit.prebuilt import deep, supervisor
-from agentkit.testing import ScriptedChatModel, call, calls_message, no_thread_leak
+from agentkit.testing import call, calls_message, no_thread_leak
 from tests.transfer_support import transfer
 
 

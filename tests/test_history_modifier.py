@@ -12,7 +12,6 @@ from agentkit import (
     CheckpointError,
     InterruptInfo,
     Message,
-    ResumeError,
     Runner,
     interrupt,
     tool,
@@ -23,7 +22,9 @@ from agentkit._checkpoints import load_checkpoint
 from agentkit._interrupt import ToolRoundState
 from agentkit.agents.chatmodel import ChatModelAgentResumeData
 from agentkit.checkpoint import InMemoryCheckPointStore, PickleSerializer
-from agentkit.testing import ScriptedChatModel, call, calls_message, no_thread_leak
+from agentkit.errors import ResumeError
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message, no_thread_leak
 
 KEY = b"history modifier tests key of 32"
 SERIALIZER = PickleSerializer(KEY)

@@ -17,7 +17,8 @@ import pytest
 
 from agentkit import ChatModelAgent, Runner, tool
 from agentkit.integrations.runs import LocalRuns, RunStateError
-from agentkit.testing import ScriptedChatModel, call, calls_message
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message
 from tests.redis_server import redis_url  # noqa: F401 (a session fixture)
 
 GUARD = 60.0

@@ -39,14 +39,8 @@ from agentkit import (
     with_session_values,
 )
 from agentkit.checkpoint import InMemoryCheckPointStore
-from agentkit.testing import (
-    ScriptedChatModel,
-    call,
-    calls_message,
-    no_thread_leak,
-    run_events,
-    summarize,
-)
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message, no_thread_leak, run_events, summarize
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -477,7 +471,8 @@ def test_resume_in_another_process(kind: str, tmp_path: Path) -> None:
         sys.path.insert(0, {str(ROOT)!r})
         from agentkit import ChatModelAgent, Runner, interrupt, tool, with_checkpoint_id
         from agentkit.checkpoint import FileCheckPointStore, SQLiteCheckPointStore
-        from agentkit.testing import ScriptedChatModel, call, calls_message, summarize
+        from agentkit.models import ScriptedChatModel
+        from agentkit.testing import call, calls_message, summarize
 
         @tool
         def pay(amount: int) -> str:

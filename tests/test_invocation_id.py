@@ -8,6 +8,7 @@ from typing import Any
 import attrs
 
 from agentkit import (
+    AgentEvent,
     AgentTool,
     ChatModelAgent,
     Runner,
@@ -18,8 +19,8 @@ from agentkit import (
     with_checkpoint_id,
 )
 from agentkit.checkpoint import InMemoryCheckPointStore
-from agentkit.events import AgentEvent
-from agentkit.testing import ScriptedChatModel, call, calls_message, run_events
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message, run_events
 
 
 @tool

@@ -17,8 +17,8 @@ from agentkit import (
     with_checkpoint_id,
 )
 from agentkit.checkpoint import InMemoryCheckPointStore
-from agentkit.models import OpenAIChatModel
-from agentkit.testing import FakeOpenAIServer, Reply, ScriptedChatModel, call, calls_message
+from agentkit.models import OpenAIChatModel, ScriptedChatModel
+from agentkit.testing import FakeOpenAIServer, Reply, call, calls_message
 
 
 @tool

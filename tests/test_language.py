@@ -15,11 +15,12 @@ from agentkit.backends import LocalBackend
 from agentkit.compaction import SUMMARY_INSTRUCTION, SummarizationMiddleware
 from agentkit.language import LANGUAGES, get_language, set_language
 from agentkit.middlewares import SkillMiddleware
+from agentkit.models import ScriptedChatModel
 from agentkit.prebuilt import _deep_prompts as deep_prompts
 from agentkit.prebuilt import _planexecute_prompts as pe_prompts
 from agentkit.prebuilt import deep, planexecute
 from agentkit.schema import Role, user_message
-from agentkit.testing import ScriptedChatModel, call, calls_message, run_events
+from agentkit.testing import call, calls_message, run_events
 from agentkit.tools.transfer import transfer_instruction
 
 

@@ -25,7 +25,8 @@ import pytest
 from agentkit import ChatModelAgent, Message, Runner, tool, with_checkpoint_id
 from agentkit.checkpoint import PickleSerializer, RedisCheckPointStore, lease_for
 from agentkit.errors import CheckpointBusyError, CheckpointError
-from agentkit.testing import ManualClock, ScriptedChatModel, call, calls_message, no_thread_leak
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import ManualClock, call, calls_message, no_thread_leak
 from tests.redis_server import redis_url  # noqa: F401 (a session fixture)
 
 SERIALIZER = PickleSerializer(b"lease key tests' key of 32 bytes")

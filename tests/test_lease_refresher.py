@@ -25,10 +25,10 @@ from agentkit._checkpoints import LeaseKeeper
 from agentkit._clock import SYSTEM_CLOCK
 from agentkit._refresher import REFRESHER, Refreshed, Refresher
 from agentkit.checkpoint import InMemoryCheckPointStore
+from agentkit.models import ScriptedChatModel
 from agentkit.testing import (
     Clock,
     ManualClock,
-    ScriptedChatModel,
     call,
     calls_message,
     no_thread_leak,

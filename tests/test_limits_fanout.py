@@ -21,8 +21,10 @@ import pytest
 
 from agentkit import (
     AgentTool,
+    CancelMode,
     ChatModelAgent,
     Message,
+    ModelPricing,
     ParallelAgent,
     ResponseMeta,
     RunLimitError,
@@ -37,11 +39,10 @@ from agentkit import (
 )
 from agentkit._observe import CallEstimate, UsageLedger
 from agentkit._scope import RunScope
-from agentkit.cancel import CancelMode
 from agentkit.errors import AgentCancelledError
-from agentkit.limits import ModelPricing
+from agentkit.models import ScriptedChatModel
 from agentkit.schema import Role
-from agentkit.testing import ScriptedChatModel, call, calls_message, no_thread_leak
+from agentkit.testing import call, calls_message, no_thread_leak
 
 FAN_OUT = 6
 CALL_COST = 0.05  # every model call: 40,000 prompt + 5,000 completion tokens at the prices below

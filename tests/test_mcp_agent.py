@@ -24,7 +24,8 @@ from agentkit import (
 )
 from agentkit.checkpoint import InMemoryCheckPointStore
 from agentkit.mcp import MCPClient, MCPTool
-from agentkit.testing import ScriptedChatModel, call, calls_message, no_thread_leak
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message, no_thread_leak
 from tests.mcp_servers.support import client_over, http_server, toolbox_client, wait_until
 
 

@@ -14,7 +14,8 @@ pytest.importorskip("mcp")
 from agentkit import ChatModelAgent, Message, Role, Runner, with_checkpoint_id
 from agentkit.checkpoint import InMemoryCheckPointStore
 from agentkit.mcp import MCPClient, MCPElicitation, MCPServerError, MCPTool
-from agentkit.testing import ScriptedChatModel, call, calls_message
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message
 
 LIBRARY = Path(__file__).resolve().parent / "mcp_servers" / "library.py"
 

@@ -34,7 +34,8 @@ from agentkit import (
 from agentkit.mcp import MCPClient, MCPClientClosedError, MCPConnectionError, MCPProtocolError
 from agentkit.mcp._http import BodySize, EventSize
 from agentkit.mcp._stdio import LineSplitter, LineTooLongError
-from agentkit.testing import ScriptedChatModel, call, calls_message, no_thread_leak
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message, no_thread_leak
 from tests.mcp_servers.support import (
     ROGUE,
     http_server,

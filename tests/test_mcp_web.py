@@ -13,7 +13,8 @@ import pytest
 
 from agentkit import ChatModelAgent, Message, Role, Runner
 from agentkit.mcp import MCPClient, MCPTool
-from agentkit.testing import ScriptedChatModel, call, calls_message
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message
 from tests.mcp_servers.support import toolbox_client
 
 flask = pytest.importorskip("flask")

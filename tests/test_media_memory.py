@@ -42,7 +42,8 @@ def test_a_checkpoint_holds_an_image_once_however_many_messages_share_it(
 ) -> None:
     from agentkit import ChatModelAgent, Runner, interrupt, tool, with_checkpoint_id
     from agentkit.checkpoint import FileCheckPointStore
-    from agentkit.testing import ScriptedChatModel, call, calls_message
+    from agentkit.models import ScriptedChatModel
+    from agentkit.testing import call, calls_message
 
     previous = set_part_limits(PartLimits(max_part_bytes=30 * MiB))
     try:

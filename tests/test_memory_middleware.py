@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 from agentkit import (
-    AgentConfigError,
     ChatModelAgent,
     Message,
     Role,
@@ -22,6 +21,7 @@ from agentkit import (
     with_session_values,
 )
 from agentkit.checkpoint import InMemoryCheckPointStore
+from agentkit.errors import AgentConfigError
 from agentkit.memory import (
     EXTRACT_INSTRUCTION,
     MAX_EXTRACTED,
@@ -31,7 +31,8 @@ from agentkit.memory import (
     SQLiteMemoryStore,
     model_extractor,
 )
-from agentkit.testing import ScriptedChatModel, call, calls_message, no_thread_leak, run_events
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message, no_thread_leak, run_events
 
 
 def by_user(values: Any) -> str:

@@ -13,14 +13,12 @@ import attrs
 import pytest
 
 from agentkit import (
-    AgentConfigError,
     AgentContext,
     AgentEvent,
     AgentMiddleware,
     AgentOutput,
     ChatModelAgent,
     Message,
-    ModelOptions,
     ModelState,
     Role,
     Runner,
@@ -33,15 +31,10 @@ from agentkit import (
     tool,
     user_message,
 )
+from agentkit.errors import AgentConfigError
 from agentkit.middleware import ModelCallable, ToolInvoke
-from agentkit.testing import (
-    ScriptedChatModel,
-    call,
-    calls_message,
-    no_thread_leak,
-    run_events,
-    summarize,
-)
+from agentkit.models import ModelOptions, ScriptedChatModel
+from agentkit.testing import call, calls_message, no_thread_leak, run_events, summarize
 
 BOTH_MODES = pytest.mark.parametrize("streaming", [False, True], ids=["invoke", "stream"])
 

@@ -7,8 +7,8 @@ import attrs
 
 from agentkit import AgentMiddleware, ChatModelAgent, Message, Role, Runner, tool
 from agentkit.middleware import ModelCallable, ModelEventSender
-from agentkit.models.base import ModelOptions
-from agentkit.testing import ScriptedChatModel, call, calls_message, run_events
+from agentkit.models import ModelOptions, ScriptedChatModel
+from agentkit.testing import call, calls_message, run_events
 
 SECRET = "hunter2"
 

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import attrs
 
 from agentkit import (
+    AgentEvent,
     AgentMiddleware,
     ChatModelAgent,
     ImagePart,
@@ -19,16 +20,16 @@ from agentkit import (
     stream_from_iterator,
     tool,
 )
-from agentkit.events import AgentEvent
 from agentkit.middleware import (
     ContentToolInvoke,
     StreamToolInvoke,
     ToolEventSender,
     ToolInvoke,
 )
+from agentkit.models import ScriptedChatModel
 from agentkit.schema import ContentPart
 from agentkit.streams import StreamReader
-from agentkit.testing import ScriptedChatModel, call, calls_message, run_events
+from agentkit.testing import call, calls_message, run_events
 from tests.media_samples import png
 
 SECRET = "hunter2"

@@ -14,12 +14,10 @@ import pytest
 
 from agentkit import (
     AgentCancelledError,
-    AgentConfigError,
     APIStatusError,
     BadRequestError,
     CancelHandle,
     ChatModelAgent,
-    FailoverChatModel,
     Message,
     ModelRetryConfig,
     RetryExhaustedError,
@@ -30,7 +28,8 @@ from agentkit import (
     tool,
     with_cancel,
 )
-from agentkit.models import OpenAIChatModel
+from agentkit.errors import AgentConfigError
+from agentkit.models import FailoverChatModel, OpenAIChatModel
 from agentkit.models.failover import FailoverChoice, FailoverContext
 from agentkit.testing import FakeOpenAIServer, Reply, call, summarize
 

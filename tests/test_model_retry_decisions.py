@@ -11,7 +11,6 @@ import pickle
 import pytest
 
 from agentkit import (
-    AgentConfigError,
     ChatModelAgent,
     Message,
     ModelError,
@@ -25,8 +24,9 @@ from agentkit import (
     with_chat_model_options,
 )
 from agentkit.agents.chatmodel import RetryContext, RetryDecision
-from agentkit.models import ModelOptions
-from agentkit.testing import ScriptedChatModel, call, calls_message
+from agentkit.errors import AgentConfigError
+from agentkit.models import ModelOptions, ScriptedChatModel
+from agentkit.testing import call, calls_message
 
 
 def no_wait(attempt: int) -> float:

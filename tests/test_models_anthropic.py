@@ -12,8 +12,15 @@ import attrs
 import httpx
 import pytest
 
-from agentkit import ChatModelAgent, Runner, tool, with_cancel, with_checkpoint_id
-from agentkit.cancel import CancelHandle
+from agentkit import (
+    CancelHandle,
+    ChatModelAgent,
+    ModelPricing,
+    Runner,
+    tool,
+    with_cancel,
+    with_checkpoint_id,
+)
 from agentkit.checkpoint import InMemoryCheckPointStore
 from agentkit.errors import (
     AgentCancelledError,
@@ -24,7 +31,6 @@ from agentkit.errors import (
     RateLimitError,
     ResponseTooLargeError,
 )
-from agentkit.limits import ModelPricing
 from agentkit.models import AnthropicChatModel, FailoverChatModel, ModelOptions, OpenAIChatModel
 from agentkit.schema import (
     Message,

@@ -21,14 +21,13 @@ from agentkit import (
     CancelHandle,
     ChatModelAgent,
     Message,
-    ModelOptions,
     Role,
     Runner,
     StreamReader,
     stream_from_iterator,
     with_cancel,
 )
-from agentkit.models import OpenAIChatModel
+from agentkit.models import ModelOptions, OpenAIChatModel
 from agentkit.schema import ResponseMeta
 from agentkit.testing import no_thread_leak
 from tests.misbehaving_server import (

@@ -16,7 +16,6 @@ import pytest
 from agentkit import (
     AudioPart,
     ChatModelAgent,
-    ContentPartError,
     FilePart,
     ImagePart,
     Message,
@@ -27,6 +26,7 @@ from agentkit import (
     tool,
     user_message,
 )
+from agentkit.errors import ContentPartError
 from agentkit.models import OpenAIChatModel
 from agentkit.testing import FakeOpenAIServer, Reply, call
 from tests.media_samples import mp3, pdf, png, wav

@@ -8,8 +8,14 @@ from typing import Any
 
 import pytest
 
-from agentkit import ChatModelAgent, ConcurrencyLimit, Runner, with_cancel
-from agentkit.cancel import CancelHandle
+from agentkit import (
+    CancelHandle,
+    ChatModelAgent,
+    ConcurrencyLimit,
+    ModelPricing,
+    Runner,
+    with_cancel,
+)
 from agentkit.errors import (
     AgentCancelledError,
     APIConnectionError,
@@ -17,7 +23,6 @@ from agentkit.errors import (
     ResponseTooLargeError,
     SlotTimeoutError,
 )
-from agentkit.limits import ModelPricing
 from agentkit.models import AnthropicChatModel, GeminiChatModel, OpenAIResponsesModel
 from agentkit.schema import concat_messages, user_message
 from agentkit.testing import (

@@ -29,7 +29,6 @@ import pytest
 from agentkit import (
     AudioPart,
     ChatModelAgent,
-    ContentPartError,
     FilePart,
     ImagePart,
     Message,
@@ -37,6 +36,7 @@ from agentkit import (
     tool,
     user_message,
 )
+from agentkit.errors import ContentPartError
 from agentkit.models import (
     AnthropicChatModel,
     FailoverChatModel,

@@ -17,9 +17,10 @@ from agentkit.backends import (
     SandboxBackend,
     SandboxUnavailableError,
 )
-from agentkit.middlewares.filesystem import FilesystemMiddleware
+from agentkit.middlewares import FilesystemMiddleware
+from agentkit.models import ScriptedChatModel
 from agentkit.schema import Message
-from agentkit.testing import ScriptedChatModel, call, calls_message
+from agentkit.testing import call, calls_message
 from tests.media_samples import pdf, png
 
 

@@ -35,10 +35,10 @@ from agentkit._progress import (
     SetField,
 )
 from agentkit._runctx import EventLog, RecordedEvent
-from agentkit.checkpoint import InMemoryCheckPointStore
-from agentkit.checkpoint.serializer import PickleSerializer
+from agentkit.checkpoint import InMemoryCheckPointStore, PickleSerializer
 from agentkit.errors import AgentKitRuntimeError
-from agentkit.testing import ScriptedChatModel, call, calls_message
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message
 from tests.durable_support import copy_of
 
 AGENTS = Path(__file__).resolve().parent.parent / "agentkit" / "agents"

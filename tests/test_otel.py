@@ -33,7 +33,8 @@ from agentkit import (
     with_callbacks,
 )
 from agentkit.integrations.otel import OpenTelemetryHandler
-from agentkit.testing import ScriptedChatModel, call, calls_message
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message
 
 GUARD = 30.0
 

@@ -14,7 +14,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from agentkit import ChatModelAgent, ImagePart, Runner, tool, user_message, with_callbacks
 from agentkit.integrations.otel import OpenTelemetryHandler
-from agentkit.testing import ScriptedChatModel, call, calls_message
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message
 from tests.media_samples import png
 
 IMAGE = png(4, 4)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import pytest
 
 from agentkit import (
-    AgentConfigError,
     ChatModelAgent,
     Message,
     ModelState,
@@ -18,9 +17,11 @@ from agentkit import (
     tool_message,
     user_message,
 )
+from agentkit.errors import AgentConfigError
 from agentkit.middlewares import PatchToolCallsMiddleware
 from agentkit.middlewares.patch_tool_calls import patch_tool_calls, placeholder_text
-from agentkit.testing import ScriptedChatModel, call, calls_message, run_events
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message, run_events
 
 TWO_CALLS = calls_message(call("tool_a", "{}", id="call_1"), call("tool_b", "{}", id="call_2"))
 

@@ -11,7 +11,6 @@ import attrs
 import pytest
 
 from agentkit import (
-    AgentConfigError,
     AgentEvent,
     AgentInput,
     Message,
@@ -29,6 +28,8 @@ from agentkit import (
     with_checkpoint_id,
 )
 from agentkit.checkpoint import InMemoryCheckPointStore
+from agentkit.errors import AgentConfigError
+from agentkit.models import ScriptedChatModel
 from agentkit.prebuilt import planexecute
 from agentkit.prebuilt.planexecute import (
     EXECUTOR_SYSTEM_PROMPT,
@@ -40,14 +41,7 @@ from agentkit.prebuilt.planexecute import (
     Plan,
     PlanExecuteError,
 )
-from agentkit.testing import (
-    ScriptedChatModel,
-    call,
-    calls_message,
-    no_thread_leak,
-    run_events,
-    summarize,
-)
+from agentkit.testing import call, calls_message, no_thread_leak, run_events, summarize
 
 ROOT = "plan_execute_replan"
 PLANNER = [ROOT, "planner"]

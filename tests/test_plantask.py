@@ -12,17 +12,13 @@ from typing import Any
 
 import pytest
 
-from agentkit import (
-    AgentConfigError,
-    AgentContext,
-    ChatModelAgent,
-    Runner,
-    ToolArgumentsError,
-)
+from agentkit import AgentContext, ChatModelAgent, Runner, ToolArgumentsError
 from agentkit.backends import InMemoryBackend, LocalBackend
+from agentkit.errors import AgentConfigError
 from agentkit.middlewares import PlanTaskMiddleware
 from agentkit.middlewares.plantask import TASK_TOOLS
-from agentkit.testing import ScriptedChatModel, call, calls_message, run_events, summarize
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message, run_events, summarize
 
 GUARD = 30.0
 

@@ -19,17 +19,10 @@ import pydantic
 import pytest
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from agentkit import (
-    AgentConfigError,
-    ChatModelAgent,
-    OutputValidationError,
-    Role,
-    Runner,
-    ToolArgumentsError,
-    tool,
-)
-from agentkit.models import OpenAIChatModel
-from agentkit.testing import FakeOpenAIServer, Reply, ScriptedChatModel, call, calls_message
+from agentkit import ChatModelAgent, Role, Runner, ToolArgumentsError, tool
+from agentkit.errors import AgentConfigError, OutputValidationError
+from agentkit.models import OpenAIChatModel, ScriptedChatModel
+from agentkit.testing import FakeOpenAIServer, Reply, call, calls_message
 
 
 class Address(BaseModel):
@@ -373,7 +366,8 @@ def test_agentkit_never_imports_pydantic_for_a_program_without_models() -> None:
         import attrs
         import agentkit
         from agentkit import ChatModelAgent, Runner, tool
-        from agentkit.testing import ScriptedChatModel, call, calls_message
+        from agentkit.models import ScriptedChatModel
+        from agentkit.testing import call, calls_message
 
         @attrs.define
         class Trip:

@@ -19,7 +19,7 @@ redis = pytest.importorskip("redis")
 from agentkit import ChatModelAgent  # noqa: E402
 from agentkit.integrations._redisprefixes import REGISTRY  # noqa: E402
 from agentkit.integrations.runs import RedisPrefixError  # noqa: E402
-from agentkit.testing import ScriptedChatModel  # noqa: E402
+from agentkit.models import ScriptedChatModel  # noqa: E402
 from tests.redis_server import redis_url  # noqa: E402, F401
 
 

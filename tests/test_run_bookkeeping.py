@@ -18,13 +18,17 @@ import pytest
 
 from agentkit import (
     AgentCancelledError,
+    AgentEvent,
     AgentInput,
     AgentTool,
+    CancelMode,
     ChatModelAgent,
     Role,
     Runner,
+    RunStep,
     abort_on_cancel,
     assistant_message,
+    event_from_message,
     tool,
     tool_message,
     with_callbacks,
@@ -34,11 +38,10 @@ from agentkit._interrupt import InterruptSignal, ToolRoundState
 from agentkit._runctx import EventLog, RunFrame, ToolCallFrame, current_frame, use_frame
 from agentkit._scope import RunScope
 from agentkit.agents._react import ReactState, RoundOutcome, ToolItem, return_directly_call
-from agentkit.cancel import CancelMode
-from agentkit.events import AgentEvent, RunStep, event_from_message
+from agentkit.models import ScriptedChatModel
 from agentkit.schema import FunctionCall, ToolCall
 from agentkit.streams import stream_from_list
-from agentkit.testing import ScriptedChatModel, call, calls_message
+from agentkit.testing import call, calls_message
 
 
 @tool

@@ -24,7 +24,8 @@ from agentkit import (
 )
 from agentkit.checkpoint import InMemoryCheckPointStore
 from agentkit.errors import RunClosedError
-from agentkit.testing import ScriptedChatModel, call, calls_message, no_thread_leak
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message, no_thread_leak
 
 GUARD = 30.0  # a failure guard, never a pace: the cancel wakes the sleep at once
 

@@ -23,7 +23,8 @@ from agentkit import (
     with_checkpoint_id,
 )
 from agentkit.checkpoint import InMemoryCheckPointStore, PickleSerializer
-from agentkit.testing import ScriptedChatModel, call, calls_message, no_thread_leak
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message, no_thread_leak
 from tests.durable_support import Crash, copy_of
 
 SERIALIZER = PickleSerializer(b"run-local values tests key of 32")

@@ -32,8 +32,8 @@ from agentkit import (
 )
 from agentkit.checkpoint import InMemoryCheckPointStore
 from agentkit.errors import IncompleteStreamError
-from agentkit.models import OpenAIChatModel
-from agentkit.testing import FakeOpenAIServer, Reply, ScriptedChatModel, call, calls_message
+from agentkit.models import OpenAIChatModel, ScriptedChatModel
+from agentkit.testing import FakeOpenAIServer, Reply, call, calls_message
 
 
 def _reply(text: str, prompt: int, completion: int, calls: list[ToolCall] | None = None) -> Message:
@@ -226,7 +226,8 @@ def test_invoke_runs_in_the_calling_thread() -> None:
     import threading
 
     from agentkit import ChatModelAgent, Runner, tool
-    from agentkit.testing import ScriptedChatModel, call, calls_message
+    from agentkit.models import ScriptedChatModel
+    from agentkit.testing import call, calls_message
 
     seen: list[threading.Thread] = []
 

@@ -36,7 +36,8 @@ from agentkit.integrations.runs import (
     RunEvent,
     run_log_schema,
 )
-from agentkit.testing import ScriptedChatModel, call, calls_message
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message
 
 jsonschema = pytest.importorskip("jsonschema")
 

@@ -33,9 +33,9 @@ from agentkit.integrations.runs import (
     RunOwnerError,
     RunStateError,
 )
-from agentkit.models import ModelOptions
+from agentkit.models import ModelOptions, ScriptedChatModel
 from agentkit.streams import StreamReader, stream_from_iterator, stream_from_list
-from agentkit.testing import ManualClock, ScriptedChatModel, call, calls_message
+from agentkit.testing import ManualClock, call, calls_message
 
 GUARD = 60  # seconds: a failure guard only
 

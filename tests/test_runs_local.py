@@ -21,7 +21,8 @@ from agentkit import (
 )
 from agentkit.checkpoint import InMemoryCheckPointStore
 from agentkit.integrations.runs import LocalRuns, RunNotFoundError, RunStateError
-from agentkit.testing import ScriptedChatModel, call, calls_message
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message
 
 GUARD = 30  # seconds: a failure guard only
 GATE = 100  # seconds a gated tool waits at most: longer than GUARD, so a guard expires first

@@ -11,7 +11,7 @@ import httpx
 from agentkit import ChatModelAgent, Runner
 from agentkit.approvals import ApprovalInbox
 from agentkit.checkpoint import SQLiteCheckPointStore
-from agentkit.testing import ScriptedChatModel
+from agentkit.models import ScriptedChatModel
 from tests.sample_celery import GUARD, serving
 from tests.samples_support import run_sample
 

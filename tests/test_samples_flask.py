@@ -22,7 +22,8 @@ from werkzeug.serving import make_server
 from agentkit import ChatModelAgent, Runner, tool
 from agentkit.checkpoint import InMemoryCheckPointStore
 from agentkit.integrations.runs import LocalRuns
-from agentkit.testing import ScriptedChatModel, call, calls_message
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "samples"

@@ -38,7 +38,8 @@ from agentkit.backends import (
     Shell,
 )
 from agentkit.errors import AgentKitError
-from agentkit.testing import ScriptedChatModel, call, calls_message, run_events
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message, run_events
 
 GUARD = 60.0  # a failure guard only
 REQUIRE_ENV = "AGENTKIT_REQUIRE_SANDBOX"

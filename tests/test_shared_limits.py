@@ -24,12 +24,11 @@ from agentkit import (
     RateLimit,
     RunInfo,
     Runner,
-    SharedLimitError,
-    SlotTimeoutError,
     tool,
     with_callbacks,
     with_cancel,
 )
+from agentkit.errors import SharedLimitError, SlotTimeoutError
 from agentkit.models import OpenAIChatModel
 from agentkit.schema import user_message
 from agentkit.testing import FakeOpenAIServer, Reply, call, no_thread_leak
@@ -317,7 +316,8 @@ def test_a_tool_runs_no_more_calls_at_once_than_its_limit() -> None:
         return key.upper()
 
     calls = [call("lookup", {"key": f"k{n}"}, id=f"c{n}") for n in range(6)]
-    from agentkit.testing import ScriptedChatModel, calls_message
+    from agentkit.models import ScriptedChatModel
+    from agentkit.testing import calls_message
 
     model = ScriptedChatModel([calls_message(*calls), "all looked up"])
     waits = Waits()

@@ -25,15 +25,8 @@ from typing import Any
 
 import pytest
 
-from agentkit import (
-    AgentCancelledError,
-    CancelHandle,
-    ChatModelAgent,
-    Runner,
-    SharedLimitUnavailableError,
-    SlotTimeoutError,
-    with_cancel,
-)
+from agentkit import AgentCancelledError, CancelHandle, ChatModelAgent, Runner, with_cancel
+from agentkit.errors import SharedLimitUnavailableError, SlotTimeoutError
 from agentkit.models import OpenAIChatModel
 from agentkit.schema import user_message
 from agentkit.testing import FakeOpenAIServer, ManualClock, Reply, no_thread_leak

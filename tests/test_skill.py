@@ -15,20 +15,14 @@ from typing import Any
 
 import pytest
 
-from agentkit import (
-    AgentConfigError,
-    AgentContext,
-    ChatModelAgent,
-    Role,
-    Runner,
-    ToolArgumentsError,
-    tool,
-)
+from agentkit import AgentContext, ChatModelAgent, Role, Runner, ToolArgumentsError, tool
 from agentkit.backends import InMemoryBackend, LocalBackend
+from agentkit.errors import AgentConfigError
 from agentkit.middlewares import FilesystemMiddleware, SkillMiddleware
 from agentkit.middlewares.skill import Skill, SkillError, load_skills, parse_skill
+from agentkit.models import ScriptedChatModel
 from agentkit.prebuilt import deep
-from agentkit.testing import ScriptedChatModel, call, calls_message, run_events, summarize
+from agentkit.testing import call, calls_message, run_events, summarize
 
 PDF = "---\nname: pdf\ndescription: PDF processing\n---\nProcess PDF files here\n"
 WEB = (

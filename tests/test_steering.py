@@ -37,7 +37,8 @@ from agentkit._steering import Steering
 from agentkit.checkpoint import FileCheckPointStore, InMemoryCheckPointStore
 from agentkit.errors import AgentKitRuntimeError, AgentKitTypeError, AgentKitValueError
 from agentkit.integrations.runs import LocalRuns, RunNotFoundError, RunOwnerError
-from agentkit.testing import ScriptedChatModel, call, calls_message, no_thread_leak
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message, no_thread_leak
 from tests.durable_support import copy_of
 from tests.steering_support import LEASE_TTL, clerk
 

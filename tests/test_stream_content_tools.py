@@ -17,6 +17,7 @@ import attrs
 import pytest
 
 from agentkit import (
+    AgentEvent,
     AgentMiddleware,
     Approve,
     ChatModelAgent,
@@ -35,16 +36,16 @@ from agentkit import (
     with_checkpoint_id,
 )
 from agentkit.checkpoint import InMemoryCheckPointStore
-from agentkit.events import AgentEvent
 from agentkit.middleware import (
     ContentToolInvoke,
     StreamContentToolInvoke,
     StreamToolInvoke,
     ToolInvoke,
 )
+from agentkit.models import ScriptedChatModel
 from agentkit.schema import ContentPart, ToolInfo
 from agentkit.streams import StreamReader
-from agentkit.testing import ScriptedChatModel, call, calls_message, run_events
+from agentkit.testing import call, calls_message, run_events
 from agentkit.tools import (
     ContentTool,
     StreamableContentTool,

@@ -21,11 +21,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentkit import AgentEvent, ChatModelAgent, Runner
+from agentkit import AgentEvent, ChatModelAgent, MessageVariant, Runner
 from agentkit._stream_base import CopyReader
 from agentkit.agents._react import UniqueCallIds
 from agentkit.errors import FrozenError
-from agentkit.events import MessageVariant
 from agentkit.models import OpenAIChatModel
 from agentkit.schema import FunctionCall, Message, Role, ToolCall
 from agentkit.streams import StreamReader, StreamWriter, _BatchReader, pipe, stream_from_batches

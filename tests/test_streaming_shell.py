@@ -24,8 +24,9 @@ from agentkit.backends import (
     SandboxUnavailableError,
     StreamingShell,
 )
+from agentkit.models import ScriptedChatModel
 from agentkit.prebuilt import deep
-from agentkit.testing import ScriptedChatModel, call, calls_message, no_thread_leak
+from agentkit.testing import call, calls_message, no_thread_leak
 
 GUARD = 20.0  # seconds: a guard against hangs, never a pace
 GATED = "echo first; while [ ! -e gate ]; do sleep 0.01; done; echo second; exit 3"

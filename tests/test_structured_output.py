@@ -10,17 +10,10 @@ from typing import Any, TypedDict
 import attrs
 import pytest
 
-from agentkit import (
-    AgentConfigError,
-    ChatModelAgent,
-    OutputValidationError,
-    Role,
-    Runner,
-    tool,
-    with_chat_model_options,
-)
-from agentkit.models import OpenAIChatModel
-from agentkit.testing import FakeOpenAIServer, Reply, ScriptedChatModel, call, calls_message
+from agentkit import ChatModelAgent, Role, Runner, tool, with_chat_model_options
+from agentkit.errors import AgentConfigError, OutputValidationError
+from agentkit.models import OpenAIChatModel, ScriptedChatModel
+from agentkit.testing import FakeOpenAIServer, Reply, call, calls_message
 
 
 @attrs.define

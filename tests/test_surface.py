@@ -27,13 +27,75 @@ from tests.test_public_modules import PUBLIC
 
 REPO = Path(__file__).resolve().parent.parent
 
+#: What API.md binds under more than one path: ``(the API.md section, the modules, the names)``.
+#: API.md: "Everything below is importable from ``agentkit`` unless another module is named";
+#: sections 1-3 name a module "re-exported" (both paths bound; the module is re-exported whole,
+#: so ``stream_from_iterator`` too); section 8 names ``agentkit.models`` and says the model
+#: errors are "also exported from agentkit". ``agentkit.errors`` is the home of the whole error
+#: tree (``errors.py``, "AgentKitError and its tree"; the concepts guide's Errors section says
+#: every error is importable from there): the errors API.md binds elsewhere are there too, and
+#: the errors it does not name are only there. Every other object has exactly one exported path.
+BOUND_TWICE: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
+    (
+        "1. Messages (agentkit.schema, re-exported); 9. ToolInfo; 16. content parts of a Message",
+        ("agentkit", "agentkit.schema"),
+        ("Role", "FunctionCall", "ToolCall", "TokenUsage", "ResponseMeta", "Message", "ToolInfo",
+         "user_message", "system_message", "assistant_message", "tool_message", "concat_messages",
+         "TextPart", "ImagePart", "FilePart", "AudioPart"),
+    ),
+    (
+        "2. Streams (agentkit.streams, re-exported)",
+        ("agentkit", "agentkit.streams"),
+        ("pipe", "StreamWriter", "StreamReader", "StreamEOF", "stream_from_list",
+         "stream_from_iterator", "concat_message_stream"),
+    ),
+    (
+        "3. Async iterator pair (agentkit.iterators, re-exported)",
+        ("agentkit", "agentkit.iterators"),
+        ("new_async_iterator_pair", "AsyncIterator", "AsyncGenerator"),
+    ),
+    (
+        "8. Models: the model errors, in agentkit.models and also exported from agentkit; "
+        "agentkit.errors, the tree's home",
+        ("agentkit", "agentkit.errors", "agentkit.models"),
+        ("ModelError", "AuthenticationError", "PermissionDeniedError", "BadRequestError",
+         "RateLimitError", "APIConnectionError", "APITimeoutError", "APIStatusError",
+         "IncompleteStreamError", "ResponseTooLargeError"),
+    ),
+    (
+        "8. Models: a model error API.md does not list, beside its siblings; agentkit.errors",
+        ("agentkit.errors", "agentkit.models"),
+        ("ContentBlockedError",),
+    ),
+    (
+        "5, 7, 11, 14, 15: errors bound at the top level (retry errors: section 8, 'ModelError "
+        "and subclasses ... also exported from agentkit'); agentkit.errors, the tree's home",
+        ("agentkit", "agentkit.errors"),
+        ("AgentKitError", "ExceedMaxIterationsError", "TransferError", "CheckpointError",
+         "CheckpointNotFoundError", "CheckpointBusyError", "CheckpointConsumedError",
+         "AgentCancelledError", "ToolError", "ToolArgumentsError", "ToolNotFoundError",
+         "ToolTimeoutError", "ConversationBusyError", "RunLimitError", "GuardrailTripped",
+         "RetryExhaustedError", "WillRetryError"),
+    ),
+)
+
+#: The bound paths of each object API.md binds twice, by name.
+BOUND_PATHS: dict[str, frozenset[str]] = {
+    name: frozenset(f"{module}.{name}" for module in modules)
+    for _, modules, names in BOUND_TWICE
+    for name in names
+}
+
 #: Objects exported under more than one path when this count was last lowered; a change that
 #: adds a second path to an object fails here (lower it when you remove one). Issue 46 found
-#: 193 (and 176 top-level names, 77 public modules). Raised once, to 163, by two names that
-#: arrived beside siblings exported the same two ways (``delete_run_local_value`` beside
-#: ``get_run_local_value``, ``agentkit.checkpoint.ListingCheckPointStore`` beside
-#: ``CheckPointStore``): those families go to one path together, not one name at a time.
-MULTI_PATH_CEILING = 163
+#: 193 (and 176 top-level names, 77 public modules); this round started at 163 (177 top-level
+#: names, 81 public modules, 49 deprecated paths). What remains is what API.md binds twice
+#: (:data:`BOUND_TWICE`): :func:`test_only_what_api_md_binds_has_two_paths` keeps it so.
+MULTI_PATH_CEILING = 54
+
+#: The counts this round started from (printed beside today's by ``python -m tests.test_surface``).
+BEFORE = {"top-level names": 177, "public modules": 81, "multi-path objects": 163,
+          "deprecated paths": 49}
 
 
 @attrs.frozen
@@ -76,6 +138,31 @@ def _deprecated() -> dict[str, str]:
 def test_the_multi_path_count_only_goes_down() -> None:
     surface = measure()
     assert len(surface.multi_path) <= MULTI_PATH_CEILING, sorted(surface.multi_path.values())
+
+
+def test_only_what_api_md_binds_has_two_paths() -> None:
+    extra = {
+        first: paths
+        for first, paths in measure().multi_path.items()
+        if frozenset(paths) != BOUND_PATHS.get(first.rpartition(".")[2])
+    }
+    assert not extra, (
+        f"objects exported under more than one path that API.md does not bind: {extra}; keep "
+        "one path and deprecate the others (agentkit._lazy.attach(..., deprecated=...))"
+    )
+
+
+def test_every_path_api_md_binds_twice_is_exported_and_quiet() -> None:
+    for name, paths in BOUND_PATHS.items():
+        objects = set()
+        for path in paths:
+            module, _, attribute = path.rpartition(".")
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", DeprecationWarning)
+                loaded = importlib.import_module(module)
+                objects.add(id(getattr(loaded, attribute)))
+            assert attribute in loaded.__all__, path
+        assert len(objects) == 1, f"{name}: {sorted(paths)} are not one object"
 
 
 def test_the_issue_example_has_one_exported_path_and_the_old_one_warns() -> None:
@@ -149,14 +236,18 @@ def _imported_names(source: str) -> set[str]:
 _CODE_BLOCK = re.compile(r"```python\n(.*?)```|<!-- doctest: setup\n(.*?)-->", re.S)
 
 
-def test_docs_readme_and_samples_use_only_canonical_spellings() -> None:
+def test_docs_readme_samples_and_benchmarks_use_only_canonical_spellings() -> None:
     deprecated = _deprecated()
     assert deprecated, "nothing is deprecated: this test checks nothing"
     files = [
         *sorted((REPO / "docs").rglob("*.md")),
         *sorted((REPO / "docs").rglob("*.rst")),
         REPO / "README.md",
+        REPO / "SKILL.md",
+        REPO / "llms.txt",
         *sorted((REPO / "samples").rglob("*.py")),
+        *sorted((REPO / "benchmarks").rglob("*.py")),
+        *sorted((REPO / "benchmarks").rglob("*.md")),
     ]
     found = []
     for path in files:
@@ -173,9 +264,32 @@ def test_docs_readme_and_samples_use_only_canonical_spellings() -> None:
     assert not found, found
 
 
+def test_every_agentkit_import_of_the_samples_and_docs_is_quiet() -> None:
+    # The imports themselves, resolved with DeprecationWarning as an error (the samples are
+    # not run here: their own tests do that).
+    files = [*sorted((REPO / "samples").rglob("*.py")), *sorted((REPO / "docs").rglob("*.md"))]
+    names: set[str] = set()
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        sources = [text] if path.suffix == ".py" else [
+            block for match in _CODE_BLOCK.finditer(text) for block in match.groups() if block
+        ]
+        names |= {
+            name for source in sources for name in _imported_names(source)
+            if name.startswith("agentkit") and not name.endswith(".*")
+        }
+    assert len(names) > 100, "the scan found too few imports to check anything"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        for name in sorted(names):
+            module, _, attribute = name.rpartition(".")
+            loaded = importlib.import_module(module)
+            if not hasattr(loaded, attribute):  # a submodule (from agentkit.prebuilt import deep)
+                importlib.import_module(name)
+
+
 def _main() -> None:
     surface = measure()
-    print(f"top-level names: {surface.top_level_names}")
     deprecated = _deprecated()
     shims = sorted(
         name
@@ -183,9 +297,21 @@ def _main() -> None:
         if not importlib.import_module(name).__all__
         and any(path.rpartition(".")[0] == name for path in deprecated)
     )
-    print(f"public modules: {surface.public_modules} ({len(shims)} of them only deprecated names)")
-    print(f"objects exported under more than one path: {len(surface.multi_path)}")
-    print(f"deprecated paths: {len(deprecated)}")
+    unbound = [
+        paths
+        for first, paths in surface.multi_path.items()
+        if frozenset(paths) != BOUND_PATHS.get(first.rpartition(".")[2])
+    ]
+    now = {
+        "top-level names": surface.top_level_names,
+        "public modules": surface.public_modules,
+        "multi-path objects": len(surface.multi_path),
+        "deprecated paths": len(deprecated),
+    }
+    for what, count in now.items():
+        print(f"{what}: {BEFORE[what]} -> {count}")
+    print(f"  public modules exporting nothing but deprecated names: {len(shims)}")
+    print(f"  multi-path objects API.md does not bind: {len(unbound)}")
     if "-v" in sys.argv:
         for found in sorted(surface.multi_path.values()):
             print("  " + " | ".join(found))

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from agentkit import AgentKitError, ChatModelAgent, Runner, tool, user_message
-from agentkit.models import OpenAIChatModel
+from agentkit.models import OpenAIChatModel, ScriptedChatModel
 from agentkit.testing import (
     ALL_CHECKS,
     LEASE_CHECKS,
@@ -21,7 +21,6 @@ from agentkit.testing import (
     STORE_CHECKS,
     FakeOpenAIServer,
     Reply,
-    ScriptedChatModel,
     StoreConformanceError,
     ThreadLeakError,
     call,

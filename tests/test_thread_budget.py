@@ -31,7 +31,8 @@ from agentkit import (
     tool,
 )
 from agentkit.iterators import AsyncIterator
-from agentkit.testing import ScriptedChatModel, call, calls_message, no_thread_leak, summarize
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message, no_thread_leak, summarize
 
 
 class ThreadSampler:

@@ -42,7 +42,8 @@ from agentkit import (
 from agentkit._runctx import current_frame
 from agentkit._scope import RunScope
 from agentkit._spawn import RunEndedError
-from agentkit.testing import ScriptedChatModel, call, calls_message, no_thread_leak
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message, no_thread_leak
 
 GUARD = 30.0  # a failure guard for waits, never a pace
 ROOT = Path(__file__).resolve().parent.parent / "agentkit"

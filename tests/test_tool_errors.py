@@ -38,14 +38,8 @@ from agentkit import (
 )
 from agentkit.agents.flow import FlowAgent
 from agentkit.checkpoint import InMemoryCheckPointStore
-from agentkit.testing import (
-    ScriptedChatModel,
-    call,
-    calls_message,
-    no_thread_leak,
-    run_events,
-    summarize,
-)
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message, no_thread_leak, run_events, summarize
 from tests.transfer_support import transfer
 
 
@@ -716,7 +710,7 @@ def test_the_default_limit_is_100_000_characters_and_none_means_no_limit() -> No
     ],
 )
 def test_bad_settings_are_refused_when_the_agent_is_made(keyword: str, value: Any, message: str) -> None:
-    from agentkit import AgentConfigError
+    from agentkit.errors import AgentConfigError
 
     with pytest.raises(AgentConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
         ChatModelAgent("a", "d", ScriptedChatModel([]), **{keyword: value})
@@ -741,7 +735,8 @@ def test_tool_call_info_has_the_arguments_as_a_dict_when_they_are_a_json_object(
 
 
 def test_an_instruction_with_literal_braces_says_how_to_escape_them() -> None:
-    from agentkit import InstructionFormatError, with_session_values
+    from agentkit import with_session_values
+    from agentkit.errors import InstructionFormatError
 
     agent = ChatModelAgent("a", "d", ScriptedChatModel(["x"]), instruction='Reply as {"ok": true}')
     events = run(agent, with_session_values({"user": "Ada"}))

@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 from agentkit import (
-    AgentConfigError,
     AgentContext,
     ChatModelAgent,
     Message,
@@ -27,9 +26,11 @@ from agentkit import (
     tool_message,
     user_message,
 )
+from agentkit.errors import AgentConfigError
 from agentkit.middlewares import ToolSearchMiddleware
 from agentkit.middlewares.tool_search import search_tools, split_tool_name
-from agentkit.testing import ScriptedChatModel, call, calls_message, run_events, summarize
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message, run_events, summarize
 
 SEARCHABLE = {
     info.name: info

@@ -14,7 +14,6 @@ import pytest
 
 from agentkit import (
     AgentCancelledError,
-    AgentConfigError,
     CancelHandle,
     ChatModelAgent,
     Role,
@@ -26,7 +25,9 @@ from agentkit import (
     tool,
     with_cancel,
 )
-from agentkit.testing import ScriptedChatModel, call, calls_message, no_thread_leak, summarize
+from agentkit.errors import AgentConfigError
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message, no_thread_leak, summarize
 
 GUARD = 30.0  # a failure guard for waits in the test, never a pace
 

@@ -42,7 +42,8 @@ from agentkit import (
 )
 from agentkit._aioloop import THREAD_NAME
 from agentkit.checkpoint import InMemoryCheckPointStore
-from agentkit.testing import ScriptedChatModel, call, calls_message, no_thread_leak, summarize
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message, no_thread_leak, summarize
 
 GUARD = 30.0  # a failure guard for waits, never a pace
 ROOT = Path(__file__).resolve().parent.parent
@@ -604,7 +605,8 @@ def test_a_program_without_async_tools_never_imports_asyncio() -> None:
         import sys
         from agentkit import ChatModelAgent, Runner, tool
         from agentkit.models import OpenAIChatModel
-        from agentkit.testing import ScriptedChatModel, call, calls_message
+        from agentkit.models import ScriptedChatModel
+        from agentkit.testing import call, calls_message
 
         @tool
         def add(a: int, b: int) -> int:

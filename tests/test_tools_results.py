@@ -31,7 +31,8 @@ from agentkit import (
     ToolError,
     tool,
 )
-from agentkit.testing import ScriptedChatModel, call, calls_message
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message
 
 UTC = datetime.timezone.utc
 

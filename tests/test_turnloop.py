@@ -25,13 +25,8 @@ from agentkit import (
     Message,
     Role,
     Runner,
-    SavedTurn,
-    TurnContext,
-    TurnInput,
-    TurnInterruptedError,
     TurnLoop,
     TurnLoopExit,
-    TurnResume,
     assistant_message,
     cancellable_sleep,
     event_from_message,
@@ -42,8 +37,10 @@ from agentkit import (
 )
 from agentkit.checkpoint import InMemoryCheckPointStore, PickleSerializer
 from agentkit.conversation import InMemoryConversationStore, keep_last_turns
-from agentkit.iterators import ItemIterator
-from agentkit.testing import ScriptedChatModel, call, calls_message, no_thread_leak, summarize
+from agentkit.iterators import AsyncIterator
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message, no_thread_leak, summarize
+from agentkit.turnloop import SavedTurn, TurnContext, TurnInput, TurnInterruptedError, TurnResume
 
 GUARD = 30.0  # a failure guard for waits, never a pace
 KEY = b"turnloop-tests-key-0123456789abcdef"
@@ -75,7 +72,7 @@ class Recorder:
         self.then = then
         self.lock = threading.Lock()
 
-    def __call__(self, turn: TurnContext[Any], events: ItemIterator[AgentEvent]) -> None:
+    def __call__(self, turn: TurnContext[Any], events: AsyncIterator[AgentEvent]) -> None:
         got = list(events)
         with self.lock:
             self.turns.append((turn, got))
@@ -216,7 +213,7 @@ def test_wait_is_bounded_and_refused_inside_the_loop() -> None:
         loop.wait(0.01)
     refused: list[BaseException] = []
 
-    def on_events(turn: TurnContext[str], events: ItemIterator[AgentEvent]) -> None:
+    def on_events(turn: TurnContext[str], events: AsyncIterator[AgentEvent]) -> None:
         try:
             turn.loop.wait(GUARD)
         except RuntimeError as error:
@@ -232,7 +229,7 @@ def test_wait_is_bounded_and_refused_inside_the_loop() -> None:
 def test_the_loop_runs_on_one_named_thread_that_ends_with_it() -> None:
     names: list[str] = []
 
-    def on_events(turn: TurnContext[str], events: ItemIterator[AgentEvent]) -> None:
+    def on_events(turn: TurnContext[str], events: AsyncIterator[AgentEvent]) -> None:
         names.append(threading.current_thread().name)
 
     loop: TurnLoop[str] = TurnLoop(Echo(), on_events=on_events)
@@ -619,7 +616,7 @@ def test_an_on_events_error_cancels_the_turn_and_ends_the_loop() -> None:
     sleeper = Sleeper()
     boom = ValueError("callback failed")
 
-    def on_events(turn: TurnContext[str], events: ItemIterator[AgentEvent]) -> None:
+    def on_events(turn: TurnContext[str], events: AsyncIterator[AgentEvent]) -> None:
         next(iter(events))  # the model's tool call
         assert sleeper.started.wait(GUARD)  # the tool runs until a cancel wakes it
         raise boom
@@ -986,7 +983,7 @@ def test_an_on_events_error_wins_and_the_items_are_still_kept() -> None:
     sleeper = Sleeper()
     boom = ValueError("my own error")
 
-    def on_events(turn: TurnContext[str], events: ItemIterator[AgentEvent]) -> None:
+    def on_events(turn: TurnContext[str], events: AsyncIterator[AgentEvent]) -> None:
         list(events)
         raise boom
 
@@ -1210,7 +1207,7 @@ def test_a_resumed_turn_is_dropped_from_the_checkpoint_before_the_next_turn_star
     assert finished(loop.start()).interrupt is not None
     during_next_turn: list[bytes | None] = []
 
-    def on_events(turn: TurnContext[str], events: ItemIterator[AgentEvent]) -> None:
+    def on_events(turn: TurnContext[str], events: AsyncIterator[AgentEvent]) -> None:
         list(events)
         if not turn.resumed:
             during_next_turn.append(store.get("once"))
@@ -1575,7 +1572,7 @@ def test_the_interrupted_items_are_those_of_the_turn_the_stop_cancelled() -> Non
     sleeper = Sleeper()
     second_started = threading.Event()
 
-    def on_events(turn: TurnContext[str], events: ItemIterator[AgentEvent]) -> None:
+    def on_events(turn: TurnContext[str], events: AsyncIterator[AgentEvent]) -> None:
         for event in events:
             if turn.consumed == ["b"] and summarize(event)[2] == "assistant":
                 second_started.set()  # turn 2 asked for its tool

@@ -7,8 +7,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from agentkit import TurnContext, TurnLoop, TurnLoopExit
+from agentkit import TurnLoop, TurnLoopExit
 from agentkit.testing import no_thread_leak
+from agentkit.turnloop import TurnContext
 from tests.test_turnloop import GUARD, Recorder, Worker, finished
 
 

@@ -32,9 +32,10 @@ from agentkit import (
     with_callbacks,
 )
 from agentkit.integrations.otel import OpenTelemetryHandler
+from agentkit.models import ScriptedChatModel
 from agentkit.prebuilt import planexecute, supervisor
 from agentkit.schema import Message, ToolCall
-from agentkit.testing import ScriptedChatModel, call, calls_message
+from agentkit.testing import call, calls_message
 
 
 def costs(message: Message, prompt: int, completion: int) -> Message:

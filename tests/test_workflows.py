@@ -16,7 +16,6 @@ import pytest
 from agentkit import (
     AgentAction,
     AgentCancelledError,
-    AgentConfigError,
     AgentEvent,
     AgentInput,
     AgentRunOption,
@@ -46,15 +45,10 @@ from agentkit import (
     user_message,
     with_cancel,
 )
+from agentkit.errors import AgentConfigError
 from agentkit.iterators import AsyncIterator
-from agentkit.testing import (
-    ScriptedChatModel,
-    call,
-    calls_message,
-    no_thread_leak,
-    run_events,
-    summarize,
-)
+from agentkit.models import ScriptedChatModel
+from agentkit.testing import call, calls_message, no_thread_leak, run_events, summarize
 
 Summary = tuple[str, list[str], str, str, "str | None"]
 

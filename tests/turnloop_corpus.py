@@ -15,23 +15,12 @@ from typing import Any
 
 import attrs
 
-from agentkit import (
-    AgentEvent,
-    ChatModelAgent,
-    Message,
-    Role,
-    SavedTurn,
-    TurnContext,
-    TurnInput,
-    TurnLoop,
-    TurnResume,
-    tool,
-    user_message,
-)
+from agentkit import AgentEvent, ChatModelAgent, Message, Role, TurnLoop, tool, user_message
 from agentkit.checkpoint import CheckPointStore, PickleSerializer
-from agentkit.iterators import ItemIterator
+from agentkit.iterators import AsyncIterator
 from agentkit.models import ScriptedChatModel
 from agentkit.testing import call, calls_message, summarize
+from agentkit.turnloop import SavedTurn, TurnContext, TurnInput, TurnResume
 
 CORPUS_KEY = b"agentkit turnloop corpus key, not a secret"
 CHECKPOINT_ID = "corpus:turnloop"
@@ -135,7 +124,7 @@ def resume(store: CheckPointStore) -> dict[str, Any]:
         seen.append(saved)
         return resume_all(loop, saved)
 
-    def on_events(turn: TurnContext[str], events: ItemIterator[AgentEvent]) -> None:
+    def on_events(turn: TurnContext[str], events: AsyncIterator[AgentEvent]) -> None:
         turns.append([turn.consumed, [list(summarize(event)) for event in events]])
 
     loop: TurnLoop[str] = TurnLoop(

@@ -11,12 +11,12 @@ import attrs
 import httpx
 
 from agentkit._agent import AgentRun, BaseAgent
+from agentkit._events import event_from_message
 from agentkit._interrupt import interrupt_event
 from agentkit._persist import persisted
 from agentkit._runctx import abort_on_cancel, check_cancelled
 from agentkit._values import BuiltValue
 from agentkit.errors import AgentKitError, AgentKitValueError
-from agentkit.events import event_from_message
 from agentkit.schema import Role, assistant_message
 from agentkit.tools._approval import Approve, Reject
 

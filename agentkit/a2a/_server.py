@@ -9,12 +9,12 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from agentkit.agents.flow import FlowAgent
+from agentkit._runner import Runner
+from agentkit.agents._flow import FlowAgent
 from agentkit.checkpoint import InMemoryCheckPointStore
 from agentkit.errors import AgentKitError, AgentKitValueError
 from agentkit.integrations._errors import RunIdError, RunNotFoundError, RunStateError
 from agentkit.integrations.runs import LocalRuns, RunBackend, RunEvent
-from agentkit.runner import Runner
 from agentkit.tools._approval import Approve, Reject
 
 __all__ = ["A2AApplication", "to_a2a"]

@@ -14,7 +14,7 @@ from typing import Any
 
 from agentkit.errors import AgentConfigError, AgentKitTypeError, GuardrailTripped
 from agentkit.schema import Message, ToolCall
-from agentkit.tools.base import ToolCallInfo
+from agentkit.tools._base import ToolCallInfo
 
 __all__ = ["STAGES", "Guardrails", "guardrail_name"]
 

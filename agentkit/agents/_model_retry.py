@@ -30,12 +30,12 @@ from agentkit.errors import (
     RunLimitError,
     WillRetryError,
 )
-from agentkit.models.base import ModelOptions
+from agentkit.models._base import ModelOptions
 from agentkit.schema import Message
 from agentkit.streams import StreamReader, stream_from_iterator
 
 if TYPE_CHECKING:
-    from agentkit.middleware import ModelCallable
+    from agentkit._middleware import ModelCallable
 
 __all__ = [
     "ModelRetryConfig",

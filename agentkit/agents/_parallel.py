@@ -10,18 +10,18 @@ from functools import partial
 import attrs
 
 from agentkit._agent import AgentRun, at_frame
-from agentkit._persist import persisted
-from agentkit._runctx import EventLog, RecordedEvent, RunFrame
-from agentkit._spawn import run_in_copy
-from agentkit.agents._workflow_base import WorkflowBase, no_state
-from agentkit.errors import AgentCancelledError, AgentConfigError, ResumeError
-from agentkit.events import (
+from agentkit._events import (
     Agent,
     AgentAction,
     AgentEvent,
     InterruptInfo,
     ResumeInfo,
 )
+from agentkit._persist import persisted
+from agentkit._runctx import EventLog, RecordedEvent, RunFrame
+from agentkit._spawn import run_in_copy
+from agentkit.agents._workflow_base import WorkflowBase, no_state
+from agentkit.errors import AgentCancelledError, AgentConfigError, ResumeError
 
 __all__ = ["ParallelAgent", "ParallelState"]
 

@@ -34,7 +34,24 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import attrs
 
 from agentkit._agent import AgentRun, call_run, frame_of, record_event, send_recorded
+from agentkit._cancel import CancelMode
+from agentkit._events import (
+    AgentAction,
+    AgentEvent,
+    InterruptInfo,
+    _message_event,
+    event_from_message,
+)
 from agentkit._interrupt import InterruptSignal, ToolRoundState
+from agentkit._limits import LimitReached
+from agentkit._middleware import (
+    AgentContext,
+    AgentMiddleware,
+    ModelCallable,
+    ModelEventSender,
+    ModelState,
+    ToolEventSender,
+)
 from agentkit._observe import CallEstimate, RunInfo, UsageLedger, fire
 from agentkit._points import PointResume
 from agentkit._runctx import RunFrame, RunKey, ToolCallFrame, current_frame, use_frame
@@ -46,7 +63,6 @@ from agentkit.agents._model_retry import ModelRetryConfig, StreamVerdicts
 from agentkit.agents._structured import StructuredOutput
 from agentkit.agents._tool_errors import ToolErrorPolicy
 from agentkit.agents._tool_wraps import WrappedTool
-from agentkit.cancel import CancelMode
 from agentkit.errors import (
     AgentCancelledError,
     AgentConfigError,
@@ -57,22 +73,6 @@ from agentkit.errors import (
     ResumeError,
     RunLimitError,
     ToolTimeoutError,
-)
-from agentkit.events import (
-    AgentAction,
-    AgentEvent,
-    InterruptInfo,
-    _message_event,
-    event_from_message,
-)
-from agentkit.limits import LimitReached
-from agentkit.middleware import (
-    AgentContext,
-    AgentMiddleware,
-    ModelCallable,
-    ModelEventSender,
-    ModelState,
-    ToolEventSender,
 )
 from agentkit.schema import (
     AudioPart,
@@ -88,18 +88,18 @@ from agentkit.schema import (
     tool_message,
 )
 from agentkit.streams import concat_message_stream, stream_from_iterator
-from agentkit.tools._function import FunctionTool
-from agentkit.tools._unfinished import UnfinishedToolCall, unfinished_decision
-from agentkit.tools.base import (
+from agentkit.tools._base import (
     BaseTool,
     ContentTool,
     StreamableContentTool,
     ToolCallInfo,
     is_idempotent,
 )
+from agentkit.tools._function import FunctionTool
+from agentkit.tools._unfinished import UnfinishedToolCall, unfinished_decision
 
 if TYPE_CHECKING:
-    from agentkit.models.base import ModelOptions
+    from agentkit.models._base import ModelOptions
     from agentkit.schema import ToolInfo
 
 __all__ = [

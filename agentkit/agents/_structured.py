@@ -31,14 +31,14 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from agentkit._events import AgentEvent, AgentOutput, MessageVariant, event_from_message
 from agentkit.errors import AgentConfigError, OutputValidationError
-from agentkit.events import AgentEvent, AgentOutput, MessageVariant, event_from_message
 from agentkit.schema import Message, Role, ToolInfo, assistant_message, tool_message, user_message
 from agentkit.tools._convert import Hook, explain, get_converter, scalar_hook, show
 from agentkit.tools._schema import Unsupported, schema_of, type_name
 
 if TYPE_CHECKING:
-    from agentkit.models.base import ModelOptions
+    from agentkit.models._base import ModelOptions
 
 __all__ = ["OUTPUT_MODES", "OUTPUT_TOOL_NAME", "Settled", "StructuredOutput"]
 
@@ -122,7 +122,7 @@ class StructuredOutput:
         ``tool_choice="required"``, so the model answers with a tool call, ``final_answer``
         in the end, never with plain text.
         """
-        from agentkit.models.base import ModelOptions
+        from agentkit.models._base import ModelOptions
 
         if self.mode == "tool":
             return ModelOptions(tool_choice="required").merge(options)

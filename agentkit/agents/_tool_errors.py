@@ -27,7 +27,7 @@ from agentkit.errors import (
     ToolTimeoutError,
 )
 from agentkit.schema import Message, TextPart, ToolCall
-from agentkit.tools.base import ToolCallInfo
+from agentkit.tools._base import ToolCallInfo
 
 __all__ = ["ToolErrorPolicy", "ToolExceptionHandler"]
 

@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 from agentkit.errors import AgentKitTypeError
 from agentkit.schema import FunctionCall, ToolCall
 from agentkit.streams import StreamReader
-from agentkit.tools.base import BaseTool, ToolCallInfo
+from agentkit.tools._base import BaseTool, ToolCallInfo
 
 if TYPE_CHECKING:
-    from agentkit.middleware import AgentMiddleware
+    from agentkit._middleware import AgentMiddleware
     from agentkit.schema import ContentPart, ToolInfo
 
 __all__ = ["WrappedTool"]

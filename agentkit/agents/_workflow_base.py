@@ -17,15 +17,15 @@ from typing import Any
 import attrs
 
 from agentkit._agent import AgentRun, BaseAgent, at_frame
-from agentkit._runctx import RunFrame
-from agentkit._scope import Point
-from agentkit._values import BuiltValue
-from agentkit.agents.flow import FlowAgent, _flow_frame, _wire
-from agentkit.errors import AgentConfigError, AgentFrozenError
-from agentkit.events import (
+from agentkit._events import (
     Agent,
     AgentEvent,
 )
+from agentkit._runctx import RunFrame
+from agentkit._scope import Point
+from agentkit._values import BuiltValue
+from agentkit.agents._flow import FlowAgent, _flow_frame, _wire
+from agentkit.errors import AgentConfigError, AgentFrozenError
 
 __all__ = ["HoldSink", "WorkflowBase", "no_state"]
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from agentkit._lazy import attach
-from agentkit.checkpoint.base import (
+from agentkit.checkpoint._base import (
     DEFAULT_LEASE_TTL,
     DEFAULT_MAX_BYTES,
     CheckPointStore,
@@ -59,26 +59,26 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from agentkit.checkpoint.file import FileCheckPointStore
-    from agentkit.checkpoint.memory import InMemoryCheckPointStore
-    from agentkit.checkpoint.redis import RedisCheckPointStore
-    from agentkit.checkpoint.serializer import (
+    from agentkit.checkpoint._file import FileCheckPointStore
+    from agentkit.checkpoint._memory import InMemoryCheckPointStore
+    from agentkit.checkpoint._redis import RedisCheckPointStore
+    from agentkit.checkpoint._serializer import (
         PickleSerializer,
         Serializer,
         UnsignedCheckpointWarning,
     )
-    from agentkit.checkpoint.sqlite import SQLiteCheckPointStore
+    from agentkit.checkpoint._sqlite import SQLiteCheckPointStore
 else:
     __getattr__, __dir__ = attach(
         __name__,
         {
-            "FileCheckPointStore": "agentkit.checkpoint.file",
-            "InMemoryCheckPointStore": "agentkit.checkpoint.memory",
-            "PickleSerializer": "agentkit.checkpoint.serializer",
-            "RedisCheckPointStore": "agentkit.checkpoint.redis",
-            "SQLiteCheckPointStore": "agentkit.checkpoint.sqlite",
-            "Serializer": "agentkit.checkpoint.serializer",
-            "UnsignedCheckpointWarning": "agentkit.checkpoint.serializer",
+            "FileCheckPointStore": "agentkit.checkpoint._file",
+            "InMemoryCheckPointStore": "agentkit.checkpoint._memory",
+            "PickleSerializer": "agentkit.checkpoint._serializer",
+            "RedisCheckPointStore": "agentkit.checkpoint._redis",
+            "SQLiteCheckPointStore": "agentkit.checkpoint._sqlite",
+            "Serializer": "agentkit.checkpoint._serializer",
+            "UnsignedCheckpointWarning": "agentkit.checkpoint._serializer",
             # The one global checkpoint payloads name (see agentkit.checkpoint._codec).
             "_restore": "agentkit.checkpoint._codec",
         },

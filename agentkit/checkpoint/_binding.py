@@ -8,7 +8,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from agentkit.checkpoint.base import CheckPointStore, legacy_namespaces_of, namespace_of
+from agentkit.checkpoint._base import CheckPointStore, legacy_namespaces_of, namespace_of
 from agentkit.errors import CheckpointError
 
 __all__ = ["dumps_for_store", "encoder_for", "loads_for_store"]
@@ -45,7 +45,7 @@ def encoder_for(
     its :meth:`~agentkit.checkpoint.PickleSerializer.bound_encoder`: the same bytes for less
     work per record.
     """
-    from agentkit.checkpoint.serializer import PickleSerializer
+    from agentkit.checkpoint._serializer import PickleSerializer
 
     if isinstance(serializer, PickleSerializer) and (
         type(serializer).dumps is PickleSerializer.dumps

@@ -22,7 +22,7 @@ an earlier turn (Eino's ``RollbackSession``)::
     rollback(store, "user-42", keep_turns=1)     # the second turn and after are gone
 
 A record that cannot be read (damaged by hand or by a bug, or over ``max_record_bytes``)
-makes ``load`` raise :class:`~agentkit.ConversationRecordError` naming the conversation and
+makes ``load`` raise :class:`~agentkit.errors.ConversationRecordError` naming the conversation and
 the record's position; every store reports it in the same words, and
 ``store.drop_record(conversation_id, index)`` removes it::
 

@@ -9,7 +9,7 @@ Messages are stored as JSON (``Message.to_dict`` / ``Message.from_dict``), never
 store holds nothing that runs code when read. Each message is one *record*: UTF-8 JSON text of
 at most ``max_record_bytes`` (:data:`DEFAULT_MAX_RECORD_BYTES` unless the store is told
 otherwise). A record that cannot be read (damaged, written by hand, over the limit) makes
-``load`` raise :class:`~agentkit.ConversationRecordError` naming the conversation and the
+``load`` raise :class:`~agentkit.errors.ConversationRecordError` naming the conversation and the
 record's position; ``drop_record`` removes it, and the conversation loads again.
 """
 

@@ -6,7 +6,7 @@ is one without its newline. A message holding a lone surrogate (a model's JSON m
 ``"\\ud83d"`` alone) is written with that character escaped, so every record is valid UTF-8.
 
 Every store reads records through :func:`decode_records`, so a bad record is reported in the
-same words whatever the store: a :class:`~agentkit.ConversationRecordError` naming the
+same words whatever the store: a :class:`~agentkit.errors.ConversationRecordError` naming the
 conversation, the record's position and what is wrong with it, and how to repair it.
 
 Framework-internal; custom stores may use these, but only :mod:`agentkit.conversation._base`

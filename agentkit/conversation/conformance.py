@@ -18,7 +18,7 @@ conversation_id, record_bytes)`` function that appends one raw record, and
 :func:`check_conversation_store` runs it when given ``write_raw``. A store that keeps records
 as the built-in ones do (UTF-8 JSON of ``Message.to_dict``) passes it by reading them
 through the same rules: bad UTF-8, bad JSON and anything but a message object raise
-:class:`~agentkit.ConversationRecordError` with ``conversation_id`` and ``index`` set.
+:class:`~agentkit.errors.ConversationRecordError` with ``conversation_id`` and ``index`` set.
 """
 
 from __future__ import annotations
@@ -361,7 +361,7 @@ def check_bad_records_are_reported(
     make_store: ConversationStoreFactory, write_raw: RawRecordWriter
 ) -> None:
     """A bad record (not UTF-8, not JSON, not a message, empty) makes ``load`` raise
-    :class:`~agentkit.ConversationRecordError` naming the conversation and the record's
+    :class:`~agentkit.errors.ConversationRecordError` naming the conversation and the record's
     position, and ``drop_record`` of that position repairs the conversation."""
     store = make_store()
     for raw in _BAD_RECORDS:
@@ -470,7 +470,7 @@ def check_events_and_rollback(make_store: ConversationStoreFactory) -> None:
     next turn's model sees the kept turns only, the rolled-back ones are no events, and a
     rollback waits for no running turn (the conversation's lock)."""
     from agentkit import ChatModelAgent, Runner, with_conversation_id
-    from agentkit.testing import ScriptedChatModel
+    from agentkit.models import ScriptedChatModel
 
     store = make_store()
     conversation_id = _unique("events")

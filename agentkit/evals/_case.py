@@ -7,10 +7,10 @@ from typing import Any, TypeAlias
 
 import attrs
 
+from agentkit._results import RunResult
 from agentkit.errors import AgentKitTypeError, AgentKitValueError
-from agentkit.results import RunResult
 from agentkit.schema import Message, TokenUsage
-from agentkit.tools.base import ToolCallInfo
+from agentkit.tools._base import ToolCallInfo
 
 CheckOutcome: TypeAlias = "str | bool | None"
 """What a check returns: ``None`` or ``True`` when the case passes it; a reason (``str``) or

@@ -17,12 +17,12 @@ from typing import Any
 import attrs
 
 from agentkit._jsonable import dumps as json_dumps
+from agentkit._limits import ModelPricing
 from agentkit.errors import AgentKitTypeError, AgentKitValueError, MissingDependencyError
 from agentkit.evals._case import CaseRun
-from agentkit.limits import ModelPricing
+from agentkit.tools._base import ToolCallInfo
 from agentkit.tools._convert import explain, get_converter
 from agentkit.tools._schema import type_name
-from agentkit.tools.base import ToolCallInfo
 
 _SHOWN = 120
 

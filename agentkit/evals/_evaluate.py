@@ -20,9 +20,12 @@ from typing import IO, Any
 
 import attrs
 
+from agentkit._callbacks import with_callbacks
+from agentkit._cancel import CancelHandle, CancelMode
+from agentkit._events import Agent
 from agentkit._options import AgentRunOption, with_cancel
-from agentkit.callbacks import with_callbacks
-from agentkit.cancel import CancelHandle, CancelMode
+from agentkit._results import RunResult
+from agentkit._runner import Runner
 from agentkit.errors import AgentCancelledError, AgentKitTypeError, AgentKitValueError
 from agentkit.evals._case import Case, CaseRun, Check
 from agentkit.evals._checks import Equals
@@ -31,11 +34,8 @@ from agentkit.evals._errors import EvalCancelledError
 from agentkit.evals._judge import Judge
 from agentkit.evals._progress import Progress, make_progress
 from agentkit.evals._report import CaseReport, EvalReport
-from agentkit.events import Agent
-from agentkit.results import RunResult
-from agentkit.runner import Runner
 from agentkit.schema import Message, TokenUsage
-from agentkit.tools.base import ToolCallInfo
+from agentkit.tools._base import ToolCallInfo
 
 _TICK = 0.05  # seconds between looks at the clock, the cancel event and the progress
 

@@ -10,7 +10,7 @@ import attrs
 
 from agentkit.errors import AgentKitTypeError, AgentKitValueError
 from agentkit.evals._case import CaseRun
-from agentkit.models.base import ChatModel, ModelOptions
+from agentkit.models._base import ChatModel, ModelOptions
 from agentkit.schema import Message, system_message, user_message
 
 _INSTRUCTION = """You grade the answer of an AI assistant against a rubric.
@@ -39,8 +39,8 @@ def _short(text: str) -> str:
 class Judge:
     """A check made by a model: does the answer meet ``rubric``?
 
-    The judge ``model`` (any :class:`~agentkit.ChatModel`; a cheaper or stronger one than the
-    agent's, or a :class:`~agentkit.testing.ScriptedChatModel` in tests) gets the rubric, the
+    The judge ``model`` (any :class:`~agentkit.models.ChatModel`; a cheaper or stronger one than the
+    agent's, or a :class:`~agentkit.models.ScriptedChatModel` in tests) gets the rubric, the
     case's input, its ``expected`` answer when it has one, and the agent's answer, and is
     asked for ``{"pass": bool, "reason": str}`` (as a JSON-schema ``response_format`` for
     servers that support structured outputs; plain JSON in the text, or in a code fence, is

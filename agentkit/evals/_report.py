@@ -18,9 +18,9 @@ from typing import Any
 import attrs
 
 from agentkit._jsonable import dumps as json_dumps
+from agentkit._results import RunResult
 from agentkit.errors import AgentKitKeyError, AgentKitValueError
 from agentkit.evals._case import Case
-from agentkit.results import RunResult
 
 _REPORT_HEADER = ("#", "case", "result", "time", "tokens", "steps", "failures")
 _CELL_STYLE = "text-align:left;vertical-align:top;white-space:pre-wrap"

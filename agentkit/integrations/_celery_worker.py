@@ -29,9 +29,9 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from agentkit._cancel import CancelHandle, CancelMode
 from agentkit._checkpoints import KeptLease
 from agentkit._clock import SYSTEM_CLOCK, Clock
-from agentkit.cancel import CancelHandle, CancelMode
 from agentkit.errors import AgentKitTimeoutError
 from agentkit.integrations._redislog import RedisRunLog
 from agentkit.integrations._signing import SealError

@@ -50,18 +50,18 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from agentkit._callbacks import with_callbacks
+from agentkit._events import AgentEvent, InterruptContext
 from agentkit._lazy import present
 from agentkit._options import AgentRunOption, with_checkpoint_id, with_session_values
 from agentkit._persist import persisted
 from agentkit._runctx import get_session_values
-from agentkit.callbacks import with_callbacks
+from agentkit._runner import Runner
 from agentkit.errors import AgentKitError, CheckpointError
-from agentkit.events import AgentEvent, InterruptContext
 from agentkit.integrations._errors import RunNotFoundError
-from agentkit.runner import Runner
 from agentkit.schema import FunctionCall, Message, Role, ToolCall, ToolInfo
 from agentkit.tools._approval import ApprovalRequest, Approve, Reject
-from agentkit.tools.base import ToolCallInfo
+from agentkit.tools._base import ToolCallInfo
 
 if TYPE_CHECKING:
     from flask import Response
@@ -219,7 +219,7 @@ def _thread_key(owner: str | None, thread_id: str) -> str:
 def _with_frontend_tools(runner: Runner, tools: Sequence[Any]) -> Runner:
     if not tools:
         return runner
-    from agentkit.agents.chatmodel import ChatModelAgent
+    from agentkit.agents._chatmodel import ChatModelAgent
 
     inner = getattr(runner.agent, "agent", runner.agent)
     if not isinstance(inner, ChatModelAgent):

@@ -74,12 +74,14 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from agentkit._cancel import CancelHandle, CancelMode
 from agentkit._clock import SYSTEM_CLOCK, Clock
+from agentkit._events import Agent
 from agentkit._lazy import present
 from agentkit._options import steer_through, with_cancel, with_checkpoint_id, with_session_values
 from agentkit._runlog import InlineRun, Summary, publish, summary_of_error
+from agentkit._runner import Runner
 from agentkit._steering import MAX_QUEUED, Steering, steering_message
-from agentkit.cancel import CancelHandle, CancelMode
 from agentkit.errors import (
     AgentCancelledError,
     AgentKitRuntimeError,
@@ -89,7 +91,6 @@ from agentkit.errors import (
     CheckpointConsumedError,
     MissingDependencyError,
 )
-from agentkit.events import Agent
 from agentkit.integrations._celery_worker import (
     OUTAGE_WAIT,
     Watcher,
@@ -113,12 +114,11 @@ from agentkit.integrations._redisprefixes import claim_prefix
 from agentkit.integrations._runids import check_owner, check_run_id
 from agentkit.integrations._signing import Sealer, SealError, as_keys
 from agentkit.integrations.runs import RunEvent, RunEventStream, to_messages
-from agentkit.runner import Runner
 from agentkit.schema import ContentPart, Message
 
 if TYPE_CHECKING:
+    from agentkit._results import RunIterator
     from agentkit.checkpoint import Lease, RedisCheckPointStore
-    from agentkit.results import RunIterator
 
 __all__ = [
     "AgentQueue",
@@ -912,7 +912,7 @@ class AgentQueue:
     def _record_and_lease(self, run_id: str) -> tuple[RunRecord, str, Lease | CheckpointBusyError]:
         """The run's record, sealed text and lease (or why not) in one round trip."""
         from agentkit.checkpoint import Lease
-        from agentkit.checkpoint.base import new_lease_owner
+        from agentkit.checkpoint._base import new_lease_owner
 
         store = self.store
         owner = new_lease_owner()

@@ -46,8 +46,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from agentkit._events import AgentEvent
 from agentkit.errors import AgentKitValueError
-from agentkit.events import AgentEvent
 from agentkit.integrations._errors import EventIdError, RunIdError, RunNotFoundError
 from agentkit.integrations._runids import stream_position
 from agentkit.integrations.runs import RunBackend, RunEvent, RunEventStream

@@ -27,12 +27,12 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from agentkit.callbacks import RunInfo
+from agentkit._callbacks import RunInfo
+from agentkit._events import AgentInput
+from agentkit._throttle import LimitWait
 from agentkit.errors import MissingDependencyError
-from agentkit.events import AgentInput
 from agentkit.schema import Message
-from agentkit.throttle import LimitWait
-from agentkit.tools.base import ToolCallInfo
+from agentkit.tools._base import ToolCallInfo
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, TracerProvider
@@ -63,7 +63,7 @@ class OpenTelemetryHandler:
     when the server reports them), ``gen_ai.response.finish_reasons``, ``gen_ai.tool.name``,
     ``gen_ai.tool.call.id``, ``gen_ai.tool.type``, plus ``agentkit.agent.type`` and
     ``agentkit.run_path``. The cost of a model call (a model with a
-    :class:`~agentkit.limits.ModelPricing`) is ``gen_ai.usage.cost.amount`` on its ``chat``
+    :class:`~agentkit.ModelPricing`) is ``gen_ai.usage.cost.amount`` on its ``chat``
     span: the GenAI conventions have no cost attribute yet, and this is the name the open
     proposal for one uses (semantic-conventions-genai pull request 443); its currency is the
     pricing's, which agentkit does not know, so no ``gen_ai.usage.cost.currency`` is set. A failed

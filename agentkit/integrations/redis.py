@@ -31,8 +31,8 @@ shared limits with ``appendonly yes`` when the limit must hold across a restart.
 
 Waits are those of :mod:`agentkit.throttle`: bounded by the call's timeout, cancelled with
 the run, reported to ``on_limit_wait``. When Redis cannot be reached (down, or not answering
-within ``socket_timeout``), the call fails with :class:`~agentkit.SharedLimitUnavailableError`
-saying so, before its request is sent.
+within ``socket_timeout``), the call fails with
+:class:`~agentkit.errors.SharedLimitUnavailableError` saying so, before its request is sent.
 """
 
 from __future__ import annotations
@@ -46,11 +46,11 @@ from typing import Any
 from agentkit._clock import SYSTEM_CLOCK, Clock
 from agentkit._lazy import present
 from agentkit._refresher import Refreshed, refresher_for
+from agentkit._throttle import ConcurrencyLimiter, RateGrant, RateLimit, RateLimiter, Slot
 from agentkit._waiting import Waiting, check_timeout
 from agentkit.checkpoint._redisscripts import Scripts
 from agentkit.errors import AgentKitValueError, MissingDependencyError, SharedLimitUnavailableError
 from agentkit.integrations._redismemory import RedisMemoryStore
-from agentkit.throttle import ConcurrencyLimiter, RateGrant, RateLimit, RateLimiter, Slot
 
 __all__ = [
     "DEFAULT_PREFIX",

@@ -53,13 +53,14 @@ from typing import Any, Protocol
 
 import attrs
 
+from agentkit._cancel import CancelHandle, CancelMode
 from agentkit._clock import SYSTEM_CLOCK, Clock
 from agentkit._lazy import present
 from agentkit._options import steer_through, with_cancel, with_checkpoint_id, with_session_values
 from agentkit._runctx import check_cancelled
 from agentkit._runlog import Append, InlineRun, Published, publish, summary_of_error
+from agentkit._runner import Runner
 from agentkit._steering import Steering
-from agentkit.cancel import CancelHandle, CancelMode
 from agentkit.errors import AgentKitValueError
 from agentkit.integrations._errors import (
     EventIdError,
@@ -74,7 +75,6 @@ from agentkit.integrations._errors import (
 )
 from agentkit.integrations._idempotency import check_key, conflict, key_digest, request_digest
 from agentkit.integrations._runids import check_owner, check_run_id, log_position
-from agentkit.runner import Runner
 from agentkit.schema import ContentPart, Message, _input_messages
 
 __all__ = [

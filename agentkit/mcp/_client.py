@@ -37,9 +37,9 @@ from agentkit.mcp._errors import (
 from agentkit.mcp._roots import RootLike, normalize_roots
 from agentkit.mcp._tool import MCPTool
 from agentkit.mcp._wire import DEFAULT_MAX_MESSAGE_BYTES, check_max_message_bytes, unparsable
-from agentkit.models.base import ChatModel
+from agentkit.models._base import ChatModel
 from agentkit.schema import ToolInfo
-from agentkit.tools.base import BaseTool
+from agentkit.tools._base import BaseTool
 
 __all__ = ["MCPClient"]
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from agentkit.errors import AgentKitValueError
 from agentkit.mcp import _compat
-from agentkit.models.base import ChatModel
+from agentkit.models._base import ChatModel
 from agentkit.schema import Message, Role
 
 __all__ = ["SamplingPolicy", "sampling_callback"]
@@ -98,7 +98,7 @@ def sampling_callback(policy: SamplingPolicy) -> Any:
                 INVALID_REQUEST,
                 f"this client answered its {policy.max_requests} sampling requests already",
             )
-        from agentkit.models.base import ModelOptions
+        from agentkit.models._base import ModelOptions
 
         options = ModelOptions(max_tokens=asked or policy.max_tokens)
         try:

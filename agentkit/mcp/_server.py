@@ -13,8 +13,10 @@ from typing import Any
 
 import attrs
 
+from agentkit._cancel import CancelHandle
+from agentkit._events import AgentEvent, InterruptContext
 from agentkit._options import with_cancel, with_checkpoint_id
-from agentkit.cancel import CancelHandle
+from agentkit._runner import Runner
 from agentkit.checkpoint import InMemoryCheckPointStore
 from agentkit.errors import (
     AgentKitValueError,
@@ -22,10 +24,8 @@ from agentkit.errors import (
     CheckpointError,
     CheckpointNotFoundError,
 )
-from agentkit.events import AgentEvent, InterruptContext
 from agentkit.iterators import AsyncIterator
 from agentkit.mcp import _compat
-from agentkit.runner import Runner
 from agentkit.schema import Role
 from agentkit.tools._approval import ApprovalRequest, Approve, Reject
 

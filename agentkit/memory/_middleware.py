@@ -7,6 +7,13 @@ import html
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from agentkit._middleware import (
+    AgentContext,
+    AgentMiddleware,
+    ModelState,
+    get_run_local_value,
+    set_run_local_value,
+)
 from agentkit._runctx import get_session_values
 from agentkit.errors import AgentConfigError, AgentKitTypeError, AgentKitValueError
 from agentkit.memory._base import (
@@ -16,16 +23,9 @@ from agentkit.memory._base import (
     check_limit,
     check_namespace,
 )
-from agentkit.middleware import (
-    AgentContext,
-    AgentMiddleware,
-    ModelState,
-    get_run_local_value,
-    set_run_local_value,
-)
 from agentkit.schema import Message, Role, system_message, user_message
+from agentkit.tools._base import BaseTool
 from agentkit.tools._function import tool
-from agentkit.tools.base import BaseTool
 
 __all__ = [
     "EXTRACT_INSTRUCTION",
@@ -261,7 +261,7 @@ def model_extractor(
 ) -> Extractor:
     """An ``extract`` for :class:`MemoryMiddleware` that asks ``model`` what to remember.
 
-    The model (any :class:`~agentkit.ChatModel`; a small one is enough) gets
+    The model (any :class:`~agentkit.models.ChatModel`; a small one is enough) gets
     ``instruction`` and the conversation's user and assistant texts (the last 20,000
     characters), and answers one fact per line; at most ``max_memories`` are kept, ``NONE``
     means none. The call is made in the agent's thread after its answer, outside the run's

@@ -35,23 +35,23 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from agentkit.middlewares.agents_md import AgentsMdMiddleware
-    from agentkit.middlewares.filesystem import FilesystemMiddleware, OffloadLargeResults
-    from agentkit.middlewares.patch_tool_calls import PatchToolCallsMiddleware
-    from agentkit.middlewares.plantask import PlanTaskMiddleware
-    from agentkit.middlewares.skill import SkillMiddleware
-    from agentkit.middlewares.tool_search import ToolSearchMiddleware
+    from agentkit.middlewares._agents_md import AgentsMdMiddleware
+    from agentkit.middlewares._filesystem import FilesystemMiddleware, OffloadLargeResults
+    from agentkit.middlewares._patch_tool_calls import PatchToolCallsMiddleware
+    from agentkit.middlewares._plantask import PlanTaskMiddleware
+    from agentkit.middlewares._skill import SkillMiddleware
+    from agentkit.middlewares._tool_search import ToolSearchMiddleware
 else:
     __getattr__, __dir__ = attach(
         __name__,
         {
-            "AgentsMdMiddleware": "agentkit.middlewares.agents_md",
-            "FilesystemMiddleware": "agentkit.middlewares.filesystem",
-            "OffloadLargeResults": "agentkit.middlewares.filesystem",
-            "PatchToolCallsMiddleware": "agentkit.middlewares.patch_tool_calls",
-            "PlanTaskMiddleware": "agentkit.middlewares.plantask",
-            "SkillMiddleware": "agentkit.middlewares.skill",
-            "ToolSearchMiddleware": "agentkit.middlewares.tool_search",
+            "AgentsMdMiddleware": "agentkit.middlewares._agents_md",
+            "FilesystemMiddleware": "agentkit.middlewares._filesystem",
+            "OffloadLargeResults": "agentkit.middlewares._filesystem",
+            "PatchToolCallsMiddleware": "agentkit.middlewares._patch_tool_calls",
+            "PlanTaskMiddleware": "agentkit.middlewares._plantask",
+            "SkillMiddleware": "agentkit.middlewares._skill",
+            "ToolSearchMiddleware": "agentkit.middlewares._tool_search",
         },
         submodules=(
             "agents_md", "filesystem", "patch_tool_calls", "plantask", "skill", "tool_search"

@@ -1,7 +1,7 @@
 """The file tools and ``execute``: Eino's tool names, arguments and result texts.
 
 :func:`file_tools` makes them over a backend and a shell; the middleware that gives them to
-an agent is :class:`agentkit.middlewares.filesystem.FilesystemMiddleware`.
+an agent is :class:`agentkit.middlewares.FilesystemMiddleware`.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from agentkit.errors import AgentKitError
 from agentkit.middlewares._tool import SchemaTool, checked_arguments, object_schema
 from agentkit.schema import ContentPart, ImagePart, TextPart, ToolInfo
 from agentkit.streams import StreamReader, stream_from_iterator
+from agentkit.tools._base import BaseTool
 from agentkit.tools._function_tool import content_text
-from agentkit.tools.base import BaseTool
 
 __all__ = [
     "DEFAULT_READ_LIMIT",

@@ -13,10 +13,10 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from agentkit._middleware import AgentContext
 from agentkit.errors import AgentConfigError, ToolArgumentsError
-from agentkit.middleware import AgentContext
 from agentkit.schema import ToolInfo
-from agentkit.tools.base import BaseTool
+from agentkit.tools._base import BaseTool
 
 __all__ = ["SchemaTool", "add_tools", "checked_arguments", "object_schema"]
 

@@ -30,7 +30,7 @@ from agentkit.errors import (
     RateLimitError,
     ResponseTooLargeError,
 )
-from agentkit.models.base import (
+from agentkit.models._base import (
     ChatModel,
     ModelOptions,
     ToolCallingChatModel,
@@ -63,23 +63,23 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from agentkit.models._failover import FailoverChatModel
+    from agentkit.models._scripted import ModelCall, ScriptedChatModel
     from agentkit.models.anthropic._client import AnthropicChatModel
-    from agentkit.models.failover import FailoverChatModel
     from agentkit.models.gemini._client import GeminiChatModel
     from agentkit.models.openai._client import OpenAIChatModel
     from agentkit.models.responses._client import OpenAIResponsesModel
-    from agentkit.models.scripted import ModelCall, ScriptedChatModel
 else:
     __getattr__, __dir__ = attach(
         __name__,
         {
             "AnthropicChatModel": "agentkit.models.anthropic._client",
-            "FailoverChatModel": "agentkit.models.failover",
+            "FailoverChatModel": "agentkit.models._failover",
             "GeminiChatModel": "agentkit.models.gemini._client",
             "OpenAIChatModel": "agentkit.models.openai._client",
             "OpenAIResponsesModel": "agentkit.models.responses._client",
-            "ModelCall": "agentkit.models.scripted",
-            "ScriptedChatModel": "agentkit.models.scripted",
+            "ModelCall": "agentkit.models._scripted",
+            "ScriptedChatModel": "agentkit.models._scripted",
         },
         submodules=("anthropic", "base", "failover", "gemini", "openai", "responses", "scripted"),
     )

@@ -37,22 +37,22 @@ from typing import Any, Literal
 
 import attrs
 
+from agentkit._cancel import CancelMode
 from agentkit._interrupt import InterruptSignal
+from agentkit._middleware import AgentContext, AgentMiddleware, ModelState, ToolInvoke
 from agentkit._persist import persisted
 from agentkit._points import Journal
 from agentkit._runctx import RunFrame, ToolCallFrame, current_frame, use_frame
 from agentkit._runlocals import current_run_locals
 from agentkit._scope import RunScope
-from agentkit.cancel import CancelMode
 from agentkit.errors import AgentCancelledError, AgentKitRuntimeError, ToolArgumentsError
-from agentkit.middleware import AgentContext, AgentMiddleware, ModelState, ToolInvoke
 from agentkit.middlewares._file_tools import StreamingExecute
 from agentkit.middlewares._tool import SchemaTool, add_tools, checked_arguments, object_schema
 from agentkit.prebuilt._deep_tools import TaskTool
 from agentkit.schema import ContentPart, FunctionCall, Message, ToolCall, ToolInfo, user_message
 from agentkit.streams import StreamReader, stream_from_iterator
+from agentkit.tools._base import BaseTool, InvokableTool, ToolCallInfo
 from agentkit.tools._function_tool import content_text
-from agentkit.tools.base import BaseTool, InvokableTool, ToolCallInfo
 
 __all__ = [
     "SESSION_KEY_BACKGROUND_TASKS",

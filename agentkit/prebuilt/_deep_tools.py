@@ -8,12 +8,12 @@ from typing import Any, Literal
 
 import attrs
 
+from agentkit._events import Agent
+from agentkit._middleware import AgentContext, AgentMiddleware
 from agentkit._persist import persisted
 from agentkit._runctx import add_session_value
-from agentkit.agents.agenttool import AgentTool
+from agentkit.agents._agenttool import AgentTool
 from agentkit.errors import AgentConfigError, ToolArgumentsError
-from agentkit.events import Agent
-from agentkit.middleware import AgentContext, AgentMiddleware
 from agentkit.middlewares._tool import SchemaTool, add_tools, checked_arguments, object_schema
 from agentkit.prebuilt._deep_prompts import TASK_TOOL_DESCRIPTION, WRITE_TODOS_DESCRIPTION
 from agentkit.schema import ContentPart, ToolInfo

@@ -11,12 +11,12 @@ import json
 from collections.abc import Callable, Iterator
 
 from agentkit._agent import AgentRun, BaseAgent
+from agentkit._events import AgentEvent, event_from_message, new_break_loop_action
 from agentkit._runctx import get_session_value
 from agentkit._values import BuiltValue
 from agentkit.agents._react import ModelCaller, limit_pause
 from agentkit.errors import AgentConfigError, RunLimitError
-from agentkit.events import AgentEvent, event_from_message, new_break_loop_action
-from agentkit.models.base import ChatModel, ModelOptions
+from agentkit.models._base import ChatModel, ModelOptions
 from agentkit.prebuilt._planexecute_plan import (
     EXECUTED_STEP_SESSION_KEY,
     EXECUTED_STEPS_SESSION_KEY,

@@ -20,9 +20,9 @@ What the agent has, in this order (Eino's):
   list is kept in the session under :data:`SESSION_KEY_TODOS` (a list of :class:`Todo`) and
   the tool answers ``Updated todo list to [...]``.
 - the file tools over ``backend`` and ``execute`` over ``shell``
-  (:class:`~agentkit.middlewares.filesystem.FilesystemMiddleware`); with a backend, tool
+  (:class:`~agentkit.middlewares.FilesystemMiddleware`); with a backend, tool
   results over 80,000 characters are offloaded to it
-  (:class:`~agentkit.middlewares.filesystem.OffloadLargeResults`, at
+  (:class:`~agentkit.middlewares.OffloadLargeResults`, at
   ``large_tool_result/<call id>``).
 - ``task``, when there is a sub-agent: ``{"subagent_type", "description"}`` starts that
   sub-agent on the description and answers with its final message. Unless
@@ -44,21 +44,21 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from agentkit._events import Agent, AgentInput
 from agentkit._language import resolve
 from agentkit._lazy import present
+from agentkit._middleware import AgentMiddleware
+from agentkit.agents._chatmodel import ChatModelAgent
 from agentkit.agents._model_retry import ModelRetryConfig
-from agentkit.agents.chatmodel import ChatModelAgent
 from agentkit.backends import Backend, Shell
 from agentkit.errors import AgentConfigError
-from agentkit.events import Agent, AgentInput
-from agentkit.middleware import AgentMiddleware
-from agentkit.middlewares.filesystem import (
+from agentkit.middlewares._filesystem import (
     EXECUTE,
     FILE_TOOLS,
     FilesystemMiddleware,
     OffloadLargeResults,
 )
-from agentkit.models.base import ChatModel
+from agentkit.models._base import ChatModel
 from agentkit.prebuilt._deep_background import (
     SESSION_KEY_BACKGROUND_TASKS,
     TASK_OUTPUT_TOOL_NAME,
@@ -80,8 +80,8 @@ from agentkit.prebuilt._deep_tools import (
     write_todos_tool,
 )
 from agentkit.schema import Message, system_message
+from agentkit.tools._base import BaseTool, InvokableTool
 from agentkit.tools._function import as_tool
-from agentkit.tools.base import BaseTool, InvokableTool
 
 __all__ = [
     "BASE_INSTRUCTION",

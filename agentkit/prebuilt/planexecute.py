@@ -33,13 +33,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from agentkit._events import Agent, AgentInput
 from agentkit._language import resolve
 from agentkit._lazy import present
-from agentkit.agents.chatmodel import ChatModelAgent
-from agentkit.agents.workflow import LoopAgent, SequentialAgent
+from agentkit.agents._chatmodel import ChatModelAgent
+from agentkit.agents._workflow import LoopAgent, SequentialAgent
 from agentkit.errors import AgentConfigError
-from agentkit.events import Agent, AgentInput
-from agentkit.models.base import ChatModel
+from agentkit.models._base import ChatModel
 from agentkit.prebuilt._planexecute_agents import Planner, Replanner
 from agentkit.prebuilt._planexecute_plan import (
     EXECUTED_STEP_SESSION_KEY,
@@ -71,7 +71,7 @@ from agentkit.prebuilt._planexecute_prompts import (
     replanner_input_for,
 )
 from agentkit.schema import Message, ToolInfo
-from agentkit.tools.base import BaseTool
+from agentkit.tools._base import BaseTool
 
 __all__ = [
     "EXECUTED_STEPS_SESSION_KEY",

@@ -2,7 +2,7 @@
 
 :func:`new` registers the workers as the supervisor's sub-agents (so the supervisor gets the
 ``transfer_to_agent`` tool and an instruction listing them) and wraps each worker with
-:func:`~agentkit.agents.deterministic.agent_with_deterministic_transfer_to`, so that when a
+:func:`~agentkit.agent_with_deterministic_transfer_to`, so that when a
 worker's turn ends the conversation goes back to the supervisor, which decides what is next.
 """
 
@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agentkit.agents.deterministic import agent_with_deterministic_transfer_to
-from agentkit.agents.flow import _with_type, agent_with_options, set_sub_agents
+from agentkit._events import Agent
+from agentkit.agents._deterministic import agent_with_deterministic_transfer_to
+from agentkit.agents._flow import _with_type, agent_with_options, set_sub_agents
 from agentkit.errors import AgentConfigError
-from agentkit.events import Agent
 
 __all__ = ["new"]
 

@@ -3,12 +3,12 @@
 Like ``httpx.MockTransport``, these are public so applications can test their agents the way
 agentkit does:
 
-* :class:`ScriptedChatModel` replies from a script; :func:`call` and :func:`calls_message`
-  build the tool calls it replies with.
+* :class:`~agentkit.models.ScriptedChatModel` replies from a script; :func:`call` and
+  :func:`calls_message` build the tool calls it replies with.
 * :func:`run_events` drains a run's events and fails if the run leaves a thread behind
   (:func:`no_thread_leak`); :func:`summarize` turns events into tuples to compare.
 * :class:`FakeOpenAIServer` is a loopback OpenAI-compatible HTTP server, scripted with
-  :class:`Reply`, to test :class:`~agentkit.OpenAIChatModel` and whole agents over real HTTP,
+  :class:`Reply`, to test :class:`~agentkit.models.OpenAIChatModel` and whole agents over real HTTP,
   failures included (error statuses, cut streams, slow answers).
   :class:`FakeAnthropicServer` does the same for :class:`~agentkit.models.AnthropicChatModel`
   (Anthropic's Messages API: its stream events, error shapes, thinking signatures and a
@@ -30,7 +30,8 @@ agentkit does:
 Example::
 
     from agentkit import ChatModelAgent, Runner
-    from agentkit.testing import ScriptedChatModel, call, calls_message, run_events, summarize
+    from agentkit.models import ScriptedChatModel
+    from agentkit.testing import call, calls_message, run_events, summarize
 
     model = ScriptedChatModel([calls_message(call("get_weather", {"city": "Paris"})), "Sunny."])
     events = run_events(Runner(ChatModelAgent("a", "d", model, tools=[get_weather])).query("hi"))
@@ -43,7 +44,6 @@ from typing import TYPE_CHECKING
 
 from agentkit._clock import Clock
 from agentkit._lazy import attach
-from agentkit.models.scripted import ModelCall, ScriptedChatModel
 from agentkit.testing._anthropic_server import FakeAnthropicServer
 from agentkit.testing._cassette import Cassette, cassette
 from agentkit.testing._checkpoint_checks import STORE_CHECKS, UNUSUAL_IDS
@@ -80,11 +80,9 @@ __all__ = [
     "FakeOpenAIServer",
     "FakeResponsesServer",
     "LEASE_CHECKS",
-    "ModelCall",
     "Reply",
     "STEP_CHECKS",
     "STORE_CHECKS",
-    "ScriptedChatModel",
     "StoreCheck",
     "StoreConformanceError",
     "StoreFactory",
@@ -127,4 +125,10 @@ for _obj in (
 del _obj
 
 if not TYPE_CHECKING:  # dir() lists the API only (not this module's imports)
-    __getattr__, __dir__ = attach(__name__)
+    __getattr__, __dir__ = attach(
+        __name__,
+        deprecated={
+            "ModelCall": "agentkit.models.ModelCall",
+            "ScriptedChatModel": "agentkit.models.ScriptedChatModel",
+        },
+    )

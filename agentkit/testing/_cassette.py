@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from agentkit.errors import AgentKitTypeError, AgentKitValueError, ModelError
-from agentkit.models.base import ChatModel, ModelOptions, ToolCallingChatModel
+from agentkit.models._base import ChatModel, ModelOptions, ToolCallingChatModel
 from agentkit.schema import Message, ToolInfo, concat_messages
 from agentkit.streams import StreamReader, stream_from_iterator, stream_from_list
 from agentkit.testing._cassette_file import (

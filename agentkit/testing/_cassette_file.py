@@ -34,7 +34,7 @@ import attrs
 
 from agentkit import errors
 from agentkit.errors import AgentKitValueError
-from agentkit.models.base import ModelOptions
+from agentkit.models._base import ModelOptions
 from agentkit.schema import Message, ToolInfo
 from agentkit.testing._errors import CassetteError
 

@@ -5,7 +5,11 @@ from __future__ import annotations
 import threading
 import uuid
 
-from agentkit.checkpoint.base import JournalingCheckPointStore, ListingCheckPointStore, namespace_of
+from agentkit.checkpoint._base import (
+    JournalingCheckPointStore,
+    ListingCheckPointStore,
+    namespace_of,
+)
 from agentkit.testing._store_support import (
     THREAD_GUARD,
     StoreCheck,

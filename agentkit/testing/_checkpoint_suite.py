@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agentkit.checkpoint.base import JournalingCheckPointStore, LeasingCheckPointStore
+from agentkit.checkpoint._base import JournalingCheckPointStore, LeasingCheckPointStore
 from agentkit.testing._checkpoint_checks import STORE_CHECKS
 from agentkit.testing._errors import StoreConformanceError
 from agentkit.testing._lease_checks import LEASE_CHECKS

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from agentkit.events import AgentEvent
+from agentkit._events import AgentEvent
 from agentkit.testing._threads import no_thread_leak
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 
 from agentkit._runctx import cancellable_sleep
-from agentkit.checkpoint.base import LeasingCheckPointStore, _clock_of
+from agentkit.checkpoint._base import LeasingCheckPointStore, _clock_of
 from agentkit.testing._clock import ManualClock
 from agentkit.testing._store_support import (
     THREAD_GUARD,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 
-from agentkit.checkpoint.base import JournalingCheckPointStore, RebasingCheckPointStore
+from agentkit.checkpoint._base import JournalingCheckPointStore, RebasingCheckPointStore
 from agentkit.testing._checkpoint_checks import UNUSUAL_IDS
 from agentkit.testing._store_support import (
     THREAD_GUARD,

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import NoReturn
 
-from agentkit.checkpoint.base import CheckPointStore
+from agentkit.checkpoint._base import CheckPointStore
 from agentkit.testing._errors import StoreConformanceError
 
 StoreFactory = Callable[[], CheckPointStore]

@@ -35,7 +35,7 @@ from typing import Any
 import pytest
 
 from agentkit.errors import AgentKitTypeError, AgentKitValueError
-from agentkit.models.base import ChatModel
+from agentkit.models._base import ChatModel
 from agentkit.testing._cassette import MODES, Cassette, cassette
 
 __all__ = ["CassetteFactory", "model_cassette", "pytest_addoption", "pytest_configure"]

@@ -14,18 +14,18 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from agentkit._lazy import attach, present
+from agentkit.tools._base import (
+    ContentTool,
+    DeclaresIdempotency,
+    StreamableContentTool,
+    is_idempotent,
+)
 from agentkit.tools._composite import CompositeInterrupt
 from agentkit.tools._function import (
     FunctionTool,
     StreamingContentFunctionTool,
     StreamingFunctionTool,
     as_tool,
-)
-from agentkit.tools.base import (
-    ContentTool,
-    DeclaresIdempotency,
-    StreamableContentTool,
-    is_idempotent,
 )
 
 __all__ = [

@@ -19,7 +19,7 @@ from agentkit._persist import persisted
 from agentkit._runctx import current_frame, use_frame
 from agentkit.errors import AgentKitTypeError, ResumeError, ToolArgumentsError
 from agentkit.schema import ContentPart, ToolInfo
-from agentkit.tools.base import BaseTool
+from agentkit.tools._base import BaseTool
 
 if TYPE_CHECKING:
     from agentkit.streams import StreamReader

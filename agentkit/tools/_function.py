@@ -12,9 +12,10 @@ from typing import Any, ParamSpec, TypeVar, overload
 import attrs
 
 from agentkit._lazy import present
+from agentkit._throttle import ConcurrencyLimiter
 from agentkit.errors import AgentKitTypeError
-from agentkit.throttle import ConcurrencyLimiter
 from agentkit.tools._approval import ApprovalPolicy, check_policy
+from agentkit.tools._base import BaseTool
 from agentkit.tools._function_tool import (
     FunctionTool,
     StreamingContentFunctionTool,
@@ -25,7 +26,6 @@ from agentkit.tools._function_tool import (
     is_generator_function,
 )
 from agentkit.tools._signature import yields_parts
-from agentkit.tools.base import BaseTool
 
 __all__ = [
     "FunctionTool",

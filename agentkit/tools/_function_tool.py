@@ -18,6 +18,7 @@ from typing import Any, Generic, ParamSpec, TypeVar
 
 from agentkit._jsonable import dumps as json_dumps
 from agentkit._jsonable import unencodable_part
+from agentkit._throttle import ConcurrencyLimiter, Slot
 from agentkit._waiting import CallSite, admitted
 from agentkit.errors import (
     AgentConfigError,
@@ -38,7 +39,6 @@ from agentkit.schema import (
     describe_part,
 )
 from agentkit.streams import StreamReader, stream_from_iterator
-from agentkit.throttle import ConcurrencyLimiter, Slot
 from agentkit.tools._approval import (
     ApprovalPolicy,
     Decision,

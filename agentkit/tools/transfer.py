@@ -7,15 +7,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentkit import _prompts_zh as zh
-from agentkit._language import resolve
-from agentkit._runctx import send_tool_gen_action
-from agentkit.errors import ToolArgumentsError
-from agentkit.events import (
+from agentkit._events import (
     TRANSFER_TO_AGENT_TOOL_NAME,
     Agent,
     new_transfer_to_agent_action,
     transfer_result_text,
 )
+from agentkit._language import resolve
+from agentkit._runctx import send_tool_gen_action
+from agentkit.errors import ToolArgumentsError
 from agentkit.schema import ToolInfo
 
 __all__ = ["TransferToAgentTool", "transfer_instruction"]

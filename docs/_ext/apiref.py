@@ -4,7 +4,7 @@ A public module is one whose dotted name has no ``_`` part (``tests/test_public_
 keeps the same rule). Each public object is documented once, on its *home* page, and every
 other public module that exports it lists it with a link; the Python domain learns each of
 those names as an alias of the documented one, so ``agentkit.Runner``,
-``agentkit.runner.Runner`` and a docstring's ``:class:`~agentkit.Runner``` all resolve, and
+``agentkit.Runner`` and a docstring's ``:class:`~agentkit.Runner``` all resolve, and
 the inventory (``objects.inv``) names every public name of every public module.
 
 The home of an object:
@@ -436,7 +436,7 @@ def _undocumented(app: Sphinx, env: BuildEnvironment) -> Iterator[str]:
 
 def _add_aliases(app: Sphinx, env: BuildEnvironment) -> None:
     """Teach the Python domain every public name of every documented object, members too
-    (``agentkit.Runner.invoke`` for ``agentkit.runner.Runner.invoke``)."""
+    (``agentkit.Runner.invoke`` for ``agentkit.Runner.invoke``)."""
     domain: PythonDomain = env.get_domain("py")  # type: ignore[assignment]
     objects = domain.objects
     members: dict[str, list[str]] = {}
@@ -550,6 +550,11 @@ def _resolve(app: Sphinx, env: BuildEnvironment, node: Any, contnode: Any) -> An
     if target in _type_variable_names():
         # a type variable of a private module, in the signature of a public name documented
         # on another page (``P`` of ``agentkit.tool``): plain text, as above
+        return contnode
+    listed = [name for name in app.config.apiref_private_types if name.rpartition(".")[2] == target]
+    if len(listed) == 1:
+        # a listed private type by its bare name, in a signature written in a private module
+        # and documented under a public one (``ToolExceptionHandler`` of ChatModelAgent)
         return contnode
     return None
 

@@ -10,9 +10,9 @@ to the rate are corrected with the usage the response reports.
 
 from __future__ import annotations
 
+from agentkit._throttle import ConcurrencyLimiter, RateGrant, RateLimiter, Slot
 from agentkit._waiting import CallSite, admitted
 from agentkit.errors import AgentKitTypeError
-from agentkit.throttle import ConcurrencyLimiter, RateGrant, RateLimiter, Slot
 
 __all__ = ["Admission", "CallLimits", "check_limits", "estimate_tokens"]
 

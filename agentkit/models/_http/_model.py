@@ -21,6 +21,7 @@ import attrs
 import httpx
 
 from agentkit._runctx import abort_on_cancel, cancellable_sleep, current_frame
+from agentkit._throttle import ConcurrencyLimiter, RateLimiter
 from agentkit._values import BuiltValue
 from agentkit._waiting import CallSite
 from agentkit.errors import (
@@ -32,6 +33,7 @@ from agentkit.errors import (
     ModelError,
     RateLimitError,
 )
+from agentkit.models._base import ModelOptions, ToolCallingChatModel, ToolSearchUnsupportedError
 from agentkit.models._http._body import check_max_response_bytes, read_body
 from agentkit.models._http._limits import CallLimits, check_limits
 from agentkit.models._http._retry import (
@@ -43,13 +45,11 @@ from agentkit.models._http._retry import (
 )
 from agentkit.models._http._stream import Call, EventStream, Target
 from agentkit.models._http._transport import _current, make_client
-from agentkit.models.base import ModelOptions, ToolCallingChatModel, ToolSearchUnsupportedError
 from agentkit.schema import Message, ToolInfo
 from agentkit.streams import StreamReader, stream_from_batches
-from agentkit.throttle import ConcurrencyLimiter, RateLimiter
 
 if TYPE_CHECKING:
-    from agentkit.limits import ModelPricing
+    from agentkit._limits import ModelPricing
 
 __all__ = ["HTTPChatModel", "Target"]
 
@@ -69,7 +69,7 @@ def add_note(error: BaseException, note: str) -> None:
 
 def checked_pricing(pricing: object) -> ModelPricing | None:
     """Return ``pricing``, refusing anything but a ``ModelPricing`` (or ``None``)."""
-    from agentkit.limits import ModelPricing
+    from agentkit._limits import ModelPricing
 
     if pricing is not None and not isinstance(pricing, ModelPricing):
         raise AgentKitTypeError(

@@ -17,8 +17,8 @@ from collections.abc import Iterator
 
 import httpx
 
+from agentkit._cancel import CancelMode
 from agentkit._runctx import RunFrame
-from agentkit.cancel import CancelMode
 from agentkit.errors import AgentCancelledError, APITimeoutError, IncompleteStreamError, ModelError
 from agentkit.models._http._body import body_chunks
 from agentkit.models._http._limits import Admission

@@ -8,7 +8,9 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from agentkit._lazy import present
+from agentkit._throttle import ConcurrencyLimiter, RateLimiter
 from agentkit.errors import AgentKitValueError
+from agentkit.models._base import ModelOptions
 from agentkit.models._http._body import DEFAULT_MAX_RESPONSE_BYTES
 from agentkit.models._http._encoded import EncodedMessages, join_turns
 from agentkit.models._http._json import encode_json
@@ -24,13 +26,11 @@ from agentkit.models.anthropic._wire import (
     tools_json,
     with_cache_control,
 )
-from agentkit.models.base import ModelOptions
 from agentkit.schema import Message, Role
 from agentkit.streams import StreamReader, stream_from_batches
-from agentkit.throttle import ConcurrencyLimiter, RateLimiter
 
 if TYPE_CHECKING:
-    from agentkit.limits import ModelPricing
+    from agentkit._limits import ModelPricing
 
 __all__ = ["ANTHROPIC_VERSION", "DEFAULT_ANTHROPIC_BASE_URL", "AnthropicChatModel"]
 

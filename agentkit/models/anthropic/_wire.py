@@ -41,10 +41,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentkit.errors import AgentKitValueError, ContentPartError, ModelError
+from agentkit.models._base import ModelOptions
 from agentkit.models._http._json import count, encode_json
 from agentkit.models._http._json import decode_json as _decode_json
 from agentkit.models._http._retry import server_message
-from agentkit.models.base import ModelOptions
 from agentkit.schema import (
     AudioPart,
     ContentPart,

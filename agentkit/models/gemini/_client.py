@@ -10,14 +10,15 @@ from urllib.parse import quote
 import httpx
 
 from agentkit._lazy import present
+from agentkit._throttle import ConcurrencyLimiter, RateLimiter
 from agentkit.errors import AgentKitValueError
+from agentkit.models._base import ModelOptions
 from agentkit.models._http._body import DEFAULT_MAX_RESPONSE_BYTES
 from agentkit.models._http._encoded import EncodedMessages, join_turns
 from agentkit.models._http._json import encode_json
 from agentkit.models._http._model import HTTPChatModel
 from agentkit.models._http._retry import parse_retry_after
 from agentkit.models._http._stream import Target
-from agentkit.models.base import ModelOptions
 from agentkit.models.gemini._stream import GeminiStream
 from agentkit.models.gemini._wire import (
     function_names,
@@ -30,10 +31,9 @@ from agentkit.models.gemini._wire import (
     tools_field,
 )
 from agentkit.schema import Message, Role
-from agentkit.throttle import ConcurrencyLimiter, RateLimiter
 
 if TYPE_CHECKING:
-    from agentkit.limits import ModelPricing
+    from agentkit._limits import ModelPricing
 
 __all__ = ["DEFAULT_GEMINI_BASE_URL", "GeminiChatModel"]
 

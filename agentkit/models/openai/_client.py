@@ -8,9 +8,10 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from agentkit._lazy import present
+from agentkit._throttle import ConcurrencyLimiter, RateLimiter
+from agentkit.models._base import ModelOptions
 from agentkit.models._http._body import DEFAULT_MAX_RESPONSE_BYTES
 from agentkit.models._http._model import HTTPChatModel
-from agentkit.models.base import ModelOptions
 from agentkit.models.openai._encoded import EncodedMessages
 from agentkit.models.openai._stream import OpenStream
 from agentkit.models.openai._wire import (
@@ -20,10 +21,9 @@ from agentkit.models.openai._wire import (
     tools_bytes,
 )
 from agentkit.schema import Message
-from agentkit.throttle import ConcurrencyLimiter, RateLimiter
 
 if TYPE_CHECKING:
-    from agentkit.limits import ModelPricing
+    from agentkit._limits import ModelPricing
 
 __all__ = ["DEFAULT_BASE_URL", "OpenAIChatModel"]
 
@@ -57,7 +57,7 @@ class OpenAIChatModel(HTTPChatModel):
             the call at once with :class:`~agentkit.errors.ResponseTooLargeError` (not
             retried): reading stops, the connection is closed, and memory stays near the
             limit however much the server sends.
-        pricing: what the model's tokens cost (a :class:`~agentkit.limits.ModelPricing`):
+        pricing: what the model's tokens cost (a :class:`~agentkit.ModelPricing`):
             every reply that reports its token usage gets ``response_meta.cost`` (for a
             stream, on the chunk with the usage), which runs sum into ``RunResult.cost`` and
             count against ``RunLimits(cost=...)``. Prompt tokens the server read from its
@@ -82,7 +82,7 @@ class OpenAIChatModel(HTTPChatModel):
     call (for a stream: until its first chunk), and a retry that could not finish in time
     is not made, so a call never takes much longer than ``timeout``. Waits for a turn under
     ``concurrency`` or ``rate_limit`` count toward it too (a wait that runs out raises
-    :class:`~agentkit.SlotTimeoutError`, not retried). A stream is never
+    :class:`~agentkit.errors.SlotTimeoutError`, not retried). A stream is never
     retried once it has delivered a chunk. Errors are :class:`~agentkit.ModelError`
     subclasses carrying the status code, the server's message and the decoded body.
 

@@ -31,8 +31,8 @@ from typing import Any
 
 from agentkit._media import sniff
 from agentkit.errors import AgentKitValueError, ContentPartError, ModelError
+from agentkit.models._base import ModelOptions
 from agentkit.models._http._retry import server_message
-from agentkit.models.base import ModelOptions
 from agentkit.schema import (
     AudioPart,
     ContentPart,

@@ -8,12 +8,13 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from agentkit._lazy import present
+from agentkit._throttle import ConcurrencyLimiter, RateLimiter
 from agentkit.errors import AgentKitValueError
+from agentkit.models._base import ModelOptions
 from agentkit.models._http._body import DEFAULT_MAX_RESPONSE_BYTES
 from agentkit.models._http._encoded import EncodedMessages
 from agentkit.models._http._json import encode_json
 from agentkit.models._http._model import HTTPChatModel
-from agentkit.models.base import ModelOptions
 from agentkit.models.responses._stream import ResponsesStream
 from agentkit.models.responses._wire import (
     attachment_items,
@@ -25,10 +26,9 @@ from agentkit.models.responses._wire import (
     tools_field,
 )
 from agentkit.schema import Message
-from agentkit.throttle import ConcurrencyLimiter, RateLimiter
 
 if TYPE_CHECKING:
-    from agentkit.limits import ModelPricing
+    from agentkit._limits import ModelPricing
 
 __all__ = ["OpenAIResponsesModel"]
 
