@@ -105,7 +105,12 @@ def test_closing_the_stream_kills_the_command(kind: str, tmp_path: Path) -> None
         assert time.monotonic() < deadline
         time.sleep(0.01)
     pieces.close()
-    assert processes_with(marker) == []
+    # SIGKILL was sent to the command's group; a loaded machine may take a moment to run
+    # the kernel's exit of a process that is not the reaped shell itself.
+    deadline = time.monotonic() + GUARD
+    while processes_with(marker):
+        assert time.monotonic() < deadline, "the command outlived the closed stream"
+        time.sleep(0.01)
 
 
 def test_a_streamed_output_is_bounded_and_says_it_was_cut(tmp_path: Path) -> None:
