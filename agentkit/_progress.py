@@ -48,7 +48,7 @@ from typing import Any, Protocol
 import attrs
 
 from agentkit._persist import persisted
-from agentkit._points import Journal
+from agentkit._points import Journal, new_point_id
 
 __all__ = [
     "ROOT",
@@ -61,6 +61,7 @@ __all__ = [
     "Progress",
     "PutPoint",
     "SetField",
+    "forget_points",
     "save_point",
     "state_delta",
 ]
@@ -74,10 +75,18 @@ ROOT: Address = ()
 @persisted("agentkit.StepPut")
 @attrs.frozen
 class PutPoint:
-    """Op: the component at ``address`` is at ``state`` now (its point is replaced whole)."""
+    """Op: the component at ``address`` is at ``state`` now (its point is replaced whole).
+
+    ``id``, ``info`` and ``root``: an interrupt's point, as its context shows it (its id, what
+    it shows, whether it is a root cause); a declared state has none (its point gets a fresh
+    id). A record written before these fields existed loads with none.
+    """
 
     address: Address
     state: Any
+    id: str | None = None
+    info: Any = None
+    root: bool = False
 
 
 @persisted("agentkit.StepDrop")
@@ -175,8 +184,9 @@ def save_point(
 
     ``info`` and ``root_cause`` are what an interrupt shows there; ``dropped``: addresses whose
     points are over, forgotten now in memory and in the store with this commit; ``done``:
-    addresses forgotten in memory already (a child that completed), dropped in the store with
-    this commit. ``flush`` and ``sync`` are :meth:`Progress.declare`'s. A root cause is
+    addresses forgotten in memory already (a child that completed: :func:`forget_points`),
+    dropped in the store with this commit. ``flush`` and ``sync`` are
+    :meth:`Progress.declare`'s. A root cause is
     declared with ``flush=False``: the Runner delivers an interrupt event only after the
     stop's save, which holds it, so the point needs no write of its own (a crash before that
     save leaves the interrupt undelivered: the resumed run asks again), and a write inside a
@@ -187,17 +197,37 @@ def save_point(
     """
     journal = place.journal
     address = place.address
+    progress = place.progress
+    if progress is not None:
+        # The journal is updated under the writer's lock: both keep the same order.
+        progress.declare(
+            address, state, place.log, done=(*done, *dropped), journal=journal, info=info,
+            root_cause=root_cause, flush=flush, sync=sync,
+        )
+        return
     for gone in dropped:
         journal.discard_under(gone)
     if info is None and not root_cause:
         journal.declare(address, state)
     else:
         journal.record(address, state, info, root=root_cause)
+
+
+def forget_points(place: Place, *, by_parent: bool = True) -> None:
+    """The component at ``place`` handled its stop, or completed: forget its points and
+    those below it (``AgentRun.discard_state``, a child's completion in ``AgentRun.run_child``).
+
+    Forgotten in the journal now; in a durable run the store follows with the next declaration
+    of the component above it (``by_parent``; otherwise the owner names it in ``done`` of its
+    next :func:`save_point`: a composite whose lanes share its address), or one at or below
+    the forgotten address, never earlier, so a process that dies in between goes on from the
+    last step written; a stop's save leaves them out (:meth:`Progress.close`).
+    """
     progress = place.progress
     if progress is not None:
-        progress.declare(
-            address, state, place.log, done=(*done, *dropped), flush=flush, sync=sync
-        )
+        progress.forget(place.address, place.journal, by_parent=by_parent)
+    else:
+        place.journal.discard_under(place.address)
 
 
 class _Cursor:
@@ -229,7 +259,8 @@ class Progress:
     """
 
     __slots__ = (
-        "_cursors", "_declared", "_lock", "_pending", "_session", "_sink", "_written_session",
+        "_cursors", "_declared", "_held", "_lock", "_order", "_pending", "_session", "_sink",
+        "_written_session",
     )
 
     def __init__(self, sink: Sink, session: Any = None) -> None:
@@ -241,6 +272,12 @@ class Progress:
         # next declaration's delta: written_base); an address the image changed otherwise is
         # not here.
         self._declared: dict[Address, Any] = {}
+        # The addresses declared in this run and not forgotten since, in the order of their
+        # latest declaration (the journal's order: a stop saves its points in it).
+        self._order: dict[Address, None] = {}
+        # Forgotten addresses whose drop waits for a declaration (forget), each with whether
+        # the next declaration of the component above writes it (else its owner's ``done``).
+        self._held: dict[Address, bool] = {}
         self._pending: list[Op] = []
         self._written_session: dict[str, Any] = (
             session.snapshot() if session is not None else {}
@@ -282,6 +319,9 @@ class Progress:
         log: LogLike | None = None,
         *,
         done: Sequence[Address] = (),
+        journal: Journal | None = None,
+        info: Any = None,
+        root_cause: bool = False,
         flush: bool = True,
         sync: bool = False,
     ) -> None:
@@ -291,10 +331,14 @@ class Progress:
         The commit holds only the delta from the state declared last at ``address`` (see
         :func:`state_delta`; the writer keeps a shallow copy of it), so a step of a long run
         costs what the step changed; a field a history is kept in (:meth:`track`) is left out
-        of the delta. The commit also carries the new entries of ``log``; with ``flush`` it
-        is written (with what was committed before without ``flush``) before this returns.
-        ``sync``: the record must survive a power loss too (the start of a call that must not
-        run twice unnoticed).
+        of the delta. ``journal``: the run's journal, which keeps the point too (in the same
+        order: under this writer's lock). ``info`` and ``root_cause``: an interrupt's point,
+        put whole with its id (the journal's), its info and its root flag. The drops
+        :meth:`forget` held for this address (its children's, or its own) go first.
+        The commit also carries the new entries of ``log``; with ``flush`` it is written
+        (with what was committed before without ``flush``) before this returns. ``sync``: the
+        record must survive a power loss too (the start of a call that must not run twice
+        unnoticed).
 
         Raises:
             CheckpointError: the writer could not make the commit durable; the component
@@ -302,15 +346,88 @@ class Progress:
         """
         with self._lock:
             known = self._declared
+            order = self._order
             ops: list[Op] = []
+            if self._held:
+                self._release_held(address, ops)
             for gone in done:
                 ops.append(DropPoints(gone))
-                if known:
-                    _forget_under(known, gone)
-            kept = [c.field for c in self._cursors.values() if c.address == address]
-            ops.extend(state_delta(address, known.get(address), state, kept))
-            known[address] = written_base(state)
+                self._forget(gone)
+                if journal is not None:
+                    journal.discard_under(gone)
+            order.pop(address, None)
+            order[address] = None
+            if info is not None or root_cause:
+                point_id = (
+                    new_point_id() if journal is None
+                    else journal.record(address, state, info, root=root_cause).id
+                )
+                ops.append(PutPoint(address, state, point_id, info, root_cause))
+                known.pop(address, None)  # the next declaration (no info) puts it whole
+            else:
+                if journal is not None:
+                    journal.declare(address, state)
+                kept = [c.field for c in self._cursors.values() if c.address == address]
+                ops.extend(state_delta(address, known.get(address), state, kept))
+                known[address] = written_base(state)
             self._write(ops, log, flush, sync)
+
+    def forget(
+        self, address: Address, journal: Journal | None = None, *, by_parent: bool = True
+    ) -> None:
+        """The points at and under ``address`` are over (:func:`forget_points`): forget them
+        in ``journal`` now; drop them in the store with the next declaration at the address
+        above (``by_parent``; otherwise with the owner's declaration that names it in
+        ``done``), or at or under ``address`` (it runs again), or at the stop's save
+        (:meth:`close`), never earlier."""
+        with self._lock:
+            if journal is not None:
+                journal.discard_under(address)
+            self._forget(address)
+            held = self._held
+            if any(address[: len(gone)] == gone for gone in held):
+                return  # a drop held already covers it
+            held[address] = by_parent
+
+    def close(self) -> tuple[list[Op], list[Address]]:
+        """The run stops: what was committed but not written yet (the declarations made
+        without ``flush``, the new entries of every kept history, the held drops), and the
+        addresses declared and not forgotten, in the order of their latest declaration (the
+        order a stop saves its points in). Nothing is written after this."""
+        with self._lock:
+            ops = self._pending
+            self._pending = []
+            for cursor in self._cursors.values():
+                entries = cursor.log.since(cursor.written)
+                if entries:
+                    ops.append(ExtendField(cursor.address, cursor.field, entries, cursor.index))
+                    cursor.written += len(entries)
+            ops.extend(DropPoints(gone) for gone in self._held)
+            self._held = {}
+            return ops, list(self._order)
+
+    def _release_held(self, address: Address, ops: list[Op]) -> None:
+        """Move to ``ops`` the held drops that a declaration at ``address`` writes: those of
+        its direct children (forgotten below it, ``by_parent``) and those at or above it (it
+        runs again)."""
+        held = self._held
+        for gone in [g for g, by_parent in held.items()
+                     if (by_parent and g[:-1] == address) or address[: len(g)] == g]:
+            del held[gone]
+            ops.append(DropPoints(gone))
+
+    def _forget(self, address: Address) -> None:
+        """Forget what was declared at and under ``address`` (the lock held)."""
+        depth = len(address)
+        if self._declared:
+            _forget_under(self._declared, address)
+        order = self._order
+        for gone in [saved for saved in order if saved[:depth] == address]:
+            del order[gone]
+        held = self._held
+        if held:
+            for gone in [saved for saved in held if saved[:depth] == address]:
+                del held[gone]
 
     def write_session(self) -> None:
         """Write the session values that changed since the last write (a message sent to the
@@ -465,20 +582,25 @@ def apply_ops(
     ops: Sequence[Op],
     root: Any,
     points: dict[Address, Any],
-    make_point: Callable[[Address, Any], Any],
+    make_point: Callable[[Address, Any, str | None, Any, bool], Any],
     *,
     own: Callable[[Any], Any],
 ) -> None:
     """Apply ``ops`` to an image: ``root`` (the checkpoint) and ``points`` (address -> point).
 
-    ``make_point(address, state)`` builds a point for :class:`PutPoint`; ``own(value)`` gives
-    a copy of a put state or of added items that nothing else holds (the image changes them
-    in place later). Raises ``ValueError`` naming the op that does not fit the image.
+    ``make_point(address, state, id, info, root)`` builds a point for :class:`PutPoint`;
+    ``own(value)`` gives a copy of a put state or of added items that nothing else holds (the
+    image changes them in place later). Raises ``ValueError`` naming the op that does not fit
+    the image.
     """
     for op in ops:
         if isinstance(op, PutPoint):
             points.pop(op.address, None)  # a put point comes last, like a recorded one
-            points[op.address] = make_point(op.address, own(op.state))
+            # A record written before the point's id, info and root flag were has none.
+            points[op.address] = make_point(
+                op.address, own(op.state), getattr(op, "id", None), getattr(op, "info", None),
+                getattr(op, "root", False),
+            )
         elif isinstance(op, DropPoints):
             depth = len(op.address)
             for address in [a for a in points if a[:depth] == op.address]:

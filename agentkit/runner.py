@@ -363,6 +363,7 @@ class Runner(BuiltValue):
                 outcome,
                 turn,
                 consume=durable is not None,
+                final=None if durable is None else durable.final_points,
             )
             try:
                 place = frame.at_agent(RunStep(agent.name))
@@ -574,6 +575,7 @@ class Runner(BuiltValue):
                 outcome,
                 turn,
                 consume=True,
+                final=None if durable is None else durable.final_points,
             )
             try:
                 place = frame.at_agent(RunStep(agent.name))
