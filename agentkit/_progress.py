@@ -11,8 +11,9 @@ The design, in full (the Runner's side is :mod:`agentkit._durable`):
   resumed from its journal's points (:mod:`agentkit._points`).
 * **Declarations.** A component says where it is with ``AgentRun.save_state``, an interrupt
   with ``interrupt()``, ``interrupt_event()`` or ``CompositeInterrupt``; each enters by one
-  door, :func:`save_point`, which keeps the point in the run's journal and, in a durable
-  run, ends here, in :meth:`Progress.declare`: the writer diffs the declared state
+  door, :func:`save_point`, which keeps the point in the run's journal or, in a durable run,
+  hands it to :meth:`Progress.declare` alone (the writer's image is the run's one record of
+  its points: a stop saves it, :meth:`Progress.close`): the writer diffs the declared state
   against what it wrote last for that address (:func:`state_delta`) and commits the *ops*
   that turn one into the other (:class:`PutPoint`, :class:`DropPoints`, :class:`SetField`,
   :class:`ExtendField`, :class:`MergeField`), addressed like resume points; the address
@@ -179,8 +180,8 @@ def save_point(
 
     ``AgentRun.save_state`` and the interrupts (:func:`~agentkit.interrupt`,
     :func:`~agentkit.interrupt_event`, :class:`~agentkit.tools.CompositeInterrupt`) all call
-    it. The point is kept in the run's journal (what a stop saves) and, in a durable run,
-    handed to the writer (:meth:`Progress.declare`) in the same call.
+    it. The point is kept in the run's journal, which a stop saves; in a durable run it goes
+    to the writer alone (:meth:`Progress.declare`), whose image a stop saves: one source.
 
     ``info`` and ``root_cause`` are what an interrupt shows there; ``dropped``: addresses whose
     points are over, forgotten now in memory and in the store with this commit; ``done``:
@@ -199,9 +200,9 @@ def save_point(
     address = place.address
     progress = place.progress
     if progress is not None:
-        # The journal is updated under the writer's lock: both keep the same order.
+        # A durable run keeps its points in its writer alone (what a stop saves too).
         progress.declare(
-            address, state, place.log, done=(*done, *dropped), journal=journal, info=info,
+            address, state, place.log, done=(*done, *dropped), info=info,
             root_cause=root_cause, flush=flush, sync=sync,
         )
         return
@@ -217,15 +218,16 @@ def forget_points(place: Place, *, by_parent: bool = True) -> None:
     """The component at ``place`` handled its stop, or completed: forget its points and
     those below it (``AgentRun.discard_state``, a child's completion in ``AgentRun.run_child``).
 
-    Forgotten in the journal now; in a durable run the store follows with the next declaration
-    of the component above it (``by_parent``; otherwise the owner names it in ``done`` of its
-    next :func:`save_point`: a composite whose lanes share its address), or one at or below
-    the forgotten address, never earlier, so a process that dies in between goes on from the
-    last step written; a stop's save leaves them out (:meth:`Progress.close`).
+    Forgotten in the journal now; in a durable run by the writer now (:meth:`Progress.forget`),
+    and the store follows with the next declaration of the component above it (``by_parent``;
+    otherwise the owner names it in ``done`` of its next :func:`save_point`: a composite whose
+    lanes share its address), or one at or below the forgotten address, never earlier, so a
+    process that dies in between goes on from the last step written; a stop's save leaves them
+    out (:meth:`Progress.close`).
     """
     progress = place.progress
     if progress is not None:
-        progress.forget(place.address, place.journal, by_parent=by_parent)
+        progress.forget(place.address, by_parent=by_parent)
     else:
         place.journal.discard_under(place.address)
 
@@ -259,8 +261,8 @@ class Progress:
     """
 
     __slots__ = (
-        "_cursors", "_declared", "_held", "_lock", "_order", "_pending", "_session", "_sink",
-        "_written_session",
+        "_cursors", "_declared", "_held", "_kept", "_lock", "_order", "_pending", "_session",
+        "_sink", "_written_session",
     )
 
     def __init__(self, sink: Sink, session: Any = None) -> None:
@@ -268,6 +270,8 @@ class Progress:
         self._session = session  # an agentkit._runctx.Session (it has snapshot())
         self._lock = threading.Lock()
         self._cursors: dict[int, _Cursor] = {}
+        # The fields histories are kept in, by address (the writer's: left out of deltas).
+        self._kept: dict[Address, tuple[str, ...]] = {}
         # The state last declared per address, as the image holds it now (the base of the
         # next declaration's delta: written_base); an address the image changed otherwise is
         # not here.
@@ -302,6 +306,7 @@ class Progress:
             if id(log) in self._cursors:
                 return False
             self._cursors[id(log)] = _Cursor(log, address, field, index, done)
+            self._kept[address] = (*self._kept.get(address, ()), field)
             return True
 
     def untrack(self, log: LogLike) -> None:
@@ -311,6 +316,10 @@ class Progress:
             cursor = self._cursors.pop(id(log), None)
             if cursor is not None:
                 self._declared.pop(cursor.address, None)
+                fields = list(self._kept.pop(cursor.address, ()))
+                fields.remove(cursor.field)
+                if fields:
+                    self._kept[cursor.address] = tuple(fields)
 
     def declare(
         self,
@@ -319,7 +328,6 @@ class Progress:
         log: LogLike | None = None,
         *,
         done: Sequence[Address] = (),
-        journal: Journal | None = None,
         info: Any = None,
         root_cause: bool = False,
         flush: bool = True,
@@ -331,9 +339,8 @@ class Progress:
         The commit holds only the delta from the state declared last at ``address`` (see
         :func:`state_delta`; the writer keeps a shallow copy of it), so a step of a long run
         costs what the step changed; a field a history is kept in (:meth:`track`) is left out
-        of the delta. ``journal``: the run's journal, which keeps the point too (in the same
-        order: under this writer's lock). ``info`` and ``root_cause``: an interrupt's point,
-        put whole with its id (the journal's), its info and its root flag. The drops
+        of the delta. ``info`` and ``root_cause``: an interrupt's point, put whole with a
+        fresh id, its info and its root flag. The drops
         :meth:`forget` held for this address (its children's, or its own) go first.
         The commit also carries the new entries of ``log``; with ``flush`` it is written
         (with what was committed before without ``flush``) before this returns. ``sync``: the
@@ -353,36 +360,24 @@ class Progress:
             for gone in done:
                 ops.append(DropPoints(gone))
                 self._forget(gone)
-                if journal is not None:
-                    journal.discard_under(gone)
             order.pop(address, None)
             order[address] = None
             if info is not None or root_cause:
-                point_id = (
-                    new_point_id() if journal is None
-                    else journal.record(address, state, info, root=root_cause).id
-                )
-                ops.append(PutPoint(address, state, point_id, info, root_cause))
+                ops.append(PutPoint(address, state, new_point_id(), info, root_cause))
                 known.pop(address, None)  # the next declaration (no info) puts it whole
             else:
-                if journal is not None:
-                    journal.declare(address, state)
-                kept = [c.field for c in self._cursors.values() if c.address == address]
-                ops.extend(state_delta(address, known.get(address), state, kept))
+                ops.extend(state_delta(address, known.get(address), state,
+                                       self._kept.get(address, ())))
                 known[address] = written_base(state)
             self._write(ops, log, flush, sync)
 
-    def forget(
-        self, address: Address, journal: Journal | None = None, *, by_parent: bool = True
-    ) -> None:
+    def forget(self, address: Address, *, by_parent: bool = True) -> None:
         """The points at and under ``address`` are over (:func:`forget_points`): forget them
-        in ``journal`` now; drop them in the store with the next declaration at the address
-        above (``by_parent``; otherwise with the owner's declaration that names it in
+        now (a stop leaves them out); drop them in the store with the next declaration at the
+        address above (``by_parent``; otherwise with the owner's declaration that names it in
         ``done``), or at or under ``address`` (it runs again), or at the stop's save
         (:meth:`close`), never earlier."""
         with self._lock:
-            if journal is not None:
-                journal.discard_under(address)
             self._forget(address)
             held = self._held
             if any(address[: len(gone)] == gone for gone in held):
@@ -519,6 +514,9 @@ def state_delta(
     for name, before, after in zip(names, base[1], values(new), strict=True):
         if after is before or name in kept:
             continue
+        kind = type(after)
+        if kind is type(before) and kind in _CONTAINERS and not after and not before:
+            continue  # both empty (a fresh copy of an empty list, dict or set)
         op = _field_delta(address, name, before, after)
         if op is not None:
             ops.append(op)
