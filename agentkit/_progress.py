@@ -485,9 +485,12 @@ def written_base(state: Any) -> Any:
     place later does not change what was written). ``None``: not an attrs class, always put
     whole."""
     kind = type(state)
-    if not attrs.has(kind):
-        return None
-    _, values = _fields_of(kind)
+    known = _FIELDS_OF.get(kind)  # a class seen before (every step of a run declares one)
+    if known is None:
+        if not attrs.has(kind):
+            return None
+        known = _fields_of(kind)
+    values = known[1]
     return kind, [
         value.copy() if type(value) in _CONTAINERS else value for value in values(state)
     ]
