@@ -32,6 +32,7 @@ it after the lease expired) is *fenced*: it writes nothing more.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import threading
 import uuid
@@ -178,13 +179,22 @@ class StepWriter:
         declarations); after them, in a resumed run, the saved points it did not get back to
         (:meth:`ResumeState.unreached`). Every other point is over (a loaded point the run
         got back to and did not declare again) and is dropped from the image.
+
+        Raises:
+            CheckpointError: the ops do not fit the image (nothing can be saved).
         """
         with self._lock:
             image = self._image
             if image is None:
                 return None
             points = self._points
-            apply_ops(ops, image, points, new_point, own=_own)
+            try:
+                apply_ops(ops, image, points, new_point, own=_own)
+            except (ValueError, TypeError, AttributeError, IndexError) as error:
+                raise CheckpointError(
+                    f"cannot save checkpoint {self._checkpoint_id!r}: the run's last steps do "
+                    f"not fit its image ({error})"
+                ) from error
             final = [points[address] for address in order if address in points]
             if resume is not None:
                 final.extend(
@@ -270,8 +280,11 @@ class StepWriter:
                 ) or (self._journal_bytes + len(data) > self._limit)
                 if not compact:
                     self._append(data, sync)
-            finally:
-                apply_ops(ops, image, self._points, new_point, own=_own)
+            except BaseException:
+                with contextlib.suppress(Exception):  # the store's error is the one to tell
+                    apply_ops(ops, image, self._points, new_point, own=_own)
+                raise
+            apply_ops(ops, image, self._points, new_point, own=_own)
             if compact:
                 self._save_image(sync)
                 return

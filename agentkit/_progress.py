@@ -388,7 +388,8 @@ class Progress:
         """The run stops: what was committed but not written yet (the declarations made
         without ``flush``, the new entries of every kept history, the held drops), and the
         addresses declared and not forgotten, in the order of their latest declaration (the
-        order a stop saves its points in). Nothing is written after this."""
+        order a stop saves its points in). A declaration made after this (a straggling tool
+        call's) is not in the stop's save, which the writer makes its last word."""
         with self._lock:
             ops = self._pending
             self._pending = []

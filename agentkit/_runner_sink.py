@@ -123,7 +123,11 @@ class RunnerSink:
         """The points to save: what the run recorded, and in a resumed run what it did not
         get back to (:meth:`ResumeState.unreached`). A durable run's are its writer's image
         (``final``): one source, the one a crash would have left, with the stop's last
-        declarations."""
+        declarations.
+
+        Raises:
+            CheckpointError: a durable run's image cannot take its last steps.
+        """
         resumed = self.frame.resume
         if self.final is not None:
             written = self.final(resumed)
@@ -154,7 +158,15 @@ class RunnerSink:
         self.interrupted = True
         action = item.action
         assert action is not None and action.interrupted is not None
-        points = self._points()
+        try:
+            points = self._points()
+        except CheckpointError as error:
+            # Nothing can be resumed: the failure is the run's last event.
+            self.ended = True
+            self.downstream.send(
+                AgentEvent(agent_name=item.agent_name, run_path=item.run_path, err=error)
+            )
+            return
         data = action.interrupted.data
         contexts = interrupt_contexts(points)
         interrupted = InterruptInfo(data=data, contexts=contexts)
