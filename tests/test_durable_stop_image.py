@@ -21,6 +21,7 @@ import pytest
 from agentkit import (
     AgentEvent,
     AgentRun,
+    AgentTool,
     BaseAgent,
     ChatModelAgent,
     ParallelAgent,
@@ -37,6 +38,7 @@ from agentkit._progress import DropPoints, Progress, PutPoint, apply_ops
 from agentkit.checkpoint import InMemoryCheckPointStore, PickleSerializer
 from agentkit.events import AgentAction, InterruptContext, InterruptInfo
 from agentkit.testing import ScriptedChatModel, call, calls_message, run_events
+from tests.durable_support import copy_of
 
 RUN = "image"
 
@@ -216,6 +218,31 @@ def test_a_resumed_run_drops_what_it_got_back_to_and_what_was_forgotten(
     assert not [address for address in addresses if resumed in address]
     assert [address for address in addresses if other in address]
     assert [address for address in (p.address for p in first.points) if resumed in address]
+
+
+def test_a_handled_failure_below_a_call_leaves_the_image_with_the_next_step() -> None:
+    # The agent tool's inner run saved its steps, then failed; the outer agent's handler
+    # turned the failure into a message (discard_state). The outer agent's next step drops
+    # what the inner run saved from the image: a process killed after it does not keep it.
+    store = InMemoryCheckPointStore()
+    left: list[InMemoryCheckPointStore] = []
+
+    def answer(messages: list[Any]) -> str:
+        left.append(copy_of(store, RUN))  # what a process killed here leaves
+        return "done"
+
+    inner = ChatModelAgent("Inner", "works", ScriptedChatModel([
+        calls_message(call("lookup", id="i1")), RuntimeError("the inner model is down"),
+    ]), tools=[lookup])
+    outer = ChatModelAgent(
+        "Outer", "delegates",
+        ScriptedChatModel([calls_message(call("Inner", {"request": "go"}, id="c1")), answer]),
+        tools=[AgentTool(inner)], tool_exception_handler=lambda error, call: f"failed: {error}",
+    )
+    result = Runner(outer, checkpoint_store=store).invoke("go", with_checkpoint_id(RUN))
+    assert result.error is None and result.text == "done"
+    [image] = [load_checkpoint(copy, PickleSerializer(), RUN) for copy in left]
+    assert [point.address for point in image.points] == [("agent:Outer",)]
 
 
 def test_an_interrupts_point_is_written_with_its_id_and_info() -> None:
