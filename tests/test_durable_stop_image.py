@@ -31,7 +31,7 @@ from agentkit import (
     tool,
     with_checkpoint_id,
 )
-from agentkit._checkpoints import Checkpoint, load_checkpoint, new_point
+from agentkit._checkpoints import Checkpoint, StepRecord, load_checkpoint, new_point
 from agentkit._durable import StepWriter
 from agentkit._points import ResumePoint
 from agentkit._progress import DropPoints, Progress, PutPoint, apply_ops
@@ -274,6 +274,14 @@ def test_a_forgotten_point_is_dropped_with_the_next_declaration_above_it() -> No
     ops, order = progress.close()  # the stop's save: the held drop, the order declared
     assert ops == [DropPoints(("agent:B",))]
     assert order == [("agent:A",)]
+
+
+def test_an_interrupts_put_reads_back_from_a_signed_step_record() -> None:
+    serializer = PickleSerializer()
+    put = PutPoint(("agent:A", "tool:pay:p"), {"amount": 5}, "id-1", "approve?", True)
+    record = StepRecord("g", 1, [put], None)
+    loaded = serializer.loads(serializer.dumps(record, checkpoint_id=RUN), checkpoint_id=RUN)
+    assert loaded.ops == [put]
 
 
 def test_a_put_without_id_info_or_root_still_applies() -> None:
