@@ -38,7 +38,7 @@ from agentkit._ids import new_id
 from agentkit._observe import RunObservers, UsageLedger
 from agentkit._options import AgentOptions, AgentRunOption, RunOptionSet
 from agentkit._points import Journal, interrupt_contexts
-from agentkit._progress import save_point
+from agentkit._progress import forget_points, save_point
 from agentkit._results import RunIterator, RunOutcome
 from agentkit._runctx import (
     EventLog,
@@ -335,7 +335,7 @@ class AgentRun:
         if not watch.stopped:
             # Completed: nothing of it is to be resumed. In memory now; in a durable run with
             # this agent's next declared state (one commit: see save_state).
-            self._frame.journal.discard_under(place.address)
+            forget_points(place, by_parent=False)
             finished = self._finished
             if finished is None:
                 finished = self._finished = []
@@ -466,12 +466,11 @@ class AgentRun:
         (a failure turned into a message, a call that is made again), so a stop of the run
         does not resume it there.
 
-        A durable run's store keeps what was written there until the agent above saves
-        with this one done with (:meth:`run_child` and ``save_state(completed=...)`` do
-        that): a process that dies in between goes on here, from the last step written.
+        A durable run's store keeps what was written there until the agent above saves next
+        (or a save is made here again, or the run stops): a process that dies in between goes
+        on here, from the last step written.
         """
-        frame = self._frame
-        frame.journal.discard_under(frame.address)
+        forget_points(self._frame)
 
 
 class _KeptHistory:

@@ -231,9 +231,16 @@ def fold_steps(
     return checkpoint
 
 
-def new_point(address: tuple[str, ...], state: Any) -> ResumePoint:
-    """The point a step record puts at ``address`` (a fresh id: no interrupt targets it)."""
-    return ResumePoint(new_point_id(), address, state)
+def new_point(
+    address: tuple[str, ...],
+    state: Any,
+    point_id: str | None = None,
+    info: Any = None,
+    root: bool = False,
+) -> ResumePoint:
+    """The point a step record puts at ``address``: an interrupt's with its id, info and
+    root flag; a declared state's with a fresh id (no interrupt targets it)."""
+    return ResumePoint(point_id or new_point_id(), address, state, info, root)
 
 
 def _same(value: Any) -> Any:

@@ -32,6 +32,7 @@ it after the lease expired) is *fenced*: it writes nothing more.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import threading
 import uuid
@@ -52,7 +53,7 @@ from agentkit._checkpoints import (
 )
 from agentkit._observe import RunUsage
 from agentkit._options import HeldLease
-from agentkit._points import ResumePoint
+from agentkit._points import ResumePoint, ResumeState
 from agentkit._progress import ROOT, Op, Progress, apply_ops
 from agentkit.checkpoint._base import DEFAULT_MAX_BYTES, journals, namespace_of, rebases
 from agentkit.errors import CheckpointError
@@ -168,6 +169,43 @@ class StepWriter:
             else:
                 self._unsaved = True
 
+    def final_points(
+        self, ops: list[Op], order: list[Address], resume: ResumeState | None
+    ) -> list[ResumePoint] | None:
+        """The run stops: apply ``ops`` (what was committed but not written) to the image and
+        return its points, as the stop saves them (``None``: the run has no image yet).
+
+        The points declared in this run come in ``order`` (that of their latest
+        declarations); after them, in a resumed run, the saved points it did not get back to
+        (:meth:`ResumeState.unreached`). Every other point is over (a loaded point the run
+        got back to and did not declare again) and is dropped from the image.
+
+        Raises:
+            CheckpointError: the ops do not fit the image (nothing can be saved).
+        """
+        with self._lock:
+            image = self._image
+            if image is None:
+                return None
+            points = self._points
+            try:
+                apply_ops(ops, image, points, new_point, own=_own)
+            except (ValueError, TypeError, AttributeError, IndexError) as error:
+                raise CheckpointError(
+                    f"cannot save checkpoint {self._checkpoint_id!r}: the run's last steps do "
+                    f"not fit its image ({error})"
+                ) from error
+            final = [points[address] for address in order if address in points]
+            if resume is not None:
+                final.extend(
+                    points[kept.address]
+                    for kept in resume.unreached(order)
+                    if kept.address in points
+                )
+            self._points = {point.address: point for point in final}
+            image.points = list(final)
+            return final
+
     def save(self, checkpoint_id: str, checkpoint: Checkpoint | ConsumedCheckpoint) -> None:
         """The run stopped (``Checkpoint``) or completed (the tombstone): its last save."""
         assert checkpoint_id == self._checkpoint_id
@@ -175,9 +213,11 @@ class StepWriter:
             self._check_open()
             self._closed = True
             if isinstance(checkpoint, Checkpoint):
-                # An interrupt (or a cancel): set(), which survives a power loss.
+                # An interrupt (or a cancel): set(), which survives a power loss. Its points
+                # are the image's (final_points): the image is what is saved.
                 checkpoint.generation = new_generation()
                 save_checkpoint(self._store, self._serializer, checkpoint_id, checkpoint)
+                self._image = checkpoint
                 self._delete_steps()
                 return
             if not rebases(self._store):
@@ -209,7 +249,11 @@ class StepWriter:
     # --- the steps ---
 
     def write(self, ops: list[Op], sync: bool) -> None:
-        """Make ``ops`` (one commit) durable: append a record, or save the image again."""
+        """Make ``ops`` (one commit) durable: append a record, or save the image again.
+
+        The image in memory takes the ops even when the store refuses them: it holds what
+        the run's components declared, which a stop saves (:meth:`final_points`).
+        """
         with self._lock:
             self._check_open()
             image = self._image
@@ -228,18 +272,24 @@ class StepWriter:
             usage = None if self._usage is None else self._usage()
             if usage is not None:
                 image.usage = usage  # a compaction's new base carries it too
-            record = StepRecord(self._generation, self._seq + 1, ops, usage)
-            data = self._encode(record)
-            if self._journal_bytes + len(data) > max(COMPACT_MIN_BYTES, self._base_bytes) or (
-                self._journal_bytes + len(data) > self._limit
-            ):
-                apply_ops(ops, image, self._points, new_point, own=_own)
+            try:
+                record = StepRecord(self._generation, self._seq + 1, ops, usage)
+                data = self._encode(record)
+                compact = self._journal_bytes + len(data) > max(
+                    COMPACT_MIN_BYTES, self._base_bytes
+                ) or (self._journal_bytes + len(data) > self._limit)
+                if not compact:
+                    self._append(data, sync)
+            except BaseException:
+                with contextlib.suppress(Exception):  # the store's error is the one to tell
+                    apply_ops(ops, image, self._points, new_point, own=_own)
+                raise
+            apply_ops(ops, image, self._points, new_point, own=_own)
+            if compact:
                 self._save_image(sync)
                 return
-            self._append(data, sync)
             self._seq += 1
             self._journal_bytes += len(data)
-            apply_ops(ops, image, self._points, new_point, own=_own)
 
     def _check_open(self) -> None:
         if self._fenced is not None:
@@ -435,6 +485,12 @@ class DurableRun:
             CheckpointError: it could not be saved (the run must not start).
         """
         self.writer.start(checkpoint, save=self.save_input)
+
+    def final_points(self, resume: ResumeState | None) -> list[ResumePoint] | None:
+        """The points a stop of the run saves: the writer's image with everything committed
+        (:meth:`StepWriter.final_points`); ``None``: the run wrote no image."""
+        ops, order = self.progress.close()
+        return self.writer.final_points(ops, order, resume)
 
     def end(self) -> None:
         """The run ended: stop keeping its lease (release it if it was taken here)."""

@@ -7,8 +7,9 @@ fails), every component on the way from the stopping point to the Runner records
 conversation and finished tool calls, a Sequential workflow's child index, ...). The Runner saves
 the journal's points in the checkpoint; on resume every component finds its own state again by
 its address (:class:`ResumeState`). Nothing travels on events or exceptions: a point enters the
-journal by one door, ``agentkit._progress.save_point`` (which also hands it to a durable run's
-writer), and is read where the Runner saves.
+journal by one door, ``agentkit._progress.save_point``, and is read where the Runner saves. A
+durable run (``durability="step"``) keeps its points in its writer's image instead
+(``agentkit._progress.Progress``), in the same order, and a stop saves that image's points.
 
 Interrupt contexts (:class:`~agentkit.InterruptContext`) are derived from the points once, when
 the Runner delivers the interrupt event: a point's parent is the recorded point whose address is

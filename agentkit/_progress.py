@@ -11,8 +11,9 @@ The design, in full (the Runner's side is :mod:`agentkit._durable`):
   resumed from its journal's points (:mod:`agentkit._points`).
 * **Declarations.** A component says where it is with ``AgentRun.save_state``, an interrupt
   with ``interrupt()``, ``interrupt_event()`` or ``CompositeInterrupt``; each enters by one
-  door, :func:`save_point`, which keeps the point in the run's journal and, in a durable
-  run, ends here, in :meth:`Progress.declare`: the writer diffs the declared state
+  door, :func:`save_point`, which keeps the point in the run's journal or, in a durable run,
+  hands it to :meth:`Progress.declare` alone (the writer's image is the run's one record of
+  its points: a stop saves it, :meth:`Progress.close`): the writer diffs the declared state
   against what it wrote last for that address (:func:`state_delta`) and commits the *ops*
   that turn one into the other (:class:`PutPoint`, :class:`DropPoints`, :class:`SetField`,
   :class:`ExtendField`, :class:`MergeField`), addressed like resume points; the address
@@ -48,7 +49,7 @@ from typing import Any, Protocol
 import attrs
 
 from agentkit._persist import persisted
-from agentkit._points import Journal
+from agentkit._points import Journal, new_point_id
 
 __all__ = [
     "ROOT",
@@ -61,6 +62,7 @@ __all__ = [
     "Progress",
     "PutPoint",
     "SetField",
+    "forget_points",
     "save_point",
     "state_delta",
 ]
@@ -74,10 +76,18 @@ ROOT: Address = ()
 @persisted("agentkit.StepPut")
 @attrs.frozen
 class PutPoint:
-    """Op: the component at ``address`` is at ``state`` now (its point is replaced whole)."""
+    """Op: the component at ``address`` is at ``state`` now (its point is replaced whole).
+
+    ``id``, ``info`` and ``root``: an interrupt's point, as its context shows it (its id, what
+    it shows, whether it is a root cause); a declared state has none (its point gets a fresh
+    id). A record written before these fields existed loads with none.
+    """
 
     address: Address
     state: Any
+    id: str | None = None
+    info: Any = None
+    root: bool = False
 
 
 @persisted("agentkit.StepDrop")
@@ -170,13 +180,14 @@ def save_point(
 
     ``AgentRun.save_state`` and the interrupts (:func:`~agentkit.interrupt`,
     :func:`~agentkit.interrupt_event`, :class:`~agentkit.tools.CompositeInterrupt`) all call
-    it. The point is kept in the run's journal (what a stop saves) and, in a durable run,
-    handed to the writer (:meth:`Progress.declare`) in the same call.
+    it. The point is kept in the run's journal, which a stop saves; in a durable run it goes
+    to the writer alone (:meth:`Progress.declare`), whose image a stop saves: one source.
 
     ``info`` and ``root_cause`` are what an interrupt shows there; ``dropped``: addresses whose
     points are over, forgotten now in memory and in the store with this commit; ``done``:
-    addresses forgotten in memory already (a child that completed), dropped in the store with
-    this commit. ``flush`` and ``sync`` are :meth:`Progress.declare`'s. A root cause is
+    addresses forgotten in memory already (a child that completed: :func:`forget_points`),
+    dropped in the store with this commit. ``flush`` and ``sync`` are
+    :meth:`Progress.declare`'s. A root cause is
     declared with ``flush=False``: the Runner delivers an interrupt event only after the
     stop's save, which holds it, so the point needs no write of its own (a crash before that
     save leaves the interrupt undelivered: the resumed run asks again), and a write inside a
@@ -187,17 +198,38 @@ def save_point(
     """
     journal = place.journal
     address = place.address
+    progress = place.progress
+    if progress is not None:
+        # A durable run keeps its points in its writer alone (what a stop saves too).
+        progress.declare(
+            address, state, place.log, done=(*done, *dropped), info=info,
+            root_cause=root_cause, flush=flush, sync=sync,
+        )
+        return
     for gone in dropped:
         journal.discard_under(gone)
     if info is None and not root_cause:
         journal.declare(address, state)
     else:
         journal.record(address, state, info, root=root_cause)
+
+
+def forget_points(place: Place, *, by_parent: bool = True) -> None:
+    """The component at ``place`` handled its stop, or completed: forget its points and
+    those below it (``AgentRun.discard_state``, a child's completion in ``AgentRun.run_child``).
+
+    Forgotten in the journal now; in a durable run by the writer now (:meth:`Progress.forget`),
+    and the store follows with the next declaration of the component above it (``by_parent``;
+    otherwise the owner names it in ``done`` of its next :func:`save_point`: a composite whose
+    lanes share its address), or one at or below the forgotten address, never earlier, so a
+    process that dies in between goes on from the last step written; a stop's save leaves them
+    out (:meth:`Progress.close`).
+    """
     progress = place.progress
     if progress is not None:
-        progress.declare(
-            address, state, place.log, done=(*done, *dropped), flush=flush, sync=sync
-        )
+        progress.forget(place.address, by_parent=by_parent)
+    else:
+        place.journal.discard_under(place.address)
 
 
 class _Cursor:
@@ -229,7 +261,8 @@ class Progress:
     """
 
     __slots__ = (
-        "_cursors", "_declared", "_lock", "_pending", "_session", "_sink", "_written_session",
+        "_cursors", "_declared", "_held", "_kept", "_lock", "_order", "_pending", "_session",
+        "_sink", "_written_session",
     )
 
     def __init__(self, sink: Sink, session: Any = None) -> None:
@@ -237,10 +270,18 @@ class Progress:
         self._session = session  # an agentkit._runctx.Session (it has snapshot())
         self._lock = threading.Lock()
         self._cursors: dict[int, _Cursor] = {}
+        # The fields histories are kept in, by address (the writer's: left out of deltas).
+        self._kept: dict[Address, tuple[str, ...]] = {}
         # The state last declared per address, as the image holds it now (the base of the
         # next declaration's delta: written_base); an address the image changed otherwise is
         # not here.
         self._declared: dict[Address, Any] = {}
+        # The addresses declared in this run and not forgotten since, in the order of their
+        # latest declaration (the journal's order: a stop saves its points in it).
+        self._order: dict[Address, None] = {}
+        # Forgotten addresses whose drop waits for a declaration (forget), each with whether
+        # the next declaration of the component above writes it (else its owner's ``done``).
+        self._held: dict[Address, bool] = {}
         self._pending: list[Op] = []
         self._written_session: dict[str, Any] = (
             session.snapshot() if session is not None else {}
@@ -265,6 +306,7 @@ class Progress:
             if id(log) in self._cursors:
                 return False
             self._cursors[id(log)] = _Cursor(log, address, field, index, done)
+            self._kept[address] = (*self._kept.get(address, ()), field)
             return True
 
     def untrack(self, log: LogLike) -> None:
@@ -274,6 +316,10 @@ class Progress:
             cursor = self._cursors.pop(id(log), None)
             if cursor is not None:
                 self._declared.pop(cursor.address, None)
+                fields = list(self._kept.pop(cursor.address, ()))
+                fields.remove(cursor.field)
+                if fields:
+                    self._kept[cursor.address] = tuple(fields)
 
     def declare(
         self,
@@ -282,6 +328,8 @@ class Progress:
         log: LogLike | None = None,
         *,
         done: Sequence[Address] = (),
+        info: Any = None,
+        root_cause: bool = False,
         flush: bool = True,
         sync: bool = False,
     ) -> None:
@@ -291,10 +339,13 @@ class Progress:
         The commit holds only the delta from the state declared last at ``address`` (see
         :func:`state_delta`; the writer keeps a shallow copy of it), so a step of a long run
         costs what the step changed; a field a history is kept in (:meth:`track`) is left out
-        of the delta. The commit also carries the new entries of ``log``; with ``flush`` it
-        is written (with what was committed before without ``flush``) before this returns.
-        ``sync``: the record must survive a power loss too (the start of a call that must not
-        run twice unnoticed).
+        of the delta. ``info`` and ``root_cause``: an interrupt's point, put whole with a
+        fresh id, its info and its root flag. The drops
+        :meth:`forget` held for this address (its children's, or its own) go first.
+        The commit also carries the new entries of ``log``; with ``flush`` it is written
+        (with what was committed before without ``flush``) before this returns. ``sync``: the
+        record must survive a power loss too (the start of a call that must not run twice
+        unnoticed).
 
         Raises:
             CheckpointError: the writer could not make the commit durable; the component
@@ -302,15 +353,77 @@ class Progress:
         """
         with self._lock:
             known = self._declared
+            order = self._order
             ops: list[Op] = []
+            if self._held:
+                self._release_held(address, ops)
             for gone in done:
                 ops.append(DropPoints(gone))
-                if known:
-                    _forget_under(known, gone)
-            kept = [c.field for c in self._cursors.values() if c.address == address]
-            ops.extend(state_delta(address, known.get(address), state, kept))
-            known[address] = written_base(state)
+                self._forget(gone)
+            order.pop(address, None)
+            order[address] = None
+            if info is not None or root_cause:
+                ops.append(PutPoint(address, state, new_point_id(), info, root_cause))
+                known.pop(address, None)  # the next declaration (no info) puts it whole
+            else:
+                ops.extend(state_delta(address, known.get(address), state,
+                                       self._kept.get(address, ())))
+                known[address] = written_base(state)
             self._write(ops, log, flush, sync)
+
+    def forget(self, address: Address, *, by_parent: bool = True) -> None:
+        """The points at and under ``address`` are over (:func:`forget_points`): forget them
+        now (a stop leaves them out); drop them in the store with the next declaration at the
+        address above (``by_parent``; otherwise with the owner's declaration that names it in
+        ``done``), or at or under ``address`` (it runs again), or at the stop's save
+        (:meth:`close`), never earlier."""
+        with self._lock:
+            self._forget(address)
+            held = self._held
+            if any(address[: len(gone)] == gone for gone in held):
+                return  # a drop held already covers it
+            held[address] = by_parent
+
+    def close(self) -> tuple[list[Op], list[Address]]:
+        """The run stops: what was committed but not written yet (the declarations made
+        without ``flush``, the new entries of every kept history, the held drops), and the
+        addresses declared and not forgotten, in the order of their latest declaration (the
+        order a stop saves its points in). A declaration made after this (a straggling tool
+        call's) is not in the stop's save, which the writer makes its last word."""
+        with self._lock:
+            ops = self._pending
+            self._pending = []
+            for cursor in self._cursors.values():
+                entries = cursor.log.since(cursor.written)
+                if entries:
+                    ops.append(ExtendField(cursor.address, cursor.field, entries, cursor.index))
+                    cursor.written += len(entries)
+            ops.extend(DropPoints(gone) for gone in self._held)
+            self._held = {}
+            return ops, list(self._order)
+
+    def _release_held(self, address: Address, ops: list[Op]) -> None:
+        """Move to ``ops`` the held drops that a declaration at ``address`` writes: those of
+        its direct children (forgotten below it, ``by_parent``) and those at or above it (it
+        runs again)."""
+        held = self._held
+        for gone in [g for g, by_parent in held.items()
+                     if (by_parent and g[:-1] == address) or address[: len(g)] == g]:
+            del held[gone]
+            ops.append(DropPoints(gone))
+
+    def _forget(self, address: Address) -> None:
+        """Forget what was declared at and under ``address`` (the lock held)."""
+        depth = len(address)
+        if self._declared:
+            _forget_under(self._declared, address)
+        order = self._order
+        for gone in [saved for saved in order if saved[:depth] == address]:
+            del order[gone]
+        held = self._held
+        if held:
+            for gone in [saved for saved in held if saved[:depth] == address]:
+                del held[gone]
 
     def write_session(self) -> None:
         """Write the session values that changed since the last write (a message sent to the
@@ -373,9 +486,12 @@ def written_base(state: Any) -> Any:
     place later does not change what was written). ``None``: not an attrs class, always put
     whole."""
     kind = type(state)
-    if not attrs.has(kind):
-        return None
-    _, values = _fields_of(kind)
+    known = _FIELDS_OF.get(kind)  # a class seen before (every step of a run declares one)
+    if known is None:
+        if not attrs.has(kind):
+            return None
+        known = _fields_of(kind)
+    values = known[1]
     return kind, [
         value.copy() if type(value) in _CONTAINERS else value for value in values(state)
     ]
@@ -402,6 +518,9 @@ def state_delta(
     for name, before, after in zip(names, base[1], values(new), strict=True):
         if after is before or name in kept:
             continue
+        kind = type(after)
+        if kind is type(before) and kind in _CONTAINERS and not after and not before:
+            continue  # both empty (a fresh copy of an empty list, dict or set)
         op = _field_delta(address, name, before, after)
         if op is not None:
             ops.append(op)
@@ -465,20 +584,25 @@ def apply_ops(
     ops: Sequence[Op],
     root: Any,
     points: dict[Address, Any],
-    make_point: Callable[[Address, Any], Any],
+    make_point: Callable[[Address, Any, str | None, Any, bool], Any],
     *,
     own: Callable[[Any], Any],
 ) -> None:
     """Apply ``ops`` to an image: ``root`` (the checkpoint) and ``points`` (address -> point).
 
-    ``make_point(address, state)`` builds a point for :class:`PutPoint`; ``own(value)`` gives
-    a copy of a put state or of added items that nothing else holds (the image changes them
-    in place later). Raises ``ValueError`` naming the op that does not fit the image.
+    ``make_point(address, state, id, info, root)`` builds a point for :class:`PutPoint`;
+    ``own(value)`` gives a copy of a put state or of added items that nothing else holds (the
+    image changes them in place later). Raises ``ValueError`` naming the op that does not fit
+    the image.
     """
     for op in ops:
         if isinstance(op, PutPoint):
             points.pop(op.address, None)  # a put point comes last, like a recorded one
-            points[op.address] = make_point(op.address, own(op.state))
+            # A record written before the point's id, info and root flag were has none.
+            points[op.address] = make_point(
+                op.address, own(op.state), getattr(op, "id", None), getattr(op, "info", None),
+                getattr(op, "root", False),
+            )
         elif isinstance(op, DropPoints):
             depth = len(op.address)
             for address in [a for a in points if a[:depth] == op.address]:

@@ -364,6 +364,7 @@ class Runner(BuiltValue):
                 outcome,
                 turn,
                 consume=durable is not None,
+                final=None if durable is None else durable.final_points,
             )
             try:
                 place = frame.at_agent(RunStep(agent.name))
@@ -575,6 +576,7 @@ class Runner(BuiltValue):
                 outcome,
                 turn,
                 consume=True,
+                final=None if durable is None else durable.final_points,
             )
             try:
                 place = frame.at_agent(RunStep(agent.name))

@@ -12,7 +12,7 @@ from agentkit._agent import EventSink
 from agentkit._cancel import CancelMode
 from agentkit._checkpoints import Checkpoint, ConsumedCheckpoint, make_checkpoint
 from agentkit._events import AgentEvent, InterruptInfo, RunStep
-from agentkit._points import ResumePoint, interrupt_contexts
+from agentkit._points import ResumePoint, ResumeState, interrupt_contexts
 from agentkit._results import RunOutcome
 from agentkit._runctx import RunFrame
 from agentkit.errors import (
@@ -44,6 +44,7 @@ class RunnerSink:
         "downstream",
         "ended",
         "error_seen",
+        "final",
         "frame",
         "held",
         "interrupted",
@@ -63,10 +64,12 @@ class RunnerSink:
         *,
         consume: bool,
         discard: Callable[[], None] | None = None,
+        final: Callable[[ResumeState | None], list[ResumePoint] | None] | None = None,
     ) -> None:
         """``consume``: a run that completes leaves a tombstone (a resumed run, a durable
         one); ``discard``: removes what a durable run saved as it went, when it stops with
-        nothing to resume."""
+        nothing to resume; ``final``: a durable run's writer, which gives the points a stop
+        saves (its image, with what was not written yet: ``DurableRun.final_points``)."""
         self.outcome = outcome
         self.turn = turn
         self.downstream = downstream
@@ -75,6 +78,7 @@ class RunnerSink:
         self.checkpoint_id = checkpoint_id
         self.consume = consume
         self.discard = discard
+        self.final = final
         self.held: AgentEvent | None = None
         self.interrupted = False
         self.error_seen = False
@@ -117,9 +121,19 @@ class RunnerSink:
 
     def _points(self) -> list[ResumePoint]:
         """The points to save: what the run recorded, and in a resumed run what it did not
-        get back to (:meth:`ResumeState.unreached`)."""
-        points = self.frame.journal.points()
+        get back to (:meth:`ResumeState.unreached`). A durable run's are its writer's image
+        (``final``): one source, the one a crash would have left, with the stop's last
+        declarations.
+
+        Raises:
+            CheckpointError: a durable run's image cannot take its last steps.
+        """
         resumed = self.frame.resume
+        if self.final is not None:
+            written = self.final(resumed)
+            if written is not None:
+                return written
+        points = self.frame.journal.points()
         if resumed is not None:
             points.extend(resumed.unreached(point.address for point in points))
         return points
@@ -144,7 +158,15 @@ class RunnerSink:
         self.interrupted = True
         action = item.action
         assert action is not None and action.interrupted is not None
-        points = self._points()
+        try:
+            points = self._points()
+        except CheckpointError as error:
+            # Nothing can be resumed: the failure is the run's last event.
+            self.ended = True
+            self.downstream.send(
+                AgentEvent(agent_name=item.agent_name, run_path=item.run_path, err=error)
+            )
+            return
         data = action.interrupted.data
         contexts = interrupt_contexts(points)
         interrupted = InterruptInfo(data=data, contexts=contexts)
@@ -260,3 +282,4 @@ class RunnerSink:
                 f"The run can be resumed: runner.resume({checkpoint_id!r}) goes on from the "
                 "last model or tool call that finished."
             )
+
