@@ -1,8 +1,6 @@
 """Showing runs readably: :func:`print_events` (a terminal) and :func:`live` (a notebook).
 
-In Jupyter, messages, events and interrupts render as HTML by themselves (their
-``_repr_html_``; the plain ``repr`` stays the text fallback), and :func:`live` shows a run in
-one cell output that updates as tokens, tool calls, transfers and interrupts arrive.
+The definitions behind :mod:`agentkit.display`, whose docstring documents them.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """Agent core types: inputs, events, outputs, actions, interrupt data and the agent protocols.
 
-An agent run is a stream of :class:`AgentEvent` objects. Each event carries an output (a
-model message or a tool result, plain or streamed), an action (exit, transfer, interrupt,
-break loop) or an error. ``agent_name`` and ``run_path`` are filled in by the framework.
+The definitions behind :mod:`agentkit.events`, whose docstring documents them.
 """
 
 from __future__ import annotations

@@ -1,23 +1,6 @@
 """Run limits and model pricing: :class:`RunLimits`, :class:`LimitReached`, :class:`ModelPricing`.
 
-A run given limits (``with_limits(RunLimits(...))`` or ``Runner(limits=...)``) counts its model
-calls, tool calls, tokens, cost and running time over the whole run: every agent, sub-agents,
-agents used as tools and parallel branches (thread-safe), and across resumes (the count is
-saved in the checkpoint). Reaching a limit stops the run at the next safe point, before the
-next model call or tool call:
-
-* with a checkpoint id (and a checkpoint store), the run **pauses**: it interrupts with a
-  :class:`LimitReached` as the interrupt context's ``info``, and
-  ``runner.resume(checkpoint_id, with_limits(larger))`` goes on (in any process);
-* without one, it ends with an error event whose ``err`` is a
-  :class:`~agentkit.RunLimitError` naming the limit, the amount used and the allowance.
-
-Either way ``RunResult.usage`` and ``RunResult.cost`` hold what the run used.
-
-:class:`ModelPricing` prices a model's token usage (``OpenAIChatModel(pricing=...)``,
-``ScriptedChatModel(pricing=...)``): a priced model sets ``ResponseMeta.cost`` on its replies,
-which the run sums into ``RunResult.cost`` and the ``cost`` limit, and which callbacks and
-tracing see.
+The definitions behind :mod:`agentkit.limits`, whose docstring documents them.
 """
 
 from __future__ import annotations

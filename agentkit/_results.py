@@ -1,19 +1,6 @@
 """Run results: :class:`RunResult`, and :class:`RunIterator`, the event iterator that makes one.
 
-Every iterator a :class:`~agentkit.Runner` returns (``run``, ``query``, ``resume``), and the one
-:func:`~agentkit.run_in_worker` returns, is a :class:`RunIterator`: iterate it for the events as
-they come, or call :meth:`.RunIterator.result` to wait for the end and get everything at once::
-
-    result = runner.query("What is 2 + 2?").result()
-    print(result.text)
-
-    result = runner.invoke("What is 2 + 2?")      # the same, in one call
-
-A failed run raises its error from ``result()`` (unless ``raise_errors=False``), with a note
-naming the agent and the run path where it failed (:meth:`BaseException.add_note`, Python
-3.11+: the error keeps its type and is the very object the run raised, so ``except ToolError``
-still works; ``RunResult.error`` is the same object). An interrupted run is not a failure: its
-result carries the interrupt and the checkpoint id to resume with.
+The definitions behind :mod:`agentkit.results`, whose docstring documents them.
 """
 
 from __future__ import annotations

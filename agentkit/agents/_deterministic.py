@@ -1,9 +1,6 @@
 """Deterministic transfer: after an agent finishes, hand the conversation on to fixed agents.
 
-:func:`agent_with_deterministic_transfer_to` wraps an agent so that, once its turn ends
-normally, it emits the transfer messages a ``transfer_to_agent`` call would have produced, and
-the flow transfers. This is how the workers of a supervisor always report back (see
-:mod:`agentkit.prebuilt.supervisor`).
+The definitions behind :mod:`agentkit.agents.deterministic`, whose docstring documents them.
 """
 
 from __future__ import annotations

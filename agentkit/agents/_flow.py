@@ -1,9 +1,6 @@
 """The flow wrapper: run paths, history, and transfer between agents.
 
-Every agent a :class:`~agentkit.Runner` runs goes through a :class:`FlowAgent`. It adds one
-behaviour: the agent takes part in a multi-agent flow. It builds the agent's input from the
-run's history, runs the agent's turn at its place in the flow (the turn names and records the
-agent's own events), and performs the transfer the agent's own last event asks for.
+The definitions behind :mod:`agentkit.agents.flow`, whose docstring documents them.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """Workflow agents: :class:`SequentialAgent`, :class:`ParallelAgent` and :class:`LoopAgent`.
 
-A workflow runs its sub-agents in a fixed pattern. It records nothing itself: each
-sub-agent runs through its own flow wrapper, which names and records its events. Sub-agents
-are registered with transfer to their parent disallowed.
+The definitions behind :mod:`agentkit.agents.workflow`, whose docstring documents them.
 """
 from __future__ import annotations
 

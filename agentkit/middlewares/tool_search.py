@@ -16,6 +16,17 @@ the model is offered until it looks for them with the ``tool_search`` tool:
 A dynamic tool the model calls before finding it still runs (as in Eino): hiding saves
 context, it is not a permission.
 
+With ``use_model_tool_search=True`` (Eino's ``UseModelToolSearch``) the model searches
+itself: there is no ``tool_search`` tool and nothing is hidden by the middleware; the
+dynamic tools are offered to the model as deferred (``deferred=True`` in their
+:class:`~agentkit.ToolInfo`, Eino's ``DeferredToolInfos``) from the first model call on,
+and a model with a server-side tool search (:class:`~agentkit.models.AnthropicChatModel`,
+:class:`~agentkit.models.OpenAIResponsesModel`) sends them with ``defer_loading`` and its
+search tool. Its tool list stays the same for the whole run, so the provider's prompt
+cache holds. A model without one raises
+:class:`~agentkit.models.ToolSearchUnsupportedError` at the first model call. The reminder
+message is put in the conversation in both modes, as in Eino.
+
 ``ToolSearchMiddleware`` moved to :mod:`agentkit.middlewares`; their spellings here still work
 until agentkit 0.4, with a :class:`DeprecationWarning`.
 """
