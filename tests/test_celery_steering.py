@@ -83,6 +83,27 @@ def test_a_forged_message_in_redis_is_dropped_and_never_reaches_the_model(
     queue.cancel(other, owner=OWNER)
 
 
+def test_a_message_in_the_inbox_reaches_the_next_model_call_before_its_notice_does(
+    app_module: Any, steer_worker: Worker, client: Any
+) -> None:
+    """``send`` stores the message, then publishes a notice the worker's watcher reads in
+    its own time. A message already in the inbox when the run appends its next entry is
+    taken by the model call after it, whether or not the notice arrived: here it never
+    does (the message is pushed as ``send`` would, without the notice)."""
+    queue = app_module.queue
+    tag = uuid.uuid4().hex
+    run_id = queue.submit("steered", tag, owner=OWNER, queue="s")
+    assert client.blpop([f"test:started:{tag}"], timeout=GUARD) is not None
+    log = queue._log()
+    body = {"run_id": run_id, "id": uuid.uuid4().hex,
+            "message": {"role": "user", "content": "no notice for this one"}}
+    client.rpush(log.key(run_id, ":inbox"), log.sealer.seal("message", body))
+    client.rpush(f"test:gate:{tag}", "open")
+    entries = read_all(queue, run_id)
+    assert entries[-1].data["answer"] == "Heard: no notice for this one"
+    assert _sent_entries(entries) == ["no notice for this one"]
+
+
 # --- kill -9 of the worker that took the message ------------------------------------------------
 
 

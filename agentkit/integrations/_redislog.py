@@ -184,6 +184,16 @@ redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return id
 """
 
+# KEYS[1] = the stream, KEYS[2] = the run's inbox. ARGV as _APPEND. Returns the new entry's id
+# and how many messages wait in the inbox (a worker's append: what a run reads before its next
+# model call, told in the round trip the append makes anyway).
+_APPEND_AND_CHECK = """
+local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '0-*', 'kind', ARGV[3],
+                      'data', ARGV[4])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return {id, redis.call('LLEN', KEYS[2])}
+"""
+
 # KEYS[1] = the run's inbox (a list of sealed messages); ARGV: the sealed message, how many
 # the inbox holds at most, its time to live in ms. Returns the inbox's length, 0 when full.
 _PUSH_MESSAGE = """
@@ -293,6 +303,7 @@ class RedisRunLog:
         self._create_once = self._scripts.register(_CREATE_ONCE)
         self._create = self._scripts.register(_CREATE)
         self._append = self._scripts.register(_APPEND)
+        self._append_and_check = self._scripts.register(_APPEND_AND_CHECK)
         self._forget_key = self._scripts.register(_FORGET_KEY)
         self._push_message = self._scripts.register(_PUSH_MESSAGE)
 
@@ -627,6 +638,15 @@ class RedisRunLog:
             args=[self.maxlen, self.ttl_ms, kind, json.dumps(data, ensure_ascii=False)],
         )
         return _text(entry_id)
+
+    def append_and_check(self, run_id: str, kind: str, data: dict[str, Any]) -> tuple[str, bool]:
+        """Append one entry (as :meth:`append`); returns its id and whether messages wait in
+        the run's inbox (:meth:`messages`), in the same round trip."""
+        entry_id, waiting = self._append_and_check(
+            keys=[self.key(run_id, ":events"), self.key(run_id, ":inbox")],
+            args=[self.maxlen, self.ttl_ms, kind, json.dumps(data, ensure_ascii=False)],
+        )
+        return _text(entry_id), int(waiting) > 0
 
     def read(self, run_id: str, after: str | None, wait: float) -> list[RunEvent]:
         """Entries after ``after`` (at most :data:`READ_BATCH`), waiting up to ``wait`` s.

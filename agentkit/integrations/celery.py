@@ -1031,9 +1031,7 @@ class AgentQueue:
                 if listening and requested is not None:
                     watcher.offer(requested)
 
-                def append(kind: str, data: dict[str, Any]) -> str:
-                    return patiently(lambda: log.append(run_id, kind, data), "appends an entry")
-
+                append = _appender(log, watcher, run_id)
                 if isinstance(run, InlineRun):
                     published = run.publish(append)
                 else:
@@ -1311,6 +1309,27 @@ class _RedisInbox:
         texts = [self._texts.pop(key) for key in ids if key in self._texts]
         if texts:
             self._log.drop_messages(self._run_id, texts)
+
+
+def _appender(
+    log: RedisRunLog, watcher: Watcher, run_id: str
+) -> Callable[[str, dict[str, Any]], str]:
+    """How a worker appends its run's entries (waiting out a Redis outage).
+
+    Each append also says whether messages wait in the run's inbox: a message sent before an
+    event was appended reaches the run's next model call, whether or not its notice reached
+    the watcher yet.
+    """
+
+    def append(kind: str, data: dict[str, Any]) -> str:
+        entry_id, waiting = patiently(
+            lambda: log.append_and_check(run_id, kind, data), "appends an entry"
+        )
+        if waiting:
+            watcher.mail()
+        return entry_id
+
+    return append
 
 
 def _let_go(lease: Lease | CheckpointBusyError | None) -> None:
