@@ -350,21 +350,10 @@ class Runner(BuiltValue):
         _bind_steering(frame)
         _log.debug("agentkit: run of agent %r starts", agent.name)
 
-        def save(checkpoint_id: str, checkpoint: Checkpoint | ConsumedCheckpoint) -> None:
-            if keeper is not None and keeper.lost is not None:
-                raise _fenced(checkpoint_id, keeper.lost)
-            self._save(checkpoint_id, checkpoint)
-
         def work(generator: EventSink) -> None:
-            sink = RunnerSink(
-                generator,
-                save if durable is None else durable.writer.save,
-                frame,
-                checkpoint_id,
-                outcome,
-                turn,
+            sink = self._sink(
+                generator, frame, checkpoint_id, outcome, turn, durable, keeper,
                 consume=durable is not None,
-                final=None if durable is None else durable.final_points,
             )
             try:
                 place = frame.at_agent(RunStep(agent.name))
@@ -562,21 +551,10 @@ class Runner(BuiltValue):
         outcome = RunOutcome()
         _log.debug("agentkit: resumed run of checkpoint %r starts", checkpoint_id)
 
-        def save(checkpoint_id: str, checkpoint: Checkpoint | ConsumedCheckpoint) -> None:
-            if keeper is not None and keeper.lost is not None:
-                raise _fenced(checkpoint_id, keeper.lost)
-            self._save(checkpoint_id, checkpoint)
-
         def work(generator: EventSink) -> None:
-            sink = RunnerSink(
-                generator,
-                save if durable is None else durable.writer.save,
-                frame,
-                checkpoint_id,
-                outcome,
-                turn,
+            sink = self._sink(
+                generator, frame, checkpoint_id, outcome, turn, durable, keeper,
                 consume=True,
-                final=None if durable is None else durable.final_points,
             )
             try:
                 place = frame.at_agent(RunStep(agent.name))
@@ -610,6 +588,33 @@ class Runner(BuiltValue):
 
     def _save(self, checkpoint_id: str, checkpoint: Checkpoint | ConsumedCheckpoint) -> None:
         save_checkpoint(self.checkpoint_store, self.serializer, checkpoint_id, checkpoint)
+
+    def _sink(
+        self,
+        generator: EventSink,
+        frame: RunFrame,
+        checkpoint_id: str | None,
+        outcome: RunOutcome,
+        turn: OpenTurn | None,
+        durable: DurableRun | None,
+        keeper: LeaseKeeper | None,
+        *,
+        consume: bool,
+    ) -> RunnerSink:
+        """The top of a run or a resumed run: a durable run saves through its writer, any
+        other through this Runner's store, fenced by the caller's lease when it holds one."""
+        if durable is not None:
+            return RunnerSink(
+                generator, durable.writer.save, frame, checkpoint_id, outcome, turn,
+                consume=consume, final=durable.final_points,
+            )
+
+        def save(checkpoint_id: str, checkpoint: Checkpoint | ConsumedCheckpoint) -> None:
+            if keeper is not None and keeper.lost is not None:
+                raise _fenced(checkpoint_id, keeper.lost)
+            self._save(checkpoint_id, checkpoint)
+
+        return RunnerSink(generator, save, frame, checkpoint_id, outcome, turn, consume=consume)
 
 
 def _drop_leftover_steps(store: CheckPointStore, checkpoint_id: str) -> None:
